@@ -1,0 +1,1 @@
+//! wirespeed-http (being built).

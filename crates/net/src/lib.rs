@@ -1,0 +1,1 @@
+//! wirespeed-net (being built).

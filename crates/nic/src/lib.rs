@@ -1,0 +1,1 @@
+//! wirespeed-nic (being built).

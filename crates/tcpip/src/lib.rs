@@ -1,0 +1,1 @@
+//! wirespeed-tcpip (being built).

@@ -1,0 +1,1 @@
+//! wirespeed-wire (being built).

@@ -1,0 +1,45 @@
+//! `wirespeed`: the one binary. Each subcommand lives in its own module under `cmd/`.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+#[derive(Parser)]
+#[command(name = "wirespeed", version, about = "Linux networking at kernel-bypass speed, measured")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a server (http, echo) on the kernel stack or the bypass stack.
+    Serve(cmd::serve::Args),
+    /// Load generators: HTTP/1.1 and echo, closed or open loop, HDR latency.
+    Bench(cmd::bench::Args),
+    /// Lab topologies in network namespaces (pair, line, lb) and tuning profiles.
+    Lab(cmd::lab::Args),
+    /// Attach probes to a running server: CPU per request, syscalls, context switches, locality.
+    Probe(cmd::probe::Args),
+    /// Reproduce the seed experiments on this machine and print the table.
+    Showdown(cmd::showdown::Args),
+    /// The transparent fast path: Linux configuration in, specialized XDP/TC program out.
+    Fp(cmd::fp::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(a) => cmd::serve::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Lab(a) => cmd::lab::run(a),
+        Command::Probe(a) => cmd::probe::run(a),
+        Command::Showdown(a) => cmd::showdown::run(a),
+        Command::Fp(a) => cmd::fp::run(a),
+    };
+    if let Err(e) = result {
+        // One line, the whole cause chain: "what failed: why".
+        eprintln!("wirespeed: {e:#}");
+        std::process::exit(1);
+    }
+}

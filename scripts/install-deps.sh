@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what wirespeed needs on Debian 12, as root. Idempotent: installs only what is missing.
+set -euo pipefail
+
+PKGS=(
+  clang llvm libelf-dev zlib1g-dev pkg-config libbpf-dev bpftool   # BPF programs and loaders
+  iproute2 iputils-ping ethtool nftables iptables ipset tcpdump     # lab and fast path
+  curl wrk nginx netcat-openbsd strace sysstat procps                # peers and independent counters
+  libdpdk-dev                                                        # DPDK driver (feature)
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  if [[ $EUID -ne 0 ]]; then
+    echo "install-deps: missing packages (${missing[*]}); run as root: sudo make deps" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# nginx is a benchmark peer that we start ourselves; the packaged service must not hold port 80.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet nginx 2>/dev/null; then
+  systemctl stop nginx || true
+  systemctl disable nginx >/dev/null 2>&1 || true
+fi
+
+command -v cargo >/dev/null || { echo "install-deps: cargo not found; install the Rust toolchain (rustup)" >&2; exit 1; }
