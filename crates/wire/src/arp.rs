@@ -1,0 +1,160 @@
+//! ARP for IPv4 over Ethernet (RFC 826).
+
+use crate::ethernet::MacAddr;
+use crate::ipv4::Ipv4Addr;
+use crate::{get_u16, put_u16, Error, Result};
+
+/// ARP packet length for Ethernet/IPv4.
+pub const PACKET_LEN: usize = 28;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArpOperation {
+    Request,
+    Reply,
+    Unknown(u16),
+}
+
+impl From<u16> for ArpOperation {
+    fn from(v: u16) -> Self {
+        match v {
+            1 => ArpOperation::Request,
+            2 => ArpOperation::Reply,
+            o => ArpOperation::Unknown(o),
+        }
+    }
+}
+
+impl From<ArpOperation> for u16 {
+    fn from(v: ArpOperation) -> u16 {
+        match v {
+            ArpOperation::Request => 1,
+            ArpOperation::Reply => 2,
+            ArpOperation::Unknown(o) => o,
+        }
+    }
+}
+
+/// A view over an ARP packet.
+#[derive(Debug, Clone)]
+pub struct ArpPacket<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> ArpPacket<T> {
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        if buffer.as_ref().len() < PACKET_LEN {
+            return Err(Error::Truncated);
+        }
+        Ok(ArpPacket { buffer })
+    }
+    pub fn hardware_type(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), 0)
+    }
+    pub fn protocol_type(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), 2)
+    }
+    pub fn hardware_len(&self) -> u8 {
+        self.buffer.as_ref()[4]
+    }
+    pub fn protocol_len(&self) -> u8 {
+        self.buffer.as_ref()[5]
+    }
+    pub fn operation(&self) -> ArpOperation {
+        get_u16(self.buffer.as_ref(), 6).into()
+    }
+    fn mac_at(&self, at: usize) -> MacAddr {
+        let mut m = [0; 6];
+        m.copy_from_slice(&self.buffer.as_ref()[at..at + 6]);
+        MacAddr(m)
+    }
+    fn ip_at(&self, at: usize) -> Ipv4Addr {
+        let mut a = [0; 4];
+        a.copy_from_slice(&self.buffer.as_ref()[at..at + 4]);
+        Ipv4Addr(a)
+    }
+    pub fn sender_mac(&self) -> MacAddr {
+        self.mac_at(8)
+    }
+    pub fn sender_ip(&self) -> Ipv4Addr {
+        self.ip_at(14)
+    }
+    pub fn target_mac(&self) -> MacAddr {
+        self.mac_at(18)
+    }
+    pub fn target_ip(&self) -> Ipv4Addr {
+        self.ip_at(24)
+    }
+}
+
+/// An Ethernet/IPv4 ARP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArpRepr {
+    pub operation: ArpOperation,
+    pub sender_mac: MacAddr,
+    pub sender_ip: Ipv4Addr,
+    pub target_mac: MacAddr,
+    pub target_ip: Ipv4Addr,
+}
+
+impl ArpRepr {
+    /// Parses; anything but Ethernet (1) / IPv4 (0x0800) with 6/4 address lengths is
+    /// `Unsupported`.
+    pub fn parse<T: AsRef<[u8]>>(p: &ArpPacket<T>) -> Result<Self> {
+        if p.hardware_type() != 1
+            || p.protocol_type() != 0x0800
+            || p.hardware_len() != 6
+            || p.protocol_len() != 4
+        {
+            return Err(Error::Unsupported);
+        }
+        Ok(ArpRepr {
+            operation: p.operation(),
+            sender_mac: p.sender_mac(),
+            sender_ip: p.sender_ip(),
+            target_mac: p.target_mac(),
+            target_ip: p.target_ip(),
+        })
+    }
+
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let b = buf.get_mut(..PACKET_LEN).ok_or(Error::Truncated)?;
+        put_u16(b, 0, 1);
+        put_u16(b, 2, 0x0800);
+        b[4] = 6;
+        b[5] = 4;
+        put_u16(b, 6, self.operation.into());
+        b[8..14].copy_from_slice(&self.sender_mac.0);
+        b[14..18].copy_from_slice(&self.sender_ip.0);
+        b[18..24].copy_from_slice(&self.target_mac.0);
+        b[24..28].copy_from_slice(&self.target_ip.0);
+        Ok(PACKET_LEN)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip() {
+        let r = ArpRepr {
+            operation: ArpOperation::Request,
+            sender_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            sender_ip: Ipv4Addr([198, 18, 0, 1]),
+            target_mac: MacAddr::ZERO,
+            target_ip: Ipv4Addr([198, 18, 0, 2]),
+        };
+        let mut b = [0u8; 28];
+        r.emit(&mut b).unwrap();
+        assert_eq!(
+            ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()).unwrap(),
+            r
+        );
+        b[1] = 6; // hardware type 6 (IEEE 802)
+        assert_eq!(
+            ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()).unwrap_err(),
+            Error::Unsupported
+        );
+        assert!(ArpPacket::new_checked(&b[..27]).is_err());
+    }
+}

@@ -1,0 +1,140 @@
+//! ICMPv4 (RFC 792): echo request/reply parsed; other types recognised by number only.
+
+use crate::checksum;
+use crate::{get_u16, put_u16, Error, Result};
+
+pub const HEADER_LEN: usize = 8;
+
+/// A view over an ICMPv4 message.
+#[derive(Debug, Clone)]
+pub struct Icmpv4Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        if buffer.as_ref().len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        Ok(Icmpv4Packet { buffer })
+    }
+    pub fn msg_type(&self) -> u8 {
+        self.buffer.as_ref()[0]
+    }
+    pub fn code(&self) -> u8 {
+        self.buffer.as_ref()[1]
+    }
+    pub fn checksum(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), 2)
+    }
+    /// Identifier (echo messages).
+    pub fn echo_ident(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), 4)
+    }
+    /// Sequence number (echo messages).
+    pub fn echo_seq_no(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), 6)
+    }
+    pub fn verify_checksum(&self) -> bool {
+        checksum::checksum(self.buffer.as_ref()) == 0
+    }
+    pub fn data(&self) -> &[u8] {
+        &self.buffer.as_ref()[HEADER_LEN..]
+    }
+}
+
+/// A parsed echo message (type 8 request or 0 reply); `data` borrows the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Icmpv4Repr<'a> {
+    EchoRequest {
+        ident: u16,
+        seq_no: u16,
+        data: &'a [u8],
+    },
+    EchoReply {
+        ident: u16,
+        seq_no: u16,
+        data: &'a [u8],
+    },
+}
+
+impl<'a> Icmpv4Repr<'a> {
+    /// Parses echo messages (checksum verified); other types are `Unsupported`.
+    pub fn parse(p: &Icmpv4Packet<&'a [u8]>) -> Result<Self> {
+        if !p.verify_checksum() {
+            return Err(Error::Checksum);
+        }
+        let b: &'a [u8] = p.buffer;
+        let data = &b[HEADER_LEN..];
+        match (p.msg_type(), p.code()) {
+            (8, 0) => Ok(Icmpv4Repr::EchoRequest {
+                ident: p.echo_ident(),
+                seq_no: p.echo_seq_no(),
+                data,
+            }),
+            (0, 0) => Ok(Icmpv4Repr::EchoReply {
+                ident: p.echo_ident(),
+                seq_no: p.echo_seq_no(),
+                data,
+            }),
+            _ => Err(Error::Unsupported),
+        }
+    }
+
+    pub fn buffer_len(&self) -> usize {
+        match self {
+            Icmpv4Repr::EchoRequest { data, .. } | Icmpv4Repr::EchoReply { data, .. } => {
+                HEADER_LEN + data.len()
+            }
+        }
+    }
+
+    /// Writes the message with its checksum.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let (ty, ident, seq_no, data) = match *self {
+            Icmpv4Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            } => (8, ident, seq_no, data),
+            Icmpv4Repr::EchoReply {
+                ident,
+                seq_no,
+                data,
+            } => (0, ident, seq_no, data),
+        };
+        let len = HEADER_LEN + data.len();
+        let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
+        b[0] = ty;
+        b[1] = 0;
+        put_u16(b, 2, 0);
+        put_u16(b, 4, ident);
+        put_u16(b, 6, seq_no);
+        b[HEADER_LEN..].copy_from_slice(data);
+        let c = checksum::checksum(b);
+        put_u16(b, 2, c);
+        Ok(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip() {
+        let r = Icmpv4Repr::EchoRequest {
+            ident: 7,
+            seq_no: 9,
+            data: b"ping!",
+        };
+        let mut b = [0u8; 13];
+        r.emit(&mut b).unwrap();
+        let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Icmpv4Repr::parse(&p).unwrap(), r);
+        b[9] ^= 0xff;
+        let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Icmpv4Repr::parse(&p).unwrap_err(), Error::Checksum);
+        assert!(Icmpv4Packet::new_checked(&b[..7]).is_err());
+    }
+}

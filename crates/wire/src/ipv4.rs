@@ -1,0 +1,341 @@
+//! IPv4 headers (RFC 791).
+
+use crate::checksum;
+use crate::{get_u16, put_u16, Error, Result};
+
+/// An IPv4 address in network byte order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Ipv4Addr(pub [u8; 4]);
+
+impl Ipv4Addr {
+    pub const UNSPECIFIED: Ipv4Addr = Ipv4Addr([0; 4]);
+    pub const BROADCAST: Ipv4Addr = Ipv4Addr([255; 4]);
+
+    pub const fn new(a: u8, b: u8, c: u8, d: u8) -> Self {
+        Ipv4Addr([a, b, c, d])
+    }
+    pub fn to_u32(self) -> u32 {
+        u32::from_be_bytes(self.0)
+    }
+    pub fn from_u32(v: u32) -> Self {
+        Ipv4Addr(v.to_be_bytes())
+    }
+    pub fn is_multicast(&self) -> bool {
+        self.0[0] & 0xf0 == 0xe0
+    }
+    /// True when `self` and `other` share the first `prefix_len` bits.
+    pub fn same_subnet(&self, other: Ipv4Addr, prefix_len: u8) -> bool {
+        let mask = if prefix_len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - prefix_len.min(32) as u32)
+        };
+        self.to_u32() & mask == other.to_u32() & mask
+    }
+}
+
+impl From<std::net::Ipv4Addr> for Ipv4Addr {
+    fn from(a: std::net::Ipv4Addr) -> Self {
+        Ipv4Addr(a.octets())
+    }
+}
+
+impl From<Ipv4Addr> for std::net::Ipv4Addr {
+    fn from(a: Ipv4Addr) -> Self {
+        std::net::Ipv4Addr::from(a.0)
+    }
+}
+
+impl core::fmt::Display for Ipv4Addr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}.{}.{}.{}", self.0[0], self.0[1], self.0[2], self.0[3])
+    }
+}
+
+/// IP protocol numbers this stack knows by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpProtocol {
+    Icmp,
+    Tcp,
+    Udp,
+    Icmpv6,
+    Unknown(u8),
+}
+
+impl From<u8> for IpProtocol {
+    fn from(v: u8) -> Self {
+        match v {
+            1 => IpProtocol::Icmp,
+            6 => IpProtocol::Tcp,
+            17 => IpProtocol::Udp,
+            58 => IpProtocol::Icmpv6,
+            o => IpProtocol::Unknown(o),
+        }
+    }
+}
+
+impl From<IpProtocol> for u8 {
+    fn from(v: IpProtocol) -> u8 {
+        match v {
+            IpProtocol::Icmp => 1,
+            IpProtocol::Tcp => 6,
+            IpProtocol::Udp => 17,
+            IpProtocol::Icmpv6 => 58,
+            IpProtocol::Unknown(o) => o,
+        }
+    }
+}
+
+/// Header length without options.
+pub const HEADER_LEN: usize = 20;
+
+/// A view over an IPv4 packet. `new_checked` guarantees that the header (with options) and
+/// the total length fit in the buffer; the buffer may be longer (Ethernet padding).
+#[derive(Debug, Clone)]
+pub struct Ipv4Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Ipv4Packet<T> {
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let b = buffer.as_ref();
+        if b.len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        if b[0] >> 4 != 4 {
+            return Err(Error::Malformed);
+        }
+        let hl = ((b[0] & 0x0f) as usize) * 4;
+        if hl < HEADER_LEN {
+            return Err(Error::Malformed);
+        }
+        let total = get_u16(b, 2) as usize;
+        if total < hl {
+            return Err(Error::Malformed);
+        }
+        if b.len() < total {
+            return Err(Error::Truncated);
+        }
+        Ok(Ipv4Packet { buffer })
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+    pub fn header_len(&self) -> usize {
+        ((self.b()[0] & 0x0f) as usize) * 4
+    }
+    /// Length of the options (header length minus 20).
+    pub fn options_len(&self) -> usize {
+        self.header_len() - HEADER_LEN
+    }
+    pub fn dscp_ecn(&self) -> u8 {
+        self.b()[1]
+    }
+    pub fn total_len(&self) -> usize {
+        get_u16(self.b(), 2) as usize
+    }
+    pub fn ident(&self) -> u16 {
+        get_u16(self.b(), 4)
+    }
+    pub fn dont_frag(&self) -> bool {
+        self.b()[6] & 0x40 != 0
+    }
+    pub fn more_frags(&self) -> bool {
+        self.b()[6] & 0x20 != 0
+    }
+    /// Fragment offset in bytes.
+    pub fn frag_offset(&self) -> usize {
+        ((get_u16(self.b(), 6) & 0x1fff) as usize) * 8
+    }
+    /// True when this is any fragment (first, middle or last) of a larger datagram.
+    pub fn is_fragment(&self) -> bool {
+        self.more_frags() || self.frag_offset() != 0
+    }
+    pub fn ttl(&self) -> u8 {
+        self.b()[8]
+    }
+    pub fn protocol(&self) -> IpProtocol {
+        self.b()[9].into()
+    }
+    pub fn header_checksum(&self) -> u16 {
+        get_u16(self.b(), 10)
+    }
+    pub fn src(&self) -> Ipv4Addr {
+        let b = self.b();
+        Ipv4Addr([b[12], b[13], b[14], b[15]])
+    }
+    pub fn dst(&self) -> Ipv4Addr {
+        let b = self.b();
+        Ipv4Addr([b[16], b[17], b[18], b[19]])
+    }
+    pub fn verify_checksum(&self) -> bool {
+        checksum::checksum(&self.b()[..self.header_len()]) == 0
+    }
+    /// The payload, cut at the total length (Ethernet padding excluded).
+    pub fn payload(&self) -> &[u8] {
+        &self.b()[self.header_len()..self.total_len()]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
+    /// Decrements the TTL and patches the checksum incrementally (RFC 1624).
+    pub fn decrement_ttl(&mut self) {
+        let b = self.buffer.as_mut();
+        let old = get_u16(b, 8);
+        b[8] = b[8].saturating_sub(1);
+        let new = get_u16(b, 8);
+        let c = checksum::update_u16(get_u16(b, 10), old, new);
+        put_u16(b, 10, c);
+    }
+}
+
+/// A parsed IPv4 header (options are skipped on parse and never emitted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Repr {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub protocol: IpProtocol,
+    pub payload_len: usize,
+    pub ttl: u8,
+    pub ident: u16,
+    pub dont_frag: bool,
+}
+
+impl Ipv4Repr {
+    /// Parses a checked view; verifies the header checksum. Fragments are reported as
+    /// `Unsupported` (the stack does not reassemble).
+    pub fn parse<T: AsRef<[u8]>>(p: &Ipv4Packet<T>) -> Result<Self> {
+        if !p.verify_checksum() {
+            return Err(Error::Checksum);
+        }
+        if p.is_fragment() {
+            return Err(Error::Unsupported);
+        }
+        Ok(Ipv4Repr {
+            src: p.src(),
+            dst: p.dst(),
+            protocol: p.protocol(),
+            payload_len: p.total_len() - p.header_len(),
+            ttl: p.ttl(),
+            ident: p.ident(),
+            dont_frag: p.dont_frag(),
+        })
+    }
+
+    pub const fn header_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Writes a 20-byte header with its checksum at the start of `buf`.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let total = HEADER_LEN + self.payload_len;
+        if total > u16::MAX as usize {
+            return Err(Error::Malformed);
+        }
+        let b = buf.get_mut(..HEADER_LEN).ok_or(Error::Truncated)?;
+        b[0] = 0x45;
+        b[1] = 0;
+        put_u16(b, 2, total as u16);
+        put_u16(b, 4, self.ident);
+        put_u16(b, 6, if self.dont_frag { 0x4000 } else { 0 });
+        b[8] = self.ttl;
+        b[9] = self.protocol.into();
+        put_u16(b, 10, 0);
+        b[12..16].copy_from_slice(&self.src.0);
+        b[16..20].copy_from_slice(&self.dst.0);
+        let c = checksum::checksum(b);
+        put_u16(b, 10, c);
+        Ok(HEADER_LEN)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Ipv4Repr {
+        Ipv4Repr {
+            src: Ipv4Addr::new(198, 18, 0, 1),
+            dst: Ipv4Addr::new(198, 18, 0, 2),
+            protocol: IpProtocol::Tcp,
+            payload_len: 4,
+            ttl: 64,
+            ident: 0x1234,
+            dont_frag: true,
+        }
+    }
+
+    #[test]
+    fn roundtrip_and_padding() {
+        let mut b = [0u8; 40]; // longer than total length: trailing Ethernet padding
+        sample().emit(&mut b).unwrap();
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Ipv4Repr::parse(&p).unwrap(), sample());
+        assert_eq!(p.payload().len(), 4);
+        assert_eq!(p.options_len(), 0);
+    }
+
+    #[test]
+    fn checksum_and_ttl() {
+        let mut b = [0u8; 24];
+        sample().emit(&mut b).unwrap();
+        let mut p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+        p.decrement_ttl();
+        assert!(p.verify_checksum());
+        assert_eq!(p.ttl(), 63);
+        b[12] ^= 1;
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Ipv4Repr::parse(&p).unwrap_err(), Error::Checksum);
+    }
+
+    #[test]
+    fn malformed() {
+        let mut b = [0u8; 24];
+        sample().emit(&mut b).unwrap();
+        let mut bad = b;
+        bad[0] = 0x44; // IHL 16 bytes
+        assert_eq!(
+            Ipv4Packet::new_checked(&bad[..]).unwrap_err(),
+            Error::Malformed
+        );
+        let mut bad = b;
+        bad[0] = 0x65;
+        assert_eq!(
+            Ipv4Packet::new_checked(&bad[..]).unwrap_err(),
+            Error::Malformed
+        );
+        assert_eq!(
+            Ipv4Packet::new_checked(&b[..23]).unwrap_err(),
+            Error::Truncated
+        );
+        let mut opt = b;
+        opt[0] = 0x46; // 4 bytes of options, total length 24 still covers it
+        let p = Ipv4Packet::new_checked(&opt[..]).unwrap();
+        assert_eq!(p.options_len(), 4);
+        assert_eq!(p.payload().len(), 0);
+    }
+
+    #[test]
+    fn fragments() {
+        let mut b = [0u8; 24];
+        sample().emit(&mut b).unwrap();
+        b[6] = 0x20; // more fragments
+        b[10] = 0;
+        b[11] = 0;
+        let c = checksum::checksum(&b[..20]);
+        b[10..12].copy_from_slice(&c.to_be_bytes());
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert!(p.is_fragment());
+        assert_eq!(Ipv4Repr::parse(&p).unwrap_err(), Error::Unsupported);
+    }
+
+    #[test]
+    fn subnet() {
+        let a = Ipv4Addr::new(198, 18, 1, 7);
+        assert!(a.same_subnet(Ipv4Addr::new(198, 18, 1, 200), 24));
+        assert!(!a.same_subnet(Ipv4Addr::new(198, 18, 2, 7), 24));
+        assert!(a.same_subnet(Ipv4Addr::new(1, 2, 3, 4), 0));
+        assert!(!a.same_subnet(Ipv4Addr::new(198, 18, 1, 8), 32));
+    }
+}

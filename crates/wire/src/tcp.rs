@@ -1,0 +1,493 @@
+//! TCP headers (RFC 9293) and the options the stack negotiates: MSS, window scale (RFC 7323),
+//! SACK-permitted and SACK blocks (RFC 2018), timestamps (RFC 7323).
+
+use crate::checksum;
+use crate::ipv4::Ipv4Addr;
+use crate::{get_u16, get_u32, put_u16, put_u32, Error, Result};
+
+pub const HEADER_LEN: usize = 20;
+/// Largest header (data offset 15).
+pub const MAX_HEADER_LEN: usize = 60;
+
+/// A TCP sequence number: arithmetic and comparison are modulo 2^32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SeqNumber(pub u32);
+
+impl SeqNumber {
+    #[inline]
+    pub fn add(self, n: usize) -> SeqNumber {
+        SeqNumber(self.0.wrapping_add(n as u32))
+    }
+    #[inline]
+    pub fn sub(self, n: usize) -> SeqNumber {
+        SeqNumber(self.0.wrapping_sub(n as u32))
+    }
+    /// `self - other` as a signed distance.
+    #[inline]
+    pub fn diff(self, other: SeqNumber) -> i32 {
+        self.0.wrapping_sub(other.0) as i32
+    }
+    #[inline]
+    pub fn lt(self, o: SeqNumber) -> bool {
+        self.diff(o) < 0
+    }
+    #[inline]
+    pub fn le(self, o: SeqNumber) -> bool {
+        self.diff(o) <= 0
+    }
+    #[inline]
+    pub fn gt(self, o: SeqNumber) -> bool {
+        self.diff(o) > 0
+    }
+    #[inline]
+    pub fn ge(self, o: SeqNumber) -> bool {
+        self.diff(o) >= 0
+    }
+    pub fn max(self, o: SeqNumber) -> SeqNumber {
+        if self.ge(o) {
+            self
+        } else {
+            o
+        }
+    }
+    pub fn min(self, o: SeqNumber) -> SeqNumber {
+        if self.le(o) {
+            self
+        } else {
+            o
+        }
+    }
+}
+
+/// Flag bits.
+pub mod flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+}
+
+/// The connection-control part of a segment (at most one of SYN, FIN, RST is meaningful).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpControl {
+    None,
+    Syn,
+    Fin,
+    Rst,
+}
+
+/// A view over a TCP segment. `new_checked` guarantees that the header including options
+/// fits; the payload is everything after it (the caller cuts the buffer at the IP length).
+#[derive(Debug, Clone)]
+pub struct TcpPacket<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> TcpPacket<T> {
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let b = buffer.as_ref();
+        if b.len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let off = ((b[12] >> 4) as usize) * 4;
+        if off < HEADER_LEN {
+            return Err(Error::Malformed);
+        }
+        if b.len() < off {
+            return Err(Error::Truncated);
+        }
+        Ok(TcpPacket { buffer })
+    }
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+    pub fn src_port(&self) -> u16 {
+        get_u16(self.b(), 0)
+    }
+    pub fn dst_port(&self) -> u16 {
+        get_u16(self.b(), 2)
+    }
+    pub fn seq_number(&self) -> SeqNumber {
+        SeqNumber(get_u32(self.b(), 4))
+    }
+    pub fn ack_number(&self) -> SeqNumber {
+        SeqNumber(get_u32(self.b(), 8))
+    }
+    pub fn header_len(&self) -> usize {
+        ((self.b()[12] >> 4) as usize) * 4
+    }
+    pub fn flags(&self) -> u8 {
+        self.b()[13]
+    }
+    pub fn fin(&self) -> bool {
+        self.flags() & flags::FIN != 0
+    }
+    pub fn syn(&self) -> bool {
+        self.flags() & flags::SYN != 0
+    }
+    pub fn rst(&self) -> bool {
+        self.flags() & flags::RST != 0
+    }
+    pub fn psh(&self) -> bool {
+        self.flags() & flags::PSH != 0
+    }
+    pub fn ack(&self) -> bool {
+        self.flags() & flags::ACK != 0
+    }
+    pub fn window_len(&self) -> u16 {
+        get_u16(self.b(), 14)
+    }
+    pub fn checksum(&self) -> u16 {
+        get_u16(self.b(), 16)
+    }
+    pub fn urgent_at(&self) -> u16 {
+        get_u16(self.b(), 18)
+    }
+    pub fn options(&self) -> &[u8] {
+        &self.b()[HEADER_LEN..self.header_len()]
+    }
+    pub fn payload(&self) -> &[u8] {
+        &self.b()[self.header_len()..]
+    }
+    pub fn verify_checksum(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
+        checksum::transport_v4(src, dst, 6, self.b()) == 0
+    }
+    /// Sequence space the segment occupies: payload plus one each for SYN and FIN.
+    pub fn segment_len(&self) -> usize {
+        self.payload().len() + self.syn() as usize + self.fin() as usize
+    }
+}
+
+/// Parsed TCP options. Unknown options are skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpOptions {
+    pub mss: Option<u16>,
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    /// Up to four SACK blocks (left, right); `sack_count` of them are valid.
+    pub sack_blocks: [(u32, u32); 4],
+    pub sack_count: u8,
+    /// (TSval, TSecr).
+    pub timestamps: Option<(u32, u32)>,
+}
+
+impl TcpOptions {
+    /// Parses the options area. A malformed option list (a length running past the end or
+    /// below 2) is an error; a well-formed option with an unexpected length is ignored.
+    pub fn parse(mut opts: &[u8]) -> Result<Self> {
+        let mut o = TcpOptions::default();
+        while let Some(&kind) = opts.first() {
+            match kind {
+                0 => break,
+                1 => {
+                    opts = &opts[1..];
+                    continue;
+                }
+                _ => {}
+            }
+            let len = *opts.get(1).ok_or(Error::Malformed)? as usize;
+            if len < 2 || len > opts.len() {
+                return Err(Error::Malformed);
+            }
+            let body = &opts[2..len];
+            match (kind, body.len()) {
+                (2, 2) => o.mss = Some(get_u16(body, 0)),
+                (3, 1) => o.window_scale = Some(body[0].min(14)),
+                (4, 0) => o.sack_permitted = true,
+                (5, n) if n % 8 == 0 => {
+                    for blk in body.chunks_exact(8) {
+                        // A second SACK option must not overflow the fixed array.
+                        if let Some(slot) = o.sack_blocks.get_mut(o.sack_count as usize) {
+                            *slot = (get_u32(blk, 0), get_u32(blk, 4));
+                            o.sack_count += 1;
+                        }
+                    }
+                }
+                (8, 8) => o.timestamps = Some((get_u32(body, 0), get_u32(body, 4))),
+                _ => {}
+            }
+            opts = &opts[len..];
+        }
+        Ok(o)
+    }
+
+    /// Bytes `emit` writes (padded to a multiple of 4).
+    pub fn len(&self) -> usize {
+        let mut n = 0;
+        if self.mss.is_some() {
+            n += 4;
+        }
+        if self.window_scale.is_some() {
+            n += 4; // NOP + 3
+        }
+        if self.timestamps.is_some() {
+            n += if self.sack_permitted { 10 } else { 12 }; // SACK-permitted rides in the pad
+        }
+        if self.sack_permitted {
+            n += if self.timestamps.is_some() { 2 } else { 4 };
+        }
+        let sacks = self
+            .sack_count
+            .min(if self.timestamps.is_some() { 3 } else { 4 }) as usize;
+        if sacks > 0 {
+            n += 4 + 8 * sacks; // NOP NOP kind len
+        }
+        n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes options in the order Linux uses (aligned with NOPs); returns bytes written.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let need = self.len();
+        let b = buf.get_mut(..need).ok_or(Error::Truncated)?;
+        let mut i = 0;
+        if let Some(mss) = self.mss {
+            b[i] = 2;
+            b[i + 1] = 4;
+            put_u16(b, i + 2, mss);
+            i += 4;
+        }
+        match (self.sack_permitted, self.timestamps) {
+            (true, Some((val, ecr))) => {
+                b[i..i + 2].copy_from_slice(&[4, 2]);
+                b[i + 2] = 8;
+                b[i + 3] = 10;
+                put_u32(b, i + 4, val);
+                put_u32(b, i + 8, ecr);
+                i += 12;
+            }
+            (false, Some((val, ecr))) => {
+                b[i..i + 4].copy_from_slice(&[1, 1, 8, 10]);
+                put_u32(b, i + 4, val);
+                put_u32(b, i + 8, ecr);
+                i += 12;
+            }
+            (true, None) => {
+                b[i..i + 4].copy_from_slice(&[1, 1, 4, 2]);
+                i += 4;
+            }
+            (false, None) => {}
+        }
+        if let Some(ws) = self.window_scale {
+            b[i..i + 4].copy_from_slice(&[1, 3, 3, ws]);
+            i += 4;
+        }
+        let sacks = self
+            .sack_count
+            .min(if self.timestamps.is_some() { 3 } else { 4 }) as usize;
+        if sacks > 0 {
+            b[i..i + 4].copy_from_slice(&[1, 1, 5, (2 + 8 * sacks) as u8]);
+            i += 4;
+            for &(l, r) in &self.sack_blocks[..sacks] {
+                put_u32(b, i, l);
+                put_u32(b, i + 4, r);
+                i += 8;
+            }
+        }
+        Ok(i)
+    }
+}
+
+/// A parsed TCP header (payload not included: take it from the packet view).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpRepr {
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub seq: SeqNumber,
+    pub ack: Option<SeqNumber>,
+    pub flags: u8,
+    pub window: u16,
+    pub options: TcpOptions,
+}
+
+impl TcpRepr {
+    /// Parses the header and options, verifying the checksum over `src`/`dst`.
+    pub fn parse<T: AsRef<[u8]>>(p: &TcpPacket<T>, src: Ipv4Addr, dst: Ipv4Addr) -> Result<Self> {
+        if !p.verify_checksum(src, dst) {
+            return Err(Error::Checksum);
+        }
+        if p.src_port() == 0 || p.dst_port() == 0 {
+            return Err(Error::Malformed);
+        }
+        let f = p.flags();
+        if f & flags::SYN != 0 && f & (flags::FIN | flags::RST) != 0 {
+            return Err(Error::Malformed);
+        }
+        Ok(TcpRepr {
+            src_port: p.src_port(),
+            dst_port: p.dst_port(),
+            seq: p.seq_number(),
+            ack: p.ack().then(|| p.ack_number()),
+            flags: f,
+            window: p.window_len(),
+            options: TcpOptions::parse(p.options())?,
+        })
+    }
+
+    pub fn control(&self) -> TcpControl {
+        if self.flags & flags::RST != 0 {
+            TcpControl::Rst
+        } else if self.flags & flags::SYN != 0 {
+            TcpControl::Syn
+        } else if self.flags & flags::FIN != 0 {
+            TcpControl::Fin
+        } else {
+            TcpControl::None
+        }
+    }
+
+    pub fn header_len(&self) -> usize {
+        HEADER_LEN + self.options.len()
+    }
+
+    /// Writes the header and options; the checksum field is left zero (see [`fill_checksum`]).
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let hl = self.header_len();
+        if hl > MAX_HEADER_LEN {
+            return Err(Error::Malformed);
+        }
+        let b = buf.get_mut(..hl).ok_or(Error::Truncated)?;
+        put_u16(b, 0, self.src_port);
+        put_u16(b, 2, self.dst_port);
+        put_u32(b, 4, self.seq.0);
+        put_u32(b, 8, self.ack.map_or(0, |a| a.0));
+        b[12] = ((hl / 4) as u8) << 4;
+        b[13] = self.flags | if self.ack.is_some() { flags::ACK } else { 0 };
+        put_u16(b, 14, self.window);
+        put_u16(b, 16, 0);
+        put_u16(b, 18, 0);
+        self.options.emit(&mut b[HEADER_LEN..])?;
+        Ok(hl)
+    }
+}
+
+/// Computes and stores the checksum of a complete segment (header + payload).
+pub fn fill_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
+    if segment.len() < HEADER_LEN {
+        return;
+    }
+    put_u16(segment, 16, 0);
+    let c = checksum::transport_v4(src, dst, 6, segment);
+    put_u16(segment, 16, c);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+    const D: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+    fn syn() -> TcpRepr {
+        TcpRepr {
+            src_port: 40000,
+            dst_port: 80,
+            seq: SeqNumber(0xdead_beef),
+            ack: None,
+            flags: flags::SYN,
+            window: 65535,
+            options: TcpOptions {
+                mss: Some(1460),
+                window_scale: Some(7),
+                sack_permitted: true,
+                timestamps: Some((1, 0)),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn roundtrip_with_all_options() {
+        let mut b = [0u8; 64];
+        let hl = syn().emit(&mut b).unwrap();
+        assert_eq!(hl, 40); // what Linux sends for a SYN
+        b[hl..hl + 3].copy_from_slice(b"abc");
+        fill_checksum(&mut b[..hl + 3], S, D);
+        let p = TcpPacket::new_checked(&b[..hl + 3]).unwrap();
+        assert_eq!(TcpRepr::parse(&p, S, D).unwrap(), syn());
+        assert_eq!(p.payload(), b"abc");
+        assert_eq!(p.segment_len(), 4);
+        assert_eq!(
+            TcpRepr::parse(&p, D, S).map(|_| ()),
+            Ok(()),
+            "checksum is symmetric in src/dst"
+        );
+        assert_eq!(
+            TcpRepr::parse(&p, D, Ipv4Addr::new(1, 2, 3, 4)).unwrap_err(),
+            Error::Checksum
+        );
+    }
+
+    #[test]
+    fn sack_blocks() {
+        for ts in [None, Some((5, 6))] {
+            let mut o = TcpOptions {
+                timestamps: ts,
+                ..Default::default()
+            };
+            o.sack_blocks = [(1, 2), (3, 4), (5, 6), (7, 8)];
+            o.sack_count = 4;
+            let mut b = [0u8; 40];
+            let n = o.emit(&mut b).unwrap();
+            assert_eq!(n, o.len());
+            assert_eq!(n % 4, 0);
+            let p = TcpOptions::parse(&b[..n]).unwrap();
+            let want = if ts.is_some() { 3 } else { 4 };
+            assert_eq!(p.sack_count, want);
+            assert_eq!(
+                &p.sack_blocks[..want as usize],
+                &o.sack_blocks[..want as usize]
+            );
+            assert_eq!(p.timestamps, ts);
+        }
+    }
+
+    #[test]
+    fn malformed_options_and_headers() {
+        assert_eq!(TcpOptions::parse(&[2, 1]).unwrap_err(), Error::Malformed);
+        assert_eq!(
+            TcpOptions::parse(&[2, 9, 0, 0]).unwrap_err(),
+            Error::Malformed
+        );
+        assert_eq!(TcpOptions::parse(&[8]).unwrap_err(), Error::Malformed);
+        assert_eq!(
+            TcpOptions::parse(&[1, 1, 0, 99]).unwrap(),
+            TcpOptions::default()
+        );
+        assert_eq!(
+            TcpOptions::parse(&[2, 3, 0]).unwrap(),
+            TcpOptions::default()
+        );
+        let mut two_sacks = vec![5u8, 34];
+        two_sacks.extend_from_slice(&[0; 32]);
+        two_sacks.extend_from_slice(&[5, 34]);
+        two_sacks.extend_from_slice(&[0; 32]);
+        assert_eq!(TcpOptions::parse(&two_sacks).unwrap().sack_count, 4);
+        let mut b = [0u8; 20];
+        b[12] = 0x40;
+        assert_eq!(
+            TcpPacket::new_checked(&b[..]).unwrap_err(),
+            Error::Malformed
+        );
+        b[12] = 0x60;
+        assert_eq!(
+            TcpPacket::new_checked(&b[..]).unwrap_err(),
+            Error::Truncated
+        );
+    }
+
+    #[test]
+    fn seq_wraps() {
+        let a = SeqNumber(u32::MAX - 10);
+        let b = a.add(20);
+        assert!(a.lt(b) && b.gt(a));
+        assert_eq!(b.diff(a), 20);
+        assert_eq!(b.sub(20), a);
+        assert_eq!(a.max(b), b);
+    }
+}

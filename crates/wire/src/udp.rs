@@ -1,0 +1,128 @@
+//! UDP (RFC 768) over IPv4.
+
+use crate::checksum;
+use crate::ipv4::Ipv4Addr;
+use crate::{get_u16, put_u16, Error, Result};
+
+pub const HEADER_LEN: usize = 8;
+
+/// A view over a UDP datagram; `new_checked` guarantees the length field fits the buffer.
+#[derive(Debug, Clone)]
+pub struct UdpPacket<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> UdpPacket<T> {
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let b = buffer.as_ref();
+        if b.len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let len = get_u16(b, 4) as usize;
+        if len < HEADER_LEN {
+            return Err(Error::Malformed);
+        }
+        if b.len() < len {
+            return Err(Error::Truncated);
+        }
+        Ok(UdpPacket { buffer })
+    }
+    pub fn src_port(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), 0)
+    }
+    pub fn dst_port(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), 2)
+    }
+    pub fn len(&self) -> usize {
+        get_u16(self.buffer.as_ref(), 4) as usize
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == HEADER_LEN
+    }
+    pub fn checksum(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), 6)
+    }
+    /// Verifies the checksum; a zero checksum means "not computed" and passes (IPv4).
+    pub fn verify_checksum(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
+        self.checksum() == 0
+            || checksum::transport_v4(src, dst, 17, &self.buffer.as_ref()[..self.len()]) == 0
+    }
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[HEADER_LEN..self.len()]
+    }
+}
+
+/// A parsed UDP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpRepr {
+    pub src_port: u16,
+    pub dst_port: u16,
+}
+
+impl UdpRepr {
+    pub fn parse<T: AsRef<[u8]>>(p: &UdpPacket<T>, src: Ipv4Addr, dst: Ipv4Addr) -> Result<Self> {
+        if !p.verify_checksum(src, dst) {
+            return Err(Error::Checksum);
+        }
+        Ok(UdpRepr {
+            src_port: p.src_port(),
+            dst_port: p.dst_port(),
+        })
+    }
+
+    /// Writes header + `payload_len` bytes that the caller has already placed at
+    /// `buf[8..8 + payload_len]`, and the checksum over both.
+    pub fn emit(
+        &self,
+        buf: &mut [u8],
+        payload_len: usize,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+    ) -> Result<usize> {
+        let len = HEADER_LEN + payload_len;
+        if len > u16::MAX as usize {
+            return Err(Error::Malformed);
+        }
+        let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
+        put_u16(b, 0, self.src_port);
+        put_u16(b, 2, self.dst_port);
+        put_u16(b, 4, len as u16);
+        put_u16(b, 6, 0);
+        let mut c = checksum::transport_v4(src, dst, 17, b);
+        if c == 0 {
+            c = 0xffff; // zero means "no checksum" in UDP
+        }
+        put_u16(b, 6, c);
+        Ok(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip() {
+        let (s, d) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+        let mut b = [0u8; 13];
+        b[8..].copy_from_slice(b"hello");
+        let r = UdpRepr {
+            src_port: 1000,
+            dst_port: 53,
+        };
+        r.emit(&mut b, 5, s, d).unwrap();
+        let p = UdpPacket::new_checked(&b[..]).unwrap();
+        assert_eq!(UdpRepr::parse(&p, s, d).unwrap(), r);
+        assert_eq!(p.payload(), b"hello");
+        assert_eq!(
+            UdpRepr::parse(&p, d, Ipv4Addr::new(1, 1, 1, 1)).unwrap_err(),
+            Error::Checksum
+        );
+        b[4] = 0;
+        b[5] = 4;
+        assert_eq!(
+            UdpPacket::new_checked(&b[..]).unwrap_err(),
+            Error::Malformed
+        );
+    }
+}
