@@ -1,1 +1,14 @@
-//! wirespeed-fp (being built).
+//! wirespeed-fp: the transparent fast path. Kernel networking state in (netlink, nftables),
+//! a specialized XDP program per interface out, the kernel as the slow path for the rest.
+
+pub mod counters;
+pub mod error;
+pub mod loader;
+pub mod pkt;
+
+pub use error::{Error, Result};
+
+#[allow(clippy::all, missing_docs, unused, unsafe_op_in_unsafe_fn)]
+pub mod bpf {
+    include!(concat!(env!("OUT_DIR"), "/fp.skel.rs"));
+}

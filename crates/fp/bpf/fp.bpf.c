@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The fast path: one program per interface, its modules chained by inline calls and switched
+ * on or off by load-time constants (fp_consts.h). Everything it does not handle exactly as
+ * Linux would goes to the kernel (XDP_PASS). */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "fp_consts.h"
+#include "fp_maps.h"
+#include "fp_stats.h"
+#include "fp_parse.h"
+#include "fp_router.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+SEC("xdp")
+int fp_xdp(struct xdp_md *ctx)
+{
+	struct fp_pkt p = {
+		.data = (void *)(long)ctx->data,
+		.data_end = (void *)(long)ctx->data_end,
+	};
+	enum fp_reason why = FP_PASS_NOT_IP;
+	enum router_verdict v = RT_PASS;
+	__u32 oif = 0;
+
+	if (parse_eth(&p) < 0) {
+		count(FP_PASS_BAD_HEADER);
+		return XDP_PASS;
+	}
+	if (p.proto == ETH_P_8021Q || p.proto == ETH_P_8021AD) {
+		count(FP_PASS_VLAN);
+		return XDP_PASS;
+	}
+	if (p.proto != ETH_P_IP && p.proto != ETH_P_IPV6) {
+		count(FP_PASS_NOT_IP);
+		return XDP_PASS;
+	}
+	if (!mac_is_ours(p.eth)) {
+		count(FP_PASS_NOT_HOST);
+		return XDP_PASS;
+	}
+
+	if (p.proto == ETH_P_IP) {
+		if (cfg_router_v4)
+			v = router_v4(ctx, &p, &oif, &why);
+		else
+			why = FP_PASS_DISABLED;
+	} else {
+		if (cfg_router_v6)
+			v = router_v6(ctx, &p, &oif, &why);
+		else
+			why = FP_PASS_DISABLED;
+	}
+	count(why);
+	if (v == RT_REDIRECT)
+		return bpf_redirect_map(&tx_ports, oif, XDP_PASS);
+	if (v == RT_DROP)
+		return XDP_DROP;
+	return XDP_PASS;
+}

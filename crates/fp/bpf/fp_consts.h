@@ -1,0 +1,62 @@
+/* Constants shared by the fast-path modules, and the load-time feature switches. */
+#ifndef FP_CONSTS_H
+#define FP_CONSTS_H
+
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define ETH_P_8021Q 0x8100
+#define ETH_P_8021AD 0x88A8
+#define ETH_ALEN 6
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_HOPOPTS 0
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define IPPROTO_ICMPV6 58
+#define IP_MF 0x2000
+#define IP_OFFSET 0x1FFF
+#define TC_ACT_OK 0
+#define TC_ACT_SHOT 2
+
+/* Why a packet was fast-pathed, dropped or handed to the kernel. The Rust side mirrors this
+ * list (Reason in src/counters.rs); keep both in the same order. */
+enum fp_reason {
+	FP_FORWARDED = 0,    /* redirected by the router */
+	FP_DROPPED_FILTER,   /* dropped by a filter rule or the chain policy */
+	FP_PASS_NOT_IP,      /* neither IPv4 nor IPv6 (ARP, LLDP, ...) */
+	FP_PASS_VLAN,        /* tagged frame and no bridge module on this port */
+	FP_PASS_NOT_HOST,    /* L2 destination is not this interface (kernel drops or floods) */
+	FP_PASS_BAD_HEADER,  /* truncated, bad checksum or length mismatch: kernel decides */
+	FP_PASS_IP_OPTIONS,  /* IPv4 options or IPv6 hop-by-hop header */
+	FP_PASS_FRAGMENT,    /* IPv4 fragment */
+	FP_PASS_TTL,         /* TTL / hop limit <= 1: kernel sends ICMP time exceeded */
+	FP_PASS_MARTIAN,     /* special source/destination (multicast, loopback, link-local) */
+	FP_PASS_DISABLED,    /* this family is not fast-pathed (policy rules, no forwarding) */
+	FP_PASS_NOT_FWDED,   /* local, broadcast or no route: not a forwarding decision */
+	FP_PASS_UNREACHABLE, /* blackhole/unreachable/prohibit route: kernel answers */
+	FP_PASS_NO_NEIGH,    /* next hop not resolved: kernel resolves it */
+	FP_PASS_FRAG_NEEDED, /* larger than the egress MTU */
+	FP_PASS_FWD_DISABLED,/* forwarding is off on the ingress interface */
+	FP_PASS_SAME_IF,     /* egress == ingress: kernel sends an ICMP redirect */
+	FP_PASS_NO_TX_PORT,  /* egress interface is not one of ours */
+	FP_PASS_FILTER,      /* a rule the fast path cannot evaluate may match */
+	FP_PASS_FIB_OTHER,   /* any other FIB lookup result */
+	FP_BRIDGED,          /* forwarded by the bridge module (FDB hit) */
+	FP_PASS_BRIDGE,      /* bridge: no FDB entry, local MAC, STP state or VLAN miss */
+	FP_NR_REASONS,
+};
+
+/* Load-time constants: the controller sets them before load so that the verifier drops the
+ * code of every module an interface does not need. */
+const volatile __u8 cfg_router_v4 = 0;
+const volatile __u8 cfg_router_v6 = 0;
+const volatile __u8 cfg_filter_v4 = 0;
+const volatile __u8 cfg_filter_v6 = 0;
+/* The MAC of the interface the program is attached to: frames addressed elsewhere are the
+ * kernel's to drop or flood. */
+const volatile __u8 cfg_if_mac[ETH_ALEN] = {};
+/* Chain policy when no rule matches: 0 accept, 1 drop. */
+const volatile __u8 cfg_filter_policy_drop_v4 = 0;
+const volatile __u8 cfg_filter_policy_drop_v6 = 0;
+
+#endif

@@ -1,0 +1,239 @@
+/* Filter module: the supported subset of the nftables forward chain, compiled by the
+ * controller into one rule bitmap per field value. A packet's candidate rules are the AND of
+ * the bitmaps its fields select; the lowest set bit is the first rule that matches, as in
+ * the chain's order. Cost: one lookup per field, whatever the number of rules. */
+#ifndef FP_FILTER_H
+#define FP_FILTER_H
+
+#define FILTER_WORDS 4 /* 256 rules */
+#define FILTER_MAX_RULES (FILTER_WORDS * 64)
+
+enum filter_verdict {
+	FILTER_ACCEPT = 0,
+	FILTER_DROP = 1,
+	FILTER_KERNEL = 2, /* a rule we cannot evaluate exactly may match: kernel decides */
+};
+
+/* Fields whose miss bitmap lives in f_defaults (rules without a constraint on the field). */
+enum filter_field {
+	FF_PROTO = 0,
+	FF_SPORT,
+	FF_DPORT,
+	FF_OIF,
+	FF_NR,
+};
+
+struct rule_set {
+	__u64 w[FILTER_WORDS];
+};
+
+struct lpm_v4 {
+	__u32 prefixlen;
+	__u32 addr;
+};
+
+struct lpm_v6 {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+struct port_key {
+	__u8 proto;
+	__u8 pad;
+	__u16 port; /* host order */
+};
+
+#define LPM_MAP(name, keytype)                          \
+	struct {                                        \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);    \
+		__uint(max_entries, 4096);              \
+		__uint(map_flags, BPF_F_NO_PREALLOC);   \
+		__type(key, keytype);                   \
+		__type(value, struct rule_set);         \
+	} name SEC(".maps")
+
+/* Each LPM map holds a /0 entry, so a lookup never misses. */
+LPM_MAP(f_src4, struct lpm_v4);
+LPM_MAP(f_dst4, struct lpm_v4);
+LPM_MAP(f_src6, struct lpm_v6);
+LPM_MAP(f_dst6, struct lpm_v6);
+
+/* Index: family (0 v4, 1 v6) * 256 + L4 protocol. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 512);
+	__type(key, __u32);
+	__type(value, struct rule_set);
+} f_proto SEC(".maps");
+
+#define PORT_MAP(name)                                 \
+	struct {                                       \
+		__uint(type, BPF_MAP_TYPE_HASH);       \
+		__uint(max_entries, 4096);             \
+		__type(key, struct port_key);          \
+		__type(value, struct rule_set);        \
+	} name SEC(".maps")
+
+PORT_MAP(f_sport);
+PORT_MAP(f_dport);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct rule_set);
+} f_oif SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FF_NR);
+	__type(key, __u32);
+	__type(value, struct rule_set);
+} f_defaults SEC(".maps");
+
+/* Verdict of each rule, by position. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FILTER_MAX_RULES);
+	__type(key, __u32);
+	__type(value, __u32);
+} f_actions SEC(".maps");
+
+static __always_inline void and_into(struct rule_set *acc, const struct rule_set *s)
+{
+	int i;
+
+#pragma unroll
+	for (i = 0; i < FILTER_WORDS; i++)
+		acc->w[i] &= s->w[i];
+}
+
+static __always_inline int lowest_bit(__u64 w)
+{
+	int n = 0;
+
+	if (!(w & 0xffffffffULL)) { n += 32; w >>= 32; }
+	if (!(w & 0xffffULL)) { n += 16; w >>= 16; }
+	if (!(w & 0xffULL)) { n += 8; w >>= 8; }
+	if (!(w & 0xfULL)) { n += 4; w >>= 4; }
+	if (!(w & 0x3ULL)) { n += 2; w >>= 2; }
+	if (!(w & 0x1ULL)) { n += 1; }
+	return n;
+}
+
+static __always_inline const struct rule_set *field_or_default(void *map, void *key, __u32 field)
+{
+	const struct rule_set *s = bpf_map_lookup_elem(map, key);
+
+	if (s)
+		return s;
+	return bpf_map_lookup_elem(&f_defaults, &field);
+}
+
+/* ANDs the L4 fields (protocol, ports, egress interface) into acc. l4 points past the L3
+ * header; returns -1 when the ports cannot be read. */
+static __always_inline int filter_l4(struct fp_pkt *p, struct rule_set *acc, __u32 family,
+				     __u8 proto, void *l4, __u32 oif)
+{
+	const struct rule_set *s;
+	struct port_key pk = { .proto = proto };
+	__u32 key = family * 256 + proto;
+	__u16 sport = 0, dport = 0;
+
+	s = bpf_map_lookup_elem(&f_proto, &key);
+	if (!s)
+		return -1;
+	and_into(acc, s);
+
+	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
+		__be16 *ports = l4;
+
+		if ((void *)(ports + 2) > p->data_end)
+			return -1;
+		sport = bpf_ntohs(ports[0]);
+		dport = bpf_ntohs(ports[1]);
+	}
+	pk.port = sport;
+	s = field_or_default(&f_sport, &pk, FF_SPORT);
+	if (!s)
+		return -1;
+	and_into(acc, s);
+	pk.port = dport;
+	s = field_or_default(&f_dport, &pk, FF_DPORT);
+	if (!s)
+		return -1;
+	and_into(acc, s);
+	s = field_or_default(&f_oif, &oif, FF_OIF);
+	if (!s)
+		return -1;
+	and_into(acc, s);
+	return 0;
+}
+
+static __always_inline int filter_decide(struct rule_set *acc, __u8 policy_drop)
+{
+	__u32 rule = FILTER_MAX_RULES;
+	__u32 *action;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < FILTER_WORDS; i++) {
+		if (acc->w[i] && rule == FILTER_MAX_RULES)
+			rule = i * 64 + lowest_bit(acc->w[i]);
+	}
+	if (rule >= FILTER_MAX_RULES)
+		return policy_drop ? FILTER_DROP : FILTER_ACCEPT;
+	action = bpf_map_lookup_elem(&f_actions, &rule);
+	if (!action)
+		return FILTER_KERNEL;
+	return *action;
+}
+
+static __always_inline int filter_v4(struct fp_pkt *p, struct iphdr *iph, __u32 oif)
+{
+	struct rule_set acc;
+	const struct rule_set *s;
+	struct lpm_v4 k = { .prefixlen = 32 };
+
+	k.addr = iph->saddr;
+	s = bpf_map_lookup_elem(&f_src4, &k);
+	if (!s)
+		return FILTER_KERNEL;
+	acc = *s;
+	k.addr = iph->daddr;
+	s = bpf_map_lookup_elem(&f_dst4, &k);
+	if (!s)
+		return FILTER_KERNEL;
+	and_into(&acc, s);
+	if (filter_l4(p, &acc, 0, iph->protocol, iph + 1, oif) < 0)
+		return FILTER_KERNEL;
+	return filter_decide(&acc, cfg_filter_policy_drop_v4);
+}
+
+static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u32 oif)
+{
+	struct rule_set acc;
+	const struct rule_set *s;
+	struct lpm_v6 k = { .prefixlen = 128 };
+	__u8 nh = ip6h->nexthdr;
+
+	/* Extension headers hide the transport header that nftables would match on. */
+	if (nh == 43 || nh == 44 || nh == 50 || nh == 51 || nh == 60 || nh == 135 || nh == 139 ||
+	    nh == 140)
+		return FILTER_KERNEL;
+	__builtin_memcpy(k.addr, &ip6h->saddr, 16);
+	s = bpf_map_lookup_elem(&f_src6, &k);
+	if (!s)
+		return FILTER_KERNEL;
+	acc = *s;
+	__builtin_memcpy(k.addr, &ip6h->daddr, 16);
+	s = bpf_map_lookup_elem(&f_dst6, &k);
+	if (!s)
+		return FILTER_KERNEL;
+	and_into(&acc, s);
+	if (filter_l4(p, &acc, 1, nh, ip6h + 1, oif) < 0)
+		return FILTER_KERNEL;
+	return filter_decide(&acc, cfg_filter_policy_drop_v6);
+}
+
+#endif

@@ -1,0 +1,21 @@
+/* Maps filled by the controller from kernel state. */
+#ifndef FP_MAPS_H
+#define FP_MAPS_H
+
+/* Egress ports the router may redirect to, keyed by ifindex. */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct bpf_devmap_val);
+} tx_ports SEC(".maps");
+
+/* Per-CPU packet counters, one slot per enum fp_reason. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FP_NR_REASONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+#endif

@@ -1,0 +1,221 @@
+/* L3 router module: forwards what the kernel's FIB would forward, exactly as the kernel
+ * would, and hands everything else to the kernel. */
+#ifndef FP_ROUTER_H
+#define FP_ROUTER_H
+
+#include "fp_filter.h"
+
+enum router_verdict {
+	RT_REDIRECT,
+	RT_DROP,
+	RT_PASS,
+};
+
+static __always_inline enum fp_reason fib_reason(int rc)
+{
+	switch (rc) {
+	case BPF_FIB_LKUP_RET_NOT_FWDED:
+		return FP_PASS_NOT_FWDED;
+	case BPF_FIB_LKUP_RET_BLACKHOLE:
+	case BPF_FIB_LKUP_RET_UNREACHABLE:
+	case BPF_FIB_LKUP_RET_PROHIBIT:
+		return FP_PASS_UNREACHABLE;
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		return FP_PASS_NO_NEIGH;
+	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
+		return FP_PASS_FRAG_NEEDED;
+	case BPF_FIB_LKUP_RET_FWD_DISABLED:
+		return FP_PASS_FWD_DISABLED;
+	default:
+		return FP_PASS_FIB_OTHER;
+	}
+}
+
+/* Checks the FIB answer against our egress ports, then rewrites the MACs. The caller has
+ * already made every check that could still turn the packet back to the kernel. */
+static __always_inline int egress_ok(struct bpf_fib_lookup *fib, __u32 in_ifindex, enum fp_reason *why)
+{
+	__u32 oif = fib->ifindex;
+
+	if (oif == in_ifindex) {
+		*why = FP_PASS_SAME_IF;
+		return 0;
+	}
+	if (!bpf_map_lookup_elem(&tx_ports, &oif)) {
+		*why = FP_PASS_NO_TX_PORT;
+		return 0;
+	}
+	return 1;
+}
+
+static __always_inline void rewrite_macs(struct ethhdr *eth, struct bpf_fib_lookup *fib)
+{
+	__builtin_memcpy(eth->h_dest, fib->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib->smac, ETH_ALEN);
+}
+
+/* IPv4 source or destination the kernel treats specially (0/8, 127/8, multicast, class E,
+ * limited broadcast): never fast-pathed. */
+static __always_inline int ipv4_martian(__be32 addr)
+{
+	__u8 first = bpf_ntohl(addr) >> 24;
+
+	return first == 0 || first == 127 || first >= 224;
+}
+
+static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct fp_pkt *p,
+						     __u32 *oif, enum fp_reason *why)
+{
+	struct iphdr *iph = p->l3;
+	struct bpf_fib_lookup fib = {};
+	__u16 tot_len;
+	__u32 check;
+	int rc;
+
+	if ((void *)(iph + 1) > p->data_end) {
+		*why = FP_PASS_BAD_HEADER;
+		return RT_PASS;
+	}
+	if (iph->version != 4) {
+		*why = FP_PASS_BAD_HEADER;
+		return RT_PASS;
+	}
+	if (iph->ihl != 5) {
+		*why = FP_PASS_IP_OPTIONS;
+		return RT_PASS;
+	}
+	tot_len = bpf_ntohs(iph->tot_len);
+	/* Padding or truncation: the kernel trims or drops; let it. */
+	if ((void *)iph + tot_len != p->data_end || ipv4_hdr_csum_check(iph) != 0) {
+		*why = FP_PASS_BAD_HEADER;
+		return RT_PASS;
+	}
+	if (iph->frag_off & bpf_htons(IP_MF | IP_OFFSET)) {
+		*why = FP_PASS_FRAGMENT;
+		return RT_PASS;
+	}
+	if (iph->ttl <= 1) {
+		*why = FP_PASS_TTL;
+		return RT_PASS;
+	}
+	if (ipv4_martian(iph->saddr) || ipv4_martian(iph->daddr)) {
+		*why = FP_PASS_MARTIAN;
+		return RT_PASS;
+	}
+
+	fib.family = AF_INET;
+	fib.tos = iph->tos;
+	fib.l4_protocol = iph->protocol;
+	fib.tot_len = tot_len;
+	fib.ipv4_src = iph->saddr;
+	fib.ipv4_dst = iph->daddr;
+	fib.ifindex = ctx->ingress_ifindex;
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+		*why = fib_reason(rc);
+		return RT_PASS;
+	}
+	if (!egress_ok(&fib, ctx->ingress_ifindex, why))
+		return RT_PASS;
+	if (cfg_filter_v4) {
+		int f = filter_v4(p, iph, fib.ifindex);
+
+		if (f == FILTER_DROP) {
+			*why = FP_DROPPED_FILTER;
+			return RT_DROP;
+		}
+		if (f == FILTER_KERNEL) {
+			*why = FP_PASS_FILTER;
+			return RT_PASS;
+		}
+	}
+
+	/* The kernel's own ip_decrease_ttl(): same bytes out as the slow path. */
+	check = iph->check;
+	check += bpf_htons(0x0100);
+	iph->check = (__u16)(check + (check >= 0xFFFF));
+	iph->ttl--;
+	rewrite_macs(p->eth, &fib);
+	*oif = fib.ifindex;
+	*why = FP_FORWARDED;
+	return RT_REDIRECT;
+}
+
+static __always_inline int ipv6_special(const struct in6_addr *a)
+{
+	__u32 w0 = bpf_ntohl(a->in6_u.u6_addr32[0]);
+
+	/* multicast ff00::/8, link-local fe80::/10 */
+	if ((w0 >> 24) == 0xff || (w0 & 0xffc00000) == 0xfe800000)
+		return 1;
+	/* :: and ::1 (and the rest of ::/96, IPv4-compatible, which the kernel rejects) */
+	if (w0 == 0 && a->in6_u.u6_addr32[1] == 0 && a->in6_u.u6_addr32[2] == 0)
+		return 1;
+	return 0;
+}
+
+static __always_inline enum router_verdict router_v6(struct xdp_md *ctx, struct fp_pkt *p,
+						     __u32 *oif, enum fp_reason *why)
+{
+	struct ipv6hdr *ip6h = p->l3;
+	struct bpf_fib_lookup fib = {};
+	__u16 payload_len;
+	int rc;
+
+	if ((void *)(ip6h + 1) > p->data_end || ip6h->version != 6) {
+		*why = FP_PASS_BAD_HEADER;
+		return RT_PASS;
+	}
+	payload_len = bpf_ntohs(ip6h->payload_len);
+	if ((void *)(ip6h + 1) + payload_len != p->data_end) {
+		*why = FP_PASS_BAD_HEADER;
+		return RT_PASS;
+	}
+	if (ip6h->nexthdr == IPPROTO_HOPOPTS) {
+		*why = FP_PASS_IP_OPTIONS;
+		return RT_PASS;
+	}
+	if (ip6h->hop_limit <= 1) {
+		*why = FP_PASS_TTL;
+		return RT_PASS;
+	}
+	if (ipv6_special(&ip6h->saddr) || ipv6_special(&ip6h->daddr)) {
+		*why = FP_PASS_MARTIAN;
+		return RT_PASS;
+	}
+
+	fib.family = AF_INET6;
+	fib.flowinfo = *(__be32 *)ip6h & bpf_htonl(0x0FFFFFFF);
+	fib.l4_protocol = ip6h->nexthdr;
+	fib.tot_len = sizeof(*ip6h) + payload_len;
+	__builtin_memcpy(fib.ipv6_src, &ip6h->saddr, sizeof(fib.ipv6_src));
+	__builtin_memcpy(fib.ipv6_dst, &ip6h->daddr, sizeof(fib.ipv6_dst));
+	fib.ifindex = ctx->ingress_ifindex;
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+		*why = fib_reason(rc);
+		return RT_PASS;
+	}
+	if (!egress_ok(&fib, ctx->ingress_ifindex, why))
+		return RT_PASS;
+	if (cfg_filter_v6) {
+		int f = filter_v6(p, ip6h, fib.ifindex);
+
+		if (f == FILTER_DROP) {
+			*why = FP_DROPPED_FILTER;
+			return RT_DROP;
+		}
+		if (f == FILTER_KERNEL) {
+			*why = FP_PASS_FILTER;
+			return RT_PASS;
+		}
+	}
+
+	ip6h->hop_limit--;
+	rewrite_macs(p->eth, &fib);
+	*oif = fib.ifindex;
+	*why = FP_FORWARDED;
+	return RT_REDIRECT;
+}
+
+#endif

@@ -1,0 +1,43 @@
+//! Compiles the BPF C in bpf/ and generates its libbpf-rs skeleton. vmlinux.h comes from the
+//! build machine's kernel BTF and goes into OUT_DIR, never into the repository.
+
+use std::env;
+use std::path::PathBuf;
+use std::process::Command;
+
+use libbpf_cargo::SkeletonBuilder;
+
+const SRC: &str = "bpf/fp.bpf.c";
+
+fn main() {
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let vmlinux = out.join("vmlinux.h");
+    let dump = Command::new("bpftool")
+        .args([
+            "btf",
+            "dump",
+            "file",
+            "/sys/kernel/btf/vmlinux",
+            "format",
+            "c",
+        ])
+        .output()
+        .expect("bpftool must be installed (scripts/install-deps.sh)");
+    assert!(
+        dump.status.success(),
+        "bpftool btf dump failed: {}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    std::fs::write(&vmlinux, &dump.stdout).expect("write vmlinux.h");
+
+    SkeletonBuilder::new()
+        .source(SRC)
+        .clang_args([
+            format!("-I{}", out.display()),
+            "-Wall".to_string(),
+            "-O2".to_string(),
+        ])
+        .build_and_generate(out.join("fp.skel.rs"))
+        .expect("compile bpf/fp.bpf.c");
+    println!("cargo:rerun-if-changed=bpf");
+}

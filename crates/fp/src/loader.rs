@@ -1,0 +1,290 @@
+//! Loads the precompiled fast-path object, specialized by its load-time constants, and
+//! attaches it through BPF links (never pinned: when the daemon dies, the kernel detaches the
+//! program and traffic keeps flowing through the slow path).
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use serde::Serialize;
+
+use crate::bpf::FpSkelBuilder;
+use crate::counters::{Counters, Reason};
+use crate::error::{bpf, io, Error, Result};
+
+/// The load-time constants of one program: which modules exist in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Features {
+    pub router_v4: bool,
+    pub router_v6: bool,
+    pub filter_v4: bool,
+    pub filter_v6: bool,
+    pub policy_drop_v4: bool,
+    pub policy_drop_v6: bool,
+    /// MAC of the interface the program serves; frames to other MACs go to the kernel.
+    #[serde(skip)]
+    pub mac: [u8; 6],
+}
+
+impl Features {
+    pub fn modules(&self) -> Vec<&'static str> {
+        let mut m = Vec::new();
+        if self.router_v4 {
+            m.push("router4");
+        }
+        if self.router_v6 {
+            m.push("router6");
+        }
+        if self.filter_v4 {
+            m.push("filter4");
+        }
+        if self.filter_v6 {
+            m.push("filter6");
+        }
+        m
+    }
+}
+
+/// The maps of one loaded program, as owned handles.
+pub struct Maps {
+    pub tx_ports: MapHandle,
+    pub counters: MapHandle,
+    pub f_src4: MapHandle,
+    pub f_dst4: MapHandle,
+    pub f_src6: MapHandle,
+    pub f_dst6: MapHandle,
+    pub f_proto: MapHandle,
+    pub f_sport: MapHandle,
+    pub f_dport: MapHandle,
+    pub f_oif: MapHandle,
+    pub f_defaults: MapHandle,
+    pub f_actions: MapHandle,
+}
+
+/// A loaded (verified) program, not yet attached anywhere.
+pub struct Program {
+    fd: OwnedFd,
+    pub maps: Maps,
+    pub features: Features,
+}
+
+/// XDP verdicts, as returned by a test run.
+pub const XDP_DROP: u32 = 1;
+pub const XDP_PASS: u32 = 2;
+pub const XDP_REDIRECT: u32 = 4;
+
+fn handle(map: &libbpf_rs::MapMut<'_>, name: &str) -> Result<MapHandle> {
+    MapHandle::try_from(map).map_err(bpf(format!("dup map {name}")))
+}
+
+impl Program {
+    /// Opens the object, writes the constants, loads it (the verifier drops the code of the
+    /// modules switched off) and keeps owned handles to its program and maps.
+    pub fn load(features: &Features) -> Result<Program> {
+        let mut storage = MaybeUninit::uninit();
+        let mut open = FpSkelBuilder::default()
+            .open(&mut storage)
+            .map_err(bpf("open fp object"))?;
+        let ro = &mut open.maps.rodata_data;
+        ro.cfg_router_v4 = features.router_v4 as u8;
+        ro.cfg_router_v6 = features.router_v6 as u8;
+        ro.cfg_filter_v4 = features.filter_v4 as u8;
+        ro.cfg_filter_v6 = features.filter_v6 as u8;
+        ro.cfg_filter_policy_drop_v4 = features.policy_drop_v4 as u8;
+        ro.cfg_filter_policy_drop_v6 = features.policy_drop_v6 as u8;
+        ro.cfg_if_mac = features.mac;
+        let skel = open.load().map_err(bpf("load fp program (verifier)"))?;
+        let fd = skel
+            .progs
+            .fp_xdp
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(io("dup program fd"))?;
+        let m = &skel.maps;
+        let maps = Maps {
+            tx_ports: handle(&m.tx_ports, "tx_ports")?,
+            counters: handle(&m.counters, "counters")?,
+            f_src4: handle(&m.f_src4, "f_src4")?,
+            f_dst4: handle(&m.f_dst4, "f_dst4")?,
+            f_src6: handle(&m.f_src6, "f_src6")?,
+            f_dst6: handle(&m.f_dst6, "f_dst6")?,
+            f_proto: handle(&m.f_proto, "f_proto")?,
+            f_sport: handle(&m.f_sport, "f_sport")?,
+            f_dport: handle(&m.f_dport, "f_dport")?,
+            f_oif: handle(&m.f_oif, "f_oif")?,
+            f_defaults: handle(&m.f_defaults, "f_defaults")?,
+            f_actions: handle(&m.f_actions, "f_actions")?,
+        };
+        // The skeleton (and its object) drops here; the program and maps live on through the
+        // fds we hold and, once attached, through the link.
+        Ok(Program {
+            fd,
+            maps,
+            features: *features,
+        })
+    }
+
+    /// Sets the egress ports the router may redirect to (ifindexes), replacing the old set.
+    pub fn set_tx_ports(&self, ifindexes: &[u32]) -> Result<()> {
+        let old: Vec<Vec<u8>> = self.maps.tx_ports.keys().collect();
+        for k in &old {
+            let idx = u32::from_ne_bytes(k[..4].try_into().unwrap_or([0; 4]));
+            if !ifindexes.contains(&idx) {
+                let _ = self.maps.tx_ports.delete(k);
+            }
+        }
+        for idx in ifindexes {
+            // struct bpf_devmap_val { u32 ifindex; u32 prog fd }
+            let mut val = [0u8; 8];
+            val[..4].copy_from_slice(&idx.to_ne_bytes());
+            self.maps
+                .tx_ports
+                .update(&idx.to_ne_bytes(), &val, MapFlags::ANY)
+                .map_err(bpf(format!("add ifindex {idx} to tx_ports")))?;
+        }
+        Ok(())
+    }
+
+    pub fn tx_port_count(&self) -> usize {
+        self.maps.tx_ports.keys().count()
+    }
+
+    /// Packet counters summed over CPUs.
+    pub fn counters(&self) -> Result<Counters> {
+        let mut c = Counters::default();
+        for r in Reason::ALL {
+            let key = (r as u32).to_ne_bytes();
+            if let Some(per_cpu) = self
+                .maps
+                .counters
+                .lookup_percpu(&key, MapFlags::ANY)
+                .map_err(bpf("read counters"))?
+            {
+                c.0[r as usize] = per_cpu
+                    .iter()
+                    .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or([0; 8])))
+                    .sum();
+            }
+        }
+        Ok(c)
+    }
+
+    /// Runs the program once on `frame` through BPF_PROG_TEST_RUN, as if received on
+    /// `ingress_ifindex` (0: none) in the calling thread's network namespace. Returns the
+    /// verdict and the frame as the program left it.
+    pub fn test_run(&self, frame: &[u8], ingress_ifindex: u32) -> Result<(u32, Vec<u8>)> {
+        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+        // egress_ifindex
+        let ctx: [u32; 6] = [0, frame.len() as u32, 0, ingress_ifindex, 0, 0];
+        let mut out = vec![0u8; frame.len() + 256];
+        // SAFETY: zeroed is a valid bpf_test_run_opts; every pointer set below outlives the call.
+        let mut opts: libbpf_rs::libbpf_sys::bpf_test_run_opts = unsafe { std::mem::zeroed() };
+        opts.sz = std::mem::size_of_val(&opts) as _;
+        opts.data_in = frame.as_ptr().cast();
+        opts.data_size_in = frame.len() as u32;
+        opts.data_out = out.as_mut_ptr().cast();
+        opts.data_size_out = out.len() as u32;
+        opts.ctx_in = ctx.as_ptr().cast();
+        opts.ctx_size_in = std::mem::size_of_val(&ctx) as u32;
+        opts.repeat = 1;
+        // SAFETY: the fd is a loaded program; opts points to live buffers of the stated sizes.
+        let rc = unsafe {
+            libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(self.fd.as_raw_fd(), &mut opts)
+        };
+        if rc != 0 {
+            return Err(Error::Io {
+                what: "BPF_PROG_TEST_RUN".into(),
+                source: std::io::Error::from_raw_os_error(-rc),
+            });
+        }
+        out.truncate(opts.data_size_out as usize);
+        Ok((opts.retval, out))
+    }
+
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// Where a program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hook {
+    XdpNative,
+    XdpGeneric,
+}
+
+/// An attachment through a BPF link: closing it detaches the program.
+pub struct Attachment {
+    link: OwnedFd,
+    pub ifindex: u32,
+    pub hook: Hook,
+}
+
+const BPF_XDP: u32 = 37; // enum bpf_attach_type
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+impl Attachment {
+    /// Attaches `prog` at XDP on `ifindex`: native mode if the driver has it, else generic.
+    pub fn xdp(prog: &Program, ifindex: u32) -> Result<Attachment> {
+        match Self::xdp_mode(prog, ifindex, XDP_FLAGS_DRV_MODE) {
+            Ok(link) => Ok(Attachment {
+                link,
+                ifindex,
+                hook: Hook::XdpNative,
+            }),
+            Err(_) => {
+                let link = Self::xdp_mode(prog, ifindex, XDP_FLAGS_SKB_MODE).map_err(io(
+                    format!("attach XDP to ifindex {ifindex} (native and generic both refused)"),
+                ))?;
+                Ok(Attachment {
+                    link,
+                    ifindex,
+                    hook: Hook::XdpGeneric,
+                })
+            }
+        }
+    }
+
+    fn xdp_mode(prog: &Program, ifindex: u32, flags: u32) -> std::io::Result<OwnedFd> {
+        // SAFETY: zeroed is a valid bpf_link_create_opts.
+        let mut opts: libbpf_rs::libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
+        opts.sz = std::mem::size_of_val(&opts) as _;
+        opts.flags = flags;
+        // SAFETY: plain syscall wrapper; the program fd is valid, opts lives across the call.
+        let fd = unsafe {
+            libbpf_rs::libbpf_sys::bpf_link_create(
+                prog.fd.as_raw_fd(),
+                ifindex as i32,
+                BPF_XDP,
+                &opts,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::from_raw_os_error(-fd));
+        }
+        // SAFETY: bpf_link_create returned a new fd that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Swaps in a re-specialized program atomically: no packet sees no program.
+    pub fn replace(&mut self, prog: &Program) -> Result<()> {
+        // SAFETY: both fds are valid; a null opts means "no expected old program".
+        let rc = unsafe {
+            libbpf_rs::libbpf_sys::bpf_link_update(
+                self.link.as_raw_fd(),
+                prog.fd.as_raw_fd(),
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            return Err(Error::Io {
+                what: format!("bpf_link_update on ifindex {}", self.ifindex),
+                source: std::io::Error::from_raw_os_error(-rc),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,324 @@
+//! Router module fixtures through BPF_PROG_TEST_RUN: input frame -> expected verdict and
+//! output bytes. The FIB the program consults is a real one, in a lab namespace.
+
+use wirespeed_fp::counters::Reason;
+use wirespeed_fp::loader::{Features, Program, XDP_PASS, XDP_REDIRECT};
+use wirespeed_fp::pkt::{self, L4};
+use wirespeed_lab::Netns;
+
+const NEXT_HOP_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x02, 0x02];
+const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x01, 0x02];
+const SRC4: [u8; 4] = [198, 18, 1, 2];
+const DST4: [u8; 4] = [198, 18, 100, 7];
+
+fn v6(last: u16, net: u16) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[0] = 0xfd;
+    a[2..4].copy_from_slice(&net.to_be_bytes());
+    a[14..16].copy_from_slice(&last.to_be_bytes());
+    a
+}
+
+struct Lab {
+    ns: Netns,
+    in_idx: u32,
+    out_idx: u32,
+    in_mac: [u8; 6],
+    out_mac: [u8; 6],
+}
+
+fn ifindex(ns: &Netns, ifname: &str) -> u32 {
+    ns.exec("cat", &[&format!("/sys/class/net/{ifname}/ifindex")])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn mac(ns: &Netns, ifname: &str) -> [u8; 6] {
+    pkt::parse_mac(
+        &ns.exec("cat", &[&format!("/sys/class/net/{ifname}/address")])
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// One namespace, two veth pairs: in0 (198.18.1.1/24, fd00:1::1/64) and out0
+/// (198.18.2.1/24, fd00:2::1/64) with a permanent neighbour 198.18.2.2 / fd00:2::2 that routes
+/// to 198.18.100.0/24 and fd00:100::/64 point at.
+fn lab(tag: &str) -> Lab {
+    wirespeed_lab::require_root();
+    let ns = Netns::create(&format!("ws-fr{}{}", tag, std::process::id() % 100000)).unwrap();
+    for (a, b) in [("in0", "in0p"), ("out0", "out0p")] {
+        ns.ip(&["link", "add", a, "type", "veth", "peer", "name", b])
+            .unwrap();
+        ns.ip(&["link", "set", a, "up"]).unwrap();
+        ns.ip(&["link", "set", b, "up"]).unwrap();
+    }
+    for (dev, a) in [
+        ("in0", "198.18.1.1/24"),
+        ("out0", "198.18.2.1/24"),
+        ("in0", "fd00:1::1/64"),
+        ("out0", "fd00:2::1/64"),
+    ] {
+        wirespeed_lab::netns::add_addr(&ns, dev, a).unwrap();
+    }
+    let nh = "02:00:00:00:02:02";
+    ns.ip(&[
+        "neigh",
+        "add",
+        "198.18.2.2",
+        "lladdr",
+        nh,
+        "dev",
+        "out0",
+        "nud",
+        "permanent",
+    ])
+    .unwrap();
+    ns.ip(&[
+        "-6",
+        "neigh",
+        "add",
+        "fd00:2::2",
+        "lladdr",
+        nh,
+        "dev",
+        "out0",
+        "nud",
+        "permanent",
+    ])
+    .unwrap();
+    ns.ip(&[
+        "neigh",
+        "add",
+        "198.18.1.9",
+        "lladdr",
+        nh,
+        "dev",
+        "in0",
+        "nud",
+        "permanent",
+    ])
+    .unwrap();
+    ns.ip(&["route", "add", "198.18.100.0/24", "via", "198.18.2.2"])
+        .unwrap();
+    ns.ip(&["route", "add", "198.18.101.0/24", "via", "198.18.2.3"])
+        .unwrap();
+    ns.ip(&["-6", "route", "add", "fd00:100::/64", "via", "fd00:2::2"])
+        .unwrap();
+    ns.sysctl("net.ipv4.ip_forward", "1").unwrap();
+    ns.sysctl("net.ipv6.conf.all.forwarding", "1").unwrap();
+    let in_idx = ifindex(&ns, "in0");
+    let out_idx = ifindex(&ns, "out0");
+    let in_mac = mac(&ns, "in0");
+    let out_mac = mac(&ns, "out0");
+    Lab {
+        ns,
+        in_idx,
+        out_idx,
+        in_mac,
+        out_mac,
+    }
+}
+
+fn router_features(mac: [u8; 6]) -> Features {
+    Features {
+        router_v4: true,
+        router_v6: true,
+        mac,
+        ..Features::default()
+    }
+}
+
+fn udp() -> L4 {
+    L4::Udp {
+        sport: 1000,
+        dport: 2000,
+        payload: vec![0xab; 18],
+    }
+}
+
+#[test]
+fn forwards_ipv4_and_ipv6_like_the_kernel() {
+    let lab = lab("a");
+    let (in_idx, out_idx, in_mac, out_mac) = (lab.in_idx, lab.out_idx, lab.in_mac, lab.out_mac);
+    lab.ns
+        .run(move || {
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+
+            let input = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &udp());
+            let expect = pkt::ipv4(NEXT_HOP_MAC, out_mac, SRC4, DST4, 63, &[], &udp());
+            let (verdict, out) = prog.test_run(&input, in_idx).unwrap();
+            assert_eq!(verdict, XDP_REDIRECT);
+            assert_eq!(
+                out, expect,
+                "IPv4: TTL-1, checksum, MACs rewritten; nothing else"
+            );
+
+            let input = pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, false, &udp());
+            let expect = pkt::ipv6(
+                NEXT_HOP_MAC,
+                out_mac,
+                v6(2, 1),
+                v6(9, 0x100),
+                63,
+                false,
+                &udp(),
+            );
+            let (verdict, out) = prog.test_run(&input, in_idx).unwrap();
+            assert_eq!(verdict, XDP_REDIRECT);
+            assert_eq!(out, expect, "IPv6: hop limit-1, MACs rewritten");
+
+            // TTL 2 is the last one forwarded; its checksum update must carry correctly.
+            let input = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 2, &[], &udp());
+            let expect = pkt::ipv4(NEXT_HOP_MAC, out_mac, SRC4, DST4, 1, &[], &udp());
+            assert_eq!(
+                prog.test_run(&input, in_idx).unwrap(),
+                (XDP_REDIRECT, expect)
+            );
+
+            let c = prog.counters().unwrap();
+            assert_eq!(c.get(Reason::Forwarded), 3);
+        })
+        .unwrap();
+}
+
+#[test]
+fn hands_the_kernel_everything_it_must_decide() {
+    let lab = lab("b");
+    let (in_idx, out_idx, in_mac) = (lab.in_idx, lab.out_idx, lab.in_mac);
+    lab.ns
+        .run(move || {
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let mut bad_csum = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &udp());
+            bad_csum[24] ^= 0xff;
+            let cases: Vec<(&str, Vec<u8>, Reason)> = vec![
+                (
+                    "ttl 1",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 1, &[], &udp()),
+                    Reason::PassTtl,
+                ),
+                (
+                    "ttl 0",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 0, &[], &udp()),
+                    Reason::PassTtl,
+                ),
+                (
+                    "hop limit 1",
+                    pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 1, false, &udp()),
+                    Reason::PassTtl,
+                ),
+                (
+                    "unknown dst",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, [198, 19, 200, 1], 64, &[], &udp()),
+                    Reason::PassNotFwded,
+                ),
+                (
+                    "unknown dst6",
+                    pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x999), 64, false, &udp()),
+                    Reason::PassNotFwded,
+                ),
+                (
+                    "local dst",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, [198, 18, 2, 1], 64, &[], &udp()),
+                    Reason::PassNotFwded,
+                ),
+                (
+                    "no neighbour",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, [198, 18, 101, 1], 64, &[], &udp()),
+                    Reason::PassNoNeigh,
+                ),
+                (
+                    "ip options",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[1, 1, 1, 0], &udp()),
+                    Reason::PassIpOptions,
+                ),
+                (
+                    "hop-by-hop",
+                    pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, true, &udp()),
+                    Reason::PassIpOptions,
+                ),
+                ("bad checksum", bad_csum, Reason::PassBadHeader),
+                (
+                    "not our MAC",
+                    pkt::ipv4([2, 9, 9, 9, 9, 9], PEER_MAC, SRC4, DST4, 64, &[], &udp()),
+                    Reason::PassNotHost,
+                ),
+                (
+                    "multicast dst",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, [239, 1, 1, 1], 64, &[], &udp()),
+                    Reason::PassMartian,
+                ),
+                (
+                    "link-local dst6",
+                    pkt::ipv6(
+                        in_mac,
+                        PEER_MAC,
+                        v6(2, 1),
+                        {
+                            let mut a = v6(9, 0);
+                            a[0] = 0xfe;
+                            a[1] = 0x80;
+                            a
+                        },
+                        64,
+                        false,
+                        &udp(),
+                    ),
+                    Reason::PassMartian,
+                ),
+                ("arp", pkt::arp(PEER_MAC, SRC4), Reason::PassNotIp),
+                (
+                    "back out the same port",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, [198, 18, 1, 9], 64, &[], &udp()),
+                    Reason::PassSameIf,
+                ),
+            ];
+            for (name, frame, reason) in &cases {
+                let before = prog.counters().unwrap().get(*reason);
+                let (verdict, out) = prog.test_run(frame, in_idx).unwrap();
+                assert_eq!(verdict, XDP_PASS, "{name}: expected XDP_PASS");
+                assert_eq!(&out, frame, "{name}: a passed frame must be untouched");
+                assert_eq!(
+                    prog.counters().unwrap().get(*reason),
+                    before + 1,
+                    "{name}: counted as {reason:?}"
+                );
+            }
+        })
+        .unwrap();
+}
+
+#[test]
+fn egress_outside_the_port_set_and_disabled_families_pass() {
+    let lab = lab("c");
+    let (in_idx, in_mac) = (lab.in_idx, lab.in_mac);
+    lab.ns
+        .run(move || {
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx]).unwrap();
+            let frame = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &udp());
+            assert_eq!(
+                prog.test_run(&frame, in_idx).unwrap(),
+                (XDP_PASS, frame.clone())
+            );
+            assert_eq!(prog.counters().unwrap().get(Reason::PassNoTxPort), 1);
+
+            let v4_only = Program::load(&Features {
+                router_v4: true,
+                mac: in_mac,
+                ..Features::default()
+            })
+            .unwrap();
+            let frame6 = pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, false, &udp());
+            assert_eq!(
+                v4_only.test_run(&frame6, in_idx).unwrap(),
+                (XDP_PASS, frame6.clone())
+            );
+            assert_eq!(v4_only.counters().unwrap().get(Reason::PassDisabled), 1);
+        })
+        .unwrap();
+}
