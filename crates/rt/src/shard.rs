@@ -1,0 +1,496 @@
+//! Shards: one pinned thread per CPU, each with its own executor, timers and I/O engine.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::io::{self, Reactor};
+use crate::smp::{self, Mesh};
+use crate::{executor, signal, sys, time};
+
+/// Which kernel I/O engine a shard drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    Epoll,
+    Uring,
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EngineKind::Epoll => "epoll",
+            EngineKind::Uring => "io_uring",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("no CPUs selected")]
+    NoCpus,
+    #[error("CPU {cpu} is not available to this process (allowed: {allowed:?}); pick CPUs from that list")]
+    CpuNotAllowed { cpu: usize, allowed: Vec<usize> },
+    #[error("shard {shard} on CPU {cpu} could not start: {source}")]
+    ShardStart {
+        shard: usize,
+        cpu: usize,
+        source: std::io::Error,
+    },
+    #[error("shard {0} panicked")]
+    ShardPanicked(usize),
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
+}
+
+/// Configures a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct RuntimeBuilder {
+    cpus: Option<Vec<usize>>,
+    engine: EngineKind,
+    poll_us: u32,
+    napi_busy_poll_us: u32,
+    task_quota: usize,
+    handle_signals: bool,
+    pin: bool,
+}
+
+pub struct Runtime {
+    cfg: RuntimeBuilder,
+    cpus: Vec<usize>,
+    engine: EngineKind,
+    mesh: Arc<Mesh>,
+}
+
+/// Stops a running runtime from any thread.
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<Mesh>);
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        self.0.request_shutdown();
+    }
+}
+
+impl Runtime {
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder {
+            cpus: None,
+            engine: EngineKind::Epoll,
+            poll_us: 0,
+            napi_busy_poll_us: 0,
+            task_quota: 256,
+            handle_signals: false,
+            pin: true,
+        }
+    }
+
+    pub fn cpus(&self) -> &[usize] {
+        &self.cpus
+    }
+
+    /// The engine the shards will use (io_uring may have fallen back to epoll).
+    pub fn engine(&self) -> EngineKind {
+        self.engine
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.mesh.clone())
+    }
+
+    /// Starts one shard per CPU, runs `make()` as each shard's main task, and returns the
+    /// outputs in shard order once every main task has finished.
+    pub fn run<F, Fut>(self, make: F) -> Result<Vec<Fut::Output>, Error>
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Send + 'static,
+    {
+        let make = Arc::new(make);
+        let guard = if self.cfg.handle_signals {
+            Some(signal::Watcher::install()?)
+        } else {
+            None
+        };
+        let n = self.cpus.len();
+        let mut threads = Vec::with_capacity(n);
+        for (id, &cpu) in self.cpus.iter().enumerate() {
+            let make = make.clone();
+            let mesh = self.mesh.clone();
+            let cfg = ShardConfig {
+                id,
+                cpu,
+                n,
+                engine: self.engine,
+                poll_us: self.cfg.poll_us,
+                napi_busy_poll_us: self.cfg.napi_busy_poll_us,
+                task_quota: self.cfg.task_quota,
+                pin: self.cfg.pin,
+            };
+            let t = std::thread::Builder::new()
+                .name(format!("shard-{id}"))
+                .spawn(move || shard_main(cfg, mesh, move || make()))
+                .map_err(|source| Error::Io {
+                    what: "spawn shard thread",
+                    source,
+                })?;
+            threads.push(t);
+        }
+        if let Some(w) = &guard {
+            w.wait_until(&self.mesh, || threads.iter().all(|t| t.is_finished()));
+        }
+        let mut out = Vec::with_capacity(n);
+        let mut first_err = None;
+        for (id, t) in threads.into_iter().enumerate() {
+            match t.join() {
+                Ok(Ok(v)) => out.push(v),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(Error::ShardPanicked(id));
+                }
+            }
+        }
+        drop(guard);
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+}
+
+impl RuntimeBuilder {
+    /// One shard per listed CPU, in this order (shard i runs on `cpus[i]`). Default: every CPU
+    /// in the process's affinity mask.
+    pub fn cpus(mut self, cpus: Vec<usize>) -> Self {
+        self.cpus = Some(cpus);
+        self
+    }
+    pub fn engine(mut self, engine: EngineKind) -> Self {
+        self.engine = engine;
+        self
+    }
+    /// How long an idle shard waits in the kernel per turn, in microseconds. 0 blocks until an
+    /// event or a timer. A small value (the seed's 100 µs) keeps the shard spinning through
+    /// epoll_pwait2, which lets net.core.busy_poll work and avoids sleep/wake costs.
+    pub fn poll_us(mut self, us: u32) -> Self {
+        self.poll_us = us;
+        self
+    }
+    /// io_uring only: register NAPI busy polling for this many microseconds.
+    pub fn napi_busy_poll_us(mut self, us: u32) -> Self {
+        self.napi_busy_poll_us = us;
+        self
+    }
+    /// How many tasks run between two polls of the I/O engine.
+    pub fn task_quota(mut self, n: usize) -> Self {
+        self.task_quota = n.max(1);
+        self
+    }
+    /// Stop gracefully on SIGINT/SIGTERM (a second signal exits at once).
+    pub fn handle_signals(mut self, yes: bool) -> Self {
+        self.handle_signals = yes;
+        self
+    }
+    /// Pin each shard to its CPU (default). Turning it off is for experiments only.
+    pub fn pin(mut self, yes: bool) -> Self {
+        self.pin = yes;
+        self
+    }
+
+    /// Validates the configuration and resolves the engine. io_uring falls back to epoll, with
+    /// one line on stderr, when the kernel lacks what the engine needs.
+    pub fn build(self) -> Result<Runtime, Error> {
+        let allowed = sys::allowed_cpus().map_err(|source| Error::Io {
+            what: "sched_getaffinity",
+            source,
+        })?;
+        let cpus = match &self.cpus {
+            Some(c) => c.clone(),
+            None => allowed.clone(),
+        };
+        if cpus.is_empty() {
+            return Err(Error::NoCpus);
+        }
+        if self.pin {
+            if let Some(&cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
+                return Err(Error::CpuNotAllowed { cpu, allowed });
+            }
+        }
+        let engine = match self.engine {
+            EngineKind::Uring => {
+                match io::uring::probe() {
+                    Ok(()) => EngineKind::Uring,
+                    Err(why) => {
+                        eprintln!("wirespeed-rt: io_uring engine unavailable ({why}); falling back to epoll");
+                        EngineKind::Epoll
+                    }
+                }
+            }
+            EngineKind::Epoll => EngineKind::Epoll,
+        };
+        let mesh = Arc::new(Mesh::new(cpus.len()).map_err(|source| Error::Io {
+            what: "eventfd",
+            source,
+        })?);
+        Ok(Runtime {
+            cfg: self,
+            cpus,
+            engine,
+            mesh,
+        })
+    }
+
+    /// Shorthand for `build()?.run(make)`.
+    pub fn run<F, Fut>(self, make: F) -> Result<Vec<Fut::Output>, Error>
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Send + 'static,
+    {
+        self.build()?.run(make)
+    }
+}
+
+struct ShardConfig {
+    id: usize,
+    cpu: usize,
+    n: usize,
+    engine: EngineKind,
+    poll_us: u32,
+    napi_busy_poll_us: u32,
+    task_quota: usize,
+    pin: bool,
+}
+
+pub(crate) struct ShardCtx {
+    pub(crate) id: usize,
+    pub(crate) cpu: usize,
+    pub(crate) n: usize,
+    pub(crate) engine: EngineKind,
+    pub(crate) poll_us: u32,
+    pub(crate) mesh: Arc<Mesh>,
+    now: Cell<Instant>,
+    shutdown_seen: Cell<bool>,
+    shutdown_waiters: RefCell<Vec<Waker>>,
+    pollers: RefCell<Vec<Box<dyn FnMut() -> bool>>>,
+}
+
+thread_local! {
+    static CTX: RefCell<Option<Arc<ShardCtxCell>>> = const { RefCell::new(None) };
+}
+
+// The context is only touched from its own thread; the Arc is just a stable address that
+// outlives borrows of the thread-local.
+struct ShardCtxCell(ShardCtx);
+// SAFETY: never shared: created, used and dropped on its shard's thread only.
+unsafe impl Send for ShardCtxCell {}
+unsafe impl Sync for ShardCtxCell {}
+
+pub(crate) fn with_ctx<R>(f: impl FnOnce(&ShardCtx) -> R) -> R {
+    CTX.with(|c| {
+        let c = c.borrow();
+        let ctx = c
+            .as_ref()
+            .expect("called outside a wirespeed shard (start one with Runtime::builder().run)");
+        f(&ctx.0)
+    })
+}
+
+fn try_with_ctx<R>(f: impl FnOnce(&ShardCtx) -> R) -> Option<R> {
+    CTX.with(|c| c.borrow().as_ref().map(|ctx| f(&ctx.0)))
+}
+
+/// This shard's index, 0-based.
+pub fn shard_id() -> usize {
+    with_ctx(|c| c.id)
+}
+/// How many shards the runtime has.
+pub fn shard_count() -> usize {
+    with_ctx(|c| c.n)
+}
+/// The CPU this shard is pinned to.
+pub fn cpu() -> usize {
+    with_ctx(|c| c.cpu)
+}
+pub fn engine_kind() -> EngineKind {
+    with_ctx(|c| c.engine)
+}
+pub fn poll_us() -> u32 {
+    with_ctx(|c| c.poll_us)
+}
+
+/// The shard's clock, read once per loop turn (cheaper than `Instant::now()` per request).
+/// Outside a shard it is the real time.
+pub fn now() -> Instant {
+    try_with_ctx(|c| c.now.get()).unwrap_or_else(Instant::now)
+}
+
+pub fn shutdown_requested() -> bool {
+    with_ctx(|c| c.shutdown_seen.get())
+}
+
+/// Completes when the runtime is asked to stop (signal or [`ShutdownHandle`]).
+pub async fn shutdown_signal() {
+    std::future::poll_fn(|cx| {
+        with_ctx(|c| {
+            if c.shutdown_seen.get() {
+                Poll::Ready(())
+            } else {
+                c.shutdown_waiters.borrow_mut().push(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+    })
+    .await
+}
+
+/// Registers a function the shard loop calls every turn; it returns whether it did work. A
+/// shard with pollers never blocks in the kernel (this is how a userspace stack busy-polls
+/// its NIC queue).
+pub fn add_poller(f: impl FnMut() -> bool + 'static) {
+    with_ctx(|c| c.pollers.borrow_mut().push(Box::new(f)));
+}
+
+pub(crate) fn mesh_and_id<R>(f: impl FnOnce(&Mesh, usize) -> R) -> R {
+    with_ctx(|c| f(&c.mesh, c.id))
+}
+
+fn run_pollers() -> bool {
+    // Pollers are taken out while they run so that they may spawn or register more.
+    let mut list = with_ctx(|c| std::mem::take(&mut *c.pollers.borrow_mut()));
+    if list.is_empty() {
+        return false;
+    }
+    let mut busy = false;
+    for p in list.iter_mut() {
+        busy |= p();
+    }
+    with_ctx(|c| {
+        let mut cur = c.pollers.borrow_mut();
+        list.append(&mut cur);
+        *cur = list;
+    });
+    busy
+}
+
+fn shard_main<Fut: Future + 'static>(
+    cfg: ShardConfig,
+    mesh: Arc<Mesh>,
+    make: impl FnOnce() -> Fut,
+) -> Result<Fut::Output, Error> {
+    let start_err = |source| Error::ShardStart {
+        shard: cfg.id,
+        cpu: cfg.cpu,
+        source,
+    };
+    if cfg.pin {
+        sys::pin_to_cpu(cfg.cpu).map_err(start_err)?;
+    }
+    let mut reactor = Reactor::new(cfg.engine, cfg.napi_busy_poll_us).map_err(start_err)?;
+    reactor
+        .add_doorbell(&mesh.doorbells[cfg.id])
+        .map_err(start_err)?;
+    io::install(reactor);
+    let ctx = ShardCtx {
+        id: cfg.id,
+        cpu: cfg.cpu,
+        n: cfg.n,
+        engine: cfg.engine,
+        poll_us: cfg.poll_us,
+        mesh: mesh.clone(),
+        now: Cell::new(Instant::now()),
+        shutdown_seen: Cell::new(false),
+        shutdown_waiters: RefCell::new(Vec::new()),
+        pollers: RefCell::new(Vec::new()),
+    };
+    CTX.with(|c| *c.borrow_mut() = Some(Arc::new(ShardCtxCell(ctx))));
+
+    let output: Rc<RefCell<Option<Fut::Output>>> = Rc::new(RefCell::new(None));
+    let slot = output.clone();
+    let main = make();
+    let _main = executor::spawn(async move {
+        let v = main.await;
+        *slot.borrow_mut() = Some(v);
+    });
+
+    let result = shard_loop(&cfg, &mesh, &output);
+
+    // Tear down in dependency order: tasks (which own sockets and timers) first, then the
+    // reactor that those sockets are registered with.
+    executor::clear();
+    drop(_main);
+    smp::clear_local();
+    time::clear();
+    io::uninstall();
+    CTX.with(|c| *c.borrow_mut() = None);
+    result?;
+    let v = output.borrow_mut().take().expect("main task finished");
+    Ok(v)
+}
+
+use std::rc::Rc;
+
+fn shard_loop<T>(
+    cfg: &ShardConfig,
+    mesh: &Mesh,
+    output: &Rc<RefCell<Option<T>>>,
+) -> Result<(), Error> {
+    let poll_cap = (cfg.poll_us > 0).then(|| Duration::from_micros(cfg.poll_us as u64));
+    loop {
+        let now = Instant::now();
+        with_ctx(|c| c.now.set(now));
+        time::fire_due(now);
+        executor::run_ready(cfg.task_quota);
+        smp::poll_mesh(mesh, cfg.id);
+        let polled = run_pollers();
+        if output.borrow().is_some() {
+            return Ok(());
+        }
+        if mesh.shutdown.load(std::sync::atomic::Ordering::Relaxed)
+            && !with_ctx(|c| c.shutdown_seen.get())
+        {
+            let waiters = with_ctx(|c| {
+                c.shutdown_seen.set(true);
+                std::mem::take(&mut *c.shutdown_waiters.borrow_mut())
+            });
+            waiters.into_iter().for_each(Waker::wake);
+            continue;
+        }
+
+        let busy = polled || executor::has_ready() || smp::has_backlog();
+        let wait = if busy {
+            Some(Duration::ZERO)
+        } else {
+            let until_timer =
+                time::next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
+            match (until_timer, poll_cap) {
+                (Some(t), Some(p)) => Some(t.min(p)),
+                (Some(t), None) => Some(t),
+                (None, p) => p,
+            }
+        };
+        let blocking = wait != Some(Duration::ZERO);
+        let wait = if blocking && !mesh.prepare_sleep(cfg.id) {
+            Some(Duration::ZERO)
+        } else {
+            wait
+        };
+        let r = io::with(|r| r.poll(wait));
+        if blocking {
+            mesh.woke(cfg.id);
+        }
+        if let Err(source) = r {
+            return Err(Error::ShardStart {
+                shard: cfg.id,
+                cpu: cfg.cpu,
+                source,
+            });
+        }
+    }
+}

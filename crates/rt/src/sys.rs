@@ -1,0 +1,133 @@
+//! Thin wrappers over the few syscalls the runtime makes directly.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+pub(crate) fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+pub(crate) fn cvt_size(rc: libc::ssize_t) -> io::Result<usize> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc as usize)
+    }
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET bounds-checks against its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cpu {cpu} out of range"),
+            ));
+        }
+        libc::CPU_SET(cpu, &mut set);
+        cvt(libc::sched_setaffinity(
+            0,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &set,
+        ))?;
+    }
+    Ok(())
+}
+
+/// The CPUs this process may run on (its affinity mask), in ascending order.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: sched_getaffinity writes into a zeroed cpu_set_t of the size we pass.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        cvt(libc::sched_getaffinity(
+            0,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &mut set,
+        ))?;
+        Ok((0..8 * std::mem::size_of::<libc::cpu_set_t>())
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect())
+    }
+}
+
+/// The CPU the calling thread is running on now.
+pub fn current_cpu() -> usize {
+    // SAFETY: sched_getcpu has no preconditions.
+    let c = unsafe { libc::sched_getcpu() };
+    c.max(0) as usize
+}
+
+pub(crate) fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd returns a new fd or -1.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+    // SAFETY: fd is a freshly created descriptor that we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds one to an eventfd counter; used as a doorbell between threads.
+pub(crate) fn eventfd_ring(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a valid u64 to an eventfd. EAGAIN (counter saturated) is
+    // harmless: the reader is already due to wake.
+    unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
+}
+
+/// Drains an eventfd counter (nonblocking).
+pub(crate) fn eventfd_drain(fd: &impl AsRawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a valid u64.
+    unsafe { libc::read(fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+}
+
+/// Parses a CPU list such as `0-3,6,8-9`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let parse = |x: &str| {
+            x.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("bad CPU number `{x}` in `{s}`"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (parse(a)?, parse(b)?);
+                if a > b {
+                    return Err(format!("bad CPU range `{part}`: start is after end"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(parse(part)?),
+        }
+    }
+    if out.is_empty() {
+        return Err("empty CPU list".into());
+    }
+    let mut seen = out.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    if seen.len() != out.len() {
+        return Err(format!("CPU list `{s}` names a CPU twice"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("1,1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+        assert!(parse_cpu_list("").is_err());
+    }
+}
