@@ -34,4 +34,4 @@ pub use shard::{
     add_poller, cpu, engine_kind, now, poll_us, shard_count, shard_id, shutdown_requested,
     shutdown_signal, EngineKind, Error, Runtime, RuntimeBuilder, ShutdownHandle,
 };
-pub use time::{interval, sleep, sleep_until, timeout, Elapsed, Interval, Sleep};
+pub use time::{interval, race, sleep, sleep_until, timeout, Elapsed, Interval, Sleep};

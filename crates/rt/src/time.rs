@@ -251,3 +251,19 @@ impl Interval {
         due
     }
 }
+
+/// Runs `future` until it completes or `sleep` fires, leaving `sleep` usable afterwards (an
+/// idle timer that the caller pushes back with [`Sleep::reset`] after each success).
+pub async fn race<F: Future>(sleep: &mut Sleep, future: F) -> Result<F::Output, Elapsed> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = future.as_mut().poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        match Pin::new(&mut *sleep).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed)),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
