@@ -1,8 +1,171 @@
-//! Not built yet: owned by the issue that adds this subcommand.
+//! `wirespeed bench http|echo`: the load generators (see crates/bench).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use wirespeed_bench::echo::{self, EchoParser};
+use wirespeed_bench::http::{build_request, HttpParser, Target};
+use wirespeed_bench::load::{self, LoadSpec};
+use wirespeed_bench::report::Summary;
+use wirespeed_bench::{cpu, parse_duration};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    kind: Kind,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("this subcommand is not built yet")
+#[derive(clap::Subcommand)]
+enum Kind {
+    /// HTTP/1.1 load (wrk-like closed loop, or wrk2-like open loop with --rate).
+    Http(HttpArgs),
+    /// Echo load: ping-pong or streaming messages of --size bytes.
+    Echo(EchoArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct Common {
+    /// Connections in total.
+    #[arg(short = 'c', long)]
+    connections: Option<usize>,
+    /// Worker threads (default: one per CPU in --cpus, else 1).
+    #[arg(short = 't', long, default_value_t = 0)]
+    threads: usize,
+    /// CPUs to pin the worker threads to, e.g. 0 or 0,2-3.
+    #[arg(long)]
+    cpus: Option<String>,
+    /// Warm-up before measuring (not counted).
+    #[arg(long, default_value = "1s", value_parser = dur)]
+    warmup: Duration,
+    /// Measured interval.
+    #[arg(short = 'd', long, default_value = "5s", value_parser = dur)]
+    duration: Duration,
+    /// Open loop: total requests (messages) per second; latency runs from the intended send time.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Reset a connection that makes no progress for this long (counted as a timeout).
+    #[arg(long, default_value = "2s", value_parser = dur)]
+    timeout: Duration,
+    /// Also write the figures as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct HttpArgs {
+    /// http://HOST:PORT/PATH
+    url: String,
+    #[command(flatten)]
+    common: Common,
+    /// Requests in flight per connection.
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
+    /// Extra request header, `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    headers: Vec<String>,
+    #[arg(long, default_value = "GET")]
+    method: String,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
+enum EchoMode {
+    /// Each connection sends one message and waits for it to come back.
+    Pingpong,
+    /// Few connections, many messages in flight on each.
+    Stream,
+}
+
+#[derive(clap::Args)]
+struct EchoArgs {
+    /// HOST:PORT of an echo server.
+    addr: String,
+    #[command(flatten)]
+    common: Common,
+    #[arg(long, value_enum, default_value = "pingpong")]
+    mode: EchoMode,
+    /// Message size in bytes.
+    #[arg(long, default_value_t = 512)]
+    size: usize,
+    /// Messages in flight per connection in stream mode.
+    #[arg(long, default_value_t = 64)]
+    depth: usize,
+}
+
+fn dur(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn spec(
+    c: &Common,
+    addr: std::net::SocketAddr,
+    default_conns: usize,
+    depth: usize,
+    request: Vec<u8>,
+) -> anyhow::Result<LoadSpec> {
+    let cpus = c.cpus.as_deref().map(cpu::parse_cpu_list).transpose()?;
+    Ok(LoadSpec {
+        addr,
+        connections: c.connections.unwrap_or(default_conns),
+        threads: c.threads,
+        cpus,
+        warmup: c.warmup,
+        duration: c.duration,
+        depth,
+        rate: c.rate,
+        timeout: c.timeout,
+        request,
+        live: true,
+    })
+}
+
+fn finish(s: &Summary, json: Option<&PathBuf>) -> anyhow::Result<()> {
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(s)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.kind {
+        Kind::Http(a) => {
+            let target = Target::parse(&a.url)?;
+            let req = build_request(&a.method, &target, &a.headers)?;
+            let spec = spec(&a.common, target.addr, 64, a.pipeline, req)?;
+            let r = load::run(&spec, HttpParser::default()).context("http load")?;
+            let s = Summary::from_result(&r);
+            let cpus = a.common.cpus.as_deref().unwrap_or("any");
+            print!(
+                "{}",
+                s.text(
+                    &format!("wirespeed bench http {} (client CPUs {cpus})", a.url),
+                    "req"
+                )
+            );
+            finish(&s, a.common.json.as_ref())
+        }
+        Kind::Echo(a) => {
+            let addr = Target::parse(&format!("http://{}/", a.addr))?.addr;
+            let (conns, depth) = match a.mode {
+                EchoMode::Pingpong => (64, 1),
+                EchoMode::Stream => (4, a.depth.max(1)),
+            };
+            let spec = spec(&a.common, addr, conns, depth, echo::message(a.size))?;
+            let r = load::run(&spec, EchoParser::new(a.size)).context("echo load")?;
+            let mut s = Summary::from_result(&r);
+            s.gbps = Some(s.rps * a.size as f64 * 8.0 / 1e9);
+            print!(
+                "{}",
+                s.text(
+                    &format!(
+                        "wirespeed bench echo {} ({:?}, {} B)",
+                        a.addr, a.mode, a.size
+                    ),
+                    "msg"
+                )
+            );
+            finish(&s, a.common.json.as_ref())
+        }
+    }
 }
