@@ -1,1 +1,128 @@
-//! wirespeed-nic (being built).
+//! Frame I/O drivers for the bypass stack, behind one small trait.
+//!
+//! A shard owns one driver queue and drives it from its busy-poll loop:
+//!
+//! ```text
+//! loop {
+//!     nic.rx_burst(64, |frame| stack.on_frame(frame, now));
+//!     while let Some(out) = stack.next_frame() {            // pseudo code
+//!         if !nic.tx_frame(|buf| out.emit(buf)) { break; }   // ring full: try next round
+//!     }
+//!     nic.flush();                                           // one kick for the whole burst
+//! }
+//! ```
+//!
+//! Drivers:
+//! - [`xsk::XskSocket`]: an AF_XDP socket on one (interface, rx queue), with its own UMEM and
+//!   rings ([`ring`]). Copy and zero-copy binds, need_wakeup, busy-poll socket options.
+//! - [`mem::MemPort`]: the two ends of an in-memory wire for deterministic tests, with seeded
+//!   loss, reordering and duplication.
+//!
+//! And around them:
+//! - [`bifurcate::Bifurcation`]: the XDP program that sends only the served IPv4 address and
+//!   ports (plus ARP for that address) to the queue's AF_XDP socket and passes everything else
+//!   to the kernel.
+//! - [`rss`]: which rx queue a 4-tuple lands on, where the driver can tell.
+//!
+//! Nothing here takes a lock or an atomic read-modify-write on the data path: a driver queue
+//! belongs to exactly one shard. The in-memory pair is the exception (a mutex per direction);
+//! it exists for tests.
+
+pub mod mem;
+pub mod ring;
+pub mod rss;
+
+
+pub use mem::{Impairments, MemPair, MemPort};
+
+/// Errors of driver setup and control. The data path itself does not fail: it counts.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{what}: {source}")]
+    Os {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("interface `{0}` not found in this network namespace")]
+    NoSuchInterface(String),
+    #[error(
+        "zero-copy AF_XDP is not supported by `{ifname}` queue {queue} ({source}); \
+         use BindMode::Copy or BindMode::PreferZeroCopy to fall back to copy mode"
+    )]
+    ZeroCopyUnsupported {
+        ifname: String,
+        queue: u32,
+        source: std::io::Error,
+    },
+    #[error("refusing to attach XDP to `{ifname}`: {reason}")]
+    NotInLab { ifname: String, reason: String },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn os(what: impl Into<String>) -> Error {
+        Error::Os {
+            what: what.into(),
+            source: std::io::Error::last_os_error(),
+        }
+    }
+}
+
+/// One driver queue: bursts of received frames in, frames to send out.
+///
+/// Frames are whole Ethernet frames without the FCS. The driver owns the buffers: a received
+/// frame is lent to the callback and recycled when it returns (so the stack copies what it
+/// keeps), and a frame to send is written straight into a driver buffer (for AF_XDP, into the
+/// UMEM the kernel reads from), so there is no copy on either side inside the driver.
+///
+/// The methods never block and never fail: what goes wrong is counted in [`Stats`].
+pub trait FrameIo {
+    /// Calls `f` for up to `max` received frames, in arrival order, and returns how many.
+    /// Returns 0 when nothing is waiting (after kicking the kernel if the driver needs it).
+    fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, f: F) -> usize;
+
+    /// Lends `f` a buffer of [`FrameIo::frame_capacity`] bytes to write one frame into; `f`
+    /// returns the frame's length. Returns false, without calling `f`, when no buffer or ring
+    /// slot is free (counted as `tx_ring_full`): flush and try again on the next round.
+    /// A length of 0 abandons the buffer; a length above the capacity is counted as
+    /// `tx_invalid` and nothing is sent. Frames are not sent until [`FrameIo::flush`].
+    fn tx_frame<F: FnOnce(&mut [u8]) -> usize>(&mut self, f: F) -> bool;
+
+    /// Hands every frame queued by `tx_frame` to the wire (one kick for the burst, only when
+    /// the driver asks for one) and recycles the buffers of frames already sent.
+    fn flush(&mut self);
+
+    /// The largest frame `tx_frame` can build and `rx_burst` can deliver, in bytes.
+    fn frame_capacity(&self) -> usize;
+
+    /// Counters since the driver was created.
+    fn stats(&self) -> &Stats;
+}
+
+/// Driver-side counters. Plain integers: each driver queue has one owner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Frames delivered to `rx_burst` callbacks, and their bytes.
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    /// Frames handed to the wire by `flush`, and their bytes.
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Frames lost before reaching us: a full receive queue (mem), or descriptors the kernel
+    /// gave us that point outside the UMEM (AF_XDP; never expected). The kernel's own AF_XDP
+    /// drop counters are in [`xsk::XskSocket::kernel_stats`].
+    pub rx_dropped: u64,
+    /// `tx_frame` calls refused because no buffer or ring slot was free.
+    pub tx_ring_full: u64,
+    /// Frames whose builder returned a length above the frame capacity.
+    pub tx_invalid: u64,
+    /// Frames sent but lost on the way (mem impairments, or a full peer queue).
+    pub tx_dropped: u64,
+    /// Syscalls made to wake the kernel (AF_XDP need_wakeup / busy poll), and how many of
+    /// them failed with something other than a transient "try again".
+    pub wakeups: u64,
+    pub wakeup_errors: u64,
+}
