@@ -31,9 +31,11 @@
 pub mod mem;
 pub mod ring;
 pub mod rss;
+pub mod xsk;
 
 
 pub use mem::{Impairments, MemPair, MemPort};
+pub use xsk::{BindMode, BusyPoll, XskConfig, XskSocket};
 
 /// Errors of driver setup and control. The data path itself does not fail: it counts.
 #[derive(Debug, thiserror::Error)]
