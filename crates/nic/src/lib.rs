@@ -28,12 +28,15 @@
 //! belongs to exactly one shard. The in-memory pair is the exception (a mutex per direction);
 //! it exists for tests.
 
+pub mod bifurcate;
 pub mod mem;
 pub mod ring;
 pub mod rss;
 pub mod xsk;
 
+mod netns;
 
+pub use bifurcate::{Bifurcation, BifurcationConfig, Protocol};
 pub use mem::{Impairments, MemPair, MemPort};
 pub use xsk::{BindMode, BusyPoll, XskConfig, XskSocket};
 
@@ -60,6 +63,11 @@ pub enum Error {
     },
     #[error("refusing to attach XDP to `{ifname}`: {reason}")]
     NotInLab { ifname: String, reason: String },
+    #[error("bpf: {what}: {source}")]
+    Bpf {
+        what: String,
+        source: libbpf_rs::Error,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -70,6 +78,11 @@ impl Error {
             what: what.into(),
             source: std::io::Error::last_os_error(),
         }
+    }
+
+    pub(crate) fn bpf(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> Error {
+        let what = what.into();
+        move |source| Error::Bpf { what, source }
     }
 }
 
