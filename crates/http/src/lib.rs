@@ -1,1 +1,11 @@
-//! wirespeed-http (being built).
+//! HTTP/1.1 for wirespeed.
+//!
+//! - [`codec`]: request parsing and response writing over byte buffers. Pure code: no I/O, no
+//!   allocation per request, no panic on any input.
+//! - [`date`]: the `Date` header, formatted once a second per shard rather than per response.
+//! - [`server`]: the connection loop used by `wirespeed serve http`, written against the
+//!   stack-independent socket API.
+
+pub mod codec;
+pub mod date;
+pub mod server;

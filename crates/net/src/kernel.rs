@@ -360,6 +360,10 @@ impl Stream {
         self.sock.send_vectored(bufs).await
     }
 
+    pub fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        self.sock.shutdown(how)
+    }
+
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         sockaddr_of(self.sock.as_raw_fd(), true)
     }

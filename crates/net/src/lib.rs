@@ -71,6 +71,11 @@ impl TcpStream {
         self.inner.peer_addr()
     }
 
+    /// Closes the sending side (FIN) while still reading.
+    pub fn shutdown_write(&self) -> io::Result<()> {
+        self.inner.shutdown(std::net::Shutdown::Write)
+    }
+
     /// The CPU whose softirq last received a packet for this connection (SO_INCOMING_CPU on
     /// the kernel stack); `None` where the stack cannot tell.
     pub fn incoming_cpu(&self) -> Option<usize> {

@@ -29,7 +29,7 @@ pub mod sync;
 pub mod sys;
 mod time;
 
-pub use executor::{spawn, yield_now, JoinHandle};
+pub use executor::{select, spawn, yield_now, Either, JoinHandle};
 pub use shard::{
     add_poller, cpu, engine_kind, now, poll_us, shard_count, shard_id, shutdown_requested,
     shutdown_signal, EngineKind, Error, Runtime, RuntimeBuilder, ShutdownHandle,

@@ -165,6 +165,17 @@ impl Socket {
         .await
     }
 
+    /// Shuts down one or both directions (a plain syscall on either engine).
+    pub fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        let how = match how {
+            std::net::Shutdown::Read => libc::SHUT_RD,
+            std::net::Shutdown::Write => libc::SHUT_WR,
+            std::net::Shutdown::Both => libc::SHUT_RDWR,
+        };
+        // SAFETY: shutdown on an fd we own.
+        crate::sys::cvt(unsafe { libc::shutdown(self.fd, how) }).map(drop)
+    }
+
     pub fn is_uring(&self) -> bool {
         self.uring
     }

@@ -1,8 +1,386 @@
-//! Not built yet: owned by the issue that adds this subcommand.
+//! `wirespeed serve http|echo`: thread-per-core servers on the chosen stack.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Subcommand, ValueEnum};
+use serde::Serialize;
+use wirespeed_http::date::DateCache;
+use wirespeed_http::server::{self, Stats};
+use wirespeed_net::kernel::{bind_group, ListenOptions, Listener, Locality};
+use wirespeed_net::{TcpListener, TcpStream};
+use wirespeed_rt::{Either, EngineKind, Runtime};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    app: App,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("this subcommand is not built yet")
+#[derive(Subcommand)]
+enum App {
+    /// HTTP/1.1: GET /plaintext and GET /json (TechEmpower style), keep-alive and pipelining.
+    Http {
+        #[command(flatten)]
+        common: Common,
+        /// Answer every read with one canned plaintext response and parse nothing (the seed's
+        /// tcp_httpd mode).
+        #[arg(long)]
+        fixed: bool,
+    },
+    /// Echo: every byte received is sent back (the Photon seed's server).
+    Echo {
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum, Debug, PartialEq)]
+enum StackArg {
+    /// The Linux TCP/IP stack through epoll or io_uring.
+    Kernel,
+}
+
+#[derive(Clone, Copy, ValueEnum, Debug, PartialEq)]
+enum EngineArg {
+    /// Edge-triggered epoll with recv/send and epoll_pwait2.
+    Epoll,
+    /// io_uring: multishot accept and recv with provided buffers (falls back to epoll if the
+    /// kernel lacks them).
+    Uring,
+}
+
+#[derive(Clone, Copy, ValueEnum, Debug, PartialEq)]
+enum LocalityArg {
+    /// SO_REUSEPORT with a CBPF program that hands each connection to the shard on the CPU
+    /// that received it (perfect locality).
+    Cbpf,
+    /// SO_REUSEPORT with the kernel's hash.
+    None,
+}
+
+#[derive(clap::Args, Clone)]
+struct Common {
+    /// The TCP/IP stack that carries the sockets.
+    #[arg(long, value_enum, default_value = "kernel")]
+    stack: StackArg,
+    /// CPUs to run on, one shard pinned to each, e.g. `1` or `0-3,6`. Default: every CPU this
+    /// process may use.
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Address and port to listen on.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:8080")]
+    listen: SocketAddr,
+    /// Kernel I/O engine of each shard.
+    #[arg(long, value_enum, default_value = "epoll")]
+    engine: EngineArg,
+    /// When a shard has nothing to do, wait in epoll_pwait2 / io_uring for at most this many
+    /// microseconds and then look again, instead of sleeping until an event (0). 100 is the
+    /// seed's busy-poll setting.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    poll_us: u32,
+    /// Socket busy polling: SO_BUSY_POLL (and SO_PREFER_BUSY_POLL) with this many microseconds
+    /// on every socket; for io_uring also NAPI busy polling on the ring. 0 turns it off.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    busy_poll_us: u32,
+    /// How connections are placed on shards.
+    #[arg(long, value_enum, default_value = "cbpf")]
+    locality: LocalityArg,
+    /// Close a connection after this long without traffic (e.g. 60s, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::parse_duration)]
+    idle_timeout: Duration,
+    /// Connections per shard; past it new connections are refused (HTTP: 503, then close).
+    #[arg(long, value_name = "N", default_value_t = 16384)]
+    max_conns: usize,
+    /// Write the exit summary as JSON to this file as well.
+    #[arg(long, value_name = "FILE")]
+    summary_json: Option<std::path::PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Http { fixed: bool },
+    Echo,
+}
+
+/// What one shard did; summed into the exit line.
+#[derive(Debug, Default, Clone, Serialize)]
+struct ShardSummary {
+    cpu: usize,
+    connections: u64,
+    requests: u64,
+    bad_request: u64,
+    headers_too_large: u64,
+    not_found: u64,
+    other_errors: u64,
+    idle_closed: u64,
+    refused: u64,
+    /// Accepted connections whose SO_INCOMING_CPU was this shard's CPU.
+    local_connections: u64,
+    bytes_echoed: u64,
+}
+
+struct ShardState {
+    stats: Stats,
+    date: DateCache,
+    active: Cell<usize>,
+    local: Cell<u64>,
+    echoed: Cell<u64>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let (common, kind) = match args.app {
+        App::Http { common, fixed } => (common, Kind::Http { fixed }),
+        App::Echo { common } => (common, Kind::Echo),
+    };
+    let StackArg::Kernel = common.stack;
+    let cpus = match &common.cpus {
+        Some(list) => {
+            wirespeed_rt::sys::parse_cpu_list(list).map_err(|e| anyhow::anyhow!("--cpus: {e}"))?
+        }
+        None => wirespeed_rt::sys::allowed_cpus().context("reading the CPU affinity")?,
+    };
+    if common.max_conns == 0 {
+        bail!("--max-conns must be at least 1");
+    }
+    let engine = match common.engine {
+        EngineArg::Epoll => EngineKind::Epoll,
+        EngineArg::Uring => EngineKind::Uring,
+    };
+    let opts = ListenOptions {
+        locality: match common.locality {
+            LocalityArg::Cbpf => Locality::Cbpf,
+            LocalityArg::None => Locality::None,
+        },
+        busy_poll_us: common.busy_poll_us,
+        ..ListenOptions::default()
+    };
+    let rt = Runtime::builder()
+        .cpus(cpus.clone())
+        .engine(engine)
+        .poll_us(common.poll_us)
+        .napi_busy_poll_us(common.busy_poll_us)
+        .handle_signals(true)
+        .build()?;
+    let fds = bind_group(common.listen, &cpus, &opts)?;
+    let bound = socket2::SockRef::from(&fds[0])
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .unwrap_or(common.listen);
+    let app = match kind {
+        Kind::Http { fixed: true } => "http (fixed)",
+        Kind::Http { fixed: false } => "http",
+        Kind::Echo => "echo",
+    };
+    eprintln!(
+        "wirespeed serve {app}: listening on {bound}; {} shard(s) on CPUs {:?}; stack kernel, engine {}, poll-us {}, busy-poll-us {}, locality {}",
+        cpus.len(),
+        cpus,
+        rt.engine(),
+        common.poll_us,
+        common.busy_poll_us,
+        match common.locality {
+            LocalityArg::Cbpf => "cbpf",
+            LocalityArg::None => "none",
+        }
+    );
+
+    let fds: Arc<Mutex<Vec<Option<OwnedFd>>>> =
+        Arc::new(Mutex::new(fds.into_iter().map(Some).collect()));
+    let cfg = server::Config {
+        idle_timeout: common.idle_timeout,
+        fixed: matches!(kind, Kind::Http { fixed: true }),
+    };
+    let max_conns = common.max_conns;
+    let per_shard = rt.run(move || {
+        let fd = fds
+            .lock()
+            .expect("listener table")
+            .get_mut(wirespeed_rt::shard_id())
+            .and_then(Option::take);
+        let (cfg, opts) = (cfg.clone(), opts.clone());
+        async move {
+            let fd = fd.ok_or_else(|| "no listener for this shard".to_string())?;
+            shard_main(fd, opts, cfg, kind, max_conns)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    })?;
+
+    let mut shards = Vec::new();
+    for r in per_shard {
+        shards.push(r.map_err(|e| anyhow::anyhow!("shard failed: {e}"))?);
+    }
+    let total = shards.iter().fold(ShardSummary::default(), |mut t, s| {
+        t.connections += s.connections;
+        t.requests += s.requests;
+        t.bad_request += s.bad_request;
+        t.headers_too_large += s.headers_too_large;
+        t.not_found += s.not_found;
+        t.other_errors += s.other_errors;
+        t.idle_closed += s.idle_closed;
+        t.refused += s.refused;
+        t.local_connections += s.local_connections;
+        t.bytes_echoed += s.bytes_echoed;
+        t
+    });
+    let errors = total.bad_request + total.headers_too_large + total.not_found + total.other_errors;
+    let local_pct = if total.connections > 0 {
+        100.0 * total.local_connections as f64 / total.connections as f64
+    } else {
+        0.0
+    };
+    eprintln!(
+        "wirespeed serve {app}: connections {}, requests {}, errors {} (400: {}, 431: {}, 404: {}, other: {}), idle-closed {}, refused {}, accepted on their rx CPU {:.1}%",
+        total.connections,
+        total.requests,
+        errors,
+        total.bad_request,
+        total.headers_too_large,
+        total.not_found,
+        total.other_errors,
+        total.idle_closed,
+        total.refused,
+        local_pct
+    );
+    if let Some(path) = common.summary_json {
+        #[derive(Serialize)]
+        struct Summary<'a> {
+            app: &'a str,
+            engine: String,
+            total: &'a ShardSummary,
+            errors: u64,
+            shards: &'a [ShardSummary],
+        }
+        let s = Summary {
+            app,
+            engine: rt_engine_name(engine),
+            total: &total,
+            errors,
+            shards: &shards,
+        };
+        std::fs::write(&path, serde_json::to_vec_pretty(&s)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn rt_engine_name(e: EngineKind) -> String {
+    e.to_string()
+}
+
+async fn shard_main(
+    fd: OwnedFd,
+    opts: ListenOptions,
+    cfg: server::Config,
+    kind: Kind,
+    max_conns: usize,
+) -> std::io::Result<ShardSummary> {
+    let listener = TcpListener::from_kernel(Listener::new(fd, opts)?);
+    let state = Rc::new(ShardState {
+        stats: Stats::default(),
+        date: DateCache::default(),
+        active: Cell::new(0),
+        local: Cell::new(0),
+        echoed: Cell::new(0),
+    });
+    let ticker = state.clone();
+    let _date_task = wirespeed_rt::spawn(async move {
+        let mut every_second = wirespeed_rt::interval(Duration::from_secs(1));
+        loop {
+            every_second.tick().await;
+            ticker.date.refresh();
+        }
+    });
+    let cfg = Rc::new(cfg);
+    loop {
+        let conn = match wirespeed_rt::select(wirespeed_rt::shutdown_signal(), listener.accept())
+            .await
+        {
+            Either::Left(()) => break,
+            Either::Right(Ok(c)) => c,
+            Either::Right(Err(e)) => {
+                // EMFILE and friends: back off briefly instead of spinning on the error.
+                if e.raw_os_error() == Some(libc::EMFILE) || e.raw_os_error() == Some(libc::ENFILE)
+                {
+                    eprintln!("wirespeed serve: accept: {e} (raise the fd limit with ulimit -n)");
+                }
+                wirespeed_rt::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if conn.incoming_cpu() == Some(wirespeed_rt::cpu()) {
+            state.local.set(state.local.get() + 1);
+        }
+        let st = state.clone();
+        if st.active.get() >= max_conns {
+            wirespeed_rt::spawn(async move {
+                match kind {
+                    Kind::Http { .. } => server::refuse(conn, &st.date, &st.stats).await,
+                    Kind::Echo => st.stats.refused.set(st.stats.refused.get() + 1),
+                }
+            });
+            continue;
+        }
+        st.active.set(st.active.get() + 1);
+        let cfg = cfg.clone();
+        wirespeed_rt::spawn(async move {
+            match kind {
+                Kind::Http { .. } => {
+                    server::serve_connection(conn, &cfg, &st.date, &st.stats).await
+                }
+                Kind::Echo => echo_connection(conn, &cfg, &st).await,
+            }
+            st.active.set(st.active.get() - 1);
+        });
+    }
+    // Graceful stop: no new connections; give open ones a moment to finish their exchange.
+    drop(listener);
+    let deadline = wirespeed_rt::now() + Duration::from_millis(500);
+    while state.active.get() > 0 && wirespeed_rt::now() < deadline {
+        wirespeed_rt::sleep(Duration::from_millis(10)).await;
+    }
+    let s = &state.stats;
+    Ok(ShardSummary {
+        cpu: wirespeed_rt::cpu(),
+        connections: s.connections.get() + s.refused.get(),
+        requests: s.requests.get(),
+        bad_request: s.bad_request.get(),
+        headers_too_large: s.headers_too_large.get(),
+        not_found: s.not_found.get(),
+        other_errors: s.other_errors.get(),
+        idle_closed: s.idle_closed.get(),
+        refused: s.refused.get(),
+        local_connections: state.local.get(),
+        bytes_echoed: state.echoed.get(),
+    })
+}
+
+async fn echo_connection(mut conn: TcpStream, cfg: &server::Config, st: &ShardState) {
+    st.stats.connections.set(st.stats.connections.get() + 1);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut idle = wirespeed_rt::sleep(cfg.idle_timeout);
+    loop {
+        let n = match wirespeed_rt::race(&mut idle, conn.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            Err(_) => {
+                st.stats.idle_closed.set(st.stats.idle_closed.get() + 1);
+                return;
+            }
+            _ => return,
+        };
+        match wirespeed_rt::race(&mut idle, conn.write_all(&buf[..n])).await {
+            Ok(Ok(())) => {}
+            _ => return,
+        }
+        st.echoed.set(st.echoed.get() + n as u64);
+        st.stats.requests.set(st.stats.requests.get() + 1);
+        idle.reset(wirespeed_rt::now() + cfg.idle_timeout);
+    }
 }
