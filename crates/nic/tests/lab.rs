@@ -1,0 +1,335 @@
+//! AF_XDP and bifurcation on a real veth pair between two lab namespaces. Needs root; never
+//! skips. Namespace A holds our side (`xa0`, kernel address 198.18.0.1, served address
+//! 198.18.0.10 which only the AF_XDP sockets answer for); namespace B holds the peer (`xb0`,
+//! 198.18.0.2) with plain kernel sockets.
+
+mod common;
+
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use common::*;
+use wirespeed_lab::{netns::add_addr, Netns, Veth};
+use wirespeed_nic::{
+    Bifurcation, BifurcationConfig, BindMode, BusyPoll, Error, FrameIo, XskConfig, XskSocket,
+};
+
+const OURS: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const SERVED: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
+const PEER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const MAC_A: [u8; 6] = [0x02, 0, 0, 0x18, 0, 0x0a];
+const MAC_B: [u8; 6] = [0x02, 0, 0, 0x18, 0, 0x0b];
+const SERVED_PORT: u16 = 7000;
+
+struct Lab {
+    a: Netns,
+    b: Netns,
+    _veth: Veth,
+}
+
+fn mac_str(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Two namespaces joined by a 2-queue veth pair; `tag` keeps names unique per test.
+fn lab(tag: &str) -> Lab {
+    wirespeed_lab::require_root();
+    let id = std::process::id() % 100_000;
+    let a = Netns::create(&format!("ws-x{tag}{id}a")).unwrap();
+    let b = Netns::create(&format!("ws-x{tag}{id}b")).unwrap();
+    let veth = Veth::create(&a, "xa0", &b, "xb0", 2).unwrap();
+    for (ns, ifname, mac) in [(&a, "xa0", MAC_A), (&b, "xb0", MAC_B)] {
+        ns.ip(&["link", "set", ifname, "down"]).unwrap();
+        ns.ip(&["link", "set", ifname, "address", &mac_str(mac)])
+            .unwrap();
+        ns.ip(&["link", "set", ifname, "up"]).unwrap();
+    }
+    add_addr(&a, "xa0", "198.18.0.1/24").unwrap();
+    add_addr(&b, "xb0", "198.18.0.2/24").unwrap();
+    Lab { a, b, _veth: veth }
+}
+
+fn small_config(mode: BindMode) -> XskConfig {
+    XskConfig {
+        rx_frames: 256,
+        tx_frames: 256,
+        mode,
+        ..XskConfig::default()
+    }
+}
+
+/// Pins the calling thread to one CPU (so the peer's XPS picks the tx queue of that CPU).
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and sched_setaffinity get valid pointers.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+    }
+}
+
+/// Polls every socket until `want` frames matching `pick` arrived or 5 s passed; returns
+/// (queue, frame) in arrival order. Frames that do not match are dropped.
+fn collect(
+    socks: &mut [XskSocket],
+    want: usize,
+    pick: impl Fn(&[u8]) -> bool,
+) -> Vec<(u32, Vec<u8>)> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut got = Vec::new();
+    while got.len() < want && Instant::now() < deadline {
+        let mut n = 0;
+        for s in socks.iter_mut() {
+            let q = s.queue();
+            n += s.rx_burst(64, |f| {
+                if pick(f) {
+                    got.push((q, f.to_vec()));
+                }
+            });
+        }
+        if n == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    got
+}
+
+fn send_from_peer(lab: &Lab, cpu: usize, sport: u16, count: usize, tag: &str) {
+    let tag = tag.to_string();
+    lab.b
+        .run(move || {
+            pin_to_cpu(cpu);
+            let s = UdpSocket::bind(SocketAddrV4::new(PEER, sport)).unwrap();
+            for i in 0..count {
+                s.send_to(
+                    format!("{tag}-{i}").as_bytes(),
+                    SocketAddrV4::new(SERVED, SERVED_PORT),
+                )
+                .unwrap();
+            }
+        })
+        .unwrap();
+}
+
+#[test]
+fn bifurcated_af_xdp_receives_served_traffic_and_transmits_to_the_peer() {
+    let lab = lab("r");
+    // The peer's XPS: CPU 0 sends on tx queue 0, CPU 1 on tx queue 1; on veth the peer's tx
+    // queue is our rx queue.
+    lab.b
+        .exec(
+            "sh",
+            &["-c", "echo 1 > /sys/class/net/xb0/queues/tx-0/xps_cpus && echo 2 > /sys/class/net/xb0/queues/tx-1/xps_cpus"],
+        )
+        .unwrap();
+
+    let (bif, mut socks) = lab
+        .a
+        .run(|| {
+            let cfg = BifurcationConfig {
+                udp_ports: vec![SERVED_PORT],
+                ..BifurcationConfig::new(SERVED)
+            };
+            let mut bif = Bifurcation::load(&cfg)?;
+            bif.attach("xa0")?;
+            let mut socks = Vec::new();
+            for q in 0..2 {
+                let s = XskSocket::open("xa0", q, &small_config(BindMode::Copy))?;
+                bif.register(q, &s)?;
+                socks.push(s);
+            }
+            Ok::<_, Error>((bif, socks))
+        })
+        .unwrap()
+        .unwrap();
+    let link = lab.a.ip(&["link", "show", "xa0"]).unwrap();
+    assert!(link.contains("xdp"), "program attached: {link}");
+
+    // 1. The peer's kernel resolves the served address: its ARP request reaches our socket
+    //    and our hand-made reply lets the datagram it queued go out.
+    send_from_peer(&lab, 0, 5000, 1, "first");
+    let arp_req = collect(&mut socks, 1, |f| parse_arp_request(f).is_some());
+    assert_eq!(
+        arp_req.len(),
+        1,
+        "ARP request for the served address reaches the AF_XDP socket"
+    );
+    let (queue, req) = &arp_req[0];
+    let (sha, spa, tpa) = parse_arp_request(req).unwrap();
+    assert_eq!((sha, spa, tpa), (MAC_B, PEER, SERVED));
+    let sock = &mut socks[*queue as usize];
+    assert!(sock.tx_frame(|buf| {
+        let reply = ethernet(MAC_B, MAC_A, ETH_ARP, &arp(2, MAC_A, SERVED, MAC_B, PEER));
+        buf[..reply.len()].copy_from_slice(&reply);
+        reply.len()
+    }));
+    sock.flush();
+    let first = collect(&mut socks, 1, |f| parse_udp(f).is_some());
+    assert_eq!(first.len(), 1, "the queued datagram follows the ARP reply");
+    assert_eq!(
+        parse_udp(&first[0].1).unwrap(),
+        (PEER, 5000, SERVED_PORT, b"first-0".to_vec())
+    );
+    let neigh = lab.b.ip(&["neigh", "show", "198.18.0.10"]).unwrap();
+    assert!(
+        neigh.contains(&mac_str(MAC_A)),
+        "peer learnt our MAC from the crafted reply: {neigh}"
+    );
+
+    // 2. Each queue receives what the peer sends on the matching tx queue.
+    for cpu in 0..2 {
+        send_from_peer(&lab, cpu, 5100 + cpu as u16, 20, &format!("cpu{cpu}"));
+    }
+    let got = collect(&mut socks, 40, |f| parse_udp(f).is_some());
+    assert_eq!(got.len(), 40, "all datagrams to the served port arrive");
+    let mut per_queue = [0usize; 2];
+    for (q, f) in &got {
+        let (src, sport, dport, data) = parse_udp(f).unwrap();
+        assert_eq!((src, dport), (PEER, SERVED_PORT));
+        let cpu = usize::from(sport - 5100);
+        assert!(String::from_utf8_lossy(&data).starts_with(&format!("cpu{cpu}-")));
+        assert_eq!(*q as usize, cpu, "XPS on the peer picks our rx queue");
+        per_queue[*q as usize] += 1;
+    }
+    assert_eq!(per_queue, [20, 20]);
+
+    // 3. A datagram built by hand on each queue reaches a plain UDP socket on the peer.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let b_name = lab.b.name().to_string();
+    let receiver = std::thread::spawn(move || {
+        let f = std::fs::File::open(format!("/run/netns/{b_name}")).unwrap();
+        // SAFETY: setns on this fresh thread only.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let s = UdpSocket::bind(SocketAddrV4::new(PEER, 9000)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        while got.len() < 2 {
+            let Ok((n, from)) = s.recv_from(&mut buf) else {
+                break;
+            };
+            got.push((buf[..n].to_vec(), from));
+        }
+        got
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    for (q, s) in socks.iter_mut().enumerate() {
+        let frame = udp_frame(
+            MAC_B,
+            MAC_A,
+            SERVED,
+            PEER,
+            SERVED_PORT,
+            9000,
+            format!("from-queue-{q}").as_bytes(),
+        );
+        assert!(s.tx_frame(|buf| {
+            buf[..frame.len()].copy_from_slice(&frame);
+            frame.len()
+        }));
+        s.flush();
+    }
+    let mut received = receiver.join().unwrap();
+    received.sort();
+    let from = std::net::SocketAddr::V4(SocketAddrV4::new(SERVED, SERVED_PORT));
+    assert_eq!(
+        received,
+        vec![
+            (b"from-queue-0".to_vec(), from),
+            (b"from-queue-1".to_vec(), from)
+        ]
+    );
+
+    // 4. Bifurcation: the kernel still owns its own address while the program is attached.
+    lab.b
+        .exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.18.0.1"])
+        .unwrap();
+    let c = bif.counters().unwrap();
+    assert!(c.redirected >= 42, "{c:?}");
+    assert!(
+        c.passed_other >= 3,
+        "pings and their ARP went to the kernel: {c:?}"
+    );
+
+    for s in socks.iter_mut() {
+        s.flush();
+        let k = s.kernel_stats().unwrap();
+        assert_eq!((k.rx_invalid_descs, k.tx_invalid_descs), (0, 0), "{k:?}");
+    }
+    let total: u64 = socks.iter().map(|s| s.stats().rx_frames).sum();
+    assert!(total >= 42, "{total}");
+    assert_eq!(socks.iter().map(|s| s.stats().tx_frames).sum::<u64>(), 3);
+    eprintln!(
+        "stats: {:?} / {:?}; verdicts {c:?}",
+        socks[0].stats(),
+        socks[1].stats()
+    );
+
+    // 5. Dropping the loader detaches the program.
+    drop(bif);
+    let link = lab.a.ip(&["link", "show", "xa0"]).unwrap();
+    assert!(!link.contains("xdp"), "detached on drop: {link}");
+    let _ = OURS;
+}
+
+#[test]
+fn zero_copy_on_veth_fails_clearly_or_falls_back() {
+    let lab = lab("z");
+    let (strict, fallback) = lab
+        .a
+        .run(|| {
+            let strict = XskSocket::open("xa0", 0, &small_config(BindMode::ZeroCopy)).map(|_| ());
+            let fallback = XskSocket::open("xa0", 0, &small_config(BindMode::PreferZeroCopy))
+                .map(|s| (s.is_zero_copy(), s.fallback().map(str::to_string)));
+            (strict, fallback)
+        })
+        .unwrap();
+    let err = strict.unwrap_err();
+    assert!(matches!(err, Error::ZeroCopyUnsupported { .. }), "{err}");
+    assert!(
+        err.to_string().contains("BindMode::Copy"),
+        "says what to do: {err}"
+    );
+    let (zc, why) = fallback.unwrap();
+    assert!(!zc);
+    let why = why.expect("fallback reason");
+    assert!(why.contains("using copy mode"), "{why}");
+}
+
+#[test]
+fn busy_poll_options_and_one_socket_per_queue() {
+    let lab = lab("b");
+    let (missing, second, third) = lab
+        .a
+        .run(|| {
+            let cfg = XskConfig {
+                busy_poll: Some(BusyPoll {
+                    required: true,
+                    ..BusyPoll::default()
+                }),
+                ..small_config(BindMode::Copy)
+            };
+            let s = XskSocket::open("xa0", 0, &cfg).unwrap();
+            let second = XskSocket::open("xa0", 0, &small_config(BindMode::Copy)).map(|_| ());
+            let third = XskSocket::open("xa0", 2, &small_config(BindMode::Copy)).map(|_| ());
+            (s.busy_poll_missing().to_vec(), second, third)
+        })
+        .unwrap();
+    assert!(
+        missing.is_empty(),
+        "kernel 6.x has all busy-poll options: {missing:?}"
+    );
+    assert!(
+        second.is_err(),
+        "a queue takes one socket (no shared UMEM between shards)"
+    );
+    assert!(third.is_err(), "queue 2 does not exist on a 2-queue veth");
+}
