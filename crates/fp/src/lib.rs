@@ -3,7 +3,10 @@
 
 pub mod counters;
 pub mod error;
+pub mod filter;
 pub mod loader;
+pub mod model;
+pub mod netlink;
 pub mod pkt;
 
 pub use error::{Error, Result};

@@ -288,3 +288,136 @@ impl Attachment {
         Ok(())
     }
 }
+
+fn bits_bytes(b: &crate::filter::Bits) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, w) in b.iter().enumerate() {
+        out[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
+    }
+    out
+}
+
+fn clear(map: &MapHandle) {
+    let keys: Vec<Vec<u8>> = map.keys().collect();
+    for k in keys {
+        let _ = map.delete(&k);
+    }
+}
+
+impl Program {
+    /// Writes the classifier tables into this program's (fresh or stale) filter maps.
+    pub fn write_filter(&self, t: &crate::filter::Tables) -> Result<()> {
+        let m = &self.maps;
+        for map in [
+            &m.f_src4, &m.f_dst4, &m.f_src6, &m.f_dst6, &m.f_sport, &m.f_dport, &m.f_oif,
+        ] {
+            clear(map);
+        }
+        let upd = |map: &MapHandle, k: &[u8], v: &[u8], what: &str| {
+            map.update(k, v, MapFlags::ANY)
+                .map_err(bpf(format!("fill filter map {what}")))
+        };
+        for (map, entries) in [(&m.f_src4, &t.src4), (&m.f_dst4, &t.dst4)] {
+            for ((addr, len), bits) in entries {
+                let mut k = [0u8; 8];
+                k[..4].copy_from_slice(&(*len as u32).to_ne_bytes());
+                k[4..].copy_from_slice(&addr.to_be_bytes());
+                upd(map, &k, &bits_bytes(bits), "lpm4")?;
+            }
+        }
+        for (map, entries) in [(&m.f_src6, &t.src6), (&m.f_dst6, &t.dst6)] {
+            for ((addr, len), bits) in entries {
+                let mut k = [0u8; 20];
+                k[..4].copy_from_slice(&(*len as u32).to_ne_bytes());
+                k[4..].copy_from_slice(&addr.to_be_bytes());
+                upd(map, &k, &bits_bytes(bits), "lpm6")?;
+            }
+        }
+        for (i, bits) in t.proto.iter().enumerate() {
+            upd(
+                &m.f_proto,
+                &(i as u32).to_ne_bytes(),
+                &bits_bytes(bits),
+                "proto",
+            )?;
+        }
+        for (map, entries) in [(&m.f_sport, &t.sport), (&m.f_dport, &t.dport)] {
+            for ((proto, port), bits) in entries {
+                let mut k = [0u8; 4];
+                k[0] = *proto;
+                k[2..].copy_from_slice(&port.to_ne_bytes());
+                upd(map, &k, &bits_bytes(bits), "port")?;
+            }
+        }
+        for (idx, bits) in &t.oif {
+            upd(&m.f_oif, &idx.to_ne_bytes(), &bits_bytes(bits), "oif")?;
+        }
+        for (i, bits) in t.defaults.iter().enumerate() {
+            upd(
+                &m.f_defaults,
+                &(i as u32).to_ne_bytes(),
+                &bits_bytes(bits),
+                "defaults",
+            )?;
+        }
+        for (i, a) in t.actions.iter().enumerate() {
+            upd(
+                &m.f_actions,
+                &(i as u32).to_ne_bytes(),
+                &a.to_ne_bytes(),
+                "actions",
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Detaches a non-link XDP program named like ours left on `ifindex` (e.g. by a tool that
+/// attached our object by hand). Link-based attachments die with their owner and are never
+/// stale. Returns true when one was removed.
+pub fn remove_stale_xdp(ifindex: u32) -> bool {
+    // SAFETY: zeroed query opts with sz set is the documented way to call bpf_xdp_query.
+    let mut q: libbpf_rs::libbpf_sys::bpf_xdp_query_opts = unsafe { std::mem::zeroed() };
+    q.sz = std::mem::size_of_val(&q) as _;
+    // SAFETY: q is valid for writes.
+    if unsafe { libbpf_rs::libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut q) } != 0
+        || q.prog_id == 0
+    {
+        return false;
+    }
+    // SAFETY: plain syscall wrapper.
+    let fd = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_fd_by_id(q.prog_id) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: fd is a new program fd we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: zeroed bpf_prog_info is valid; len tells the kernel its size.
+    let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info is valid for len bytes.
+    if unsafe {
+        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len)
+    } != 0
+    {
+        return false;
+    }
+    let name: Vec<u8> = info
+        .name
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    if name != b"fp_xdp" {
+        return false;
+    }
+    let mode_flags = match q.attach_mode as u32 {
+        1 => XDP_FLAGS_DRV_MODE,
+        2 => XDP_FLAGS_SKB_MODE,
+        _ => 0,
+    };
+    // SAFETY: plain syscall wrapper; fails harmlessly (EBUSY) if a link owns the attachment.
+    unsafe {
+        libbpf_rs::libbpf_sys::bpf_xdp_detach(ifindex as i32, mode_flags, std::ptr::null()) == 0
+    }
+}

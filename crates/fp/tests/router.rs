@@ -322,3 +322,50 @@ fn egress_outside_the_port_set_and_disabled_families_pass() {
         })
         .unwrap();
 }
+
+#[test]
+fn filter_drops_accepts_and_defers_like_the_chain() {
+    use wirespeed_fp::filter::FilterPlan;
+    let lab = lab("d");
+    let (in_idx, out_idx, in_mac) = (lab.in_idx, lab.out_idx, lab.in_mac);
+    lab.ns
+        .run(move || {
+            let json = r#"{"nftables": [
+              {"chain": {"family": "inet", "table": "gw", "name": "fwd", "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}},
+              {"set": {"family": "inet", "name": "bad", "table": "gw", "type": "ipv4_addr", "flags": ["interval"], "elem": [{"prefix": {"addr": "198.18.100.64", "len": 26}}]}},
+              {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "daddr"}}, "right": "@bad"}}, {"drop": null}]}},
+              {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "udp", "field": "dport"}}, "right": 53}}, {"accept": null}]}},
+              {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 22}}, {"drop": null}]}},
+              {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "expr": [{"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "out0"}}, {"match": {"op": "==", "left": {"payload": {"protocol": "udp", "field": "dport"}}, "right": 4000}}, {"drop": null}]}},
+              {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "expr": [{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": "new"}}, {"match": {"op": "==", "left": {"payload": {"protocol": "udp", "field": "dport"}}, "right": 5000}}, {"accept": null}]}},
+              {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "ip6", "field": "saddr"}}, "right": {"prefix": {"addr": "fd00:1::", "len": 64}}}}, {"match": {"op": "==", "left": {"payload": {"protocol": "udp", "field": "dport"}}, "right": 2000}}, {"drop": null}]}}
+            ]}"#;
+            let plan = FilterPlan::from_nft_json(json, false, false).unwrap();
+            let mut f = router_features(in_mac);
+            f.filter_v4 = true;
+            f.filter_v6 = true;
+            let prog = Program::load(&f).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            prog.write_filter(&plan.tables("in0", &|n| (n == "out0").then_some(out_idx))).unwrap();
+            let u = |d| L4::Udp { sport: 1000, dport: d, payload: vec![0; 18] };
+            let t = |d| L4::Tcp { sport: 1000, dport: d, payload: vec![] };
+            let cases: Vec<(&str, Vec<u8>, u32, Reason)> = vec![
+                ("set member", pkt::ipv4(in_mac, PEER_MAC, SRC4, [198, 18, 100, 70], 64, &[], &u(53)), 1, Reason::DroppedFilter),
+                ("dns accepted", pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &u(53)), XDP_REDIRECT, Reason::Forwarded),
+                ("ssh dropped", pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &t(22)), 1, Reason::DroppedFilter),
+                ("udp 22 passes", pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &u(22)), XDP_REDIRECT, Reason::Forwarded),
+                ("oif+port", pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &u(4000)), 1, Reason::DroppedFilter),
+                ("ct rule", pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &u(5000)), XDP_PASS, Reason::PassFilter),
+                ("v6 prefix+port", pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, false, &u(2000)), 1, Reason::DroppedFilter),
+                ("v6 other port", pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, false, &u(2001)), XDP_REDIRECT, Reason::Forwarded),
+                ("v6 ssh", pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, false, &t(22)), 1, Reason::DroppedFilter),
+            ];
+            for (name, frame, verdict, reason) in &cases {
+                let before = prog.counters().unwrap().get(*reason);
+                let (v, _) = prog.test_run(frame, in_idx).unwrap();
+                assert_eq!(v, *verdict, "{name}");
+                assert_eq!(prog.counters().unwrap().get(*reason), before + 1, "{name}: {reason:?}");
+            }
+        })
+        .unwrap();
+}

@@ -1,0 +1,935 @@
+#![allow(clippy::type_complexity)]
+//! The filter compiler: the nftables ruleset (as `nft -j list ruleset` prints it; iptables-nft
+//! rules live there too) -> the supported subset of the forward chain -> per-field rule
+//! bitmaps for the BPF classifier (bpf/fp_filter.h).
+//!
+//! A rule the fast path cannot evaluate exactly is kept with only the matches it understands
+//! (a superset of the packets it matches) and the verdict "kernel": packets that may reach it
+//! go to the slow path, so nothing is ever decided differently from Linux.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+pub const MAX_RULES: usize = 256;
+pub type Bits = [u64; 4];
+
+/// Rule index -> its prefixes on one field (None: any).
+type RulePrefixes<'a, A> = (usize, Option<&'a Vec<(A, u8)>>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Accept = 0,
+    Drop = 1,
+    Kernel = 2,
+}
+
+/// One rule of the forward chain, reduced to what the classifier can match. None: any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub src4: Option<Vec<(u32, u8)>>,
+    pub dst4: Option<Vec<(u32, u8)>>,
+    pub src6: Option<Vec<(u128, u8)>>,
+    pub dst6: Option<Vec<(u128, u8)>>,
+    pub proto: Option<Vec<u8>>,
+    pub sport: Option<Vec<(u8, u16)>>,
+    pub dport: Option<Vec<(u8, u16)>>,
+    pub iif: Option<Vec<String>>,
+    pub oif: Option<Vec<String>>,
+    pub v4: bool,
+    pub v6: bool,
+    pub action: Action,
+    /// Why the action is Kernel, for status.
+    pub unsupported: Option<String>,
+}
+
+impl Default for Rule {
+    fn default() -> Rule {
+        Rule {
+            src4: None,
+            dst4: None,
+            src6: None,
+            dst6: None,
+            proto: None,
+            sport: None,
+            dport: None,
+            iif: None,
+            oif: None,
+            v4: true,
+            v6: true,
+            action: Action::Accept,
+            unsupported: None,
+        }
+    }
+}
+
+/// Per address family: no filtering, a compiled chain, or everything to the kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum FamilyFilter {
+    #[default]
+    Open,
+    Compiled {
+        policy_drop: bool,
+        rules: usize,
+    },
+    Kernel(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FilterPlan {
+    pub v4: FamilyFilter,
+    pub v6: FamilyFilter,
+    /// The forward chain rules of each family (an inet chain appears in both).
+    pub rules_v4: Vec<Rule>,
+    pub rules_v6: Vec<Rule>,
+}
+
+impl FilterPlan {
+    /// From `nft -j list ruleset` output. `legacy_v4`/`legacy_v6`: x_tables (iptables-legacy)
+    /// tables exist in this namespace; we cannot watch those, so the family goes to the kernel.
+    pub fn from_nft_json(json: &str, legacy_v4: bool, legacy_v6: bool) -> Result<FilterPlan> {
+        let v: Value =
+            serde_json::from_str(json).map_err(|e| Error::Nft(format!("bad JSON: {e}")))?;
+        let items = v
+            .get("nftables")
+            .and_then(Value::as_array)
+            .ok_or_else(|| Error::Nft("no `nftables` array".into()))?;
+        let mut plan = FilterPlan::default();
+        let (v4, r4) = family_plan(items, "ip");
+        let (v6, r6) = family_plan(items, "ip6");
+        plan.v4 = if legacy_v4 {
+            FamilyFilter::Kernel("iptables-legacy tables present".into())
+        } else {
+            v4
+        };
+        plan.v6 = if legacy_v6 {
+            FamilyFilter::Kernel("ip6tables-legacy tables present".into())
+        } else {
+            v6
+        };
+        plan.rules_v4 = r4;
+        plan.rules_v6 = r6;
+        Ok(plan)
+    }
+}
+
+fn obj<'a>(item: &'a Value, kind: &str) -> Option<&'a Value> {
+    item.get(kind)
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+/// `fam` is "ip" or "ip6"; tables of that family and of "inet" apply.
+fn family_plan(items: &[Value], fam: &str) -> (FamilyFilter, Vec<Rule>) {
+    let applies = |f: &str| f == fam || f == "inet";
+    let mut forward = Vec::new();
+    for c in items.iter().filter_map(|i| obj(i, "chain")) {
+        let Some(hook) = c.get("hook").and_then(Value::as_str) else {
+            continue;
+        };
+        let family = s(c, "family");
+        if family == "netdev" || family == "bridge" {
+            return (
+                FamilyFilter::Kernel(format!("{family} {hook} chain {}", s(c, "name"))),
+                vec![],
+            );
+        }
+        if !applies(family) {
+            continue;
+        }
+        match hook {
+            "input" | "output" => {}
+            "forward" if s(c, "type") == "filter" => forward.push(c),
+            _ => {
+                return (
+                    FamilyFilter::Kernel(format!(
+                        "{family} chain {} at {hook} ({})",
+                        s(c, "name"),
+                        s(c, "type")
+                    )),
+                    vec![],
+                )
+            }
+        }
+    }
+    if forward.len() > 1 {
+        return (
+            FamilyFilter::Kernel("more than one forward chain".into()),
+            vec![],
+        );
+    }
+    let Some(chain) = forward.first() else {
+        return (FamilyFilter::Open, vec![]);
+    };
+    let (cf, ct, cn) = (s(chain, "family"), s(chain, "table"), s(chain, "name"));
+    let policy_drop = s(chain, "policy") == "drop";
+    let sets: BTreeMap<&str, &Value> = items
+        .iter()
+        .filter_map(|i| obj(i, "set"))
+        .filter(|st| s(st, "family") == cf && s(st, "table") == ct)
+        .map(|st| (s(st, "name"), st))
+        .collect();
+    let mut rules = Vec::new();
+    for r in items.iter().filter_map(|i| obj(i, "rule")) {
+        if s(r, "family") != cf || s(r, "table") != ct || s(r, "chain") != cn {
+            continue;
+        }
+        let exprs = r
+            .get("expr")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        if let Some(rule) = parse_rule(exprs, &sets) {
+            if (fam == "ip" && rule.v4) || (fam == "ip6" && rule.v6) {
+                rules.push(rule);
+            }
+        }
+    }
+    if rules.is_empty() && !policy_drop {
+        return (FamilyFilter::Open, vec![]);
+    }
+    if rules.len() > MAX_RULES {
+        return (
+            FamilyFilter::Kernel(format!(
+                "{} rules (fast path holds {MAX_RULES})",
+                rules.len()
+            )),
+            vec![],
+        );
+    }
+    (
+        FamilyFilter::Compiled {
+            policy_drop,
+            rules: rules.len(),
+        },
+        rules,
+    )
+}
+
+fn kernel(rule: &mut Rule, why: String) {
+    rule.action = Action::Kernel;
+    if rule.unsupported.is_none() {
+        rule.unsupported = Some(why);
+    }
+}
+
+/// One nft rule -> Rule; None for a rule that can never change a verdict (e.g. a bare counter).
+fn parse_rule(exprs: &[Value], sets: &BTreeMap<&str, &Value>) -> Option<Rule> {
+    let mut rule = Rule::default();
+    let mut verdict = None;
+    for e in exprs {
+        let Some((k, body)) = e.as_object().and_then(|o| o.iter().next()) else {
+            kernel(&mut rule, "unreadable expression".into());
+            continue;
+        };
+        match k.as_str() {
+            "match" => {
+                if let Err(why) = parse_match(body, sets, &mut rule) {
+                    kernel(&mut rule, why);
+                }
+            }
+            "counter" => {}
+            "accept" => verdict = Some(Action::Accept),
+            "drop" => verdict = Some(Action::Drop),
+            other => {
+                kernel(&mut rule, format!("statement `{other}`"));
+                verdict.get_or_insert(Action::Kernel);
+            }
+        }
+    }
+    match verdict {
+        None if rule.action != Action::Kernel => None,
+        Some(v) if rule.action != Action::Kernel => {
+            rule.action = v;
+            Some(rule)
+        }
+        _ => Some(rule),
+    }
+}
+
+/// The right-hand side of a match as a list of values: a literal, an anonymous set or @named.
+fn values<'a>(
+    right: &'a Value,
+    sets: &BTreeMap<&str, &'a Value>,
+) -> std::result::Result<Vec<&'a Value>, String> {
+    if let Some(name) = right.as_str().and_then(|x| x.strip_prefix('@')) {
+        let set = sets
+            .get(name)
+            .ok_or_else(|| format!("unknown set @{name}"))?;
+        return Ok(match set.get("elem") {
+            Some(Value::Array(a)) => a.iter().collect(),
+            Some(v) => vec![v],
+            None => vec![],
+        });
+    }
+    if let Some(set) = right.get("set") {
+        return Ok(match set {
+            Value::Array(a) => a.iter().collect(),
+            v => vec![v],
+        });
+    }
+    Ok(vec![right])
+}
+
+/// Set elements may be wrapped: {"elem": {"val": X, "counter": ...}}.
+fn unwrap_elem(v: &Value) -> &Value {
+    v.get("elem").and_then(|e| e.get("val")).unwrap_or(v)
+}
+
+fn parse_v4(v: &Value) -> std::result::Result<Vec<(u32, u8)>, String> {
+    let v = unwrap_elem(v);
+    if let Some(a) = v.as_str() {
+        let ip: Ipv4Addr = a.parse().map_err(|_| format!("not an IPv4 address: {a}"))?;
+        return Ok(vec![(u32::from(ip), 32)]);
+    }
+    if let Some(p) = v.get("prefix") {
+        let ip: Ipv4Addr = s(p, "addr")
+            .parse()
+            .map_err(|_| format!("bad prefix {p}"))?;
+        let len = p
+            .get("len")
+            .and_then(Value::as_u64)
+            .filter(|l| *l <= 32)
+            .ok_or("bad prefix length")? as u8;
+        return Ok(vec![(mask4(u32::from(ip), len), len)]);
+    }
+    if let Some(Value::Array(r)) = v.get("range") {
+        let lo: Ipv4Addr = r
+            .first()
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .parse()
+            .map_err(|_| "bad range")?;
+        let hi: Ipv4Addr = r
+            .get(1)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .parse()
+            .map_err(|_| "bad range")?;
+        return range_to_prefixes(u32::from(lo) as u128, u32::from(hi) as u128, 32)
+            .map(|v| v.into_iter().map(|(a, l)| (a as u32, l)).collect());
+    }
+    Err(format!("unsupported IPv4 value {v}"))
+}
+
+fn parse_v6(v: &Value) -> std::result::Result<Vec<(u128, u8)>, String> {
+    let v = unwrap_elem(v);
+    if let Some(a) = v.as_str() {
+        let ip: Ipv6Addr = a.parse().map_err(|_| format!("not an IPv6 address: {a}"))?;
+        return Ok(vec![(u128::from(ip), 128)]);
+    }
+    if let Some(p) = v.get("prefix") {
+        let ip: Ipv6Addr = s(p, "addr")
+            .parse()
+            .map_err(|_| format!("bad prefix {p}"))?;
+        let len = p
+            .get("len")
+            .and_then(Value::as_u64)
+            .filter(|l| *l <= 128)
+            .ok_or("bad prefix length")? as u8;
+        return Ok(vec![(mask6(u128::from(ip), len), len)]);
+    }
+    if let Some(Value::Array(r)) = v.get("range") {
+        let lo: Ipv6Addr = r
+            .first()
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .parse()
+            .map_err(|_| "bad range")?;
+        let hi: Ipv6Addr = r
+            .get(1)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .parse()
+            .map_err(|_| "bad range")?;
+        return range_to_prefixes(u128::from(lo), u128::from(hi), 128);
+    }
+    Err(format!("unsupported IPv6 value {v}"))
+}
+
+/// Splits [lo, hi] into at most 64 aligned prefixes (more: not worth it, kernel decides).
+fn range_to_prefixes(
+    mut lo: u128,
+    hi: u128,
+    bits: u8,
+) -> std::result::Result<Vec<(u128, u8)>, String> {
+    let mut out = Vec::new();
+    while lo <= hi {
+        let mut len = bits;
+        while len > 0 {
+            let size = 1u128 << (bits - len + 1).min(127);
+            if !lo.is_multiple_of(size) || lo.checked_add(size - 1).is_none_or(|end| end > hi) {
+                break;
+            }
+            len -= 1;
+        }
+        out.push((lo, len));
+        if out.len() > 64 {
+            return Err("address range too fragmented".into());
+        }
+        let size = 1u128.checked_shl((bits - len) as u32).unwrap_or(0);
+        match lo.checked_add(size) {
+            Some(n) if size != 0 => lo = n,
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
+pub fn mask4(a: u32, len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        a & (u32::MAX << (32 - len as u32))
+    }
+}
+
+pub fn mask6(a: u128, len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        a & (u128::MAX << (128 - len as u32))
+    }
+}
+
+fn proto_num(v: &Value) -> std::result::Result<u8, String> {
+    let v = unwrap_elem(v);
+    if let Some(n) = v.as_u64() {
+        return u8::try_from(n).map_err(|_| "bad protocol".into());
+    }
+    match v.as_str() {
+        Some("tcp") => Ok(6),
+        Some("udp") => Ok(17),
+        Some("icmp") => Ok(1),
+        Some("ipv6-icmp") | Some("icmpv6") => Ok(58),
+        Some("sctp") => Ok(132),
+        _ => Err(format!("unsupported protocol {v}")),
+    }
+}
+
+fn ports(v: &Value) -> std::result::Result<Vec<u16>, String> {
+    let v = unwrap_elem(v);
+    if let Some(n) = v.as_u64() {
+        return Ok(vec![u16::try_from(n).map_err(|_| "bad port")?]);
+    }
+    if let Some(Value::Array(r)) = v.get("range") {
+        let lo = r.first().and_then(Value::as_u64).ok_or("bad port range")?;
+        let hi = r.get(1).and_then(Value::as_u64).ok_or("bad port range")?;
+        if hi < lo || hi > 65535 || hi - lo > 256 {
+            return Err("port range too wide for the fast path".into());
+        }
+        return Ok((lo as u16..=hi as u16).collect());
+    }
+    Err(format!("unsupported port value {v}"))
+}
+
+fn collect<T>(
+    vals: &[&Value],
+    f: impl Fn(&Value) -> std::result::Result<Vec<T>, String>,
+) -> std::result::Result<Vec<T>, String> {
+    let mut out = Vec::new();
+    for v in vals {
+        out.extend(f(v)?);
+    }
+    Ok(out)
+}
+
+/// Sets a field once; a second constraint on the same field is an intersection we do not
+/// compute: keep the first (a superset) and let the kernel decide.
+fn set_once<T>(slot: &mut Option<T>, v: T) -> std::result::Result<(), String> {
+    if slot.is_some() {
+        return Err("two matches on one field".into());
+    }
+    *slot = Some(v);
+    Ok(())
+}
+
+fn parse_match(
+    m: &Value,
+    sets: &BTreeMap<&str, &Value>,
+    rule: &mut Rule,
+) -> std::result::Result<(), String> {
+    let op = s(m, "op");
+    if op != "==" && op != "in" {
+        return Err(format!("operator `{op}`"));
+    }
+    let left = m.get("left").ok_or("match without left side")?;
+    let right = m.get("right").ok_or("match without right side")?;
+    let vals = values(right, sets)?;
+    if let Some(p) = left.get("payload") {
+        let (proto, field) = (s(p, "protocol"), s(p, "field"));
+        match (proto, field) {
+            ("ip", "saddr") => {
+                rule.v6 = false;
+                set_once(&mut rule.src4, collect(&vals, parse_v4)?)
+            }
+            ("ip", "daddr") => {
+                rule.v6 = false;
+                set_once(&mut rule.dst4, collect(&vals, parse_v4)?)
+            }
+            ("ip", "protocol") => {
+                rule.v6 = false;
+                set_once(
+                    &mut rule.proto,
+                    collect(&vals, |v| proto_num(v).map(|p| vec![p]))?,
+                )
+            }
+            ("ip6", "saddr") => {
+                rule.v4 = false;
+                set_once(&mut rule.src6, collect(&vals, parse_v6)?)
+            }
+            ("ip6", "daddr") => {
+                rule.v4 = false;
+                set_once(&mut rule.dst6, collect(&vals, parse_v6)?)
+            }
+            ("tcp" | "udp", "sport" | "dport") => {
+                let pn = if proto == "tcp" { 6 } else { 17 };
+                let list: Vec<(u8, u16)> = collect(&vals, ports)?
+                    .into_iter()
+                    .map(|p| (pn, p))
+                    .collect();
+                match &rule.proto {
+                    Some(ps) if !ps.contains(&pn) => return Err("contradictory protocol".into()),
+                    Some(_) => {}
+                    None => rule.proto = Some(vec![pn]),
+                }
+                if field == "sport" {
+                    set_once(&mut rule.sport, list)
+                } else {
+                    set_once(&mut rule.dport, list)
+                }
+            }
+            _ => Err(format!("payload match {proto} {field}")),
+        }
+    } else if let Some(meta) = left.get("meta") {
+        match s(meta, "key") {
+            "l4proto" => {
+                let list = collect(&vals, |v| proto_num(v).map(|p| vec![p]))?;
+                match &mut rule.proto {
+                    // `tcp dport` came first and already implies the protocol
+                    Some(ps) => {
+                        ps.retain(|p| list.contains(p));
+                        Ok(())
+                    }
+                    None => set_once(&mut rule.proto, list),
+                }
+            }
+            "iifname" => set_once(&mut rule.iif, collect(&vals, name)?),
+            "oifname" => set_once(&mut rule.oif, collect(&vals, name)?),
+            "nfproto" => {
+                let fams = collect(&vals, name)?;
+                rule.v4 &= fams.iter().any(|f| f == "ipv4");
+                rule.v6 &= fams.iter().any(|f| f == "ipv6");
+                Ok(())
+            }
+            k => Err(format!("meta {k}")),
+        }
+    } else {
+        Err(format!("match on {left}"))
+    }
+}
+
+fn name(v: &Value) -> std::result::Result<Vec<String>, String> {
+    let v = unwrap_elem(v);
+    match v.as_str() {
+        Some(n) if !n.contains('*') => Ok(vec![n.to_string()]),
+        _ => Err(format!("unsupported name match {v}")),
+    }
+}
+
+/// The classifier tables for one ingress interface: every map of bpf/fp_filter.h.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tables {
+    pub src4: Vec<((u32, u8), Bits)>,
+    pub dst4: Vec<((u32, u8), Bits)>,
+    pub src6: Vec<((u128, u8), Bits)>,
+    pub dst6: Vec<((u128, u8), Bits)>,
+    /// index family*256 + protocol -> rules (all 512 entries)
+    pub proto: Vec<Bits>,
+    pub sport: Vec<((u8, u16), Bits)>,
+    pub dport: Vec<((u8, u16), Bits)>,
+    pub oif: Vec<(u32, Bits)>,
+    /// misses: proto (unused), sport, dport, oif
+    pub defaults: [Bits; 4],
+    pub actions: Vec<u32>,
+}
+
+fn set_bit(b: &mut Bits, i: usize) {
+    b[i / 64] |= 1 << (i % 64);
+}
+
+/// Rule bits by prefix: a prefix's entry holds every rule with a prefix containing it, so
+/// the longest match the LPM trie returns carries all the rules that match the address.
+fn lpm_entries<A: Copy + Ord + std::hash::Hash>(
+    rules: &[RulePrefixes<'_, A>],
+    mask: impl Fn(A, u8) -> A,
+    zero: A,
+) -> Vec<((A, u8), Bits)> {
+    let mut prefixes: BTreeSet<(A, u8)> = BTreeSet::new();
+    prefixes.insert((zero, 0));
+    let mut per_rule: Vec<(usize, Option<HashSet<(A, u8)>>)> = Vec::new();
+    for (i, ps) in rules {
+        match ps {
+            Some(ps) => {
+                prefixes.extend(ps.iter().copied());
+                per_rule.push((*i, Some(ps.iter().copied().collect())));
+            }
+            None => per_rule.push((*i, None)),
+        }
+    }
+    prefixes
+        .into_iter()
+        .map(|(a, len)| {
+            let mut bits = [0u64; 4];
+            for (i, set) in &per_rule {
+                let hit = match set {
+                    None => true,
+                    Some(set) => (0..=len).any(|l| set.contains(&(mask(a, l), l))),
+                };
+                if hit {
+                    set_bit(&mut bits, *i);
+                }
+            }
+            ((a, len), bits)
+        })
+        .collect()
+}
+
+impl FilterPlan {
+    /// Compiles both families' chains for traffic entering `iif`. `ifindex_of` resolves
+    /// oifname matches to interface indexes.
+    pub fn tables(&self, iif: &str, ifindex_of: &dyn Fn(&str) -> Option<u32>) -> Tables {
+        let mut t = Tables {
+            proto: vec![[0; 4]; 512],
+            ..Tables::default()
+        };
+        // One numbering for both families: v4 rules first, then v6 rules. Each family's LPM
+        // maps hold only its own rules, so the AND never mixes them.
+        let rules: Vec<(bool, &Rule)> = self
+            .rules_v4
+            .iter()
+            .map(|r| (true, r))
+            .chain(self.rules_v6.iter().map(|r| (false, r)))
+            .collect();
+        let rules = &rules[..rules.len().min(MAX_RULES)];
+        let live = |r: &Rule| r.iif.as_ref().is_none_or(|l| l.iter().any(|n| n == iif));
+        let fam4: Vec<(usize, Option<&Vec<(u32, u8)>>)> = rules
+            .iter()
+            .enumerate()
+            .filter(|(_, (v4, r))| *v4 && live(r))
+            .map(|(i, (_, r))| (i, r.src4.as_ref()))
+            .collect();
+        t.src4 = lpm_entries(&fam4, mask4, 0);
+        let fam4: Vec<_> = rules
+            .iter()
+            .enumerate()
+            .filter(|(_, (v4, r))| *v4 && live(r))
+            .map(|(i, (_, r))| (i, r.dst4.as_ref()))
+            .collect();
+        t.dst4 = lpm_entries(&fam4, mask4, 0);
+        let fam6: Vec<(usize, Option<&Vec<(u128, u8)>>)> = rules
+            .iter()
+            .enumerate()
+            .filter(|(_, (v4, r))| !*v4 && live(r))
+            .map(|(i, (_, r))| (i, r.src6.as_ref()))
+            .collect();
+        t.src6 = lpm_entries(&fam6, mask6, 0);
+        let fam6: Vec<_> = rules
+            .iter()
+            .enumerate()
+            .filter(|(_, (v4, r))| !*v4 && live(r))
+            .map(|(i, (_, r))| (i, r.dst6.as_ref()))
+            .collect();
+        t.dst6 = lpm_entries(&fam6, mask6, 0);
+
+        for (i, (_, r)) in rules.iter().enumerate() {
+            for fam in 0..2 {
+                for p in 0..256usize {
+                    if r.proto.as_ref().is_none_or(|ps| ps.contains(&(p as u8))) {
+                        set_bit(&mut t.proto[fam * 256 + p], i);
+                    }
+                }
+            }
+            t.actions.push(r.action as u32);
+        }
+        let ports = |pick: &dyn Fn(&Rule) -> Option<&Vec<(u8, u16)>>, default: &mut Bits| {
+            let keys: BTreeSet<(u8, u16)> = rules
+                .iter()
+                .filter_map(|(_, r)| pick(r))
+                .flatten()
+                .copied()
+                .collect();
+            let mut out = Vec::new();
+            for k in keys {
+                let mut b = [0u64; 4];
+                for (i, (_, r)) in rules.iter().enumerate() {
+                    if pick(r).is_none_or(|l| l.contains(&k)) {
+                        set_bit(&mut b, i);
+                    }
+                }
+                out.push((k, b));
+            }
+            for (i, (_, r)) in rules.iter().enumerate() {
+                if pick(r).is_none() {
+                    set_bit(default, i);
+                }
+            }
+            out
+        };
+        let mut d = [[0u64; 4]; 4];
+        t.sport = ports(&|r| r.sport.as_ref(), &mut d[1]);
+        t.dport = ports(&|r| r.dport.as_ref(), &mut d[2]);
+        let names: BTreeSet<&str> = rules
+            .iter()
+            .filter_map(|(_, r)| r.oif.as_ref())
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        for n in names {
+            let Some(idx) = ifindex_of(n) else { continue };
+            let mut b = [0u64; 4];
+            for (i, (_, r)) in rules.iter().enumerate() {
+                if r.oif.as_ref().is_none_or(|l| l.iter().any(|x| x == n)) {
+                    set_bit(&mut b, i);
+                }
+            }
+            t.oif.push((idx, b));
+        }
+        for (i, (_, r)) in rules.iter().enumerate() {
+            if r.oif.is_none() {
+                set_bit(&mut d[3], i);
+            }
+        }
+        d[0] = [u64::MAX; 4];
+        t.defaults = d;
+        t
+    }
+}
+
+/// Evaluates tables the way the BPF classifier does (for tests and the harness's oracle).
+#[allow(clippy::too_many_arguments)]
+pub fn classify(
+    t: &Tables,
+    v6: bool,
+    src: u128,
+    dst: u128,
+    proto: u8,
+    sport: u16,
+    dport: u16,
+    oif: u32,
+    policy_drop: bool,
+) -> Action {
+    let lpm4 = |m: &[((u32, u8), Bits)], a: u32| {
+        m.iter()
+            .filter(|((p, l), _)| mask4(a, *l) == *p)
+            .max_by_key(|((_, l), _)| *l)
+            .map(|(_, b)| *b)
+    };
+    let lpm6 = |m: &[((u128, u8), Bits)], a: u128| {
+        m.iter()
+            .filter(|((p, l), _)| mask6(a, *l) == *p)
+            .max_by_key(|((_, l), _)| *l)
+            .map(|(_, b)| *b)
+    };
+    let (s, d) = if v6 {
+        (lpm6(&t.src6, src), lpm6(&t.dst6, dst))
+    } else {
+        (lpm4(&t.src4, src as u32), lpm4(&t.dst4, dst as u32))
+    };
+    let (Some(s), Some(d)) = (s, d) else {
+        return Action::Kernel;
+    };
+    let (sp, dp) = if proto == 6 || proto == 17 {
+        (sport, dport)
+    } else {
+        (0, 0)
+    };
+    let port = |m: &[((u8, u16), Bits)], k: (u8, u16), def: Bits| {
+        m.iter().find(|(x, _)| *x == k).map_or(def, |(_, b)| *b)
+    };
+    let p = t.proto[(v6 as usize) * 256 + proto as usize];
+    let spb = port(&t.sport, (proto, sp), t.defaults[1]);
+    let dpb = port(&t.dport, (proto, dp), t.defaults[2]);
+    let ob = t
+        .oif
+        .iter()
+        .find(|(i, _)| *i == oif)
+        .map_or(t.defaults[3], |(_, b)| *b);
+    for w in 0..4 {
+        let x = s[w] & d[w] & p[w] & spb[w] & dpb[w] & ob[w];
+        if x != 0 {
+            let rule = w * 64 + x.trailing_zeros() as usize;
+            return match t.actions.get(rule) {
+                Some(0) => Action::Accept,
+                Some(1) => Action::Drop,
+                _ => Action::Kernel,
+            };
+        }
+    }
+    if policy_drop {
+        Action::Drop
+    } else {
+        Action::Accept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULESET: &str = r#"{"nftables": [
+      {"metainfo": {"version": "1.0.6", "json_schema_version": 1}},
+      {"table": {"family": "inet", "name": "gw", "handle": 1}},
+      {"chain": {"family": "inet", "table": "gw", "name": "fwd", "handle": 1, "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}},
+      {"chain": {"family": "inet", "table": "gw", "name": "in", "handle": 2, "type": "filter", "hook": "input", "prio": 0, "policy": "accept"}},
+      {"set": {"family": "inet", "name": "bad", "table": "gw", "type": "ipv4_addr", "handle": 3, "flags": ["interval"],
+               "elem": [{"prefix": {"addr": "198.19.5.0", "len": 24}}, "198.19.9.9", {"range": ["198.19.10.0", "198.19.10.3"]}]}},
+      {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "handle": 4, "expr": [
+         {"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": "198.18.0.66"}}, {"counter": {"packets": 0, "bytes": 0}}, {"drop": null}]}},
+      {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "handle": 5, "expr": [
+         {"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "daddr"}}, "right": "@bad"}}, {"drop": null}]}},
+      {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "handle": 6, "expr": [
+         {"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": {"set": [22, 23]}}}, {"drop": null}]}},
+      {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "handle": 7, "expr": [
+         {"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["established"]}}, {"accept": null}]}},
+      {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "handle": 8, "expr": [
+         {"match": {"op": "==", "left": {"payload": {"protocol": "ip6", "field": "saddr"}}, "right": {"prefix": {"addr": "fd00:66::", "len": 32}}}}, {"drop": null}]}},
+      {"rule": {"family": "inet", "table": "gw", "chain": "fwd", "handle": 9, "expr": [
+         {"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "d9"}},
+         {"match": {"op": "==", "left": {"payload": {"protocol": "udp", "field": "dport"}}, "right": 53}}, {"accept": null}]}}
+    ]}"#;
+
+    fn v4(s: &str) -> u128 {
+        u32::from(s.parse::<Ipv4Addr>().unwrap()) as u128
+    }
+
+    #[test]
+    fn parses_the_supported_subset_and_marks_the_rest_for_the_kernel() {
+        let p = FilterPlan::from_nft_json(RULESET, false, false).unwrap();
+        assert_eq!(
+            p.v4,
+            FamilyFilter::Compiled {
+                policy_drop: false,
+                rules: 5
+            }
+        );
+        assert_eq!(
+            p.v6,
+            FamilyFilter::Compiled {
+                policy_drop: false,
+                rules: 4
+            }
+        );
+        assert_eq!(p.rules_v4[1].dst4.as_ref().unwrap().len(), 3); // /24, /32, range -> /30
+        assert_eq!(p.rules_v4[3].action, Action::Kernel);
+        assert_eq!(p.rules_v4[2].dport, Some(vec![(6, 22), (6, 23)]));
+    }
+
+    #[test]
+    fn classifies_in_chain_order() {
+        let p = FilterPlan::from_nft_json(RULESET, false, false).unwrap();
+        let t = p.tables("d0", &|n| (n == "d9").then_some(9));
+        let c = |src: &str, dst: &str, proto, dport, oif| {
+            classify(&t, false, v4(src), v4(dst), proto, 1000, dport, oif, false)
+        };
+        assert_eq!(c("198.18.0.66", "198.19.1.1", 17, 80, 3), Action::Drop);
+        assert_eq!(c("198.18.0.1", "198.19.5.77", 17, 80, 3), Action::Drop);
+        assert_eq!(c("198.18.0.1", "198.19.9.9", 17, 80, 3), Action::Drop);
+        assert_eq!(c("198.18.0.1", "198.19.10.3", 17, 80, 3), Action::Drop);
+        assert_eq!(c("198.18.0.1", "198.19.10.4", 6, 22, 3), Action::Drop);
+        // reaches the ct rule: conntrack is the kernel's
+        assert_eq!(c("198.18.0.1", "198.19.10.4", 6, 80, 3), Action::Kernel);
+        let c6 = |src: &str, proto, dport, oif| {
+            classify(
+                &t,
+                true,
+                u128::from(src.parse::<Ipv6Addr>().unwrap()),
+                1,
+                proto,
+                1,
+                dport,
+                oif,
+                false,
+            )
+        };
+        assert_eq!(
+            c6("fd00:66::1", 17, 53, 9),
+            Action::Kernel,
+            "ct rule comes before"
+        );
+        assert_eq!(c6("fd00:66::1", 6, 22, 9), Action::Drop);
+    }
+
+    #[test]
+    fn other_hooks_and_legacy_tables_send_the_family_to_the_kernel() {
+        let nat = r#"{"nftables": [{"chain": {"family": "ip", "table": "nat", "name": "post", "type": "nat", "hook": "postrouting", "prio": 100, "policy": "accept"}}]}"#;
+        let p = FilterPlan::from_nft_json(nat, false, true).unwrap();
+        assert!(matches!(p.v4, FamilyFilter::Kernel(_)));
+        assert!(matches!(p.v6, FamilyFilter::Kernel(_)));
+        let empty = r#"{"nftables": [{"metainfo": {}}]}"#;
+        let p = FilterPlan::from_nft_json(empty, false, false).unwrap();
+        assert_eq!((p.v4, p.v6), (FamilyFilter::Open, FamilyFilter::Open));
+        assert!(FilterPlan::from_nft_json("not json", false, false).is_err());
+    }
+
+    #[test]
+    fn hundred_rules_compile_and_the_first_match_wins() {
+        let mut items = vec![r#"{"chain": {"family": "ip", "table": "f", "name": "FORWARD", "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}}"#.to_string()];
+        for i in 0..100 {
+            items.push(format!(r#"{{"rule": {{"family": "ip", "table": "f", "chain": "FORWARD", "expr": [{{"match": {{"op": "==", "left": {{"payload": {{"protocol": "ip", "field": "daddr"}}}}, "right": "198.19.{}.{}"}}}}, {{"counter": null}}, {{"drop": null}}]}}}}"#, i / 250, i % 250 + 1));
+        }
+        let json = format!(r#"{{"nftables": [{}]}}"#, items.join(","));
+        let p = FilterPlan::from_nft_json(&json, false, false).unwrap();
+        assert_eq!(
+            p.v4,
+            FamilyFilter::Compiled {
+                policy_drop: false,
+                rules: 100
+            }
+        );
+        let t = p.tables("d0", &|_| None);
+        assert_eq!(
+            classify(
+                &t,
+                false,
+                v4("198.18.0.1"),
+                v4("198.19.0.77"),
+                17,
+                1,
+                2,
+                3,
+                false
+            ),
+            Action::Drop
+        );
+        assert_eq!(
+            classify(
+                &t,
+                false,
+                v4("198.18.0.1"),
+                v4("198.19.0.101"),
+                17,
+                1,
+                2,
+                3,
+                false
+            ),
+            Action::Accept
+        );
+    }
+
+    #[test]
+    fn ranges_split_into_aligned_prefixes() {
+        assert_eq!(range_to_prefixes(8, 11, 32).unwrap(), vec![(8, 30)]);
+        assert_eq!(range_to_prefixes(7, 8, 32).unwrap(), vec![(7, 32), (8, 32)]);
+        assert_eq!(
+            range_to_prefixes(0, u32::MAX as u128, 32).unwrap(),
+            vec![(0, 0)]
+        );
+    }
+}

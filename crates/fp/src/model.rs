@@ -1,0 +1,322 @@
+//! The one source of truth: what the kernel is configured to do, as far as the fast path
+//! cares, and the per-interface plan derived from it. Pure code: events in, plan out.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::filter::{FamilyFilter, FilterPlan};
+use crate::loader::Features;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Link {
+    pub index: u32,
+    pub name: String,
+    pub kind: String,
+    #[serde(skip)]
+    pub mac: Option<[u8; 6]>,
+    pub mtu: u32,
+    pub master: Option<u32>,
+    pub up: bool,
+    pub loopback: bool,
+}
+
+/// A policy routing rule, as far as telling the kernel's defaults from the rest goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleKey {
+    pub family: u8,
+    pub priority: u32,
+    pub table: u32,
+    pub default: bool,
+    pub detail: String,
+}
+
+/// What the watcher saw. Route, address and neighbour changes need no plan change: the
+/// program asks the kernel's FIB and neighbour tables directly (bpf_fib_lookup), so they
+/// take effect in the fast path the moment the kernel applies them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    LinkNew(Link),
+    LinkDel(u32),
+    Rules { family: u8 },
+    Netconf,
+    Route,
+    Addr,
+    Neigh,
+    Nft,
+}
+
+impl Event {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::LinkNew(_) => "link",
+            Event::LinkDel(_) => "link",
+            Event::Rules { .. } => "rule",
+            Event::Netconf => "netconf",
+            Event::Route => "route",
+            Event::Addr => "addr",
+            Event::Neigh => "neigh",
+            Event::Nft => "nftables",
+        }
+    }
+}
+
+/// Per-interface and global sysctls that decide whether forwarding may be fast-pathed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sysctls {
+    /// net.ipv4.conf.<if>.forwarding
+    pub v4_forwarding: BTreeMap<String, bool>,
+    /// max(net.ipv4.conf.all.rp_filter, net.ipv4.conf.<if>.rp_filter)
+    pub rp_filter: BTreeMap<String, u32>,
+    /// net.ipv6.conf.all.forwarding
+    pub v6_forwarding: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct Model {
+    pub links: BTreeMap<u32, Link>,
+    pub custom_rules_v4: usize,
+    pub custom_rules_v6: usize,
+    pub sysctls: Sysctls,
+    pub filter: FilterPlan,
+    /// Interfaces to serve by name; None: every eligible one.
+    pub only: Option<Vec<String>>,
+}
+
+/// What one interface should run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PortPlan {
+    pub ifindex: u32,
+    pub name: String,
+    pub features: Features,
+    /// Why a module is off, for status.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub ports: BTreeMap<u32, PortPlan>,
+    /// Interfaces the router may redirect to.
+    pub tx_ports: Vec<u32>,
+}
+
+impl Model {
+    /// Applies one event; returns true when the plan may have changed.
+    pub fn apply(&mut self, ev: &Event) -> bool {
+        match ev {
+            Event::LinkNew(l) => {
+                let changed = self.links.get(&l.index) != Some(l);
+                self.links.insert(l.index, l.clone());
+                changed
+            }
+            Event::LinkDel(i) => self.links.remove(i).is_some(),
+            // Resynced by the watcher (rule dumps, sysctls, ruleset), which then sets fields.
+            Event::Rules { .. } | Event::Netconf | Event::Nft => true,
+            Event::Route | Event::Addr | Event::Neigh => false,
+        }
+    }
+
+    pub fn set_rules(&mut self, family: u8, rules: &[RuleKey]) {
+        let custom = rules.iter().filter(|r| !r.default).count();
+        if family == 2 {
+            self.custom_rules_v4 = custom;
+        } else {
+            self.custom_rules_v6 = custom;
+        }
+    }
+
+    fn eligible(&self, l: &Link) -> Result<(), &'static str> {
+        if l.loopback || l.mac.is_none() {
+            return Err("not an Ethernet interface");
+        }
+        if l.kind == "bridge" || l.master.is_some() {
+            return Err("bridge or bridge port: bridging stays in the kernel");
+        }
+        if let Some(only) = &self.only {
+            if !only.contains(&l.name) {
+                return Err("not selected");
+            }
+        }
+        Ok(())
+    }
+
+    pub fn plan(&self) -> Plan {
+        let mut plan = Plan::default();
+        for l in self.links.values() {
+            if self.eligible(l).is_err() || !l.up {
+                continue;
+            }
+            plan.tx_ports.push(l.index);
+            let mut notes = Vec::new();
+            let mut f = Features {
+                mac: l.mac.unwrap_or_default(),
+                ..Features::default()
+            };
+
+            f.router_v4 = true;
+            if self.custom_rules_v4 > 0 {
+                f.router_v4 = false;
+                notes.push(format!(
+                    "router4 off: {} IPv4 policy rules",
+                    self.custom_rules_v4
+                ));
+            }
+            if !self
+                .sysctls
+                .v4_forwarding
+                .get(&l.name)
+                .copied()
+                .unwrap_or(false)
+            {
+                f.router_v4 = false;
+                notes.push("router4 off: IPv4 forwarding disabled".into());
+            }
+            if self.sysctls.rp_filter.get(&l.name).copied().unwrap_or(0) != 0 {
+                f.router_v4 = false;
+                notes.push("router4 off: rp_filter on".into());
+            }
+            f.router_v6 = true;
+            if self.custom_rules_v6 > 0 {
+                f.router_v6 = false;
+                notes.push(format!(
+                    "router6 off: {} IPv6 policy rules",
+                    self.custom_rules_v6
+                ));
+            }
+            if !self.sysctls.v6_forwarding {
+                f.router_v6 = false;
+                notes.push("router6 off: IPv6 forwarding disabled".into());
+            }
+            match &self.filter.v4 {
+                FamilyFilter::Open => {}
+                FamilyFilter::Compiled { policy_drop, .. } => {
+                    f.filter_v4 = f.router_v4;
+                    f.policy_drop_v4 = *policy_drop;
+                }
+                FamilyFilter::Kernel(why) => {
+                    if f.router_v4 {
+                        notes.push(format!("router4 off: {why}"));
+                    }
+                    f.router_v4 = false;
+                }
+            }
+            match &self.filter.v6 {
+                FamilyFilter::Open => {}
+                FamilyFilter::Compiled { policy_drop, .. } => {
+                    f.filter_v6 = f.router_v6;
+                    f.policy_drop_v6 = *policy_drop;
+                }
+                FamilyFilter::Kernel(why) => {
+                    if f.router_v6 {
+                        notes.push(format!("router6 off: {why}"));
+                    }
+                    f.router_v6 = false;
+                }
+            }
+            plan.ports.insert(
+                l.index,
+                PortPlan {
+                    ifindex: l.index,
+                    name: l.name.clone(),
+                    features: f,
+                    notes,
+                },
+            );
+        }
+        plan
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(index: u32, name: &str) -> Link {
+        Link {
+            index,
+            name: name.into(),
+            kind: "veth".into(),
+            mac: Some([2, 0, 0, 0, 0, index as u8]),
+            mtu: 1500,
+            master: None,
+            up: true,
+            loopback: false,
+        }
+    }
+
+    fn forwarding_model() -> Model {
+        let mut m = Model::default();
+        for (i, n) in [(1, "lo"), (2, "d0"), (3, "d1")] {
+            let mut l = link(i, n);
+            if n == "lo" {
+                l.loopback = true;
+                l.mac = None;
+            }
+            m.apply(&Event::LinkNew(l));
+            m.sysctls.v4_forwarding.insert(n.into(), true);
+        }
+        m.sysctls.v6_forwarding = true;
+        m
+    }
+
+    #[test]
+    fn routers_on_every_ethernet_port() {
+        let p = forwarding_model().plan();
+        assert_eq!(p.tx_ports, vec![2, 3]);
+        assert_eq!(p.ports.len(), 2);
+        assert!(p.ports[&2].features.router_v4 && p.ports[&2].features.router_v6);
+        assert_eq!(p.ports[&3].features.mac, [2, 0, 0, 0, 0, 3]);
+    }
+
+    #[test]
+    fn policy_rules_send_the_family_to_the_kernel() {
+        let mut m = forwarding_model();
+        let custom = RuleKey {
+            family: 2,
+            priority: 100,
+            table: 100,
+            default: false,
+            detail: String::new(),
+        };
+        m.set_rules(2, &[custom]);
+        let p = m.plan();
+        assert!(!p.ports[&2].features.router_v4);
+        assert!(p.ports[&2].features.router_v6);
+        assert!(p.ports[&2].notes[0].contains("policy rules"));
+        m.set_rules(2, &[]);
+        assert!(m.plan().ports[&2].features.router_v4);
+    }
+
+    #[test]
+    fn link_down_and_delete_leave_the_plan() {
+        let mut m = forwarding_model();
+        let mut l = link(3, "d1");
+        l.up = false;
+        assert!(m.apply(&Event::LinkNew(l)));
+        assert_eq!(m.plan().tx_ports, vec![2]);
+        assert!(m.apply(&Event::LinkDel(2)));
+        assert!(m.plan().ports.is_empty());
+        assert!(!m.apply(&Event::Route));
+    }
+
+    #[test]
+    fn bridge_ports_forwarding_off_and_rp_filter_are_respected() {
+        let mut m = forwarding_model();
+        let mut l = link(4, "p0");
+        l.master = Some(9);
+        m.apply(&Event::LinkNew(l));
+        m.sysctls.v4_forwarding.insert("d0".into(), false);
+        m.sysctls.rp_filter.insert("d1".into(), 1);
+        let p = m.plan();
+        assert!(!p.ports.contains_key(&4));
+        assert!(!p.ports[&2].features.router_v4 && !p.ports[&3].features.router_v4);
+        assert!(p.ports[&3].features.router_v6);
+    }
+
+    #[test]
+    fn selection_limits_the_ports() {
+        let mut m = forwarding_model();
+        m.only = Some(vec!["d1".into()]);
+        assert_eq!(m.plan().ports.keys().copied().collect::<Vec<_>>(), vec![3]);
+    }
+}

@@ -1,0 +1,463 @@
+//! A small NETLINK_ROUTE / NETLINK_NETFILTER reader: multicast event sockets and dump
+//! requests. Parsing is pure (`parse_*`), unit-tested on byte fixtures; only `Socket` does I/O.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::error::{Error, Result};
+use crate::model::{Event, Link, RuleKey};
+
+pub const NETLINK_ROUTE: i32 = 0;
+pub const NETLINK_NETFILTER: i32 = 12;
+
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+pub const RTM_NEWLINK: u16 = 16;
+pub const RTM_DELLINK: u16 = 17;
+pub const RTM_GETLINK: u16 = 18;
+pub const RTM_NEWADDR: u16 = 20;
+pub const RTM_DELADDR: u16 = 21;
+pub const RTM_NEWROUTE: u16 = 24;
+pub const RTM_DELROUTE: u16 = 25;
+pub const RTM_NEWNEIGH: u16 = 28;
+pub const RTM_DELNEIGH: u16 = 29;
+pub const RTM_NEWRULE: u16 = 32;
+pub const RTM_DELRULE: u16 = 33;
+pub const RTM_GETRULE: u16 = 34;
+pub const RTM_NEWNETCONF: u16 = 80;
+pub const RTM_DELNETCONF: u16 = 81;
+
+const NLM_F_REQUEST: u16 = 1;
+const NLM_F_DUMP: u16 = 0x300;
+
+/// rtnetlink multicast groups the watcher joins (RTNLGRP_*).
+pub const ROUTE_GROUPS: [u32; 10] = [
+    1,  // LINK
+    3,  // NEIGH
+    5,  // IPV4_IFADDR
+    7,  // IPV4_ROUTE
+    8,  // IPV4_RULE
+    9,  // IPV6_IFADDR
+    11, // IPV6_ROUTE
+    19, // IPV6_RULE
+    24, // IPV4_NETCONF
+    25, // IPV6_NETCONF
+];
+/// NFNLGRP_NFTABLES: every nftables ruleset change (iptables-nft included).
+pub const NFT_GROUP: u32 = 7;
+
+const IFLA_ADDRESS: u16 = 1;
+const IFLA_IFNAME: u16 = 3;
+const IFLA_MTU: u16 = 4;
+const IFLA_MASTER: u16 = 10;
+const IFLA_LINKINFO: u16 = 18;
+const IFLA_INFO_KIND: u16 = 1;
+const IFF_UP: u32 = 1;
+const IFF_LOWER_UP: u32 = 1 << 16;
+const IFF_LOOPBACK: u32 = 1 << 3;
+
+const FRA_PRIORITY: u16 = 6;
+const FRA_TABLE: u16 = 15;
+
+/// One netlink message: type and payload (after the 16-byte header).
+#[derive(Debug)]
+pub struct Msg<'a> {
+    pub ty: u16,
+    pub payload: &'a [u8],
+}
+
+/// Splits a datagram into messages; stops at the first malformed one.
+pub fn messages(buf: &[u8]) -> Vec<Msg<'_>> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off + 16 <= buf.len() {
+        let len = u32::from_ne_bytes(buf[off..off + 4].try_into().unwrap_or([0; 4])) as usize;
+        let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
+        if len < 16 || off + len > buf.len() {
+            break;
+        }
+        out.push(Msg {
+            ty,
+            payload: &buf[off + 16..off + len],
+        });
+        off += (len + 3) & !3;
+    }
+    out
+}
+
+/// Iterates the rtattrs in `buf`: (type without flag bits, value).
+pub fn attrs(buf: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off + 4 <= buf.len() {
+        let len = u16::from_ne_bytes([buf[off], buf[off + 1]]) as usize;
+        let ty = u16::from_ne_bytes([buf[off + 2], buf[off + 3]]) & 0x3fff;
+        if len < 4 || off + len > buf.len() {
+            break;
+        }
+        out.push((ty, &buf[off + 4..off + len]));
+        off += (len + 3) & !3;
+    }
+    out
+}
+
+fn u32_of(v: &[u8]) -> Option<u32> {
+    Some(u32::from_ne_bytes(v.get(..4)?.try_into().ok()?))
+}
+
+fn cstr(v: &[u8]) -> String {
+    let end = v.iter().position(|b| *b == 0).unwrap_or(v.len());
+    String::from_utf8_lossy(&v[..end]).into_owned()
+}
+
+/// RTM_NEWLINK / RTM_DELLINK payload -> Link.
+pub fn parse_link(payload: &[u8]) -> Option<Link> {
+    if payload.len() < 16 {
+        return None;
+    }
+    let index = i32::from_ne_bytes(payload[4..8].try_into().ok()?);
+    let flags = u32::from_ne_bytes(payload[8..12].try_into().ok()?);
+    let mut link = Link {
+        index: u32::try_from(index).ok()?,
+        up: flags & IFF_UP != 0 && flags & IFF_LOWER_UP != 0,
+        loopback: flags & IFF_LOOPBACK != 0,
+        ..Link::default()
+    };
+    for (ty, v) in attrs(&payload[16..]) {
+        match ty {
+            IFLA_IFNAME => link.name = cstr(v),
+            IFLA_ADDRESS if v.len() == 6 => link.mac = Some(v.try_into().ok()?),
+            IFLA_MTU => link.mtu = u32_of(v).unwrap_or(0),
+            IFLA_MASTER => link.master = u32_of(v).filter(|m| *m != 0),
+            IFLA_LINKINFO => {
+                for (ity, iv) in attrs(v) {
+                    if ity == IFLA_INFO_KIND {
+                        link.kind = cstr(iv);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(link)
+}
+
+/// RTM_NEWRULE payload -> the rule's identity, and whether it is one of the kernel's default
+/// rules (local/main/default lookups with no selector).
+pub fn parse_rule(payload: &[u8]) -> Option<RuleKey> {
+    if payload.len() < 12 {
+        return None;
+    }
+    let family = payload[0];
+    let (dst_len, src_len, tos, table8, action) =
+        (payload[1], payload[2], payload[3], payload[4], payload[7]);
+    let mut priority = 0u32;
+    let mut table = table8 as u32;
+    let mut selectors = Vec::new();
+    for (ty, v) in attrs(&payload[12..]) {
+        match ty {
+            FRA_PRIORITY => priority = u32_of(v).unwrap_or(0),
+            FRA_TABLE => table = u32_of(v).unwrap_or(table),
+            // protocol (21) says who added it; suppress_* (13, 14) at their "off" values
+            21 => {}
+            13 | 14 if u32_of(v) == Some(u32::MAX) => {}
+            _ => selectors.push((ty, v.to_vec())),
+        }
+    }
+    let plain = dst_len == 0 && src_len == 0 && tos == 0 && action == 1 && selectors.is_empty();
+    let default = plain && matches!((priority, table), (0, 255) | (32766, 254))
+        || (plain && family == 2 && (priority, table) == (32767, 253));
+    Some(RuleKey {
+        family,
+        priority,
+        table,
+        default,
+        detail: format!("{dst_len}/{src_len}/{tos}/{action}/{selectors:?}"),
+    })
+}
+
+/// Classifies one event message; dumps of links and rules go through the same parsers.
+pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
+    match msg.ty {
+        RTM_NEWLINK => parse_link(msg.payload).map(Event::LinkNew),
+        RTM_DELLINK => parse_link(msg.payload).map(|l| Event::LinkDel(l.index)),
+        RTM_NEWRULE | RTM_DELRULE => {
+            let family = *msg.payload.first()?;
+            Some(Event::Rules { family })
+        }
+        RTM_NEWNETCONF | RTM_DELNETCONF => Some(Event::Netconf),
+        RTM_NEWROUTE | RTM_DELROUTE => Some(Event::Route),
+        RTM_NEWADDR | RTM_DELADDR => Some(Event::Addr),
+        RTM_NEWNEIGH | RTM_DELNEIGH => Some(Event::Neigh),
+        _ => None,
+    }
+}
+
+/// A netlink socket (owned fd).
+pub struct Socket {
+    fd: OwnedFd,
+    seq: u32,
+}
+
+fn cvt(rc: i32, what: &str) -> Result<i32> {
+    if rc < 0 {
+        Err(Error::Io {
+            what: what.into(),
+            source: io::Error::last_os_error(),
+        })
+    } else {
+        Ok(rc)
+    }
+}
+
+impl Socket {
+    pub fn open(protocol: i32) -> Result<Socket> {
+        // SAFETY: plain socket(2); the fd is owned right away.
+        let fd = cvt(
+            unsafe {
+                libc::socket(
+                    libc::AF_NETLINK,
+                    libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                    protocol,
+                )
+            },
+            "netlink socket",
+        )?;
+        // SAFETY: fd is a fresh socket we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: zeroed sockaddr_nl is valid (pid 0: the kernel assigns one).
+        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        sa.nl_family = libc::AF_NETLINK as u16;
+        // SAFETY: sa is a valid sockaddr_nl of the stated size.
+        cvt(
+            unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
+                    std::mem::size_of::<libc::sockaddr_nl>() as u32,
+                )
+            },
+            "bind netlink",
+        )?;
+        // Bursts of events (50 routes at once) must not overflow the queue.
+        let size: i32 = 4 << 20;
+        // SAFETY: setsockopt with a valid int pointer; failure only means a smaller buffer.
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                &size as *const i32 as *const _,
+                4,
+            );
+        }
+        Ok(Socket { fd, seq: 1 })
+    }
+
+    pub fn join(&self, group: u32) -> Result<()> {
+        // SAFETY: setsockopt with a valid u32 pointer.
+        cvt(
+            unsafe {
+                libc::setsockopt(
+                    self.fd.as_raw_fd(),
+                    libc::SOL_NETLINK,
+                    libc::NETLINK_ADD_MEMBERSHIP,
+                    &group as *const u32 as *const _,
+                    4,
+                )
+            },
+            &format!("join netlink group {group}"),
+        )
+        .map(|_| ())
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Reads one datagram without blocking; Ok(None) when nothing is queued. An overrun
+    /// (ENOBUFS) is reported as Ok(Some(empty)) so the caller resyncs.
+    pub fn recv(&self, buf: &mut [u8]) -> Result<Option<usize>> {
+        // SAFETY: buf is valid for writes of its length.
+        let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) => Ok(None),
+                Some(libc::ENOBUFS) => Ok(Some(0)),
+                Some(libc::EINTR) => Ok(None),
+                _ => Err(Error::Io {
+                    what: "netlink recv".into(),
+                    source: e,
+                }),
+            };
+        }
+        Ok(Some(n as usize))
+    }
+
+    /// Sends a dump request (`ty` with the family header `hdr`) and returns each reply
+    /// message's (type, payload) until NLMSG_DONE.
+    pub fn dump(&mut self, ty: u16, hdr: &[u8]) -> Result<Vec<(u16, Vec<u8>)>> {
+        self.seq = self.seq.wrapping_add(1);
+        let len = 16 + hdr.len();
+        let mut req = Vec::with_capacity(len);
+        req.extend_from_slice(&(len as u32).to_ne_bytes());
+        req.extend_from_slice(&ty.to_ne_bytes());
+        req.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+        req.extend_from_slice(&self.seq.to_ne_bytes());
+        req.extend_from_slice(&0u32.to_ne_bytes());
+        req.extend_from_slice(hdr);
+        // SAFETY: req is a valid buffer of its length.
+        cvt(
+            unsafe { libc::send(self.fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) } as i32,
+            "netlink send",
+        )?;
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let n = match self.recv(&mut buf)? {
+                Some(n) => n,
+                None => {
+                    if std::time::Instant::now() > deadline {
+                        return Err(Error::Netlink("dump timed out".into()));
+                    }
+                    let mut pfd = libc::pollfd {
+                        fd: self.fd.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd.
+                    unsafe { libc::poll(&mut pfd, 1, 100) };
+                    continue;
+                }
+            };
+            for m in messages(&buf[..n]) {
+                match m.ty {
+                    NLMSG_DONE => return Ok(out),
+                    NLMSG_ERROR => {
+                        let errno = m
+                            .payload
+                            .get(..4)
+                            .map(|b| i32::from_ne_bytes(b.try_into().unwrap_or([0; 4])));
+                        if errno != Some(0) {
+                            return Err(Error::Netlink(format!(
+                                "dump {ty} failed: errno {errno:?}"
+                            )));
+                        }
+                        return Ok(out);
+                    }
+                    _ => out.push((m.ty, m.payload.to_vec())),
+                }
+            }
+        }
+    }
+}
+
+/// Dumps all links.
+pub fn dump_links(s: &mut Socket) -> Result<Vec<Link>> {
+    let hdr = [0u8; 16]; // ifinfomsg, AF_UNSPEC
+    Ok(s.dump(RTM_GETLINK, &hdr)?
+        .iter()
+        .filter(|(t, _)| *t == RTM_NEWLINK)
+        .filter_map(|(_, p)| parse_link(p))
+        .collect())
+}
+
+/// Dumps the policy rules of one family.
+pub fn dump_rules(s: &mut Socket, family: u8) -> Result<Vec<RuleKey>> {
+    let mut hdr = [0u8; 12]; // fib_rule_hdr
+    hdr[0] = family;
+    Ok(s.dump(RTM_GETRULE, &hdr)?
+        .iter()
+        .filter(|(t, _)| *t == RTM_NEWRULE)
+        .filter_map(|(_, p)| parse_rule(p))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(ty: u16, v: &[u8]) -> Vec<u8> {
+        let mut a = Vec::new();
+        a.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
+        a.extend_from_slice(&ty.to_ne_bytes());
+        a.extend_from_slice(v);
+        while a.len() % 4 != 0 {
+            a.push(0);
+        }
+        a
+    }
+
+    fn msg(ty: u16, payload: &[u8]) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&((16 + payload.len()) as u32).to_ne_bytes());
+        m.extend_from_slice(&ty.to_ne_bytes());
+        m.extend_from_slice(&[0; 10]);
+        m.extend_from_slice(payload);
+        m
+    }
+
+    fn link_payload() -> Vec<u8> {
+        let mut p = vec![0u8; 16];
+        p[4..8].copy_from_slice(&7i32.to_ne_bytes());
+        p[8..12].copy_from_slice(&(IFF_UP | IFF_LOWER_UP).to_ne_bytes());
+        p.extend(attr(IFLA_IFNAME, b"d0\0"));
+        p.extend(attr(IFLA_ADDRESS, &[2, 0, 0, 0, 0, 9]));
+        p.extend(attr(IFLA_MTU, &1500u32.to_ne_bytes()));
+        p.extend(attr(IFLA_LINKINFO, &attr(IFLA_INFO_KIND, b"veth\0")));
+        p
+    }
+
+    #[test]
+    fn parses_a_link_message() {
+        let buf = msg(RTM_NEWLINK, &link_payload());
+        let msgs = messages(&buf);
+        assert_eq!(msgs.len(), 1);
+        match parse_event(&msgs[0]) {
+            Some(Event::LinkNew(l)) => {
+                assert_eq!(
+                    (l.index, l.name.as_str(), l.kind.as_str(), l.mtu, l.up),
+                    (7, "d0", "veth", 1500, true)
+                );
+                assert_eq!(l.mac, Some([2, 0, 0, 0, 0, 9]));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn truncated_input_never_panics() {
+        let buf = msg(RTM_NEWLINK, &link_payload());
+        for cut in 0..buf.len() {
+            for m in messages(&buf[..cut]) {
+                let _ = parse_event(&m);
+            }
+            let _ = parse_link(&buf[16.min(cut)..cut]);
+            let _ = parse_rule(&buf[16.min(cut)..cut]);
+        }
+    }
+
+    fn rule(priority: u32, table: u32, extra: &[u8]) -> Vec<u8> {
+        let mut p = vec![2u8, 0, 0, 0, table.min(255) as u8, 0, 0, 1, 0, 0, 0, 0];
+        p.extend(attr(FRA_PRIORITY, &priority.to_ne_bytes()));
+        p.extend(attr(FRA_TABLE, &table.to_ne_bytes()));
+        p.extend_from_slice(extra);
+        p
+    }
+
+    #[test]
+    fn tells_default_rules_from_custom_ones() {
+        assert!(parse_rule(&rule(0, 255, &[])).unwrap().default);
+        assert!(parse_rule(&rule(32766, 254, &[])).unwrap().default);
+        assert!(parse_rule(&rule(32767, 253, &[])).unwrap().default);
+        assert!(!parse_rule(&rule(100, 100, &[])).unwrap().default);
+        // same priority and table as main, but with an iif selector
+        assert!(
+            !parse_rule(&rule(32766, 254, &attr(3, b"d0\0")))
+                .unwrap()
+                .default
+        );
+    }
+}
