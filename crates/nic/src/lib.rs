@@ -29,6 +29,7 @@
 //! it exists for tests.
 
 pub mod bifurcate;
+pub mod iface;
 pub mod mem;
 pub mod ring;
 pub mod rss;
@@ -37,6 +38,7 @@ pub mod xsk;
 mod netns;
 
 pub use bifurcate::{Bifurcation, BifurcationConfig, Protocol};
+pub use iface::InterfaceInfo;
 pub use mem::{Impairments, MemPair, MemPort};
 pub use xsk::{BindMode, BusyPoll, XskConfig, XskSocket};
 
@@ -102,8 +104,10 @@ pub trait FrameIo {
     /// Lends `f` a buffer of [`FrameIo::frame_capacity`] bytes to write one frame into; `f`
     /// returns the frame's length. Returns false, without calling `f`, when no buffer or ring
     /// slot is free (counted as `tx_ring_full`): flush and try again on the next round.
-    /// A length of 0 abandons the buffer; a length above the capacity is counted as
-    /// `tx_invalid` and nothing is sent. Frames are not sent until [`FrameIo::flush`].
+    /// A length of 0 abandons the buffer (and returns true: nothing was refused); a length
+    /// above the capacity is counted as `tx_invalid`, nothing is sent and it returns false.
+    /// The buffer's contents are whatever an earlier frame left: write every byte you send.
+    /// Frames are not sent until [`FrameIo::flush`].
     fn tx_frame<F: FnOnce(&mut [u8]) -> usize>(&mut self, f: F) -> bool;
 
     /// Hands every frame queued by `tx_frame` to the wire (one kick for the burst, only when

@@ -16,7 +16,7 @@
 
 use std::net::Ipv4Addr;
 
-use crate::{Error, Result};
+use crate::{iface, Error, Result};
 
 /// The key most drivers use by default (Microsoft's RSS verification key), 40 bytes.
 pub const DEFAULT_TOEPLITZ_KEY: [u8; 40] = [
@@ -138,9 +138,8 @@ pub fn pick_local_port(
         })
 }
 
-/// The interface's driver name (`ethtool -i`), via the SIOCETHTOOL ioctl.
+/// The interface's driver name (`ethtool -i`), or "" for devices without one (lo).
 pub fn driver_name(ifname: &str) -> Result<String> {
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
     const ETHTOOL_GDRVINFO: u32 = 0x3;
     #[repr(C)]
     struct DrvInfo {
@@ -157,39 +156,18 @@ pub fn driver_name(ifname: &str) -> Result<String> {
         eedump_len: u32,
         regdump_len: u32,
     }
-    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
-        return Err(Error::NoSuchInterface(ifname.to_string()));
-    }
-    // SAFETY: all-zero is a valid DrvInfo and ifreq (plain integers and arrays).
+    // SAFETY: all-zero is a valid DrvInfo (integers and byte arrays).
     let mut info: DrvInfo = unsafe { std::mem::zeroed() };
     info.cmd = ETHTOOL_GDRVINFO;
-    // SAFETY: as above.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {
-        *dst = src as libc::c_char;
-    }
+    let sock = iface::control_socket()?;
+    let mut ifr = iface::ifreq(ifname)?;
     ifr.ifr_ifru.ifru_data = &mut info as *mut DrvInfo as *mut libc::c_char;
-    // SAFETY: plain socket(2), closed below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(Error::os("socket for SIOCETHTOOL"));
-    }
-    // SAFETY: ifr names the interface and points at a DrvInfo that outlives the call.
-    let rc = unsafe { libc::ioctl(fd, SIOCETHTOOL as _, &mut ifr) };
-    let err = std::io::Error::last_os_error();
-    // SAFETY: fd is ours.
-    unsafe { libc::close(fd) };
-    if rc < 0 {
-        match err.raw_os_error() {
-            Some(libc::ENODEV) => return Err(Error::NoSuchInterface(ifname.to_string())),
-            // Devices without a driver behind them (lo) have no driver info.
-            Some(libc::EOPNOTSUPP) => return Ok(String::new()),
-            _ => {}
+    match iface::ioctl(&sock, iface::SIOCETHTOOL, &mut ifr, ifname, "ethtool -i") {
+        Ok(()) => {}
+        Err(Error::Os { source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            return Ok(String::new())
         }
-        return Err(Error::Os {
-            what: format!("ethtool -i {ifname}"),
-            source: err,
-        });
+        Err(e) => return Err(e),
     }
     let end = info
         .driver

@@ -305,11 +305,13 @@ fn zero_copy_on_veth_fails_clearly_or_falls_back() {
 }
 
 #[test]
-fn busy_poll_options_and_one_socket_per_queue() {
+fn interface_facts_busy_poll_options_and_one_socket_per_queue() {
     let lab = lab("b");
-    let (missing, second, third) = lab
+    let (missing, second, third, info, rss) = lab
         .a
         .run(|| {
+            let info = wirespeed_nic::InterfaceInfo::query("xa0").unwrap();
+            let rss = wirespeed_nic::rss::RssModel::for_interface("xa0").unwrap();
             let cfg = XskConfig {
                 busy_poll: Some(BusyPoll {
                     required: true,
@@ -320,9 +322,18 @@ fn busy_poll_options_and_one_socket_per_queue() {
             let s = XskSocket::open("xa0", 0, &cfg).unwrap();
             let second = XskSocket::open("xa0", 0, &small_config(BindMode::Copy)).map(|_| ());
             let third = XskSocket::open("xa0", 2, &small_config(BindMode::Copy)).map(|_| ());
-            (s.busy_poll_missing().to_vec(), second, third)
+            (s.busy_poll_missing().to_vec(), second, third, info, rss)
         })
         .unwrap();
+    assert_eq!(
+        (info.mac, info.mtu, info.rx_queues),
+        (MAC_A, 1500, 2),
+        "{info:?}"
+    );
+    assert!(
+        matches!(rss, wirespeed_nic::rss::RssModel::Unknown(ref why) if why.contains("veth")),
+        "{rss:?}"
+    );
     assert!(
         missing.is_empty(),
         "kernel 6.x has all busy-poll options: {missing:?}"
