@@ -6,8 +6,11 @@
 //! interfaces.
 
 pub mod netns;
+pub mod state;
+pub mod topo;
 
 pub use netns::{Netns, Veth};
+pub use topo::{Lab, LabSpec, Node, Profile, Topology};
 
 /// Prefix of every namespace and link the lab creates.
 pub const NAME_PREFIX: &str = "ws-";
@@ -21,7 +24,10 @@ pub enum Error {
     #[error("{0}")]
     Invalid(String),
     #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -32,7 +38,10 @@ pub fn sh(program: &str, args: &[&str]) -> Result<String> {
     let out = std::process::Command::new(program)
         .args(args)
         .output()
-        .map_err(|source| Error::Spawn { cmd: cmd.clone(), source })?;
+        .map_err(|source| Error::Spawn {
+            cmd: cmd.clone(),
+            source,
+        })?;
     if !out.status.success() {
         return Err(Error::Command {
             cmd,
@@ -51,5 +60,8 @@ pub fn is_root() -> bool {
 
 /// Panics with an actionable message unless running as root.
 pub fn require_root() {
-    assert!(is_root(), "this test needs root (network namespaces): run it as root, e.g. `sudo make test`");
+    assert!(
+        is_root(),
+        "this test needs root (network namespaces): run it as root, e.g. `sudo make test`"
+    );
 }

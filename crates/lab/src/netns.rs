@@ -17,21 +17,31 @@ impl Netns {
     /// A stale namespace of the same name, left by a crash, is replaced.
     pub fn create(name: &str) -> Result<Netns> {
         if !name.starts_with(NAME_PREFIX) {
-            return Err(Error::Invalid(format!("lab namespace `{name}` must start with `{NAME_PREFIX}`")));
+            return Err(Error::Invalid(format!(
+                "lab namespace `{name}` must start with `{NAME_PREFIX}`"
+            )));
         }
         if name.len() > 15 {
-            return Err(Error::Invalid(format!("lab namespace `{name}` is longer than 15 characters")));
+            return Err(Error::Invalid(format!(
+                "lab namespace `{name}` is longer than 15 characters"
+            )));
         }
         let _ = sh("ip", &["netns", "del", name]);
         sh("ip", &["netns", "add", name])?;
-        let ns = Netns { name: name.to_string(), keep: false };
+        let ns = Netns {
+            name: name.to_string(),
+            keep: false,
+        };
         ns.ip(&["link", "set", "lo", "up"])?;
         Ok(ns)
     }
 
     /// Adopts an existing namespace without creating it; it is still deleted on drop.
     pub fn adopt(name: &str) -> Netns {
-        Netns { name: name.to_string(), keep: false }
+        Netns {
+            name: name.to_string(),
+            keep: false,
+        }
     }
 
     /// Leaves the namespace in place when this handle drops (for `lab up`).
@@ -74,7 +84,10 @@ impl Netns {
     /// there. The calling thread's namespace is untouched.
     pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
         let path = format!("/run/netns/{}", self.name);
-        let file = File::open(&path).map_err(|source| Error::Io { what: format!("open {path}"), source })?;
+        let file = File::open(&path).map_err(|source| Error::Io {
+            what: format!("open {path}"),
+            source,
+        })?;
         let handle = std::thread::spawn(move || {
             // SAFETY: setns on a valid namespace fd affects only this new thread.
             let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
@@ -84,7 +97,10 @@ impl Netns {
             Ok(f())
         });
         match handle.join() {
-            Ok(r) => r.map_err(|source| Error::Io { what: "setns".into(), source }),
+            Ok(r) => r.map_err(|source| Error::Io {
+                what: "setns".into(),
+                source,
+            }),
             Err(p) => std::panic::resume_unwind(p),
         }
     }
@@ -119,14 +135,36 @@ impl Veth {
     pub fn create(a: &Netns, a_if: &str, b: &Netns, b_if: &str, queues: u32) -> Result<Veth> {
         let q = queues.max(1).to_string();
         a.ip(&[
-            "link", "add", a_if, "numrxqueues", &q, "numtxqueues", &q, "type", "veth", "peer", "name", b_if,
-            "netns", b.name(), "numrxqueues", &q, "numtxqueues", &q,
+            "link",
+            "add",
+            a_if,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b_if,
+            "netns",
+            b.name(),
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
         ])?;
         a.ip(&["link", "set", a_if, "up"])?;
         b.ip(&["link", "set", b_if, "up"])?;
         Ok(Veth {
-            a: VethEnd { ns: a.name().to_string(), ifname: a_if.to_string() },
-            b: VethEnd { ns: b.name().to_string(), ifname: b_if.to_string() },
+            a: VethEnd {
+                ns: a.name().to_string(),
+                ifname: a_if.to_string(),
+            },
+            b: VethEnd {
+                ns: b.name().to_string(),
+                ifname: b_if.to_string(),
+            },
         })
     }
 }
@@ -163,7 +201,10 @@ mod tests {
             a.exec("ping", &["-c1", "-W2", "198.18.0.2"]).unwrap();
         }
         let list = sh("ip", &["netns", "list"]).unwrap();
-        assert!(!list.contains(&name_a) && !list.contains(&name_b), "namespaces left behind: {list}");
+        assert!(
+            !list.contains(&name_a) && !list.contains(&name_b),
+            "namespaces left behind: {list}"
+        );
     }
 
     #[test]

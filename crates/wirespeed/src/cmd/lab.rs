@@ -1,8 +1,184 @@
-//! Not built yet: owned by the issue that adds this subcommand.
+//! `wirespeed lab up|down|exec|list`: lab topologies in network namespaces (see crates/lab).
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("this subcommand is not built yet")
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Build a topology: pair (c <-> s), line (src <-> dut <-> snk), lb (cN <-> lb <-> bN).
+    Up(UpArgs),
+    /// Remove a lab and restore every host-wide setting it changed.
+    Down {
+        /// Lab name (as given to `lab up --name`).
+        name: Option<String>,
+        /// Every recorded lab, every recorded host-wide setting and every ws-* namespace
+        /// (recovery after a crash).
+        #[arg(long)]
+        all: bool,
+    },
+    /// Run a command inside one node of a lab: `lab exec NAME ROLE -- CMD ARGS...`.
+    Exec {
+        name: String,
+        role: String,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Show the labs that are up.
+    List,
+}
+
+#[derive(clap::Args)]
+struct UpArgs {
+    /// pair, line or lb
+    topology: String,
+    /// 1-6 characters of a-z0-9; namespaces are ws-NAME-ROLE.
+    #[arg(long, default_value = "lab")]
+    name: String,
+    /// rx/tx queues per veth end.
+    #[arg(long, default_value_t = 1)]
+    queues: u32,
+    /// default (changes nothing) or tuned (GRO, NAPI deferral, RPS/XPS, busy poll).
+    #[arg(long, default_value = "default")]
+    profile: String,
+    /// lb: number of client namespaces.
+    #[arg(long, default_value_t = 1)]
+    clients: usize,
+    /// lb: number of backend namespaces.
+    #[arg(long, default_value_t = 2)]
+    backends: usize,
+    /// CPUs that process a role's packets, e.g. --cpus s=1 --cpus c=0 (tuned profile).
+    #[arg(long = "cpus")]
+    cpus: Vec<String>,
+    /// Busy-poll budget in µs for net.core.busy_poll/busy_read (tuned profile).
+    #[arg(long, default_value_t = 50)]
+    busy_poll_us: u32,
+    /// Stay in the foreground and take the lab down on Ctrl-C / SIGTERM.
+    #[arg(long)]
+    hold: bool,
+}
+
+fn print_lab(r: &wirespeed_lab::state::LabRecord) {
+    println!("lab {} ({}, profile {})", r.name, r.topology, r.profile);
+    for n in &r.nodes {
+        let addrs: Vec<String> = n
+            .ifaces
+            .iter()
+            .map(|i| format!("{} {} {} -> {}", i.name, i.v4, i.v6, i.peer))
+            .collect();
+        println!(
+            "  {:<4} {:<15} cpus {:?}  {}",
+            n.role,
+            n.ns,
+            n.cpus,
+            addrs.join("; ")
+        );
+    }
+}
+
+fn wait_for_signal() {
+    // SAFETY: a signal set on the stack; blocking SIGINT/SIGTERM in this (only) thread and
+    // waiting for them synchronously needs no handler.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let mut sig = 0;
+        libc::sigwait(&set, &mut sig);
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.action {
+        Action::Up(a) => {
+            let mut spec = LabSpec::new(&a.name, Topology::parse(&a.topology)?);
+            spec.queues = a.queues;
+            spec.profile = Profile::parse(&a.profile)?;
+            spec.clients = a.clients;
+            spec.backends = a.backends;
+            spec.busy_poll_us = a.busy_poll_us;
+            let mut cpus = BTreeMap::new();
+            for c in &a.cpus {
+                let (role, list) = c
+                    .split_once('=')
+                    .with_context(|| format!("--cpus `{c}`: want ROLE=LIST, e.g. s=1"))?;
+                cpus.insert(
+                    role.to_string(),
+                    wirespeed_bench::cpu::parse_cpu_list(list)?,
+                );
+            }
+            spec.cpus = cpus;
+            let lab = Lab::up(&spec).with_context(|| format!("lab up {}", a.name))?;
+            print_lab(lab.record());
+            for t in &lab.tuning {
+                println!("  tuned: {t}");
+            }
+            if a.hold {
+                println!("holding; Ctrl-C takes the lab down");
+                wait_for_signal();
+                for r in lab.down()? {
+                    println!("restored {r}");
+                }
+            } else {
+                lab.keep();
+                println!("`wirespeed lab down {}` removes it", a.name);
+            }
+            Ok(())
+        }
+        Action::Down { name, all } => {
+            if all {
+                for line in topo::down_all()? {
+                    println!("{line}");
+                }
+                return Ok(());
+            }
+            let name = name.context("give a lab name or --all")?;
+            for r in topo::down(&name)? {
+                println!("restored {r}");
+            }
+            Ok(())
+        }
+        Action::Exec { name, role, cmd } => {
+            topo::validate_name(&name)?;
+            let ns = format!("{}{name}-{role}", wirespeed_lab::NAME_PREFIX);
+            let status = std::process::Command::new("ip")
+                .args(["netns", "exec", &ns])
+                .args(&cmd)
+                .status()
+                .with_context(|| format!("run {:?} in {ns}", cmd))?;
+            std::process::exit(status.code().unwrap_or(1));
+        }
+        Action::List => {
+            let labs = topo::list()?;
+            if labs.is_empty() {
+                println!("no labs up");
+            }
+            for r in &labs {
+                print_lab(r);
+            }
+            let stray: Vec<String> = topo::list_namespaces()?
+                .into_iter()
+                .filter(|n| {
+                    n.starts_with(wirespeed_lab::NAME_PREFIX)
+                        && !labs.iter().any(|l| l.namespaces.contains(n))
+                })
+                .collect();
+            if !stray.is_empty() {
+                println!(
+                    "other ws-* namespaces (tests, or a crash; `lab down --all` removes them): {}",
+                    stray.join(" ")
+                );
+            }
+            Ok(())
+        }
+    }
 }

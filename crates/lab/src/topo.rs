@@ -1,0 +1,597 @@
+//! Named lab topologies (`pair`, `line`, `lb`) and tuning profiles (`default`, `tuned`).
+//!
+//! A lab called NAME owns the namespaces `ws-NAME-ROLE`. Each link is a veth pair with one
+//! /24 from 198.18.0.0/15 and one /64 from fd00::/8; a forwarding node (the `line` DUT, the
+//! `lb`) takes `.254` / `::fe` on each of its links and the leaf takes `.1` / `::1` and routes
+//! everything through it. Every change that is not confined to a lab namespace is recorded
+//! in [`crate::state`] before it is made.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::netns::{add_addr, Netns, Veth};
+use crate::state::{self, LabRecord};
+use crate::{sh, Error, Result, NAME_PREFIX};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Topology {
+    /// client <-> server
+    Pair,
+    /// source <-> dut <-> sink
+    Line,
+    /// clients <-> lb <-> backends
+    Lb,
+}
+
+impl Topology {
+    pub fn parse(s: &str) -> Result<Topology> {
+        match s {
+            "pair" => Ok(Topology::Pair),
+            "line" => Ok(Topology::Line),
+            "lb" => Ok(Topology::Lb),
+            _ => Err(Error::Invalid(format!(
+                "unknown topology `{s}` (pair, line, lb)"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::Pair => "pair",
+            Topology::Line => "line",
+            Topology::Lb => "lb",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Changes nothing beyond links and addresses.
+    Default,
+    /// GRO + NAPI deferral, RPS/XPS to each node's CPUs, busy polling (host-wide, restored).
+    Tuned,
+}
+
+impl Profile {
+    pub fn parse(s: &str) -> Result<Profile> {
+        match s {
+            "default" => Ok(Profile::Default),
+            "tuned" => Ok(Profile::Tuned),
+            _ => Err(Error::Invalid(format!(
+                "unknown profile `{s}` (default, tuned)"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Default => "default",
+            Profile::Tuned => "tuned",
+        }
+    }
+}
+
+/// What to build.
+#[derive(Clone, Debug)]
+pub struct LabSpec {
+    /// 1 to 6 characters of [a-z0-9]; namespaces are `ws-NAME-ROLE`.
+    pub name: String,
+    pub topology: Topology,
+    /// rx and tx queues per veth end.
+    pub queues: u32,
+    pub profile: Profile,
+    /// `lb` only.
+    pub clients: usize,
+    pub backends: usize,
+    /// Role -> CPUs that should process its packets (RPS/XPS in the tuned profile). Roles
+    /// not listed use the topology's default (client side CPU 0, server side CPU 1).
+    pub cpus: BTreeMap<String, Vec<usize>>,
+    /// net.core.busy_poll and busy_read in the tuned profile (µs).
+    pub busy_poll_us: u32,
+    /// The tuned profile's NAPI gro_flush_timeout (ns) and napi_defer_hard_irqs.
+    pub gro_flush_timeout_ns: u64,
+    pub napi_defer_hard_irqs: u32,
+}
+
+impl LabSpec {
+    pub fn new(name: &str, topology: Topology) -> LabSpec {
+        LabSpec {
+            name: name.to_string(),
+            topology,
+            queues: 1,
+            profile: Profile::Default,
+            clients: 1,
+            backends: 2,
+            cpus: BTreeMap::new(),
+            busy_poll_us: 50,
+            gro_flush_timeout_ns: 20_000,
+            napi_defer_hard_irqs: 2,
+        }
+    }
+}
+
+/// One interface of a node.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Iface {
+    pub name: String,
+    /// CIDR, e.g. 198.18.0.2/24
+    pub v4: String,
+    pub v6: String,
+    /// Role at the other end.
+    pub peer: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Node {
+    pub role: String,
+    pub ns: String,
+    pub ifaces: Vec<Iface>,
+    pub cpus: Vec<usize>,
+}
+
+impl Node {
+    /// The node's first IPv4 address.
+    pub fn addr4(&self) -> Option<Ipv4Addr> {
+        self.ifaces.first()?.v4.split('/').next()?.parse().ok()
+    }
+}
+
+struct LinkPlan {
+    a: usize,
+    b: usize,
+    /// third octet / v6 link number
+    subnet: u32,
+    /// host part of each end: 1 for leaves, 254 for the forwarder
+    a_host: u32,
+    b_host: u32,
+}
+
+fn ncpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// Roles, forwarding flags and links of a topology.
+fn plan(spec: &LabSpec) -> (Vec<(String, bool)>, Vec<LinkPlan>) {
+    let mut roles = vec![];
+    let mut links = vec![];
+    match spec.topology {
+        Topology::Pair => {
+            roles.push(("c".to_string(), false));
+            roles.push(("s".to_string(), false));
+            links.push(LinkPlan {
+                a: 0,
+                b: 1,
+                subnet: 0,
+                a_host: 1,
+                b_host: 2,
+            });
+        }
+        Topology::Line => {
+            roles.push(("src".to_string(), false));
+            roles.push(("dut".to_string(), true));
+            roles.push(("snk".to_string(), false));
+            links.push(LinkPlan {
+                a: 0,
+                b: 1,
+                subnet: 1,
+                a_host: 1,
+                b_host: 254,
+            });
+            links.push(LinkPlan {
+                a: 2,
+                b: 1,
+                subnet: 2,
+                a_host: 1,
+                b_host: 254,
+            });
+        }
+        Topology::Lb => {
+            roles.push(("lb".to_string(), true));
+            for i in 0..spec.clients.clamp(1, 8) {
+                roles.push((format!("c{i}"), false));
+                links.push(LinkPlan {
+                    a: roles.len() - 1,
+                    b: 0,
+                    subnet: 10 + i as u32,
+                    a_host: 1,
+                    b_host: 254,
+                });
+            }
+            for j in 0..spec.backends.clamp(1, 8) {
+                roles.push((format!("b{j}"), false));
+                links.push(LinkPlan {
+                    a: roles.len() - 1,
+                    b: 0,
+                    subnet: 100 + j as u32,
+                    a_host: 1,
+                    b_host: 254,
+                });
+            }
+        }
+    }
+    (roles, links)
+}
+
+fn default_cpus(role: &str) -> Vec<usize> {
+    let server_side = matches!(role, "s" | "dut" | "lb");
+    vec![if server_side { 1 % ncpus() } else { 0 }]
+}
+
+fn mask(cpus: &[usize]) -> String {
+    // The kernel takes comma-separated 32-bit hex words, most significant first.
+    let max = cpus.iter().copied().max().unwrap_or(0);
+    let mut words = vec![0u32; max / 32 + 1];
+    for &c in cpus {
+        words[c / 32] |= 1 << (c % 32);
+    }
+    words
+        .iter()
+        .rev()
+        .map(|w| format!("{w:x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A lab that exists while this value lives (unless [`Lab::keep`] is called).
+#[derive(Debug)]
+pub struct Lab {
+    record: LabRecord,
+    namespaces: Vec<Netns>,
+    kept: bool,
+    /// What the profile did and what it could not do on this kernel.
+    pub tuning: Vec<String>,
+}
+
+pub fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty()
+        || name.len() > 6
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    {
+        return Err(Error::Invalid(format!(
+            "lab name `{name}` must be 1 to 6 characters of a-z0-9"
+        )));
+    }
+    Ok(())
+}
+
+impl Lab {
+    /// Builds the topology and applies the profile. On error everything made so far is undone.
+    pub fn up(spec: &LabSpec) -> Result<Lab> {
+        validate_name(&spec.name)?;
+        let (roles, links) = plan(spec);
+        let nodes: Vec<Node> = roles
+            .iter()
+            .map(|(role, _)| Node {
+                role: role.clone(),
+                ns: format!("{NAME_PREFIX}{}-{role}", spec.name),
+                ifaces: vec![],
+                cpus: spec
+                    .cpus
+                    .get(role)
+                    .cloned()
+                    .unwrap_or_else(|| default_cpus(role)),
+            })
+            .collect();
+        let mut record = LabRecord {
+            name: spec.name.clone(),
+            topology: spec.topology.name().into(),
+            profile: spec.profile.name().into(),
+            namespaces: nodes.iter().map(|n| n.ns.clone()).collect(),
+            nodes,
+        };
+        {
+            let l = state::lock()?;
+            if state::load_lab(&spec.name)?.is_some() {
+                return Err(Error::Invalid(format!(
+                    "lab `{}` is already up: run `wirespeed lab down {}` first",
+                    spec.name, spec.name
+                )));
+            }
+            // Recorded before anything exists, so a crash at any later point is recoverable.
+            state::save_lab(&l, &record)?;
+        }
+        let mut lab = Lab {
+            record: record.clone(),
+            namespaces: vec![],
+            kept: false,
+            tuning: vec![],
+        };
+        let built = (|| -> Result<()> {
+            for n in &record.nodes {
+                let ns = Netns::create(&n.ns)?;
+                // Link-local addresses still in DAD make the first forwarded IPv6 packets
+                // vanish; lab addresses are unique by construction.
+                ns.sysctl("net.ipv6.conf.all.accept_dad", "0")?;
+                ns.sysctl("net.ipv6.conf.default.accept_dad", "0")?;
+                lab.namespaces.push(ns);
+            }
+            let mut next_if = vec![0usize; record.nodes.len()];
+            for l in &links {
+                let (ia, ib) = (
+                    format!("eth{}", next_if[l.a]),
+                    format!("eth{}", next_if[l.b]),
+                );
+                next_if[l.a] += 1;
+                next_if[l.b] += 1;
+                Veth::create(
+                    &lab.namespaces[l.a],
+                    &ia,
+                    &lab.namespaces[l.b],
+                    &ib,
+                    spec.queues,
+                )?;
+                for (idx, ifname, host, peer) in
+                    [(l.a, &ia, l.a_host, l.b), (l.b, &ib, l.b_host, l.a)]
+                {
+                    let v4 = format!("198.18.{}.{host}/24", l.subnet);
+                    let v6 = format!("fd00:{:x}::{:x}/64", l.subnet, host);
+                    add_addr(&lab.namespaces[idx], ifname, &v4)?;
+                    add_addr(&lab.namespaces[idx], ifname, &v6)?;
+                    let peer_role = record.nodes[peer].role.clone();
+                    record.nodes[idx].ifaces.push(Iface {
+                        name: ifname.clone(),
+                        v4,
+                        v6,
+                        peer: peer_role,
+                    });
+                }
+                if l.b_host == 254 {
+                    let ns = &lab.namespaces[l.a];
+                    ns.ip(&[
+                        "route",
+                        "add",
+                        "default",
+                        "via",
+                        &format!("198.18.{}.254", l.subnet),
+                    ])?;
+                    ns.ip(&[
+                        "-6",
+                        "route",
+                        "add",
+                        "default",
+                        "via",
+                        &format!("fd00:{:x}::fe", l.subnet),
+                    ])?;
+                }
+            }
+            for (i, (_, forwards)) in roles.iter().enumerate() {
+                if *forwards {
+                    lab.namespaces[i].sysctl("net.ipv4.ip_forward", "1")?;
+                    lab.namespaces[i].sysctl("net.ipv6.conf.all.forwarding", "1")?;
+                }
+            }
+            lab.record = record.clone();
+            {
+                let l = state::lock()?;
+                state::save_lab(&l, &lab.record)?;
+            }
+            if spec.profile == Profile::Tuned {
+                lab.tune(spec)?;
+            }
+            Ok(())
+        })();
+        match built {
+            Ok(()) => Ok(lab),
+            Err(e) => {
+                drop(lab);
+                Err(e)
+            }
+        }
+    }
+
+    fn tune(&mut self, spec: &LabSpec) -> Result<()> {
+        let mut notes = vec![];
+        for (node, ns) in self.record.nodes.iter().zip(&self.namespaces) {
+            let m = mask(&node.cpus);
+            for ifc in &node.ifaces {
+                let dev = &ifc.name;
+                // GRO on a veth also turns on its NAPI instance, which the knobs below act on.
+                match ns.exec("ethtool", &["-K", dev, "gro", "on"]) {
+                    Ok(_) => notes.push(format!("{}:{dev} gro on", node.role)),
+                    Err(e) => notes.push(format!("{}:{dev} gro: not applied ({e})", node.role)),
+                }
+                let mut writes = vec![
+                    (
+                        format!("/sys/class/net/{dev}/gro_flush_timeout"),
+                        spec.gro_flush_timeout_ns.to_string(),
+                    ),
+                    (
+                        format!("/sys/class/net/{dev}/napi_defer_hard_irqs"),
+                        spec.napi_defer_hard_irqs.to_string(),
+                    ),
+                ];
+                for q in 0..spec.queues.max(1) {
+                    writes.push((
+                        format!("/sys/class/net/{dev}/queues/rx-{q}/rps_cpus"),
+                        m.clone(),
+                    ));
+                    let xcpu = node.cpus[q as usize % node.cpus.len()];
+                    writes.push((
+                        format!("/sys/class/net/{dev}/queues/tx-{q}/xps_cpus"),
+                        mask(&[xcpu]),
+                    ));
+                }
+                for (path, value) in writes {
+                    // sysfs under `ip netns exec` shows the namespace's own devices.
+                    match ns.exec("sh", &["-c", &format!("echo {value} > {path}")]) {
+                        Ok(_) => notes.push(format!("{}:{path}={value}", node.role)),
+                        Err(e) => notes.push(format!("{}:{path}: not applied ({e})", node.role)),
+                    }
+                }
+            }
+            // A packet socket (tcpdump, a leftover capture) puts every skb through a tap.
+            let packet = ns.exec("cat", &["/proc/net/packet"]).unwrap_or_default();
+            let n = packet.lines().count().saturating_sub(1);
+            notes.push(format!("{}: {n} packet sockets", node.role));
+        }
+        let v = spec.busy_poll_us.to_string();
+        {
+            let l = state::lock()?;
+            for key in ["net.core.busy_poll", "net.core.busy_read"] {
+                state::set_host_sysctl(&l, &self.record.name, key, &v)?;
+                notes.push(format!("host {key}={v} (recorded, restored on down)"));
+            }
+        }
+        self.tuning = notes;
+        Ok(())
+    }
+
+    pub fn name(&self) -> &str {
+        &self.record.name
+    }
+
+    pub fn record(&self) -> &LabRecord {
+        &self.record
+    }
+
+    pub fn node(&self, role: &str) -> Option<&Node> {
+        self.record.nodes.iter().find(|n| n.role == role)
+    }
+
+    pub fn ns(&self, role: &str) -> Option<&Netns> {
+        let i = self.record.nodes.iter().position(|n| n.role == role)?;
+        self.namespaces.get(i)
+    }
+
+    /// Leaves the lab up after this value drops (`wirespeed lab up`); `lab down` removes it.
+    pub fn keep(mut self) -> LabRecord {
+        self.kept = true;
+        self.record.clone()
+    }
+
+    /// Removes the lab now and reports what host-wide values were restored.
+    pub fn down(mut self) -> Result<Vec<String>> {
+        self.kept = true; // drop must not do it twice
+        let names = std::mem::take(&mut self.namespaces);
+        teardown(&self.record.name, names)
+    }
+}
+
+fn teardown(name: &str, namespaces: Vec<Netns>) -> Result<Vec<String>> {
+    drop(namespaces);
+    let l = state::lock()?;
+    let restored = state::release_host(&l, name);
+    state::remove_lab(&l, name);
+    restored
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if !self.kept {
+            let names = std::mem::take(&mut self.namespaces);
+            let _ = teardown(&self.record.name, names);
+        } else {
+            for ns in std::mem::take(&mut self.namespaces) {
+                let _ = ns.keep();
+            }
+        }
+    }
+}
+
+/// `lab down NAME`: removes a lab left up by `lab up`.
+pub fn down(name: &str) -> Result<Vec<String>> {
+    validate_name(name)?;
+    let rec = state::load_lab(name)?;
+    let namespaces = match rec {
+        Some(r) => r.namespaces.iter().map(|n| Netns::adopt(n)).collect(),
+        None => {
+            // No record: still remove namespaces that carry this lab's prefix.
+            let prefix = format!("{NAME_PREFIX}{name}-");
+            list_namespaces()?
+                .into_iter()
+                .filter(|n| n.starts_with(&prefix))
+                .map(|n| Netns::adopt(&n))
+                .collect()
+        }
+    };
+    teardown(name, namespaces)
+}
+
+/// `lab down --all`: every recorded lab, every host-wide value, every `ws-*` namespace.
+pub fn down_all() -> Result<Vec<String>> {
+    let mut report = vec![];
+    for name in state::lab_names() {
+        match down(&name) {
+            Ok(r) => report.push(format!(
+                "lab {name} down{}",
+                if r.is_empty() {
+                    String::new()
+                } else {
+                    format!(", restored {}", r.join(" "))
+                }
+            )),
+            Err(e) => report.push(format!("lab {name}: {e}")),
+        }
+    }
+    {
+        let l = state::lock()?;
+        for r in state::restore_all_host(&l)? {
+            report.push(format!("restored {r}"));
+        }
+    }
+    for ns in list_namespaces()? {
+        if ns.starts_with(NAME_PREFIX) {
+            drop(Netns::adopt(&ns));
+            report.push(format!("deleted namespace {ns}"));
+        }
+    }
+    Ok(report)
+}
+
+/// Names from `ip netns list`.
+pub fn list_namespaces() -> Result<Vec<String>> {
+    Ok(sh("ip", &["netns", "list"])?
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect())
+}
+
+/// Labs with a state file.
+pub fn list() -> Result<Vec<LabRecord>> {
+    Ok(state::lab_names()
+        .iter()
+        .filter_map(|n| state::load_lab(n).ok().flatten())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_and_names() {
+        assert_eq!(mask(&[0]), "1");
+        assert_eq!(mask(&[1]), "2");
+        assert_eq!(mask(&[0, 33]), "2,1");
+        assert!(validate_name("sd1").is_ok());
+        assert!(validate_name("toolong").is_err());
+        assert!(validate_name("A").is_err());
+        assert!(validate_name("").is_err());
+    }
+
+    #[test]
+    fn plans_fit_interface_and_namespace_limits() {
+        for t in [Topology::Pair, Topology::Line, Topology::Lb] {
+            let mut s = LabSpec::new("abcdef", t);
+            s.clients = 8;
+            s.backends = 8;
+            let (roles, links) = plan(&s);
+            for (r, _) in &roles {
+                assert!(format!("{NAME_PREFIX}abcdef-{r}").len() <= 15, "{r}");
+            }
+            for l in &links {
+                assert!(l.a < roles.len() && l.b < roles.len());
+                assert!(l.subnet < 255);
+            }
+        }
+    }
+}

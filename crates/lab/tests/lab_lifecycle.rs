@@ -1,0 +1,173 @@
+//! Lab up/down leaves nothing behind: no namespace, no link, no changed sysctl, no state,
+//! even when the process that built the lab is SIGKILLed (`lab down --all` recovers).
+
+use std::time::{Duration, Instant};
+
+use wirespeed_lab::state::{self, read_sysctl};
+use wirespeed_lab::topo::{self, list_namespaces};
+use wirespeed_lab::{require_root, sh, Lab, LabSpec, Profile, Topology};
+
+const HOST_KEYS: [&str; 2] = ["net.core.busy_poll", "net.core.busy_read"];
+
+fn host_values() -> Vec<String> {
+    HOST_KEYS.iter().map(|k| read_sysctl(k).unwrap()).collect()
+}
+
+fn host_links() -> String {
+    sh("ip", &["-o", "link", "show"])
+        .unwrap()
+        .lines()
+        .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn lab_namespaces(name: &str) -> Vec<String> {
+    let p = format!("ws-{name}-");
+    list_namespaces()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with(&p))
+        .collect()
+}
+
+fn name(tag: &str) -> String {
+    format!("{tag}{}", std::process::id() % 10000)
+}
+
+#[test]
+fn every_topology_comes_up_routes_and_goes_away() {
+    require_root();
+    let before = (host_values(), host_links());
+    for (topo, a, b) in [
+        (Topology::Pair, "c", "s"),
+        (Topology::Line, "src", "snk"),
+        (Topology::Lb, "c0", "b1"),
+    ] {
+        let n = name("t");
+        let mut spec = LabSpec::new(&n, topo);
+        spec.queues = 2;
+        spec.profile = Profile::Tuned;
+        {
+            let lab = Lab::up(&spec).unwrap();
+            let dst = lab.node(b).unwrap().addr4().unwrap().to_string();
+            lab.ns(a)
+                .unwrap()
+                .exec("ping", &["-c1", "-W2", &dst])
+                .unwrap();
+            let v6 = lab.node(b).unwrap().ifaces[0]
+                .v6
+                .split('/')
+                .next()
+                .unwrap()
+                .to_string();
+            lab.ns(a)
+                .unwrap()
+                .exec("ping", &["-6", "-c1", "-W2", &v6])
+                .unwrap();
+            assert_eq!(host_values(), vec!["50".to_string(), "50".to_string()]);
+            assert!(state::load_lab(&n).unwrap().is_some());
+            for addr in lab.record().nodes.iter().flat_map(|n| n.ifaces.iter()) {
+                assert!(
+                    addr.v4.starts_with("198.18.") || addr.v4.starts_with("198.19."),
+                    "{}",
+                    addr.v4
+                );
+                assert!(addr.v6.starts_with("fd"), "{}", addr.v6);
+            }
+            if topo == Topology::Pair {
+                let rps = lab
+                    .ns("s")
+                    .unwrap()
+                    .exec("cat", &["/sys/class/net/eth0/queues/rx-1/rps_cpus"])
+                    .unwrap();
+                assert!(
+                    rps.trim().trim_start_matches('0').starts_with('2') || rps.trim() == "1",
+                    "rps {rps}"
+                );
+            }
+            lab.down().unwrap();
+        }
+        assert!(lab_namespaces(&n).is_empty(), "{:?}", lab_namespaces(&n));
+        assert!(state::load_lab(&n).unwrap().is_none());
+        assert_eq!((host_values(), host_links()), before);
+    }
+}
+
+#[test]
+fn dropping_a_lab_restores_too() {
+    require_root();
+    let before = host_values();
+    let n = name("d");
+    let mut spec = LabSpec::new(&n, Topology::Pair);
+    spec.profile = Profile::Tuned;
+    {
+        let _lab = Lab::up(&spec).unwrap();
+        assert!(
+            Lab::up(&spec).is_err(),
+            "a second lab of the same name must be refused"
+        );
+    }
+    assert!(lab_namespaces(&n).is_empty());
+    assert_eq!(host_values(), before);
+}
+
+/// Not a test on its own: the child process of `sigkill_then_down_all_recovers`.
+#[test]
+#[ignore]
+fn child_builds_a_lab_and_hangs() {
+    let Ok(n) = std::env::var("WS_LAB_CHILD") else {
+        return;
+    };
+    let mut spec = LabSpec::new(&n, Topology::Line);
+    spec.profile = Profile::Tuned;
+    spec.queues = 2;
+    let lab = Lab::up(&spec).unwrap();
+    eprintln!("child: lab {} up", lab.name());
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn sigkill_then_down_all_recovers() {
+    require_root();
+    let before = (host_values(), host_links());
+    let n = name("k");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_builds_a_lab_and_hangs",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("WS_LAB_CHILD", &n)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(lab_namespaces(&n).len() == 3 && host_values() == ["50", "50"]) {
+        assert!(Instant::now() < deadline, "child never built its lab");
+        assert!(child.try_wait().unwrap().is_none(), "child exited early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let the child finish tuning (the sysctls are its last step), then kill it outright.
+    std::thread::sleep(Duration::from_millis(200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        lab_namespaces(&n).len(),
+        3,
+        "SIGKILL must leave the lab behind for this test to mean anything"
+    );
+
+    // `lab down --all` in CI. On a shared development machine other people's ws-* namespaces
+    // may be alive, so there the same recovery runs for this lab only.
+    let report = if std::env::var_os("CI").is_some() {
+        topo::down_all().unwrap()
+    } else {
+        topo::down(&n).unwrap()
+    };
+    eprintln!("{report:?}");
+    assert!(lab_namespaces(&n).is_empty(), "{:?}", lab_namespaces(&n));
+    assert!(state::load_lab(&n).unwrap().is_none());
+    assert_eq!((host_values(), host_links()), before);
+}
