@@ -168,3 +168,42 @@ fn open_loop_shows_a_server_stall_that_closed_loop_hides() {
         open.requests
     );
 }
+
+fn echo_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            if s.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn echo_pingpong_and_stream() {
+    use wirespeed_bench::echo::{message, EchoParser};
+    let addr = echo_server();
+    for (conns, depth) in [(8, 1), (2, 32)] {
+        let mut s = spec(addr, conns, depth, None, 400);
+        s.request = message(512);
+        let r = load::run(&s, EchoParser::new(512)).unwrap();
+        assert!(r.requests > 100, "{} messages", r.requests);
+        assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+        // Every completed message was written and read back in full.
+        assert!(r.bytes_read >= r.requests * 512 - 512 * (conns * depth) as u64);
+    }
+}
