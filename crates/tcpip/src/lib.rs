@@ -1,1 +1,368 @@
-//! wirespeed-tcpip (being built).
+//! A sans-I/O userspace TCP/IP stack, one instance per shard.
+//!
+//! The stack never performs I/O and never reads a clock: the shard's poll loop hands it
+//! received frames with [`Stack::receive`], lets it emit frames into device buffers with
+//! [`Stack::transmit`] (through a [`TxSink`], so an AF_XDP driver can lend UMEM frames and
+//! nothing is copied twice), and asks [`Stack::poll_at`] when the next timer is due. Time is
+//! an [`Instant`] the caller passes in (microseconds on any monotonic clock).
+//!
+//! A poll loop looks like this:
+//!
+//! ```ignore
+//! loop {
+//!     let now = Instant::from_micros(clock_us());
+//!     for frame in nic.rx_burst() { stack.receive(now, frame); }
+//!     for ev in stack.drain_events() { runtime.wake(ev.handle, ev.kind); }
+//!     runtime.run_ready_tasks(&mut stack);       // tcp_recv / tcp_send / accept ...
+//!     stack.transmit(now, &mut nic.tx_sink());   // timers + all pending output
+//!     nic.sleep_until(stack.poll_at());
+//! }
+//! ```
+//!
+//! Sockets are plain handles ([`ConnId`], [`ListenerId`], [`UdpId`]) into tables the stack
+//! owns; every operation is a method on [`Stack`]. Readiness is reported through an event
+//! queue ([`Stack::drain_events`]): each socket has at most one pending event of each kind,
+//! so an async runtime wakes exactly the tasks that can progress without scanning sockets.
+//!
+//! One stack owns one IPv4 address on one Ethernet interface (optionally one 802.1Q VLAN).
+//! Nothing inside is shared, locked or atomic: a connection never leaves its shard.
+//!
+//! See `docs/TCPIP.md` for the design, what is supported and what is not.
+
+#![forbid(unsafe_code)]
+
+mod arp;
+mod ring;
+mod stack;
+mod tcp;
+mod udp;
+mod util;
+
+#[cfg(test)]
+mod tests;
+
+pub use stack::{Stack, VecSink};
+pub use tcp::TcpState;
+pub use wirespeed_wire as wire;
+pub use wirespeed_wire::toeplitz;
+pub use wirespeed_wire::{Ipv4Addr, MacAddr};
+
+use std::time::Duration;
+
+/// A point in time: microseconds since an arbitrary epoch chosen by the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Instant(u64);
+
+#[allow(clippy::should_implement_trait)] // `add(Duration)` saturates; no `Add` impl on purpose
+impl Instant {
+    pub const ZERO: Instant = Instant(0);
+    /// Later than any real time: "no deadline".
+    pub const NEVER: Instant = Instant(u64::MAX);
+
+    pub const fn from_micros(us: u64) -> Self {
+        Instant(us)
+    }
+    pub const fn from_millis(ms: u64) -> Self {
+        Instant(ms.saturating_mul(1000))
+    }
+    pub const fn micros(self) -> u64 {
+        self.0
+    }
+    pub const fn millis(self) -> u64 {
+        self.0 / 1000
+    }
+    /// `self + d`, saturating at [`Instant::NEVER`].
+    pub fn add(self, d: Duration) -> Instant {
+        Instant(
+            self.0
+                .saturating_add(d.as_micros().min(u64::MAX as u128) as u64),
+        )
+    }
+    pub const fn add_micros(self, us: u64) -> Instant {
+        Instant(self.0.saturating_add(us))
+    }
+    /// `self - earlier` (zero if `earlier` is later).
+    pub fn since(self, earlier: Instant) -> Duration {
+        Duration::from_micros(self.0.saturating_sub(earlier.0))
+    }
+}
+
+/// TCP keepalive settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Idle time before the first probe.
+    pub idle: Duration,
+    /// Time between unanswered probes.
+    pub interval: Duration,
+    /// Unanswered probes before the connection is reset with [`Error::TimedOut`].
+    pub probes: u8,
+}
+
+/// Stack configuration. [`Config::new`] fills in defaults suited to a LAN server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub mac: MacAddr,
+    pub ipv4: Ipv4Addr,
+    pub prefix_len: u8,
+    pub gateway: Option<Ipv4Addr>,
+    /// IP MTU (the Ethernet payload size), 576..=9000.
+    pub mtu: usize,
+    /// Accept only frames with this 802.1Q VLAN id and tag every frame sent; `None`: untagged.
+    pub vlan_id: Option<u16>,
+    /// Most TCP connections (all states, TIME_WAIT included) this stack will hold.
+    pub max_connections: usize,
+    /// Per-connection send buffer bytes.
+    pub send_buffer: usize,
+    /// Per-connection receive buffer bytes (the most we ever advertise).
+    pub recv_buffer: usize,
+    /// Answer SYNs with SYN cookies when a listener's backlog is full.
+    pub syn_cookies: bool,
+    pub window_scaling: bool,
+    pub timestamps: bool,
+    pub sack_permitted: bool,
+    /// Longest an ACK for received data is held back hoping to piggyback it.
+    pub delayed_ack: Duration,
+    pub initial_rto: Duration,
+    pub min_rto: Duration,
+    pub max_rto: Duration,
+    /// Retransmissions of one segment (or SYN) before the connection fails with TimedOut.
+    pub max_retransmits: u8,
+    /// TIME_WAIT duration (2*MSL).
+    pub time_wait: Duration,
+    pub keepalive: Option<Keepalive>,
+    /// Lifetime of a learned ARP entry.
+    pub arp_timeout: Duration,
+    /// Time between ARP requests for an unresolved address (3 tries, then give up).
+    pub arp_retry: Duration,
+    /// Ephemeral port range for active opens, inclusive.
+    pub ephemeral_ports: (u16, u16),
+    /// Secret for initial sequence numbers, SYN cookies and the demux hash: give each
+    /// stack a random value (the stack has no entropy source of its own).
+    pub secret: u64,
+}
+
+impl Config {
+    pub fn new(mac: MacAddr, ipv4: Ipv4Addr, prefix_len: u8) -> Config {
+        Config {
+            mac,
+            ipv4,
+            prefix_len,
+            gateway: None,
+            mtu: 1500,
+            vlan_id: None,
+            max_connections: 1024,
+            send_buffer: 64 * 1024,
+            recv_buffer: 64 * 1024,
+            syn_cookies: true,
+            window_scaling: true,
+            timestamps: true,
+            sack_permitted: true,
+            delayed_ack: Duration::from_millis(5),
+            initial_rto: Duration::from_secs(1),
+            min_rto: Duration::from_millis(200),
+            max_rto: Duration::from_secs(60),
+            max_retransmits: 12,
+            time_wait: Duration::from_secs(60),
+            keepalive: None,
+            arp_timeout: Duration::from_secs(60),
+            arp_retry: Duration::from_secs(1),
+            ephemeral_ports: (32768, 60999),
+            secret: 0x5eed_cafe_f00d_d00d,
+        }
+    }
+}
+
+/// Errors of socket operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// Nothing can be done now; an event will tell when to retry.
+    WouldBlock,
+    /// The handle is stale (closed) or was never valid.
+    InvalidHandle,
+    /// The operation needs an established connection.
+    NotConnected,
+    /// The peer reset the connection.
+    ConnectionReset,
+    /// The peer refused the connection (RST in reply to our SYN).
+    ConnectionRefused,
+    /// Retransmissions or keepalive probes went unanswered.
+    TimedOut,
+    /// The connection was aborted locally.
+    Aborted,
+    /// Sending after `tcp_shutdown`/`tcp_close`.
+    BrokenPipe,
+    /// The port (or 4-tuple) is taken.
+    AddrInUse,
+    /// No ephemeral port passed the filter and was free.
+    NoPorts,
+    /// The connection, listener or socket table is full.
+    TableFull,
+    /// A datagram larger than the MTU allows.
+    MessageTooLong,
+    /// An argument is out of range (e.g. port 0).
+    InvalidInput,
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Error::WouldBlock => "operation would block",
+            Error::InvalidHandle => "invalid or closed socket handle",
+            Error::NotConnected => "socket not connected",
+            Error::ConnectionReset => "connection reset by peer",
+            Error::ConnectionRefused => "connection refused",
+            Error::TimedOut => "connection timed out",
+            Error::Aborted => "connection aborted",
+            Error::BrokenPipe => "socket is shut down for writing",
+            Error::AddrInUse => "address in use",
+            Error::NoPorts => "no free ephemeral port",
+            Error::TableFull => "socket table full",
+            Error::MessageTooLong => "message too long",
+            Error::InvalidInput => "invalid argument",
+        })
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = core::result::Result<T, Error>;
+
+/// A TCP connection handle. Valid from `tcp_accept`/`tcp_connect` until `tcp_close` or
+/// `tcp_abort`; stale handles are detected (generation counter), never confused with reuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnId {
+    pub(crate) idx: u32,
+    pub(crate) gen: u32,
+}
+
+impl ConnId {
+    /// A small dense number (slot index), handy for indexing per-connection tables.
+    pub fn index(&self) -> usize {
+        self.idx as usize
+    }
+}
+
+/// A TCP listener handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListenerId {
+    pub(crate) idx: u32,
+    pub(crate) gen: u32,
+}
+
+/// A UDP socket handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdpId {
+    pub(crate) idx: u32,
+    pub(crate) gen: u32,
+}
+
+/// Any socket handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Handle {
+    Tcp(ConnId),
+    Listener(ListenerId),
+    Udp(UdpId),
+}
+
+/// What became possible on a socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Data, end of stream or an error can be read (`tcp_recv`, `udp_recv_from`).
+    Readable,
+    /// Send buffer space opened, or an active open completed.
+    Writable,
+    /// A listener has a connection to accept.
+    Acceptable,
+    /// The connection is finished (closed, reset, timed out); `tcp_state` says how.
+    Closed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Event {
+    pub handle: Handle,
+    pub kind: EventKind,
+}
+
+impl EventKind {
+    pub(crate) fn bit(self) -> u8 {
+        match self {
+            EventKind::Readable => 1,
+            EventKind::Writable => 2,
+            EventKind::Acceptable => 4,
+            EventKind::Closed => 8,
+        }
+    }
+}
+
+/// Where [`Stack::transmit`] writes frames. Implemented by NIC drivers over their TX rings.
+pub trait TxSink {
+    /// A buffer for one frame of up to [`Stack::max_frame_len`] bytes, or `None` when the
+    /// device has no room now (the stack keeps its output for the next call). A buffer
+    /// that is not committed is simply handed out again by the next call.
+    fn buffer(&mut self) -> Option<&mut [u8]>;
+    /// Sends the first `len` bytes of the buffer last handed out.
+    fn commit(&mut self, len: usize);
+}
+
+/// Per-reason counters. Every frame that is dropped increments exactly one `*_dropped`-style
+/// reason here; nothing from the network panics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+    pub tx_sink_full: u64,
+    pub eth_truncated: u64,
+    pub eth_not_for_us: u64,
+    pub eth_vlan_mismatch: u64,
+    pub eth_unknown_type: u64,
+    pub ipv6_unsupported: u64,
+    pub arp_malformed: u64,
+    pub arp_unsupported: u64,
+    pub arp_requests_sent: u64,
+    pub arp_replies_sent: u64,
+    pub arp_cache_full: u64,
+    pub arp_pending_dropped: u64,
+    pub ip_truncated: u64,
+    pub ip_malformed: u64,
+    pub ip_bad_checksum: u64,
+    pub ip_fragments_dropped: u64,
+    pub ip_not_for_us: u64,
+    pub ip_unknown_protocol: u64,
+    pub ip_bad_source: u64,
+    pub icmp_malformed: u64,
+    pub icmp_bad_checksum: u64,
+    pub icmp_unsupported: u64,
+    pub icmp_echo_replies: u64,
+    pub udp_malformed: u64,
+    pub udp_bad_checksum: u64,
+    pub udp_no_socket: u64,
+    pub udp_rx_buffer_full: u64,
+    pub tcp_malformed: u64,
+    pub tcp_bad_checksum: u64,
+    pub tcp_bad_options: u64,
+    pub tcp_no_listener: u64,
+    pub tcp_rst_sent: u64,
+    pub tcp_backlog_full: u64,
+    pub tcp_table_full: u64,
+    pub tcp_syn_cookies_sent: u64,
+    pub tcp_syn_cookies_accepted: u64,
+    pub tcp_syn_cookies_rejected: u64,
+    pub tcp_out_of_window: u64,
+    pub tcp_paws_rejected: u64,
+    pub tcp_bad_ack: u64,
+    pub tcp_challenge_acks: u64,
+    pub tcp_ooo_segments: u64,
+    pub tcp_ooo_dropped: u64,
+    pub tcp_duplicate_segments: u64,
+    pub tcp_retransmits: u64,
+    pub tcp_rto_expired: u64,
+    pub tcp_fast_retransmits: u64,
+    pub tcp_zero_window_probes: u64,
+    pub tcp_keepalive_probes: u64,
+    pub tcp_timeouts: u64,
+    pub tcp_resets_received: u64,
+    pub tcp_time_wait_reused: u64,
+    pub tcp_segments_in: u64,
+    pub tcp_segments_out: u64,
+    pub ctrl_queue_full: u64,
+}

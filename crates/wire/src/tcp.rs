@@ -13,6 +13,7 @@ pub const MAX_HEADER_LEN: usize = 60;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct SeqNumber(pub u32);
 
+#[allow(clippy::should_implement_trait)] // `add(usize)` is wrapping arithmetic, not `Add<Self>`
 impl SeqNumber {
     #[inline]
     pub fn add(self, n: usize) -> SeqNumber {

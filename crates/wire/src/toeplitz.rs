@@ -68,7 +68,8 @@ mod tests {
 
     /// The published verification suite ("Verifying the RSS Hash Calculation", Microsoft):
     /// (destination, source, dst port, src port, IPv4-only hash, IPv4-with-TCP hash).
-    const VECTORS: [([u8; 4], u16, [u8; 4], u16, u32, u32); 5] = [
+    type Vector = ([u8; 4], u16, [u8; 4], u16, u32, u32);
+    const VECTORS: [Vector; 5] = [
         (
             [161, 142, 100, 80],
             1766,

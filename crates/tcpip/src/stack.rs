@@ -1,0 +1,737 @@
+//! The per-shard stack: frame dispatch (Ethernet, ARP, IPv4, ICMP), output, timers, events.
+
+use crate::arp::{ArpCache, MAX_TRIES};
+use crate::tcp::{Listener, Tcb};
+use crate::udp::UdpSocket;
+use crate::util::FlowHashBuilder;
+use crate::{Config, Event, EventKind, Handle, Instant, Stats, TxSink};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use wirespeed_wire::{
+    arp, ethernet, ipv4, ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetFrame, EthernetRepr,
+    Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr, MacAddr,
+};
+
+/// Frames the stack can queue outside connections (ARP, ICMP, RSTs, SYN cookies, UDP).
+const CTRL_FRAMES: usize = 256;
+/// Frames parked until ARP resolves their next hop.
+const PENDING_FRAMES: usize = 32;
+
+/// A bounded FIFO of preallocated frame buffers.
+pub(crate) struct FrameQueue {
+    bufs: Vec<Box<[u8]>>,
+    lens: Vec<usize>,
+    hops: Vec<Ipv4Addr>,
+    head: usize,
+    count: usize,
+}
+
+impl FrameQueue {
+    fn new(frames: usize, frame_len: usize) -> Self {
+        FrameQueue {
+            bufs: (0..frames)
+                .map(|_| vec![0u8; frame_len].into_boxed_slice())
+                .collect(),
+            lens: vec![0; frames],
+            hops: vec![Ipv4Addr::UNSPECIFIED; frames],
+            head: 0,
+            count: 0,
+        }
+    }
+
+    /// Builds a frame in place; `fill` returns its length, 0 to cancel. False when full.
+    pub(crate) fn push_with(
+        &mut self,
+        hop: Ipv4Addr,
+        fill: impl FnOnce(&mut [u8]) -> usize,
+    ) -> bool {
+        if self.count == self.bufs.len() {
+            return false;
+        }
+        let slot = (self.head + self.count) % self.bufs.len();
+        let len = fill(&mut self.bufs[slot]);
+        if len == 0 {
+            return true;
+        }
+        self.lens[slot] = len;
+        self.hops[slot] = hop;
+        self.count += 1;
+        true
+    }
+
+    fn front(&self) -> Option<(&[u8], Ipv4Addr)> {
+        (self.count > 0).then(|| {
+            (
+                &self.bufs[self.head][..self.lens[self.head]],
+                self.hops[self.head],
+            )
+        })
+    }
+
+    fn pop(&mut self) {
+        if self.count > 0 {
+            self.head = (self.head + 1) % self.bufs.len();
+            self.count -= 1;
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+}
+
+/// A per-shard TCP/IP stack. See the crate documentation for how to drive it.
+pub struct Stack {
+    pub(crate) cfg: Config,
+    pub(crate) stats: Stats,
+    pub(crate) now: Instant,
+    pub(crate) eth_len: usize,
+    pub(crate) arp: ArpCache,
+    pub(crate) ctrl: FrameQueue,
+    pub(crate) pending: FrameQueue,
+    pub(crate) events: VecDeque<Event>,
+    pub(crate) conns: Vec<Tcb>,
+    pub(crate) free_conns: Vec<u32>,
+    pub(crate) live_conns: usize,
+    pub(crate) demux: HashMap<u64, u32, FlowHashBuilder>,
+    pub(crate) listeners: Vec<Listener>,
+    pub(crate) listen_ports: HashMap<u16, u32, FlowHashBuilder>,
+    pub(crate) dirty: Vec<(u32, u32)>,
+    pub(crate) dirty_spare: Vec<(u32, u32)>,
+    pub(crate) arp_waiting: Vec<(u32, u32)>,
+    pub(crate) timers: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    pub(crate) send_pool: Vec<Box<[u8]>>,
+    pub(crate) recv_pool: Vec<Box<[u8]>>,
+    pub(crate) port_cursor: u32,
+    pub(crate) ip_ident: u16,
+    pub(crate) udp: Vec<UdpSocket>,
+    pub(crate) udp_ports: HashMap<u16, u32, FlowHashBuilder>,
+}
+
+impl Stack {
+    /// Creates a stack; tables are sized from `cfg.max_connections` up front.
+    pub fn new(mut cfg: Config) -> Stack {
+        cfg.mtu = cfg.mtu.clamp(576, 9000);
+        cfg.prefix_len = cfg.prefix_len.min(32);
+        if cfg.ephemeral_ports.0 == 0 || cfg.ephemeral_ports.0 > cfg.ephemeral_ports.1 {
+            cfg.ephemeral_ports = (32768, 60999);
+        }
+        cfg.send_buffer = cfg.send_buffer.clamp(1024, 1 << 30);
+        cfg.recv_buffer = cfg.recv_buffer.clamp(1024, 1 << 30);
+        let eth_len = ethernet::HEADER_LEN
+            + if cfg.vlan_id.is_some() {
+                ethernet::VLAN_TAG_LEN
+            } else {
+                0
+            };
+        let frame_len = eth_len + cfg.mtu;
+        let h = FlowHashBuilder { seed: cfg.secret };
+        let n = cfg.max_connections.max(1);
+        Stack {
+            arp: ArpCache::new(cfg.secret ^ 0xa5a5),
+            ctrl: FrameQueue::new(CTRL_FRAMES, frame_len),
+            pending: FrameQueue::new(PENDING_FRAMES, frame_len),
+            events: VecDeque::with_capacity(1024),
+            conns: Vec::with_capacity(n),
+            free_conns: Vec::with_capacity(n),
+            live_conns: 0,
+            demux: HashMap::with_capacity_and_hasher(n, h),
+            listeners: Vec::new(),
+            listen_ports: HashMap::with_hasher(h),
+            dirty: Vec::with_capacity(n),
+            dirty_spare: Vec::with_capacity(n),
+            arp_waiting: Vec::new(),
+            timers: BinaryHeap::with_capacity(2 * n),
+            send_pool: Vec::new(),
+            recv_pool: Vec::new(),
+            port_cursor: (cfg.secret as u32) ^ ((cfg.secret >> 32) as u32),
+            ip_ident: cfg.secret as u16,
+            udp: Vec::new(),
+            udp_ports: HashMap::with_hasher(h),
+            stats: Stats::default(),
+            now: Instant::ZERO,
+            eth_len,
+            cfg,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Counters, including one per drop reason.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Size the buffers handed out by a [`TxSink`] must have.
+    pub fn max_frame_len(&self) -> usize {
+        self.eth_len + self.cfg.mtu
+    }
+
+    /// Number of TCP connections held (all states).
+    pub fn connection_count(&self) -> usize {
+        self.live_conns
+    }
+
+    /// Processes one received Ethernet frame. Malformed frames are counted and dropped.
+    pub fn receive(&mut self, now: Instant, frame: &[u8]) {
+        self.now = self.now.max(now);
+        self.stats.rx_frames += 1;
+        let eth = match EthernetFrame::new_checked(frame) {
+            Ok(f) => f,
+            Err(_) => {
+                self.stats.eth_truncated += 1;
+                return;
+            }
+        };
+        if eth.vlan_id() != self.cfg.vlan_id {
+            self.stats.eth_vlan_mismatch += 1;
+            return;
+        }
+        let dst = eth.dst();
+        if dst != self.cfg.mac && dst != MacAddr::BROADCAST {
+            self.stats.eth_not_for_us += 1;
+            return;
+        }
+        let src_mac = eth.src();
+        match eth.ethertype() {
+            EtherType::Arp => self.arp_input(eth.payload()),
+            EtherType::Ipv4 => self.ipv4_input(src_mac, eth.payload()),
+            EtherType::Ipv6 => self.stats.ipv6_unsupported += 1,
+            _ => self.stats.eth_unknown_type += 1,
+        }
+    }
+
+    fn ipv4_input(&mut self, src_mac: MacAddr, data: &[u8]) {
+        let pkt = match Ipv4Packet::new_checked(data) {
+            Ok(p) => p,
+            Err(wirespeed_wire::Error::Truncated) => {
+                self.stats.ip_truncated += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.ip_malformed += 1;
+                return;
+            }
+        };
+        let ip = match Ipv4Repr::parse(&pkt) {
+            Ok(r) => r,
+            Err(wirespeed_wire::Error::Checksum) => {
+                self.stats.ip_bad_checksum += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.ip_fragments_dropped += 1;
+                return;
+            }
+        };
+        if src_mac.is_multicast()
+            || ip.src.is_multicast()
+            || ip.src == Ipv4Addr::BROADCAST
+            || ip.src == self.cfg.ipv4
+        {
+            self.stats.ip_bad_source += 1;
+            return;
+        }
+        if ip.dst != self.cfg.ipv4 {
+            self.stats.ip_not_for_us += 1;
+            return;
+        }
+        let payload = pkt.payload();
+        match ip.protocol {
+            IpProtocol::Tcp => self.tcp_input(src_mac, &ip, payload),
+            IpProtocol::Udp => self.udp_input(&ip, payload),
+            IpProtocol::Icmp => self.icmp_input(src_mac, &ip, payload),
+            _ => self.stats.ip_unknown_protocol += 1,
+        }
+    }
+
+    fn icmp_input(&mut self, src_mac: MacAddr, ip: &Ipv4Repr, data: &[u8]) {
+        let pkt = match Icmpv4Packet::new_checked(data) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.icmp_malformed += 1;
+                return;
+            }
+        };
+        match Icmpv4Repr::parse(&pkt) {
+            Ok(Icmpv4Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            }) => {
+                let reply = Icmpv4Repr::EchoReply {
+                    ident,
+                    seq_no,
+                    data,
+                };
+                let ip_out = self.ip_repr(ip.src, IpProtocol::Icmp, reply.buffer_len());
+                let eth = self.eth_repr(src_mac, EtherType::Ipv4);
+                let ok = self.ctrl.push_with(ip.src, |buf| {
+                    let e = eth.header_len();
+                    let need = e + ipv4::HEADER_LEN + reply.buffer_len();
+                    if buf.len() < need {
+                        return 0;
+                    }
+                    let _ = eth.emit(buf);
+                    let _ = ip_out.emit(&mut buf[e..]);
+                    let _ = reply.emit(&mut buf[e + ipv4::HEADER_LEN..]);
+                    need
+                });
+                if ok {
+                    self.stats.icmp_echo_replies += 1;
+                } else {
+                    self.stats.ctrl_queue_full += 1;
+                }
+            }
+            Ok(Icmpv4Repr::EchoReply { .. }) => self.stats.icmp_unsupported += 1,
+            Err(wirespeed_wire::Error::Checksum) => self.stats.icmp_bad_checksum += 1,
+            Err(_) => self.stats.icmp_unsupported += 1,
+        }
+    }
+
+    fn arp_input(&mut self, data: &[u8]) {
+        let pkt = match ArpPacket::new_checked(data) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.arp_malformed += 1;
+                return;
+            }
+        };
+        let a = match ArpRepr::parse(&pkt) {
+            Ok(a) => a,
+            Err(_) => {
+                self.stats.arp_unsupported += 1;
+                return;
+            }
+        };
+        if a.sender_mac.is_multicast()
+            || a.sender_ip == Ipv4Addr::UNSPECIFIED
+            || a.sender_ip.is_multicast()
+        {
+            self.stats.arp_malformed += 1;
+            return;
+        }
+        let for_us = a.target_ip == self.cfg.ipv4;
+        let now = self.now;
+        // RFC 826: refresh an entry we already have; create one only when addressed to us.
+        if for_us || self.arp.contains(a.sender_ip) {
+            let expires = now.add(self.cfg.arp_timeout);
+            if self.arp.insert(a.sender_ip, a.sender_mac, expires, now) {
+                self.arp_resolved(a.sender_ip, a.sender_mac);
+            } else {
+                self.stats.arp_cache_full += 1;
+            }
+        }
+        if for_us && a.operation == ArpOperation::Request {
+            let reply = ArpRepr {
+                operation: ArpOperation::Reply,
+                sender_mac: self.cfg.mac,
+                sender_ip: self.cfg.ipv4,
+                target_mac: a.sender_mac,
+                target_ip: a.sender_ip,
+            };
+            let eth = self.eth_repr(a.sender_mac, EtherType::Arp);
+            if self
+                .ctrl
+                .push_with(a.sender_ip, |buf| emit_arp(buf, &eth, &reply))
+            {
+                self.stats.arp_replies_sent += 1;
+            } else {
+                self.stats.ctrl_queue_full += 1;
+            }
+        }
+    }
+
+    /// A next hop resolved: release parked frames and connections waiting for it.
+    fn arp_resolved(&mut self, ip: Ipv4Addr, mac: MacAddr) {
+        // Rare path (once per resolution): copying through a Vec keeps the borrows simple.
+        for _ in 0..self.pending.len() {
+            let Some((frame, hop)) = self.pending.front() else {
+                break;
+            };
+            let mut f = frame.to_vec();
+            self.pending.pop();
+            let copy = |f: &[u8], buf: &mut [u8]| {
+                let n = f.len().min(buf.len());
+                buf[..n].copy_from_slice(&f[..n]);
+                n
+            };
+            if hop == ip {
+                f[0..6].copy_from_slice(&mac.0);
+                if !self.ctrl.push_with(hop, |buf| copy(&f, buf)) {
+                    self.stats.ctrl_queue_full += 1;
+                }
+            } else {
+                self.pending.push_with(hop, |buf| copy(&f, buf));
+            }
+        }
+        let waiting = std::mem::take(&mut self.arp_waiting);
+        for &(idx, gen) in &waiting {
+            self.mark_dirty(idx, gen);
+        }
+        self.arp_waiting = waiting;
+        self.arp_waiting.clear();
+    }
+
+    /// The next hop for `dst`: itself on-link, else the gateway (None: unroutable).
+    pub(crate) fn next_hop(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+        if dst.same_subnet(self.cfg.ipv4, self.cfg.prefix_len) {
+            Some(dst)
+        } else {
+            self.cfg.gateway
+        }
+    }
+
+    /// Looks up the MAC of `hop`, starting resolution (and queueing an ARP request) on a miss.
+    pub(crate) fn resolve(&mut self, hop: Ipv4Addr) -> Option<MacAddr> {
+        if hop == Ipv4Addr::BROADCAST {
+            return Some(MacAddr::BROADCAST);
+        }
+        let now = self.now;
+        if let Some(m) = self.arp.lookup(hop, now) {
+            return Some(m);
+        }
+        if self.arp.start_resolving(hop, now, self.cfg.arp_retry) {
+            self.send_arp_request(hop);
+        }
+        None
+    }
+
+    fn send_arp_request(&mut self, ip: Ipv4Addr) {
+        let req = ArpRepr {
+            operation: ArpOperation::Request,
+            sender_mac: self.cfg.mac,
+            sender_ip: self.cfg.ipv4,
+            target_mac: MacAddr::ZERO,
+            target_ip: ip,
+        };
+        let eth = self.eth_repr(MacAddr::BROADCAST, EtherType::Arp);
+        if self.ctrl.push_with(ip, |buf| emit_arp(buf, &eth, &req)) {
+            self.stats.arp_requests_sent += 1;
+        } else {
+            self.stats.ctrl_queue_full += 1;
+        }
+    }
+
+    /// Retries or abandons ARP resolutions that are due.
+    fn arp_poll(&mut self, now: Instant) {
+        if self.arp.resolving.is_empty() {
+            return;
+        }
+        let mut retry: [Ipv4Addr; 8] = [Ipv4Addr::UNSPECIFIED; 8];
+        let mut n = 0;
+        let mut gave_up = false;
+        let retry_every = self.cfg.arp_retry;
+        self.arp.resolving.retain(|&ip, r| {
+            if r.next_try > now {
+                return true;
+            }
+            if r.tries >= MAX_TRIES {
+                gave_up = true;
+                return false;
+            }
+            if n < retry.len() {
+                retry[n] = Ipv4Addr::from_u32(ip);
+                n += 1;
+                r.tries += 1;
+                r.next_try = now.add(retry_every);
+            }
+            true
+        });
+        for &ip in &retry[..n] {
+            self.send_arp_request(ip);
+        }
+        if gave_up {
+            // Drop parked frames whose resolution was abandoned.
+            for _ in 0..self.pending.len() {
+                let Some((frame, hop)) = self.pending.front() else {
+                    break;
+                };
+                if self.arp.resolving.contains_key(&hop.to_u32()) {
+                    let f = frame.to_vec();
+                    self.pending.pop();
+                    self.pending.push_with(hop, |buf| {
+                        let n = f.len().min(buf.len());
+                        buf[..n].copy_from_slice(&f[..n]);
+                        n
+                    });
+                } else {
+                    self.pending.pop();
+                    self.stats.arp_pending_dropped += 1;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn eth_repr(&self, dst: MacAddr, ethertype: EtherType) -> EthernetRepr {
+        EthernetRepr {
+            dst,
+            src: self.cfg.mac,
+            vlan_id: self.cfg.vlan_id,
+            ethertype,
+        }
+    }
+
+    pub(crate) fn ip_repr(
+        &mut self,
+        dst: Ipv4Addr,
+        protocol: IpProtocol,
+        payload_len: usize,
+    ) -> Ipv4Repr {
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        Ipv4Repr {
+            src: self.cfg.ipv4,
+            dst,
+            protocol,
+            payload_len,
+            ttl: 64,
+            ident: self.ip_ident,
+            dont_frag: true,
+        }
+    }
+
+    /// Queues a frame for `dst` built by `fill(buf, l2_len)` (which returns the total length),
+    /// parking it until ARP resolves the next hop when needed.
+    pub(crate) fn send_ip_frame(
+        &mut self,
+        dst: Ipv4Addr,
+        fill: impl FnOnce(&mut [u8]) -> usize,
+    ) -> bool {
+        let Some(hop) = self.next_hop(dst) else {
+            return false;
+        };
+        match self.resolve(hop) {
+            Some(mac) => {
+                let eth = self.eth_repr(mac, EtherType::Ipv4);
+                let ok = self.ctrl.push_with(hop, |buf| {
+                    let _ = eth.emit(buf);
+                    fill(buf)
+                });
+                if !ok {
+                    self.stats.ctrl_queue_full += 1;
+                }
+                ok
+            }
+            None => {
+                let eth = self.eth_repr(MacAddr::ZERO, EtherType::Ipv4);
+                let ok = self.pending.push_with(hop, |buf| {
+                    let _ = eth.emit(buf);
+                    fill(buf)
+                });
+                if !ok {
+                    self.stats.arp_pending_dropped += 1;
+                }
+                ok
+            }
+        }
+    }
+
+    /// Runs due timers and writes every pending frame into `sink` until it has no room.
+    /// Returns the number of frames written.
+    pub fn transmit<S: TxSink + ?Sized>(&mut self, now: Instant, sink: &mut S) -> usize {
+        self.now = self.now.max(now);
+        let now = self.now;
+        let before = self.stats.tx_frames;
+        self.run_timers(now);
+        self.arp_poll(now);
+        while let Some((frame, _)) = self.ctrl.front() {
+            let Some(buf) = sink.buffer() else {
+                self.stats.tx_sink_full += 1;
+                return (self.stats.tx_frames - before) as usize;
+            };
+            if buf.len() >= frame.len() {
+                buf[..frame.len()].copy_from_slice(frame);
+                let len = frame.len();
+                sink.commit(len);
+                self.stats.tx_frames += 1;
+            }
+            self.ctrl.pop();
+        }
+        let mut list = std::mem::replace(&mut self.dirty, std::mem::take(&mut self.dirty_spare));
+        let mut stopped_at = list.len();
+        for (i, &(idx, gen)) in list.iter().enumerate() {
+            let Some(t) = self.conns.get_mut(idx as usize) else {
+                continue;
+            };
+            if t.gen != gen || !t.in_dirty {
+                continue;
+            }
+            t.in_dirty = false;
+            if !self.tcp_output(idx, sink) {
+                if let Some(t) = self.conns.get_mut(idx as usize) {
+                    if t.gen == gen {
+                        t.in_dirty = true;
+                    }
+                }
+                stopped_at = i;
+                break;
+            }
+        }
+        if stopped_at < list.len() {
+            self.dirty.extend_from_slice(&list[stopped_at..]);
+        }
+        list.clear();
+        self.dirty_spare = list;
+        (self.stats.tx_frames - before) as usize
+    }
+
+    /// When [`Stack::transmit`] should next be called: now (the last time seen) when output
+    /// is pending, the earliest timer otherwise, `None` when idle. Early wake-ups are
+    /// harmless.
+    pub fn poll_at(&self) -> Option<Instant> {
+        if !self.ctrl.is_empty() || !self.dirty.is_empty() {
+            return Some(self.now);
+        }
+        let t = self.timers.peek().map(|Reverse((at, _, _))| *at);
+        let a = self.arp.next_deadline();
+        match (t, a) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        }
+    }
+
+    fn run_timers(&mut self, now: Instant) {
+        while let Some(&Reverse((at, idx, gen))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(t) = self.conns.get_mut(idx as usize) else {
+                continue;
+            };
+            if t.gen != gen || !t.in_use {
+                continue;
+            }
+            if t.heap_at == at {
+                t.heap_at = Instant::NEVER;
+            }
+            self.tcb_timers(idx, now);
+            self.schedule(idx);
+        }
+    }
+
+    /// Puts `idx`'s earliest deadline into the heap unless an earlier entry is there already.
+    pub(crate) fn schedule(&mut self, idx: u32) {
+        let t = &mut self.conns[idx as usize];
+        if !t.in_use {
+            return;
+        }
+        let d = t.next_deadline();
+        if d < t.heap_at {
+            t.heap_at = d;
+            self.timers.push(Reverse((d, idx, t.gen)));
+        }
+    }
+
+    pub(crate) fn mark_dirty(&mut self, idx: u32, gen: u32) {
+        if let Some(t) = self.conns.get_mut(idx as usize) {
+            if t.gen == gen && t.in_use && !t.in_dirty {
+                t.in_dirty = true;
+                self.dirty.push((idx, gen));
+            }
+        }
+    }
+
+    /// Queues an event unless one of the same kind for the same socket is already queued.
+    pub(crate) fn push_event(&mut self, handle: Handle, kind: EventKind, mask: &mut u8) {
+        if *mask & kind.bit() == 0 {
+            *mask |= kind.bit();
+            self.events.push_back(Event { handle, kind });
+        }
+    }
+
+    /// Takes the next readiness event.
+    pub fn pop_event(&mut self) -> Option<Event> {
+        let ev = self.events.pop_front()?;
+        let bit = ev.kind.bit();
+        match ev.handle {
+            Handle::Tcp(c) => {
+                if let Some(t) = self.conns.get_mut(c.idx as usize) {
+                    if t.gen == c.gen {
+                        t.ev_mask &= !bit;
+                    }
+                }
+            }
+            Handle::Listener(l) => {
+                if let Some(x) = self.listeners.get_mut(l.idx as usize) {
+                    if x.gen == l.gen {
+                        x.ev_mask &= !bit;
+                    }
+                }
+            }
+            Handle::Udp(u) => {
+                if let Some(x) = self.udp.get_mut(u.idx as usize) {
+                    if x.gen == u.gen {
+                        x.ev_mask &= !bit;
+                    }
+                }
+            }
+        }
+        Some(ev)
+    }
+
+    /// Drains the readiness events queued since the last call. Each socket has at most one
+    /// queued event of each kind; an event means "try the operation again", not a promise.
+    pub fn drain_events(&mut self) -> impl Iterator<Item = Event> + '_ {
+        std::iter::from_fn(move || self.pop_event())
+    }
+
+    /// Frames waiting for the next `transmit` outside connections (for tests and metrics).
+    pub fn queued_frames(&self) -> usize {
+        self.ctrl.len()
+    }
+}
+
+fn emit_arp(buf: &mut [u8], eth: &EthernetRepr, a: &ArpRepr) -> usize {
+    let e = eth.header_len();
+    if buf.len() < e + arp::PACKET_LEN {
+        return 0;
+    }
+    let _ = eth.emit(buf);
+    let _ = a.emit(&mut buf[e..]);
+    // Pad to the Ethernet minimum so strict receivers accept it.
+    let len = (e + arp::PACKET_LEN).max(60);
+    buf[e + arp::PACKET_LEN..len].fill(0);
+    len
+}
+
+/// A [`TxSink`] that collects frames into owned vectors (tests, tools, simulations).
+#[derive(Debug, Default)]
+pub struct VecSink {
+    pub frames: Vec<Vec<u8>>,
+    /// Accept at most this many frames (None: unlimited).
+    pub limit: Option<usize>,
+    scratch: Vec<u8>,
+}
+
+impl VecSink {
+    pub fn new() -> Self {
+        VecSink {
+            frames: Vec::new(),
+            limit: None,
+            scratch: vec![0u8; 9018 + 4],
+        }
+    }
+}
+
+impl TxSink for VecSink {
+    fn buffer(&mut self) -> Option<&mut [u8]> {
+        if self.limit.is_some_and(|l| self.frames.len() >= l) {
+            return None;
+        }
+        if self.scratch.is_empty() {
+            self.scratch = vec![0u8; 9018 + 4];
+        }
+        Some(&mut self.scratch)
+    }
+    fn commit(&mut self, len: usize) {
+        self.frames
+            .push(self.scratch[..len.min(self.scratch.len())].to_vec());
+    }
+}

@@ -1,0 +1,860 @@
+//! Deterministic tests: two stacks wired back to back through an in-memory link that can
+//! lose, duplicate, reorder and delay frames (seeded PRNG, virtual clock), plus
+//! hand-crafted frames.
+
+use crate::util::XorShift;
+use crate::Error;
+use crate::*;
+use std::time::Duration;
+use wirespeed_wire::tcp::{fill_checksum, flags};
+use wirespeed_wire::*;
+
+const MAC_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+const MAC_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+/// Sees every frame (sending side, bytes); returns false to drop it.
+pub(crate) type FrameFilter = Box<dyn FnMut(usize, &[u8]) -> bool>;
+
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Impair {
+    /// Per-mille probabilities.
+    pub loss: u32,
+    pub dup: u32,
+    pub reorder: u32,
+}
+
+pub(crate) struct Pair {
+    pub st: [Stack; 2],
+    pub now: Instant,
+    /// (deliver at, sequence for stable order, destination side, frame)
+    queue: Vec<(Instant, u64, usize, Vec<u8>)>,
+    seq: u64,
+    rng: XorShift,
+    pub impair: Impair,
+    pub delay_us: u64,
+    /// Drop every frame (link cut).
+    pub cut: bool,
+    /// Inspect/filter frames: return false to drop. (side sending, frame)
+    pub filter: Option<FrameFilter>,
+}
+
+pub(crate) fn config(side: usize) -> Config {
+    let (mac, ip) = if side == 0 {
+        (MAC_A, IP_A)
+    } else {
+        (MAC_B, IP_B)
+    };
+    let mut c = Config::new(mac, ip, 24);
+    c.secret = 0x1234_5678 + side as u64;
+    c
+}
+
+impl Pair {
+    pub fn new() -> Pair {
+        Pair::with(config(0), config(1))
+    }
+
+    pub fn with(a: Config, b: Config) -> Pair {
+        Pair {
+            st: [Stack::new(a), Stack::new(b)],
+            now: Instant::from_millis(1000),
+            queue: Vec::new(),
+            seq: 0,
+            rng: XorShift(0x9e37_79b9),
+            impair: Impair::default(),
+            delay_us: 50,
+            cut: false,
+            filter: None,
+        }
+    }
+
+    fn chance(&mut self, permille: u32) -> bool {
+        permille > 0 && (self.rng.next() % 1000) < permille as u64
+    }
+
+    fn enqueue(&mut self, from: usize, frame: Vec<u8>) {
+        if self.cut {
+            return;
+        }
+        if let Some(f) = self.filter.as_mut() {
+            if !f(from, &frame) {
+                return;
+            }
+        }
+        if self.chance(self.impair.loss) {
+            return;
+        }
+        let copies = if self.chance(self.impair.dup) { 2 } else { 1 };
+        for _ in 0..copies {
+            let mut at = self.now.add_micros(self.delay_us);
+            if self.chance(self.impair.reorder) {
+                at = at.add_micros(self.delay_us * 3 + self.rng.next() % 500);
+            }
+            self.seq += 1;
+            self.queue.push((at, self.seq, 1 - from, frame.clone()));
+        }
+    }
+
+    /// Delivers due frames, lets `app` act, transmits; advances the virtual clock.
+    /// Returns true when `app` reports done before `max` of virtual time passed.
+    pub fn run(&mut self, max: Duration, mut app: impl FnMut(&mut Pair) -> bool) -> bool {
+        let deadline = self.now.add(max);
+        loop {
+            self.queue.sort_by_key(|&(at, seq, _, _)| (at, seq));
+            let due = self
+                .queue
+                .iter()
+                .take_while(|(at, ..)| *at <= self.now)
+                .count();
+            let frames: Vec<_> = self.queue.drain(..due).collect();
+            for (_, _, to, f) in frames {
+                let now = self.now;
+                self.st[to].receive(now, &f);
+            }
+            if app(self) {
+                return true;
+            }
+            for side in 0..2 {
+                let mut sink = VecSink::new();
+                let now = self.now;
+                self.st[side].transmit(now, &mut sink);
+                for f in sink.frames {
+                    self.enqueue(side, f);
+                }
+            }
+            let mut next = self.queue.iter().map(|q| q.0).min();
+            for s in &self.st {
+                if let Some(t) = s.poll_at() {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
+            }
+            let next = next
+                .unwrap_or(self.now.add_micros(1000))
+                .max(self.now.add_micros(1));
+            if next > deadline {
+                // Stop at the deadline so a later phase starts at a predictable time.
+                self.now = deadline;
+                return false;
+            }
+            self.now = next;
+        }
+    }
+
+    /// b listens on 80, a connects; returns (client on a, server on b, listener).
+    pub fn connect(&mut self) -> (ConnId, ConnId, ListenerId) {
+        let l = self.st[1].tcp_listen(80, 16).unwrap();
+        let now = self.now;
+        let c = self.st[0].tcp_connect(now, IP_B, 80, |_| true).unwrap();
+        let mut server = None;
+        let ok = self.run(Duration::from_secs(30), |p| {
+            if server.is_none() {
+                server = p.st[1].tcp_accept(l).ok();
+            }
+            server.is_some() && p.st[0].tcp_state(c) == Ok(TcpState::Established)
+        });
+        assert!(
+            ok,
+            "handshake did not complete: {:?}",
+            self.st[0].tcp_state(c)
+        );
+        (c, server.unwrap(), l)
+    }
+}
+
+/// Sends `total` bytes of a deterministic pattern from side `from` and checks them bit-exact
+/// at the other side; both directions close afterwards.
+fn transfer(p: &mut Pair, from: usize, tx: ConnId, rx: ConnId, total: usize, max: Duration) {
+    let pattern = |i: usize| ((i as u64).wrapping_mul(2654435761) >> 7) as u8;
+    let mut sent = 0usize;
+    let mut received = 0usize;
+    let mut chunk = vec![0u8; 32 * 1024];
+    let mut buf = vec![0u8; 32 * 1024];
+    let mut closed = false;
+    let mut eof = false;
+    let ok = p.run(max, |p| {
+        while sent < total {
+            let n = (total - sent).min(chunk.len());
+            for (i, b) in chunk[..n].iter_mut().enumerate() {
+                *b = pattern(sent + i);
+            }
+            match p.st[from].tcp_send(tx, &chunk[..n]) {
+                Ok(k) => sent += k,
+                Err(Error::WouldBlock) => break,
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        if sent == total && !closed {
+            p.st[from].tcp_shutdown(tx).unwrap();
+            closed = true;
+        }
+        loop {
+            match p.st[1 - from].tcp_recv(rx, &mut buf) {
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    for (i, &b) in buf[..n].iter().enumerate() {
+                        assert_eq!(b, pattern(received + i), "byte {} corrupted", received + i);
+                    }
+                    received += n;
+                }
+                Err(Error::WouldBlock) => break,
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+        eof
+    });
+    assert!(
+        ok,
+        "transfer stalled: sent {sent}, received {received} of {total}"
+    );
+    assert_eq!(received, total);
+}
+
+#[test]
+fn handshake_data_both_ways_and_close() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    assert!(
+        p.st[0].stats().arp_requests_sent >= 1,
+        "active open resolved its peer by ARP"
+    );
+    assert_eq!(p.st[0].tcp_send(c, b"hello").unwrap(), 5);
+    let mut got = Vec::new();
+    assert!(p.run(Duration::from_secs(5), |p| {
+        let mut b = [0u8; 64];
+        if let Ok(n) = p.st[1].tcp_recv(s, &mut b) {
+            got.extend_from_slice(&b[..n]);
+        }
+        got == b"hello"
+    }));
+    p.st[1].tcp_send(s, b"world!").unwrap();
+    let mut got = Vec::new();
+    assert!(p.run(Duration::from_secs(5), |p| {
+        let mut b = [0u8; 64];
+        if let Ok(n) = p.st[0].tcp_recv(c, &mut b) {
+            got.extend_from_slice(&b[..n]);
+        }
+        got == b"world!"
+    }));
+    // Events told the client about readable data.
+    let evs: Vec<Event> = p.st[0].drain_events().collect();
+    assert!(
+        evs.contains(&Event {
+            handle: Handle::Tcp(c),
+            kind: EventKind::Readable
+        }),
+        "{evs:?}"
+    );
+    // Client closes first: it ends in TIME_WAIT, the server in CLOSED (freed).
+    p.st[0].tcp_shutdown(c).unwrap();
+    assert!(p.run(Duration::from_secs(5), |p| p.st[1]
+        .tcp_recv(s, &mut [0u8; 8])
+        == Ok(0)));
+    p.st[1].tcp_close(s).unwrap();
+    assert!(p.run(Duration::from_secs(5), |p| p.st[0].tcp_state(c)
+        == Ok(TcpState::TimeWait)));
+    assert!(p.run(Duration::from_secs(5), |p| p.st[1].connection_count() == 0));
+    assert_eq!(p.st[0].tcp_recv(c, &mut [0u8; 8]), Ok(0));
+    p.st[0].tcp_close(c).unwrap();
+    assert_eq!(p.st[0].tcp_state(c), Err(Error::InvalidHandle));
+    // TIME_WAIT expires after 2*MSL.
+    assert!(
+        p.run(Duration::from_secs(120), |p| p.st[0].connection_count()
+            == 0)
+    );
+}
+
+#[test]
+fn bulk_transfer_both_directions() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    transfer(&mut p, 0, c, s, 1 << 20, Duration::from_secs(60));
+    transfer(&mut p, 1, s, c, 1 << 20, Duration::from_secs(60));
+    assert_eq!(p.st[0].stats().tcp_retransmits, 0);
+}
+
+#[test]
+fn sixteen_mib_through_loss_reorder_and_duplication() {
+    let mut a = config(0);
+    let mut b = config(1);
+    a.send_buffer = 256 * 1024;
+    b.recv_buffer = 256 * 1024;
+    let mut p = Pair::with(a, b);
+    let (c, s, _) = p.connect();
+    p.impair = Impair {
+        loss: 10,
+        dup: 10,
+        reorder: 10,
+    };
+    transfer(&mut p, 0, c, s, 16 << 20, Duration::from_secs(3600));
+    let st = p.st[0].stats();
+    assert!(
+        st.tcp_retransmits > 0 && st.tcp_fast_retransmits > 0,
+        "{st:?} {:?}",
+        p.st[1].stats()
+    );
+    assert!(p.st[1].stats().tcp_ooo_segments > 0);
+    assert!(p.st[1].stats().tcp_duplicate_segments > 0);
+}
+
+#[test]
+fn rto_retransmits_lost_segment() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    // Drop the first data segment only: a lone segment has no dup ACKs, so the RTO fires.
+    let mut dropped = false;
+    p.filter = Some(Box::new(move |from, f| {
+        if from == 0 && f.len() > 60 && !dropped {
+            dropped = true;
+            return false;
+        }
+        true
+    }));
+    p.st[0].tcp_send(c, b"lost once").unwrap();
+    let mut got = Vec::new();
+    assert!(p.run(Duration::from_secs(10), |p| {
+        let mut b = [0u8; 64];
+        if let Ok(n) = p.st[1].tcp_recv(s, &mut b) {
+            got.extend_from_slice(&b[..n]);
+        }
+        got == b"lost once"
+    }));
+    assert_eq!(p.st[0].stats().tcp_rto_expired, 1);
+}
+
+#[test]
+fn zero_window_and_persist_probes() {
+    let mut a = config(0);
+    let mut b = config(1);
+    b.recv_buffer = 4096;
+    a.send_buffer = 64 * 1024;
+    let _ = &mut a;
+    let mut p = Pair::with(a, b);
+    let (c, s, _) = p.connect();
+    let data = vec![7u8; 20000];
+    let mut sent = 0;
+    // The receiver does not read: the window closes and the sender starts probing.
+    p.run(Duration::from_secs(20), |p| {
+        if sent < data.len() {
+            if let Ok(n) = p.st[0].tcp_send(c, &data[sent..]) {
+                sent += n;
+            }
+        }
+        false
+    });
+    assert_eq!(p.st[1].tcp_recv_available(s).unwrap(), 4096);
+    assert!(
+        p.st[0].stats().tcp_zero_window_probes >= 2,
+        "{:?}",
+        p.st[0].stats()
+    );
+    assert_eq!(p.st[0].stats().tcp_timeouts, 0);
+    assert_eq!(p.st[0].tcp_state(c), Ok(TcpState::Established));
+    // Reading reopens the window and the rest arrives.
+    let mut total = 0;
+    assert!(p.run(Duration::from_secs(60), |p| {
+        if sent < data.len() {
+            if let Ok(n) = p.st[0].tcp_send(c, &data[sent..]) {
+                sent += n;
+            }
+        }
+        let mut b = [0u8; 1000];
+        while let Ok(n) = p.st[1].tcp_recv(s, &mut b) {
+            if n == 0 {
+                break;
+            }
+            total += n;
+        }
+        total == data.len()
+    }));
+}
+
+#[test]
+fn simultaneous_close() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    p.st[0].tcp_shutdown(c).unwrap();
+    p.st[1].tcp_shutdown(s).unwrap();
+    assert!(p.run(Duration::from_secs(5), |p| {
+        p.st[0].tcp_state(c) == Ok(TcpState::TimeWait)
+            && p.st[1].tcp_state(s) == Ok(TcpState::TimeWait)
+    }));
+}
+
+#[test]
+fn simultaneous_open() {
+    let mut p = Pair::new();
+    let now = p.now;
+    let a = p.st[0].tcp_connect_from(now, IP_B, 5000, 6000).unwrap();
+    let b = p.st[1].tcp_connect_from(now, IP_A, 6000, 5000).unwrap();
+    assert!(p.run(Duration::from_secs(10), |p| {
+        p.st[0].tcp_state(a) == Ok(TcpState::Established)
+            && p.st[1].tcp_state(b) == Ok(TcpState::Established)
+    }));
+    p.st[0].tcp_send(a, b"x").unwrap();
+    assert!(p.run(Duration::from_secs(5), |p| p.st[1]
+        .tcp_recv(b, &mut [0u8; 4])
+        == Ok(1)));
+}
+
+#[test]
+fn connect_refused_in_syn_sent() {
+    let mut p = Pair::new();
+    let now = p.now;
+    let c = p.st[0].tcp_connect(now, IP_B, 81, |_| true).unwrap();
+    assert!(p.run(Duration::from_secs(5), |p| p.st[0].tcp_state(c)
+        == Ok(TcpState::Closed)));
+    assert_eq!(p.st[0].tcp_error(c), Ok(Some(Error::ConnectionRefused)));
+    assert_eq!(
+        p.st[0].tcp_recv(c, &mut [0u8; 4]),
+        Err(Error::ConnectionRefused)
+    );
+    assert!(p.st[1].stats().tcp_rst_sent >= 1);
+    let evs: Vec<Event> = p.st[0].drain_events().collect();
+    assert!(evs.contains(&Event {
+        handle: Handle::Tcp(c),
+        kind: EventKind::Closed
+    }));
+}
+
+/// An abort (RST) from either side, in each synchronized state, resets the peer.
+#[test]
+fn rst_in_synchronized_states() {
+    // (a shuts down first?, which side aborts, state of the peer when the RST arrives)
+    for (half_close, aborter, peer_state) in [
+        (false, 0, TcpState::Established),
+        (true, 0, TcpState::CloseWait), // a in FIN_WAIT_2 aborts
+        (true, 1, TcpState::FinWait2),  // b in CLOSE_WAIT aborts
+    ] {
+        let mut p = Pair::new();
+        let (c, s, _) = p.connect();
+        if half_close {
+            p.st[0].tcp_shutdown(c).unwrap();
+        }
+        let conn = [c, s];
+        let peer = 1 - aborter;
+        assert!(
+            p.run(Duration::from_secs(5), |p| p.st[peer].tcp_state(conn[peer])
+                == Ok(peer_state))
+        );
+        p.st[aborter].tcp_abort(conn[aborter]).unwrap();
+        assert!(
+            p.run(Duration::from_secs(5), |p| p.st[peer].tcp_state(conn[peer])
+                == Ok(TcpState::Closed))
+        );
+        assert_eq!(
+            p.st[peer].tcp_error(conn[peer]),
+            Ok(Some(Error::ConnectionReset)),
+            "{peer_state:?}"
+        );
+        assert_eq!(p.st[aborter].connection_count(), 0);
+    }
+}
+
+#[test]
+fn rst_in_syn_received_frees_half_open() {
+    let mut p = Pair::new();
+    let _l = p.st[1].tcp_listen(80, 4).unwrap();
+    let now = p.now;
+    let c = p.st[0].tcp_connect(now, IP_B, 80, |_| true).unwrap();
+    // Let the SYN through, drop the final ACK so b stays in SYN_RCVD, then abort a.
+    p.filter = Some(Box::new(|from, f| {
+        !(from == 0 && f.len() >= 54 && f[47] == flags::ACK)
+    }));
+    assert!(p.run(Duration::from_secs(1), |p| p.st[0].tcp_state(c)
+        == Ok(TcpState::Established)));
+    assert_eq!(p.st[1].connection_count(), 1);
+    p.filter = None;
+    p.st[0].tcp_abort(c).unwrap();
+    assert!(p.run(Duration::from_secs(1), |p| p.st[1].connection_count() == 0));
+}
+
+#[test]
+fn syn_cookies_when_backlog_full() {
+    let mut p = Pair::new();
+    let l = p.st[1].tcp_listen(80, 1).unwrap();
+    let now = p.now;
+    let conns: Vec<ConnId> = (0..4)
+        .map(|_| p.st[0].tcp_connect(now, IP_B, 80, |_| true).unwrap())
+        .collect();
+    assert!(p.run(Duration::from_secs(5), |p| conns
+        .iter()
+        .all(|&c| p.st[0].tcp_state(c) == Ok(TcpState::Established))));
+    assert!(
+        p.st[1].stats().tcp_syn_cookies_sent >= 1,
+        "{:?}",
+        p.st[1].stats()
+    );
+    // Accept one, making room for the cookie connections as their ACKs are retried.
+    let mut accepted = Vec::new();
+    for &c in &conns {
+        p.st[0].tcp_send(c, b"ping").unwrap();
+    }
+    assert!(p.run(Duration::from_secs(30), |p| {
+        while let Ok(s) = p.st[1].tcp_accept(l) {
+            accepted.push(s);
+        }
+        accepted.len() == conns.len()
+            && accepted
+                .iter()
+                .all(|&s| p.st[1].tcp_recv_available(s).unwrap_or(0) == 4)
+    }));
+    assert!(
+        p.st[1].stats().tcp_syn_cookies_accepted >= 1,
+        "{:?}",
+        p.st[1].stats()
+    );
+}
+
+#[test]
+fn time_wait_reuse_by_new_syn() {
+    let mut p = Pair::new();
+    let l = p.st[1].tcp_listen(80, 8).unwrap();
+    let now = p.now;
+    let c = p.st[0].tcp_connect_from(now, IP_B, 80, 40000).unwrap();
+    let mut s = None;
+    assert!(p.run(Duration::from_secs(5), |p| {
+        s = s.or_else(|| p.st[1].tcp_accept(l).ok());
+        s.is_some()
+    }));
+    let s = s.unwrap();
+    // Server closes first: the server holds TIME_WAIT.
+    p.st[1].tcp_close(s).unwrap();
+    assert!(p.run(Duration::from_secs(5), |p| p.st[0]
+        .tcp_recv(c, &mut [0u8; 4])
+        == Ok(0)));
+    p.st[0].tcp_close(c).unwrap();
+    assert!(p.run(Duration::from_secs(5), |p| p.st[0].connection_count() == 0));
+    assert_eq!(p.st[1].connection_count(), 1, "server in TIME_WAIT");
+    // Same 4-tuple again, well before TIME_WAIT ends.
+    p.run(Duration::from_secs(2), |_| false);
+    let now = p.now;
+    let c2 = p.st[0].tcp_connect_from(now, IP_B, 80, 40000).unwrap();
+    assert!(p.run(Duration::from_secs(5), |p| p.st[1].tcp_accept(l).is_ok()));
+    assert_eq!(p.st[0].tcp_state(c2), Ok(TcpState::Established));
+    assert_eq!(p.st[1].stats().tcp_time_wait_reused, 1);
+}
+
+#[test]
+fn keepalive_times_out_dead_peer() {
+    let mut a = config(0);
+    a.keepalive = Some(Keepalive {
+        idle: Duration::from_secs(10),
+        interval: Duration::from_secs(1),
+        probes: 3,
+    });
+    let mut p = Pair::with(a, config(1));
+    let (c, _s, _) = p.connect();
+    // Peer alive: probes are answered, nothing happens.
+    p.run(Duration::from_secs(25), |_| false);
+    assert!(p.st[0].stats().tcp_keepalive_probes >= 2);
+    assert_eq!(p.st[0].tcp_state(c), Ok(TcpState::Established));
+    p.cut = true;
+    assert!(p.run(Duration::from_secs(30), |p| p.st[0].tcp_state(c)
+        == Ok(TcpState::Closed)));
+    assert_eq!(p.st[0].tcp_error(c), Ok(Some(Error::TimedOut)));
+}
+
+#[test]
+fn retransmission_timeout_gives_up() {
+    let mut p = Pair::new();
+    let (c, _s, _) = p.connect();
+    p.cut = true;
+    p.st[0].tcp_send(c, b"into the void").unwrap();
+    assert!(p.run(Duration::from_secs(3600), |p| p.st[0].tcp_state(c)
+        == Ok(TcpState::Closed)));
+    assert_eq!(p.st[0].tcp_error(c), Ok(Some(Error::TimedOut)));
+}
+
+#[test]
+fn udp_round_trip_and_icmp_echo() {
+    let mut p = Pair::new();
+    let ua = p.st[0].udp_bind(5353).unwrap();
+    let ub = p.st[1].udp_bind(53).unwrap();
+    assert_eq!(p.st[1].udp_bind(53), Err(Error::AddrInUse));
+    p.st[0].udp_send_to(ua, IP_B, 53, b"query").unwrap();
+    let mut buf = [0u8; 64];
+    assert!(p.run(Duration::from_secs(5), |p| {
+        if let Ok((n, ip, port)) = p.st[1].udp_recv_from(ub, &mut buf) {
+            assert_eq!((&buf[..n], ip, port), (&b"query"[..], IP_A, 5353));
+            p.st[1].udp_send_to(ub, ip, port, b"answer").unwrap();
+        }
+        p.st[0].udp_recv_from(ua, &mut [0u8; 64]).is_ok()
+    }));
+    // ICMP echo request to b, crafted by hand.
+    let data = b"abcdefgh";
+    let icmp = Icmpv4Repr::EchoRequest {
+        ident: 1,
+        seq_no: 2,
+        data,
+    };
+    let mut f = vec![0u8; 14 + 20 + icmp.buffer_len()];
+    EthernetRepr {
+        dst: MAC_B,
+        src: MAC_A,
+        vlan_id: None,
+        ethertype: EtherType::Ipv4,
+    }
+    .emit(&mut f)
+    .unwrap();
+    Ipv4Repr {
+        src: IP_A,
+        dst: IP_B,
+        protocol: IpProtocol::Icmp,
+        payload_len: icmp.buffer_len(),
+        ttl: 64,
+        ident: 9,
+        dont_frag: false,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    icmp.emit(&mut f[34..]).unwrap();
+    p.st[1].receive(p.now, &f);
+    let mut sink = VecSink::new();
+    p.st[1].transmit(p.now, &mut sink);
+    let reply = sink
+        .frames
+        .iter()
+        .find(|f| f.len() == f.len() && f[23] == 1)
+        .expect("echo reply");
+    let ip = Ipv4Packet::new_checked(&reply[14..]).unwrap();
+    assert_eq!(ip.dst(), IP_A);
+    let r = Icmpv4Repr::parse(&Icmpv4Packet::new_checked(ip.payload()).unwrap()).unwrap();
+    assert_eq!(
+        r,
+        Icmpv4Repr::EchoReply {
+            ident: 1,
+            seq_no: 2,
+            data
+        }
+    );
+}
+
+#[test]
+fn arp_reply_and_fragment_drop_and_counters() {
+    let mut s = Stack::new(config(1));
+    let now = Instant::from_millis(1);
+    let mut f = vec![0u8; 60];
+    EthernetRepr {
+        dst: MacAddr::BROADCAST,
+        src: MAC_A,
+        vlan_id: None,
+        ethertype: EtherType::Arp,
+    }
+    .emit(&mut f)
+    .unwrap();
+    ArpRepr {
+        operation: ArpOperation::Request,
+        sender_mac: MAC_A,
+        sender_ip: IP_A,
+        target_mac: MacAddr::ZERO,
+        target_ip: IP_B,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    s.receive(now, &f);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    assert_eq!(sink.frames.len(), 1);
+    let a = ArpRepr::parse(&ArpPacket::new_checked(&sink.frames[0][14..]).unwrap()).unwrap();
+    assert_eq!(
+        (a.operation, a.sender_mac, a.target_ip),
+        (ArpOperation::Reply, MAC_B, IP_A)
+    );
+    // A fragment is dropped and counted.
+    let mut f = vec![0u8; 14 + 28];
+    EthernetRepr {
+        dst: MAC_B,
+        src: MAC_A,
+        vlan_id: None,
+        ethertype: EtherType::Ipv4,
+    }
+    .emit(&mut f)
+    .unwrap();
+    Ipv4Repr {
+        src: IP_A,
+        dst: IP_B,
+        protocol: IpProtocol::Udp,
+        payload_len: 8,
+        ttl: 64,
+        ident: 1,
+        dont_frag: false,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    f[14 + 6] = 0x20; // MF
+    f[14 + 10] = 0;
+    f[14 + 11] = 0;
+    let c = checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    s.receive(now, &f);
+    assert_eq!(s.stats().ip_fragments_dropped, 1);
+    s.receive(now, &[0u8; 5]);
+    assert_eq!(s.stats().eth_truncated, 1);
+}
+
+/// A hand-built TCP segment from A to B.
+fn segment(sport: u16, dport: u16, seq: u32, ack: Option<u32>, fl: u8, payload: &[u8]) -> Vec<u8> {
+    let repr = TcpRepr {
+        src_port: sport,
+        dst_port: dport,
+        seq: SeqNumber(seq),
+        ack: ack.map(SeqNumber),
+        flags: fl,
+        window: 65535,
+        options: TcpOptions::default(),
+    };
+    let hl = repr.header_len();
+    let mut f = vec![0u8; 14 + 20 + hl + payload.len()];
+    EthernetRepr {
+        dst: MAC_B,
+        src: MAC_A,
+        vlan_id: None,
+        ethertype: EtherType::Ipv4,
+    }
+    .emit(&mut f)
+    .unwrap();
+    Ipv4Repr {
+        src: IP_A,
+        dst: IP_B,
+        protocol: IpProtocol::Tcp,
+        payload_len: hl + payload.len(),
+        ttl: 64,
+        ident: 1,
+        dont_frag: true,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    repr.emit(&mut f[34..]).unwrap();
+    f[34 + hl..].copy_from_slice(payload);
+    fill_checksum(&mut f[34..], IP_A, IP_B);
+    f
+}
+
+fn parse_out(f: &[u8]) -> (TcpRepr, Vec<u8>) {
+    let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+    let t = TcpPacket::new_checked(ip.payload()).unwrap();
+    (
+        TcpRepr::parse(&t, ip.src(), ip.dst()).unwrap(),
+        t.payload().to_vec(),
+    )
+}
+
+#[test]
+fn hand_crafted_handshake_and_rst_rules() {
+    let mut s = Stack::new(config(1));
+    let l = s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(5);
+    // Segment to a closed port: RST with ack = seq + len.
+    s.receive(now, &segment(1000, 81, 500, None, flags::SYN, &[]));
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let (r, _) = parse_out(&sink.frames[0]);
+    assert_eq!(
+        (r.flags & flags::RST != 0, r.ack),
+        (true, Some(SeqNumber(501)))
+    );
+    // Handshake by hand.
+    s.receive(now, &segment(1000, 80, 500, None, flags::SYN, &[]));
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let (synack, _) = parse_out(&sink.frames[0]);
+    assert_eq!(
+        synack.flags & (flags::SYN | flags::ACK),
+        flags::SYN | flags::ACK
+    );
+    assert_eq!(synack.ack, Some(SeqNumber(501)));
+    let iss = synack.seq.0;
+    s.receive(
+        now,
+        &segment(
+            1000,
+            80,
+            501,
+            Some(iss + 1),
+            flags::ACK | flags::PSH,
+            b"GET",
+        ),
+    );
+    let c = s.tcp_accept(l).unwrap();
+    assert_eq!(s.tcp_recv_available(c), Ok(3));
+    // An in-window RST that is not exactly RCV.NXT draws a challenge ACK, no reset.
+    s.receive(now, &segment(1000, 80, 510, None, flags::RST, &[]));
+    assert_eq!(s.tcp_state(c), Ok(TcpState::Established));
+    assert_eq!(s.stats().tcp_challenge_acks, 1);
+    // A SYN on the established connection: challenge ACK too.
+    s.receive(now, &segment(1000, 80, 504, None, flags::SYN, &[]));
+    assert_eq!(s.stats().tcp_challenge_acks, 2);
+    // Out-of-order data then the hole: one contiguous read.
+    s.receive(
+        now,
+        &segment(1000, 80, 507, Some(iss + 1), flags::ACK, b"DEF"),
+    );
+    assert_eq!(s.tcp_recv_available(c), Ok(3));
+    s.receive(
+        now,
+        &segment(1000, 80, 504, Some(iss + 1), flags::ACK, b"ABC"),
+    );
+    let mut b = [0u8; 16];
+    assert_eq!(s.tcp_recv(c, &mut b), Ok(9));
+    assert_eq!(&b[..9], b"GETABCDEF");
+    // Exact RST resets.
+    s.receive(now, &segment(1000, 80, 510, None, flags::RST, &[]));
+    assert_eq!(s.tcp_state(c), Ok(TcpState::Closed));
+    assert_eq!(s.tcp_recv(c, &mut b), Err(Error::ConnectionReset));
+}
+
+#[test]
+fn garbage_frames_never_panic() {
+    let mut s = Stack::new(config(1));
+    s.tcp_listen(80, 4).unwrap();
+    let mut rng = XorShift(42);
+    let valid = segment(1000, 80, 500, None, flags::SYN, b"hello");
+    for i in 0..20000u64 {
+        let mut f = if i % 2 == 0 {
+            valid.clone()
+        } else {
+            vec![0u8; (rng.next() % 100) as usize]
+        };
+        let flips = 1 + rng.next() % 4;
+        for _ in 0..flips {
+            if f.is_empty() {
+                break;
+            }
+            let at = (rng.next() as usize) % f.len();
+            f[at] = rng.next() as u8;
+        }
+        if i % 7 == 0 {
+            let cut = (rng.next() as usize) % (f.len() + 1);
+            f.truncate(cut);
+        }
+        s.receive(Instant::from_micros(i * 100), &f);
+        let mut sink = VecSink::new();
+        s.transmit(Instant::from_micros(i * 100), &mut sink);
+    }
+    let st = s.stats();
+    assert!(
+        st.eth_truncated
+            + st.eth_not_for_us
+            + st.ip_bad_checksum
+            + st.tcp_bad_checksum
+            + st.ip_malformed
+            > 0
+    );
+}
+
+#[test]
+fn rss_port_filter_is_honoured() {
+    let mut p = Pair::new();
+    let now = p.now;
+    let want = |port: u16| {
+        toeplitz::hash_ipv4_ports(&toeplitz::MICROSOFT_KEY, IP_B, IP_A, 80, port) % 4 == 1
+    };
+    let c = p.st[0].tcp_connect(now, IP_B, 80, want).unwrap();
+    let (_, _, lport) = p.st[0].tcp_endpoints(c).unwrap();
+    assert!(want(lport));
+}
