@@ -294,14 +294,24 @@ impl EventKind {
     }
 }
 
-/// Where [`Stack::transmit`] writes frames. Implemented by NIC drivers over their TX rings.
+/// Where [`Stack::transmit`] writes frames. It mirrors the NIC drivers' `tx_frame`: the
+/// driver lends a buffer (for AF_XDP, a UMEM chunk) and the stack builds the frame in place,
+/// so a segment's payload is copied exactly once, from the send buffer into the frame.
+///
+/// Any `FnMut(&mut dyn FnMut(&mut [u8]) -> usize) -> bool` is a sink, so a driver plugs in
+/// with a closure: `stack.transmit(now, &mut |fill: &mut dyn FnMut(&mut [u8]) -> usize|
+/// nic.tx_frame(|buf| fill(buf)))`.
 pub trait TxSink {
-    /// A buffer for one frame of up to [`Stack::max_frame_len`] bytes, or `None` when the
-    /// device has no room now (the stack keeps its output for the next call). A buffer
-    /// that is not committed is simply handed out again by the next call.
-    fn buffer(&mut self) -> Option<&mut [u8]>;
-    /// Sends the first `len` bytes of the buffer last handed out.
-    fn commit(&mut self, len: usize);
+    /// Lends `fill` a buffer of at least [`Stack::max_frame_len`] bytes; `fill` writes one
+    /// frame and returns its length (0: nothing to send). Returns false, without calling
+    /// `fill`, when no buffer is free now: the stack keeps its output for the next call.
+    fn tx_frame(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> bool;
+}
+
+impl<F: FnMut(&mut dyn FnMut(&mut [u8]) -> usize) -> bool> TxSink for F {
+    fn tx_frame(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> bool {
+        self(fill)
+    }
 }
 
 /// Per-reason counters. Every frame that is dropped increments exactly one `*_dropped`-style
@@ -310,7 +320,10 @@ pub trait TxSink {
 pub struct Stats {
     pub rx_frames: u64,
     pub tx_frames: u64,
+    /// `transmit` stopped because the sink had no free buffer.
     pub tx_sink_full: u64,
+    /// Frames not sent because the sink's buffer was below `max_frame_len()`.
+    pub tx_buffer_too_small: u64,
     pub eth_truncated: u64,
     pub eth_not_for_us: u64,
     pub eth_vlan_mismatch: u64,

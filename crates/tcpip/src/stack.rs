@@ -541,14 +541,22 @@ impl Stack {
         self.run_timers(now);
         self.arp_poll(now);
         while let Some((frame, _)) = self.ctrl.front() {
-            let Some(buf) = sink.buffer() else {
+            let mut too_small = false;
+            let ok = sink.tx_frame(&mut |buf: &mut [u8]| {
+                if buf.len() < frame.len() {
+                    too_small = true;
+                    return 0;
+                }
+                buf[..frame.len()].copy_from_slice(frame);
+                frame.len()
+            });
+            if !ok {
                 self.stats.tx_sink_full += 1;
                 return (self.stats.tx_frames - before) as usize;
-            };
-            if buf.len() >= frame.len() {
-                buf[..frame.len()].copy_from_slice(frame);
-                let len = frame.len();
-                sink.commit(len);
+            }
+            if too_small {
+                self.stats.tx_buffer_too_small += 1;
+            } else {
                 self.stats.tx_frames += 1;
             }
             self.ctrl.pop();
@@ -721,17 +729,17 @@ impl VecSink {
 }
 
 impl TxSink for VecSink {
-    fn buffer(&mut self) -> Option<&mut [u8]> {
+    fn tx_frame(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> bool {
         if self.limit.is_some_and(|l| self.frames.len() >= l) {
-            return None;
+            return false;
         }
         if self.scratch.is_empty() {
             self.scratch = vec![0u8; 9018 + 4];
         }
-        Some(&mut self.scratch)
-    }
-    fn commit(&mut self, len: usize) {
-        self.frames
-            .push(self.scratch[..len.min(self.scratch.len())].to_vec());
+        let len = fill(&mut self.scratch).min(self.scratch.len());
+        if len > 0 {
+            self.frames.push(self.scratch[..len].to_vec());
+        }
+        true
     }
 }

@@ -1805,10 +1805,6 @@ impl Stack {
             window,
             options: opts,
         };
-        let Some(buf) = sink.buffer() else {
-            self.stats.tx_sink_full += 1;
-            return None;
-        };
         let eth = crate::wire::EthernetRepr {
             dst: mac,
             src: self.cfg.mac,
@@ -1818,13 +1814,7 @@ impl Stack {
         let e = eth.header_len();
         let th = e + ipv4::HEADER_LEN;
         let pl = th + repr.header_len();
-        let len = len.min(buf.len().saturating_sub(pl));
         let end = pl + len;
-        if buf.len() < pl {
-            return None;
-        }
-        let got = t.send.peek_at(off, &mut buf[pl..end]);
-        let end = pl + got;
         let ip = wirespeed_wire::Ipv4Repr {
             src: self.cfg.ipv4,
             dst: t.remote_ip,
@@ -1834,11 +1824,30 @@ impl Stack {
             ident: self.ip_ident,
             dont_frag: true,
         };
-        let _ = eth.emit(buf);
-        let _ = ip.emit(&mut buf[e..]);
-        let _ = repr.emit(&mut buf[th..]);
-        fill_checksum(&mut buf[th..end], self.cfg.ipv4, t.remote_ip);
-        sink.commit(end);
+        let (src_ip, dst_ip) = (self.cfg.ipv4, t.remote_ip);
+        let mut too_small = false;
+        let send_buf = &t.send;
+        let ok = sink.tx_frame(&mut |buf: &mut [u8]| {
+            if buf.len() < end {
+                // A sink with buffers below max_frame_len() is misconfigured: the segment is
+                // dropped (counted) and retransmission covers it, rather than a partial frame.
+                too_small = true;
+                return 0;
+            }
+            send_buf.peek_at(off, &mut buf[pl..end]);
+            let _ = eth.emit(buf);
+            let _ = ip.emit(&mut buf[e..]);
+            let _ = repr.emit(&mut buf[th..]);
+            fill_checksum(&mut buf[th..end], src_ip, dst_ip);
+            end
+        });
+        if !ok {
+            self.stats.tx_sink_full += 1;
+            return None;
+        }
+        if too_small {
+            self.stats.tx_buffer_too_small += 1;
+        }
         self.stats.tx_frames += 1;
         self.stats.tcp_segments_out += 1;
         let t = &mut self.conns[idx as usize];

@@ -858,3 +858,47 @@ fn rss_port_filter_is_honoured() {
     let (_, _, lport) = p.st[0].tcp_endpoints(c).unwrap();
     assert!(want(lport));
 }
+
+#[test]
+fn closure_sink_and_full_sink_keep_output() {
+    let mut s = Stack::new(config(1));
+    let now = Instant::from_millis(1);
+    // Two ARP requests to answer; a sink with no room keeps them queued.
+    for ip in [IP_A, Ipv4Addr::new(198, 18, 0, 3)] {
+        let mut f = vec![0u8; 60];
+        EthernetRepr {
+            dst: MacAddr::BROADCAST,
+            src: MAC_A,
+            vlan_id: None,
+            ethertype: EtherType::Arp,
+        }
+        .emit(&mut f)
+        .unwrap();
+        ArpRepr {
+            operation: ArpOperation::Request,
+            sender_mac: MAC_A,
+            sender_ip: ip,
+            target_mac: MacAddr::ZERO,
+            target_ip: IP_B,
+        }
+        .emit(&mut f[14..])
+        .unwrap();
+        s.receive(now, &f);
+    }
+    assert_eq!(
+        s.transmit(now, &mut |_: &mut dyn FnMut(&mut [u8]) -> usize| false),
+        0
+    );
+    assert_eq!(s.queued_frames(), 2);
+    assert_eq!(s.poll_at(), Some(now));
+    let mut frames = Vec::new();
+    let mut buf = [0u8; 1514];
+    let sent = s.transmit(now, &mut |fill: &mut dyn FnMut(&mut [u8]) -> usize| {
+        let n = fill(&mut buf);
+        frames.push(buf[..n].to_vec());
+        true
+    });
+    assert_eq!(sent, 2);
+    assert_eq!(frames.len(), 2);
+    assert_eq!(s.queued_frames(), 0);
+}
