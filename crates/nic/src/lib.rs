@@ -29,6 +29,8 @@
 //! it exists for tests.
 
 pub mod bifurcate;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod iface;
 pub mod mem;
 pub mod ring;
