@@ -17,12 +17,15 @@
 //!   rings ([`ring`]). Copy and zero-copy binds, need_wakeup, busy-poll socket options.
 //! - [`mem::MemPort`]: the two ends of an in-memory wire for deterministic tests, with seeded
 //!   loss, reordering and duplication.
+//! - `dpdk::DpdkQueue` (cargo feature `dpdk`): one queue of a DPDK port (DPDK 22.11, vdevs
+//!   such as net_af_packet and net_ring work without hugepages).
 //!
 //! And around them:
 //! - [`bifurcate::Bifurcation`]: the XDP program that sends only the served IPv4 address and
 //!   ports (plus ARP for that address) to the queue's AF_XDP socket and passes everything else
 //!   to the kernel.
 //! - [`rss`]: which rx queue a 4-tuple lands on, where the driver can tell.
+//! - [`iface::InterfaceInfo`]: the interface's index, MAC, MTU and rx queue count.
 //!
 //! Nothing here takes a lock or an atomic read-modify-write on the data path: a driver queue
 //! belongs to exactly one shard. The in-memory pair is the exception (a mutex per direction);
@@ -132,15 +135,16 @@ pub struct Stats {
     /// Frames handed to the wire by `flush`, and their bytes.
     pub tx_frames: u64,
     pub tx_bytes: u64,
-    /// Frames lost before reaching us: a full receive queue (mem), or descriptors the kernel
-    /// gave us that point outside the UMEM (AF_XDP; never expected). The kernel's own AF_XDP
+    /// Frames lost before reaching us: a full receive queue (mem), descriptors the kernel
+    /// gave us that point outside the UMEM (AF_XDP; never expected), multi-segment frames
+    /// (DPDK). The kernel's own AF_XDP
     /// drop counters are in [`xsk::XskSocket::kernel_stats`].
     pub rx_dropped: u64,
     /// `tx_frame` calls refused because no buffer or ring slot was free.
     pub tx_ring_full: u64,
     /// Frames whose builder returned a length above the frame capacity.
     pub tx_invalid: u64,
-    /// Frames sent but lost on the way (mem impairments, or a full peer queue).
+    /// Frames sent but lost on the way on purpose (mem: impairments and `drop_next`).
     pub tx_dropped: u64,
     /// Syscalls made to wake the kernel (AF_XDP need_wakeup / busy poll), and how many of
     /// them failed with something other than a transient "try again".

@@ -94,6 +94,8 @@ struct Link {
     depth: usize,
     /// Frames lost to a full queue, reported by the receiving port.
     overflowed: u64,
+    /// Frames still to be lost on purpose ([`MemPort::drop_next`]).
+    drop_next: u64,
 }
 
 impl Link {
@@ -113,6 +115,7 @@ impl Link {
                 .collect(),
             depth: cfg.queue_depth,
             overflowed: 0,
+            drop_next: 0,
         }
     }
 
@@ -137,6 +140,11 @@ impl Link {
 
     /// Puts one transmitted frame on the wire; returns how many were lost.
     fn send(&mut self, frame: Vec<u8>) -> u64 {
+        if self.drop_next > 0 {
+            self.drop_next -= 1;
+            self.recycle(frame);
+            return 1;
+        }
         if self.rng.chance(self.imp.loss) {
             self.recycle(frame);
             return 1;
@@ -224,6 +232,12 @@ impl MemPort {
             reorder: clamp(imp.reorder),
             duplicate: clamp(imp.duplicate),
         };
+    }
+
+    /// Loses exactly the next `n` frames this port sends (on top of any impairments): for
+    /// tests that need one particular segment to vanish.
+    pub fn drop_next(&mut self, n: u64) {
+        lock(&self.tx).drop_next = n;
     }
 
     /// Frames waiting in this port's receive queue (held-back frames included).
@@ -423,6 +437,19 @@ mod tests {
             "about 10% duplicated, got {dups}"
         );
         assert!(reordered > 30, "some frames reordered, got {reordered}");
+    }
+
+    #[test]
+    fn drop_next_loses_exactly_those_frames() {
+        let (mut a, mut b) = MemPair::lossless();
+        a.drop_next(2);
+        for i in 0..4u8 {
+            assert!(send(&mut a, &[i]));
+        }
+        a.flush();
+        assert_eq!(drain(&mut b), vec![vec![2], vec![3]]);
+        assert_eq!(a.stats().tx_dropped, 2);
+        assert_eq!(a.stats().tx_frames, 4);
     }
 
     #[test]

@@ -730,6 +730,9 @@ impl AsRawFd for XskSocket {
 
 impl FrameIo for XskSocket {
     fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, mut f: F) -> usize {
+        if max == 0 {
+            return 0;
+        }
         let max = u32::try_from(max).unwrap_or(u32::MAX);
         let (first, n) = self.rx.peek(max);
         if n == 0 {
