@@ -76,19 +76,31 @@ pub enum RssModel {
 }
 
 impl RssModel {
-    /// The model for `ifname` in the calling thread's network namespace. Today this
-    /// recognises veth (unknown: see the module docs); other drivers are reported unknown
-    /// until their key and table are read (`ethtool -x`) and passed to
-    /// [`RssModel::Toeplitz`] by the caller.
+    /// The model for `ifname` in the calling thread's network namespace: veth is unknown
+    /// (see the module docs); a driver that reports a Toeplitz key and indirection table
+    /// (`ethtool -x`) gets [`RssModel::Toeplitz`], which assumes the NIC hashes TCP over the
+    /// 4-tuple (the usual default; check `ethtool -n IF rx-flow-hash tcp4`); anything else is
+    /// unknown.
     pub fn for_interface(ifname: &str) -> Result<RssModel> {
         let driver = driver_name(ifname)?;
-        Ok(match driver.as_str() {
-            "veth" => RssModel::Unknown(
+        if driver == "veth" {
+            return Ok(RssModel::Unknown(
                 "veth: the rx queue is the peer's tx queue (its XPS or flow hash), not a hash we can compute".into(),
-            ),
-            "" => RssModel::Unknown(format!("`{ifname}` reports no driver")),
-            other => RssModel::Unknown(format!(
-                "driver `{other}`: read its key and indirection table with `ethtool -x {ifname}`"
+            ));
+        }
+        Ok(match read_rss(ifname)? {
+            Some(rss) if rss.hfunc == ETH_RSS_HASH_TOP && !rss.indirection.is_empty() => {
+                RssModel::Toeplitz {
+                    key: rss.key,
+                    indirection: rss.indirection,
+                }
+            }
+            Some(rss) => RssModel::Unknown(format!(
+                "driver `{driver}` hashes with function {:#x}, not Toeplitz (or has no table)",
+                rss.hfunc
+            )),
+            None => RssModel::Unknown(format!(
+                "driver `{driver}` of `{ifname}` does not report its RSS table"
             )),
         })
     }
@@ -136,6 +148,86 @@ pub fn pick_local_port(
             };
             model.queue_for(&replies) == Some(queue)
         })
+}
+
+/// `ETH_RSS_HASH_TOP`: the Toeplitz bit of `ethtool_rxfh.hfunc`.
+pub const ETH_RSS_HASH_TOP: u8 = 1;
+
+/// An interface's RSS configuration as `ethtool -x` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RssTable {
+    /// Hash function bit (`ETH_RSS_HASH_*`).
+    pub hfunc: u8,
+    pub key: Vec<u8>,
+    pub indirection: Vec<u32>,
+}
+
+/// Size of `struct ethtool_rxfh` before its flexible `rss_config` array.
+const RXFH_HEADER: usize = 24;
+
+/// Decodes a filled `struct ethtool_rxfh` (header, then `indir_size` u32s, then `key_size`
+/// key bytes), checking every length against the buffer.
+fn parse_rxfh(buf: &[u8]) -> Option<RssTable> {
+    let word = |i: usize| {
+        buf.get(i..i + 4)
+            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let indir_size = word(8)? as usize;
+    let key_size = word(12)? as usize;
+    let hfunc = *buf.get(16)?;
+    let indir_bytes = buf.get(RXFH_HEADER..RXFH_HEADER.checked_add(indir_size.checked_mul(4)?)?)?;
+    let indirection = indir_bytes
+        .chunks_exact(4)
+        .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let key_start = RXFH_HEADER + indir_size * 4;
+    let key = buf
+        .get(key_start..key_start.checked_add(key_size)?)?
+        .to_vec();
+    Some(RssTable {
+        hfunc,
+        key,
+        indirection,
+    })
+}
+
+/// The interface's RSS key and indirection table (`ETHTOOL_GRSSH`), or None when the driver
+/// does not report them (veth, lo).
+pub fn read_rss(ifname: &str) -> Result<Option<RssTable>> {
+    const ETHTOOL_GRSSH: u32 = 0x46;
+    let sock = iface::control_socket()?;
+    let call = |buf: &mut [u32]| -> Result<bool> {
+        let mut ifr = iface::ifreq(ifname)?;
+        ifr.ifr_ifru.ifru_data = buf.as_mut_ptr() as *mut libc::c_char;
+        match iface::ioctl(&sock, iface::SIOCETHTOOL, &mut ifr, ifname, "ethtool -x") {
+            Ok(()) => Ok(true),
+            Err(Error::Os { source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    };
+    // First call: sizes only (u32 words, so the buffer is aligned for the kernel's u32s).
+    let mut head = [0u32; RXFH_HEADER / 4];
+    head[0] = ETHTOOL_GRSSH;
+    if !call(&mut head)? {
+        return Ok(None);
+    }
+    let (indir_size, key_size) = (head[2] as usize, head[3] as usize);
+    if indir_size > 1 << 16 || key_size > 1 << 10 {
+        return Err(Error::Config(format!(
+            "implausible RSS sizes from `{ifname}`: {indir_size}/{key_size}"
+        )));
+    }
+    let mut buf = vec![0u32; (RXFH_HEADER + indir_size * 4 + key_size).div_ceil(4)];
+    buf[0] = ETHTOOL_GRSSH;
+    buf[2] = indir_size as u32;
+    buf[3] = key_size as u32;
+    if !call(&mut buf)? {
+        return Ok(None);
+    }
+    let bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    Ok(parse_rxfh(&bytes))
 }
 
 /// The interface's driver name (`ethtool -i`), or "" for devices without one (lo).
@@ -272,7 +364,32 @@ mod tests {
     }
 
     #[test]
+    fn rxfh_buffers_are_decoded_with_bounds_checks() {
+        let mut buf = Vec::new();
+        for w in [0x46u32, 0, 4, 3] {
+            buf.extend_from_slice(&w.to_ne_bytes());
+        }
+        buf.extend_from_slice(&[ETH_RSS_HASH_TOP, 0, 0, 0, 0, 0, 0, 0]);
+        for q in [0u32, 1, 0, 1] {
+            buf.extend_from_slice(&q.to_ne_bytes());
+        }
+        buf.extend_from_slice(&[0xaa, 0xbb, 0xcc, 0]);
+        let t = parse_rxfh(&buf).unwrap();
+        assert_eq!(
+            t,
+            RssTable {
+                hfunc: ETH_RSS_HASH_TOP,
+                key: vec![0xaa, 0xbb, 0xcc],
+                indirection: vec![0, 1, 0, 1]
+            }
+        );
+        assert_eq!(parse_rxfh(&buf[..30]), None, "table cut short");
+        assert_eq!(parse_rxfh(&buf[..10]), None, "header cut short");
+    }
+
+    #[test]
     fn loopback_is_unknown_and_missing_interfaces_are_errors() {
+        assert_eq!(read_rss("lo").unwrap(), None);
         assert!(matches!(
             RssModel::for_interface("lo").unwrap(),
             RssModel::Unknown(_)

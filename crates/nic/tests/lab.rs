@@ -312,6 +312,11 @@ fn interface_facts_busy_poll_options_and_one_socket_per_queue() {
         .run(|| {
             let info = wirespeed_nic::InterfaceInfo::query("xa0").unwrap();
             let rss = wirespeed_nic::rss::RssModel::for_interface("xa0").unwrap();
+            assert_eq!(
+                wirespeed_nic::rss::read_rss("xa0").unwrap(),
+                None,
+                "veth reports no RSS table"
+            );
             let cfg = XskConfig {
                 busy_poll: Some(BusyPoll {
                     required: true,
