@@ -653,8 +653,10 @@ impl XskSocket {
         addr & !(u64::from(self.frame_size) - 1)
     }
 
-    /// Makes the wakeup syscall; transient refusals are normal (the kernel is busy).
-    fn wake(&mut self, rx: bool) {
+    /// Makes the wakeup syscall; transient refusals are normal (the kernel is busy). Returns
+    /// true when the kernel stopped early with more work left (EAGAIN: in copy mode one
+    /// `sendto` sends at most a budget of frames, 32 by default).
+    fn wake(&mut self, rx: bool) -> bool {
         let fd = self.fd.as_raw_fd();
         // SAFETY: zero-length calls with null buffers; they only kick the kernel.
         let rc = unsafe {
@@ -679,15 +681,17 @@ impl XskSocket {
             }
         };
         self.stats.wakeups += 1;
-        if rc < 0 {
-            let e = std::io::Error::last_os_error().raw_os_error();
-            if !matches!(
-                e,
-                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::ENETDOWN)
-            ) {
-                self.stats.wakeup_errors += 1;
-            }
+        if rc >= 0 {
+            return false;
         }
+        let e = std::io::Error::last_os_error().raw_os_error();
+        if !matches!(
+            e,
+            Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::ENETDOWN)
+        ) {
+            self.stats.wakeup_errors += 1;
+        }
+        e == Some(libc::EAGAIN)
     }
 
     /// Moves completed transmit chunks back to the free stack.
@@ -737,7 +741,7 @@ impl FrameIo for XskSocket {
         let (first, n) = self.rx.peek(max);
         if n == 0 {
             if self.busy_poll || !self.need_wakeup || self.fill.needs_wakeup() {
-                self.wake(true);
+                let _ = self.wake(true);
             }
             return 0;
         }
@@ -813,8 +817,14 @@ impl FrameIo for XskSocket {
             self.tx_queued_bytes = 0;
         }
         // Kick only while the kernel has descriptors it has not taken, and only if it asks.
-        if self.tx.pending() > 0 && (!self.need_wakeup || self.tx.needs_wakeup()) {
-            self.wake(false);
+        // In copy mode each kick sends one budget and answers EAGAIN if more is left, so kick
+        // again (bounded by the ring: a budget is at least one frame).
+        let mut kicks = self.tx.size() / 32 + 2;
+        while kicks > 0 && self.tx.pending() > 0 && (!self.need_wakeup || self.tx.needs_wakeup()) {
+            kicks -= 1;
+            if !self.wake(false) {
+                break;
+            }
         }
         self.reclaim();
     }

@@ -280,6 +280,80 @@ fn bifurcated_af_xdp_receives_served_traffic_and_transmits_to_the_peer() {
     let _ = OURS;
 }
 
+/// More frames in one flush than one copy-mode `sendto` sends: flush keeps kicking while the
+/// kernel answers EAGAIN, so the whole burst leaves.
+#[test]
+fn one_flush_sends_a_burst_larger_than_the_kernel_tx_budget() {
+    const N: usize = 200;
+    let lab = lab("t");
+    let mut sock = lab
+        .a
+        .run(|| XskSocket::open("xa0", 0, &small_config(BindMode::Copy)))
+        .unwrap()
+        .unwrap();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let b_name = lab.b.name().to_string();
+    let receiver = std::thread::spawn(move || {
+        let f = std::fs::File::open(format!("/run/netns/{b_name}")).unwrap();
+        // SAFETY: setns on this fresh thread only.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let s = UdpSocket::bind(SocketAddrV4::new(PEER, 9001)).unwrap();
+        let big: libc::c_int = 8 << 20;
+        // SAFETY: valid socket and option value.
+        let rc = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                &big as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut n = 0;
+        let mut buf = [0u8; 2048];
+        while n < N && s.recv_from(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    for i in 0..N {
+        let frame = udp_frame(
+            MAC_B,
+            MAC_A,
+            SERVED,
+            PEER,
+            SERVED_PORT,
+            9001,
+            format!("burst-{i}").as_bytes(),
+        );
+        assert!(sock.tx_frame(|buf| {
+            buf[..frame.len()].copy_from_slice(&frame);
+            frame.len()
+        }));
+    }
+    sock.flush();
+    let wakeups = sock.stats().wakeups;
+    assert_eq!(
+        receiver.join().unwrap(),
+        N,
+        "every frame of the burst arrives"
+    );
+    assert!(
+        wakeups >= (N / 32) as u64,
+        "copy mode needed several kicks: {wakeups}"
+    );
+    // The completions come back: all transmit chunks are free again.
+    for _ in 0..100 {
+        sock.flush();
+    }
+    assert_eq!(sock.stats().tx_ring_full, 0);
+    eprintln!("burst of {N}: {} wakeups", sock.stats().wakeups);
+}
+
 #[test]
 fn zero_copy_on_veth_fails_clearly_or_falls_back() {
     let lab = lab("z");
