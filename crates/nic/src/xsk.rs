@@ -628,6 +628,30 @@ impl XskSocket {
         self.queue
     }
 
+    /// Sleeps until a frame waits in the rx ring or `timeout` passes; true when one waits.
+    /// For a shard that has been idle for a while and wants to stop spinning.
+    pub fn wait_readable(&self, timeout: std::time::Duration) -> Result<bool> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(Error::Os {
+                what: "poll AF_XDP socket".into(),
+                source: e,
+            });
+        }
+        Ok(rc > 0 && pfd.revents & libc::POLLIN != 0)
+    }
+
     /// The kernel's drop counters for this socket (a syscall: for reports, not per burst).
     pub fn kernel_stats(&self) -> Result<KernelStats> {
         getsockopt(self.fd.as_raw_fd(), sys::SOL_XDP, sys::XDP_STATISTICS).map_err(|source| {

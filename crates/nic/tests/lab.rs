@@ -152,9 +152,18 @@ fn bifurcated_af_xdp_receives_served_traffic_and_transmits_to_the_peer() {
     let link = lab.a.ip(&["link", "show", "xa0"]).unwrap();
     assert!(link.contains("xdp"), "program attached: {link}");
 
+    assert!(
+        !socks[0].wait_readable(Duration::from_millis(20)).unwrap(),
+        "nothing sent yet"
+    );
+
     // 1. The peer's kernel resolves the served address: its ARP request reaches our socket
     //    and our hand-made reply lets the datagram it queued go out.
     send_from_peer(&lab, 0, 5000, 1, "first");
+    let woke = socks
+        .iter()
+        .any(|s| s.wait_readable(Duration::from_millis(500)).unwrap());
+    assert!(woke, "poll(2) wakes an idle shard when a frame arrives");
     let arp_req = collect(&mut socks, 1, |f| parse_arp_request(f).is_some());
     assert_eq!(
         arp_req.len(),
