@@ -27,6 +27,8 @@
 //! - [`rss`]: which rx queue a 4-tuple lands on, where the driver can tell.
 //! - [`iface::InterfaceInfo`]: the interface's index, MAC, MTU and rx queue count.
 //!
+//! [`AnyQueue`] wraps any of them for code that picks the driver at run time.
+//!
 //! Nothing here takes a lock or an atomic read-modify-write on the data path: a driver queue
 //! belongs to exactly one shard. The in-memory pair is the exception (a mutex per direction);
 //! it exists for tests.
@@ -150,4 +152,125 @@ pub struct Stats {
     /// them failed with something other than a transient "try again".
     pub wakeups: u64,
     pub wakeup_errors: u64,
+}
+
+impl<T: FrameIo + ?Sized> FrameIo for &mut T {
+    fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, f: F) -> usize {
+        (**self).rx_burst(max, f)
+    }
+    fn tx_frame<F: FnOnce(&mut [u8]) -> usize>(&mut self, f: F) -> bool {
+        (**self).tx_frame(f)
+    }
+    fn flush(&mut self) {
+        (**self).flush()
+    }
+    fn frame_capacity(&self) -> usize {
+        (**self).frame_capacity()
+    }
+    fn stats(&self) -> &Stats {
+        (**self).stats()
+    }
+}
+
+/// Any driver queue, for code that picks the driver at run time (`--stack xdp` vs tests)
+/// without making everything generic. One `match` per call: per burst, not per byte.
+// One per shard, so its size does not matter, and boxing would add a pointer chase per call.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum AnyQueue {
+    Xsk(XskSocket),
+    Mem(MemPort),
+    #[cfg(feature = "dpdk")]
+    Dpdk(dpdk::DpdkQueue),
+}
+
+macro_rules! each_driver {
+    ($self:expr, $q:ident => $body:expr) => {
+        match $self {
+            AnyQueue::Xsk($q) => $body,
+            AnyQueue::Mem($q) => $body,
+            #[cfg(feature = "dpdk")]
+            AnyQueue::Dpdk($q) => $body,
+        }
+    };
+}
+
+impl FrameIo for AnyQueue {
+    fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, f: F) -> usize {
+        each_driver!(self, q => q.rx_burst(max, f))
+    }
+    fn tx_frame<F: FnOnce(&mut [u8]) -> usize>(&mut self, f: F) -> bool {
+        each_driver!(self, q => q.tx_frame(f))
+    }
+    fn flush(&mut self) {
+        each_driver!(self, q => q.flush())
+    }
+    fn frame_capacity(&self) -> usize {
+        each_driver!(self, q => q.frame_capacity())
+    }
+    fn stats(&self) -> &Stats {
+        each_driver!(self, q => q.stats())
+    }
+}
+
+impl From<XskSocket> for AnyQueue {
+    fn from(q: XskSocket) -> Self {
+        AnyQueue::Xsk(q)
+    }
+}
+
+impl From<MemPort> for AnyQueue {
+    fn from(q: MemPort) -> Self {
+        AnyQueue::Mem(q)
+    }
+}
+
+#[cfg(feature = "dpdk")]
+impl From<dpdk::DpdkQueue> for AnyQueue {
+    fn from(q: dpdk::DpdkQueue) -> Self {
+        AnyQueue::Dpdk(q)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echo_once(q: &mut impl FrameIo) -> usize {
+        let mut frames = Vec::new();
+        q.rx_burst(8, |f| frames.push(f.to_vec()));
+        for f in &frames {
+            q.tx_frame(|buf| {
+                buf[..f.len()].copy_from_slice(f);
+                f.len()
+            });
+        }
+        q.flush();
+        frames.len()
+    }
+
+    #[test]
+    fn any_queue_and_references_drive_like_the_driver() {
+        let (a, b) = MemPair::lossless();
+        let mut a = AnyQueue::from(a);
+        let mut b = AnyQueue::from(b);
+        assert!(a.tx_frame(|buf| {
+            buf[..3].copy_from_slice(b"abc");
+            3
+        }));
+        a.flush();
+        assert_eq!(echo_once(&mut &mut b), 1, "through &mut AnyQueue");
+        let mut back = Vec::new();
+        a.rx_burst(8, |f| back.push(f.to_vec()));
+        assert_eq!(back, vec![b"abc".to_vec()]);
+        assert_eq!(
+            (
+                a.stats().tx_frames,
+                b.stats().rx_frames,
+                b.stats().tx_frames
+            ),
+            (1, 1, 1)
+        );
+        assert_eq!(a.frame_capacity(), 2048);
+    }
 }
