@@ -10,6 +10,7 @@ pub mod echo;
 pub mod hist;
 pub mod http;
 pub mod load;
+pub mod probe;
 pub mod report;
 
 #[derive(Debug, thiserror::Error)]
