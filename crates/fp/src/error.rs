@@ -3,14 +3,12 @@
 use std::io;
 
 #[derive(Debug, thiserror::Error)]
+// The cause is part of the message, not a `source`, so a printed chain says it once.
 pub enum Error {
-    #[error("{what}: {source}")]
-    Bpf {
-        what: String,
-        source: libbpf_rs::Error,
-    },
-    #[error("{what}: {source}")]
-    Io { what: String, source: io::Error },
+    #[error("{what}: {err}")]
+    Bpf { what: String, err: libbpf_rs::Error },
+    #[error("{what}: {err}")]
+    Io { what: String, err: io::Error },
     #[error("netlink: {0}")]
     Netlink(String),
     #[error("nftables ruleset: {0}")]
@@ -23,10 +21,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 pub(crate) fn bpf(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> Error {
     let what = what.into();
-    move |source| Error::Bpf { what, source }
+    move |err| Error::Bpf { what, err }
 }
 
 pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
     let what = what.into();
-    move |source| Error::Io { what, source }
+    move |err| Error::Io { what, err }
 }

@@ -2,6 +2,7 @@
 //! a specialized XDP program per interface out, the kernel as the slow path for the rest.
 
 pub mod counters;
+pub mod daemon;
 pub mod error;
 pub mod filter;
 pub mod loader;

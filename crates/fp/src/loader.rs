@@ -195,7 +195,7 @@ impl Program {
         if rc != 0 {
             return Err(Error::Io {
                 what: "BPF_PROG_TEST_RUN".into(),
-                source: std::io::Error::from_raw_os_error(-rc),
+                err: std::io::Error::from_raw_os_error(-rc),
             });
         }
         out.truncate(opts.data_size_out as usize);
@@ -282,7 +282,7 @@ impl Attachment {
         if rc != 0 {
             return Err(Error::Io {
                 what: format!("bpf_link_update on ifindex {}", self.ifindex),
-                source: std::io::Error::from_raw_os_error(-rc),
+                err: std::io::Error::from_raw_os_error(-rc),
             });
         }
         Ok(())

@@ -203,7 +203,7 @@ fn cvt(rc: i32, what: &str) -> Result<i32> {
     if rc < 0 {
         Err(Error::Io {
             what: what.into(),
-            source: io::Error::last_os_error(),
+            err: io::Error::last_os_error(),
         })
     } else {
         Ok(rc)
@@ -288,7 +288,7 @@ impl Socket {
                 Some(libc::EINTR) => Ok(None),
                 _ => Err(Error::Io {
                     what: "netlink recv".into(),
-                    source: e,
+                    err: e,
                 }),
             };
         }

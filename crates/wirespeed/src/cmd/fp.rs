@@ -1,8 +1,146 @@
-//! Not built yet: owned by the issue that adds this subcommand.
+//! `wirespeed fp`: the transparent fast path. `run` watches the kernel's networking
+//! configuration and keeps a specialized XDP program on each interface; `status` shows what
+//! each interface runs and what its packets did.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{bail, Context};
+use wirespeed_fp::daemon::{self, Config, Daemon};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("this subcommand is not built yet")
+#[derive(clap::Subcommand)]
+enum Cmd {
+    /// Watch links, addresses, routes, rules, neighbours, sysctls and nftables; keep the
+    /// fast path in step until SIGINT/SIGTERM, then detach cleanly.
+    Run {
+        /// Serve only these interfaces (comma-separated); default: every eligible one.
+        #[arg(long, value_delimiter = ',')]
+        interfaces: Option<Vec<String>>,
+        /// Status file (default: one per network namespace under /run/wirespeed/fp).
+        #[arg(long)]
+        status: Option<PathBuf>,
+        /// Allow attaching in the host's own network namespace (off: lab namespaces only).
+        #[arg(long)]
+        allow_host: bool,
+    },
+    /// Per interface: hook, modules, map sizes, packets fast-pathed vs passed and why, and
+    /// the response time from kernel event to updated data path.
+    Status {
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        status: Option<PathBuf>,
+    },
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.cmd {
+        Cmd::Run {
+            interfaces,
+            status,
+            allow_host,
+        } => {
+            if daemon::lab_netns().is_none() && !allow_host {
+                bail!(
+                    "refusing to attach outside a lab namespace: run it as \
+                     `ip netns exec ws-NAME wirespeed fp run`, or pass --allow-host"
+                );
+            }
+            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+            unsafe {
+                libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+                libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+            }
+            let cfg = Config {
+                only: interfaces,
+                status_path: status.unwrap_or_else(daemon::default_status_path),
+            };
+            eprintln!(
+                "wirespeed fp: running; status in {}",
+                cfg.status_path.display()
+            );
+            Daemon::new(cfg)
+                .context("start the fast-path daemon")?
+                .run(&STOP)
+                .context("fast-path daemon")?;
+            Ok(())
+        }
+        Cmd::Status { json, status } => {
+            let path = status.unwrap_or_else(daemon::default_status_path);
+            let s = daemon::read_status_file(&path).with_context(|| {
+                format!(
+                    "no fast-path status at {} (is `wirespeed fp run` running here?)",
+                    path.display()
+                )
+            })?;
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            let alive = s.running && unsafe { libc::kill(s.pid as i32, 0) } == 0;
+            if json {
+                let mut v = serde_json::to_value(&s)?;
+                v["running"] = serde_json::Value::Bool(alive);
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(());
+            }
+            println!(
+                "daemon pid {} {}",
+                s.pid,
+                if alive {
+                    "running"
+                } else {
+                    "NOT running (kernel carries all traffic)"
+                }
+            );
+            println!("filter ipv4: {}", s.filter_v4);
+            println!("filter ipv6: {}", s.filter_v6);
+            println!(
+                "response (event -> data path): {} events, median {:.1} us, p99 {:.1} us",
+                s.response_count, s.response_median_us, s.response_p99_us
+            );
+            println!(
+                "{:<10} {:<14} {:<32} {:>12} {:>12}  maps",
+                "iface", "hook", "modules", "fast-pathed", "passed"
+            );
+            for p in &s.ports {
+                let maps: Vec<String> = p.maps.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                println!(
+                    "{:<10} {:<14} {:<32} {:>12} {:>12}  {}",
+                    p.name,
+                    p.hook,
+                    p.modules.join("+"),
+                    p.fast_pathed,
+                    p.passed,
+                    maps.join(" ")
+                );
+                let why: Vec<String> = p.reasons.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                if !why.is_empty() {
+                    println!("{:<10} why: {}", "", why.join(" "));
+                }
+                for n in &p.notes {
+                    println!("{:<10} note: {n}", "");
+                }
+            }
+            for e in &s.errors {
+                println!("error: {e}");
+            }
+            if let Some(r) = s.responses.first() {
+                println!(
+                    "last change: {} -> {} in {:.1} us",
+                    r.events, r.action, r.micros
+                );
+            }
+            Ok(())
+        }
+    }
 }

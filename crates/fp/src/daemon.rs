@@ -1,0 +1,545 @@
+//! `wirespeed fp run`: watch the kernel (netlink events, nftables events, polled files), keep
+//! the model, and make each interface's attached program match the plan. I/O lives here; the
+//! decisions live in `model` and `filter`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::counters::Counters;
+use crate::error::{io, Error, Result};
+use crate::filter::{FamilyFilter, FilterPlan, Tables};
+use crate::loader::{self, Attachment, Features, Hook, Program};
+use crate::model::{Event, Model, Plan};
+use crate::netlink::{self, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
+
+pub const STATUS_DIR: &str = "/run/wirespeed/fp";
+
+/// The status file of the daemon serving the calling thread's network namespace: one per
+/// namespace, so daemons in different lab namespaces do not collide.
+pub fn default_status_path() -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata("/proc/thread-self/ns/net") {
+        Ok(m) => PathBuf::from(format!("{STATUS_DIR}/net-{}.json", m.ino())),
+        Err(_) => PathBuf::from(format!("{STATUS_DIR}/status.json")),
+    }
+}
+
+/// Files with no change events (x_tables presence): polled at this period.
+pub const POLL_PERIOD: Duration = Duration::from_millis(100);
+const STATUS_PERIOD: Duration = Duration::from_millis(500);
+const RESPONSES_KEPT: usize = 4096;
+
+/// The name of the lab namespace (/run/netns/ws-*) the calling thread is in, if any.
+pub fn lab_netns() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = std::fs::metadata("/proc/thread-self/ns/net").ok()?;
+    for e in std::fs::read_dir("/run/netns").ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("ws-") {
+            continue;
+        }
+        if let Ok(m) = std::fs::metadata(e.path()) {
+            if m.ino() == me.ino() && m.dev() == me.dev() {
+                return Some(name);
+            }
+        }
+    }
+    None
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Serve only these interfaces (None: every eligible one).
+    pub only: Option<Vec<String>>,
+    pub status_path: PathBuf,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            only: None,
+            status_path: default_status_path(),
+        }
+    }
+}
+
+struct Port {
+    name: String,
+    prog: Program,
+    att: Attachment,
+    tables: Option<Tables>,
+    /// Counts of the programs this one replaced.
+    base: Counters,
+    swaps: u64,
+}
+
+/// One response: kernel event received -> data path updated.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Response {
+    pub events: String,
+    /// none (the kernel's tables are the data path's), maps, swap, attach, detach
+    pub action: String,
+    pub micros: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct PortStatus {
+    pub ifindex: u32,
+    pub name: String,
+    pub hook: String,
+    pub modules: Vec<String>,
+    pub notes: Vec<String>,
+    pub maps: BTreeMap<String, usize>,
+    pub fast_pathed: u64,
+    pub passed: u64,
+    pub reasons: BTreeMap<String, u64>,
+    pub swaps: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Status {
+    pub pid: u32,
+    pub running: bool,
+    pub updated_unix_ms: u64,
+    pub ports: Vec<PortStatus>,
+    pub filter_v4: String,
+    pub filter_v6: String,
+    pub errors: Vec<String>,
+    pub response_count: usize,
+    pub response_median_us: f64,
+    pub response_p99_us: f64,
+    pub responses: Vec<Response>,
+}
+
+pub struct Daemon {
+    cfg: Config,
+    model: Model,
+    ports: BTreeMap<u32, Port>,
+    responses: VecDeque<Response>,
+    errors: Vec<String>,
+    dump: Socket,
+    legacy: (bool, bool),
+    applied: Plan,
+}
+
+fn read_sysctl(path: &str) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// x_tables (iptables-legacy) tables in this thread's namespace.
+fn legacy_tables() -> (bool, bool) {
+    let has = |f: &str| {
+        std::fs::read_to_string(format!("/proc/thread-self/net/{f}"))
+            .map(|s| !s.trim().is_empty())
+            .unwrap_or(false)
+    };
+    (has("ip_tables_names"), has("ip6_tables_names"))
+}
+
+fn nft_ruleset() -> Result<String> {
+    let out = Command::new("nft")
+        .args(["-j", "list", "ruleset"])
+        .output()
+        .map_err(io("run nft -j list ruleset"))?;
+    if !out.status.success() {
+        return Err(Error::Nft(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ));
+    }
+    let s = String::from_utf8_lossy(&out.stdout).into_owned();
+    // An empty ruleset prints nothing with some nft versions.
+    Ok(if s.trim().is_empty() {
+        r#"{"nftables": []}"#.to_string()
+    } else {
+        s
+    })
+}
+
+fn filter_text(f: &FamilyFilter) -> String {
+    match f {
+        FamilyFilter::Open => "open (no forward chain)".into(),
+        FamilyFilter::Compiled { policy_drop, rules } => {
+            format!(
+                "compiled: {rules} rules, policy {}",
+                if *policy_drop { "drop" } else { "accept" }
+            )
+        }
+        FamilyFilter::Kernel(why) => format!("kernel: {why}"),
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+impl Daemon {
+    pub fn new(cfg: Config) -> Result<Daemon> {
+        let model = Model {
+            only: cfg.only.clone(),
+            ..Model::default()
+        };
+        Ok(Daemon {
+            cfg,
+            model,
+            ports: BTreeMap::new(),
+            responses: VecDeque::new(),
+            errors: Vec::new(),
+            dump: Socket::open(NETLINK_ROUTE)?,
+            legacy: (false, false),
+            applied: Plan::default(),
+        })
+    }
+
+    fn sync_links(&mut self) -> Result<()> {
+        let links = netlink::dump_links(&mut self.dump)?;
+        self.model.links = links.into_iter().map(|l| (l.index, l)).collect();
+        Ok(())
+    }
+
+    fn sync_rules(&mut self, family: u8) -> Result<()> {
+        let rules = netlink::dump_rules(&mut self.dump, family)?;
+        self.model.set_rules(family, &rules);
+        Ok(())
+    }
+
+    fn sync_sysctls(&mut self) {
+        let s = &mut self.model.sysctls;
+        s.v4_forwarding.clear();
+        s.rp_filter.clear();
+        let all_rp = read_sysctl("/proc/sys/net/ipv4/conf/all/rp_filter").unwrap_or(0);
+        for l in self.model.links.values() {
+            let base = format!("/proc/sys/net/ipv4/conf/{}", l.name);
+            s.v4_forwarding.insert(
+                l.name.clone(),
+                read_sysctl(&format!("{base}/forwarding")) == Some(1),
+            );
+            let rp = read_sysctl(&format!("{base}/rp_filter"))
+                .unwrap_or(0)
+                .max(all_rp);
+            s.rp_filter.insert(l.name.clone(), rp);
+        }
+        s.v6_forwarding = read_sysctl("/proc/sys/net/ipv6/conf/all/forwarding") == Some(1);
+    }
+
+    fn sync_filter(&mut self) -> Result<()> {
+        self.legacy = legacy_tables();
+        let json = nft_ruleset()?;
+        self.model.filter = FilterPlan::from_nft_json(&json, self.legacy.0, self.legacy.1)?;
+        Ok(())
+    }
+
+    fn sync_all(&mut self) -> Result<()> {
+        self.sync_links()?;
+        self.sync_rules(2)?;
+        self.sync_rules(10)?;
+        self.sync_sysctls();
+        if let Err(e) = self.sync_filter() {
+            // Unknown filter state: nothing may be fast-pathed past it.
+            self.model.filter.v4 = FamilyFilter::Kernel(e.to_string());
+            self.model.filter.v6 = FamilyFilter::Kernel(e.to_string());
+        }
+        Ok(())
+    }
+
+    fn ifindex_of(&self, name: &str) -> Option<u32> {
+        self.model
+            .links
+            .values()
+            .find(|l| l.name == name)
+            .map(|l| l.index)
+    }
+
+    /// Makes the attached programs match the plan. Returns what it did.
+    fn reconcile(&mut self) -> &'static str {
+        let plan = self.model.plan();
+        if plan == self.applied && self.ports.keys().eq(plan.ports.keys()) {
+            return "none";
+        }
+        let mut action = "maps";
+        let before = self.ports.len();
+        self.ports.retain(|idx, _| plan.ports.contains_key(idx));
+        if self.ports.len() != before {
+            action = "detach";
+        }
+        for (idx, pp) in &plan.ports {
+            let f = pp.features;
+            let tables = (f.filter_v4 || f.filter_v6)
+                .then(|| self.model.filter.tables(&pp.name, &|n| self.ifindex_of(n)));
+            let res: Result<()> = (|| {
+                match self.ports.get_mut(idx) {
+                    Some(port) if port.prog.features == f && port.tables == tables => {
+                        port.prog.set_tx_ports(&plan.tx_ports)?;
+                    }
+                    Some(port) => {
+                        let prog = Program::load(&f)?;
+                        prog.set_tx_ports(&plan.tx_ports)?;
+                        if let Some(t) = &tables {
+                            prog.write_filter(t)?;
+                        }
+                        port.att.replace(&prog)?;
+                        if let Ok(c) = port.prog.counters() {
+                            for (b, n) in port.base.0.iter_mut().zip(c.0) {
+                                *b += n;
+                            }
+                        }
+                        port.prog = prog;
+                        port.tables = tables;
+                        port.swaps += 1;
+                        action = "swap";
+                    }
+                    None => {
+                        loader::remove_stale_xdp(*idx);
+                        let prog = Program::load(&f)?;
+                        prog.set_tx_ports(&plan.tx_ports)?;
+                        if let Some(t) = &tables {
+                            prog.write_filter(t)?;
+                        }
+                        let att = Attachment::xdp(&prog, *idx)?;
+                        self.ports.insert(
+                            *idx,
+                            Port {
+                                name: pp.name.clone(),
+                                prog,
+                                att,
+                                tables,
+                                base: Counters::default(),
+                                swaps: 0,
+                            },
+                        );
+                        action = "attach";
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(e) = res {
+                self.note_error(format!("{}: {e}", pp.name));
+            }
+        }
+        self.applied = plan;
+        action
+    }
+
+    fn note_error(&mut self, e: String) {
+        if self.errors.len() >= 32 {
+            self.errors.remove(0);
+        }
+        self.errors.push(e);
+    }
+
+    fn record(&mut self, events: String, action: &str, since: Instant) {
+        if self.responses.len() >= RESPONSES_KEPT {
+            self.responses.pop_front();
+        }
+        self.responses.push_back(Response {
+            events,
+            action: action.into(),
+            micros: since.elapsed().as_secs_f64() * 1e6,
+        });
+    }
+
+    pub fn status(&self, running: bool) -> Status {
+        let plan = &self.applied;
+        let mut ports = Vec::new();
+        for (idx, p) in &self.ports {
+            let mut c = p.prog.counters().unwrap_or_default();
+            for (n, b) in c.0.iter_mut().zip(p.base.0) {
+                *n += b;
+            }
+            let mut maps = BTreeMap::new();
+            maps.insert("tx_ports".to_string(), p.prog.tx_port_count());
+            if let Some(t) = &p.tables {
+                maps.insert("filter_rules".into(), t.actions.len());
+                maps.insert(
+                    "filter_lpm_entries".into(),
+                    t.src4.len() + t.dst4.len() + t.src6.len() + t.dst6.len(),
+                );
+                maps.insert("filter_port_entries".into(), t.sport.len() + t.dport.len());
+            }
+            let features: Features = p.prog.features;
+            ports.push(PortStatus {
+                ifindex: *idx,
+                name: p.name.clone(),
+                hook: match p.att.hook {
+                    Hook::XdpNative => "xdp (native)".into(),
+                    Hook::XdpGeneric => "xdp (generic)".into(),
+                },
+                modules: features.modules().into_iter().map(String::from).collect(),
+                notes: plan
+                    .ports
+                    .get(idx)
+                    .map(|pp| pp.notes.clone())
+                    .unwrap_or_default(),
+                maps,
+                fast_pathed: c.fast_pathed(),
+                passed: c.passed(),
+                reasons: c
+                    .nonzero()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
+                swaps: p.swaps,
+            });
+        }
+        let mut us: Vec<f64> = self.responses.iter().map(|r| r.micros).collect();
+        us.sort_by(|a, b| a.total_cmp(b));
+        Status {
+            pid: std::process::id(),
+            running,
+            updated_unix_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            ports,
+            filter_v4: filter_text(&self.model.filter.v4),
+            filter_v6: filter_text(&self.model.filter.v6),
+            errors: self.errors.clone(),
+            response_count: us.len(),
+            response_median_us: percentile(&us, 0.5),
+            response_p99_us: percentile(&us, 0.99),
+            responses: self.responses.iter().rev().take(50).cloned().collect(),
+        }
+    }
+
+    fn write_status(&self, running: bool) {
+        let _ = write_status_file(&self.cfg.status_path, &self.status(running));
+    }
+
+    /// Runs until `stop` is set. Dropping the ports closes their links, which detaches the
+    /// programs: the kernel carries all traffic again.
+    pub fn run(mut self, stop: &AtomicBool) -> Result<()> {
+        let events = Socket::open(NETLINK_ROUTE)?;
+        for g in netlink::ROUTE_GROUPS {
+            events.join(g)?;
+        }
+        let nft = Socket::open(NETLINK_NETFILTER)?;
+        nft.join(netlink::NFT_GROUP)?;
+        // Subscribe first, then dump: a change between the two is seen as an event.
+        self.sync_all()?;
+        let t0 = Instant::now();
+        let action = self.reconcile();
+        self.record("startup".into(), action, t0);
+        self.write_status(true);
+
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut last_poll = Instant::now();
+        let mut last_status = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let mut pfds = [
+                libc::pollfd {
+                    fd: events.raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: nft.raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: two valid pollfds.
+            unsafe { libc::poll(pfds.as_mut_ptr(), 2, POLL_PERIOD.as_millis() as i32) };
+            let t_event = Instant::now();
+            let mut kinds: Vec<&'static str> = Vec::new();
+            let mut changed = false;
+            let mut resync = false;
+            let (mut rules4, mut rules6, mut sysctls, mut filter) = (false, false, false, false);
+            while let Some(n) = events.recv(&mut buf)? {
+                if n == 0 {
+                    resync = true; // overrun: events were lost
+                    continue;
+                }
+                for m in netlink::messages(&buf[..n]) {
+                    let Some(ev) = netlink::parse_event(&m) else {
+                        continue;
+                    };
+                    kinds.push(ev.kind());
+                    changed |= self.model.apply(&ev);
+                    match ev {
+                        Event::Rules { family: 2 } => rules4 = true,
+                        Event::Rules { .. } => rules6 = true,
+                        Event::Netconf | Event::LinkNew(_) => sysctls = true,
+                        _ => {}
+                    }
+                }
+            }
+            while let Some(n) = nft.recv(&mut buf)? {
+                let _ = n;
+                filter = true;
+            }
+            if filter {
+                kinds.push("nftables");
+            }
+            if last_poll.elapsed() >= POLL_PERIOD {
+                last_poll = Instant::now();
+                if legacy_tables() != self.legacy {
+                    filter = true;
+                    kinds.push("x_tables");
+                }
+            }
+            let res: Result<()> = (|| {
+                if resync {
+                    self.sync_all()?;
+                    changed = true;
+                }
+                if rules4 {
+                    self.sync_rules(2)?;
+                }
+                if rules6 {
+                    self.sync_rules(10)?;
+                }
+                if sysctls {
+                    self.sync_sysctls();
+                }
+                if filter {
+                    if let Err(e) = self.sync_filter() {
+                        self.model.filter.v4 = FamilyFilter::Kernel(e.to_string());
+                        self.model.filter.v6 = FamilyFilter::Kernel(e.to_string());
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(e) = res {
+                self.note_error(e.to_string());
+            }
+            changed |= resync || rules4 || rules6 || sysctls || filter;
+            if !kinds.is_empty() {
+                kinds.dedup();
+                let action = if changed { self.reconcile() } else { "none" };
+                self.record(kinds.join(","), action, t_event);
+                self.write_status(true);
+                last_status = Instant::now();
+            } else if last_status.elapsed() >= STATUS_PERIOD {
+                self.write_status(true);
+                last_status = Instant::now();
+            }
+        }
+        let status = self.status(false);
+        self.ports.clear();
+        let _ = write_status_file(&self.cfg.status_path, &status);
+        Ok(())
+    }
+}
+
+pub fn write_status_file(path: &Path, status: &Status) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    let json = serde_json::to_vec_pretty(status).map_err(|e| Error::Invalid(e.to_string()))?;
+    std::fs::write(&tmp, json).map_err(io(format!("write {}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(io(format!("rename to {}", path.display())))
+}
+
+pub fn read_status_file(path: &Path) -> Result<Status> {
+    let s = std::fs::read_to_string(path).map_err(io(format!("read {}", path.display())))?;
+    serde_json::from_str(&s).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
+}

@@ -1,0 +1,215 @@
+//! Shared by the privileged tests: a `line` lab and a daemon running inside the DUT.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use wirespeed_fp::daemon::{read_status_file, Config, Daemon, Status};
+use wirespeed_lab::netns::add_addr;
+use wirespeed_lab::{Netns, Veth};
+
+/// source (v0) <-> (d0) dut (d1) <-> (s0) sink
+pub struct Line {
+    pub src: Netns,
+    pub dut: Netns,
+    pub sink: Netns,
+    _a: Veth,
+    _b: Veth,
+}
+
+pub const PREFIXES: u32 = 50;
+
+pub fn line(tag: &str) -> Line {
+    wirespeed_lab::require_root();
+    let id = std::process::id() % 100000;
+    let src = Netns::create(&format!("ws-f{tag}{id}s")).unwrap();
+    let dut = Netns::create(&format!("ws-f{tag}{id}d")).unwrap();
+    let sink = Netns::create(&format!("ws-f{tag}{id}k")).unwrap();
+    // Link-local addresses skip duplicate address detection, so neighbour discovery works at once.
+    for ns in [&src, &dut, &sink] {
+        ns.sysctl("net.ipv6.conf.default.accept_dad", "0").unwrap();
+        ns.sysctl("net.ipv6.conf.all.accept_dad", "0").unwrap();
+    }
+    let a = Veth::create(&src, "v0", &dut, "d0", 1).unwrap();
+    let b = Veth::create(&dut, "d1", &sink, "s0", 1).unwrap();
+    for (ns, dev, addr) in [
+        (&src, "v0", "198.18.0.1/24"),
+        (&src, "v0", "fd00:a::1/64"),
+        (&dut, "d0", "198.18.0.2/24"),
+        (&dut, "d0", "fd00:a::2/64"),
+        (&dut, "d1", "198.18.1.1/24"),
+        (&dut, "d1", "fd00:b::1/64"),
+        (&sink, "s0", "198.18.1.2/24"),
+        (&sink, "s0", "fd00:b::2/64"),
+        (&sink, "lo", "fd00:c::1/128"),
+    ] {
+        add_addr(ns, dev, addr).unwrap();
+    }
+    src.ip(&["route", "add", "default", "via", "198.18.0.2"])
+        .unwrap();
+    src.ip(&["-6", "route", "add", "default", "via", "fd00:a::2"])
+        .unwrap();
+    sink.ip(&["route", "add", "default", "via", "198.18.1.1"])
+        .unwrap();
+    sink.ip(&["-6", "route", "add", "default", "via", "fd00:b::1"])
+        .unwrap();
+    let mut batch_sink = String::new();
+    let mut batch_dut = String::new();
+    for x in 0..PREFIXES {
+        batch_sink.push_str(&format!("addr add 198.19.{x}.1/32 dev lo\n"));
+        batch_dut.push_str(&format!("route add 198.19.{x}.0/24 via 198.18.1.2\n"));
+    }
+    batch_dut.push_str("route add fd00:c::/64 via fd00:b::2\n");
+    ip_batch(&sink, &batch_sink);
+    ip_batch(&dut, &batch_dut);
+    dut.sysctl("net.ipv4.ip_forward", "1").unwrap();
+    dut.sysctl("net.ipv6.conf.all.forwarding", "1").unwrap();
+    // A veth delivers XDP-redirected frames only into a peer that runs NAPI: GRO on, or an
+    // XDP program of its own.
+    for (ns, dev) in [(&src, "v0"), (&sink, "s0")] {
+        ns.exec("ethtool", &["-K", dev, "gro", "on"]).unwrap();
+    }
+    Line {
+        src,
+        dut,
+        sink,
+        _a: a,
+        _b: b,
+    }
+}
+
+pub fn ip_batch(ns: &Netns, batch: &str) {
+    use std::io::Write;
+    let mut child = ns
+        .command("ip")
+        .args(["-batch", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(batch.as_bytes())
+        .unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "ip -batch failed in {}",
+        ns.name()
+    );
+}
+
+/// Runs `f` on a thread inside namespace `name`, without waiting for it.
+pub fn spawn_in_ns<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> JoinHandle<T> {
+    let file = File::open(format!("/run/netns/{name}")).unwrap();
+    std::thread::spawn(move || {
+        // SAFETY: setns on a valid namespace fd affects only this thread.
+        assert_eq!(
+            unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
+            0,
+            "setns"
+        );
+        f()
+    })
+}
+
+pub struct RunningDaemon {
+    pub status_path: PathBuf,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl RunningDaemon {
+    pub fn start(dut: &Netns, only: Option<Vec<String>>) -> RunningDaemon {
+        let status_path = std::env::temp_dir().join(format!("{}-fp-status.json", dut.name()));
+        let _ = std::fs::remove_file(&status_path);
+        let stop = Arc::new(AtomicBool::new(false));
+        let cfg = Config {
+            only,
+            status_path: status_path.clone(),
+        };
+        let s = stop.clone();
+        let handle = spawn_in_ns(dut.name(), move || {
+            Daemon::new(cfg)
+                .expect("daemon")
+                .run(&s)
+                .expect("daemon run");
+        });
+        let d = RunningDaemon {
+            status_path,
+            stop,
+            handle: Some(handle),
+        };
+        d.wait_for("startup", |s| s.running);
+        d
+    }
+
+    pub fn status(&self) -> Option<Status> {
+        read_status_file(&self.status_path).ok()
+    }
+
+    /// Waits (bounded) until the daemon's status satisfies `pred`.
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&Status) -> bool) -> Status {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(s) = self.status() {
+                if pred(&s) {
+                    return s;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for: {what}; last status {:?}",
+                self.status()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            h.join().expect("daemon thread");
+        }
+    }
+}
+
+impl Drop for RunningDaemon {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        let _ = std::fs::remove_file(&self.status_path);
+    }
+}
+
+/// True when `dst` answers within a few tries (the first may wait for neighbour resolution).
+pub fn ping(from: &Netns, dst: &str) -> bool {
+    (0..3).any(|_| ping_once(from, dst))
+}
+
+pub fn ping_once(from: &Netns, dst: &str) -> bool {
+    let v6 = dst.contains(':');
+    let mut args = vec!["-c1", "-W1", dst];
+    if v6 {
+        args.insert(0, "-6");
+    }
+    from.exec("ping", &args).is_ok()
+}
+
+pub fn forwarded(s: &Status, port: &str) -> u64 {
+    s.ports
+        .iter()
+        .find(|p| p.name == port)
+        .map(|p| p.reasons.get("forwarded").copied().unwrap_or(0))
+        .unwrap_or(0)
+}

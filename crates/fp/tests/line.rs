@@ -1,0 +1,122 @@
+//! The router in a `line` lab: 50 prefixes forwarded through the fast path, and
+//! configuration changes (route add/del, policy rule add/del, link down) taking effect.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn routes_fifty_prefixes_and_follows_changes() {
+    let lab = line("l");
+    assert!(
+        ping(&lab.src, "fd00:c::1"),
+        "IPv6 unreachable through the kernel alone"
+    );
+    let mut d = RunningDaemon::start(&lab.dut, None);
+    let s = d.wait_for("d0 and d1 attached", |s| s.ports.len() == 2);
+    for p in &s.ports {
+        assert!(
+            p.modules.contains(&"router4".to_string())
+                && p.modules.contains(&"router6".to_string()),
+            "{p:?}"
+        );
+    }
+
+    for x in 0..PREFIXES {
+        assert!(
+            ping(&lab.src, &format!("198.19.{x}.1")),
+            "prefix {x} unreachable"
+        );
+    }
+    assert!(ping(&lab.src, "fd00:c::1"), "IPv6 unreachable");
+    d.wait_for("requests and replies fast-pathed", |s| {
+        forwarded(s, "d0") >= PREFIXES as u64 && forwarded(s, "d1") >= PREFIXES as u64
+    });
+
+    // route del / add: the program asks the kernel FIB, so both apply at once.
+    lab.dut.ip(&["route", "del", "198.19.7.0/24"]).unwrap();
+    assert!(
+        !ping_once(&lab.src, "198.19.7.1"),
+        "deleted route still forwarded"
+    );
+    lab.dut
+        .ip(&["route", "add", "198.19.7.0/24", "via", "198.18.1.2"])
+        .unwrap();
+    assert!(ping(&lab.src, "198.19.7.1"));
+    let s = d.wait_for("route events recorded", |s| {
+        s.responses.iter().any(|r| r.events.contains("route"))
+    });
+    assert!(s.response_count > 1);
+
+    // A policy rule: the family goes to the kernel, which applies the rule.
+    lab.dut
+        .ip(&[
+            "route",
+            "add",
+            "unreachable",
+            "198.19.3.0/24",
+            "table",
+            "100",
+        ])
+        .unwrap();
+    lab.dut
+        .ip(&[
+            "rule",
+            "add",
+            "to",
+            "198.19.3.0/24",
+            "table",
+            "100",
+            "pref",
+            "100",
+        ])
+        .unwrap();
+    d.wait_for("router4 off", |s| {
+        s.ports
+            .iter()
+            .all(|p| !p.modules.contains(&"router4".to_string()))
+    });
+    assert!(!ping_once(&lab.src, "198.19.3.1"), "policy rule ignored");
+    assert!(ping(&lab.src, "198.19.4.1"), "kernel path broken");
+    d.wait_for("kernel path counted", |s| {
+        s.ports
+            .iter()
+            .any(|p| p.reasons.get("pass_disabled").copied().unwrap_or(0) > 0)
+    });
+    lab.dut.ip(&["rule", "del", "pref", "100"]).unwrap();
+    d.wait_for("router4 back", |s| {
+        s.ports
+            .iter()
+            .all(|p| p.modules.contains(&"router4".to_string()))
+    });
+    let before = forwarded(&d.status().unwrap(), "d0");
+    assert!(ping(&lab.src, "198.19.3.1"));
+    d.wait_for("fast path again", |s| forwarded(s, "d0") > before);
+
+    // Link down: the port leaves the plan; back up, traffic flows again.
+    lab.dut.ip(&["link", "set", "d1", "down"]).unwrap();
+    d.wait_for("d1 detached", |s| s.ports.len() == 1);
+    assert!(!ping_once(&lab.src, "198.19.1.1"));
+    lab.dut.ip(&["link", "set", "d1", "up"]).unwrap();
+    d.wait_for("d1 attached", |s| s.ports.len() == 2);
+    // The kernel flushed the routes through d1 when it went down; put one back.
+    lab.dut
+        .ip(&["route", "replace", "198.19.1.0/24", "via", "198.18.1.2"])
+        .unwrap();
+    let mut ok = false;
+    for _ in 0..5 {
+        if ping(&lab.src, "198.19.1.1") {
+            ok = true;
+            break;
+        }
+    }
+    assert!(ok, "no traffic after link up");
+
+    d.stop();
+    let link = lab.dut.ip(&["link", "show", "d0"]).unwrap();
+    assert!(
+        !link.contains("xdp"),
+        "program left attached after stop: {link}"
+    );
+    assert!(ping(&lab.src, "198.19.1.1"), "kernel path after stop");
+}
