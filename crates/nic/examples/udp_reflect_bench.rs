@@ -248,7 +248,7 @@ fn main() {
                 },
             )
             .unwrap();
-            bif.register(0, &sock).unwrap();
+            bif.register(&sock).unwrap();
             bif.attach("ra0").unwrap();
             (bif, sock)
         })

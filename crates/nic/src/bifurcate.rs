@@ -21,7 +21,7 @@ use std::ptr::NonNull;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
-use crate::{Error, Result};
+use crate::{Error, Result, XskSocket};
 
 #[allow(clippy::all, missing_docs, unsafe_op_in_unsafe_fn)]
 mod skel {
@@ -217,9 +217,25 @@ impl Bifurcation {
             .map_err(Error::bpf(format!("stop serving {proto:?} port {port}")))
     }
 
-    /// Makes `socket` the destination for frames steered on rx queue `queue` (the queue the
-    /// socket is bound to: the kernel refuses a redirect to a socket of another queue).
-    pub fn register(&mut self, queue: u32, socket: &impl AsRawFd) -> Result<()> {
+    /// Makes `socket` the destination of the frames steered on the rx queue it is bound to.
+    /// Refused when the program is attached to another interface than the socket's.
+    pub fn register(&mut self, socket: &XskSocket) -> Result<()> {
+        if let Some(attached) = &self.attached_to {
+            if attached != socket.ifname() {
+                return Err(Error::Config(format!(
+                    "socket is bound to `{}` but the program is attached to `{attached}`",
+                    socket.ifname()
+                )));
+            }
+        }
+        self.register_fd(socket.queue(), socket)
+    }
+
+    /// Puts any AF_XDP socket in the slot of rx queue `queue`. The caller must make sure the
+    /// socket is bound to that queue of this interface: the program's redirect succeeds
+    /// whenever the slot is filled, and the kernel then drops (does not pass) every frame
+    /// whose queue does not match the socket's. Prefer [`Bifurcation::register`].
+    pub fn register_fd(&mut self, queue: u32, socket: &impl AsRawFd) -> Result<()> {
         let fd: RawFd = socket.as_raw_fd();
         self.skel
             .maps

@@ -34,7 +34,8 @@ fn loaded(cfg: &BifurcationConfig) -> (Bifurcation, OwnedFd) {
     wirespeed_lab::require_root();
     let mut b = Bifurcation::load(cfg).expect("load");
     let sock = xdp_socket();
-    b.register(0, &sock).expect("register socket for queue 0");
+    b.register_fd(0, &sock)
+        .expect("register socket for queue 0");
     (b, sock)
 }
 

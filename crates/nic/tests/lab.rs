@@ -82,7 +82,16 @@ fn collect(
     want: usize,
     pick: impl Fn(&[u8]) -> bool,
 ) -> Vec<(u32, Vec<u8>)> {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    collect_for(socks, want, Duration::from_secs(5), pick)
+}
+
+fn collect_for(
+    socks: &mut [XskSocket],
+    want: usize,
+    timeout: Duration,
+    pick: impl Fn(&[u8]) -> bool,
+) -> Vec<(u32, Vec<u8>)> {
+    let deadline = Instant::now() + timeout;
     let mut got = Vec::new();
     while got.len() < want && Instant::now() < deadline {
         let mut n = 0;
@@ -142,7 +151,7 @@ fn bifurcated_af_xdp_receives_served_traffic_and_transmits_to_the_peer() {
             let mut socks = Vec::new();
             for q in 0..2 {
                 let s = XskSocket::open("xa0", q, &small_config(BindMode::Copy))?;
-                bif.register(q, &s)?;
+                bif.register(&s)?;
                 socks.push(s);
             }
             Ok::<_, Error>((bif, socks))
@@ -287,6 +296,65 @@ fn bifurcated_af_xdp_receives_served_traffic_and_transmits_to_the_peer() {
     let link = lab.a.ip(&["link", "show", "xa0"]).unwrap();
     assert!(!link.contains("xdp"), "detached on drop: {link}");
     let _ = OURS;
+}
+
+/// The kernel only delivers a redirect to the socket bound to the frame's own rx queue: a
+/// socket put in another queue's slot receives nothing, and the frames are lost (not passed).
+/// This is why `register` takes the slot from the socket, and why the XDP program cannot
+/// steer frames between shards' sockets.
+#[test]
+fn a_socket_in_another_queues_slot_gets_nothing() {
+    let lab = lab("m");
+    lab.b.exec("sh", &["-c", "echo 1 > /sys/class/net/xb0/queues/tx-0/xps_cpus && echo 2 > /sys/class/net/xb0/queues/tx-1/xps_cpus"]).unwrap();
+    lab.b
+        .ip(&[
+            "neigh",
+            "add",
+            "198.18.0.10",
+            "lladdr",
+            &mac_str(MAC_A),
+            "dev",
+            "xb0",
+        ])
+        .unwrap();
+    let (bif, mut sock, mismatch) = lab
+        .a
+        .run(|| {
+            let cfg = BifurcationConfig {
+                udp_ports: vec![SERVED_PORT],
+                ..BifurcationConfig::new(SERVED)
+            };
+            let mut bif = Bifurcation::load(&cfg).unwrap();
+            let sock = XskSocket::open("xa0", 1, &small_config(BindMode::Copy)).unwrap();
+            // register() refuses a socket of another interface than the attached one.
+            wirespeed_lab::sh(
+                "ip",
+                &["link", "add", "d0", "type", "veth", "peer", "name", "d1"],
+            )
+            .unwrap();
+            wirespeed_lab::sh("ip", &["link", "set", "d0", "up"]).unwrap();
+            let mut other = Bifurcation::load(&cfg).unwrap();
+            other.attach("d0").unwrap();
+            let mismatch = other.register(&sock).map_err(|e| e.to_string());
+            bif.attach("xa0").unwrap();
+            bif.register_fd(0, &sock).unwrap(); // wrong slot on purpose: the socket is on queue 1
+            (bif, sock, mismatch)
+        })
+        .unwrap();
+    assert!(mismatch.unwrap_err().contains("attached to `d0`"));
+    send_from_peer(&lab, 0, 5200, 10, "lost");
+    let got = collect_for(
+        std::slice::from_mut(&mut sock),
+        1,
+        Duration::from_secs(1),
+        |f| parse_udp(f).is_some(),
+    );
+    assert!(
+        got.is_empty(),
+        "queue 0 frames never reach a queue 1 socket"
+    );
+    let c = bif.counters().unwrap();
+    assert!(c.redirected >= 10, "the program redirected them: {c:?}");
 }
 
 /// More frames in one flush than one copy-mode `sendto` sends: flush keeps kicking while the
