@@ -361,22 +361,22 @@ pub(crate) fn mesh_and_id<R>(f: impl FnOnce(&Mesh, usize) -> R) -> R {
     with_ctx(|c| f(&c.mesh, c.id))
 }
 
+/// Runs the pollers; returns whether any are registered (a shard with pollers spins).
 fn run_pollers() -> bool {
     // Pollers are taken out while they run so that they may spawn or register more.
     let mut list = with_ctx(|c| std::mem::take(&mut *c.pollers.borrow_mut()));
     if list.is_empty() {
         return false;
     }
-    let mut busy = false;
     for p in list.iter_mut() {
-        busy |= p();
+        p();
     }
     with_ctx(|c| {
         let mut cur = c.pollers.borrow_mut();
         list.append(&mut cur);
         *cur = list;
     });
-    busy
+    true
 }
 
 fn shard_main<Fut: Future + 'static>(
@@ -448,7 +448,7 @@ fn shard_loop<T>(
         time::fire_due(now);
         executor::run_ready(cfg.task_quota);
         smp::poll_mesh(mesh, cfg.id);
-        let polled = run_pollers();
+        let has_pollers = run_pollers();
         if output.borrow().is_some() {
             return Ok(());
         }
@@ -463,7 +463,7 @@ fn shard_loop<T>(
             continue;
         }
 
-        let busy = polled || executor::has_ready() || smp::has_backlog();
+        let busy = has_pollers || executor::has_ready() || smp::has_backlog();
         let wait = if busy {
             Some(Duration::ZERO)
         } else {

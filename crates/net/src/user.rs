@@ -1,0 +1,352 @@
+//! The bypass stack: our TCP/IP (`wirespeed-tcpip`) over a frame driver (`wirespeed-nic`),
+//! one instance per shard.
+//!
+//! Each shard owns one [`UserStack`]: a `tcpip::Stack` and one driver queue. A runtime poller
+//! (`rt::add_poller`) runs every loop turn: receive a burst, hand each frame to the stack, wake
+//! the tasks whose sockets have events, then let the stack emit into the driver's TX ring and
+//! flush. The tasks call into the same stack through their socket handles; both sides run on
+//! the shard's thread, so the stack sits in an `Rc<RefCell<_>>` and nothing is locked.
+
+use std::cell::RefCell;
+use std::future::poll_fn;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::Instant as StdInstant;
+
+use wirespeed_nic::FrameIo;
+use wirespeed_tcpip::{self as tcpip, ConnId, EventKind, Handle, ListenerId, Stack, TcpState};
+
+/// Frames taken from the driver per poll.
+const RX_BURST: usize = 64;
+
+/// The object-safe part of a driver that the poller needs.
+trait Device {
+    fn rx(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize;
+    /// Lends `fill` a TX buffer (zero copy: the stack builds the frame in the driver's memory).
+    fn tx(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> bool;
+    fn flush(&mut self);
+}
+
+impl<D: FrameIo> Device for D {
+    fn rx(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        self.rx_burst(max, f)
+    }
+    fn tx(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> bool {
+        self.tx_frame(|buf| fill(buf))
+    }
+    fn flush(&mut self) {
+        FrameIo::flush(self)
+    }
+}
+
+#[derive(Default)]
+struct Wakers {
+    readers: Vec<Option<Waker>>,
+    writers: Vec<Option<Waker>>,
+    acceptors: Vec<Option<Waker>>,
+}
+
+fn park(list: &mut Vec<Option<Waker>>, index: usize, w: &Waker) {
+    if list.len() <= index {
+        list.resize(index + 1, None);
+    }
+    match &mut list[index] {
+        Some(old) if old.will_wake(w) => {}
+        slot => *slot = Some(w.clone()),
+    }
+}
+
+fn wake(list: &mut [Option<Waker>], index: usize) {
+    if let Some(w) = list.get_mut(index).and_then(Option::take) {
+        w.wake();
+    }
+}
+
+struct Inner {
+    stack: Stack,
+    dev: Box<dyn Device>,
+    wakers: Wakers,
+    epoch: StdInstant,
+}
+
+impl Inner {
+    fn now(&self) -> tcpip::Instant {
+        tcpip::Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
+    }
+
+    /// One poll round; returns whether anything moved.
+    fn poll(&mut self) -> bool {
+        let now = self.now();
+        let Inner {
+            stack, dev, wakers, ..
+        } = self;
+        let received = dev.rx(RX_BURST, &mut |frame| stack.receive(now, frame));
+        let mut events = 0;
+        while let Some(ev) = stack.pop_event() {
+            events += 1;
+            match (ev.handle, ev.kind) {
+                (Handle::Tcp(c), EventKind::Readable) => wake(&mut wakers.readers, c.index()),
+                (Handle::Tcp(c), EventKind::Writable) => wake(&mut wakers.writers, c.index()),
+                (Handle::Tcp(c), EventKind::Closed) => {
+                    wake(&mut wakers.readers, c.index());
+                    wake(&mut wakers.writers, c.index());
+                }
+                (Handle::Listener(l), _) => wake(&mut wakers.acceptors, listener_index(l)),
+                _ => {}
+            }
+        }
+        let sent = stack.transmit(now, &mut |fill: &mut dyn FnMut(&mut [u8]) -> usize| {
+            dev.tx(fill)
+        });
+        self.dev.flush();
+        received > 0 || events > 0 || sent > 0
+    }
+}
+
+fn listener_index(l: ListenerId) -> usize {
+    // ListenerId has no public index; listeners are few, so a small hash keeps a slot each.
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    l.hash(&mut h);
+    (h.finish() % 64) as usize
+}
+
+/// How to build a shard's stack.
+#[derive(Debug, Clone)]
+pub struct StackConfig {
+    pub ip: Ipv4Addr,
+    pub prefix_len: u8,
+    pub gateway: Option<Ipv4Addr>,
+    pub mac: [u8; 6],
+    pub mtu: usize,
+    pub max_connections: usize,
+}
+
+fn random_u64() -> u64 {
+    let mut v = 0u64;
+    // SAFETY: getrandom writes at most 8 bytes into a live u64.
+    let n = unsafe { libc::getrandom(&mut v as *mut u64 as *mut libc::c_void, 8, 0) };
+    if n == 8 {
+        v
+    } else {
+        // Only the ISN/cookie secret depends on this; the clock is a weak but working fallback.
+        StdInstant::now().elapsed().as_nanos() as u64 ^ std::process::id() as u64
+    }
+}
+
+/// A shard's bypass stack. Cloning shares it (within the shard).
+#[derive(Clone)]
+pub struct UserStack {
+    inner: Rc<RefCell<Inner>>,
+}
+
+impl UserStack {
+    /// Builds the stack over `driver` and registers its poller with the current shard.
+    pub fn start<D: FrameIo + 'static>(cfg: &StackConfig, driver: D) -> UserStack {
+        let mut c = tcpip::Config::new(tcpip::MacAddr(cfg.mac), cfg.ip.into(), cfg.prefix_len);
+        c.gateway = cfg.gateway.map(Into::into);
+        c.mtu = cfg.mtu.clamp(576, 9000);
+        c.max_connections = cfg.max_connections;
+        c.secret = random_u64();
+        let stack = Stack::new(c);
+        let inner = Rc::new(RefCell::new(Inner {
+            stack,
+            dev: Box::new(driver),
+            wakers: Wakers::default(),
+            epoch: StdInstant::now(),
+        }));
+        let poller = inner.clone();
+        wirespeed_rt::add_poller(move || poller.borrow_mut().poll());
+        UserStack { inner }
+    }
+
+    pub fn listen(&self, port: u16, backlog: usize) -> io::Result<UserListener> {
+        let id = self
+            .inner
+            .borrow_mut()
+            .stack
+            .tcp_listen(port, backlog)
+            .map_err(to_io)?;
+        Ok(UserListener {
+            stack: self.clone(),
+            id,
+            port,
+        })
+    }
+
+    /// Opens a connection; `port_ok` filters source ports (e.g. by RSS queue).
+    pub async fn connect(
+        &self,
+        addr: SocketAddrV4,
+        port_ok: impl FnMut(u16) -> bool,
+    ) -> io::Result<UserStream> {
+        let id = {
+            let mut i = self.inner.borrow_mut();
+            let now = i.now();
+            i.stack
+                .tcp_connect(now, (*addr.ip()).into(), addr.port(), port_ok)
+                .map_err(to_io)?
+        };
+        let stream = UserStream {
+            stack: self.clone(),
+            id,
+        };
+        poll_fn(|cx| {
+            let mut i = self.inner.borrow_mut();
+            match i.stack.tcp_state(id) {
+                Ok(TcpState::SynSent) | Ok(TcpState::SynReceived) => {
+                    park(&mut i.wakers.writers, id.index(), cx.waker());
+                    Poll::Pending
+                }
+                Ok(TcpState::Closed) | Err(_) => {
+                    let e = i
+                        .stack
+                        .tcp_error(id)
+                        .ok()
+                        .flatten()
+                        .unwrap_or(tcpip::Error::ConnectionRefused);
+                    Poll::Ready(Err(to_io(e)))
+                }
+                Ok(_) => Poll::Ready(Ok(())),
+            }
+        })
+        .await?;
+        Ok(stream)
+    }
+
+    pub fn stats(&self) -> tcpip::Stats {
+        self.inner.borrow().stack.stats().clone()
+    }
+}
+
+fn to_io(e: tcpip::Error) -> io::Error {
+    use io::ErrorKind as K;
+    let kind = match e {
+        tcpip::Error::WouldBlock => K::WouldBlock,
+        tcpip::Error::InvalidHandle | tcpip::Error::NotConnected => K::NotConnected,
+        tcpip::Error::ConnectionReset => K::ConnectionReset,
+        tcpip::Error::ConnectionRefused => K::ConnectionRefused,
+        tcpip::Error::TimedOut => K::TimedOut,
+        tcpip::Error::Aborted => K::ConnectionAborted,
+        tcpip::Error::BrokenPipe => K::BrokenPipe,
+        tcpip::Error::AddrInUse => K::AddrInUse,
+        tcpip::Error::InvalidInput | tcpip::Error::MessageTooLong => K::InvalidInput,
+        tcpip::Error::NoPorts | tcpip::Error::TableFull => K::OutOfMemory,
+    };
+    io::Error::new(kind, e.to_string())
+}
+
+pub struct UserListener {
+    stack: UserStack,
+    id: ListenerId,
+    port: u16,
+}
+
+impl UserListener {
+    pub async fn accept(&self) -> io::Result<UserStream> {
+        let id = poll_fn(|cx| {
+            let mut i = self.stack.inner.borrow_mut();
+            match i.stack.tcp_accept(self.id) {
+                Ok(c) => Poll::Ready(Ok(c)),
+                Err(tcpip::Error::WouldBlock) => {
+                    park(&mut i.wakers.acceptors, listener_index(self.id), cx.waker());
+                    Poll::Pending
+                }
+                Err(e) => Poll::Ready(Err(to_io(e))),
+            }
+        })
+        .await?;
+        Ok(UserStream {
+            stack: self.stack.clone(),
+            id,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        let ip: std::net::Ipv4Addr = self.stack.inner.borrow().stack.config().ipv4.into();
+        SocketAddr::V4(SocketAddrV4::new(ip, self.port))
+    }
+}
+
+impl Drop for UserListener {
+    fn drop(&mut self) {
+        let _ = self.stack.inner.borrow_mut().stack.tcp_unlisten(self.id);
+    }
+}
+
+pub struct UserStream {
+    stack: UserStack,
+    id: ConnId,
+}
+
+impl UserStream {
+    pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        poll_fn(|cx| {
+            let mut i = self.stack.inner.borrow_mut();
+            match i.stack.tcp_recv(self.id, buf) {
+                Ok(n) => Poll::Ready(Ok(n)),
+                Err(tcpip::Error::WouldBlock) => {
+                    park(&mut i.wakers.readers, self.id.index(), cx.waker());
+                    Poll::Pending
+                }
+                Err(e) => Poll::Ready(Err(to_io(e))),
+            }
+        })
+        .await
+    }
+
+    pub async fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        poll_fn(|cx| {
+            let mut i = self.stack.inner.borrow_mut();
+            match i.stack.tcp_send(self.id, buf) {
+                Ok(0) | Err(tcpip::Error::WouldBlock) => {
+                    park(&mut i.wakers.writers, self.id.index(), cx.waker());
+                    Poll::Pending
+                }
+                Ok(n) => Poll::Ready(Ok(n)),
+                Err(e) => Poll::Ready(Err(to_io(e))),
+            }
+        })
+        .await
+    }
+
+    pub async fn write_all(&mut self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let n = self.write(buf).await?;
+            buf = &buf[n..];
+        }
+        Ok(())
+    }
+
+    pub fn shutdown_write(&self) -> io::Result<()> {
+        self.stack
+            .inner
+            .borrow_mut()
+            .stack
+            .tcp_shutdown(self.id)
+            .map_err(to_io)
+    }
+
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        let (ip, rport, _lport) = self
+            .stack
+            .inner
+            .borrow()
+            .stack
+            .tcp_endpoints(self.id)
+            .map_err(to_io)?;
+        Ok(SocketAddr::V4(SocketAddrV4::new(ip.into(), rport)))
+    }
+}
+
+impl Drop for UserStream {
+    fn drop(&mut self) {
+        // Graceful close (FIN after the queued data); the stack finishes it on its own.
+        let _ = self.stack.inner.borrow_mut().stack.tcp_close(self.id);
+    }
+}
