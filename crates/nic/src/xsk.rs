@@ -99,6 +99,9 @@ mod sys {
     }
 }
 
+/// Bytes the kernel reserves in front of each received frame in a UMEM chunk.
+const XDP_PACKET_HEADROOM: usize = 256;
+
 /// How the socket binds to the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BindMode {
@@ -668,9 +671,17 @@ impl XskSocket {
         unsafe {
             std::slice::from_raw_parts_mut(
                 self.umem.ptr.as_ptr().add(addr as usize),
-                self.frame_size as usize,
+                self.capacity(),
             )
         }
+    }
+
+    /// The largest frame, received or sent: the kernel keeps `XDP_PACKET_HEADROOM` (256 bytes)
+    /// in front of every received frame, so a chunk holds `frame_size - 256` bytes of frame
+    /// (1792 with 2048-byte chunks: enough for a 1500-byte MTU; use 4096 for larger MTUs).
+    /// Sending stays within the same bound so that both directions agree.
+    fn capacity(&self) -> usize {
+        self.frame_size as usize - XDP_PACKET_HEADROOM
     }
 
     fn chunk_base(&self, addr: u64) -> u64 {
@@ -810,7 +821,7 @@ impl FrameIo for XskSocket {
             return false;
         };
         let len = f(self.chunk_mut(addr));
-        if len == 0 || len > self.frame_size as usize {
+        if len == 0 || len > self.capacity() {
             if len > 0 {
                 self.stats.tx_invalid += 1;
             }
@@ -854,7 +865,7 @@ impl FrameIo for XskSocket {
     }
 
     fn frame_capacity(&self) -> usize {
-        self.frame_size as usize
+        self.capacity()
     }
 
     fn stats(&self) -> &Stats {

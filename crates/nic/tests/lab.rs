@@ -357,6 +357,70 @@ fn a_socket_in_another_queues_slot_gets_nothing() {
     assert!(c.redirected >= 10, "the program redirected them: {c:?}");
 }
 
+/// `frame_capacity()` is exact: with 2048-byte chunks a 1792-byte frame arrives, a 1793-byte
+/// one is dropped by the kernel (it keeps 256 bytes of headroom in every chunk).
+#[test]
+fn the_largest_received_frame_is_frame_capacity() {
+    let lab = lab("c");
+    for (ns, ifname) in [(&lab.a, "xa0"), (&lab.b, "xb0")] {
+        ns.ip(&["link", "set", ifname, "mtu", "2000"]).unwrap();
+    }
+    lab.b
+        .ip(&[
+            "neigh",
+            "add",
+            "198.18.0.10",
+            "lladdr",
+            &mac_str(MAC_A),
+            "dev",
+            "xb0",
+        ])
+        .unwrap();
+    let (_bif, mut socks) = lab
+        .a
+        .run(|| {
+            let cfg = BifurcationConfig {
+                udp_ports: vec![SERVED_PORT],
+                ..BifurcationConfig::new(SERVED)
+            };
+            let mut bif = Bifurcation::load(&cfg).unwrap();
+            bif.attach("xa0").unwrap();
+            let socks: Vec<_> = (0..2)
+                .map(|q| {
+                    let s = XskSocket::open("xa0", q, &small_config(BindMode::Copy)).unwrap();
+                    bif.register(&s).unwrap();
+                    s
+                })
+                .collect();
+            (bif, socks)
+        })
+        .unwrap();
+    let cap = socks[0].frame_capacity();
+    assert_eq!(cap, 1792);
+    lab.b
+        .run(move || {
+            let s = UdpSocket::bind(SocketAddrV4::new(PEER, 5300)).unwrap();
+            // Ethernet 14 + IPv4 20 + UDP 8 = 42 bytes of headers.
+            for frame_len in [cap, cap + 1, cap] {
+                s.send_to(
+                    &vec![7u8; frame_len - 42],
+                    SocketAddrV4::new(SERVED, SERVED_PORT),
+                )
+                .unwrap();
+            }
+        })
+        .unwrap();
+    let got = collect_for(&mut socks, 3, Duration::from_secs(1), |f| {
+        parse_udp(f).is_some()
+    });
+    let lens: Vec<usize> = got.iter().map(|(_, f)| f.len()).collect();
+    assert_eq!(
+        lens,
+        vec![cap, cap],
+        "the frame one byte too long is dropped"
+    );
+}
+
 /// More frames in one flush than one copy-mode `sendto` sends: flush keeps kicking while the
 /// kernel answers EAGAIN, so the whole burst leaves.
 #[test]
