@@ -127,6 +127,13 @@ pub struct Config {
     pub max_rto: Duration,
     /// Retransmissions of one segment (or SYN) before the connection fails with TimedOut.
     pub max_retransmits: u8,
+    /// Retransmissions of a SYN or SYN-ACK before the attempt is dropped (Linux: 6 and 5).
+    pub syn_retransmits: u8,
+    /// How long an orphaned connection (closed by the application) may sit in FIN_WAIT_2
+    /// waiting for the peer's FIN (Linux `tcp_fin_timeout`).
+    pub fin_timeout: Duration,
+    /// Most segments one connection sends per `transmit` call before yielding to the others.
+    pub max_burst: u16,
     /// TIME_WAIT duration (2*MSL).
     pub time_wait: Duration,
     pub keepalive: Option<Keepalive>,
@@ -162,6 +169,9 @@ impl Config {
             min_rto: Duration::from_millis(200),
             max_rto: Duration::from_secs(60),
             max_retransmits: 12,
+            syn_retransmits: 5,
+            fin_timeout: Duration::from_secs(60),
+            max_burst: 64,
             time_wait: Duration::from_secs(60),
             keepalive: None,
             arp_timeout: Duration::from_secs(60),
@@ -375,6 +385,8 @@ pub struct Stats {
     pub tcp_timeouts: u64,
     pub tcp_resets_received: u64,
     pub tcp_time_wait_reused: u64,
+    /// Data arrived for a connection the application had closed: answered with RST.
+    pub tcp_data_after_close: u64,
     pub tcp_segments_in: u64,
     pub tcp_segments_out: u64,
     pub ctrl_queue_full: u64,

@@ -104,6 +104,8 @@ pub(crate) struct Tcb {
     pub(crate) ooo_len: u8,
     pub(crate) fin_received: bool,
     pub(crate) last_adv_wnd: u32,
+    /// Right edge of the window last advertised.
+    pub(crate) rcv_adv: SeqNumber,
 
     // Options.
     pub(crate) ts_enabled: bool,
@@ -175,6 +177,7 @@ impl Tcb {
             ooo_len: 0,
             fin_received: false,
             last_adv_wnd: 0,
+            rcv_adv: SeqNumber(0),
             ts_enabled: false,
             ts_recent: 0,
             ts_offset: 0,
@@ -417,8 +420,12 @@ impl Stack {
         t.offer_wscale = offer_wscale;
         t.ts_enabled = self.cfg.timestamps; // offered; cleared if the peer does not echo
         t.sack_ok = self.cfg.sack_permitted;
+        // Armed now, not at the first SYN: if ARP never resolves the next hop, the RTO
+        // retries (re-asking ARP) and finally fails the connect with TimedOut.
+        t.rto_at = self.now.add_micros(t.rto as u64);
         let h = t.handle(idx);
         self.mark_dirty(idx, h.gen);
+        self.schedule(idx);
         Ok(h)
     }
 
@@ -537,8 +544,13 @@ impl Stack {
         self.begin_close(c.idx);
         let t = &mut self.conns[c.idx as usize];
         t.owner = Owner::Released;
-        if t.state == TcpState::Closed {
-            self.free_tcb(c.idx);
+        match t.state {
+            TcpState::Closed => self.free_tcb(c.idx),
+            TcpState::FinWait2 => {
+                t.keep_at = self.now.add(self.cfg.fin_timeout);
+                self.schedule(c.idx);
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -679,6 +691,12 @@ impl Stack {
             return;
         }
         let key = t.key();
+        if let (TcpState::SynReceived, Owner::Listener(li)) = (t.state, t.owner) {
+            if let Some(l) = self.listeners.get_mut(li as usize) {
+                l.syn_rcvd = l.syn_rcvd.saturating_sub(1);
+            }
+        }
+        let t = &mut self.conns[idx as usize];
         t.state = TcpState::Closed;
         if t.error.is_none() {
             t.error = err;
@@ -1302,6 +1320,8 @@ impl Stack {
             && payload.is_empty()
             && !has_fin
             && t.snd_max.gt(t.snd_una)
+            && t.snd_wnd != 0
+            && !t.persist
             && ((repr.window as u32) << t.snd_wscale) == t.snd_wnd
         {
             t.dupacks = t.dupacks.saturating_add(1);
@@ -1344,6 +1364,9 @@ impl Stack {
                 TcpState::FinWait1 => {
                     t.state = TcpState::FinWait2;
                     t.rto_at = Instant::NEVER;
+                    if t.owner == Owner::Released {
+                        t.keep_at = now.add(self.cfg.fin_timeout);
+                    }
                 }
                 TcpState::Closing => {
                     t.state = TcpState::TimeWait;
@@ -1361,6 +1384,14 @@ impl Stack {
         // Data.
         let t = &mut self.conns[idx as usize];
         let mut fin_in_order = false;
+        if !payload.is_empty() && t.owner == Owner::Released && seq.add(payload.len()).gt(t.rcv_nxt)
+        {
+            // Nobody will read it: reset, as Linux does for data after close().
+            self.stats.tcp_data_after_close += 1;
+            self.abort_conn(idx, Error::Aborted);
+            return;
+        }
+        let t = &mut self.conns[idx as usize];
         if matches!(
             t.state,
             TcpState::Established | TcpState::FinWait1 | TcpState::FinWait2
@@ -1480,6 +1511,7 @@ impl Stack {
     pub(crate) fn tcb_timers(&mut self, idx: u32, now: Instant) {
         let max_rto = dur_us(self.cfg.max_rto) as u64;
         let max_retx = self.cfg.max_retransmits;
+        let syn_retx = self.cfg.syn_retransmits;
         let t = &mut self.conns[idx as usize];
         let gen = t.gen;
         if t.delack_at <= now {
@@ -1493,6 +1525,12 @@ impl Stack {
             match t.state {
                 TcpState::TimeWait => {
                     self.set_closed(idx, None);
+                    return;
+                }
+                TcpState::FinWait2 if t.owner == Owner::Released => {
+                    // Orphan whose peer never sent FIN (tcp_fin_timeout).
+                    self.stats.tcp_timeouts += 1;
+                    self.abort_conn(idx, Error::TimedOut);
                     return;
                 }
                 TcpState::Established | TcpState::CloseWait | TcpState::FinWait2 => {
@@ -1539,7 +1577,12 @@ impl Stack {
             if !outstanding {
                 return;
             }
-            if t.retries >= max_retx {
+            let limit = if matches!(t.state, TcpState::SynSent | TcpState::SynReceived) {
+                syn_retx
+            } else {
+                max_retx
+            };
+            if t.retries >= limit {
                 self.stats.tcp_timeouts += 1;
                 self.abort_conn(idx, Error::TimedOut);
                 return;
@@ -1547,6 +1590,9 @@ impl Stack {
             self.stats.tcp_rto_expired += 1;
             t.retries += 1;
             t.rto = ((t.rto as u64) * 2).min(max_rto) as u32;
+            // Re-armed here, not only when the retransmission leaves: it may not leave
+            // (next hop unresolved) and the connection must still time out.
+            t.rto_at = now.add_micros(t.rto as u64);
             t.rtt_active = false;
             match t.state {
                 TcpState::SynSent | TcpState::SynReceived => t.snd_nxt = t.iss,
@@ -1633,8 +1679,15 @@ impl Stack {
             _ => {}
         }
 
-        let mut sent_any = false;
+        let mut sent: u16 = 0;
+        let max_burst = self.cfg.max_burst.max(1);
         loop {
+            if sent >= max_burst {
+                // Yield to the other connections; we are next in line again.
+                let g = self.conns[idx as usize].gen;
+                self.mark_dirty(idx, g);
+                break;
+            }
             let t = &mut self.conns[idx as usize];
             let buffered = t.send.len();
             if t.retransmit_one {
@@ -1669,7 +1722,7 @@ impl Stack {
                     }
                     let t = &mut self.conns[idx as usize];
                     t.rto_at = now.add_micros(t.rto as u64);
-                    sent_any = true;
+                    sent += 1;
                 }
                 continue;
             }
@@ -1712,7 +1765,7 @@ impl Stack {
                     t.persist = false;
                     t.rto_at = now.add_micros(t.rto as u64);
                 }
-                sent_any = true;
+                sent += 1;
                 continue;
             }
             // Nothing sendable. A zero window with data waiting and nothing in flight
@@ -1722,7 +1775,7 @@ impl Stack {
                 t.persist_backoff = 0;
                 t.rto_at = now.add_micros(t.rto as u64);
             }
-            if t.ack_now && !sent_any {
+            if t.ack_now && sent == 0 {
                 let nxt = t.snd_nxt;
                 let copies = 1 + t.dup_acks_owed;
                 t.dup_acks_owed = 0;
@@ -1785,11 +1838,20 @@ impl Stack {
                 opts.sack_count = n as u8;
             }
         }
-        let wnd_bytes = t.rcv_window();
-        let window = if syn {
-            wnd_bytes.min(65535)
+        // Receiver-side silly window avoidance (RFC 9293 3.8.6.2.2): move the right edge
+        // only by at least min(MSS, buffer/2); the edge never moves left.
+        let free = t.rcv_window();
+        let cur = (t.rcv_adv.diff(t.rcv_nxt).max(0) as u32).min(free);
+        let step = t.mss.min(t.recv.capacity() as u32 / 2);
+        let adv = if syn || free >= cur.saturating_add(step) {
+            free
         } else {
-            (wnd_bytes >> t.rcv_wscale).min(65535)
+            cur
+        };
+        let window = if syn {
+            adv.min(65535)
+        } else {
+            (adv >> t.rcv_wscale).min(65535)
         } as u16;
         let ack = if t.state == TcpState::SynSent && fl & flags::ACK == 0 {
             None
@@ -1856,6 +1918,7 @@ impl Stack {
             t.delack_at = Instant::NEVER;
             t.unacked_segs = 0;
             t.last_adv_wnd = (window as u32) << if syn { 0 } else { t.rcv_wscale };
+            t.rcv_adv = t.rcv_nxt.add(t.last_adv_wnd as usize);
         }
         Some(())
     }

@@ -902,3 +902,126 @@ fn closure_sink_and_full_sink_keep_output() {
     assert_eq!(frames.len(), 2);
     assert_eq!(s.queued_frames(), 0);
 }
+
+#[test]
+fn connect_to_unresolvable_host_times_out() {
+    let mut p = Pair::new();
+    let now = p.now;
+    let c = p.st[0]
+        .tcp_connect(now, Ipv4Addr::new(198, 18, 0, 99), 80, |_| true)
+        .unwrap();
+    assert!(p.run(Duration::from_secs(600), |p| p.st[0].tcp_state(c)
+        == Ok(TcpState::Closed)));
+    assert_eq!(p.st[0].tcp_error(c), Ok(Some(Error::TimedOut)));
+    assert!(p.st[0].stats().arp_requests_sent >= 3);
+}
+
+#[test]
+fn half_open_timeout_returns_backlog_room() {
+    let mut p = Pair::new();
+    let l = p.st[1].tcp_listen(80, 1).unwrap();
+    // The client's SYN arrives, but nothing from b gets back: b holds a half-open connection.
+    p.filter = Some(Box::new(|from, f| from == 0 || f[12..14] != [0x08, 0x00]));
+    let now = p.now;
+    let _c = p.st[0].tcp_connect(now, IP_B, 80, |_| true).unwrap();
+    assert!(p.run(Duration::from_secs(1), |p| p.st[1].connection_count() == 1));
+    assert!(
+        p.run(Duration::from_secs(600), |p| p.st[1].connection_count()
+            == 0)
+    );
+    // SYN-ACK retries exhausted; the backlog slot is free again, no cookies needed.
+    p.filter = None;
+    p.cut = false;
+    let now = p.now;
+    let c2 = p.st[0].tcp_connect(now, IP_B, 80, |_| true).unwrap();
+    assert!(p.run(Duration::from_secs(5), |p| p.st[0].tcp_state(c2)
+        == Ok(TcpState::Established)));
+    assert!(p.run(Duration::from_secs(5), |p| p.st[1].tcp_accept(l).is_ok()));
+}
+
+#[test]
+fn data_after_close_is_reset_and_fin_wait_2_times_out() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    // b closes; a keeps sending: b answers with RST.
+    p.st[1].tcp_close(s).unwrap();
+    assert!(p.run(Duration::from_secs(5), |p| p.st[0].tcp_state(c)
+        == Ok(TcpState::CloseWait)));
+    p.st[0].tcp_send(c, b"late data").unwrap();
+    let ok = p.run(Duration::from_secs(5), |p| {
+        p.st[0].tcp_state(c) == Ok(TcpState::Closed)
+    });
+    assert!(
+        ok,
+        "{:?} {:?} {:?}",
+        p.st[0].tcp_state(c),
+        p.st[0].stats(),
+        p.st[1].stats()
+    );
+    assert_eq!(p.st[0].tcp_error(c), Ok(Some(Error::ConnectionReset)));
+    assert_eq!(p.st[1].stats().tcp_data_after_close, 1);
+    assert_eq!(p.st[1].connection_count(), 0);
+
+    // An orphan in FIN_WAIT_2 whose peer never closes goes away after fin_timeout.
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    p.st[1].tcp_close(s).unwrap();
+    assert!(p.run(Duration::from_secs(5), |p| p.st[0].tcp_state(c)
+        == Ok(TcpState::CloseWait)));
+    assert_eq!(p.st[1].connection_count(), 1);
+    assert!(
+        p.run(Duration::from_secs(120), |p| p.st[1].connection_count()
+            == 0)
+    );
+}
+
+#[test]
+fn ten_thousand_connections_request_response() {
+    let mut a = config(0);
+    let mut b = config(1);
+    for c in [&mut a, &mut b] {
+        c.max_connections = 10_000;
+        c.send_buffer = 2048;
+        c.recv_buffer = 2048;
+    }
+    let mut p = Pair::with(a, b);
+    let l = p.st[1].tcp_listen(80, 10_000).unwrap();
+    let now = p.now;
+    let clients: Vec<ConnId> = (0..10_000)
+        .map(|_| p.st[0].tcp_connect(now, IP_B, 80, |_| true).unwrap())
+        .collect();
+    let mut servers = Vec::new();
+    assert!(p.run(Duration::from_secs(30), |p| {
+        while let Ok(s) = p.st[1].tcp_accept(l) {
+            servers.push(s);
+        }
+        servers.len() == clients.len()
+    }));
+    assert_eq!(p.st[1].connection_count(), 10_000);
+    assert_eq!(p.st[1].stats().tcp_syn_cookies_sent, 0);
+    // One request and response on every connection, driven by events only.
+    for &c in &clients {
+        p.st[0].tcp_send(c, b"req").unwrap();
+    }
+    let mut answered = 0;
+    let mut buf = [0u8; 16];
+    assert!(p.run(Duration::from_secs(30), |p| {
+        let evs: Vec<Event> = p.st[1].drain_events().collect();
+        for ev in evs {
+            if let (Handle::Tcp(s), EventKind::Readable) = (ev.handle, ev.kind) {
+                if p.st[1].tcp_recv(s, &mut buf) == Ok(3) {
+                    p.st[1].tcp_send(s, b"resp").unwrap();
+                }
+            }
+        }
+        let evs: Vec<Event> = p.st[0].drain_events().collect();
+        for ev in evs {
+            if let (Handle::Tcp(c), EventKind::Readable) = (ev.handle, ev.kind) {
+                if p.st[0].tcp_recv(c, &mut buf) == Ok(4) {
+                    answered += 1;
+                }
+            }
+        }
+        answered == clients.len()
+    }));
+}
