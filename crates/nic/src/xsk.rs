@@ -376,15 +376,18 @@ impl XskSocket {
             BindMode::PreferZeroCopy => match XskSocket::open_mode(ifname, index, queue, cfg, true)
             {
                 Ok(s) => Ok(s),
-                Err(Error::ZeroCopyUnsupported { source, .. }) => {
+                Err(zc_error) => {
                     // A failed bind leaves the socket half set up; start over on a fresh one.
+                    // If copy mode fails too, its error is the one that explains the problem.
                     let mut s = XskSocket::open_mode(ifname, index, queue, cfg, false)?;
-                    s.fallback = Some(format!(
-                        "zero-copy AF_XDP is not supported by `{ifname}` queue {queue} ({source}); using copy mode"
-                    ));
+                    s.fallback = Some(match zc_error {
+                        Error::ZeroCopyUnsupported { source, .. } => format!(
+                            "zero-copy AF_XDP is not supported by `{ifname}` queue {queue} ({source}); using copy mode"
+                        ),
+                        other => format!("zero-copy bind failed ({other}); using copy mode"),
+                    });
                     Ok(s)
                 }
-                Err(e) => Err(e),
             },
         }
     }
@@ -562,20 +565,18 @@ impl XskSocket {
         };
         if rc != 0 {
             let source = std::io::Error::last_os_error();
-            if zero_copy
-                && matches!(
-                    source.raw_os_error(),
-                    Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
-                )
-            {
+            // EOPNOTSUPP is the driver saying it has no zero-copy; EINVAL also comes from a
+            // queue that does not exist, so it is not taken as "unsupported".
+            if zero_copy && source.raw_os_error() == Some(libc::EOPNOTSUPP) {
                 return Err(Error::ZeroCopyUnsupported {
                     ifname: ifname.to_string(),
                     queue,
                     source,
                 });
             }
+            let mode = if zero_copy { "zero-copy" } else { "copy" };
             return Err(Error::Os {
-                what: format!("bind AF_XDP socket to `{ifname}` queue {queue}"),
+                what: format!("bind AF_XDP socket to `{ifname}` queue {queue} in {mode} mode"),
                 source,
             });
         }

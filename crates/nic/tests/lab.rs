@@ -498,15 +498,29 @@ fn one_flush_sends_a_burst_larger_than_the_kernel_tx_budget() {
 #[test]
 fn zero_copy_on_veth_fails_clearly_or_falls_back() {
     let lab = lab("z");
-    let (strict, fallback) = lab
+    let (strict, fallback, bad_queue) = lab
         .a
         .run(|| {
             let strict = XskSocket::open("xa0", 0, &small_config(BindMode::ZeroCopy)).map(|_| ());
             let fallback = XskSocket::open("xa0", 0, &small_config(BindMode::PreferZeroCopy))
                 .map(|s| (s.is_zero_copy(), s.fallback().map(str::to_string)));
-            (strict, fallback)
+            // A queue that does not exist is not "zero-copy unsupported", in either mode.
+            let bad_queue = [BindMode::ZeroCopy, BindMode::PreferZeroCopy]
+                .map(|mode| XskSocket::open("xa0", 5, &small_config(mode)).map(|_| ()));
+            (strict, fallback, bad_queue)
         })
         .unwrap();
+    let [strict_bad, prefer_bad] = bad_queue;
+    let e = strict_bad.unwrap_err();
+    assert!(
+        matches!(e, Error::Os { .. }) && e.to_string().contains("queue 5 in zero-copy mode"),
+        "{e}"
+    );
+    let e = prefer_bad.unwrap_err();
+    assert!(
+        e.to_string().contains("queue 5 in copy mode"),
+        "the copy-mode error explains it: {e}"
+    );
     let err = strict.unwrap_err();
     assert!(matches!(err, Error::ZeroCopyUnsupported { .. }), "{err}");
     assert!(
