@@ -13,7 +13,9 @@ use serde::Serialize;
 use wirespeed_http::date::DateCache;
 use wirespeed_http::server::{self, Stats};
 use wirespeed_net::kernel::{bind_group, ListenOptions, Listener, Locality};
+use wirespeed_net::user::{StackConfig, UserStack};
 use wirespeed_net::{TcpListener, TcpStream};
+use wirespeed_nic::{Bifurcation, BifurcationConfig, InterfaceInfo, XskConfig, XskSocket};
 use wirespeed_rt::{Either, EngineKind, Runtime};
 
 #[derive(clap::Args)]
@@ -44,6 +46,10 @@ enum App {
 enum StackArg {
     /// The Linux TCP/IP stack through epoll or io_uring.
     Kernel,
+    /// Kernel bypass: our TCP/IP stack on an AF_XDP socket per shard (shard i owns rx queue i
+    /// of --iface); an XDP program sends only --ip's traffic for the served port (and ARP for
+    /// --ip) to the shards, everything else stays with the kernel.
+    Xdp,
 }
 
 #[derive(Clone, Copy, ValueEnum, Debug, PartialEq)]
@@ -97,6 +103,17 @@ struct Common {
     /// Connections per shard; past it new connections are refused (HTTP: 503, then close).
     #[arg(long, value_name = "N", default_value_t = 16384)]
     max_conns: usize,
+    /// --stack xdp: the interface whose queues the shards take over (inside a ws-* lab
+    /// namespace only).
+    #[arg(long, value_name = "IF")]
+    iface: Option<String>,
+    /// --stack xdp: the address our stack answers for, with its prefix, e.g. 198.18.0.2/24.
+    /// Give it an address the kernel does not own, so the two never compete.
+    #[arg(long, value_name = "ADDR/LEN")]
+    ip: Option<String>,
+    /// --stack xdp: the next hop for destinations outside --ip's prefix.
+    #[arg(long, value_name = "ADDR")]
+    gateway: Option<std::net::Ipv4Addr>,
     /// Write the exit summary as JSON to this file as well.
     #[arg(long, value_name = "FILE")]
     summary_json: Option<std::path::PathBuf>,
@@ -138,7 +155,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         App::Http { common, fixed } => (common, Kind::Http { fixed }),
         App::Echo { common } => (common, Kind::Echo),
     };
-    let StackArg::Kernel = common.stack;
     let cpus = match &common.cpus {
         Some(list) => {
             wirespeed_rt::sys::parse_cpu_list(list).map_err(|e| anyhow::anyhow!("--cpus: {e}"))?
@@ -167,19 +183,38 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .napi_busy_poll_us(common.busy_poll_us)
         .handle_signals(true)
         .build()?;
-    let fds = bind_group(common.listen, &cpus, &opts)?;
-    let bound = socket2::SockRef::from(&fds[0])
-        .local_addr()
-        .ok()
-        .and_then(|a| a.as_socket())
-        .unwrap_or(common.listen);
     let app = match kind {
         Kind::Http { fixed: true } => "http (fixed)",
         Kind::Http { fixed: false } => "http",
         Kind::Echo => "echo",
     };
+    let (sources, bound, _bifurcation) = match common.stack {
+        StackArg::Kernel => {
+            let fds = bind_group(common.listen, &cpus, &opts)?;
+            let bound = socket2::SockRef::from(&fds[0])
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_socket())
+                .unwrap_or(common.listen);
+            (
+                fds.into_iter()
+                    .map(ListenerSource::Kernel)
+                    .collect::<Vec<_>>(),
+                bound,
+                None,
+            )
+        }
+        StackArg::Xdp => {
+            let (sources, bound, prog) = open_xdp(&common, cpus.len())?;
+            (sources, bound, Some(prog))
+        }
+    };
+    let stack_name = match common.stack {
+        StackArg::Kernel => "kernel",
+        StackArg::Xdp => "xdp (bypass)",
+    };
     eprintln!(
-        "wirespeed serve {app}: listening on {bound}; {} shard(s) on CPUs {:?}; stack kernel, engine {}, poll-us {}, busy-poll-us {}, locality {}",
+        "wirespeed serve {app}: listening on {bound}; {} shard(s) on CPUs {:?}; stack {stack_name}, engine {}, poll-us {}, busy-poll-us {}, locality {}",
         cpus.len(),
         cpus,
         rt.engine(),
@@ -191,23 +226,33 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     );
 
-    let fds: Arc<Mutex<Vec<Option<OwnedFd>>>> =
-        Arc::new(Mutex::new(fds.into_iter().map(Some).collect()));
+    let sources: Arc<Mutex<Vec<Option<ListenerSource>>>> =
+        Arc::new(Mutex::new(sources.into_iter().map(Some).collect()));
     let cfg = server::Config {
         idle_timeout: common.idle_timeout,
         fixed: matches!(kind, Kind::Http { fixed: true }),
     };
     let max_conns = common.max_conns;
+    let port = bound.port();
     let per_shard = rt.run(move || {
-        let fd = fds
+        let source = sources
             .lock()
             .expect("listener table")
             .get_mut(wirespeed_rt::shard_id())
             .and_then(Option::take);
         let (cfg, opts) = (cfg.clone(), opts.clone());
         async move {
-            let fd = fd.ok_or_else(|| "no listener for this shard".to_string())?;
-            shard_main(fd, opts, cfg, kind, max_conns)
+            let source = source.ok_or_else(|| "no listener for this shard".to_string())?;
+            let listener = match source {
+                ListenerSource::Kernel(fd) => {
+                    TcpListener::from_kernel(Listener::new(fd, opts).map_err(|e| e.to_string())?)
+                }
+                ListenerSource::Xdp { socket, stack } => {
+                    let user = UserStack::start(&stack, socket);
+                    TcpListener::User(user.listen(port, 4096).map_err(|e| e.to_string())?)
+                }
+            };
+            shard_main(listener, cfg, kind, max_conns)
                 .await
                 .map_err(|e| e.to_string())
         }
@@ -275,14 +320,86 @@ fn rt_engine_name(e: EngineKind) -> String {
     e.to_string()
 }
 
+/// What a shard needs to open its listener; built on the main thread in shard order.
+enum ListenerSource {
+    Kernel(OwnedFd),
+    Xdp {
+        socket: XskSocket,
+        stack: StackConfig,
+    },
+}
+
+/// Loads and attaches the bifurcation program, and opens one AF_XDP socket per shard (shard i
+/// takes rx queue i). The program stays attached while the returned value lives.
+fn open_xdp(
+    common: &Common,
+    shards: usize,
+) -> anyhow::Result<(Vec<ListenerSource>, SocketAddr, Bifurcation)> {
+    let iface = common
+        .iface
+        .as_deref()
+        .context("--stack xdp needs --iface IF (the interface to take queues from)")?;
+    let ip = common
+        .ip
+        .as_deref()
+        .context("--stack xdp needs --ip ADDR/LEN (the address our stack serves)")?;
+    let (addr, len) = ip
+        .split_once('/')
+        .context("--ip must look like 198.18.0.2/24")?;
+    let addr: std::net::Ipv4Addr = addr
+        .parse()
+        .with_context(|| format!("--ip: `{addr}` is not an IPv4 address"))?;
+    let prefix_len: u8 = len
+        .parse()
+        .ok()
+        .filter(|l| *l <= 32)
+        .with_context(|| format!("--ip: bad prefix length `{len}`"))?;
+    let port = common.listen.port();
+    if port == 0 {
+        bail!("--stack xdp needs an explicit port in --listen");
+    }
+    let info = InterfaceInfo::query(iface)?;
+    if shards as u32 > info.rx_queues {
+        bail!(
+            "{iface} has {} rx queue(s) but {shards} shards were asked for: use --cpus with at most {} CPUs",
+            info.rx_queues,
+            info.rx_queues
+        );
+    }
+    let mut bcfg = BifurcationConfig::new(addr);
+    bcfg.tcp_ports = vec![port];
+    bcfg.steer_icmp = true;
+    let mut prog = Bifurcation::load(&bcfg)?;
+    prog.attach(iface)?;
+    let stack = StackConfig {
+        ip: addr,
+        prefix_len,
+        gateway: common.gateway,
+        mac: info.mac,
+        mtu: info.mtu as usize,
+        max_connections: common.max_conns * 2,
+    };
+    let mut sources = Vec::with_capacity(shards);
+    for queue in 0..shards as u32 {
+        let socket = XskSocket::open(iface, queue, &XskConfig::default())?;
+        if let Some(why) = socket.fallback() {
+            eprintln!("wirespeed serve: queue {queue}: copy mode ({why})");
+        }
+        prog.register(&socket)?;
+        sources.push(ListenerSource::Xdp {
+            socket,
+            stack: stack.clone(),
+        });
+    }
+    Ok((sources, SocketAddr::new(addr.into(), port), prog))
+}
+
 async fn shard_main(
-    fd: OwnedFd,
-    opts: ListenOptions,
+    listener: TcpListener,
     cfg: server::Config,
     kind: Kind,
     max_conns: usize,
 ) -> std::io::Result<ShardSummary> {
-    let listener = TcpListener::from_kernel(Listener::new(fd, opts)?);
     let state = Rc::new(ShardState {
         stats: Stats::default(),
         date: DateCache::default(),
