@@ -367,7 +367,7 @@ mod tests {
                 let want = 16.min((N - next) as u32);
                 let n = p.free(want).min(want);
                 if n == 0 {
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                     continue;
                 }
                 let first = p.reserve(n).unwrap();
@@ -382,7 +382,7 @@ mod tests {
         while expect < N {
             let (idx, n) = c.peek(32);
             if n == 0 {
-                std::hint::spin_loop();
+                std::thread::yield_now();
                 continue;
             }
             for i in 0..n {
