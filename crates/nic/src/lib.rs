@@ -154,6 +154,22 @@ pub struct Stats {
     pub wakeup_errors: u64,
 }
 
+impl std::ops::AddAssign<&Stats> for Stats {
+    /// Sums counters, e.g. over the shards of one interface for a report.
+    fn add_assign(&mut self, o: &Stats) {
+        self.rx_frames += o.rx_frames;
+        self.rx_bytes += o.rx_bytes;
+        self.tx_frames += o.tx_frames;
+        self.tx_bytes += o.tx_bytes;
+        self.rx_dropped += o.rx_dropped;
+        self.tx_ring_full += o.tx_ring_full;
+        self.tx_invalid += o.tx_invalid;
+        self.tx_dropped += o.tx_dropped;
+        self.wakeups += o.wakeups;
+        self.wakeup_errors += o.wakeup_errors;
+    }
+}
+
 impl<T: FrameIo + ?Sized> FrameIo for &mut T {
     fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, f: F) -> usize {
         (**self).rx_burst(max, f)
@@ -272,5 +288,12 @@ mod tests {
             (1, 1, 1)
         );
         assert_eq!(a.frame_capacity(), 2048);
+        let mut total = Stats::default();
+        total += a.stats();
+        total += b.stats();
+        assert_eq!(
+            (total.rx_frames, total.tx_frames, total.tx_bytes),
+            (2, 2, 6)
+        );
     }
 }
