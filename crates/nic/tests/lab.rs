@@ -387,7 +387,12 @@ fn the_largest_received_frame_is_frame_capacity() {
             bif.attach("xa0").unwrap();
             let socks: Vec<_> = (0..2)
                 .map(|q| {
-                    let s = XskSocket::open("xa0", q, &small_config(BindMode::Copy)).unwrap();
+                    // Busy-poll sockets: rx must work the same, driven by recvfrom on idle polls.
+                    let cfg = XskConfig {
+                        busy_poll: Some(BusyPoll::default()),
+                        ..small_config(BindMode::Copy)
+                    };
+                    let s = XskSocket::open("xa0", q, &cfg).unwrap();
                     bif.register(&s).unwrap();
                     s
                 })
@@ -419,6 +424,8 @@ fn the_largest_received_frame_is_frame_capacity() {
         vec![cap, cap],
         "the frame one byte too long is dropped"
     );
+    let wakeups: u64 = socks.iter().map(|s| s.stats().wakeups).sum();
+    assert!(wakeups > 0, "busy polling makes a recvfrom on empty polls");
 }
 
 /// More frames in one flush than one copy-mode `sendto` sends: flush keeps kicking while the
