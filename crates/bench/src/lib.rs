@@ -12,6 +12,7 @@ pub mod http;
 pub mod load;
 pub mod probe;
 pub mod report;
+pub mod showdown;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

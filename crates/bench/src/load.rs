@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -77,7 +77,14 @@ pub struct LoadSpec {
     pub request: Vec<u8>,
     /// Print a live line each second (only when stdout is a tty).
     pub live: bool,
+    /// Set to [`PHASE_MEASURING`] when the measured interval starts and [`PHASE_DONE`] when it
+    /// ends, so a probe elsewhere can cover exactly that interval.
+    pub phase: Option<Arc<AtomicU8>>,
 }
+
+pub const PHASE_WARMUP: u8 = 0;
+pub const PHASE_MEASURING: u8 = 1;
+pub const PHASE_DONE: u8 = 2;
 
 /// Errors by kind, counted during the measured interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,6 +211,9 @@ pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P) -> Result<LoadResult> 
     // The main thread only samples CPU time at the interval edges and prints the live line.
     let tty = spec.live && is_stdout_tty();
     sleep_until(measure_at);
+    if let Some(p) = &spec.phase {
+        p.store(PHASE_MEASURING, Ordering::SeqCst);
+    }
     let cpu0 = cpu::self_cpu_time();
     let t0 = Instant::now();
     let mut last = (t0, sum(&counters));
@@ -224,6 +234,9 @@ pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P) -> Result<LoadResult> 
     }
     let cpu1 = cpu::self_cpu_time();
     let measured = Instant::now() - t0;
+    if let Some(p) = &spec.phase {
+        p.store(PHASE_DONE, Ordering::SeqCst);
+    }
 
     let mut result = LoadResult {
         hist: LatencyHist::new(),

@@ -99,6 +99,7 @@ fn spec(addr: SocketAddr, conns: usize, depth: usize, rate: Option<f64>, dur_ms:
         timeout: Duration::from_secs(2),
         request: build_request("GET", &t, &[]).unwrap(),
         live: false,
+        phase: None,
     }
 }
 

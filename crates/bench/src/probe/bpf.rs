@@ -33,12 +33,29 @@ pub fn syscall_name(nr: usize) -> String {
 }
 
 /// What the BPF side counted.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct BpfCounts {
     pub syscalls: BTreeMap<String, u64>,
     /// rx_local, rx_remote, tx_local, tx_remote
     pub locality: Option<[u64; 4]>,
     pub locality_error: Option<String>,
+}
+
+impl BpfCounts {
+    /// The counts accumulated since `earlier`.
+    pub fn since(mut self, earlier: Option<&BpfCounts>) -> BpfCounts {
+        let Some(e) = earlier else { return self };
+        for (k, v) in self.syscalls.iter_mut() {
+            *v = v.saturating_sub(*e.syscalls.get(k).unwrap_or(&0));
+        }
+        self.syscalls.retain(|_, v| *v > 0);
+        if let (Some(l), Some(l0)) = (self.locality.as_mut(), e.locality) {
+            for (a, b) in l.iter_mut().zip(l0) {
+                *a = a.saturating_sub(b);
+            }
+        }
+        self
+    }
 }
 
 fn bpf_err(what: &str) -> impl FnOnce(libbpf_rs::Error) -> Error + '_ {
@@ -120,8 +137,8 @@ impl Session {
             .sum())
     }
 
-    /// Reads the counters and detaches.
-    pub fn finish(self) -> Result<BpfCounts> {
+    /// Reads the counters (they keep running).
+    pub fn counts(&self) -> Result<BpfCounts> {
         let mut c = BpfCounts::default();
         for nr in 0..512u32 {
             let n = Self::sum_percpu(&self.skel.maps.syscalls, nr)?;

@@ -103,52 +103,87 @@ fn pct(local: u64, remote: u64) -> Option<f64> {
 
 /// Probes `opts.pid` while `during` runs; `during` returns the requests served, if known.
 pub fn measure(opts: &ProbeOpts, during: impl FnOnce() -> Option<u64>) -> Result<ProbeReport> {
-    let cpus = match &opts.cpus {
-        Some(c) => c.clone(),
-        None => crate::cpu::affinity_of(opts.pid)?,
-    };
-    let session = if opts.bpf {
-        Some(bpf::Session::start(opts.pid))
-    } else {
-        None
-    };
-    let p0 = procfs::ProcSnapshot::take(opts.pid, &cpus)?;
-    let t0 = Instant::now();
+    let mut p = Probe::prepare(opts)?;
+    p.begin()?;
     let requests = during();
-    let elapsed = t0.elapsed();
-    let p1 = procfs::ProcSnapshot::take(opts.pid, &cpus)?;
-    let mut report = report_from(opts.pid, &cpus, &p0, &p1, elapsed, requests);
-    match session.map(|s| s.and_then(|s| s.finish())) {
-        Some(Ok(b)) => {
-            let per = |n: u64| requests.filter(|&r| r > 0).map(|r| n as f64 / r as f64);
-            let total = b.syscalls.values().sum();
-            report.syscalls = Some(SyscallFigures {
-                total,
-                per_req: per(total),
-                per_req_by_name: b
-                    .syscalls
-                    .iter()
-                    .filter_map(|(k, &v)| Some((k.clone(), per(v)?)))
-                    .collect(),
-                by_name: b.syscalls,
-            });
-            if let Some([rl, rr, tl, tr]) = b.locality {
-                report.locality = Some(LocalityFigures {
-                    rx_local: rl,
-                    rx_remote: rr,
-                    tx_local: tl,
-                    tx_remote: tr,
-                    rx_pct: pct(rl, rr),
-                    tx_pct: pct(tl, tr),
-                    pct: pct(rl + tl, rr + tr),
-                });
-            }
-            report.bpf_error = b.locality_error;
-        }
-        Some(Err(e)) => report.bpf_error = Some(e.to_string()),
-        None => {}
+    let mut r = p.end()?;
+    r.set_requests(requests);
+    Ok(r)
+}
+
+/// A probe in three steps, for callers whose measured interval starts and ends elsewhere
+/// (the showdown): [`Probe::prepare`] loads the BPF programs (slow), [`Probe::begin`] and
+/// [`Probe::end`] only take snapshots (fast), so the interval is exact.
+pub struct Probe {
+    pid: i32,
+    cpus: Vec<usize>,
+    session: Option<Result<bpf::Session>>,
+    start: Option<(procfs::ProcSnapshot, Option<bpf::BpfCounts>, Instant)>,
+}
+
+impl Probe {
+    pub fn prepare(opts: &ProbeOpts) -> Result<Probe> {
+        let cpus = match &opts.cpus {
+            Some(c) => c.clone(),
+            None => crate::cpu::affinity_of(opts.pid)?,
+        };
+        let session = if opts.bpf {
+            Some(bpf::Session::start(opts.pid))
+        } else {
+            None
+        };
+        Ok(Probe {
+            pid: opts.pid,
+            cpus,
+            session,
+            start: None,
+        })
     }
-    Ok(report)
+
+    pub fn begin(&mut self) -> Result<()> {
+        let b0 = match &self.session {
+            Some(Ok(s)) => Some(s.counts()?),
+            _ => None,
+        };
+        let p0 = procfs::ProcSnapshot::take(self.pid, &self.cpus)?;
+        self.start = Some((p0, b0, Instant::now()));
+        Ok(())
+    }
+
+    pub fn end(self) -> Result<ProbeReport> {
+        let Some((p0, b0, t0)) = self.start else {
+            return Err(crate::Error::Invalid("probe ended before it began".into()));
+        };
+        let elapsed = t0.elapsed();
+        let p1 = procfs::ProcSnapshot::take(self.pid, &self.cpus)?;
+        let mut report = report_from(self.pid, &self.cpus, &p0, &p1, elapsed, None);
+        match self.session {
+            Some(Ok(s)) => {
+                let b = s.counts()?.since(b0.as_ref());
+                let total = b.syscalls.values().sum();
+                report.syscalls = Some(SyscallFigures {
+                    total,
+                    by_name: b.syscalls,
+                    ..Default::default()
+                });
+                if let Some([rl, rr, tl, tr]) = b.locality {
+                    report.locality = Some(LocalityFigures {
+                        rx_local: rl,
+                        rx_remote: rr,
+                        tx_local: tl,
+                        tx_remote: tr,
+                        rx_pct: pct(rl, rr),
+                        tx_pct: pct(tl, tr),
+                        pct: pct(rl + tl, rr + tr),
+                    });
+                }
+                report.bpf_error = b.locality_error;
+            }
+            Some(Err(e)) => report.bpf_error = Some(e.to_string()),
+            None => {}
+        }
+        Ok(report)
+    }
 }
 
 fn report_from(
@@ -200,6 +235,21 @@ fn report_from(
 }
 
 impl ProbeReport {
+    /// Sets the requests served in the interval and the per-request figures from them.
+    pub fn set_requests(&mut self, requests: Option<u64>) {
+        self.requests = requests;
+        let per = |n: f64| requests.filter(|&r| r > 0).map(|r| n / r as f64);
+        self.cpu.us_per_req = per(self.cpu.total_s * 1e6);
+        if let Some(sc) = &mut self.syscalls {
+            sc.per_req = per(sc.total as f64);
+            sc.per_req_by_name = sc
+                .by_name
+                .iter()
+                .filter_map(|(k, &v)| Some((k.clone(), per(v as f64)?)))
+                .collect();
+        }
+    }
+
     pub fn text(&self) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();

@@ -116,6 +116,7 @@ fn spec(
         timeout: c.timeout,
         request,
         live: true,
+        phase: None,
     })
 }
 

@@ -1,8 +1,530 @@
-//! Not built yet: owned by the issue that adds this subcommand.
+//! `wirespeed showdown`: the seed ladder for HTTP plaintext on this machine.
+//!
+//! A `pair` lab per row and round (client namespace <-> server namespace over a veth), the
+//! server pinned to CPU 1, the load generator (crates/bench) pinned to CPU 0 with 256
+//! connections, rows alternating round by round, probes on the server over exactly the
+//! measured interval. Results: the table on stdout, results/showdown.{json,md,svg}.
+//!
+//! Adding a row (the bypass rows: AF_XDP, DPDK) means adding a [`Server`] variant that knows
+//! how to start that server in the server namespace, and a [`RowSpec`] in [`ladder`].
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use wirespeed_bench::http::{build_request, HttpParser, Target};
+use wirespeed_bench::load::{self, LoadSpec, PHASE_DONE, PHASE_MEASURING};
+use wirespeed_bench::parse_duration;
+use wirespeed_bench::probe::{Probe, ProbeOpts};
+use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
+use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
+
+const LAB: &str = "sd";
+const SERVER_CPU: usize = 1;
+const CLIENT_CPU: usize = 0;
+const PORT: u16 = 8080;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// One round, 0.5 s warm-up, 2 s measured per row (under 2 minutes).
+    #[arg(long)]
+    quick: bool,
+    /// Where results go.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    #[arg(short = 'c', long, default_value_t = 256)]
+    connections: usize,
+    /// Rounds (default 3, or 1 with --quick).
+    #[arg(long)]
+    rounds: Option<usize>,
+    #[arg(long, value_parser = dur)]
+    warmup: Option<Duration>,
+    #[arg(short = 'd', long, value_parser = dur)]
+    duration: Option<Duration>,
+    /// Only these rows, e.g. 1,2,6 (row 1 is always run: it is the reference).
+    #[arg(long)]
+    rows: Option<String>,
+    /// Skip the BPF probes (no syscall or locality figures).
+    #[arg(long)]
+    no_bpf: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("this subcommand is not built yet")
+fn dur(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// How a row's server is started in the server namespace.
+#[derive(Clone, Debug)]
+enum Server {
+    /// `wirespeed serve http --stack kernel ...`
+    Wirespeed {
+        engine: &'static str,
+        poll_us: u32,
+        busy_poll_us: u32,
+        locality: &'static str,
+    },
+    /// nginx, one worker (master_process off), access_log off; the distribution's build.
+    Nginx,
+}
+
+#[derive(Clone, Debug)]
+struct RowSpec {
+    name: &'static str,
+    profile: Profile,
+    server: Server,
+}
+
+/// The seed ladder. Rows 7+ (bypass stacks) go at the end.
+fn ladder() -> Vec<RowSpec> {
+    let ws = |engine, poll_us, busy_poll_us, locality| Server::Wirespeed {
+        engine,
+        poll_us,
+        busy_poll_us,
+        locality,
+    };
+    vec![
+        RowSpec {
+            name: "untuned kernel",
+            profile: Profile::Default,
+            server: ws("epoll", 0, 0, "none"),
+        },
+        RowSpec {
+            name: "tuned kernel",
+            profile: Profile::Tuned,
+            server: ws("epoll", 0, 0, "none"),
+        },
+        RowSpec {
+            name: "+ perfect locality",
+            profile: Profile::Tuned,
+            server: ws("epoll", 0, 0, "cbpf"),
+        },
+        RowSpec {
+            name: "+ busy poll (epoll)",
+            profile: Profile::Tuned,
+            server: ws("epoll", 100, 50, "cbpf"),
+        },
+        RowSpec {
+            name: "io_uring",
+            profile: Profile::Tuned,
+            server: ws("uring", 100, 50, "cbpf"),
+        },
+        RowSpec {
+            name: "nginx (1 worker)",
+            profile: Profile::Tuned,
+            server: Server::Nginx,
+        },
+    ]
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe. Handlers are
+    // reset to the default across exec, so the servers we start still stop on SIGINT.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+fn check_interrupt() -> anyhow::Result<()> {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted; the lab was taken down and host settings restored");
+    }
+    Ok(())
+}
+
+fn which(prog: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(prog))
+        .find(|p| p.is_file())
+}
+
+fn shell(cmd: &str) -> String {
+    Command::new("sh")
+        .args(["-c", cmd])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// A running server process, stopped (SIGINT, then SIGKILL) on drop.
+struct ServerProc {
+    child: Child,
+}
+
+impl ServerProc {
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child by pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(3) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn nginx_conf(dir: &Path, listen: &str) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir.join("logs"))?;
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 1;\nmaster_process off;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\n\
+             events {{ worker_connections 4096; }}\nhttp {{\n  access_log off;\n  keepalive_requests 100000000;\n  \
+             client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  \
+             scgi_temp_path {d}/tmp;\n  server {{\n    listen {listen};\n    location /plaintext {{ default_type text/plain; return 200 \"Hello, World!\"; }}\n  \
+             }}\n}}\n",
+            d = dir.display()
+        ),
+    )?;
+    std::fs::create_dir_all(dir.join("tmp"))?;
+    Ok(conf)
+}
+
+fn start_server(
+    spec: &RowSpec,
+    lab: &Lab,
+    log: &Path,
+    workdir: &Path,
+) -> anyhow::Result<(ServerProc, String)> {
+    let ns = lab.ns("s").context("lab has no server node")?;
+    let addr = lab
+        .node("s")
+        .and_then(|n| n.addr4())
+        .context("server address")?;
+    let listen = format!("{addr}:{PORT}");
+    let logf = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("open {}", log.display()))?;
+    let (mut cmd, line) = match &spec.server {
+        Server::Wirespeed {
+            engine,
+            poll_us,
+            busy_poll_us,
+            locality,
+        } => {
+            let exe = std::env::current_exe()?;
+            let args: Vec<String> = vec![
+                "serve".into(),
+                "http".into(),
+                "--stack".into(),
+                "kernel".into(),
+                "--cpus".into(),
+                SERVER_CPU.to_string(),
+                "--listen".into(),
+                listen.clone(),
+                "--engine".into(),
+                engine.to_string(),
+                "--poll-us".into(),
+                poll_us.to_string(),
+                "--busy-poll-us".into(),
+                busy_poll_us.to_string(),
+                "--locality".into(),
+                locality.to_string(),
+            ];
+            let mut c = ns.command(exe.to_str().context("binary path")?);
+            c.args(&args);
+            (c, format!("wirespeed {}", args.join(" ")))
+        }
+        Server::Nginx => {
+            let conf = nginx_conf(&workdir.join("nginx"), &listen)?;
+            let mut c = ns.command("taskset");
+            c.args(["-c", &SERVER_CPU.to_string(), "nginx", "-c"])
+                .arg(&conf)
+                .arg("-p")
+                .arg(workdir.join("nginx"));
+            (
+                c,
+                format!(
+                    "taskset -c {SERVER_CPU} nginx (1 worker, master_process off, access_log off)"
+                ),
+            )
+        }
+    };
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(logf.try_clone()?)
+        .stderr(logf)
+        .spawn()
+        .with_context(|| format!("start `{line}`"))?;
+    let mut server = ServerProc { child };
+    // Ready when a connection from the client namespace succeeds.
+    let target: SocketAddr = listen.parse()?;
+    let client = lab.ns("c").context("lab has no client node")?;
+    let t = Instant::now();
+    loop {
+        check_interrupt()?;
+        let ok = client
+            .run(move || TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_ok())?;
+        if ok {
+            break;
+        }
+        if let Ok(Some(st)) = server.child.try_wait() {
+            bail!(
+                "`{line}` exited with {st} before listening; see {}",
+                log.display()
+            );
+        }
+        if t.elapsed() > Duration::from_secs(10) {
+            bail!(
+                "`{line}` did not accept connections on {listen} within 10 s; see {}",
+                log.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // ip netns exec and taskset exec the server, so this pid is the server's.
+    let _ = &mut server;
+    Ok((server, line))
+}
+
+/// Runs `f` on a new thread inside the named namespace; the load threads it starts inherit it.
+fn spawn_in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<T>>> {
+    let path = format!("/run/netns/{ns}");
+    let file = File::open(&path).with_context(|| format!("open {path}"))?;
+    Ok(std::thread::spawn(move || {
+        // SAFETY: setns on a valid namespace fd changes only this new thread's namespace.
+        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("setns");
+        }
+        Ok(f())
+    }))
+}
+
+struct Plan {
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+    bpf: bool,
+}
+
+fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigures, String)> {
+    check_interrupt()?;
+    let mut ls = LabSpec::new(LAB, Topology::Pair);
+    ls.profile = spec.profile;
+    ls.cpus.insert("c".into(), vec![CLIENT_CPU]);
+    ls.cpus.insert("s".into(), vec![SERVER_CPU]);
+    let lab = Lab::up(&ls).context("lab up")?;
+    let (server, line) = start_server(spec, &lab, &out.join("showdown-server.log"), out)?;
+
+    let addr = lab
+        .node("s")
+        .and_then(|n| n.addr4())
+        .context("server address")?;
+    let target = Target::parse(&format!("http://{addr}:{PORT}/plaintext"))?;
+    let phase = Arc::new(AtomicU8::new(0));
+    let load_spec = LoadSpec {
+        addr: target.addr,
+        connections: plan.connections,
+        threads: 1,
+        cpus: Some(vec![CLIENT_CPU]),
+        warmup: plan.warmup,
+        duration: plan.duration,
+        depth: 1,
+        rate: None,
+        timeout: Duration::from_secs(2),
+        request: build_request("GET", &target, &[])?,
+        live: false,
+        phase: Some(phase.clone()),
+    };
+    let mut probe = Probe::prepare(&ProbeOpts {
+        pid: server.pid(),
+        cpus: Some(vec![SERVER_CPU]),
+        bpf: plan.bpf,
+    })?;
+    let client = spawn_in_netns(&format!("ws-{LAB}-c"), move || {
+        load::run(&load_spec, HttpParser::default())
+    })?;
+    let wait_phase = |want: u8| {
+        while phase.load(Ordering::SeqCst) < want && !client.is_finished() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    wait_phase(PHASE_MEASURING);
+    probe.begin()?;
+    wait_phase(PHASE_DONE);
+    let mut report = probe.end()?;
+    let result = client
+        .join()
+        .map_err(|_| anyhow::anyhow!("load thread panicked"))???;
+    report.set_requests(Some(result.requests));
+    drop(server);
+    lab.down()?;
+
+    let l = &result.hist.percentiles();
+    let fig = RoundFigures {
+        rps: result.rps(),
+        p50_us: l.p50,
+        p99_us: l.p99,
+        p9999_us: l.p9999,
+        cpu_us_per_req: report.cpu.us_per_req,
+        syscalls_per_req: report.syscalls.as_ref().and_then(|s| s.per_req),
+        ctx_switches_per_s: report.ctx_switches.per_s,
+        locality_pct: report.locality.as_ref().and_then(|l| l.pct),
+        client_cpu_pct: result.client_cpu_pct(),
+        server_cpu_pct: report.cpu.pct,
+        errors: result.errors.total(),
+    };
+    if let Some(e) = &report.bpf_error {
+        eprintln!("  note: {e}");
+    }
+    Ok((fig, line))
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if !wirespeed_lab::is_root() {
+        bail!("the showdown builds network namespaces and loads BPF probes: run it as root (sudo make run)");
+    }
+    install_signal_handlers();
+    let rounds = a.rounds.unwrap_or(if a.quick { 1 } else { 3 }).max(1);
+    let plan = Plan {
+        connections: a.connections,
+        warmup: a
+            .warmup
+            .unwrap_or(Duration::from_millis(if a.quick { 500 } else { 1000 })),
+        duration: a
+            .duration
+            .unwrap_or(Duration::from_secs(if a.quick { 2 } else { 5 })),
+        bpf: !a.no_bpf,
+    };
+    let wanted: Option<Vec<usize>> = a
+        .rows
+        .as_deref()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+    std::fs::create_dir_all(&a.out).with_context(|| format!("create {}", a.out.display()))?;
+    let out = std::fs::canonicalize(&a.out)?;
+    let _ = std::fs::remove_file(out.join("showdown-server.log"));
+    // A lab left by a crashed run would make `lab up` refuse.
+    let _ = topo::down(LAB);
+
+    let mut rows: Vec<(RowSpec, Row)> = ladder()
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| *i == 0 || wanted.as_ref().is_none_or(|w| w.contains(&(i + 1))))
+        .map(|(i, spec)| {
+            let row = Row {
+                row: i + 1,
+                name: spec.name.into(),
+                profile: spec.profile.name().into(),
+                ..Default::default()
+            };
+            (spec, row)
+        })
+        .collect();
+    if which("nginx").is_none() {
+        for (spec, row) in rows.iter_mut() {
+            if matches!(spec.server, Server::Nginx) {
+                row.skipped = Some("nginx is not installed (make deps installs it)".into());
+            }
+        }
+    }
+
+    eprintln!(
+        "showdown: {} rows x {rounds} round(s), {:.1}s warm-up + {:.1}s each, {} connections; client CPU {CLIENT_CPU}, server CPU {SERVER_CPU}",
+        rows.len(),
+        plan.warmup.as_secs_f64(),
+        plan.duration.as_secs_f64(),
+        plan.connections
+    );
+    for round in 1..=rounds {
+        for (spec, row) in rows.iter_mut() {
+            if row.skipped.is_some() {
+                continue;
+            }
+            match run_row(spec, &plan, &out) {
+                Ok((fig, line)) => {
+                    eprintln!(
+                        "  round {round}/{rounds} row {} {:<22} {:>9.0} req/s  p99 {:>7.0} us  server {:>5.1}% CPU  client {:>5.1}% CPU",
+                        row.row, row.name, fig.rps, fig.p99_us, fig.server_cpu_pct, fig.client_cpu_pct
+                    );
+                    row.server = line;
+                    row.rounds.push(fig);
+                }
+                Err(e) => {
+                    check_interrupt()?;
+                    eprintln!(
+                        "  round {round}/{rounds} row {} {}: {e:#}",
+                        row.row, row.name
+                    );
+                    if row.rounds.is_empty() && round == rounds {
+                        row.skipped = Some(format!("failed: {e:#}"));
+                    }
+                }
+            }
+        }
+    }
+    let _ = topo::down(LAB);
+
+    let mut sd = Showdown {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        date: shell("date -u +%Y-%m-%dT%H:%M:%SZ"),
+        uname_r: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        nproc: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        commit: shell("git rev-parse --short HEAD 2>/dev/null"),
+        client_cpus: CLIENT_CPU.to_string(),
+        server_cpus: SERVER_CPU.to_string(),
+        connections: plan.connections,
+        warmup_s: plan.warmup.as_secs_f64(),
+        duration_s: plan.duration.as_secs_f64(),
+        rounds,
+        latency: "closed loop (wrk-like), 1 request in flight per connection".into(),
+        rows: rows
+            .into_iter()
+            .map(|(_, mut r)| {
+                if r.skipped.is_none() && r.rounds.is_empty() {
+                    r.skipped = Some("no round completed".into());
+                }
+                r.summarize();
+                r
+            })
+            .collect(),
+    };
+    sd.compute_ratios();
+    let json = out.join("showdown.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&sd)? + "\n")
+        .with_context(|| format!("write {}", json.display()))?;
+    std::fs::write(out.join("showdown.md"), sd.markdown())?;
+    sd.svg(&out.join("showdown.svg"))?;
+    println!("{}", sd.table());
+    println!(
+        "wrote {0}/showdown.json, {0}/showdown.md, {0}/showdown.svg",
+        out.display()
+    );
+    Ok(())
 }

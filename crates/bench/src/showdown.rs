@@ -1,0 +1,409 @@
+//! The showdown's results: one row per server configuration, rendered as a Markdown table
+//! and an SVG chart. Running the rows lives in the binary (`wirespeed showdown`), which owns
+//! the lab and the server processes; this module is pure and unit-tested.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Median, min and max of the per-round ratios of a row against row 1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ratio {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Ratio {
+    pub fn of(mut v: Vec<f64>) -> Option<Ratio> {
+        v.retain(|x| x.is_finite());
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(|a, b| a.total_cmp(b));
+        Some(Ratio {
+            median: median_sorted(&v),
+            min: v[0],
+            max: v[v.len() - 1],
+        })
+    }
+}
+
+fn median_sorted(v: &[f64]) -> f64 {
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Median of the finite values, if any.
+pub fn median(v: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = v.into_iter().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    Some(median_sorted(&v))
+}
+
+/// One round of one row.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RoundFigures {
+    pub rps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p9999_us: f64,
+    pub cpu_us_per_req: Option<f64>,
+    pub syscalls_per_req: Option<f64>,
+    pub ctx_switches_per_s: f64,
+    pub locality_pct: Option<f64>,
+    pub client_cpu_pct: f64,
+    pub server_cpu_pct: f64,
+    pub errors: u64,
+}
+
+/// One configuration; the figures are medians over its rounds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Row {
+    pub row: usize,
+    pub name: String,
+    /// The server command line (inside the server namespace).
+    pub server: String,
+    /// Lab tuning profile.
+    pub profile: String,
+    /// Set when the row could not run (e.g. nginx not installed); the figures are then empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    pub rps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p9999_us: f64,
+    pub cpu_us_per_req: Option<f64>,
+    pub syscalls_per_req: Option<f64>,
+    pub ctx_switches_per_s: f64,
+    pub locality_pct: Option<f64>,
+    pub client_cpu_pct: f64,
+    pub server_cpu_pct: f64,
+    pub errors: u64,
+    /// req/s against row 1, round by round.
+    pub rps_vs_row1: Option<Ratio>,
+    /// CPU-µs per request against row 1, round by round (lower is better).
+    pub cpu_per_req_vs_row1: Option<Ratio>,
+    /// The client used ~all of its CPU while the server did not: the row measures the client.
+    pub client_bound: bool,
+    pub rounds: Vec<RoundFigures>,
+}
+
+impl Row {
+    /// Fills the medians from `rounds`.
+    pub fn summarize(&mut self) {
+        let r = &self.rounds;
+        let m = |f: &dyn Fn(&RoundFigures) -> f64| median(r.iter().map(f)).unwrap_or(0.0);
+        let mo = |f: &dyn Fn(&RoundFigures) -> Option<f64>| median(r.iter().filter_map(f));
+        self.rps = m(&|x| x.rps);
+        self.p50_us = m(&|x| x.p50_us);
+        self.p99_us = m(&|x| x.p99_us);
+        self.p9999_us = m(&|x| x.p9999_us);
+        self.cpu_us_per_req = mo(&|x| x.cpu_us_per_req);
+        self.syscalls_per_req = mo(&|x| x.syscalls_per_req);
+        self.ctx_switches_per_s = m(&|x| x.ctx_switches_per_s);
+        self.locality_pct = mo(&|x| x.locality_pct);
+        self.client_cpu_pct = m(&|x| x.client_cpu_pct);
+        self.server_cpu_pct = m(&|x| x.server_cpu_pct);
+        self.errors = r.iter().map(|x| x.errors).sum();
+        self.client_bound = self.client_cpu_pct >= 90.0 && self.server_cpu_pct < 90.0;
+    }
+}
+
+/// A whole showdown run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Showdown {
+    pub command: String,
+    pub date: String,
+    pub uname_r: String,
+    pub nproc: usize,
+    pub commit: String,
+    pub client_cpus: String,
+    pub server_cpus: String,
+    pub connections: usize,
+    pub warmup_s: f64,
+    pub duration_s: f64,
+    pub rounds: usize,
+    /// Closed loop (wrk-like): latency is per response, not corrected for omission.
+    pub latency: String,
+    pub rows: Vec<Row>,
+}
+
+impl Showdown {
+    /// Ratios of every row against row 1, from the rounds they ran side by side.
+    pub fn compute_ratios(&mut self) {
+        let Some(base) = self.rows.first().cloned() else {
+            return;
+        };
+        for row in self.rows.iter_mut() {
+            let n = row.rounds.len().min(base.rounds.len());
+            row.rps_vs_row1 = Ratio::of(
+                (0..n)
+                    .map(|i| row.rounds[i].rps / base.rounds[i].rps)
+                    .collect(),
+            );
+            row.cpu_per_req_vs_row1 = Ratio::of(
+                (0..n)
+                    .filter_map(|i| {
+                        Some(row.rounds[i].cpu_us_per_req? / base.rounds[i].cpu_us_per_req?)
+                    })
+                    .collect(),
+            );
+        }
+    }
+
+    /// The results table (Markdown; also what the terminal shows).
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let opt =
+            |v: Option<f64>, prec: usize| v.map_or("n/a".to_string(), |x| format!("{x:.prec$}"));
+        let ratio = |r: Option<Ratio>| {
+            r.map_or("n/a".to_string(), |r| {
+                format!("{:.2}x ({:.2}-{:.2})", r.median, r.min, r.max)
+            })
+        };
+        let _ = writeln!(
+            s,
+            "| # | configuration | req/s | vs row 1 | p50 us | p99 us | p99.99 us | CPU-us/req | syscalls/req | ctx sw/s | locality % | client CPU % | server CPU % | errors |"
+        );
+        let _ = writeln!(
+            s,
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for r in &self.rows {
+            if let Some(why) = &r.skipped {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | skipped: {why} | | | | | | | | | | | |",
+                    r.row, r.name
+                );
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "| {} | {}{} | {:.0} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.0} | {} | {:.0} | {:.0} | {} |",
+                r.row,
+                r.name,
+                if r.client_bound { " (client-bound)" } else { "" },
+                r.rps,
+                ratio(r.rps_vs_row1),
+                r.p50_us,
+                r.p99_us,
+                r.p9999_us,
+                opt(r.cpu_us_per_req, 2),
+                opt(r.syscalls_per_req, 2),
+                r.ctx_switches_per_s,
+                opt(r.locality_pct, 1),
+                r.client_cpu_pct,
+                r.server_cpu_pct,
+                r.errors
+            );
+        }
+        s
+    }
+
+    /// The Markdown report: the table plus everything needed to reproduce it.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "# wirespeed showdown: HTTP plaintext, {} connections\n",
+            self.connections
+        );
+        let _ = writeln!(s, "Command: `{}`\n", self.command);
+        let _ = writeln!(
+            s,
+            "Date {}; kernel {}; {} CPUs; commit {}. Client on CPU {}, server on CPU {}; {} round(s) \
+             alternating the rows; {:.1} s warm-up then {:.1} s measured per row and round. Figures \
+             are medians over the rounds; `vs row 1` is the median (min-max) of the per-round req/s \
+             ratios. Latency: {}. CPU-us/req is the server's user+sys plus the softirq time on its \
+             CPU not already inside it, per request.\n",
+            self.date,
+            self.uname_r,
+            self.nproc,
+            self.commit,
+            self.client_cpus,
+            self.server_cpus,
+            self.rounds,
+            self.warmup_s,
+            self.duration_s,
+            self.latency
+        );
+        s.push_str(&self.table());
+        let bound: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|r| r.client_bound)
+            .map(|r| r.row.to_string())
+            .collect();
+        if !bound.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nRows {} are client-bound (client CPU >= 90% while the server's is not): they measure the \
+                 load generator, not the server; compare their CPU-us/req, not their req/s.",
+                bound.join(", ")
+            );
+        }
+        s
+    }
+
+    /// A bar chart of req/s and CPU-µs per request per row.
+    pub fn svg(&self, path: &Path) -> Result<()> {
+        use plotters::prelude::*;
+        let rows: Vec<&Row> = self.rows.iter().filter(|r| r.skipped.is_none()).collect();
+        let n = rows.len().max(1);
+        let max_rps = rows.iter().map(|r| r.rps).fold(1.0, f64::max) * 1.15;
+        let max_cpu = rows
+            .iter()
+            .filter_map(|r| r.cpu_us_per_req)
+            .fold(1.0, f64::max)
+            * 1.15;
+        let err =
+            |e: &dyn std::fmt::Display| Error::Invalid(format!("draw {}: {e}", path.display()));
+        let root = SVGBackend::new(path, (1000, 700)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let (top, bottom) = root.split_vertically(350);
+        let label = |i: usize| {
+            rows.get(i)
+                .map(|r| format!("{} {}", r.row, r.name))
+                .unwrap_or_default()
+        };
+        for (area, title, max, value, color) in [
+            (
+                &top,
+                "req/s (higher is better)",
+                max_rps,
+                &(|r: &Row| Some(r.rps)) as &dyn Fn(&Row) -> Option<f64>,
+                BLUE,
+            ),
+            (
+                &bottom,
+                "server CPU-us per request (lower is better)",
+                max_cpu,
+                &|r: &Row| r.cpu_us_per_req,
+                RED,
+            ),
+        ] {
+            let mut chart = ChartBuilder::on(area)
+                .caption(title, ("sans-serif", 18))
+                .margin(10)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0f64..n as f64, 0f64..max)
+                .map_err(|e| err(&e))?;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n + 1)
+                .x_label_formatter(&|x| {
+                    if x.fract().abs() < 1e-9 {
+                        label(*x as usize)
+                    } else {
+                        String::new()
+                    }
+                })
+                .draw()
+                .map_err(|e| err(&e))?;
+            chart
+                .draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
+                    let v = value(r)?;
+                    Some(Rectangle::new(
+                        [(i as f64 + 0.15, 0.0), (i as f64 + 0.85, v)],
+                        color.filled(),
+                    ))
+                }))
+                .map_err(|e| err(&e))?;
+        }
+        root.present().map_err(|e| err(&e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(rps: f64, cpu: f64) -> RoundFigures {
+        RoundFigures {
+            rps,
+            cpu_us_per_req: Some(cpu),
+            client_cpu_pct: 50.0,
+            server_cpu_pct: 100.0,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn medians_ratios_and_rendering() {
+        assert_eq!(median([3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median([4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median([]), None);
+        let mut s = Showdown {
+            connections: 256,
+            rounds: 3,
+            ..Default::default()
+        };
+        for (i, k) in [(1, 1.0), (2, 2.0)] {
+            let mut r = Row {
+                row: i,
+                name: format!("row{i}"),
+                ..Default::default()
+            };
+            r.rounds = vec![
+                round(100.0 * k, 10.0 / k),
+                round(110.0 * k, 9.0 / k),
+                round(90.0 * k, 11.0 / k),
+            ];
+            r.summarize();
+            s.rows.push(r);
+        }
+        s.rows.push(Row {
+            row: 3,
+            name: "nginx".into(),
+            skipped: Some("not installed".into()),
+            ..Default::default()
+        });
+        s.compute_ratios();
+        assert_eq!(s.rows[0].rps, 100.0);
+        assert_eq!(
+            s.rows[1].rps_vs_row1,
+            Some(Ratio {
+                median: 2.0,
+                min: 2.0,
+                max: 2.0
+            })
+        );
+        assert_eq!(s.rows[1].cpu_per_req_vs_row1.unwrap().median, 0.5);
+        let md = s.markdown();
+        assert!(md.contains("| 2 | row2 | 200 | 2.00x"), "{md}");
+        assert!(md.contains("skipped: not installed"));
+        let v = serde_json::to_value(&s).unwrap();
+        for k in [
+            "rps",
+            "p50_us",
+            "p99_us",
+            "p9999_us",
+            "cpu_us_per_req",
+            "syscalls_per_req",
+            "ctx_switches_per_s",
+            "locality_pct",
+        ] {
+            assert!(v["rows"][0].get(k).is_some(), "{k}");
+        }
+        let path = std::env::temp_dir().join(format!("ws-showdown-{}.svg", std::process::id()));
+        s.svg(&path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(svg.contains("<svg") && svg.contains("row2"));
+    }
+}
