@@ -39,7 +39,11 @@ struct Wire {
 
 impl Wire {
     fn new() -> Wire {
-        Wire { frames: vec![[0u8; 1600]; 4096], lens: vec![0; 4096], count: 0 }
+        Wire {
+            frames: vec![[0u8; 1600]; 4096],
+            lens: vec![0; 4096],
+            count: 0,
+        }
     }
 }
 
@@ -76,7 +80,9 @@ fn no_allocation_per_segment_in_steady_state() {
     let mut wires = [Wire::new(), Wire::new()];
     let l = st[1].tcp_listen(80, 64).unwrap();
     let mut now = Instant::from_millis(1);
-    let conns: Vec<ConnId> = (0..8).map(|_| st[0].tcp_connect(now, b_ip, 80, |_| true).unwrap()).collect();
+    let conns: Vec<ConnId> = (0..8)
+        .map(|_| st[0].tcp_connect(now, b_ip, 80, |_| true).unwrap())
+        .collect();
     let mut servers: Vec<ConnId> = Vec::with_capacity(8);
     for _ in 0..20 {
         now = now.add_micros(100);
