@@ -428,6 +428,59 @@ fn the_largest_received_frame_is_frame_capacity() {
     assert!(wakeups > 0, "busy polling makes a recvfrom on empty polls");
 }
 
+/// veth leaves the peer kernel's UDP checksum to "hardware" (CHECKSUM_PARTIAL), so the frame
+/// reaching AF_XDP carries only the pseudo-header sum; with the peer's tx offload off it is
+/// complete. The bypass stack must know this (docs/NIC.md, "Checksums on veth").
+#[test]
+fn veth_peer_checksums_are_partial_unless_tx_offload_is_off() {
+    let lab = lab("k");
+    lab.b
+        .ip(&[
+            "neigh",
+            "add",
+            "198.18.0.10",
+            "lladdr",
+            &mac_str(MAC_A),
+            "dev",
+            "xb0",
+        ])
+        .unwrap();
+    let (_bif, mut socks) = lab
+        .a
+        .run(|| {
+            let cfg = BifurcationConfig {
+                udp_ports: vec![SERVED_PORT],
+                ..BifurcationConfig::new(SERVED)
+            };
+            let mut bif = Bifurcation::load(&cfg).unwrap();
+            bif.attach("xa0").unwrap();
+            let socks: Vec<_> = (0..2)
+                .map(|q| {
+                    let s = XskSocket::open("xa0", q, &small_config(BindMode::Copy)).unwrap();
+                    bif.register(&s).unwrap();
+                    s
+                })
+                .collect();
+            (bif, socks)
+        })
+        .unwrap();
+    let mut verdicts = Vec::new();
+    for offload in ["on", "off"] {
+        lab.b
+            .exec("ethtool", &["-K", "xb0", "tx", offload])
+            .unwrap();
+        send_from_peer(&lab, 0, 5400, 1, offload);
+        let got = collect(&mut socks, 1, |f| parse_udp(f).is_some());
+        assert_eq!(got.len(), 1);
+        verdicts.push(udp_checksum_ok(&got[0].1));
+    }
+    assert_eq!(
+        verdicts,
+        vec![false, true],
+        "partial with tx offload on, complete with it off"
+    );
+}
+
 /// More frames in one flush than one copy-mode `sendto` sends: flush keeps kicking while the
 /// kernel answers EAGAIN, so the whole burst leaves.
 #[test]

@@ -145,3 +145,20 @@ pub fn parse_arp_request(frame: &[u8]) -> Option<([u8; 6], Ipv4Addr, Ipv4Addr)> 
         Ipv4Addr::new(a[24], a[25], a[26], a[27]),
     ))
 }
+
+/// True when the UDP checksum of an Ethernet + IPv4 + UDP frame verifies (or is 0: absent).
+pub fn udp_checksum_ok(frame: &[u8]) -> bool {
+    let ihl = usize::from(frame[14] & 0x0f) * 4;
+    let ip = &frame[14..];
+    let u = &ip[ihl..];
+    let len = usize::from(u16::from_be_bytes([u[4], u[5]]));
+    if u[6] == 0 && u[7] == 0 {
+        return true;
+    }
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&ip[12..20]);
+    pseudo.extend_from_slice(&[0, 17]);
+    pseudo.extend_from_slice(&(len as u16).to_be_bytes());
+    pseudo.extend_from_slice(&u[..len]);
+    checksum(0, &pseudo) == 0
+}
