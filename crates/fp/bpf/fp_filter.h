@@ -99,6 +99,23 @@ struct {
 	__type(value, __u32);
 } f_actions SEC(".maps");
 
+/* Nonzero while the controller rewrites the tables in place: meanwhile every packet the filter
+ * would judge goes to the kernel, so no packet sees half-old, half-new tables. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} f_paused SEC(".maps");
+
+static __always_inline int filter_paused(void)
+{
+	__u32 zero = 0;
+	__u32 *p = bpf_map_lookup_elem(&f_paused, &zero);
+
+	return !p || *p;
+}
+
 static __always_inline void and_into(struct rule_set *acc, const struct rule_set *s)
 {
 	int i;
@@ -195,6 +212,8 @@ static __always_inline int filter_v4(struct fp_pkt *p, struct iphdr *iph, __u32 
 	const struct rule_set *s;
 	struct lpm_v4 k = { .prefixlen = 32 };
 
+	if (filter_paused())
+		return FILTER_KERNEL;
 	k.addr = iph->saddr;
 	s = bpf_map_lookup_elem(&f_src4, &k);
 	if (!s)
@@ -217,6 +236,8 @@ static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u
 	struct lpm_v6 k = { .prefixlen = 128 };
 	__u8 nh = ip6h->nexthdr;
 
+	if (filter_paused())
+		return FILTER_KERNEL;
 	/* Extension headers hide the transport header that nftables would match on. */
 	if (nh == 43 || nh == 44 || nh == 50 || nh == 51 || nh == 60 || nh == 135 || nh == 139 ||
 	    nh == 140)

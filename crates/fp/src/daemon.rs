@@ -125,6 +125,7 @@ pub struct Daemon {
     dump: Socket,
     legacy: (bool, bool),
     applied: Plan,
+    applied_filter: FilterPlan,
 }
 
 fn read_sysctl(path: &str) -> Option<u32> {
@@ -196,6 +197,7 @@ impl Daemon {
             dump: Socket::open(NETLINK_ROUTE)?,
             legacy: (false, false),
             applied: Plan::default(),
+            applied_filter: FilterPlan::default(),
         })
     }
 
@@ -261,7 +263,10 @@ impl Daemon {
     /// Makes the attached programs match the plan. Returns what it did.
     fn reconcile(&mut self) -> &'static str {
         let plan = self.model.plan();
-        if plan == self.applied && self.ports.keys().eq(plan.ports.keys()) {
+        if plan == self.applied
+            && self.model.filter == self.applied_filter
+            && self.ports.keys().eq(plan.ports.keys())
+        {
             return "none";
         }
         let mut action = "maps";
@@ -276,8 +281,14 @@ impl Daemon {
                 .then(|| self.model.filter.tables(&pp.name, &|n| self.ifindex_of(n)));
             let res: Result<()> = (|| {
                 match self.ports.get_mut(idx) {
-                    Some(port) if port.prog.features == f && port.tables == tables => {
+                    Some(port) if port.prog.features == f => {
                         port.prog.set_tx_ports(&plan.tx_ports)?;
+                        if port.tables != tables {
+                            if let Some(t) = &tables {
+                                port.prog.write_filter(t)?;
+                            }
+                            port.tables = tables;
+                        }
                     }
                     Some(port) => {
                         let prog = Program::load(&f)?;
@@ -325,6 +336,7 @@ impl Daemon {
             }
         }
         self.applied = plan;
+        self.applied_filter = self.model.filter.clone();
         action
     }
 

@@ -157,6 +157,15 @@ fn family_plan(items: &[Value], fam: &str) -> (FamilyFilter, Vec<Rule>) {
             }
         }
     }
+    // An empty accepting chain changes nothing (iptables-nft leaves one after `-F`).
+    forward.retain(|c| {
+        s(c, "policy") == "drop"
+            || items.iter().filter_map(|i| obj(i, "rule")).any(|r| {
+                s(r, "family") == s(c, "family")
+                    && s(r, "table") == s(c, "table")
+                    && s(r, "chain") == s(c, "name")
+            })
+    });
     if forward.len() > 1 {
         return (
             FamilyFilter::Kernel("more than one forward chain".into()),

@@ -60,6 +60,7 @@ pub struct Maps {
     pub f_oif: MapHandle,
     pub f_defaults: MapHandle,
     pub f_actions: MapHandle,
+    pub f_paused: MapHandle,
 }
 
 /// A loaded (verified) program, not yet attached anywhere.
@@ -115,6 +116,7 @@ impl Program {
             f_oif: handle(&m.f_oif, "f_oif")?,
             f_defaults: handle(&m.f_defaults, "f_defaults")?,
             f_actions: handle(&m.f_actions, "f_actions")?,
+            f_paused: handle(&m.f_paused, "f_paused")?,
         };
         // The skeleton (and its object) drops here; the program and maps live on through the
         // fds we hold and, once attached, through the link.
@@ -305,8 +307,21 @@ fn clear(map: &MapHandle) {
 }
 
 impl Program {
-    /// Writes the classifier tables into this program's (fresh or stale) filter maps.
+    /// Writes the classifier tables into this program's maps, in place: the filter is paused
+    /// (its packets go to the kernel) until every table is consistent again.
     pub fn write_filter(&self, t: &crate::filter::Tables) -> Result<()> {
+        let pause = |v: u32| {
+            self.maps
+                .f_paused
+                .update(&0u32.to_ne_bytes(), &v.to_ne_bytes(), MapFlags::ANY)
+                .map_err(bpf("pause filter"))
+        };
+        pause(1)?;
+        self.fill_filter(t)?;
+        pause(0)
+    }
+
+    fn fill_filter(&self, t: &crate::filter::Tables) -> Result<()> {
         let m = &self.maps;
         for map in [
             &m.f_src4, &m.f_dst4, &m.f_src6, &m.f_dst6, &m.f_sport, &m.f_dport, &m.f_oif,

@@ -1,0 +1,160 @@
+//! The filter in a `line` lab: 100 iptables(-nft) drop rules, then the same as one set;
+//! rule add/del and set element add take effect.
+
+mod common;
+
+use common::*;
+use wirespeed_fp::daemon::Status;
+
+fn dropped(s: &Status) -> u64 {
+    s.ports
+        .iter()
+        .map(|p| p.reasons.get("dropped_filter").copied().unwrap_or(0))
+        .sum()
+}
+
+fn filtered(s: &Status) -> bool {
+    s.ports
+        .iter()
+        .all(|p| p.modules.contains(&"filter4".to_string()))
+}
+
+/// Runs `change` and waits until the daemon has handled the events it caused.
+fn apply(d: &RunningDaemon, what: &str, change: impl FnOnce()) -> Status {
+    let before = d.status().map(|s| s.response_count).unwrap_or(0);
+    change();
+    d.wait_for(what, |s| {
+        s.response_count > before
+            && s.responses
+                .first()
+                .is_some_and(|r| r.events.contains("nftables"))
+    })
+}
+
+#[test]
+fn hundred_iptables_rules_then_one_set() {
+    let lab = line("g");
+    let d = RunningDaemon::start(&lab.dut, None);
+    d.wait_for("ports attached", |s| s.ports.len() == 2);
+
+    // 100 rules: the first 25 drop prefixes we route, the other 75 never match.
+    let mut rules = String::from("*filter\n:FORWARD ACCEPT [0:0]\n");
+    for x in 0..25 {
+        rules.push_str(&format!("-A FORWARD -d 198.19.{x}.1/32 -j DROP\n"));
+    }
+    for x in 0..75 {
+        rules.push_str(&format!(
+            "-A FORWARD -s 198.18.200.{x}/32 -p udp --dport 53 -j DROP\n"
+        ));
+    }
+    rules.push_str("COMMIT\n");
+    let s = apply(&d, "100 rules compiled", || {
+        use std::io::Write;
+        let mut c = lab
+            .dut
+            .command("iptables-nft-restore")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(rules.as_bytes()).unwrap();
+        assert!(c.wait().unwrap().success());
+    });
+    assert!(filtered(&s), "{:?}", s.ports);
+    assert!(s.filter_v4.contains("100 rules"), "{}", s.filter_v4);
+
+    // (the first packets resolve neighbours through the kernel)
+    assert!(ping(&lab.src, "198.19.30.1"), "allowed prefix unreachable");
+    assert!(
+        !ping_once(&lab.src, "198.19.3.1"),
+        "dropped prefix reachable"
+    );
+    d.wait_for("drops and forwards counted", |s| {
+        dropped(s) > 0 && forwarded(s, "d0") + forwarded(s, "d1") > 0
+    });
+
+    // Rule delete and add.
+    apply(&d, "rule deleted", || {
+        lab.dut
+            .exec(
+                "iptables-nft",
+                &["-D", "FORWARD", "-d", "198.19.3.1/32", "-j", "DROP"],
+            )
+            .map(|_| ())
+            .unwrap()
+    });
+    if !ping(&lab.src, "198.19.3.1") {
+        let rs = lab
+            .dut
+            .exec("nft", &["list", "chain", "ip", "filter", "FORWARD"])
+            .unwrap();
+        panic!(
+            "deleted rule still drops: {}\n{:#?}",
+            &rs[..rs.len().min(400)],
+            d.status().unwrap().ports
+        );
+    }
+    apply(&d, "rule added", || {
+        lab.dut
+            .exec(
+                "iptables-nft",
+                &["-I", "FORWARD", "-d", "198.19.40.1/32", "-j", "DROP"],
+            )
+            .map(|_| ())
+            .unwrap()
+    });
+    assert!(
+        !ping_once(&lab.src, "198.19.40.1"),
+        "added rule not applied"
+    );
+
+    // The same policy as one nftables set (the kernel's own set type: add events included).
+    apply(&d, "rules flushed", || {
+        lab.dut
+            .exec("iptables-nft", &["-F", "FORWARD"])
+            .map(|_| ())
+            .unwrap()
+    });
+    let mut elems: Vec<String> = (0..25).map(|x| format!("198.19.{x}.1")).collect();
+    elems.extend((0..75).map(|x| format!("198.18.201.{x}")));
+    let script = format!(
+        "table inet gw {{\n set blk {{ type ipv4_addr; elements = {{ {} }} }}\n chain fw {{ type filter hook forward priority 0; policy accept;\n  ip daddr @blk drop\n }}\n}}\n",
+        elems.join(", ")
+    );
+    let s = apply(&d, "set compiled", || {
+        std::fs::write(
+            std::env::temp_dir().join(format!("{}.nft", lab.dut.name())),
+            &script,
+        )
+        .unwrap();
+        lab.dut
+            .exec(
+                "nft",
+                &[
+                    "-f",
+                    std::env::temp_dir()
+                        .join(format!("{}.nft", lab.dut.name()))
+                        .to_str()
+                        .unwrap(),
+                ],
+            )
+            .unwrap();
+    });
+    let _ = std::fs::remove_file(std::env::temp_dir().join(format!("{}.nft", lab.dut.name())));
+    assert!(s.filter_v4.contains("1 rules"), "{}", s.filter_v4);
+    assert!(!ping_once(&lab.src, "198.19.5.1"), "set member reachable");
+    assert!(ping(&lab.src, "198.19.30.1"));
+    apply(&d, "element added", || {
+        lab.dut
+            .exec(
+                "nft",
+                &["add", "element", "inet", "gw", "blk", "{ 198.19.30.1 }"],
+            )
+            .map(|_| ())
+            .unwrap()
+    });
+    assert!(
+        !ping_once(&lab.src, "198.19.30.1"),
+        "added element not applied"
+    );
+    assert!(ping(&lab.src, "198.19.31.1"));
+}
