@@ -6,16 +6,17 @@
 //! nothing is copied twice), and asks [`Stack::poll_at`] when the next timer is due. Time is
 //! an [`Instant`] the caller passes in (microseconds on any monotonic clock).
 //!
-//! A poll loop looks like this:
+//! A poll loop looks like this (`nic` is a `wirespeed_nic::FrameIo`):
 //!
 //! ```ignore
 //! loop {
 //!     let now = Instant::from_micros(clock_us());
-//!     for frame in nic.rx_burst() { stack.receive(now, frame); }
+//!     nic.rx_burst(64, |frame| stack.receive(now, frame));
 //!     for ev in stack.drain_events() { runtime.wake(ev.handle, ev.kind); }
-//!     runtime.run_ready_tasks(&mut stack);       // tcp_recv / tcp_send / accept ...
-//!     stack.transmit(now, &mut nic.tx_sink());   // timers + all pending output
-//!     nic.sleep_until(stack.poll_at());
+//!     runtime.run_ready_tasks(&mut stack);       // tcp_recv / tcp_send / tcp_accept ...
+//!     stack.transmit(now, &mut |fill: &mut dyn FnMut(&mut [u8]) -> usize| nic.tx_frame(|buf| fill(buf)));
+//!     nic.flush();
+//!     idle_until(stack.poll_at());               // busy-poll or sleep until the next timer
 //! }
 //! ```
 //!

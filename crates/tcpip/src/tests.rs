@@ -1025,3 +1025,108 @@ fn ten_thousand_connections_request_response() {
         answered == clients.len()
     }));
 }
+
+/// An RST with the exact expected sequence number, injected from the peer's address.
+fn inject_rst(p: &mut Pair, side: usize, conn: ConnId) {
+    let t = &p.st[side].conns[conn.idx as usize];
+    let repr = TcpRepr {
+        src_port: t.remote_port,
+        dst_port: t.local_port,
+        seq: t.rcv_nxt,
+        ack: None,
+        flags: flags::RST,
+        window: 0,
+        options: TcpOptions::default(),
+    };
+    let (src_mac, dst_mac, src, dst) = if side == 0 {
+        (MAC_B, MAC_A, IP_B, IP_A)
+    } else {
+        (MAC_A, MAC_B, IP_A, IP_B)
+    };
+    let mut f = vec![0u8; 54];
+    EthernetRepr {
+        dst: dst_mac,
+        src: src_mac,
+        vlan_id: None,
+        ethertype: EtherType::Ipv4,
+    }
+    .emit(&mut f)
+    .unwrap();
+    Ipv4Repr {
+        src,
+        dst,
+        protocol: IpProtocol::Tcp,
+        payload_len: 20,
+        ttl: 64,
+        ident: 7,
+        dont_frag: true,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    repr.emit(&mut f[34..]).unwrap();
+    fill_checksum(&mut f[34..], src, dst);
+    let now = p.now;
+    p.st[side].receive(now, &f);
+}
+
+fn is_pure_ack(f: &[u8]) -> bool {
+    f.len() >= 54
+        && f[12..14] == [0x08, 0x00]
+        && f[47] == flags::ACK
+        && u16::from_be_bytes([f[16], f[17]]) as usize == 20 + ((f[46] >> 4) as usize) * 4
+}
+
+/// RST in the closing states: the connection ends at once (RFC 9293 3.10.7.4).
+#[test]
+fn rst_in_closing_states() {
+    for target in [
+        TcpState::FinWait1,
+        TcpState::Closing,
+        TcpState::LastAck,
+        TcpState::TimeWait,
+    ] {
+        let mut p = Pair::new();
+        let (c, s, _) = p.connect();
+        match target {
+            TcpState::FinWait1 => {
+                p.filter = Some(Box::new(|from, f| from == 0 || f[12..14] != [0x08, 0x00]));
+                p.st[0].tcp_shutdown(c).unwrap();
+            }
+            TcpState::Closing => {
+                p.filter = Some(Box::new(|_, f| !is_pure_ack(f)));
+                p.st[0].tcp_shutdown(c).unwrap();
+                p.st[1].tcp_shutdown(s).unwrap();
+            }
+            TcpState::LastAck => {
+                p.st[1].tcp_shutdown(s).unwrap();
+                assert!(p.run(Duration::from_secs(5), |p| p.st[0].tcp_state(c)
+                    == Ok(TcpState::CloseWait)));
+                p.filter = Some(Box::new(|_, f| !is_pure_ack(f)));
+                p.st[0].tcp_shutdown(c).unwrap();
+            }
+            _ => p.st[0].tcp_shutdown(c).unwrap(),
+        }
+        if target == TcpState::TimeWait {
+            p.st[1].tcp_shutdown(s).unwrap();
+        }
+        assert!(
+            p.run(Duration::from_secs(5), |p| p.st[0].tcp_state(c)
+                == Ok(target)),
+            "did not reach {target:?}: {:?}",
+            p.st[0].tcp_state(c)
+        );
+        inject_rst(&mut p, 0, c);
+        assert_eq!(
+            p.st[0].tcp_state(c),
+            Ok(TcpState::Closed),
+            "RST in {target:?}"
+        );
+        let want = if target == TcpState::FinWait1 {
+            Some(Error::ConnectionReset)
+        } else {
+            None
+        };
+        assert_eq!(p.st[0].tcp_error(c), Ok(want), "{target:?}");
+        assert_eq!(p.st[0].stats().tcp_resets_received, 1);
+    }
+}
