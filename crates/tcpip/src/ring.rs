@@ -103,6 +103,16 @@ impl Ring {
         n
     }
 
+    /// The buffered bytes as (up to) two slices, in order.
+    pub(crate) fn slices(&self) -> (&[u8], &[u8]) {
+        let cap = self.buf.len();
+        let first = self.len.min(cap - self.head);
+        (
+            &self.buf[self.head..self.head + first],
+            &self.buf[..self.len - first],
+        )
+    }
+
     /// Drops `n` bytes from the front.
     pub(crate) fn consume(&mut self, n: usize) {
         let n = n.min(self.len);
@@ -141,6 +151,8 @@ mod tests {
         assert_eq!(&all[..8], b"efghijkl");
         assert_eq!(r.peek_at(3, &mut all[..2]), 2);
         assert_eq!(&all[..2], b"hi");
+        let (a, b) = r.slices();
+        assert_eq!((a, b), (&b"efgh"[..], &b"ijkl"[..]));
     }
 
     #[test]

@@ -499,6 +499,26 @@ impl Stack {
         Ok(n)
     }
 
+    /// Zero-copy read: the received bytes as (up to) two slices in order, without consuming
+    /// them. Parse in place, then [`Stack::tcp_recv_consume`] what was used. Both empty with
+    /// `Ok`: nothing buffered (check `tcp_recv` for end of stream or an error).
+    pub fn tcp_recv_slices(&self, c: ConnId) -> Result<(&[u8], &[u8])> {
+        Ok(self.conn(c)?.recv.slices())
+    }
+
+    /// Consumes `n` bytes after [`Stack::tcp_recv_slices`] (clipped to what is buffered).
+    pub fn tcp_recv_consume(&mut self, c: ConnId, n: usize) -> Result<()> {
+        let t = self.conn_mut(c)?;
+        t.recv.consume(n);
+        let free = t.rcv_window();
+        let cap = t.recv.capacity() as u32;
+        if t.last_adv_wnd < cap / 2 && free >= cap / 2 && !t.fin_received {
+            t.ack_now = true;
+            self.mark_dirty(c.idx, c.gen);
+        }
+        Ok(())
+    }
+
     /// Queues bytes for sending; returns how many were taken (`WouldBlock` when the send
     /// buffer is full: wait for `Writable`).
     pub fn tcp_send(&mut self, c: ConnId, data: &[u8]) -> Result<usize> {

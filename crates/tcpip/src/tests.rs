@@ -231,6 +231,16 @@ fn handshake_data_both_ways_and_close() {
         }
         got == b"hello"
     }));
+    // Zero-copy read path: peek, then consume.
+    p.st[0].tcp_send(c, b"peek").unwrap();
+    assert!(
+        p.run(Duration::from_secs(5), |p| p.st[1].tcp_recv_available(s)
+            == Ok(4))
+    );
+    let (x, y) = p.st[1].tcp_recv_slices(s).unwrap();
+    assert_eq!([x, y].concat(), b"peek");
+    p.st[1].tcp_recv_consume(s, 4).unwrap();
+    assert_eq!(p.st[1].tcp_recv(s, &mut [0u8; 8]), Err(Error::WouldBlock));
     p.st[1].tcp_send(s, b"world!").unwrap();
     let mut got = Vec::new();
     assert!(p.run(Duration::from_secs(5), |p| {
