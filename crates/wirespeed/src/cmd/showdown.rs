@@ -29,6 +29,8 @@ const LAB: &str = "sd";
 const SERVER_CPU: usize = 1;
 const CLIENT_CPU: usize = 0;
 const PORT: u16 = 8080;
+/// nginx's prefix, config, pid and temp files (not the results directory).
+const NGINX_DIR: &str = "/run/wirespeed/showdown-nginx";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -255,12 +257,12 @@ fn start_server(
             (c, format!("wirespeed {}", args.join(" ")))
         }
         Server::Nginx => {
-            let conf = nginx_conf(&workdir.join("nginx"), &listen)?;
+            let conf = nginx_conf(workdir, &listen)?;
             let mut c = ns.command("taskset");
             c.args(["-c", &SERVER_CPU.to_string(), "nginx", "-c"])
                 .arg(&conf)
                 .arg("-p")
-                .arg(workdir.join("nginx"));
+                .arg(workdir);
             (
                 c,
                 format!(
@@ -336,7 +338,12 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
     ls.cpus.insert("c".into(), vec![CLIENT_CPU]);
     ls.cpus.insert("s".into(), vec![SERVER_CPU]);
     let lab = Lab::up(&ls).context("lab up")?;
-    let (server, line) = start_server(spec, &lab, &out.join("showdown-server.log"), out)?;
+    let (server, line) = start_server(
+        spec,
+        &lab,
+        &out.join("showdown-server.log"),
+        Path::new(NGINX_DIR),
+    )?;
 
     let addr = lab
         .node("s")
