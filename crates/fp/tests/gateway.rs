@@ -24,10 +24,9 @@ fn apply(d: &RunningDaemon, what: &str, change: impl FnOnce()) -> Status {
     let before = d.status().map(|s| s.response_count).unwrap_or(0);
     change();
     d.wait_for(what, |s| {
-        s.response_count > before
-            && s.responses
-                .first()
-                .is_some_and(|r| r.events.contains("nftables"))
+        // responses are newest first; other events (neighbours) may have come in between
+        let new = s.response_count.saturating_sub(before);
+        s.responses.iter().take(new).any(|r| r.events.contains("nftables"))
     })
 }
 
