@@ -1,6 +1,6 @@
 //! CPU cost of the stack itself: two stacks in one thread, frames passed through memory.
 //!
-//!   cargo run --release -p wirespeed-tcpip --example stack_bench -- [--conns N] [--secs S] [--json PATH]
+//!   cargo run --release -p wirespeed-tcpip --example stack_bench -- [--conns N] [--buf BYTES] [--secs S] [--json PATH]
 //!
 //! Prints (and optionally writes as JSON) request/response transactions per second over N
 //! connections (64-byte request, 64-byte response, both ends on this one core, so each
@@ -8,7 +8,7 @@
 //! No NIC, no syscalls: this is the ceiling the stack puts on a shard, not an end-to-end
 //! figure.
 
-use std::time::{Duration, Instant as WallClock};
+use std::time::Instant as WallClock;
 use wirespeed_tcpip::{
     Config, ConnId, Error, Event, EventKind, Handle, Instant, Ipv4Addr, MacAddr, Stack,
 };
@@ -73,15 +73,24 @@ fn clock(start: WallClock) -> Instant {
     Instant::from_micros(1_000_000 + start.elapsed().as_micros() as u64)
 }
 
-fn pingpong(nconns: usize, secs: f64) -> (f64, f64, usize) {
-    let mut st = stacks(nconns, 4096);
+fn pingpong(nconns: usize, secs: f64, buf_size: usize) -> (f64, f64, usize) {
+    let mut st = stacks(nconns, buf_size);
     let mut w = wires();
     let start = WallClock::now();
-    let l = st[1].tcp_listen(80, nconns).unwrap();
+    // One ephemeral port range per (address, port) pair: spread over several listeners.
+    let nlisten = nconns.div_ceil(25_000);
+    let listeners: Vec<_> = (0..nlisten)
+        .map(|i| st[1].tcp_listen(80 + i as u16, nconns).unwrap())
+        .collect();
     let b_ip = Ipv4Addr::new(198, 18, 0, 2);
     let mut clients = Vec::with_capacity(nconns);
-    for _ in 0..nconns {
-        clients.push(st[0].tcp_connect(clock(start), b_ip, 80, |_| true).unwrap());
+    for i in 0..nconns {
+        let port = 80 + (i % nlisten) as u16;
+        clients.push(
+            st[0]
+                .tcp_connect(clock(start), b_ip, port, |_| true)
+                .unwrap(),
+        );
         if clients.len() % 1024 == 0 {
             step(&mut st, &mut w, clock(start));
         }
@@ -89,8 +98,10 @@ fn pingpong(nconns: usize, secs: f64) -> (f64, f64, usize) {
     let mut servers: Vec<ConnId> = Vec::with_capacity(nconns);
     while servers.len() < nconns {
         step(&mut st, &mut w, clock(start));
-        while let Ok(s) = st[1].tcp_accept(l) {
-            servers.push(s);
+        for &l in &listeners {
+            while let Ok(s) = st[1].tcp_accept(l) {
+                servers.push(s);
+            }
         }
     }
     let req = [b'q'; 64];
@@ -186,7 +197,8 @@ fn main() {
     };
     let nconns: usize = arg("--conns").and_then(|v| v.parse().ok()).unwrap_or(1000);
     let secs: f64 = arg("--secs").and_then(|v| v.parse().ok()).unwrap_or(3.0);
-    let (tps, pp_fps, held) = pingpong(nconns, secs);
+    let buf_size: usize = arg("--buf").and_then(|v| v.parse().ok()).unwrap_or(4096);
+    let (tps, pp_fps, held) = pingpong(nconns, secs, buf_size);
     println!(
         "pingpong: {nconns} connections ({held} held), 64 B request / 64 B response: {:.0} transactions/s, {:.0} frames/s, {:.0} ns per transaction (both ends, one core)",
         tps,
@@ -205,5 +217,4 @@ fn main() {
             std::process::exit(1);
         }
     }
-    let _ = Duration::ZERO;
 }

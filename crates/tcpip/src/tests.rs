@@ -1140,3 +1140,11 @@ fn rst_in_closing_states() {
         assert_eq!(p.st[0].stats().tcp_resets_received, 1);
     }
 }
+
+#[test]
+fn connection_state_stays_compact() {
+    // Per-connection control state (buffers excluded) should stay within a few cache lines.
+    let size = std::mem::size_of::<crate::tcp::Tcb>();
+    assert!(size <= 384, "Tcb is {size} bytes");
+    eprintln!("Tcb: {size} bytes");
+}
