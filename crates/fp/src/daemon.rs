@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::counters::Counters;
 use crate::error::{io, Error, Result};
-use crate::filter::{FamilyFilter, FilterPlan, Tables};
+use crate::filter::{FamilyFilter, FilterPlan, IpsetInfo, Tables};
 use crate::loader::{self, Attachment, Features, Hook, Program};
 use crate::model::{Event, Model, Plan};
 use crate::netlink::{self, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
@@ -29,7 +29,7 @@ pub fn default_status_path() -> PathBuf {
     }
 }
 
-/// Files with no change events (x_tables presence): polled at this period.
+/// State with no change events (ipset members, x_tables presence): polled at this period.
 pub const POLL_PERIOD: Duration = Duration::from_millis(100);
 const STATUS_PERIOD: Duration = Duration::from_millis(500);
 const RESPONSES_KEPT: usize = 4096;
@@ -126,6 +126,9 @@ pub struct Daemon {
     legacy: (bool, bool),
     applied: Plan,
     applied_filter: FilterPlan,
+    /// iptables `-m set` matches exist: ipset has no change events, so it is polled.
+    uses_ipset: bool,
+    ipset_text: String,
 }
 
 fn read_sysctl(path: &str) -> Option<u32> {
@@ -159,6 +162,14 @@ fn nft_ruleset() -> Result<String> {
     } else {
         s
     })
+}
+
+fn ipset_save() -> String {
+    Command::new("ipset")
+        .arg("save")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
 }
 
 fn filter_text(f: &FamilyFilter) -> String {
@@ -198,6 +209,8 @@ impl Daemon {
             legacy: (false, false),
             applied: Plan::default(),
             applied_filter: FilterPlan::default(),
+            uses_ipset: false,
+            ipset_text: String::new(),
         })
     }
 
@@ -235,7 +248,19 @@ impl Daemon {
     fn sync_filter(&mut self) -> Result<()> {
         self.legacy = legacy_tables();
         let json = nft_ruleset()?;
-        self.model.filter = FilterPlan::from_nft_json(&json, self.legacy.0, self.legacy.1)?;
+        let mut info = IpsetInfo::default();
+        self.uses_ipset = json.contains("\"xt\"");
+        if self.uses_ipset {
+            for (family, tool) in [("ip", "iptables-nft-save"), ("ip6", "ip6tables-nft-save")] {
+                if let Ok(out) = Command::new(tool).output() {
+                    info.add_ipt_save(family, &String::from_utf8_lossy(&out.stdout));
+                }
+            }
+            self.ipset_text = ipset_save();
+            info.set_ipset_save(&self.ipset_text);
+        }
+        self.model.filter =
+            FilterPlan::from_nft_json_with(&json, self.legacy.0, self.legacy.1, &info)?;
         Ok(())
     }
 
@@ -495,6 +520,10 @@ impl Daemon {
                 if legacy_tables() != self.legacy {
                     filter = true;
                     kinds.push("x_tables");
+                }
+                if self.uses_ipset && ipset_save() != self.ipset_text {
+                    filter = true;
+                    kinds.push("ipset");
                 }
             }
             let res: Result<()> = (|| {

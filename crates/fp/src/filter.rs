@@ -91,6 +91,16 @@ impl FilterPlan {
     /// From `nft -j list ruleset` output. `legacy_v4`/`legacy_v6`: x_tables (iptables-legacy)
     /// tables exist in this namespace; we cannot watch those, so the family goes to the kernel.
     pub fn from_nft_json(json: &str, legacy_v4: bool, legacy_v6: bool) -> Result<FilterPlan> {
+        Self::from_nft_json_with(json, legacy_v4, legacy_v6, &IpsetInfo::default())
+    }
+
+    /// As `from_nft_json`, resolving iptables-nft `-m set` matches through `ipsets`.
+    pub fn from_nft_json_with(
+        json: &str,
+        legacy_v4: bool,
+        legacy_v6: bool,
+        ipsets: &IpsetInfo,
+    ) -> Result<FilterPlan> {
         let v: Value =
             serde_json::from_str(json).map_err(|e| Error::Nft(format!("bad JSON: {e}")))?;
         let items = v
@@ -98,8 +108,8 @@ impl FilterPlan {
             .and_then(Value::as_array)
             .ok_or_else(|| Error::Nft("no `nftables` array".into()))?;
         let mut plan = FilterPlan::default();
-        let (v4, r4) = family_plan(items, "ip");
-        let (v6, r6) = family_plan(items, "ip6");
+        let (v4, r4) = family_plan(items, "ip", ipsets);
+        let (v6, r6) = family_plan(items, "ip6", ipsets);
         plan.v4 = if legacy_v4 {
             FamilyFilter::Kernel("iptables-legacy tables present".into())
         } else {
@@ -125,7 +135,7 @@ fn s<'a>(v: &'a Value, k: &str) -> &'a str {
 }
 
 /// `fam` is "ip" or "ip6"; tables of that family and of "inet" apply.
-fn family_plan(items: &[Value], fam: &str) -> (FamilyFilter, Vec<Rule>) {
+fn family_plan(items: &[Value], fam: &str, ipsets: &IpsetInfo) -> (FamilyFilter, Vec<Rule>) {
     let applies = |f: &str| f == fam || f == "inet";
     let mut forward = Vec::new();
     for c in items.iter().filter_map(|i| obj(i, "chain")) {
@@ -184,16 +194,19 @@ fn family_plan(items: &[Value], fam: &str) -> (FamilyFilter, Vec<Rule>) {
         .map(|st| (s(st, "name"), st))
         .collect();
     let mut rules = Vec::new();
+    let mut position = 0;
     for r in items.iter().filter_map(|i| obj(i, "rule")) {
         if s(r, "family") != cf || s(r, "table") != ct || s(r, "chain") != cn {
             continue;
         }
+        let xt_set = ipsets.resolve(cf, ct, cn, position);
+        position += 1;
         let exprs = r
             .get("expr")
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
-        if let Some(rule) = parse_rule(exprs, &sets) {
+        if let Some(rule) = parse_rule(exprs, &sets, xt_set) {
             if (fam == "ip" && rule.v4) || (fam == "ip6" && rule.v6) {
                 rules.push(rule);
             }
@@ -228,7 +241,11 @@ fn kernel(rule: &mut Rule, why: String) {
 }
 
 /// One nft rule -> Rule; None for a rule that can never change a verdict (e.g. a bare counter).
-fn parse_rule(exprs: &[Value], sets: &BTreeMap<&str, &Value>) -> Option<Rule> {
+fn parse_rule(
+    exprs: &[Value],
+    sets: &BTreeMap<&str, &Value>,
+    xt_set: Option<(&str, &[String], bool)>,
+) -> Option<Rule> {
     let mut rule = Rule::default();
     let mut verdict = None;
     for e in exprs {
@@ -243,6 +260,11 @@ fn parse_rule(exprs: &[Value], sets: &BTreeMap<&str, &Value>) -> Option<Rule> {
                 }
             }
             "counter" => {}
+            "xt" if s(body, "type") == "match" && s(body, "name") == "set" => {
+                if let Err(why) = xt_set_match(xt_set, &mut rule) {
+                    kernel(&mut rule, why);
+                }
+            }
             "accept" => verdict = Some(Action::Accept),
             "drop" => verdict = Some(Action::Drop),
             other => {
@@ -258,6 +280,142 @@ fn parse_rule(exprs: &[Value], sets: &BTreeMap<&str, &Value>) -> Option<Rule> {
             Some(rule)
         }
         _ => Some(rule),
+    }
+}
+
+/// iptables `-m set --match-set NAME src|dst`, resolved: (family, members, is_src).
+fn xt_set_match(
+    xt_set: Option<(&str, &[String], bool)>,
+    rule: &mut Rule,
+) -> std::result::Result<(), String> {
+    let (family, members, is_src) = xt_set.ok_or("iptables match `set` not resolved")?;
+    let vals: Vec<Value> = members.iter().map(|m| prefix_value(m)).collect();
+    let refs: Vec<&Value> = vals.iter().collect();
+    if family == "ip" {
+        rule.v6 = false;
+        let list = collect(&refs, parse_v4)?;
+        set_once(
+            if is_src {
+                &mut rule.src4
+            } else {
+                &mut rule.dst4
+            },
+            list,
+        )
+    } else {
+        rule.v4 = false;
+        let list = collect(&refs, parse_v6)?;
+        set_once(
+            if is_src {
+                &mut rule.src6
+            } else {
+                &mut rule.dst6
+            },
+            list,
+        )
+    }
+}
+
+/// "a.b.c.d/len" -> the JSON shape nft uses for a prefix; a bare address stays a string.
+fn prefix_value(m: &str) -> Value {
+    match m.split_once('/') {
+        Some((addr, len)) => {
+            serde_json::json!({"prefix": {"addr": addr, "len": len.parse::<u64>().unwrap_or(999)}})
+        }
+        None => Value::String(m.to_string()),
+    }
+}
+
+/// What iptables-nft `-m set` matches refer to: nft shows them as opaque `xt` matches, so
+/// the names come from `iptables-nft-save` and the members from `ipset save`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IpsetInfo {
+    /// (nft family, table, chain, rule position in the chain) -> (set name, is_src)
+    pub matches: BTreeMap<(String, String, String, usize), (String, bool)>,
+    /// set name -> members (hash:ip and hash:net sets only)
+    pub members: BTreeMap<String, Vec<String>>,
+}
+
+impl IpsetInfo {
+    fn resolve(
+        &self,
+        family: &str,
+        table: &str,
+        chain: &str,
+        pos: usize,
+    ) -> Option<(&str, &[String], bool)> {
+        let (name, is_src) = self.matches.get(&(
+            family.to_string(),
+            table.to_string(),
+            chain.to_string(),
+            pos,
+        ))?;
+        let members = self.members.get(name)?;
+        let fam = if family == "ip6" { "ip6" } else { "ip" };
+        Some((fam, members.as_slice(), *is_src))
+    }
+
+    /// Reads `iptables-nft-save` output for nft family `family` ("ip" or "ip6"): the rules
+    /// with exactly one `--match-set NAME src|dst` (not negated).
+    pub fn add_ipt_save(&mut self, family: &str, text: &str) {
+        let mut table = String::new();
+        let mut positions: BTreeMap<String, usize> = BTreeMap::new();
+        for line in text.lines() {
+            if let Some(t) = line.strip_prefix('*') {
+                table = t.trim().to_string();
+                positions.clear();
+                continue;
+            }
+            let Some(rest) = line.strip_prefix("-A ") else {
+                continue;
+            };
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let Some(chain) = words.first() else { continue };
+            let pos = positions.entry(chain.to_string()).or_insert(0);
+            let sets: Vec<usize> = words
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| **w == "--match-set")
+                .map(|(i, _)| i)
+                .collect();
+            if let [i] = sets[..] {
+                let negated = i > 0 && words[i - 1] == "!";
+                if let (Some(name), Some(dir), false) =
+                    (words.get(i + 1), words.get(i + 2), negated)
+                {
+                    if *dir == "src" || *dir == "dst" {
+                        self.matches.insert(
+                            (family.to_string(), table.clone(), chain.to_string(), *pos),
+                            (name.to_string(), *dir == "src"),
+                        );
+                    }
+                }
+            }
+            *pos += 1;
+        }
+    }
+
+    /// Reads `ipset save` output.
+    pub fn set_ipset_save(&mut self, text: &str) {
+        self.members.clear();
+        let mut kinds: BTreeMap<&str, &str> = BTreeMap::new();
+        for line in text.lines() {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            match w.as_slice() {
+                ["create", name, kind, ..] => {
+                    kinds.insert(name, kind);
+                    if matches!(*kind, "hash:ip" | "hash:net") {
+                        self.members.insert(name.to_string(), Vec::new());
+                    }
+                }
+                ["add", name, entry, ..] => {
+                    if let Some(m) = self.members.get_mut(*name) {
+                        m.push(entry.to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 }
 
@@ -929,6 +1087,31 @@ mod tests {
                 false
             ),
             Action::Accept
+        );
+    }
+
+    #[test]
+    fn iptables_set_matches_resolve_through_ipset() {
+        let json = r#"{"nftables": [
+          {"chain": {"family": "ip", "table": "filter", "name": "FORWARD", "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}},
+          {"rule": {"family": "ip", "table": "filter", "chain": "FORWARD", "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "daddr"}}, "right": "198.19.0.1"}}, {"counter": null}, {"drop": null}]}},
+          {"rule": {"family": "ip", "table": "filter", "chain": "FORWARD", "expr": [{"xt": {"type": "match", "name": "set"}}, {"counter": null}, {"drop": null}]}}
+        ]}"#;
+        let save = "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -d 198.19.0.1/32 -j DROP\n-A FORWARD -m set --match-set blk dst -j DROP\nCOMMIT\n";
+        let mut info = IpsetInfo::default();
+        info.add_ipt_save("ip", save);
+        // unresolved members: the rule goes to the kernel
+        let p = FilterPlan::from_nft_json_with(json, false, false, &info).unwrap();
+        assert_eq!(p.rules_v4[1].action, Action::Kernel);
+        info.set_ipset_save("create blk hash:net family inet hashsize 1024 maxelem 65536\nadd blk 198.19.5.0/24\nadd blk 198.19.9.9\n");
+        let p = FilterPlan::from_nft_json_with(json, false, false, &info).unwrap();
+        assert_eq!(p.rules_v4[1].action, Action::Drop);
+        assert_eq!(
+            p.rules_v4[1].dst4,
+            Some(vec![
+                (u32::from(Ipv4Addr::new(198, 19, 5, 0)), 24),
+                (u32::from(Ipv4Addr::new(198, 19, 9, 9)), 32)
+            ])
         );
     }
 

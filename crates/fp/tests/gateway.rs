@@ -21,12 +21,19 @@ fn filtered(s: &Status) -> bool {
 
 /// Runs `change` and waits until the daemon has handled the events it caused.
 fn apply(d: &RunningDaemon, what: &str, change: impl FnOnce()) -> Status {
+    apply_seen(d, what, "nftables", change)
+}
+
+fn apply_seen(d: &RunningDaemon, what: &str, event: &str, change: impl FnOnce()) -> Status {
     let before = d.status().map(|s| s.response_count).unwrap_or(0);
     change();
     d.wait_for(what, |s| {
         // responses are newest first; other events (neighbours) may have come in between
         let new = s.response_count.saturating_sub(before);
-        s.responses.iter().take(new).any(|r| r.events.contains("nftables"))
+        s.responses
+            .iter()
+            .take(new)
+            .any(|r| r.events.contains(event))
     })
 }
 
@@ -156,4 +163,69 @@ fn hundred_iptables_rules_then_one_set() {
         "added element not applied"
     );
     assert!(ping(&lab.src, "198.19.31.1"));
+
+    // The same once more as a kernel ipset behind iptables-nft `-m set`: polled, not evented.
+    apply(&d, "nft table removed", || {
+        lab.dut
+            .exec("nft", &["delete", "table", "inet", "gw"])
+            .map(|_| ())
+            .unwrap()
+    });
+    let mut restore = String::from("create blk2 hash:ip family inet\n");
+    for e in &elems {
+        restore.push_str(&format!("add blk2 {e}\n"));
+    }
+    {
+        use std::io::Write;
+        let mut c = lab
+            .dut
+            .command("ipset")
+            .arg("restore")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(restore.as_bytes())
+            .unwrap();
+        assert!(c.wait().unwrap().success());
+    }
+    let s = apply(&d, "ipset rule compiled", || {
+        lab.dut
+            .exec(
+                "iptables-nft",
+                &[
+                    "-A",
+                    "FORWARD",
+                    "-m",
+                    "set",
+                    "--match-set",
+                    "blk2",
+                    "dst",
+                    "-j",
+                    "DROP",
+                ],
+            )
+            .map(|_| ())
+            .unwrap()
+    });
+    assert!(
+        filtered(&s) && s.filter_v4.contains("1 rules"),
+        "{}",
+        s.filter_v4
+    );
+    let before = dropped(&s);
+    assert!(!ping_once(&lab.src, "198.19.5.1"), "ipset member reachable");
+    d.wait_for("dropped in the fast path", |s| dropped(s) > before);
+    assert!(ping(&lab.src, "198.19.31.1"));
+    apply_seen(&d, "ipset add seen", "ipset", || {
+        lab.dut
+            .exec("ipset", &["add", "blk2", "198.19.31.1"])
+            .map(|_| ())
+            .unwrap()
+    });
+    assert!(!ping_once(&lab.src, "198.19.31.1"), "ipset add not applied");
+    let _ = lab.dut.exec("iptables-nft", &["-F", "FORWARD"]);
+    let _ = lab.dut.exec("ipset", &["destroy", "blk2"]);
 }
