@@ -1102,6 +1102,7 @@ impl Stack {
             if let Some(ack) = repr.ack {
                 t.snd_wl2 = ack;
                 t.snd_una = ack;
+                t.snd_nxt = t.snd_nxt.max(ack);
                 if t.rtt_active && t.retries == 0 {
                     let s = now.since(t.rtt_at).as_micros() as u32;
                     t.update_rtt(s, min_rto, max_rto);
@@ -1249,6 +1250,21 @@ impl Stack {
                 return;
             }
             t.state = TcpState::Established;
+            // The ACK covers our SYN; whatever else it covers is data, handled below.
+            if t.rtt_active && t.retries == 0 {
+                let s = now.since(t.rtt_at).as_micros().min(u32::MAX as u128) as u32;
+                t.update_rtt(s, min_rto, max_rto);
+            }
+            t.rtt_active = false;
+            t.retries = 0;
+            t.snd_una = t.iss.add(1);
+            t.snd_nxt = t.snd_nxt.max(t.snd_una);
+            if t.snd_max.le(t.snd_una) {
+                t.rto_at = Instant::NEVER;
+            }
+            // Data queued during the handshake (simultaneous open) can go now.
+            self.mark_dirty(idx, gen);
+            let t = &mut self.conns[idx as usize];
             t.cwnd = initial_cwnd(t.mss);
             t.snd_wnd = (repr.window as u32) << t.snd_wscale;
             t.snd_wl1 = seq;
