@@ -8,13 +8,14 @@
 # (no warm-up for either, so both count the same interval). Prints one line per run and the
 # median (min-max) of the per-round ratios ws/wrk.
 #
-# usage: sudo crates/bench/scripts/bench-vs-wrk.sh [ROUNDS=3] [DURATION_S=5] [CONNS=256]
+# usage: sudo [ENGINE=uring|epoll] crates/bench/scripts/bench-vs-wrk.sh [ROUNDS=3] [DURATION_S=5] [CONNS=256]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 ROUNDS=${1:-3}
 DUR=${2:-5}
 CONNS=${3:-256}
 W=${WIRESPEED:-target/release/wirespeed}
+ENGINE=${ENGINE:-uring}
 LAB=bw
 URL=http://198.18.0.2:8080/plaintext
 command -v wrk >/dev/null || { echo "wrk is not installed (make deps)" >&2; exit 1; }
@@ -39,12 +40,12 @@ SRV=$!
 for _ in $(seq 100); do ip netns exec ws-$LAB-c curl -fs -o /dev/null $URL && break; sleep 0.05; done
 
 echo "# $(date -u +%FT%TZ) $(uname -r) nproc=$(nproc) commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-echo "# server: wirespeed serve http (epoll) on CPU 1; clients on CPU 0; $CONNS connections, ${DUR}s, 1 thread"
+echo "# server: wirespeed serve http (epoll) on CPU 1; clients on CPU 0; $CONNS connections, ${DUR}s, 1 thread; ws engine $ENGINE"
 ratios=()
 for r in $(seq "$ROUNDS"); do
   for tool in ws wrk; do
     if [[ $tool == ws ]]; then
-      out=$(client "$W" bench http $URL -c "$CONNS" --cpus 0 --warmup 0 -d "${DUR}s")
+      out=$(client "$W" bench http $URL -c "$CONNS" --cpus 0 --warmup 0 -d "${DUR}s" --engine "$ENGINE")
       req=$(grep -oE '^ +[0-9]+ reqs in' <<<"$out" | grep -oE '[0-9]+')
     else
       out=$(client wrk -t1 -c "$CONNS" -d "${DUR}s" $URL)

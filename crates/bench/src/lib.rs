@@ -10,6 +10,7 @@ pub mod echo;
 pub mod hist;
 pub mod http;
 pub mod load;
+mod load_uring;
 pub mod probe;
 pub mod report;
 pub mod showdown;

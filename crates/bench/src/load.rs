@@ -80,6 +80,28 @@ pub struct LoadSpec {
     /// Set to [`PHASE_MEASURING`] when the measured interval starts and [`PHASE_DONE`] when it
     /// ends, so a probe elsewhere can cover exactly that interval.
     pub phase: Option<Arc<AtomicU8>>,
+    /// How the client's threads do their I/O.
+    pub engine: Engine,
+}
+
+/// The client's I/O engine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// One epoll loop per thread, recv/send: two syscalls per request.
+    Epoll,
+    /// One io_uring per thread: sends and receives batched into one enter per loop.
+    /// Falls back to epoll where io_uring is unavailable.
+    #[default]
+    Uring,
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Epoll => "epoll",
+            Engine::Uring => "io_uring",
+        }
+    }
 }
 
 pub const PHASE_WARMUP: u8 = 0;
@@ -126,6 +148,8 @@ pub struct LoadResult {
     pub open_loop: bool,
     pub threads: usize,
     pub connections: usize,
+    /// The engine that actually ran (io_uring falls back to epoll).
+    pub engine: Engine,
 }
 
 impl LoadResult {
@@ -145,7 +169,7 @@ impl LoadResult {
 }
 
 #[repr(align(64))]
-struct PaddedCounter(AtomicU64);
+pub(crate) struct PaddedCounter(pub(crate) AtomicU64);
 
 /// Runs the load described by `spec`, parsing responses with clones of `parser`.
 pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P) -> Result<LoadResult> {
@@ -167,6 +191,10 @@ pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P) -> Result<LoadResult> 
     };
     threads = threads.clamp(1, spec.connections);
     let depth = spec.depth.clamp(1, 1024);
+    let engine = match spec.engine {
+        Engine::Uring if io_uring::IoUring::new(8).is_err() => Engine::Epoll,
+        e => e,
+    };
 
     let start = Instant::now() + Duration::from_millis(20);
     let measure_at = start + spec.warmup;
@@ -200,7 +228,10 @@ pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P) -> Result<LoadResult> 
         let p = parser.clone();
         let h = std::thread::Builder::new()
             .name(format!("ws-load-{t}"))
-            .spawn(move || w.run(p))
+            .spawn(move || match engine {
+                Engine::Epoll => w.run(p),
+                Engine::Uring => crate::load_uring::run_worker(w, p),
+            })
             .map_err(|source| Error::Io {
                 what: "spawn load thread".into(),
                 source,
@@ -249,6 +280,7 @@ pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P) -> Result<LoadResult> 
         open_loop: spec.rate.is_some(),
         threads,
         connections: spec.connections,
+        engine,
     };
     let mut first_err = None;
     for h in handles {
@@ -279,7 +311,7 @@ fn sum(c: &[PaddedCounter]) -> u64 {
     c.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
 }
 
-fn sleep_until(t: Instant) {
+pub(crate) fn sleep_until(t: Instant) {
     let now = Instant::now();
     if t > now {
         std::thread::sleep(t - now);
@@ -291,29 +323,29 @@ pub fn is_stdout_tty() -> bool {
     unsafe { libc::isatty(1) == 1 }
 }
 
-struct Worker {
-    addr: SocketAddr,
-    conn_ids: Vec<usize>,
-    total_conns: usize,
-    cpu: Option<usize>,
-    depth: usize,
-    rate: Option<f64>,
-    timeout: Duration,
-    request: Vec<u8>,
-    start: Instant,
-    measure_at: Instant,
-    end_at: Instant,
-    counters: Arc<Vec<PaddedCounter>>,
-    index: usize,
-    abort: Arc<AtomicBool>,
+pub(crate) struct Worker {
+    pub(crate) addr: SocketAddr,
+    pub(crate) conn_ids: Vec<usize>,
+    pub(crate) total_conns: usize,
+    pub(crate) cpu: Option<usize>,
+    pub(crate) depth: usize,
+    pub(crate) rate: Option<f64>,
+    pub(crate) timeout: Duration,
+    pub(crate) request: Vec<u8>,
+    pub(crate) start: Instant,
+    pub(crate) measure_at: Instant,
+    pub(crate) end_at: Instant,
+    pub(crate) counters: Arc<Vec<PaddedCounter>>,
+    pub(crate) index: usize,
+    pub(crate) abort: Arc<AtomicBool>,
 }
 
-struct WorkerResult {
-    hist: LatencyHist,
-    requests: u64,
-    bytes_read: u64,
-    bytes_written: u64,
-    errors: Errors,
+pub(crate) struct WorkerResult {
+    pub(crate) hist: LatencyHist,
+    pub(crate) requests: u64,
+    pub(crate) bytes_read: u64,
+    pub(crate) bytes_written: u64,
+    pub(crate) errors: Errors,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -527,7 +559,7 @@ fn close_conn<P: ResponseParser>(c: &mut Conn<P>) {
     c.parser.reset();
 }
 
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+pub(crate) fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: sockaddr_storage is plain data and large enough for either family.
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = match addr {

@@ -15,6 +15,8 @@ pub struct Summary {
     pub loop_kind: String,
     pub connections: usize,
     pub threads: usize,
+    /// The client's I/O engine: io_uring or epoll.
+    pub engine: String,
     pub rps: f64,
     pub requests: u64,
     pub duration_s: f64,
@@ -37,6 +39,7 @@ impl Summary {
             loop_kind: if r.open_loop { "open" } else { "closed" }.into(),
             connections: r.connections,
             threads: r.threads,
+            engine: r.engine.name().into(),
             rps: r.rps(),
             requests: r.requests,
             duration_s: secs,
@@ -58,9 +61,10 @@ impl Summary {
         let _ = writeln!(s, "{title}");
         let _ = writeln!(
             s,
-            "  {} connections, {} threads, {} loop{}",
+            "  {} connections, {} threads ({}), {} loop{}",
             self.connections,
             self.threads,
+            self.engine,
             self.loop_kind,
             if self.loop_kind == "open" {
                 " (latency from intended send time)"
@@ -154,6 +158,7 @@ mod tests {
             open_loop: false,
             threads: 1,
             connections: 2,
+            engine: crate::load::Engine::Epoll,
         };
         let s = Summary::from_result(&r);
         let v: serde_json::Value = serde_json::to_value(&s).unwrap();

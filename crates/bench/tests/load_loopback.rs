@@ -100,14 +100,26 @@ fn spec(addr: SocketAddr, conns: usize, depth: usize, rate: Option<f64>, dur_ms:
         request: build_request("GET", &t, &[]).unwrap(),
         live: false,
         phase: None,
+        engine: load::Engine::Epoll,
     }
 }
 
+const ENGINES: [load::Engine; 2] = [load::Engine::Epoll, load::Engine::Uring];
+
 #[test]
 fn closed_loop_counts_pipelined_and_chunked_responses() {
-    for (chunked, depth) in [(false, 1), (true, 4)] {
+    for ((chunked, depth), engine) in [(false, 1), (true, 4)]
+        .into_iter()
+        .flat_map(|c| ENGINES.map(|e| (c, e)))
+    {
         let srv = TestServer::start(None, Duration::ZERO, chunked);
-        let r = load::run(&spec(srv.addr, 4, depth, None, 500), HttpParser::default()).unwrap();
+        let mut s = spec(srv.addr, 4, depth, None, 500);
+        s.engine = engine;
+        let r = load::run(&s, HttpParser::default()).unwrap();
+        assert_eq!(
+            r.engine, engine,
+            "io_uring must be available on the test machines"
+        );
         assert!(r.requests > 100, "only {} requests", r.requests);
         assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
         assert_eq!(r.hist.len(), r.requests);
@@ -128,11 +140,19 @@ fn connect_errors_are_counted_not_fatal() {
 
 #[test]
 fn open_loop_shows_a_server_stall_that_closed_loop_hides() {
+    for engine in ENGINES {
+        stall_case(engine);
+    }
+}
+
+fn stall_case(engine: load::Engine) {
     let stall = Duration::from_millis(100);
     // The stall starts 0.8 s after the server does, inside the 1.5 s measured window.
     let closed = {
         let srv = TestServer::start(Some(Duration::from_millis(800)), stall, false);
-        load::run(&spec(srv.addr, 4, 1, None, 1500), HttpParser::default()).unwrap()
+        let mut s = spec(srv.addr, 4, 1, None, 1500);
+        s.engine = engine;
+        load::run(&s, HttpParser::default()).unwrap()
     };
     let open = {
         let srv = TestServer::start(Some(Duration::from_millis(800)), stall, false);
@@ -144,7 +164,7 @@ fn open_loop_shows_a_server_stall_that_closed_loop_hides() {
     };
     let (cp99, op99) = (closed.hist.quantile_ns(0.99), open.hist.quantile_ns(0.99));
     eprintln!(
-        "closed: {} req, p99 {} us, max {} us; open: {} req, p99 {} us, max {} us",
+        "{engine:?} closed: {} req, p99 {} us, max {} us; open: {} req, p99 {} us, max {} us",
         closed.requests,
         cp99 / 1000,
         closed.hist.max_ns() / 1000,
@@ -198,8 +218,12 @@ fn echo_server() -> SocketAddr {
 fn echo_pingpong_and_stream() {
     use wirespeed_bench::echo::{message, EchoParser};
     let addr = echo_server();
-    for (conns, depth) in [(8, 1), (2, 32)] {
+    for ((conns, depth), engine) in [(8, 1), (2, 32)]
+        .into_iter()
+        .flat_map(|c| ENGINES.map(|e| (c, e)))
+    {
         let mut s = spec(addr, conns, depth, None, 400);
+        s.engine = engine;
         s.request = message(512);
         let r = load::run(&s, EchoParser::new(512)).unwrap();
         assert!(r.requests > 100, "{} messages", r.requests);

@@ -50,6 +50,15 @@ struct Common {
     /// Also write the figures as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Client I/O engine: uring (batched, fewest syscalls; falls back to epoll) or epoll.
+    #[arg(long, value_enum, default_value = "uring")]
+    engine: EngineArg,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
+enum EngineArg {
+    Uring,
+    Epoll,
 }
 
 #[derive(clap::Args)]
@@ -117,6 +126,10 @@ fn spec(
         request,
         live: true,
         phase: None,
+        engine: match c.engine {
+            EngineArg::Uring => load::Engine::Uring,
+            EngineArg::Epoll => load::Engine::Epoll,
+        },
     })
 }
 

@@ -364,6 +364,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
         request: build_request("GET", &target, &[])?,
         live: false,
         phase: Some(phase.clone()),
+        engine: load::Engine::Uring,
     };
     let mut probe = Probe::prepare(&ProbeOpts {
         pid: server.pid(),
