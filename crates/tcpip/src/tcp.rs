@@ -753,7 +753,7 @@ impl Stack {
             let repr = TcpRepr {
                 src_port: t.local_port,
                 dst_port: t.remote_port,
-                seq: t.snd_nxt,
+                seq: t.snd_max,
                 ack: Some(t.rcv_nxt),
                 flags: flags::RST,
                 window: 0,
@@ -1584,7 +1584,7 @@ impl Stack {
                         let out = TcpRepr {
                             src_port: t.local_port,
                             dst_port: t.remote_port,
-                            seq: t.snd_nxt.sub(1),
+                            seq: t.snd_max.sub(1),
                             ack: Some(t.rcv_nxt),
                             flags: 0,
                             window: (t.rcv_window() >> t.rcv_wscale).min(65535) as u16,
@@ -1675,7 +1675,7 @@ impl Stack {
         match t.state {
             TcpState::SynSent | TcpState::SynReceived => {
                 if t.snd_nxt != t.iss && t.ack_now && t.state == TcpState::SynReceived {
-                    let nxt = t.snd_nxt;
+                    let nxt = t.snd_max;
                     return self.emit(idx, sink, nxt, flags::ACK, 0, 0).is_some();
                 }
                 if t.snd_nxt == t.iss {
@@ -1705,7 +1705,7 @@ impl Stack {
             }
             TcpState::TimeWait => {
                 if t.ack_now {
-                    let nxt = t.snd_nxt;
+                    let nxt = t.snd_max;
                     if self.emit(idx, sink, nxt, flags::ACK, 0, 0).is_none() {
                         return false;
                     }
@@ -1730,15 +1730,16 @@ impl Stack {
                 t.retransmit_one = false;
                 let una = t.snd_una;
                 if t.persist {
-                    // Zero-window probe: one new byte beyond the window.
-                    let off = t.snd_nxt.diff(t.snd_una).max(0) as usize;
-                    if off < buffered {
-                        let nxt = t.snd_nxt;
-                        if self.emit(idx, sink, nxt, flags::ACK, off, 1).is_none() {
+                    // Zero-window probe, as Linux sends it: no data, SEQ = SND.UNA - 1. The
+                    // peer must answer with an ACK carrying its current window, and no
+                    // sequence space is used, so the probe cannot confuse either side.
+                    if buffered > 0 {
+                        let seq = t.snd_una.sub(1);
+                        if self.emit(idx, sink, seq, flags::ACK, 0, 0).is_none() {
+                            t_retry_probe(&mut self.conns[idx as usize]);
                             return false;
                         }
                         let t = &mut self.conns[idx as usize];
-                        t.snd_max = t.snd_max.max(t.snd_nxt.add(1));
                         let backoff = (t.rto as u64) << t.persist_backoff.min(16);
                         t.rto_at = now.add_micros(backoff.min(dur_us(self.cfg.max_rto) as u64));
                         self.schedule(idx);
@@ -1812,7 +1813,7 @@ impl Stack {
                 t.rto_at = now.add_micros(t.rto as u64);
             }
             if t.ack_now && sent == 0 {
-                let nxt = t.snd_nxt;
+                let nxt = t.snd_max;
                 let copies = 1 + t.dup_acks_owed;
                 t.dup_acks_owed = 0;
                 for _ in 0..copies {
@@ -1958,6 +1959,11 @@ impl Stack {
         }
         Some(())
     }
+}
+
+/// The probe could not leave (no TX buffer): try again on the next `transmit`.
+fn t_retry_probe(t: &mut Tcb) {
+    t.retransmit_one = true;
 }
 
 /// Applies the peer's SYN options (and ours as allowed) to a new connection.

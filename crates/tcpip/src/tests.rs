@@ -31,7 +31,7 @@ pub(crate) struct Pair {
     /// (deliver at, sequence for stable order, destination side, frame)
     queue: Vec<(Instant, u64, usize, Vec<u8>)>,
     seq: u64,
-    rng: XorShift,
+    pub rng: XorShift,
     pub impair: Impair,
     pub delay_us: u64,
     /// Drop every frame (link cut).
@@ -1154,4 +1154,140 @@ fn connection_state_stays_compact() {
     let size = std::mem::size_of::<crate::tcp::Tcb>();
     assert!(size <= 384, "Tcb is {size} bytes");
     eprintln!("Tcb: {size} bytes");
+}
+
+#[test]
+fn many_streams_both_ways_through_impairments() {
+    for seed in 1u64..=12 {
+        let mut p = Pair::new();
+        p.rng = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let l = p.st[1].tcp_listen(80, 64).unwrap();
+        let now = p.now;
+        let clients: Vec<ConnId> = (0..16)
+            .map(|_| p.st[0].tcp_connect(now, IP_B, 80, |_| true).unwrap())
+            .collect();
+        p.impair = Impair {
+            loss: 20,
+            dup: 20,
+            reorder: 50,
+        };
+        let mut servers = Vec::new();
+        assert!(p.run(Duration::from_secs(60), |p| {
+            while let Ok(s) = p.st[1].tcp_accept(l) {
+                servers.push(s);
+            }
+            servers.len() == clients.len()
+        }));
+        // Each connection: client sends N bytes then closes; server echoes and closes.
+        const N: usize = 200_000;
+        let pattern = |conn: usize, i: usize| (i.wrapping_mul(31) ^ conn.wrapping_mul(131)) as u8;
+        let mut sent = vec![0usize; 16];
+        let mut echoed = vec![0usize; 16];
+        let mut back = vec![0usize; 16];
+        let mut pending: Vec<Vec<u8>> = vec![Vec::new(); 16];
+        let mut client_eof = [false; 16];
+        let mut chunk = vec![0u8; 8192];
+        let mut buf = vec![0u8; 8192];
+        // Servers are accepted in SYN order, which the link may have reordered: match by port.
+        let ports: Vec<u16> = clients
+            .iter()
+            .map(|&c| p.st[0].tcp_endpoints(c).unwrap().2)
+            .collect();
+        servers.sort_by_key(|&s| {
+            ports
+                .iter()
+                .position(|&pt| pt == p.st[1].tcp_endpoints(s).unwrap().1)
+                .unwrap()
+        });
+        let ok = p.run(Duration::from_secs(3600), |p| {
+            for k in 0..16 {
+                let (c, s) = (clients[k], servers[k]);
+                if sent[k] < N {
+                    let n = (N - sent[k]).min(chunk.len());
+                    for (i, b) in chunk[..n].iter_mut().enumerate() {
+                        *b = pattern(k, sent[k] + i);
+                    }
+                    if let Ok(m) = p.st[0].tcp_send(c, &chunk[..n]) {
+                        sent[k] += m;
+                        if sent[k] == N {
+                            p.st[0].tcp_shutdown(c).unwrap();
+                        }
+                    }
+                }
+                // Server: echo what it reads; close after EOF once everything is echoed.
+                if pending[k].is_empty() {
+                    match p.st[1].tcp_recv(s, &mut buf) {
+                        Ok(0) if echoed[k] == N => {
+                            let _ = p.st[1].tcp_close(s);
+                            echoed[k] += 1; // closed marker
+                        }
+                        Ok(n) if n > 0 => pending[k].extend_from_slice(&buf[..n]),
+                        _ => {}
+                    }
+                }
+                if !pending[k].is_empty() {
+                    if let Ok(m) = p.st[1].tcp_send(s, &pending[k]) {
+                        echoed[k] += m;
+                        pending[k].drain(..m);
+                    }
+                }
+                loop {
+                    match p.st[0].tcp_recv(c, &mut buf) {
+                        Ok(0) => {
+                            client_eof[k] = true;
+                            break;
+                        }
+                        Ok(n) => {
+                            for (i, &b) in buf[..n].iter().enumerate() {
+                                assert_eq!(
+                                    b,
+                                    pattern(k, back[k] + i),
+                                    "seed {seed} conn {k} byte {}",
+                                    back[k] + i
+                                );
+                            }
+                            back[k] += n;
+                        }
+                        Err(_) => break,
+                    }
+                }
+            }
+            client_eof.iter().all(|&e| e)
+        });
+        if !ok {
+            for k in 0..16 {
+                if back[k] != N {
+                    for (side, h) in [(0, clients[k]), (1, servers[k])] {
+                        let t = &p.st[side].conns[h.idx as usize];
+                        eprintln!("side {side} conn {k}: in_use {} st {:?} una {} nxt {} max {} wnd {} cwnd {} ssthresh {} rec {} inrec {} dup {} persist {} rto_at {:?} rto {} retries {} sendlen {} recvlen {} rcv_nxt {} ooo {:?} ack_now {} heap_at {:?} now {:?} dirty {} owner {:?}", t.in_use, t.state, t.snd_una.0, t.snd_nxt.0, t.snd_max.0, t.snd_wnd, t.cwnd, t.ssthresh, t.recover.0, t.in_recovery, t.dupacks, t.persist, t.rto_at, t.rto, t.retries, t.send.len(), t.recv.len(), t.rcv_nxt.0, &t.ooo[..t.ooo_len as usize], t.ack_now, t.heap_at, p.now, t.in_dirty, t.owner);
+                    }
+                }
+            }
+        }
+        assert!(
+            ok,
+            "seed {seed}: sent {sent:?} echoed {echoed:?} back {back:?}"
+        );
+        assert!(back.iter().all(|&b| b == N));
+    }
+}
+
+#[test]
+fn vlan_tagged_link() {
+    let mut a = config(0);
+    let mut b = config(1);
+    a.vlan_id = Some(100);
+    b.vlan_id = Some(100);
+    let mut p = Pair::with(a, b);
+    let (c, s, _) = p.connect();
+    p.st[0].tcp_send(c, b"tagged").unwrap();
+    assert!(
+        p.run(Duration::from_secs(5), |p| p.st[1].tcp_recv_available(s)
+            == Ok(6))
+    );
+    // An untagged frame is not for a tagged stack.
+    let f = segment(1000, 80, 1, None, flags::SYN, &[]);
+    let now = p.now;
+    p.st[1].receive(now, &f);
+    assert_eq!(p.st[1].stats().eth_vlan_mismatch, 1);
 }
