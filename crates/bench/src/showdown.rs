@@ -299,12 +299,12 @@ impl Showdown {
                 .margin(10)
                 .x_label_area_size(40)
                 .y_label_area_size(70)
-                .build_cartesian_2d(0f64..n as f64, 0f64..max)
+                .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..max)
                 .map_err(|e| err(&e))?;
             chart
                 .configure_mesh()
                 .disable_x_mesh()
-                .x_labels(n + 1)
+                .x_labels(n)
                 .x_label_formatter(&|x| {
                     if x.fract().abs() < 1e-9 {
                         label(*x as usize)
@@ -318,7 +318,7 @@ impl Showdown {
                 .draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
                     let v = value(r)?;
                     Some(Rectangle::new(
-                        [(i as f64 + 0.15, 0.0), (i as f64 + 0.85, v)],
+                        [(i as f64 - 0.35, 0.0), (i as f64 + 0.35, v)],
                         color.filled(),
                     ))
                 }))

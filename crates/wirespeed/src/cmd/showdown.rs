@@ -55,6 +55,9 @@ pub struct Args {
     /// Skip the BPF probes (no syscall or locality figures).
     #[arg(long)]
     no_bpf: bool,
+    /// Measure nothing: rewrite the table, Markdown and SVG from an earlier showdown.json.
+    #[arg(long, value_name = "JSON")]
+    render: Option<PathBuf>,
 }
 
 fn dur(s: &str) -> Result<Duration, String> {
@@ -410,7 +413,29 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
     Ok((fig, line))
 }
 
+fn write_reports(sd: &Showdown, out: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
+    let json = out.join("showdown.json");
+    std::fs::write(&json, serde_json::to_string_pretty(sd)? + "\n")
+        .with_context(|| format!("write {}", json.display()))?;
+    std::fs::write(out.join("showdown.md"), sd.markdown())?;
+    sd.svg(&out.join("showdown.svg"))?;
+    println!("{}", sd.table());
+    println!(
+        "wrote {0}/showdown.json, {0}/showdown.md, {0}/showdown.svg",
+        out.display()
+    );
+    Ok(())
+}
+
 pub fn run(a: Args) -> anyhow::Result<()> {
+    if let Some(path) = &a.render {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        let sd: Showdown =
+            serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
+        return write_reports(&sd, &a.out);
+    }
     if !wirespeed_lab::is_root() {
         bail!("the showdown builds network namespaces and loads BPF probes: run it as root (sudo make run)");
     }
@@ -524,15 +549,5 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .collect(),
     };
     sd.compute_ratios();
-    let json = out.join("showdown.json");
-    std::fs::write(&json, serde_json::to_string_pretty(&sd)? + "\n")
-        .with_context(|| format!("write {}", json.display()))?;
-    std::fs::write(out.join("showdown.md"), sd.markdown())?;
-    sd.svg(&out.join("showdown.svg"))?;
-    println!("{}", sd.table());
-    println!(
-        "wrote {0}/showdown.json, {0}/showdown.md, {0}/showdown.svg",
-        out.display()
-    );
-    Ok(())
+    write_reports(&sd, &out)
 }
