@@ -55,6 +55,7 @@ fuzz_target!(|data: &[u8]| {
     let mut cfg = Config::new(OUR_MAC, OUR_IP, 24);
     cfg.send_buffer = 4096;
     cfg.recv_buffer = 4096;
+    cfg.udp_recv_buffer = 4096;
     cfg.max_connections = 64;
     cfg.keepalive = Some(wirespeed_tcpip::Keepalive {
         idle: std::time::Duration::from_secs(5),

@@ -116,6 +116,8 @@ pub struct Config {
     pub send_buffer: usize,
     /// Per-connection receive buffer bytes (the most we ever advertise).
     pub recv_buffer: usize,
+    /// Bytes of queued datagrams per UDP socket (each datagram costs 8 bytes more).
+    pub udp_recv_buffer: usize,
     /// Answer SYNs with SYN cookies when a listener's backlog is full.
     pub syn_cookies: bool,
     pub window_scaling: bool,
@@ -161,6 +163,7 @@ impl Config {
             max_connections: 1024,
             send_buffer: 64 * 1024,
             recv_buffer: 64 * 1024,
+            udp_recv_buffer: 256 * 1024,
             syn_cookies: true,
             window_scaling: true,
             timestamps: true,

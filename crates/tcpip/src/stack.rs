@@ -17,25 +17,29 @@ const CTRL_FRAMES: usize = 256;
 /// Frames parked until ARP resolves their next hop.
 const PENDING_FRAMES: usize = 32;
 
-/// A bounded FIFO of preallocated frame buffers.
+/// A bounded FIFO of frame buffers. Buffers are allocated the first time the queue grows to
+/// use them and reused after that, so steady state allocates nothing and a stack that never
+/// queues much never pays for the full capacity.
 pub(crate) struct FrameQueue {
     bufs: Vec<Box<[u8]>>,
     lens: Vec<usize>,
     hops: Vec<Ipv4Addr>,
     head: usize,
     count: usize,
+    capacity: usize,
+    frame_len: usize,
 }
 
 impl FrameQueue {
     fn new(frames: usize, frame_len: usize) -> Self {
         FrameQueue {
-            bufs: (0..frames)
-                .map(|_| vec![0u8; frame_len].into_boxed_slice())
-                .collect(),
+            bufs: Vec::with_capacity(frames),
             lens: vec![0; frames],
             hops: vec![Ipv4Addr::UNSPECIFIED; frames],
             head: 0,
             count: 0,
+            capacity: frames,
+            frame_len,
         }
     }
 
@@ -45,10 +49,13 @@ impl FrameQueue {
         hop: Ipv4Addr,
         fill: impl FnOnce(&mut [u8]) -> usize,
     ) -> bool {
-        if self.count == self.bufs.len() {
+        if self.count == self.capacity {
             return false;
         }
-        let slot = (self.head + self.count) % self.bufs.len();
+        let slot = (self.head + self.count) % self.capacity;
+        while self.bufs.len() <= slot {
+            self.bufs.push(vec![0u8; self.frame_len].into_boxed_slice());
+        }
         let len = fill(&mut self.bufs[slot]);
         if len == 0 {
             return true;
@@ -70,7 +77,7 @@ impl FrameQueue {
 
     fn pop(&mut self) {
         if self.count > 0 {
-            self.head = (self.head + 1) % self.bufs.len();
+            self.head = (self.head + 1) % self.capacity;
             self.count -= 1;
         }
     }
@@ -122,6 +129,7 @@ impl Stack {
         }
         cfg.send_buffer = cfg.send_buffer.clamp(1024, 1 << 30);
         cfg.recv_buffer = cfg.recv_buffer.clamp(1024, 1 << 30);
+        cfg.udp_recv_buffer = cfg.udp_recv_buffer.clamp(2048, 1 << 30);
         let eth_len = ethernet::HEADER_LEN
             + if cfg.vlan_id.is_some() {
                 ethernet::VLAN_TAG_LEN

@@ -5,8 +5,6 @@ use crate::stack::Stack;
 use crate::{Error, EventKind, Handle, Result, UdpId};
 use wirespeed_wire::{ipv4, udp, IpProtocol, Ipv4Addr, Ipv4Repr, UdpPacket, UdpRepr};
 
-/// Bytes of queued datagrams per socket (records: 8-byte header + payload).
-const UDP_RX_BYTES: usize = 256 * 1024;
 const RECORD_HEADER: usize = 8;
 
 pub(crate) struct UdpSocket {
@@ -33,7 +31,7 @@ impl Stack {
                     gen: 0,
                     in_use: false,
                     port: 0,
-                    rx: Ring::new(UDP_RX_BYTES),
+                    rx: Ring::new(self.cfg.udp_recv_buffer),
                     ev_mask: 0,
                 });
                 self.udp.len() - 1
