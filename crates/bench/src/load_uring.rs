@@ -263,8 +263,7 @@ fn on_cqe<P: ResponseParser>(
     ctx: &Ctx,
     c: &mut Conn<P>,
     idx: usize,
-    ud: u64,
-    res: i32,
+    (ud, res): (u64, i32),
     st: &mut Stats,
     now: Instant,
 ) -> Result<()> {
@@ -474,7 +473,7 @@ pub(crate) fn run_worker<P: ResponseParser>(w: Worker, parser: P) -> Result<Work
             for (ud, res) in cq {
                 let idx = (ud >> 32) as usize;
                 if let Some(c) = conns.get_mut(idx) {
-                    on_cqe(&mut ring, &ctx, c, idx, ud, res, &mut st, now)?;
+                    on_cqe(&mut ring, &ctx, c, idx, (ud, res), &mut st, now)?;
                 }
             }
             w.counters[w.index]
