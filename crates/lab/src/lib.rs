@@ -5,6 +5,7 @@
 //! Addresses must come from 198.18.0.0/15 or fd00::/8; nothing here touches the host's own
 //! interfaces.
 
+pub mod impair;
 pub mod netns;
 pub mod state;
 pub mod topo;
