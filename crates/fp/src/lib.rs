@@ -5,6 +5,7 @@ pub mod counters;
 pub mod daemon;
 pub mod error;
 pub mod filter;
+pub mod harness;
 pub mod loader;
 pub mod model;
 pub mod netlink;

@@ -1,0 +1,233 @@
+//! Differential harness: the same generated frames through the `line` lab with and without
+//! the fast path, for a router, a gateway with 100 rules and a gateway with a set. What
+//! arrives where (bytes + interface) must be identical; what is missing was dropped in both.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use wirespeed_fp::harness::{self, Capture, PacketSocket, Targets};
+use wirespeed_fp::pkt;
+
+const PER_CONFIG: usize = 3400;
+
+fn mac(ns: &wirespeed_lab::Netns, ifname: &str) -> [u8; 6] {
+    pkt::parse_mac(
+        &ns.exec("cat", &[&format!("/sys/class/net/{ifname}/address")])
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+fn v6(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+}
+
+fn targets(dut_mac: [u8; 6], src_mac: [u8; 6]) -> Targets {
+    Targets {
+        dut_mac,
+        src_mac,
+        src4: [198, 18, 0, 1],
+        src6: v6("fd00:a::1"),
+        routed4: (0..PREFIXES)
+            .flat_map(|x| [[198, 19, x as u8, 1], [198, 19, x as u8, 77]])
+            .collect(),
+        routed6: vec![v6("fd00:c::1"), v6("fd00:c::99")],
+        unknown4: vec![[198, 19, 200, 1], [198, 19, 251, 7]],
+        unknown_src4: [198, 18, 0, 3],
+        unknown6: vec![v6("fd00:d::1"), v6("fd00:ee::5")],
+        special4: vec![
+            [198, 18, 0, 2],
+            [198, 18, 1, 1],
+            [198, 18, 0, 255],
+            [255, 255, 255, 255],
+            [224, 0, 0, 1],
+            [239, 1, 2, 3],
+        ],
+        special6: vec![v6("fd00:a::2"), v6("fd00:b::1"), v6("ff02::1")],
+    }
+}
+
+/// Sends `frames` from the source and returns what the source and the sink received.
+fn run_once(lab: &Line, frames: &[Vec<u8>]) -> Capture {
+    let src_name = lab.src.name().to_string();
+    let sink_name = lab.sink.name().to_string();
+    let tx = spawn_in_ns(&src_name, || PacketSocket::open("v0").unwrap())
+        .join()
+        .unwrap();
+    let rx = spawn_in_ns(&sink_name, || PacketSocket::open("s0").unwrap())
+        .join()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    tx.drain();
+    rx.drain();
+    for chunk in frames.chunks(32) {
+        for f in chunk {
+            tx.send(f).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let dut_addrs = [[198, 18, 0, 2], [198, 18, 1, 1]];
+    let mut cap = Capture::new();
+    for (point, sock) in [("source v0", &tx), ("sink s0", &rx)] {
+        for f in sock.drain() {
+            if let Some(n) = harness::normalize(&f, &dut_addrs) {
+                *cap.entry((point.to_string(), n)).or_insert(0) += 1;
+            }
+        }
+    }
+    cap
+}
+
+fn compare(lab: &Line, name: &str, seed: u64, t: &Targets, expect_fast: bool) -> usize {
+    let frames = harness::generate(t, seed, PER_CONFIG);
+    let kernel = run_once(lab, &frames);
+    let mut d = RunningDaemon::start(&lab.dut, None);
+    d.wait_for("ports attached", |s| s.ports.len() == 2);
+    let fast = run_once(lab, &frames);
+    let s = d.wait_for("counters", |s| {
+        !expect_fast || s.ports.iter().any(|p| p.fast_pathed > 0)
+    });
+    d.stop();
+    let div = harness::divergences(&kernel, &fast);
+    let arrived: usize = kernel.values().sum();
+    eprintln!(
+        "{name}: {} frames, {arrived} arrived (kernel), {} divergences; fast path: {:?}",
+        frames.len(),
+        div.len(),
+        s.ports
+            .iter()
+            .map(|p| (p.name.clone(), p.fast_pathed, p.passed))
+            .collect::<Vec<_>>()
+    );
+    for (point, bytes, k, f) in div.iter().take(20) {
+        eprintln!(
+            "  {point}: kernel {k} fast {f}: {:02x?}",
+            &bytes[..bytes.len().min(64)]
+        );
+    }
+    assert!(
+        arrived > PER_CONFIG / 4,
+        "{name}: too little arrived for a meaningful comparison"
+    );
+    div.len()
+}
+
+#[test]
+fn fast_path_and_kernel_agree_on_ten_thousand_frames() {
+    let lab = line("x");
+    // An egress MTU below the ingress one: DF frames that no longer fit, and fragmentation.
+    lab.dut.ip(&["link", "set", "d1", "mtu", "1400"]).unwrap();
+    lab.sink.ip(&["link", "set", "s0", "mtu", "1400"]).unwrap();
+    let (src_mac, sink_mac, dut_mac) = (
+        mac(&lab.src, "v0"),
+        mac(&lab.sink, "s0"),
+        mac(&lab.dut, "d0"),
+    );
+    let fmt = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    // Resolved neighbours: no resolution traffic, whose timing would differ between runs.
+    for (addr, m, dev) in [
+        ("198.18.1.2", sink_mac, "d1"),
+        ("198.18.0.3", src_mac, "d0"),
+        ("fd00:b::2", sink_mac, "d1"),
+        ("198.18.0.1", src_mac, "d0"),
+        ("fd00:a::1", src_mac, "d0"),
+    ] {
+        lab.dut
+            .ip(&[
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                &fmt(m),
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])
+            .unwrap();
+    }
+    // Every ICMP error the kernel owes, without rate limits that depend on timing.
+    for (k, v) in [
+        ("net.ipv4.icmp_ratelimit", "0"),
+        ("net.ipv4.icmp_msgs_per_sec", "1000000"),
+        ("net.ipv4.icmp_msgs_burst", "1000000"),
+        ("net.ipv6.icmp.ratelimit", "0"),
+        ("net.ipv6.auto_flowlabels", "0"),
+    ] {
+        lab.dut.sysctl(k, v).unwrap();
+    }
+    // The endpoints only observe: their capture taps sit before this ingress drop.
+    for (ns, dev) in [(&lab.src, "v0"), (&lab.sink, "s0")] {
+        ns.exec("nft", &["add table netdev obs"]).unwrap();
+        ns.exec("nft", &[&format!("add chain netdev obs in {{ type filter hook ingress device {dev} priority 0; policy drop; }}")]).unwrap();
+    }
+    let t = targets(dut_mac, src_mac);
+    let mut total = 0;
+
+    total += compare(&lab, "router", 1, &t, true);
+
+    let mut rules = String::from("*filter\n:FORWARD ACCEPT [0:0]\n");
+    for x in 0..90 {
+        rules.push_str(&format!(
+            "-A FORWARD -d 198.19.{}.{}/32 -j DROP\n",
+            x % 10,
+            1 + 76 * (x / 45)
+        ));
+    }
+    rules.push_str("-A FORWARD -p tcp --dport 22 -j DROP\n-A FORWARD -p udp -s 198.18.0.1 --dport 53 -j DROP\n");
+    for p in [80, 443, 4000, 5000, 8080, 9, 1, 2] {
+        rules.push_str(&format!(
+            "-A FORWARD -p tcp --dport {p} -d 198.19.20.0/24 -j DROP\n"
+        ));
+    }
+    rules.push_str("COMMIT\n");
+    {
+        use std::io::Write;
+        let mut c = lab
+            .dut
+            .command("iptables-nft-restore")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(rules.as_bytes()).unwrap();
+        assert!(c.wait().unwrap().success());
+    }
+    lab.dut
+        .exec(
+            "ip6tables-nft",
+            &["-A", "FORWARD", "-p", "tcp", "--dport", "80", "-j", "DROP"],
+        )
+        .unwrap();
+    total += compare(&lab, "gateway, 100 rules", 2, &t, true);
+    lab.dut.exec("iptables-nft", &["-F", "FORWARD"]).unwrap();
+    lab.dut.exec("ip6tables-nft", &["-F", "FORWARD"]).unwrap();
+
+    let elems: Vec<String> = (0..PREFIXES)
+        .filter(|x| x % 3 == 0)
+        .map(|x| format!("198.19.{x}.77"))
+        .collect();
+    let script = format!(
+        "table inet gw {{\n set blk {{ type ipv4_addr; elements = {{ {} }} }}\n chain fw {{ type filter hook forward priority 0; policy accept;\n  ip daddr @blk drop\n  udp dport 4000 ip dscp 0x10 drop\n  ip6 daddr fd00:c::99 tcp dport {{ 22, 443 }} drop\n  meta l4proto udp udp dport 5000 drop\n }}\n}}\n",
+        elems.join(", ")
+    );
+    let path = std::env::temp_dir().join(format!("{}.nft", lab.dut.name()));
+    std::fs::write(&path, script).unwrap();
+    lab.dut
+        .exec("nft", &["-f", path.to_str().unwrap()])
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    total += compare(&lab, "gateway, one set", 3, &t, true);
+
+    assert_eq!(
+        total, 0,
+        "the fast path decided differently from the kernel"
+    );
+}
