@@ -181,6 +181,17 @@ impl Stack {
         self.eth_len + self.cfg.mtu
     }
 
+    /// Adds a permanent neighbour entry (no ARP needed for `ip`; e.g. the gateway of a
+    /// benchmark link). Returns false when the neighbour cache is full.
+    pub fn arp_add_static(&mut self, ip: Ipv4Addr, mac: MacAddr) -> bool {
+        let now = self.now;
+        let ok = self.arp.insert(ip, mac, Instant::NEVER, now);
+        if ok {
+            self.arp_resolved(ip, mac);
+        }
+        ok
+    }
+
     /// Number of TCP connections held (all states).
     pub fn connection_count(&self) -> usize {
         self.live_conns

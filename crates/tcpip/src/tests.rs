@@ -1291,3 +1291,12 @@ fn vlan_tagged_link() {
     p.st[1].receive(now, &f);
     assert_eq!(p.st[1].stats().eth_vlan_mismatch, 1);
 }
+
+#[test]
+fn static_arp_entry_skips_resolution() {
+    let mut p = Pair::new();
+    assert!(p.st[0].arp_add_static(IP_B, MAC_B));
+    let (c, _s, _) = p.connect();
+    assert_eq!(p.st[0].stats().arp_requests_sent, 0);
+    assert_eq!(p.st[0].tcp_state(c), Ok(TcpState::Established));
+}
