@@ -1300,3 +1300,47 @@ fn static_arp_entry_skips_resolution() {
     assert_eq!(p.st[0].stats().arp_requests_sent, 0);
     assert_eq!(p.st[0].tcp_state(c), Ok(TcpState::Established));
 }
+
+#[test]
+fn option_negotiation_and_small_mtu() {
+    // a offers nothing optional and has a 576-byte MTU; b offers everything.
+    let mut a = config(0);
+    a.timestamps = false;
+    a.window_scaling = false;
+    a.sack_permitted = false;
+    a.mtu = 576;
+    let mut p = Pair::with(a, config(1));
+    let (c, s, _) = p.connect();
+    {
+        let (ta, tb) = (
+            &p.st[0].conns[c.idx as usize],
+            &p.st[1].conns[s.idx as usize],
+        );
+        assert!(!ta.ts_enabled && !tb.ts_enabled && !ta.sack_ok && !tb.sack_ok);
+        assert_eq!(
+            (ta.snd_wscale, ta.rcv_wscale, tb.snd_wscale, tb.rcv_wscale),
+            (0, 0, 0, 0)
+        );
+        assert_eq!(tb.mss, 536, "b sends at most a's MSS");
+        assert_eq!(ta.mss, 536, "a's own MTU caps what it sends");
+    }
+    p.impair = Impair {
+        loss: 20,
+        dup: 10,
+        reorder: 20,
+    };
+    transfer(&mut p, 1, s, c, 512 * 1024, Duration::from_secs(600));
+    // Both ends with everything on: scaling and timestamps are in use.
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    let (ta, tb) = (
+        &p.st[0].conns[c.idx as usize],
+        &p.st[1].conns[s.idx as usize],
+    );
+    assert!(ta.ts_enabled && tb.ts_enabled && ta.sack_ok && tb.sack_ok);
+    assert_eq!(
+        (ta.snd_wscale, tb.snd_wscale),
+        (tb.rcv_wscale, ta.rcv_wscale)
+    );
+    assert_eq!(ta.mss, 1448);
+}
