@@ -63,6 +63,10 @@ pub struct RoundFigures {
     pub ctx_switches_per_s: f64,
     pub locality_pct: Option<f64>,
     pub client_cpu_pct: f64,
+    /// The load generator's CPU time per request: on veth, work the server's configuration
+    /// moves between CPUs shows up here.
+    #[serde(default)]
+    pub client_cpu_us_per_req: f64,
     pub server_cpu_pct: f64,
     pub errors: u64,
 }
@@ -88,6 +92,8 @@ pub struct Row {
     pub ctx_switches_per_s: f64,
     pub locality_pct: Option<f64>,
     pub client_cpu_pct: f64,
+    #[serde(default)]
+    pub client_cpu_us_per_req: f64,
     pub server_cpu_pct: f64,
     pub errors: u64,
     /// req/s against row 1, round by round.
@@ -114,6 +120,7 @@ impl Row {
         self.ctx_switches_per_s = m(&|x| x.ctx_switches_per_s);
         self.locality_pct = mo(&|x| x.locality_pct);
         self.client_cpu_pct = m(&|x| x.client_cpu_pct);
+        self.client_cpu_us_per_req = m(&|x| x.client_cpu_us_per_req);
         self.server_cpu_pct = m(&|x| x.server_cpu_pct);
         self.errors = r.iter().map(|x| x.errors).sum();
         self.client_bound = self.client_cpu_pct >= 90.0 && self.server_cpu_pct < 90.0;
@@ -174,24 +181,24 @@ impl Showdown {
         };
         let _ = writeln!(
             s,
-            "| # | configuration | req/s | vs row 1 | p50 us | p99 us | p99.99 us | CPU-us/req | syscalls/req | ctx sw/s | locality % | client CPU % | server CPU % | errors |"
+            "| # | configuration | req/s | vs row 1 | p50 us | p99 us | p99.99 us | CPU-us/req | syscalls/req | ctx sw/s | locality % | client CPU-us/req | client CPU % | server CPU % | errors |"
         );
         let _ = writeln!(
             s,
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for r in &self.rows {
             if let Some(why) = &r.skipped {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | skipped: {why} | | | | | | | | | | | |",
+                    "| {} | {} | skipped: {why} | | | | | | | | | | | | |",
                     r.row, r.name
                 );
                 continue;
             }
             let _ = writeln!(
                 s,
-                "| {} | {}{} | {:.0} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.0} | {} | {:.0} | {:.0} | {} |",
+                "| {} | {}{} | {:.0} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.0} | {} | {:.2} | {:.0} | {:.0} | {} |",
                 r.row,
                 r.name,
                 if r.client_bound { " (client-bound)" } else { "" },
@@ -204,6 +211,7 @@ impl Showdown {
                 opt(r.syscalls_per_req, 2),
                 r.ctx_switches_per_s,
                 opt(r.locality_pct, 1),
+                r.client_cpu_us_per_req,
                 r.client_cpu_pct,
                 r.server_cpu_pct,
                 r.errors
@@ -227,7 +235,8 @@ impl Showdown {
              alternating the rows; {:.1} s warm-up then {:.1} s measured per row and round. Figures \
              are medians over the rounds; `vs row 1` is the median (min-max) of the per-round req/s \
              ratios. Latency: {}. CPU-us/req is the server's user+sys plus the softirq time on its \
-             CPU not already inside it, per request.\n",
+             CPU not already inside it, per request; client CPU-us/req is the load generator's \
+             (on veth, packet work a configuration moves off the server's CPU lands there).\n",
             self.date,
             self.uname_r,
             self.nproc,

@@ -404,6 +404,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
         ctx_switches_per_s: report.ctx_switches.per_s,
         locality_pct: report.locality.as_ref().and_then(|l| l.pct),
         client_cpu_pct: result.client_cpu_pct(),
+        client_cpu_us_per_req: result.client_cpu_us_per_req(),
         server_cpu_pct: report.cpu.pct,
         errors: result.errors.total(),
     };
