@@ -7,7 +7,10 @@ use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const SRC: &str = "bpf/fp.bpf.c";
+const PROGRAMS: [(&str, &str); 2] = [
+    ("bpf/fp.bpf.c", "fp.skel.rs"),
+    ("bpf/gen.bpf.c", "gen.skel.rs"),
+];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -30,14 +33,16 @@ fn main() {
     );
     std::fs::write(&vmlinux, &dump.stdout).expect("write vmlinux.h");
 
-    SkeletonBuilder::new()
-        .source(SRC)
-        .clang_args([
-            format!("-I{}", out.display()),
-            "-Wall".to_string(),
-            "-O2".to_string(),
-        ])
-        .build_and_generate(out.join("fp.skel.rs"))
-        .expect("compile bpf/fp.bpf.c");
+    for (src, skel) in PROGRAMS {
+        SkeletonBuilder::new()
+            .source(src)
+            .clang_args([
+                format!("-I{}", out.display()),
+                "-Wall".to_string(),
+                "-O2".to_string(),
+            ])
+            .build_and_generate(out.join(skel))
+            .unwrap_or_else(|e| panic!("compile {src}: {e}"));
+    }
     println!("cargo:rerun-if-changed=bpf");
 }

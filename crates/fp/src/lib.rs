@@ -5,6 +5,7 @@ pub mod counters;
 pub mod daemon;
 pub mod error;
 pub mod filter;
+pub mod gen;
 pub mod harness;
 pub mod loader;
 pub mod model;
@@ -16,4 +17,9 @@ pub use error::{Error, Result};
 #[allow(clippy::all, missing_docs, unused, unsafe_op_in_unsafe_fn)]
 pub mod bpf {
     include!(concat!(env!("OUT_DIR"), "/fp.skel.rs"));
+}
+
+#[allow(clippy::all, missing_docs, unused, unsafe_op_in_unsafe_fn)]
+pub mod gen_bpf {
+    include!(concat!(env!("OUT_DIR"), "/gen.skel.rs"));
 }

@@ -231,6 +231,11 @@ const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 impl Attachment {
     /// Attaches `prog` at XDP on `ifindex`: native mode if the driver has it, else generic.
     pub fn xdp(prog: &Program, ifindex: u32) -> Result<Attachment> {
+        Self::xdp_fd(prog.fd.as_fd(), ifindex)
+    }
+
+    /// As `xdp`, for any loaded XDP program.
+    pub fn xdp_fd(prog: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> Result<Attachment> {
         match Self::xdp_mode(prog, ifindex, XDP_FLAGS_DRV_MODE) {
             Ok(link) => Ok(Attachment {
                 link,
@@ -250,19 +255,18 @@ impl Attachment {
         }
     }
 
-    fn xdp_mode(prog: &Program, ifindex: u32, flags: u32) -> std::io::Result<OwnedFd> {
+    fn xdp_mode(
+        prog: std::os::fd::BorrowedFd<'_>,
+        ifindex: u32,
+        flags: u32,
+    ) -> std::io::Result<OwnedFd> {
         // SAFETY: zeroed is a valid bpf_link_create_opts.
         let mut opts: libbpf_rs::libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
         opts.sz = std::mem::size_of_val(&opts) as _;
         opts.flags = flags;
         // SAFETY: plain syscall wrapper; the program fd is valid, opts lives across the call.
         let fd = unsafe {
-            libbpf_rs::libbpf_sys::bpf_link_create(
-                prog.fd.as_raw_fd(),
-                ifindex as i32,
-                BPF_XDP,
-                &opts,
-            )
+            libbpf_rs::libbpf_sys::bpf_link_create(prog.as_raw_fd(), ifindex as i32, BPF_XDP, &opts)
         };
         if fd < 0 {
             return Err(std::io::Error::from_raw_os_error(-fd));

@@ -1,0 +1,465 @@
+//! Fast path vs Linux on the `line` lab: pps for router, gateway (100 rules), gateway (one
+//! ipset), with minimum-size frames from an in-kernel generator (BPF_PROG_RUN live frames,
+//! XDP_TX) pinned to CPU 0 and the DUT's receive NAPI thread pinned to CPU 1; then the
+//! daemon's response time per configuration command. Run as root:
+//!   cargo run --release -p wirespeed-fp --example fp_bench -- [secs] [rounds]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use wirespeed_fp::gen::Gen;
+use wirespeed_fp::pkt::{self, L4};
+
+fn mac(ns: &wirespeed_lab::Netns, ifname: &str) -> [u8; 6] {
+    pkt::parse_mac(
+        &ns.exec("cat", &[&format!("/sys/class/net/{ifname}/address")])
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+fn ifindex(ns: &wirespeed_lab::Netns, ifname: &str) -> u32 {
+    ns.exec("cat", &[&format!("/sys/class/net/{ifname}/ifindex")])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn pin_self(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread only.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Pins every threaded-NAPI kthread of the DUT's veths to CPU 1. Attaching or detaching XDP
+/// re-creates a veth's NAPI, so this runs before every measurement.
+fn pin_napi() -> usize {
+    let out = std::process::Command::new("ps")
+        .args(["-eLo", "tid,comm"])
+        .output()
+        .unwrap();
+    let mut n = 0;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut w = line.split_whitespace();
+        let (Some(tid), Some(comm)) = (w.next(), w.next()) else {
+            continue;
+        };
+        if comm.starts_with("napi/d0-") || comm.starts_with("napi/d1-") {
+            let _ = std::process::Command::new("taskset")
+                .args(["-pc", "1", tid])
+                .output();
+            n += 1;
+        }
+    }
+    n
+}
+
+fn cpu_busy() -> Vec<(u64, u64)> {
+    // (busy, total) jiffies per CPU from /proc/stat
+    let s = std::fs::read_to_string("/proc/stat").unwrap();
+    s.lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .map(|l| {
+            let v: Vec<u64> = l
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            let total: u64 = v.iter().sum();
+            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+            (total - idle, total)
+        })
+        .collect()
+}
+
+struct Sample {
+    pps: f64,
+    offered: f64,
+    cpu1: f64,
+}
+
+fn measure(lab: &Line, gen: &Arc<Gen>, frame: &[u8], warm: Duration, secs: Duration) -> Sample {
+    pin_napi();
+    let src_if = ifindex(&lab.src, "v0");
+    let g = gen.clone();
+    let f = frame.to_vec();
+    let total = warm + secs + Duration::from_millis(200);
+    let h = spawn_in_ns(lab.src.name(), move || {
+        pin_self(0);
+        g.blast(&f, src_if, total).unwrap()
+    });
+    std::thread::sleep(warm);
+    let (c0, t0, u0) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
+    std::thread::sleep(secs);
+    let (c1, t1, u1) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
+    let sent = h.join().unwrap();
+    if std::env::var_os("FP_BENCH_DEBUG").is_some() {
+        for (ns, dev) in [(&lab.dut, "d0"), (&lab.dut, "d1"), (&lab.sink, "s0")] {
+            let st = ns.exec("ethtool", &["-S", dev]).unwrap_or_default();
+            let nz: Vec<&str> = st
+                .lines()
+                .filter(|l| !l.trim_end().ends_with(": 0"))
+                .collect();
+            eprintln!("{dev}: {}", nz.join(" | "));
+        }
+    }
+    let el = (t1 - t0).as_secs_f64();
+    let cpu1 = u1
+        .get(1)
+        .zip(u0.get(1))
+        .map(|(a, b)| (a.0 - b.0) as f64 / (a.1 - b.1).max(1) as f64)
+        .unwrap_or(0.0);
+    Sample {
+        pps: (c1 - c0) as f64 / el,
+        offered: sent as f64 / total.as_secs_f64(),
+        cpu1,
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let secs = Duration::from_secs(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3));
+    let rounds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
+    let warm = Duration::from_secs(1);
+
+    let lab = line("b");
+    let (src_mac, dut_mac, sink_mac) = (
+        mac(&lab.src, "v0"),
+        mac(&lab.dut, "d0"),
+        mac(&lab.sink, "s0"),
+    );
+    let fmt = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    lab.dut
+        .ip(&[
+            "neigh",
+            "replace",
+            "198.18.1.2",
+            "lladdr",
+            &fmt(sink_mac),
+            "dev",
+            "d1",
+            "nud",
+            "permanent",
+        ])
+        .unwrap();
+    lab.dut
+        .ip(&[
+            "neigh",
+            "replace",
+            "198.18.0.1",
+            "lladdr",
+            &fmt(src_mac),
+            "dev",
+            "d0",
+            "nud",
+            "permanent",
+        ])
+        .unwrap();
+    // d0 must run NAPI to take XDP_TX frames from the generator even without our program.
+    lab.dut.exec("ethtool", &["-K", "d0", "gro", "on"]).unwrap();
+    // Threaded NAPI: the DUT's receive work runs in a kthread we can pin, apart from the
+    // generator.
+    lab.dut
+        .exec("sh", &["-c", "echo 1 > /sys/class/net/d0/threaded"])
+        .unwrap();
+    let frame = pkt::ipv4(
+        dut_mac,
+        src_mac,
+        [198, 18, 0, 1],
+        [198, 19, 7, 1],
+        64,
+        &[],
+        &L4::Udp {
+            sport: 1000,
+            dport: 2000,
+            payload: vec![0; 18],
+        },
+    );
+    let gen = Arc::new(Gen::load(frame.as_slice().try_into().expect("60-byte frame")).unwrap());
+    let sink_if = ifindex(&lab.sink, "s0");
+    let g = gen.clone();
+    let _sink = spawn_in_ns(lab.sink.name(), move || g.attach_sink(sink_if).unwrap())
+        .join()
+        .unwrap();
+
+    println!("fp_bench: {} s measured after {} s warm-up, {rounds} rounds, Linux and fast path alternating", secs.as_secs(), warm.as_secs());
+    println!("generator: BPF_PROG_RUN live frames (XDP_TX) on CPU 0; DUT veth NAPI threads on CPU 1 ({} pinned)", pin_napi());
+    println!();
+    println!("| config | Linux Mpps (median) | fast path Mpps (median) | ratio median (min-max) | offered Mpps | DUT CPU1 busy L / FP |");
+    println!("|---|---|---|---|---|---|");
+
+    let configs: [(&str, &dyn Fn()); 3] = [
+        ("router (50 prefixes)", &|| {}),
+        ("gateway (100 iptables rules)", &|| {
+            let mut rules = String::from("*filter\n:FORWARD ACCEPT [0:0]\n");
+            for x in 0..100 {
+                rules.push_str(&format!(
+                    "-A FORWARD -s 198.18.{}.{}/32 -d 198.19.{}.0/24 -j DROP\n",
+                    100 + x / 200,
+                    x % 200 + 1,
+                    x % 50
+                ));
+            }
+            rules.push_str("COMMIT\n");
+            use std::io::Write;
+            let mut c = lab
+                .dut
+                .command("iptables-nft-restore")
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(rules.as_bytes()).unwrap();
+            assert!(c.wait().unwrap().success());
+        }),
+        ("gateway (one ipset, 100 members)", &|| {
+            lab.dut.exec("iptables-nft", &["-F", "FORWARD"]).unwrap();
+            let mut restore = String::from("create blk hash:ip family inet\n");
+            for x in 0..100 {
+                restore.push_str(&format!(
+                    "add blk 198.18.{}.{}\n",
+                    100 + x / 200,
+                    x % 200 + 1
+                ));
+            }
+            use std::io::Write;
+            let mut c = lab
+                .dut
+                .command("ipset")
+                .arg("restore")
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(restore.as_bytes())
+                .unwrap();
+            assert!(c.wait().unwrap().success());
+            lab.dut
+                .exec(
+                    "iptables-nft",
+                    &[
+                        "-A",
+                        "FORWARD",
+                        "-m",
+                        "set",
+                        "--match-set",
+                        "blk",
+                        "src",
+                        "-j",
+                        "DROP",
+                    ],
+                )
+                .unwrap();
+        }),
+    ];
+    for (name, setup) in configs {
+        setup();
+        let (mut lin, mut fp, mut ratios, mut offered) = (vec![], vec![], vec![], vec![]);
+        let (mut cpu_l, mut cpu_f) = (vec![], vec![]);
+        for _ in 0..rounds {
+            let l = measure(&lab, &gen, &frame, warm, secs);
+            let mut d = RunningDaemon::start(&lab.dut, None);
+            d.wait_for("attached", |s| {
+                s.ports.len() == 2 && s.ports.iter().all(|p| !p.modules.is_empty())
+            });
+            let f = measure(&lab, &gen, &frame, warm, secs);
+            let s = d.status().unwrap();
+            if std::env::var_os("FP_BENCH_DEBUG").is_some() {
+                eprintln!(
+                    "{:?}",
+                    s.ports
+                        .iter()
+                        .map(|p| (&p.name, &p.reasons))
+                        .collect::<Vec<_>>()
+                );
+            }
+            d.stop();
+            assert!(
+                s.ports.iter().any(|p| p.fast_pathed > 0),
+                "{name}: nothing fast-pathed: {:?}",
+                s.ports
+            );
+            ratios.push(f.pps / l.pps.max(1.0));
+            lin.push(l.pps);
+            fp.push(f.pps);
+            offered.push(l.offered.max(f.offered));
+            cpu_l.push(l.cpu1);
+            cpu_f.push(f.cpu1);
+        }
+        let (rmin, rmax) = (
+            ratios.iter().cloned().fold(f64::MAX, f64::min),
+            ratios.iter().cloned().fold(0.0, f64::max),
+        );
+        println!(
+            "| {name} | {:.3} | {:.3} | {:.2}x ({:.2}-{:.2}) | {:.2} | {:.0}% / {:.0}% |",
+            median(&mut lin) / 1e6,
+            median(&mut fp) / 1e6,
+            median(&mut ratios),
+            rmin,
+            rmax,
+            median(&mut offered) / 1e6,
+            median(&mut cpu_l) * 100.0,
+            median(&mut cpu_f) * 100.0
+        );
+    }
+
+    // Response time: kernel event received -> data path updated, as the daemon records it.
+    println!();
+    println!("| command | n | median us | p99 us | daemon action |");
+    println!("|---|---|---|---|---|");
+    let d = RunningDaemon::start(&lab.dut, None);
+    d.wait_for("attached", |s| s.ports.len() == 2);
+    type Cmd<'a> = (
+        &'a str,
+        &'a str,
+        usize,
+        Box<dyn Fn(usize) -> Vec<&'static str> + 'a>,
+    );
+    let cmds: Vec<Cmd> = vec![
+        (
+            "ip route add/del",
+            "route",
+            50,
+            Box::new(|i| {
+                if i % 2 == 0 {
+                    vec!["route", "add", "198.19.100.0/24", "via", "198.18.1.2"]
+                } else {
+                    vec!["route", "del", "198.19.100.0/24"]
+                }
+            }),
+        ),
+        (
+            "ip rule add/del",
+            "rule",
+            20,
+            Box::new(|i| {
+                if i % 2 == 0 {
+                    vec![
+                        "rule",
+                        "add",
+                        "to",
+                        "198.19.3.0/24",
+                        "table",
+                        "100",
+                        "pref",
+                        "100",
+                    ]
+                } else {
+                    vec!["rule", "del", "pref", "100"]
+                }
+            }),
+        ),
+        (
+            "ip link set d1 down/up",
+            "link",
+            10,
+            Box::new(|i| {
+                if i % 2 == 0 {
+                    vec!["link", "set", "d1", "down"]
+                } else {
+                    vec!["link", "set", "d1", "up"]
+                }
+            }),
+        ),
+    ];
+    for (label, kind, n, args) in &cmds {
+        let mut us = Vec::new();
+        let mut actions = std::collections::BTreeSet::new();
+        for i in 0..*n {
+            let before = d.status().map(|s| s.response_count).unwrap_or(0);
+            lab.dut.ip(&args(i)).unwrap();
+            let s = d.wait_for(label, |s| {
+                s.responses
+                    .iter()
+                    .take(s.response_count.saturating_sub(before))
+                    .any(|r| r.events.contains(kind))
+            });
+            if let Some(r) = s
+                .responses
+                .iter()
+                .take(s.response_count - before)
+                .find(|r| r.events.contains(kind))
+            {
+                us.push(r.micros);
+                actions.insert(r.action.clone());
+            }
+        }
+        report(label, &mut us, &actions);
+    }
+    for (label, kind, n, run) in [
+        (
+            "ipset add (polled)",
+            "ipset",
+            20usize,
+            &(|i: usize| {
+                lab.dut
+                    .exec("ipset", &["add", "blk", &format!("198.18.150.{i}")])
+                    .unwrap();
+            }) as &dyn Fn(usize),
+        ),
+        ("iptables -A/-D FORWARD", "nftables", 20, &|i: usize| {
+            let op = if i.is_multiple_of(2) { "-A" } else { "-D" };
+            lab.dut
+                .exec(
+                    "iptables-nft",
+                    &[op, "FORWARD", "-d", "198.19.44.1/32", "-j", "DROP"],
+                )
+                .unwrap();
+        }),
+    ] {
+        let mut us = Vec::new();
+        let mut actions = std::collections::BTreeSet::new();
+        for i in 0..n {
+            let before = d.status().map(|s| s.response_count).unwrap_or(0);
+            run(i);
+            let s = d.wait_for(label, |s| {
+                s.responses
+                    .iter()
+                    .take(s.response_count.saturating_sub(before))
+                    .any(|r| r.events.contains(kind))
+            });
+            if let Some(r) = s
+                .responses
+                .iter()
+                .take(s.response_count - before)
+                .find(|r| r.events.contains(kind))
+            {
+                us.push(r.micros);
+                actions.insert(r.action.clone());
+            }
+        }
+        report(label, &mut us, &actions);
+    }
+}
+
+fn report(label: &str, us: &mut [f64], actions: &std::collections::BTreeSet<String>) {
+    us.sort_by(|a, b| a.total_cmp(b));
+    let p = |q: f64| us[((us.len() as f64 - 1.0) * q).round() as usize];
+    let acts: Vec<&str> = actions.iter().map(String::as_str).collect();
+    println!(
+        "| {label} | {} | {:.1} | {:.1} | {} |",
+        us.len(),
+        p(0.5),
+        p(0.99),
+        acts.join(", ")
+    );
+}
