@@ -1358,7 +1358,8 @@ impl Stack {
             && t.snd_max.gt(t.snd_una)
             && t.snd_wnd != 0
             && !t.persist
-            && ((repr.window as u32) << t.snd_wscale) == t.snd_wnd
+            && (((repr.window as u32) << t.snd_wscale) == t.snd_wnd
+                || sacks_above(t, &repr.options))
         {
             t.dupacks = t.dupacks.saturating_add(1);
             let mss = t.mss;
@@ -1964,6 +1965,17 @@ impl Stack {
 /// The probe could not leave (no TX buffer): try again on the next `transmit`.
 fn t_retry_probe(t: &mut Tcb) {
     t.retransmit_one = true;
+}
+
+/// Whether an ACK reports SACKed data above SND.UNA (RFC 6675's duplicate-ACK test). A
+/// receiver that SACKs counts as sending duplicate ACKs even when its window moves between
+/// them, which Linux's does while its application keeps reading; without this, every loss
+/// waits for the RTO.
+fn sacks_above(t: &Tcb, o: &TcpOptions) -> bool {
+    t.sack_ok
+        && o.sack_blocks[..(o.sack_count as usize).min(4)]
+            .iter()
+            .any(|&(_, right)| SeqNumber(right).gt(t.snd_una))
 }
 
 /// Applies the peer's SYN options (and ours as allowed) to a new connection.
