@@ -307,6 +307,10 @@ fn sixteen_mib_through_loss_reorder_and_duplication() {
         "{st:?} {:?}",
         p.st[1].stats()
     );
+    eprintln!(
+        "sender: retx {} rto {} fast {} segs {}",
+        st.tcp_retransmits, st.tcp_rto_expired, st.tcp_fast_retransmits, st.tcp_segments_out
+    );
     assert!(p.st[1].stats().tcp_ooo_segments > 0);
     assert!(p.st[1].stats().tcp_duplicate_segments > 0);
 }
@@ -1343,4 +1347,86 @@ fn option_negotiation_and_small_mtu() {
         (tb.rcv_wscale, ta.rcv_wscale)
     );
     assert_eq!(ta.mss, 1448);
+}
+
+/// Linux's receiver moves its window between duplicate ACKs while its application reads;
+/// SACK blocks above SND.UNA still mark them as duplicates (RFC 6675), so fast retransmit
+/// fires instead of waiting for the RTO.
+#[test]
+fn sack_marks_duplicate_acks_despite_window_changes() {
+    let mut s = Stack::new(config(1));
+    let _l = s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(5);
+    let seg = |seq: u32, ack: Option<u32>, fl: u8, window: u16, options: TcpOptions| {
+        let repr = TcpRepr {
+            src_port: 1000,
+            dst_port: 80,
+            seq: SeqNumber(seq),
+            ack: ack.map(SeqNumber),
+            flags: fl,
+            window,
+            options,
+        };
+        let hl = repr.header_len();
+        let mut f = vec![0u8; 14 + 20 + hl];
+        EthernetRepr {
+            dst: MAC_B,
+            src: MAC_A,
+            vlan_id: None,
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut f)
+        .unwrap();
+        Ipv4Repr {
+            src: IP_A,
+            dst: IP_B,
+            protocol: IpProtocol::Tcp,
+            payload_len: hl,
+            ttl: 64,
+            ident: 1,
+            dont_frag: true,
+        }
+        .emit(&mut f[14..])
+        .unwrap();
+        repr.emit(&mut f[34..]).unwrap();
+        fill_checksum(&mut f[34..], IP_A, IP_B);
+        f
+    };
+    let syn_opts = TcpOptions {
+        mss: Some(1460),
+        sack_permitted: true,
+        ..Default::default()
+    };
+    s.receive(now, &seg(100, None, flags::SYN, 65535, syn_opts));
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let (synack, _) = parse_out(&sink.frames[0]);
+    assert!(synack.options.sack_permitted);
+    let iss = synack.seq.0;
+    s.receive(
+        now,
+        &seg(101, Some(iss + 1), flags::ACK, 65535, TcpOptions::default()),
+    );
+    let c = s.tcp_accept(_l).unwrap();
+    s.tcp_send(c, &[7u8; 8 * 1460]).unwrap();
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    assert_eq!(sink.frames.len(), 8);
+    // The first segment is lost; three ACKs for iss+1, each with a different window and a
+    // growing SACK block.
+    for (i, window) in [60000u16, 58000, 56000].into_iter().enumerate() {
+        let mut o = TcpOptions::default();
+        o.sack_blocks[0] = (iss + 1 + 1460, iss + 1 + 1460 * (2 + i as u32));
+        o.sack_count = 1;
+        s.receive(now, &seg(101, Some(iss + 1), flags::ACK, window, o));
+    }
+    assert_eq!(s.stats().tcp_fast_retransmits, 1);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let (r, data) = parse_out(&sink.frames[0]);
+    assert_eq!(
+        (r.seq.0, data.len()),
+        (iss + 1, 1460),
+        "the hole is retransmitted"
+    );
 }
