@@ -263,11 +263,25 @@ pub struct ListenerId {
     pub(crate) gen: u32,
 }
 
+impl ListenerId {
+    /// A small dense number (slot index), for per-listener tables such as waker lists.
+    pub fn index(&self) -> usize {
+        self.idx as usize
+    }
+}
+
 /// A UDP socket handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UdpId {
     pub(crate) idx: u32,
     pub(crate) gen: u32,
+}
+
+impl UdpId {
+    /// A small dense number (slot index), for per-socket tables.
+    pub fn index(&self) -> usize {
+        self.idx as usize
+    }
 }
 
 /// Any socket handle.
