@@ -75,7 +75,24 @@ struct Port {
     tables: Option<Tables>,
     /// Counts of the programs this one replaced.
     base: Counters,
+    /// The current program's counts when it was swapped in (a reused program has history).
+    start: Counters,
+    /// Programs swapped out, kept loaded with their filter tables: swapping back (a rule
+    /// deleted again, a link flapping) is then a link update, not a verifier run.
+    spare: Vec<(Program, Option<Tables>)>,
     swaps: u64,
+}
+
+const SPARE_PROGRAMS: usize = 4;
+
+impl Port {
+    fn counters(&self) -> Counters {
+        let mut c = self.prog.counters().unwrap_or_default();
+        for ((n, b), s) in c.0.iter_mut().zip(self.base.0).zip(self.start.0) {
+            *n = n.saturating_sub(s) + b;
+        }
+        c
+    }
 }
 
 /// One response: kernel event received -> data path updated.
@@ -316,19 +333,26 @@ impl Daemon {
                         }
                     }
                     Some(port) => {
-                        let prog = Program::load(&f)?;
+                        let (prog, old_tables) =
+                            match port.spare.iter().position(|(p, _)| p.features == f) {
+                                Some(i) => port.spare.swap_remove(i),
+                                None => (Program::load(&f)?, None),
+                            };
                         prog.set_tx_ports(&plan.tx_ports)?;
                         if let Some(t) = &tables {
-                            prog.write_filter(t)?;
-                        }
-                        port.att.replace(&prog)?;
-                        if let Ok(c) = port.prog.counters() {
-                            for (b, n) in port.base.0.iter_mut().zip(c.0) {
-                                *b += n;
+                            if old_tables.as_ref() != Some(t) {
+                                prog.write_filter(t)?;
                             }
                         }
-                        port.prog = prog;
-                        port.tables = tables;
+                        port.att.replace(&prog)?;
+                        port.base = port.counters();
+                        port.start = prog.counters().unwrap_or_default();
+                        let old = std::mem::replace(&mut port.prog, prog);
+                        let old_tables = std::mem::replace(&mut port.tables, tables);
+                        port.spare.push((old, old_tables));
+                        if port.spare.len() > SPARE_PROGRAMS {
+                            port.spare.remove(0);
+                        }
                         port.swaps += 1;
                         action = "swap";
                     }
@@ -348,6 +372,8 @@ impl Daemon {
                                 att,
                                 tables,
                                 base: Counters::default(),
+                                start: Counters::default(),
+                                spare: Vec::new(),
                                 swaps: 0,
                             },
                         );
@@ -387,10 +413,7 @@ impl Daemon {
         let plan = &self.applied;
         let mut ports = Vec::new();
         for (idx, p) in &self.ports {
-            let mut c = p.prog.counters().unwrap_or_default();
-            for (n, b) in c.0.iter_mut().zip(p.base.0) {
-                *n += b;
-            }
+            let c = p.counters();
             let mut maps = BTreeMap::new();
             maps.insert("tx_ports".to_string(), p.prog.tx_port_count());
             if let Some(t) = &p.tables {
