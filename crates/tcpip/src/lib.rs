@@ -396,8 +396,12 @@ pub struct Stats {
     pub tcp_ooo_dropped: u64,
     pub tcp_duplicate_segments: u64,
     pub tcp_retransmits: u64,
+    /// Tail loss probes sent (a retransmission at SND.UNA after ~2 RTTs without an ACK).
+    pub tcp_loss_probes: u64,
     pub tcp_rto_expired: u64,
     pub tcp_fast_retransmits: u64,
+    /// Retransmissions of holes chosen from the peer's SACK blocks (during fast recovery).
+    pub tcp_sack_retransmits: u64,
     pub tcp_zero_window_probes: u64,
     pub tcp_keepalive_probes: u64,
     pub tcp_timeouts: u64,

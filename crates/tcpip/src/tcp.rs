@@ -45,6 +45,9 @@ pub(crate) enum Owner {
 
 /// Most out-of-order ranges kept per connection (more are dropped and retransmitted).
 const MAX_OOO: usize = 4;
+/// Most SACKed ranges remembered per connection (more are ignored: retransmission stays
+/// correct, only less precise).
+const MAX_SACKED: usize = 4;
 /// Dup-ACK threshold for fast retransmit.
 const DUPACK_THRESHOLD: u8 = 3;
 /// MSS assumed when the peer sends none (RFC 9293).
@@ -84,6 +87,13 @@ pub(crate) struct Tcb {
     pub(crate) in_recovery: bool,
     pub(crate) recover: SeqNumber,
     pub(crate) retransmit_one: bool,
+    /// SACK scoreboard: ranges above SND.UNA the peer reported holding, sorted.
+    pub(crate) sacked: [(SeqNumber, SeqNumber); MAX_SACKED],
+    pub(crate) sacked_len: u8,
+    /// Next sequence the SACK-driven hole retransmission considers (this recovery episode).
+    pub(crate) rexmit_next: SeqNumber,
+    /// Retransmit the next un-SACKed hole (RFC 6675 NextSeg rule 1) on the next output.
+    pub(crate) retransmit_hole: bool,
 
     // RTT estimation (RFC 6298), microseconds.
     pub(crate) srtt: u32,
@@ -106,6 +116,8 @@ pub(crate) struct Tcb {
     pub(crate) last_adv_wnd: u32,
     /// Right edge of the window last advertised.
     pub(crate) rcv_adv: SeqNumber,
+    /// RCV.NXT when we last sent an ACK (the left edge of the window the peer knows).
+    pub(crate) rcv_wup: SeqNumber,
 
     // Options.
     pub(crate) ts_enabled: bool,
@@ -117,6 +129,12 @@ pub(crate) struct Tcb {
 
     // Timers; `rto_at` doubles as the persist timer while `persist` is set.
     pub(crate) rto_at: Instant,
+    /// Tail loss probe (RFC 8985 section 7, simplified): when ACKs stop for about two RTTs
+    /// with data in flight, resend the segment at SND.UNA. That repairs the first hole at
+    /// once, or makes the receiver SACK what it has, instead of waiting out the RTO and going
+    /// back N. At most `MAX_PROBES` per stall.
+    pub(crate) tlp_at: Instant,
+    pub(crate) tlp_probes: u8,
     pub(crate) persist: bool,
     pub(crate) persist_backoff: u8,
     pub(crate) delack_at: Instant,
@@ -162,6 +180,10 @@ impl Tcb {
             in_recovery: false,
             recover: SeqNumber(0),
             retransmit_one: false,
+            sacked: [(SeqNumber(0), SeqNumber(0)); MAX_SACKED],
+            sacked_len: 0,
+            rexmit_next: SeqNumber(0),
+            retransmit_hole: false,
             srtt: 0,
             rttvar: 0,
             rto: 1_000_000,
@@ -178,12 +200,15 @@ impl Tcb {
             fin_received: false,
             last_adv_wnd: 0,
             rcv_adv: SeqNumber(0),
+            rcv_wup: SeqNumber(0),
             ts_enabled: false,
             ts_recent: 0,
             ts_offset: 0,
             sack_ok: false,
             offer_wscale: false,
             rto_at: Instant::NEVER,
+            tlp_at: Instant::NEVER,
+            tlp_probes: 0,
             persist: false,
             persist_backoff: 0,
             delack_at: Instant::NEVER,
@@ -199,7 +224,17 @@ impl Tcb {
     }
 
     pub(crate) fn next_deadline(&self) -> Instant {
-        self.rto_at.min(self.delack_at).min(self.keep_at)
+        self.rto_at
+            .min(self.delack_at)
+            .min(self.keep_at)
+            .min(self.tlp_at)
+    }
+
+    /// The probe timeout: two smoothed RTTs, at least 10 ms as in Linux, so that a peer's
+    /// delayed ACK (up to 40 ms on Linux, 5 ms here) rarely looks like a loss; never past
+    /// the RTO.
+    fn pto_us(&self) -> u64 {
+        (2 * self.srtt as u64).max(10_000).min(self.rto as u64)
     }
 
     fn key(&self) -> u64 {
@@ -753,7 +788,7 @@ impl Stack {
             let repr = TcpRepr {
                 src_port: t.local_port,
                 dst_port: t.remote_port,
-                seq: t.snd_max,
+                seq: ack_seq(t),
                 ack: Some(t.rcv_nxt),
                 flags: flags::RST,
                 window: 0,
@@ -877,6 +912,7 @@ impl Stack {
             t.peer_mac = Some(src_mac);
             t.irs = repr.seq;
             t.rcv_nxt = repr.seq.add(1);
+            t.rcv_wup = t.rcv_nxt;
             negotiate(t, &repr.options, wscale_ok, ts_ok, sack_ok, mtu);
             t.snd_wnd = repr.window as u32; // never scaled in a SYN
             t.snd_wl1 = repr.seq;
@@ -909,6 +945,7 @@ impl Stack {
                 t.snd_max = iss.add(1);
                 t.irs = repr.seq.sub(1);
                 t.rcv_nxt = repr.seq;
+                t.rcv_wup = t.rcv_nxt;
                 t.rcv_wscale = 0; // the cookie could not carry the scale we did not offer
                 t.mss = (mss as u32).min(mtu as u32 - 40);
                 t.snd_wl1 = repr.seq;
@@ -1096,6 +1133,7 @@ impl Stack {
             let (ws, ts, sack, mtu) = (t.offer_wscale, t.ts_enabled, t.sack_ok, self.cfg.mtu);
             t.irs = repr.seq;
             t.rcv_nxt = repr.seq.add(1);
+            t.rcv_wup = t.rcv_nxt;
             negotiate(t, &repr.options, ws, ts, sack, mtu);
             t.snd_wnd = repr.window as u32;
             t.snd_wl1 = repr.seq;
@@ -1157,21 +1195,14 @@ impl Stack {
             }
         }
 
-        // Acceptability (RFC 9293 3.10.7.4, first check).
+        // Acceptability, as Linux's tcp_sequence(): the segment must end at or after the
+        // RCV.NXT we last advertised from (RCV.WUP) and start no later than the window's right
+        // edge. RFC 9293's stricter test (zero-length segments exactly at RCV.NXT when the
+        // window is zero) drops a peer's ACKs whenever its view of our window is stale, and
+        // with both ends throttled that deadlocks (found by the many-streams test).
         let wnd = t.rcv_window();
         let rcv_nxt = t.rcv_nxt;
-        let in_wnd = |s: SeqNumber| s.ge(rcv_nxt) && s.lt(rcv_nxt.add(wnd as usize));
-        let acceptable = if seg_len == 0 {
-            if wnd == 0 {
-                seq == rcv_nxt
-            } else {
-                in_wnd(seq) || seq == rcv_nxt
-            }
-        } else if wnd == 0 {
-            false
-        } else {
-            in_wnd(seq) || in_wnd(seq.add(seg_len - 1))
-        };
+        let acceptable = seq.add(seg_len).ge(t.rcv_wup) && seq.le(rcv_nxt.add(wnd as usize));
         if !acceptable {
             if !has_rst {
                 if seq.add(seg_len).le(rcv_nxt) && seg_len > 0 {
@@ -1324,8 +1355,13 @@ impl Stack {
                     t.cwnd = t.ssthresh.min(t.flight() + mss).max(mss);
                     t.dupacks = 0;
                 } else {
-                    // Partial ACK: retransmit the next hole, deflate by what was acked.
-                    t.retransmit_one = true;
+                    // Partial ACK: retransmit the next hole, deflate by what was acked. With
+                    // SACK, skip what this episode already retransmitted.
+                    if t.sacked_len > 0 && t.rexmit_next.gt(t.snd_una) {
+                        t.retransmit_hole = true;
+                    } else {
+                        t.retransmit_one = true;
+                    }
                     t.cwnd = t
                         .cwnd
                         .saturating_sub(acked as u32)
@@ -1344,6 +1380,12 @@ impl Stack {
             }
             t.rto_at = if t.snd_max.gt(t.snd_una) {
                 now.add_micros(t.rto as u64)
+            } else {
+                Instant::NEVER
+            };
+            t.tlp_probes = 0;
+            t.tlp_at = if t.snd_max.gt(t.snd_una) && !t.in_recovery {
+                now.add_micros(t.pto_us())
             } else {
                 Instant::NEVER
             };
@@ -1371,14 +1413,24 @@ impl Stack {
                 t.recover = t.snd_max;
                 t.in_recovery = true;
                 t.retransmit_one = true;
+                t.rexmit_next = t.snd_una;
                 t.rtt_active = false;
                 self.mark_dirty(idx, gen);
             } else if t.in_recovery && t.dupacks > DUPACK_THRESHOLD {
-                t.cwnd = t.cwnd.saturating_add(mss);
+                // With a scoreboard, each further duplicate ACK releases one retransmission
+                // of a hole (output inflates cwnd instead when no hole is left).
+                if t.sack_ok && sack_update(t, &repr.options) {
+                    t.retransmit_hole = true;
+                } else {
+                    t.cwnd = t.cwnd.saturating_add(mss);
+                }
                 self.mark_dirty(idx, gen);
             }
         }
         let t = &mut self.conns[idx as usize];
+        if t.sack_ok && (t.sacked_len > 0 || repr.options.sack_count > 0) {
+            sack_update(t, &repr.options);
+        }
         // Window update (RFC 9293 3.10.7.4, SND.WL1/WL2 rule).
         if t.snd_wl1.lt(seq) || (t.snd_wl1 == seq && t.snd_wl2.le(ack)) {
             let was_zero = t.snd_wnd == 0;
@@ -1585,7 +1637,7 @@ impl Stack {
                         let out = TcpRepr {
                             src_port: t.local_port,
                             dst_port: t.remote_port,
-                            seq: t.snd_max.sub(1),
+                            seq: t.snd_una.sub(1),
                             ack: Some(t.rcv_nxt),
                             flags: 0,
                             window: (t.rcv_window() >> t.rcv_wscale).min(65535) as u16,
@@ -1599,8 +1651,29 @@ impl Stack {
             }
         }
         let t = &mut self.conns[idx as usize];
+        if t.tlp_at <= now && t.rto_at > now {
+            t.tlp_at = Instant::NEVER;
+            let in_flight = t.snd_max.gt(t.snd_una)
+                && matches!(
+                    t.state,
+                    TcpState::Established
+                        | TcpState::CloseWait
+                        | TcpState::FinWait1
+                        | TcpState::Closing
+                        | TcpState::LastAck
+                );
+            if in_flight && !t.persist && !t.in_recovery && t.tlp_probes < MAX_PROBES {
+                self.stats.tcp_loss_probes += 1;
+                t.tlp_probes += 1;
+                t.retransmit_one = true;
+                t.tlp_at = now.add_micros(t.pto_us() << t.tlp_probes);
+                self.mark_dirty(idx, gen);
+            }
+        }
+        let t = &mut self.conns[idx as usize];
         if t.rto_at <= now {
             t.rto_at = Instant::NEVER;
+            t.tlp_at = Instant::NEVER;
             if t.persist {
                 // Zero-window probe: push one byte past the window; backoff like the RTO.
                 self.stats.tcp_zero_window_probes += 1;
@@ -1642,6 +1715,9 @@ impl Stack {
                     t.dupacks = 0;
                     t.recover = t.snd_max;
                     t.snd_nxt = t.snd_una;
+                    // RFC 6675 5.1: after a timeout the scoreboard is not trusted.
+                    t.sacked_len = 0;
+                    t.retransmit_hole = false;
                 }
             }
             self.mark_dirty(idx, gen);
@@ -1676,7 +1752,7 @@ impl Stack {
         match t.state {
             TcpState::SynSent | TcpState::SynReceived => {
                 if t.snd_nxt != t.iss && t.ack_now && t.state == TcpState::SynReceived {
-                    let nxt = t.snd_max;
+                    let nxt = ack_seq(t);
                     return self.emit(idx, sink, nxt, flags::ACK, 0, 0).is_some();
                 }
                 if t.snd_nxt == t.iss {
@@ -1706,7 +1782,7 @@ impl Stack {
             }
             TcpState::TimeWait => {
                 if t.ack_now {
-                    let nxt = t.snd_max;
+                    let nxt = ack_seq(t);
                     if self.emit(idx, sink, nxt, flags::ACK, 0, 0).is_none() {
                         return false;
                     }
@@ -1760,9 +1836,28 @@ impl Stack {
                     }
                     let t = &mut self.conns[idx as usize];
                     t.rto_at = now.add_micros(t.rto as u64);
+                    t.rexmit_next = t.rexmit_next.max(una.add(len));
                     sent += 1;
                 }
                 continue;
+            }
+            if t.retransmit_hole {
+                t.retransmit_hole = false;
+                if let Some((seq, len)) = next_hole(t) {
+                    let off = seq.diff(t.snd_una) as usize;
+                    self.stats.tcp_retransmits += 1;
+                    self.stats.tcp_sack_retransmits += 1;
+                    if self.emit(idx, sink, seq, flags::ACK, off, len).is_none() {
+                        self.conns[idx as usize].retransmit_hole = true;
+                        return false;
+                    }
+                    let t = &mut self.conns[idx as usize];
+                    t.rexmit_next = seq.add(len);
+                    sent += 1;
+                    continue;
+                }
+                // No hole left below the highest SACK: behave as NewReno (inflate).
+                t.cwnd = t.cwnd.saturating_add(t.mss);
             }
             let sent_off = t.snd_nxt.diff(t.snd_una).max(0) as usize;
             let unsent = buffered.saturating_sub(sent_off);
@@ -1803,6 +1898,9 @@ impl Stack {
                     t.persist = false;
                     t.rto_at = now.add_micros(t.rto as u64);
                 }
+                if t.tlp_at == Instant::NEVER && !t.in_recovery && t.tlp_probes == 0 {
+                    t.tlp_at = now.add_micros(t.pto_us());
+                }
                 sent += 1;
                 continue;
             }
@@ -1814,7 +1912,7 @@ impl Stack {
                 t.rto_at = now.add_micros(t.rto as u64);
             }
             if t.ack_now && sent == 0 {
-                let nxt = t.snd_max;
+                let nxt = ack_seq(t);
                 let copies = 1 + t.dup_acks_owed;
                 t.dup_acks_owed = 0;
                 for _ in 0..copies {
@@ -1957,6 +2055,7 @@ impl Stack {
             t.unacked_segs = 0;
             t.last_adv_wnd = (window as u32) << if syn { 0 } else { t.rcv_wscale };
             t.rcv_adv = t.rcv_nxt.add(t.last_adv_wnd as usize);
+            t.rcv_wup = t.rcv_nxt;
         }
         Some(())
     }
@@ -1965,6 +2064,97 @@ impl Stack {
 /// The probe could not leave (no TX buffer): try again on the next `transmit`.
 fn t_retry_probe(t: &mut Tcb) {
     t.retransmit_one = true;
+}
+
+/// Tail loss probes per stall before the RTO takes over.
+const MAX_PROBES: u8 = 2;
+
+/// Prunes the scoreboard below SND.UNA and merges the ACK's SACK blocks (those inside
+/// (SND.UNA, SND.MAX]). Returns whether the scoreboard holds any range afterwards.
+fn sack_update(t: &mut Tcb, o: &TcpOptions) -> bool {
+    let (una, max) = (t.snd_una, t.snd_max);
+    let mut n = 0;
+    for i in 0..t.sacked_len as usize {
+        let (s, e) = t.sacked[i];
+        if e.gt(una) {
+            t.sacked[n] = (s.max(una), e);
+            n += 1;
+        }
+    }
+    t.sacked_len = n as u8;
+    for &(l, r) in &o.sack_blocks[..(o.sack_count as usize).min(4)] {
+        let (l, r) = (SeqNumber(l).max(una), SeqNumber(r));
+        if !l.lt(r) || r.gt(max) {
+            continue; // empty, stale or beyond what we sent: ignore (RFC 2883 D-SACK too)
+        }
+        let mut start = l;
+        let mut end = r;
+        let mut kept = [(SeqNumber(0), SeqNumber(0)); MAX_SACKED];
+        let mut k = 0;
+        for &(s, e) in &t.sacked[..t.sacked_len as usize] {
+            if e.lt(start) || s.gt(end) {
+                kept[k] = (s, e);
+                k += 1;
+            } else {
+                start = start.min(s);
+                end = end.max(e);
+            }
+        }
+        if k == MAX_SACKED {
+            continue; // table full: this block is forgotten
+        }
+        let pos = kept[..k]
+            .iter()
+            .position(|&(s, _)| s.gt(start))
+            .unwrap_or(k);
+        for i in (pos..k).rev() {
+            kept[i + 1] = kept[i];
+        }
+        kept[pos] = (start, end);
+        t.sacked = kept;
+        t.sacked_len = (k + 1) as u8;
+    }
+    t.sacked_len > 0
+}
+
+/// The next hole to retransmit: the first sequence at or above `rexmit_next` (and SND.UNA)
+/// that is neither SACKed nor beyond the highest SACKed byte, and how much of it fits in
+/// one segment before the next SACKed range.
+fn next_hole(t: &Tcb) -> Option<(SeqNumber, usize)> {
+    let ranges = &t.sacked[..t.sacked_len as usize];
+    let high = ranges.iter().map(|&(_, e)| e).reduce(|a, b| a.max(b))?;
+    let mut s = t.rexmit_next.max(t.snd_una);
+    for &(a, e) in ranges {
+        if s.ge(a) && s.lt(e) {
+            s = e;
+        }
+    }
+    if !s.lt(high) {
+        return None;
+    }
+    let next_sacked = ranges
+        .iter()
+        .map(|&(a, _)| a)
+        .filter(|a| a.gt(s))
+        .reduce(|a, b| a.min(b))
+        .unwrap_or(high);
+    let buffered_end = t.snd_una.add(t.send.len());
+    let limit = next_sacked.min(buffered_end);
+    let len = (limit.diff(s).max(0) as usize).min(t.mss as usize);
+    (len > 0).then_some((s, len))
+}
+
+/// SEQ for segments without data (ACKs, RSTs): SND.MAX, but never beyond the right edge of
+/// the peer's window (Linux's tcp_acceptable_seq), so the peer's acceptability test passes
+/// even after a go-back-N rewind (SND.NXT too low) or a window that closed under data
+/// already sent (SND.MAX too high).
+fn ack_seq(t: &Tcb) -> SeqNumber {
+    let edge = t.snd_una.add(t.snd_wnd as usize);
+    if t.snd_max.gt(edge) {
+        edge
+    } else {
+        t.snd_max
+    }
 }
 
 /// Whether an ACK reports SACKed data above SND.UNA (RFC 6675's duplicate-ACK test). A

@@ -319,7 +319,33 @@ fn sixteen_mib_through_loss_reorder_and_duplication() {
 fn rto_retransmits_lost_segment() {
     let mut p = Pair::new();
     let (c, s, _) = p.connect();
-    // Drop the first data segment only: a lone segment has no dup ACKs, so the RTO fires.
+    // Drop the data segment and both tail loss probes: a lone segment has no dup ACKs, so
+    // once the probes are spent the RTO fires.
+    let mut dropped = 0;
+    p.filter = Some(Box::new(move |from, f| {
+        if from == 0 && f.len() > 60 && dropped < 3 {
+            dropped += 1;
+            return false;
+        }
+        true
+    }));
+    p.st[0].tcp_send(c, b"lost once").unwrap();
+    let mut got = Vec::new();
+    assert!(p.run(Duration::from_secs(10), |p| {
+        let mut b = [0u8; 64];
+        if let Ok(n) = p.st[1].tcp_recv(s, &mut b) {
+            got.extend_from_slice(&b[..n]);
+        }
+        got == b"lost once"
+    }));
+    assert_eq!(p.st[0].stats().tcp_loss_probes, 2);
+    assert_eq!(p.st[0].stats().tcp_rto_expired, 1);
+}
+
+#[test]
+fn tail_loss_probe_repairs_a_lone_lost_segment_before_the_rto() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
     let mut dropped = false;
     p.filter = Some(Box::new(move |from, f| {
         if from == 0 && f.len() > 60 && !dropped {
@@ -337,7 +363,8 @@ fn rto_retransmits_lost_segment() {
         }
         got == b"lost once"
     }));
-    assert_eq!(p.st[0].stats().tcp_rto_expired, 1);
+    assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
+    assert_eq!(p.st[0].stats().tcp_rto_expired, 0);
 }
 
 #[test]
