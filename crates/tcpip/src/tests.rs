@@ -1457,3 +1457,28 @@ fn sack_marks_duplicate_acks_despite_window_changes() {
         "the hole is retransmitted"
     );
 }
+
+/// Three segments lost from one window: the SACK scoreboard retransmits every hole within
+/// the same recovery episode, without waiting for an RTO per hole.
+#[test]
+fn sack_recovers_several_holes_in_one_window() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    let mut data_segments = 0;
+    p.filter = Some(Box::new(move |from, f| {
+        if from == 0 && f.len() > 1000 {
+            data_segments += 1;
+            return !matches!(data_segments, 3 | 5 | 7);
+        }
+        true
+    }));
+    transfer(&mut p, 0, c, s, 40 * 1448, Duration::from_secs(10));
+    let st = p.st[0].stats();
+    assert_eq!(st.tcp_fast_retransmits, 1, "{st:?}");
+    assert!(st.tcp_sack_retransmits >= 1, "{st:?}");
+    assert_eq!(
+        st.tcp_retransmits, 3,
+        "exactly the three holes, nothing spurious: {st:?}"
+    );
+    assert_eq!(st.tcp_rto_expired, 0, "{st:?}");
+}
