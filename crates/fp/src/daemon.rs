@@ -146,6 +146,8 @@ pub struct Daemon {
     /// iptables `-m set` matches exist: ipset has no change events, so it is polled.
     uses_ipset: bool,
     ipset_text: String,
+    /// The last `nft -j list ruleset` and what its `-m set` matches resolved to.
+    last_ruleset: Option<(String, IpsetInfo)>,
 }
 
 fn read_sysctl(path: &str) -> Option<u32> {
@@ -228,6 +230,7 @@ impl Daemon {
             applied_filter: FilterPlan::default(),
             uses_ipset: false,
             ipset_text: String::new(),
+            last_ruleset: None,
         })
     }
 
@@ -278,6 +281,20 @@ impl Daemon {
         }
         self.model.filter =
             FilterPlan::from_nft_json_with(&json, self.legacy.0, self.legacy.1, &info)?;
+        self.last_ruleset = Some((json, info));
+        Ok(())
+    }
+
+    /// Only ipset members changed: recompile from the ruleset already read.
+    fn sync_ipset_members(&mut self, text: String) -> Result<()> {
+        let Some((json, mut info)) = self.last_ruleset.take() else {
+            return self.sync_filter();
+        };
+        info.set_ipset_save(&text);
+        self.ipset_text = text;
+        let plan = FilterPlan::from_nft_json_with(&json, self.legacy.0, self.legacy.1, &info);
+        self.last_ruleset = Some((json, info));
+        self.model.filter = plan?;
         Ok(())
     }
 
@@ -538,15 +555,29 @@ impl Daemon {
             if filter {
                 kinds.push("nftables");
             }
-            if last_poll.elapsed() >= POLL_PERIOD {
+            // Polling spawns processes (ipset save): never in front of an event's response,
+            // unless events keep coming for five periods.
+            let mut t_event = t_event;
+            let mut members = None;
+            let idle = kinds.is_empty() && !resync;
+            if (idle && last_poll.elapsed() >= POLL_PERIOD)
+                || last_poll.elapsed() >= 5 * POLL_PERIOD
+            {
                 last_poll = Instant::now();
                 if legacy_tables() != self.legacy {
                     filter = true;
                     kinds.push("x_tables");
                 }
-                if self.uses_ipset && ipset_save() != self.ipset_text {
-                    filter = true;
-                    kinds.push("ipset");
+                if self.uses_ipset && !filter {
+                    let text = ipset_save();
+                    if text != self.ipset_text {
+                        members = Some(text);
+                        kinds.push("ipset");
+                    }
+                }
+                if idle {
+                    // a polled change: its response counts from its detection
+                    t_event = Instant::now();
                 }
             }
             let res: Result<()> = (|| {
@@ -563,7 +594,13 @@ impl Daemon {
                 if sysctls {
                     self.sync_sysctls();
                 }
-                if filter {
+                if let Some(text) = members.take() {
+                    filter = true;
+                    if let Err(e) = self.sync_ipset_members(text) {
+                        self.model.filter.v4 = FamilyFilter::Kernel(e.to_string());
+                        self.model.filter.v6 = FamilyFilter::Kernel(e.to_string());
+                    }
+                } else if filter {
                     if let Err(e) = self.sync_filter() {
                         self.model.filter.v4 = FamilyFilter::Kernel(e.to_string());
                         self.model.filter.v6 = FamilyFilter::Kernel(e.to_string());

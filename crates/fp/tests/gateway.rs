@@ -20,21 +20,24 @@ fn filtered(s: &Status) -> bool {
 }
 
 /// Runs `change` and waits until the daemon has handled the events it caused.
-fn apply(d: &RunningDaemon, what: &str, change: impl FnOnce()) -> Status {
-    apply_seen(d, what, "nftables", change)
+/// Runs `change` and waits (bounded) until the daemon's state shows it. Waiting for state,
+/// not for an event, keeps a late event of the previous change from passing for this one.
+fn apply(
+    d: &RunningDaemon,
+    what: &str,
+    change: impl FnOnce(),
+    done: impl Fn(&Status) -> bool,
+) -> Status {
+    change();
+    d.wait_for(what, done)
 }
 
-fn apply_seen(d: &RunningDaemon, what: &str, event: &str, change: impl FnOnce()) -> Status {
-    let before = d.status().map(|s| s.response_count).unwrap_or(0);
-    change();
-    d.wait_for(what, |s| {
-        // responses are newest first; other events (neighbours) may have come in between
-        let new = s.response_count.saturating_sub(before);
-        s.responses
-            .iter()
-            .take(new)
-            .any(|r| r.events.contains(event))
-    })
+fn lpm_entries(s: &Status) -> usize {
+    s.ports
+        .first()
+        .and_then(|p| p.maps.get("filter_lpm_entries"))
+        .copied()
+        .unwrap_or(0)
 }
 
 #[test]
@@ -54,17 +57,22 @@ fn hundred_iptables_rules_then_one_set() {
         ));
     }
     rules.push_str("COMMIT\n");
-    let s = apply(&d, "100 rules compiled", || {
-        use std::io::Write;
-        let mut c = lab
-            .dut
-            .command("iptables-nft-restore")
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        c.stdin.take().unwrap().write_all(rules.as_bytes()).unwrap();
-        assert!(c.wait().unwrap().success());
-    });
+    let s = apply(
+        &d,
+        "100 rules compiled",
+        || {
+            use std::io::Write;
+            let mut c = lab
+                .dut
+                .command("iptables-nft-restore")
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(rules.as_bytes()).unwrap();
+            assert!(c.wait().unwrap().success());
+        },
+        |s| s.filter_v4.contains("100 rules"),
+    );
     assert!(filtered(&s), "{:?}", s.ports);
     assert!(s.filter_v4.contains("100 rules"), "{}", s.filter_v4);
 
@@ -79,15 +87,20 @@ fn hundred_iptables_rules_then_one_set() {
     });
 
     // Rule delete and add.
-    apply(&d, "rule deleted", || {
-        lab.dut
-            .exec(
-                "iptables-nft",
-                &["-D", "FORWARD", "-d", "198.19.3.1/32", "-j", "DROP"],
-            )
-            .map(|_| ())
-            .unwrap()
-    });
+    apply(
+        &d,
+        "rule deleted",
+        || {
+            lab.dut
+                .exec(
+                    "iptables-nft",
+                    &["-D", "FORWARD", "-d", "198.19.3.1/32", "-j", "DROP"],
+                )
+                .map(|_| ())
+                .unwrap()
+        },
+        |s| s.filter_v4.contains("99 rules"),
+    );
     if !ping(&lab.src, "198.19.3.1") {
         let rs = lab
             .dut
@@ -99,65 +112,86 @@ fn hundred_iptables_rules_then_one_set() {
             d.status().unwrap().ports
         );
     }
-    apply(&d, "rule added", || {
-        lab.dut
-            .exec(
-                "iptables-nft",
-                &["-I", "FORWARD", "-d", "198.19.40.1/32", "-j", "DROP"],
-            )
-            .map(|_| ())
-            .unwrap()
-    });
+    apply(
+        &d,
+        "rule added",
+        || {
+            lab.dut
+                .exec(
+                    "iptables-nft",
+                    &["-I", "FORWARD", "-d", "198.19.40.1/32", "-j", "DROP"],
+                )
+                .map(|_| ())
+                .unwrap()
+        },
+        |s| s.filter_v4.contains("100 rules"),
+    );
     assert!(
         !ping_once(&lab.src, "198.19.40.1"),
         "added rule not applied"
     );
 
     // The same policy as one nftables set (the kernel's own set type: add events included).
-    apply(&d, "rules flushed", || {
-        lab.dut
-            .exec("iptables-nft", &["-F", "FORWARD"])
-            .map(|_| ())
-            .unwrap()
-    });
+    apply(
+        &d,
+        "rules flushed",
+        || {
+            lab.dut
+                .exec("iptables-nft", &["-F", "FORWARD"])
+                .map(|_| ())
+                .unwrap()
+        },
+        |s| s.filter_v4.starts_with("open"),
+    );
     let mut elems: Vec<String> = (0..25).map(|x| format!("198.19.{x}.1")).collect();
     elems.extend((0..75).map(|x| format!("198.18.201.{x}")));
     let script = format!(
         "table inet gw {{\n set blk {{ type ipv4_addr; elements = {{ {} }} }}\n chain fw {{ type filter hook forward priority 0; policy accept;\n  ip daddr @blk drop\n }}\n}}\n",
         elems.join(", ")
     );
-    let s = apply(&d, "set compiled", || {
-        std::fs::write(
-            std::env::temp_dir().join(format!("{}.nft", lab.dut.name())),
-            &script,
-        )
-        .unwrap();
-        lab.dut
-            .exec(
-                "nft",
-                &[
-                    "-f",
-                    std::env::temp_dir()
-                        .join(format!("{}.nft", lab.dut.name()))
-                        .to_str()
-                        .unwrap(),
-                ],
+    let s = apply(
+        &d,
+        "set compiled",
+        || {
+            std::fs::write(
+                std::env::temp_dir().join(format!("{}.nft", lab.dut.name())),
+                &script,
             )
             .unwrap();
-    });
+            lab.dut
+                .exec(
+                    "nft",
+                    &[
+                        "-f",
+                        std::env::temp_dir()
+                            .join(format!("{}.nft", lab.dut.name()))
+                            .to_str()
+                            .unwrap(),
+                    ],
+                )
+                .unwrap();
+        },
+        |s| s.filter_v4.contains("1 rules"),
+    );
     let _ = std::fs::remove_file(std::env::temp_dir().join(format!("{}.nft", lab.dut.name())));
     assert!(s.filter_v4.contains("1 rules"), "{}", s.filter_v4);
     assert!(!ping_once(&lab.src, "198.19.5.1"), "set member reachable");
     assert!(ping(&lab.src, "198.19.30.1"));
-    apply(&d, "element added", || {
-        lab.dut
-            .exec(
-                "nft",
-                &["add", "element", "inet", "gw", "blk", "{ 198.19.30.1 }"],
-            )
-            .map(|_| ())
-            .unwrap()
-    });
+    let lpm_before = lpm_entries(&d.status().unwrap());
+    apply(
+        &d,
+        "element added",
+        || {
+            lab.dut
+                .exec(
+                    "nft",
+                    &["add", "element", "inet", "gw", "blk", "{ 198.19.30.1 }"],
+                )
+                .map(|_| ())
+                .unwrap()
+        },
+        |s| lpm_entries(s) > lpm_before,
+    );
     assert!(
         !ping_once(&lab.src, "198.19.30.1"),
         "added element not applied"
@@ -165,12 +199,17 @@ fn hundred_iptables_rules_then_one_set() {
     assert!(ping(&lab.src, "198.19.31.1"));
 
     // The same once more as a kernel ipset behind iptables-nft `-m set`: polled, not evented.
-    apply(&d, "nft table removed", || {
-        lab.dut
-            .exec("nft", &["delete", "table", "inet", "gw"])
-            .map(|_| ())
-            .unwrap()
-    });
+    apply(
+        &d,
+        "nft table removed",
+        || {
+            lab.dut
+                .exec("nft", &["delete", "table", "inet", "gw"])
+                .map(|_| ())
+                .unwrap()
+        },
+        |s| s.filter_v4.starts_with("open"),
+    );
     let mut restore = String::from("create blk2 hash:ip family inet\n");
     for e in &elems {
         restore.push_str(&format!("add blk2 {e}\n"));
@@ -191,25 +230,30 @@ fn hundred_iptables_rules_then_one_set() {
             .unwrap();
         assert!(c.wait().unwrap().success());
     }
-    let s = apply(&d, "ipset rule compiled", || {
-        lab.dut
-            .exec(
-                "iptables-nft",
-                &[
-                    "-A",
-                    "FORWARD",
-                    "-m",
-                    "set",
-                    "--match-set",
-                    "blk2",
-                    "dst",
-                    "-j",
-                    "DROP",
-                ],
-            )
-            .map(|_| ())
-            .unwrap()
-    });
+    let s = apply(
+        &d,
+        "ipset rule compiled",
+        || {
+            lab.dut
+                .exec(
+                    "iptables-nft",
+                    &[
+                        "-A",
+                        "FORWARD",
+                        "-m",
+                        "set",
+                        "--match-set",
+                        "blk2",
+                        "dst",
+                        "-j",
+                        "DROP",
+                    ],
+                )
+                .map(|_| ())
+                .unwrap()
+        },
+        |s| s.filter_v4.contains("1 rules"),
+    );
     assert!(
         filtered(&s) && s.filter_v4.contains("1 rules"),
         "{}",
@@ -219,12 +263,18 @@ fn hundred_iptables_rules_then_one_set() {
     assert!(!ping_once(&lab.src, "198.19.5.1"), "ipset member reachable");
     d.wait_for("dropped in the fast path", |s| dropped(s) > before);
     assert!(ping(&lab.src, "198.19.31.1"));
-    apply_seen(&d, "ipset add seen", "ipset", || {
-        lab.dut
-            .exec("ipset", &["add", "blk2", "198.19.31.1"])
-            .map(|_| ())
-            .unwrap()
-    });
+    let lpm_before = lpm_entries(&d.status().unwrap());
+    apply(
+        &d,
+        "ipset add seen",
+        || {
+            lab.dut
+                .exec("ipset", &["add", "blk2", "198.19.31.1"])
+                .map(|_| ())
+                .unwrap()
+        },
+        |s| lpm_entries(s) > lpm_before,
+    );
     assert!(!ping_once(&lab.src, "198.19.31.1"), "ipset add not applied");
     let _ = lab.dut.exec("iptables-nft", &["-F", "FORWARD"]);
     let _ = lab.dut.exec("ipset", &["destroy", "blk2"]);
