@@ -87,6 +87,10 @@ impl Gen {
             let rc = unsafe {
                 libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(self.tx.as_raw_fd(), &mut opts)
             };
+            if rc == -libc::EINTR {
+                // a signal cut the run short; how far it got is unknown, so it is not counted
+                continue;
+            }
             if rc != 0 {
                 return Err(Error::Io {
                     what: "BPF_PROG_RUN (live frames)".into(),
