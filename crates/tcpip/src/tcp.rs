@@ -131,8 +131,9 @@ pub(crate) struct Tcb {
     pub(crate) rto_at: Instant,
     /// Tail loss probe (RFC 8985 section 7, simplified): when ACKs stop for about two RTTs
     /// with data in flight, resend the segment at SND.UNA. That repairs the first hole at
-    /// once, or makes the receiver SACK what it has, instead of waiting out the RTO and going
-    /// back N. At most `MAX_PROBES` per stall.
+    /// once (a lost tail, or a retransmission lost again in recovery), or makes the receiver
+    /// SACK what it has, instead of waiting out the RTO and going back N. At most
+    /// `MAX_PROBES` per stall.
     pub(crate) tlp_at: Instant,
     pub(crate) tlp_probes: u8,
     pub(crate) persist: bool,
@@ -1384,7 +1385,7 @@ impl Stack {
                 Instant::NEVER
             };
             t.tlp_probes = 0;
-            t.tlp_at = if t.snd_max.gt(t.snd_una) && !t.in_recovery {
+            t.tlp_at = if t.snd_max.gt(t.snd_una) {
                 now.add_micros(t.pto_us())
             } else {
                 Instant::NEVER
@@ -1662,7 +1663,9 @@ impl Stack {
                         | TcpState::Closing
                         | TcpState::LastAck
                 );
-            if in_flight && !t.persist && !t.in_recovery && t.tlp_probes < MAX_PROBES {
+            // Also in fast recovery: there the probe resends a retransmission that was lost
+            // again, which NewReno alone can only repair with the RTO.
+            if in_flight && !t.persist && t.tlp_probes < MAX_PROBES {
                 self.stats.tcp_loss_probes += 1;
                 t.tlp_probes += 1;
                 t.retransmit_one = true;
@@ -1898,7 +1901,7 @@ impl Stack {
                     t.persist = false;
                     t.rto_at = now.add_micros(t.rto as u64);
                 }
-                if t.tlp_at == Instant::NEVER && !t.in_recovery && t.tlp_probes == 0 {
+                if t.tlp_at == Instant::NEVER && t.tlp_probes == 0 {
                     t.tlp_at = now.add_micros(t.pto_us());
                 }
                 sent += 1;
