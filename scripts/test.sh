@@ -12,5 +12,5 @@ fi
 # Leftovers from an earlier crashed run must not break this one.
 ./target/release/wirespeed lab down --all >/dev/null 2>&1 || true
 
-# Release-mode tests: the integration tests drive the release binary and real load.
-cargo test --release --workspace -- --test-threads=1
+# Optimized tests (profile ci: release without LTO): the integration tests drive real load.
+cargo test --profile ci --workspace -- --test-threads=1

@@ -5,7 +5,11 @@ use clap::{Parser, Subcommand};
 mod cmd;
 
 #[derive(Parser)]
-#[command(name = "wirespeed", version, about = "Linux networking at kernel-bypass speed, measured")]
+#[command(
+    name = "wirespeed",
+    version,
+    about = "Linux networking at kernel-bypass speed, measured"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -249,7 +249,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 ListenerSource::Xdp { socket, stack } => {
                     let user = UserStack::start(&stack, socket);
-                    TcpListener::User(user.listen(port, 4096).map_err(|e| e.to_string())?)
+                    let listener = TcpListener::User(user.listen(port, 4096).map_err(|e| e.to_string())?);
+                    let summary = shard_main(listener, cfg, kind, max_conns).await.map_err(|e| e.to_string());
+                    let s = user.stats();
+                    eprintln!(
+                        "wirespeed serve: shard {} stack: rx {} tx {} frames; tcp segments in {} out {}, retransmits {} (fast {}, rto {}, loss probes {}), out-of-order {} (dropped {}), duplicates {}, bad checksums {}",
+                        wirespeed_rt::shard_id(),
+                        s.rx_frames,
+                        s.tx_frames,
+                        s.tcp_segments_in,
+                        s.tcp_segments_out,
+                        s.tcp_retransmits,
+                        s.tcp_fast_retransmits,
+                        s.tcp_rto_expired,
+                        s.tcp_loss_probes,
+                        s.tcp_ooo_segments,
+                        s.tcp_ooo_dropped,
+                        s.tcp_duplicate_segments,
+                        s.tcp_bad_checksum + s.ip_bad_checksum
+                    );
+                    return summary;
                 }
             };
             shard_main(listener, cfg, kind, max_conns)
