@@ -436,12 +436,16 @@ fn shard_main<Fut: Future + 'static>(
 
 use std::rc::Rc;
 
+/// How often a spinning shard (one with pollers) looks at its kernel I/O engine.
+const ENGINE_POLL_EVERY: Duration = Duration::from_micros(50);
+
 fn shard_loop<T>(
     cfg: &ShardConfig,
     mesh: &Mesh,
     output: &Rc<RefCell<Option<T>>>,
 ) -> Result<(), Error> {
     let poll_cap = (cfg.poll_us > 0).then(|| Duration::from_micros(cfg.poll_us as u64));
+    let mut last_engine_poll = Instant::now();
     loop {
         let now = Instant::now();
         with_ctx(|c| c.now.set(now));
@@ -475,6 +479,15 @@ fn shard_loop<T>(
                 (None, p) => p,
             }
         };
+        // A shard that busy-polls a NIC queue spins here; a zero-timeout engine poll on every
+        // turn would cost a syscall per turn for the few kernel sockets and the doorbell, so
+        // those are looked at every ENGINE_POLL_EVERY instead.
+        if has_pollers && wait == Some(Duration::ZERO) {
+            if now.saturating_duration_since(last_engine_poll) < ENGINE_POLL_EVERY {
+                continue;
+            }
+            last_engine_poll = now;
+        }
         let blocking = wait != Some(Duration::ZERO);
         let wait = if blocking && !mesh.prepare_sleep(cfg.id) {
             Some(Duration::ZERO)
