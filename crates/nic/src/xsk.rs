@@ -776,7 +776,13 @@ impl FrameIo for XskSocket {
         let max = u32::try_from(max).unwrap_or(u32::MAX);
         let (first, n) = self.rx.peek(max);
         if n == 0 {
-            if self.busy_poll || !self.need_wakeup || self.fill.needs_wakeup() {
+            // In copy mode the kernel copies frames in from its own receive path (the driver's
+            // NAPI poll or the generic XDP hook) and never waits for us, although it leaves the
+            // fill ring's need-wakeup flag set: a kick would be a wasted syscall per empty
+            // poll. Zero-copy drivers and busy polling do need the kick.
+            let kick = self.busy_poll
+                || (self.zero_copy && (!self.need_wakeup || self.fill.needs_wakeup()));
+            if kick {
                 let _ = self.wake(true);
             }
             return 0;
