@@ -76,6 +76,28 @@ enum Server {
     },
     /// nginx, one worker (master_process off), access_log off; the distribution's build.
     Nginx,
+    /// `wirespeed serve http --stack xdp`: our TCP/IP stack on an AF_XDP socket on the server
+    /// namespace's interface, answering for its own address ([`bypass_addr`]) beside the
+    /// kernel's.
+    WirespeedXdp,
+}
+
+/// The address the bypass stack serves: the server's subnet, host 100.
+fn bypass_addr(kernel_addr: std::net::Ipv4Addr) -> std::net::Ipv4Addr {
+    let o = kernel_addr.octets();
+    std::net::Ipv4Addr::new(o[0], o[1], o[2], 100)
+}
+
+/// Where the row's server answers.
+fn serve_addr(spec: &RowSpec, lab: &Lab) -> anyhow::Result<std::net::Ipv4Addr> {
+    let kernel = lab
+        .node("s")
+        .and_then(|n| n.addr4())
+        .context("server address")?;
+    Ok(match spec.server {
+        Server::WirespeedXdp => bypass_addr(kernel),
+        _ => kernel,
+    })
 }
 
 #[derive(Clone, Debug)]
@@ -123,6 +145,11 @@ fn ladder() -> Vec<RowSpec> {
             name: "nginx (1 worker)",
             profile: Profile::Tuned,
             server: Server::Nginx,
+        },
+        RowSpec {
+            name: "bypass: our stack on AF_XDP",
+            profile: Profile::Tuned,
+            server: Server::WirespeedXdp,
         },
     ]
 }
@@ -219,10 +246,7 @@ fn start_server(
     workdir: &Path,
 ) -> anyhow::Result<(ServerProc, String)> {
     let ns = lab.ns("s").context("lab has no server node")?;
-    let addr = lab
-        .node("s")
-        .and_then(|n| n.addr4())
-        .context("server address")?;
+    let addr = serve_addr(spec, lab)?;
     let listen = format!("{addr}:{PORT}");
     let logf = File::options()
         .create(true)
@@ -254,6 +278,42 @@ fn start_server(
                 busy_poll_us.to_string(),
                 "--locality".into(),
                 locality.to_string(),
+            ];
+            let mut c = ns.command(exe.to_str().context("binary path")?);
+            c.args(&args);
+            (c, format!("wirespeed {}", args.join(" ")))
+        }
+        Server::WirespeedXdp => {
+            let exe = std::env::current_exe()?;
+            let iface = lab
+                .node("s")
+                .and_then(|n| n.ifaces.first())
+                .map(|i| i.name.clone())
+                .context("server interface")?;
+            // AF_XDP sees frames as the peer built them: with TX checksum or segmentation
+            // offload on, the client's veth would hand over unchecksummed or oversized frames.
+            for (role, n) in [("c", lab.node("c")), ("s", lab.node("s"))] {
+                if let (Some(ns), Some(i)) = (lab.ns(role), n.and_then(|n| n.ifaces.first())) {
+                    ns.exec(
+                        "ethtool",
+                        &["-K", &i.name, "tx", "off", "tso", "off", "gso", "off"],
+                    )
+                    .context("turn off TX offloads for the bypass row")?;
+                }
+            }
+            let args: Vec<String> = vec![
+                "serve".into(),
+                "http".into(),
+                "--stack".into(),
+                "xdp".into(),
+                "--iface".into(),
+                iface,
+                "--ip".into(),
+                format!("{addr}/24"),
+                "--cpus".into(),
+                SERVER_CPU.to_string(),
+                "--listen".into(),
+                listen.clone(),
             ];
             let mut c = ns.command(exe.to_str().context("binary path")?);
             c.args(&args);
@@ -348,10 +408,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
         Path::new(NGINX_DIR),
     )?;
 
-    let addr = lab
-        .node("s")
-        .and_then(|n| n.addr4())
-        .context("server address")?;
+    let addr = serve_addr(spec, &lab)?;
     let target = Target::parse(&format!("http://{addr}:{PORT}/plaintext"))?;
     let phase = Arc::new(AtomicU8::new(0));
     let load_spec = LoadSpec {
