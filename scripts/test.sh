@@ -5,12 +5,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [[ $EUID -ne 0 ]]; then
-  echo "make test: the integration tests create network namespaces; run as root (sudo make test)" >&2
+  echo "make test: the integration tests create network namespaces and load BPF; run as root (sudo make test)" >&2
   exit 1
 fi
 
+start=$(date +%s)
 # Leftovers from an earlier crashed run must not break this one.
 ./target/release/wirespeed lab down --all >/dev/null 2>&1 || true
 
 # Optimized tests (profile ci: release without LTO): the integration tests drive real load.
+# One test at a time: many tests pin threads to CPUs or measure, and the machine has 2.
 cargo test --profile ci --workspace -- --test-threads=1
+
+# The TCP/IP stack and the packet parsers under libFuzzer: 60 s on the stack target (whole
+# frames into a stack with a listener), 20 s on the wire parsers.
+bash scripts/fuzz.sh 80
+
+echo "make test: all passed in $(( $(date +%s) - start )) s"
