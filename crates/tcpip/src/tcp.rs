@@ -112,6 +112,8 @@ pub(crate) struct Tcb {
     pub(crate) recv: Ring,
     pub(crate) ooo: [(SeqNumber, SeqNumber); MAX_OOO],
     pub(crate) ooo_len: u8,
+    /// Start of the most recently received out-of-order segment (reported first in SACK).
+    pub(crate) ooo_last: SeqNumber,
     pub(crate) fin_received: bool,
     pub(crate) last_adv_wnd: u32,
     /// Right edge of the window last advertised.
@@ -198,6 +200,7 @@ impl Tcb {
             recv: Ring::from_box(Box::new([])),
             ooo: [(SeqNumber(0), SeqNumber(0)); MAX_OOO],
             ooo_len: 0,
+            ooo_last: SeqNumber(0),
             fin_received: false,
             last_adv_wnd: 0,
             rcv_adv: SeqNumber(0),
@@ -1970,9 +1973,20 @@ impl Stack {
                 opts.timestamps = Some((ts_now, t.ts_recent));
             }
             if t.sack_ok && t.ooo_len > 0 {
-                let n = (t.ooo_len as usize).min(3);
-                for i in 0..n {
-                    opts.sack_blocks[i] = (t.ooo[i].0 .0, t.ooo[i].1 .0);
+                // RFC 2018: the first block holds the most recently received data; the
+                // others follow in sequence order.
+                let ranges = &t.ooo[..t.ooo_len as usize];
+                let latest = ranges
+                    .iter()
+                    .position(|&(s, e)| t.ooo_last.ge(s) && t.ooo_last.lt(e))
+                    .unwrap_or(0);
+                let mut n = 0;
+                for i in std::iter::once(latest)
+                    .chain((0..ranges.len()).filter(|&i| i != latest))
+                    .take(3)
+                {
+                    opts.sack_blocks[n] = (ranges[i].0 .0, ranges[i].1 .0);
+                    n += 1;
                 }
                 opts.sack_count = n as u8;
             }
@@ -2232,6 +2246,7 @@ fn insert_ooo(t: &mut Tcb, seq: SeqNumber, data: &[u8]) -> bool {
     kept[pos] = (start, end);
     t.ooo = kept;
     t.ooo_len = (n + 1) as u8;
+    t.ooo_last = seq;
     true
 }
 

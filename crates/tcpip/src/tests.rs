@@ -1482,3 +1482,71 @@ fn sack_recovers_several_holes_in_one_window() {
     );
     assert_eq!(st.tcp_rto_expired, 0, "{st:?}");
 }
+
+#[test]
+fn sack_blocks_report_the_latest_segment_first() {
+    let mut s = Stack::new(config(1));
+    let l = s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(5);
+    // A SYN offering SACK-permitted.
+    let syn = {
+        let repr = TcpRepr {
+            src_port: 1000,
+            dst_port: 80,
+            seq: SeqNumber(500),
+            ack: None,
+            flags: flags::SYN,
+            window: 65535,
+            options: TcpOptions {
+                mss: Some(1460),
+                sack_permitted: true,
+                ..Default::default()
+            },
+        };
+        let hl = repr.header_len();
+        let mut f = vec![0u8; 34 + hl];
+        EthernetRepr {
+            dst: MAC_B,
+            src: MAC_A,
+            vlan_id: None,
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut f)
+        .unwrap();
+        Ipv4Repr {
+            src: IP_A,
+            dst: IP_B,
+            protocol: IpProtocol::Tcp,
+            payload_len: hl,
+            ttl: 64,
+            ident: 1,
+            dont_frag: true,
+        }
+        .emit(&mut f[14..])
+        .unwrap();
+        repr.emit(&mut f[34..]).unwrap();
+        fill_checksum(&mut f[34..], IP_A, IP_B);
+        f
+    };
+    s.receive(now, &syn);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let iss = parse_out(&sink.frames[0]).0.seq.0;
+    s.receive(now, &segment(1000, 80, 501, Some(iss + 1), flags::ACK, &[]));
+    let _c = s.tcp_accept(l).unwrap();
+    // Two disjoint out-of-order segments; the later-arriving one is lower in sequence.
+    s.receive(
+        now,
+        &segment(1000, 80, 601, Some(iss + 1), flags::ACK, &[1u8; 10]),
+    );
+    s.receive(
+        now,
+        &segment(1000, 80, 521, Some(iss + 1), flags::ACK, &[2u8; 10]),
+    );
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let (r, _) = parse_out(sink.frames.last().unwrap());
+    assert_eq!(r.options.sack_count, 2);
+    assert_eq!(r.options.sack_blocks[0], (521, 531));
+    assert_eq!(r.options.sack_blocks[1], (601, 611));
+}
