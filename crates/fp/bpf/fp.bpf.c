@@ -42,13 +42,18 @@ int fp_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	if (p.proto == ETH_P_IP) {
-		if (cfg_router_v4)
+	__u32 zero = 0;
+	struct fp_ctl *c = bpf_map_lookup_elem(&ctl, &zero);
+
+	if (!c) {
+		why = FP_PASS_DISABLED;
+	} else if (p.proto == ETH_P_IP) {
+		if (cfg_router_v4 && !c->off_v4)
 			v = router_v4(ctx, &p, &oif, &why);
 		else
 			why = FP_PASS_DISABLED;
 	} else {
-		if (cfg_router_v6)
+		if (cfg_router_v6 && !c->off_v6)
 			v = router_v6(ctx, &p, &oif, &why);
 		else
 			why = FP_PASS_DISABLED;

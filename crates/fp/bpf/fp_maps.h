@@ -18,4 +18,19 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+/* Runtime switches that change often (policy rules appear, forwarding or rp_filter toggled):
+ * flipping a word here takes microseconds, where swapping a program waits for the kernel's XDP
+ * dispatcher update. Nonzero: hand that family to the kernel. */
+struct fp_ctl {
+	__u32 off_v4;
+	__u32 off_v6;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_ctl);
+} ctl SEC(".maps");
+
 #endif

@@ -341,6 +341,7 @@ impl Daemon {
             let res: Result<()> = (|| {
                 match self.ports.get_mut(idx) {
                     Some(port) if port.prog.features == f => {
+                        port.prog.set_off(pp.off_v4, pp.off_v6)?;
                         port.prog.set_tx_ports(&plan.tx_ports)?;
                         if port.tables != tables {
                             if let Some(t) = &tables {
@@ -355,6 +356,7 @@ impl Daemon {
                                 Some(i) => port.spare.swap_remove(i),
                                 None => (Program::load(&f)?, None),
                             };
+                        prog.set_off(pp.off_v4, pp.off_v6)?;
                         prog.set_tx_ports(&plan.tx_ports)?;
                         if let Some(t) = &tables {
                             if old_tables.as_ref() != Some(t) {
@@ -376,6 +378,7 @@ impl Daemon {
                     None => {
                         loader::remove_stale_xdp(*idx);
                         let prog = Program::load(&f)?;
+                        prog.set_off(pp.off_v4, pp.off_v6)?;
                         prog.set_tx_ports(&plan.tx_ports)?;
                         if let Some(t) = &tables {
                             prog.write_filter(t)?;
@@ -449,7 +452,24 @@ impl Daemon {
                     Hook::XdpNative => "xdp (native)".into(),
                     Hook::XdpGeneric => "xdp (generic)".into(),
                 },
-                modules: features.modules().into_iter().map(String::from).collect(),
+                modules: {
+                    let pp = plan.ports.get(idx);
+                    let off = |m: &str| match m {
+                        "router4" | "filter4" => pp.is_some_and(|pp| pp.off_v4),
+                        _ => pp.is_some_and(|pp| pp.off_v6),
+                    };
+                    features
+                        .modules()
+                        .into_iter()
+                        .map(|m| {
+                            if off(m) {
+                                format!("{m} (kernel)")
+                            } else {
+                                m.to_string()
+                            }
+                        })
+                        .collect()
+                },
                 notes: plan
                     .ports
                     .get(idx)

@@ -61,6 +61,7 @@ pub struct Maps {
     pub f_defaults: MapHandle,
     pub f_actions: MapHandle,
     pub f_paused: MapHandle,
+    pub ctl: MapHandle,
 }
 
 /// A loaded (verified) program, not yet attached anywhere.
@@ -117,6 +118,7 @@ impl Program {
             f_defaults: handle(&m.f_defaults, "f_defaults")?,
             f_actions: handle(&m.f_actions, "f_actions")?,
             f_paused: handle(&m.f_paused, "f_paused")?,
+            ctl: handle(&m.ctl, "ctl")?,
         };
         // The skeleton (and its object) drops here; the program and maps live on through the
         // fds we hold and, once attached, through the link.
@@ -146,6 +148,17 @@ impl Program {
                 .map_err(bpf(format!("add ifindex {idx} to tx_ports")))?;
         }
         Ok(())
+    }
+
+    /// Hands a family to the kernel (or takes it back) without a program swap.
+    pub fn set_off(&self, off_v4: bool, off_v6: bool) -> Result<()> {
+        let mut v = [0u8; 8];
+        v[..4].copy_from_slice(&(off_v4 as u32).to_ne_bytes());
+        v[4..].copy_from_slice(&(off_v6 as u32).to_ne_bytes());
+        self.maps
+            .ctl
+            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .map_err(bpf("set fp_ctl"))
     }
 
     pub fn tx_port_count(&self) -> usize {

@@ -89,6 +89,9 @@ pub struct PortPlan {
     pub ifindex: u32,
     pub name: String,
     pub features: Features,
+    /// Families handed to the kernel at run time (a map flag, no program swap).
+    pub off_v4: bool,
+    pub off_v6: bool,
     /// Why a module is off, for status.
     pub notes: Vec<String>,
 }
@@ -153,11 +156,16 @@ impl Model {
                 ..Features::default()
             };
 
+            // Compiled in: the routers always (switched at run time), the filter when a
+            // chain is compiled. Switched off at run time: whatever the kernel must decide.
             f.router_v4 = true;
+            f.router_v6 = true;
+            let mut off_v4 = false;
+            let mut off_v6 = false;
             if self.custom_rules_v4 > 0 {
-                f.router_v4 = false;
+                off_v4 = true;
                 notes.push(format!(
-                    "router4 off: {} IPv4 policy rules",
+                    "router4 -> kernel: {} IPv4 policy rules",
                     self.custom_rules_v4
                 ));
             }
@@ -168,49 +176,44 @@ impl Model {
                 .copied()
                 .unwrap_or(false)
             {
-                f.router_v4 = false;
-                notes.push("router4 off: IPv4 forwarding disabled".into());
+                off_v4 = true;
+                notes.push("router4 -> kernel: IPv4 forwarding disabled".into());
             }
             if self.sysctls.rp_filter.get(&l.name).copied().unwrap_or(0) != 0 {
-                f.router_v4 = false;
-                notes.push("router4 off: rp_filter on".into());
+                off_v4 = true;
+                notes.push("router4 -> kernel: rp_filter on".into());
             }
-            f.router_v6 = true;
             if self.custom_rules_v6 > 0 {
-                f.router_v6 = false;
+                off_v6 = true;
                 notes.push(format!(
-                    "router6 off: {} IPv6 policy rules",
+                    "router6 -> kernel: {} IPv6 policy rules",
                     self.custom_rules_v6
                 ));
             }
             if !self.sysctls.v6_forwarding {
-                f.router_v6 = false;
-                notes.push("router6 off: IPv6 forwarding disabled".into());
+                off_v6 = true;
+                notes.push("router6 -> kernel: IPv6 forwarding disabled".into());
             }
             match &self.filter.v4 {
                 FamilyFilter::Open => {}
                 FamilyFilter::Compiled { policy_drop, .. } => {
-                    f.filter_v4 = f.router_v4;
+                    f.filter_v4 = true;
                     f.policy_drop_v4 = *policy_drop;
                 }
                 FamilyFilter::Kernel(why) => {
-                    if f.router_v4 {
-                        notes.push(format!("router4 off: {why}"));
-                    }
-                    f.router_v4 = false;
+                    off_v4 = true;
+                    notes.push(format!("router4 -> kernel: {why}"));
                 }
             }
             match &self.filter.v6 {
                 FamilyFilter::Open => {}
                 FamilyFilter::Compiled { policy_drop, .. } => {
-                    f.filter_v6 = f.router_v6;
+                    f.filter_v6 = true;
                     f.policy_drop_v6 = *policy_drop;
                 }
                 FamilyFilter::Kernel(why) => {
-                    if f.router_v6 {
-                        notes.push(format!("router6 off: {why}"));
-                    }
-                    f.router_v6 = false;
+                    off_v6 = true;
+                    notes.push(format!("router6 -> kernel: {why}"));
                 }
             }
             plan.ports.insert(
@@ -219,6 +222,8 @@ impl Model {
                     ifindex: l.index,
                     name: l.name.clone(),
                     features: f,
+                    off_v4,
+                    off_v6,
                     notes,
                 },
             );
@@ -280,11 +285,11 @@ mod tests {
         };
         m.set_rules(2, &[custom]);
         let p = m.plan();
-        assert!(!p.ports[&2].features.router_v4);
-        assert!(p.ports[&2].features.router_v6);
+        assert!(p.ports[&2].off_v4 && p.ports[&2].features.router_v4);
+        assert!(!p.ports[&2].off_v6);
         assert!(p.ports[&2].notes[0].contains("policy rules"));
         m.set_rules(2, &[]);
-        assert!(m.plan().ports[&2].features.router_v4);
+        assert!(!m.plan().ports[&2].off_v4);
     }
 
     #[test]
@@ -309,8 +314,8 @@ mod tests {
         m.sysctls.rp_filter.insert("d1".into(), 1);
         let p = m.plan();
         assert!(!p.ports.contains_key(&4));
-        assert!(!p.ports[&2].features.router_v4 && !p.ports[&3].features.router_v4);
-        assert!(p.ports[&3].features.router_v6);
+        assert!(p.ports[&2].off_v4 && p.ports[&3].off_v4);
+        assert!(!p.ports[&3].off_v6);
     }
 
     #[test]
