@@ -20,8 +20,17 @@ enum filter_field {
 	FF_SPORT,
 	FF_DPORT,
 	FF_OIF,
+	FF_BASE4, /* the rules that apply to IPv4 on this interface */
+	FF_BASE6,
 	FF_NR,
 };
+
+#define FIELD_SRC (1 << 0)
+#define FIELD_DST (1 << 1)
+#define FIELD_PROTO (1 << 2)
+#define FIELD_SPORT (1 << 3)
+#define FIELD_DPORT (1 << 4)
+#define FIELD_OIF (1 << 5)
 
 struct rule_set {
 	__u64 w[FILTER_WORDS];
@@ -157,12 +166,16 @@ static __always_inline int filter_l4(struct fp_pkt *p, struct rule_set *acc, __u
 	__u32 key = family * 256 + proto;
 	__u16 sport = 0, dport = 0;
 
-	s = bpf_map_lookup_elem(&f_proto, &key);
-	if (!s)
-		return -1;
-	and_into(acc, s);
-
-	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
+	if (cfg_filter_fields & FIELD_PROTO) {
+		s = bpf_map_lookup_elem(&f_proto, &key);
+		if (!s)
+			return -1;
+		and_into(acc, s);
+	}
+	if (!(cfg_filter_fields & (FIELD_SPORT | FIELD_DPORT | FIELD_OIF)))
+		return 0;
+	if ((cfg_filter_fields & (FIELD_SPORT | FIELD_DPORT)) &&
+	    (proto == IPPROTO_TCP || proto == IPPROTO_UDP)) {
 		__be16 *ports = l4;
 
 		if ((void *)(ports + 2) > p->data_end)
@@ -170,20 +183,26 @@ static __always_inline int filter_l4(struct fp_pkt *p, struct rule_set *acc, __u
 		sport = bpf_ntohs(ports[0]);
 		dport = bpf_ntohs(ports[1]);
 	}
-	pk.port = sport;
-	s = field_or_default(&f_sport, &pk, FF_SPORT);
-	if (!s)
-		return -1;
-	and_into(acc, s);
-	pk.port = dport;
-	s = field_or_default(&f_dport, &pk, FF_DPORT);
-	if (!s)
-		return -1;
-	and_into(acc, s);
-	s = field_or_default(&f_oif, &oif, FF_OIF);
-	if (!s)
-		return -1;
-	and_into(acc, s);
+	if (cfg_filter_fields & FIELD_SPORT) {
+		pk.port = sport;
+		s = field_or_default(&f_sport, &pk, FF_SPORT);
+		if (!s)
+			return -1;
+		and_into(acc, s);
+	}
+	if (cfg_filter_fields & FIELD_DPORT) {
+		pk.port = dport;
+		s = field_or_default(&f_dport, &pk, FF_DPORT);
+		if (!s)
+			return -1;
+		and_into(acc, s);
+	}
+	if (cfg_filter_fields & FIELD_OIF) {
+		s = field_or_default(&f_oif, &oif, FF_OIF);
+		if (!s)
+			return -1;
+		and_into(acc, s);
+	}
 	return 0;
 }
 
@@ -212,18 +231,28 @@ static __always_inline int filter_v4(struct fp_pkt *p, struct iphdr *iph, __u32 
 	const struct rule_set *s;
 	struct lpm_v4 k = { .prefixlen = 32 };
 
+	__u32 base = FF_BASE4;
+
 	if (filter_paused())
 		return FILTER_KERNEL;
-	k.addr = iph->saddr;
-	s = bpf_map_lookup_elem(&f_src4, &k);
+	s = bpf_map_lookup_elem(&f_defaults, &base);
 	if (!s)
 		return FILTER_KERNEL;
 	acc = *s;
-	k.addr = iph->daddr;
-	s = bpf_map_lookup_elem(&f_dst4, &k);
-	if (!s)
-		return FILTER_KERNEL;
-	and_into(&acc, s);
+	if (cfg_filter_fields & FIELD_SRC) {
+		k.addr = iph->saddr;
+		s = bpf_map_lookup_elem(&f_src4, &k);
+		if (!s)
+			return FILTER_KERNEL;
+		and_into(&acc, s);
+	}
+	if (cfg_filter_fields & FIELD_DST) {
+		k.addr = iph->daddr;
+		s = bpf_map_lookup_elem(&f_dst4, &k);
+		if (!s)
+			return FILTER_KERNEL;
+		and_into(&acc, s);
+	}
 	if (filter_l4(p, &acc, 0, iph->protocol, iph + 1, oif) < 0)
 		return FILTER_KERNEL;
 	return filter_decide(&acc, cfg_filter_policy_drop_v4);
@@ -235,6 +264,7 @@ static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u
 	const struct rule_set *s;
 	struct lpm_v6 k = { .prefixlen = 128 };
 	__u8 nh = ip6h->nexthdr;
+	__u32 base = FF_BASE6;
 
 	if (filter_paused())
 		return FILTER_KERNEL;
@@ -242,16 +272,24 @@ static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u
 	if (nh == 43 || nh == 44 || nh == 50 || nh == 51 || nh == 60 || nh == 135 || nh == 139 ||
 	    nh == 140)
 		return FILTER_KERNEL;
-	__builtin_memcpy(k.addr, &ip6h->saddr, 16);
-	s = bpf_map_lookup_elem(&f_src6, &k);
+	s = bpf_map_lookup_elem(&f_defaults, &base);
 	if (!s)
 		return FILTER_KERNEL;
 	acc = *s;
-	__builtin_memcpy(k.addr, &ip6h->daddr, 16);
-	s = bpf_map_lookup_elem(&f_dst6, &k);
-	if (!s)
-		return FILTER_KERNEL;
-	and_into(&acc, s);
+	if (cfg_filter_fields & FIELD_SRC) {
+		__builtin_memcpy(k.addr, &ip6h->saddr, 16);
+		s = bpf_map_lookup_elem(&f_src6, &k);
+		if (!s)
+			return FILTER_KERNEL;
+		and_into(&acc, s);
+	}
+	if (cfg_filter_fields & FIELD_DST) {
+		__builtin_memcpy(k.addr, &ip6h->daddr, 16);
+		s = bpf_map_lookup_elem(&f_dst6, &k);
+		if (!s)
+			return FILTER_KERNEL;
+		and_into(&acc, s);
+	}
 	if (filter_l4(p, &acc, 1, nh, ip6h + 1, oif) < 0)
 		return FILTER_KERNEL;
 	return filter_decide(&acc, cfg_filter_policy_drop_v6);

@@ -722,7 +722,8 @@ pub struct Tables {
     pub dport: Vec<((u8, u16), Bits)>,
     pub oif: Vec<(u32, Bits)>,
     /// misses: proto (unused), sport, dport, oif
-    pub defaults: [Bits; 4],
+    /// misses: proto (unused), sport, dport, oif; then the live IPv4 rules, the live IPv6 rules
+    pub defaults: [Bits; 6],
     pub actions: Vec<u32>,
 }
 
@@ -767,7 +768,40 @@ fn lpm_entries<A: Copy + Ord + std::hash::Hash>(
         .collect()
 }
 
+pub const FIELD_SRC: u8 = 1 << 0;
+pub const FIELD_DST: u8 = 1 << 1;
+pub const FIELD_PROTO: u8 = 1 << 2;
+pub const FIELD_SPORT: u8 = 1 << 3;
+pub const FIELD_DPORT: u8 = 1 << 4;
+pub const FIELD_OIF: u8 = 1 << 5;
+
 impl FilterPlan {
+    /// The fields some rule constrains (FIELD_*): the program looks up only these.
+    pub fn fields(&self) -> u8 {
+        let mut f = 0;
+        for r in self.rules_v4.iter().chain(&self.rules_v6) {
+            if r.src4.is_some() || r.src6.is_some() {
+                f |= FIELD_SRC;
+            }
+            if r.dst4.is_some() || r.dst6.is_some() {
+                f |= FIELD_DST;
+            }
+            if r.proto.is_some() {
+                f |= FIELD_PROTO;
+            }
+            if r.sport.is_some() {
+                f |= FIELD_SPORT;
+            }
+            if r.dport.is_some() {
+                f |= FIELD_DPORT;
+            }
+            if r.oif.is_some() {
+                f |= FIELD_OIF;
+            }
+        }
+        f
+    }
+
     /// Compiles both families' chains for traffic entering `iif`. `ifindex_of` resolves
     /// oifname matches to interface indexes.
     pub fn tables(&self, iif: &str, ifindex_of: &dyn Fn(&str) -> Option<u32>) -> Tables {
@@ -848,7 +882,7 @@ impl FilterPlan {
             }
             out
         };
-        let mut d = [[0u64; 4]; 4];
+        let mut d = [[0u64; 4]; 6];
         t.sport = ports(&|r| r.sport.as_ref(), &mut d[1]);
         t.dport = ports(&|r| r.dport.as_ref(), &mut d[2]);
         let names: BTreeSet<&str> = rules
@@ -873,6 +907,11 @@ impl FilterPlan {
             }
         }
         d[0] = [u64::MAX; 4];
+        for (i, (v4, r)) in rules.iter().enumerate() {
+            if live(r) {
+                set_bit(&mut d[if *v4 { 4 } else { 5 }], i);
+            }
+        }
         t.defaults = d;
         t
     }
@@ -927,8 +966,9 @@ pub fn classify(
         .iter()
         .find(|(i, _)| *i == oif)
         .map_or(t.defaults[3], |(_, b)| *b);
+    let base = t.defaults[if v6 { 5 } else { 4 }];
     for w in 0..4 {
-        let x = s[w] & d[w] & p[w] & spb[w] & dpb[w] & ob[w];
+        let x = base[w] & s[w] & d[w] & p[w] & spb[w] & dpb[w] & ob[w];
         if x != 0 {
             let rule = w * 64 + x.trailing_zeros() as usize;
             return match t.actions.get(rule) {
@@ -1088,6 +1128,8 @@ mod tests {
             ),
             Action::Accept
         );
+        // only destinations are matched: the program skips every other lookup
+        assert_eq!(p.fields(), FIELD_DST);
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct Features {
     pub filter_v6: bool,
     pub policy_drop_v4: bool,
     pub policy_drop_v6: bool,
+    /// Filter fields some rule constrains (filter::FIELD_*): the others cost no lookup.
+    pub filter_fields: u8,
     /// MAC of the interface the program serves; frames to other MACs go to the kernel.
     #[serde(skip)]
     pub mac: [u8; 6],
@@ -96,6 +98,7 @@ impl Program {
         ro.cfg_filter_policy_drop_v4 = features.policy_drop_v4 as u8;
         ro.cfg_filter_policy_drop_v6 = features.policy_drop_v6 as u8;
         ro.cfg_if_mac = features.mac;
+        ro.cfg_filter_fields = features.filter_fields;
         let skel = open.load().map_err(bpf("load fp program (verifier)"))?;
         let fd = skel
             .progs

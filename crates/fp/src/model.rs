@@ -216,6 +216,9 @@ impl Model {
                     notes.push(format!("router6 -> kernel: {why}"));
                 }
             }
+            if f.filter_v4 || f.filter_v6 {
+                f.filter_fields = self.filter.fields();
+            }
             plan.ports.insert(
                 l.index,
                 PortPlan {

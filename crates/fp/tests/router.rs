@@ -344,6 +344,7 @@ fn filter_drops_accepts_and_defers_like_the_chain() {
             let mut f = router_features(in_mac);
             f.filter_v4 = true;
             f.filter_v6 = true;
+            f.filter_fields = plan.fields();
             let prog = Program::load(&f).unwrap();
             prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
             prog.write_filter(&plan.tables("in0", &|n| (n == "out0").then_some(out_idx))).unwrap();
