@@ -109,13 +109,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 s.response_count, s.response_median_us, s.response_p99_us
             );
             println!(
-                "{:<10} {:<14} {:<32} {:>12} {:>12}  maps",
+                "{:<10} {:<14} {:<36} {:>12} {:>12}  maps",
                 "iface", "hook", "modules", "fast-pathed", "passed"
             );
             for p in &s.ports {
                 let maps: Vec<String> = p.maps.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 println!(
-                    "{:<10} {:<14} {:<32} {:>12} {:>12}  {}",
+                    "{:<10} {:<14} {:<36} {:>12} {:>12}  {}",
                     p.name,
                     p.hook,
                     p.modules.join("+"),
