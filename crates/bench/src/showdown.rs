@@ -98,6 +98,10 @@ pub struct Row {
     pub errors: u64,
     /// req/s against row 1, round by round.
     pub rps_vs_row1: Option<Ratio>,
+    /// The row the ratios compare against (1-based): row 1 for the HTTP ladder; for a
+    /// workload of its own (echo) the kernel row of that workload.
+    #[serde(default = "first_row")]
+    pub base_row: usize,
     /// CPU-µs per request against row 1, round by round (lower is better).
     pub cpu_per_req_vs_row1: Option<Ratio>,
     /// The client used ~all of its CPU while the server did not: the row measures the client.
@@ -127,6 +131,10 @@ impl Row {
     }
 }
 
+fn first_row() -> usize {
+    1
+}
+
 /// A whole showdown run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Showdown {
@@ -149,10 +157,15 @@ pub struct Showdown {
 impl Showdown {
     /// Ratios of every row against row 1, from the rounds they ran side by side.
     pub fn compute_ratios(&mut self) {
-        let Some(base) = self.rows.first().cloned() else {
+        if self.rows.is_empty() {
             return;
-        };
+        }
+        let all = self.rows.clone();
         for row in self.rows.iter_mut() {
+            let base_row = row.base_row.max(1);
+            let Some(base) = all.iter().find(|r| r.row == base_row).or(all.first()) else {
+                continue;
+            };
             let n = row.rounds.len().min(base.rounds.len());
             row.rps_vs_row1 = Ratio::of(
                 (0..n)
@@ -181,7 +194,7 @@ impl Showdown {
         };
         let _ = writeln!(
             s,
-            "| # | configuration | req/s | vs row 1 | p50 us | p99 us | p99.99 us | CPU-us/req | syscalls/req | ctx sw/s | locality % | client CPU-us/req | client CPU % | server CPU % | errors |"
+            "| # | configuration | req/s | vs base row | p50 us | p99 us | p99.99 us | CPU-us/req | syscalls/req | ctx sw/s | locality % | client CPU-us/req | client CPU % | server CPU % | errors |"
         );
         let _ = writeln!(
             s,
@@ -233,8 +246,9 @@ impl Showdown {
             s,
             "Date {}; kernel {}; {} CPUs; commit {}. Client on CPU {}, server on CPU {}; {} round(s) \
              alternating the rows; {:.1} s warm-up then {:.1} s measured per row and round. Figures \
-             are medians over the rounds; `vs row 1` is the median (min-max) of the per-round req/s \
-             ratios. Latency: {}. CPU-us/req is the server's user+sys plus the softirq time on its \
+             are medians over the rounds; `vs base row` is the median (min-max) of the per-round \
+             req/s ratios against row 1, or against the row named in the configuration (echo rows: \
+             req/s is messages/s). Latency: {}. CPU-us/req is the server's user+sys plus the softirq time on its \
              CPU not already inside it, per request; client CPU-us/req is the load generator's \
              (on veth, packet work a configuration moves off the server's CPU lands there).\n",
             self.date,

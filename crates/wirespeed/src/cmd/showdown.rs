@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use wirespeed_bench::echo::EchoParser;
 use wirespeed_bench::http::{build_request, HttpParser, Target};
 use wirespeed_bench::load::{self, LoadSpec, PHASE_DONE, PHASE_MEASURING};
 use wirespeed_bench::parse_duration;
@@ -67,8 +68,9 @@ fn dur(s: &str) -> Result<Duration, String> {
 /// How a row's server is started in the server namespace.
 #[derive(Clone, Debug)]
 enum Server {
-    /// `wirespeed serve http --stack kernel ...`
+    /// `wirespeed serve http|echo --stack kernel ...`
     Wirespeed {
+        app: &'static str,
         engine: &'static str,
         poll_us: u32,
         busy_poll_us: u32,
@@ -76,10 +78,10 @@ enum Server {
     },
     /// nginx, one worker (master_process off), access_log off; the distribution's build.
     Nginx,
-    /// `wirespeed serve http --stack xdp`: our TCP/IP stack on an AF_XDP socket on the server
-    /// namespace's interface, answering for its own address ([`bypass_addr`]) beside the
-    /// kernel's.
-    WirespeedXdp,
+    /// `wirespeed serve http|echo --stack xdp`: our TCP/IP stack on an AF_XDP socket on the
+    /// server namespace's interface, answering for its own address ([`bypass_addr`]) beside
+    /// the kernel's.
+    WirespeedXdp { app: &'static str },
 }
 
 /// The address the bypass stack serves: the server's subnet, host 100.
@@ -95,61 +97,119 @@ fn serve_addr(spec: &RowSpec, lab: &Lab) -> anyhow::Result<std::net::Ipv4Addr> {
         .and_then(|n| n.addr4())
         .context("server address")?;
     Ok(match spec.server {
-        Server::WirespeedXdp => bypass_addr(kernel),
+        Server::WirespeedXdp { .. } => bypass_addr(kernel),
         _ => kernel,
     })
 }
+
+/// What the client sends.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Workload {
+    /// GET /plaintext, `--connections` connections, one request in flight each.
+    Http,
+    /// 512-byte messages, each sent when the previous one came back (Photon's ping-pong).
+    EchoPingPong,
+    /// 512-byte messages, many in flight on few connections (Photon's streaming).
+    EchoStream,
+}
+
+const ECHO_SIZE: usize = 512;
+const PINGPONG_CONNECTIONS: usize = 64;
+const STREAM_CONNECTIONS: usize = 4;
+const STREAM_DEPTH: usize = 64;
 
 #[derive(Clone, Debug)]
 struct RowSpec {
     name: &'static str,
     profile: Profile,
     server: Server,
+    workload: Workload,
+    /// The row whose figures this one is compared with (1-based).
+    base_row: usize,
 }
 
-/// The seed ladder. Rows 7+ (bypass stacks) go at the end.
+fn http(name: &'static str, profile: Profile, server: Server) -> RowSpec {
+    RowSpec {
+        name,
+        profile,
+        server,
+        workload: Workload::Http,
+        base_row: 1,
+    }
+}
+
+fn echo_kernel() -> Server {
+    Server::Wirespeed {
+        app: "echo",
+        engine: "epoll",
+        poll_us: 100,
+        busy_poll_us: 50,
+        locality: "cbpf",
+    }
+}
+
+/// The seed ladder (rows 1-6), the bypass stack (7), and Photon's echo table (8-11).
 fn ladder() -> Vec<RowSpec> {
     let ws = |engine, poll_us, busy_poll_us, locality| Server::Wirespeed {
+        app: "http",
         engine,
         poll_us,
         busy_poll_us,
         locality,
     };
     vec![
+        http(
+            "untuned kernel",
+            Profile::Default,
+            ws("epoll", 0, 0, "none"),
+        ),
+        http("tuned kernel", Profile::Tuned, ws("epoll", 0, 0, "none")),
+        http(
+            "+ perfect locality",
+            Profile::Tuned,
+            ws("epoll", 0, 0, "cbpf"),
+        ),
+        http(
+            "+ busy poll (epoll)",
+            Profile::Tuned,
+            ws("epoll", 100, 50, "cbpf"),
+        ),
+        http("io_uring", Profile::Tuned, ws("uring", 100, 50, "cbpf")),
+        http("nginx (1 worker)", Profile::Tuned, Server::Nginx),
+        http(
+            "bypass: our stack on AF_XDP",
+            Profile::Tuned,
+            Server::WirespeedXdp { app: "http" },
+        ),
+        // Photon's echo table: the tuned, busy-polled kernel against the bypass stack, each
+        // pair compared with its own kernel row.
         RowSpec {
-            name: "untuned kernel",
-            profile: Profile::Default,
-            server: ws("epoll", 0, 0, "none"),
+            name: "echo ping-pong 512 B: tuned kernel (epoll, busy poll)",
+            profile: Profile::Tuned,
+            server: echo_kernel(),
+            workload: Workload::EchoPingPong,
+            base_row: 8,
         },
         RowSpec {
-            name: "tuned kernel",
+            name: "echo ping-pong 512 B: bypass (vs row 8)",
             profile: Profile::Tuned,
-            server: ws("epoll", 0, 0, "none"),
+            server: Server::WirespeedXdp { app: "echo" },
+            workload: Workload::EchoPingPong,
+            base_row: 8,
         },
         RowSpec {
-            name: "+ perfect locality",
+            name: "echo stream 512 B: tuned kernel (epoll, busy poll)",
             profile: Profile::Tuned,
-            server: ws("epoll", 0, 0, "cbpf"),
+            server: echo_kernel(),
+            workload: Workload::EchoStream,
+            base_row: 10,
         },
         RowSpec {
-            name: "+ busy poll (epoll)",
+            name: "echo stream 512 B: bypass (vs row 10)",
             profile: Profile::Tuned,
-            server: ws("epoll", 100, 50, "cbpf"),
-        },
-        RowSpec {
-            name: "io_uring",
-            profile: Profile::Tuned,
-            server: ws("uring", 100, 50, "cbpf"),
-        },
-        RowSpec {
-            name: "nginx (1 worker)",
-            profile: Profile::Tuned,
-            server: Server::Nginx,
-        },
-        RowSpec {
-            name: "bypass: our stack on AF_XDP",
-            profile: Profile::Tuned,
-            server: Server::WirespeedXdp,
+            server: Server::WirespeedXdp { app: "echo" },
+            workload: Workload::EchoStream,
+            base_row: 10,
         },
     ]
 }
@@ -255,6 +315,7 @@ fn start_server(
         .with_context(|| format!("open {}", log.display()))?;
     let (mut cmd, line) = match &spec.server {
         Server::Wirespeed {
+            app,
             engine,
             poll_us,
             busy_poll_us,
@@ -263,7 +324,7 @@ fn start_server(
             let exe = std::env::current_exe()?;
             let args: Vec<String> = vec![
                 "serve".into(),
-                "http".into(),
+                app.to_string(),
                 "--stack".into(),
                 "kernel".into(),
                 "--cpus".into(),
@@ -283,7 +344,7 @@ fn start_server(
             c.args(&args);
             (c, format!("wirespeed {}", args.join(" ")))
         }
-        Server::WirespeedXdp => {
+        Server::WirespeedXdp { app } => {
             let exe = std::env::current_exe()?;
             let iface = lab
                 .node("s")
@@ -303,7 +364,7 @@ fn start_server(
             }
             let args: Vec<String> = vec![
                 "serve".into(),
-                "http".into(),
+                app.to_string(),
                 "--stack".into(),
                 "xdp".into(),
                 "--iface".into(),
@@ -411,17 +472,30 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
     let addr = serve_addr(spec, &lab)?;
     let target = Target::parse(&format!("http://{addr}:{PORT}/plaintext"))?;
     let phase = Arc::new(AtomicU8::new(0));
+    let (connections, depth, request) = match spec.workload {
+        Workload::Http => (plan.connections, 1, build_request("GET", &target, &[])?),
+        Workload::EchoPingPong => (
+            PINGPONG_CONNECTIONS,
+            1,
+            wirespeed_bench::echo::message(ECHO_SIZE),
+        ),
+        Workload::EchoStream => (
+            STREAM_CONNECTIONS,
+            STREAM_DEPTH,
+            wirespeed_bench::echo::message(ECHO_SIZE),
+        ),
+    };
     let load_spec = LoadSpec {
         addr: target.addr,
-        connections: plan.connections,
+        connections,
         threads: 1,
         cpus: Some(vec![CLIENT_CPU]),
         warmup: plan.warmup,
         duration: plan.duration,
-        depth: 1,
+        depth,
         rate: None,
         timeout: Duration::from_secs(2),
-        request: build_request("GET", &target, &[])?,
+        request,
         live: false,
         phase: Some(phase.clone()),
         engine: load::Engine::Uring,
@@ -431,8 +505,10 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
         cpus: Some(vec![SERVER_CPU]),
         bpf: plan.bpf,
     })?;
-    let client = spawn_in_netns(&format!("ws-{LAB}-c"), move || {
-        load::run(&load_spec, HttpParser::default())
+    let workload = spec.workload;
+    let client = spawn_in_netns(&format!("ws-{LAB}-c"), move || match workload {
+        Workload::Http => load::run(&load_spec, HttpParser::default()),
+        _ => load::run(&load_spec, EchoParser::new(ECHO_SIZE)),
     })?;
     let wait_phase = |want: u8| {
         while phase.load(Ordering::SeqCst) < want && !client.is_finished() {
@@ -526,6 +602,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .map(|(i, spec)| {
             let row = Row {
                 row: i + 1,
+                base_row: spec.base_row,
                 name: spec.name.into(),
                 profile: spec.profile.name().into(),
                 ..Default::default()
