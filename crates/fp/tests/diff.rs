@@ -62,7 +62,7 @@ fn run_once(lab: &Line, frames: &[Vec<u8>]) -> Capture {
     std::thread::sleep(Duration::from_millis(50));
     tx.drain();
     rx.drain();
-    for chunk in frames.chunks(32) {
+    for chunk in frames.chunks(16) {
         for f in chunk {
             tx.send(f).unwrap();
         }
