@@ -106,11 +106,7 @@ impl Inner {
 }
 
 fn listener_index(l: ListenerId) -> usize {
-    // ListenerId has no public index; listeners are few, so a small hash keeps a slot each.
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    l.hash(&mut h);
-    (h.finish() % 64) as usize
+    l.index()
 }
 
 /// How to build a shard's stack.
