@@ -19,11 +19,7 @@ use std::net::Ipv4Addr;
 use crate::{iface, Error, Result};
 
 /// The key most drivers use by default (Microsoft's RSS verification key), 40 bytes.
-pub const DEFAULT_TOEPLITZ_KEY: [u8; 40] = [
-    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
-    0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
-    0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
-];
+pub use wirespeed_wire::toeplitz::MICROSOFT_KEY as DEFAULT_TOEPLITZ_KEY;
 
 /// An IPv4 4-tuple as the receiving NIC sees it: `src` is the remote end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,24 +30,9 @@ pub struct FourTuple {
     pub dst_port: u16,
 }
 
-/// The Toeplitz hash of `input` under `key` (bits beyond the key's end count as zero).
-pub fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
-    let key_bit = |i: usize| -> u32 {
-        key.get(i / 8)
-            .map_or(0, |b| u32::from(b >> (7 - i % 8)) & 1)
-    };
-    let mut window = (0..32).fold(0u32, |w, i| (w << 1) | key_bit(i));
-    let mut hash = 0u32;
-    for (byte_index, byte) in input.iter().enumerate() {
-        for bit in 0..8 {
-            if byte & (0x80 >> bit) != 0 {
-                hash ^= window;
-            }
-            window = (window << 1) | key_bit(byte_index * 8 + bit + 32);
-        }
-    }
-    hash
-}
+/// The Toeplitz hash of `input` under `key` (bits beyond the key's end count as zero); one
+/// implementation for the project, in `wirespeed-wire`.
+pub use wirespeed_wire::toeplitz::hash as toeplitz;
 
 /// The TCP/UDP-over-IPv4 input: source address, destination address, source port,
 /// destination port, all in network order.
