@@ -32,8 +32,10 @@ enum Cmd {
     /// Per interface: hook, modules, map sizes, packets fast-pathed vs passed and why, and
     /// the response time from kernel event to updated data path.
     Status {
+        /// Print the status as JSON (with `running`: whether the daemon is alive).
         #[arg(long)]
         json: bool,
+        /// Status file to read (default: this network namespace's, as `fp run` writes it).
         #[arg(long)]
         status: Option<PathBuf>,
     },

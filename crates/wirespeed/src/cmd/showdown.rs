@@ -41,13 +41,16 @@ pub struct Args {
     /// Where results go.
     #[arg(long, default_value = "results")]
     out: PathBuf,
+    /// HTTP connections of the load generator (rows 1-7; the echo rows use their own counts).
     #[arg(short = 'c', long, default_value_t = 256)]
     connections: usize,
     /// Rounds (default 3, or 1 with --quick).
     #[arg(long)]
     rounds: Option<usize>,
+    /// Warm-up before each measured interval, not counted (default 1s, or 0.5s with --quick).
     #[arg(long, value_parser = dur)]
     warmup: Option<Duration>,
+    /// Measured interval per row and round (default 5s, or 2s with --quick).
     #[arg(short = 'd', long, value_parser = dur)]
     duration: Option<Duration>,
     /// Only these rows, e.g. 1,2,6 (row 1 is always run: it is the reference).
