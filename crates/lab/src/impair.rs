@@ -39,17 +39,25 @@ pub struct ImpairedLink {
 }
 
 fn packet_socket(ifname: &str) -> Result<OwnedFd> {
-    let io = |what: &str| Error::Io { what: format!("{what} ({ifname})"), source: std::io::Error::last_os_error() };
+    let io = |what: &str| Error::Io {
+        what: format!("{what} ({ifname})"),
+        source: std::io::Error::last_os_error(),
+    };
     // SAFETY: socket() returns a new fd or -1.
     let fd = unsafe {
-        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, (libc::ETH_P_ALL as u16).to_be() as i32)
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            (libc::ETH_P_ALL as u16).to_be() as i32,
+        )
     };
     if fd < 0 {
         return Err(io("AF_PACKET socket"));
     }
     // SAFETY: fd was just created and is owned here.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let cname = std::ffi::CString::new(ifname).map_err(|_| Error::Invalid(format!("bad interface name {ifname}")))?;
+    let cname = std::ffi::CString::new(ifname)
+        .map_err(|_| Error::Invalid(format!("bad interface name {ifname}")))?;
     // SAFETY: cname is a valid C string.
     let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
     if index == 0 {
@@ -62,13 +70,20 @@ fn packet_socket(ifname: &str) -> Result<OwnedFd> {
     sll.sll_ifindex = index as i32;
     // SAFETY: binds to a valid sockaddr_ll of the stated size.
     let rc = unsafe {
-        libc::bind(fd.as_raw_fd(), &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32)
+        libc::bind(
+            fd.as_raw_fd(),
+            &sll as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
     };
     if rc < 0 {
         return Err(io("bind AF_PACKET"));
     }
     // A 100 ms receive timeout lets the thread notice `stop`.
-    let tv = libc::timeval { tv_sec: 0, tv_usec: 100_000 };
+    let tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 100_000,
+    };
     // SAFETY: sets a timeval option from a live struct.
     unsafe {
         libc::setsockopt(
@@ -152,11 +167,21 @@ impl ImpairedLink {
     pub fn start(ns: &Netns, a: &str, b: &str, imp: Impairment) -> Result<ImpairedLink> {
         for dev in [a, b] {
             ns.ip(&["link", "set", dev, "up"])?;
-            ns.exec("ethtool", &["-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off"])?;
+            ns.exec(
+                "ethtool",
+                &[
+                    "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
+                ],
+            )?;
         }
         let (a, b) = (a.to_string(), b.to_string());
         let socks = ns.run(move || -> Result<_> {
-            Ok((packet_socket(&a)?, packet_socket(&a)?, packet_socket(&b)?, packet_socket(&b)?))
+            Ok((
+                packet_socket(&a)?,
+                packet_socket(&a)?,
+                packet_socket(&b)?,
+                packet_socket(&b)?,
+            ))
         })??;
         let (a_rx, a_tx, b_rx, b_tx) = socks;
         let stop = Arc::new(AtomicBool::new(false));
@@ -165,9 +190,18 @@ impl ImpairedLink {
         let (s1, c1) = (stop.clone(), counters.clone());
         threads.push(std::thread::spawn(move || forward(a_rx, b_tx, imp, s1, c1)));
         let (s2, c2) = (stop.clone(), counters.clone());
-        let imp2 = Impairment { seed: imp.seed.rotate_left(17) ^ 0x5555, ..imp };
-        threads.push(std::thread::spawn(move || forward(b_rx, a_tx, imp2, s2, c2)));
-        Ok(ImpairedLink { stop, threads, counters })
+        let imp2 = Impairment {
+            seed: imp.seed.rotate_left(17) ^ 0x5555,
+            ..imp
+        };
+        threads.push(std::thread::spawn(move || {
+            forward(b_rx, a_tx, imp2, s2, c2)
+        }));
+        Ok(ImpairedLink {
+            stop,
+            threads,
+            counters,
+        })
     }
 }
 
