@@ -433,6 +433,7 @@ mod tests {
         s.svg(&path).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         let _ = std::fs::remove_file(&path);
-        assert!(svg.contains("<svg") && svg.contains("row2"));
+        // Bars are labelled by row number; the table maps numbers to names.
+        assert!(svg.contains("<svg") && svg.contains("row 2"));
     }
 }
