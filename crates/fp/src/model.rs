@@ -146,11 +146,19 @@ impl Model {
     pub fn plan(&self) -> Plan {
         let mut plan = Plan::default();
         for l in self.links.values() {
-            if self.eligible(l).is_err() || !l.up {
+            if self.eligible(l).is_err() {
                 continue;
             }
-            plan.tx_ports.push(l.index);
+            // A down link keeps its program: it receives nothing while down, and an XDP
+            // attachment survives admin down/up, so going down and coming back are a tx-port
+            // map update (microseconds) instead of a detach and a verifier load (milliseconds).
+            // It only stops being a redirect target; traffic routed to it goes to the kernel.
             let mut notes = Vec::new();
+            if l.up {
+                plan.tx_ports.push(l.index);
+            } else {
+                notes.push("link down: not a redirect target".to_string());
+            }
             let mut f = Features {
                 mac: l.mac.unwrap_or_default(),
                 ..Features::default()
@@ -296,13 +304,18 @@ mod tests {
     }
 
     #[test]
-    fn link_down_and_delete_leave_the_plan() {
+    fn link_down_leaves_the_tx_ports_and_delete_leaves_the_plan() {
         let mut m = forwarding_model();
         let mut l = link(3, "d1");
         l.up = false;
         assert!(m.apply(&Event::LinkNew(l)));
-        assert_eq!(m.plan().tx_ports, vec![2]);
+        let p = m.plan();
+        assert_eq!(p.tx_ports, vec![2]);
+        assert!(p.ports.contains_key(&3), "a down link stays attached");
+        assert!(p.ports[&3].notes.iter().any(|n| n.contains("link down")));
         assert!(m.apply(&Event::LinkDel(2)));
+        assert_eq!(m.plan().ports.keys().copied().collect::<Vec<_>>(), vec![3]);
+        assert!(m.apply(&Event::LinkDel(3)));
         assert!(m.plan().ports.is_empty());
         assert!(!m.apply(&Event::Route));
     }

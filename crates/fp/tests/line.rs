@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use wirespeed_fp::daemon::Status;
 
 #[test]
 fn routes_fifty_prefixes_and_follows_changes() {
@@ -93,12 +94,18 @@ fn routes_fifty_prefixes_and_follows_changes() {
     assert!(ping(&lab.src, "198.19.3.1"));
     d.wait_for("fast path again", |s| forwarded(s, "d0") > before);
 
-    // Link down: the port leaves the plan; back up, traffic flows again.
+    // Link down: the port stays attached but stops being a redirect target; back up, it is
+    // one again and traffic flows.
+    let d1_down = |s: &Status| {
+        s.ports
+            .iter()
+            .any(|p| p.name == "d1" && p.notes.iter().any(|n| n.contains("link down")))
+    };
     lab.dut.ip(&["link", "set", "d1", "down"]).unwrap();
-    d.wait_for("d1 detached", |s| s.ports.len() == 1);
+    d.wait_for("d1 not a tx port", |s| d1_down(s) && s.ports.len() == 2);
     assert!(!ping_once(&lab.src, "198.19.1.1"));
     lab.dut.ip(&["link", "set", "d1", "up"]).unwrap();
-    d.wait_for("d1 attached", |s| s.ports.len() == 2);
+    d.wait_for("d1 a tx port again", |s| !d1_down(s) && s.ports.len() == 2);
     // The kernel flushed the routes through d1 when it went down; put one back.
     lab.dut
         .ip(&["route", "replace", "198.19.1.0/24", "via", "198.18.1.2"])
