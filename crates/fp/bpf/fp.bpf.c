@@ -11,6 +11,7 @@
 #include "fp_stats.h"
 #include "fp_parse.h"
 #include "fp_router.h"
+#include "fp_bridge.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -25,6 +26,15 @@ int fp_xdp(struct xdp_md *ctx)
 	enum router_verdict v = RT_PASS;
 	__u32 oif = 0;
 
+	/* A bridge port: bridging is all this port's traffic may get from the fast path; what
+	 * the bridge module passes (local delivery included) is the kernel's. */
+	if (cfg_bridge) {
+		oif = bridge_xdp(ctx, &why);
+		count(why);
+		if (oif)
+			return bpf_redirect_map(&tx_ports, oif, XDP_DROP);
+		return XDP_PASS;
+	}
 	if (parse_eth(&p) < 0) {
 		count(FP_PASS_BAD_HEADER);
 		return XDP_PASS;
@@ -64,4 +74,21 @@ int fp_xdp(struct xdp_md *ctx)
 	if (v == RT_DROP)
 		return XDP_DROP;
 	return XDP_PASS;
+}
+
+/* The same modules at TC ingress, for ports whose frames end in local sockets or containers
+ * (the veths of a pod network): a TC redirect transmits into a veth like the bridge does,
+ * while an XDP redirect would need a program or NAPI on the peer inside the container. */
+SEC("tc")
+int fp_tc(struct __sk_buff *skb)
+{
+	enum fp_reason why = FP_PASS_DISABLED;
+	__u32 oif = 0;
+
+	if (cfg_bridge)
+		oif = bridge_tc(skb, &why);
+	count(why);
+	if (oif)
+		return bpf_redirect(oif, 0);
+	return TC_ACT_OK;
 }

@@ -52,6 +52,7 @@ const volatile __u8 cfg_router_v4 = 0;
 const volatile __u8 cfg_router_v6 = 0;
 const volatile __u8 cfg_filter_v4 = 0;
 const volatile __u8 cfg_filter_v6 = 0;
+const volatile __u8 cfg_bridge = 0;
 /* The MAC of the interface the program is attached to: frames addressed elsewhere are the
  * kernel's to drop or flood. */
 const volatile __u8 cfg_if_mac[ETH_ALEN] = {};

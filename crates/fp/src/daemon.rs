@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use crate::counters::Counters;
 use crate::error::{io, Error, Result};
 use crate::filter::{FamilyFilter, FilterPlan, IpsetInfo, Tables};
-use crate::loader::{self, Attachment, Features, Hook, Program};
-use crate::model::{Event, Model, Plan};
+use crate::loader::{self, Attachment, BridgeMaps, Features, Hook, Program};
+use crate::model::{BridgeHook, Event, FdbKey, Model, Plan};
 use crate::netlink::{self, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
 
 pub const STATUS_DIR: &str = "/run/wirespeed/fp";
@@ -57,6 +57,7 @@ pub struct Config {
     /// Serve only these interfaces (None: every eligible one).
     pub only: Option<Vec<String>>,
     pub status_path: PathBuf,
+    pub bridge_hook: BridgeHook,
 }
 
 impl Default for Config {
@@ -64,6 +65,7 @@ impl Default for Config {
         Config {
             only: None,
             status_path: default_status_path(),
+            bridge_hook: BridgeHook::Auto,
         }
     }
 }
@@ -148,6 +150,15 @@ pub struct Daemon {
     ipset_text: String,
     /// The last `nft -j list ruleset` and what its `-m set` matches resolved to.
     last_ruleset: Option<(String, IpsetInfo)>,
+    /// The bridge module's tables, shared by every port's program.
+    bridge_maps: BridgeMaps,
+    applied_fdb: BTreeMap<FdbKey, u32>,
+    /// br_netfilter makes iptables see bridged frames.
+    br_netfilter: bool,
+    /// The ruleset has bridge or netdev family tables.
+    l2_tables: bool,
+    /// The ruleset has ip, ip6, inet or arp tables (what br_netfilter would run).
+    l3_tables: bool,
 }
 
 fn read_sysctl(path: &str) -> Option<u32> {
@@ -218,9 +229,20 @@ impl Daemon {
             only: cfg.only.clone(),
             ..Model::default()
         };
+        // One program's bridge maps become everyone's (loading the program verifies it too).
+        let bridge_maps = Program::load(&Features::default())?.maps.bridge.share()?;
+        let model = Model {
+            bridge_hook: cfg.bridge_hook,
+            ..model
+        };
         Ok(Daemon {
             cfg,
             model,
+            bridge_maps,
+            applied_fdb: BTreeMap::new(),
+            br_netfilter: false,
+            l2_tables: false,
+            l3_tables: false,
             ports: BTreeMap::new(),
             responses: VecDeque::new(),
             errors: Vec::new(),
@@ -238,6 +260,28 @@ impl Daemon {
         let links = netlink::dump_links(&mut self.dump)?;
         self.model.links = links.into_iter().map(|l| (l.index, l)).collect();
         Ok(())
+    }
+
+    fn sync_bridge(&mut self) -> Result<()> {
+        let ports = netlink::dump_bridge_ports(&mut self.dump)?;
+        self.model.bridge_ports = ports.into_iter().map(|p| (p.index, p)).collect();
+        let fdb = netlink::dump_fdb(&mut self.dump)?;
+        self.model.fdb = fdb.into_iter().map(|e| (e.key, e.port)).collect();
+        Ok(())
+    }
+
+    /// Whether anything makes the kernel filter bridged frames.
+    fn update_bridge_kernel(&mut self) {
+        // br_netfilter (built in, on by default) hands bridged frames to the IP hooks; with no
+        // table there, nothing sees them and the bridge's behaviour is unchanged.
+        let l3 = self.l3_tables || self.legacy.0 || self.legacy.1;
+        self.model.bridge_kernel = if self.br_netfilter && l3 {
+            Some("br_netfilter passes bridged frames through the IP tables".into())
+        } else if self.l2_tables {
+            Some("nftables bridge or netdev tables".into())
+        } else {
+            None
+        };
     }
 
     fn sync_rules(&mut self, family: u8) -> Result<()> {
@@ -263,11 +307,21 @@ impl Daemon {
             s.rp_filter.insert(l.name.clone(), rp);
         }
         s.v6_forwarding = read_sysctl("/proc/sys/net/ipv6/conf/all/forwarding") == Some(1);
+        self.br_netfilter = [
+            "/proc/sys/net/bridge/bridge-nf-call-iptables",
+            "/proc/sys/net/bridge/bridge-nf-call-ip6tables",
+            "/proc/sys/net/bridge/bridge-nf-call-arptables",
+        ]
+        .iter()
+        .any(|p| read_sysctl(p) == Some(1));
+        self.update_bridge_kernel();
     }
 
     fn sync_filter(&mut self) -> Result<()> {
         self.legacy = legacy_tables();
         let json = nft_ruleset()?;
+        (self.l2_tables, self.l3_tables) = table_families(&json);
+        self.update_bridge_kernel();
         let mut info = IpsetInfo::default();
         self.uses_ipset = json.contains("\"xt\"");
         if self.uses_ipset {
@@ -303,10 +357,13 @@ impl Daemon {
         self.sync_rules(2)?;
         self.sync_rules(10)?;
         self.sync_sysctls();
+        self.sync_bridge()?;
         if let Err(e) = self.sync_filter() {
             // Unknown filter state: nothing may be fast-pathed past it.
             self.model.filter.v4 = FamilyFilter::Kernel(e.to_string());
             self.model.filter.v6 = FamilyFilter::Kernel(e.to_string());
+            self.l2_tables = true;
+            self.update_bridge_kernel();
         }
         Ok(())
     }
@@ -319,18 +376,85 @@ impl Daemon {
             .map(|l| l.index)
     }
 
+    /// Writes the FDB changes since the last call; true when there were any.
+    fn write_fdb(&mut self) -> bool {
+        let mut errs = Vec::new();
+        let mut changed = false;
+        for (k, port) in &self.model.fdb {
+            if self.applied_fdb.get(k) != Some(port) {
+                changed = true;
+                if let Err(e) = self.bridge_maps.set_fdb(k, *port) {
+                    errs.push(e.to_string());
+                }
+            }
+        }
+        for k in self.applied_fdb.keys() {
+            if !self.model.fdb.contains_key(k) {
+                changed = true;
+                self.bridge_maps.del_fdb(k);
+            }
+        }
+        self.applied_fdb = self.model.fdb.clone();
+        for e in errs {
+            self.note_error(e);
+        }
+        changed
+    }
+
+    /// Writes the bridge port and VLAN tables of `plan`: additions first, so that a frame
+    /// never meets a port whose VLANs are not there yet; a missing entry only means "pass".
+    fn write_bridge_tables(&mut self, plan: &Plan) {
+        let mut errs = Vec::new();
+        let b = &self.bridge_maps;
+        for ((idx, vid), flags) in &plan.bridge_vlans {
+            if self.applied.bridge_vlans.get(&(*idx, *vid)) != Some(flags) {
+                if let Err(e) = b.set_vlan(*idx, *vid, *flags) {
+                    errs.push(e.to_string());
+                }
+            }
+        }
+        for (idx, p) in &plan.bridge_ports {
+            if self.applied.bridge_ports.get(idx) != Some(p) {
+                if let Err(e) = b.set_port(*idx, p) {
+                    errs.push(e.to_string());
+                }
+            }
+        }
+        for idx in self.applied.bridge_ports.keys() {
+            if !plan.bridge_ports.contains_key(idx) {
+                b.del_port(*idx);
+            }
+        }
+        for (idx, vid) in self.applied.bridge_vlans.keys() {
+            if !plan.bridge_vlans.contains_key(&(*idx, *vid)) {
+                b.del_vlan(*idx, *vid);
+            }
+        }
+        for e in errs {
+            self.note_error(e);
+        }
+    }
+
     /// Makes the attached programs match the plan. Returns what it did.
     fn reconcile(&mut self) -> &'static str {
         let plan = self.model.plan();
+        let fdb_changed = self.write_fdb();
         if plan == self.applied
             && self.model.filter == self.applied_filter
             && self.ports.keys().eq(plan.ports.keys())
         {
-            return "none";
+            return if fdb_changed { "maps" } else { "none" };
         }
         let mut action = "maps";
+        self.write_bridge_tables(&plan);
         let before = self.ports.len();
-        self.ports.retain(|idx, _| plan.ports.contains_key(idx));
+        // A program cannot move between XDP and TC through its link: a port changing hooks
+        // is detached here and attached afresh below.
+        self.ports.retain(|idx, port| {
+            plan.ports
+                .get(idx)
+                .is_some_and(|pp| pp.features.tc == port.prog.features.tc)
+        });
         if self.ports.len() != before {
             action = "detach";
         }
@@ -354,7 +478,7 @@ impl Daemon {
                         let (prog, old_tables) =
                             match port.spare.iter().position(|(p, _)| p.features == f) {
                                 Some(i) => port.spare.swap_remove(i),
-                                None => (Program::load(&f)?, None),
+                                None => (Program::load_shared(&f, Some(&self.bridge_maps))?, None),
                             };
                         prog.set_off(pp.off_v4, pp.off_v6)?;
                         prog.set_tx_ports(&plan.tx_ports)?;
@@ -376,14 +500,20 @@ impl Daemon {
                         action = "swap";
                     }
                     None => {
-                        loader::remove_stale_xdp(*idx);
-                        let prog = Program::load(&f)?;
+                        if !f.tc {
+                            loader::remove_stale_xdp(*idx);
+                        }
+                        let prog = Program::load_shared(&f, Some(&self.bridge_maps))?;
                         prog.set_off(pp.off_v4, pp.off_v6)?;
                         prog.set_tx_ports(&plan.tx_ports)?;
                         if let Some(t) = &tables {
                             prog.write_filter(t)?;
                         }
-                        let att = Attachment::xdp(&prog, *idx)?;
+                        let att = if f.tc {
+                            Attachment::tc(&prog, *idx)?
+                        } else {
+                            Attachment::xdp(&prog, *idx)?
+                        };
                         self.ports.insert(
                             *idx,
                             Port {
@@ -445,12 +575,19 @@ impl Daemon {
                 maps.insert("filter_port_entries".into(), t.sport.len() + t.dport.len());
             }
             let features: Features = p.prog.features;
+            if features.bridge {
+                let (ports, vlans, fdb) = self.bridge_maps.counts();
+                maps.insert("bridge_ports".into(), ports);
+                maps.insert("bridge_vlans".into(), vlans);
+                maps.insert("bridge_fdb".into(), fdb);
+            }
             ports.push(PortStatus {
                 ifindex: *idx,
                 name: p.name.clone(),
                 hook: match p.att.hook {
                     Hook::XdpNative => "xdp (native)".into(),
                     Hook::XdpGeneric => "xdp (generic)".into(),
+                    Hook::Tc => "tc (ingress)".into(),
                 },
                 modules: {
                     let pp = plan.ports.get(idx);
@@ -549,6 +686,8 @@ impl Daemon {
             let mut changed = false;
             let mut resync = false;
             let (mut rules4, mut rules6, mut sysctls, mut filter) = (false, false, false, false);
+            let mut bridge = false;
+            let mut fdb = false;
             while let Some(n) = events.recv(&mut buf)? {
                 if n == 0 {
                     resync = true; // overrun: events were lost
@@ -563,7 +702,12 @@ impl Daemon {
                     match ev {
                         Event::Rules { family: 2 } => rules4 = true,
                         Event::Rules { .. } => rules6 = true,
-                        Event::Netconf | Event::LinkNew(_) => sysctls = true,
+                        Event::Netconf | Event::LinkNew(_) => {
+                            sysctls = true;
+                            bridge = true;
+                        }
+                        Event::Bridge => bridge = true,
+                        Event::Fdb { .. } => fdb = true,
                         _ => {}
                     }
                 }
@@ -614,6 +758,11 @@ impl Daemon {
                 if sysctls {
                     self.sync_sysctls();
                 }
+                if bridge {
+                    // Port state and VLANs come only from a dump; the FDB rides along, as
+                    // a port leaving flushes its entries.
+                    self.sync_bridge()?;
+                }
                 if let Some(text) = members.take() {
                     filter = true;
                     if let Err(e) = self.sync_ipset_members(text) {
@@ -631,7 +780,7 @@ impl Daemon {
             if let Err(e) = res {
                 self.note_error(e.to_string());
             }
-            changed |= resync || rules4 || rules6 || sysctls || filter;
+            changed |= resync || rules4 || rules6 || sysctls || filter || bridge || fdb;
             if !kinds.is_empty() {
                 kinds.dedup();
                 let action = if changed { self.reconcile() } else { "none" };
@@ -648,6 +797,30 @@ impl Daemon {
         let _ = write_status_file(&self.cfg.status_path, &status);
         Ok(())
     }
+}
+
+/// Which table families a `nft -j list ruleset` output has: (bridge or netdev, which see
+/// frames before or inside the bridge; ip, ip6, inet or arp, which br_netfilter runs bridged
+/// frames through). Unreadable output counts as both.
+fn table_families(json: &str) -> (bool, bool) {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+        return (true, true);
+    };
+    let families: Vec<String> = v
+        .get("nftables")
+        .and_then(|a| a.as_array())
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|it| it.get("table")?.get("family")?.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let has = |set: &[&str]| families.iter().any(|f| set.contains(&f.as_str()));
+    (
+        has(&["bridge", "netdev"]),
+        has(&["ip", "ip6", "inet", "arp"]),
+    )
 }
 
 pub fn write_status_file(path: &Path, status: &Status) -> Result<()> {

@@ -24,6 +24,10 @@ pub struct Features {
     pub policy_drop_v6: bool,
     /// Filter fields some rule constrains (filter::FIELD_*): the others cost no lookup.
     pub filter_fields: u8,
+    /// The bridge module: this port belongs to a Linux bridge.
+    pub bridge: bool,
+    /// The program runs at TC ingress (fp_tc) instead of XDP (fp_xdp).
+    pub tc: bool,
     /// MAC of the interface the program serves; frames to other MACs go to the kernel.
     #[serde(skip)]
     pub mac: [u8; 6],
@@ -32,6 +36,9 @@ pub struct Features {
 impl Features {
     pub fn modules(&self) -> Vec<&'static str> {
         let mut m = Vec::new();
+        if self.bridge {
+            m.push("bridge");
+        }
         if self.router_v4 {
             m.push("router4");
         }
@@ -64,6 +71,91 @@ pub struct Maps {
     pub f_actions: MapHandle,
     pub f_paused: MapHandle,
     pub ctl: MapHandle,
+    pub bridge: BridgeMaps,
+}
+
+/// The bridge module's tables. One set serves every port's program (libbpf map reuse): the
+/// FDB is written once, whichever port a frame arrives on.
+pub struct BridgeMaps {
+    pub ports: MapHandle,
+    pub vlans: MapHandle,
+    pub fdb: MapHandle,
+}
+
+fn upd(map: &MapHandle, k: &[u8], v: &[u8], what: &str) -> Result<()> {
+    map.update(k, v, MapFlags::ANY)
+        .map_err(bpf(format!("update {what}")))
+}
+
+fn fdb_key(k: &crate::model::FdbKey) -> [u8; 12] {
+    let mut b = [0u8; 12];
+    b[..4].copy_from_slice(&k.bridge.to_ne_bytes());
+    b[4..6].copy_from_slice(&k.vid.to_ne_bytes());
+    b[6..].copy_from_slice(&k.mac);
+    b
+}
+
+fn vlan_key(ifindex: u32, vid: u16) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&ifindex.to_ne_bytes());
+    b[4..6].copy_from_slice(&vid.to_ne_bytes());
+    b
+}
+
+impl BridgeMaps {
+    pub fn set_port(&self, ifindex: u32, p: &crate::model::BrPortVal) -> Result<()> {
+        // struct br_port { u32 bridge; u32 mtu; u16 pvid; u8 state; u8 vlan_filtering; }
+        let mut v = [0u8; 12];
+        v[..4].copy_from_slice(&p.bridge.to_ne_bytes());
+        v[4..8].copy_from_slice(&p.mtu.to_ne_bytes());
+        v[8..10].copy_from_slice(&p.pvid.to_ne_bytes());
+        v[10] = p.state;
+        v[11] = p.vlan_filtering as u8;
+        upd(&self.ports, &ifindex.to_ne_bytes(), &v, "br_ports")
+    }
+
+    pub fn del_port(&self, ifindex: u32) {
+        let _ = self.ports.delete(&ifindex.to_ne_bytes());
+    }
+
+    pub fn set_vlan(&self, ifindex: u32, vid: u16, flags: u16) -> Result<()> {
+        upd(
+            &self.vlans,
+            &vlan_key(ifindex, vid),
+            &flags.to_ne_bytes(),
+            "br_vlans",
+        )
+    }
+
+    pub fn del_vlan(&self, ifindex: u32, vid: u16) {
+        let _ = self.vlans.delete(&vlan_key(ifindex, vid));
+    }
+
+    pub fn set_fdb(&self, k: &crate::model::FdbKey, port: u32) -> Result<()> {
+        upd(&self.fdb, &fdb_key(k), &port.to_ne_bytes(), "br_fdb")
+    }
+
+    pub fn del_fdb(&self, k: &crate::model::FdbKey) {
+        let _ = self.fdb.delete(&fdb_key(k));
+    }
+
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (
+            self.ports.keys().count(),
+            self.vlans.keys().count(),
+            self.fdb.keys().count(),
+        )
+    }
+
+    /// Another handle set on the same maps.
+    pub fn share(&self) -> Result<BridgeMaps> {
+        let dup = |m: &MapHandle, n: &str| MapHandle::try_from(m).map_err(bpf(format!("dup {n}")));
+        Ok(BridgeMaps {
+            ports: dup(&self.ports, "br_ports")?,
+            vlans: dup(&self.vlans, "br_vlans")?,
+            fdb: dup(&self.fdb, "br_fdb")?,
+        })
+    }
 }
 
 /// A loaded (verified) program, not yet attached anywhere.
@@ -86,10 +178,30 @@ impl Program {
     /// Opens the object, writes the constants, loads it (the verifier drops the code of the
     /// modules switched off) and keeps owned handles to its program and maps.
     pub fn load(features: &Features) -> Result<Program> {
+        Self::load_shared(features, None)
+    }
+
+    /// As `load`, with the bridge tables of `bridge` instead of fresh ones.
+    pub fn load_shared(features: &Features, bridge: Option<&BridgeMaps>) -> Result<Program> {
         let mut storage = MaybeUninit::uninit();
         let mut open = FpSkelBuilder::default()
             .open(&mut storage)
             .map_err(bpf("open fp object"))?;
+        if let Some(b) = bridge {
+            let m = &mut open.maps;
+            m.br_ports
+                .reuse_fd(b.ports.as_fd())
+                .map_err(bpf("reuse br_ports"))?;
+            m.br_vlans
+                .reuse_fd(b.vlans.as_fd())
+                .map_err(bpf("reuse br_vlans"))?;
+            m.br_fdb
+                .reuse_fd(b.fdb.as_fd())
+                .map_err(bpf("reuse br_fdb"))?;
+        }
+        // Only the program for this port's hook is verified and loaded.
+        open.progs.fp_xdp.set_autoload(!features.tc);
+        open.progs.fp_tc.set_autoload(features.tc);
         let ro = &mut open.maps.rodata_data;
         ro.cfg_router_v4 = features.router_v4 as u8;
         ro.cfg_router_v6 = features.router_v6 as u8;
@@ -99,13 +211,14 @@ impl Program {
         ro.cfg_filter_policy_drop_v6 = features.policy_drop_v6 as u8;
         ro.cfg_if_mac = features.mac;
         ro.cfg_filter_fields = features.filter_fields;
+        ro.cfg_bridge = features.bridge as u8;
         let skel = open.load().map_err(bpf("load fp program (verifier)"))?;
-        let fd = skel
-            .progs
-            .fp_xdp
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(io("dup program fd"))?;
+        let prog = if features.tc {
+            skel.progs.fp_tc.as_fd()
+        } else {
+            skel.progs.fp_xdp.as_fd()
+        };
+        let fd = prog.try_clone_to_owned().map_err(io("dup program fd"))?;
         let m = &skel.maps;
         let maps = Maps {
             tx_ports: handle(&m.tx_ports, "tx_ports")?,
@@ -122,6 +235,11 @@ impl Program {
             f_actions: handle(&m.f_actions, "f_actions")?,
             f_paused: handle(&m.f_paused, "f_paused")?,
             ctl: handle(&m.ctl, "ctl")?,
+            bridge: BridgeMaps {
+                ports: handle(&m.br_ports, "br_ports")?,
+                vlans: handle(&m.br_vlans, "br_vlans")?,
+                fdb: handle(&m.br_fdb, "br_fdb")?,
+            },
         };
         // The skeleton (and its object) drops here; the program and maps live on through the
         // fds we hold and, once attached, through the link.
@@ -231,6 +349,8 @@ impl Program {
 pub enum Hook {
     XdpNative,
     XdpGeneric,
+    /// TC ingress through a tcx link.
+    Tc,
 }
 
 /// An attachment through a BPF link: closing it detaches the program.
@@ -269,6 +389,36 @@ impl Attachment {
                 })
             }
         }
+    }
+
+    /// Attaches `prog` (an fp_tc program) at TC ingress on `ifindex` through a tcx link, in
+    /// front of any classifier already there.
+    pub fn tc(prog: &Program, ifindex: u32) -> Result<Attachment> {
+        // SAFETY: zeroed is a valid bpf_link_create_opts.
+        let mut opts: libbpf_rs::libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
+        opts.sz = std::mem::size_of_val(&opts) as _;
+        opts.flags = libbpf_rs::libbpf_sys::BPF_F_BEFORE;
+        // SAFETY: plain syscall wrapper; the program fd is valid, opts lives across the call.
+        let fd = unsafe {
+            libbpf_rs::libbpf_sys::bpf_link_create(
+                prog.fd.as_raw_fd(),
+                ifindex as i32,
+                libbpf_rs::libbpf_sys::BPF_TCX_INGRESS,
+                &opts,
+            )
+        };
+        if fd < 0 {
+            return Err(Error::Io {
+                what: format!("attach TC ingress (tcx) to ifindex {ifindex}"),
+                err: std::io::Error::from_raw_os_error(-fd),
+            });
+        }
+        Ok(Attachment {
+            // SAFETY: bpf_link_create returned a new fd that nothing else owns.
+            link: unsafe { OwnedFd::from_raw_fd(fd) },
+            ifindex,
+            hook: Hook::Tc,
+        })
     }
 
     fn xdp_mode(

@@ -19,6 +19,67 @@ pub struct Link {
     pub master: Option<u32>,
     pub up: bool,
     pub loopback: bool,
+    /// For a bridge device: its VLAN settings.
+    pub bridge: Option<BridgeAttrs>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct BridgeAttrs {
+    pub vlan_filtering: bool,
+    /// EtherType of the bridge's tags (0x8100 802.1Q, 0x88a8 802.1ad).
+    pub vlan_protocol: u16,
+}
+
+/// A bridge port as the bridge sees it (the AF_BRIDGE link dump).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BridgePort {
+    pub index: u32,
+    pub bridge: u32,
+    pub mtu: u32,
+    /// STP state (BR_STATE_*: 3 is forwarding).
+    pub state: u8,
+    /// VLAN id -> BRIDGE_VLAN_INFO_* flags.
+    pub vlans: BTreeMap<u16, u16>,
+    /// Port features the bridge module does not implement (isolated, locked, ...).
+    pub unsupported: Vec<&'static str>,
+}
+
+pub const BR_STATE_FORWARDING: u8 = 3;
+pub const BRIDGE_VLAN_INFO_PVID: u16 = 1 << 1;
+pub const BRIDGE_VLAN_INFO_UNTAGGED: u16 = 1 << 2;
+
+/// One FDB entry: (bridge, vid, MAC) -> port ifindex, 0 when the MAC is local to the bridge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FdbKey {
+    pub bridge: u32,
+    pub vid: u16,
+    pub mac: [u8; 6],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdbEntry {
+    pub key: FdbKey,
+    pub port: u32,
+}
+
+/// Which hook bridge ports get.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BridgeHook {
+    /// TC where a port of the bridge is a veth (its frames end in a container), else XDP.
+    #[default]
+    Auto,
+    Xdp,
+    Tc,
+}
+
+/// The br_ports map value: what the program needs to know about a served port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BrPortVal {
+    pub bridge: u32,
+    pub mtu: u32,
+    pub pvid: u16,
+    pub state: u8,
+    pub vlan_filtering: bool,
 }
 
 /// A policy routing rule, as far as telling the kernel's defaults from the rest goes.
@@ -38,12 +99,20 @@ pub struct RuleKey {
 pub enum Event {
     LinkNew(Link),
     LinkDel(u32),
-    Rules { family: u8 },
+    Rules {
+        family: u8,
+    },
     Netconf,
     Route,
     Addr,
     Neigh,
     Nft,
+    /// A bridge port's state or VLANs changed: resynced from a dump.
+    Bridge,
+    Fdb {
+        add: bool,
+        entry: FdbEntry,
+    },
 }
 
 impl Event {
@@ -57,6 +126,8 @@ impl Event {
             Event::Addr => "addr",
             Event::Neigh => "neigh",
             Event::Nft => "nftables",
+            Event::Bridge => "bridge",
+            Event::Fdb { .. } => "fdb",
         }
     }
 }
@@ -81,6 +152,12 @@ pub struct Model {
     pub filter: FilterPlan,
     /// Interfaces to serve by name; None: every eligible one.
     pub only: Option<Vec<String>>,
+    pub bridge_ports: BTreeMap<u32, BridgePort>,
+    pub fdb: BTreeMap<FdbKey, u32>,
+    pub bridge_hook: BridgeHook,
+    /// Why bridged traffic must stay in the kernel whatever the bridge (br_netfilter, bridge
+    /// or netdev nftables tables); None: it may be fast-pathed.
+    pub bridge_kernel: Option<String>,
 }
 
 /// What one interface should run.
@@ -101,6 +178,9 @@ pub struct Plan {
     pub ports: BTreeMap<u32, PortPlan>,
     /// Interfaces the router may redirect to.
     pub tx_ports: Vec<u32>,
+    /// The bridge module's port table and VLAN membership ((port, vid) -> flags).
+    pub bridge_ports: BTreeMap<u32, BrPortVal>,
+    pub bridge_vlans: BTreeMap<(u32, u16), u16>,
 }
 
 impl Model {
@@ -116,7 +196,111 @@ impl Model {
             // Resynced by the watcher (rule dumps, sysctls, ruleset), which then sets fields.
             Event::Rules { .. } | Event::Netconf | Event::Nft => true,
             Event::Route | Event::Addr | Event::Neigh => false,
+            Event::Bridge => true,
+            Event::Fdb { add, entry } => {
+                if *add {
+                    self.fdb.insert(entry.key, entry.port);
+                } else {
+                    self.fdb.remove(&entry.key);
+                }
+                false
+            }
         }
+    }
+
+    /// Why the bridge module must not forward for bridge port `l`, if it must not.
+    fn bridge_off(&self, l: &Link, port: Option<&BridgePort>) -> Option<String> {
+        if let Some(why) = &self.bridge_kernel {
+            return Some(why.clone());
+        }
+        let br = l.master.and_then(|m| self.links.get(&m))?;
+        let attrs = br.bridge.unwrap_or_default();
+        if attrs.vlan_filtering && attrs.vlan_protocol != 0x8100 {
+            return Some(format!("VLAN protocol {:#06x}", attrs.vlan_protocol));
+        }
+        if !br.up {
+            return Some("bridge down".into());
+        }
+        let Some(port) = port else {
+            return Some("no bridge port state yet".into());
+        };
+        if !port.unsupported.is_empty() {
+            return Some(port.unsupported.join(", "));
+        }
+        if port.state != BR_STATE_FORWARDING {
+            return Some(format!("STP state {}", stp_state_name(port.state)));
+        }
+        None
+    }
+
+    fn hook_is_tc(&self, bridge: u32) -> bool {
+        match self.bridge_hook {
+            BridgeHook::Tc => true,
+            BridgeHook::Xdp => false,
+            BridgeHook::Auto => self
+                .links
+                .values()
+                .any(|p| p.master == Some(bridge) && p.kind == "veth"),
+        }
+    }
+
+    fn plan_bridge_port(&self, l: &Link, bridge: u32, plan: &mut Plan) {
+        let port = self.bridge_ports.get(&l.index);
+        let mut notes = Vec::new();
+        match self.bridge_off(l, port) {
+            Some(why) => notes.push(format!("bridge -> kernel: {why}")),
+            None => {
+                let port = port.expect("bridge_off checks the port");
+                let filtering = self
+                    .links
+                    .get(&bridge)
+                    .and_then(|b| b.bridge)
+                    .is_some_and(|b| b.vlan_filtering);
+                let pvid = port
+                    .vlans
+                    .iter()
+                    .find(|(_, f)| *f & BRIDGE_VLAN_INFO_PVID != 0)
+                    .map(|(v, _)| *v)
+                    .unwrap_or(0);
+                plan.bridge_ports.insert(
+                    l.index,
+                    BrPortVal {
+                        bridge,
+                        mtu: l.mtu,
+                        pvid,
+                        state: port.state,
+                        vlan_filtering: filtering,
+                    },
+                );
+                if filtering {
+                    for (vid, flags) in &port.vlans {
+                        plan.bridge_vlans.insert((l.index, *vid), *flags);
+                    }
+                }
+            }
+        }
+        if l.up {
+            plan.tx_ports.push(l.index);
+        } else {
+            notes.push("link down: not a redirect target".to_string());
+        }
+        let f = Features {
+            mac: l.mac.unwrap_or_default(),
+            bridge: true,
+            tc: self.hook_is_tc(bridge),
+            ..Features::default()
+        };
+        plan.ports.insert(
+            l.index,
+            PortPlan {
+                ifindex: l.index,
+                name: l.name.clone(),
+                features: f,
+                off_v4: false,
+                off_v6: false,
+                notes,
+            },
+        );
     }
 
     pub fn set_rules(&mut self, family: u8, rules: &[RuleKey]) {
@@ -132,8 +316,13 @@ impl Model {
         if l.loopback || l.mac.is_none() {
             return Err("not an Ethernet interface");
         }
-        if l.kind == "bridge" || l.master.is_some() {
-            return Err("bridge or bridge port: bridging stays in the kernel");
+        if l.kind == "bridge" {
+            return Err("a bridge device: its ports are served");
+        }
+        if let Some(m) = l.master {
+            if self.links.get(&m).map(|b| b.kind.as_str()) != Some("bridge") {
+                return Err("enslaved to a non-bridge master (bond, VRF, ...)");
+            }
         }
         if let Some(only) = &self.only {
             if !only.contains(&l.name) {
@@ -147,6 +336,10 @@ impl Model {
         let mut plan = Plan::default();
         for l in self.links.values() {
             if self.eligible(l).is_err() {
+                continue;
+            }
+            if let Some(bridge) = l.master {
+                self.plan_bridge_port(l, bridge, &mut plan);
                 continue;
             }
             // A down link keeps its program: it receives nothing while down, and an XDP
@@ -243,6 +436,17 @@ impl Model {
     }
 }
 
+pub fn stp_state_name(state: u8) -> &'static str {
+    match state {
+        0 => "disabled",
+        1 => "listening",
+        2 => "learning",
+        3 => "forwarding",
+        4 => "blocking",
+        _ => "unknown",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,6 +461,7 @@ mod tests {
             master: None,
             up: true,
             loopback: false,
+            bridge: None,
         }
     }
 

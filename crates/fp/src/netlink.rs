@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::error::{Error, Result};
-use crate::model::{Event, Link, RuleKey};
+use crate::model::{BridgeAttrs, BridgePort, Event, FdbEntry, FdbKey, Link, RuleKey};
 
 pub const NETLINK_ROUTE: i32 = 0;
 pub const NETLINK_NETFILTER: i32 = 12;
@@ -24,14 +24,17 @@ pub const RTM_DELNEIGH: u16 = 29;
 pub const RTM_NEWRULE: u16 = 32;
 pub const RTM_DELRULE: u16 = 33;
 pub const RTM_GETRULE: u16 = 34;
+pub const RTM_GETNEIGH: u16 = 30;
 pub const RTM_NEWNETCONF: u16 = 80;
+pub const RTM_NEWVLAN: u16 = 112;
+pub const RTM_DELVLAN: u16 = 113;
 pub const RTM_DELNETCONF: u16 = 81;
 
 const NLM_F_REQUEST: u16 = 1;
 const NLM_F_DUMP: u16 = 0x300;
 
 /// rtnetlink multicast groups the watcher joins (RTNLGRP_*).
-pub const ROUTE_GROUPS: [u32; 10] = [
+pub const ROUTE_GROUPS: [u32; 11] = [
     1,  // LINK
     3,  // NEIGH
     5,  // IPV4_IFADDR
@@ -42,6 +45,7 @@ pub const ROUTE_GROUPS: [u32; 10] = [
     19, // IPV6_RULE
     24, // IPV4_NETCONF
     25, // IPV6_NETCONF
+    33, // BRVLAN
 ];
 /// NFNLGRP_NFTABLES: every nftables ruleset change (iptables-nft included).
 pub const NFT_GROUP: u32 = 7;
@@ -52,6 +56,27 @@ const IFLA_MTU: u16 = 4;
 const IFLA_MASTER: u16 = 10;
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_INFO_KIND: u16 = 1;
+const IFLA_INFO_DATA: u16 = 2;
+const IFLA_PROTINFO: u16 = 12;
+const IFLA_AF_SPEC: u16 = 26;
+const IFLA_EXT_MASK: u16 = 29;
+const IFLA_BR_VLAN_FILTERING: u16 = 7;
+const IFLA_BR_VLAN_PROTOCOL: u16 = 8;
+const IFLA_BRPORT_STATE: u16 = 1;
+const IFLA_BRPORT_VLAN_TUNNEL: u16 = 29;
+const IFLA_BRPORT_BACKUP_PORT: u16 = 34;
+const IFLA_BRPORT_ISOLATED: u16 = 33;
+const IFLA_BRPORT_LOCKED: u16 = 39;
+const IFLA_BRPORT_MAB: u16 = 40;
+const IFLA_BRIDGE_VLAN_INFO: u16 = 2;
+const BRIDGE_VLAN_INFO_RANGE_BEGIN: u16 = 1 << 3;
+const BRIDGE_VLAN_INFO_RANGE_END: u16 = 1 << 4;
+const RTEXT_FILTER_BRVLAN: u32 = 1 << 1;
+pub const AF_BRIDGE: u8 = 7;
+const NDA_LLADDR: u16 = 2;
+const NDA_VLAN: u16 = 5;
+const NDA_MASTER: u16 = 9;
+const NUD_PERMANENT: u16 = 0x80;
 const IFF_UP: u32 = 1;
 const IFF_LOWER_UP: u32 = 1 << 16;
 const IFF_LOOPBACK: u32 = 1 << 3;
@@ -130,16 +155,121 @@ pub fn parse_link(payload: &[u8]) -> Option<Link> {
             IFLA_MTU => link.mtu = u32_of(v).unwrap_or(0),
             IFLA_MASTER => link.master = u32_of(v).filter(|m| *m != 0),
             IFLA_LINKINFO => {
+                let mut data = None;
                 for (ity, iv) in attrs(v) {
-                    if ity == IFLA_INFO_KIND {
-                        link.kind = cstr(iv);
+                    match ity {
+                        IFLA_INFO_KIND => link.kind = cstr(iv),
+                        IFLA_INFO_DATA => data = Some(iv),
+                        _ => {}
                     }
+                }
+                if let (Some(data), "bridge") = (data, link.kind.as_str()) {
+                    let mut b = BridgeAttrs {
+                        vlan_filtering: false,
+                        vlan_protocol: 0x8100,
+                    };
+                    for (bty, bv) in attrs(data) {
+                        match bty {
+                            IFLA_BR_VLAN_FILTERING => {
+                                b.vlan_filtering = bv.first().is_some_and(|x| *x != 0)
+                            }
+                            IFLA_BR_VLAN_PROTOCOL if bv.len() >= 2 => {
+                                b.vlan_protocol = u16::from_be_bytes([bv[0], bv[1]])
+                            }
+                            _ => {}
+                        }
+                    }
+                    link.bridge = Some(b);
                 }
             }
             _ => {}
         }
     }
     Some(link)
+}
+
+/// An AF_BRIDGE RTM_NEWLINK payload (a port as its bridge sees it) -> BridgePort. None for
+/// anything that is not a bridge port (the bridge device itself, other families).
+pub fn parse_bridge_port(payload: &[u8]) -> Option<BridgePort> {
+    if payload.len() < 16 || payload[0] != AF_BRIDGE {
+        return None;
+    }
+    let index = u32::try_from(i32::from_ne_bytes(payload[4..8].try_into().ok()?)).ok()?;
+    let mut port = BridgePort {
+        index,
+        ..BridgePort::default()
+    };
+    let mut range_start = None;
+    for (ty, v) in attrs(&payload[16..]) {
+        match ty {
+            IFLA_MASTER => port.bridge = u32_of(v).unwrap_or(0),
+            IFLA_MTU => port.mtu = u32_of(v).unwrap_or(0),
+            IFLA_PROTINFO => {
+                for (pty, pv) in attrs(v) {
+                    let on = pv.first().is_some_and(|x| *x != 0);
+                    match pty {
+                        IFLA_BRPORT_STATE => port.state = pv.first().copied().unwrap_or(0),
+                        IFLA_BRPORT_ISOLATED if on => port.unsupported.push("isolated"),
+                        IFLA_BRPORT_VLAN_TUNNEL if on => port.unsupported.push("vlan tunnel"),
+                        IFLA_BRPORT_LOCKED if on => port.unsupported.push("locked"),
+                        IFLA_BRPORT_MAB if on => port.unsupported.push("MAC authentication"),
+                        IFLA_BRPORT_BACKUP_PORT => port.unsupported.push("backup port"),
+                        _ => {}
+                    }
+                }
+            }
+            IFLA_AF_SPEC => {
+                for (aty, av) in attrs(v) {
+                    if aty != IFLA_BRIDGE_VLAN_INFO || av.len() < 4 {
+                        continue;
+                    }
+                    let flags = u16::from_ne_bytes([av[0], av[1]]);
+                    let vid = u16::from_ne_bytes([av[2], av[3]]) & 0x0fff;
+                    let keep = flags & !(BRIDGE_VLAN_INFO_RANGE_BEGIN | BRIDGE_VLAN_INFO_RANGE_END);
+                    if flags & BRIDGE_VLAN_INFO_RANGE_BEGIN != 0 {
+                        range_start = Some(vid);
+                    } else if flags & BRIDGE_VLAN_INFO_RANGE_END != 0 {
+                        for v in range_start.take().unwrap_or(vid)..=vid {
+                            port.vlans.insert(v, keep);
+                        }
+                    } else {
+                        port.vlans.insert(vid, keep);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    (port.bridge != 0 && port.bridge != index).then_some(port)
+}
+
+/// An AF_BRIDGE RTM_NEWNEIGH / RTM_DELNEIGH payload -> the bridge FDB entry. Entries that
+/// are not the bridge's own (a device's "self" addresses) are None.
+pub fn parse_fdb(payload: &[u8]) -> Option<FdbEntry> {
+    if payload.len() < 12 || payload[0] != AF_BRIDGE {
+        return None;
+    }
+    let ifindex = u32::try_from(i32::from_ne_bytes(payload[4..8].try_into().ok()?)).ok()?;
+    let state = u16::from_ne_bytes([payload[8], payload[9]]);
+    let (mut mac, mut vid, mut master) = (None, 0u16, None);
+    for (ty, v) in attrs(&payload[12..]) {
+        match ty {
+            NDA_LLADDR if v.len() == 6 => mac = v.try_into().ok(),
+            NDA_VLAN if v.len() >= 2 => vid = u16::from_ne_bytes([v[0], v[1]]) & 0x0fff,
+            NDA_MASTER => master = u32_of(v),
+            _ => {}
+        }
+    }
+    let bridge = master.filter(|m| *m != 0)?;
+    let local = state & NUD_PERMANENT != 0 || ifindex == bridge;
+    Some(FdbEntry {
+        key: FdbKey {
+            bridge,
+            vid,
+            mac: mac?,
+        },
+        port: if local { 0 } else { ifindex },
+    })
 }
 
 /// RTM_NEWRULE payload -> the rule's identity, and whether it is one of the kernel's default
@@ -179,8 +309,20 @@ pub fn parse_rule(payload: &[u8]) -> Option<RuleKey> {
 /// Classifies one event message; dumps of links and rules go through the same parsers.
 pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
     match msg.ty {
+        // The bridge reports its ports' STP state and VLANs as AF_BRIDGE link messages.
+        RTM_NEWLINK | RTM_DELLINK if msg.payload.first() == Some(&AF_BRIDGE) => Some(Event::Bridge),
+        RTM_NEWVLAN | RTM_DELVLAN => Some(Event::Bridge),
         RTM_NEWLINK => parse_link(msg.payload).map(Event::LinkNew),
         RTM_DELLINK => parse_link(msg.payload).map(|l| Event::LinkDel(l.index)),
+        RTM_NEWNEIGH | RTM_DELNEIGH if msg.payload.first() == Some(&AF_BRIDGE) => {
+            match parse_fdb(msg.payload) {
+                Some(entry) => Some(Event::Fdb {
+                    add: msg.ty == RTM_NEWNEIGH,
+                    entry,
+                }),
+                None => None,
+            }
+        }
         RTM_NEWRULE | RTM_DELRULE => {
             let family = *msg.payload.first()?;
             Some(Event::Rules { family })
@@ -361,6 +503,31 @@ pub fn dump_links(s: &mut Socket) -> Result<Vec<Link>> {
         .iter()
         .filter(|(t, _)| *t == RTM_NEWLINK)
         .filter_map(|(_, p)| parse_link(p))
+        .collect())
+}
+
+/// Dumps every bridge port's STP state and VLANs.
+pub fn dump_bridge_ports(s: &mut Socket) -> Result<Vec<BridgePort>> {
+    let mut req = vec![0u8; 16]; // ifinfomsg
+    req[0] = AF_BRIDGE;
+    req.extend_from_slice(&8u16.to_ne_bytes());
+    req.extend_from_slice(&IFLA_EXT_MASK.to_ne_bytes());
+    req.extend_from_slice(&RTEXT_FILTER_BRVLAN.to_ne_bytes());
+    Ok(s.dump(RTM_GETLINK, &req)?
+        .iter()
+        .filter(|(t, _)| *t == RTM_NEWLINK)
+        .filter_map(|(_, p)| parse_bridge_port(p))
+        .collect())
+}
+
+/// Dumps every bridge's FDB.
+pub fn dump_fdb(s: &mut Socket) -> Result<Vec<FdbEntry>> {
+    let mut req = vec![0u8; 12]; // ndmsg
+    req[0] = AF_BRIDGE;
+    Ok(s.dump(RTM_GETNEIGH, &req)?
+        .iter()
+        .filter(|(t, _)| *t == RTM_NEWNEIGH)
+        .filter_map(|(_, p)| parse_fdb(p))
         .collect())
 }
 

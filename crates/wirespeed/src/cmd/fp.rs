@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{bail, Context};
 use wirespeed_fp::daemon::{self, Config, Daemon};
+use wirespeed_fp::model::BridgeHook;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,6 +29,11 @@ enum Cmd {
         /// Allow attaching in the host's own network namespace (off: lab namespaces only).
         #[arg(long)]
         allow_host: bool,
+        /// Hook for bridge ports: `auto` puts a bridge's ports at TC ingress when one of
+        /// them is a veth (its frames end in a container, where an XDP redirect would need a
+        /// program on the peer), else at XDP; `xdp` and `tc` force one.
+        #[arg(long, value_enum, default_value_t = BridgeHookArg::Auto)]
+        bridge_hook: BridgeHookArg,
     },
     /// Per interface: hook, modules, map sizes, packets fast-pathed vs passed and why, and
     /// the response time from kernel event to updated data path.
@@ -39,6 +45,13 @@ enum Cmd {
         #[arg(long)]
         status: Option<PathBuf>,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BridgeHookArg {
+    Auto,
+    Xdp,
+    Tc,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -53,6 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             interfaces,
             status,
             allow_host,
+            bridge_hook,
         } => {
             if daemon::lab_netns().is_none() && !allow_host {
                 bail!(
@@ -68,6 +82,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let cfg = Config {
                 only: interfaces,
                 status_path: status.unwrap_or_else(daemon::default_status_path),
+                bridge_hook: match bridge_hook {
+                    BridgeHookArg::Auto => BridgeHook::Auto,
+                    BridgeHookArg::Xdp => BridgeHook::Xdp,
+                    BridgeHookArg::Tc => BridgeHook::Tc,
+                },
             };
             eprintln!(
                 "wirespeed fp: running; status in {}",

@@ -1,0 +1,268 @@
+/* Bridge module: forwards a frame between two ports of a Linux bridge when the kernel's FDB
+ * already knows where it goes, exactly as the bridge would. Everything the bridge would do
+ * more than one known-unicast forward (flood, learn, deliver locally, filter, drop) is the
+ * kernel's: the frame is passed. The decision is shared by the XDP and the TC hook; only the
+ * VLAN tag edits differ (in the packet at XDP, in skb metadata at TC). */
+#ifndef FP_BRIDGE_H
+#define FP_BRIDGE_H
+
+#define BR_STATE_FORWARDING 3
+#define BRIDGE_VLAN_INFO_UNTAGGED (1 << 2)
+#define VLAN_VID_MASK 0x0fff
+#define VLAN_HLEN 4
+
+/* One bridge port, keyed by its ifindex. Filled from the kernel's bridge port state. */
+struct br_port {
+	__u32 bridge;        /* ifindex of the bridge the port belongs to */
+	__u32 mtu;           /* the port's MTU: larger frames are the kernel's to drop */
+	__u16 pvid;          /* VLAN for untagged ingress (0: none, untagged is dropped) */
+	__u8 state;          /* STP state (BR_STATE_*) */
+	__u8 vlan_filtering; /* the bridge's vlan_filtering */
+};
+
+struct br_vlan_key {
+	__u32 ifindex;
+	__u16 vid;
+	__u16 pad;
+};
+
+struct br_fdb_key {
+	__u32 bridge;
+	__u16 vid; /* 0 on a bridge without vlan_filtering */
+	__u8 mac[ETH_ALEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct br_port);
+} br_ports SEC(".maps");
+
+/* Port VLAN membership; the value is the BRIDGE_VLAN_INFO_* flags. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct br_vlan_key);
+	__type(value, __u16);
+} br_vlans SEC(".maps");
+
+/* The kernel's FDB: where a MAC lives, as a port ifindex (0: local to the bridge). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct br_fdb_key);
+	__type(value, __u32);
+} br_fdb SEC(".maps");
+
+/* What the hook must do to the frame's tag on the way out. */
+enum br_tag {
+	BR_TAG_KEEP,
+	BR_TAG_POP,
+	BR_TAG_PUSH,
+};
+
+struct br_frame {
+	__u32 in_ifindex;
+	const __u8 *dmac;
+	const __u8 *smac;
+	__u32 l2_payload; /* bytes after the Ethernet header and any tag */
+	__u8 tagged;      /* an 802.1Q tag came with the frame */
+	__u16 vid;        /* its VID when tagged */
+};
+
+static __always_inline int mac_is_group(const __u8 *mac)
+{
+	return mac[0] & 1;
+}
+
+/* Returns the egress port, or 0 with *why set when the kernel must handle the frame. */
+static __always_inline __u32 bridge_decide(const struct br_frame *f, enum br_tag *tag, __u16 *vid_out)
+{
+	struct br_port *in, *out;
+	struct br_fdb_key k = {};
+	struct br_vlan_key vk = {};
+	__u32 *dst, *src, oif;
+	__u16 vid = 0, *vflags;
+
+	*tag = BR_TAG_KEEP;
+	in = bpf_map_lookup_elem(&br_ports, &f->in_ifindex);
+	if (!in || in->state != BR_STATE_FORWARDING)
+		return 0;
+	if (mac_is_group(f->dmac) || mac_is_group(f->smac))
+		return 0; /* flooding, multicast and invalid sources are the kernel's */
+	if (in->vlan_filtering) {
+		if (f->tagged)
+			vid = f->vid;
+		else
+			vid = in->pvid;
+		if (vid == 0)
+			return 0; /* priority-tagged or no PVID: the kernel decides */
+		vk.ifindex = f->in_ifindex;
+		vk.vid = vid;
+		if (!bpf_map_lookup_elem(&br_vlans, &vk))
+			return 0; /* ingress filtering drops it */
+	}
+	k.bridge = in->bridge;
+	k.vid = vid;
+	/* Learning stays with the kernel: a source it has not learned on this port (new, or
+	 * moved) goes to it, and the FDB event then brings the entry here. */
+	__builtin_memcpy(k.mac, f->smac, ETH_ALEN);
+	src = bpf_map_lookup_elem(&br_fdb, &k);
+	if (!src || *src != f->in_ifindex)
+		return 0;
+	__builtin_memcpy(k.mac, f->dmac, ETH_ALEN);
+	dst = bpf_map_lookup_elem(&br_fdb, &k);
+	if (!dst)
+		return 0; /* unknown unicast: the kernel floods */
+	oif = *dst;
+	if (oif == 0 || oif == f->in_ifindex)
+		return 0; /* local delivery, or the kernel's hairpin rules */
+	out = bpf_map_lookup_elem(&br_ports, &oif);
+	if (!out || out->bridge != in->bridge || out->state != BR_STATE_FORWARDING)
+		return 0;
+	if (f->l2_payload > out->mtu)
+		return 0;
+	if (in->vlan_filtering) {
+		vk.ifindex = oif;
+		vflags = bpf_map_lookup_elem(&br_vlans, &vk);
+		if (!vflags)
+			return 0; /* egress filtering drops it */
+		if (*vflags & BRIDGE_VLAN_INFO_UNTAGGED)
+			*tag = f->tagged ? BR_TAG_POP : BR_TAG_KEEP;
+		else
+			*tag = f->tagged ? BR_TAG_KEEP : BR_TAG_PUSH;
+	}
+	*vid_out = vid;
+	return oif;
+}
+
+/* The 802.1Q header as it sits after the MAC addresses. */
+struct vlan_tag {
+	__be16 tci;
+	__be16 inner_proto;
+};
+
+/* XDP: parses the frame (at most one 802.1Q tag), decides, and edits the tag in place.
+ * Returns the egress ifindex, 0 to pass. */
+static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct br_frame f = {};
+	enum br_tag tag;
+	__u16 vid = 0;
+	__u32 oif;
+	__u32 hdr = sizeof(*eth);
+
+	*why = FP_PASS_BRIDGE;
+	if ((void *)(eth + 1) > data_end) {
+		*why = FP_PASS_BAD_HEADER;
+		return 0;
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_8021AD))
+		return 0;
+	if (eth->h_proto == bpf_htons(ETH_P_8021Q)) {
+		struct vlan_tag *vt = (void *)(eth + 1);
+
+		if ((void *)(vt + 1) > data_end) {
+			*why = FP_PASS_BAD_HEADER;
+			return 0;
+		}
+		/* A second tag (QinQ) is the kernel's. */
+		if (vt->inner_proto == bpf_htons(ETH_P_8021Q) || vt->inner_proto == bpf_htons(ETH_P_8021AD))
+			return 0;
+		f.tagged = 1;
+		f.vid = bpf_ntohs(vt->tci) & VLAN_VID_MASK;
+		hdr += VLAN_HLEN;
+	}
+	f.in_ifindex = ctx->ingress_ifindex;
+	f.dmac = eth->h_dest;
+	f.smac = eth->h_source;
+	f.l2_payload = (__u32)(data_end - data) - hdr;
+	oif = bridge_decide(&f, &tag, &vid);
+	if (!oif)
+		return 0;
+	/* The frame is edited below: from here on, passing it to the kernel would hand it an
+	 * altered frame, so the redirect must not be able to fall back. */
+	if (!bpf_map_lookup_elem(&tx_ports, &oif)) {
+		*why = FP_PASS_NO_TX_PORT;
+		return 0;
+	}
+
+	if (tag == BR_TAG_POP) {
+		__u8 macs[2 * ETH_ALEN];
+
+		__builtin_memcpy(macs, eth, sizeof(macs));
+		if (bpf_xdp_adjust_head(ctx, VLAN_HLEN))
+			return 0;
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		if (data + 2 * ETH_ALEN > data_end)
+			return 0;
+		__builtin_memcpy(data, macs, sizeof(macs));
+	} else if (tag == BR_TAG_PUSH) {
+		__u8 macs[2 * ETH_ALEN];
+		struct vlan_tag *vt;
+
+		__builtin_memcpy(macs, eth, sizeof(macs));
+		if (bpf_xdp_adjust_head(ctx, -VLAN_HLEN))
+			return 0;
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		if (data + 2 * ETH_ALEN + sizeof(*vt) + 2 > data_end)
+			return 0;
+		__builtin_memcpy(data, macs, sizeof(macs));
+		*(__be16 *)(data + 2 * ETH_ALEN) = bpf_htons(ETH_P_8021Q);
+		vt = data + 2 * ETH_ALEN + 2;
+		/* The bridge tags with the PVID and priority 0; the inner EtherType is already in
+		 * place: it is the old h_proto, right after the new tag. */
+		vt->tci = bpf_htons(vid);
+	}
+	*why = FP_BRIDGED;
+	return oif;
+}
+
+/* TC ingress: the kernel has already moved the tag into skb metadata; the helpers edit it. */
+static __always_inline __u32 bridge_tc(struct __sk_buff *skb, enum fp_reason *why)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct br_frame f = {};
+	enum br_tag tag;
+	__u16 vid = 0;
+	__u32 oif;
+
+	*why = FP_PASS_BRIDGE;
+	if ((void *)(eth + 1) > data_end) {
+		*why = FP_PASS_BAD_HEADER;
+		return 0;
+	}
+	/* A tag still in the data is a second one (QinQ): the kernel's. */
+	if (eth->h_proto == bpf_htons(ETH_P_8021Q) || eth->h_proto == bpf_htons(ETH_P_8021AD))
+		return 0;
+	if (skb->vlan_present) {
+		if (skb->vlan_proto != bpf_htons(ETH_P_8021Q))
+			return 0;
+		f.tagged = 1;
+		f.vid = skb->vlan_tci & VLAN_VID_MASK;
+	}
+	f.in_ifindex = skb->ifindex;
+	f.dmac = eth->h_dest;
+	f.smac = eth->h_source;
+	/* At TC ingress skb->len counts the Ethernet header but not an offloaded tag. */
+	f.l2_payload = skb->len - sizeof(*eth);
+	oif = bridge_decide(&f, &tag, &vid);
+	if (!oif)
+		return 0;
+	if (tag == BR_TAG_POP && bpf_skb_vlan_pop(skb))
+		return 0;
+	if (tag == BR_TAG_PUSH && bpf_skb_vlan_push(skb, bpf_htons(ETH_P_8021Q), vid))
+		return 0;
+	*why = FP_BRIDGED;
+	return oif;
+}
+
+#endif
