@@ -545,4 +545,106 @@ mod tests {
         m.only = Some(vec!["d1".into()]);
         assert_eq!(m.plan().ports.keys().copied().collect::<Vec<_>>(), vec![3]);
     }
+
+    fn bridged_model(filtering: bool) -> Model {
+        let mut m = forwarding_model();
+        let mut br = link(9, "br0");
+        br.kind = "bridge".into();
+        br.bridge = Some(BridgeAttrs {
+            vlan_filtering: filtering,
+            vlan_protocol: 0x8100,
+        });
+        m.apply(&Event::LinkNew(br));
+        for (i, kind) in [(4, "veth"), (5, "eth")] {
+            let mut p = link(i, &format!("p{i}"));
+            p.kind = kind.into();
+            p.master = Some(9);
+            m.apply(&Event::LinkNew(p));
+            m.bridge_ports.insert(
+                i,
+                BridgePort {
+                    index: i,
+                    bridge: 9,
+                    mtu: 1500,
+                    state: BR_STATE_FORWARDING,
+                    vlans: [
+                        (1, BRIDGE_VLAN_INFO_PVID | BRIDGE_VLAN_INFO_UNTAGGED),
+                        (7, 0),
+                    ]
+                    .into(),
+                    unsupported: vec![],
+                },
+            );
+        }
+        m
+    }
+
+    #[test]
+    fn bridge_ports_get_the_bridge_module_and_their_tables() {
+        let m = bridged_model(true);
+        let p = m.plan();
+        assert!(
+            !p.ports.contains_key(&9),
+            "the bridge device itself is not served"
+        );
+        for i in [4, 5] {
+            let f = p.ports[&i].features;
+            assert!(f.bridge && !f.router_v4 && !f.router_v6);
+            assert!(f.tc, "a bridge with a veth port is served at TC");
+        }
+        assert_eq!(
+            p.bridge_ports[&4],
+            BrPortVal {
+                bridge: 9,
+                mtu: 1500,
+                pvid: 1,
+                state: 3,
+                vlan_filtering: true
+            }
+        );
+        assert_eq!(p.bridge_vlans.len(), 4);
+        assert!(p.tx_ports.contains(&4) && p.tx_ports.contains(&5));
+        // Without filtering, no VLAN table; with a forced hook, XDP.
+        let mut m = bridged_model(false);
+        m.bridge_hook = BridgeHook::Xdp;
+        let p = m.plan();
+        assert!(p.bridge_vlans.is_empty() && !p.ports[&4].features.tc);
+    }
+
+    #[test]
+    fn bridge_ports_the_module_cannot_serve_go_to_the_kernel() {
+        let mut m = bridged_model(false);
+        m.bridge_ports.get_mut(&4).unwrap().state = 2;
+        m.bridge_ports.get_mut(&5).unwrap().unsupported = vec!["isolated"];
+        let p = m.plan();
+        assert!(p.bridge_ports.is_empty());
+        assert!(p.ports[&4].notes[0].contains("STP state learning"));
+        assert!(p.ports[&5].notes[0].contains("isolated"));
+        let mut m = bridged_model(false);
+        m.bridge_kernel = Some("br_netfilter".into());
+        assert!(m.plan().bridge_ports.is_empty());
+        let mut m = bridged_model(true);
+        m.links
+            .get_mut(&9)
+            .unwrap()
+            .bridge
+            .as_mut()
+            .unwrap()
+            .vlan_protocol = 0x88a8;
+        assert!(m.plan().ports[&4].notes[0].contains("0x88a8"));
+        // An FDB event is a map write, not a plan change.
+        let mut m = bridged_model(false);
+        let entry = FdbEntry {
+            key: FdbKey {
+                bridge: 9,
+                vid: 0,
+                mac: [2, 0, 0, 0, 0, 1],
+            },
+            port: 4,
+        };
+        assert!(!m.apply(&Event::Fdb { add: true, entry }));
+        assert_eq!(m.fdb.get(&entry.key), Some(&4));
+        assert!(!m.apply(&Event::Fdb { add: false, entry }));
+        assert!(m.fdb.is_empty());
+    }
 }

@@ -627,4 +627,84 @@ mod tests {
                 .default
         );
     }
+
+    fn bridge_port_payload() -> Vec<u8> {
+        let mut p = vec![0u8; 16];
+        p[0] = AF_BRIDGE;
+        p[4..8].copy_from_slice(&4i32.to_ne_bytes());
+        p.extend(attr(IFLA_MASTER, &9u32.to_ne_bytes()));
+        p.extend(attr(IFLA_MTU, &1500u32.to_ne_bytes()));
+        let mut prot = attr(IFLA_BRPORT_STATE, &[3]);
+        prot.extend(attr(IFLA_BRPORT_ISOLATED, &[0]));
+        p.extend(attr(IFLA_PROTINFO | 0x8000, &prot));
+        let vlan = |flags: u16, vid: u16| {
+            let mut v = flags.to_ne_bytes().to_vec();
+            v.extend_from_slice(&vid.to_ne_bytes());
+            attr(IFLA_BRIDGE_VLAN_INFO, &v)
+        };
+        let mut spec = vlan(2 | 4, 10);
+        spec.extend(vlan(BRIDGE_VLAN_INFO_RANGE_BEGIN, 20));
+        spec.extend(vlan(BRIDGE_VLAN_INFO_RANGE_END, 22));
+        p.extend(attr(IFLA_AF_SPEC | 0x8000, &spec));
+        p
+    }
+
+    #[test]
+    fn parses_a_bridge_port_with_vlans_and_ranges() {
+        let port = parse_bridge_port(&bridge_port_payload()).unwrap();
+        assert_eq!(
+            (port.index, port.bridge, port.mtu, port.state),
+            (4, 9, 1500, 3)
+        );
+        assert!(port.unsupported.is_empty());
+        let vids: Vec<(u16, u16)> = port.vlans.into_iter().collect();
+        assert_eq!(vids, vec![(10, 6), (20, 0), (21, 0), (22, 0)]);
+        // The same message is an event that asks for a resync, not a link.
+        let buf = msg(RTM_NEWLINK, &bridge_port_payload());
+        assert_eq!(parse_event(&messages(&buf)[0]), Some(Event::Bridge));
+        // An isolated port is noted as unsupported.
+        let mut p = bridge_port_payload();
+        p.extend(attr(IFLA_PROTINFO, &attr(IFLA_BRPORT_ISOLATED, &[1])));
+        assert_eq!(parse_bridge_port(&p).unwrap().unsupported, vec!["isolated"]);
+    }
+
+    fn fdb_payload(ifindex: i32, state: u16, master: Option<u32>) -> Vec<u8> {
+        let mut p = vec![0u8; 12];
+        p[0] = AF_BRIDGE;
+        p[4..8].copy_from_slice(&ifindex.to_ne_bytes());
+        p[8..10].copy_from_slice(&state.to_ne_bytes());
+        p.extend(attr(NDA_LLADDR, &[2, 0, 0, 0, 0, 7]));
+        p.extend(attr(NDA_VLAN, &10u16.to_ne_bytes()));
+        if let Some(m) = master {
+            p.extend(attr(NDA_MASTER, &m.to_ne_bytes()));
+        }
+        p
+    }
+
+    #[test]
+    fn parses_fdb_entries_and_tells_local_ones() {
+        let e = parse_fdb(&fdb_payload(4, 0x02, Some(9))).unwrap();
+        assert_eq!(
+            (e.key.bridge, e.key.vid, e.key.mac, e.port),
+            (9, 10, [2, 0, 0, 0, 0, 7], 4)
+        );
+        assert_eq!(
+            parse_fdb(&fdb_payload(4, NUD_PERMANENT, Some(9)))
+                .unwrap()
+                .port,
+            0
+        );
+        assert_eq!(parse_fdb(&fdb_payload(9, 0x02, Some(9))).unwrap().port, 0);
+        // A device's own address list ("self", no master) is not the bridge's FDB.
+        assert!(parse_fdb(&fdb_payload(4, NUD_PERMANENT, None)).is_none());
+        let buf = msg(RTM_DELNEIGH, &fdb_payload(4, 0x02, Some(9)));
+        match parse_event(&messages(&buf)[0]) {
+            Some(Event::Fdb { add: false, entry }) => assert_eq!(entry.port, 4),
+            other => panic!("unexpected {other:?}"),
+        }
+        for cut in 0..fdb_payload(4, 2, Some(9)).len() {
+            let _ = parse_fdb(&fdb_payload(4, 2, Some(9))[..cut]);
+            let _ = parse_bridge_port(&bridge_port_payload()[..cut]);
+        }
+    }
 }

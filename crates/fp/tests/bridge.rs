@@ -234,3 +234,159 @@ fn pod_network_at_tc_forwards_and_follows_changes() {
     tcp_ping_pong(&net, 1, 0, 50, 512);
     d.wait_for("bridged again", |s| bridged(s, "vpod0") > before);
 }
+
+const SMAC: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+const DMAC: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
+
+fn frame(tag: Option<(u16, u16)>, payload: usize) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&DMAC);
+    f.extend_from_slice(&SMAC);
+    if let Some((tpid, vid)) = tag {
+        f.extend_from_slice(&tpid.to_be_bytes());
+        f.extend_from_slice(&vid.to_be_bytes());
+    }
+    f.extend_from_slice(&0x0800u16.to_be_bytes());
+    f.extend((0..payload).map(|i| i as u8));
+    f
+}
+
+/// VLAN filtering, checked on the XDP program itself: this lab's kernel cannot build a
+/// VLAN-filtering bridge (no CONFIG_BRIDGE_VLAN_FILTERING), so the tables are filled by hand
+/// as the daemon would fill them for one, and each frame is run with BPF_PROG_TEST_RUN.
+#[test]
+fn vlan_filtering_by_test_run() {
+    use wirespeed_fp::loader::{Features, Program, XDP_PASS, XDP_REDIRECT};
+    use wirespeed_fp::model::{BrPortVal, FdbKey};
+
+    wirespeed_lab::require_root();
+    let ns =
+        wirespeed_lab::Netns::create(&format!("ws-bt{}", std::process::id() % 100000)).unwrap();
+    let _veth = wirespeed_lab::Veth::create(&ns, "x0", &ns, "x1", 1).unwrap();
+    let name = ns.name().to_string();
+    spawn_in_ns(&name, || {
+        // sysfs shows the mount namespace's devices; the thread's netns is what counts.
+        let idx = |n: &str| {
+            let c = std::ffi::CString::new(n).unwrap();
+            // SAFETY: a valid NUL-terminated name.
+            let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+            assert_ne!(i, 0, "{n} not found");
+            i
+        };
+        let (inp, out) = (idx("x0"), idx("x1"));
+        let prog = Program::load(&Features {
+            bridge: true,
+            ..Features::default()
+        })
+        .unwrap();
+        let b = &prog.maps.bridge;
+        let port = |pvid, state, mtu| BrPortVal {
+            bridge: 100,
+            mtu,
+            pvid,
+            state,
+            vlan_filtering: true,
+        };
+        b.set_port(inp, &port(10, 3, 1500)).unwrap();
+        b.set_port(out, &port(0, 3, 1500)).unwrap();
+        // x0: VLAN 10 untagged (PVID), 20 tagged. x1: 10 tagged, 20 untagged. 30 nowhere.
+        b.set_vlan(inp, 10, 2 | 4).unwrap();
+        b.set_vlan(inp, 20, 0).unwrap();
+        b.set_vlan(out, 10, 0).unwrap();
+        b.set_vlan(out, 20, 4).unwrap();
+        for vid in [10, 20, 30] {
+            for (mac, port) in [(SMAC, inp), (DMAC, out)] {
+                b.set_fdb(
+                    &FdbKey {
+                        bridge: 100,
+                        vid,
+                        mac,
+                    },
+                    port,
+                )
+                .unwrap();
+            }
+        }
+        prog.set_tx_ports(&[out]).unwrap();
+        let run = |f: &[u8]| prog.test_run(f, inp).unwrap();
+
+        // Untagged in, PVID 10, tagged out: the tag is pushed.
+        let (v, o) = run(&frame(None, 46));
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(o, frame(Some((0x8100, 10)), 46), "tag not pushed");
+        // Tagged 20 in, untagged out: the tag is popped.
+        let (v, o) = run(&frame(Some((0x8100, 20)), 46));
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(o, frame(None, 46), "tag not popped");
+        // Tagged 10 in and out: kept. The priority bits travel with it.
+        let (v, o) = run(&frame(Some((0x8100, 0xa000 | 10)), 46));
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(o, frame(Some((0x8100, 0xa000 | 10)), 46));
+        // Not a member (30), priority-tagged (VID 0), 802.1ad, QinQ: the kernel's.
+        for f in [
+            frame(Some((0x8100, 30)), 46),
+            frame(Some((0x8100, 0)), 46),
+            frame(Some((0x88a8, 10)), 46),
+        ] {
+            let (v, o) = run(&f);
+            assert_eq!((v, &o), (XDP_PASS, &f), "{f:02x?}");
+        }
+        let mut qinq = frame(Some((0x8100, 10)), 46);
+        qinq.splice(16..16, [0x81, 0x00, 0x00, 0x14]);
+        assert_eq!(run(&qinq), (XDP_PASS, qinq.clone()));
+        // Larger than the egress MTU (after the pushed tag it would be 1500 + 4): kernel.
+        b.set_port(out, &port(0, 3, 1499)).unwrap();
+        assert_eq!(run(&frame(None, 1500)).0, XDP_PASS);
+        b.set_port(out, &port(0, 3, 1500)).unwrap();
+        assert_eq!(run(&frame(None, 1500)).0, XDP_REDIRECT);
+        // Egress port learning (STP): kernel.
+        b.set_port(out, &port(0, 2, 1500)).unwrap();
+        assert_eq!(run(&frame(None, 46)).0, XDP_PASS);
+        b.set_port(out, &port(0, 3, 1500)).unwrap();
+        // Source learned on another port (a move): the kernel relearns.
+        b.set_fdb(
+            &FdbKey {
+                bridge: 100,
+                vid: 10,
+                mac: SMAC,
+            },
+            out,
+        )
+        .unwrap();
+        assert_eq!(run(&frame(None, 46)).0, XDP_PASS);
+        // Unknown destination, broadcast, local MAC (port 0): kernel.
+        b.set_fdb(
+            &FdbKey {
+                bridge: 100,
+                vid: 10,
+                mac: SMAC,
+            },
+            inp,
+        )
+        .unwrap();
+        assert_eq!(run(&frame(None, 46)).0, XDP_REDIRECT);
+        b.del_fdb(&FdbKey {
+            bridge: 100,
+            vid: 10,
+            mac: DMAC,
+        });
+        assert_eq!(run(&frame(None, 46)).0, XDP_PASS);
+        b.set_fdb(
+            &FdbKey {
+                bridge: 100,
+                vid: 10,
+                mac: DMAC,
+            },
+            0,
+        )
+        .unwrap();
+        assert_eq!(run(&frame(None, 46)).0, XDP_PASS);
+        let mut bcast = frame(None, 46);
+        bcast[..6].copy_from_slice(&[0xff; 6]);
+        assert_eq!(run(&bcast).0, XDP_PASS);
+        let c = prog.counters().unwrap();
+        assert_eq!(c.get(wirespeed_fp::counters::Reason::Bridged), 5);
+    })
+    .join()
+    .unwrap();
+}
