@@ -18,7 +18,15 @@ struct br_port {
 	__u16 pvid;          /* VLAN for untagged ingress (0: none, untagged is dropped) */
 	__u8 state;          /* STP state (BR_STATE_*) */
 	__u8 vlan_filtering; /* the bridge's vlan_filtering */
+	__u8 ip_check;       /* BR_CHECK_*: br_netfilter validates these untagged frames */
+	__u8 pad[3];
 };
+
+/* br_netfilter (bridge-nf-call-ip{,6}tables) validates untagged IP headers before the IP
+ * hooks even with no table there: it drops bad headers and checksums, trims padding and
+ * parses options. The fast path forwards only frames that validation leaves untouched. */
+#define BR_CHECK_IPV4 1
+#define BR_CHECK_IPV6 2
 
 struct br_vlan_key {
 	__u32 ifindex;
@@ -66,6 +74,9 @@ struct br_frame {
 	__u32 in_ifindex;
 	const __u8 *dmac;
 	const __u8 *smac;
+	void *l3;       /* after the Ethernet header and any tag in the data */
+	void *data_end;
+	__be16 proto;   /* EtherType of l3 */
 	__u32 l2_payload; /* bytes after the Ethernet header and any tag */
 	__u8 tagged;      /* an 802.1Q tag came with the frame */
 	__u16 vid;        /* its VID when tagged */
@@ -74,6 +85,32 @@ struct br_frame {
 static __always_inline int mac_is_group(const __u8 *mac)
 {
 	return mac[0] & 1;
+}
+
+/* True when br_netfilter's header validation would leave the frame as it is. */
+static __always_inline int br_ip_clean(const struct br_frame *f, __u8 check)
+{
+	if (f->proto == bpf_htons(ETH_P_IP) && (check & BR_CHECK_IPV4)) {
+		struct iphdr *iph = f->l3;
+
+		if ((void *)(iph + 1) > f->data_end)
+			return 0;
+		if (iph->version != 4 || iph->ihl != 5)
+			return 0; /* options are parsed there: the kernel's */
+		if (ipv4_hdr_csum_check(iph) != 0)
+			return 0;
+		return bpf_ntohs(iph->tot_len) == f->l2_payload;
+	}
+	if (f->proto == bpf_htons(ETH_P_IPV6) && (check & BR_CHECK_IPV6)) {
+		struct ipv6hdr *ip6h = f->l3;
+
+		if ((void *)(ip6h + 1) > f->data_end)
+			return 0;
+		if (ip6h->version != 6 || ip6h->nexthdr == IPPROTO_HOPOPTS)
+			return 0;
+		return bpf_ntohs(ip6h->payload_len) + sizeof(*ip6h) == f->l2_payload;
+	}
+	return 1;
 }
 
 /* Returns the egress port, or 0 with *why set when the kernel must handle the frame. */
@@ -122,6 +159,8 @@ static __always_inline __u32 bridge_decide(const struct br_frame *f, enum br_tag
 	if (!out || out->bridge != in->bridge || out->state != BR_STATE_FORWARDING)
 		return 0;
 	if (f->l2_payload > out->mtu)
+		return 0;
+	if (in->ip_check && !f->tagged && !br_ip_clean(f, in->ip_check))
 		return 0;
 	if (in->vlan_filtering) {
 		vk.ifindex = oif;
@@ -175,8 +214,13 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 			return 0;
 		f.tagged = 1;
 		f.vid = bpf_ntohs(vt->tci) & VLAN_VID_MASK;
+		f.proto = vt->inner_proto;
 		hdr += VLAN_HLEN;
+	} else {
+		f.proto = eth->h_proto;
 	}
+	f.l3 = data + hdr;
+	f.data_end = data_end;
 	f.in_ifindex = ctx->ingress_ifindex;
 	f.dmac = eth->h_dest;
 	f.smac = eth->h_source;
@@ -249,6 +293,9 @@ static __always_inline __u32 bridge_tc(struct __sk_buff *skb, enum fp_reason *wh
 		f.tagged = 1;
 		f.vid = skb->vlan_tci & VLAN_VID_MASK;
 	}
+	f.proto = eth->h_proto;
+	f.l3 = eth + 1;
+	f.data_end = data_end;
 	f.in_ifindex = skb->ifindex;
 	f.dmac = eth->h_dest;
 	f.smac = eth->h_source;

@@ -155,6 +155,8 @@ pub struct Daemon {
     applied_fdb: BTreeMap<FdbKey, u32>,
     /// br_netfilter makes iptables see bridged frames.
     br_netfilter: bool,
+    /// ... tagged ones too.
+    br_nf_tagged: bool,
     /// The ruleset has bridge or netdev family tables.
     l2_tables: bool,
     /// The ruleset has ip, ip6, inet or arp tables (what br_netfilter would run).
@@ -241,6 +243,7 @@ impl Daemon {
             bridge_maps,
             applied_fdb: BTreeMap::new(),
             br_netfilter: false,
+            br_nf_tagged: false,
             l2_tables: false,
             l3_tables: false,
             ports: BTreeMap::new(),
@@ -272,11 +275,14 @@ impl Daemon {
 
     /// Whether anything makes the kernel filter bridged frames.
     fn update_bridge_kernel(&mut self) {
-        // br_netfilter (built in, on by default) hands bridged frames to the IP hooks; with no
-        // table there, nothing sees them and the bridge's behaviour is unchanged.
+        // br_netfilter (often built in, on by default) hands bridged frames to the IP hooks.
+        // With no table there, only its header validation acts, which the bridge module
+        // mirrors (BrPortVal::ip_check); with tables, the kernel must filter.
         let l3 = self.l3_tables || self.legacy.0 || self.legacy.1;
         self.model.bridge_kernel = if self.br_netfilter && l3 {
             Some("br_netfilter passes bridged frames through the IP tables".into())
+        } else if self.br_nf_tagged {
+            Some("br_netfilter filters VLAN or PPPoE tagged frames".into())
         } else if self.l2_tables {
             Some("nftables bridge or netdev tables".into())
         } else {
@@ -307,13 +313,14 @@ impl Daemon {
             s.rp_filter.insert(l.name.clone(), rp);
         }
         s.v6_forwarding = read_sysctl("/proc/sys/net/ipv6/conf/all/forwarding") == Some(1);
-        self.br_netfilter = [
-            "/proc/sys/net/bridge/bridge-nf-call-iptables",
-            "/proc/sys/net/bridge/bridge-nf-call-ip6tables",
-            "/proc/sys/net/bridge/bridge-nf-call-arptables",
-        ]
-        .iter()
-        .any(|p| read_sysctl(p) == Some(1));
+        let brnf = |name: &str| read_sysctl(&format!("/proc/sys/net/bridge/{name}")) == Some(1);
+        self.model.br_nf_v4 = brnf("bridge-nf-call-iptables");
+        self.model.br_nf_v6 = brnf("bridge-nf-call-ip6tables");
+        self.br_netfilter =
+            self.model.br_nf_v4 || self.model.br_nf_v6 || brnf("bridge-nf-call-arptables");
+        // Tagged frames through the IP hooks: more than the header checks we mirror.
+        self.br_nf_tagged =
+            brnf("bridge-nf-filter-vlan-tagged") || brnf("bridge-nf-filter-pppoe-tagged");
         self.update_bridge_kernel();
     }
 

@@ -129,7 +129,7 @@ fn fix_ipv4_csum(f: &mut [u8]) {
 /// What a capture point saw, normalized so that two runs compare byte for byte: frames the
 /// kernel originates carry an IPv4 ID from a randomized generator, which is masked (with the
 /// header checksum that covers it). Neighbour discovery, MLD and router solicitations are
-/// link housekeeping, not traffic under test: dropped. Non-IP frames (ARP) likewise, and
+/// link housekeeping, not traffic under test: dropped, as are IGMP reports. Non-IP frames (ARP) likewise, and
 /// the kernel's timer-limited IPv4 net/host unreachable errors (see below).
 pub fn normalize(frame: &[u8], originated_by: &[[u8; 4]]) -> Option<Vec<u8>> {
     if frame.len() < 14 {
@@ -140,6 +140,10 @@ pub fn normalize(frame: &[u8], originated_by: &[[u8; 4]]) -> Option<Vec<u8>> {
     match ethertype {
         pkt::ETH_P_IP if f.len() >= 34 => {
             let src: [u8; 4] = f[26..30].try_into().ok()?;
+            // IGMP membership reports: the kernel's own timers, like MLD below.
+            if f[23] == 2 && originated_by.contains(&src) {
+                return None;
+            }
             if originated_by.contains(&src) {
                 // Net/host unreachable from the routing code passes a per-source token
                 // bucket that every ICMP error to that source drains too (ip_error): which
@@ -170,6 +174,8 @@ pub fn normalize(frame: &[u8], originated_by: &[[u8; 4]]) -> Option<Vec<u8>> {
             }
             Some(f)
         }
+        // Tagged: the kernel originates none, so nothing to mask.
+        0x8100 | 0x88a8 => Some(f),
         _ => None,
     }
 }
@@ -258,6 +264,20 @@ impl PacketSocket {
                 4,
             );
         }
+        let on: i32 = 1;
+        // SAFETY: setsockopt with a valid int pointer.
+        if unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_AUXDATA,
+                &on as *const i32 as *const _,
+                4,
+            )
+        } != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
         Ok(PacketSocket { fd })
     }
 
@@ -277,34 +297,131 @@ impl PacketSocket {
         }
     }
 
-    /// Every frame received (not sent) so far, without blocking.
+    /// Every frame received (not sent) so far, without blocking. A VLAN tag the kernel
+    /// moved into metadata (PACKET_AUXDATA) is put back after the MAC addresses, so a tag
+    /// pushed, popped or kept shows in the bytes compared.
     pub fn drain(&self) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         let mut buf = vec![0u8; 65536];
+        let mut cbuf = [0u64; 16];
         loop {
-            // SAFETY: zeroed sockaddr_ll is valid for recvfrom to fill.
+            // SAFETY: zeroed sockaddr_ll is valid for recvmsg to fill.
             let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-            // SAFETY: buf and sll are valid for writes of the stated sizes.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    0,
-                    &mut sll as *mut libc::sockaddr_ll as *mut libc::sockaddr,
-                    &mut len,
-                )
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
             };
+            // SAFETY: zeroed msghdr is valid; the pointers set below outlive the call.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = (&mut sll as *mut libc::sockaddr_ll).cast();
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = cbuf.as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&cbuf);
+            // SAFETY: msg describes valid buffers of the stated sizes.
+            let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, 0) };
             if n < 0 {
                 break;
             }
-            if sll.sll_pkttype != PACKET_OUTGOING {
-                out.push(buf[..n as usize].to_vec());
+            if sll.sll_pkttype == PACKET_OUTGOING {
+                continue;
             }
+            let mut frame = buf[..n as usize].to_vec();
+            if let Some((tpid, tci)) = vlan_of(&msg) {
+                if frame.len() >= 12 {
+                    let mut tag = tpid.to_be_bytes().to_vec();
+                    tag.extend_from_slice(&tci.to_be_bytes());
+                    frame.splice(12..12, tag);
+                }
+            }
+            out.push(frame);
         }
         out
     }
+}
+
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+
+/// The offloaded VLAN tag of a received frame, from its PACKET_AUXDATA message.
+fn vlan_of(msg: &libc::msghdr) -> Option<(u16, u16)> {
+    // SAFETY: msg was filled by recvmsg; the CMSG macros walk its control buffer.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA {
+                let aux: libc::tpacket_auxdata =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                if aux.tp_status & TP_STATUS_VLAN_VALID != 0 || aux.tp_vlan_tci != 0 {
+                    let tpid = if aux.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                        aux.tp_vlan_tpid
+                    } else {
+                        0x8100
+                    };
+                    return Some((tpid, aux.tp_vlan_tci));
+                }
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    None
+}
+
+/// What the L2 generator aims at, for a bridge between `src` and `sink`.
+#[derive(Debug, Clone)]
+pub struct L2Targets {
+    /// MACs the bridge knows on the source's port and on the sink's (static entries).
+    pub src_macs: Vec<[u8; 6]>,
+    pub sink_macs: Vec<[u8; 6]>,
+    /// The bridge's own MAC: local delivery.
+    pub bridge_mac: [u8; 6],
+    /// IP frames inside: the generator of `generate` with these targets.
+    pub ip: Targets,
+}
+
+/// `n` frames for a bridge: known, unknown, group, local and same-port destinations; known
+/// and unknown sources; untagged, 802.1Q (VID 0, 1, 10, 4095), 802.1ad and QinQ tags; the
+/// IP payloads of `generate`.
+pub fn generate_l2(t: &L2Targets, seed: u64, n: usize) -> Vec<Vec<u8>> {
+    let mut r = Rng::new(seed ^ 0xb41d_6e00);
+    let inner = generate(&t.ip, seed, n);
+    let unknown = [0x02, 0x55, 0x00, 0x00, 0x00, 0x01];
+    inner
+        .into_iter()
+        .map(|mut f| {
+            let dst = match r.below(16) {
+                0..=8 => *r.pick(&t.sink_macs),
+                9 => unknown,
+                10 => [0xff; 6],
+                11 => [0x01, 0x00, 0x5e, 0x01, 0x02, 0x03],
+                12 => t.bridge_mac,
+                13 => *r.pick(&t.src_macs),
+                14 => [0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e], // link-local group: never forwarded
+                _ => *r.pick(&t.sink_macs),
+            };
+            let src = match r.below(12) {
+                0 => unknown,
+                1 => *r.pick(&t.sink_macs), // a "moved" station
+                _ => *r.pick(&t.src_macs),
+            };
+            f[..6].copy_from_slice(&dst);
+            f[6..12].copy_from_slice(&src);
+            let tag: Option<Vec<u8>> = match r.below(10) {
+                0 => Some(vec![0x81, 0x00, 0x00, 0x0a]),
+                1 => Some(vec![0x81, 0x00, 0xa0, 0x0a]), // priority 5
+                2 => Some(vec![0x81, 0x00, 0x00, 0x00]), // priority tag only
+                3 => Some(vec![0x81, 0x00, 0x0f, 0xff]),
+                4 => Some(vec![0x88, 0xa8, 0x00, 0x14]),
+                5 => Some(vec![0x81, 0x00, 0x00, 0x14, 0x81, 0x00, 0x00, 0x0a]), // QinQ
+                _ => None,
+            };
+            if let Some(tag) = tag {
+                f.splice(12..12, tag);
+            }
+            f
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -104,13 +104,15 @@ fn vlan_key(ifindex: u32, vid: u16) -> [u8; 8] {
 
 impl BridgeMaps {
     pub fn set_port(&self, ifindex: u32, p: &crate::model::BrPortVal) -> Result<()> {
-        // struct br_port { u32 bridge; u32 mtu; u16 pvid; u8 state; u8 vlan_filtering; }
-        let mut v = [0u8; 12];
+        // struct br_port { u32 bridge; u32 mtu; u16 pvid; u8 state; u8 vlan_filtering;
+        //                  u8 ip_check; u8 pad[3]; }
+        let mut v = [0u8; 16];
         v[..4].copy_from_slice(&p.bridge.to_ne_bytes());
         v[4..8].copy_from_slice(&p.mtu.to_ne_bytes());
         v[8..10].copy_from_slice(&p.pvid.to_ne_bytes());
         v[10] = p.state;
         v[11] = p.vlan_filtering as u8;
+        v[12] = p.ip_check;
         upd(&self.ports, &ifindex.to_ne_bytes(), &v, "br_ports")
     }
 

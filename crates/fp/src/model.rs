@@ -28,6 +28,9 @@ pub struct BridgeAttrs {
     pub vlan_filtering: bool,
     /// EtherType of the bridge's tags (0x8100 802.1Q, 0x88a8 802.1ad).
     pub vlan_protocol: u16,
+    /// The bridge's own nf_call_iptables / nf_call_ip6tables options.
+    pub nf_call_v4: bool,
+    pub nf_call_v6: bool,
 }
 
 /// A bridge port as the bridge sees it (the AF_BRIDGE link dump).
@@ -80,7 +83,12 @@ pub struct BrPortVal {
     pub pvid: u16,
     pub state: u8,
     pub vlan_filtering: bool,
+    /// BR_CHECK_* bits: br_netfilter validates these families' headers.
+    pub ip_check: u8,
 }
+
+pub const BR_CHECK_IPV4: u8 = 1;
+pub const BR_CHECK_IPV6: u8 = 2;
 
 /// A policy routing rule, as far as telling the kernel's defaults from the rest goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +166,10 @@ pub struct Model {
     /// Why bridged traffic must stay in the kernel whatever the bridge (br_netfilter, bridge
     /// or netdev nftables tables); None: it may be fast-pathed.
     pub bridge_kernel: Option<String>,
+    /// net.bridge.bridge-nf-call-iptables / -ip6tables: br_netfilter validates the headers
+    /// of bridged IPv4 / IPv6 frames.
+    pub br_nf_v4: bool,
+    pub br_nf_v6: bool,
 }
 
 /// What one interface should run.
@@ -251,11 +263,19 @@ impl Model {
             Some(why) => notes.push(format!("bridge -> kernel: {why}")),
             None => {
                 let port = port.expect("bridge_off checks the port");
-                let filtering = self
+                let attrs = self
                     .links
                     .get(&bridge)
                     .and_then(|b| b.bridge)
-                    .is_some_and(|b| b.vlan_filtering);
+                    .unwrap_or_default();
+                let filtering = attrs.vlan_filtering;
+                let mut ip_check = 0;
+                if self.br_nf_v4 || attrs.nf_call_v4 {
+                    ip_check |= BR_CHECK_IPV4;
+                }
+                if self.br_nf_v6 || attrs.nf_call_v6 {
+                    ip_check |= BR_CHECK_IPV6;
+                }
                 let pvid = port
                     .vlans
                     .iter()
@@ -270,6 +290,7 @@ impl Model {
                         pvid,
                         state: port.state,
                         vlan_filtering: filtering,
+                        ip_check,
                     },
                 );
                 if filtering {
@@ -553,6 +574,7 @@ mod tests {
         br.bridge = Some(BridgeAttrs {
             vlan_filtering: filtering,
             vlan_protocol: 0x8100,
+            ..BridgeAttrs::default()
         });
         m.apply(&Event::LinkNew(br));
         for (i, kind) in [(4, "veth"), (5, "eth")] {
@@ -599,7 +621,8 @@ mod tests {
                 mtu: 1500,
                 pvid: 1,
                 state: 3,
-                vlan_filtering: true
+                vlan_filtering: true,
+                ip_check: 0,
             }
         );
         assert_eq!(p.bridge_vlans.len(), 4);

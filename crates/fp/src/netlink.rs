@@ -62,6 +62,8 @@ const IFLA_AF_SPEC: u16 = 26;
 const IFLA_EXT_MASK: u16 = 29;
 const IFLA_BR_VLAN_FILTERING: u16 = 7;
 const IFLA_BR_VLAN_PROTOCOL: u16 = 8;
+const IFLA_BR_NF_CALL_IPTABLES: u16 = 36;
+const IFLA_BR_NF_CALL_IP6TABLES: u16 = 37;
 const IFLA_BRPORT_STATE: u16 = 1;
 const IFLA_BRPORT_VLAN_TUNNEL: u16 = 29;
 const IFLA_BRPORT_BACKUP_PORT: u16 = 34;
@@ -165,13 +167,19 @@ pub fn parse_link(payload: &[u8]) -> Option<Link> {
                 }
                 if let (Some(data), "bridge") = (data, link.kind.as_str()) {
                     let mut b = BridgeAttrs {
-                        vlan_filtering: false,
                         vlan_protocol: 0x8100,
+                        ..BridgeAttrs::default()
                     };
                     for (bty, bv) in attrs(data) {
                         match bty {
                             IFLA_BR_VLAN_FILTERING => {
                                 b.vlan_filtering = bv.first().is_some_and(|x| *x != 0)
+                            }
+                            IFLA_BR_NF_CALL_IPTABLES => {
+                                b.nf_call_v4 = bv.first().is_some_and(|x| *x != 0)
+                            }
+                            IFLA_BR_NF_CALL_IP6TABLES => {
+                                b.nf_call_v6 = bv.first().is_some_and(|x| *x != 0)
                             }
                             IFLA_BR_VLAN_PROTOCOL if bv.len() >= 2 => {
                                 b.vlan_protocol = u16::from_be_bytes([bv[0], bv[1]])

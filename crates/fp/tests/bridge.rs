@@ -286,6 +286,7 @@ fn vlan_filtering_by_test_run() {
             pvid,
             state,
             vlan_filtering: true,
+            ip_check: 0,
         };
         b.set_port(inp, &port(10, 3, 1500)).unwrap();
         b.set_port(out, &port(0, 3, 1500)).unwrap();

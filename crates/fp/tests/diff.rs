@@ -1,6 +1,7 @@
 //! Differential harness: the same generated frames through the `line` lab with and without
 //! the fast path, for a router, a gateway with 100 rules and a gateway with a set. What
 //! arrives where (bytes + interface) must be identical; what is missing was dropped in both.
+//! Then the same for a bridge, with the bridge module at XDP and at TC.
 
 mod common;
 
@@ -8,7 +9,9 @@ use std::time::Duration;
 
 use common::*;
 use wirespeed_fp::harness::{self, Capture, PacketSocket, Targets};
+use wirespeed_fp::model::BridgeHook;
 use wirespeed_fp::pkt;
+use wirespeed_lab::netns::add_addr;
 
 const PER_CONFIG: usize = 3400;
 
@@ -105,7 +108,12 @@ fn compare(lab: &Line, name: &str, seed: u64, t: &Targets, expect_fast: bool) ->
     for (point, bytes, k, f) in div.iter().take(20) {
         eprintln!(
             "  {point}: kernel {k} fast {f}: {:02x?}",
-            &bytes[..bytes.len().min(64)]
+            &bytes[..bytes.len().min(
+                std::env::var("DIFF_BYTES")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(64)
+            )]
         );
     }
     assert!(
@@ -229,5 +237,180 @@ fn fast_path_and_kernel_agree_on_ten_thousand_frames() {
     assert_eq!(
         total, 0,
         "the fast path decided differently from the kernel"
+    );
+}
+
+const PER_BRIDGE_CONFIG: usize = 2500;
+
+fn fmt_mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The same frames through a bridge, kernel alone and then with the bridge module at `hook`.
+fn compare_bridge(
+    lab: &BridgeLine,
+    name: &str,
+    seed: u64,
+    t: &harness::L2Targets,
+    hook: BridgeHook,
+) -> usize {
+    let frames = harness::generate_l2(t, seed, PER_BRIDGE_CONFIG);
+    let send = |lab: &BridgeLine| {
+        let tx = spawn_in_ns(lab.src.name(), || PacketSocket::open("v0").unwrap())
+            .join()
+            .unwrap();
+        let rx = spawn_in_ns(lab.sink.name(), || PacketSocket::open("s0").unwrap())
+            .join()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        tx.drain();
+        rx.drain();
+        for chunk in frames.chunks(16) {
+            for f in chunk {
+                tx.send(f).unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(400));
+        let mut cap = Capture::new();
+        for (point, sock) in [("source v0", &tx), ("sink s0", &rx)] {
+            for f in sock.drain() {
+                if let Some(n) = harness::normalize(&f, &[[198, 18, 2, 3]]) {
+                    *cap.entry((point.to_string(), n)).or_insert(0) += 1;
+                }
+            }
+        }
+        cap
+    };
+    let kernel = send(lab);
+    let mut d = RunningDaemon::start_with(&lab.dut, None, hook);
+    d.wait_for("bridge ports attached", |s| {
+        s.ports.len() == 2 && s.ports.iter().all(|p| p.notes.is_empty())
+    });
+    let fast = send(lab);
+    let s = d.wait_for("counters", |s| s.ports.iter().any(|p| p.fast_pathed > 0));
+    d.stop();
+    let div = harness::divergences(&kernel, &fast);
+    let arrived: usize = kernel.values().sum();
+    eprintln!(
+        "{name}: {} frames, {arrived} arrived (kernel), {} divergences; fast path: {:?}",
+        frames.len(),
+        div.len(),
+        s.ports
+            .iter()
+            .map(|p| (p.name.clone(), p.hook.clone(), p.fast_pathed, p.passed))
+            .collect::<Vec<_>>()
+    );
+    for (point, bytes, k, f) in div.iter().take(20) {
+        eprintln!(
+            "  {point}: kernel {k} fast {f}: {:02x?}",
+            &bytes[..bytes.len().min(
+                std::env::var("DIFF_BYTES")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(64)
+            )]
+        );
+    }
+    assert!(
+        arrived > PER_BRIDGE_CONFIG / 2,
+        "{name}: too little arrived for a meaningful comparison"
+    );
+    div.len()
+}
+
+#[test]
+fn bridge_fast_path_and_kernel_agree() {
+    let lab = bridge_line("d");
+    let (src_mac, sink_mac, br_mac) = (
+        mac(&lab.src, "v0"),
+        mac(&lab.sink, "s0"),
+        mac(&lab.dut, "br0"),
+    );
+    let src_macs = vec![src_mac, [0x02, 0xaa, 0, 0, 0, 1]];
+    let sink_macs = vec![sink_mac, [0x02, 0xbb, 0, 0, 0, 2]];
+    // A fixed FDB: learning off, static entries (replacing whatever the endpoints' first
+    // frames taught). Learning during the first run would otherwise change the state the
+    // second run starts from.
+    let bridge = |args: &[&str]| {
+        lab.dut.exec("bridge", args).unwrap();
+    };
+    for dev in ["d0", "d1"] {
+        bridge(&["link", "set", "dev", dev, "learning", "off"]);
+    }
+    for (macs, dev) in [(&src_macs, "d0"), (&sink_macs, "d1")] {
+        for m in macs.iter() {
+            bridge(&[
+                "fdb",
+                "replace",
+                &fmt_mac(*m),
+                "dev",
+                dev,
+                "master",
+                "static",
+            ]);
+        }
+    }
+    add_addr(&lab.dut, "br0", "fd00:2::3/64").unwrap();
+    // Local delivery answers the source: resolved neighbours, no rate limits.
+    for (addr, m) in [
+        ("198.18.2.1", src_mac),
+        ("198.18.2.4", src_mac),
+        ("fd00:2::1", src_mac),
+    ] {
+        lab.dut
+            .ip(&[
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                &fmt_mac(m),
+                "dev",
+                "br0",
+                "nud",
+                "permanent",
+            ])
+            .unwrap();
+    }
+    for (k, v) in [
+        ("net.ipv4.icmp_ratelimit", "0"),
+        ("net.ipv4.icmp_msgs_per_sec", "1000000"),
+        ("net.ipv4.icmp_msgs_burst", "1000000"),
+        ("net.ipv6.icmp.ratelimit", "0"),
+        ("net.ipv6.auto_flowlabels", "0"),
+    ] {
+        lab.dut.sysctl(k, v).unwrap();
+    }
+    for (ns, dev) in [(&lab.src, "v0"), (&lab.sink, "s0")] {
+        ns.exec("nft", &["add table netdev obs"]).unwrap();
+        ns.exec("nft", &[&format!("add chain netdev obs in {{ type filter hook ingress device {dev} priority 0; policy drop; }}")]).unwrap();
+    }
+    let t = harness::L2Targets {
+        src_macs,
+        sink_macs,
+        bridge_mac: br_mac,
+        ip: Targets {
+            dut_mac: br_mac,
+            src_mac,
+            src4: [198, 18, 2, 1],
+            src6: v6("fd00:2::1"),
+            routed4: vec![[198, 18, 2, 2], [198, 18, 2, 9]],
+            routed6: vec![v6("fd00:2::2"), v6("fd00:2::9")],
+            unknown4: vec![[198, 19, 0, 1]],
+            unknown_src4: [198, 18, 2, 4],
+            unknown6: vec![v6("fd00:d::1")],
+            special4: vec![[198, 18, 2, 3], [198, 18, 2, 255], [224, 0, 0, 1]],
+            special6: vec![v6("fd00:2::3"), v6("ff02::1")],
+        },
+    };
+    let mut total = 0;
+    total += compare_bridge(&lab, "bridge at XDP", 11, &t, BridgeHook::Xdp);
+    total += compare_bridge(&lab, "bridge at TC", 12, &t, BridgeHook::Tc);
+    assert_eq!(
+        total, 0,
+        "the bridge module decided differently from the kernel"
     );
 }
