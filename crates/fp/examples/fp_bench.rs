@@ -1,7 +1,8 @@
 //! Fast path vs Linux on the `line` lab: pps for router, gateway (100 rules), gateway (one
-//! ipset), with minimum-size frames from an in-kernel generator (BPF_PROG_RUN live frames,
+//! ipset), and on a bridge lab for the bridge, with minimum-size frames from an in-kernel generator (BPF_PROG_RUN live frames,
 //! XDP_TX) pinned to CPU 0 and the DUT's receive NAPI thread pinned to CPU 1; then the
-//! daemon's response time per configuration command. Run as root:
+//! pod-to-pod TCP request/response through a bridge at TC; then the daemon's response time
+//! per configuration command. Run as root:
 //!   cargo run --release -p wirespeed-fp --example fp_bench -- [secs] [rounds]
 
 #[path = "../tests/common/mod.rs"]
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use wirespeed_fp::gen::Gen;
+use wirespeed_fp::model::BridgeHook;
 use wirespeed_fp::pkt::{self, L4};
 
 fn mac(ns: &wirespeed_lab::Netns, ifname: &str) -> [u8; 6] {
@@ -86,9 +88,16 @@ struct Sample {
     cpu1: f64,
 }
 
-fn measure(lab: &Line, gen: &Arc<Gen>, frame: &[u8], warm: Duration, secs: Duration) -> Sample {
+/// The three namespaces of a line-shaped lab: generator, DUT, sink.
+struct Ends<'a> {
+    src: &'a wirespeed_lab::Netns,
+    dut: &'a wirespeed_lab::Netns,
+    sink: &'a wirespeed_lab::Netns,
+}
+
+fn measure(lab: &Ends, gen: &Arc<Gen>, frame: &[u8], warm: Duration, secs: Duration) -> Sample {
     pin_napi();
-    let src_if = ifindex(&lab.src, "v0");
+    let src_if = ifindex(lab.src, "v0");
     let g = gen.clone();
     let f = frame.to_vec();
     let total = warm + secs + Duration::from_millis(200);
@@ -102,7 +111,7 @@ fn measure(lab: &Line, gen: &Arc<Gen>, frame: &[u8], warm: Duration, secs: Durat
     let (c1, t1, u1) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
     let sent = h.join().unwrap();
     if std::env::var_os("FP_BENCH_DEBUG").is_some() {
-        for (ns, dev) in [(&lab.dut, "d0"), (&lab.dut, "d1"), (&lab.sink, "s0")] {
+        for (ns, dev) in [(lab.dut, "d0"), (lab.dut, "d1"), (lab.sink, "s0")] {
             let st = ns.exec("ethtool", &["-S", dev]).unwrap_or_default();
             let nz: Vec<&str> = st
                 .lines()
@@ -271,33 +280,20 @@ fn main() {
                 .unwrap();
         }),
     ];
+    let ends = Ends {
+        src: &lab.src,
+        dut: &lab.dut,
+        sink: &lab.sink,
+    };
     for (name, setup) in configs {
         setup();
         let (mut lin, mut fp, mut ratios, mut offered) = (vec![], vec![], vec![], vec![]);
         let (mut cpu_l, mut cpu_f) = (vec![], vec![]);
         for _ in 0..rounds {
-            let l = measure(&lab, &gen, &frame, warm, secs);
-            let mut d = RunningDaemon::start(&lab.dut, None);
-            d.wait_for("attached", |s| {
-                s.ports.len() == 2 && s.ports.iter().all(|p| !p.modules.is_empty())
+            let l = measure(&ends, &gen, &frame, warm, secs);
+            let f = with_daemon(&lab.dut, BridgeHook::Auto, name, || {
+                measure(&ends, &gen, &frame, warm, secs)
             });
-            let f = measure(&lab, &gen, &frame, warm, secs);
-            let s = d.status().unwrap();
-            if std::env::var_os("FP_BENCH_DEBUG").is_some() {
-                eprintln!(
-                    "{:?}",
-                    s.ports
-                        .iter()
-                        .map(|p| (&p.name, &p.reasons))
-                        .collect::<Vec<_>>()
-                );
-            }
-            d.stop();
-            assert!(
-                s.ports.iter().any(|p| p.fast_pathed > 0),
-                "{name}: nothing fast-pathed: {:?}",
-                s.ports
-            );
             ratios.push(f.pps / l.pps.max(1.0));
             lin.push(l.pps);
             fp.push(f.pps);
@@ -305,22 +301,69 @@ fn main() {
             cpu_l.push(l.cpu1);
             cpu_f.push(f.cpu1);
         }
-        let (rmin, rmax) = (
-            ratios.iter().cloned().fold(f64::MAX, f64::min),
-            ratios.iter().cloned().fold(0.0, f64::max),
-        );
-        println!(
-            "| {name} | {:.3} | {:.3} | {:.2}x ({:.2}-{:.2}) | {:.2} | {:.0}% / {:.0}% |",
-            median(&mut lin) / 1e6,
-            median(&mut fp) / 1e6,
-            median(&mut ratios),
-            rmin,
-            rmax,
-            median(&mut offered) / 1e6,
-            median(&mut cpu_l) * 100.0,
-            median(&mut cpu_f) * 100.0
-        );
+        print_row(name, lin, fp, ratios, offered, cpu_l, cpu_f);
     }
+
+    // The bridge: the same generator, frames addressed to the sink's MAC across br0.
+    let br = bridge_line("bb");
+    let br_ends = Ends {
+        src: &br.src,
+        dut: &br.dut,
+        sink: &br.sink,
+    };
+    let (bsrc_mac, bsink_mac) = (mac(&br.src, "v0"), mac(&br.sink, "s0"));
+    // Static FDB entries: the sink sends nothing, so it would never be learned.
+    for (m, dev) in [(bsrc_mac, "d0"), (bsink_mac, "d1")] {
+        br.dut
+            .exec(
+                "bridge",
+                &["fdb", "replace", &fmt(m), "dev", dev, "master", "static"],
+            )
+            .unwrap();
+    }
+    br.dut.exec("ethtool", &["-K", "d0", "gro", "on"]).unwrap();
+    br.dut
+        .exec("sh", &["-c", "echo 1 > /sys/class/net/d0/threaded"])
+        .unwrap();
+    let bframe = pkt::ipv4(
+        bsink_mac,
+        bsrc_mac,
+        [198, 18, 2, 1],
+        [198, 18, 2, 2],
+        64,
+        &[],
+        &L4::Udp {
+            sport: 1000,
+            dport: 2000,
+            payload: vec![0; 18],
+        },
+    );
+    let bgen =
+        Arc::new(Gen::load(bframe.as_slice().try_into().expect("60-byte frame")).unwrap());
+    let bsink_if = ifindex(&br.sink, "s0");
+    let g = bgen.clone();
+    let _bsink = spawn_in_ns(br.sink.name(), move || g.attach_sink(bsink_if).unwrap())
+        .join()
+        .unwrap();
+    let name = "bridge (2 ports, XDP)";
+    let (mut lin, mut fp, mut ratios, mut offered) = (vec![], vec![], vec![], vec![]);
+    let (mut cpu_l, mut cpu_f) = (vec![], vec![]);
+    for _ in 0..rounds {
+        let l = measure(&br_ends, &bgen, &bframe, warm, secs);
+        let f = with_daemon(&br.dut, BridgeHook::Xdp, name, || {
+            measure(&br_ends, &bgen, &bframe, warm, secs)
+        });
+        ratios.push(f.pps / l.pps.max(1.0));
+        lin.push(l.pps);
+        fp.push(f.pps);
+        offered.push(l.offered.max(f.offered));
+        cpu_l.push(l.cpu1);
+        cpu_f.push(f.cpu1);
+    }
+    print_row(name, lin, fp, ratios, offered, cpu_l, cpu_f);
+    drop(_bsink);
+
+    pod_to_pod(secs, rounds);
 
     // Response time: kernel event received -> data path updated, as the daemon records it.
     println!();
@@ -449,6 +492,199 @@ fn main() {
         }
         report(label, &mut us, &actions);
     }
+    drop(d);
+
+    // Bridge commands, on the bridge lab.
+    let d = RunningDaemon::start_with(&br.dut, None, BridgeHook::Xdp);
+    d.wait_for("bridge attached", |s| s.ports.len() == 2);
+    let bcmds: Vec<(&str, &str, usize, Box<dyn Fn(usize) -> Vec<String>>)> = vec![
+        (
+            "bridge fdb add/del (static)",
+            "fdb",
+            50,
+            Box::new(|i| {
+                let op = if i % 2 == 0 { "add" } else { "del" };
+                ["fdb", op, "02:cc:00:00:00:01", "dev", "d1", "master", "static"]
+                    .map(String::from)
+                    .to_vec()
+            }),
+        ),
+        (
+            "bridge link set state learning/forwarding",
+            "bridge",
+            20,
+            Box::new(|i| {
+                let state = if i % 2 == 0 { "2" } else { "3" };
+                ["link", "set", "dev", "d1", "state", state]
+                    .map(String::from)
+                    .to_vec()
+            }),
+        ),
+    ];
+    for (label, kind, n, args) in &bcmds {
+        let mut us = Vec::new();
+        let mut actions = std::collections::BTreeSet::new();
+        for i in 0..*n {
+            let before = d.status().map(|s| s.response_count).unwrap_or(0);
+            let a = args(i);
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            br.dut.exec("bridge", &a).unwrap();
+            let s = d.wait_for(label, |s| {
+                s.responses
+                    .iter()
+                    .take(s.response_count.saturating_sub(before))
+                    .any(|r| r.events.contains(kind))
+            });
+            if let Some(r) = s
+                .responses
+                .iter()
+                .take(s.response_count - before)
+                .find(|r| r.events.contains(kind))
+            {
+                us.push(r.micros);
+                actions.insert(r.action.clone());
+            }
+        }
+        report(label, &mut us, &actions);
+    }
+}
+
+/// Runs `f` with the daemon attached in `dut`, checking that something was fast-pathed.
+fn with_daemon<T>(dut: &wirespeed_lab::Netns, hook: BridgeHook, name: &str, f: impl FnOnce() -> T) -> T {
+    let mut d = RunningDaemon::start_with(dut, None, hook);
+    d.wait_for("attached", |s| {
+        s.ports.len() == 2 && s.ports.iter().all(|p| !p.modules.is_empty())
+    });
+    let out = f();
+    let s = d.status().unwrap();
+    if std::env::var_os("FP_BENCH_DEBUG").is_some() {
+        eprintln!(
+            "{:?}",
+            s.ports
+                .iter()
+                .map(|p| (&p.name, &p.reasons))
+                .collect::<Vec<_>>()
+        );
+    }
+    d.stop();
+    assert!(
+        s.ports.iter().any(|p| p.fast_pathed > 0),
+        "{name}: nothing fast-pathed: {:?}",
+        s.ports
+    );
+    out
+}
+
+fn print_row(
+    name: &str,
+    mut lin: Vec<f64>,
+    mut fp: Vec<f64>,
+    mut ratios: Vec<f64>,
+    mut offered: Vec<f64>,
+    mut cpu_l: Vec<f64>,
+    mut cpu_f: Vec<f64>,
+) {
+    let (rmin, rmax) = (
+        ratios.iter().cloned().fold(f64::MAX, f64::min),
+        ratios.iter().cloned().fold(0.0, f64::max),
+    );
+    println!(
+        "| {name} | {:.3} | {:.3} | {:.2}x ({:.2}-{:.2}) | {:.2} | {:.0}% / {:.0}% |",
+        median(&mut lin) / 1e6,
+        median(&mut fp) / 1e6,
+        median(&mut ratios),
+        rmin,
+        rmax,
+        median(&mut offered) / 1e6,
+        median(&mut cpu_l) * 100.0,
+        median(&mut cpu_f) * 100.0
+    );
+}
+
+/// One TCP connection between two pods of a pod network, 64-byte request and response,
+/// as fast as it goes for `secs`: (round trips per second, latencies in microseconds).
+fn ping_pong(net: &PodNet, secs: Duration) -> (f64, Vec<f64>) {
+    use std::io::{Read, Write};
+    let listener = spawn_in_ns(net.pods[1].name(), || {
+        std::net::TcpListener::bind("198.18.4.11:7100").unwrap()
+    })
+    .join()
+    .unwrap();
+    let srv = std::thread::spawn(move || {
+        pin_self(1);
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut buf = [0u8; 64];
+        while s.read_exact(&mut buf).is_ok() {
+            if s.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let out = spawn_in_ns(net.pods[0].name(), move || {
+        pin_self(0);
+        let mut s = std::net::TcpStream::connect("198.18.4.11:7100").unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut buf = [0u8; 64];
+        let mut lat = Vec::with_capacity(1 << 20);
+        let warm_until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < warm_until {
+            s.write_all(&buf).unwrap();
+            s.read_exact(&mut buf).unwrap();
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < secs {
+            let t = Instant::now();
+            s.write_all(&buf).unwrap();
+            s.read_exact(&mut buf).unwrap();
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        (lat.len() as f64 / t0.elapsed().as_secs_f64(), lat)
+    })
+    .join()
+    .unwrap();
+    srv.join().unwrap();
+    out
+}
+
+fn pct(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() as f64 - 1.0) * q).round() as usize]
+}
+
+/// Pod-to-pod request/response through the node's bridge, Linux against the bridge module
+/// at TC (the hook `auto` picks for veth ports).
+fn pod_to_pod(secs: Duration, rounds: usize) {
+    let net = pod_network("bp", 2);
+    println!();
+    println!("| pod-to-pod TCP, 64 B request/response, 1 connection | Linux | fast path (TC) | ratio |");
+    println!("|---|---|---|---|");
+    let (mut rl, mut rf, mut ratio) = (vec![], vec![], vec![]);
+    let (mut p50l, mut p50f, mut p99l, mut p99f) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let (l, mut ll) = ping_pong(&net, secs);
+        let (f, mut lf) = with_daemon(&net.node, BridgeHook::Auto, "pod-to-pod", || {
+            ping_pong(&net, secs)
+        });
+        rl.push(l);
+        rf.push(f);
+        ratio.push(f / l);
+        p50l.push(pct(&mut ll, 0.5));
+        p50f.push(pct(&mut lf, 0.5));
+        p99l.push(pct(&mut ll, 0.99));
+        p99f.push(pct(&mut lf, 0.99));
+    }
+    let (ml, mf) = (median(&mut rl), median(&mut rf));
+    println!(
+        "| round trips/s (median of {rounds}) | {:.0} | {:.0} | {:.2}x |",
+        ml,
+        mf,
+        median(&mut ratio)
+    );
+    let (a, b) = (median(&mut p50l), median(&mut p50f));
+    println!("| latency p50 us | {a:.1} | {b:.1} | {:.2}x |", b / a);
+    let (a, b) = (median(&mut p99l), median(&mut p99f));
+    println!("| latency p99 us | {a:.1} | {b:.1} | {:.2}x |", b / a);
 }
 
 fn report(label: &str, us: &mut [f64], actions: &std::collections::BTreeSet<String>) {
