@@ -59,12 +59,12 @@ int fp_xdp(struct xdp_md *ctx)
 		why = FP_PASS_DISABLED;
 	} else if (p.proto == ETH_P_IP) {
 		if (cfg_router_v4 && !c->off_v4)
-			v = router_v4(ctx, &p, &oif, &why);
+			v = router_v4(ctx, &p, c, &oif, &why);
 		else
 			why = FP_PASS_DISABLED;
 	} else {
 		if (cfg_router_v6 && !c->off_v6)
-			v = router_v6(ctx, &p, &oif, &why);
+			v = router_v6(ctx, &p, c, &oif, &why);
 		else
 			why = FP_PASS_DISABLED;
 	}

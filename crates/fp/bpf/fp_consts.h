@@ -56,11 +56,9 @@ const volatile __u8 cfg_bridge = 0;
 /* The MAC of the interface the program is attached to: frames addressed elsewhere are the
  * kernel's to drop or flood. */
 const volatile __u8 cfg_if_mac[ETH_ALEN] = {};
-/* Filter fields some rule constrains (FIELD_* in fp_filter.h): the lookups of the others are
- * compiled out. */
+/* Filter fields compiled in (FIELD_* in fp_filter.h): the lookups of the others are compiled
+ * out. The controller compiles all of them in and switches them at run time (fp_ctl), so
+ * that rule edits never need a new program. */
 const volatile __u8 cfg_filter_fields = 0xff;
-/* Chain policy when no rule matches: 0 accept, 1 drop. */
-const volatile __u8 cfg_filter_policy_drop_v4 = 0;
-const volatile __u8 cfg_filter_policy_drop_v6 = 0;
 
 #endif

@@ -159,22 +159,22 @@ static __always_inline const struct rule_set *field_or_default(void *map, void *
 /* ANDs the L4 fields (protocol, ports, egress interface) into acc. l4 points past the L3
  * header; returns -1 when the ports cannot be read. */
 static __always_inline int filter_l4(struct fp_pkt *p, struct rule_set *acc, __u32 family,
-				     __u8 proto, void *l4, __u32 oif)
+				     __u8 proto, void *l4, __u32 oif, __u32 fields)
 {
 	const struct rule_set *s;
 	struct port_key pk = { .proto = proto };
 	__u32 key = family * 256 + proto;
 	__u16 sport = 0, dport = 0;
 
-	if (cfg_filter_fields & FIELD_PROTO) {
+	if (fields & FIELD_PROTO) {
 		s = bpf_map_lookup_elem(&f_proto, &key);
 		if (!s)
 			return -1;
 		and_into(acc, s);
 	}
-	if (!(cfg_filter_fields & (FIELD_SPORT | FIELD_DPORT | FIELD_OIF)))
+	if (!(fields & (FIELD_SPORT | FIELD_DPORT | FIELD_OIF)))
 		return 0;
-	if ((cfg_filter_fields & (FIELD_SPORT | FIELD_DPORT)) &&
+	if ((fields & (FIELD_SPORT | FIELD_DPORT)) &&
 	    (proto == IPPROTO_TCP || proto == IPPROTO_UDP)) {
 		__be16 *ports = l4;
 
@@ -183,21 +183,21 @@ static __always_inline int filter_l4(struct fp_pkt *p, struct rule_set *acc, __u
 		sport = bpf_ntohs(ports[0]);
 		dport = bpf_ntohs(ports[1]);
 	}
-	if (cfg_filter_fields & FIELD_SPORT) {
+	if (fields & FIELD_SPORT) {
 		pk.port = sport;
 		s = field_or_default(&f_sport, &pk, FF_SPORT);
 		if (!s)
 			return -1;
 		and_into(acc, s);
 	}
-	if (cfg_filter_fields & FIELD_DPORT) {
+	if (fields & FIELD_DPORT) {
 		pk.port = dport;
 		s = field_or_default(&f_dport, &pk, FF_DPORT);
 		if (!s)
 			return -1;
 		and_into(acc, s);
 	}
-	if (cfg_filter_fields & FIELD_OIF) {
+	if (fields & FIELD_OIF) {
 		s = field_or_default(&f_oif, &oif, FF_OIF);
 		if (!s)
 			return -1;
@@ -225,8 +225,10 @@ static __always_inline int filter_decide(struct rule_set *acc, __u8 policy_drop)
 	return *action;
 }
 
-static __always_inline int filter_v4(struct fp_pkt *p, struct iphdr *iph, __u32 oif)
+static __always_inline int filter_v4(struct fp_pkt *p, struct iphdr *iph, __u32 oif,
+				     const struct fp_ctl *c)
 {
+	__u32 fields = cfg_filter_fields & c->filter_fields;
 	struct rule_set acc;
 	const struct rule_set *s;
 	struct lpm_v4 k = { .prefixlen = 32 };
@@ -239,27 +241,29 @@ static __always_inline int filter_v4(struct fp_pkt *p, struct iphdr *iph, __u32 
 	if (!s)
 		return FILTER_KERNEL;
 	acc = *s;
-	if (cfg_filter_fields & FIELD_SRC) {
+	if (fields & FIELD_SRC) {
 		k.addr = iph->saddr;
 		s = bpf_map_lookup_elem(&f_src4, &k);
 		if (!s)
 			return FILTER_KERNEL;
 		and_into(&acc, s);
 	}
-	if (cfg_filter_fields & FIELD_DST) {
+	if (fields & FIELD_DST) {
 		k.addr = iph->daddr;
 		s = bpf_map_lookup_elem(&f_dst4, &k);
 		if (!s)
 			return FILTER_KERNEL;
 		and_into(&acc, s);
 	}
-	if (filter_l4(p, &acc, 0, iph->protocol, iph + 1, oif) < 0)
+	if (filter_l4(p, &acc, 0, iph->protocol, iph + 1, oif, fields) < 0)
 		return FILTER_KERNEL;
-	return filter_decide(&acc, cfg_filter_policy_drop_v4);
+	return filter_decide(&acc, c->policy_drop_v4);
 }
 
-static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u32 oif)
+static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u32 oif,
+				     const struct fp_ctl *c)
 {
+	__u32 fields = cfg_filter_fields & c->filter_fields;
 	struct rule_set acc;
 	const struct rule_set *s;
 	struct lpm_v6 k = { .prefixlen = 128 };
@@ -276,23 +280,23 @@ static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u
 	if (!s)
 		return FILTER_KERNEL;
 	acc = *s;
-	if (cfg_filter_fields & FIELD_SRC) {
+	if (fields & FIELD_SRC) {
 		__builtin_memcpy(k.addr, &ip6h->saddr, 16);
 		s = bpf_map_lookup_elem(&f_src6, &k);
 		if (!s)
 			return FILTER_KERNEL;
 		and_into(&acc, s);
 	}
-	if (cfg_filter_fields & FIELD_DST) {
+	if (fields & FIELD_DST) {
 		__builtin_memcpy(k.addr, &ip6h->daddr, 16);
 		s = bpf_map_lookup_elem(&f_dst6, &k);
 		if (!s)
 			return FILTER_KERNEL;
 		and_into(&acc, s);
 	}
-	if (filter_l4(p, &acc, 1, nh, ip6h + 1, oif) < 0)
+	if (filter_l4(p, &acc, 1, nh, ip6h + 1, oif, fields) < 0)
 		return FILTER_KERNEL;
-	return filter_decide(&acc, cfg_filter_policy_drop_v6);
+	return filter_decide(&acc, c->policy_drop_v6);
 }
 
 #endif

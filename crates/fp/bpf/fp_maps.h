@@ -24,6 +24,15 @@ struct {
 struct fp_ctl {
 	__u32 off_v4;
 	__u32 off_v6;
+	/* The filter, as far as it changes with the rules: which fields some rule constrains
+	 * (of those compiled in, cfg_filter_fields), whether a chain is compiled at all, and
+	 * the chain policies. A rule added or deleted is then map writes, never a program
+	 * swap, whose XDP dispatcher update costs milliseconds. */
+	__u32 filter_fields;
+	__u8 filter_v4;
+	__u8 filter_v6;
+	__u8 policy_drop_v4;
+	__u8 policy_drop_v6;
 };
 
 struct {

@@ -64,7 +64,8 @@ static __always_inline int ipv4_martian(__be32 addr)
 }
 
 static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct fp_pkt *p,
-						     __u32 *oif, enum fp_reason *why)
+						     const struct fp_ctl *c, __u32 *oif,
+						     enum fp_reason *why)
 {
 	struct iphdr *iph = p->l3;
 	struct bpf_fib_lookup fib = {};
@@ -117,8 +118,8 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 	}
 	if (!egress_ok(&fib, ctx->ingress_ifindex, why))
 		return RT_PASS;
-	if (cfg_filter_v4) {
-		int f = filter_v4(p, iph, fib.ifindex);
+	if (cfg_filter_v4 && c->filter_v4) {
+		int f = filter_v4(p, iph, fib.ifindex, c);
 
 		if (f == FILTER_DROP) {
 			*why = FP_DROPPED_FILTER;
@@ -155,7 +156,8 @@ static __always_inline int ipv6_special(const struct in6_addr *a)
 }
 
 static __always_inline enum router_verdict router_v6(struct xdp_md *ctx, struct fp_pkt *p,
-						     __u32 *oif, enum fp_reason *why)
+						     const struct fp_ctl *c, __u32 *oif,
+						     enum fp_reason *why)
 {
 	struct ipv6hdr *ip6h = p->l3;
 	struct bpf_fib_lookup fib = {};
@@ -198,8 +200,8 @@ static __always_inline enum router_verdict router_v6(struct xdp_md *ctx, struct 
 	}
 	if (!egress_ok(&fib, ctx->ingress_ifindex, why))
 		return RT_PASS;
-	if (cfg_filter_v6) {
-		int f = filter_v6(p, ip6h, fib.ifindex);
+	if (cfg_filter_v6 && c->filter_v6) {
+		int f = filter_v6(p, ip6h, fib.ifindex, c);
 
 		if (f == FILTER_DROP) {
 			*why = FP_DROPPED_FILTER;

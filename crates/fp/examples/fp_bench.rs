@@ -338,8 +338,7 @@ fn main() {
             payload: vec![0; 18],
         },
     );
-    let bgen =
-        Arc::new(Gen::load(bframe.as_slice().try_into().expect("60-byte frame")).unwrap());
+    let bgen = Arc::new(Gen::load(bframe.as_slice().try_into().expect("60-byte frame")).unwrap());
     let bsink_if = ifindex(&br.sink, "s0");
     let g = bgen.clone();
     let _bsink = spawn_in_ns(br.sink.name(), move || g.attach_sink(bsink_if).unwrap())
@@ -504,9 +503,17 @@ fn main() {
             50,
             Box::new(|i| {
                 let op = if i % 2 == 0 { "add" } else { "del" };
-                ["fdb", op, "02:cc:00:00:00:01", "dev", "d1", "master", "static"]
-                    .map(String::from)
-                    .to_vec()
+                [
+                    "fdb",
+                    op,
+                    "02:cc:00:00:00:01",
+                    "dev",
+                    "d1",
+                    "master",
+                    "static",
+                ]
+                .map(String::from)
+                .to_vec()
             }),
         ),
         (
@@ -550,7 +557,12 @@ fn main() {
 }
 
 /// Runs `f` with the daemon attached in `dut`, checking that something was fast-pathed.
-fn with_daemon<T>(dut: &wirespeed_lab::Netns, hook: BridgeHook, name: &str, f: impl FnOnce() -> T) -> T {
+fn with_daemon<T>(
+    dut: &wirespeed_lab::Netns,
+    hook: BridgeHook,
+    name: &str,
+    f: impl FnOnce() -> T,
+) -> T {
     let mut d = RunningDaemon::start_with(dut, None, hook);
     d.wait_for("attached", |s| {
         s.ports.len() == 2 && s.ports.iter().all(|p| !p.modules.is_empty())
@@ -657,7 +669,9 @@ fn pct(v: &mut [f64], q: f64) -> f64 {
 fn pod_to_pod(secs: Duration, rounds: usize) {
     let net = pod_network("bp", 2);
     println!();
-    println!("| pod-to-pod TCP, 64 B request/response, 1 connection | Linux | fast path (TC) | ratio |");
+    println!(
+        "| pod-to-pod TCP, 64 B request/response, 1 connection | Linux | fast path (TC) | ratio |"
+    );
     println!("|---|---|---|---|");
     let (mut rl, mut rf, mut ratio) = (vec![], vec![], vec![]);
     let (mut p50l, mut p50f, mut p99l, mut p99f) = (vec![], vec![], vec![], vec![]);

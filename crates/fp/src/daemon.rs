@@ -12,10 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::counters::Counters;
 use crate::error::{io, Error, Result};
-use crate::filter::{FamilyFilter, FilterPlan, IpsetInfo, Tables};
+use crate::filter::{self, FamilyFilter, FilterPlan, IpsetInfo, Tables, XtByHandle};
 use crate::loader::{self, Attachment, BridgeMaps, Features, Hook, Program};
 use crate::model::{BridgeHook, Event, FdbKey, Model, Plan};
 use crate::netlink::{self, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
+use crate::nftlib::NftLib;
 
 pub const STATUS_DIR: &str = "/run/wirespeed/fp";
 
@@ -150,6 +151,10 @@ pub struct Daemon {
     ipset_text: String,
     /// The last `nft -j list ruleset` and what its `-m set` matches resolved to.
     last_ruleset: Option<(String, IpsetInfo)>,
+    /// In-process libnftables (None: spawn `nft`).
+    nft: Option<NftLib>,
+    /// Set matches of the iptables-nft rules seen so far, by rule handle.
+    xt_known: XtByHandle,
     /// The bridge module's tables, shared by every port's program.
     bridge_maps: BridgeMaps,
     applied_fdb: BTreeMap<FdbKey, u32>,
@@ -177,7 +182,7 @@ fn legacy_tables() -> (bool, bool) {
     (has("ip_tables_names"), has("ip6_tables_names"))
 }
 
-fn nft_ruleset() -> Result<String> {
+fn nft_ruleset_spawned() -> Result<String> {
     let out = Command::new("nft")
         .args(["-j", "list", "ruleset"])
         .output()
@@ -241,6 +246,8 @@ impl Daemon {
             cfg,
             model,
             bridge_maps,
+            nft: NftLib::open(),
+            xt_known: XtByHandle::new(),
             applied_fdb: BTreeMap::new(),
             br_netfilter: false,
             br_nf_tagged: false,
@@ -324,21 +331,42 @@ impl Daemon {
         self.update_bridge_kernel();
     }
 
+    fn nft_ruleset(&mut self) -> Result<String> {
+        let s = match &mut self.nft {
+            Some(lib) => lib.list_ruleset()?,
+            None => nft_ruleset_spawned()?,
+        };
+        // An empty ruleset prints nothing with some versions.
+        Ok(if s.trim().is_empty() {
+            r#"{"nftables": []}"#.to_string()
+        } else {
+            s
+        })
+    }
+
     fn sync_filter(&mut self) -> Result<()> {
         self.legacy = legacy_tables();
-        let json = nft_ruleset()?;
+        let json = self.nft_ruleset()?;
         (self.l2_tables, self.l3_tables) = table_families(&json);
         self.update_bridge_kernel();
         let mut info = IpsetInfo::default();
         self.uses_ipset = json.contains("\"xt\"");
         if self.uses_ipset {
-            for (family, tool) in [("ip", "iptables-nft-save"), ("ip6", "ip6tables-nft-save")] {
-                if let Ok(out) = Command::new(tool).output() {
-                    info.add_ipt_save(family, &String::from_utf8_lossy(&out.stdout));
-                }
-            }
-            self.ipset_text = ipset_save();
+            let xt = filter::xt_rules(&json);
             info.set_ipset_save(&self.ipset_text);
+            // Known rules only (an ordinary rule added or deleted beside them): the set
+            // names are remembered, and members are polled anyway.
+            if self.ipset_text.is_empty() || !info.set_matches_from(&self.xt_known, &xt) {
+                info = IpsetInfo::default();
+                for (family, tool) in [("ip", "iptables-nft-save"), ("ip6", "ip6tables-nft-save")] {
+                    if let Ok(out) = Command::new(tool).output() {
+                        info.add_ipt_save(family, &String::from_utf8_lossy(&out.stdout));
+                    }
+                }
+                self.ipset_text = ipset_save();
+                info.set_ipset_save(&self.ipset_text);
+                self.xt_known = info.by_handle(&xt);
+            }
         }
         self.model.filter =
             FilterPlan::from_nft_json_with(&json, self.legacy.0, self.legacy.1, &info)?;
@@ -471,27 +499,30 @@ impl Daemon {
                 .then(|| self.model.filter.tables(&pp.name, &|n| self.ifindex_of(n)));
             let res: Result<()> = (|| {
                 match self.ports.get_mut(idx) {
-                    Some(port) if port.prog.features == f => {
-                        port.prog.set_off(pp.off_v4, pp.off_v6)?;
+                    Some(port) if port.prog.features.serves(&f) => {
+                        port.prog.set_ctl(pp.off_v4, pp.off_v6, &f)?;
                         port.prog.set_tx_ports(&plan.tx_ports)?;
                         if port.tables != tables {
                             if let Some(t) = &tables {
-                                port.prog.write_filter(t)?;
+                                port.prog.write_filter_over(port.tables.as_ref(), t)?;
                             }
                             port.tables = tables;
                         }
                     }
                     Some(port) => {
-                        let (prog, old_tables) =
-                            match port.spare.iter().position(|(p, _)| p.features == f) {
-                                Some(i) => port.spare.swap_remove(i),
-                                None => (Program::load_shared(&f, Some(&self.bridge_maps))?, None),
-                            };
-                        prog.set_off(pp.off_v4, pp.off_v6)?;
+                        let hit = port.spare.iter().position(|(p, _)| p.features.serves(&f));
+                        let (prog, old_tables) = match hit {
+                            Some(i) => port.spare.swap_remove(i),
+                            None => (
+                                Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?,
+                                None,
+                            ),
+                        };
+                        prog.set_ctl(pp.off_v4, pp.off_v6, &f)?;
                         prog.set_tx_ports(&plan.tx_ports)?;
                         if let Some(t) = &tables {
                             if old_tables.as_ref() != Some(t) {
-                                prog.write_filter(t)?;
+                                prog.write_filter_over(old_tables.as_ref(), t)?;
                             }
                         }
                         port.att.replace(&prog)?;
@@ -510,8 +541,8 @@ impl Daemon {
                         if !f.tc {
                             loader::remove_stale_xdp(*idx);
                         }
-                        let prog = Program::load_shared(&f, Some(&self.bridge_maps))?;
-                        prog.set_off(pp.off_v4, pp.off_v6)?;
+                        let prog = Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?;
+                        prog.set_ctl(pp.off_v4, pp.off_v6, &f)?;
                         prog.set_tx_ports(&plan.tx_ports)?;
                         if let Some(t) = &tables {
                             prog.write_filter(t)?;
@@ -581,7 +612,13 @@ impl Daemon {
                 );
                 maps.insert("filter_port_entries".into(), t.sport.len() + t.dport.len());
             }
-            let features: Features = p.prog.features;
+            // What the port runs: the plan's features (a program may have more compiled in,
+            // switched off at run time).
+            let features: Features = plan
+                .ports
+                .get(idx)
+                .map(|pp| pp.features)
+                .unwrap_or(p.prog.features);
             if features.bridge {
                 let (ports, vlans, fdb) = self.bridge_maps.counts();
                 maps.insert("bridge_ports".into(), ports);

@@ -33,7 +33,35 @@ pub struct Features {
     pub mac: [u8; 6],
 }
 
+/// Every filter field (filter::FIELD_*).
+pub const FIELDS_ALL: u8 = 0x3f;
+
 impl Features {
+    /// Whether a program loaded with these features can run `want` through run-time
+    /// switches alone: the same modules and hook, with at least the filter code `want` needs.
+    pub fn serves(&self, want: &Features) -> bool {
+        self.router_v4 == want.router_v4
+            && self.router_v6 == want.router_v6
+            && self.bridge == want.bridge
+            && self.tc == want.tc
+            && self.mac == want.mac
+            && (self.filter_v4 || !want.filter_v4)
+            && (self.filter_v6 || !want.filter_v6)
+            && self.filter_fields & want.filter_fields == want.filter_fields
+    }
+
+    /// What to compile for `self`: a filter with every field in, so that rules using other
+    /// fields later need no new program; policies are run-time values.
+    pub fn to_load(&self) -> Features {
+        let mut f = *self;
+        if f.filter_v4 || f.filter_v6 {
+            f.filter_fields = FIELDS_ALL;
+        }
+        f.policy_drop_v4 = false;
+        f.policy_drop_v6 = false;
+        f
+    }
+
     pub fn modules(&self) -> Vec<&'static str> {
         let mut m = Vec::new();
         if self.bridge {
@@ -209,8 +237,6 @@ impl Program {
         ro.cfg_router_v6 = features.router_v6 as u8;
         ro.cfg_filter_v4 = features.filter_v4 as u8;
         ro.cfg_filter_v6 = features.filter_v6 as u8;
-        ro.cfg_filter_policy_drop_v4 = features.policy_drop_v4 as u8;
-        ro.cfg_filter_policy_drop_v6 = features.policy_drop_v6 as u8;
         ro.cfg_if_mac = features.mac;
         ro.cfg_filter_fields = features.filter_fields;
         ro.cfg_bridge = features.bridge as u8;
@@ -245,11 +271,14 @@ impl Program {
         };
         // The skeleton (and its object) drops here; the program and maps live on through the
         // fds we hold and, once attached, through the link.
-        Ok(Program {
+        let prog = Program {
             fd,
             maps,
             features: *features,
-        })
+        };
+        // Standalone use (tests, benchmarks): the filter runs as the features describe it.
+        prog.set_ctl(false, false, features)?;
+        Ok(prog)
     }
 
     /// Sets the egress ports the router may redirect to (ifindexes), replacing the old set.
@@ -273,11 +302,19 @@ impl Program {
         Ok(())
     }
 
-    /// Hands a family to the kernel (or takes it back) without a program swap.
-    pub fn set_off(&self, off_v4: bool, off_v6: bool) -> Result<()> {
-        let mut v = [0u8; 8];
+    /// Sets the run-time switches: a family handed to the kernel, and the filter as `want`
+    /// describes it (on or off, fields, policies), within what this program compiled in.
+    pub fn set_ctl(&self, off_v4: bool, off_v6: bool, want: &Features) -> Result<()> {
+        // struct fp_ctl { u32 off_v4, off_v6, filter_fields; u8 filter_v4, filter_v6,
+        //                 policy_drop_v4, policy_drop_v6; }
+        let mut v = [0u8; 16];
         v[..4].copy_from_slice(&(off_v4 as u32).to_ne_bytes());
-        v[4..].copy_from_slice(&(off_v6 as u32).to_ne_bytes());
+        v[4..8].copy_from_slice(&(off_v6 as u32).to_ne_bytes());
+        v[8..12].copy_from_slice(&(want.filter_fields as u32).to_ne_bytes());
+        v[12] = want.filter_v4 as u8;
+        v[13] = want.filter_v6 as u8;
+        v[14] = want.policy_drop_v4 as u8;
+        v[15] = want.policy_drop_v6 as u8;
         self.maps
             .ctl
             .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
@@ -480,83 +517,124 @@ fn clear(map: &MapHandle) {
 
 impl Program {
     /// Writes the classifier tables into this program's maps, in place: the filter is paused
-    /// (its packets go to the kernel) until every table is consistent again.
-    pub fn write_filter(&self, t: &crate::filter::Tables) -> Result<()> {
+    /// (its packets go to the kernel) until every table is consistent again. `old`, the
+    /// tables the maps hold now, turns the write into a diff: a rule added at the end or a
+    /// set member changes a handful of entries, not the 512 protocol slots and every prefix.
+    pub fn write_filter_over(
+        &self,
+        old: Option<&crate::filter::Tables>,
+        t: &crate::filter::Tables,
+    ) -> Result<()> {
         let pause = |v: u32| {
             self.maps
                 .f_paused
                 .update(&0u32.to_ne_bytes(), &v.to_ne_bytes(), MapFlags::ANY)
                 .map_err(bpf("pause filter"))
         };
+        let new = filter_entries(t);
+        let old = old.map(filter_entries);
+        let m = &self.maps;
+        let maps = [
+            (&m.f_src4, "f_src4"),
+            (&m.f_dst4, "f_dst4"),
+            (&m.f_src6, "f_src6"),
+            (&m.f_dst6, "f_dst6"),
+            (&m.f_proto, "f_proto"),
+            (&m.f_sport, "f_sport"),
+            (&m.f_dport, "f_dport"),
+            (&m.f_oif, "f_oif"),
+            (&m.f_defaults, "f_defaults"),
+            (&m.f_actions, "f_actions"),
+        ];
         pause(1)?;
-        self.fill_filter(t)?;
+        for (i, (map, name)) in maps.iter().enumerate() {
+            let want = &new[i];
+            match old.as_ref().map(|o| &o[i]) {
+                Some(have) => {
+                    for (k, v) in want {
+                        if have.get(k) != Some(v) {
+                            upd(map, k, v, name)?;
+                        }
+                    }
+                    // Arrays keep their slots; hash and LPM entries no longer wanted go.
+                    if !matches!(*name, "f_proto" | "f_defaults" | "f_actions") {
+                        for k in have.keys().filter(|k| !want.contains_key(*k)) {
+                            let _ = map.delete(k);
+                        }
+                    }
+                }
+                None => {
+                    if !matches!(*name, "f_proto" | "f_defaults" | "f_actions") {
+                        clear(map);
+                    }
+                    for (k, v) in want {
+                        upd(map, k, v, name)?;
+                    }
+                }
+            }
+        }
         pause(0)
     }
 
-    fn fill_filter(&self, t: &crate::filter::Tables) -> Result<()> {
-        let m = &self.maps;
-        for map in [
-            &m.f_src4, &m.f_dst4, &m.f_src6, &m.f_dst6, &m.f_sport, &m.f_dport, &m.f_oif,
-        ] {
-            clear(map);
-        }
-        let upd = |map: &MapHandle, k: &[u8], v: &[u8], what: &str| {
-            map.update(k, v, MapFlags::ANY)
-                .map_err(bpf(format!("fill filter map {what}")))
-        };
-        for (map, entries) in [(&m.f_src4, &t.src4), (&m.f_dst4, &t.dst4)] {
-            for ((addr, len), bits) in entries {
-                let mut k = [0u8; 8];
-                k[..4].copy_from_slice(&(*len as u32).to_ne_bytes());
-                k[4..].copy_from_slice(&addr.to_be_bytes());
-                upd(map, &k, &bits_bytes(bits), "lpm4")?;
-            }
-        }
-        for (map, entries) in [(&m.f_src6, &t.src6), (&m.f_dst6, &t.dst6)] {
-            for ((addr, len), bits) in entries {
-                let mut k = [0u8; 20];
-                k[..4].copy_from_slice(&(*len as u32).to_ne_bytes());
-                k[4..].copy_from_slice(&addr.to_be_bytes());
-                upd(map, &k, &bits_bytes(bits), "lpm6")?;
-            }
-        }
-        for (i, bits) in t.proto.iter().enumerate() {
-            upd(
-                &m.f_proto,
-                &(i as u32).to_ne_bytes(),
-                &bits_bytes(bits),
-                "proto",
-            )?;
-        }
-        for (map, entries) in [(&m.f_sport, &t.sport), (&m.f_dport, &t.dport)] {
-            for ((proto, port), bits) in entries {
-                let mut k = [0u8; 4];
-                k[0] = *proto;
-                k[2..].copy_from_slice(&port.to_ne_bytes());
-                upd(map, &k, &bits_bytes(bits), "port")?;
-            }
-        }
-        for (idx, bits) in &t.oif {
-            upd(&m.f_oif, &idx.to_ne_bytes(), &bits_bytes(bits), "oif")?;
-        }
-        for (i, bits) in t.defaults.iter().enumerate() {
-            upd(
-                &m.f_defaults,
-                &(i as u32).to_ne_bytes(),
-                &bits_bytes(bits),
-                "defaults",
-            )?;
-        }
-        for (i, a) in t.actions.iter().enumerate() {
-            upd(
-                &m.f_actions,
-                &(i as u32).to_ne_bytes(),
-                &a.to_ne_bytes(),
-                "actions",
-            )?;
-        }
-        Ok(())
+    /// `write_filter_over` with no knowledge of the maps' contents: a full rewrite.
+    pub fn write_filter(&self, t: &crate::filter::Tables) -> Result<()> {
+        self.write_filter_over(None, t)
     }
+}
+
+type Entries = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The key and value bytes of every filter map entry, in the order write_filter_over lists
+/// the maps.
+fn filter_entries(t: &crate::filter::Tables) -> Vec<Entries> {
+    let bits = |b: &crate::filter::Bits| bits_bytes(b).to_vec();
+    let lpm4 = |e: &[((u32, u8), crate::filter::Bits)]| -> Entries {
+        e.iter()
+            .map(|((addr, len), b)| {
+                let mut k = (*len as u32).to_ne_bytes().to_vec();
+                k.extend_from_slice(&addr.to_be_bytes());
+                (k, bits(b))
+            })
+            .collect()
+    };
+    let lpm6 = |e: &[((u128, u8), crate::filter::Bits)]| -> Entries {
+        e.iter()
+            .map(|((addr, len), b)| {
+                let mut k = (*len as u32).to_ne_bytes().to_vec();
+                k.extend_from_slice(&addr.to_be_bytes());
+                (k, bits(b))
+            })
+            .collect()
+    };
+    let ports = |e: &[((u8, u16), crate::filter::Bits)]| -> Entries {
+        e.iter()
+            .map(|((proto, port), b)| {
+                let mut k = vec![*proto, 0];
+                k.extend_from_slice(&port.to_ne_bytes());
+                (k, bits(b))
+            })
+            .collect()
+    };
+    let indexed = |e: &mut dyn Iterator<Item = Vec<u8>>| -> Entries {
+        e.enumerate()
+            .map(|(i, v)| ((i as u32).to_ne_bytes().to_vec(), v))
+            .collect()
+    };
+    vec![
+        lpm4(&t.src4),
+        lpm4(&t.dst4),
+        lpm6(&t.src6),
+        lpm6(&t.dst6),
+        indexed(&mut t.proto.iter().map(bits)),
+        ports(&t.sport),
+        ports(&t.dport),
+        t.oif
+            .iter()
+            .map(|(idx, b)| (idx.to_ne_bytes().to_vec(), bits(b)))
+            .collect(),
+        indexed(&mut t.defaults.iter().map(bits)),
+        indexed(&mut t.actions.iter().map(|a| a.to_ne_bytes().to_vec())),
+    ]
 }
 
 /// Detaches a non-link XDP program named like ours left on `ifindex` (e.g. by a tool that
@@ -606,5 +684,43 @@ pub fn remove_stale_xdp(ifindex: u32) -> bool {
     // SAFETY: plain syscall wrapper; fails harmlessly (EBUSY) if a link owns the attachment.
     unsafe {
         libbpf_rs::libbpf_sys::bpf_xdp_detach(ifindex as i32, mode_flags, std::ptr::null()) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_with_more_filter_compiled_in_serves_a_smaller_filter() {
+        let router = Features {
+            router_v4: true,
+            router_v6: true,
+            ..Features::default()
+        };
+        let filtered = Features {
+            filter_v4: true,
+            filter_fields: 0b10,
+            policy_drop_v4: true,
+            ..router
+        };
+        let loaded = filtered.to_load();
+        assert_eq!(loaded.filter_fields, FIELDS_ALL);
+        assert!(!loaded.policy_drop_v4, "policies are run-time values");
+        assert!(loaded.serves(&filtered));
+        assert!(loaded.serves(&router), "a filter switched off at run time");
+        assert!(loaded.serves(&Features {
+            filter_fields: 0b1,
+            ..filtered
+        }));
+        assert!(!router.serves(&filtered), "no filter code to switch on");
+        assert!(!loaded.serves(&Features {
+            filter_v6: true,
+            ..filtered
+        }));
+        assert!(!loaded.serves(&Features {
+            bridge: true,
+            ..filtered
+        }));
     }
 }

@@ -1,0 +1,125 @@
+//! The nftables ruleset, read in-process through libnftables (loaded at run time with dlopen)
+//! instead of spawning `nft -j list ruleset` for every change: the same JSON, without a
+//! fork, an exec and a library load in front of each response. Where the library is missing,
+//! the caller falls back to the `nft` command.
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+
+use crate::error::{Error, Result};
+
+/// enum nft_ctx_output_flags: NFT_CTX_OUTPUT_JSON
+const OUTPUT_JSON: c_uint = 1 << 4;
+
+type CtxNew = unsafe extern "C" fn(c_uint) -> *mut c_void;
+type CtxFree = unsafe extern "C" fn(*mut c_void);
+type SetFlags = unsafe extern "C" fn(*mut c_void, c_uint);
+type Buffer = unsafe extern "C" fn(*mut c_void) -> c_int;
+type GetBuffer = unsafe extern "C" fn(*mut c_void) -> *const c_char;
+type RunCmd = unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int;
+
+/// A libnftables context. The netlink socket it opens lives in the network namespace of the
+/// thread that first runs a command, so create and use it on the daemon's thread.
+pub struct NftLib {
+    lib: *mut c_void,
+    ctx: *mut c_void,
+    ctx_free: CtxFree,
+    run: RunCmd,
+    output: GetBuffer,
+    error: GetBuffer,
+}
+
+unsafe fn sym<T: Copy>(lib: *mut c_void, name: &str) -> Option<T> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: lib is a live dlopen handle; the caller names a function of type T.
+    let p = unsafe { libc::dlsym(lib, c.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a function pointer and a data pointer have the same size on Linux.
+    Some(unsafe { std::mem::transmute_copy(&p) })
+}
+
+impl NftLib {
+    /// Loads libnftables.so.1 and sets up a context with JSON output captured in a buffer.
+    pub fn open() -> Option<NftLib> {
+        let name = CString::new("libnftables.so.1").ok()?;
+        // SAFETY: dlopen of a system library by soname.
+        let lib = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if lib.is_null() {
+            return None;
+        }
+        // SAFETY: the symbols are libnftables' documented API (libnftables(3)).
+        unsafe {
+            let (Some(new), Some(free), Some(flags), Some(buf_out), Some(buf_err)) = (
+                sym::<CtxNew>(lib, "nft_ctx_new"),
+                sym::<CtxFree>(lib, "nft_ctx_free"),
+                sym::<SetFlags>(lib, "nft_ctx_output_set_flags"),
+                sym::<Buffer>(lib, "nft_ctx_buffer_output"),
+                sym::<Buffer>(lib, "nft_ctx_buffer_error"),
+            ) else {
+                libc::dlclose(lib);
+                return None;
+            };
+            let (Some(run), Some(output), Some(error)) = (
+                sym::<RunCmd>(lib, "nft_run_cmd_from_buffer"),
+                sym::<GetBuffer>(lib, "nft_ctx_get_output_buffer"),
+                sym::<GetBuffer>(lib, "nft_ctx_get_error_buffer"),
+            ) else {
+                libc::dlclose(lib);
+                return None;
+            };
+            let ctx = new(0);
+            if ctx.is_null() {
+                libc::dlclose(lib);
+                return None;
+            }
+            flags(ctx, OUTPUT_JSON);
+            if buf_out(ctx) != 0 || buf_err(ctx) != 0 {
+                free(ctx);
+                libc::dlclose(lib);
+                return None;
+            }
+            Some(NftLib {
+                lib,
+                ctx,
+                ctx_free: free,
+                run,
+                output,
+                error,
+            })
+        }
+    }
+
+    /// `list ruleset` as JSON, as `nft -j list ruleset` prints it.
+    pub fn list_ruleset(&mut self) -> Result<String> {
+        let cmd = CString::new("list ruleset").expect("no NUL");
+        // SAFETY: ctx is live; the buffers returned stay valid until the next command, and
+        // are copied out before it.
+        unsafe {
+            let rc = (self.run)(self.ctx, cmd.as_ptr());
+            let take = |p: *const c_char| {
+                if p.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(p).to_string_lossy().into_owned()
+                }
+            };
+            let out = take((self.output)(self.ctx));
+            let err = take((self.error)(self.ctx));
+            if rc != 0 {
+                return Err(Error::Nft(format!("libnftables: {}", err.trim())));
+            }
+            Ok(out)
+        }
+    }
+}
+
+impl Drop for NftLib {
+    fn drop(&mut self) {
+        // SAFETY: ctx and lib were created by open() and are freed once.
+        unsafe {
+            (self.ctx_free)(self.ctx);
+            libc::dlclose(self.lib);
+        }
+    }
+}
