@@ -15,6 +15,7 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Instant as StdInstant;
 
+use wirespeed_nic::rss::{FourTuple, RssModel};
 use wirespeed_nic::FrameIo;
 use wirespeed_tcpip::{self as tcpip, ConnId, EventKind, Handle, ListenerId, Stack, TcpState};
 
@@ -69,6 +70,7 @@ struct Inner {
     dev: Box<dyn Device>,
     wakers: Wakers,
     epoch: StdInstant,
+    rx_steering: Option<RxSteering>,
 }
 
 impl Inner {
@@ -118,6 +120,52 @@ pub struct StackConfig {
     pub mac: [u8; 6],
     pub mtu: usize,
     pub max_connections: usize,
+    /// Local ports for connections this stack opens (None: the stack's default range). The
+    /// flow bifurcation program must steer them to this shard's socket.
+    pub ephemeral_ports: Option<(u16, u16)>,
+    /// The rx queue this shard's socket serves and how the NIC picks queues: `connect`
+    /// chooses local ports whose replies land on this queue.
+    pub rx_steering: Option<RxSteering>,
+}
+
+impl StackConfig {
+    pub fn new(ip: Ipv4Addr, prefix_len: u8, mac: [u8; 6], mtu: usize) -> StackConfig {
+        StackConfig {
+            ip,
+            prefix_len,
+            gateway: None,
+            mac,
+            mtu,
+            max_connections: 1024,
+            ephemeral_ports: None,
+            rx_steering: None,
+        }
+    }
+}
+
+/// A shard's receive queue and the interface's RSS model.
+#[derive(Debug, Clone)]
+pub struct RxSteering {
+    pub model: RssModel,
+    pub queue: u32,
+}
+
+impl RxSteering {
+    /// Whether the replies of `local:port <-> remote:remote_port` arrive on our queue. A model
+    /// that cannot tell (veth, an unknown hash) accepts every port: then the XDP program
+    /// steers, which works only where one queue (one shard) carries the flow's replies.
+    pub fn port_ok(&self, local: Ipv4Addr, remote: SocketAddrV4, port: u16) -> bool {
+        let replies = FourTuple {
+            src: *remote.ip(),
+            dst: local,
+            src_port: remote.port(),
+            dst_port: port,
+        };
+        match self.model.queue_for(&replies) {
+            Some(q) => q == self.queue,
+            None => true,
+        }
+    }
 }
 
 fn random_u64() -> u64 {
@@ -145,6 +193,9 @@ impl UserStack {
         c.gateway = cfg.gateway.map(Into::into);
         c.mtu = cfg.mtu.clamp(576, 9000);
         c.max_connections = cfg.max_connections;
+        if let Some(range) = cfg.ephemeral_ports {
+            c.ephemeral_ports = range;
+        }
         c.secret = random_u64();
         let stack = Stack::new(c);
         let inner = Rc::new(RefCell::new(Inner {
@@ -152,6 +203,7 @@ impl UserStack {
             dev: Box::new(driver),
             wakers: Wakers::default(),
             epoch: StdInstant::now(),
+            rx_steering: cfg.rx_steering.clone(),
         }));
         let poller = inner.clone();
         wirespeed_rt::add_poller(move || poller.borrow_mut().poll());
@@ -172,8 +224,23 @@ impl UserStack {
         })
     }
 
-    /// Opens a connection; `port_ok` filters source ports (e.g. by RSS queue).
-    pub async fn connect(
+    /// Opens a connection from a local port whose replies arrive on this shard's queue
+    /// (`StackConfig::rx_steering`; any free port without it).
+    pub async fn connect(&self, addr: SocketAddrV4) -> io::Result<UserStream> {
+        let (steering, local) = {
+            let i = self.inner.borrow();
+            (i.rx_steering.clone(), i.stack.config().ipv4.into())
+        };
+        self.connect_with(addr, move |port| {
+            steering
+                .as_ref()
+                .is_none_or(|s| s.port_ok(local, addr, port))
+        })
+        .await
+    }
+
+    /// Opens a connection; `port_ok` filters the local ports tried.
+    pub async fn connect_with(
         &self,
         addr: SocketAddrV4,
         port_ok: impl FnMut(u16) -> bool,
@@ -344,5 +411,45 @@ impl Drop for UserStream {
     fn drop(&mut self) {
         // Graceful close (FIN after the queued data); the stack finishes it on its own.
         let _ = self.stack.inner.borrow_mut().stack.tcp_close(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirespeed_nic::rss::DEFAULT_TOEPLITZ_KEY;
+
+    /// The Microsoft RSS verification vector: 66.9.149.187:2794 -> 161.142.100.80:1766
+    /// hashes to 0x51ccc178, so with a 128-entry table of `i % 4` its replies land on queue
+    /// 0x78 % 4 = 0.
+    #[test]
+    fn ports_are_chosen_by_the_queue_their_replies_hash_to() {
+        let model = RssModel::Toeplitz {
+            key: DEFAULT_TOEPLITZ_KEY.to_vec(),
+            indirection: (0..128).map(|i| i % 4).collect(),
+        };
+        let local = Ipv4Addr::new(161, 142, 100, 80);
+        let remote = SocketAddrV4::new(Ipv4Addr::new(66, 9, 149, 187), 2794);
+        let on = |queue| RxSteering {
+            model: model.clone(),
+            queue,
+        };
+        assert!(on(0).port_ok(local, remote, 1766));
+        for q in 1..4 {
+            assert!(!on(q).port_ok(local, remote, 1766));
+        }
+        // Every port lands on exactly one of the four queues.
+        for port in 40_000..40_256 {
+            let n = (0..4)
+                .filter(|q| on(*q).port_ok(local, remote, port))
+                .count();
+            assert_eq!(n, 1, "port {port}");
+        }
+        // A model that cannot tell leaves the choice to the XDP program: any port.
+        let unknown = RxSteering {
+            model: RssModel::Unknown("veth".into()),
+            queue: 3,
+        };
+        assert!(unknown.port_ok(local, remote, 1766));
     }
 }

@@ -16,6 +16,8 @@ fn cfg(last: u8) -> StackConfig {
         mac: [0x02, 0, 0, 0, 0, last],
         mtu: 1500,
         max_connections: 256,
+        ephemeral_ports: None,
+        rx_steering: None,
     }
 }
 
@@ -49,10 +51,7 @@ fn echo_through_two_user_stacks() {
             for round in 0..3u8 {
                 let s = wirespeed_rt::timeout(
                     std::time::Duration::from_secs(10),
-                    client_stack
-                        .connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7), |_| {
-                            true
-                        }),
+                    client_stack.connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7)),
                 )
                 .await
                 .unwrap_or_else(|_| {

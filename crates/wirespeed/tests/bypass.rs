@@ -251,6 +251,8 @@ fn our_stack_as_client_against_a_linux_server() {
                 mac: info.mac,
                 mtu: info.mtu as usize,
                 max_connections: 64,
+                ephemeral_ports: None,
+                rx_steering: None,
             };
             let sock = std::sync::Mutex::new(Some(sock));
             let out = wirespeed_rt::Runtime::builder()
@@ -263,7 +265,7 @@ fn our_stack_as_client_against_a_linux_server() {
                         let remote = SocketAddrV4::new(Ipv4Addr::new(198, 18, 51, 1), 9000);
                         let conn = wirespeed_rt::timeout(
                             Duration::from_secs(20),
-                            stack.connect(remote, |p| p == LOCAL_PORT),
+                            stack.connect_with(remote, |p| p == LOCAL_PORT),
                         )
                         .await
                         .map_err(|_| "connect timed out".to_string())?

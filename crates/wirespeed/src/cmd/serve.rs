@@ -397,6 +397,8 @@ fn open_xdp(
         mac: info.mac,
         mtu: info.mtu as usize,
         max_connections: common.max_conns * 2,
+        ephemeral_ports: None,
+        rx_steering: None,
     };
     let mut sources = Vec::with_capacity(shards);
     for queue in 0..shards as u32 {
