@@ -357,3 +357,90 @@ fn our_stack_as_client_against_a_linux_server() {
         .unwrap()
         .expect("the Linux server saw corrupt data");
 }
+
+/// `wirespeed bench http` against `target` from namespace `ns`, with `extra` flags; returns
+/// its JSON summary.
+fn bench_http(ns: &Netns, target: &str, extra: &[&str]) -> serde_json::Value {
+    let json = std::env::temp_dir().join(format!("{}-bench.json", ns.name()));
+    let out = ns
+        .command(env!("CARGO_BIN_EXE_wirespeed"))
+        .args([
+            "bench", "http", target, "-c", "8", "-d", "2s", "--warmup", "500ms",
+        ])
+        .args(["--timeout", "5s", "--json", json.to_str().unwrap()])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    eprintln!(
+        "bench {target} {extra:?}: {} requests, errors {}",
+        v["requests"], v["errors"]
+    );
+    v
+}
+
+/// Every response complete and 2xx, and plenty of them: loss, duplication and reordering on
+/// the path cost time, never a wrong answer.
+fn assert_clean(v: &serde_json::Value) {
+    assert!(v["requests"].as_u64().unwrap() > 500, "{v}");
+    for e in ["non2xx", "parse"] {
+        assert_eq!(v["errors"][e].as_u64(), Some(0), "{e}: {v}");
+    }
+}
+
+#[test]
+fn the_project_client_against_our_stack_through_loss_reorder_and_duplication() {
+    let lab = lab("c");
+    let _srv = Serve::start(&lab, "http");
+    let v = bench_http(
+        &lab.client,
+        &format!("http://{OUR_IP}:8080/plaintext"),
+        &["--cpus", "0"],
+    );
+    assert_clean(&v);
+}
+
+#[test]
+fn the_project_client_on_our_stack_against_a_linux_server() {
+    let lab = lab("d");
+    // A Linux HTTP server: ours, on the kernel stack, in the client namespace.
+    let mut child = lab
+        .client
+        .command(env!("CARGO_BIN_EXE_wirespeed"))
+        .args(["serve", "http", "--stack", "kernel", "--cpus", "0"])
+        .args(["--listen", "198.18.51.1:8081"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("listening on") {}
+    assert!(line.contains("listening on"), "serve did not start: {line}");
+    let v = bench_http(
+        &lab.server,
+        "http://198.18.51.1:8081/plaintext",
+        &[
+            "--stack",
+            "xdp",
+            "--iface",
+            "s0",
+            "--ip",
+            &format!("{OUR_IP}/24"),
+            "--cpus",
+            "1",
+        ],
+    );
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = child.wait();
+    assert_eq!(v["engine"], "our TCP/IP over AF_XDP");
+    assert_clean(&v);
+}

@@ -50,9 +50,60 @@ struct Common {
     /// Also write the figures as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Client I/O engine: uring (batched, fewest syscalls; falls back to epoll) or epoll.
+    /// Client I/O engine on the kernel stack: uring (batched, fewest syscalls; falls back to
+    /// epoll) or epoll.
     #[arg(long, value_enum, default_value = "uring")]
     engine: EngineArg,
+    /// TCP/IP stack for the client: the kernel's, or ours over AF_XDP (needs --iface and
+    /// --ip; closed loop, IPv4, at most 1024 connections).
+    #[arg(long, value_enum, default_value = "kernel")]
+    stack: StackArg,
+    /// --stack xdp: the interface whose rx queues the client shards take over (one per
+    /// --threads; inside a ws-* lab namespace).
+    #[arg(long)]
+    iface: Option<String>,
+    /// --stack xdp: the address our client stack uses, with its prefix, e.g. 198.18.0.1/24.
+    /// It must not be one of the kernel's own addresses on that interface.
+    #[arg(long)]
+    ip: Option<String>,
+    /// --stack xdp: the next hop for servers outside --ip's prefix.
+    #[arg(long)]
+    gateway: Option<std::net::Ipv4Addr>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
+enum StackArg {
+    Kernel,
+    Xdp,
+}
+
+fn label_stack(s: &mut Summary, c: &Common) {
+    if c.stack == StackArg::Xdp {
+        s.engine = "our TCP/IP over AF_XDP".into();
+    }
+}
+
+/// Runs the load on the stack `c` asks for.
+fn load_on<P: wirespeed_bench::load::ResponseParser>(
+    c: &Common,
+    spec: &LoadSpec,
+    parser: P,
+) -> anyhow::Result<load::LoadResult> {
+    match c.stack {
+        StackArg::Kernel => Ok(load::run(spec, parser)?),
+        StackArg::Xdp => {
+            let x = super::bypass_client::XdpClient::from_args(
+                c.iface.as_deref(),
+                c.ip.as_deref(),
+                c.gateway,
+            )?;
+            eprintln!(
+                "wirespeed bench: client on our stack over AF_XDP on {} as {}",
+                x.iface, x.ip
+            );
+            super::bypass_client::run(spec, parser, &x)
+        }
+    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -147,8 +198,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let target = Target::parse(&a.url)?;
             let req = build_request(&a.method, &target, &a.headers)?;
             let spec = spec(&a.common, target.addr, 64, a.pipeline, req)?;
-            let r = load::run(&spec, HttpParser::default()).context("http load")?;
-            let s = Summary::from_result(&r);
+            let r = load_on(&a.common, &spec, HttpParser::default()).context("http load")?;
+            let mut s = Summary::from_result(&r);
+            label_stack(&mut s, &a.common);
             let cpus = a.common.cpus.as_deref().unwrap_or("any");
             print!(
                 "{}",
@@ -166,8 +218,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 EchoMode::Stream => (4, a.depth.max(1)),
             };
             let spec = spec(&a.common, addr, conns, depth, echo::message(a.size))?;
-            let r = load::run(&spec, EchoParser::new(a.size)).context("echo load")?;
+            let r = load_on(&a.common, &spec, EchoParser::new(a.size)).context("echo load")?;
             let mut s = Summary::from_result(&r);
+            label_stack(&mut s, &a.common);
             s.gbps = Some(s.rps * a.size as f64 * 8.0 / 1e9);
             print!(
                 "{}",

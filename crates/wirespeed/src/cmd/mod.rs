@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod bypass_client;
 pub mod fp;
 pub mod lab;
 pub mod probe;

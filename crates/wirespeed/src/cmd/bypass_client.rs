@@ -1,0 +1,360 @@
+//! `wirespeed bench ... --stack xdp`: the load generator's client side on our own TCP/IP
+//! stack. Each shard owns one rx queue's AF_XDP socket and one `UserStack`; its connections
+//! are ordinary async tasks on the socket API (the same `wirespeed_net::TcpStream` the servers
+//! use), closed loop with `depth` requests in flight, parsed by the same response parsers as
+//! the kernel-stack client.
+//!
+//! Steering: the bifurcation program on the interface sends the shard's sockets the frames for
+//! `--ip` on the client's local port range, and ARP for `--ip`; everything else stays with the
+//! kernel. Local ports are picked so that replies hash to the shard's own queue where the
+//! driver's RSS can be modelled; on veth it cannot (the queue is the peer's choice), so more
+//! than one shard there is refused.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use wirespeed_bench::hist::LatencyHist;
+use wirespeed_bench::load::{Errors, LoadResult, LoadSpec, Outcome, ResponseParser};
+use wirespeed_net::user::{RxSteering, StackConfig, UserStack};
+use wirespeed_net::TcpStream;
+use wirespeed_nic::rss::RssModel;
+use wirespeed_nic::{Bifurcation, BifurcationConfig, InterfaceInfo, XskConfig, XskSocket};
+
+/// Local ports of the client's connections: the bifurcation program steers this range.
+const FIRST_PORT: u16 = 40_000;
+const PORTS: u16 = 1024;
+
+/// Where the client's stack lives.
+#[derive(Debug, Clone)]
+pub struct XdpClient {
+    pub iface: String,
+    pub ip: Ipv4Addr,
+    pub prefix_len: u8,
+    pub gateway: Option<Ipv4Addr>,
+}
+
+impl XdpClient {
+    /// From `--iface` and `--ip ADDR/LEN` (and `--gateway`); None when `--stack xdp` lacks them.
+    pub fn from_args(
+        iface: Option<&str>,
+        ip: Option<&str>,
+        gateway: Option<Ipv4Addr>,
+    ) -> anyhow::Result<XdpClient> {
+        let iface =
+            iface.context("--stack xdp needs --iface IF (the interface to take queues from)")?;
+        let ip =
+            ip.context("--stack xdp needs --ip ADDR/LEN (the address our client stack uses)")?;
+        let (addr, len) = ip
+            .split_once('/')
+            .context("--ip must look like 198.18.0.1/24")?;
+        Ok(XdpClient {
+            iface: iface.to_string(),
+            ip: addr
+                .parse()
+                .with_context(|| format!("--ip: `{addr}` is not an IPv4 address"))?,
+            prefix_len: len
+                .parse()
+                .ok()
+                .filter(|l| *l <= 32)
+                .with_context(|| format!("--ip: bad prefix length `{len}`"))?,
+            gateway,
+        })
+    }
+}
+
+#[derive(Default)]
+struct ShardTotals {
+    hist: LatencyHist,
+    requests: u64,
+    bytes_read: u64,
+    bytes_written: u64,
+    errors: Errors,
+}
+
+/// When the measured interval runs, shared by a shard's connections.
+#[derive(Clone, Copy)]
+struct Window {
+    measure_from: Instant,
+    end: Instant,
+}
+
+impl Window {
+    fn measuring(&self, t: Instant) -> bool {
+        t >= self.measure_from && t < self.end
+    }
+}
+
+/// Runs the load of `spec` from our stack on `x`, parsing with clones of `parser`.
+pub fn run<P: ResponseParser>(
+    spec: &LoadSpec,
+    parser: P,
+    x: &XdpClient,
+) -> anyhow::Result<LoadResult> {
+    let SocketAddr::V4(server) = spec.addr else {
+        bail!("--stack xdp: our stack speaks IPv4 only; give an IPv4 server address");
+    };
+    if spec.rate.is_some() {
+        bail!("--stack xdp runs closed loop only; drop --rate");
+    }
+    if spec.connections == 0 || spec.connections > PORTS as usize {
+        bail!(
+            "--stack xdp: 1 to {PORTS} connections (its local port range), not {}",
+            spec.connections
+        );
+    }
+    let cpus = spec.cpus.clone().unwrap_or_else(|| vec![0]);
+    let shards = if spec.threads == 0 {
+        cpus.len()
+    } else {
+        spec.threads
+    }
+    .clamp(1, spec.connections);
+    let info = InterfaceInfo::query(&x.iface)?;
+    if shards as u32 > info.rx_queues {
+        bail!(
+            "{} has {} rx queue(s) but {shards} client shards were asked for: use --threads {}",
+            x.iface,
+            info.rx_queues,
+            info.rx_queues
+        );
+    }
+    let model = RssModel::for_interface(&x.iface)?;
+    if let (RssModel::Unknown(why), true) = (&model, shards > 1) {
+        bail!("--stack xdp with {shards} shards needs a predictable rx queue per connection, and {}: {why}; use --threads 1", x.iface);
+    }
+
+    let mut bcfg = BifurcationConfig::new(x.ip);
+    bcfg.tcp_ports = (FIRST_PORT..FIRST_PORT + PORTS).collect();
+    let mut prog = Bifurcation::load(&bcfg)?;
+    prog.attach(&x.iface)?;
+    let mut sockets = Vec::with_capacity(shards);
+    for queue in 0..shards as u32 {
+        let socket = XskSocket::open(&x.iface, queue, &XskConfig::default())?;
+        if let Some(why) = socket.fallback() {
+            eprintln!("wirespeed bench: queue {queue}: copy mode ({why})");
+        }
+        prog.register(&socket)?;
+        sockets.push(Some(socket));
+    }
+    let mut base = StackConfig::new(x.ip, x.prefix_len, info.mac, info.mtu as usize);
+    base.gateway = x.gateway;
+    base.max_connections = spec.connections * 2;
+    base.ephemeral_ports = Some((FIRST_PORT, FIRST_PORT + PORTS - 1));
+
+    let sockets = Arc::new(Mutex::new(sockets));
+    let start = Instant::now() + Duration::from_millis(100);
+    let window = Window {
+        measure_from: start + spec.warmup,
+        end: start + spec.warmup + spec.duration,
+    };
+    let cpu_marks = Arc::new(Mutex::new((Duration::ZERO, Duration::ZERO)));
+    let marks = cpu_marks.clone();
+    let spec2 = spec.clone();
+    // The runtime shares its shard closure between threads; the parser only needs Send.
+    let parser = Mutex::new(parser);
+    let rt = wirespeed_rt::Runtime::builder()
+        .cpus(cpus.iter().copied().cycle().take(shards).collect())
+        .engine(wirespeed_rt::EngineKind::Epoll);
+    let per_shard = rt
+        .run(move || {
+            let shard = wirespeed_rt::shard_id();
+            let socket = sockets.lock().expect("socket table")[shard].take();
+            let mut cfg = base.clone();
+            cfg.rx_steering = Some(RxSteering {
+                model: model.clone(),
+                queue: shard as u32,
+            });
+            let parser = parser.lock().expect("parser").clone();
+            let (spec, marks) = (spec2.clone(), marks.clone());
+            async move {
+                let socket = socket.ok_or_else(|| "no socket for this shard".to_string())?;
+                let stack = UserStack::start(&cfg, socket);
+                let totals = Rc::new(RefCell::new(ShardTotals::default()));
+                let request = Rc::new(spec.request.clone());
+                let mut tasks = Vec::new();
+                for _ in (shard..spec.connections).step_by(wirespeed_rt::shard_count()) {
+                    tasks.push(wirespeed_rt::spawn(connection(
+                        stack.clone(),
+                        server,
+                        request.clone(),
+                        spec.depth.max(1),
+                        spec.timeout,
+                        parser.clone(),
+                        window,
+                        totals.clone(),
+                    )));
+                }
+                if shard == 0 {
+                    wirespeed_rt::sleep_until(window.measure_from).await;
+                    let c0 = wirespeed_bench::cpu::self_cpu_time();
+                    wirespeed_rt::sleep_until(window.end).await;
+                    let c1 = wirespeed_bench::cpu::self_cpu_time();
+                    *marks.lock().expect("cpu marks") = (c0, c1);
+                }
+                for t in tasks {
+                    t.await;
+                }
+                let s = stack.stats();
+                eprintln!(
+                    "wirespeed bench: shard {shard} stack: rx {} tx {} frames; tcp retransmits {}, out-of-order {}, duplicates {}",
+                    s.rx_frames,
+                    s.tx_frames,
+                    s.tcp_retransmits,
+                    s.tcp_ooo_segments,
+                    s.tcp_duplicate_segments
+                );
+                let t = totals.replace(ShardTotals::default());
+                Ok::<_, String>(t)
+            }
+        })
+        .context("client runtime")?;
+    drop(prog);
+
+    let mut total = ShardTotals::default();
+    for r in per_shard {
+        let t = r.map_err(|e| anyhow::anyhow!("client shard failed: {e}"))?;
+        total.hist.merge(&t.hist);
+        total.requests += t.requests;
+        total.bytes_read += t.bytes_read;
+        total.bytes_written += t.bytes_written;
+        let e = t.errors;
+        total.errors.connect += e.connect;
+        total.errors.read += e.read;
+        total.errors.write += e.write;
+        total.errors.timeout += e.timeout;
+        total.errors.non2xx += e.non2xx;
+        total.errors.parse += e.parse;
+    }
+    let (c0, c1) = *cpu_marks.lock().expect("cpu marks");
+    Ok(LoadResult {
+        hist: total.hist,
+        requests: total.requests,
+        bytes_read: total.bytes_read,
+        bytes_written: total.bytes_written,
+        duration: spec.duration,
+        errors: total.errors,
+        client_cpu: c1.saturating_sub(c0),
+        open_loop: false,
+        threads: shards,
+        connections: spec.connections,
+        engine: wirespeed_bench::load::Engine::Epoll,
+    })
+}
+
+/// One connection, closed loop: `depth` requests in flight; a response sends the next. On
+/// an error or a stall the connection is counted, dropped and opened again, until the end.
+#[allow(clippy::too_many_arguments)]
+async fn connection<P: ResponseParser>(
+    stack: UserStack,
+    server: SocketAddrV4,
+    request: Rc<Vec<u8>>,
+    depth: usize,
+    stall: Duration,
+    mut parser: P,
+    w: Window,
+    totals: Rc<RefCell<ShardTotals>>,
+) {
+    let count = |f: &dyn Fn(&mut ShardTotals)| {
+        if w.measuring(Instant::now()) {
+            f(&mut totals.borrow_mut());
+        }
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    while Instant::now() < w.end {
+        let conn = match wirespeed_rt::timeout(stall, stack.connect(server)).await {
+            Ok(Ok(c)) => c,
+            _ => {
+                count(&|t| t.errors.connect += 1);
+                wirespeed_rt::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let mut s = TcpStream::User(conn);
+        parser.reset();
+        let mut sent_at: VecDeque<Instant> = VecDeque::with_capacity(depth);
+        let mut have = 0usize;
+        let mut ok = true;
+        for _ in 0..depth {
+            if s.write_all(&request).await.is_err() {
+                ok = false;
+                break;
+            }
+            sent_at.push_back(Instant::now());
+            count(&|t| t.bytes_written += request.len() as u64);
+        }
+        if !ok {
+            count(&|t| t.errors.write += 1);
+            continue;
+        }
+        'conn: while Instant::now() < w.end {
+            let left = w.end.saturating_duration_since(Instant::now());
+            let n = match wirespeed_rt::timeout(
+                stall.min(left + Duration::from_millis(1)),
+                s.read(&mut buf[have..]),
+            )
+            .await
+            {
+                Ok(Ok(0)) | Ok(Err(_)) => {
+                    count(&|t| t.errors.read += 1);
+                    break;
+                }
+                Ok(Ok(n)) => n,
+                Err(_) => {
+                    if Instant::now() < w.end {
+                        count(&|t| t.errors.timeout += 1);
+                    }
+                    break;
+                }
+            };
+            have += n;
+            count(&|t| t.bytes_read += n as u64);
+            let mut off = 0;
+            loop {
+                let p = match parser.advance(&buf[off..have]) {
+                    Ok(p) => p,
+                    Err(_) => {
+                        count(&|t| t.errors.parse += 1);
+                        break 'conn;
+                    }
+                };
+                if p.consumed == 0 && p.done.is_none() {
+                    break;
+                }
+                off += p.consumed;
+                if let Some(outcome) = p.done {
+                    let now = Instant::now();
+                    if let Some(t0) = sent_at.pop_front() {
+                        if w.measuring(now) {
+                            let mut t = totals.borrow_mut();
+                            t.hist.record_ns(now.duration_since(t0).as_nanos() as u64);
+                            t.requests += 1;
+                            if outcome == Outcome::Non2xx {
+                                t.errors.non2xx += 1;
+                            }
+                        }
+                    }
+                    if now < w.end {
+                        if s.write_all(&request).await.is_err() {
+                            count(&|t| t.errors.write += 1);
+                            break 'conn;
+                        }
+                        sent_at.push_back(Instant::now());
+                        count(&|t| t.bytes_written += request.len() as u64);
+                    }
+                }
+            }
+            buf.copy_within(off..have, 0);
+            have -= off;
+            if have == buf.len() {
+                // A response larger than the buffer: the parsers here never need that.
+                count(&|t| t.errors.parse += 1);
+                break;
+            }
+        }
+    }
+}
