@@ -120,7 +120,7 @@ pub struct Errors {
 }
 
 impl Errors {
-    fn add(&mut self, o: &Errors) {
+    pub fn add(&mut self, o: &Errors) {
         self.connect += o.connect;
         self.read += o.read;
         self.write += o.write;

@@ -287,21 +287,9 @@ fn main() {
     };
     for (name, setup) in configs {
         setup();
-        let (mut lin, mut fp, mut ratios, mut offered) = (vec![], vec![], vec![], vec![]);
-        let (mut cpu_l, mut cpu_f) = (vec![], vec![]);
-        for _ in 0..rounds {
-            let l = measure(&ends, &gen, &frame, warm, secs);
-            let f = with_daemon(&lab.dut, BridgeHook::Auto, name, || {
-                measure(&ends, &gen, &frame, warm, secs)
-            });
-            ratios.push(f.pps / l.pps.max(1.0));
-            lin.push(l.pps);
-            fp.push(f.pps);
-            offered.push(l.offered.max(f.offered));
-            cpu_l.push(l.cpu1);
-            cpu_f.push(f.cpu1);
-        }
-        print_row(name, lin, fp, ratios, offered, cpu_l, cpu_f);
+        compare(name, rounds, &lab.dut, BridgeHook::Auto, &|| {
+            measure(&ends, &gen, &frame, warm, secs)
+        });
     }
 
     // The bridge: the same generator, frames addressed to the sink's MAC across br0.
@@ -345,21 +333,9 @@ fn main() {
         .join()
         .unwrap();
     let name = "bridge (2 ports, XDP)";
-    let (mut lin, mut fp, mut ratios, mut offered) = (vec![], vec![], vec![], vec![]);
-    let (mut cpu_l, mut cpu_f) = (vec![], vec![]);
-    for _ in 0..rounds {
-        let l = measure(&br_ends, &bgen, &bframe, warm, secs);
-        let f = with_daemon(&br.dut, BridgeHook::Xdp, name, || {
-            measure(&br_ends, &bgen, &bframe, warm, secs)
-        });
-        ratios.push(f.pps / l.pps.max(1.0));
-        lin.push(l.pps);
-        fp.push(f.pps);
-        offered.push(l.offered.max(f.offered));
-        cpu_l.push(l.cpu1);
-        cpu_f.push(f.cpu1);
-    }
-    print_row(name, lin, fp, ratios, offered, cpu_l, cpu_f);
+    compare(name, rounds, &br.dut, BridgeHook::Xdp, &|| {
+        measure(&br_ends, &bgen, &bframe, warm, secs)
+    });
     drop(_bsink);
 
     pod_to_pod(secs, rounds);
@@ -370,190 +346,111 @@ fn main() {
     println!("|---|---|---|---|---|");
     let d = RunningDaemon::start(&lab.dut, None);
     d.wait_for("attached", |s| s.ports.len() == 2);
-    type Cmd<'a> = (
-        &'a str,
-        &'a str,
-        usize,
-        Box<dyn Fn(usize) -> Vec<&'static str> + 'a>,
-    );
-    let cmds: Vec<Cmd> = vec![
-        (
-            "ip route add/del",
-            "route",
-            50,
-            Box::new(|i| {
-                if i % 2 == 0 {
-                    vec!["route", "add", "198.19.100.0/24", "via", "198.18.1.2"]
-                } else {
-                    vec!["route", "del", "198.19.100.0/24"]
-                }
-            }),
-        ),
-        (
-            "ip rule add/del",
-            "rule",
-            20,
-            Box::new(|i| {
-                if i % 2 == 0 {
-                    vec![
-                        "rule",
-                        "add",
-                        "to",
-                        "198.19.3.0/24",
-                        "table",
-                        "100",
-                        "pref",
-                        "100",
-                    ]
-                } else {
-                    vec!["rule", "del", "pref", "100"]
-                }
-            }),
-        ),
-        (
-            "ip link set d1 down/up",
-            "link",
-            10,
-            Box::new(|i| {
-                if i % 2 == 0 {
-                    vec!["link", "set", "d1", "down"]
-                } else {
-                    vec!["link", "set", "d1", "up"]
-                }
-            }),
-        ),
-    ];
-    for (label, kind, n, args) in &cmds {
-        let mut us = Vec::new();
-        let mut actions = std::collections::BTreeSet::new();
-        for i in 0..*n {
-            let before = d.status().map(|s| s.response_count).unwrap_or(0);
-            lab.dut.ip(&args(i)).unwrap();
-            let s = d.wait_for(label, |s| {
-                s.responses
-                    .iter()
-                    .take(s.response_count.saturating_sub(before))
-                    .any(|r| r.events.contains(kind))
-            });
-            if let Some(r) = s
-                .responses
-                .iter()
-                .take(s.response_count - before)
-                .find(|r| r.events.contains(kind))
-            {
-                us.push(r.micros);
-                actions.insert(r.action.clone());
-            }
-        }
-        report(label, &mut us, &actions);
-    }
-    for (label, kind, n, run) in [
-        (
-            "ipset add (polled)",
-            "ipset",
-            20usize,
-            &(|i: usize| {
-                lab.dut
-                    .exec("ipset", &["add", "blk", &format!("198.18.150.{i}")])
-                    .unwrap();
-            }) as &dyn Fn(usize),
-        ),
-        ("iptables -A/-D FORWARD", "nftables", 20, &|i: usize| {
-            let op = if i.is_multiple_of(2) { "-A" } else { "-D" };
-            lab.dut
-                .exec(
-                    "iptables-nft",
-                    &[op, "FORWARD", "-d", "198.19.44.1/32", "-j", "DROP"],
-                )
-                .unwrap();
-        }),
-    ] {
-        let mut us = Vec::new();
-        let mut actions = std::collections::BTreeSet::new();
-        for i in 0..n {
-            let before = d.status().map(|s| s.response_count).unwrap_or(0);
-            run(i);
-            let s = d.wait_for(label, |s| {
-                s.responses
-                    .iter()
-                    .take(s.response_count.saturating_sub(before))
-                    .any(|r| r.events.contains(kind))
-            });
-            if let Some(r) = s
-                .responses
-                .iter()
-                .take(s.response_count - before)
-                .find(|r| r.events.contains(kind))
-            {
-                us.push(r.micros);
-                actions.insert(r.action.clone());
-            }
-        }
-        report(label, &mut us, &actions);
-    }
+    let ip = |args: &[&str]| {
+        lab.dut.ip(args).unwrap();
+    };
+    let alternate = |i: usize, a: &[&str], b: &[&str]| ip(if i % 2 == 0 { a } else { b });
+    responses(&d, "ip route add/del", "route", 50, &|i| {
+        alternate(
+            i,
+            &["route", "add", "198.19.100.0/24", "via", "198.18.1.2"],
+            &["route", "del", "198.19.100.0/24"],
+        )
+    });
+    responses(&d, "ip rule add/del", "rule", 20, &|i| {
+        alternate(
+            i,
+            &[
+                "rule",
+                "add",
+                "to",
+                "198.19.3.0/24",
+                "table",
+                "100",
+                "pref",
+                "100",
+            ],
+            &["rule", "del", "pref", "100"],
+        )
+    });
+    responses(&d, "ip link set d1 down/up", "link", 10, &|i| {
+        alternate(
+            i,
+            &["link", "set", "d1", "down"],
+            &["link", "set", "d1", "up"],
+        )
+    });
+    responses(&d, "ipset add (polled)", "ipset", 20, &|i| {
+        lab.dut
+            .exec("ipset", &["add", "blk", &format!("198.18.150.{i}")])
+            .unwrap();
+    });
+    responses(&d, "iptables -A/-D FORWARD", "nftables", 20, &|i| {
+        let op = if i % 2 == 0 { "-A" } else { "-D" };
+        lab.dut
+            .exec(
+                "iptables-nft",
+                &[op, "FORWARD", "-d", "198.19.44.1/32", "-j", "DROP"],
+            )
+            .unwrap();
+    });
     drop(d);
 
     // Bridge commands, on the bridge lab.
     let d = RunningDaemon::start_with(&br.dut, None, BridgeHook::Xdp);
     d.wait_for("bridge attached", |s| s.ports.len() == 2);
-    let bcmds: Vec<(&str, &str, usize, Box<dyn Fn(usize) -> Vec<String>>)> = vec![
-        (
-            "bridge fdb add/del (static)",
+    let bridge = |args: &[&str]| {
+        br.dut.exec("bridge", args).unwrap();
+    };
+    responses(&d, "bridge fdb add/del (static)", "fdb", 50, &|i| {
+        let op = if i % 2 == 0 { "add" } else { "del" };
+        bridge(&[
             "fdb",
-            50,
-            Box::new(|i| {
-                let op = if i % 2 == 0 { "add" } else { "del" };
-                [
-                    "fdb",
-                    op,
-                    "02:cc:00:00:00:01",
-                    "dev",
-                    "d1",
-                    "master",
-                    "static",
-                ]
-                .map(String::from)
-                .to_vec()
-            }),
-        ),
-        (
-            "bridge link set state learning/forwarding",
-            "bridge",
-            20,
-            Box::new(|i| {
-                let state = if i % 2 == 0 { "2" } else { "3" };
-                ["link", "set", "dev", "d1", "state", state]
-                    .map(String::from)
-                    .to_vec()
-            }),
-        ),
-    ];
-    for (label, kind, n, args) in &bcmds {
-        let mut us = Vec::new();
-        let mut actions = std::collections::BTreeSet::new();
-        for i in 0..*n {
-            let before = d.status().map(|s| s.response_count).unwrap_or(0);
-            let a = args(i);
-            let a: Vec<&str> = a.iter().map(String::as_str).collect();
-            br.dut.exec("bridge", &a).unwrap();
-            let s = d.wait_for(label, |s| {
-                s.responses
-                    .iter()
-                    .take(s.response_count.saturating_sub(before))
-                    .any(|r| r.events.contains(kind))
-            });
-            if let Some(r) = s
-                .responses
+            op,
+            "02:cc:00:00:00:01",
+            "dev",
+            "d1",
+            "master",
+            "static",
+        ]);
+    });
+    responses(
+        &d,
+        "bridge link set state learning/forwarding",
+        "bridge",
+        20,
+        &|i| {
+            let state = if i % 2 == 0 { "2" } else { "3" };
+            bridge(&["link", "set", "dev", "d1", "state", state]);
+        },
+    );
+}
+
+/// Runs `command(i)` `n` times and prints the daemon's response time to the event of kind
+/// `kind` each caused (median, p99) and what it did.
+fn responses(d: &RunningDaemon, label: &str, kind: &str, n: usize, command: &dyn Fn(usize)) {
+    let mut us = Vec::new();
+    let mut actions = std::collections::BTreeSet::new();
+    for i in 0..n {
+        let before = d.status().map(|s| s.response_count).unwrap_or(0);
+        command(i);
+        let s = d.wait_for(label, |s| {
+            s.responses
                 .iter()
-                .take(s.response_count - before)
-                .find(|r| r.events.contains(kind))
-            {
-                us.push(r.micros);
-                actions.insert(r.action.clone());
-            }
+                .take(s.response_count.saturating_sub(before))
+                .any(|r| r.events.contains(kind))
+        });
+        if let Some(r) = s
+            .responses
+            .iter()
+            .take(s.response_count - before)
+            .find(|r| r.events.contains(kind))
+        {
+            us.push(r.micros);
+            actions.insert(r.action.clone());
         }
-        report(label, &mut us, &actions);
     }
+    report(label, &mut us, &actions);
 }
 
 /// Runs `f` with the daemon attached in `dut`, checking that something was fast-pathed.
@@ -587,15 +484,27 @@ fn with_daemon<T>(
     out
 }
 
-fn print_row(
+/// `rounds` of Linux then fast path (the daemon in `dut`, bridge ports at `hook`), each
+/// measured by `m`; prints one table row of medians and ratios.
+fn compare(
     name: &str,
-    mut lin: Vec<f64>,
-    mut fp: Vec<f64>,
-    mut ratios: Vec<f64>,
-    mut offered: Vec<f64>,
-    mut cpu_l: Vec<f64>,
-    mut cpu_f: Vec<f64>,
+    rounds: usize,
+    dut: &wirespeed_lab::Netns,
+    hook: BridgeHook,
+    m: &dyn Fn() -> Sample,
 ) {
+    let (mut lin, mut fp, mut ratios, mut offered) = (vec![], vec![], vec![], vec![]);
+    let (mut cpu_l, mut cpu_f) = (vec![], vec![]);
+    for _ in 0..rounds {
+        let l = m();
+        let f = with_daemon(dut, hook, name, m);
+        ratios.push(f.pps / l.pps.max(1.0));
+        lin.push(l.pps);
+        fp.push(f.pps);
+        offered.push(l.offered.max(f.offered));
+        cpu_l.push(l.cpu1);
+        cpu_f.push(f.cpu1);
+    }
     let (rmin, rmax) = (
         ratios.iter().cloned().fold(f64::MAX, f64::min),
         ratios.iter().cloned().fold(0.0, f64::max),

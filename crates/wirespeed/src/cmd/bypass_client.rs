@@ -222,13 +222,7 @@ pub fn run<P: ResponseParser>(
         total.requests += t.requests;
         total.bytes_read += t.bytes_read;
         total.bytes_written += t.bytes_written;
-        let e = t.errors;
-        total.errors.connect += e.connect;
-        total.errors.read += e.read;
-        total.errors.write += e.write;
-        total.errors.timeout += e.timeout;
-        total.errors.non2xx += e.non2xx;
-        total.errors.parse += e.parse;
+        total.errors.add(&t.errors);
     }
     let (c0, c1) = *cpu_marks.lock().expect("cpu marks");
     Ok(LoadResult {
