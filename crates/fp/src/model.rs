@@ -31,6 +31,8 @@ pub struct BridgeAttrs {
     /// The bridge's own nf_call_iptables / nf_call_ip6tables options.
     pub nf_call_v4: bool,
     pub nf_call_v6: bool,
+    /// Multiple spanning trees: port states per VLAN group, not in the port's state.
+    pub mst: bool,
 }
 
 /// A bridge port as the bridge sees it (the AF_BRIDGE link dump).
@@ -227,6 +229,9 @@ impl Model {
         }
         let br = l.master.and_then(|m| self.links.get(&m))?;
         let attrs = br.bridge.unwrap_or_default();
+        if attrs.mst {
+            return Some("multiple spanning tree instances (per-VLAN port states)".into());
+        }
         if attrs.vlan_filtering && attrs.vlan_protocol != 0x8100 {
             return Some(format!("VLAN protocol {:#06x}", attrs.vlan_protocol));
         }

@@ -64,7 +64,13 @@ const IFLA_BR_VLAN_FILTERING: u16 = 7;
 const IFLA_BR_VLAN_PROTOCOL: u16 = 8;
 const IFLA_BR_NF_CALL_IPTABLES: u16 = 36;
 const IFLA_BR_NF_CALL_IP6TABLES: u16 = 37;
+const IFLA_BR_MULTI_BOOLOPT: u16 = 46;
+/// BR_BOOLOPT_MST_ENABLE: per-VLAN spanning tree instances.
+const BR_BOOLOPT_MST: u32 = 1 << 2;
 const IFLA_BRPORT_STATE: u16 = 1;
+const IFLA_BRPORT_PROXYARP: u16 = 10;
+const IFLA_BRPORT_PROXYARP_WIFI: u16 = 12;
+const IFLA_BRPORT_NEIGH_SUPPRESS: u16 = 32;
 const IFLA_BRPORT_VLAN_TUNNEL: u16 = 29;
 const IFLA_BRPORT_BACKUP_PORT: u16 = 34;
 const IFLA_BRPORT_ISOLATED: u16 = 33;
@@ -181,6 +187,9 @@ pub fn parse_link(payload: &[u8]) -> Option<Link> {
                             IFLA_BR_NF_CALL_IP6TABLES => {
                                 b.nf_call_v6 = bv.first().is_some_and(|x| *x != 0)
                             }
+                            IFLA_BR_MULTI_BOOLOPT => {
+                                b.mst = u32_of(bv).is_some_and(|v| v & BR_BOOLOPT_MST != 0)
+                            }
                             IFLA_BR_VLAN_PROTOCOL if bv.len() >= 2 => {
                                 b.vlan_protocol = u16::from_be_bytes([bv[0], bv[1]])
                             }
@@ -222,6 +231,11 @@ pub fn parse_bridge_port(payload: &[u8]) -> Option<BridgePort> {
                         IFLA_BRPORT_LOCKED if on => port.unsupported.push("locked"),
                         IFLA_BRPORT_MAB if on => port.unsupported.push("MAC authentication"),
                         IFLA_BRPORT_BACKUP_PORT => port.unsupported.push("backup port"),
+                        // The bridge may answer unicast ARP / neighbour solicitations itself.
+                        IFLA_BRPORT_PROXYARP | IFLA_BRPORT_PROXYARP_WIFI if on => {
+                            port.unsupported.push("proxy ARP")
+                        }
+                        IFLA_BRPORT_NEIGH_SUPPRESS if on => port.unsupported.push("neigh_suppress"),
                         _ => {}
                     }
                 }
@@ -674,6 +688,11 @@ mod tests {
         let mut p = bridge_port_payload();
         p.extend(attr(IFLA_PROTINFO, &attr(IFLA_BRPORT_ISOLATED, &[1])));
         assert_eq!(parse_bridge_port(&p).unwrap().unsupported, vec!["isolated"]);
+        p.extend(attr(IFLA_PROTINFO, &attr(IFLA_BRPORT_NEIGH_SUPPRESS, &[1])));
+        assert_eq!(
+            parse_bridge_port(&p).unwrap().unsupported,
+            vec!["isolated", "neigh_suppress"]
+        );
     }
 
     fn fdb_payload(ifindex: i32, state: u16, master: Option<u32>) -> Vec<u8> {
