@@ -6,7 +6,7 @@
 set -euo pipefail
 BIN=${BIN:-target/release/wirespeed}
 C=ws-cs$$c S=ws-cs$$s
-cleanup() { pkill -f "serve http --stack kernel --listen 198.18.62.3" || true; ip netns del $C 2>/dev/null || true; ip netns del $S 2>/dev/null || true; }
+cleanup() { pkill -INT -f "listen 198.18.62.3:8080" || true; ip netns del $C 2>/dev/null || true; ip netns del $S 2>/dev/null || true; }
 trap cleanup EXIT
 ip netns add $C; ip netns add $S
 ip -n $C link add c0 type veth peer name s0 netns $S
