@@ -5,17 +5,21 @@
 # share of the CPU is turned into microseconds per request with the request count of the same
 # interval. Needs perf (linux-perf).
 #
-#   sudo scripts/cost-breakdown.sh [SECONDS]
+# With `stream`, the same for the 512-byte echo stream (4 connections, 64 messages in flight
+# each): per message instead of per request.
+#
+#   sudo scripts/cost-breakdown.sh [SECONDS] [http|stream]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-4}
+MODE=${2:-http}
 BIN=${BIN:-target/release/wirespeed}
 NS_S=ws-cb-srv NS_C=ws-cb-cli
 [[ $EUID -eq 0 ]] || { echo "run as root" >&2; exit 1; }
 command -v perf >/dev/null || { echo "perf missing: apt-get install linux-perf" >&2; exit 1; }
 TMP=$(mktemp -d)
 cleanup() {
-  pkill -INT -f "$BIN serve http" 2>/dev/null || true; sleep 0.3
+  pkill -INT -f "$BIN serve" 2>/dev/null || true; sleep 0.3
   ip netns del $NS_S 2>/dev/null || true; ip netns del $NS_C 2>/dev/null || true
   rm -rf "$TMP"
 }
@@ -49,22 +53,27 @@ categorize() { # perf report lines "pct sym" -> category totals
 }
 
 measure() { # kind
-  local kind=$1 url args
+  local kind=$1 addr app load
   if [[ $kind == kernel ]]; then
-    url=http://198.18.60.2:8080/plaintext
-    args=(serve http --cpus 1 --listen 198.18.60.2:8080 --engine epoll)
+    addr=198.18.60.2:8080
+    args=(--cpus 1 --listen $addr --engine epoll)
   else
-    url=http://198.18.60.100:8080/plaintext
-    args=(serve http --stack xdp --iface veth-s --ip 198.18.60.100/24 --cpus 1 --listen 198.18.60.100:8080)
+    addr=198.18.60.100:8080
+    args=(--stack xdp --iface veth-s --ip 198.18.60.100/24 --cpus 1 --listen $addr)
   fi
-  ip netns exec $NS_S "$BIN" "${args[@]}" 2>"$TMP/$kind.log" &
+  if [[ $MODE == stream ]]; then
+    app=echo; load=(bench echo $addr --mode stream --size 512)
+  else
+    app=http; load=(bench http http://$addr/plaintext -c 256)
+  fi
+  ip netns exec $NS_S "$BIN" serve $app "${args[@]}" 2>"$TMP/$kind.log" &
   sleep 1
-  ip netns exec $NS_C "$BIN" bench http "$url" -c 256 --cpus 0 --warmup 1s -d "${DUR}s" --json "$TMP/$kind.json" >/dev/null &
+  ip netns exec $NS_C "$BIN" "${load[@]}" --cpus 0 --warmup 1s -d "${DUR}s" --json "$TMP/$kind.json" >/dev/null &
   local bp=$!
   sleep 1.5
   perf record -q -C 1 -e cpu-clock -F 4999 -o "$TMP/$kind.data" -- sleep $((DUR - 1)) 2>/dev/null
   wait $bp
-  pkill -INT -f "$BIN serve http" || true; sleep 0.5
+  pkill -INT -f "$BIN serve" || true; sleep 0.5
   local rps; rps=$(grep -o '"rps": *[0-9.]*' "$TMP/$kind.json" | grep -o '[0-9.]*$')
   echo "== $kind: $(printf '%.0f' "$rps") req/s; CPU 1 busy 100% of the sampled time = $(awk -v r="$rps" 'BEGIN{printf "%.2f", 1e6/r}') us of CPU 1 per request"
   perf report -i "$TMP/$kind.data" --no-children --sort sym --stdio 2>/dev/null \
@@ -72,6 +81,6 @@ measure() { # kind
     | categorize | awk -v r="$rps" '{pct=$1; sub(/%/,"",pct); us=pct/100*1e6/r; $1=""; printf "  %6.1f%%  %6.2f us/req %s\n", pct, us, $0}'
 }
 
-echo "# server CPU 1 sampled by perf (cpu-clock, 4999 Hz) for $((DUR - 1)) s under 256 connections of wirespeed bench on CPU 0"
+echo "# $MODE: server CPU 1 sampled by perf (cpu-clock, 4999 Hz) for $((DUR - 1)) s under wirespeed bench on CPU 0 (per request = per message for stream)"
 measure kernel
 measure xdp
