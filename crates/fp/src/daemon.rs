@@ -158,6 +158,8 @@ pub struct Daemon {
     /// The bridge module's tables, shared by every port's program.
     bridge_maps: BridgeMaps,
     applied_fdb: BTreeMap<FdbKey, u32>,
+    /// The model's FDB was replaced by a dump: diff it against the map.
+    fdb_resynced: bool,
     /// br_netfilter makes iptables see bridged frames.
     br_netfilter: bool,
     /// ... tagged ones too.
@@ -249,6 +251,7 @@ impl Daemon {
             nft: NftLib::open(),
             xt_known: XtByHandle::new(),
             applied_fdb: BTreeMap::new(),
+            fdb_resynced: false,
             br_netfilter: false,
             br_nf_tagged: false,
             l2_tables: false,
@@ -277,7 +280,21 @@ impl Daemon {
         self.model.bridge_ports = ports.into_iter().map(|p| (p.index, p)).collect();
         let fdb = netlink::dump_fdb(&mut self.dump)?;
         self.model.fdb = fdb.into_iter().map(|e| (e.key, e.port)).collect();
+        self.fdb_resynced = true;
         Ok(())
+    }
+
+    /// One FDB event: one map write (the model has it already).
+    fn apply_fdb(&mut self, add: bool, e: &crate::model::FdbEntry) {
+        if add {
+            if let Err(err) = self.bridge_maps.set_fdb(&e.key, e.port) {
+                self.note_error(err.to_string());
+            }
+            self.applied_fdb.insert(e.key, e.port);
+        } else {
+            self.bridge_maps.del_fdb(&e.key);
+            self.applied_fdb.remove(&e.key);
+        }
     }
 
     /// Whether anything makes the kernel filter bridged frames.
@@ -411,8 +428,12 @@ impl Daemon {
             .map(|l| l.index)
     }
 
-    /// Writes the FDB changes since the last call; true when there were any.
+    /// After a dump: writes the differences between the dumped FDB and the map; true when
+    /// there were any. (Single FDB events are written as they come, by apply_fdb.)
     fn write_fdb(&mut self) -> bool {
+        if !std::mem::take(&mut self.fdb_resynced) {
+            return false;
+        }
         let mut errs = Vec::new();
         let mut changed = false;
         for (k, port) in &self.model.fdb {
@@ -746,12 +767,19 @@ impl Daemon {
                     match ev {
                         Event::Rules { family: 2 } => rules4 = true,
                         Event::Rules { .. } => rules6 = true,
-                        Event::Netconf | Event::LinkNew(_) => {
+                        Event::Netconf => sysctls = true,
+                        Event::LinkNew(ref l) => {
                             sysctls = true;
-                            bridge = true;
+                            // Bridge state needs a dump only where a bridge is involved.
+                            bridge |= l.kind == "bridge"
+                                || l.master.is_some()
+                                || self.model.bridge_ports.contains_key(&l.index);
                         }
                         Event::Bridge => bridge = true,
-                        Event::Fdb { .. } => fdb = true,
+                        Event::Fdb { add, ref entry } => {
+                            fdb = true;
+                            self.apply_fdb(add, entry);
+                        }
                         _ => {}
                     }
                 }
@@ -827,7 +855,10 @@ impl Daemon {
             changed |= resync || rules4 || rules6 || sysctls || filter || bridge || fdb;
             if !kinds.is_empty() {
                 kinds.dedup();
-                let action = if changed { self.reconcile() } else { "none" };
+                let mut action = if changed { self.reconcile() } else { "none" };
+                if fdb && action == "none" {
+                    action = "maps"; // written as the events came
+                }
                 self.record(kinds.join(","), action, t_event);
                 self.write_status(true);
                 last_status = Instant::now();
