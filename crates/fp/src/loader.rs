@@ -637,6 +637,30 @@ fn filter_entries(t: &crate::filter::Tables) -> Vec<Entries> {
     ]
 }
 
+/// How many programs are attached at TC ingress (tcx) on `ifindex` in the calling thread's
+/// namespace, ours or anyone's.
+pub fn tcx_ingress_count(ifindex: u32) -> Result<u32> {
+    // SAFETY: zeroed query opts with sz set and no id arrays: the kernel fills the count.
+    let mut q: libbpf_rs::libbpf_sys::bpf_prog_query_opts = unsafe { std::mem::zeroed() };
+    q.sz = std::mem::size_of_val(&q) as _;
+    // SAFETY: q is valid for writes; plain syscall wrapper.
+    let rc = unsafe {
+        libbpf_rs::libbpf_sys::bpf_prog_query_opts(
+            ifindex as i32,
+            libbpf_rs::libbpf_sys::BPF_TCX_INGRESS,
+            &mut q,
+        )
+    };
+    if rc != 0 {
+        return Err(Error::Io {
+            what: format!("query TC ingress programs of ifindex {ifindex}"),
+            err: std::io::Error::from_raw_os_error(-rc),
+        });
+    }
+    // SAFETY: both union members are the same u32 count.
+    Ok(unsafe { q.__bindgen_anon_1.count })
+}
+
 /// Detaches a non-link XDP program named like ours left on `ifindex` (e.g. by a tool that
 /// attached our object by hand). Link-based attachments die with their owner and are never
 /// stale. Returns true when one was removed.

@@ -233,6 +233,27 @@ fn pod_network_at_tc_forwards_and_follows_changes() {
     let before = bridged(&d.status().unwrap(), "vpod0");
     tcp_ping_pong(&net, 1, 0, 50, 512);
     d.wait_for("bridged again", |s| bridged(s, "vpod0") > before);
+
+    // Stopping the daemon closes its tcx links: nothing stays attached, the kernel bridges.
+    let tcx_counts = || {
+        spawn_in_ns(net.node.name(), || {
+            (0..3)
+                .map(|i| {
+                    let name = std::ffi::CString::new(format!("vpod{i}")).unwrap();
+                    // SAFETY: a valid NUL-terminated name.
+                    let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
+                    wirespeed_fp::loader::tcx_ingress_count(idx).unwrap()
+                })
+                .collect::<Vec<_>>()
+        })
+        .join()
+        .unwrap()
+    };
+    assert_eq!(tcx_counts(), vec![1, 1, 1], "one program per pod port");
+    let mut d = d;
+    d.stop();
+    assert_eq!(tcx_counts(), vec![0, 0, 0], "programs left at TC ingress");
+    tcp_ping_pong(&net, 1, 0, 20, 512);
 }
 
 const SMAC: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
