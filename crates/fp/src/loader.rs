@@ -531,8 +531,6 @@ impl Program {
                 .update(&0u32.to_ne_bytes(), &v.to_ne_bytes(), MapFlags::ANY)
                 .map_err(bpf("pause filter"))
         };
-        let new = filter_entries(t);
-        let old = old.map(filter_entries);
         let m = &self.maps;
         let maps = [
             (&m.f_src4, "f_src4"),
@@ -548,8 +546,13 @@ impl Program {
         ];
         pause(1)?;
         for (i, (map, name)) in maps.iter().enumerate() {
-            let want = &new[i];
-            match old.as_ref().map(|o| &o[i]) {
+            // A table equal to what the map holds costs nothing (a set member added leaves
+            // the 512 protocol slots alone).
+            if old.is_some_and(|o| same_table(o, t, i)) {
+                continue;
+            }
+            let want = &table_entries(t, i);
+            match old.map(|o| table_entries(o, i)).as_ref() {
                 Some(have) => {
                     for (k, v) in want {
                         if have.get(k) != Some(v) {
@@ -584,9 +587,24 @@ impl Program {
 
 type Entries = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
 
-/// The key and value bytes of every filter map entry, in the order write_filter_over lists
-/// the maps.
-fn filter_entries(t: &crate::filter::Tables) -> Vec<Entries> {
+/// Whether table `i` (in write_filter_over's order) is the same in `a` and `b`.
+fn same_table(a: &crate::filter::Tables, b: &crate::filter::Tables, i: usize) -> bool {
+    match i {
+        0 => a.src4 == b.src4,
+        1 => a.dst4 == b.dst4,
+        2 => a.src6 == b.src6,
+        3 => a.dst6 == b.dst6,
+        4 => a.proto == b.proto,
+        5 => a.sport == b.sport,
+        6 => a.dport == b.dport,
+        7 => a.oif == b.oif,
+        8 => a.defaults == b.defaults,
+        _ => a.actions == b.actions,
+    }
+}
+
+/// The key and value bytes of table `i`'s map entries (in write_filter_over's order).
+fn table_entries(t: &crate::filter::Tables, i: usize) -> Entries {
     let bits = |b: &crate::filter::Bits| bits_bytes(b).to_vec();
     let lpm4 = |e: &[((u32, u8), crate::filter::Bits)]| -> Entries {
         e.iter()
@@ -620,21 +638,22 @@ fn filter_entries(t: &crate::filter::Tables) -> Vec<Entries> {
             .map(|(i, v)| ((i as u32).to_ne_bytes().to_vec(), v))
             .collect()
     };
-    vec![
-        lpm4(&t.src4),
-        lpm4(&t.dst4),
-        lpm6(&t.src6),
-        lpm6(&t.dst6),
-        indexed(&mut t.proto.iter().map(bits)),
-        ports(&t.sport),
-        ports(&t.dport),
-        t.oif
+    match i {
+        0 => lpm4(&t.src4),
+        1 => lpm4(&t.dst4),
+        2 => lpm6(&t.src6),
+        3 => lpm6(&t.dst6),
+        4 => indexed(&mut t.proto.iter().map(bits)),
+        5 => ports(&t.sport),
+        6 => ports(&t.dport),
+        7 => t
+            .oif
             .iter()
             .map(|(idx, b)| (idx.to_ne_bytes().to_vec(), bits(b)))
             .collect(),
-        indexed(&mut t.defaults.iter().map(bits)),
-        indexed(&mut t.actions.iter().map(|a| a.to_ne_bytes().to_vec())),
-    ]
+        8 => indexed(&mut t.defaults.iter().map(bits)),
+        _ => indexed(&mut t.actions.iter().map(|a| a.to_ne_bytes().to_vec())),
+    }
 }
 
 /// How many programs are attached at TC ingress (tcx) on `ifindex` in the calling thread's
