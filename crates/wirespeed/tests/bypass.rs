@@ -9,7 +9,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener as StdListener, TcpStream as StdStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use wirespeed_lab::impair::{ImpairedLink, Impairment};
@@ -284,34 +284,41 @@ fn our_stack_as_client_against_a_linux_server() {
                                 tx_pat.fill(&mut out[..n]);
                                 let mut off = 0;
                                 while off < n {
-                                    let w = wirespeed_rt::timeout(
-                                        Duration::from_secs(30),
-                                        conn.write(&out[off..n]),
-                                    )
-                                    .await
-                                    .map_err(|_| format!("write stalled at {sent}"))?
-                                    .map_err(|e| e.to_string())?;
-                                    off += w;
-                                    // Drain what arrived meanwhile.
-                                    while got < 256 * MIB {
+                                    // Wait for room in short steps and keep reading
+                                    // meanwhile, as an application would: one that stops
+                                    // reading while it waits to write lets its receive
+                                    // window close while the peer's ACKs ride on data it
+                                    // then refuses (see the note on zero windows in
+                                    // docs/TCPIP.md).
+                                    let mut waited = Duration::ZERO;
+                                    let w = loop {
                                         match wirespeed_rt::timeout(
-                                            Duration::ZERO,
-                                            conn.read(&mut inb),
+                                            Duration::from_millis(10),
+                                            conn.write(&out[off..n]),
                                         )
                                         .await
                                         {
-                                            Ok(Ok(0)) => return Err(format!("EOF after {got}")),
-                                            Ok(Ok(m)) => {
-                                                rx_pat.fill(&mut want[..m]);
-                                                if inb[..m] != want[..m] {
-                                                    return Err(format!("corrupt data near {got}"));
-                                                }
-                                                got += m;
+                                            Ok(r) => break r.map_err(|e| e.to_string())?,
+                                            Err(_) if waited < Duration::from_secs(30) => {
+                                                waited += Duration::from_millis(10);
+                                                drain(
+                                                    &mut conn,
+                                                    &mut inb,
+                                                    &mut want,
+                                                    &mut rx_pat,
+                                                    &mut got,
+                                                )
+                                                .await?;
                                             }
-                                            Ok(Err(e)) => return Err(e.to_string()),
-                                            Err(_) => break,
+                                            Err(_) => {
+                                                return Err(format!("write stalled at {sent}"))
+                                            }
                                         }
-                                    }
+                                    };
+                                    off += w;
+                                    // Drain what arrived meanwhile.
+                                    drain(&mut conn, &mut inb, &mut want, &mut rx_pat, &mut got)
+                                        .await?;
                                 }
                                 sent += n;
                             } else {
@@ -356,6 +363,31 @@ fn our_stack_as_client_against_a_linux_server() {
         .join()
         .unwrap()
         .expect("the Linux server saw corrupt data");
+}
+
+/// Reads what has arrived, without waiting, and checks it against the pattern.
+async fn drain(
+    conn: &mut wirespeed_net::TcpStream,
+    inb: &mut [u8],
+    want: &mut [u8],
+    pat: &mut Pattern,
+    got: &mut usize,
+) -> Result<(), String> {
+    while *got < 256 * MIB {
+        match wirespeed_rt::timeout(Duration::ZERO, conn.read(inb)).await {
+            Ok(Ok(0)) => return Err(format!("EOF after {got}")),
+            Ok(Ok(m)) => {
+                pat.fill(&mut want[..m]);
+                if inb[..m] != want[..m] {
+                    return Err(format!("corrupt data near {got}"));
+                }
+                *got += m;
+            }
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => break,
+        }
+    }
+    Ok(())
 }
 
 /// `wirespeed bench http` against `target` from namespace `ns`, with `extra` flags; returns
