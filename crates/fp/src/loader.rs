@@ -606,24 +606,18 @@ fn same_table(a: &crate::filter::Tables, b: &crate::filter::Tables, i: usize) ->
 /// The key and value bytes of table `i`'s map entries (in write_filter_over's order).
 fn table_entries(t: &crate::filter::Tables, i: usize) -> Entries {
     let bits = |b: &crate::filter::Bits| bits_bytes(b).to_vec();
-    let lpm4 = |e: &[((u32, u8), crate::filter::Bits)]| -> Entries {
+    // struct lpm_v4/lpm_v6: prefix length, then the address in network order.
+    fn lpm<A: Copy>(e: &[((A, u8), crate::filter::Bits)], be: fn(A) -> Vec<u8>) -> Entries {
         e.iter()
             .map(|((addr, len), b)| {
                 let mut k = (*len as u32).to_ne_bytes().to_vec();
-                k.extend_from_slice(&addr.to_be_bytes());
-                (k, bits(b))
+                k.extend_from_slice(&be(*addr));
+                (k, bits_bytes(b).to_vec())
             })
             .collect()
-    };
-    let lpm6 = |e: &[((u128, u8), crate::filter::Bits)]| -> Entries {
-        e.iter()
-            .map(|((addr, len), b)| {
-                let mut k = (*len as u32).to_ne_bytes().to_vec();
-                k.extend_from_slice(&addr.to_be_bytes());
-                (k, bits(b))
-            })
-            .collect()
-    };
+    }
+    let lpm4 = |e| lpm(e, |a: u32| a.to_be_bytes().to_vec());
+    let lpm6 = |e| lpm(e, |a: u128| a.to_be_bytes().to_vec());
     let ports = |e: &[((u8, u16), crate::filter::Bits)]| -> Entries {
         e.iter()
             .map(|((proto, port), b)| {

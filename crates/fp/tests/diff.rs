@@ -8,10 +8,12 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use wirespeed_fp::daemon::Status;
 use wirespeed_fp::harness::{self, Capture, PacketSocket, Targets};
 use wirespeed_fp::model::BridgeHook;
 use wirespeed_fp::pkt;
 use wirespeed_lab::netns::add_addr;
+use wirespeed_lab::Netns;
 
 const PER_CONFIG: usize = 3400;
 
@@ -52,14 +54,13 @@ fn targets(dut_mac: [u8; 6], src_mac: [u8; 6]) -> Targets {
     }
 }
 
-/// Sends `frames` from the source and returns what the source and the sink received.
-fn run_once(lab: &Line, frames: &[Vec<u8>]) -> Capture {
-    let src_name = lab.src.name().to_string();
-    let sink_name = lab.sink.name().to_string();
-    let tx = spawn_in_ns(&src_name, || PacketSocket::open("v0").unwrap())
+/// Sends `frames` from v0 in `src` and returns what v0 and s0 (in `sink`) received, with the
+/// frames the DUT originates from `dut_addrs` normalized.
+fn run_once(src: &Netns, sink: &Netns, frames: &[Vec<u8>], dut_addrs: &[[u8; 4]]) -> Capture {
+    let tx = spawn_in_ns(src.name(), || PacketSocket::open("v0").unwrap())
         .join()
         .unwrap();
-    let rx = spawn_in_ns(&sink_name, || PacketSocket::open("s0").unwrap())
+    let rx = spawn_in_ns(sink.name(), || PacketSocket::open("s0").unwrap())
         .join()
         .unwrap();
     std::thread::sleep(Duration::from_millis(50));
@@ -72,11 +73,10 @@ fn run_once(lab: &Line, frames: &[Vec<u8>]) -> Capture {
         std::thread::sleep(Duration::from_millis(1));
     }
     std::thread::sleep(Duration::from_millis(400));
-    let dut_addrs = [[198, 18, 0, 2], [198, 18, 1, 1]];
     let mut cap = Capture::new();
     for (point, sock) in [("source v0", &tx), ("sink s0", &rx)] {
         for f in sock.drain() {
-            if let Some(n) = harness::normalize(&f, &dut_addrs) {
+            if let Some(n) = harness::normalize(&f, dut_addrs) {
                 *cap.entry((point.to_string(), n)).or_insert(0) += 1;
             }
         }
@@ -84,43 +84,55 @@ fn run_once(lab: &Line, frames: &[Vec<u8>]) -> Capture {
     cap
 }
 
+/// Prints the comparison of two runs and returns the number of divergences; at least
+/// `min_arrived` frames must have arrived for the comparison to mean anything.
+fn report(
+    name: &str,
+    sent: usize,
+    kernel: &Capture,
+    fast: &Capture,
+    s: &Status,
+    min_arrived: usize,
+) -> usize {
+    let div = harness::divergences(kernel, fast);
+    let arrived: usize = kernel.values().sum();
+    eprintln!(
+        "{name}: {sent} frames, {arrived} arrived (kernel), {} divergences; fast path: {:?}",
+        div.len(),
+        s.ports
+            .iter()
+            .map(|p| (p.name.clone(), p.hook.clone(), p.fast_pathed, p.passed))
+            .collect::<Vec<_>>()
+    );
+    let shown = std::env::var("DIFF_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    for (point, bytes, k, f) in div.iter().take(20) {
+        eprintln!(
+            "  {point}: kernel {k} fast {f}: {:02x?}",
+            &bytes[..bytes.len().min(shown)]
+        );
+    }
+    assert!(
+        arrived > min_arrived,
+        "{name}: too little arrived for a meaningful comparison"
+    );
+    div.len()
+}
+
 fn compare(lab: &Line, name: &str, seed: u64, t: &Targets, expect_fast: bool) -> usize {
     let frames = harness::generate(t, seed, PER_CONFIG);
-    let kernel = run_once(lab, &frames);
+    let dut_addrs = [[198, 18, 0, 2], [198, 18, 1, 1]];
+    let kernel = run_once(&lab.src, &lab.sink, &frames, &dut_addrs);
     let mut d = RunningDaemon::start(&lab.dut, None);
     d.wait_for("ports attached", |s| s.ports.len() == 2);
-    let fast = run_once(lab, &frames);
+    let fast = run_once(&lab.src, &lab.sink, &frames, &dut_addrs);
     let s = d.wait_for("counters", |s| {
         !expect_fast || s.ports.iter().any(|p| p.fast_pathed > 0)
     });
     d.stop();
-    let div = harness::divergences(&kernel, &fast);
-    let arrived: usize = kernel.values().sum();
-    eprintln!(
-        "{name}: {} frames, {arrived} arrived (kernel), {} divergences; fast path: {:?}",
-        frames.len(),
-        div.len(),
-        s.ports
-            .iter()
-            .map(|p| (p.name.clone(), p.fast_pathed, p.passed))
-            .collect::<Vec<_>>()
-    );
-    for (point, bytes, k, f) in div.iter().take(20) {
-        eprintln!(
-            "  {point}: kernel {k} fast {f}: {:02x?}",
-            &bytes[..bytes.len().min(
-                std::env::var("DIFF_BYTES")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(64)
-            )]
-        );
-    }
-    assert!(
-        arrived > PER_CONFIG / 4,
-        "{name}: too little arrived for a meaningful comparison"
-    );
-    div.len()
+    report(name, frames.len(), &kernel, &fast, &s, PER_CONFIG / 4)
 }
 
 #[test]
@@ -258,68 +270,23 @@ fn compare_bridge(
     hook: BridgeHook,
 ) -> usize {
     let frames = harness::generate_l2(t, seed, PER_BRIDGE_CONFIG);
-    let send = |lab: &BridgeLine| {
-        let tx = spawn_in_ns(lab.src.name(), || PacketSocket::open("v0").unwrap())
-            .join()
-            .unwrap();
-        let rx = spawn_in_ns(lab.sink.name(), || PacketSocket::open("s0").unwrap())
-            .join()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-        tx.drain();
-        rx.drain();
-        for chunk in frames.chunks(16) {
-            for f in chunk {
-                tx.send(f).unwrap();
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        std::thread::sleep(Duration::from_millis(400));
-        let mut cap = Capture::new();
-        for (point, sock) in [("source v0", &tx), ("sink s0", &rx)] {
-            for f in sock.drain() {
-                if let Some(n) = harness::normalize(&f, &[[198, 18, 2, 3]]) {
-                    *cap.entry((point.to_string(), n)).or_insert(0) += 1;
-                }
-            }
-        }
-        cap
-    };
-    let kernel = send(lab);
+    let bridge_addr = [[198, 18, 2, 3]];
+    let kernel = run_once(&lab.src, &lab.sink, &frames, &bridge_addr);
     let mut d = RunningDaemon::start_with(&lab.dut, None, hook);
     d.wait_for("bridge ports attached", |s| {
         s.ports.len() == 2 && s.ports.iter().all(|p| p.notes.is_empty())
     });
-    let fast = send(lab);
+    let fast = run_once(&lab.src, &lab.sink, &frames, &bridge_addr);
     let s = d.wait_for("counters", |s| s.ports.iter().any(|p| p.fast_pathed > 0));
     d.stop();
-    let div = harness::divergences(&kernel, &fast);
-    let arrived: usize = kernel.values().sum();
-    eprintln!(
-        "{name}: {} frames, {arrived} arrived (kernel), {} divergences; fast path: {:?}",
+    report(
+        name,
         frames.len(),
-        div.len(),
-        s.ports
-            .iter()
-            .map(|p| (p.name.clone(), p.hook.clone(), p.fast_pathed, p.passed))
-            .collect::<Vec<_>>()
-    );
-    for (point, bytes, k, f) in div.iter().take(20) {
-        eprintln!(
-            "  {point}: kernel {k} fast {f}: {:02x?}",
-            &bytes[..bytes.len().min(
-                std::env::var("DIFF_BYTES")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(64)
-            )]
-        );
-    }
-    assert!(
-        arrived > PER_BRIDGE_CONFIG / 2,
-        "{name}: too little arrived for a meaningful comparison"
-    );
-    div.len()
+        &kernel,
+        &fast,
+        &s,
+        PER_BRIDGE_CONFIG / 2,
+    )
 }
 
 #[test]

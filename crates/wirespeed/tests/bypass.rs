@@ -66,19 +66,24 @@ fn lab(tag: &str) -> Lab {
 struct Serve(Child);
 
 impl Serve {
+    /// Our server on our stack, in the server namespace.
     fn start(lab: &Lab, app: &str) -> Serve {
-        let mut child = lab
-            .server
+        let ip = format!("{OUR_IP}/24");
+        let listen = format!("{OUR_IP}:8080");
+        Serve::spawn(
+            &lab.server,
+            &[
+                "serve", app, "--stack", "xdp", "--iface", "s0", "--cpus", "1", "--ip", &ip,
+                "--listen", &listen,
+            ],
+        )
+    }
+
+    /// `wirespeed ARGS` in `ns`, once it says it is listening.
+    fn spawn(ns: &Netns, args: &[&str]) -> Serve {
+        let mut child = ns
             .command(env!("CARGO_BIN_EXE_wirespeed"))
-            .args([
-                "serve", app, "--stack", "xdp", "--iface", "s0", "--cpus", "1",
-            ])
-            .args([
-                "--ip",
-                &format!("{OUR_IP}/24"),
-                "--listen",
-                &format!("{OUR_IP}:8080"),
-            ])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -443,19 +448,19 @@ fn the_project_client_against_our_stack_through_loss_reorder_and_duplication() {
 fn the_project_client_on_our_stack_against_a_linux_server() {
     let lab = lab("d");
     // A Linux HTTP server: ours, on the kernel stack, in the client namespace.
-    let mut child = lab
-        .client
-        .command(env!("CARGO_BIN_EXE_wirespeed"))
-        .args(["serve", "http", "--stack", "kernel", "--cpus", "0"])
-        .args(["--listen", "198.18.51.1:8081"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while err.read_line(&mut line).unwrap() > 0 && !line.contains("listening on") {}
-    assert!(line.contains("listening on"), "serve did not start: {line}");
+    let server = Serve::spawn(
+        &lab.client,
+        &[
+            "serve",
+            "http",
+            "--stack",
+            "kernel",
+            "--cpus",
+            "0",
+            "--listen",
+            "198.18.51.1:8081",
+        ],
+    );
     let v = bench_http(
         &lab.server,
         "http://198.18.51.1:8081/plaintext",
@@ -470,9 +475,7 @@ fn the_project_client_on_our_stack_against_a_linux_server() {
             "1",
         ],
     );
-    // SAFETY: signals our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let _ = child.wait();
+    drop(server);
     assert_eq!(v["engine"], "our TCP/IP over AF_XDP");
     assert_clean(&v);
 }
