@@ -389,6 +389,8 @@ pub struct Stats {
     pub tcp_syn_cookies_accepted: u64,
     pub tcp_syn_cookies_rejected: u64,
     pub tcp_out_of_window: u64,
+    /// Refused segments (old, or past our window) whose new ACK was still taken.
+    pub tcp_acks_on_refused_segments: u64,
     pub tcp_paws_rejected: u64,
     pub tcp_bad_ack: u64,
     pub tcp_challenge_acks: u64,

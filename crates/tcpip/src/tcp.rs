@@ -1219,9 +1219,37 @@ impl Stack {
                     t.keep_at = now.add(self.cfg.time_wait);
                 }
                 self.mark_dirty(idx, gen);
-                // Still learn window openings from a zero-window probe reply path.
                 if let Some(ack) = repr.ack {
-                    if seg_len == 0 || wnd == 0 {
+                    let t = &self.conns[idx as usize];
+                    let synchronized = matches!(
+                        t.state,
+                        TcpState::Established
+                            | TcpState::CloseWait
+                            | TcpState::FinWait1
+                            | TcpState::Closing
+                            | TcpState::LastAck
+                    );
+                    if synchronized && !has_syn && ack.gt(t.snd_una) && ack.le(t.snd_max) {
+                        // The data is refused, but a new ACK is still news: the peer's
+                        // zero-window probes (an old sequence number) and its segments past a
+                        // closed window carry the only acknowledgements of our data while we
+                        // are not reading. Dropping them leaves our send buffer full until a
+                        // timer breaks the stall (RFC 9293 3.10.7.4 asks to accept valid ACKs
+                        // at a zero window). ACK fields only grow in the peer's send order, so
+                        // a new one's window is also the peer's latest.
+                        let ack_only = TcpRepr {
+                            seq: rcv_nxt,
+                            flags: flags::ACK,
+                            options: TcpOptions {
+                                timestamps: None,
+                                ..repr.options
+                            },
+                            ..*repr
+                        };
+                        self.stats.tcp_acks_on_refused_segments += 1;
+                        self.tcb_input(idx, src_mac, &ack_only, &[]);
+                    } else if seg_len == 0 || wnd == 0 {
+                        // Still learn window openings from a zero-window probe reply path.
                         self.ack_window_only(idx, repr, ack);
                     }
                 }

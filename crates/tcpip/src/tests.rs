@@ -1550,3 +1550,53 @@ fn sack_blocks_report_the_latest_segment_first() {
     assert_eq!(r.options.sack_blocks[0], (521, 531));
     assert_eq!(r.options.sack_blocks[1], (601, 611));
 }
+
+#[test]
+fn refused_segments_still_deliver_a_new_ack() {
+    let mut s = Stack::new(config(1));
+    let l = s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(5);
+    s.receive(now, &segment(1000, 80, 500, None, flags::SYN, &[]));
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let iss = parse_out(&sink.frames[0]).0.seq.0;
+    s.receive(now, &segment(1000, 80, 501, Some(iss + 1), flags::ACK, &[]));
+    let c = s.tcp_accept(l).unwrap();
+    let room = s.tcp_send_capacity(c).unwrap();
+    assert_eq!(s.tcp_send(c, b"hello"), Ok(5));
+    s.transmit(now, &mut VecSink::new());
+    assert_eq!(s.tcp_send_capacity(c), Ok(room - 5));
+
+    // A zero-window probe as Linux sends it: one below RCV.NXT, no data. Refused (and
+    // answered), but its ACK of 3 bytes frees them.
+    s.receive(now, &segment(1000, 80, 500, Some(iss + 4), flags::ACK, &[]));
+    assert_eq!(s.tcp_send_capacity(c), Ok(room - 2));
+    assert_eq!(s.stats().tcp_acks_on_refused_segments, 1);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    assert!(
+        sink.frames.iter().any(|f| is_pure_ack(f)),
+        "a refused segment is answered"
+    );
+
+    // Data far past the window's right edge: the data is dropped, the ACK taken.
+    let far = 501u32.wrapping_add(0x4000_0000);
+    s.receive(
+        now,
+        &segment(1000, 80, far, Some(iss + 6), flags::ACK, b"x"),
+    );
+    assert_eq!(s.tcp_send_capacity(c), Ok(room));
+    assert_eq!(s.tcp_recv_available(c), Ok(0));
+    assert_eq!(s.stats().tcp_acks_on_refused_segments, 2);
+
+    // An old segment whose ACK is not new changes nothing, and an ACK beyond what we sent is
+    // not taken from a refused segment either.
+    s.receive(now, &segment(1000, 80, 500, Some(iss + 6), flags::ACK, &[]));
+    s.receive(
+        now,
+        &segment(1000, 80, 500, Some(iss + 99), flags::ACK, &[]),
+    );
+    assert_eq!(s.stats().tcp_acks_on_refused_segments, 2);
+    assert_eq!(s.tcp_state(c), Ok(TcpState::Established));
+    assert_eq!(s.tcp_recv_available(c), Ok(0));
+}

@@ -289,37 +289,18 @@ fn our_stack_as_client_against_a_linux_server() {
                                 tx_pat.fill(&mut out[..n]);
                                 let mut off = 0;
                                 while off < n {
-                                    // Wait for room in short steps and keep reading
-                                    // meanwhile, as an application would: one that stops
-                                    // reading while it waits to write lets its receive
-                                    // window close while the peer's ACKs ride on data it
-                                    // then refuses (see the note on zero windows in
-                                    // docs/TCPIP.md).
-                                    let mut waited = Duration::ZERO;
-                                    let w = loop {
-                                        match wirespeed_rt::timeout(
-                                            Duration::from_millis(10),
-                                            conn.write(&out[off..n]),
-                                        )
-                                        .await
-                                        {
-                                            Ok(r) => break r.map_err(|e| e.to_string())?,
-                                            Err(_) if waited < Duration::from_secs(30) => {
-                                                waited += Duration::from_millis(10);
-                                                drain(
-                                                    &mut conn,
-                                                    &mut inb,
-                                                    &mut want,
-                                                    &mut rx_pat,
-                                                    &mut got,
-                                                )
-                                                .await?;
-                                            }
-                                            Err(_) => {
-                                                return Err(format!("write stalled at {sent}"))
-                                            }
-                                        }
-                                    };
+                                    // Block in the write without reading: our receive
+                                    // window closes while the peer still reads, and the
+                                    // peer's ACKs then arrive on segments we refuse (zero-
+                                    // window probes), whose ACK fields must still be taken
+                                    // (docs/TCPIP.md, zero windows).
+                                    let w = wirespeed_rt::timeout(
+                                        Duration::from_secs(30),
+                                        conn.write(&out[off..n]),
+                                    )
+                                    .await
+                                    .map_err(|_| format!("write stalled at {sent}"))?
+                                    .map_err(|e| e.to_string())?;
                                     off += w;
                                     // Drain what arrived meanwhile.
                                     drain(&mut conn, &mut inb, &mut want, &mut rx_pat, &mut got)
@@ -355,6 +336,16 @@ fn our_stack_as_client_against_a_linux_server() {
                         if tail != 0 {
                             return Err(format!("{tail} unexpected bytes after the stream"));
                         }
+                        let st = stack.stats();
+                        eprintln!(
+                            "our client's stack: ACKs taken from refused segments {}, \
+                             out of window {}, zero-window probes {}, RTOs {}, retransmits {}",
+                            st.tcp_acks_on_refused_segments,
+                            st.tcp_out_of_window,
+                            st.tcp_zero_window_probes,
+                            st.tcp_rto_expired,
+                            st.tcp_retransmits
+                        );
                         Ok::<_, String>((sent, got))
                     }
                 })
