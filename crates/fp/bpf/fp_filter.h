@@ -1,7 +1,12 @@
 /* Filter module: the supported subset of the nftables forward chain, compiled by the
  * controller into one rule bitmap per field value. A packet's candidate rules are the AND of
  * the bitmaps its fields select; the lowest set bit is the first rule that matches, as in
- * the chain's order. Cost: one lookup per field, whatever the number of rules. */
+ * the chain's order. Cost: one lookup per field, whatever the number of rules.
+ *
+ * A field value's bitmap holds only the rules that constrain that field; the rules that leave
+ * it unconstrained are one wildcard bitmap per field (f_defaults), ORed in at lookup. Adding a
+ * rule that matches on one field then writes that field's entries and a few wildcard words,
+ * not every entry of every other field (512 protocol slots, every prefix). */
 #ifndef FP_FILTER_H
 #define FP_FILTER_H
 
@@ -14,7 +19,8 @@ enum filter_verdict {
 	FILTER_KERNEL = 2, /* a rule we cannot evaluate exactly may match: kernel decides */
 };
 
-/* Fields whose miss bitmap lives in f_defaults (rules without a constraint on the field). */
+/* Slots of f_defaults: per field, the rules without a constraint on it (the wildcard); and
+ * per family, the rules that apply on this interface at all. */
 enum filter_field {
 	FF_PROTO = 0,
 	FF_SPORT,
@@ -22,6 +28,8 @@ enum filter_field {
 	FF_OIF,
 	FF_BASE4, /* the rules that apply to IPv4 on this interface */
 	FF_BASE6,
+	FF_SRC,
+	FF_DST,
 	FF_NR,
 };
 
@@ -61,7 +69,7 @@ struct port_key {
 		__type(value, struct rule_set);         \
 	} name SEC(".maps")
 
-/* Each LPM map holds a /0 entry, so a lookup never misses. */
+/* Each LPM map holds a /0 entry (often empty), so a lookup never misses. */
 LPM_MAP(f_src4, struct lpm_v4);
 LPM_MAP(f_dst4, struct lpm_v4);
 LPM_MAP(f_src6, struct lpm_v6);
@@ -125,15 +133,6 @@ static __always_inline int filter_paused(void)
 	return !p || *p;
 }
 
-static __always_inline void and_into(struct rule_set *acc, const struct rule_set *s)
-{
-	int i;
-
-#pragma unroll
-	for (i = 0; i < FILTER_WORDS; i++)
-		acc->w[i] &= s->w[i];
-}
-
 static __always_inline int lowest_bit(__u64 w)
 {
 	int n = 0;
@@ -147,13 +146,19 @@ static __always_inline int lowest_bit(__u64 w)
 	return n;
 }
 
-static __always_inline const struct rule_set *field_or_default(void *map, void *key, __u32 field)
+/* acc &= (the rules constraining `field` that this value matches, s, or none when the value
+ * has no entry) | (the rules not constraining the field). */
+static __always_inline int and_field(struct rule_set *acc, const struct rule_set *s, __u32 field)
 {
-	const struct rule_set *s = bpf_map_lookup_elem(map, key);
+	const struct rule_set *wild = bpf_map_lookup_elem(&f_defaults, &field);
+	int i;
 
-	if (s)
-		return s;
-	return bpf_map_lookup_elem(&f_defaults, &field);
+	if (!wild)
+		return -1;
+#pragma unroll
+	for (i = 0; i < FILTER_WORDS; i++)
+		acc->w[i] &= (s ? s->w[i] : 0) | wild->w[i];
+	return 0;
 }
 
 /* ANDs the L4 fields (protocol, ports, egress interface) into acc. l4 points past the L3
@@ -168,9 +173,8 @@ static __always_inline int filter_l4(struct fp_pkt *p, struct rule_set *acc, __u
 
 	if (fields & FIELD_PROTO) {
 		s = bpf_map_lookup_elem(&f_proto, &key);
-		if (!s)
+		if (!s || and_field(acc, s, FF_PROTO) < 0)
 			return -1;
-		and_into(acc, s);
 	}
 	if (!(fields & (FIELD_SPORT | FIELD_DPORT | FIELD_OIF)))
 		return 0;
@@ -185,23 +189,17 @@ static __always_inline int filter_l4(struct fp_pkt *p, struct rule_set *acc, __u
 	}
 	if (fields & FIELD_SPORT) {
 		pk.port = sport;
-		s = field_or_default(&f_sport, &pk, FF_SPORT);
-		if (!s)
+		if (and_field(acc, bpf_map_lookup_elem(&f_sport, &pk), FF_SPORT) < 0)
 			return -1;
-		and_into(acc, s);
 	}
 	if (fields & FIELD_DPORT) {
 		pk.port = dport;
-		s = field_or_default(&f_dport, &pk, FF_DPORT);
-		if (!s)
+		if (and_field(acc, bpf_map_lookup_elem(&f_dport, &pk), FF_DPORT) < 0)
 			return -1;
-		and_into(acc, s);
 	}
 	if (fields & FIELD_OIF) {
-		s = field_or_default(&f_oif, &oif, FF_OIF);
-		if (!s)
+		if (and_field(acc, bpf_map_lookup_elem(&f_oif, &oif), FF_OIF) < 0)
 			return -1;
-		and_into(acc, s);
 	}
 	return 0;
 }
@@ -244,16 +242,14 @@ static __always_inline int filter_v4(struct fp_pkt *p, struct iphdr *iph, __u32 
 	if (fields & FIELD_SRC) {
 		k.addr = iph->saddr;
 		s = bpf_map_lookup_elem(&f_src4, &k);
-		if (!s)
+		if (!s || and_field(&acc, s, FF_SRC) < 0)
 			return FILTER_KERNEL;
-		and_into(&acc, s);
 	}
 	if (fields & FIELD_DST) {
 		k.addr = iph->daddr;
 		s = bpf_map_lookup_elem(&f_dst4, &k);
-		if (!s)
+		if (!s || and_field(&acc, s, FF_DST) < 0)
 			return FILTER_KERNEL;
-		and_into(&acc, s);
 	}
 	if (filter_l4(p, &acc, 0, iph->protocol, iph + 1, oif, fields) < 0)
 		return FILTER_KERNEL;
@@ -283,16 +279,14 @@ static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u
 	if (fields & FIELD_SRC) {
 		__builtin_memcpy(k.addr, &ip6h->saddr, 16);
 		s = bpf_map_lookup_elem(&f_src6, &k);
-		if (!s)
+		if (!s || and_field(&acc, s, FF_SRC) < 0)
 			return FILTER_KERNEL;
-		and_into(&acc, s);
 	}
 	if (fields & FIELD_DST) {
 		__builtin_memcpy(k.addr, &ip6h->daddr, 16);
 		s = bpf_map_lookup_elem(&f_dst6, &k);
-		if (!s)
+		if (!s || and_field(&acc, s, FF_DST) < 0)
 			return FILTER_KERNEL;
-		and_into(&acc, s);
 	}
 	if (filter_l4(p, &acc, 1, nh, ip6h + 1, oif, fields) < 0)
 		return FILTER_KERNEL;

@@ -18,7 +18,6 @@ pub const MAX_RULES: usize = 256;
 pub type Bits = [u64; 4];
 
 /// Rule index -> its prefixes on one field (None: any).
-type RulePrefixes<'a, A> = (usize, Option<&'a Vec<(A, u8)>>);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -847,9 +846,10 @@ pub struct Tables {
     pub sport: Vec<((u8, u16), Bits)>,
     pub dport: Vec<((u8, u16), Bits)>,
     pub oif: Vec<(u32, Bits)>,
-    /// misses: proto (unused), sport, dport, oif
-    /// misses: proto (unused), sport, dport, oif; then the live IPv4 rules, the live IPv6 rules
-    pub defaults: [Bits; 6],
+    /// Wildcards (the rules with no constraint on the field) of proto, sport, dport, oif;
+    /// then the live IPv4 rules, the live IPv6 rules; then the wildcards of src and dst.
+    /// Field entries above hold only the rules constraining their field.
+    pub defaults: [Bits; 8],
     pub actions: Vec<u32>,
 }
 
@@ -857,35 +857,28 @@ fn set_bit(b: &mut Bits, i: usize) {
     b[i / 64] |= 1 << (i % 64);
 }
 
-/// Rule bits by prefix: a prefix's entry holds every rule with a prefix containing it, so
-/// the longest match the LPM trie returns carries all the rules that match the address.
+/// Rule bits by prefix: a prefix's entry holds every rule constraining the address with a
+/// prefix containing it, so the longest match the LPM trie returns carries all the
+/// constraining rules that match the address. The /0 entry is always there (a lookup never
+/// misses). Unconstrained rules are the field's wildcard, not in any entry.
 fn lpm_entries<A: Copy + Ord + std::hash::Hash>(
-    rules: &[RulePrefixes<'_, A>],
+    rules: &[(usize, &Vec<(A, u8)>)],
     mask: impl Fn(A, u8) -> A,
     zero: A,
 ) -> Vec<((A, u8), Bits)> {
     let mut prefixes: BTreeSet<(A, u8)> = BTreeSet::new();
     prefixes.insert((zero, 0));
-    let mut per_rule: Vec<(usize, Option<HashSet<(A, u8)>>)> = Vec::new();
+    let mut per_rule: Vec<(usize, HashSet<(A, u8)>)> = Vec::new();
     for (i, ps) in rules {
-        match ps {
-            Some(ps) => {
-                prefixes.extend(ps.iter().copied());
-                per_rule.push((*i, Some(ps.iter().copied().collect())));
-            }
-            None => per_rule.push((*i, None)),
-        }
+        prefixes.extend(ps.iter().copied());
+        per_rule.push((*i, ps.iter().copied().collect()));
     }
     prefixes
         .into_iter()
         .map(|(a, len)| {
             let mut bits = [0u64; 4];
             for (i, set) in &per_rule {
-                let hit = match set {
-                    None => true,
-                    Some(set) => (0..=len).any(|l| set.contains(&(mask(a, l), l))),
-                };
-                if hit {
+                if (0..=len).any(|l| set.contains(&(mask(a, l), l))) {
                     set_bit(&mut bits, *i);
                 }
             }
@@ -945,97 +938,95 @@ impl FilterPlan {
             .collect();
         let rules = &rules[..rules.len().min(MAX_RULES)];
         let live = |r: &Rule| r.iif.as_ref().is_none_or(|l| l.iter().any(|n| n == iif));
-        let fam4: Vec<(usize, Option<&Vec<(u32, u8)>>)> = rules
-            .iter()
-            .enumerate()
-            .filter(|(_, (v4, r))| *v4 && live(r))
-            .map(|(i, (_, r))| (i, r.src4.as_ref()))
-            .collect();
-        t.src4 = lpm_entries(&fam4, mask4, 0);
-        let fam4: Vec<_> = rules
-            .iter()
-            .enumerate()
-            .filter(|(_, (v4, r))| *v4 && live(r))
-            .map(|(i, (_, r))| (i, r.dst4.as_ref()))
-            .collect();
-        t.dst4 = lpm_entries(&fam4, mask4, 0);
-        let fam6: Vec<(usize, Option<&Vec<(u128, u8)>>)> = rules
-            .iter()
-            .enumerate()
-            .filter(|(_, (v4, r))| !*v4 && live(r))
-            .map(|(i, (_, r))| (i, r.src6.as_ref()))
-            .collect();
-        t.src6 = lpm_entries(&fam6, mask6, 0);
-        let fam6: Vec<_> = rules
-            .iter()
-            .enumerate()
-            .filter(|(_, (v4, r))| !*v4 && live(r))
-            .map(|(i, (_, r))| (i, r.dst6.as_ref()))
-            .collect();
-        t.dst6 = lpm_entries(&fam6, mask6, 0);
-
-        for (i, (_, r)) in rules.iter().enumerate() {
-            for fam in 0..2 {
-                for p in 0..256usize {
-                    if r.proto.as_ref().is_none_or(|ps| ps.contains(&(p as u8))) {
-                        set_bit(&mut t.proto[fam * 256 + p], i);
-                    }
-                }
-            }
-            t.actions.push(r.action as u32);
-        }
-        let ports = |pick: &dyn Fn(&Rule) -> Option<&Vec<(u8, u16)>>, default: &mut Bits| {
-            let keys: BTreeSet<(u8, u16)> = rules
-                .iter()
-                .filter_map(|(_, r)| pick(r))
-                .flatten()
-                .copied()
-                .collect();
+        // Slots of `defaults` (bpf/fp_filter.h, enum filter_field).
+        const PROTO: usize = 0;
+        const SPORT: usize = 1;
+        const DPORT: usize = 2;
+        const OIF: usize = 3;
+        const BASE4: usize = 4;
+        const BASE6: usize = 5;
+        const SRC: usize = 6;
+        const DST: usize = 7;
+        let mut d = [[0u64; 4]; 8];
+        // The constraining rules of one family's address field, and that field's wildcard.
+        // Rules not live on `iif` stay out of the entries (the base bitmaps drop them anyway).
+        let mut constrained = |v4: bool, pick: &dyn Fn(&Rule) -> bool, wild: usize| -> Vec<usize> {
             let mut out = Vec::new();
-            for k in keys {
-                let mut b = [0u64; 4];
-                for (i, (_, r)) in rules.iter().enumerate() {
-                    if pick(r).is_none_or(|l| l.contains(&k)) {
-                        set_bit(&mut b, i);
-                    }
+            for (i, (is_v4, r)) in rules.iter().enumerate() {
+                if *is_v4 != v4 || !live(r) {
+                    continue;
                 }
-                out.push((k, b));
-            }
-            for (i, (_, r)) in rules.iter().enumerate() {
-                if pick(r).is_none() {
-                    set_bit(default, i);
+                if pick(r) {
+                    out.push(i);
+                } else {
+                    set_bit(&mut d[wild], i);
                 }
             }
             out
         };
-        let mut d = [[0u64; 4]; 6];
-        t.sport = ports(&|r| r.sport.as_ref(), &mut d[1]);
-        t.dport = ports(&|r| r.dport.as_ref(), &mut d[2]);
-        let names: BTreeSet<&str> = rules
-            .iter()
-            .filter_map(|(_, r)| r.oif.as_ref())
-            .flatten()
-            .map(String::as_str)
-            .collect();
-        for n in names {
-            let Some(idx) = ifindex_of(n) else { continue };
-            let mut b = [0u64; 4];
+        let src4 = constrained(true, &|r| r.src4.is_some(), SRC);
+        let dst4 = constrained(true, &|r| r.dst4.is_some(), DST);
+        let src6 = constrained(false, &|r| r.src6.is_some(), SRC);
+        let dst6 = constrained(false, &|r| r.dst6.is_some(), DST);
+        let pick4 = |ix: &[usize], f: fn(&Rule) -> &Option<Vec<(u32, u8)>>| {
+            ix.iter()
+                .filter_map(|&i| f(rules[i].1).as_ref().map(|p| (i, p)))
+                .collect::<Vec<_>>()
+        };
+        let pick6 = |ix: &[usize], f: fn(&Rule) -> &Option<Vec<(u128, u8)>>| {
+            ix.iter()
+                .filter_map(|&i| f(rules[i].1).as_ref().map(|p| (i, p)))
+                .collect::<Vec<_>>()
+        };
+        t.src4 = lpm_entries(&pick4(&src4, |r| &r.src4), mask4, 0);
+        t.dst4 = lpm_entries(&pick4(&dst4, |r| &r.dst4), mask4, 0);
+        t.src6 = lpm_entries(&pick6(&src6, |r| &r.src6), mask6, 0);
+        t.dst6 = lpm_entries(&pick6(&dst6, |r| &r.dst6), mask6, 0);
+
+        for (i, (_, r)) in rules.iter().enumerate() {
+            match &r.proto {
+                Some(ps) => {
+                    for &p in ps {
+                        for fam in 0..2 {
+                            set_bit(&mut t.proto[fam * 256 + p as usize], i);
+                        }
+                    }
+                }
+                None => set_bit(&mut d[PROTO], i),
+            }
+            t.actions.push(r.action as u32);
+        }
+        let ports = |pick: &dyn Fn(&Rule) -> Option<&Vec<(u8, u16)>>, wild: &mut Bits| {
+            let mut by_key: BTreeMap<(u8, u16), Bits> = BTreeMap::new();
             for (i, (_, r)) in rules.iter().enumerate() {
-                if r.oif.as_ref().is_none_or(|l| l.iter().any(|x| x == n)) {
-                    set_bit(&mut b, i);
+                match pick(r) {
+                    Some(keys) => {
+                        for k in keys {
+                            set_bit(by_key.entry(*k).or_default(), i);
+                        }
+                    }
+                    None => set_bit(wild, i),
                 }
             }
-            t.oif.push((idx, b));
-        }
+            by_key.into_iter().collect()
+        };
+        t.sport = ports(&|r| r.sport.as_ref(), &mut d[SPORT]);
+        t.dport = ports(&|r| r.dport.as_ref(), &mut d[DPORT]);
+        let mut by_oif: BTreeMap<u32, Bits> = BTreeMap::new();
         for (i, (_, r)) in rules.iter().enumerate() {
-            if r.oif.is_none() {
-                set_bit(&mut d[3], i);
+            match &r.oif {
+                Some(names) => {
+                    for idx in names.iter().filter_map(|n| ifindex_of(n)) {
+                        set_bit(by_oif.entry(idx).or_default(), i);
+                    }
+                }
+                None => set_bit(&mut d[OIF], i),
             }
         }
-        d[0] = [u64::MAX; 4];
+        t.oif = by_oif.into_iter().collect();
         for (i, (v4, r)) in rules.iter().enumerate() {
             if live(r) {
-                set_bit(&mut d[if *v4 { 4 } else { 5 }], i);
+                set_bit(&mut d[if *v4 { BASE4 } else { BASE6 }], i);
             }
         }
         t.defaults = d;
@@ -1081,20 +1072,28 @@ pub fn classify(
     } else {
         (0, 0)
     };
-    let port = |m: &[((u8, u16), Bits)], k: (u8, u16), def: Bits| {
-        m.iter().find(|(x, _)| *x == k).map_or(def, |(_, b)| *b)
+    let port = |m: &[((u8, u16), Bits)], k: (u8, u16)| {
+        m.iter().find(|(x, _)| *x == k).map_or([0; 4], |(_, b)| *b)
     };
     let p = t.proto[(v6 as usize) * 256 + proto as usize];
-    let spb = port(&t.sport, (proto, sp), t.defaults[1]);
-    let dpb = port(&t.dport, (proto, dp), t.defaults[2]);
+    let spb = port(&t.sport, (proto, sp));
+    let dpb = port(&t.dport, (proto, dp));
     let ob = t
         .oif
         .iter()
         .find(|(i, _)| *i == oif)
-        .map_or(t.defaults[3], |(_, b)| *b);
+        .map_or([0; 4], |(_, b)| *b);
     let base = t.defaults[if v6 { 5 } else { 4 }];
+    // Each field: the constraining rules its value selects, or the rules it leaves free.
+    let wild = &t.defaults;
     for w in 0..4 {
-        let x = base[w] & s[w] & d[w] & p[w] & spb[w] & dpb[w] & ob[w];
+        let x = base[w]
+            & (s[w] | wild[6][w])
+            & (d[w] | wild[7][w])
+            & (p[w] | wild[0][w])
+            & (spb[w] | wild[1][w])
+            & (dpb[w] | wild[2][w])
+            & (ob[w] | wild[3][w]);
         if x != 0 {
             let rule = w * 64 + x.trailing_zeros() as usize;
             return match t.actions.get(rule) {
@@ -1256,6 +1255,47 @@ mod tests {
         );
         // only destinations are matched: the program skips every other lookup
         assert_eq!(p.fields(), FIELD_DST);
+    }
+
+    #[test]
+    fn a_rule_added_on_one_field_touches_that_field_and_the_wildcards_only() {
+        let chain = r#"{"chain": {"family": "ip", "table": "f", "name": "FORWARD", "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}}"#;
+        let rule = |field: &str, addr: &str| {
+            format!(
+                r#"{{"rule": {{"family": "ip", "table": "f", "chain": "FORWARD", "expr": [{{"match": {{"op": "==", "left": {{"payload": {{"protocol": "ip", "field": "{field}"}}}}, "right": "{addr}"}}}}, {{"drop": null}}]}}}}"#
+            )
+        };
+        let mut items = vec![chain.to_string()];
+        items.extend((0..100).map(|i| rule("saddr", &format!("198.18.1.{i}"))));
+        items.push(r#"{"rule": {"family": "ip", "table": "f", "chain": "FORWARD", "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 22}}, {"drop": null}]}}"#.to_string());
+        let before = format!(r#"{{"nftables": [{}]}}"#, items.join(","));
+        items.push(rule("daddr", "198.19.44.1"));
+        let after = format!(r#"{{"nftables": [{}]}}"#, items.join(","));
+        let compile = |json: &str| {
+            FilterPlan::from_nft_json(json, false, false)
+                .unwrap()
+                .tables("d0", &|_| None)
+        };
+        let (a, b) = (compile(&before), compile(&after));
+        // The 100 source entries, the 512 protocol slots and the port entries stay as they
+        // are: only the destination trie gains the new prefix, the wildcards of the other
+        // fields gain the rule, and its verdict is appended.
+        assert_eq!(a.src4, b.src4);
+        assert_eq!(a.proto, b.proto);
+        assert_eq!(a.dport, b.dport);
+        assert_eq!(b.dst4.len(), a.dst4.len() + 1);
+        assert_eq!(b.actions.len(), a.actions.len() + 1);
+        // Same verdicts as the chain: the new rule drops its destination, the old ones hold.
+        let go = |t: &Tables, src: &str, dst: &str, dport: u16| {
+            classify(t, false, v4(src), v4(dst), 6, 1000, dport, 3, false)
+        };
+        for t in [&a, &b] {
+            assert_eq!(go(t, "198.18.1.7", "198.19.0.1", 80), Action::Drop);
+            assert_eq!(go(t, "198.18.2.7", "198.19.0.1", 22), Action::Drop);
+            assert_eq!(go(t, "198.18.2.7", "198.19.0.1", 80), Action::Accept);
+        }
+        assert_eq!(go(&a, "198.18.2.7", "198.19.44.1", 80), Action::Accept);
+        assert_eq!(go(&b, "198.18.2.7", "198.19.44.1", 80), Action::Drop);
     }
 
     #[test]
