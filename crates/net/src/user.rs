@@ -386,6 +386,16 @@ impl UserStream {
         Ok(())
     }
 
+    /// The connection's congestion, window and timer state (Linux's TCP_INFO).
+    pub fn info(&self) -> io::Result<tcpip::TcpInfo> {
+        self.stack
+            .inner
+            .borrow()
+            .stack
+            .tcp_info(self.id)
+            .map_err(to_io)
+    }
+
     pub fn shutdown_write(&self) -> io::Result<()> {
         self.stack
             .inner

@@ -43,7 +43,7 @@ mod util;
 mod tests;
 
 pub use stack::{Stack, VecSink};
-pub use tcp::TcpState;
+pub use tcp::{TcpInfo, TcpState};
 pub use wirespeed_wire as wire;
 pub use wirespeed_wire::toeplitz;
 pub use wirespeed_wire::{Ipv4Addr, MacAddr};

@@ -1600,3 +1600,42 @@ fn refused_segments_still_deliver_a_new_ack() {
     assert_eq!(s.tcp_state(c), Ok(TcpState::Established));
     assert_eq!(s.tcp_recv_available(c), Ok(0));
 }
+
+#[test]
+fn a_retransmitted_segment_gives_no_rtt_sample() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    let srtt_before = p.st[0].tcp_info(c).unwrap().srtt_us;
+    assert!(
+        srtt_before < 1_000,
+        "handshake RTT {srtt_before} µs on a 100 µs link"
+    );
+    // The timed segment is lost; the tail loss probe (at least 10 ms later) repairs it. The ACK
+    // cannot tell the copies apart, so it must not become a 10 ms sample.
+    let mut dropped = false;
+    p.filter = Some(Box::new(move |from, f| {
+        if from == 0 && f.len() > 60 && !dropped {
+            dropped = true;
+            return false;
+        }
+        true
+    }));
+    p.st[0].tcp_send(c, b"lost once").unwrap();
+    let mut got = Vec::new();
+    assert!(p.run(Duration::from_secs(10), |p| {
+        let mut b = [0u8; 64];
+        if let Ok(n) = p.st[1].tcp_recv(s, &mut b) {
+            got.extend_from_slice(&b[..n]);
+        }
+        got == b"lost once"
+    }));
+    p.run(Duration::from_millis(50), |_| false);
+    assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
+    let info = p.st[0].tcp_info(c).unwrap();
+    assert!(
+        info.srtt_us < 1_000,
+        "smoothed RTT {} µs after a 10 ms recovery: the retransmission was sampled",
+        info.srtt_us
+    );
+    assert_eq!((info.in_flight, info.send_buffered), (0, 0));
+}

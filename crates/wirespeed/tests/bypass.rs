@@ -283,7 +283,17 @@ fn our_stack_as_client_against_a_linux_server() {
                         let mut out = vec![0u8; 16 * 1024];
                         let mut inb = vec![0u8; 64 * 1024];
                         let mut want = vec![0u8; 64 * 1024];
+                        let mut progress_at = std::time::Instant::now();
                         while sent < 256 * MIB || got < 256 * MIB {
+                            if progress_at.elapsed() >= Duration::from_secs(10) {
+                                progress_at = std::time::Instant::now();
+                                if let wirespeed_net::TcpStream::User(c) = &conn {
+                                    eprintln!(
+                                        "our client: sent {sent}, received {got}; {:?}",
+                                        c.info()
+                                    );
+                                }
+                            }
                             if sent < 256 * MIB {
                                 let n = out.len().min(256 * MIB - sent);
                                 tx_pat.fill(&mut out[..n]);
