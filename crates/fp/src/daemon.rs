@@ -150,7 +150,8 @@ pub struct Daemon {
     uses_ipset: bool,
     ipset_text: String,
     /// The last `nft -j list ruleset` and what its `-m set` matches resolved to.
-    last_ruleset: Option<(String, IpsetInfo)>,
+    /// The ruleset last read, parsed, with the ipset names and members it was compiled with.
+    last_ruleset: Option<(serde_json::Value, IpsetInfo)>,
     /// In-process libnftables (None: spawn `nft`).
     nft: Option<NftLib>,
     /// Set matches of the iptables-nft rules seen so far, by rule handle.
@@ -361,15 +362,25 @@ impl Daemon {
         })
     }
 
+    /// Reads and compiles the ruleset. `self.legacy` is kept fresh by the poll (x_tables
+    /// raise no event), so it is not read again on an nftables event's path.
     fn sync_filter(&mut self) -> Result<()> {
-        self.legacy = legacy_tables();
         let json = self.nft_ruleset()?;
-        (self.l2_tables, self.l3_tables) = table_families(&json);
+        self.uses_ipset = json.contains("\"xt\"");
+        let ruleset: serde_json::Value = match serde_json::from_str(&json) {
+            Ok(v) => v,
+            Err(e) => {
+                // Unknown table families: keep bridged traffic in the kernel too.
+                (self.l2_tables, self.l3_tables) = (true, true);
+                self.update_bridge_kernel();
+                return Err(Error::Nft(format!("bad JSON: {e}")));
+            }
+        };
+        (self.l2_tables, self.l3_tables) = table_families(&ruleset);
         self.update_bridge_kernel();
         let mut info = IpsetInfo::default();
-        self.uses_ipset = json.contains("\"xt\"");
         if self.uses_ipset {
-            let xt = filter::xt_rules(&json);
+            let xt = filter::xt_rules_of(&ruleset);
             info.set_ipset_save(&self.ipset_text);
             // Known rules only (an ordinary rule added or deleted beside them): the set
             // names are remembered, and members are polled anyway.
@@ -386,8 +397,8 @@ impl Daemon {
             }
         }
         self.model.filter =
-            FilterPlan::from_nft_json_with(&json, self.legacy.0, self.legacy.1, &info)?;
-        self.last_ruleset = Some((json, info));
+            FilterPlan::from_nft_value(&ruleset, self.legacy.0, self.legacy.1, &info)?;
+        self.last_ruleset = Some((ruleset, info));
         Ok(())
     }
 
@@ -398,7 +409,7 @@ impl Daemon {
         };
         info.set_ipset_save(&text);
         self.ipset_text = text;
-        let plan = FilterPlan::from_nft_json_with(&json, self.legacy.0, self.legacy.1, &info);
+        let plan = FilterPlan::from_nft_value(&json, self.legacy.0, self.legacy.1, &info);
         self.last_ruleset = Some((json, info));
         self.model.filter = plan?;
         Ok(())
@@ -410,6 +421,7 @@ impl Daemon {
         self.sync_rules(10)?;
         self.sync_sysctls();
         self.sync_bridge()?;
+        self.legacy = legacy_tables();
         if let Err(e) = self.sync_filter() {
             // Unknown filter state: nothing may be fast-pathed past it.
             self.model.filter.v4 = FamilyFilter::Kernel(e.to_string());
@@ -514,10 +526,18 @@ impl Daemon {
         if self.ports.len() != before {
             action = "detach";
         }
+        // Without input-interface matches every port's tables are the same: compile once.
+        let shared =
+            (!self.model.filter.uses_iif()).then(std::cell::OnceCell::<filter::Tables>::new);
         for (idx, pp) in &plan.ports {
             let f = pp.features;
-            let tables = (f.filter_v4 || f.filter_v6)
-                .then(|| self.model.filter.tables(&pp.name, &|n| self.ifindex_of(n)));
+            let tables = (f.filter_v4 || f.filter_v6).then(|| {
+                let compile = || self.model.filter.tables(&pp.name, &|n| self.ifindex_of(n));
+                match &shared {
+                    Some(cell) => cell.get_or_init(compile).clone(),
+                    None => compile(),
+                }
+            });
             let res: Result<()> = (|| {
                 match self.ports.get_mut(idx) {
                     Some(port) if port.prog.features.serves(&f) => {
@@ -800,7 +820,9 @@ impl Daemon {
                 || last_poll.elapsed() >= 5 * POLL_PERIOD
             {
                 last_poll = Instant::now();
-                if legacy_tables() != self.legacy {
+                let legacy = legacy_tables();
+                if legacy != self.legacy {
+                    self.legacy = legacy;
                     filter = true;
                     kinds.push("x_tables");
                 }
@@ -877,10 +899,7 @@ impl Daemon {
 /// Which table families a `nft -j list ruleset` output has: (bridge or netdev, which see
 /// frames before or inside the bridge; ip, ip6, inet or arp, which br_netfilter runs bridged
 /// frames through). Unreadable output counts as both.
-fn table_families(json: &str) -> (bool, bool) {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
-        return (true, true);
-    };
+fn table_families(v: &serde_json::Value) -> (bool, bool) {
     let families: Vec<String> = v
         .get("nftables")
         .and_then(|a| a.as_array())

@@ -102,6 +102,17 @@ impl FilterPlan {
     ) -> Result<FilterPlan> {
         let v: Value =
             serde_json::from_str(json).map_err(|e| Error::Nft(format!("bad JSON: {e}")))?;
+        Self::from_nft_value(&v, legacy_v4, legacy_v6, ipsets)
+    }
+
+    /// As `from_nft_json_with`, from the ruleset already parsed (the daemon parses it once
+    /// per change and reads it three ways).
+    pub fn from_nft_value(
+        v: &Value,
+        legacy_v4: bool,
+        legacy_v6: bool,
+        ipsets: &IpsetInfo,
+    ) -> Result<FilterPlan> {
         let items = v
             .get("nftables")
             .and_then(Value::as_array)
@@ -353,9 +364,14 @@ pub struct XtRule {
 /// names are not in the JSON (only in `iptables-nft-save`), so the daemon remembers them by
 /// handle and asks the tool again only for a rule it has not seen.
 pub fn xt_rules(json: &str) -> Vec<XtRule> {
-    let Ok(v) = serde_json::from_str::<Value>(json) else {
-        return vec![];
-    };
+    match serde_json::from_str::<Value>(json) {
+        Ok(v) => xt_rules_of(&v),
+        Err(_) => vec![],
+    }
+}
+
+/// As `xt_rules`, from the parsed ruleset.
+pub fn xt_rules_of(v: &Value) -> Vec<XtRule> {
     let mut positions: BTreeMap<(String, String, String), usize> = BTreeMap::new();
     let mut out = Vec::new();
     let items = v.get("nftables").and_then(Value::as_array);
@@ -868,17 +884,20 @@ fn lpm_entries<A: Copy + Ord + std::hash::Hash>(
 ) -> Vec<((A, u8), Bits)> {
     let mut prefixes: BTreeSet<(A, u8)> = BTreeSet::new();
     prefixes.insert((zero, 0));
-    let mut per_rule: Vec<(usize, HashSet<(A, u8)>)> = Vec::new();
+    // Per rule: its prefixes, and the few distinct lengths among them (an ipset of hosts has
+    // one), so containment is tested per length the rule uses, not for all 33 or 129.
+    let mut per_rule: Vec<(usize, HashSet<(A, u8)>, BTreeSet<u8>)> = Vec::new();
     for (i, ps) in rules {
         prefixes.extend(ps.iter().copied());
-        per_rule.push((*i, ps.iter().copied().collect()));
+        let lens = ps.iter().map(|p| p.1).collect();
+        per_rule.push((*i, ps.iter().copied().collect(), lens));
     }
     prefixes
         .into_iter()
         .map(|(a, len)| {
             let mut bits = [0u64; 4];
-            for (i, set) in &per_rule {
-                if (0..=len).any(|l| set.contains(&(mask(a, l), l))) {
+            for (i, set, lens) in &per_rule {
+                if lens.range(..=len).any(|&l| set.contains(&(mask(a, l), l))) {
                     set_bit(&mut bits, *i);
                 }
             }
@@ -895,6 +914,15 @@ pub const FIELD_DPORT: u8 = 1 << 4;
 pub const FIELD_OIF: u8 = 1 << 5;
 
 impl FilterPlan {
+    /// Whether some rule matches on the input interface: only then do two ports' tables
+    /// differ.
+    pub fn uses_iif(&self) -> bool {
+        self.rules_v4
+            .iter()
+            .chain(&self.rules_v6)
+            .any(|r| r.iif.is_some())
+    }
+
     /// The fields some rule constrains (FIELD_*): the program looks up only these.
     pub fn fields(&self) -> u8 {
         let mut f = 0;

@@ -551,29 +551,17 @@ impl Program {
             if old.is_some_and(|o| same_table(o, t, i)) {
                 continue;
             }
-            let want = &table_entries(t, i);
-            match old.map(|o| table_entries(o, i)).as_ref() {
-                Some(have) => {
-                    for (k, v) in want {
-                        if have.get(k) != Some(v) {
-                            upd(map, k, v, name)?;
-                        }
-                    }
-                    // Arrays keep their slots; hash and LPM entries no longer wanted go.
-                    if !matches!(*name, "f_proto" | "f_defaults" | "f_actions") {
-                        for k in have.keys().filter(|k| !want.contains_key(*k)) {
-                            let _ = map.delete(k);
-                        }
-                    }
-                }
-                None => {
-                    if !matches!(*name, "f_proto" | "f_defaults" | "f_actions") {
-                        clear(map);
-                    }
-                    for (k, v) in want {
-                        upd(map, k, v, name)?;
-                    }
-                }
+            let array = matches!(*name, "f_proto" | "f_defaults" | "f_actions");
+            if old.is_none() && !array {
+                clear(map);
+            }
+            let (writes, deletes) = table_diff(old, t, i);
+            for (k, v) in &writes {
+                upd(map, k, v, name)?;
+            }
+            // Arrays keep their slots; hash and LPM entries no longer wanted go.
+            for k in &deletes {
+                let _ = map.delete(k);
             }
         }
         pause(0)
@@ -585,7 +573,7 @@ impl Program {
     }
 }
 
-type Entries = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
+type Entry = (Vec<u8>, Vec<u8>);
 
 /// Whether table `i` (in write_filter_over's order) is the same in `a` and `b`.
 fn same_table(a: &crate::filter::Tables, b: &crate::filter::Tables, i: usize) -> bool {
@@ -603,50 +591,89 @@ fn same_table(a: &crate::filter::Tables, b: &crate::filter::Tables, i: usize) ->
     }
 }
 
-/// The key and value bytes of table `i`'s map entries (in write_filter_over's order).
-fn table_entries(t: &crate::filter::Tables, i: usize) -> Entries {
+/// The entries of `new` that `old` lacks or holds with another value, and the keys of `old`
+/// that `new` lacks; compared on typed keys, serialized only where they differ (a set member
+/// added to a 100-prefix table serializes one entry, not 200).
+fn keyed_diff<K: Eq + std::hash::Hash + Copy, V: PartialEq>(
+    old: Option<&[(K, V)]>,
+    new: &[(K, V)],
+    key: impl Fn(K) -> Vec<u8>,
+    val: impl Fn(&V) -> Vec<u8>,
+) -> (Vec<Entry>, Vec<Vec<u8>>) {
+    let have: std::collections::HashMap<K, &V> =
+        old.unwrap_or(&[]).iter().map(|(k, v)| (*k, v)).collect();
+    let writes = new
+        .iter()
+        .filter(|(k, v)| have.get(k) != Some(&v))
+        .map(|(k, v)| (key(*k), val(v)))
+        .collect();
+    let wanted: std::collections::HashSet<K> = new.iter().map(|(k, _)| *k).collect();
+    let deletes = old
+        .unwrap_or(&[])
+        .iter()
+        .filter(|(k, _)| !wanted.contains(k))
+        .map(|(k, _)| key(*k))
+        .collect();
+    (writes, deletes)
+}
+
+/// Array slots of `new` that differ from `old` (all of them without `old`).
+fn indexed_diff<V: PartialEq>(
+    old: Option<&[V]>,
+    new: &[V],
+    val: impl Fn(&V) -> Vec<u8>,
+) -> (Vec<Entry>, Vec<Vec<u8>>) {
+    let writes = new
+        .iter()
+        .enumerate()
+        .filter(|(i, v)| old.and_then(|o| o.get(*i)) != Some(*v))
+        .map(|(i, v)| ((i as u32).to_ne_bytes().to_vec(), val(v)))
+        .collect();
+    (writes, Vec::new())
+}
+
+/// Map writes and deletes that turn table `i` (in write_filter_over's order) of `old` into
+/// that of `t`.
+fn table_diff(
+    old: Option<&crate::filter::Tables>,
+    t: &crate::filter::Tables,
+    i: usize,
+) -> (Vec<Entry>, Vec<Vec<u8>>) {
     let bits = |b: &crate::filter::Bits| bits_bytes(b).to_vec();
     // struct lpm_v4/lpm_v6: prefix length, then the address in network order.
-    fn lpm<A: Copy>(e: &[((A, u8), crate::filter::Bits)], be: fn(A) -> Vec<u8>) -> Entries {
-        e.iter()
-            .map(|((addr, len), b)| {
-                let mut k = (*len as u32).to_ne_bytes().to_vec();
-                k.extend_from_slice(&be(*addr));
-                (k, bits_bytes(b).to_vec())
-            })
-            .collect()
-    }
-    let lpm4 = |e| lpm(e, |a: u32| a.to_be_bytes().to_vec());
-    let lpm6 = |e| lpm(e, |a: u128| a.to_be_bytes().to_vec());
-    let ports = |e: &[((u8, u16), crate::filter::Bits)]| -> Entries {
-        e.iter()
-            .map(|((proto, port), b)| {
-                let mut k = vec![*proto, 0];
-                k.extend_from_slice(&port.to_ne_bytes());
-                (k, bits(b))
-            })
-            .collect()
+    let lpm4 = |(a, len): (u32, u8)| {
+        let mut k = (len as u32).to_ne_bytes().to_vec();
+        k.extend_from_slice(&a.to_be_bytes());
+        k
     };
-    let indexed = |e: &mut dyn Iterator<Item = Vec<u8>>| -> Entries {
-        e.enumerate()
-            .map(|(i, v)| ((i as u32).to_ne_bytes().to_vec(), v))
-            .collect()
+    let lpm6 = |(a, len): (u128, u8)| {
+        let mut k = (len as u32).to_ne_bytes().to_vec();
+        k.extend_from_slice(&a.to_be_bytes());
+        k
+    };
+    let port = |(proto, port): (u8, u16)| {
+        let mut k = vec![proto, 0];
+        k.extend_from_slice(&port.to_ne_bytes());
+        k
     };
     match i {
-        0 => lpm4(&t.src4),
-        1 => lpm4(&t.dst4),
-        2 => lpm6(&t.src6),
-        3 => lpm6(&t.dst6),
-        4 => indexed(&mut t.proto.iter().map(bits)),
-        5 => ports(&t.sport),
-        6 => ports(&t.dport),
-        7 => t
-            .oif
-            .iter()
-            .map(|(idx, b)| (idx.to_ne_bytes().to_vec(), bits(b)))
-            .collect(),
-        8 => indexed(&mut t.defaults.iter().map(bits)),
-        _ => indexed(&mut t.actions.iter().map(|a| a.to_ne_bytes().to_vec())),
+        0 => keyed_diff(old.map(|o| &o.src4[..]), &t.src4, lpm4, bits),
+        1 => keyed_diff(old.map(|o| &o.dst4[..]), &t.dst4, lpm4, bits),
+        2 => keyed_diff(old.map(|o| &o.src6[..]), &t.src6, lpm6, bits),
+        3 => keyed_diff(old.map(|o| &o.dst6[..]), &t.dst6, lpm6, bits),
+        4 => indexed_diff(old.map(|o| &o.proto[..]), &t.proto, bits),
+        5 => keyed_diff(old.map(|o| &o.sport[..]), &t.sport, port, bits),
+        6 => keyed_diff(old.map(|o| &o.dport[..]), &t.dport, port, bits),
+        7 => keyed_diff(
+            old.map(|o| &o.oif[..]),
+            &t.oif,
+            |idx: u32| idx.to_ne_bytes().to_vec(),
+            bits,
+        ),
+        8 => indexed_diff(old.map(|o| &o.defaults[..]), &t.defaults, bits),
+        _ => indexed_diff(old.map(|o| &o.actions[..]), &t.actions, |a: &u32| {
+            a.to_ne_bytes().to_vec()
+        }),
     }
 }
 
