@@ -405,6 +405,13 @@ impl UserStream {
             .map_err(to_io)
     }
 
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        let i = self.stack.inner.borrow();
+        let (_ip, _rport, lport) = i.stack.tcp_endpoints(self.id).map_err(to_io)?;
+        let ip: Ipv4Addr = i.stack.config().ipv4.into();
+        Ok(SocketAddr::V4(SocketAddrV4::new(ip, lport)))
+    }
+
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         let (ip, rport, _lport) = self
             .stack

@@ -98,3 +98,83 @@ fn echo_through_two_user_stacks() {
         .unwrap();
     assert_eq!(out[0], (900_000, 900_000));
 }
+
+/// Shard `queue` of 4 (Toeplitz under the default key, a 128-entry table spread over the
+/// queues): every connection `UserStack::connect` opens, end to end over the in-memory pair,
+/// has a distinct source port whose replies hash to the shard's own queue.
+#[test]
+fn connect_picks_ports_that_hash_to_the_own_queue() {
+    use wirespeed_net::user::RxSteering;
+    use wirespeed_nic::rss::{FourTuple, RssModel, DEFAULT_TOEPLITZ_KEY};
+    let n = 4u32;
+    let model = RssModel::Toeplitz {
+        key: DEFAULT_TOEPLITZ_KEY.to_vec(),
+        indirection: (0..128).map(|i| i % n).collect(),
+    };
+    for queue in 0..n {
+        let client_cfg = StackConfig {
+            rx_steering: Some(RxSteering {
+                model: model.clone(),
+                queue,
+            }),
+            ..cfg(1)
+        };
+        let ports = Runtime::builder()
+            .cpus(vec![0])
+            .engine(EngineKind::Epoll)
+            .run(move || {
+                let client_cfg = client_cfg.clone();
+                async move {
+                    let (a, b) = MemPair::lossless();
+                    let server_stack = UserStack::start(&cfg(2), a);
+                    let client_stack = UserStack::start(&client_cfg, b);
+                    let listener = server_stack.listen(80, 64).unwrap();
+                    let server = wirespeed_rt::spawn(async move {
+                        let mut kept = Vec::new();
+                        for _ in 0..16 {
+                            kept.push(listener.accept().await.unwrap());
+                        }
+                        kept.len()
+                    });
+                    let mut ports = Vec::new();
+                    let mut streams = Vec::new();
+                    for _ in 0..16 {
+                        let s = wirespeed_rt::timeout(
+                            std::time::Duration::from_secs(10),
+                            client_stack
+                                .connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 80)),
+                        )
+                        .await
+                        .expect("connect timed out")
+                        .unwrap();
+                        ports.push(s.local_addr().unwrap().port());
+                        streams.push(s);
+                    }
+                    assert_eq!(server.await, 16);
+                    ports
+                }
+            })
+            .unwrap()
+            .into_iter()
+            .flatten()
+            .collect::<Vec<u16>>();
+        assert_eq!(ports.len(), 16);
+        let mut distinct = ports.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 16, "ports are distinct: {ports:?}");
+        for port in ports {
+            let replies = FourTuple {
+                src: Ipv4Addr::new(198, 18, 30, 2),
+                dst: Ipv4Addr::new(198, 18, 30, 1),
+                src_port: 80,
+                dst_port: port,
+            };
+            assert_eq!(
+                model.queue_for(&replies),
+                Some(queue),
+                "port {port} chosen for queue {queue} of {n}"
+            );
+        }
+    }
+}
