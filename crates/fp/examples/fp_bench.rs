@@ -342,8 +342,8 @@ fn main() {
 
     // Response time: kernel event received -> data path updated, as the daemon records it.
     println!();
-    println!("| command | n | median us | p99 us | daemon action |");
-    println!("|---|---|---|---|---|");
+    println!("| command | n | median us | p99 us | of it reading the ruleset, median us | daemon action |");
+    println!("|---|---|---|---|---|---|");
     let d = RunningDaemon::start(&lab.dut, None);
     d.wait_for("attached", |s| s.ports.len() == 2);
     let ip = |args: &[&str]| {
@@ -430,6 +430,7 @@ fn main() {
 /// `kind` each caused (median, p99) and what it did.
 fn responses(d: &RunningDaemon, label: &str, kind: &str, n: usize, command: &dyn Fn(usize)) {
     let mut us = Vec::new();
+    let mut read_us = Vec::new();
     let mut actions = std::collections::BTreeSet::new();
     for i in 0..n {
         let before = d.status().map(|s| s.response_count).unwrap_or(0);
@@ -447,10 +448,11 @@ fn responses(d: &RunningDaemon, label: &str, kind: &str, n: usize, command: &dyn
             .find(|r| r.events.contains(kind))
         {
             us.push(r.micros);
+            read_us.push(r.ruleset_read_micros);
             actions.insert(r.action.clone());
         }
     }
-    report(label, &mut us, &actions);
+    report(label, &mut us, &mut read_us, &actions);
 }
 
 /// Runs `f` with the daemon attached in `dut`, checking that something was fast-pathed.
@@ -610,15 +612,28 @@ fn pod_to_pod(secs: Duration, rounds: usize) {
     println!("| latency p99 us | {a:.1} | {b:.1} | {:.2}x |", b / a);
 }
 
-fn report(label: &str, us: &mut [f64], actions: &std::collections::BTreeSet<String>) {
-    us.sort_by(|a, b| a.total_cmp(b));
-    let p = |q: f64| us[((us.len() as f64 - 1.0) * q).round() as usize];
+fn report(
+    label: &str,
+    us: &mut [f64],
+    read_us: &mut [f64],
+    actions: &std::collections::BTreeSet<String>,
+) {
+    let pct = |v: &mut [f64], q: f64| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[((v.len() as f64 - 1.0) * q).round() as usize]
+    };
     let acts: Vec<&str> = actions.iter().map(String::as_str).collect();
+    let read = pct(read_us, 0.5);
     println!(
-        "| {label} | {} | {:.1} | {:.1} | {} |",
+        "| {label} | {} | {:.1} | {:.1} | {} | {} |",
         us.len(),
-        p(0.5),
-        p(0.99),
+        pct(us, 0.5),
+        pct(us, 0.99),
+        if read > 0.0 {
+            format!("{read:.1}")
+        } else {
+            "-".into()
+        },
         acts.join(", ")
     );
 }

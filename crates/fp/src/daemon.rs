@@ -105,6 +105,10 @@ pub struct Response {
     /// none (the kernel's tables are the data path's), maps, swap, attach, detach
     pub action: String,
     pub micros: f64,
+    /// Of `micros`, the time spent reading the nftables ruleset (libnftables, or `nft`);
+    /// 0 when the change did not need it.
+    #[serde(default)]
+    pub ruleset_read_micros: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -141,6 +145,8 @@ pub struct Daemon {
     model: Model,
     ports: BTreeMap<u32, Port>,
     responses: VecDeque<Response>,
+    /// Time spent reading the ruleset since the last recorded response.
+    ruleset_read: Duration,
     errors: Vec<String>,
     dump: Socket,
     legacy: (bool, bool),
@@ -259,6 +265,7 @@ impl Daemon {
             l3_tables: false,
             ports: BTreeMap::new(),
             responses: VecDeque::new(),
+            ruleset_read: Duration::ZERO,
             errors: Vec::new(),
             dump: Socket::open(NETLINK_ROUTE)?,
             legacy: (false, false),
@@ -350,10 +357,13 @@ impl Daemon {
     }
 
     fn nft_ruleset(&mut self) -> Result<String> {
+        let started = Instant::now();
         let s = match &mut self.nft {
-            Some(lib) => lib.list_ruleset()?,
-            None => nft_ruleset_spawned()?,
+            Some(lib) => lib.list_ruleset(),
+            None => nft_ruleset_spawned(),
         };
+        self.ruleset_read += started.elapsed();
+        let s = s?;
         // An empty ruleset prints nothing with some versions.
         Ok(if s.trim().is_empty() {
             r#"{"nftables": []}"#.to_string()
@@ -631,10 +641,12 @@ impl Daemon {
         if self.responses.len() >= RESPONSES_KEPT {
             self.responses.pop_front();
         }
+        let read = std::mem::take(&mut self.ruleset_read);
         self.responses.push_back(Response {
             events,
             action: action.into(),
             micros: since.elapsed().as_secs_f64() * 1e6,
+            ruleset_read_micros: read.as_secs_f64() * 1e6,
         });
     }
 
@@ -767,6 +779,7 @@ impl Daemon {
             // SAFETY: two valid pollfds.
             unsafe { libc::poll(pfds.as_mut_ptr(), 2, POLL_PERIOD.as_millis() as i32) };
             let t_event = Instant::now();
+            self.ruleset_read = Duration::ZERO;
             let mut kinds: Vec<&'static str> = Vec::new();
             let mut changed = false;
             let mut resync = false;

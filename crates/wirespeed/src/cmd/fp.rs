@@ -156,8 +156,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 println!("error: {e}");
             }
             if let Some(r) = s.responses.first() {
+                let read = if r.ruleset_read_micros > 0.0 {
+                    format!(
+                        " ({:.1} us of it reading the nftables ruleset)",
+                        r.ruleset_read_micros
+                    )
+                } else {
+                    String::new()
+                };
                 println!(
-                    "last change: {} -> {} in {:.1} us",
+                    "last change: {} -> {} in {:.1} us{read}",
                     r.events, r.action, r.micros
                 );
             }
