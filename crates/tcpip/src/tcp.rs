@@ -32,6 +32,21 @@ pub enum TcpState {
     TimeWait,
 }
 
+impl TcpState {
+    /// Synchronized states in which data we sent may still await its ACK: an ACK advancing
+    /// SND.UNA means something here (FIN_WAIT_2 and TIME_WAIT have nothing left in flight).
+    fn awaits_acks(self) -> bool {
+        matches!(
+            self,
+            TcpState::Established
+                | TcpState::CloseWait
+                | TcpState::FinWait1
+                | TcpState::Closing
+                | TcpState::LastAck
+        )
+    }
+}
+
 /// Who holds a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Owner {
@@ -1279,15 +1294,7 @@ impl Stack {
                 self.mark_dirty(idx, gen);
                 if let Some(ack) = repr.ack {
                     let t = &self.conns[idx as usize];
-                    let synchronized = matches!(
-                        t.state,
-                        TcpState::Established
-                            | TcpState::CloseWait
-                            | TcpState::FinWait1
-                            | TcpState::Closing
-                            | TcpState::LastAck
-                    );
-                    if synchronized && !has_syn && ack.gt(t.snd_una) && ack.le(t.snd_max) {
+                    if t.state.awaits_acks() && !has_syn && ack.gt(t.snd_una) && ack.le(t.snd_max) {
                         // The data is refused, but a new ACK is still news: the peer's
                         // zero-window probes (an old sequence number) and its segments past a
                         // closed window carry the only acknowledgements of our data while we
@@ -1663,14 +1670,7 @@ impl Stack {
     /// ACK field, so a zero-window sender learns the window reopened.
     fn ack_window_only(&mut self, idx: u32, repr: &TcpRepr, ack: SeqNumber) {
         let t = &mut self.conns[idx as usize];
-        if !matches!(
-            t.state,
-            TcpState::Established
-                | TcpState::CloseWait
-                | TcpState::FinWait1
-                | TcpState::Closing
-                | TcpState::LastAck
-        ) {
+        if !t.state.awaits_acks() {
             return;
         }
         if ack == t.snd_una || (ack.gt(t.snd_una) && ack.le(t.snd_max)) {
@@ -1743,15 +1743,7 @@ impl Stack {
         let t = &mut self.conns[idx as usize];
         if t.tlp_at <= now && t.rto_at > now {
             t.tlp_at = Instant::NEVER;
-            let in_flight = t.snd_max.gt(t.snd_una)
-                && matches!(
-                    t.state,
-                    TcpState::Established
-                        | TcpState::CloseWait
-                        | TcpState::FinWait1
-                        | TcpState::Closing
-                        | TcpState::LastAck
-                );
+            let in_flight = t.snd_max.gt(t.snd_una) && t.state.awaits_acks();
             // Also in fast recovery: there the probe resends a retransmission that was lost
             // again, which NewReno alone can only repair with the RTO.
             if in_flight && !t.persist && t.tlp_probes < MAX_PROBES {

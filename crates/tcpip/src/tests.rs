@@ -315,15 +315,12 @@ fn sixteen_mib_through_loss_reorder_and_duplication() {
     assert!(p.st[1].stats().tcp_duplicate_segments > 0);
 }
 
-#[test]
-fn rto_retransmits_lost_segment() {
-    let mut p = Pair::new();
-    let (c, s, _) = p.connect();
-    // Drop the data segment and both tail loss probes: a lone segment has no dup ACKs, so
-    // once the probes are spent the RTO fires.
+/// Sends one short message from side 0 on `c` with its first `lost` transmissions dropped,
+/// and runs until side 1 has read it all on `s`.
+fn send_through_losses(p: &mut Pair, c: ConnId, s: ConnId, lost: usize) {
     let mut dropped = 0;
     p.filter = Some(Box::new(move |from, f| {
-        if from == 0 && f.len() > 60 && dropped < 3 {
+        if from == 0 && f.len() > 60 && dropped < lost {
             dropped += 1;
             return false;
         }
@@ -338,6 +335,15 @@ fn rto_retransmits_lost_segment() {
         }
         got == b"lost once"
     }));
+}
+
+#[test]
+fn rto_retransmits_lost_segment() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    // Drop the data segment and both tail loss probes: a lone segment has no dup ACKs, so
+    // once the probes are spent the RTO fires.
+    send_through_losses(&mut p, c, s, 3);
     assert_eq!(p.st[0].stats().tcp_loss_probes, 2);
     assert_eq!(p.st[0].stats().tcp_rto_expired, 1);
 }
@@ -346,23 +352,7 @@ fn rto_retransmits_lost_segment() {
 fn tail_loss_probe_repairs_a_lone_lost_segment_before_the_rto() {
     let mut p = Pair::new();
     let (c, s, _) = p.connect();
-    let mut dropped = false;
-    p.filter = Some(Box::new(move |from, f| {
-        if from == 0 && f.len() > 60 && !dropped {
-            dropped = true;
-            return false;
-        }
-        true
-    }));
-    p.st[0].tcp_send(c, b"lost once").unwrap();
-    let mut got = Vec::new();
-    assert!(p.run(Duration::from_secs(10), |p| {
-        let mut b = [0u8; 64];
-        if let Ok(n) = p.st[1].tcp_recv(s, &mut b) {
-            got.extend_from_slice(&b[..n]);
-        }
-        got == b"lost once"
-    }));
+    send_through_losses(&mut p, c, s, 1);
     assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
     assert_eq!(p.st[0].stats().tcp_rto_expired, 0);
 }
@@ -1612,23 +1602,7 @@ fn a_retransmitted_segment_gives_no_rtt_sample() {
     );
     // The timed segment is lost; the tail loss probe (at least 10 ms later) repairs it. The ACK
     // cannot tell the copies apart, so it must not become a 10 ms sample.
-    let mut dropped = false;
-    p.filter = Some(Box::new(move |from, f| {
-        if from == 0 && f.len() > 60 && !dropped {
-            dropped = true;
-            return false;
-        }
-        true
-    }));
-    p.st[0].tcp_send(c, b"lost once").unwrap();
-    let mut got = Vec::new();
-    assert!(p.run(Duration::from_secs(10), |p| {
-        let mut b = [0u8; 64];
-        if let Ok(n) = p.st[1].tcp_recv(s, &mut b) {
-            got.extend_from_slice(&b[..n]);
-        }
-        got == b"lost once"
-    }));
+    send_through_losses(&mut p, c, s, 1);
     p.run(Duration::from_millis(50), |_| false);
     assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
     let info = p.st[0].tcp_info(c).unwrap();
