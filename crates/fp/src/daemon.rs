@@ -16,6 +16,7 @@ use crate::filter::{self, FamilyFilter, FilterPlan, IpsetInfo, Tables, XtByHandl
 use crate::loader::{self, Attachment, BridgeMaps, Features, Hook, Program};
 use crate::model::{BridgeHook, Event, FdbKey, Model, Plan};
 use crate::netlink::{self, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
+use crate::nftevent::{self, NftMsg, RuleEvent};
 use crate::nftlib::NftLib;
 
 pub const STATUS_DIR: &str = "/run/wirespeed/fp";
@@ -33,6 +34,9 @@ pub fn default_status_path() -> PathBuf {
 /// State with no change events (ipset members, x_tables presence): polled at this period.
 pub const POLL_PERIOD: Duration = Duration::from_millis(100);
 const STATUS_PERIOD: Duration = Duration::from_millis(500);
+/// After rule events applied from their decoding, this long without events ends the burst
+/// and the ruleset is read back to check them.
+const CHECK_DELAY: Duration = Duration::from_millis(20);
 const RESPONSES_KEPT: usize = 4096;
 
 /// The name of the lab namespace (/run/netns/ws-*) the calling thread is in, if any.
@@ -138,6 +142,8 @@ pub struct Status {
     pub response_median_us: f64,
     pub response_p99_us: f64,
     pub responses: Vec<Response>,
+    #[serde(default)]
+    pub nft_rule_events: RuleEventCounts,
 }
 
 pub struct Daemon {
@@ -175,6 +181,22 @@ pub struct Daemon {
     l2_tables: bool,
     /// The ruleset has ip, ip6, inet or arp tables (what br_netfilter would run).
     l3_tables: bool,
+    rule_events: RuleEventCounts,
+    /// Decoded rule events were applied since the ruleset was last read.
+    check_pending: bool,
+}
+
+/// nftables rule events applied without reading the ruleset, and how the read-back compared.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq, Eq)]
+pub struct RuleEventCounts {
+    /// Rule additions and deletions applied from the event alone.
+    pub decoded: u64,
+    /// Reads of the ruleset after such events, once the burst was over.
+    pub checks: u64,
+    /// Reads that compiled to another filter than the events had (then the read wins).
+    pub mismatches: u64,
+    /// Events applied since the last read (it follows 20 ms after the last event).
+    pub unchecked: u64,
 }
 
 fn read_sysctl(path: &str) -> Option<u32> {
@@ -263,6 +285,8 @@ impl Daemon {
             br_nf_tagged: false,
             l2_tables: false,
             l3_tables: false,
+            rule_events: RuleEventCounts::default(),
+            check_pending: false,
             ports: BTreeMap::new(),
             responses: VecDeque::new(),
             ruleset_read: Duration::ZERO,
@@ -376,7 +400,6 @@ impl Daemon {
     /// raise no event), so it is not read again on an nftables event's path.
     fn sync_filter(&mut self) -> Result<()> {
         let json = self.nft_ruleset()?;
-        self.uses_ipset = json.contains("\"xt\"");
         let ruleset: serde_json::Value = match serde_json::from_str(&json) {
             Ok(v) => v,
             Err(e) => {
@@ -386,11 +409,17 @@ impl Daemon {
                 return Err(Error::Nft(format!("bad JSON: {e}")));
             }
         };
+        self.compile_ruleset(ruleset)
+    }
+
+    /// Compiles a parsed ruleset (read, or edited by a rule event) into the filter plan.
+    fn compile_ruleset(&mut self, ruleset: serde_json::Value) -> Result<()> {
+        let xt = filter::xt_rules_of(&ruleset);
+        self.uses_ipset = !xt.is_empty();
         (self.l2_tables, self.l3_tables) = table_families(&ruleset);
         self.update_bridge_kernel();
         let mut info = IpsetInfo::default();
         if self.uses_ipset {
-            let xt = filter::xt_rules_of(&ruleset);
             info.set_ipset_save(&self.ipset_text);
             // Known rules only (an ordinary rule added or deleted beside them): the set
             // names are remembered, and members are polled anyway.
@@ -410,6 +439,50 @@ impl Daemon {
             FilterPlan::from_nft_value(&ruleset, self.legacy.0, self.legacy.1, &info)?;
         self.last_ruleset = Some((ruleset, info));
         Ok(())
+    }
+
+    /// Applies decoded rule events to the ruleset last read; false when one does not fit
+    /// (then the caller reads the ruleset). The result is checked by a read once idle.
+    fn apply_rule_events(&mut self, evs: &[&RuleEvent]) -> bool {
+        // Taken out: a half-applied copy is never kept (the caller's read replaces it).
+        let Some((mut ruleset, _)) = self.last_ruleset.take() else {
+            return false;
+        };
+        if !evs.iter().all(|ev| nftevent::apply(&mut ruleset, ev)) {
+            return false;
+        }
+        if let Err(e) = self.compile_ruleset(ruleset) {
+            self.note_error(e.to_string());
+            return false;
+        }
+        self.rule_events.decoded += evs.len() as u64;
+        self.rule_events.unchecked += evs.len() as u64;
+        self.check_pending = true;
+        true
+    }
+
+    /// Reads the ruleset back after decoded rule events and compares the plans.
+    fn check_rule_events(&mut self) {
+        self.check_pending = false;
+        self.rule_events.unchecked = 0;
+        let decoded = self.model.filter.clone();
+        match self.sync_filter() {
+            Ok(()) => {
+                self.rule_events.checks += 1;
+                if self.model.filter != decoded {
+                    self.rule_events.mismatches += 1;
+                    self.note_error(
+                        "an nftables rule event decoded otherwise than the ruleset read back: \
+                         corrected from the read"
+                            .into(),
+                    );
+                }
+            }
+            Err(e) => {
+                self.model.filter.v4 = FamilyFilter::Kernel(e.to_string());
+                self.model.filter.v6 = FamilyFilter::Kernel(e.to_string());
+            }
+        }
     }
 
     /// Only ipset members changed: recompile from the ruleset already read.
@@ -737,6 +810,7 @@ impl Daemon {
             response_median_us: percentile(&us, 0.5),
             response_p99_us: percentile(&us, 0.99),
             responses: self.responses.iter().rev().take(50).cloned().collect(),
+            nft_rule_events: self.rule_events,
         }
     }
 
@@ -776,8 +850,13 @@ impl Daemon {
                     revents: 0,
                 },
             ];
+            let wait = if self.check_pending {
+                CHECK_DELAY
+            } else {
+                POLL_PERIOD
+            };
             // SAFETY: two valid pollfds.
-            unsafe { libc::poll(pfds.as_mut_ptr(), 2, POLL_PERIOD.as_millis() as i32) };
+            unsafe { libc::poll(pfds.as_mut_ptr(), 2, wait.as_millis() as i32) };
             let t_event = Instant::now();
             self.ruleset_read = Duration::ZERO;
             let mut kinds: Vec<&'static str> = Vec::new();
@@ -817,13 +896,18 @@ impl Daemon {
                     }
                 }
             }
+            let mut nft_msgs = Vec::new();
             while let Some(n) = nft.recv(&mut buf)? {
-                let _ = n;
                 filter = true;
+                if n == 0 {
+                    nft_msgs.push(NftMsg::Other); // overrun: read the ruleset
+                }
+                nft_msgs.extend(netlink::messages(&buf[..n]).iter().map(nftevent::decode));
             }
             if filter {
                 kinds.push("nftables");
             }
+            let rule_events = nftevent::rule_changes(&nft_msgs);
             // Polling spawns processes (ipset save): never in front of an event's response,
             // unless events keep coming for five periods.
             let mut t_event = t_event;
@@ -876,7 +960,7 @@ impl Daemon {
                         self.model.filter.v4 = FamilyFilter::Kernel(e.to_string());
                         self.model.filter.v6 = FamilyFilter::Kernel(e.to_string());
                     }
-                } else if filter {
+                } else if filter && !rule_events.is_some_and(|evs| self.apply_rule_events(&evs)) {
                     if let Err(e) = self.sync_filter() {
                         self.model.filter.v4 = FamilyFilter::Kernel(e.to_string());
                         self.model.filter.v6 = FamilyFilter::Kernel(e.to_string());
@@ -895,6 +979,16 @@ impl Daemon {
                     action = "maps"; // written as the events came
                 }
                 self.record(kinds.join(","), action, t_event);
+                self.write_status(true);
+                last_status = Instant::now();
+            } else if self.check_pending && !resync {
+                // The burst is over: read back what the rule events were decoded into.
+                let t = Instant::now();
+                self.check_rule_events();
+                let action = self.reconcile();
+                if action != "none" {
+                    self.record("ruleset-check".into(), action, t);
+                }
                 self.write_status(true);
                 last_status = Instant::now();
             } else if last_status.elapsed() >= STATUS_PERIOD {

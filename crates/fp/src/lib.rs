@@ -10,6 +10,7 @@ pub mod harness;
 pub mod loader;
 pub mod model;
 pub mod netlink;
+pub mod nftevent;
 pub mod nftlib;
 pub mod pkt;
 

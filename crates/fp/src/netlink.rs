@@ -96,6 +96,7 @@ const FRA_TABLE: u16 = 15;
 #[derive(Debug)]
 pub struct Msg<'a> {
     pub ty: u16,
+    pub flags: u16,
     pub payload: &'a [u8],
 }
 
@@ -106,11 +107,13 @@ pub fn messages(buf: &[u8]) -> Vec<Msg<'_>> {
     while off + 16 <= buf.len() {
         let len = u32::from_ne_bytes(buf[off..off + 4].try_into().unwrap_or([0; 4])) as usize;
         let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
+        let flags = u16::from_ne_bytes([buf[off + 6], buf[off + 7]]);
         if len < 16 || off + len > buf.len() {
             break;
         }
         out.push(Msg {
             ty,
+            flags,
             payload: &buf[off + 16..off + len],
         });
         off += (len + 3) & !3;

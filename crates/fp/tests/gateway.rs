@@ -131,6 +131,136 @@ fn hundred_iptables_rules_then_one_set() {
         "added rule not applied"
     );
 
+    // Single rule changes are applied from the kernel's event, then read back and compared:
+    // rules of every shape the decoder knows, and some it must leave to the read.
+    let e0 = d.status().unwrap().nft_rule_events;
+    assert!(
+        e0.decoded >= 2,
+        "-D and -I were not applied from their events: {e0:?}"
+    );
+    let shapes: [&[&str]; 9] = [
+        &[
+            "-A",
+            "FORWARD",
+            "-s",
+            "198.18.9.0/20",
+            "-p",
+            "tcp",
+            "--dport",
+            "8080",
+            "-i",
+            "d0",
+            "-j",
+            "ACCEPT",
+        ],
+        &[
+            "-I",
+            "FORWARD",
+            "3",
+            "-d",
+            "198.19.41.0/24",
+            "-p",
+            "udp",
+            "--sport",
+            "53",
+            "-j",
+            "DROP",
+        ],
+        &[
+            "-A",
+            "FORWARD",
+            "!",
+            "-d",
+            "198.19.0.0/16",
+            "-o",
+            "d1",
+            "-j",
+            "DROP",
+        ],
+        &[
+            "-I",
+            "FORWARD",
+            "-p",
+            "icmp",
+            "-s",
+            "198.18.250.7",
+            "-j",
+            "ACCEPT",
+        ],
+        &[
+            "-A",
+            "FORWARD",
+            "-p",
+            "tcp",
+            "--dport",
+            "1000:2000",
+            "-j",
+            "DROP",
+        ],
+        &[
+            "-A",
+            "FORWARD",
+            "-i",
+            "d+",
+            "-d",
+            "198.19.42.1",
+            "-j",
+            "DROP",
+        ],
+        &[
+            "-A",
+            "FORWARD",
+            "-m",
+            "conntrack",
+            "--ctstate",
+            "INVALID",
+            "-j",
+            "DROP",
+        ],
+        &["-A", "FORWARD", "-d", "198.19.43.0/25", "-j", "RETURN"],
+        &[
+            "-A",
+            "FORWARD",
+            "-s",
+            "198.18.128.0/17",
+            "-d",
+            "198.19.44.0/22",
+            "-j",
+            "ACCEPT",
+        ],
+    ];
+    for (n, rule) in shapes.iter().enumerate() {
+        let count = 101 + n;
+        apply(
+            &d,
+            "rule of another shape added",
+            || lab.dut.exec("iptables-nft", rule).map(|_| ()).unwrap(),
+            |s| s.filter_v4.contains(&format!("{count} rules")),
+        );
+    }
+    for rule in shapes.iter().rev() {
+        let mut del: Vec<&str> = rule.to_vec();
+        del[0] = "-D";
+        if del[2] == "3" {
+            del.remove(2); // the insert position
+        }
+        lab.dut.exec("iptables-nft", &del).unwrap();
+    }
+    let s = d.wait_for("rule events read back", |s| {
+        s.filter_v4.contains("100 rules") && s.nft_rule_events.unchecked == 0
+    });
+    let e = s.nft_rule_events;
+    assert!(
+        e.decoded >= e0.decoded + 12,
+        "too few rule events applied from their decoding: {e:?}"
+    );
+    assert!(e.checks > e0.checks, "{e:?}");
+    assert_eq!(
+        e.mismatches, 0,
+        "decoded rule events differ from the ruleset read back: {e:?} {:?}",
+        s.errors
+    );
+
     // The same policy as one nftables set (the kernel's own set type: add events included).
     apply(
         &d,

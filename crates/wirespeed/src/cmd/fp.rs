@@ -129,6 +129,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "response (event -> data path): {} events, median {:.1} us, p99 {:.1} us",
                 s.response_count, s.response_median_us, s.response_p99_us
             );
+            let e = &s.nft_rule_events;
+            println!(
+                "nftables rule events applied without a ruleset read: {}, read back {} times, \
+                 {} differed",
+                e.decoded, e.checks, e.mismatches
+            );
             println!(
                 "{:<10} {:<14} {:<36} {:>12} {:>12}  maps",
                 "iface", "hook", "modules", "fast-pathed", "passed"
