@@ -1,9 +1,12 @@
 //! Fast path vs Linux on the `line` lab: pps for router, gateway (100 rules), gateway (one
-//! ipset), and on a bridge lab for the bridge, with minimum-size frames from an in-kernel generator (BPF_PROG_RUN live frames,
-//! XDP_TX) pinned to CPU 0 and the DUT's receive NAPI thread pinned to CPU 1; then the
-//! pod-to-pod TCP request/response through a bridge at TC; then the daemon's response time
-//! per configuration command. Run as root:
-//!   cargo run --release -p wirespeed-fp --example fp_bench -- [secs] [rounds]
+//! ipset), and on a bridge lab for the bridge, with minimum-size frames, measured two ways:
+//! from an in-kernel generator (BPF_PROG_RUN live frames, XDP_TX) in the source namespace on
+//! CPU 0 with the DUT's receive NAPI thread pinned to CPU 1; and with the frames arriving on
+//! the DUT's ingress from the same kind of generator run on CPU 1 in the DUT's namespace (one
+//! core for everything). Then the pod-to-pod TCP request/response through a bridge at TC;
+//! then the daemon's response time per configuration command. Run as root:
+//!   cargo run --release -p wirespeed-fp --example fp_bench -- [secs] [rounds] [row]
+//! `row`: only the pps rows whose name contains it, nothing else (for profiling).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -103,13 +106,14 @@ fn measure(lab: &Ends, gen: &Arc<Gen>, frame: &[u8], warm: Duration, secs: Durat
     let total = warm + secs + Duration::from_millis(200);
     let h = spawn_in_ns(lab.src.name(), move || {
         pin_self(0);
-        g.blast(&f, src_if, total).unwrap()
+        let t = Instant::now();
+        (g.blast(&f, src_if, total).unwrap(), t.elapsed())
     });
     std::thread::sleep(warm);
     let (c0, t0, u0) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
     std::thread::sleep(secs);
     let (c1, t1, u1) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
-    let sent = h.join().unwrap();
+    let (sent, ran) = h.join().unwrap();
     if std::env::var_os("FP_BENCH_DEBUG").is_some() {
         for (ns, dev) in [(lab.dut, "d0"), (lab.dut, "d1"), (lab.sink, "s0")] {
             let st = ns.exec("ethtool", &["-S", dev]).unwrap_or_default();
@@ -128,7 +132,44 @@ fn measure(lab: &Ends, gen: &Arc<Gen>, frame: &[u8], warm: Duration, secs: Durat
         .unwrap_or(0.0);
     Sample {
         pps: (c1 - c0) as f64 / el,
-        offered: sent as f64 / total.as_secs_f64(),
+        offered: sent as f64 / ran.as_secs_f64(),
+        cpu1,
+    }
+}
+
+/// As `measure`, but the frames arrive on the DUT's `d0` (index `d0`) from a generator in the
+/// DUT's namespace on CPU 1: one core runs the generator, the DUT's receive path (its XDP
+/// program, or the kernel) and the sink, back to back.
+fn measure_local(
+    lab: &Ends,
+    d0: u32,
+    gen: &Arc<Gen>,
+    frame: &[u8],
+    warm: Duration,
+    secs: Duration,
+) -> Sample {
+    let g = gen.clone();
+    let f = frame.to_vec();
+    let total = warm + secs + Duration::from_millis(200);
+    let h = spawn_in_ns(lab.dut.name(), move || {
+        pin_self(1);
+        let t = Instant::now();
+        (g.receive(&f, d0, total).unwrap(), t.elapsed())
+    });
+    std::thread::sleep(warm);
+    let (c0, t0, u0) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
+    std::thread::sleep(secs);
+    let (c1, t1, u1) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
+    let (run, ran) = h.join().unwrap();
+    let el = (t1 - t0).as_secs_f64();
+    let cpu1 = u1
+        .get(1)
+        .zip(u0.get(1))
+        .map(|(a, b)| (a.0 - b.0) as f64 / (a.1 - b.1).max(1) as f64)
+        .unwrap_or(0.0);
+    Sample {
+        pps: (c1 - c0) as f64 / el,
+        offered: run as f64 / ran.as_secs_f64(),
         cpu1,
     }
 }
@@ -142,6 +183,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let secs = Duration::from_secs(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3));
     let rounds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
+    // A third argument keeps only the pps rows whose name contains it (for profiling one
+    // row); the pod and response-time parts then do not run.
+    let only = args.get(3).cloned();
+    let wanted = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
     let warm = Duration::from_secs(1);
 
     let lab = line("b");
@@ -285,11 +330,20 @@ fn main() {
         dut: &lab.dut,
         sink: &lab.sink,
     };
+    let d0 = ifindex(&lab.dut, "d0");
+    let mut local_rows = Vec::new();
     for (name, setup) in configs {
         setup();
-        compare(name, rounds, &lab.dut, BridgeHook::Auto, &|| {
+        if !wanted(name) {
+            continue;
+        }
+        let row = compare(name, rounds, &lab.dut, BridgeHook::Auto, &|| {
             measure(&ends, &gen, &frame, warm, secs)
         });
+        println!("{row}");
+        local_rows.push(compare(name, rounds, &lab.dut, BridgeHook::Auto, &|| {
+            measure_local(&ends, d0, &gen, &frame, warm, secs)
+        }));
     }
 
     // The bridge: the same generator, frames addressed to the sink's MAC across br0.
@@ -333,11 +387,36 @@ fn main() {
         .join()
         .unwrap();
     let name = "bridge (2 ports, XDP)";
-    compare(name, rounds, &br.dut, BridgeHook::Xdp, &|| {
-        measure(&br_ends, &bgen, &bframe, warm, secs)
-    });
+    if wanted(name) {
+        let row = compare(name, rounds, &br.dut, BridgeHook::Xdp, &|| {
+            measure(&br_ends, &bgen, &bframe, warm, secs)
+        });
+        println!("{row}");
+        let bd0 = ifindex(&br.dut, "d0");
+        local_rows.push(compare(name, rounds, &br.dut, BridgeHook::Xdp, &|| {
+            measure_local(&br_ends, bd0, &bgen, &bframe, warm, secs)
+        }));
+    }
     drop(_bsink);
 
+    println!();
+    println!(
+        "The same, with the frames arriving on d0 from BPF_PROG_RUN live frames run in the DUT's"
+    );
+    println!(
+        "namespace on CPU 1 (gen_rx: the program on d0 by tail call, else the kernel's stack):"
+    );
+    println!("generator, DUT and sink share one core, which is always busy; no veth wake-ups.");
+    println!();
+    println!("| config | Linux Mpps (median) | fast path Mpps (median) | ratio median (min-max) | frames run Mpps | CPU1 busy L / FP |");
+    println!("|---|---|---|---|---|---|");
+    for row in &local_rows {
+        println!("{row}");
+    }
+
+    if only.is_some() {
+        return;
+    }
     pod_to_pod(secs, rounds);
 
     // Response time: kernel event received -> data path updated, as the daemon records it.
@@ -494,7 +573,7 @@ fn compare(
     dut: &wirespeed_lab::Netns,
     hook: BridgeHook,
     m: &dyn Fn() -> Sample,
-) {
+) -> String {
     let (mut lin, mut fp, mut ratios, mut offered) = (vec![], vec![], vec![], vec![]);
     let (mut cpu_l, mut cpu_f) = (vec![], vec![]);
     for _ in 0..rounds {
@@ -511,7 +590,7 @@ fn compare(
         ratios.iter().cloned().fold(f64::MAX, f64::min),
         ratios.iter().cloned().fold(0.0, f64::max),
     );
-    println!(
+    format!(
         "| {name} | {:.3} | {:.3} | {:.2}x ({:.2}-{:.2}) | {:.2} | {:.0}% / {:.0}% |",
         median(&mut lin) / 1e6,
         median(&mut fp) / 1e6,
@@ -521,7 +600,7 @@ fn compare(
         median(&mut offered) / 1e6,
         median(&mut cpu_l) * 100.0,
         median(&mut cpu_f) * 100.0
-    );
+    )
 }
 
 /// One TCP connection between two pods of a pod network, 64-byte request and response,
