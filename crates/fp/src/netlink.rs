@@ -340,13 +340,10 @@ pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
         RTM_NEWLINK => parse_link(msg.payload).map(Event::LinkNew),
         RTM_DELLINK => parse_link(msg.payload).map(|l| Event::LinkDel(l.index)),
         RTM_NEWNEIGH | RTM_DELNEIGH if msg.payload.first() == Some(&AF_BRIDGE) => {
-            match parse_fdb(msg.payload) {
-                Some(entry) => Some(Event::Fdb {
-                    add: msg.ty == RTM_NEWNEIGH,
-                    entry,
-                }),
-                None => None,
-            }
+            parse_fdb(msg.payload).map(|entry| Event::Fdb {
+                add: msg.ty == RTM_NEWNEIGH,
+                entry,
+            })
         }
         RTM_NEWRULE | RTM_DELRULE => {
             let family = *msg.payload.first()?;

@@ -801,7 +801,7 @@ mod tests {
             Some(3)
         );
         // cut short, mixed with other objects, a replace, an undecoded rule, nothing at all
-        assert_eq!(n(&[add.clone()]), None);
+        assert_eq!(n(std::slice::from_ref(&add)), None);
         assert_eq!(n(&[add.clone(), NftMsg::Gen, del.clone()]), None);
         assert_eq!(n(&[NftMsg::Other, add.clone(), NftMsg::Gen]), None);
         assert_eq!(n(&[add.clone(), del.clone(), NftMsg::Gen]), None);
