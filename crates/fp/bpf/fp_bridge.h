@@ -221,7 +221,7 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 	}
 	f.l3 = data + hdr;
 	f.data_end = data_end;
-	f.in_ifindex = ctx->ingress_ifindex;
+	f.in_ifindex = in_ifindex(ctx);
 	f.dmac = eth->h_dest;
 	f.smac = eth->h_source;
 	f.l2_payload = (__u32)(data_end - data) - hdr;

@@ -56,6 +56,9 @@ const volatile __u8 cfg_bridge = 0;
 /* The MAC of the interface the program is attached to: frames addressed elsewhere are the
  * kernel's to drop or flood. */
 const volatile __u8 cfg_if_mac[ETH_ALEN] = {};
+/* Its ifindex (0: read it from the context, as under BPF_PROG_TEST_RUN in the tests). The
+ * context's ingress_ifindex is three dependent loads (xdp->rxq->dev->ifindex) per packet. */
+const volatile __u32 cfg_ifindex = 0;
 /* Filter fields compiled in (FIELD_* in fp_filter.h): the lookups of the others are compiled
  * out. The controller compiles all of them in and switches them at run time (fp_ctl), so
  * that rule edits never need a new program. */

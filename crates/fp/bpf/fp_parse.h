@@ -22,27 +22,30 @@ static __always_inline int parse_eth(struct fp_pkt *p)
 	return 0;
 }
 
-static __always_inline int mac_is_ours(const struct ethhdr *eth)
+static __always_inline __u32 in_ifindex(const struct xdp_md *ctx)
 {
-	int i;
-
-#pragma unroll
-	for (i = 0; i < ETH_ALEN; i++)
-		if (eth->h_dest[i] != cfg_if_mac[i])
-			return 0;
-	return 1;
+	return cfg_ifindex ? cfg_ifindex : ctx->ingress_ifindex;
 }
 
-/* RFC 1071 sum of a 20-byte IPv4 header; 0 means the checksum is right. */
+static __always_inline int mac_is_ours(const struct ethhdr *eth)
+{
+	/* Two loads and compares against constants the verifier folds in, not six. */
+	__u32 lo = (__u32)cfg_if_mac[0] | (__u32)cfg_if_mac[1] << 8 | (__u32)cfg_if_mac[2] << 16 |
+		   (__u32)cfg_if_mac[3] << 24;
+	__u16 hi = (__u16)cfg_if_mac[4] | (__u16)cfg_if_mac[5] << 8;
+
+	return *(const __u32 *)eth->h_dest == lo && *(const __u16 *)(eth->h_dest + 4) == hi;
+}
+
+/* RFC 1071 sum of a 20-byte IPv4 header, five 32-bit words at a time; 0 means the checksum
+ * is right. */
 static __always_inline __u16 ipv4_hdr_csum_check(const struct iphdr *iph)
 {
-	const __u16 *w = (const __u16 *)iph;
-	__u32 sum = 0;
-	int i;
+	const __u32 *w = (const __u32 *)iph;
+	__u64 sum = (__u64)w[0] + w[1] + w[2] + w[3] + w[4];
 
-#pragma unroll
-	for (i = 0; i < 10; i++)
-		sum += w[i];
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	return (__u16)~sum;

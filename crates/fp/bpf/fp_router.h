@@ -110,13 +110,13 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 	fib.tot_len = tot_len;
 	fib.ipv4_src = iph->saddr;
 	fib.ipv4_dst = iph->daddr;
-	fib.ifindex = ctx->ingress_ifindex;
+	fib.ifindex = in_ifindex(ctx);
 	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
 		*why = fib_reason(rc);
 		return RT_PASS;
 	}
-	if (!egress_ok(&fib, ctx->ingress_ifindex, why))
+	if (!egress_ok(&fib, in_ifindex(ctx), why))
 		return RT_PASS;
 	if (cfg_filter_v4 && c->filter_v4) {
 		int f = filter_v4(p, iph, fib.ifindex, c);
@@ -192,13 +192,13 @@ static __always_inline enum router_verdict router_v6(struct xdp_md *ctx, struct 
 	fib.tot_len = sizeof(*ip6h) + payload_len;
 	__builtin_memcpy(fib.ipv6_src, &ip6h->saddr, sizeof(fib.ipv6_src));
 	__builtin_memcpy(fib.ipv6_dst, &ip6h->daddr, sizeof(fib.ipv6_dst));
-	fib.ifindex = ctx->ingress_ifindex;
+	fib.ifindex = in_ifindex(ctx);
 	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
 		*why = fib_reason(rc);
 		return RT_PASS;
 	}
-	if (!egress_ok(&fib, ctx->ingress_ifindex, why))
+	if (!egress_ok(&fib, in_ifindex(ctx), why))
 		return RT_PASS;
 	if (cfg_filter_v6 && c->filter_v6) {
 		int f = filter_v6(p, ip6h, fib.ifindex, c);

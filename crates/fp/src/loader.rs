@@ -31,6 +31,9 @@ pub struct Features {
     /// MAC of the interface the program serves; frames to other MACs go to the kernel.
     #[serde(skip)]
     pub mac: [u8; 6],
+    /// The interface's index, a constant in the program (0: read from the context).
+    #[serde(skip)]
+    pub ifindex: u32,
 }
 
 /// Every filter field (filter::FIELD_*).
@@ -45,6 +48,7 @@ impl Features {
             && self.bridge == want.bridge
             && self.tc == want.tc
             && self.mac == want.mac
+            && self.ifindex == want.ifindex
             && (self.filter_v4 || !want.filter_v4)
             && (self.filter_v6 || !want.filter_v6)
             && self.filter_fields & want.filter_fields == want.filter_fields
@@ -238,6 +242,7 @@ impl Program {
         ro.cfg_filter_v4 = features.filter_v4 as u8;
         ro.cfg_filter_v6 = features.filter_v6 as u8;
         ro.cfg_if_mac = features.mac;
+        ro.cfg_ifindex = features.ifindex;
         ro.cfg_filter_fields = features.filter_fields;
         ro.cfg_bridge = features.bridge as u8;
         let skel = open.load().map_err(bpf("load fp program (verifier)"))?;

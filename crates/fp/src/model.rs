@@ -312,6 +312,7 @@ impl Model {
         }
         let f = Features {
             mac: l.mac.unwrap_or_default(),
+            ifindex: l.index,
             bridge: true,
             tc: self.hook_is_tc(bridge),
             ..Features::default()
@@ -380,6 +381,7 @@ impl Model {
             }
             let mut f = Features {
                 mac: l.mac.unwrap_or_default(),
+                ifindex: l.index,
                 ..Features::default()
             };
 
