@@ -432,7 +432,7 @@ fn main() {
     let ip = |args: &[&str]| {
         lab.dut.ip(args).unwrap();
     };
-    let alternate = |i: usize, a: &[&str], b: &[&str]| ip(if i % 2 == 0 { a } else { b });
+    let alternate = |i: usize, a: &[&str], b: &[&str]| ip(if i.is_multiple_of(2) { a } else { b });
     responses(&d, "ip route add/del", "route", 50, &|i| {
         alternate(
             i,
