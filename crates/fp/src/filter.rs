@@ -763,10 +763,17 @@ fn parse_match(
     rule: &mut Rule,
 ) -> std::result::Result<(), String> {
     let op = s(m, "op");
+    let left = m.get("left").ok_or("match without left side")?;
+    // An address-family header match holds only for its family whatever the operator: nft
+    // gives it an nfproto dependency (listed or not), so `ip saddr != X` never sees IPv6.
+    match left.get("payload").map(|p| s(p, "protocol")) {
+        Some("ip") => rule.v6 = false,
+        Some("ip6") => rule.v4 = false,
+        _ => {}
+    }
     if op != "==" && op != "in" {
         return Err(format!("operator `{op}`"));
     }
-    let left = m.get("left").ok_or("match without left side")?;
     let right = m.get("right").ok_or("match without right side")?;
     let vals = values(right, sets)?;
     if let Some(p) = left.get("payload") {
@@ -1188,6 +1195,20 @@ mod tests {
         assert_eq!(p.rules_v4[1].dst4.as_ref().unwrap().len(), 3); // /24, /32, range -> /30
         assert_eq!(p.rules_v4[3].action, Action::Kernel);
         assert_eq!(p.rules_v4[2].dport, Some(vec![(6, 22), (6, 23)]));
+    }
+
+    #[test]
+    fn a_negated_address_match_still_names_its_family() {
+        let json = r#"{"nftables": [
+          {"chain": {"family": "inet", "table": "t", "name": "fw", "hook": "forward", "type": "filter", "policy": "accept"}},
+          {"rule": {"family": "inet", "table": "t", "chain": "fw", "expr": [
+            {"match": {"op": "!=", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": "198.18.0.1"}},
+            {"drop": null}]}}]}"#;
+        let plan = FilterPlan::from_nft_json(json, false, false).unwrap();
+        assert_eq!(plan.rules_v4.len(), 1);
+        assert_eq!(plan.rules_v4[0].action, Action::Kernel);
+        // IPv6 packets never match an `ip saddr` rule: no reason to send them to the kernel.
+        assert!(plan.rules_v6.is_empty(), "{:?}", plan.rules_v6);
     }
 
     #[test]
