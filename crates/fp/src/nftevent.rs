@@ -37,6 +37,7 @@ const NFT_PAYLOAD_NETWORK_HEADER: u32 = 1;
 const NFT_PAYLOAD_TRANSPORT_HEADER: u32 = 2;
 const NFT_META_IIFNAME: u32 = 6;
 const NFT_META_OIFNAME: u32 = 7;
+const NFT_META_NFPROTO: u32 = 15;
 const NFT_META_L4PROTO: u32 = 16;
 const NFT_CMP_EQ: u32 = 0;
 const NFT_CMP_NEQ: u32 = 1;
@@ -240,10 +241,12 @@ fn matched(op: &str, left: Value, right: Value) -> Value {
 }
 
 /// The rule's expressions in `nft -j` shape, or why not.
-fn expressions(family: &str, list: &[u8]) -> Result<Vec<Value>, String> {
+fn expressions(family: &'static str, list: &[u8]) -> Result<Vec<Value>, String> {
     let mut regs: HashMap<u32, Reg> = HashMap::new();
-    // The transport protocol a preceding `meta l4proto ==` pinned, for port payloads.
-    let mut l4: Option<u8> = None;
+    let mut ctx = Context {
+        family: (family != "inet").then_some(family),
+        l4: None,
+    };
     let mut out = Vec::new();
     for (ty, elem) in attrs(list) {
         if ty != NFTA_LIST_ELEM {
@@ -329,7 +332,23 @@ fn expressions(family: &str, list: &[u8]) -> Result<Vec<Value>, String> {
                 };
                 let value = find(&d, 3).and_then(data_value).ok_or("cmp without data")?;
                 let reg = regs.get(&sreg).ok_or("cmp of an unset register")?;
-                out.push(compare(family, reg, op, value, &mut l4)?);
+                out.push(compare(&mut ctx, reg, op, value)?);
+            }
+            // A named set (`ip daddr @blk`); anonymous sets come in the same batch as their
+            // elements, which is never decoded here.
+            "lookup" => {
+                let name = find(&d, 1).map(string).ok_or("lookup without a set")?;
+                if find(&d, 3).is_some() || name.starts_with("__") {
+                    return Err("map or anonymous set lookup".into());
+                }
+                let reg = regs.get(&u(2).ok_or("lookup without a register")?);
+                let reg = reg.ok_or("lookup of an unset register")?;
+                let op = if u(5).unwrap_or(0) & 1 != 0 {
+                    "!="
+                } else {
+                    "=="
+                };
+                out.push(matched(op, left_of(&ctx, reg)?, json!(format!("@{name}"))));
             }
             "immediate" => {
                 if u(1) != Some(NFT_REG_VERDICT) {
@@ -357,25 +376,96 @@ fn expressions(family: &str, list: &[u8]) -> Result<Vec<Value>, String> {
     Ok(out)
 }
 
-/// One `cmp` against what its register holds, as an nft JSON match.
-fn compare(
-    family: &str,
-    reg: &Reg,
-    op: &str,
-    value: &[u8],
-    l4: &mut Option<u8>,
-) -> Result<Value, String> {
+/// What the expressions so far have pinned: the address family (an inet table's rules start
+/// with `meta nfproto`) and the transport protocol (`meta l4proto`), as nft itself infers
+/// `ip daddr` and `tcp dport` from the raw header offsets.
+struct Context {
+    family: Option<&'static str>,
+    l4: Option<u8>,
+}
+
+/// The left-hand side of a match on what `reg` holds, loaded whole (no mask, full length).
+fn left_of(ctx: &Context, reg: &Reg) -> Result<Value, String> {
     match reg {
+        Reg::Meta(NFT_META_L4PROTO) => Ok(json!({"meta": {"key": "l4proto"}})),
+        Reg::Meta(NFT_META_IIFNAME) => Ok(json!({"meta": {"key": "iifname"}})),
+        Reg::Meta(NFT_META_OIFNAME) => Ok(json!({"meta": {"key": "oifname"}})),
+        Reg::Payload {
+            base: NFT_PAYLOAD_NETWORK_HEADER,
+            offset,
+            len,
+            mask: None,
+        } => {
+            let (proto, field, width) = address_field(ctx, *offset)?;
+            if *len != width {
+                return Err("partial address in a set lookup".into());
+            }
+            Ok(json!({"payload": {"protocol": proto, "field": field}}))
+        }
+        Reg::Payload {
+            base: NFT_PAYLOAD_TRANSPORT_HEADER,
+            offset,
+            len: 2,
+            mask: None,
+        } => port_field(ctx, *offset),
+        _ => Err("set lookup of an unsupported key".into()),
+    }
+}
+
+/// (protocol, field, width) of an address at `offset` in the network header.
+fn address_field(ctx: &Context, offset: u32) -> Result<(&'static str, &'static str, u32), String> {
+    match (ctx.family, offset) {
+        (Some("ip"), 12) => Ok(("ip", "saddr", 4)),
+        (Some("ip"), 16) => Ok(("ip", "daddr", 4)),
+        (Some("ip6"), 8) => Ok(("ip6", "saddr", 16)),
+        (Some("ip6"), 24) => Ok(("ip6", "daddr", 16)),
+        (f, _) => Err(format!("{f:?} header offset {offset}")),
+    }
+}
+
+fn port_field(ctx: &Context, offset: u32) -> Result<Value, String> {
+    let proto = match ctx.l4 {
+        Some(6) => "tcp",
+        Some(17) => "udp",
+        _ => return Err("transport header without a protocol".into()),
+    };
+    let field = match offset {
+        0 => "sport",
+        2 => "dport",
+        _ => return Err(format!("{proto} header offset {offset}")),
+    };
+    Ok(json!({"payload": {"protocol": proto, "field": field}}))
+}
+
+/// One `cmp` against what its register holds, as an nft JSON match.
+fn compare(ctx: &mut Context, reg: &Reg, op: &str, value: &[u8]) -> Result<Value, String> {
+    match reg {
+        Reg::Meta(NFT_META_NFPROTO) => {
+            let family = match value {
+                [2] => "ip",
+                [10] => "ip6",
+                _ => return Err("nfproto other than ipv4 or ipv6".into()),
+            };
+            if op == "==" {
+                ctx.family = Some(family);
+            }
+            let name = if family == "ip" { "ipv4" } else { "ipv6" };
+            Ok(matched(
+                op,
+                json!({"meta": {"key": "nfproto"}}),
+                json!(name),
+            ))
+        }
         Reg::Meta(NFT_META_L4PROTO) => {
             let [p] = value else {
                 return Err("l4proto of an odd length".into());
             };
             if op == "==" {
-                *l4 = Some(*p);
+                ctx.l4 = Some(*p);
             }
-            Ok(matched(op, json!({"meta": {"key": "l4proto"}}), json!(*p)))
+            Ok(matched(op, left_of(ctx, reg)?, json!(*p)))
         }
-        Reg::Meta(key @ (NFT_META_IIFNAME | NFT_META_OIFNAME)) => {
+        Reg::Meta(NFT_META_IIFNAME | NFT_META_OIFNAME) => {
             // An exact name is compared NUL-padded; a shorter compare is `eth+`.
             let Some(end) = value.iter().position(|b| *b == 0) else {
                 return Err("interface name wildcard".into());
@@ -383,16 +473,7 @@ fn compare(
             if value[end..].iter().any(|b| *b != 0) {
                 return Err("bytes after the interface name".into());
             }
-            let key = if *key == NFT_META_IIFNAME {
-                "iifname"
-            } else {
-                "oifname"
-            };
-            Ok(matched(
-                op,
-                json!({"meta": {"key": key}}),
-                json!(string(value)),
-            ))
+            Ok(matched(op, left_of(ctx, reg)?, json!(string(value))))
         }
         Reg::Payload {
             base: NFT_PAYLOAD_NETWORK_HEADER,
@@ -400,13 +481,7 @@ fn compare(
             len,
             mask,
         } => {
-            let (proto, field, width) = match (family, offset) {
-                ("ip", 12) => ("ip", "saddr", 4),
-                ("ip", 16) => ("ip", "daddr", 4),
-                ("ip6", 8) => ("ip6", "saddr", 16),
-                ("ip6", 24) => ("ip6", "daddr", 16),
-                _ => return Err(format!("{family} header offset {offset}")),
-            };
+            let (proto, field, width) = address_field(ctx, *offset)?;
             Ok(matched(
                 op,
                 json!({"payload": {"protocol": proto, "field": field}}),
@@ -419,22 +494,9 @@ fn compare(
             len: 2,
             mask: None,
         } => {
-            let proto = match *l4 {
-                Some(6) => "tcp",
-                Some(17) => "udp",
-                _ => return Err("transport header without a protocol".into()),
-            };
-            let field = match offset {
-                0 => "sport",
-                2 => "dport",
-                _ => return Err(format!("{proto} header offset {offset}")),
-            };
+            let left = port_field(ctx, *offset)?;
             let port = u16::from_be_bytes(value.try_into().map_err(|_| "port of an odd length")?);
-            Ok(matched(
-                op,
-                json!({"payload": {"protocol": proto, "field": field}}),
-                json!(port),
-            ))
+            Ok(matched(op, left, json!(port)))
         }
         _ => Err("compare of an unsupported key".into()),
     }
@@ -726,6 +788,55 @@ mod tests {
         // Garbage in the expression list is refused, never a panic.
         let ev = decode_rule(NFT_MSG_NEWRULE, 0, 2, &[vec![3, 0, 1, 0, 9, 9, 9, 9]], None);
         assert!(ev.expr.is_err() || ev.expr == Ok(vec![]));
+    }
+
+    #[test]
+    fn inet_rules_need_their_nfproto_and_named_sets_decode() {
+        let nfproto = expr("meta", &[u32a(1, 1), u32a(2, NFT_META_NFPROTO)]);
+        let lookup =
+            |set: &[u8], flags: u32| expr("lookup", &[nla(1, set), u32a(2, 1), u32a(5, flags)]);
+        // meta nfproto ipv4 ip saddr != @blk drop (an inet table)
+        let ev = decode_rule(
+            NFT_MSG_NEWRULE,
+            0,
+            1,
+            &[
+                nfproto.clone(),
+                cmp(0, &[2]),
+                payload(1, 12, 4),
+                lookup(b"blk\0", 1),
+                verdict(NF_DROP),
+            ],
+            None,
+        );
+        assert_eq!(ev.family, "inet");
+        let e = ev.expr.unwrap();
+        assert_eq!(
+            e[0],
+            json!({"match": {"op": "==", "left": {"meta": {"key": "nfproto"}}, "right": "ipv4"}})
+        );
+        assert_eq!(
+            e[1],
+            json!({"match": {"op": "!=", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": "@blk"}})
+        );
+        // Without the nfproto in front, an inet table's header offsets mean nothing yet.
+        let ev = decode_rule(
+            NFT_MSG_NEWRULE,
+            0,
+            1,
+            &[payload(1, 12, 4), cmp(0, &[1, 2, 3, 4])],
+            None,
+        );
+        assert!(ev.expr.is_err());
+        // Anonymous sets and maps are left to the read.
+        let ev = decode_rule(
+            NFT_MSG_NEWRULE,
+            0,
+            2,
+            &[payload(1, 12, 4), lookup(b"__set0\0", 0)],
+            None,
+        );
+        assert!(ev.expr.is_err());
     }
 
     fn ruleset() -> Value {
