@@ -109,11 +109,7 @@ fn measure(lab: &Ends, gen: &Arc<Gen>, frame: &[u8], warm: Duration, secs: Durat
         let t = Instant::now();
         (g.blast(&f, src_if, total).unwrap(), t.elapsed())
     });
-    std::thread::sleep(warm);
-    let (c0, t0, u0) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
-    std::thread::sleep(secs);
-    let (c1, t1, u1) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
-    let (sent, ran) = h.join().unwrap();
+    let s = sample(gen, warm, secs, h);
     if std::env::var_os("FP_BENCH_DEBUG").is_some() {
         for (ns, dev) in [(lab.dut, "d0"), (lab.dut, "d1"), (lab.sink, "s0")] {
             let st = ns.exec("ethtool", &["-S", dev]).unwrap_or_default();
@@ -124,17 +120,7 @@ fn measure(lab: &Ends, gen: &Arc<Gen>, frame: &[u8], warm: Duration, secs: Durat
             eprintln!("{dev}: {}", nz.join(" | "));
         }
     }
-    let el = (t1 - t0).as_secs_f64();
-    let cpu1 = u1
-        .get(1)
-        .zip(u0.get(1))
-        .map(|(a, b)| (a.0 - b.0) as f64 / (a.1 - b.1).max(1) as f64)
-        .unwrap_or(0.0);
-    Sample {
-        pps: (c1 - c0) as f64 / el,
-        offered: sent as f64 / ran.as_secs_f64(),
-        cpu1,
-    }
+    s
 }
 
 /// As `measure`, but the frames arrive on the DUT's `d0` (index `d0`) from a generator in the
@@ -156,20 +142,30 @@ fn measure_local(
         let t = Instant::now();
         (g.receive(&f, d0, total).unwrap(), t.elapsed())
     });
+    sample(gen, warm, secs, h)
+}
+
+/// The sink's rate and CPU 1's busy share over `secs` after `warm`, while `generator` (which
+/// returns the frames it ran and for how long) runs.
+fn sample(
+    gen: &Gen,
+    warm: Duration,
+    secs: Duration,
+    generator: std::thread::JoinHandle<(u64, Duration)>,
+) -> Sample {
     std::thread::sleep(warm);
     let (c0, t0, u0) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
     std::thread::sleep(secs);
     let (c1, t1, u1) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
-    let (run, ran) = h.join().unwrap();
-    let el = (t1 - t0).as_secs_f64();
+    let (frames, ran) = generator.join().unwrap();
     let cpu1 = u1
         .get(1)
         .zip(u0.get(1))
         .map(|(a, b)| (a.0 - b.0) as f64 / (a.1 - b.1).max(1) as f64)
         .unwrap_or(0.0);
     Sample {
-        pps: (c1 - c0) as f64 / el,
-        offered: run as f64 / ran.as_secs_f64(),
+        pps: (c1 - c0) as f64 / (t1 - t0).as_secs_f64(),
+        offered: frames as f64 / ran.as_secs_f64(),
         cpu1,
     }
 }
