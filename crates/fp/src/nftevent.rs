@@ -54,9 +54,11 @@ pub struct RuleEvent {
     pub table: String,
     pub chain: String,
     pub handle: u64,
-    /// The handle of the rule now just before it (only given in the middle of a chain).
+    /// The handle of the rule now just before it. Kernels differ on when they give it: for
+    /// any rule but the first (before 6.x), or only in the middle of the chain (now).
     pub after: Option<u64>,
-    /// Appended (NLM_F_APPEND): without `after`, the rule is the chain's last, else its first.
+    /// NLM_F_APPEND on the event: without `after`, the rule is the chain's last, else its
+    /// first (the older kernels never set it and give `after` for all but the first).
     pub append: bool,
     /// The expressions in `nft -j` shape; Err: why they are not decoded here.
     pub expr: Result<Vec<Value>, String>,
