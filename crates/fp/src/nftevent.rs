@@ -55,7 +55,7 @@ pub struct RuleEvent {
     pub chain: String,
     pub handle: u64,
     /// The handle of the rule now just before it. Kernels differ on when they give it: for
-    /// any rule but the first (before 6.x), or only in the middle of the chain (now).
+    /// any rule but the first (older kernels), or only in the middle of the chain (newer).
     pub after: Option<u64>,
     /// NLM_F_APPEND on the event: without `after`, the rule is the chain's last, else its
     /// first (the older kernels never set it and give `after` for all but the first).
