@@ -564,20 +564,22 @@ pub fn dump_rules(s: &mut Socket, family: u8) -> Result<Vec<RuleKey>> {
         .collect())
 }
 
+/// One netlink attribute, padded: for building test input here and in nftevent.
+#[cfg(test)]
+pub(crate) fn attr(ty: u16, v: &[u8]) -> Vec<u8> {
+    let mut a = Vec::new();
+    a.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
+    a.extend_from_slice(&ty.to_ne_bytes());
+    a.extend_from_slice(v);
+    while a.len() % 4 != 0 {
+        a.push(0);
+    }
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn attr(ty: u16, v: &[u8]) -> Vec<u8> {
-        let mut a = Vec::new();
-        a.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
-        a.extend_from_slice(&ty.to_ne_bytes());
-        a.extend_from_slice(v);
-        while a.len() % 4 != 0 {
-            a.push(0);
-        }
-        a
-    }
 
     fn msg(ty: u16, payload: &[u8]) -> Vec<u8> {
         let mut m = Vec::new();

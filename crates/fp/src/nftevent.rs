@@ -587,17 +587,7 @@ pub fn apply(ruleset: &mut Value, ev: &RuleEvent) -> bool {
 mod tests {
     use super::*;
 
-    /// Netlink attribute builder for the tests: (type, value), nested as bytes.
-    fn nla(ty: u16, value: &[u8]) -> Vec<u8> {
-        let mut v = Vec::new();
-        v.extend_from_slice(&((4 + value.len()) as u16).to_ne_bytes());
-        v.extend_from_slice(&ty.to_ne_bytes());
-        v.extend_from_slice(value);
-        while v.len() % 4 != 0 {
-            v.push(0);
-        }
-        v
-    }
+    use crate::netlink::attr as nla;
 
     fn nest(parts: &[Vec<u8>]) -> Vec<u8> {
         parts.concat()
