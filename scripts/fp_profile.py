@@ -42,9 +42,9 @@ REST = "IP stack, bridge and the rest"
 
 def main():
     data = tempfile.mktemp(suffix=".perf")
-    print(f"fp_profile: perf record -C 1 -- {BENCH} {SECS} 1 {ROW}", file=sys.stderr)
+    print(f"fp_profile: perf record -a -- {BENCH} {SECS} 1 {ROW}", file=sys.stderr)
     run = subprocess.run(
-        ["perf", "record", "-q", "-C", "1", "-o", data, "--", BENCH, SECS, "1", ROW],
+        ["perf", "record", "-q", "-a", "-o", data, "--", BENCH, SECS, "1", ROW],
         capture_output=True, text=True, check=True)
     rows = [l for l in run.stdout.splitlines() if l.startswith("| ") and ROW in l]
     if len(rows) < 2:
@@ -52,7 +52,7 @@ def main():
     cells = [c.strip() for c in rows[1].strip("|").split("|")]
     pps = {"Linux": float(cells[1]) * 1e6, "fast path": float(cells[2]) * 1e6}
 
-    script = subprocess.run(["perf", "script", "-i", data, "-F", "time,ip,sym"],
+    script = subprocess.run(["perf", "script", "-i", data, "-C", "1", "-F", "time,ip,sym"],
                             capture_output=True, text=True).stdout
     per_sec = collections.defaultdict(collections.Counter)
     for line in script.splitlines():
@@ -78,7 +78,7 @@ def main():
             print(f"{who}: no clean window found")
             continue
         report = subprocess.run(
-            ["perf", "report", "-i", data, "--time", f"{secs[0]},{secs[-1] + 1}",
+            ["perf", "report", "-i", data, "--cpu", "1", "--time", f"{secs[0]},{secs[-1] + 1}",
              "--no-children", "--sort", "sym", "-g", "none", "--percent-limit", "0"],
             capture_output=True, text=True).stdout
         shares = collections.Counter()
