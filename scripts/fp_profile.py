@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Where the forwarding core's time goes, Linux against the fast path, for one fp_bench row.
 
-Runs `fp_bench SECS 1 ROW` under `perf record -C 1` (cpu-clock; no hardware counters needed),
-finds the seconds of the "on the DUT" measurements (the generator gen_rx on CPU 1: with
+Runs `fp_bench SECS 1 ROW` under `perf record -a` (cpu-clock; no hardware counters needed;
+all CPUs, so that the side-band events of programs loaded on CPU 0 are recorded), reads CPU 1's
+samples, finds the seconds of the "on the DUT" measurements (the generator gen_rx on CPU 1: with
 fp_xdp samples the fast path, without them Linux), and prints each one's ns per packet split
 into coarse buckets: per-symbol shares times the measured ns per packet.
 
-    sudo scripts/fp_profile.py [ROW] [SECS]     # defaults: router 6
+    sudo scripts/fp_profile.py [ROW] [SECS]     # defaults: "router (50" 6
+
+ROW must pick out exactly one fp_bench row (a veth and an on-the-DUT line).
 
 Run from the repository root, as root, after
 `cargo build --release -p wirespeed-fp --example fp_bench`.
@@ -17,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-ROW = sys.argv[1] if len(sys.argv) > 1 else "router"
+ROW = sys.argv[1] if len(sys.argv) > 1 else "router (50"
 SECS = sys.argv[2] if len(sys.argv) > 2 else "6"
 BENCH = "target/release/examples/fp_bench"
 
@@ -47,8 +50,8 @@ def main():
         ["perf", "record", "-q", "-a", "-o", data, "--", BENCH, SECS, "1", ROW],
         capture_output=True, text=True, check=True)
     rows = [l for l in run.stdout.splitlines() if l.startswith("| ") and ROW in l]
-    if len(rows) < 2:
-        sys.exit(f"fp_profile: no '{ROW}' rows in the bench output:\n{run.stdout}")
+    if len(rows) != 2:
+        sys.exit(f"fp_profile: want one veth and one on-the-DUT '{ROW}' row:\n{run.stdout}")
     cells = [c.strip() for c in rows[1].strip("|").split("|")]
     pps = {"Linux": float(cells[1]) * 1e6, "fast path": float(cells[2]) * 1e6}
 
