@@ -33,6 +33,14 @@ struct fp_ctl {
 	__u8 filter_v6;
 	__u8 policy_drop_v4;
 	__u8 policy_drop_v6;
+	/* The IPv4 next-hop cache (route_cache_v4): entries from another generation are
+	 * misses. The daemon writes a new generation after every rtnetlink event (route,
+	 * neighbour, link, address, netconf, rule), never reusing one. */
+	__u32 route_gen;
+	/* Zero while the kernel's answer could depend on more than the destination, TOS and
+	 * ingress port (multipath routes, nexthop objects): every packet asks the FIB. */
+	__u8 route_cache_v4;
+	__u8 unused[3];
 };
 
 struct {
@@ -41,5 +49,32 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fp_ctl);
 } ctl SEC(".maps");
+
+/* The kernel FIB's answers for recent IPv4 destinations, per CPU and direct-mapped: one
+ * array slot per hashed destination, no locks, a collision only costs a FIB lookup. This
+ * is what brings a forwarded packet below the cost of bpf_fib_lookup (about 90 ns here,
+ * docs/benchmarks/fp.md). Only answers that ended in a redirect are kept. */
+#define ROUTE_CACHE_BITS 10
+
+struct route_cache_v4 {
+	__u32 gen;
+	__be32 dst;
+	__u32 in_ifindex;
+	__u32 oif;
+	/* The largest packet the FIB has let through to this destination (its MTU check):
+	 * a larger one asks again. */
+	__u16 max_len;
+	__u8 tos;
+	__u8 unused;
+	__u8 dmac[ETH_ALEN];
+	__u8 smac[ETH_ALEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << ROUTE_CACHE_BITS);
+	__type(key, __u32);
+	__type(value, struct route_cache_v4);
+} route_cache_v4 SEC(".maps");
 
 #endif

@@ -104,20 +104,53 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 		return RT_PASS;
 	}
 
-	fib.family = AF_INET;
-	fib.tos = iph->tos;
-	fib.l4_protocol = iph->protocol;
-	fib.tot_len = tot_len;
-	fib.ipv4_src = iph->saddr;
-	fib.ipv4_dst = iph->daddr;
-	fib.ifindex = in_ifindex(ctx);
-	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
-		*why = fib_reason(rc);
-		return RT_PASS;
+	/* A cached answer stands for bpf_fib_lookup only if it is of this generation and for the
+	 * same destination, TOS and ingress port, and the packet is no longer than one the FIB
+	 * passed: with no policy rules and no multipath those are all the FIB's answer depends
+	 * on, and any change to it comes with an rtnetlink event, hence a new generation. */
+	__u32 in_if = in_ifindex(ctx);
+	struct route_cache_v4 *hop = NULL;
+	__u32 gen = 0;
+
+	if (c->route_cache_v4) {
+		__u32 slot = (bpf_ntohl(iph->daddr) * 0x9E3779B1u) >> (32 - ROUTE_CACHE_BITS);
+
+		/* Read before the FIB is asked: an answer stored under it is stale once a
+		 * newer generation is written. */
+		gen = *(volatile __u32 *)&c->route_gen;
+		hop = bpf_map_lookup_elem(&route_cache_v4, &slot);
 	}
-	if (!egress_ok(&fib, in_ifindex(ctx), why))
-		return RT_PASS;
+	if (hop && hop->gen == gen && hop->dst == iph->daddr && hop->in_ifindex == in_if &&
+	    hop->tos == iph->tos && tot_len <= hop->max_len) {
+		fib.ifindex = hop->oif;
+		__builtin_memcpy(fib.dmac, hop->dmac, ETH_ALEN);
+		__builtin_memcpy(fib.smac, hop->smac, ETH_ALEN);
+	} else {
+		fib.family = AF_INET;
+		fib.tos = iph->tos;
+		fib.l4_protocol = iph->protocol;
+		fib.tot_len = tot_len;
+		fib.ipv4_src = iph->saddr;
+		fib.ipv4_dst = iph->daddr;
+		fib.ifindex = in_if;
+		rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+			*why = fib_reason(rc);
+			return RT_PASS;
+		}
+		if (!egress_ok(&fib, in_if, why))
+			return RT_PASS;
+		if (hop) {
+			hop->gen = gen;
+			hop->dst = iph->daddr;
+			hop->in_ifindex = in_if;
+			hop->oif = fib.ifindex;
+			hop->max_len = tot_len;
+			hop->tos = iph->tos;
+			__builtin_memcpy(hop->dmac, fib.dmac, ETH_ALEN);
+			__builtin_memcpy(hop->smac, fib.smac, ETH_ALEN);
+		}
+	}
 	if (cfg_filter_v4 && c->filter_v4) {
 		int f = filter_v4(p, iph, fib.ifindex, c);
 

@@ -260,9 +260,11 @@ fn main() {
     println!("| config | Linux Mpps (median) | fast path Mpps (median) | ratio median (min-max) | offered Mpps | DUT CPU1 busy L / FP |");
     println!("|---|---|---|---|---|---|");
 
-    let configs: [(&str, &dyn Fn()); 3] = [
-        ("router (50 prefixes)", &|| {}),
-        ("gateway (100 iptables rules)", &|| {
+    // (row, fast path with its route cache, set-up on top of the previous rows')
+    let configs: [(&str, bool, &dyn Fn()); 4] = [
+        ("router (50 prefixes)", true, &|| {}),
+        ("router, route cache off", false, &|| {}),
+        ("gateway (100 iptables rules)", true, &|| {
             let mut rules = String::from("*filter\n:FORWARD ACCEPT [0:0]\n");
             for x in 0..100 {
                 rules.push_str(&format!(
@@ -283,7 +285,7 @@ fn main() {
             c.stdin.take().unwrap().write_all(rules.as_bytes()).unwrap();
             assert!(c.wait().unwrap().success());
         }),
-        ("gateway (one ipset, 100 members)", &|| {
+        ("gateway (one ipset, 100 members)", true, &|| {
             lab.dut.exec("iptables-nft", &["-F", "FORWARD"]).unwrap();
             let mut restore = String::from("create blk hash:ip family inet\n");
             for x in 0..100 {
@@ -332,16 +334,20 @@ fn main() {
     };
     let d0 = ifindex(&lab.dut, "d0");
     let mut local_rows = Vec::new();
-    for (name, setup) in configs {
+    for (name, route_cache, setup) in configs {
         setup();
         if !wanted(name) {
             continue;
         }
-        let row = compare(name, rounds, &lab.dut, BridgeHook::Auto, &|| {
+        let fp = Fp {
+            hook: BridgeHook::Auto,
+            route_cache,
+        };
+        let row = compare(name, rounds, &lab.dut, fp, &|| {
             measure(&ends, &gen, &frame, warm, secs)
         });
         println!("{row}");
-        local_rows.push(compare(name, rounds, &lab.dut, BridgeHook::Auto, &|| {
+        local_rows.push(compare(name, rounds, &lab.dut, fp, &|| {
             measure_local(&ends, d0, &gen, &frame, warm, secs)
         }));
     }
@@ -388,12 +394,16 @@ fn main() {
         .unwrap();
     let name = "bridge (2 ports, XDP)";
     if wanted(name) {
-        let row = compare(name, rounds, &br.dut, BridgeHook::Xdp, &|| {
+        let fp = Fp {
+            hook: BridgeHook::Xdp,
+            route_cache: true,
+        };
+        let row = compare(name, rounds, &br.dut, fp, &|| {
             measure(&br_ends, &bgen, &bframe, warm, secs)
         });
         println!("{row}");
         let bd0 = ifindex(&br.dut, "d0");
-        local_rows.push(compare(name, rounds, &br.dut, BridgeHook::Xdp, &|| {
+        local_rows.push(compare(name, rounds, &br.dut, fp, &|| {
             measure_local(&br_ends, bd0, &bgen, &bframe, warm, secs)
         }));
     }
@@ -535,13 +545,22 @@ fn responses(d: &RunningDaemon, label: &str, kind: &str, n: usize, command: &dyn
 }
 
 /// Runs `f` with the daemon attached in `dut`, checking that something was fast-pathed.
-fn with_daemon<T>(
-    dut: &wirespeed_lab::Netns,
+/// How the fast path's daemon runs in a row.
+#[derive(Clone, Copy)]
+struct Fp {
     hook: BridgeHook,
-    name: &str,
-    f: impl FnOnce() -> T,
-) -> T {
-    let mut d = RunningDaemon::start_with(dut, None, hook);
+    route_cache: bool,
+}
+
+fn with_daemon<T>(dut: &wirespeed_lab::Netns, fp: Fp, name: &str, f: impl FnOnce() -> T) -> T {
+    let mut d = RunningDaemon::start_config(
+        dut,
+        wirespeed_fp::daemon::Config {
+            bridge_hook: fp.hook,
+            route_cache: fp.route_cache,
+            ..Default::default()
+        },
+    );
     d.wait_for("attached", |s| {
         s.ports.len() == 2 && s.ports.iter().all(|p| !p.modules.is_empty())
     });
@@ -565,20 +584,20 @@ fn with_daemon<T>(
     out
 }
 
-/// `rounds` of Linux then fast path (the daemon in `dut`, bridge ports at `hook`), each
+/// `rounds` of Linux then fast path (the daemon in `dut`, run as `opts` says), each
 /// measured by `m`; prints one table row of medians and ratios.
 fn compare(
     name: &str,
     rounds: usize,
     dut: &wirespeed_lab::Netns,
-    hook: BridgeHook,
+    opts: Fp,
     m: &dyn Fn() -> Sample,
 ) -> String {
     let (mut lin, mut fp, mut ratios, mut offered) = (vec![], vec![], vec![], vec![]);
     let (mut cpu_l, mut cpu_f) = (vec![], vec![]);
     for _ in 0..rounds {
         let l = m();
-        let f = with_daemon(dut, hook, name, m);
+        let f = with_daemon(dut, opts, name, m);
         ratios.push(f.pps / l.pps.max(1.0));
         lin.push(l.pps);
         fp.push(f.pps);
@@ -667,9 +686,15 @@ fn pod_to_pod(secs: Duration, rounds: usize) {
     let (mut p50l, mut p50f, mut p99l, mut p99f) = (vec![], vec![], vec![], vec![]);
     for _ in 0..rounds {
         let (l, mut ll) = ping_pong(&net, secs);
-        let (f, mut lf) = with_daemon(&net.node, BridgeHook::Auto, "pod-to-pod", || {
-            ping_pong(&net, secs)
-        });
+        let (f, mut lf) = with_daemon(
+            &net.node,
+            Fp {
+                hook: BridgeHook::Auto,
+                route_cache: true,
+            },
+            "pod-to-pod",
+            || ping_pong(&net, secs),
+        );
         rl.push(l);
         rf.push(f);
         ratio.push(f / l);

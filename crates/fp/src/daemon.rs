@@ -63,6 +63,8 @@ pub struct Config {
     pub only: Option<Vec<String>>,
     pub status_path: PathBuf,
     pub bridge_hook: BridgeHook,
+    /// The IPv4 route cache (fp_maps.h); off, every packet asks the kernel's FIB.
+    pub route_cache: bool,
 }
 
 impl Default for Config {
@@ -71,6 +73,7 @@ impl Default for Config {
             only: None,
             status_path: default_status_path(),
             bridge_hook: BridgeHook::Auto,
+            route_cache: true,
         }
     }
 }
@@ -106,7 +109,8 @@ impl Port {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Response {
     pub events: String,
-    /// none (the kernel's tables are the data path's), maps, swap, attach, detach
+    /// none (nothing the data path holds changed), route cache (a new route-cache
+    /// generation only), maps, swap, attach, detach
     pub action: String,
     pub micros: f64,
     /// Of `micros`, the time spent reading the nftables ruleset (libnftables, or `nft`);
@@ -275,6 +279,7 @@ impl Daemon {
         let bridge_maps = Program::load(&Features::default())?.maps.bridge.share()?;
         let model = Model {
             bridge_hook: cfg.bridge_hook,
+            no_route_cache: !cfg.route_cache,
             ..model
         };
         Ok(Daemon {
@@ -348,6 +353,11 @@ impl Daemon {
         } else {
             None
         };
+    }
+
+    fn sync_routes_v4(&mut self) -> Result<()> {
+        self.model.uncacheable_v4_routes = netlink::count_uncacheable_v4_routes(&mut self.dump)?;
+        Ok(())
     }
 
     fn sync_rules(&mut self, family: u8) -> Result<()> {
@@ -519,6 +529,7 @@ impl Daemon {
 
     fn sync_all(&mut self) -> Result<()> {
         self.sync_links()?;
+        self.sync_routes_v4()?;
         self.sync_rules(2)?;
         self.sync_rules(10)?;
         self.sync_sysctls();
@@ -605,6 +616,19 @@ impl Daemon {
         }
     }
 
+    /// Starts a new route-cache generation in every attached program.
+    fn invalidate_routes(&mut self) {
+        let errs: Vec<String> = self
+            .ports
+            .values()
+            .filter_map(|p| p.prog.invalidate_routes().err())
+            .map(|e| format!("{}: {e}", "route cache"))
+            .collect();
+        for e in errs {
+            self.note_error(e);
+        }
+    }
+
     /// Makes the attached programs match the plan. Returns what it did.
     fn reconcile(&mut self) -> &'static str {
         let plan = self.model.plan();
@@ -643,7 +667,8 @@ impl Daemon {
             let res: Result<()> = (|| {
                 match self.ports.get_mut(idx) {
                     Some(port) if port.prog.features.serves(&f) => {
-                        port.prog.set_ctl(pp.off_v4, pp.off_v6, &f)?;
+                        port.prog
+                            .set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
                         port.prog.set_tx_ports(&plan.tx_ports)?;
                         if port.tables != tables {
                             if let Some(t) = &tables {
@@ -661,7 +686,7 @@ impl Daemon {
                                 None,
                             ),
                         };
-                        prog.set_ctl(pp.off_v4, pp.off_v6, &f)?;
+                        prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
                         prog.set_tx_ports(&plan.tx_ports)?;
                         if let Some(t) = &tables {
                             if old_tables.as_ref() != Some(t) {
@@ -685,7 +710,7 @@ impl Daemon {
                             loader::remove_stale_xdp(*idx);
                         }
                         let prog = Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?;
-                        prog.set_ctl(pp.off_v4, pp.off_v6, &f)?;
+                        prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
                         prog.set_tx_ports(&plan.tx_ports)?;
                         if let Some(t) = &tables {
                             prog.write_filter(t)?;
@@ -884,6 +909,8 @@ impl Daemon {
             let (mut rules4, mut rules6, mut sysctls, mut filter) = (false, false, false, false);
             let mut bridge = false;
             let mut fdb = false;
+            let mut routes4 = false;
+            let mut rtnl = false;
             while let Some(n) = events.recv(&mut buf)? {
                 if n == 0 {
                     resync = true; // overrun: events were lost
@@ -894,8 +921,13 @@ impl Daemon {
                         continue;
                     };
                     kinds.push(ev.kind());
-                    changed |= self.model.apply(&ev);
+                    // FDB entries (learning!) come and go all the time and never
+                    // change what the FIB answers for a port we redirect to.
+                    rtnl |= !matches!(ev, Event::Fdb { .. });
+                    let plan_may_change = self.model.apply(&ev);
+                    changed |= plan_may_change;
                     match ev {
+                        Event::Route { .. } if plan_may_change => routes4 = true,
                         Event::Rules { family: 2 } => rules4 = true,
                         Event::Rules { .. } => rules6 = true,
                         Event::Netconf => sysctls = true,
@@ -959,6 +991,9 @@ impl Daemon {
                     self.sync_all()?;
                     changed = true;
                 }
+                if routes4 {
+                    self.sync_routes_v4()?;
+                }
                 if rules4 {
                     self.sync_rules(2)?;
                 }
@@ -996,6 +1031,13 @@ impl Daemon {
                 let mut action = if changed { self.reconcile() } else { "none" };
                 if fdb && action == "none" {
                     action = "maps"; // written as the events came
+                }
+                if rtnl || resync {
+                    // Whatever changed, the FIB's answers may have: none cached survives.
+                    self.invalidate_routes();
+                    if action == "none" {
+                        action = "route cache";
+                    }
                 }
                 self.record(kinds.join(","), action, t_event);
                 self.write_status(true);

@@ -197,7 +197,16 @@ pub struct Program {
     fd: OwnedFd,
     pub maps: Maps,
     pub features: Features,
+    /// The fp_ctl value last written, so that a new route generation keeps the switches.
+    ctl: std::sync::Mutex<[u8; CTL_LEN]>,
 }
+
+/// sizeof(struct fp_ctl).
+const CTL_LEN: usize = 24;
+
+/// Route-cache generations, process-wide: a program never meets a generation it has cached
+/// answers under once another has been written, even after it served as a spare.
+static ROUTE_GEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
 /// XDP verdicts, as returned by a test run.
 pub const XDP_DROP: u32 = 1;
@@ -280,9 +289,11 @@ impl Program {
             fd,
             maps,
             features: *features,
+            ctl: std::sync::Mutex::new([0; CTL_LEN]),
         };
-        // Standalone use (tests, benchmarks): the filter runs as the features describe it.
-        prog.set_ctl(false, false, features)?;
+        // Standalone use (tests, benchmarks): the filter runs as the features describe it,
+        // the route cache on.
+        prog.set_ctl(false, false, features, true)?;
         Ok(prog)
     }
 
@@ -307,12 +318,20 @@ impl Program {
         Ok(())
     }
 
-    /// Sets the run-time switches: a family handed to the kernel, and the filter as `want`
-    /// describes it (on or off, fields, policies), within what this program compiled in.
-    pub fn set_ctl(&self, off_v4: bool, off_v6: bool, want: &Features) -> Result<()> {
+    /// Sets the run-time switches: a family handed to the kernel, the filter as `want`
+    /// describes it (on or off, fields, policies) within what this program compiled in, and
+    /// the IPv4 route cache. Every write starts a new route generation.
+    pub fn set_ctl(
+        &self,
+        off_v4: bool,
+        off_v6: bool,
+        want: &Features,
+        route_cache_v4: bool,
+    ) -> Result<()> {
         // struct fp_ctl { u32 off_v4, off_v6, filter_fields; u8 filter_v4, filter_v6,
-        //                 policy_drop_v4, policy_drop_v6; }
-        let mut v = [0u8; 16];
+        //                 policy_drop_v4, policy_drop_v6; u32 route_gen; u8 route_cache_v4,
+        //                 unused[3]; }
+        let mut v = [0u8; CTL_LEN];
         v[..4].copy_from_slice(&(off_v4 as u32).to_ne_bytes());
         v[4..8].copy_from_slice(&(off_v6 as u32).to_ne_bytes());
         v[8..12].copy_from_slice(&(want.filter_fields as u32).to_ne_bytes());
@@ -320,10 +339,27 @@ impl Program {
         v[13] = want.filter_v6 as u8;
         v[14] = want.policy_drop_v4 as u8;
         v[15] = want.policy_drop_v6 as u8;
+        v[20] = route_cache_v4 as u8;
+        self.write_ctl(v)
+    }
+
+    /// Drops every cached FIB answer (a new route generation): after any change to routes,
+    /// neighbours, links, addresses or forwarding settings.
+    pub fn invalidate_routes(&self) -> Result<()> {
+        let v = *self.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        self.write_ctl(v)
+    }
+
+    fn write_ctl(&self, mut v: [u8; CTL_LEN]) -> Result<()> {
+        let mut last = self.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        let gen = ROUTE_GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        v[16..20].copy_from_slice(&gen.to_ne_bytes());
         self.maps
             .ctl
             .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
-            .map_err(bpf("set fp_ctl"))
+            .map_err(bpf("set fp_ctl"))?;
+        *last = v;
+        Ok(())
     }
 
     pub fn tx_port_count(&self) -> usize {

@@ -113,7 +113,11 @@ pub enum Event {
         family: u8,
     },
     Netconf,
-    Route,
+    Route {
+        family: u8,
+        /// Multipath or a nexthop object: see netlink::route_uncacheable.
+        uncacheable: bool,
+    },
     Addr,
     Neigh,
     Nft,
@@ -132,7 +136,7 @@ impl Event {
             Event::LinkDel(_) => "link",
             Event::Rules { .. } => "rule",
             Event::Netconf => "netconf",
-            Event::Route => "route",
+            Event::Route { .. } => "route",
             Event::Addr => "addr",
             Event::Neigh => "neigh",
             Event::Nft => "nftables",
@@ -172,6 +176,11 @@ pub struct Model {
     /// of bridged IPv4 / IPv6 frames.
     pub br_nf_v4: bool,
     pub br_nf_v6: bool,
+    /// IPv4 routes the route cache cannot stand for (netlink::route_uncacheable), all
+    /// tables: while there are any, every IPv4 packet asks the FIB.
+    pub uncacheable_v4_routes: usize,
+    /// The route cache is switched off (`fp run --no-route-cache`).
+    pub no_route_cache: bool,
 }
 
 /// What one interface should run.
@@ -183,6 +192,8 @@ pub struct PortPlan {
     /// Families handed to the kernel at run time (a map flag, no program swap).
     pub off_v4: bool,
     pub off_v6: bool,
+    /// The IPv4 router answers from its route cache (fp_maps.h) where it can.
+    pub route_cache_v4: bool,
     /// Why a module is off, for status.
     pub notes: Vec<String>,
 }
@@ -209,7 +220,14 @@ impl Model {
             Event::LinkDel(i) => self.links.remove(i).is_some(),
             // Resynced by the watcher (rule dumps, sysctls, ruleset), which then sets fields.
             Event::Rules { .. } | Event::Netconf | Event::Nft => true,
-            Event::Route | Event::Addr | Event::Neigh => false,
+            // The program asks the kernel's FIB (through its route cache, which the watcher
+            // invalidates on every event), so routes change no plan, unless one may turn the
+            // route cache on or off; the watcher then recounts them.
+            Event::Route {
+                family,
+                uncacheable,
+            } => *family == 2 && (*uncacheable || self.uncacheable_v4_routes > 0),
+            Event::Addr | Event::Neigh => false,
             Event::Bridge => true,
             Event::Fdb { add, entry } => {
                 if *add {
@@ -325,6 +343,7 @@ impl Model {
                 features: f,
                 off_v4: false,
                 off_v6: false,
+                route_cache_v4: false,
                 notes,
             },
         );
@@ -448,6 +467,15 @@ impl Model {
             if f.filter_v4 || f.filter_v6 {
                 f.filter_fields = self.filter.fields();
             }
+            let route_cache_v4 = self.uncacheable_v4_routes == 0 && !self.no_route_cache;
+            if self.no_route_cache {
+                notes.push("route cache off: --no-route-cache".into());
+            } else if !route_cache_v4 {
+                notes.push(format!(
+                    "route cache off: {} IPv4 multipath or nexthop-object routes",
+                    self.uncacheable_v4_routes
+                ));
+            }
             plan.ports.insert(
                 l.index,
                 PortPlan {
@@ -456,6 +484,7 @@ impl Model {
                     features: f,
                     off_v4,
                     off_v6,
+                    route_cache_v4,
                     notes,
                 },
             );
@@ -550,7 +579,14 @@ mod tests {
         assert_eq!(m.plan().ports.keys().copied().collect::<Vec<_>>(), vec![3]);
         assert!(m.apply(&Event::LinkDel(3)));
         assert!(m.plan().ports.is_empty());
-        assert!(!m.apply(&Event::Route));
+        assert!(!m.apply(&Event::Route {
+            family: 2,
+            uncacheable: false
+        }));
+        assert!(m.apply(&Event::Route {
+            family: 2,
+            uncacheable: true
+        }));
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub const RTM_NEWADDR: u16 = 20;
 pub const RTM_DELADDR: u16 = 21;
 pub const RTM_NEWROUTE: u16 = 24;
 pub const RTM_DELROUTE: u16 = 25;
+pub const RTM_GETROUTE: u16 = 26;
 pub const RTM_NEWNEIGH: u16 = 28;
 pub const RTM_DELNEIGH: u16 = 29;
 pub const RTM_NEWRULE: u16 = 32;
@@ -331,6 +332,29 @@ pub fn parse_rule(payload: &[u8]) -> Option<RuleKey> {
     })
 }
 
+const RTA_MULTIPATH: u16 = 9;
+const RTA_NH_ID: u16 = 30;
+
+/// Whether an RTM_NEWROUTE/DELROUTE payload (rtmsg and attributes) is a route for which the
+/// FIB's answer depends on more than the destination: multipath (the flow's hash picks the
+/// next hop), or a nexthop object (which changes without route events).
+pub fn route_uncacheable(payload: &[u8]) -> bool {
+    payload.len() >= 12
+        && attrs(&payload[12..])
+            .iter()
+            .any(|(ty, _)| *ty == RTA_MULTIPATH || *ty == RTA_NH_ID)
+}
+
+/// Dumps every IPv4 route (all tables) and counts those `route_uncacheable` finds.
+pub fn count_uncacheable_v4_routes(s: &mut Socket) -> Result<usize> {
+    let mut hdr = [0u8; 12]; // rtmsg
+    hdr[0] = 2; // AF_INET
+    Ok(s.dump(RTM_GETROUTE, &hdr)?
+        .iter()
+        .filter(|(t, p)| *t == RTM_NEWROUTE && route_uncacheable(p))
+        .count())
+}
+
 /// Classifies one event message; dumps of links and rules go through the same parsers.
 pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
     match msg.ty {
@@ -350,7 +374,10 @@ pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
             Some(Event::Rules { family })
         }
         RTM_NEWNETCONF | RTM_DELNETCONF => Some(Event::Netconf),
-        RTM_NEWROUTE | RTM_DELROUTE => Some(Event::Route),
+        RTM_NEWROUTE | RTM_DELROUTE => Some(Event::Route {
+            family: *msg.payload.first()?,
+            uncacheable: route_uncacheable(msg.payload),
+        }),
         RTM_NEWADDR | RTM_DELADDR => Some(Event::Addr),
         RTM_NEWNEIGH | RTM_DELNEIGH => Some(Event::Neigh),
         _ => None,
@@ -735,5 +762,30 @@ mod tests {
             let _ = parse_fdb(&fdb_payload(4, 2, Some(9))[..cut]);
             let _ = parse_bridge_port(&bridge_port_payload()[..cut]);
         }
+    }
+
+    #[test]
+    fn tells_multipath_and_nexthop_object_routes() {
+        let mut rtmsg = vec![2u8, 24, 0, 0, 254, 3, 0, 1, 0, 0, 0, 0];
+        let plain = [rtmsg.clone(), attr(5, &[198, 18, 1, 2])].concat(); // RTA_GATEWAY
+        assert!(!route_uncacheable(&plain));
+        let multipath = [rtmsg.clone(), attr(RTA_MULTIPATH, &[0; 8])].concat();
+        assert!(route_uncacheable(&multipath));
+        let nhid = [rtmsg.clone(), attr(RTA_NH_ID, &7u32.to_ne_bytes())].concat();
+        assert!(route_uncacheable(&nhid));
+        rtmsg.truncate(5);
+        assert!(!route_uncacheable(&rtmsg));
+        let ev = parse_event(&Msg {
+            ty: RTM_NEWROUTE,
+            flags: 0,
+            payload: &multipath,
+        });
+        assert!(matches!(
+            ev,
+            Some(Event::Route {
+                family: 2,
+                uncacheable: true
+            })
+        ));
     }
 }

@@ -1,5 +1,6 @@
 //! The router in a `line` lab: 50 prefixes forwarded through the fast path, and
-//! configuration changes (route add/del, policy rule add/del, link down) taking effect.
+//! configuration changes (route add/del, multipath, policy rule add/del, link down) taking
+//! effect.
 
 mod common;
 
@@ -34,8 +35,12 @@ fn routes_fifty_prefixes_and_follows_changes() {
         forwarded(s, "d0") >= PREFIXES as u64 && forwarded(s, "d1") >= PREFIXES as u64
     });
 
-    // route del / add: the program asks the kernel FIB, so both apply at once.
+    // route del / add: the program asks the kernel FIB through its route cache, which the
+    // daemon invalidates on each route event; a change applies once the daemon answered it.
+    let answered = |d: &RunningDaemon| d.status().map(|s| s.response_count).unwrap_or(0);
+    let seen = answered(&d);
     lab.dut.ip(&["route", "del", "198.19.7.0/24"]).unwrap();
+    d.wait_for("route del answered", |s| s.response_count > seen);
     assert!(
         !ping_once(&lab.src, "198.19.7.1"),
         "deleted route still forwarded"
@@ -48,6 +53,40 @@ fn routes_fifty_prefixes_and_follows_changes() {
         s.responses.iter().any(|r| r.events.contains("route"))
     });
     assert!(s.response_count > 1);
+
+    // A multipath route: the flow's hash picks the next hop, which a cache keyed by the
+    // destination cannot stand for, so the cache is off while one exists.
+    let cache_off = |s: &Status| {
+        s.ports
+            .iter()
+            .all(|p| p.notes.iter().any(|n| n.contains("route cache off")))
+    };
+    assert!(!cache_off(&d.status().unwrap()));
+    lab.dut
+        .ip(&[
+            "route",
+            "replace",
+            "198.19.7.0/24",
+            "nexthop",
+            "via",
+            "198.18.1.2",
+            "nexthop",
+            "via",
+            "198.18.1.2",
+        ])
+        .unwrap();
+    d.wait_for("route cache off", cache_off);
+    let before = forwarded(&d.status().unwrap(), "d0");
+    assert!(
+        ping(&lab.src, "198.19.7.1"),
+        "multipath route not forwarded"
+    );
+    d.wait_for("multipath fast-pathed", |s| forwarded(s, "d0") > before);
+    lab.dut
+        .ip(&["route", "replace", "198.19.7.0/24", "via", "198.18.1.2"])
+        .unwrap();
+    d.wait_for("route cache on again", |s| !cache_off(s));
+    assert!(ping(&lab.src, "198.19.7.1"));
 
     // A policy rule: the family goes to the kernel, which applies the rule.
     lab.dut

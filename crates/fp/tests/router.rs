@@ -370,3 +370,108 @@ fn filter_drops_accepts_and_defers_like_the_chain() {
         })
         .unwrap();
 }
+
+/// Keeps the calling thread on one CPU: the route cache is per CPU, and a test run uses the
+/// caller's.
+fn pin_to_first_allowed_cpu() {
+    // SAFETY: cpu_set_t is plain data; sched_{get,set}affinity read and write only it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0
+        );
+        let cpu = (0..libc::CPU_SETSIZE as usize)
+            .find(|c| libc::CPU_ISSET(*c, &set))
+            .unwrap();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+    }
+}
+
+/// `ip` in the calling thread's namespace (the closure of `Netns::run`).
+fn ip_here(args: &[&str]) {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ip {args:?}: {out:?}");
+}
+
+#[test]
+fn route_cache_answers_until_invalidated_and_never_past_a_longer_packet() {
+    let lab = lab("e");
+    let (in_idx, out_idx, in_mac, out_mac) = (lab.in_idx, lab.out_idx, lab.in_mac, lab.out_mac);
+    lab.ns
+        .run(move || {
+            pin_to_first_allowed_cpu();
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let frame = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &udp());
+            let via = |mac: [u8; 6]| pkt::ipv4(mac, out_mac, SRC4, DST4, 63, &[], &udp());
+            let forwarded = (XDP_REDIRECT, via(NEXT_HOP_MAC));
+            // The first packet asks the FIB and fills the cache; the next is answered from
+            // it, with the same bytes out.
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+
+            // The next hop moves. Until a new generation the cached answer stands: the
+            // window that the daemon's response time bounds.
+            let new_mac = [0x02, 0, 0, 0, 0x02, 0x99];
+            ip_here(&[
+                "neigh",
+                "replace",
+                "198.18.2.2",
+                "lladdr",
+                "02:00:00:00:02:99",
+                "dev",
+                "out0",
+                "nud",
+                "permanent",
+            ]);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+            prog.invalidate_routes().unwrap();
+            let moved = (XDP_REDIRECT, via(new_mac));
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), moved);
+
+            // A longer packet than any the FIB passed asks the FIB again: its MTU check is
+            // never skipped. The egress MTU drops under the cached answer.
+            ip_here(&["link", "set", "out0", "mtu", "500"]);
+            let big = L4::Udp {
+                sport: 1000,
+                dport: 2000,
+                payload: vec![0xab; 600],
+            };
+            let big_frame = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &big);
+            let before = prog.counters().unwrap().get(Reason::PassFragNeeded);
+            assert_eq!(
+                prog.test_run(&big_frame, in_idx).unwrap(),
+                (XDP_PASS, big_frame.clone())
+            );
+            assert_eq!(
+                prog.counters().unwrap().get(Reason::PassFragNeeded),
+                before + 1
+            );
+
+            // Switched off, every packet asks the FIB.
+            ip_here(&[
+                "neigh",
+                "replace",
+                "198.18.2.2",
+                "lladdr",
+                "02:00:00:00:02:02",
+                "dev",
+                "out0",
+                "nud",
+                "permanent",
+            ]);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), moved);
+            prog.set_ctl(false, false, &prog.features, false).unwrap();
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+        })
+        .unwrap();
+}

@@ -137,13 +137,24 @@ impl RunningDaemon {
         only: Option<Vec<String>>,
         bridge_hook: wirespeed_fp::model::BridgeHook,
     ) -> RunningDaemon {
+        Self::start_config(
+            dut,
+            Config {
+                only,
+                bridge_hook,
+                ..Config::default()
+            },
+        )
+    }
+
+    /// Starts the daemon in `dut` with `cfg`, its status file in the temporary directory.
+    pub fn start_config(dut: &Netns, cfg: Config) -> RunningDaemon {
         let status_path = std::env::temp_dir().join(format!("{}-fp-status.json", dut.name()));
         let _ = std::fs::remove_file(&status_path);
         let stop = Arc::new(AtomicBool::new(false));
         let cfg = Config {
-            only,
             status_path: status_path.clone(),
-            bridge_hook,
+            ..cfg
         };
         let s = stop.clone();
         let handle = spawn_in_ns(dut.name(), move || {

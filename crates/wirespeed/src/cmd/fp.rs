@@ -34,6 +34,13 @@ enum Cmd {
         /// program on the peer), else at XDP; `xdp` and `tc` force one.
         #[arg(long, value_enum, default_value_t = BridgeHookArg::Auto)]
         bridge_hook: BridgeHookArg,
+        /// Ask the kernel's FIB for every IPv4 packet instead of answering repeat
+        /// destinations from the route cache. The cache forwards on the old answer from a
+        /// route, neighbour or link change until the daemon has seen its event (the
+        /// response time `fp status` shows); without it the fast path is exact at every
+        /// packet, and slower.
+        #[arg(long)]
+        no_route_cache: bool,
     },
     /// Per interface: hook, modules, map sizes, packets fast-pathed vs passed and why, and
     /// the response time from kernel event to updated data path.
@@ -67,6 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             status,
             allow_host,
             bridge_hook,
+            no_route_cache,
         } => {
             if daemon::lab_netns().is_none() && !allow_host {
                 bail!(
@@ -87,6 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     BridgeHookArg::Xdp => BridgeHook::Xdp,
                     BridgeHookArg::Tc => BridgeHook::Tc,
                 },
+                route_cache: !no_route_cache,
             };
             eprintln!(
                 "wirespeed fp: running; status in {}",
