@@ -32,17 +32,54 @@ struct {
  * a shared core small. */
 const volatile __u64 frame_words[8] = {};
 
+/* Optionally, frames to cycle through instead (frame_count of them, 0: the one above), e.g.
+ * one per destination: a route cache then meets as many destinations as there are frames,
+ * each again only after all the others. */
+#define GEN_FRAMES 4096
+struct gen_frame {
+	__u64 words[8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, GEN_FRAMES);
+	__type(key, __u32);
+	__type(value, struct gen_frame);
+} frames SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} frame_count SEC(".maps");
+
+/* One generator thread runs at a time, so a plain global is enough. */
+static __u32 next_frame;
+
 static __always_inline int write_frame(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
+	const __u64 *words = (const __u64 *)frame_words;
+	__u32 zero = 0;
+	__u32 *count = bpf_map_lookup_elem(&frame_count, &zero);
 
 	if (data + GEN_LEN > end)
 		return -1;
+	if (count && *count) {
+		__u32 i = next_frame;
+		struct gen_frame *f;
+
+		next_frame = i + 1 >= *count ? 0 : i + 1;
+		f = bpf_map_lookup_elem(&frames, &i);
+		if (f)
+			words = f->words;
+	}
 #pragma unroll
 	for (int i = 0; i < 7; i++)
-		((__u64 *)data)[i] = frame_words[i];
-	*(__u32 *)(data + 56) = (__u32)frame_words[7]; /* little-endian: bytes 56..59 */
+		((__u64 *)data)[i] = words[i];
+	*(__u32 *)(data + 56) = (__u32)words[7]; /* little-endian: bytes 56..59 */
 	return 0;
 }
 

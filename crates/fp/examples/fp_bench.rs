@@ -6,7 +6,8 @@
 //! core for everything). Then the pod-to-pod TCP request/response through a bridge at TC;
 //! then the daemon's response time per configuration command. Run as root:
 //!   cargo run --release -p wirespeed-fp --example fp_bench -- [secs] [rounds] [row]
-//! `row`: only the pps rows whose name contains it, nothing else (for profiling).
+//! `row`: only the pps rows whose name contains it, nothing else (for profiling); `pod`:
+//! only the pod-to-pod part.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -170,6 +171,15 @@ fn sample(
     }
 }
 
+/// UDP with 18 bytes of payload: a 60-byte (minimum-size) frame over IPv4.
+fn udp18() -> L4 {
+    L4::Udp {
+        sport: 1000,
+        dport: 2000,
+        payload: vec![0; 18],
+    }
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     match v.len() {
@@ -184,7 +194,7 @@ fn main() {
     let secs = Duration::from_secs(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3));
     let rounds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
     // A third argument keeps only the pps rows whose name contains it (for profiling one
-    // row); the pod and response-time parts then do not run.
+    // row), or with `pod` only the pod-to-pod part; the response times then do not run.
     let only = args.get(3).cloned();
     let wanted = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
     let warm = Duration::from_secs(1);
@@ -241,11 +251,7 @@ fn main() {
         [198, 19, 7, 1],
         64,
         &[],
-        &L4::Udp {
-            sport: 1000,
-            dport: 2000,
-            payload: vec![0; 18],
-        },
+        &udp18(),
     );
     let gen = Arc::new(Gen::load(frame.as_slice().try_into().expect("60-byte frame")).unwrap());
     let sink_if = ifindex(&lab.sink, "s0");
@@ -260,11 +266,28 @@ fn main() {
     println!("| config | Linux Mpps (median) | fast path Mpps (median) | ratio median (min-max) | offered Mpps | DUT CPU1 busy L / FP |");
     println!("|---|---|---|---|---|---|");
 
-    // (row, fast path with its route cache, set-up on top of the previous rows')
-    let configs: [(&str, bool, &dyn Fn()); 4] = [
-        ("router (50 prefixes)", true, &|| {}),
-        ("router, route cache off", false, &|| {}),
-        ("gateway (100 iptables rules)", true, &|| {
+    // Frames to 4,096 destinations over the 50 prefixes, sent round robin: each destination
+    // comes back only after all the others, more of them than the route cache has slots.
+    let spread: Vec<[u8; Gen::FRAME_LEN]> = (0..Gen::MAX_FRAMES)
+        .map(|n| {
+            let dst = [198, 19, (n % 50) as u8, (1 + n / 50) as u8];
+            let f = pkt::ipv4(dut_mac, src_mac, [198, 18, 0, 1], dst, 64, &[], &udp18());
+            f.as_slice().try_into().expect("60-byte frame")
+        })
+        .collect();
+    // (row, fast path with its route cache, frames to cycle through (none: the one flow),
+    // set-up on top of the previous rows')
+    type Config<'a> = (&'a str, bool, &'a [[u8; Gen::FRAME_LEN]], &'a dyn Fn());
+    let configs: [Config; 5] = [
+        ("router (50 prefixes)", true, &[], &|| {}),
+        ("router, route cache off", false, &[], &|| {}),
+        (
+            "router, 4,096 destinations round robin",
+            true,
+            &spread,
+            &|| {},
+        ),
+        ("gateway (100 iptables rules)", true, &[], &|| {
             let mut rules = String::from("*filter\n:FORWARD ACCEPT [0:0]\n");
             for x in 0..100 {
                 rules.push_str(&format!(
@@ -285,7 +308,7 @@ fn main() {
             c.stdin.take().unwrap().write_all(rules.as_bytes()).unwrap();
             assert!(c.wait().unwrap().success());
         }),
-        ("gateway (one ipset, 100 members)", true, &|| {
+        ("gateway (one ipset, 100 members)", true, &[], &|| {
             lab.dut.exec("iptables-nft", &["-F", "FORWARD"]).unwrap();
             let mut restore = String::from("create blk hash:ip family inet\n");
             for x in 0..100 {
@@ -334,11 +357,12 @@ fn main() {
     };
     let d0 = ifindex(&lab.dut, "d0");
     let mut local_rows = Vec::new();
-    for (name, route_cache, setup) in configs {
+    for (name, route_cache, frames, setup) in configs {
         setup();
         if !wanted(name) {
             continue;
         }
+        gen.set_frames(frames).unwrap();
         let fp = Fp {
             hook: BridgeHook::Auto,
             route_cache,
@@ -351,6 +375,7 @@ fn main() {
             measure_local(&ends, d0, &gen, &frame, warm, secs)
         }));
     }
+    gen.set_frames(&[]).unwrap();
 
     // The bridge: the same generator, frames addressed to the sink's MAC across br0.
     let br = bridge_line("bb");
@@ -424,10 +449,12 @@ fn main() {
         println!("{row}");
     }
 
+    if wanted("pod-to-pod") {
+        pod_to_pod(secs, rounds);
+    }
     if only.is_some() {
         return;
     }
-    pod_to_pod(secs, rounds);
 
     // Response time: kernel event received -> data path updated, as the daemon records it.
     println!();

@@ -20,6 +20,8 @@ pub struct Gen {
     sink: OwnedFd,
     count: MapHandle,
     dut: MapHandle,
+    frames: MapHandle,
+    frame_count: MapHandle,
 }
 
 impl Gen {
@@ -64,7 +66,43 @@ impl Gen {
                 .map_err(io("dup sink_drop"))?,
             count: MapHandle::try_from(&skel.maps.sink_count).map_err(bpf("dup sink_count"))?,
             dut: MapHandle::try_from(&skel.maps.dut).map_err(bpf("dup dut"))?,
+            frames: MapHandle::try_from(&skel.maps.frames).map_err(bpf("dup frames"))?,
+            frame_count: MapHandle::try_from(&skel.maps.frame_count)
+                .map_err(bpf("dup frame_count"))?,
         })
+    }
+
+    /// Most frames `set_frames` takes (GEN_FRAMES in gen.bpf.c).
+    pub const MAX_FRAMES: usize = 4096;
+
+    /// Makes the generator cycle through `frames` in order, one per run, instead of the frame
+    /// it was loaded with; none: back to that one.
+    pub fn set_frames(&self, frames: &[[u8; Self::FRAME_LEN]]) -> Result<()> {
+        if frames.len() > Self::MAX_FRAMES {
+            return Err(Error::Invalid(format!(
+                "{} generator frames: at most {}",
+                frames.len(),
+                Self::MAX_FRAMES
+            )));
+        }
+        // Switch the old table off first: a run never reads a half-written one.
+        self.frame_count
+            .update(&0u32.to_ne_bytes(), &0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(bpf("clear frame_count"))?;
+        for (i, f) in frames.iter().enumerate() {
+            let mut padded = [0u8; 64];
+            padded[..Self::FRAME_LEN].copy_from_slice(f);
+            self.frames
+                .update(&(i as u32).to_ne_bytes(), &padded, MapFlags::ANY)
+                .map_err(bpf("write generator frame"))?;
+        }
+        self.frame_count
+            .update(
+                &0u32.to_ne_bytes(),
+                &(frames.len() as u32).to_ne_bytes(),
+                MapFlags::ANY,
+            )
+            .map_err(bpf("set frame_count"))
     }
 
     /// Attaches the counting sink at XDP on `ifindex` (calling thread's namespace).
