@@ -34,7 +34,7 @@ BUCKETS = [
     ("generator (gen_rx, test-run loop, page and skb set-up)",
      r"gen_rx|test_run|bpf_test|page_pool_alloc|page_pool_refill|xdp_recv_frames|"
      r"__xdp_build_skb|build_skb|kmem_cache_alloc_bulk|napi_skb_cache|xdp_init_buff"),
-    ("the sink (its veth receive, sink_drop, returning pages or skbs)",
+    ("veth receive and the sink (sink_drop, returning pages or skbs)",
      r"sink_drop|veth_xdp_rcv|veth_poll|page_pool_put|page_pool_return|__xdp_return|"
      r"xdp_return_frame|net_rx_action|handle_softirqs|__napi_poll|"
      r"napi_complete|xdp_do_flush|bq_xmit_all|__local_bh_enable|skb_free_head|kfree_skb|"
