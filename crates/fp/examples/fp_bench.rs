@@ -198,6 +198,10 @@ fn main() {
     let only = args.get(3).cloned();
     let wanted = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
     let warm = Duration::from_secs(1);
+    if only.as_deref() == Some("pod") {
+        pod_to_pod(secs, rounds);
+        return;
+    }
 
     let lab = line("b");
     let (src_mac, dut_mac, sink_mac) = (
@@ -449,12 +453,10 @@ fn main() {
         println!("{row}");
     }
 
-    if wanted("pod-to-pod") {
-        pod_to_pod(secs, rounds);
-    }
     if only.is_some() {
         return;
     }
+    pod_to_pod(secs, rounds);
 
     // Response time: kernel event received -> data path updated, as the daemon records it.
     println!();

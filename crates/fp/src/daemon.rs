@@ -622,7 +622,7 @@ impl Daemon {
             .ports
             .values()
             .filter_map(|p| p.prog.invalidate_routes().err())
-            .map(|e| format!("{}: {e}", "route cache"))
+            .map(|e| format!("route cache: {e}"))
             .collect();
         for e in errs {
             self.note_error(e);
@@ -789,6 +789,9 @@ impl Daemon {
                 .get(idx)
                 .map(|pp| pp.features)
                 .unwrap_or(p.prog.features);
+            if plan.ports.get(idx).is_some_and(|pp| pp.route_cache_v4) && features.router_v4 {
+                maps.insert("route_cache_v4_slots".into(), p.prog.route_cache_slots());
+            }
             if features.bridge {
                 let (ports, vlans, fdb) = self.bridge_maps.counts();
                 maps.insert("bridge_ports".into(), ports);

@@ -199,6 +199,8 @@ pub struct Program {
     pub features: Features,
     /// The fp_ctl value last written, so that a new route generation keeps the switches.
     ctl: std::sync::Mutex<[u8; CTL_LEN]>,
+    /// Slots of the IPv4 route cache, per CPU.
+    route_cache_slots: usize,
 }
 
 /// sizeof(struct fp_ctl).
@@ -290,6 +292,12 @@ impl Program {
             maps,
             features: *features,
             ctl: std::sync::Mutex::new([0; CTL_LEN]),
+            route_cache_slots: m
+                .route_cache_v4
+                .info()
+                .map_err(bpf("route_cache_v4 info"))?
+                .info
+                .max_entries as usize,
         };
         // Standalone use (tests, benchmarks): the filter runs as the features describe it,
         // the route cache on.
@@ -360,6 +368,10 @@ impl Program {
             .map_err(bpf("set fp_ctl"))?;
         *last = v;
         Ok(())
+    }
+
+    pub fn route_cache_slots(&self) -> usize {
+        self.route_cache_slots
     }
 
     pub fn tx_port_count(&self) -> usize {

@@ -19,7 +19,8 @@ fn routes_fifty_prefixes_and_follows_changes() {
     for p in &s.ports {
         assert!(
             p.modules.contains(&"router4".to_string())
-                && p.modules.contains(&"router6".to_string()),
+                && p.modules.contains(&"router6".to_string())
+                && p.maps.get("route_cache_v4_slots") == Some(&1024),
             "{p:?}"
         );
     }
@@ -57,9 +58,10 @@ fn routes_fifty_prefixes_and_follows_changes() {
     // A multipath route: the flow's hash picks the next hop, which a cache keyed by the
     // destination cannot stand for, so the cache is off while one exists.
     let cache_off = |s: &Status| {
-        s.ports
-            .iter()
-            .all(|p| p.notes.iter().any(|n| n.contains("route cache off")))
+        s.ports.iter().all(|p| {
+            p.notes.iter().any(|n| n.contains("route cache off"))
+                && !p.maps.contains_key("route_cache_v4_slots")
+        })
     };
     assert!(!cache_off(&d.status().unwrap()));
     lab.dut
