@@ -43,6 +43,7 @@ enum fp_reason {
 	FP_PASS_FIB_OTHER,   /* any other FIB lookup result */
 	FP_BRIDGED,          /* forwarded by the bridge module (FDB hit) */
 	FP_PASS_BRIDGE,      /* bridge: no FDB entry, local MAC, STP state or VLAN miss */
+	FP_FORWARDED_CACHED, /* redirected by the router on the route cache's answer */
 	FP_NR_REASONS,
 };
 

@@ -110,6 +110,7 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 	 * on, and any change to it comes with an rtnetlink event, hence a new generation. */
 	__u32 in_if = in_ifindex(ctx);
 	struct route_cache_v4 *hop = NULL;
+	enum fp_reason forwarded = FP_FORWARDED;
 	__u32 gen = 0;
 
 	if (c->route_cache_v4) {
@@ -125,6 +126,7 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 		fib.ifindex = hop->oif;
 		__builtin_memcpy(fib.dmac, hop->dmac, ETH_ALEN);
 		__builtin_memcpy(fib.smac, hop->smac, ETH_ALEN);
+		forwarded = FP_FORWARDED_CACHED;
 	} else {
 		fib.family = AF_INET;
 		fib.tos = iph->tos;
@@ -171,7 +173,7 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 	iph->ttl--;
 	rewrite_macs(p->eth, &fib);
 	*oif = fib.ifindex;
-	*why = FP_FORWARDED;
+	*why = forwarded;
 	return RT_REDIRECT;
 }
 

@@ -28,10 +28,11 @@ pub enum Reason {
     PassFibOther,
     Bridged,
     PassBridge,
+    ForwardedCached,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 23] = [
         Reason::Forwarded,
         Reason::DroppedFilter,
         Reason::PassNotIp,
@@ -54,6 +55,7 @@ impl Reason {
         Reason::PassFibOther,
         Reason::Bridged,
         Reason::PassBridge,
+        Reason::ForwardedCached,
     ];
 
     pub fn name(self) -> &'static str {
@@ -80,6 +82,7 @@ impl Reason {
             Reason::PassFibOther => "pass_fib_other",
             Reason::Bridged => "bridged",
             Reason::PassBridge => "pass_bridge",
+            Reason::ForwardedCached => "forwarded_cached",
         }
     }
 
@@ -87,7 +90,7 @@ impl Reason {
     pub fn fast_pathed(self) -> bool {
         matches!(
             self,
-            Reason::Forwarded | Reason::DroppedFilter | Reason::Bridged
+            Reason::Forwarded | Reason::ForwardedCached | Reason::DroppedFilter | Reason::Bridged
         )
     }
 }
@@ -99,6 +102,11 @@ pub struct Counters(pub [u64; Reason::ALL.len()]);
 impl Counters {
     pub fn get(&self, r: Reason) -> u64 {
         self.0[r as usize]
+    }
+
+    /// Redirected by the router, on the FIB's answer or the route cache's.
+    pub fn forwarded(&self) -> u64 {
+        self.get(Reason::Forwarded) + self.get(Reason::ForwardedCached)
     }
 
     pub fn fast_pathed(&self) -> u64 {

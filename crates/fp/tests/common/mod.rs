@@ -230,7 +230,12 @@ pub fn forwarded(s: &Status, port: &str) -> u64 {
     s.ports
         .iter()
         .find(|p| p.name == port)
-        .map(|p| p.reasons.get("forwarded").copied().unwrap_or(0))
+        .map(|p| {
+            ["forwarded", "forwarded_cached"]
+                .iter()
+                .map(|r| p.reasons.get(*r).copied().unwrap_or(0))
+                .sum()
+        })
         .unwrap_or(0)
 }
 
