@@ -950,6 +950,11 @@ impl Daemon {
                     }
                 }
             }
+            if rtnl {
+                // First, before any slower work below: from here no cached FIB answer
+                // outlives the change these events report.
+                self.invalidate_routes();
+            }
             let mut nft_msgs = Vec::new();
             while let Some(n) = nft.recv(&mut buf)? {
                 filter = true;
@@ -1035,12 +1040,12 @@ impl Daemon {
                 if fdb && action == "none" {
                     action = "maps"; // written as the events came
                 }
-                if rtnl || resync {
-                    // Whatever changed, the FIB's answers may have: none cached survives.
+                if resync {
+                    // Events were lost: whatever they said, no cached answer survives.
                     self.invalidate_routes();
-                    if action == "none" {
-                        action = "route cache";
-                    }
+                }
+                if (rtnl || resync) && action == "none" {
+                    action = "route cache";
                 }
                 self.record(kinds.join(","), action, t_event);
                 self.write_status(true);
