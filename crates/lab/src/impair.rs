@@ -137,7 +137,10 @@ fn forward(from: OwnedFd, to: OwnedFd, imp: Impairment, stop: Arc<AtomicBool>, c
             }
             continue;
         }
-        if sll.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+        // libc declares PACKET_OUTGOING as c_int in some versions and u8 in others.
+        #[allow(clippy::unnecessary_cast)]
+        let outgoing = libc::PACKET_OUTGOING as u8;
+        if sll.sll_pkttype == outgoing {
             continue; // our own transmissions on this interface
         }
         let frame = &buf[..n as usize];

@@ -64,8 +64,11 @@ impl Drop for Server {
     }
 }
 
+/// Status, headers, body.
+type Response = (u16, Vec<(String, String)>, Vec<u8>);
+
 /// Reads one response (status line, headers, Content-Length body).
-fn read_response(r: &mut impl BufRead) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+fn read_response(r: &mut impl BufRead) -> Option<Response> {
     let mut line = String::new();
     if r.read_line(&mut line).ok()? == 0 {
         return None;

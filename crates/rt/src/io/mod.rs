@@ -21,6 +21,9 @@ use crate::shard::EngineKind;
 pub(crate) mod epoll;
 pub(crate) mod uring;
 
+// One per thread for the thread's life: its size does not matter, and a Box would put an
+// indirection on every poll.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Reactor {
     Epoll(epoll::Epoll),
     Uring(uring::Uring),

@@ -340,6 +340,7 @@ fn rt_engine_name(e: EngineKind) -> String {
 }
 
 /// What a shard needs to open its listener; built on the main thread in shard order.
+#[allow(clippy::large_enum_variant)] // a handful, built once at start
 enum ListenerSource {
     Kernel(OwnedFd),
     Xdp {
