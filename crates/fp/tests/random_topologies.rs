@@ -1,0 +1,923 @@
+//! Randomized differential test across configurations: a seeded generator builds topologies
+//! with plain `ip`, `ethtool`, `iptables-nft`, `ipset` and `bridge` commands (no lab tuning:
+//! every device feature is either left at the kernel's default or drawn), runs the same
+//! traffic through Linux alone and then through Linux plus the fast-path daemon, and compares
+//! what arrives end to end. See docs/FASTPATH.md, "Differential testing across
+//! configurations".
+//!
+//! `WS_FP_CONFIGS` (default 200) configurations; `WS_FP_SEED` the first one's seed (default
+//! random, printed). Configuration `i` uses seed `WS_FP_SEED + i`, so a divergence replays
+//! alone with `WS_FP_SEED=<its seed> WS_FP_CONFIGS=1`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use common::{ip_batch, spawn_in_ns, RunningDaemon};
+use wirespeed_fp::daemon::{Config, Status};
+use wirespeed_lab::Netns;
+
+const REPLAY: &str =
+    "cargo test --profile ci -p wirespeed-fp --test random_topologies -- --nocapture";
+
+/// splitmix64: small, seedable, and the same on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn percent(&mut self, p: u64) -> bool {
+        self.below(100) < p
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// src - dut - sink, routed
+    Line,
+    /// src - dut - two sinks, routed
+    TwoSinks,
+    /// a bridge br0 in the dut with a port into each pod (src and one or two sinks)
+    Bridge,
+}
+
+/// A trivial XDP_PASS program on the far end of a DUT veth, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PeerXdp {
+    None,
+    /// Native mode: the veth then runs NAPI, so XDP redirects into its peer are delivered.
+    Native,
+    /// Generic mode: it does not give the veth NAPI.
+    Generic,
+}
+
+/// The DUT's neighbour entry for the far end (routed shapes), set before each run; in the
+/// bridge shape, the FDB entry for the far end's MAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Neigh {
+    /// none: the first packet resolves it (bridge: flooded until learned)
+    Absent,
+    /// `nud reachable` (bridge: learned from a ping before the run)
+    Resolved,
+    /// `nud stale`, the right MAC (bridge: the same as Absent, FDB entries do not go stale)
+    Stale,
+    /// `nud permanent` (bridge: a static FDB entry)
+    Permanent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Filter {
+    None,
+    /// iptables-nft / ip6tables-nft FORWARD drops of the sinks' "filtered" prefixes
+    Prefixes,
+    /// the same prefixes in an ipset (hash:net), matched by `-m set`
+    Ipset,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Features {
+    gro: bool,
+    tx_csum: bool,
+    tso: bool,
+}
+
+/// One veth pair: `d{i}` in the DUT, `eth0` in the far namespace (i = 0: the source).
+#[derive(Debug, Clone)]
+struct Link {
+    dut_end: Features,
+    far_end: Features,
+    far_xdp: PeerXdp,
+    dut_mtu: u32,
+    far_mtu: u32,
+    queues: u32,
+    neigh: Neigh,
+}
+
+#[derive(Debug, Clone)]
+struct Topo {
+    seed: u64,
+    shape: Shape,
+    links: Vec<Link>,
+    filter: Filter,
+    udp_sizes: Vec<usize>,
+    tcp_bytes: usize,
+}
+
+const MTUS: [u32; 8] = [1280, 1400, 1500, 1500, 1500, 2000, 4000, 9000];
+
+fn draw_features(r: &mut Rng) -> Features {
+    let tx_csum = r.percent(60);
+    Features {
+        gro: r.percent(50),
+        tx_csum,
+        // TSO needs TX checksumming; the kernel turns it off with it.
+        tso: tx_csum && r.percent(60),
+    }
+}
+
+fn draw(seed: u64) -> Topo {
+    let mut r = Rng(seed);
+    let shape = r.pick(&[Shape::Line, Shape::Line, Shape::TwoSinks, Shape::Bridge]);
+    let sinks = match shape {
+        Shape::Line => 1,
+        Shape::TwoSinks => 2,
+        Shape::Bridge => 1 + r.below(2) as usize,
+    };
+    let links = (0..=sinks)
+        .map(|_| {
+            let mtu = r.pick(&MTUS);
+            // Now and then the two ends of a pair disagree: the kernel drops what the
+            // receiving end's MTU does not fit.
+            let far_mtu = if r.percent(10) { r.pick(&MTUS) } else { mtu };
+            Link {
+                dut_end: draw_features(&mut r),
+                far_end: draw_features(&mut r),
+                far_xdp: r.pick(&[
+                    PeerXdp::None,
+                    PeerXdp::None,
+                    PeerXdp::Native,
+                    PeerXdp::Generic,
+                ]),
+                dut_mtu: mtu,
+                far_mtu,
+                queues: r.pick(&[1, 1, 2, 4]),
+                neigh: r.pick(&[
+                    Neigh::Absent,
+                    Neigh::Resolved,
+                    Neigh::Stale,
+                    Neigh::Permanent,
+                ]),
+            }
+        })
+        .collect();
+    let filter = if shape == Shape::Bridge {
+        // FORWARD rules see bridged frames only with br_netfilter, which this suite leaves
+        // alone (it is global to the machine).
+        Filter::None
+    } else {
+        r.pick(&[Filter::None, Filter::Prefixes, Filter::Ipset])
+    };
+    let mut sizes = vec![16, 200, 1000, 1400, 1472, 2000, 3000, 8000];
+    let mut udp_sizes = Vec::new();
+    for _ in 0..3 {
+        udp_sizes.push(sizes.remove(r.below(sizes.len() as u64) as usize));
+    }
+    udp_sizes.sort();
+    Topo {
+        seed,
+        shape,
+        links,
+        filter,
+        udp_sizes,
+        tcp_bytes: r.pick(&[64 << 10, 256 << 10, 1 << 20]),
+    }
+}
+
+fn features(f: Features) -> String {
+    let onoff = |b: bool| if b { "on" } else { "off" };
+    format!(
+        "gro {} tx-csum {} tso {}",
+        onoff(f.gro),
+        onoff(f.tx_csum),
+        onoff(f.tso)
+    )
+}
+
+/// The configuration in a few lines, as printed with a divergence.
+fn describe(t: &Topo) -> String {
+    let mut s = format!(
+        "{:?}, filter {:?}, UDP sizes {:?}, TCP {} bytes
+",
+        t.shape, t.filter, t.udp_sizes, t.tcp_bytes
+    );
+    for (i, l) in t.links.iter().enumerate() {
+        let far = if i == 0 {
+            "src".to_string()
+        } else {
+            format!("sink{i}")
+        };
+        s.push_str(&format!(
+            "    d{i} (mtu {}, {}) <-> {far} eth0 (mtu {}, {}, XDP {:?}); {} queues; DUT neighbour {:?}\n",
+            l.dut_mtu,
+            features(l.dut_end),
+            l.far_mtu,
+            features(l.far_end),
+            l.far_xdp,
+            l.queues,
+            l.neigh
+        ));
+    }
+    s
+}
+
+fn mac(ns_role: u8, link: usize) -> String {
+    format!("02:57:53:{ns_role:02x}:{link:02x}:01")
+}
+
+/// The namespaces of one configuration, deleted on drop (with everything in them).
+struct Lab {
+    src: Netns,
+    dut: Netns,
+    sinks: Vec<Netns>,
+}
+
+impl Lab {
+    fn far(&self, i: usize) -> &Netns {
+        if i == 0 {
+            &self.src
+        } else {
+            &self.sinks[i - 1]
+        }
+    }
+    fn all(&self) -> impl Iterator<Item = &Netns> {
+        [&self.src, &self.dut].into_iter().chain(self.sinks.iter())
+    }
+}
+
+/// Writes a sysctl from a thread inside `ns` (net.* sysctls are per namespace).
+fn sysctl(ns: &Netns, key: &str, value: &str) {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    let value = value.to_string();
+    spawn_in_ns(ns.name(), move || std::fs::write(&path, value))
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("sysctl {key}: {e}"));
+}
+
+fn sh_in(ns: &Netns, program: &str, args: &[&str]) {
+    if let Err(e) = ns.exec(program, args) {
+        panic!("{program} {args:?} in {}: {e}", ns.name());
+    }
+}
+
+fn pipe_in(ns: &Netns, program: &str, args: &[&str], input: &str) {
+    let mut c = ns
+        .command(program)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    assert!(c.wait().unwrap().success(), "{program} failed: {input}");
+}
+
+/// Loads a two-instruction XDP_PASS program and attaches it to `dev` in `ns`, in the mode
+/// drawn; the attachment lives as long as the device.
+fn attach_xdp_pass(ns: &Netns, dev: &str, mode: PeerXdp) {
+    use libbpf_rs::libbpf_sys as sys;
+    let flags = match mode {
+        PeerXdp::None => return,
+        PeerXdp::Native => sys::XDP_FLAGS_DRV_MODE,
+        PeerXdp::Generic => sys::XDP_FLAGS_SKB_MODE,
+    };
+    let dev = CString::new(dev).unwrap();
+    let ns_name = ns.name().to_string();
+    let r = spawn_in_ns(ns.name(), move || {
+        // r0 = XDP_PASS (2); exit. (code, regs, off, imm little-endian in one u64 each)
+        let insns: [u64; 2] = [0x0000_0002_0000_00b7, 0x95];
+        let mut opts = sys::bpf_prog_load_opts {
+            sz: std::mem::size_of::<sys::bpf_prog_load_opts>() as _,
+            // Frags-aware, so it attaches to a veth of any MTU.
+            prog_flags: sys::BPF_F_XDP_HAS_FRAGS,
+            ..Default::default()
+        };
+        // SAFETY: the instructions, names and opts outlive the call; libbpf copies them.
+        let fd = unsafe {
+            sys::bpf_prog_load(
+                sys::BPF_PROG_TYPE_XDP,
+                c"ws_pass".as_ptr(),
+                c"GPL".as_ptr(),
+                insns.as_ptr().cast(),
+                insns.len() as _,
+                &mut opts,
+            )
+        };
+        if fd < 0 {
+            return Err(format!("load XDP_PASS: errno {}", -fd));
+        }
+        // SAFETY: a valid NUL-terminated name.
+        let ifindex = unsafe { libc::if_nametoindex(dev.as_ptr()) };
+        // SAFETY: fd is the program just loaded; no options.
+        let rc = unsafe { sys::bpf_xdp_attach(ifindex as i32, fd, flags, std::ptr::null()) };
+        // SAFETY: fd is ours; the attachment holds its own reference to the program.
+        unsafe { libc::close(fd) };
+        if rc < 0 {
+            return Err(format!("attach XDP_PASS to {dev:?}: errno {}", -rc));
+        }
+        Ok(())
+    })
+    .join()
+    .unwrap();
+    r.unwrap_or_else(|e| panic!("{e} in {ns_name}"));
+}
+
+// Addresses. Routed: link i is 198.18.i.0/24 and fd00:i::/64, the DUT .1, the far end .2.
+// Sink i holds on lo, per run p (host p + 1, so the two runs never share the source's PMTU
+// cache): 198.19.i.h and fd00:c<i>::h (allowed), 198.19.(100 + i).h and fd00:d<i>::h
+// (dropped when a filter is drawn). Bridged: everything in 198.18.50.0/24 and fd00:50::/64,
+// sink i at .(10 i + h).
+
+fn target(t: &Topo, sink: usize, run: usize, v6: bool, filtered: bool) -> String {
+    let h = run + 1;
+    match (t.shape, v6, filtered) {
+        (Shape::Bridge, false, _) => format!("198.18.50.{}", 10 * sink + h),
+        (Shape::Bridge, true, _) => format!("fd00:50::{}", 10 * sink + h),
+        (_, false, false) => format!("198.19.{sink}.{h}"),
+        (_, false, true) => format!("198.19.{}.{h}", 100 + sink),
+        (_, true, false) => format!("fd00:c{sink}::{h}"),
+        (_, true, true) => format!("fd00:d{sink}::{h}"),
+    }
+}
+
+fn build(t: &Topo) -> Lab {
+    wirespeed_lab::require_root();
+    let id = std::process::id() % 100000;
+    let src = Netns::create(&format!("ws-r{id}s")).unwrap();
+    let dut = Netns::create(&format!("ws-r{id}d")).unwrap();
+    let sinks = (1..t.links.len())
+        .map(|i| Netns::create(&format!("ws-r{id}k{i}")).unwrap())
+        .collect();
+    let lab = Lab { src, dut, sinks };
+    for ns in lab.all() {
+        // Addresses are added with nodad; this covers the link-local ones.
+        sysctl(ns, "net.ipv6.conf.all.accept_dad", "0");
+        sysctl(ns, "net.ipv6.conf.default.accept_dad", "0");
+    }
+    // ICMP errors are rate-limited per destination with a token bucket that both runs drain:
+    // off, the second run gets the same errors as the first.
+    sysctl(&lab.dut, "net.ipv4.icmp_ratelimit", "0");
+    sysctl(&lab.dut, "net.ipv6.icmp.ratelimit", "0");
+
+    let bridged = t.shape == Shape::Bridge;
+    let mut dut_batch = String::new();
+    if bridged {
+        dut_batch.push_str("link add br0 type bridge\nlink set br0 up\n");
+    }
+    for (i, l) in t.links.iter().enumerate() {
+        let far = lab.far(i).name();
+        let q = l.queues;
+        dut_batch.push_str(&format!(
+            "link add d{i} address {} mtu {} numtxqueues {q} numrxqueues {q} type veth peer name eth0 netns {far} address {} mtu {} numtxqueues {q} numrxqueues {q}\n",
+            mac(0xd, i),
+            l.dut_mtu,
+            mac(0xf, i),
+            l.far_mtu
+        ));
+        if bridged {
+            dut_batch.push_str(&format!("link set d{i} master br0\n"));
+        } else {
+            dut_batch.push_str(&format!(
+                "addr add 198.18.{i}.1/24 dev d{i}\naddr add fd00:{i}::1/64 dev d{i} nodad\n"
+            ));
+        }
+        dut_batch.push_str(&format!("link set d{i} up\n"));
+    }
+    if bridged {
+        dut_batch
+            .push_str("addr add 198.18.50.254/24 dev br0\naddr add fd00:50::fe/64 dev br0 nodad\n");
+    } else {
+        for i in 1..t.links.len() {
+            for (v4, v6) in [(i, format!("c{i}")), (100 + i, format!("d{i}"))] {
+                dut_batch.push_str(&format!(
+                    "route add 198.19.{v4}.0/24 via 198.18.{i}.2\nroute add fd00:{v6}::/64 via fd00:{i}::2\n"
+                ));
+            }
+        }
+    }
+    ip_batch(&lab.dut, &dut_batch);
+    if !bridged {
+        sysctl(&lab.dut, "net.ipv4.ip_forward", "1");
+        sysctl(&lab.dut, "net.ipv6.conf.all.forwarding", "1");
+    }
+
+    for i in 0..t.links.len() {
+        let ns = lab.far(i);
+        let mut b = String::from("link set eth0 up\n");
+        if bridged {
+            let hosts: Vec<usize> = if i == 0 {
+                vec![1]
+            } else {
+                vec![10 * i + 1, 10 * i + 2]
+            };
+            for h in hosts {
+                b.push_str(&format!(
+                    "addr add 198.18.50.{h}/24 dev eth0\naddr add fd00:50::{h}/64 dev eth0 nodad\n"
+                ));
+            }
+        } else {
+            b.push_str(&format!(
+                "addr add 198.18.{i}.2/24 dev eth0\naddr add fd00:{i}::2/64 dev eth0 nodad\n\
+                 route add default via 198.18.{i}.1\nroute add ::/0 via fd00:{i}::1\n"
+            ));
+            if i == 0 {
+                // one source address per run, for the "unroutable" probes
+                for h in [10, 11] {
+                    b.push_str(&format!(
+                        "addr add 198.18.0.{h}/24 dev eth0\naddr add fd00:0::{h}/64 dev eth0 nodad\n"
+                    ));
+                }
+            }
+            if i > 0 {
+                for h in 1..=2 {
+                    b.push_str(&format!(
+                        "addr add 198.19.{i}.{h}/32 dev lo\naddr add 198.19.{}.{h}/32 dev lo\n\
+                         addr add fd00:c{i}::{h}/128 dev lo\naddr add fd00:d{i}::{h}/128 dev lo\n",
+                        100 + i
+                    ));
+                }
+            }
+        }
+        ip_batch(ns, &b);
+    }
+
+    let onoff = |b: bool| if b { "on" } else { "off" };
+    for (i, l) in t.links.iter().enumerate() {
+        for (ns, dev, f) in [
+            (&lab.dut, format!("d{i}"), l.dut_end),
+            (lab.far(i), "eth0".to_string(), l.far_end),
+        ] {
+            sh_in(
+                ns,
+                "ethtool",
+                &[
+                    "-K",
+                    &dev,
+                    "gro",
+                    onoff(f.gro),
+                    "tx",
+                    onoff(f.tx_csum),
+                    "tso",
+                    onoff(f.tso),
+                ],
+            );
+        }
+        attach_xdp_pass(lab.far(i), "eth0", l.far_xdp);
+    }
+
+    match t.filter {
+        Filter::None => {}
+        Filter::Prefixes => {
+            let mut v4 = String::from("*filter\n:FORWARD ACCEPT [0:0]\n");
+            let mut v6 = v4.clone();
+            for i in 1..t.links.len() {
+                v4.push_str(&format!("-A FORWARD -d 198.19.{}.0/24 -j DROP\n", 100 + i));
+                v6.push_str(&format!("-A FORWARD -d fd00:d{i}::/64 -j DROP\n"));
+            }
+            v4.push_str("COMMIT\n");
+            v6.push_str("COMMIT\n");
+            pipe_in(&lab.dut, "iptables-nft-restore", &[], &v4);
+            pipe_in(&lab.dut, "ip6tables-nft-restore", &[], &v6);
+        }
+        Filter::Ipset => {
+            let mut set = String::from(
+                "create wsblock4 hash:net family inet\ncreate wsblock6 hash:net family inet6\n",
+            );
+            for i in 1..t.links.len() {
+                set.push_str(&format!(
+                    "add wsblock4 198.19.{}.0/24\nadd wsblock6 fd00:d{i}::/64\n",
+                    100 + i
+                ));
+            }
+            pipe_in(&lab.dut, "ipset", &["restore"], &set);
+            let rules = |set: &str| {
+                format!(
+                    "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -m set --match-set {set} dst -j DROP\nCOMMIT\n"
+                )
+            };
+            pipe_in(&lab.dut, "iptables-nft-restore", &[], &rules("wsblock4"));
+            pipe_in(&lab.dut, "ip6tables-nft-restore", &[], &rules("wsblock6"));
+        }
+    }
+    lab
+}
+
+/// Puts the neighbour and FDB state back to what was drawn, so that both runs start alike.
+fn prepare_run(t: &Topo, lab: &Lab) {
+    for ns in lab.all() {
+        ip_batch(ns, "neigh flush all\n");
+    }
+    if t.shape == Shape::Bridge {
+        sh_in(
+            &lab.dut,
+            "ip",
+            &["link", "set", "br0", "type", "bridge", "fdb_flush"],
+        );
+        for (i, l) in t.links.iter().enumerate() {
+            match l.neigh {
+                Neigh::Permanent => sh_in(
+                    &lab.dut,
+                    "bridge",
+                    &[
+                        "fdb",
+                        "replace",
+                        &mac(0xf, i),
+                        "dev",
+                        &format!("d{i}"),
+                        "master",
+                        "static",
+                    ],
+                ),
+                // A frame from the far end teaches the bridge where it is.
+                Neigh::Resolved => {
+                    let _ = lab.far(i).exec("ping", &["-c1", "-W0.3", "198.18.50.254"]);
+                }
+                Neigh::Absent | Neigh::Stale => {}
+            }
+        }
+        return;
+    }
+    let mut b = String::new();
+    for (i, l) in t.links.iter().enumerate() {
+        let state = match l.neigh {
+            Neigh::Absent => continue,
+            Neigh::Resolved => "reachable",
+            Neigh::Stale => "stale",
+            Neigh::Permanent => "permanent",
+        };
+        for addr in [format!("198.18.{i}.2"), format!("fd00:{i}::2")] {
+            b.push_str(&format!(
+                "neigh replace {addr} lladdr {} dev d{i} nud {state}\n",
+                mac(0xf, i)
+            ));
+        }
+    }
+    if !b.is_empty() {
+        ip_batch(&lab.dut, &b);
+    }
+}
+
+/// What one probe saw, as a comparable string.
+type Observed = BTreeMap<String, String>;
+
+/// `ping` from `ns`: replies, their TTLs and the error lines (sequence numbers removed).
+fn ping(ns: &Netns, dst: &str, extra: &[&str], count: u32) -> String {
+    let count = count.to_string();
+    let mut args = vec!["-c", &count, "-i", "0.02", "-W", "0.5"];
+    if dst.contains(':') {
+        args.insert(0, "-6");
+    }
+    args.extend_from_slice(extra);
+    args.push(dst);
+    let out = ns.command("ping").args(&args).output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let mut replies = 0;
+    let mut ttls = BTreeSet::new();
+    let mut errors = BTreeSet::new();
+    for line in text.lines() {
+        if line.contains(" bytes from ") && line.contains("ttl=") {
+            replies += 1;
+            if let Some(ttl) = line.split("ttl=").nth(1).and_then(|s| s.split(' ').next()) {
+                ttls.insert(ttl.to_string());
+            }
+        } else if line.starts_with("From ") || line.starts_with("ping: ") {
+            let words: Vec<&str> = line
+                .split(' ')
+                .filter(|w| !w.starts_with("icmp_seq="))
+                .collect();
+            errors.insert(words.join(" "));
+        }
+    }
+    format!("replies {replies} ttl {ttls:?} errors {errors:?}")
+}
+
+fn pattern(len: usize, salt: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i as u64).wrapping_mul(2654435761).wrapping_add(salt) >> 7) as u8)
+        .collect()
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+fn in_ns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
+    spawn_in_ns(ns.name(), f).join().unwrap()
+}
+
+/// Datagrams of each drawn size, 5 of each: per size, how many arrived intact and how many
+/// did not.
+fn udp(t: &Topo, src: &Netns, sink: &Netns, dst: &str) -> String {
+    let ip: IpAddr = dst.parse().unwrap();
+    let to = SocketAddr::new(ip, 7001);
+    let rx = in_ns(sink, move || UdpSocket::bind(to)).unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let any: SocketAddr = if ip.is_ipv6() {
+        "[::]:0".parse().unwrap()
+    } else {
+        "0.0.0.0:0".parse().unwrap()
+    };
+    let tx = in_ns(src, move || UdpSocket::bind(any)).unwrap();
+    let mut sent = BTreeMap::new();
+    for &size in &t.udp_sizes {
+        for n in 0..5u64 {
+            let mut d = pattern(size, n + size as u64);
+            d[0] = n as u8;
+            let _ = tx.send_to(&d, to);
+            *sent.entry(size).or_insert(0) += 1;
+        }
+    }
+    let mut got: BTreeMap<usize, (u32, u32)> = BTreeMap::new();
+    let mut buf = vec![0u8; 65536];
+    while let Ok(n) = rx.recv(&mut buf) {
+        let e = got.entry(n).or_default();
+        let seq = buf[0] as u64;
+        let mut want = pattern(n, seq + n as u64);
+        want[0] = seq as u8;
+        if t.udp_sizes.contains(&n) && want == buf[..n] {
+            e.0 += 1;
+        } else {
+            e.1 += 1;
+        }
+    }
+    format!("intact/corrupt by size {got:?}")
+}
+
+/// A bulk TCP transfer: bytes received and whether they are the bytes sent.
+fn tcp(t: &Topo, src: &Netns, sink: &Netns, dst: &str) -> String {
+    let ip: IpAddr = dst.parse().unwrap();
+    let to = SocketAddr::new(ip, 7002);
+    let listener = in_ns(sink, move || TcpListener::bind(to)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let data = pattern(t.tcp_bytes, t.seed);
+    let want = fnv(&data);
+    let client = spawn_in_ns(src.name(), move || -> std::io::Result<()> {
+        let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(1))?;
+        s.set_write_timeout(Some(Duration::from_secs(2)))?;
+        s.write_all(&data)?;
+        s.shutdown(Shutdown::Write)
+    });
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    let mut conn = None;
+    while Instant::now() < deadline {
+        match listener.accept() {
+            Ok((s, _)) => {
+                conn = Some(s);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    let mut got = Vec::new();
+    if let Some(mut s) = conn {
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = vec![0u8; 65536];
+        let stop = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < stop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+    let _ = client.join();
+    format!("{} bytes, intact {}", got.len(), fnv(&got) == want)
+}
+
+/// The sum of every InCsumErrors counter of a namespace (IP, ICMP, UDP, TCP, both families).
+fn csum_errors(ns: &Netns) -> u64 {
+    in_ns(ns, || {
+        let mut sum = 0;
+        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap_or_default();
+        let lines: Vec<&str> = snmp.lines().collect();
+        for pair in lines.chunks(2) {
+            if let [names, values] = pair {
+                for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
+                    if n == "InCsumErrors" {
+                        sum += v.parse::<u64>().unwrap_or(0);
+                    }
+                }
+            }
+        }
+        let snmp6 = std::fs::read_to_string("/proc/thread-self/net/snmp6").unwrap_or_default();
+        for line in snmp6.lines() {
+            let mut w = line.split_whitespace();
+            if let (Some(n), Some(v)) = (w.next(), w.next()) {
+                if n.ends_with("InCsumErrors") {
+                    sum += v.parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+        sum
+    })
+}
+
+/// The traffic of one run, and what the source and sinks saw of it.
+fn traffic(t: &Topo, lab: &Lab, run: usize) -> Observed {
+    let mut o = Observed::new();
+    let csum_before: u64 = lab.all().map(csum_errors).sum();
+    let routed = t.shape != Shape::Bridge;
+    for i in 1..t.links.len() {
+        let sink = lab.far(i);
+        for v6 in [false, true] {
+            let fam = if v6 { "v6" } else { "v4" };
+            let dst = target(t, i, run, v6, false);
+            let key = |what: &str| format!("sink{i} {fam} {what}");
+            o.insert(key("ping"), ping(&lab.src, &dst, &[], 3));
+            if routed {
+                let f = target(t, i, run, v6, true);
+                o.insert(key("ping filtered prefix"), ping(&lab.src, &f, &[], 1));
+            }
+            o.insert(key("ping ttl 1"), ping(&lab.src, &dst, &["-t", "1"], 1));
+            // As big as the source's link allows, DF set: the DUT answers "fragmentation
+            // needed" / "packet too big" where the egress MTU is smaller. Before UDP and TCP,
+            // so that they start from the path MTU the source learned.
+            let hdr = if v6 { 48 } else { 28 };
+            let big = (t.links[0].far_mtu - hdr).to_string();
+            o.insert(
+                key("ping DF max size"),
+                ping(&lab.src, &dst, &["-M", "do", "-s", &big], 1),
+            );
+            o.insert(key("udp"), udp(t, &lab.src, sink, &dst));
+            o.insert(key("tcp"), tcp(t, &lab.src, sink, &dst));
+        }
+    }
+    if routed {
+        // From an address of this run's own: the DUT limits "unreachable" errors per
+        // destination with a token bucket that every ICMP error to it drains (route.c,
+        // ip_error), and icmp_ratelimit does not turn that one off.
+        let from4 = format!("198.18.0.{}", 10 + run);
+        let from6 = format!("fd00:0::{}", 10 + run);
+        o.insert(
+            "v4 ping unroutable".into(),
+            ping(&lab.src, "198.19.250.1", &["-I", &from4], 1),
+        );
+        o.insert(
+            "v6 ping unroutable".into(),
+            ping(&lab.src, "fd00:ffff::1", &["-I", &from6], 1),
+        );
+    }
+    let csum_after: u64 = lab.all().map(csum_errors).sum();
+    o.insert(
+        "checksum errors counted".into(),
+        (csum_after - csum_before).to_string(),
+    );
+    o
+}
+
+struct Outcome {
+    /// probe, Linux alone, with the fast path
+    diffs: Vec<(String, String, String)>,
+    fast_pathed: u64,
+    passed: u64,
+    daemon_errors: Vec<String>,
+}
+
+fn run_config(t: &Topo) -> Outcome {
+    let lab = build(t);
+    prepare_run(t, &lab);
+    let linux = traffic(t, &lab, 0);
+    // The harness must see Linux forward: a broken lab is no divergence.
+    let basic = linux.get("sink1 v4 ping").cloned().unwrap_or_default();
+    assert!(
+        basic.starts_with("replies 3"),
+        "Linux alone did not forward (harness broken?): {basic}"
+    );
+
+    let ports = t.links.len();
+    let d = RunningDaemon::start_config(&lab.dut, Config::default());
+    d.wait_for("every DUT port attached", |s: &Status| {
+        s.ports.len() >= ports && s.nft_rule_events.unchecked == 0
+    });
+    prepare_run(t, &lab);
+    let fp = traffic(t, &lab, 1);
+    let s = d.status().unwrap_or_default();
+    if std::env::var_os("WS_FP_VERBOSE").is_some() {
+        for (k, a) in &linux {
+            println!(
+                "  {k}:\n    linux: {a}\n    fp:    {}",
+                fp.get(k).cloned().unwrap_or_default()
+            );
+        }
+        for p in &s.ports {
+            println!(
+                "  port {} {}: {:?} {:?}",
+                p.name, p.hook, p.reasons, p.notes
+            );
+        }
+    }
+    let diffs = linux
+        .iter()
+        .filter_map(|(k, a)| {
+            let b = fp.get(k).cloned().unwrap_or_default();
+            (a != &b).then(|| (k.clone(), a.clone(), b))
+        })
+        .collect();
+    Outcome {
+        diffs,
+        fast_pathed: s.ports.iter().map(|p| p.fast_pathed).sum(),
+        passed: s.ports.iter().map(|p| p.passed).sum(),
+        daemon_errors: s.errors.clone(),
+    }
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| {
+        v.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number, not `{v}`"))
+    })
+}
+
+#[test]
+fn linux_and_fast_path_agree_on_random_configurations() {
+    wirespeed_lab::require_root();
+    let first = env_u64("WS_FP_SEED").unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        Rng(t.as_nanos() as u64 ^ std::process::id() as u64).next() >> 16
+    });
+    let count = env_u64("WS_FP_CONFIGS").unwrap_or(200);
+    println!("random_topologies: {count} configurations from seed {first} (WS_FP_SEED={first})");
+    let started = Instant::now();
+    let (mut fast, mut passed) = (0u64, 0u64);
+    let mut failures: Vec<String> = Vec::new();
+    let mut by_shape: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for n in 0..count {
+        let seed = first.wrapping_add(n);
+        let t = draw(seed);
+        let r = std::panic::catch_unwind(|| run_config(&t));
+        match r {
+            Ok(o) => {
+                fast += o.fast_pathed;
+                passed += o.passed;
+                let e = by_shape.entry(format!("{:?}", t.shape)).or_default();
+                e.0 += o.fast_pathed;
+                e.1 += o.passed;
+                if !o.diffs.is_empty() || !o.daemon_errors.is_empty() {
+                    let mut m = format!(
+                        "DIVERGENCE seed {seed}: {}  replay: WS_FP_SEED={seed} WS_FP_CONFIGS=1 {REPLAY}\n",
+                        describe(&t)
+                    );
+                    for (k, a, b) in &o.diffs {
+                        m.push_str(&format!("  {k}:\n    linux: {a}\n    fp:    {b}\n"));
+                    }
+                    for e in &o.daemon_errors {
+                        m.push_str(&format!("  daemon error: {e}\n"));
+                    }
+                    println!("{m}");
+                    failures.push(m);
+                }
+            }
+            Err(p) => {
+                let why = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                let m = format!(
+                    "HARNESS ERROR seed {seed}: {why}\n  {}  replay: WS_FP_SEED={seed} WS_FP_CONFIGS=1 {REPLAY}\n",
+                    describe(&t)
+                );
+                println!("{m}");
+                failures.push(m);
+            }
+        }
+        if (n + 1) % 20 == 0 || n + 1 == count {
+            println!(
+                "random_topologies: {}/{count} configurations, {} failing, {:.0} s",
+                n + 1,
+                failures.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let share = |f: u64, p: u64| 100.0 * f as f64 / (f + p).max(1) as f64;
+    println!(
+        "random_topologies: seed {first}, {count} configurations, {} failing, {:.0} s; fast path: {fast} packets forwarded, {passed} passed to the kernel ({:.1}% fast-pathed)",
+        failures.len(),
+        started.elapsed().as_secs_f64(),
+        share(fast, passed)
+    );
+    for (shape, (f, p)) in &by_shape {
+        println!(
+            "random_topologies:   {shape}: {f} fast-pathed, {p} passed ({:.1}%)",
+            share(*f, *p)
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count} configurations diverged (seed {first}); each is printed above with its replay command",
+        failures.len()
+    );
+}
