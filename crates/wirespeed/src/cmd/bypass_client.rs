@@ -131,7 +131,7 @@ pub fn run<P: ResponseParser>(
     let mut bcfg = BifurcationConfig::new(x.ip);
     bcfg.tcp_ports = (FIRST_PORT..FIRST_PORT + PORTS).collect();
     let mut prog = Bifurcation::load(&bcfg)?;
-    prog.attach(&x.iface)?;
+    prog.attach(&x.iface, wirespeed_nic::AttachScope::LabOnly)?;
     let mut sockets = Vec::with_capacity(shards);
     for queue in 0..shards as u32 {
         let socket = XskSocket::open(&x.iface, queue, &XskConfig::default())?;

@@ -390,7 +390,7 @@ fn open_xdp(
     bcfg.tcp_ports = vec![port];
     bcfg.steer_icmp = true;
     let mut prog = Bifurcation::load(&bcfg)?;
-    prog.attach(iface)?;
+    prog.attach(iface, wirespeed_nic::AttachScope::LabOnly)?;
     let stack = StackConfig {
         ip: addr,
         prefix_len,
