@@ -78,7 +78,6 @@ struct UserPair {
     a: PlainNs,
     b: PlainNs,
     a_if: String,
-    b_if: String,
     net: u8,
 }
 
@@ -104,13 +103,7 @@ impl UserPair {
         b.ip(&["addr", "add", &format!("198.18.{net}.1/24"), "dev", &b_if]);
         a.ip(&["link", "set", &a_if, "up"]);
         b.ip(&["link", "set", &b_if, "up"]);
-        UserPair {
-            a,
-            b,
-            a_if,
-            b_if,
-            net,
-        }
+        UserPair { a, b, a_if, net }
     }
 
     fn ours(&self) -> String {
@@ -150,7 +143,6 @@ impl Drop for UserPair {
         // The EAL leaves its (empty) runtime directory behind even with --no-shconf.
         let _ = std::fs::remove_dir(format!("/var/run/dpdk/{}", self.a.name()));
         let _ = std::fs::remove_dir("/var/run/dpdk");
-        let _ = &self.b_if;
     }
 }
 
@@ -277,6 +269,67 @@ fn serve_dpdk_on_an_af_packet_vdev_answers_curl() {
     assert!(json.contains("\"message\""), "{json}");
 }
 
+/// `wirespeed bench http URL ARGS` in `ns`, 4 connections for a second on CPU 0; the JSON
+/// summary, or Err(stderr) when it fails.
+fn bench_bypass(ns: &PlainNs, url: &str, args: &[&str]) -> Result<serde_json::Value, String> {
+    let json = std::env::temp_dir().join(format!(
+        "wsplain-bench-{}-{}.json",
+        std::process::id(),
+        ns.name()
+    ));
+    let out = ns
+        .command(env!("CARGO_BIN_EXE_wirespeed"))
+        .args(["bench", "http", url])
+        .args(args)
+        .args([
+            "--cpus", "0", "-c", "4", "--warmup", "500ms", "-d", "1s", "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&json).unwrap_or_default();
+    let _ = std::fs::remove_file(&json);
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(serde_json::from_str(&text).unwrap())
+}
+
+/// Requests were answered and nothing went wrong.
+fn assert_clean_load(v: &serde_json::Value) {
+    assert!(v["requests"].as_u64().unwrap_or(0) > 0, "{v}");
+    for kind in ["connect", "read", "write", "timeout", "non2xx", "parse"] {
+        assert_eq!(v["errors"][kind].as_u64(), Some(0), "{kind} errors: {v}");
+    }
+}
+
+#[test]
+fn bench_xdp_outside_a_lab_namespace_needs_allow_host_and_then_loads_a_kernel_server() {
+    let pair = UserPair::new("k", 66);
+    let listen = format!("{}:8080", pair.peer());
+    let _server = Wirespeed::start(
+        &pair.b,
+        &["serve", "http", "--cpus", "0", "--listen", &listen],
+        "listening on",
+    )
+    .expect("kernel server");
+    let url = format!("http://{listen}/plaintext");
+    let ip = format!("{}/24", pair.ours());
+    let args = ["--stack", "xdp", "--iface", &pair.a_if, "--ip", &ip];
+    let refused = bench_bypass(&pair.a, &url, &args)
+        .expect_err("bench --stack xdp outside a ws-* namespace must refuse without --allow-host");
+    let last = refused.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("pass --allow-host to use a host interface"),
+        "{refused}"
+    );
+
+    let mut args = args.to_vec();
+    args.push("--allow-host");
+    let v = bench_bypass(&pair.a, &url, &args).expect("bench --stack xdp --allow-host");
+    assert_clean_load(&v);
+}
+
 #[test]
 fn bench_dpdk_loads_a_kernel_server_in_the_peer_namespace() {
     let pair = UserPair::new("b", 65);
@@ -289,43 +342,11 @@ fn bench_dpdk_loads_a_kernel_server_in_the_peer_namespace() {
     .expect("kernel server");
     let ip = format!("{}/24", pair.ours());
     let eal = pair.dpdk_args();
-    let json = std::env::temp_dir().join(format!("wsplain-bench-{}.json", std::process::id()));
-    let out = pair
-        .a
-        .command(env!("CARGO_BIN_EXE_wirespeed"))
-        .args([
-            "bench",
-            "http",
-            &format!("http://{listen}/plaintext"),
-            "--stack",
-            "dpdk",
-            "--dpdk-args",
-            &eal,
-            "--ip",
-            &ip,
-            "--cpus",
-            "0",
-            "-c",
-            "4",
-            "--warmup",
-            "500ms",
-            "-d",
-            "1s",
-            "--json",
-            json.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    let text = std::fs::read_to_string(&json).unwrap_or_default();
-    let _ = std::fs::remove_file(&json);
-    assert!(
-        out.status.success(),
-        "bench --stack dpdk: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert!(v["requests"].as_u64().unwrap_or(0) > 0, "{text}");
-    for kind in ["connect", "read", "write", "timeout", "non2xx", "parse"] {
-        assert_eq!(v["errors"][kind].as_u64(), Some(0), "{kind} errors: {text}");
-    }
+    let v = bench_bypass(
+        &pair.a,
+        &format!("http://{listen}/plaintext"),
+        &["--stack", "dpdk", "--dpdk-args", &eal, "--ip", &ip],
+    )
+    .unwrap_or_else(|e| panic!("bench --stack dpdk: {e}"));
+    assert_clean_load(&v);
 }
