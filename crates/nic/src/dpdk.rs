@@ -84,15 +84,25 @@ extern "C" {
     fn ws_dpdk_port_stats(port: u16, out: *mut PortStats) -> c_int;
 }
 
+/// DPDK's own error numbers start above the system's (`RTE_MIN_ERRNO` in rte_errno.h).
+const RTE_MIN_ERRNO: c_int = 1000;
+
 fn dpdk_error(what: impl Into<String>, rc: c_int) -> Error {
     let errno = rc.abs();
-    // SAFETY: rte_strerror returns a static or thread-local NUL-terminated string.
-    let text = unsafe { CStr::from_ptr(ws_dpdk_strerror(errno)) }
-        .to_string_lossy()
-        .into_owned();
+    // A system errno already says its text through the io::Error; only DPDK's own numbers
+    // need rte_strerror, or the line would say the same words twice.
+    let source = if errno >= RTE_MIN_ERRNO {
+        // SAFETY: rte_strerror returns a static or thread-local NUL-terminated string.
+        let text = unsafe { CStr::from_ptr(ws_dpdk_strerror(errno)) }
+            .to_string_lossy()
+            .into_owned();
+        std::io::Error::other(text)
+    } else {
+        std::io::Error::from_raw_os_error(errno)
+    };
     Error::Os {
-        what: format!("{}: {text}", what.into()),
-        source: std::io::Error::from_raw_os_error(errno),
+        what: what.into(),
+        source,
     }
 }
 
@@ -128,7 +138,14 @@ impl Eal {
         let rc = unsafe { ws_dpdk_eal_init(argv.len() as c_int, argv.as_mut_ptr()) };
         kept.restore();
         if rc < 0 {
-            return Err(dpdk_error(format!("rte_eal_init {}", args.join(" ")), rc));
+            return Err(dpdk_error(
+                format!(
+                    "rte_eal_init {} failed (the EAL's log above says why; without hugepages \
+                     pass --no-huge -m 256)",
+                    args.join(" ")
+                ),
+                rc,
+            ));
         }
         Ok(Eal { _private: () })
     }
