@@ -425,10 +425,12 @@ fn build(t: &Topo) -> Lab {
                  route add default via 198.18.{i}.1\nroute add ::/0 via fd00:{i}::1\n"
             ));
             if i == 0 {
-                // one source address per run, for the "unroutable" probes
+                // one source address per run, for the "unroutable" probes (IPv6: deprecated,
+                // so that nothing else picks it)
                 for h in [10, 11] {
                     b.push_str(&format!(
-                        "addr add 198.18.0.{h}/24 dev eth0\naddr add fd00:0::{h}/64 dev eth0 nodad\n"
+                        "addr add 198.18.0.{h}/24 dev eth0\n\
+                         addr add fd00:0::{h}/64 dev eth0 nodad preferred_lft 0\n"
                     ));
                 }
             }
@@ -564,16 +566,27 @@ fn prepare_run(t: &Topo, lab: &Lab) {
 /// What one probe saw, as a comparable string.
 type Observed = BTreeMap<String, String>;
 
-/// `ping` from `ns`: replies, their TTLs and the error lines (sequence numbers removed).
-fn ping(ns: &Netns, dst: &str, extra: &[&str], count: u32) -> String {
+/// Starts `ping` in `ns`; `ping_result` reads what it saw.
+fn ping_start(ns: &Netns, dst: &str, extra: &[&str], count: u32) -> std::process::Child {
     let count = count.to_string();
-    let mut args = vec!["-c", &count, "-i", "0.02", "-W", "0.5"];
+    // Probes that get no answer wait out -W; they run side by side, so a run waits once.
+    let mut args = vec!["-c", &count, "-i", "0.02", "-W", "0.3"];
     if dst.contains(':') {
         args.insert(0, "-6");
     }
     args.extend_from_slice(extra);
     args.push(dst);
-    let out = ns.command("ping").args(&args).output().unwrap();
+    ns.command("ping")
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// What a `ping` saw: replies, their TTLs and its error lines (sequence numbers removed).
+fn ping_result(child: std::process::Child) -> String {
+    let out = child.wait_with_output().unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     let mut replies = 0;
@@ -626,18 +639,21 @@ fn udp(t: &Topo, src: &Netns, sink: &Netns, dst: &str) -> String {
         "0.0.0.0:0".parse().unwrap()
     };
     let tx = in_ns(src, move || UdpSocket::bind(any)).unwrap();
-    let mut sent = BTreeMap::new();
     for &size in &t.udp_sizes {
         for n in 0..5u64 {
             let mut d = pattern(size, n + size as u64);
             d[0] = n as u8;
             let _ = tx.send_to(&d, to);
-            *sent.entry(size).or_insert(0) += 1;
         }
     }
     let mut got: BTreeMap<usize, (u32, u32)> = BTreeMap::new();
     let mut buf = vec![0u8; 65536];
-    while let Ok(n) = rx.recv(&mut buf) {
+    let expected = 5 * t.udp_sizes.len();
+    let mut received = 0;
+    // (stops as soon as everything arrived; otherwise after 300 ms of silence)
+    while received < expected {
+        let Ok(n) = rx.recv(&mut buf) else { break };
+        received += 1;
         let e = got.entry(n).or_default();
         let seq = buf[0] as u64;
         let mut want = pattern(n, seq + n as u64);
@@ -726,29 +742,50 @@ fn traffic(t: &Topo, lab: &Lab, run: usize) -> Observed {
     let mut o = Observed::new();
     let csum_before: u64 = lab.all().map(csum_errors).sum();
     let routed = t.shape != Shape::Bridge;
+    let hdr = |v6: bool| if v6 { 48 } else { 28 };
+    let big = |v6: bool| (t.links[0].far_mtu - hdr(v6)).to_string();
+    // The plain pings first: they resolve the neighbours the others need. Started at once,
+    // the big ones would overflow the queue of packets waiting for a neighbour (ENOBUFS).
+    let mut pings = Vec::new();
     for i in 1..t.links.len() {
-        let sink = lab.far(i);
+        for v6 in [false, true] {
+            let fam = if v6 { "v6" } else { "v4" };
+            let dst = target(t, i, run, v6, false);
+            pings.push((
+                format!("sink{i} {fam} ping"),
+                ping_start(&lab.src, &dst, &[], 3),
+            ));
+        }
+    }
+    step("pings", || {
+        for (k, child) in pings.drain(..) {
+            o.insert(k, ping_result(child));
+        }
+    });
+    // Then the others, all at once.
+    for i in 1..t.links.len() {
         for v6 in [false, true] {
             let fam = if v6 { "v6" } else { "v4" };
             let dst = target(t, i, run, v6, false);
             let key = |what: &str| format!("sink{i} {fam} {what}");
-            o.insert(key("ping"), ping(&lab.src, &dst, &[], 3));
             if routed {
                 let f = target(t, i, run, v6, true);
-                o.insert(key("ping filtered prefix"), ping(&lab.src, &f, &[], 1));
+                pings.push((
+                    key("ping filtered prefix"),
+                    ping_start(&lab.src, &f, &[], 1),
+                ));
             }
-            o.insert(key("ping ttl 1"), ping(&lab.src, &dst, &["-t", "1"], 1));
+            pings.push((
+                key("ping ttl 1"),
+                ping_start(&lab.src, &dst, &["-t", "1"], 1),
+            ));
             // As big as the source's link allows, DF set: the DUT answers "fragmentation
             // needed" / "packet too big" where the egress MTU is smaller. Before UDP and TCP,
             // so that they start from the path MTU the source learned.
-            let hdr = if v6 { 48 } else { 28 };
-            let big = (t.links[0].far_mtu - hdr).to_string();
-            o.insert(
+            pings.push((
                 key("ping DF max size"),
-                ping(&lab.src, &dst, &["-M", "do", "-s", &big], 1),
-            );
-            o.insert(key("udp"), udp(t, &lab.src, sink, &dst));
-            o.insert(key("tcp"), tcp(t, &lab.src, sink, &dst));
+                ping_start(&lab.src, &dst, &["-M", "do", "-s", &big(v6)], 1),
+            ));
         }
     }
     if routed {
@@ -757,14 +794,32 @@ fn traffic(t: &Topo, lab: &Lab, run: usize) -> Observed {
         // ip_error), and icmp_ratelimit does not turn that one off.
         let from4 = format!("198.18.0.{}", 10 + run);
         let from6 = format!("fd00:0::{}", 10 + run);
-        o.insert(
+        pings.push((
             "v4 ping unroutable".into(),
-            ping(&lab.src, "198.19.250.1", &["-I", &from4], 1),
-        );
-        o.insert(
+            ping_start(&lab.src, "198.19.250.1", &["-I", &from4], 1),
+        ));
+        pings.push((
             "v6 ping unroutable".into(),
-            ping(&lab.src, "fd00:ffff::1", &["-I", &from6], 1),
-        );
+            ping_start(&lab.src, "fd00:ffff::1", &["-I", &from6], 1),
+        ));
+    }
+    let started = Instant::now();
+    for (k, child) in pings {
+        let r = ping_result(child);
+        if verbose() {
+            println!("  [{:>5} ms] {k}: {r}", started.elapsed().as_millis());
+        }
+        o.insert(k, r);
+    }
+    for i in 1..t.links.len() {
+        let sink = lab.far(i);
+        for v6 in [false, true] {
+            let fam = if v6 { "v6" } else { "v4" };
+            let dst = target(t, i, run, v6, false);
+            let key = |what: &str| format!("sink{i} {fam} {what}");
+            o.insert(key("udp"), step("udp", || udp(t, &lab.src, sink, &dst)));
+            o.insert(key("tcp"), step("tcp", || tcp(t, &lab.src, sink, &dst)));
+        }
     }
     let csum_after: u64 = lab.all().map(csum_errors).sum();
     o.insert(
@@ -782,9 +837,23 @@ struct Outcome {
     daemon_errors: Vec<String>,
 }
 
+fn verbose() -> bool {
+    std::env::var_os("WS_FP_VERBOSE").is_some()
+}
+
+/// With WS_FP_VERBOSE set, prints how long each step took.
+fn step<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let t0 = Instant::now();
+    let r = f();
+    if verbose() {
+        println!("  [{:>5} ms] {what}", t0.elapsed().as_millis());
+    }
+    r
+}
+
 fn run_config(t: &Topo) -> Outcome {
-    let lab = build(t);
-    prepare_run(t, &lab);
+    let lab = step("build", || build(t));
+    step("prepare", || prepare_run(t, &lab));
     let linux = traffic(t, &lab, 0);
     // The harness must see Linux forward: a broken lab is no divergence.
     let basic = linux.get("sink1 v4 ping").cloned().unwrap_or_default();
@@ -794,14 +863,18 @@ fn run_config(t: &Topo) -> Outcome {
     );
 
     let ports = t.links.len();
-    let d = RunningDaemon::start_config(&lab.dut, Config::default());
-    d.wait_for("every DUT port attached", |s: &Status| {
-        s.ports.len() >= ports && s.nft_rule_events.unchecked == 0
+    let d = step("daemon start", || {
+        RunningDaemon::start_config(&lab.dut, Config::default())
     });
-    prepare_run(t, &lab);
+    step("ports attached", || {
+        d.wait_for("every DUT port attached", |s: &Status| {
+            s.ports.len() >= ports && s.nft_rule_events.unchecked == 0
+        })
+    });
+    step("prepare", || prepare_run(t, &lab));
     let fp = traffic(t, &lab, 1);
     let s = d.status().unwrap_or_default();
-    if std::env::var_os("WS_FP_VERBOSE").is_some() {
+    if verbose() {
         for (k, a) in &linux {
             println!(
                 "  {k}:\n    linux: {a}\n    fp:    {}",
@@ -822,6 +895,8 @@ fn run_config(t: &Topo) -> Outcome {
             (a != &b).then(|| (k.clone(), a.clone(), b))
         })
         .collect();
+    step("daemon stop", || drop(d));
+    step("teardown", || drop(lab));
     Outcome {
         diffs,
         fast_pathed: s.ports.iter().map(|p| p.fast_pathed).sum(),
