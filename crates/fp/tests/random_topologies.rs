@@ -863,7 +863,7 @@ fn run_config(t: &Topo) -> Outcome {
     );
 
     let ports = t.links.len();
-    let d = step("daemon start", || {
+    let mut d = step("daemon start", || {
         RunningDaemon::start_config(&lab.dut, Config::default())
     });
     step("ports attached", || {
@@ -873,6 +873,9 @@ fn run_config(t: &Topo) -> Outcome {
     });
     step("prepare", || prepare_run(t, &lab));
     let fp = traffic(t, &lab, 1);
+    // The status file is rewritten every 500 ms while running, and once more, with the final
+    // counters, when the daemon stops.
+    step("daemon stop", || d.stop());
     let s = d.status().unwrap_or_default();
     if verbose() {
         for (k, a) in &linux {
@@ -895,7 +898,7 @@ fn run_config(t: &Topo) -> Outcome {
             (a != &b).then(|| (k.clone(), a.clone(), b))
         })
         .collect();
-    step("daemon stop", || drop(d));
+    drop(d);
     step("teardown", || drop(lab));
     Outcome {
         diffs,
