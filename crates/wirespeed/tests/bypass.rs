@@ -249,16 +249,8 @@ fn our_stack_as_client_against_a_linux_server() {
             prog.attach("s0").unwrap();
             let sock = XskSocket::open("s0", 0, &XskConfig::default()).unwrap();
             prog.register(&sock).unwrap();
-            let stack_cfg = StackConfig {
-                ip,
-                prefix_len: 24,
-                gateway: None,
-                mac: info.mac,
-                mtu: info.mtu as usize,
-                max_connections: 64,
-                ephemeral_ports: None,
-                rx_steering: None,
-            };
+            let mut stack_cfg = StackConfig::for_interface(ip, 24, &info);
+            stack_cfg.max_connections = 64;
             let sock = std::sync::Mutex::new(Some(sock));
             let out = wirespeed_rt::Runtime::builder()
                 .cpus(vec![1])

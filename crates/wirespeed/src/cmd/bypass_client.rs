@@ -141,7 +141,7 @@ pub fn run<P: ResponseParser>(
         prog.register(&socket)?;
         sockets.push(Some(socket));
     }
-    let mut base = StackConfig::new(x.ip, x.prefix_len, info.mac, info.mtu as usize);
+    let mut base = StackConfig::for_interface(x.ip, x.prefix_len, &info);
     base.gateway = x.gateway;
     base.max_connections = spec.connections * 2;
     base.ephemeral_ports = Some((FIRST_PORT, FIRST_PORT + PORTS - 1));

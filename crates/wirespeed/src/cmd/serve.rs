@@ -4,6 +4,7 @@ use std::cell::Cell;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use serde::Serialize;
 use wirespeed_http::date::DateCache;
 use wirespeed_http::server::{self, Stats};
 use wirespeed_net::kernel::{bind_group, ListenOptions, Listener, Locality};
-use wirespeed_net::user::{StackConfig, UserStack};
+use wirespeed_net::user::{DropCause, StackConfig, UserStack};
 use wirespeed_net::{TcpListener, TcpStream};
 use wirespeed_nic::{Bifurcation, BifurcationConfig, InterfaceInfo, XskConfig, XskSocket};
 use wirespeed_rt::{Either, EngineKind, Runtime};
@@ -248,12 +249,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     TcpListener::from_kernel(Listener::new(fd, opts).map_err(|e| e.to_string())?)
                 }
                 ListenerSource::Xdp { socket, stack } => {
+                    let iface = socket.ifname().to_string();
                     let user = UserStack::start(&stack, socket);
+                    user.on_drop_cause(move |cause| tell_drop_cause_once(cause, &iface));
                     let listener = TcpListener::User(user.listen(port, 4096).map_err(|e| e.to_string())?);
                     let summary = shard_main(listener, cfg, kind, max_conns).await.map_err(|e| e.to_string());
                     let s = user.stats();
                     eprintln!(
-                        "wirespeed serve: shard {} stack: rx {} tx {} frames; tcp segments in {} out {}, retransmits {} (fast {}, rto {}, loss probes {}), out-of-order {} (dropped {}), duplicates {}, bad checksums {}",
+                        "wirespeed serve: shard {} stack: rx {} tx {} frames; tcp segments in {} out {}, retransmits {} (fast {}, rto {}, loss probes {}), out-of-order {} (dropped {}), duplicates {}, bad checksums {} (partial {}), partial checksums taken {}",
                         wirespeed_rt::shard_id(),
                         s.rx_frames,
                         s.tx_frames,
@@ -266,7 +269,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         s.tcp_ooo_segments,
                         s.tcp_ooo_dropped,
                         s.tcp_duplicate_segments,
-                        s.tcp_bad_checksum + s.ip_bad_checksum
+                        s.tcp_bad_checksum + s.udp_bad_checksum + s.ip_bad_checksum,
+                        s.tcp_bad_checksum_partial + s.udp_bad_checksum_partial,
+                        s.tcp_rx_csum_partial + s.udp_rx_csum_partial
                     );
                     return summary;
                 }
@@ -335,6 +340,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One line on stderr per cause for the whole process, however many shards see it.
+fn tell_drop_cause_once(cause: DropCause, iface: &str) {
+    static TOLD: AtomicU32 = AtomicU32::new(0);
+    if TOLD.fetch_or(cause.bit(), Ordering::Relaxed) & cause.bit() == 0 {
+        eprintln!("wirespeed serve: {}", cause.explain(iface));
+    }
+}
+
 fn rt_engine_name(e: EngineKind) -> String {
     e.to_string()
 }
@@ -391,16 +404,9 @@ fn open_xdp(
     bcfg.steer_icmp = true;
     let mut prog = Bifurcation::load(&bcfg)?;
     prog.attach(iface)?;
-    let stack = StackConfig {
-        ip: addr,
-        prefix_len,
-        gateway: common.gateway,
-        mac: info.mac,
-        mtu: info.mtu as usize,
-        max_connections: common.max_conns * 2,
-        ephemeral_ports: None,
-        rx_steering: None,
-    };
+    let mut stack = StackConfig::for_interface(addr, prefix_len, &info);
+    stack.gateway = common.gateway;
+    stack.max_connections = common.max_conns * 2;
     let mut sources = Vec::with_capacity(shards);
     for queue in 0..shards as u32 {
         let socket = XskSocket::open(iface, queue, &XskConfig::default())?;
