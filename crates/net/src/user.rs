@@ -28,6 +28,8 @@ trait Device {
     /// Lends `fill` a TX buffer (zero copy: the stack builds the frame in the driver's memory).
     fn tx(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> bool;
     fn flush(&mut self);
+    fn capacity(&self) -> usize;
+    fn oversized_since_last(&mut self) -> u64;
 }
 
 impl<D: FrameIo> Device for D {
@@ -39,6 +41,12 @@ impl<D: FrameIo> Device for D {
     }
     fn flush(&mut self) {
         FrameIo::flush(self)
+    }
+    fn capacity(&self) -> usize {
+        self.frame_capacity()
+    }
+    fn oversized_since_last(&mut self) -> u64 {
+        self.rx_oversized_since_last()
     }
 }
 
@@ -75,13 +83,23 @@ struct Inner {
     on_drop_cause: Option<Box<dyn Fn(DropCause)>>,
     /// Causes already told (`DropCause::bit`).
     drop_causes_told: u32,
+    /// When to ask the driver next about frames it lost for their size.
+    next_device_check: tcpip::Instant,
 }
+
+/// How often the poller asks the driver about lost frames (a syscall for AF_XDP).
+const DEVICE_CHECK_US: u64 = 1_000_000;
 
 /// Traffic the stack drops although a user would expect it taken: the peer is configured for
 /// a different kind of device than ours. [`UserStack::on_drop_cause`] hears of each cause
 /// once; [`DropCause::explain`] says it in one line with the command that fixes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DropCause {
+    /// Frames longer than the driver's buffers (`capacity` bytes) were lost before they
+    /// reached the stack: a sender on this host hands over segments above the MTU (TSO/GSO)
+    /// and nothing on the way cut them (a veth cuts them itself only while XDP runs on the
+    /// veth we serve on, not on a macvlan above it).
+    OversizedFrames { capacity: usize },
     /// TCP/UDP segments whose checksum field holds only the pseudo-header sum (the sender left
     /// it to checksum offload) arrive on a hardware device, which should never pass such
     /// frames on, so they count as bad checksums (`tcp_bad_checksum_partial`,
@@ -90,20 +108,11 @@ pub enum DropCause {
 }
 
 impl DropCause {
-    const ALL: [DropCause; 1] = [DropCause::PartialChecksums];
-
     /// A distinct bit per cause, for "told once" sets.
     pub fn bit(self) -> u32 {
         match self {
             DropCause::PartialChecksums => 1,
-        }
-    }
-
-    fn seen(self, s: &tcpip::Stats) -> bool {
-        match self {
-            DropCause::PartialChecksums => {
-                s.tcp_bad_checksum_partial + s.udp_bad_checksum_partial > 0
-            }
+            DropCause::OversizedFrames { .. } => 2,
         }
     }
 
@@ -114,6 +123,12 @@ impl DropCause {
                 "dropping TCP/UDP segments with partial checksums on {iface}, a hardware \
                  device: the sender left checksums to offload and nothing completed them; turn \
                  checksum offload off on the sending interface (`ethtool -K PEER tx off`)"
+            ),
+            DropCause::OversizedFrames { capacity } => format!(
+                "dropping frames longer than {capacity} bytes on {iface} before our stack sees \
+                 them: a sender on this host hands over segments above the MTU (TSO/GSO); turn \
+                 segmentation offload off on the sending interface \
+                 (`ethtool -K PEER tso off gso off`)"
             ),
         }
     }
@@ -133,16 +148,27 @@ impl Inner {
             wakers,
             on_drop_cause,
             drop_causes_told,
+            next_device_check,
             ..
         } = self;
         let received = dev.rx(RX_BURST, &mut |frame| stack.receive(now, frame));
-        if received > 0 {
-            if let Some(tell) = on_drop_cause {
-                for cause in DropCause::ALL {
-                    if *drop_causes_told & cause.bit() == 0 && cause.seen(stack.stats()) {
-                        *drop_causes_told |= cause.bit();
-                        tell(cause);
-                    }
+        if let Some(tell) = on_drop_cause {
+            let mut told = |cause: DropCause| {
+                if *drop_causes_told & cause.bit() == 0 {
+                    *drop_causes_told |= cause.bit();
+                    tell(cause);
+                }
+            };
+            let st = stack.stats();
+            if received > 0 && st.tcp_bad_checksum_partial + st.udp_bad_checksum_partial > 0 {
+                told(DropCause::PartialChecksums);
+            }
+            if now >= *next_device_check {
+                *next_device_check = now.add_micros(DEVICE_CHECK_US);
+                if dev.oversized_since_last() > 0 {
+                    told(DropCause::OversizedFrames {
+                        capacity: dev.capacity(),
+                    });
                 }
             }
         }
@@ -282,6 +308,7 @@ impl UserStack {
             rx_steering: cfg.rx_steering.clone(),
             on_drop_cause: None,
             drop_causes_told: 0,
+            next_device_check: tcpip::Instant::ZERO,
         }));
         let poller = inner.clone();
         wirespeed_rt::add_poller(move || poller.borrow_mut().poll());

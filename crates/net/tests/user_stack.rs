@@ -205,8 +205,8 @@ fn partial_syn(src_port: u16) -> Vec<u8> {
     .emit(&mut f)
     .unwrap();
     Ipv4Repr {
-        src: src.into(),
-        dst: dst.into(),
+        src,
+        dst,
         protocol: IpProtocol::Tcp,
         payload_len: tcp.header_len(),
         ttl: 64,
@@ -216,7 +216,7 @@ fn partial_syn(src_port: u16) -> Vec<u8> {
     .emit(&mut f[14..])
     .unwrap();
     tcp.emit(&mut f[34..]).unwrap();
-    let partial = checksum::partial_v4(src.into(), dst.into(), 6, tcp.header_len() as u16);
+    let partial = checksum::partial_v4(src, dst, 6, tcp.header_len() as u16);
     f[34 + 16..34 + 18].copy_from_slice(&partial.to_be_bytes());
     f
 }
