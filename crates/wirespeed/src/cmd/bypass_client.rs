@@ -173,7 +173,11 @@ pub fn run<P: ResponseParser>(
             let (spec, marks) = (spec2.clone(), marks.clone());
             async move {
                 let socket = socket.ok_or_else(|| "no socket for this shard".to_string())?;
+                let iface = socket.ifname().to_string();
                 let stack = UserStack::start(&cfg, socket);
+                stack.on_drop_cause(move |cause| {
+                    super::tell_drop_cause_once("bench", cause, &iface)
+                });
                 let totals = Rc::new(RefCell::new(ShardTotals::default()));
                 let request = Rc::new(spec.request.clone());
                 let mut tasks = Vec::new();

@@ -4,7 +4,6 @@ use std::cell::Cell;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use serde::Serialize;
 use wirespeed_http::date::DateCache;
 use wirespeed_http::server::{self, Stats};
 use wirespeed_net::kernel::{bind_group, ListenOptions, Listener, Locality};
-use wirespeed_net::user::{DropCause, StackConfig, UserStack};
+use wirespeed_net::user::{StackConfig, UserStack};
 use wirespeed_net::{TcpListener, TcpStream};
 use wirespeed_nic::{Bifurcation, BifurcationConfig, InterfaceInfo, XskConfig, XskSocket};
 use wirespeed_rt::{Either, EngineKind, Runtime};
@@ -251,7 +250,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 ListenerSource::Xdp { socket, stack } => {
                     let iface = socket.ifname().to_string();
                     let user = UserStack::start(&stack, socket);
-                    user.on_drop_cause(move |cause| tell_drop_cause_once(cause, &iface));
+                    user.on_drop_cause(move |cause| {
+                        super::tell_drop_cause_once("serve", cause, &iface)
+                    });
                     let listener = TcpListener::User(user.listen(port, 4096).map_err(|e| e.to_string())?);
                     let summary = shard_main(listener, cfg, kind, max_conns).await.map_err(|e| e.to_string());
                     let s = user.stats();
@@ -338,14 +339,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
-}
-
-/// One line on stderr per cause for the whole process, however many shards see it.
-fn tell_drop_cause_once(cause: DropCause, iface: &str) {
-    static TOLD: AtomicU32 = AtomicU32::new(0);
-    if TOLD.fetch_or(cause.bit(), Ordering::Relaxed) & cause.bit() == 0 {
-        eprintln!("wirespeed serve: {}", cause.explain(iface));
-    }
 }
 
 fn rt_engine_name(e: EngineKind) -> String {
