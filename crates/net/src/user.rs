@@ -101,8 +101,9 @@ pub enum DropCause {
     /// veth we serve on, not on a macvlan above it).
     OversizedFrames { capacity: usize },
     /// TCP/UDP segments whose checksum field holds only the pseudo-header sum (the sender left
-    /// it to checksum offload) arrive on a hardware device, which should never pass such
-    /// frames on, so they count as bad checksums (`tcp_bad_checksum_partial`,
+    /// it to checksum offload) arrive on a stack set up for a hardware device, which should
+    /// never pass such frames on (`accept_partial_checksums` off), so they count as bad
+    /// checksums (`tcp_bad_checksum_partial`,
     /// `udp_bad_checksum_partial`).
     PartialChecksums,
 }
@@ -120,9 +121,10 @@ impl DropCause {
     pub fn explain(self, iface: &str) -> String {
         match self {
             DropCause::PartialChecksums => format!(
-                "dropping TCP/UDP segments with partial checksums on {iface}, a hardware \
-                 device: the sender left checksums to offload and nothing completed them; turn \
-                 checksum offload off on the sending interface (`ethtool -K PEER tx off`)"
+                "dropping TCP/UDP segments with partial checksums on {iface}, taken for a \
+                 hardware device: the sender left checksums to offload and nothing completed \
+                 them; turn checksum offload off on the sending interface \
+                 (`ethtool -K PEER tx off`)"
             ),
             DropCause::OversizedFrames { capacity } => format!(
                 "dropping frames longer than {capacity} bytes on {iface} before our stack sees \
@@ -385,7 +387,8 @@ impl UserStack {
     }
 
     /// Calls `tell` the first time the stack drops traffic for each [`DropCause`] (from the
-    /// shard's poller, right after the burst that showed it).
+    /// shard's poller, right after the burst that showed it, while the poller holds the
+    /// stack: `tell` must not call back into this `UserStack`).
     pub fn on_drop_cause(&self, tell: impl Fn(DropCause) + 'static) {
         self.inner.borrow_mut().on_drop_cause = Some(Box::new(tell));
     }
