@@ -3,6 +3,9 @@
 
 CARGO ?= cargo
 BIN := target/release/wirespeed
+# The DPDK driver and `--stack dpdk` (libdpdk-dev comes with `make deps`); scripts/test.sh
+# builds the suite with the same features.
+FEATURES := wirespeed/dpdk,wirespeed-net/dpdk,wirespeed-nic/dpdk
 
 .PHONY: run test deps build clean
 
@@ -10,7 +13,7 @@ deps:
 	@bash scripts/install-deps.sh
 
 build: deps
-	$(CARGO) build --release --workspace --bins
+	$(CARGO) build --release --workspace --bins --features $(FEATURES)
 
 run: build
 	$(BIN) showdown

@@ -15,7 +15,9 @@ start=$(date +%s)
 
 # Optimized tests (profile ci: release without LTO): the integration tests drive real load.
 # One test at a time: many tests pin threads to CPUs or measure, and the machine has 2.
-cargo test --profile ci --workspace -- --test-threads=1
+# With the DPDK feature, as `make` builds the binary: the DPDK driver's own test
+# (crates/nic/tests/dpdk.rs) and `serve --stack dpdk` run too.
+cargo test --profile ci --workspace --features wirespeed/dpdk,wirespeed-net/dpdk,wirespeed-nic/dpdk -- --test-threads=1
 
 # The TCP/IP stack and the packet parsers under libFuzzer: 60 s on the stack target (whole
 # frames into a stack with a listener), 20 s on the wire parsers.

@@ -15,6 +15,44 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* The routers behind the checks both hooks make: Ethernet, no tag, IP, to this port's MAC,
+ * the family switched on. */
+static __always_inline enum router_verdict route(const struct rt_in *in, struct fp_pkt *p,
+						 __u32 *oif, enum fp_reason *why)
+{
+	if (parse_eth(p) < 0) {
+		*why = FP_PASS_BAD_HEADER;
+		return RT_PASS;
+	}
+	if (p->proto == ETH_P_8021Q || p->proto == ETH_P_8021AD) {
+		*why = FP_PASS_VLAN;
+		return RT_PASS;
+	}
+	if (p->proto != ETH_P_IP && p->proto != ETH_P_IPV6) {
+		*why = FP_PASS_NOT_IP;
+		return RT_PASS;
+	}
+	if (!mac_is_ours(p->eth)) {
+		*why = FP_PASS_NOT_HOST;
+		return RT_PASS;
+	}
+
+	__u32 zero = 0;
+	struct fp_ctl *c = bpf_map_lookup_elem(&ctl, &zero);
+
+	*why = FP_PASS_DISABLED;
+	if (!c)
+		return RT_PASS;
+	if (p->proto == ETH_P_IP) {
+		if (cfg_router_v4 && !c->off_v4)
+			return router_v4(in, p, c, oif, why);
+	} else {
+		if (cfg_router_v6 && !c->off_v6)
+			return router_v6(in, p, c, oif, why);
+	}
+	return RT_PASS;
+}
+
 SEC("xdp")
 int fp_xdp(struct xdp_md *ctx)
 {
@@ -23,7 +61,7 @@ int fp_xdp(struct xdp_md *ctx)
 		.data_end = (void *)(long)ctx->data_end,
 	};
 	enum fp_reason why = FP_PASS_NOT_IP;
-	enum router_verdict v = RT_PASS;
+	enum router_verdict v;
 	__u32 oif = 0;
 
 	/* A bridge port: bridging is all this port's traffic may get from the fast path; what
@@ -35,39 +73,14 @@ int fp_xdp(struct xdp_md *ctx)
 			return bpf_redirect_map(&tx_ports, oif, XDP_DROP);
 		return XDP_PASS;
 	}
-	if (parse_eth(&p) < 0) {
-		count(FP_PASS_BAD_HEADER);
-		return XDP_PASS;
-	}
-	if (p.proto == ETH_P_8021Q || p.proto == ETH_P_8021AD) {
-		count(FP_PASS_VLAN);
-		return XDP_PASS;
-	}
-	if (p.proto != ETH_P_IP && p.proto != ETH_P_IPV6) {
-		count(FP_PASS_NOT_IP);
-		return XDP_PASS;
-	}
-	if (!mac_is_ours(p.eth)) {
-		count(FP_PASS_NOT_HOST);
-		return XDP_PASS;
-	}
 
-	__u32 zero = 0;
-	struct fp_ctl *c = bpf_map_lookup_elem(&ctl, &zero);
+	struct rt_in in = {
+		.ctx = ctx,
+		.in_if = in_ifindex(ctx),
+		.l3_len = (__u32)(p.data_end - p.data) - sizeof(struct ethhdr),
+	};
 
-	if (!c) {
-		why = FP_PASS_DISABLED;
-	} else if (p.proto == ETH_P_IP) {
-		if (cfg_router_v4 && !c->off_v4)
-			v = router_v4(ctx, &p, c, &oif, &why);
-		else
-			why = FP_PASS_DISABLED;
-	} else {
-		if (cfg_router_v6 && !c->off_v6)
-			v = router_v6(ctx, &p, c, &oif, &why);
-		else
-			why = FP_PASS_DISABLED;
-	}
+	v = route(&in, &p, &oif, &why);
 	count(why);
 	if (v == RT_REDIRECT)
 		return bpf_redirect_map(&tx_ports, oif, XDP_PASS);
@@ -76,17 +89,130 @@ int fp_xdp(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-/* The same modules at TC ingress, for ports whose frames end in local sockets or containers
- * (the veths of a pod network): a TC redirect transmits into a veth like the bridge does,
- * while an XDP redirect would need a program or NAPI on the peer inside the container. */
+/* Bytes the router reads from the start of an skb: Ethernet, the largest IPv4 header, and
+ * TCP/UDP ports; pulled into the linear part when an skb has them in fragments. */
+#define TC_PULL_LEN 128
+
+/* The kernel's rt_tos2priority(): the forwarding path sets an IPv4 packet's priority from
+ * its TOS, and the egress qdisc classifies by it. */
+static __always_inline __u32 tos_priority(__u8 tos)
+{
+	switch ((tos >> 3) & 3) {
+	case 1:
+		return 2; /* TC_PRIO_BULK */
+	case 2:
+		return 6; /* TC_PRIO_INTERACTIVE */
+	case 3:
+		return 4; /* TC_PRIO_INTERACTIVE_BULK */
+	default:
+		return 0; /* TC_PRIO_BESTEFFORT */
+	}
+}
+
+/* The network-layer length of each segment of a GSO skb, which is what the kernel checks
+ * against the egress MTU when it forwards one: L3 and TCP headers plus gso_size. 0 for
+ * anything but plain TCP over IPv4 or IPv6 (no options or extension headers): the kernel's. */
+static __always_inline __u32 gso_segment_len(struct __sk_buff *skb, const struct fp_pkt *p)
+{
+	__u32 l3 = 0;
+	__u8 proto;
+
+	if (p->proto == ETH_P_IP) {
+		struct iphdr *iph = p->l3;
+
+		if ((void *)(iph + 1) > p->data_end || iph->ihl != 5)
+			return 0;
+		l3 = sizeof(*iph);
+		proto = iph->protocol;
+	} else {
+		struct ipv6hdr *ip6h = p->l3;
+
+		if ((void *)(ip6h + 1) > p->data_end)
+			return 0;
+		l3 = sizeof(*ip6h);
+		proto = ip6h->nexthdr;
+	}
+	if (proto != IPPROTO_TCP)
+		return 0;
+
+	struct tcphdr *th = p->l3 + l3;
+
+	if ((void *)(th + 1) > p->data_end)
+		return 0;
+	return l3 + th->doff * 4 + skb->gso_size;
+}
+
+/* The router at TC ingress: for a port whose frames must leave through a device that takes
+ * no XDP-redirected frames (a veth whose peer runs no NAPI: the kernel default), a TC
+ * redirect is an skb, which every device takes. */
+static __always_inline int router_tc(struct __sk_buff *skb)
+{
+	enum fp_reason why = FP_PASS_NOT_IP;
+	enum router_verdict v = RT_PASS;
+	__u32 oif = 0;
+	__u32 want = skb->len < TC_PULL_LEN ? skb->len : TC_PULL_LEN;
+
+	/* A tag the device took off is in the skb's metadata, not the data. */
+	if (skb->vlan_present) {
+		count(FP_PASS_VLAN);
+		return TC_ACT_OK;
+	}
+	if (skb->data_end - skb->data < want)
+		bpf_skb_pull_data(skb, want);
+	/* The pull moved the data: the pointers are read afresh, each a load at a constant
+	 * offset from the context (the verifier refuses a context pointer plus a register). */
+	asm volatile("" : "+r"(skb));
+
+	struct fp_pkt p = {
+		.data = (void *)(long)skb->data,
+		.data_end = (void *)(long)skb->data_end,
+	};
+	struct rt_in in = {
+		.ctx = skb,
+		.in_if = cfg_ifindex ? cfg_ifindex : skb->ingress_ifindex,
+		.l3_len = skb->len - sizeof(struct ethhdr),
+		.tc = 1,
+	};
+
+	if (skb->gso_size) {
+		/* route() parses again; this only needs the headers. */
+		if (parse_eth(&p) == 0)
+			in.mtu_len = gso_segment_len(skb, &p);
+		if (!in.mtu_len) {
+			count(FP_PASS_GSO);
+			return TC_ACT_OK;
+		}
+	}
+	v = route(&in, &p, &oif, &why);
+	count(why);
+	if (v == RT_DROP)
+		return TC_ACT_SHOT;
+	if (v != RT_REDIRECT)
+		return TC_ACT_OK;
+	/* What ip_forward() does to the skb besides the header: priority from the TOS, no
+	 * receive timestamp carried into the egress qdisc. */
+	if (p.proto == ETH_P_IP) {
+		struct iphdr *iph = p.l3;
+
+		if ((void *)(iph + 1) <= p.data_end)
+			skb->priority = tos_priority(iph->tos);
+	}
+	skb->tstamp = 0;
+	return bpf_redirect(oif, 0);
+}
+
+/* The same modules at TC ingress, for ports whose egress takes no XDP-redirected frames
+ * (the veths of a pod network, any veth whose peer runs no NAPI): a TC redirect transmits an
+ * skb, which every device takes. */
 SEC("tc")
 int fp_tc(struct __sk_buff *skb)
 {
 	enum fp_reason why = FP_PASS_DISABLED;
 	__u32 oif = 0;
 
-	if (cfg_bridge)
-		oif = bridge_tc(skb, &why);
+	if (!cfg_bridge)
+		return router_tc(skb);
+	oif = bridge_tc(skb, &why);
 	count(why);
 	if (oif)
 		return bpf_redirect(oif, 0);

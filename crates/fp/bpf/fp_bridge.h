@@ -228,6 +228,10 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 	oif = bridge_decide(&f, &tag, &vid);
 	if (!oif)
 		return 0;
+	if (csum_may_be_partial(f.proto, f.l3, data_end)) {
+		*why = FP_PASS_CSUM_PARTIAL;
+		return 0;
+	}
 	/* The frame is edited below: from here on, passing it to the kernel would hand it an
 	 * altered frame, so the redirect must not be able to fall back. */
 	if (!bpf_map_lookup_elem(&tx_ports, &oif)) {

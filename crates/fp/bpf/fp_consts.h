@@ -44,6 +44,8 @@ enum fp_reason {
 	FP_BRIDGED,          /* forwarded by the bridge module (FDB hit) */
 	FP_PASS_BRIDGE,      /* bridge: no FDB entry, local MAC, STP state or VLAN miss */
 	FP_FORWARDED_CACHED, /* redirected by the router on the route cache's answer */
+	FP_PASS_GSO,         /* TC: a GSO skb the router cannot size per segment */
+	FP_PASS_CSUM_PARTIAL,/* XDP: the L4 checksum may still be partial (local sender) */
 	FP_NR_REASONS,
 };
 

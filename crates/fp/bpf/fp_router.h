@@ -11,6 +11,19 @@ enum router_verdict {
 	RT_PASS,
 };
 
+/* What the router needs from the hook it runs at (XDP or TC ingress). */
+struct rt_in {
+	void *ctx;       /* for bpf_fib_lookup: an xdp_md or an __sk_buff */
+	__u32 in_if;     /* ingress ifindex */
+	__u32 l3_len;    /* bytes from the L3 header to the packet's end (all of an skb) */
+	/* The length the egress MTU is checked against: one segment's for a GSO skb, as the
+	 * kernel's forwarding path checks it (skb_gso_validate_network_len); 0 for the
+	 * header's own length. */
+	__u32 mtu_len;
+	/* An skb: its CHECKSUM_COMPLETE sum must follow the header edits (XDP has none). */
+	int tc;
+};
+
 static __always_inline enum fp_reason fib_reason(int rc)
 {
 	switch (rc) {
@@ -63,7 +76,7 @@ static __always_inline int ipv4_martian(__be32 addr)
 	return first == 0 || first == 127 || first >= 224;
 }
 
-static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct fp_pkt *p,
+static __always_inline enum router_verdict router_v4(const struct rt_in *in, struct fp_pkt *p,
 						     const struct fp_ctl *c, __u32 *oif,
 						     enum fp_reason *why)
 {
@@ -87,7 +100,7 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 	}
 	tot_len = bpf_ntohs(iph->tot_len);
 	/* Padding or truncation: the kernel trims or drops; let it. */
-	if ((void *)iph + tot_len != p->data_end || ipv4_hdr_csum_check(iph) != 0) {
+	if (tot_len != in->l3_len || ipv4_hdr_csum_check(iph) != 0) {
 		*why = FP_PASS_BAD_HEADER;
 		return RT_PASS;
 	}
@@ -103,12 +116,18 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 		*why = FP_PASS_MARTIAN;
 		return RT_PASS;
 	}
+	/* An skb keeps its checksum state across a TC redirect; an XDP frame does not. */
+	if (!in->tc && l4_csum_may_be_partial_v4(iph, p->data_end)) {
+		*why = FP_PASS_CSUM_PARTIAL;
+		return RT_PASS;
+	}
 
 	/* A cached answer stands for bpf_fib_lookup only if it is of this generation and for the
 	 * same destination, TOS and ingress port, and the packet is no longer than one the FIB
 	 * passed: with no policy rules and no multipath those are all the FIB's answer depends
 	 * on, and any change to it comes with an rtnetlink event, hence a new generation. */
-	__u32 in_if = in_ifindex(ctx);
+	__u32 in_if = in->in_if;
+	__u16 mtu_len = in->mtu_len ? in->mtu_len : tot_len;
 	struct route_cache_v4 *hop = NULL;
 	enum fp_reason forwarded = FP_FORWARDED;
 	__u32 gen = 0;
@@ -122,7 +141,7 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 		hop = bpf_map_lookup_elem(&route_cache_v4, &slot);
 	}
 	if (hop && hop->gen == gen && hop->dst == iph->daddr && hop->in_ifindex == in_if &&
-	    hop->tos == iph->tos && tot_len <= hop->max_len) {
+	    hop->tos == iph->tos && mtu_len <= hop->max_len) {
 		fib.ifindex = hop->oif;
 		__builtin_memcpy(fib.dmac, hop->dmac, ETH_ALEN);
 		__builtin_memcpy(fib.smac, hop->smac, ETH_ALEN);
@@ -131,11 +150,11 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 		fib.family = AF_INET;
 		fib.tos = iph->tos;
 		fib.l4_protocol = iph->protocol;
-		fib.tot_len = tot_len;
+		fib.tot_len = mtu_len;
 		fib.ipv4_src = iph->saddr;
 		fib.ipv4_dst = iph->daddr;
 		fib.ifindex = in_if;
-		rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+		rc = bpf_fib_lookup(in->ctx, &fib, sizeof(fib), 0);
 		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
 			*why = fib_reason(rc);
 			return RT_PASS;
@@ -147,7 +166,7 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 			hop->dst = iph->daddr;
 			hop->in_ifindex = in_if;
 			hop->oif = fib.ifindex;
-			hop->max_len = tot_len;
+			hop->max_len = mtu_len;
 			hop->tos = iph->tos;
 			__builtin_memcpy(hop->dmac, fib.dmac, ETH_ALEN);
 			__builtin_memcpy(hop->smac, fib.smac, ETH_ALEN);
@@ -166,7 +185,8 @@ static __always_inline enum router_verdict router_v4(struct xdp_md *ctx, struct 
 		}
 	}
 
-	/* The kernel's own ip_decrease_ttl(): same bytes out as the slow path. */
+	/* The kernel's own ip_decrease_ttl(): same bytes out as the slow path. The header's
+	 * one's-complement sum does not change, so neither does an skb's CHECKSUM_COMPLETE. */
 	check = iph->check;
 	check += bpf_htons(0x0100);
 	iph->check = (__u16)(check + (check >= 0xFFFF));
@@ -190,7 +210,7 @@ static __always_inline int ipv6_special(const struct in6_addr *a)
 	return 0;
 }
 
-static __always_inline enum router_verdict router_v6(struct xdp_md *ctx, struct fp_pkt *p,
+static __always_inline enum router_verdict router_v6(const struct rt_in *in, struct fp_pkt *p,
 						     const struct fp_ctl *c, __u32 *oif,
 						     enum fp_reason *why)
 {
@@ -204,7 +224,7 @@ static __always_inline enum router_verdict router_v6(struct xdp_md *ctx, struct 
 		return RT_PASS;
 	}
 	payload_len = bpf_ntohs(ip6h->payload_len);
-	if ((void *)(ip6h + 1) + payload_len != p->data_end) {
+	if (sizeof(*ip6h) + payload_len != in->l3_len) {
 		*why = FP_PASS_BAD_HEADER;
 		return RT_PASS;
 	}
@@ -220,20 +240,24 @@ static __always_inline enum router_verdict router_v6(struct xdp_md *ctx, struct 
 		*why = FP_PASS_MARTIAN;
 		return RT_PASS;
 	}
+	if (!in->tc && l4_csum_may_be_partial_v6(ip6h, p->data_end)) {
+		*why = FP_PASS_CSUM_PARTIAL;
+		return RT_PASS;
+	}
 
 	fib.family = AF_INET6;
 	fib.flowinfo = *(__be32 *)ip6h & bpf_htonl(0x0FFFFFFF);
 	fib.l4_protocol = ip6h->nexthdr;
-	fib.tot_len = sizeof(*ip6h) + payload_len;
+	fib.tot_len = in->mtu_len ? in->mtu_len : sizeof(*ip6h) + payload_len;
 	__builtin_memcpy(fib.ipv6_src, &ip6h->saddr, sizeof(fib.ipv6_src));
 	__builtin_memcpy(fib.ipv6_dst, &ip6h->daddr, sizeof(fib.ipv6_dst));
-	fib.ifindex = in_ifindex(ctx);
-	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	fib.ifindex = in->in_if;
+	rc = bpf_fib_lookup(in->ctx, &fib, sizeof(fib), 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
 		*why = fib_reason(rc);
 		return RT_PASS;
 	}
-	if (!egress_ok(&fib, in_ifindex(ctx), why))
+	if (!egress_ok(&fib, in->in_if, why))
 		return RT_PASS;
 	if (cfg_filter_v6 && c->filter_v6) {
 		int f = filter_v6(p, ip6h, fib.ifindex, c);
@@ -248,7 +272,17 @@ static __always_inline enum router_verdict router_v6(struct xdp_md *ctx, struct 
 		}
 	}
 
-	ip6h->hop_limit--;
+	if (in->tc) {
+		/* No header checksum absorbs the change: fold it into an skb's
+		 * CHECKSUM_COMPLETE sum (a no-op for other skbs). */
+		__be32 before = ((__be32 *)ip6h)[1], after;
+
+		ip6h->hop_limit--;
+		after = ((__be32 *)ip6h)[1];
+		bpf_csum_update(in->ctx, bpf_csum_diff(&before, 4, &after, 4, 0));
+	} else {
+		ip6h->hop_limit--;
+	}
 	rewrite_macs(p->eth, &fib);
 	*oif = fib.ifindex;
 	*why = FP_FORWARDED;

@@ -110,3 +110,17 @@ int sink_drop(struct xdp_md *ctx)
 		*n += 1;
 	return XDP_DROP;
 }
+
+/* The same sink at TC ingress. It leaves the sink's veth without NAPI (no XDP program, and
+ * GRO off as the kernel leaves it), so that the DUT's egress into it takes no XDP-redirected
+ * frames: the case the fast path serves from TC. */
+SEC("tc")
+int sink_drop_tc(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&sink_count, &zero);
+
+	if (n)
+		*n += 1;
+	return 2; /* TC_ACT_SHOT */
+}

@@ -260,9 +260,11 @@ fn main() {
     let gen = Arc::new(Gen::load(frame.as_slice().try_into().expect("60-byte frame")).unwrap());
     let sink_if = ifindex(&lab.sink, "s0");
     let g = gen.clone();
-    let _sink = spawn_in_ns(lab.sink.name(), move || g.attach_sink(sink_if).unwrap())
-        .join()
-        .unwrap();
+    let mut sink = Some(
+        spawn_in_ns(lab.sink.name(), move || g.attach_sink(sink_if).unwrap())
+            .join()
+            .unwrap(),
+    );
 
     println!("fp_bench: {} s measured after {} s warm-up, {rounds} rounds, Linux and fast path alternating", secs.as_secs(), warm.as_secs());
     println!("generator: BPF_PROG_RUN live frames (XDP_TX) on CPU 0; DUT veth NAPI threads on CPU 1 ({} pinned)", pin_napi());
@@ -361,6 +363,43 @@ fn main() {
     };
     let d0 = ifindex(&lab.dut, "d0");
     let mut local_rows = Vec::new();
+
+    // The sink's veth as the kernel leaves it (no XDP program, GRO off): an XDP redirect
+    // into d1 would be dropped, so the fast path routes at TC ingress. Counted by a TC sink.
+    let name = "router at TC (sink veth at kernel defaults)";
+    if wanted(name) {
+        drop(sink.take());
+        lab.sink
+            .exec("ethtool", &["-K", "s0", "gro", "off"])
+            .unwrap();
+        let g = gen.clone();
+        let tc_sink = spawn_in_ns(lab.sink.name(), move || g.attach_sink_tc(sink_if).unwrap())
+            .join()
+            .unwrap();
+        let fp = Fp {
+            hook: BridgeHook::Auto,
+            route_cache: true,
+        };
+        println!(
+            "{}",
+            compare(name, rounds, &lab.dut, fp, &|| measure(
+                &ends, &gen, &frame, warm, secs
+            ))
+        );
+        local_rows.push(compare(name, rounds, &lab.dut, fp, &|| {
+            measure_local(&ends, d0, &gen, &frame, warm, secs)
+        }));
+        drop(tc_sink);
+        lab.sink
+            .exec("ethtool", &["-K", "s0", "gro", "on"])
+            .unwrap();
+        let g = gen.clone();
+        sink = Some(
+            spawn_in_ns(lab.sink.name(), move || g.attach_sink(sink_if).unwrap())
+                .join()
+                .unwrap(),
+        );
+    }
     for (name, route_cache, frames, setup) in configs {
         setup();
         if !wanted(name) {
@@ -380,6 +419,7 @@ fn main() {
         }));
     }
     gen.set_frames(&[]).unwrap();
+    drop(sink);
 
     // The bridge: the same generator, frames addressed to the sink's MAC across br0.
     let br = bridge_line("bb");

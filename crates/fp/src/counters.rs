@@ -29,10 +29,12 @@ pub enum Reason {
     Bridged,
     PassBridge,
     ForwardedCached,
+    PassGso,
+    PassCsumPartial,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 25] = [
         Reason::Forwarded,
         Reason::DroppedFilter,
         Reason::PassNotIp,
@@ -56,6 +58,8 @@ impl Reason {
         Reason::Bridged,
         Reason::PassBridge,
         Reason::ForwardedCached,
+        Reason::PassGso,
+        Reason::PassCsumPartial,
     ];
 
     pub fn name(self) -> &'static str {
@@ -83,6 +87,8 @@ impl Reason {
             Reason::Bridged => "bridged",
             Reason::PassBridge => "pass_bridge",
             Reason::ForwardedCached => "forwarded_cached",
+            Reason::PassGso => "pass_gso",
+            Reason::PassCsumPartial => "pass_csum_partial",
         }
     }
 

@@ -15,7 +15,9 @@ use crate::error::{io, Error, Result};
 use crate::filter::{self, FamilyFilter, FilterPlan, IpsetInfo, Tables, XtByHandle};
 use crate::loader::{self, Attachment, BridgeMaps, Features, Hook, Program};
 use crate::model::{BridgeHook, Event, FdbKey, Model, Plan};
-use crate::netlink::{self, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
+use crate::netlink::{
+    self, NetdevFamily, Socket, NETLINK_GENERIC, NETLINK_NETFILTER, NETLINK_ROUTE,
+};
 use crate::nftevent::{self, NftMsg, RuleEvent};
 use crate::nftlib::NftLib;
 
@@ -159,6 +161,9 @@ pub struct Daemon {
     ruleset_read: Duration,
     errors: Vec<String>,
     dump: Socket,
+    /// The netdev generic-netlink family and a socket to dump it (None: the kernel has no
+    /// such family, so no device's XDP features are known).
+    netdev: Option<(Socket, NetdevFamily)>,
     legacy: (bool, bool),
     applied: Plan,
     applied_filter: FilterPlan,
@@ -301,6 +306,7 @@ impl Daemon {
             ruleset_read: Duration::ZERO,
             errors: Vec::new(),
             dump: Socket::open(NETLINK_ROUTE)?,
+            netdev: Self::open_netdev(),
             legacy: (false, false),
             applied: Plan::default(),
             applied_filter: FilterPlan::default(),
@@ -308,6 +314,32 @@ impl Daemon {
             ipset_text: String::new(),
             last_ruleset: None,
         })
+    }
+
+    fn open_netdev() -> Option<(Socket, NetdevFamily)> {
+        let mut s = Socket::open(NETLINK_GENERIC).ok()?;
+        let family = netlink::netdev_family(&mut s).ok()?;
+        Some((s, family))
+    }
+
+    /// Reads every device's XDP features: which ports take XDP-redirected frames.
+    fn sync_xdp_features(&mut self) -> Result<()> {
+        let Some((s, family)) = &mut self.netdev else {
+            self.model.xdp_features = None;
+            return Ok(());
+        };
+        let mut known = BTreeMap::new();
+        for ev in netlink::dump_xdp_features(s, family)? {
+            if let Event::XdpFeatures {
+                ifindex,
+                features: Some(f),
+            } = ev
+            {
+                known.insert(ifindex, f);
+            }
+        }
+        self.model.xdp_features = Some(known);
+        Ok(())
     }
 
     fn sync_links(&mut self) -> Result<()> {
@@ -529,6 +561,7 @@ impl Daemon {
 
     fn sync_all(&mut self) -> Result<()> {
         self.sync_links()?;
+        self.sync_xdp_features()?;
         self.sync_routes_v4()?;
         self.sync_rules(2)?;
         self.sync_rules(10)?;
@@ -669,7 +702,7 @@ impl Daemon {
                     Some(port) if port.prog.features.serves(&f) => {
                         port.prog
                             .set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
-                        port.prog.set_tx_ports(&plan.tx_ports)?;
+                        port.prog.set_tx_ports(&pp.tx_ports)?;
                         if port.tables != tables {
                             if let Some(t) = &tables {
                                 port.prog.write_filter_over(port.tables.as_ref(), t)?;
@@ -687,7 +720,7 @@ impl Daemon {
                             ),
                         };
                         prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
-                        prog.set_tx_ports(&plan.tx_ports)?;
+                        prog.set_tx_ports(&pp.tx_ports)?;
                         if let Some(t) = &tables {
                             if old_tables.as_ref() != Some(t) {
                                 prog.write_filter_over(old_tables.as_ref(), t)?;
@@ -711,7 +744,7 @@ impl Daemon {
                         }
                         let prog = Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?;
                         prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
-                        prog.set_tx_ports(&plan.tx_ports)?;
+                        prog.set_tx_ports(&pp.tx_ports)?;
                         if let Some(t) = &tables {
                             prog.write_filter(t)?;
                         }
@@ -874,6 +907,16 @@ impl Daemon {
         }
         let nft = Socket::open(NETLINK_NETFILTER)?;
         nft.join(netlink::NFT_GROUP)?;
+        // XDP features change without an rtnetlink event (a veth peer's GRO or XDP program).
+        let netdev_family = self.netdev.as_ref().map(|(_, f)| *f);
+        let netdev_events = match netdev_family {
+            Some(f) => {
+                let s = Socket::open(NETLINK_GENERIC)?;
+                s.join(f.mgmt_group)?;
+                Some((s, f))
+            }
+            None => None,
+        };
         // Subscribe first, then dump: a change between the two is seen as an event.
         self.sync_all()?;
         let t0 = Instant::now();
@@ -896,14 +939,20 @@ impl Daemon {
                     events: libc::POLLIN,
                     revents: 0,
                 },
+                libc::pollfd {
+                    // poll(2) skips a negative fd.
+                    fd: netdev_events.as_ref().map_or(-1, |(s, _)| s.raw_fd()),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
             ];
             let wait = if self.check_pending {
                 CHECK_DELAY
             } else {
                 POLL_PERIOD
             };
-            // SAFETY: two valid pollfds.
-            unsafe { libc::poll(pfds.as_mut_ptr(), 2, wait.as_millis() as i32) };
+            // SAFETY: three valid pollfds.
+            unsafe { libc::poll(pfds.as_mut_ptr(), 3, wait.as_millis() as i32) };
             let t_event = Instant::now();
             self.ruleset_read = Duration::ZERO;
             let mut kinds: Vec<&'static str> = Vec::new();
@@ -947,6 +996,24 @@ impl Daemon {
                             self.apply_fdb(add, entry);
                         }
                         _ => {}
+                    }
+                }
+            }
+            if let Some((s, family)) = &netdev_events {
+                while let Some(n) = s.recv(&mut buf)? {
+                    if n == 0 {
+                        resync = true;
+                        continue;
+                    }
+                    for m in netlink::messages(&buf[..n]) {
+                        let Some(ev) = netlink::parse_netdev_msg(family.id, m.ty, m.payload) else {
+                            continue;
+                        };
+                        kinds.push(ev.kind());
+                        // A port that stops taking XDP frames leaves the routers' tx sets:
+                        // no cached answer may still send a frame there.
+                        rtnl = true;
+                        changed |= self.model.apply(&ev);
                     }
                 }
             }

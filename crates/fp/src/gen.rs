@@ -18,6 +18,7 @@ pub struct Gen {
     tx: OwnedFd,
     rx: OwnedFd,
     sink: OwnedFd,
+    sink_tc: OwnedFd,
     count: MapHandle,
     dut: MapHandle,
     frames: MapHandle,
@@ -64,6 +65,12 @@ impl Gen {
                 .as_fd()
                 .try_clone_to_owned()
                 .map_err(io("dup sink_drop"))?,
+            sink_tc: skel
+                .progs
+                .sink_drop_tc
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(io("dup sink_drop_tc"))?,
             count: MapHandle::try_from(&skel.maps.sink_count).map_err(bpf("dup sink_count"))?,
             dut: MapHandle::try_from(&skel.maps.dut).map_err(bpf("dup dut"))?,
             frames: MapHandle::try_from(&skel.maps.frames).map_err(bpf("dup frames"))?,
@@ -108,6 +115,12 @@ impl Gen {
     /// Attaches the counting sink at XDP on `ifindex` (calling thread's namespace).
     pub fn attach_sink(&self, ifindex: u32) -> Result<Attachment> {
         Attachment::xdp_fd(self.sink.as_fd(), ifindex)
+    }
+
+    /// Attaches the counting sink at TC ingress on `ifindex` instead: the device then runs
+    /// no NAPI unless GRO is on, as a veth is by default.
+    pub fn attach_sink_tc(&self, ifindex: u32) -> Result<Attachment> {
+        Attachment::tc_fd(self.sink_tc.as_fd(), ifindex)
     }
 
     /// Frames the sink has counted so far.

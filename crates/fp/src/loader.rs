@@ -486,6 +486,11 @@ impl Attachment {
     /// Attaches `prog` (an fp_tc program) at TC ingress on `ifindex` through a tcx link, in
     /// front of any classifier already there.
     pub fn tc(prog: &Program, ifindex: u32) -> Result<Attachment> {
+        Self::tc_fd(prog.fd.as_fd(), ifindex)
+    }
+
+    /// As `tc`, for any loaded TC program.
+    pub fn tc_fd(prog: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> Result<Attachment> {
         // SAFETY: zeroed is a valid bpf_link_create_opts.
         let mut opts: libbpf_rs::libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
         opts.sz = std::mem::size_of_val(&opts) as _;
@@ -493,7 +498,7 @@ impl Attachment {
         // SAFETY: plain syscall wrapper; the program fd is valid, opts lives across the call.
         let fd = unsafe {
             libbpf_rs::libbpf_sys::bpf_link_create(
-                prog.fd.as_raw_fd(),
+                prog.as_raw_fd(),
                 ifindex as i32,
                 libbpf_rs::libbpf_sys::BPF_TCX_INGRESS,
                 &opts,

@@ -127,6 +127,12 @@ pub enum Event {
         add: bool,
         entry: FdbEntry,
     },
+    /// A device's XDP features as the kernel reports them (netdev genetlink); None: the
+    /// device is gone.
+    XdpFeatures {
+        ifindex: u32,
+        features: Option<u64>,
+    },
 }
 
 impl Event {
@@ -142,6 +148,7 @@ impl Event {
             Event::Nft => "nftables",
             Event::Bridge => "bridge",
             Event::Fdb { .. } => "fdb",
+            Event::XdpFeatures { .. } => "xdp-features",
         }
     }
 }
@@ -176,6 +183,9 @@ pub struct Model {
     /// of bridged IPv4 / IPv6 frames.
     pub br_nf_v4: bool,
     pub br_nf_v6: bool,
+    /// XDP features per ifindex (netdev genetlink). None: this kernel does not report them
+    /// (before Linux 6.3), so no device is known to take XDP-redirected frames.
+    pub xdp_features: Option<BTreeMap<u32, u64>>,
     /// IPv4 routes the route cache cannot stand for (netlink::route_uncacheable), all
     /// tables: while there are any, every IPv4 packet asks the FIB.
     pub uncacheable_v4_routes: usize,
@@ -194,15 +204,15 @@ pub struct PortPlan {
     pub off_v6: bool,
     /// The IPv4 router answers from its route cache (fp_maps.h) where it can.
     pub route_cache_v4: bool,
-    /// Why a module is off, for status.
+    /// Egress ports this port's program may redirect to (ifindexes).
+    pub tx_ports: Vec<u32>,
+    /// Why a module is off, and which hook forwards and why, for status.
     pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
     pub ports: BTreeMap<u32, PortPlan>,
-    /// Interfaces the router may redirect to.
-    pub tx_ports: Vec<u32>,
     /// The bridge module's port table and VLAN membership ((port, vid) -> flags).
     pub bridge_ports: BTreeMap<u32, BrPortVal>,
     pub bridge_vlans: BTreeMap<(u32, u16), u16>,
@@ -237,6 +247,13 @@ impl Model {
                 }
                 false
             }
+            Event::XdpFeatures { ifindex, features } => {
+                let known = self.xdp_features.get_or_insert_with(BTreeMap::new);
+                match features {
+                    Some(f) => known.insert(*ifindex, *f) != Some(*f),
+                    None => known.remove(ifindex).is_some(),
+                }
+            }
         }
     }
 
@@ -268,14 +285,50 @@ impl Model {
         None
     }
 
-    fn hook_is_tc(&self, bridge: u32) -> bool {
+    /// Why bridge `bridge` runs at TC ingress; None: at XDP.
+    fn bridge_tc_reason(&self, bridge: u32) -> Option<String> {
         match self.bridge_hook {
-            BridgeHook::Tc => true,
-            BridgeHook::Xdp => false,
+            BridgeHook::Tc => Some("--bridge-hook tc".into()),
+            BridgeHook::Xdp => None,
             BridgeHook::Auto => self
                 .links
                 .values()
-                .any(|p| p.master == Some(bridge) && p.kind == "veth"),
+                .filter(|p| p.master == Some(bridge))
+                .find_map(|p| {
+                    if p.kind == "veth" {
+                        Some(format!(
+                            "port {} is a veth (its frames end in a container)",
+                            p.name
+                        ))
+                    } else {
+                        let why = self.xdp_egress(p).err()?;
+                        Some(format!("port {} takes no XDP frames: {why}", p.name))
+                    }
+                }),
+        }
+    }
+
+    /// Whether a frame redirected from XDP into `l` is delivered, or why not. The kernel's
+    /// own answer: the device's NETDEV_XDP_ACT_NDO_XMIT bit. A veth sets it only while its
+    /// peer runs NAPI (an XDP program or GRO on the peer); without it the kernel drops
+    /// redirected frames silently. A TC redirect (an skb) is delivered into any device.
+    pub fn xdp_egress(&self, l: &Link) -> Result<(), String> {
+        let Some(known) = &self.xdp_features else {
+            return Err("the kernel reports no XDP features (Linux < 6.3)".into());
+        };
+        match known.get(&l.index) {
+            Some(f) if f & crate::netlink::NETDEV_XDP_ACT_NDO_XMIT != 0 => Ok(()),
+            _ if l.kind == "veth" => {
+                Err("its veth peer runs no NAPI (no XDP program, GRO off)".into())
+            }
+            _ => Err(format!(
+                "its driver ({}) takes no XDP-redirected frames",
+                if l.kind.is_empty() {
+                    "physical"
+                } else {
+                    &l.kind
+                }
+            )),
         }
     }
 
@@ -323,16 +376,35 @@ impl Model {
                 }
             }
         }
-        if l.up {
-            plan.tx_ports.push(l.index);
-        } else {
+        if !l.up {
             notes.push("link down: not a redirect target".to_string());
+        }
+        let tc_reason = self.bridge_tc_reason(bridge);
+        let tc = tc_reason.is_some();
+        if let Some(why) = tc_reason {
+            notes.push(format!("bridge at TC: {why}"));
+        }
+        let mut tx_ports = Vec::new();
+        for p in self.links.values() {
+            if p.master != Some(bridge) || !p.up || self.eligible(p).is_err() {
+                continue;
+            }
+            match self.xdp_egress(p) {
+                Err(why) if !tc => {
+                    if p.index == l.index {
+                        notes.push(format!(
+                            "not an XDP redirect target ({why}): frames to it go to the kernel"
+                        ));
+                    }
+                }
+                _ => tx_ports.push(p.index),
+            }
         }
         let f = Features {
             mac: l.mac.unwrap_or_default(),
             ifindex: l.index,
             bridge: true,
-            tc: self.hook_is_tc(bridge),
+            tc,
             ..Features::default()
         };
         plan.ports.insert(
@@ -344,6 +416,7 @@ impl Model {
                 off_v4: false,
                 off_v6: false,
                 route_cache_v4: false,
+                tx_ports,
                 notes,
             },
         );
@@ -380,6 +453,19 @@ impl Model {
 
     pub fn plan(&self) -> Plan {
         let mut plan = Plan::default();
+        // Routed ports: what the router may redirect to, and the hook it runs at. At XDP only
+        // while every one of them takes XDP-redirected frames; otherwise at TC ingress, whose
+        // redirect (an skb) every device takes. One hook for all, since any routed port may
+        // be the egress of any other.
+        let routed: Vec<&Link> = self
+            .links
+            .values()
+            .filter(|l| l.master.is_none() && l.up && self.eligible(l).is_ok())
+            .collect();
+        let routed_tx: Vec<u32> = routed.iter().map(|l| l.index).collect();
+        let router_tc = routed
+            .iter()
+            .find_map(|l| self.xdp_egress(l).err().map(|why| (l.name.clone(), why)));
         for l in self.links.values() {
             if self.eligible(l).is_err() {
                 continue;
@@ -393,16 +479,20 @@ impl Model {
             // map update (microseconds) instead of a detach and a verifier load (milliseconds).
             // It only stops being a redirect target; traffic routed to it goes to the kernel.
             let mut notes = Vec::new();
-            if l.up {
-                plan.tx_ports.push(l.index);
-            } else {
+            if !l.up {
                 notes.push("link down: not a redirect target".to_string());
             }
             let mut f = Features {
                 mac: l.mac.unwrap_or_default(),
                 ifindex: l.index,
+                tc: router_tc.is_some(),
                 ..Features::default()
             };
+            if let Some((name, why)) = &router_tc {
+                notes.push(format!(
+                    "router at TC: egress {name} takes no XDP frames: {why}"
+                ));
+            }
 
             // Compiled in: the routers always (switched at run time), the filter when a
             // chain is compiled. Switched off at run time: whatever the kernel must decide.
@@ -485,6 +575,7 @@ impl Model {
                     off_v4,
                     off_v6,
                     route_cache_v4,
+                    tx_ports: routed_tx.clone(),
                     notes,
                 },
             );
@@ -522,6 +613,14 @@ mod tests {
         }
     }
 
+    /// The kernel's report for a device that takes XDP-redirected frames.
+    fn takes_xdp(ifindex: u32) -> Event {
+        Event::XdpFeatures {
+            ifindex,
+            features: Some(crate::netlink::NETDEV_XDP_ACT_NDO_XMIT | 0x3),
+        }
+    }
+
     fn forwarding_model() -> Model {
         let mut m = Model::default();
         for (i, n) in [(1, "lo"), (2, "d0"), (3, "d1")] {
@@ -531,6 +630,7 @@ mod tests {
                 l.mac = None;
             }
             m.apply(&Event::LinkNew(l));
+            m.apply(&takes_xdp(i));
             m.sysctls.v4_forwarding.insert(n.into(), true);
         }
         m.sysctls.v6_forwarding = true;
@@ -540,8 +640,12 @@ mod tests {
     #[test]
     fn routers_on_every_ethernet_port() {
         let p = forwarding_model().plan();
-        assert_eq!(p.tx_ports, vec![2, 3]);
+        assert_eq!(p.ports[&2].tx_ports, vec![2, 3]);
         assert_eq!(p.ports.len(), 2);
+        assert!(
+            !p.ports[&2].features.tc,
+            "every egress takes XDP frames: XDP"
+        );
         assert!(p.ports[&2].features.router_v4 && p.ports[&2].features.router_v6);
         assert_eq!(p.ports[&3].features.mac, [2, 0, 0, 0, 0, 3]);
     }
@@ -572,7 +676,7 @@ mod tests {
         l.up = false;
         assert!(m.apply(&Event::LinkNew(l)));
         let p = m.plan();
-        assert_eq!(p.tx_ports, vec![2]);
+        assert_eq!(p.ports[&3].tx_ports, vec![2]);
         assert!(p.ports.contains_key(&3), "a down link stays attached");
         assert!(p.ports[&3].notes.iter().any(|n| n.contains("link down")));
         assert!(m.apply(&Event::LinkDel(2)));
@@ -625,6 +729,7 @@ mod tests {
             p.kind = kind.into();
             p.master = Some(9);
             m.apply(&Event::LinkNew(p));
+            m.apply(&takes_xdp(i));
             m.bridge_ports.insert(
                 i,
                 BridgePort {
@@ -669,7 +774,7 @@ mod tests {
             }
         );
         assert_eq!(p.bridge_vlans.len(), 4);
-        assert!(p.tx_ports.contains(&4) && p.tx_ports.contains(&5));
+        assert!(p.ports[&4].tx_ports.contains(&4) && p.ports[&4].tx_ports.contains(&5));
         // Without filtering, no VLAN table; with a forced hook, XDP.
         let mut m = bridged_model(false);
         m.bridge_hook = BridgeHook::Xdp;
@@ -712,5 +817,77 @@ mod tests {
         assert_eq!(m.fdb.get(&entry.key), Some(&4));
         assert!(!m.apply(&Event::Fdb { add: false, entry }));
         assert!(m.fdb.is_empty());
+    }
+
+    #[test]
+    fn an_egress_without_xdp_delivery_moves_the_router_to_tc() {
+        let mut m = forwarding_model();
+        // The sink-side veth's peer turns GRO off: the kernel clears NDO_XMIT on d1.
+        assert!(m.apply(&Event::XdpFeatures {
+            ifindex: 3,
+            features: Some(0x3),
+        }));
+        let p = m.plan();
+        for idx in [2, 3] {
+            assert!(p.ports[&idx].features.tc, "port {idx} routes at TC");
+            assert_eq!(p.ports[&idx].tx_ports, vec![2, 3]);
+            assert!(p.ports[&idx]
+                .notes
+                .iter()
+                .any(|n| n.contains("router at TC: egress d1") && n.contains("veth peer")));
+        }
+        // GRO back on: XDP again.
+        assert!(m.apply(&takes_xdp(3)));
+        assert!(!m.plan().ports[&2].features.tc);
+        // The same report again changes nothing.
+        assert!(!m.apply(&takes_xdp(3)));
+    }
+
+    #[test]
+    fn unknown_xdp_features_mean_tc() {
+        let mut m = forwarding_model();
+        m.xdp_features = None;
+        let p = m.plan();
+        assert!(p.ports[&2].features.tc);
+        assert!(p.ports[&2].notes.iter().any(|n| n.contains("Linux < 6.3")));
+        // A device the report does not list is no XDP target either.
+        let mut m = forwarding_model();
+        m.apply(&Event::LinkNew(link(7, "d7")));
+        assert!(m.plan().ports[&2].features.tc);
+    }
+
+    #[test]
+    fn a_down_port_does_not_decide_the_hook() {
+        let mut m = forwarding_model();
+        let mut l = link(3, "d1");
+        l.up = false;
+        m.apply(&Event::LinkNew(l));
+        m.apply(&Event::XdpFeatures {
+            ifindex: 3,
+            features: Some(0),
+        });
+        assert!(!m.plan().ports[&2].features.tc);
+    }
+
+    #[test]
+    fn a_forced_xdp_bridge_never_redirects_into_a_port_without_xdp_delivery() {
+        let mut m = bridged_model(false);
+        m.bridge_hook = BridgeHook::Xdp;
+        m.apply(&Event::XdpFeatures {
+            ifindex: 5,
+            features: None,
+        });
+        let p = m.plan();
+        assert!(!p.ports[&4].features.tc);
+        assert_eq!(p.ports[&4].tx_ports, vec![4]);
+        assert!(p.ports[&5]
+            .notes
+            .iter()
+            .any(|n| n.contains("not an XDP redirect target")));
+        // Auto puts that bridge at TC, where every port takes the redirect.
+        m.bridge_hook = BridgeHook::Auto;
+        let p = m.plan();
+        assert!(p.ports[&4].features.tc && p.ports[&5].features.tc);
+        assert_eq!(p.ports[&5].tx_ports, vec![4, 5]);
     }
 }

@@ -4,8 +4,11 @@
 //! - [`kernel`]: Linux TCP through the shard's epoll or io_uring engine; one SO_REUSEPORT
 //!   listener per shard, with a classic-BPF program that steers each connection to the shard
 //!   on the CPU that received it;
-//! - [`user`]: our own TCP/IP stack over an AF_XDP queue per shard (kernel bypass).
+//! - [`user`]: our own TCP/IP stack over a driver queue per shard (kernel bypass);
+//!   [`bypass`] takes the device over (AF_XDP, or DPDK with the cargo feature `dpdk`) and
+//!   hands each shard its queue.
 
+pub mod bypass;
 pub mod kernel;
 pub mod user;
 

@@ -47,6 +47,18 @@ int ws_dpdk_port_by_name(const char *name, uint16_t *port)
 	return rte_eth_dev_get_port_by_name(name, port);
 }
 
+/* The name of the first usable port whose id is `from` or above, and its id; -ENODEV when
+ * there is none. `name` has room for RTE_ETH_NAME_MAX_LEN bytes. */
+int ws_dpdk_next_port(uint16_t from, uint16_t *port, char *name)
+{
+	uint64_t next = rte_eth_find_next_owned_by(from, RTE_ETH_DEV_NO_OWNER);
+
+	if (next >= RTE_MAX_ETHPORTS)
+		return -ENODEV;
+	*port = (uint16_t)next;
+	return rte_eth_dev_get_name_by_port(*port, name);
+}
+
 /* Configures `nrxq`/`ntxq` queues with `nb_desc` descriptors each, starts the port and turns
  * promiscuous mode on (best effort: not every vdev has it). */
 int ws_dpdk_port_start(uint16_t port, uint16_t nrxq, uint16_t ntxq, uint16_t nb_desc, struct rte_mempool *mp)

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirespeed_lab::{netns::add_addr, Netns, Veth};
-use wirespeed_nic::{Bifurcation, BifurcationConfig, BindMode, FrameIo, XskConfig, XskSocket};
+use wirespeed_nic::{
+    AttachScope, Bifurcation, BifurcationConfig, BindMode, FrameIo, XskConfig, XskSocket,
+};
 
 const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const SERVED: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
@@ -249,7 +251,7 @@ fn main() {
             )
             .unwrap();
             bif.register(&sock).unwrap();
-            bif.attach("ra0").unwrap();
+            bif.attach("ra0", AttachScope::LabOnly).unwrap();
             (bif, sock)
         })
         .unwrap();

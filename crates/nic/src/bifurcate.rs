@@ -84,6 +84,26 @@ impl BifurcationConfig {
     }
 }
 
+/// Where [`Bifurcation::attach`] may attach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachScope {
+    /// Only inside a `ws-*` lab network namespace (what tests and benchmarks use).
+    LabOnly,
+    /// Any interface, the host's own included: an operator asked for it (`--allow-host`).
+    AnyNamespace,
+}
+
+impl AttachScope {
+    /// `AnyNamespace` when the operator passed `--allow-host`.
+    pub fn allow_host(allow: bool) -> AttachScope {
+        if allow {
+            AttachScope::AnyNamespace
+        } else {
+            AttachScope::LabOnly
+        }
+    }
+}
+
 /// Per-verdict frame counts summed over CPUs (see `enum verdict_counter` in bpf/maps.h).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct VerdictCounters {
@@ -165,13 +185,20 @@ impl Bifurcation {
     }
 
     /// Attaches to `ifname` as a bpf_link (native XDP where the driver has it, else generic).
-    /// Only allowed from a thread inside a `ws-*` lab network namespace: this project never
-    /// touches the host's own interfaces.
-    pub fn attach(&mut self, ifname: &str) -> Result<()> {
-        let ns = crate::netns::current_lab_namespace().map_err(|reason| Error::NotInLab {
-            ifname: ifname.to_string(),
-            reason,
-        })?;
+    /// With [`AttachScope::LabOnly`] only from a thread inside a `ws-*` lab network namespace:
+    /// tests and benchmarks never touch the host's own interfaces. [`AttachScope::AnyNamespace`]
+    /// is the operator's explicit choice (`--allow-host`) to run on a real interface.
+    pub fn attach(&mut self, ifname: &str, scope: AttachScope) -> Result<()> {
+        let ns = match (crate::netns::current_lab_namespace(), scope) {
+            (Ok(ns), _) => ns,
+            (Err(_), AttachScope::AnyNamespace) => "(host)".to_string(),
+            (Err(reason), AttachScope::LabOnly) => {
+                return Err(Error::NotInLab {
+                    ifname: ifname.to_string(),
+                    reason,
+                })
+            }
+        };
         let index = crate::xsk::ifindex(ifname)?;
         let link = self
             .skel

@@ -58,6 +58,7 @@ extern "C" {
     ) -> *mut RteMempool;
     fn ws_dpdk_pool_free(mp: *mut RteMempool);
     fn ws_dpdk_port_by_name(name: *const c_char, port: *mut u16) -> c_int;
+    fn ws_dpdk_next_port(from: u16, port: *mut u16, name: *mut c_char) -> c_int;
     fn ws_dpdk_port_start(
         port: u16,
         nrxq: u16,
@@ -83,15 +84,25 @@ extern "C" {
     fn ws_dpdk_port_stats(port: u16, out: *mut PortStats) -> c_int;
 }
 
+/// DPDK's own error numbers start above the system's (`RTE_MIN_ERRNO` in rte_errno.h).
+const RTE_MIN_ERRNO: c_int = 1000;
+
 fn dpdk_error(what: impl Into<String>, rc: c_int) -> Error {
     let errno = rc.abs();
-    // SAFETY: rte_strerror returns a static or thread-local NUL-terminated string.
-    let text = unsafe { CStr::from_ptr(ws_dpdk_strerror(errno)) }
-        .to_string_lossy()
-        .into_owned();
+    // A system errno already says its text through the io::Error; only DPDK's own numbers
+    // need rte_strerror, or the line would say the same words twice.
+    let source = if errno >= RTE_MIN_ERRNO {
+        // SAFETY: rte_strerror returns a static or thread-local NUL-terminated string.
+        let text = unsafe { CStr::from_ptr(ws_dpdk_strerror(errno)) }
+            .to_string_lossy()
+            .into_owned();
+        std::io::Error::other(text)
+    } else {
+        std::io::Error::from_raw_os_error(errno)
+    };
     Error::Os {
-        what: format!("{}: {text}", what.into()),
-        source: std::io::Error::from_raw_os_error(errno),
+        what: what.into(),
+        source,
     }
 }
 
@@ -105,7 +116,7 @@ pub struct Eal {
 
 impl Eal {
     /// `rte_eal_init` with `args` (the first is the program name). Once per process.
-    /// It pins the calling thread to the first lcore of `-l`.
+    /// The calling thread keeps its CPU set and signal mask (see `ThreadState`).
     pub fn init(args: &[&str]) -> Result<Eal> {
         if EAL_STARTED.swap(true, Ordering::AcqRel) {
             return Err(Error::Config(
@@ -122,12 +133,63 @@ impl Eal {
         // rte_eal_init may permute argv; the CStrings stay alive for the whole call (and the
         // EAL copies what it keeps).
         let mut argv: Vec<*mut c_char> = owned.iter().map(|c| c.as_ptr() as *mut c_char).collect();
+        let kept = ThreadState::save();
         // SAFETY: argv holds argc valid NUL-terminated strings.
         let rc = unsafe { ws_dpdk_eal_init(argv.len() as c_int, argv.as_mut_ptr()) };
+        kept.restore();
         if rc < 0 {
-            return Err(dpdk_error(format!("rte_eal_init {}", args.join(" ")), rc));
+            return Err(dpdk_error(
+                format!(
+                    "rte_eal_init {} failed (the EAL's log above says why; without hugepages \
+                     pass --no-huge -m 256)",
+                    args.join(" ")
+                ),
+                rc,
+            ));
         }
         Ok(Eal { _private: () })
+    }
+}
+
+/// What `rte_eal_init` changes on the calling thread and what its own threads inherit: the
+/// EAL pins the caller to its main lcore, and the threads it starts (interrupts, service
+/// lcores) inherit the caller's signal mask. While the EAL starts, SIGINT and SIGTERM are
+/// blocked, so that its threads never take them (a runtime reads them from a signalfd on its
+/// own threads); afterwards the caller gets its CPU set and mask back.
+struct ThreadState {
+    cpus: Option<libc::cpu_set_t>,
+    mask: libc::sigset_t,
+}
+
+impl ThreadState {
+    fn save() -> ThreadState {
+        // SAFETY: zeroed cpu_set_t and sigset_t are valid empty sets; the calls write into
+        // live locals of the sizes given.
+        unsafe {
+            let mut cpus: libc::cpu_set_t = std::mem::zeroed();
+            let have_cpus =
+                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut cpus) == 0;
+            let mut block: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut block);
+            libc::sigaddset(&mut block, libc::SIGINT);
+            libc::sigaddset(&mut block, libc::SIGTERM);
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut mask);
+            ThreadState {
+                cpus: have_cpus.then_some(cpus),
+                mask,
+            }
+        }
+    }
+
+    fn restore(self) {
+        // SAFETY: both sets were filled by the kernel in `save`.
+        unsafe {
+            if let Some(cpus) = &self.cpus {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), cpus);
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut());
+        }
     }
 }
 
@@ -195,7 +257,36 @@ impl std::fmt::Debug for DpdkPort {
     }
 }
 
+/// Room for a port name (DPDK's RTE_ETH_NAME_MAX_LEN).
+const PORT_NAME_MAX: usize = 64;
+
 impl DpdkPort {
+    /// The names of the ports the EAL found (vdevs from `--vdev`, PCI devices it may use), in
+    /// port id order.
+    pub fn available(_eal: &Eal) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut from = 0u16;
+        loop {
+            let mut port = 0u16;
+            let mut name = [0 as c_char; PORT_NAME_MAX];
+            // SAFETY: valid out pointers; name has RTE_ETH_NAME_MAX_LEN bytes.
+            let rc = unsafe { ws_dpdk_next_port(from, &mut port, name.as_mut_ptr()) };
+            if rc < 0 {
+                return names;
+            }
+            // SAFETY: DPDK wrote a NUL-terminated name into the buffer.
+            names.push(
+                unsafe { CStr::from_ptr(name.as_ptr()) }
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+            match port.checked_add(1) {
+                Some(next) => from = next,
+                None => return names,
+            }
+        }
+    }
+
     /// Configures and starts the port named `name` (a vdev name such as `net_ring0`, or a PCI
     /// address).
     pub fn start(_eal: &Eal, name: &str, cfg: &DpdkPortConfig) -> Result<DpdkPort> {

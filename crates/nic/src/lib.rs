@@ -44,7 +44,7 @@ pub mod xsk;
 
 mod netns;
 
-pub use bifurcate::{Bifurcation, BifurcationConfig, Protocol};
+pub use bifurcate::{AttachScope, Bifurcation, BifurcationConfig, Protocol};
 pub use iface::InterfaceInfo;
 pub use mem::{Impairments, MemPair, MemPort};
 pub use xsk::{BindMode, BusyPoll, XskConfig, XskSocket};
@@ -70,7 +70,9 @@ pub enum Error {
         queue: u32,
         source: std::io::Error,
     },
-    #[error("refusing to attach XDP to `{ifname}`: {reason}")]
+    #[error(
+        "refusing to attach XDP to `{ifname}`: {reason}; pass --allow-host to use a host interface"
+    )]
     NotInLab { ifname: String, reason: String },
     #[error("bpf: {what}: {source}")]
     Bpf {

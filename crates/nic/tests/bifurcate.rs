@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use common::*;
 use wirespeed_nic::bifurcate::{VerdictCounters, XDP_PASS, XDP_REDIRECT};
-use wirespeed_nic::{Bifurcation, BifurcationConfig, Protocol};
+use wirespeed_nic::{AttachScope, Bifurcation, BifurcationConfig, Protocol};
 
 const SERVED: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
 const OTHER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -238,7 +238,12 @@ fn switched_off_features_pass() {
 fn attaching_outside_a_lab_namespace_is_refused() {
     wirespeed_lab::require_root();
     let mut b = Bifurcation::load(&config()).unwrap();
-    let err = b.attach("lo").unwrap_err();
-    assert!(err.to_string().contains("lab network namespace"), "{err}");
+    let err = b.attach("lo", AttachScope::LabOnly).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("lab network namespace"), "{text}");
+    assert!(
+        text.contains("pass --allow-host"),
+        "the refusal names the flag: {text}"
+    );
     assert_eq!(b.attached_to(), None);
 }

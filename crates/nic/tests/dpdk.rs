@@ -125,6 +125,11 @@ fn dpdk_ring_loopback_and_af_packet_on_a_lab_veth() {
                 Eal::init(&["again"]).is_err(),
                 "the EAL starts once per process"
             );
+            assert_eq!(
+                DpdkPort::available(&eal),
+                ["net_ring0", "net_af_packet0"],
+                "the ports the EAL found, in id order"
+            );
             let cfg = DpdkPortConfig {
                 pool_size: 1023,
                 pool_cache: 32,

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use wirespeed_lab::{netns::add_addr, Netns, Veth};
 use wirespeed_nic::{
-    Bifurcation, BifurcationConfig, BindMode, BusyPoll, Error, FrameIo, XskConfig, XskSocket,
+    AttachScope, Bifurcation, BifurcationConfig, BindMode, BusyPoll, Error, FrameIo, XskConfig,
+    XskSocket,
 };
 
 const OURS: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -147,7 +148,7 @@ fn bifurcated_af_xdp_receives_served_traffic_and_transmits_to_the_peer() {
                 ..BifurcationConfig::new(SERVED)
             };
             let mut bif = Bifurcation::load(&cfg)?;
-            bif.attach("xa0")?;
+            bif.attach("xa0", AttachScope::LabOnly)?;
             let mut socks = Vec::new();
             for q in 0..2 {
                 let s = XskSocket::open("xa0", q, &small_config(BindMode::Copy))?;
@@ -334,9 +335,9 @@ fn a_socket_in_another_queues_slot_gets_nothing() {
             .unwrap();
             wirespeed_lab::sh("ip", &["link", "set", "d0", "up"]).unwrap();
             let mut other = Bifurcation::load(&cfg).unwrap();
-            other.attach("d0").unwrap();
+            other.attach("d0", AttachScope::LabOnly).unwrap();
             let mismatch = other.register(&sock).map_err(|e| e.to_string());
-            bif.attach("xa0").unwrap();
+            bif.attach("xa0", AttachScope::LabOnly).unwrap();
             bif.register_fd(0, &sock).unwrap(); // wrong slot on purpose: the socket is on queue 1
             (bif, sock, mismatch)
         })
@@ -384,7 +385,7 @@ fn the_largest_received_frame_is_frame_capacity() {
                 ..BifurcationConfig::new(SERVED)
             };
             let mut bif = Bifurcation::load(&cfg).unwrap();
-            bif.attach("xa0").unwrap();
+            bif.attach("xa0", AttachScope::LabOnly).unwrap();
             let socks: Vec<_> = (0..2)
                 .map(|q| {
                     // Busy-poll sockets: rx must work the same, driven by recvfrom on idle polls.
@@ -453,7 +454,7 @@ fn veth_peer_checksums_are_partial_unless_tx_offload_is_off() {
                 ..BifurcationConfig::new(SERVED)
             };
             let mut bif = Bifurcation::load(&cfg).unwrap();
-            bif.attach("xa0").unwrap();
+            bif.attach("xa0", AttachScope::LabOnly).unwrap();
             let socks: Vec<_> = (0..2)
                 .map(|q| {
                     let s = XskSocket::open("xa0", q, &small_config(BindMode::Copy)).unwrap();

@@ -248,7 +248,8 @@ fn our_stack_as_client_against_a_linux_server() {
             let mut cfg = BifurcationConfig::new(ip);
             cfg.tcp_ports = vec![LOCAL_PORT];
             let mut prog = Bifurcation::load(&cfg).unwrap();
-            prog.attach("s0").unwrap();
+            prog.attach("s0", wirespeed_nic::AttachScope::LabOnly)
+                .unwrap();
             let sock = XskSocket::open("s0", 0, &XskConfig::default()).unwrap();
             prog.register(&sock).unwrap();
             let mut stack_cfg = StackConfig::for_interface(ip, 24, &info);

@@ -55,18 +55,27 @@ struct Common {
     #[arg(long, value_enum, default_value = "uring")]
     engine: EngineArg,
     /// TCP/IP stack for the client: the kernel's, or ours over AF_XDP (needs --iface and
-    /// --ip; closed loop, IPv4, at most 1024 connections).
+    /// --ip) or DPDK (needs --dpdk-args and --ip); ours runs closed loop, IPv4, at most 1024
+    /// connections.
     #[arg(long, value_enum, default_value = "kernel")]
     stack: StackArg,
     /// --stack xdp: the interface whose rx queues the client shards take over (one per
-    /// --threads; inside a ws-* lab namespace).
+    /// --threads; inside a ws-* lab namespace, or any interface with --allow-host).
     #[arg(long)]
     iface: Option<String>,
-    /// --stack xdp: the address our client stack uses, with its prefix, e.g. 198.18.0.1/24.
-    /// It must not be one of the kernel's own addresses on that interface.
+    /// --stack xdp: attach to any interface, the host's own included (off: only inside a
+    /// ws-* lab namespace).
+    #[arg(long)]
+    allow_host: bool,
+    /// --stack dpdk: the EAL's arguments, one string, e.g. `--no-huge -m 256 --no-pci
+    /// --vdev=net_af_packet0,iface=eth1`; they must name exactly one port.
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    dpdk_args: Option<String>,
+    /// --stack xdp|dpdk: the address our client stack uses, with its prefix, e.g.
+    /// 198.18.0.1/24. It must not be one of the kernel's own addresses on that interface.
     #[arg(long)]
     ip: Option<String>,
-    /// --stack xdp: the next hop for servers outside --ip's prefix.
+    /// --stack xdp|dpdk: the next hop for servers outside --ip's prefix.
     #[arg(long)]
     gateway: Option<std::net::Ipv4Addr>,
 }
@@ -75,11 +84,14 @@ struct Common {
 enum StackArg {
     Kernel,
     Xdp,
+    Dpdk,
 }
 
 fn label_stack(s: &mut Summary, c: &Common) {
-    if c.stack == StackArg::Xdp {
-        s.engine = "our TCP/IP over AF_XDP".into();
+    match c.stack {
+        StackArg::Kernel => {}
+        StackArg::Xdp => s.engine = "our TCP/IP over AF_XDP".into(),
+        StackArg::Dpdk => s.engine = "our TCP/IP over DPDK".into(),
     }
 }
 
@@ -91,15 +103,18 @@ fn load_on<P: wirespeed_bench::load::ResponseParser>(
 ) -> anyhow::Result<load::LoadResult> {
     match c.stack {
         StackArg::Kernel => Ok(load::run(spec, parser)?),
-        StackArg::Xdp => {
-            let x = super::bypass_client::XdpClient::from_args(
+        StackArg::Xdp | StackArg::Dpdk => {
+            let device = super::bypass_client::device(
+                c.stack == StackArg::Dpdk,
                 c.iface.as_deref(),
-                c.ip.as_deref(),
-                c.gateway,
+                c.allow_host,
+                c.dpdk_args.as_deref(),
             )?;
+            let x = super::bypass_client::BypassClient::new(device, c.ip.as_deref(), c.gateway)?;
             eprintln!(
-                "wirespeed bench: client on our stack over AF_XDP on {} as {}",
-                x.iface, x.ip
+                "wirespeed bench: client on our stack over {} as {}",
+                x.describe(),
+                x.ip
             );
             super::bypass_client::run(spec, parser, &x)
         }

@@ -1,14 +1,15 @@
-//! `wirespeed bench ... --stack xdp`: the load generator's client side on our own TCP/IP
-//! stack. Each shard owns one rx queue's AF_XDP socket and one `UserStack`; its connections
-//! are ordinary async tasks on the socket API (the same `wirespeed_net::TcpStream` the servers
-//! use), closed loop with `depth` requests in flight, parsed by the same response parsers as
-//! the kernel-stack client.
+//! `wirespeed bench ... --stack xdp|dpdk`: the load generator's client side on our own TCP/IP
+//! stack. Each shard owns one driver queue (an rx queue's AF_XDP socket, or a DPDK queue) and
+//! one `UserStack`, both from `wirespeed_net::bypass`; its connections are ordinary async
+//! tasks on the socket API (the same `wirespeed_net::TcpStream` the servers use), closed loop
+//! with `depth` requests in flight, parsed by the same response parsers as the kernel-stack
+//! client.
 //!
-//! Steering: the bifurcation program on the interface sends the shard's sockets the frames for
-//! `--ip` on the client's local port range, and ARP for `--ip`; everything else stays with the
+//! Steering: on AF_XDP the bifurcation program sends the shard's sockets the frames for `--ip`
+//! on the client's local port range, and ARP for `--ip`; everything else stays with the
 //! kernel. Local ports are picked so that replies hash to the shard's own queue where the
-//! driver's RSS can be modelled; on veth it cannot (the queue is the peer's choice), so more
-//! than one shard there is refused.
+//! driver's RSS can be modelled; where it cannot (veth, DPDK ports) more than one shard is
+//! refused.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -20,50 +21,87 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use wirespeed_bench::hist::LatencyHist;
 use wirespeed_bench::load::{Errors, LoadResult, LoadSpec, Outcome, ResponseParser};
-use wirespeed_net::user::{RxSteering, StackConfig, UserStack};
+use wirespeed_net::bypass::{Bypass, BypassConfig, Device};
+use wirespeed_net::user::UserStack;
 use wirespeed_net::TcpStream;
-use wirespeed_nic::rss::RssModel;
-use wirespeed_nic::{Bifurcation, BifurcationConfig, InterfaceInfo, XskConfig, XskSocket};
+use wirespeed_nic::AttachScope;
 
 /// Local ports of the client's connections: the bifurcation program steers this range.
 const FIRST_PORT: u16 = 40_000;
 const PORTS: u16 = 1024;
 
+/// The bypass device from the command line: `--stack dpdk --dpdk-args ARGS`, or `--stack xdp
+/// --iface IF [--allow-host]`. Shared by serve and bench.
+pub fn device(
+    dpdk: bool,
+    iface: Option<&str>,
+    allow_host: bool,
+    dpdk_args: Option<&str>,
+) -> anyhow::Result<Device> {
+    if dpdk {
+        let args = dpdk_args.context(
+            "--stack dpdk needs --dpdk-args \"EAL ARGS\" naming one port, e.g. \"--no-huge -m 256 --no-pci --vdev=net_af_packet0,iface=IF\"",
+        )?;
+        return Ok(Device::Dpdk {
+            eal_args: args.split_whitespace().map(str::to_string).collect(),
+        });
+    }
+    let iface =
+        iface.context("--stack xdp needs --iface IF (the interface to take queues from)")?;
+    Ok(Device::Xdp {
+        iface: iface.to_string(),
+        scope: AttachScope::allow_host(allow_host),
+    })
+}
+
+/// `198.18.0.1/24` into the address and the prefix length.
+pub fn parse_ip_prefix(ip: &str) -> anyhow::Result<(Ipv4Addr, u8)> {
+    let (addr, len) = ip
+        .split_once('/')
+        .context("--ip must look like 198.18.0.1/24")?;
+    Ok((
+        addr.parse()
+            .with_context(|| format!("--ip: `{addr}` is not an IPv4 address"))?,
+        len.parse()
+            .ok()
+            .filter(|l| *l <= 32)
+            .with_context(|| format!("--ip: bad prefix length `{len}`"))?,
+    ))
+}
+
 /// Where the client's stack lives.
 #[derive(Debug, Clone)]
-pub struct XdpClient {
-    pub iface: String,
+pub struct BypassClient {
+    pub device: Device,
     pub ip: Ipv4Addr,
     pub prefix_len: u8,
     pub gateway: Option<Ipv4Addr>,
 }
 
-impl XdpClient {
-    /// From `--iface` and `--ip ADDR/LEN` (and `--gateway`); None when `--stack xdp` lacks them.
-    pub fn from_args(
-        iface: Option<&str>,
+impl BypassClient {
+    /// From the device and `--ip ADDR/LEN` (and `--gateway`).
+    pub fn new(
+        device: Device,
         ip: Option<&str>,
         gateway: Option<Ipv4Addr>,
-    ) -> anyhow::Result<XdpClient> {
-        let iface =
-            iface.context("--stack xdp needs --iface IF (the interface to take queues from)")?;
+    ) -> anyhow::Result<BypassClient> {
         let ip =
-            ip.context("--stack xdp needs --ip ADDR/LEN (the address our client stack uses)")?;
-        let (addr, len) = ip
-            .split_once('/')
-            .context("--ip must look like 198.18.0.1/24")?;
-        Ok(XdpClient {
-            iface: iface.to_string(),
-            ip: addr
-                .parse()
-                .with_context(|| format!("--ip: `{addr}` is not an IPv4 address"))?,
-            prefix_len: len
-                .parse()
-                .ok()
-                .filter(|l| *l <= 32)
-                .with_context(|| format!("--ip: bad prefix length `{len}`"))?,
+            ip.context("--stack xdp|dpdk needs --ip ADDR/LEN (the address our client stack uses)")?;
+        let (ip, prefix_len) = parse_ip_prefix(ip)?;
+        Ok(BypassClient {
+            device,
+            ip,
+            prefix_len,
             gateway,
         })
+    }
+
+    /// For the start line: `AF_XDP on IF` / `DPDK`.
+    pub fn describe(&self) -> String {
+        match &self.device {
+            Device::Xdp { iface, .. } => format!("AF_XDP on {iface}"),
+            Device::Dpdk { .. } => "DPDK".to_string(),
+        }
     }
 }
 
@@ -93,17 +131,17 @@ impl Window {
 pub fn run<P: ResponseParser>(
     spec: &LoadSpec,
     parser: P,
-    x: &XdpClient,
+    x: &BypassClient,
 ) -> anyhow::Result<LoadResult> {
     let SocketAddr::V4(server) = spec.addr else {
-        bail!("--stack xdp: our stack speaks IPv4 only; give an IPv4 server address");
+        bail!("--stack xdp|dpdk: our stack speaks IPv4 only; give an IPv4 server address");
     };
     if spec.rate.is_some() {
-        bail!("--stack xdp runs closed loop only; drop --rate");
+        bail!("--stack xdp|dpdk runs closed loop only; drop --rate");
     }
     if spec.connections == 0 || spec.connections > PORTS as usize {
         bail!(
-            "--stack xdp: 1 to {PORTS} connections (its local port range), not {}",
+            "--stack xdp|dpdk: 1 to {PORTS} connections (its local port range), not {}",
             spec.connections
         );
     }
@@ -114,39 +152,27 @@ pub fn run<P: ResponseParser>(
         spec.threads
     }
     .clamp(1, spec.connections);
-    let info = InterfaceInfo::query(&x.iface)?;
-    if shards as u32 > info.rx_queues {
-        bail!(
-            "{} has {} rx queue(s) but {shards} client shards were asked for: use --threads {}",
-            x.iface,
-            info.rx_queues,
-            info.rx_queues
-        );
+    let mut bypass = Bypass::open(&BypassConfig {
+        device: x.device.clone(),
+        ip: x.ip,
+        prefix_len: x.prefix_len,
+        gateway: x.gateway,
+        shards,
+        tcp_ports: (FIRST_PORT..FIRST_PORT + PORTS).collect(),
+        icmp: false,
+        max_connections: spec.connections * 2,
+        ephemeral_ports: Some((FIRST_PORT, FIRST_PORT + PORTS - 1)),
+        opens_connections: true,
+    })?;
+    for note in &bypass.notes {
+        eprintln!("wirespeed bench: {note}");
     }
-    let model = RssModel::for_interface(&x.iface)?;
-    if let (RssModel::Unknown(why), true) = (&model, shards > 1) {
-        bail!("--stack xdp with {shards} shards needs a predictable rx queue per connection, and {}: {why}; use --threads 1", x.iface);
-    }
-
-    let mut bcfg = BifurcationConfig::new(x.ip);
-    bcfg.tcp_ports = (FIRST_PORT..FIRST_PORT + PORTS).collect();
-    let mut prog = Bifurcation::load(&bcfg)?;
-    prog.attach(&x.iface)?;
-    let mut sockets = Vec::with_capacity(shards);
-    for queue in 0..shards as u32 {
-        let socket = XskSocket::open(&x.iface, queue, &XskConfig::default())?;
-        if let Some(why) = socket.fallback() {
-            eprintln!("wirespeed bench: queue {queue}: copy mode ({why})");
-        }
-        prog.register(&socket)?;
-        sockets.push(Some(socket));
-    }
-    let mut base = StackConfig::for_interface(x.ip, x.prefix_len, &info);
-    base.gateway = x.gateway;
-    base.max_connections = spec.connections * 2;
-    base.ephemeral_ports = Some((FIRST_PORT, FIRST_PORT + PORTS - 1));
-
+    let sockets: Vec<_> = std::mem::take(&mut bypass.shards)
+        .into_iter()
+        .map(Some)
+        .collect();
     let sockets = Arc::new(Mutex::new(sockets));
+    let drops_on = bypass.iface.clone();
     let start = Instant::now() + Duration::from_millis(100);
     let window = Window {
         measure_from: start + spec.warmup,
@@ -163,20 +189,15 @@ pub fn run<P: ResponseParser>(
     let per_shard = rt
         .run(move || {
             let shard = wirespeed_rt::shard_id();
-            let socket = sockets.lock().expect("socket table")[shard].take();
-            let mut cfg = base.clone();
-            cfg.rx_steering = Some(RxSteering {
-                model: model.clone(),
-                queue: shard as u32,
-            });
+            let device = sockets.lock().expect("socket table")[shard].take();
             let parser = parser.lock().expect("parser").clone();
             let (spec, marks) = (spec2.clone(), marks.clone());
+            let drops_on = drops_on.clone();
             async move {
-                let socket = socket.ok_or_else(|| "no socket for this shard".to_string())?;
-                let iface = socket.ifname().to_string();
-                let stack = UserStack::start(&cfg, socket);
+                let device = device.ok_or_else(|| "no queue for this shard".to_string())?;
+                let stack = UserStack::start(&device.stack, device.queue);
                 stack.on_drop_cause(move |cause| {
-                    super::tell_drop_cause_once("bench", cause, &iface)
+                    super::tell_drop_cause_once("bench", cause, &drops_on)
                 });
                 let totals = Rc::new(RefCell::new(ShardTotals::default()));
                 let request = Rc::new(spec.request.clone());
@@ -217,7 +238,7 @@ pub fn run<P: ResponseParser>(
             }
         })
         .context("client runtime")?;
-    drop(prog);
+    drop(bypass);
 
     let mut total = ShardTotals::default();
     for r in per_shard {

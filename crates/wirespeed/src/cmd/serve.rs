@@ -12,10 +12,10 @@ use clap::{Subcommand, ValueEnum};
 use serde::Serialize;
 use wirespeed_http::date::DateCache;
 use wirespeed_http::server::{self, Stats};
+use wirespeed_net::bypass::{Bypass, BypassConfig, ShardDevice};
 use wirespeed_net::kernel::{bind_group, ListenOptions, Listener, Locality};
-use wirespeed_net::user::{StackConfig, UserStack};
+use wirespeed_net::user::UserStack;
 use wirespeed_net::{TcpListener, TcpStream};
-use wirespeed_nic::{Bifurcation, BifurcationConfig, InterfaceInfo, XskConfig, XskSocket};
 use wirespeed_rt::{Either, EngineKind, Runtime};
 
 #[derive(clap::Args)]
@@ -50,6 +50,9 @@ enum StackArg {
     /// of --iface); an XDP program sends only --ip's traffic for the served port (and ARP for
     /// --ip) to the shards, everything else stays with the kernel.
     Xdp,
+    /// Kernel bypass: our TCP/IP stack on a DPDK port (the one that --dpdk-args gives the
+    /// EAL), one queue per shard. Needs a binary built with the `dpdk` feature.
+    Dpdk,
 }
 
 #[derive(Clone, Copy, ValueEnum, Debug, PartialEq)]
@@ -104,14 +107,22 @@ struct Common {
     #[arg(long, value_name = "N", default_value_t = 16384)]
     max_conns: usize,
     /// --stack xdp: the interface whose queues the shards take over (inside a ws-* lab
-    /// namespace only).
+    /// namespace, or any interface with --allow-host).
     #[arg(long, value_name = "IF")]
     iface: Option<String>,
-    /// --stack xdp: the address our stack answers for, with its prefix, e.g. 198.18.0.2/24.
-    /// Give it an address the kernel does not own, so the two never compete.
+    /// --stack xdp: attach to any interface, the host's own included (off: only inside a
+    /// ws-* lab namespace).
+    #[arg(long)]
+    allow_host: bool,
+    /// --stack dpdk: the EAL's arguments, one string, e.g. `--no-huge -m 256 --no-pci
+    /// --vdev=net_af_packet0,iface=eth1` or `-a 0000:3b:00.0`; they must name exactly one port.
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    dpdk_args: Option<String>,
+    /// --stack xdp|dpdk: the address our stack answers for, with its prefix, e.g.
+    /// 198.18.0.2/24. Give it an address the kernel does not own, so the two never compete.
     #[arg(long, value_name = "ADDR/LEN")]
     ip: Option<String>,
-    /// --stack xdp: the next hop for destinations outside --ip's prefix.
+    /// --stack xdp|dpdk: the next hop for destinations outside --ip's prefix.
     #[arg(long, value_name = "ADDR")]
     gateway: Option<std::net::Ipv4Addr>,
     /// Write the exit summary as JSON to this file as well.
@@ -188,7 +199,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Kind::Http { fixed: false } => "http",
         Kind::Echo => "echo",
     };
-    let (sources, bound, _bifurcation) = match common.stack {
+    let (sources, bound, bypass) = match common.stack {
         StackArg::Kernel => {
             let fds = bind_group(common.listen, &cpus, &opts)?;
             let bound = socket2::SockRef::from(&fds[0])
@@ -204,14 +215,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 None,
             )
         }
-        StackArg::Xdp => {
-            let (sources, bound, prog) = open_xdp(&common, cpus.len())?;
-            (sources, bound, Some(prog))
+        StackArg::Xdp | StackArg::Dpdk => {
+            let (sources, bound, bypass) = open_bypass(&common, cpus.len())?;
+            (sources, bound, Some(bypass))
         }
     };
-    let stack_name = match common.stack {
-        StackArg::Kernel => "kernel",
-        StackArg::Xdp => "xdp (bypass)",
+    let drops_on = bypass.as_ref().map(|b| b.iface.clone()).unwrap_or_default();
+    let stack_name = match &bypass {
+        None => "kernel".to_string(),
+        Some(b) => format!("bypass, {}", b.description),
     };
     eprintln!(
         "wirespeed serve {app}: listening on {bound}; {} shard(s) on CPUs {:?}; stack {stack_name}, engine {}, poll-us {}, busy-poll-us {}, locality {}",
@@ -241,17 +253,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .get_mut(wirespeed_rt::shard_id())
             .and_then(Option::take);
         let (cfg, opts) = (cfg.clone(), opts.clone());
+        let drops_on = drops_on.clone();
         async move {
             let source = source.ok_or_else(|| "no listener for this shard".to_string())?;
             let listener = match source {
                 ListenerSource::Kernel(fd) => {
                     TcpListener::from_kernel(Listener::new(fd, opts).map_err(|e| e.to_string())?)
                 }
-                ListenerSource::Xdp { socket, stack } => {
-                    let iface = socket.ifname().to_string();
-                    let user = UserStack::start(&stack, socket);
+                ListenerSource::User(ShardDevice { queue, stack }) => {
+                    let user = UserStack::start(&stack, queue);
                     user.on_drop_cause(move |cause| {
-                        super::tell_drop_cause_once("serve", cause, &iface)
+                        super::tell_drop_cause_once("serve", cause, &drops_on)
                     });
                     let listener = TcpListener::User(user.listen(port, 4096).map_err(|e| e.to_string())?);
                     let summary = shard_main(listener, cfg, kind, max_conns).await.map_err(|e| e.to_string());
@@ -349,70 +361,53 @@ fn rt_engine_name(e: EngineKind) -> String {
 #[allow(clippy::large_enum_variant)] // a handful, built once at start
 enum ListenerSource {
     Kernel(OwnedFd),
-    Xdp {
-        socket: XskSocket,
-        stack: StackConfig,
-    },
+    User(ShardDevice),
 }
 
-/// Loads and attaches the bifurcation program, and opens one AF_XDP socket per shard (shard i
-/// takes rx queue i). The program stays attached while the returned value lives.
-fn open_xdp(
+/// Takes the device over for the bypass stack (`wirespeed_net::bypass`): one queue per shard.
+/// The returned `Bypass` keeps the XDP program attached while it lives.
+fn open_bypass(
     common: &Common,
     shards: usize,
-) -> anyhow::Result<(Vec<ListenerSource>, SocketAddr, Bifurcation)> {
-    let iface = common
-        .iface
-        .as_deref()
-        .context("--stack xdp needs --iface IF (the interface to take queues from)")?;
-    let ip = common
-        .ip
-        .as_deref()
-        .context("--stack xdp needs --ip ADDR/LEN (the address our stack serves)")?;
-    let (addr, len) = ip
-        .split_once('/')
-        .context("--ip must look like 198.18.0.2/24")?;
-    let addr: std::net::Ipv4Addr = addr
-        .parse()
-        .with_context(|| format!("--ip: `{addr}` is not an IPv4 address"))?;
-    let prefix_len: u8 = len
-        .parse()
-        .ok()
-        .filter(|l| *l <= 32)
-        .with_context(|| format!("--ip: bad prefix length `{len}`"))?;
+) -> anyhow::Result<(Vec<ListenerSource>, SocketAddr, Bypass)> {
+    let stack = match common.stack {
+        StackArg::Dpdk => "dpdk",
+        _ => "xdp",
+    };
+    let device = super::bypass_client::device(
+        common.stack == StackArg::Dpdk,
+        common.iface.as_deref(),
+        common.allow_host,
+        common.dpdk_args.as_deref(),
+    )?;
+    let ip = common.ip.as_deref().with_context(|| {
+        format!("--stack {stack} needs --ip ADDR/LEN (the address our stack serves)")
+    })?;
+    let (addr, prefix_len) = super::bypass_client::parse_ip_prefix(ip)?;
     let port = common.listen.port();
     if port == 0 {
-        bail!("--stack xdp needs an explicit port in --listen");
+        bail!("--stack {stack} needs an explicit port in --listen");
     }
-    let info = InterfaceInfo::query(iface)?;
-    if shards as u32 > info.rx_queues {
-        bail!(
-            "{iface} has {} rx queue(s) but {shards} shards were asked for: use --cpus with at most {} CPUs",
-            info.rx_queues,
-            info.rx_queues
-        );
+    let mut bypass = Bypass::open(&BypassConfig {
+        device,
+        ip: addr,
+        prefix_len,
+        gateway: common.gateway,
+        shards,
+        tcp_ports: vec![port],
+        icmp: true,
+        max_connections: common.max_conns * 2,
+        ephemeral_ports: None,
+        opens_connections: false,
+    })?;
+    for note in &bypass.notes {
+        eprintln!("wirespeed serve: {note}");
     }
-    let mut bcfg = BifurcationConfig::new(addr);
-    bcfg.tcp_ports = vec![port];
-    bcfg.steer_icmp = true;
-    let mut prog = Bifurcation::load(&bcfg)?;
-    prog.attach(iface)?;
-    let mut stack = StackConfig::for_interface(addr, prefix_len, &info);
-    stack.gateway = common.gateway;
-    stack.max_connections = common.max_conns * 2;
-    let mut sources = Vec::with_capacity(shards);
-    for queue in 0..shards as u32 {
-        let socket = XskSocket::open(iface, queue, &XskConfig::default())?;
-        if let Some(why) = socket.fallback() {
-            eprintln!("wirespeed serve: queue {queue}: copy mode ({why})");
-        }
-        prog.register(&socket)?;
-        sources.push(ListenerSource::Xdp {
-            socket,
-            stack: stack.clone(),
-        });
-    }
-    Ok((sources, SocketAddr::new(addr.into(), port), prog))
+    let sources = std::mem::take(&mut bypass.shards)
+        .into_iter()
+        .map(ListenerSource::User)
+        .collect();
+    Ok((sources, SocketAddr::new(addr.into(), port), bypass))
 }
 
 async fn shard_main(

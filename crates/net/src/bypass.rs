@@ -1,0 +1,353 @@
+//! Bringing the bypass stack up on a device: one driver queue per shard and the
+//! [`StackConfig`] each shard's [`UserStack`](crate::user::UserStack) starts with.
+//!
+//! This is the one place that knows how a device is taken over, for servers and clients
+//! alike; the socket code above it ([`crate::TcpListener`], [`crate::TcpStream`]) does not
+//! know which device it runs on.
+//!
+//! - [`Device::Xdp`]: the flow-bifurcation XDP program on the interface (only the served
+//!   address's ports, ARP for it and optionally ICMP go to us; the kernel keeps the rest) and
+//!   one AF_XDP socket per shard, shard i on rx queue i. Outside a `ws-*` lab namespace the
+//!   attach needs [`AttachScope::AnyNamespace`] (the operator's `--allow-host`).
+//! - [`Device::Dpdk`]: the EAL started with the operator's arguments (once per process), the
+//!   one port it found, one queue per shard. Needs the cargo feature `dpdk`. The operator names
+//!   the device in the EAL arguments (a vdev, or a PCI device bound to vfio-pci), which is the
+//!   explicit choice: nothing is attached to any other interface.
+//!
+//! Call [`Bypass::open`] on the main thread before the shards start, then hand
+//! `Bypass::shards` out in shard order and keep the [`Bypass`] alive while they run (for
+//! AF_XDP it holds the attached program).
+
+use std::net::Ipv4Addr;
+
+use wirespeed_nic::rss::RssModel;
+use wirespeed_nic::{
+    AnyQueue, AttachScope, Bifurcation, BifurcationConfig, InterfaceInfo, XskConfig, XskSocket,
+};
+
+use crate::user::{RxSteering, StackConfig};
+
+/// The device the bypass stack takes over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Device {
+    /// AF_XDP sockets on rx queues `0..shards` of `iface`, behind the bifurcation program.
+    Xdp { iface: String, scope: AttachScope },
+    /// A DPDK port. `eal_args` are the EAL's arguments without the program name, e.g.
+    /// `--no-huge -m 256 --no-pci --vdev=net_af_packet0,iface=eth1`; the EAL must find
+    /// exactly one port.
+    Dpdk { eal_args: Vec<String> },
+}
+
+/// What to bring up.
+#[derive(Debug, Clone)]
+pub struct BypassConfig {
+    pub device: Device,
+    /// The address our stack answers for (not one of the kernel's own), and its prefix.
+    pub ip: Ipv4Addr,
+    pub prefix_len: u8,
+    pub gateway: Option<Ipv4Addr>,
+    /// One driver queue (and one stack) per shard.
+    pub shards: usize,
+    /// TCP ports whose frames belong to our stack: the served ports of a server, the local
+    /// port range of a client. AF_XDP steers only these to us.
+    pub tcp_ports: Vec<u16>,
+    /// Whether ICMP to `ip` comes to our stack (it answers pings).
+    pub icmp: bool,
+    /// Connections per shard's stack.
+    pub max_connections: usize,
+    /// Local ports of the connections this side opens (None: the stack's default range).
+    pub ephemeral_ports: Option<(u16, u16)>,
+    /// This side opens connections (a client): with more than one shard, each must know which
+    /// queue its replies arrive on, so an unpredictable RSS is refused.
+    pub opens_connections: bool,
+}
+
+/// One shard's part: its driver queue and its stack's configuration.
+#[derive(Debug)]
+pub struct ShardDevice {
+    pub queue: AnyQueue,
+    pub stack: StackConfig,
+}
+
+/// Errors of the bring-up, each one line that says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum BypassError {
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Nic(#[from] wirespeed_nic::Error),
+}
+
+/// The device, taken over. Dropping it detaches the XDP program (AF_XDP); a DPDK port stops
+/// when its last queue is dropped.
+#[derive(Debug)]
+pub struct Bypass {
+    /// One per shard, in shard order; take them out with `std::mem::take`.
+    pub shards: Vec<ShardDevice>,
+    /// What runs where, for the start line, e.g. `AF_XDP on eth1` or `DPDK port net_ring0`.
+    pub description: String,
+    /// The interface frames arrive on, for one-line messages: `eth1`, an af_packet vdev's
+    /// kernel interface, or a DPDK port's name.
+    pub iface: String,
+    /// Facts the operator should see once at start (copy-mode fallbacks).
+    pub notes: Vec<String>,
+    _program: Option<Bifurcation>,
+}
+
+impl Bypass {
+    pub fn open(cfg: &BypassConfig) -> Result<Bypass, BypassError> {
+        if cfg.shards == 0 {
+            return Err(BypassError::Config(
+                "the bypass stack needs at least one shard".into(),
+            ));
+        }
+        match &cfg.device {
+            Device::Xdp { iface, scope } => open_xdp(cfg, iface, *scope),
+            Device::Dpdk { eal_args } => open_dpdk(cfg, eal_args),
+        }
+    }
+}
+
+fn stack_config(cfg: &BypassConfig, mac: [u8; 6], mtu: usize) -> StackConfig {
+    let mut s = StackConfig::new(cfg.ip, cfg.prefix_len, mac, mtu);
+    s.gateway = cfg.gateway;
+    s.max_connections = cfg.max_connections;
+    s.ephemeral_ports = cfg.ephemeral_ports;
+    s
+}
+
+fn refuse_unpredictable_rss(
+    cfg: &BypassConfig,
+    model: &RssModel,
+    device: &str,
+) -> Result<(), BypassError> {
+    if let (RssModel::Unknown(why), true) = (model, cfg.opens_connections && cfg.shards > 1) {
+        return Err(BypassError::Config(format!(
+            "{} shards opening connections need a predictable rx queue per connection, and {device}: {why}; use one shard (--threads 1)",
+            cfg.shards
+        )));
+    }
+    Ok(())
+}
+
+fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypass, BypassError> {
+    let info = InterfaceInfo::query(iface)?;
+    if cfg.shards as u32 > info.rx_queues {
+        return Err(BypassError::Config(format!(
+            "{iface} has {} rx queue(s) but {} shards were asked for: use at most {} CPUs/threads",
+            info.rx_queues, cfg.shards, info.rx_queues
+        )));
+    }
+    let model = RssModel::for_interface(iface)?;
+    refuse_unpredictable_rss(cfg, &model, iface)?;
+    let mut bcfg = BifurcationConfig::new(cfg.ip);
+    bcfg.tcp_ports = cfg.tcp_ports.clone();
+    bcfg.steer_icmp = cfg.icmp;
+    let mut program = Bifurcation::load(&bcfg)?;
+    program.attach(iface, scope)?;
+    let mut base = stack_config(cfg, info.mac, info.mtu as usize);
+    // A software device (veth, macvlan, ...) hands on the partial checksums of a local sender
+    // with checksum offload; hardware never does (docs/TCPIP.md).
+    base.accept_partial_checksums = info.partial_checksums_possible();
+    let mut shards = Vec::with_capacity(cfg.shards);
+    let mut notes = Vec::new();
+    for queue in 0..cfg.shards as u32 {
+        let socket = XskSocket::open(iface, queue, &XskConfig::default())?;
+        if let Some(why) = socket.fallback() {
+            notes.push(format!("queue {queue}: copy mode ({why})"));
+        }
+        program.register(&socket)?;
+        let mut stack = base.clone();
+        stack.rx_steering = Some(RxSteering {
+            model: model.clone(),
+            queue,
+        });
+        shards.push(ShardDevice {
+            queue: AnyQueue::from(socket),
+            stack,
+        });
+    }
+    Ok(Bypass {
+        shards,
+        description: format!("AF_XDP on {iface}"),
+        iface: iface.to_string(),
+        notes,
+        _program: Some(program),
+    })
+}
+
+#[cfg(not(feature = "dpdk"))]
+fn open_dpdk(_cfg: &BypassConfig, _eal_args: &[String]) -> Result<Bypass, BypassError> {
+    Err(BypassError::Config(
+        "this wirespeed was built without DPDK: build it with `--features dpdk` (as `make` does)"
+            .into(),
+    ))
+}
+
+#[cfg(feature = "dpdk")]
+fn open_dpdk(cfg: &BypassConfig, eal_args: &[String]) -> Result<Bypass, BypassError> {
+    use wirespeed_nic::dpdk::{DpdkPort, DpdkPortConfig, Eal};
+
+    let shards = u16::try_from(cfg.shards)
+        .map_err(|_| BypassError::Config(format!("{} shards is too many", cfg.shards)))?;
+    let mut argv = vec!["wirespeed"];
+    argv.extend(eal_args.iter().map(String::as_str));
+    let eal = Eal::init(&argv)?;
+    let name = match DpdkPort::available(&eal).as_slice() {
+        [one] => one.clone(),
+        [] => {
+            return Err(BypassError::Config(
+                "the DPDK EAL found no port: name one in --dpdk-args (--vdev=net_af_packet0,iface=IF, or a PCI device bound to vfio-pci)".into(),
+            ))
+        }
+        many => {
+            return Err(BypassError::Config(format!(
+                "the DPDK EAL found {} ports ({}): leave exactly one in --dpdk-args",
+                many.len(),
+                many.join(", ")
+            )))
+        }
+    };
+    // An af_packet vdev spreads flows over its queues with the kernel's packet fanout hash,
+    // which we cannot predict; other ports' RSS is not modelled yet either.
+    let model = RssModel::Unknown(format!(
+        "DPDK port {name}: its rx queue choice is not modelled"
+    ));
+    refuse_unpredictable_rss(cfg, &model, &name)?;
+    let pcfg = DpdkPortConfig {
+        rx_queues: shards,
+        tx_queues: shards,
+        ..DpdkPortConfig::default()
+    };
+    let mut port = DpdkPort::start(&eal, &name, &pcfg)?;
+    let mac = port.mac()?;
+    // DPDK ports start with the Ethernet MTU; the mbufs hold a 1500-byte frame.
+    let mtu = 1500;
+    let kernel_iface = af_packet_interface(eal_args, &name);
+    // A net_af_packet port reads a kernel interface: where that is a software device (a veth,
+    // ...), a local sender's TCP/UDP checksums arrive partial (TX offload on, the default),
+    // as they would at XDP; any other port (a PCI NIC) gets complete ones, and a wrong
+    // checksum is dropped (docs/TCPIP.md).
+    let partial_checksums = match &kernel_iface {
+        Some(iface) => InterfaceInfo::query(iface)?.partial_checksums_possible(),
+        None => false,
+    };
+    let mut base = stack_config(cfg, mac, mtu);
+    base.accept_partial_checksums = partial_checksums;
+    let mut shards_out = Vec::with_capacity(cfg.shards);
+    for queue in 0..shards {
+        let mut stack = base.clone();
+        stack.rx_steering = Some(RxSteering {
+            model: model.clone(),
+            queue: u32::from(queue),
+        });
+        shards_out.push(ShardDevice {
+            queue: AnyQueue::from(port.queue(queue)?),
+            stack,
+        });
+    }
+    let description = match &kernel_iface {
+        Some(iface) => format!("DPDK port {name} (af_packet on {iface})"),
+        None => format!("DPDK port {name}"),
+    };
+    Ok(Bypass {
+        shards: shards_out,
+        description,
+        iface: kernel_iface.unwrap_or(name),
+        notes: Vec::new(),
+        _program: None,
+    })
+}
+
+/// The kernel interface under DPDK port `port` when it is a net_af_packet vdev given as
+/// `--vdev=net_af_packetN,iface=IF,...` or `--vdev net_af_packetN,iface=IF,...`.
+#[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+fn af_packet_interface(eal_args: &[String], port: &str) -> Option<String> {
+    let mut vdevs = Vec::new();
+    let mut args = eal_args.iter();
+    while let Some(a) = args.next() {
+        if let Some(v) = a.strip_prefix("--vdev=") {
+            vdevs.push(v.to_string());
+        } else if a == "--vdev" {
+            vdevs.extend(args.next().cloned());
+        }
+    }
+    vdevs.iter().find_map(|v| {
+        let mut parts = v.split(',');
+        let name = parts.next()?;
+        if name != port || !name.starts_with("net_af_packet") {
+            return None;
+        }
+        parts.find_map(|kv| kv.strip_prefix("iface=").map(str::to_string))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_kernel_interface_under_an_af_packet_vdev_is_read_from_the_eal_arguments() {
+        let a = args("--no-huge -m 256 --vdev=net_ring0 --vdev=net_af_packet0,iface=wp0,qpairs=1");
+        assert_eq!(
+            af_packet_interface(&a, "net_af_packet0").as_deref(),
+            Some("wp0")
+        );
+        assert_eq!(af_packet_interface(&a, "net_ring0"), None);
+        let a = args("--vdev net_af_packet1,qpairs=2,iface=eth1");
+        assert_eq!(
+            af_packet_interface(&a, "net_af_packet1").as_deref(),
+            Some("eth1")
+        );
+        assert_eq!(af_packet_interface(&a, "net_af_packet0"), None);
+    }
+
+    #[test]
+    fn zero_shards_is_refused_before_touching_any_device() {
+        let cfg = BypassConfig {
+            device: Device::Xdp {
+                iface: "does-not-exist".into(),
+                scope: AttachScope::LabOnly,
+            },
+            ip: Ipv4Addr::new(198, 18, 0, 2),
+            prefix_len: 24,
+            gateway: None,
+            shards: 0,
+            tcp_ports: vec![8080],
+            icmp: true,
+            max_connections: 16,
+            ephemeral_ports: None,
+            opens_connections: false,
+        };
+        let err = Bypass::open(&cfg).unwrap_err();
+        assert!(err.to_string().contains("at least one shard"), "{err}");
+    }
+
+    #[test]
+    fn a_client_with_several_shards_needs_a_predictable_rss() {
+        let mut cfg = BypassConfig {
+            device: Device::Dpdk { eal_args: vec![] },
+            ip: Ipv4Addr::new(198, 18, 0, 2),
+            prefix_len: 24,
+            gateway: None,
+            shards: 2,
+            tcp_ports: vec![],
+            icmp: false,
+            max_connections: 16,
+            ephemeral_ports: None,
+            opens_connections: true,
+        };
+        let unknown = RssModel::Unknown("veth".into());
+        let err = refuse_unpredictable_rss(&cfg, &unknown, "wp0").unwrap_err();
+        assert!(err.to_string().contains("use one shard"), "{err}");
+        cfg.opens_connections = false;
+        assert!(refuse_unpredictable_rss(&cfg, &unknown, "wp0").is_ok());
+        cfg.opens_connections = true;
+        cfg.shards = 1;
+        assert!(refuse_unpredictable_rss(&cfg, &unknown, "wp0").is_ok());
+    }
+}

@@ -1,0 +1,636 @@
+//! The fast path as a new user meets it. Namespaces and veths are made with plain `ip`
+//! commands and every device feature stays at the kernel's default: GRO off, TX checksum
+//! offload and TSO on, no XDP program on any peer. The namespaces are not named like our labs,
+//! so `wirespeed fp run` needs `--allow-host`, as on a user's machine. Nothing here calls the
+//! lab crate. Traffic comes from this test binary itself, run inside a namespace with
+//! `ip netns exec` (the ignored `traffic_child` test), so it takes no shortcut our labs take.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use wirespeed_fp::daemon::{read_status_file, Status};
+
+/// Namespaces made by hand, deleted on drop (their veths go with them).
+struct Namespaces(Vec<String>);
+
+impl Namespaces {
+    fn new(tag: &str, roles: &[&str]) -> Namespaces {
+        let id = std::process::id() % 100_000;
+        let names: Vec<String> = roles.iter().map(|r| format!("plain{tag}{id}{r}")).collect();
+        let mut made = Namespaces(Vec::new());
+        for n in &names {
+            ip(&["netns", "add", n]);
+            made.0.push(n.clone());
+        }
+        made
+    }
+
+    fn name(&self, i: usize) -> &str {
+        &self.0[i]
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn ip(args: &[&str]) {
+    run(Command::new("ip").args(args));
+}
+
+/// Runs `cmd args` inside namespace `ns`.
+fn exec(ns: &str, cmd: &str, args: &[&str]) -> Output {
+    run(Command::new("ip")
+        .args(["netns", "exec", ns, cmd])
+        .args(args))
+}
+
+fn require_root() {
+    assert_eq!(
+        std::fs::metadata("/proc/self").map(|m| m.uid()).ok(),
+        Some(0),
+        "these tests create network namespaces: run as root (make test does)"
+    );
+}
+
+/// Waits until no IPv6 address in `ns` is still tentative (duplicate address detection).
+fn wait_for_dad(ns: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !exec(ns, "ip", &["-6", "addr", "show", "tentative"])
+        .stdout
+        .is_empty()
+    {
+        assert!(Instant::now() < deadline, "{ns}: IPv6 DAD did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// src (v0) -- (d0) dut (d1) -- (s0) sink, IPv4 and IPv6, the DUT forwarding.
+fn plain_line() -> Namespaces {
+    require_root();
+    let ns = Namespaces::new("l", &["s", "d", "k"]);
+    let (s, d, k) = (ns.name(0), ns.name(1), ns.name(2));
+    ip(&[
+        "link", "add", "v0", "netns", s, "type", "veth", "peer", "d0", "netns", d,
+    ]);
+    ip(&[
+        "link", "add", "d1", "netns", d, "type", "veth", "peer", "s0", "netns", k,
+    ]);
+    for (n, dev, addrs) in [
+        (s, "v0", ["198.18.0.1/24", "fd00:a::1/64"]),
+        (d, "d0", ["198.18.0.2/24", "fd00:a::2/64"]),
+        (d, "d1", ["198.18.1.1/24", "fd00:b::1/64"]),
+        (k, "s0", ["198.18.1.2/24", "fd00:b::2/64"]),
+    ] {
+        for a in addrs {
+            exec(n, "ip", &["addr", "add", a, "dev", dev]);
+        }
+        exec(n, "ip", &["link", "set", dev, "up"]);
+        exec(n, "ip", &["link", "set", "lo", "up"]);
+    }
+    exec(s, "ip", &["route", "add", "default", "via", "198.18.0.2"]);
+    exec(
+        s,
+        "ip",
+        &["-6", "route", "add", "default", "via", "fd00:a::2"],
+    );
+    exec(k, "ip", &["route", "add", "default", "via", "198.18.1.1"]);
+    exec(
+        k,
+        "ip",
+        &["-6", "route", "add", "default", "via", "fd00:b::1"],
+    );
+    exec(d, "sysctl", &["-qw", "net.ipv4.ip_forward=1"]);
+    exec(d, "sysctl", &["-qw", "net.ipv6.conf.all.forwarding=1"]);
+    for n in [s, d, k] {
+        wait_for_dad(n);
+    }
+    ns
+}
+
+/// Two hosts on one bridge in the DUT: a (v0) -- (p0) br0 (p1) -- (v1) b.
+fn plain_bridge() -> Namespaces {
+    require_root();
+    let ns = Namespaces::new("b", &["a", "d", "b"]);
+    let (a, d, b) = (ns.name(0), ns.name(1), ns.name(2));
+    exec(d, "ip", &["link", "add", "br0", "type", "bridge"]);
+    ip(&[
+        "link", "add", "v0", "netns", a, "type", "veth", "peer", "p0", "netns", d,
+    ]);
+    ip(&[
+        "link", "add", "v1", "netns", b, "type", "veth", "peer", "p1", "netns", d,
+    ]);
+    for p in ["p0", "p1"] {
+        exec(d, "ip", &["link", "set", p, "master", "br0"]);
+        exec(d, "ip", &["link", "set", p, "up"]);
+    }
+    exec(d, "ip", &["link", "set", "br0", "up"]);
+    exec(a, "ip", &["addr", "add", "198.18.2.1/24", "dev", "v0"]);
+    exec(b, "ip", &["addr", "add", "198.18.2.2/24", "dev", "v1"]);
+    exec(a, "ip", &["link", "set", "v0", "up"]);
+    exec(b, "ip", &["link", "set", "v1", "up"]);
+    // The bridge forwards once its ports have left the listening and learning states.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while !String::from_utf8_lossy(&exec(d, "bridge", &["link", "show"]).stdout)
+        .lines()
+        .filter(|l| l.contains("state forwarding"))
+        .count()
+        .eq(&2)
+    {
+        assert!(Instant::now() < deadline, "bridge ports never forwarding");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ns
+}
+
+/// `wirespeed fp run` in a namespace, killed on drop if a failed assertion leaves it running.
+struct FastPath {
+    child: Child,
+    status: PathBuf,
+}
+
+impl FastPath {
+    fn start(ns: &str) -> FastPath {
+        let status = std::env::temp_dir().join(format!("ws-plain-fp-{ns}.json"));
+        let _ = std::fs::remove_file(&status);
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(env!("CARGO_BIN_EXE_wirespeed"))
+            .args(["fp", "run", "--allow-host", "--status"])
+            .arg(&status)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn wirespeed fp run");
+        FastPath { child, status }
+    }
+
+    /// Waits (bounded) until the status satisfies `pred`.
+    fn wait_for(&self, what: &str, pred: impl Fn(&Status) -> bool) -> Status {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(s) = read_status_file(&self.status) {
+                if pred(&s) {
+                    return s;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for: {what}; last status {:?}",
+                read_status_file(&self.status).ok()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The status after the daemon's next write (it writes at least once a second).
+    fn fresh_status(&self) -> Status {
+        let since = read_status_file(&self.status).map_or(0, |s| s.updated_unix_ms);
+        self.wait_for("a fresh status", |s| s.updated_unix_ms > since)
+    }
+
+    fn stop(mut self) {
+        // `ip netns exec` runs the daemon in its own process (execvp): the signal reaches it.
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let status = self.child.wait().expect("daemon exit");
+        assert!(status.success(), "fp run exited with {status} on SIGTERM");
+    }
+}
+
+impl Drop for FastPath {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_file(&self.status);
+    }
+}
+
+fn totals(s: &Status) -> (u64, u64) {
+    (
+        s.ports.iter().map(|p| p.fast_pathed).sum(),
+        s.ports.iter().map(|p| p.passed).sum(),
+    )
+}
+
+// --- traffic, from this binary run inside a namespace ---------------------------------------
+
+/// Starts `traffic_child` in `ns` with the job in WS_PLAIN_JOB.
+fn spawn_job(ns: &str, job: &str) -> Child {
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "traffic_child", "--ignored", "--nocapture", "-q"])
+        .env("WS_PLAIN_JOB", job)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn traffic child")
+}
+
+/// The `RESULT a b` line a job printed: (a, b).
+fn job_result(child: Child) -> (u64, u64) {
+    let out = child.wait_with_output().expect("traffic child");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| panic!("traffic child printed no result: {text}"));
+    let mut f = line.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+    (f.next().unwrap(), f.next().unwrap())
+}
+
+/// A stream of bytes both ends can regenerate: xorshift64 from a seed.
+struct Pattern(u64);
+
+impl Pattern {
+    fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            chunk.copy_from_slice(&self.0.to_le_bytes()[..chunk.len()]);
+        }
+    }
+}
+
+/// FNV-1a over everything fed to it.
+struct Digest(u64);
+
+impl Digest {
+    fn new() -> Digest {
+        Digest(0xcbf2_9ce4_8422_2325)
+    }
+    fn feed(&mut self, b: &[u8]) {
+        for x in b {
+            self.0 = (self.0 ^ *x as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// Not a test of its own: the traffic end that the tests above start inside a namespace.
+/// Jobs (WS_PLAIN_JOB): `tcp-recv ADDR` (prints bytes and digest), `tcp-send ADDR BYTES`,
+/// `udp-recv ADDR COUNT` (prints datagrams received and receive-buffer overflows),
+/// `udp-send ADDR COUNT SIZE PPS`.
+#[test]
+#[ignore = "run by the other tests inside a namespace"]
+fn traffic_child() {
+    let job = std::env::var("WS_PLAIN_JOB").expect("WS_PLAIN_JOB");
+    let w: Vec<&str> = job.split_whitespace().collect();
+    let addr: SocketAddr = w[1].parse().unwrap();
+    let (a, b) = match w[0] {
+        "tcp-recv" => {
+            let l = TcpListener::bind(addr).unwrap();
+            println!("READY");
+            let (mut c, _) = l.accept().unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let (mut n, mut d, mut buf) = (0u64, Digest::new(), vec![0u8; 1 << 16]);
+            loop {
+                let k = c.read(&mut buf).unwrap();
+                if k == 0 {
+                    break;
+                }
+                d.feed(&buf[..k]);
+                n += k as u64;
+            }
+            (n, d.0)
+        }
+        "tcp-send" => {
+            let total: u64 = w[2].parse().unwrap();
+            let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+            let (mut p, mut d, mut buf) = (Pattern(0x9e37_79b9), Digest::new(), vec![0u8; 1 << 16]);
+            let mut sent = 0u64;
+            while sent < total {
+                let k = (total - sent).min(buf.len() as u64) as usize;
+                p.fill(&mut buf[..k]);
+                d.feed(&buf[..k]);
+                c.write_all(&buf[..k]).unwrap();
+                sent += k as u64;
+            }
+            c.shutdown(std::net::Shutdown::Write).unwrap();
+            // Wait for the receiver to close: everything was read.
+            let _ = c.read(&mut buf);
+            (sent, d.0)
+        }
+        "udp-recv" => {
+            let s = UdpSocket::bind(addr).unwrap();
+            let want: u64 = w[2].parse().unwrap();
+            let overflows_before = udp_rcvbuf_errors();
+            println!("READY");
+            // Until all arrived, or 2 s without a datagram (10 s before the first).
+            s.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let (mut n, mut buf, mut last) = (0u64, vec![0u8; 65536], Instant::now());
+            let mut quiet = Duration::from_secs(10);
+            while n < want && last.elapsed() < quiet {
+                if s.recv(&mut buf).is_ok() {
+                    n += 1;
+                    last = Instant::now();
+                    quiet = Duration::from_secs(2);
+                }
+            }
+            // Datagrams the kernel delivered to this host but dropped for a full socket
+            // buffer: the receiver's loss, not the path's.
+            (n, udp_rcvbuf_errors() - overflows_before)
+        }
+        "udp-send" => {
+            let (count, size, pps): (u64, usize, u64) = (
+                w[2].parse().unwrap(),
+                w[3].parse().unwrap(),
+                w[4].parse().unwrap(),
+            );
+            let bind: SocketAddr = if addr.is_ipv4() {
+                "0.0.0.0:0".parse().unwrap()
+            } else {
+                "[::]:0".parse().unwrap()
+            };
+            let s = UdpSocket::bind(bind).unwrap();
+            let buf = vec![0x5au8; size];
+            let gap = Duration::from_secs_f64(1.0 / pps as f64);
+            let mut due = Instant::now();
+            for _ in 0..count {
+                // Paced, and never in a burst to catch up after a stall (this machine is
+                // shared), so that no socket buffer overflows on either path.
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                s.send_to(&buf, addr).unwrap();
+                due = due.max(Instant::now()) + gap;
+            }
+            (count, count * size as u64)
+        }
+        other => panic!("unknown job {other}"),
+    };
+    println!("RESULT {a} {b}");
+}
+
+/// Waits for a receiving job to print READY.
+fn ready(child: &mut Child) -> std::io::BufReader<std::process::ChildStdout> {
+    use std::io::BufRead;
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 {
+        if line.contains("READY") {
+            return out;
+        }
+        line.clear();
+    }
+    panic!("traffic child ended before it was ready");
+}
+
+/// Reads the rest of a receiving job's output after `ready`: its RESULT.
+fn rest_result(
+    mut out: std::io::BufReader<std::process::ChildStdout>,
+    mut child: Child,
+) -> (u64, u64) {
+    let mut text = String::new();
+    out.read_to_string(&mut text).unwrap();
+    child.wait().unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| panic!("no result: {text}"));
+    let mut f = line.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+    (f.next().unwrap(), f.next().unwrap())
+}
+
+/// A TCP transfer of `bytes` from `from` to `to_ns` listening on `addr`: (bytes, digest)
+/// as sent and as received.
+fn tcp_transfer(from: &str, to_ns: &str, addr: &str, bytes: u64) -> ((u64, u64), (u64, u64)) {
+    let mut rx = spawn_job(to_ns, &format!("tcp-recv {addr}"));
+    let out = ready(&mut rx);
+    let tx = spawn_job(from, &format!("tcp-send {addr} {bytes}"));
+    let sent = job_result(tx);
+    (sent, rest_result(out, rx))
+}
+
+/// `count` UDP datagrams of `size` bytes at `pps` from `from` to `addr` in `to_ns`: how many
+/// arrived, with those the receiving host dropped for a full socket buffer (a slow receiver
+/// on this shared machine, not the path).
+fn udp_burst(from: &str, to_ns: &str, addr: &str, count: u64, size: usize, pps: u64) -> u64 {
+    let mut rx = spawn_job(to_ns, &format!("udp-recv {addr} {count}"));
+    let out = ready(&mut rx);
+    job_result(spawn_job(
+        from,
+        &format!("udp-send {addr} {count} {size} {pps}"),
+    ));
+    let (got, overflowed) = rest_result(out, rx);
+    if overflowed > 0 {
+        println!("{addr}: {overflowed} datagrams arrived but overflowed the receiving socket");
+    }
+    got + overflowed
+}
+
+/// UdpRcvbufErrors plus Udp6RcvbufErrors in the calling process's network namespace.
+fn udp_rcvbuf_errors() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next().unwrap_or(""), udp.next().unwrap_or(""));
+    let v4 = names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "RcvbufErrors")
+        .and_then(|(_, v)| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let v6 = std::fs::read_to_string("/proc/net/snmp6")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Udp6RcvbufErrors"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    v4 + v6
+}
+
+/// Pings `dst` from `ns` `count` times: how many answers came back.
+fn pings(ns: &str, dst: &str, count: u32) -> u32 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ping", "-c", &count.to_string()])
+        .args(["-i", "0.01", "-W", "1", "-q", dst])
+        .output()
+        .expect("ping");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(',')
+        .find_map(|p| p.trim().strip_suffix(" received"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// What a line delivers end to end: pings v4 and v6, UDP datagrams, and a TCP transfer
+/// (bytes, digest received, digest sent).
+#[derive(Debug, PartialEq, Eq)]
+struct Delivered {
+    ping4: u32,
+    ping6: u32,
+    udp4: u64,
+    udp6: u64,
+    tcp: (u64, u64, u64),
+}
+
+const TCP_BYTES: u64 = 64 << 20;
+
+fn line_traffic(ns: &Namespaces) -> Delivered {
+    let (s, k) = (ns.name(0), ns.name(2));
+    let ((_, sent_digest), (got, got_digest)) = tcp_transfer(s, k, "198.18.1.2:5001", TCP_BYTES);
+    Delivered {
+        ping4: pings(s, "198.18.1.2", 20),
+        ping6: pings(s, "fd00:b::2", 20),
+        udp4: udp_burst(s, k, "198.18.1.2:5002", 2000, 1000, 5_000),
+        udp6: udp_burst(s, k, "[fd00:b::2]:5002", 2000, 1000, 5_000),
+        tcp: (got, got_digest, sent_digest),
+    }
+}
+
+#[test]
+fn a_line_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_without() {
+    let ns = plain_line();
+    let linux = line_traffic(&ns);
+    assert_eq!(
+        linux,
+        Delivered {
+            ping4: 20,
+            ping6: 20,
+            udp4: 2000,
+            udp6: 2000,
+            tcp: (TCP_BYTES, linux.tcp.2, linux.tcp.2),
+        },
+        "Linux alone must deliver everything in this lab"
+    );
+
+    let fp = FastPath::start(ns.name(1));
+    let s = fp.wait_for("both ports attached", |s| {
+        s.ports.len() == 2 && s.ports.iter().all(|p| !p.modules.is_empty())
+    });
+    // The veth peers run no NAPI: an XDP redirect into them would be dropped, so the router
+    // runs at TC, and the status says why.
+    for p in &s.ports {
+        assert_eq!(p.hook, "tc (ingress)", "{}: {:?}", p.name, p.notes);
+        assert!(
+            p.notes
+                .iter()
+                .any(|n| n.contains("router at TC") && n.contains("no NAPI")),
+            "{}: {:?}",
+            p.name,
+            p.notes
+        );
+    }
+    let with_fp = line_traffic(&ns);
+    let st = fp.fresh_status();
+    assert_eq!(
+        with_fp, linux,
+        "the fast path delivered otherwise than Linux"
+    );
+    let (fast, passed) = totals(&st);
+    println!("fast-pathed {fast}, passed {passed}: {:?}", st.ports);
+    assert!(
+        fast > passed,
+        "most of the routed traffic should be fast-pathed: {fast} fast-pathed, {passed} passed"
+    );
+    fp.stop();
+}
+
+/// Streams UDP through a fresh line while both peers' GRO is switched on and off twice:
+/// (datagrams that arrived, sent), and the hooks the fast path (if running) moved to.
+fn stream_across_gro_toggles(with_fp: bool) -> (u64, u64, Vec<&'static str>) {
+    let ns = plain_line();
+    let (s, d, k) = (ns.name(0), ns.name(1), ns.name(2));
+    let fp = with_fp.then(|| FastPath::start(d));
+    if let Some(fp) = &fp {
+        fp.wait_for("routing at TC", |s| {
+            s.ports.len() == 2 && s.ports.iter().all(|p| p.hook == "tc (ingress)")
+        });
+    }
+    // A steady stream across all the switches: 4 s at 5,000 datagrams/s.
+    let (count, pps) = (20_000u64, 5_000u64);
+    let mut rx = spawn_job(k, &format!("udp-recv 198.18.1.2:5003 {count}"));
+    let out = ready(&mut rx);
+    let tx = spawn_job(s, &format!("udp-send 198.18.1.2:5003 {count} 200 {pps}"));
+    let mut hooks = Vec::new();
+    for (gro, want) in [
+        ("on", "xdp (native)"),
+        ("off", "tc (ingress)"),
+        ("on", "xdp (native)"),
+        ("off", "tc (ingress)"),
+    ] {
+        std::thread::sleep(Duration::from_millis(500));
+        // Both peers: either direction's egress decides the hook.
+        exec(s, "ethtool", &["-K", "v0", "gro", gro]);
+        exec(k, "ethtool", &["-K", "s0", "gro", gro]);
+        if let Some(fp) = &fp {
+            fp.wait_for(want, |s| s.ports.iter().all(|p| p.hook == want));
+            hooks.push(want);
+        }
+    }
+    job_result(tx);
+    let (got, overflowed) = rest_result(out, rx);
+    println!("{got} arrived, {overflowed} more overflowed the receiving socket");
+    let got = got + overflowed;
+    if let Some(fp) = fp {
+        fp.stop();
+    }
+    (got, count, hooks)
+}
+
+#[test]
+fn the_hook_follows_a_peers_gro_and_loses_no_more_than_linux() {
+    let (linux, count, _) = stream_across_gro_toggles(false);
+    let (fast, _, hooks) = stream_across_gro_toggles(true);
+    println!(
+        "of {count} datagrams: Linux alone {linux}, with the fast path {fast} (hooks {hooks:?})"
+    );
+    assert_eq!(
+        fast, linux,
+        "the fast path lost datagrams while its hook switched"
+    );
+}
+
+#[test]
+fn a_bridge_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_without() {
+    let ns = plain_bridge();
+    let (a, d, b) = (ns.name(0), ns.name(1), ns.name(2));
+    let traffic = || {
+        let ((_, sent), (got, digest)) = tcp_transfer(a, b, "198.18.2.2:5001", TCP_BYTES);
+        (
+            pings(a, "198.18.2.2", 20),
+            udp_burst(a, b, "198.18.2.2:5002", 2000, 1000, 20_000),
+            got,
+            digest == sent,
+        )
+    };
+    let linux = traffic();
+    assert_eq!(linux, (20, 2000, TCP_BYTES, true), "Linux alone");
+    let fp = FastPath::start(d);
+    fp.wait_for("both bridge ports attached", |s| {
+        s.ports.len() == 2 && s.ports.iter().all(|p| p.modules == ["bridge"])
+    });
+    let with_fp = traffic();
+    let st = fp.fresh_status();
+    assert_eq!(
+        with_fp, linux,
+        "the fast path delivered otherwise than Linux"
+    );
+    let (fast, passed) = totals(&st);
+    println!("fast-pathed {fast}, passed {passed}: {:?}", st.ports);
+    assert!(fast > passed, "{fast} fast-pathed, {passed} passed");
+    fp.stop();
+}
