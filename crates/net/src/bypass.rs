@@ -86,6 +86,9 @@ pub struct Bypass {
     pub shards: Vec<ShardDevice>,
     /// What runs where, for the start line, e.g. `AF_XDP on eth1` or `DPDK port net_ring0`.
     pub description: String,
+    /// The interface frames arrive on, for one-line messages: `eth1`, an af_packet vdev's
+    /// kernel interface, or a DPDK port's name.
+    pub iface: String,
     /// Facts the operator should see once at start (copy-mode fallbacks).
     pub notes: Vec<String>,
     _program: Option<Bifurcation>,
@@ -142,7 +145,10 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     bcfg.steer_icmp = cfg.icmp;
     let mut program = Bifurcation::load(&bcfg)?;
     program.attach(iface, scope)?;
-    let base = stack_config(cfg, info.mac, info.mtu as usize);
+    let mut base = stack_config(cfg, info.mac, info.mtu as usize);
+    // A software device (veth, macvlan, ...) hands on the partial checksums of a local sender
+    // with checksum offload; hardware never does (docs/TCPIP.md).
+    base.accept_partial_checksums = info.partial_checksums_possible();
     let mut shards = Vec::with_capacity(cfg.shards);
     let mut notes = Vec::new();
     for queue in 0..cfg.shards as u32 {
@@ -164,6 +170,7 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     Ok(Bypass {
         shards,
         description: format!("AF_XDP on {iface}"),
+        iface: iface.to_string(),
         notes,
         _program: Some(program),
     })
@@ -217,13 +224,16 @@ fn open_dpdk(cfg: &BypassConfig, eal_args: &[String]) -> Result<Bypass, BypassEr
     // DPDK ports start with the Ethernet MTU; the mbufs hold a 1500-byte frame.
     let mtu = 1500;
     let kernel_iface = af_packet_interface(eal_args, &name);
-    // MERGE(issue 15, partial checksums): the one place where the DPDK bring-up decides
-    // `tcpip::Config::accept_partial_checksums`. A net_af_packet port reads a kernel
-    // interface; when that is a veth (`wirespeed_nic::rss::driver_name(iface) == "veth"`), its
-    // peer hands on TCP/UDP with partial checksums (TX offload on, the default), so the flag
-    // is true; on any other port (a PCI NIC) it stays false and a wrong checksum is dropped.
-    // Set it on `base` below from `kernel_iface` once the Config field exists.
-    let base = stack_config(cfg, mac, mtu);
+    // A net_af_packet port reads a kernel interface: where that is a software device (a veth,
+    // ...), a local sender's TCP/UDP checksums arrive partial (TX offload on, the default),
+    // as they would at XDP; any other port (a PCI NIC) gets complete ones, and a wrong
+    // checksum is dropped (docs/TCPIP.md).
+    let partial_checksums = match &kernel_iface {
+        Some(iface) => InterfaceInfo::query(iface)?.partial_checksums_possible(),
+        None => false,
+    };
+    let mut base = stack_config(cfg, mac, mtu);
+    base.accept_partial_checksums = partial_checksums;
     let mut shards_out = Vec::with_capacity(cfg.shards);
     for queue in 0..shards {
         let mut stack = base.clone();
@@ -243,6 +253,7 @@ fn open_dpdk(cfg: &BypassConfig, eal_args: &[String]) -> Result<Bypass, BypassEr
     Ok(Bypass {
         shards: shards_out,
         description,
+        iface: kernel_iface.unwrap_or(name),
         notes: Vec::new(),
         _program: None,
     })

@@ -16,7 +16,7 @@ use std::task::{Poll, Waker};
 use std::time::Instant as StdInstant;
 
 use wirespeed_nic::rss::{FourTuple, RssModel};
-use wirespeed_nic::FrameIo;
+use wirespeed_nic::{FrameIo, InterfaceInfo};
 use wirespeed_tcpip::{self as tcpip, ConnId, EventKind, Handle, ListenerId, Stack, TcpState};
 
 /// Frames taken from the driver per poll.
@@ -28,6 +28,8 @@ trait Device {
     /// Lends `fill` a TX buffer (zero copy: the stack builds the frame in the driver's memory).
     fn tx(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> bool;
     fn flush(&mut self);
+    fn capacity(&self) -> usize;
+    fn oversized_since_last(&mut self) -> u64;
 }
 
 impl<D: FrameIo> Device for D {
@@ -39,6 +41,12 @@ impl<D: FrameIo> Device for D {
     }
     fn flush(&mut self) {
         FrameIo::flush(self)
+    }
+    fn capacity(&self) -> usize {
+        self.frame_capacity()
+    }
+    fn oversized_since_last(&mut self) -> u64 {
+        self.rx_oversized_since_last()
     }
 }
 
@@ -71,6 +79,61 @@ struct Inner {
     wakers: Wakers,
     epoch: StdInstant,
     rx_steering: Option<RxSteering>,
+    /// Told once per cause when the stack starts dropping traffic a user would expect taken.
+    on_drop_cause: Option<Box<dyn Fn(DropCause)>>,
+    /// Causes already told (`DropCause::bit`).
+    drop_causes_told: u32,
+    /// When to ask the driver next about frames it lost for their size.
+    next_device_check: tcpip::Instant,
+}
+
+/// How often the poller asks the driver about lost frames (a syscall for AF_XDP).
+const DEVICE_CHECK_US: u64 = 1_000_000;
+
+/// Traffic the stack drops although a user would expect it taken: the peer is configured for
+/// a different kind of device than ours. [`UserStack::on_drop_cause`] hears of each cause
+/// once; [`DropCause::explain`] says it in one line with the command that fixes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropCause {
+    /// Frames longer than the driver's buffers (`capacity` bytes) were lost before they
+    /// reached the stack: a sender on this host hands over segments above the MTU (TSO/GSO)
+    /// and nothing on the way cut them (a veth cuts them itself only while XDP runs on the
+    /// veth we serve on, not on a macvlan above it).
+    OversizedFrames { capacity: usize },
+    /// TCP/UDP segments whose checksum field holds only the pseudo-header sum (the sender left
+    /// it to checksum offload) arrive on a stack set up for a hardware device, which should
+    /// never pass such frames on (`accept_partial_checksums` off), so they count as bad
+    /// checksums (`tcp_bad_checksum_partial`,
+    /// `udp_bad_checksum_partial`).
+    PartialChecksums,
+}
+
+impl DropCause {
+    /// A distinct bit per cause, for "told once" sets.
+    pub fn bit(self) -> u32 {
+        match self {
+            DropCause::PartialChecksums => 1,
+            DropCause::OversizedFrames { .. } => 2,
+        }
+    }
+
+    /// One line for the operator: what is dropped on `iface`, why, and the fix.
+    pub fn explain(self, iface: &str) -> String {
+        match self {
+            DropCause::PartialChecksums => format!(
+                "dropping TCP/UDP segments with partial checksums on {iface}, taken for a \
+                 hardware device: the sender left checksums to offload and nothing completed \
+                 them; turn checksum offload off on the sending interface \
+                 (`ethtool -K PEER tx off`)"
+            ),
+            DropCause::OversizedFrames { capacity } => format!(
+                "dropping frames longer than {capacity} bytes on {iface} before our stack sees \
+                 them: a sender on this host hands over segments above the MTU (TSO/GSO); turn \
+                 segmentation offload off on the sending interface \
+                 (`ethtool -K PEER tso off gso off`)"
+            ),
+        }
+    }
 }
 
 impl Inner {
@@ -82,9 +145,35 @@ impl Inner {
     fn poll(&mut self) -> bool {
         let now = self.now();
         let Inner {
-            stack, dev, wakers, ..
+            stack,
+            dev,
+            wakers,
+            on_drop_cause,
+            drop_causes_told,
+            next_device_check,
+            ..
         } = self;
         let received = dev.rx(RX_BURST, &mut |frame| stack.receive(now, frame));
+        if let Some(tell) = on_drop_cause {
+            let mut told = |cause: DropCause| {
+                if *drop_causes_told & cause.bit() == 0 {
+                    *drop_causes_told |= cause.bit();
+                    tell(cause);
+                }
+            };
+            let st = stack.stats();
+            if received > 0 && st.tcp_bad_checksum_partial + st.udp_bad_checksum_partial > 0 {
+                told(DropCause::PartialChecksums);
+            }
+            if now >= *next_device_check {
+                *next_device_check = now.add_micros(DEVICE_CHECK_US);
+                if dev.oversized_since_last() > 0 {
+                    told(DropCause::OversizedFrames {
+                        capacity: dev.capacity(),
+                    });
+                }
+            }
+        }
         let mut events = 0;
         while let Some(ev) = stack.pop_event() {
             events += 1;
@@ -126,6 +215,10 @@ pub struct StackConfig {
     /// The rx queue this shard's socket serves and how the NIC picks queues: `connect`
     /// chooses local ports whose replies land on this queue.
     pub rx_steering: Option<RxSteering>,
+    /// Take TCP/UDP segments with partial checksums (`tcpip::Config::accept_partial_checksums`):
+    /// only for a device that passes them on (a software device: veth, macvlan, ...).
+    /// [`StackConfig::for_interface`] sets it from the kernel's description of the interface.
+    pub accept_partial_checksums: bool,
 }
 
 impl StackConfig {
@@ -139,7 +232,17 @@ impl StackConfig {
             max_connections: 1024,
             ephemeral_ports: None,
             rx_steering: None,
+            accept_partial_checksums: false,
         }
+    }
+
+    /// A stack on `info`'s interface: its MAC and MTU, and partial checksums taken where the
+    /// device passes them on (a software device such as a veth; see
+    /// `InterfaceInfo::partial_checksums_possible`).
+    pub fn for_interface(ip: Ipv4Addr, prefix_len: u8, info: &InterfaceInfo) -> StackConfig {
+        let mut c = StackConfig::new(ip, prefix_len, info.mac, info.mtu as usize);
+        c.accept_partial_checksums = info.partial_checksums_possible();
+        c
     }
 }
 
@@ -197,6 +300,7 @@ impl UserStack {
             c.ephemeral_ports = range;
         }
         c.secret = random_u64();
+        c.accept_partial_checksums = cfg.accept_partial_checksums;
         let stack = Stack::new(c);
         let inner = Rc::new(RefCell::new(Inner {
             stack,
@@ -204,6 +308,9 @@ impl UserStack {
             wakers: Wakers::default(),
             epoch: StdInstant::now(),
             rx_steering: cfg.rx_steering.clone(),
+            on_drop_cause: None,
+            drop_causes_told: 0,
+            next_device_check: tcpip::Instant::ZERO,
         }));
         let poller = inner.clone();
         wirespeed_rt::add_poller(move || poller.borrow_mut().poll());
@@ -277,6 +384,13 @@ impl UserStack {
         })
         .await?;
         Ok(stream)
+    }
+
+    /// Calls `tell` the first time the stack drops traffic for each [`DropCause`] (from the
+    /// shard's poller, right after the burst that showed it, while the poller holds the
+    /// stack: `tell` must not call back into this `UserStack`).
+    pub fn on_drop_cause(&self, tell: impl Fn(DropCause) + 'static) {
+        self.inner.borrow_mut().on_drop_cause = Some(Box::new(tell));
     }
 
     pub fn stats(&self) -> tcpip::Stats {

@@ -18,6 +18,7 @@ fn cfg(last: u8) -> StackConfig {
         max_connections: 256,
         ephemeral_ports: None,
         rx_steering: None,
+        accept_partial_checksums: false,
     }
 }
 
@@ -177,4 +178,110 @@ fn connect_picks_ports_that_hash_to_the_own_queue() {
             );
         }
     }
+}
+
+/// A SYN from 198.18.30.1 to the stack at .2 port 7, its TCP checksum left partial (the
+/// pseudo-header sum) as a sender with checksum offload leaves it.
+fn partial_syn(src_port: u16) -> Vec<u8> {
+    use wirespeed_tcpip::wire::tcp::flags;
+    use wirespeed_tcpip::wire::*;
+    let (src, dst) = (Ipv4Addr::new(198, 18, 30, 1), Ipv4Addr::new(198, 18, 30, 2));
+    let tcp = TcpRepr {
+        src_port,
+        dst_port: 7,
+        seq: SeqNumber(1000),
+        ack: None,
+        flags: flags::SYN,
+        window: 65535,
+        options: TcpOptions::default(),
+    };
+    let mut f = vec![0u8; 14 + 20 + tcp.header_len()];
+    EthernetRepr {
+        dst: MacAddr([0x02, 0, 0, 0, 0, 2]),
+        src: MacAddr([0x02, 0, 0, 0, 0, 1]),
+        vlan_id: None,
+        ethertype: EtherType::Ipv4,
+    }
+    .emit(&mut f)
+    .unwrap();
+    Ipv4Repr {
+        src,
+        dst,
+        protocol: IpProtocol::Tcp,
+        payload_len: tcp.header_len(),
+        ttl: 64,
+        ident: 1,
+        dont_frag: true,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    tcp.emit(&mut f[34..]).unwrap();
+    let partial = checksum::partial_v4(src, dst, 6, tcp.header_len() as u16);
+    f[34 + 16..34 + 18].copy_from_slice(&partial.to_be_bytes());
+    f
+}
+
+/// Partial checksums on a stack that does not take them: dropped, and the cause told once
+/// however many frames show it. On a stack that takes them: the SYN is answered.
+#[test]
+fn partial_checksums_are_told_once_where_not_taken_and_answered_where_taken() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use wirespeed_net::user::DropCause;
+    use wirespeed_nic::FrameIo;
+    let out = Runtime::builder()
+        .cpus(vec![0])
+        .engine(EngineKind::Epoll)
+        .run(|| async {
+            let mut results = Vec::new();
+            for accept in [false, true] {
+                let (a, mut wire) = MemPair::lossless();
+                let stack = UserStack::start(
+                    &StackConfig {
+                        accept_partial_checksums: accept,
+                        ..cfg(2)
+                    },
+                    a,
+                );
+                let _listener = stack.listen(7, 16).unwrap();
+                let told = Rc::new(Cell::new(Vec::<DropCause>::new()));
+                let sink = told.clone();
+                stack.on_drop_cause(move |c| {
+                    let mut v = sink.take();
+                    v.push(c);
+                    sink.set(v);
+                });
+                for port in 40_000..40_003u16 {
+                    let syn = partial_syn(port);
+                    assert!(wire.tx_frame(|buf| {
+                        buf[..syn.len()].copy_from_slice(&syn);
+                        syn.len()
+                    }));
+                    wire.flush();
+                    wirespeed_rt::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                let mut answers = 0;
+                wire.rx_burst(64, |_| answers += 1);
+                let s = stack.stats();
+                results.push((
+                    accept,
+                    told.take(),
+                    answers,
+                    s.tcp_bad_checksum_partial,
+                    s.tcp_rx_csum_partial,
+                ));
+            }
+            results
+        })
+        .unwrap();
+    assert_eq!(
+        out[0],
+        vec![
+            (false, vec![DropCause::PartialChecksums], 0, 3, 0),
+            (true, vec![], 3, 0, 3),
+        ]
+    );
+    assert!(DropCause::PartialChecksums
+        .explain("eth0")
+        .contains("ethtool -K PEER tx off"));
 }

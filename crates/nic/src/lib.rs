@@ -126,6 +126,14 @@ pub trait FrameIo {
     /// The largest frame `tx_frame` can build and `rx_burst` can deliver, in bytes.
     fn frame_capacity(&self) -> usize;
 
+    /// Frames lost before `rx_burst` since the last call because they were longer than
+    /// [`FrameIo::frame_capacity`] (e.g. a sender's TSO/GSO segments that nothing cut to the
+    /// MTU), where the driver can tell; 0 otherwise. May make a syscall: call it rarely (the
+    /// socket layer asks once a second).
+    fn rx_oversized_since_last(&mut self) -> u64 {
+        0
+    }
+
     /// Counters since the driver was created.
     fn stats(&self) -> &Stats;
 }
@@ -225,6 +233,9 @@ impl FrameIo for AnyQueue {
     }
     fn frame_capacity(&self) -> usize {
         each_driver!(self, q => q.frame_capacity())
+    }
+    fn rx_oversized_since_last(&mut self) -> u64 {
+        each_driver!(self, q => q.rx_oversized_since_last())
     }
     fn stats(&self) -> &Stats {
         each_driver!(self, q => q.stats())

@@ -357,6 +357,8 @@ pub struct XskSocket {
     ifname: String,
     queue: u32,
     stats: Stats,
+    /// The kernel's counters when `rx_oversized_since_last` last read them.
+    kernel_seen: KernelStats,
 }
 
 // SAFETY: the socket owns its mappings and rings outright; moving it to another thread moves
@@ -606,6 +608,7 @@ impl XskSocket {
             ifname: ifname.to_string(),
             queue,
             stats: Stats::default(),
+            kernel_seen: KernelStats::default(),
         })
     }
 
@@ -873,6 +876,27 @@ impl FrameIo for XskSocket {
 
     fn frame_capacity(&self) -> usize {
         self.capacity()
+    }
+
+    /// The kernel counts a frame longer than a chunk in `rx_dropped` (copy mode and zero-copy
+    /// alike, without XDP_USE_SG), and so it counts a frame that found the fill ring empty;
+    /// the latter also counts in `rx_fill_ring_empty_descs`. So drops in an interval where the
+    /// fill ring never ran empty are oversized frames. (Our fill ring holds every receive
+    /// chunk we are not reading, so it runs empty only when the rx ring is full of them.)
+    fn rx_oversized_since_last(&mut self) -> u64 {
+        let Ok(k) = self.kernel_stats() else {
+            return 0;
+        };
+        let dropped = k.rx_dropped.saturating_sub(self.kernel_seen.rx_dropped);
+        let fill_empty = k
+            .rx_fill_ring_empty_descs
+            .saturating_sub(self.kernel_seen.rx_fill_ring_empty_descs);
+        self.kernel_seen = k;
+        if fill_empty == 0 {
+            dropped
+        } else {
+            0
+        }
     }
 
     fn stats(&self) -> &Stats {

@@ -620,6 +620,14 @@ fn interface_facts_busy_poll_options_and_one_socket_per_queue() {
             (s.busy_poll_missing().to_vec(), second, third, info, rss)
         })
         .unwrap();
+    // The link kind comes from rtnetlink: a veth is a software device, so the stack on it
+    // takes partial checksums.
+    assert_eq!(
+        (info.kind.as_deref(), info.driver.as_str(), info.loopback),
+        (Some("veth"), "veth", false),
+        "{info:?}"
+    );
+    assert!(info.partial_checksums_possible());
     assert_eq!(
         (info.mac, info.mtu, info.rx_queues),
         (MAC_A, 1500, 2),

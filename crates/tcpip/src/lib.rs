@@ -149,6 +149,13 @@ pub struct Config {
     /// Secret for initial sequence numbers, SYN cookies and the demux hash: give each
     /// stack a random value (the stack has no entropy source of its own).
     pub secret: u64,
+    /// Take TCP/UDP segments whose checksum field holds only the pseudo-header sum, as a
+    /// sender's kernel leaves it for checksum offload to complete (`CHECKSUM_PARTIAL`).
+    /// Set it only for a device that hands such frames on unfinished, a veth: they never
+    /// crossed a wire, and Linux itself trusts them there. Off (the default), they are bad
+    /// checksums. Counted in `tcp_rx_csum_partial` / `udp_rx_csum_partial` when taken and
+    /// in `*_bad_checksum_partial` when dropped; see `docs/TCPIP.md`.
+    pub accept_partial_checksums: bool,
 }
 
 impl Config {
@@ -182,6 +189,7 @@ impl Config {
             arp_retry: Duration::from_secs(1),
             ephemeral_ports: (32768, 60999),
             secret: 0x5eed_cafe_f00d_d00d,
+            accept_partial_checksums: false,
         }
     }
 }
@@ -375,11 +383,25 @@ pub struct Stats {
     pub icmp_unsupported: u64,
     pub icmp_echo_replies: u64,
     pub udp_malformed: u64,
+    /// UDP datagrams dropped for a checksum that is neither complete nor (when
+    /// `accept_partial_checksums` is on) partial.
     pub udp_bad_checksum: u64,
+    /// Of `udp_bad_checksum`: those whose field held the pseudo-header sum, a partial checksum
+    /// on a stack told that its device cannot produce them (`accept_partial_checksums` off).
+    pub udp_bad_checksum_partial: u64,
+    /// UDP datagrams taken with a partial checksum (`accept_partial_checksums` on).
+    pub udp_rx_csum_partial: u64,
     pub udp_no_socket: u64,
     pub udp_rx_buffer_full: u64,
     pub tcp_malformed: u64,
+    /// TCP segments dropped for a checksum that is neither complete nor (when
+    /// `accept_partial_checksums` is on) partial.
     pub tcp_bad_checksum: u64,
+    /// Of `tcp_bad_checksum`: those whose field held the pseudo-header sum, a partial checksum
+    /// on a stack told that its device cannot produce them (`accept_partial_checksums` off).
+    pub tcp_bad_checksum_partial: u64,
+    /// TCP segments taken with a partial checksum (`accept_partial_checksums` on).
+    pub tcp_rx_csum_partial: u64,
     pub tcp_bad_options: u64,
     pub tcp_no_listener: u64,
     pub tcp_rst_sent: u64,

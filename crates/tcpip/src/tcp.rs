@@ -12,6 +12,7 @@ use crate::util::keyed_hash;
 use crate::{ConnId, Error, EventKind, Handle, Instant, ListenerId, Result, TxSink};
 use std::collections::VecDeque;
 use std::time::Duration;
+use wirespeed_wire::checksum::TransportChecksum;
 use wirespeed_wire::tcp::{fill_checksum, flags};
 use wirespeed_wire::{
     ipv4, EtherType, IpProtocol, Ipv4Addr, MacAddr, SeqNumber, TcpOptions, TcpPacket, TcpRepr,
@@ -903,12 +904,23 @@ impl Stack {
                 return;
             }
         };
-        let repr = match TcpRepr::parse(&pkt, ip.src, ip.dst) {
-            Ok(r) => r,
-            Err(wirespeed_wire::Error::Checksum) => {
+        match pkt.checksum_state(ip.src, ip.dst) {
+            TransportChecksum::Complete => {}
+            TransportChecksum::Partial if self.cfg.accept_partial_checksums => {
+                self.stats.tcp_rx_csum_partial += 1;
+            }
+            TransportChecksum::Partial => {
+                self.stats.tcp_bad_checksum += 1;
+                self.stats.tcp_bad_checksum_partial += 1;
+                return;
+            }
+            TransportChecksum::Bad => {
                 self.stats.tcp_bad_checksum += 1;
                 return;
             }
+        }
+        let repr = match TcpRepr::parse_unverified(&pkt) {
+            Ok(r) => r,
             Err(wirespeed_wire::Error::Malformed)
                 if pkt.src_port() != 0
                     && pkt.dst_port() != 0

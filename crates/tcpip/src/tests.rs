@@ -38,7 +38,12 @@ pub(crate) struct Pair {
     pub cut: bool,
     /// Inspect/filter frames: return false to drop. (side sending, frame)
     pub filter: Option<FrameFilter>,
+    /// Rewrite frames as they leave (side sending, frame), after `filter`.
+    pub rewrite: Option<FrameRewrite>,
 }
+
+/// Changes a frame in flight (sending side, bytes).
+pub(crate) type FrameRewrite = Box<dyn FnMut(usize, &mut [u8])>;
 
 pub(crate) fn config(side: usize) -> Config {
     let (mac, ip) = if side == 0 {
@@ -67,6 +72,7 @@ impl Pair {
             delay_us: 50,
             cut: false,
             filter: None,
+            rewrite: None,
         }
     }
 
@@ -74,7 +80,7 @@ impl Pair {
         permille > 0 && (self.rng.next() % 1000) < permille as u64
     }
 
-    fn enqueue(&mut self, from: usize, frame: Vec<u8>) {
+    fn enqueue(&mut self, from: usize, mut frame: Vec<u8>) {
         if self.cut {
             return;
         }
@@ -82,6 +88,9 @@ impl Pair {
             if !f(from, &frame) {
                 return;
             }
+        }
+        if let Some(r) = self.rewrite.as_mut() {
+            r(from, &mut frame);
         }
         if self.chance(self.impair.loss) {
             return;
@@ -1612,4 +1621,218 @@ fn a_retransmitted_segment_gives_no_rtt_sample() {
         info.srtt_us
     );
     assert_eq!((info.in_flight, info.send_buffered), (0, 0));
+}
+
+/// The TCP/UDP checksum field of an untagged IPv4 frame: its offset in the frame, and the
+/// transport segment's (source, destination, protocol, length).
+fn transport_checksum_field(f: &[u8]) -> Option<(usize, Ipv4Addr, Ipv4Addr, u8, u16)> {
+    let ip = Ipv4Packet::new_checked(f.get(14..)?).ok()?;
+    let at = 14 + ip.header_len();
+    let len = ip.payload().len() as u16;
+    match ip.protocol() {
+        IpProtocol::Tcp => Some((at + 16, ip.src(), ip.dst(), 6, len)),
+        IpProtocol::Udp => Some((at + 6, ip.src(), ip.dst(), 17, len)),
+        _ => None,
+    }
+}
+
+/// Leaves the frame's TCP/UDP checksum as a sender with checksum offload does before the
+/// device completes it: the folded pseudo-header sum, not complemented.
+fn make_partial(f: &mut [u8]) {
+    if let Some((at, src, dst, proto, len)) = transport_checksum_field(f) {
+        let partial = checksum::partial_v4(src, dst, proto, len);
+        f[at..at + 2].copy_from_slice(&partial.to_be_bytes());
+    }
+}
+
+/// A checksum field that is neither complete nor partial.
+fn corrupt_checksum(f: &mut [u8]) {
+    if let Some((at, src, dst, proto, len)) = transport_checksum_field(f) {
+        let partial = checksum::partial_v4(src, dst, proto, len);
+        let bad = (partial ^ 0x0100).max(1);
+        f[at..at + 2].copy_from_slice(&bad.to_be_bytes());
+    }
+}
+
+/// Every TCP/UDP frame the stack sends carries a complete checksum (we never rely on
+/// offload), and its IPv4 header checksum verifies.
+fn assert_fully_checksummed(f: &[u8]) {
+    if f.len() < 14 + 20 || f[12..14] != [0x08, 0x00] {
+        return; // not IPv4 (ARP)
+    }
+    let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+    Ipv4Repr::parse(&ip).expect("IPv4 header checksum");
+    let state = match ip.protocol() {
+        IpProtocol::Tcp => TcpPacket::new_checked(ip.payload())
+            .unwrap()
+            .checksum_state(ip.src(), ip.dst()),
+        IpProtocol::Udp => {
+            let u = UdpPacket::new_checked(ip.payload()).unwrap();
+            assert_ne!(u.checksum(), 0, "UDP sent without a checksum");
+            u.checksum_state(ip.src(), ip.dst())
+        }
+        _ => return,
+    };
+    assert_eq!(state, checksum::TransportChecksum::Complete);
+}
+
+fn accepting_partial(side: usize) -> Config {
+    let mut c = config(side);
+    c.accept_partial_checksums = true;
+    c
+}
+
+#[test]
+fn partial_tcp_checksums_are_taken_when_allowed_and_what_we_send_is_complete() {
+    // A sends with checksum offload as a veth peer does; B is told its device is a veth.
+    let mut p = Pair::with(config(0), accepting_partial(1));
+    let sent_ok = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let counted = sent_ok.clone();
+    p.rewrite = Some(Box::new(move |from, f| {
+        if f[12..14] == [0x08, 0x00] {
+            assert_fully_checksummed(f);
+            counted.set(counted.get() + 1);
+        }
+        if from == 0 {
+            make_partial(f);
+        }
+    }));
+    let (c, s, _) = p.connect();
+    transfer(&mut p, 0, c, s, 256 * 1024, Duration::from_secs(60));
+    let st = p.st[1].stats();
+    assert!(st.tcp_rx_csum_partial > 100, "{st:?}");
+    assert_eq!((st.tcp_bad_checksum, st.tcp_bad_checksum_partial), (0, 0));
+    assert_eq!(
+        p.st[0].stats().tcp_rx_csum_partial,
+        0,
+        "B sent complete checksums"
+    );
+    assert!(sent_ok.get() > 100);
+}
+
+#[test]
+fn partial_tcp_checksums_are_bad_where_the_device_cannot_produce_them() {
+    let mut s = Stack::new(config(1));
+    s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(5);
+    let mut syn = segment(1000, 80, 500, None, flags::SYN, &[]);
+    make_partial(&mut syn);
+    s.receive(now, &syn);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    assert!(sink.frames.is_empty(), "a partial SYN must not be answered");
+    let st = s.stats();
+    assert_eq!(
+        (
+            st.tcp_bad_checksum,
+            st.tcp_bad_checksum_partial,
+            st.tcp_rx_csum_partial
+        ),
+        (1, 1, 0)
+    );
+    assert_eq!(st.tcp_segments_in, 0);
+}
+
+#[test]
+fn corrupt_tcp_checksums_are_dropped_whether_or_not_partial_ones_are_taken() {
+    for accept in [false, true] {
+        let mut cfg = config(1);
+        cfg.accept_partial_checksums = accept;
+        let mut s = Stack::new(cfg);
+        s.tcp_listen(80, 4).unwrap();
+        let now = Instant::from_millis(5);
+        let mut syn = segment(1000, 80, 500, None, flags::SYN, &[]);
+        corrupt_checksum(&mut syn);
+        s.receive(now, &syn);
+        // A segment with the right checksum but a payload changed after it was computed.
+        let mut data = segment(1000, 80, 501, Some(1), flags::ACK, b"payload");
+        make_partial(&mut data);
+        let last = data.len() - 1;
+        data[last] ^= 0xff;
+        // Still partial: a partial checksum covers no payload, so it cannot tell.
+        s.receive(now, &data);
+        let mut sink = VecSink::new();
+        s.transmit(now, &mut sink);
+        let st = s.stats();
+        if accept {
+            assert_eq!((st.tcp_bad_checksum, st.tcp_rx_csum_partial), (1, 1));
+            // The partial ACK met no connection: answered with a RST, nothing else.
+            assert_eq!(sink.frames.len(), 1);
+            assert_eq!(st.tcp_rst_sent, 1);
+        } else {
+            assert_eq!((st.tcp_bad_checksum, st.tcp_bad_checksum_partial), (2, 1));
+            assert!(sink.frames.is_empty());
+        }
+        assert_eq!(st.tcp_syn_cookies_sent + st.tcp_segments_in, accept as u64);
+    }
+}
+
+#[test]
+fn partial_udp_checksums_are_taken_only_when_allowed_and_corrupt_ones_never() {
+    for accept in [false, true] {
+        let mut a = config(0);
+        a.accept_partial_checksums = false;
+        let mut b = config(1);
+        b.accept_partial_checksums = accept;
+        let mut p = Pair::with(a, b);
+        let ua = p.st[0].udp_bind(5353).unwrap();
+        let ub = p.st[1].udp_bind(53).unwrap();
+        let corrupt_next = std::rc::Rc::new(std::cell::Cell::new(false));
+        let flag = corrupt_next.clone();
+        p.rewrite = Some(Box::new(move |from, f| {
+            assert_fully_checksummed(f);
+            if from == 0 && transport_checksum_field(f).is_some_and(|t| t.3 == 17) {
+                if flag.get() {
+                    corrupt_checksum(f);
+                } else {
+                    make_partial(f);
+                }
+            }
+        }));
+        p.st[0].udp_send_to(ua, IP_B, 53, b"partial").unwrap();
+        let mut buf = [0u8; 64];
+        let mut got = None;
+        p.run(Duration::from_secs(5), |p| {
+            if let Ok((n, _, _)) = p.st[1].udp_recv_from(ub, &mut buf) {
+                got = Some(buf[..n].to_vec());
+            }
+            got.is_some()
+        });
+        corrupt_next.set(true);
+        p.st[0].udp_send_to(ua, IP_B, 53, b"corrupt").unwrap();
+        let mut corrupt_got = false;
+        p.run(Duration::from_secs(1), |p| {
+            corrupt_got |= p.st[1].udp_recv_from(ub, &mut buf).is_ok();
+            corrupt_got
+        });
+        assert!(!corrupt_got, "a corrupt datagram was delivered");
+        let st = p.st[1].stats();
+        if accept {
+            assert_eq!(got.as_deref(), Some(&b"partial"[..]));
+            assert_eq!((st.udp_rx_csum_partial, st.udp_bad_checksum), (1, 1));
+            assert_eq!(st.udp_bad_checksum_partial, 0);
+        } else {
+            assert_eq!(got, None);
+            assert_eq!((st.udp_rx_csum_partial, st.udp_bad_checksum), (0, 2));
+            assert_eq!(st.udp_bad_checksum_partial, 1);
+        }
+    }
+}
+
+#[test]
+fn the_ipv4_header_checksum_is_never_taken_as_partial() {
+    let mut cfg = config(1);
+    cfg.accept_partial_checksums = true;
+    let mut s = Stack::new(cfg);
+    s.tcp_listen(80, 4).unwrap();
+    let mut syn = segment(1000, 80, 500, None, flags::SYN, &[]);
+    make_partial(&mut syn);
+    // The IPv4 header checksum replaced by the header's own folded sum (what a "partial"
+    // header checksum would look like): still bad.
+    syn[24..26].copy_from_slice(&[0, 0]);
+    let sum = checksum::fold(checksum::accumulate(0, &syn[14..34]));
+    syn[24..26].copy_from_slice(&sum.to_be_bytes());
+    s.receive(Instant::from_millis(5), &syn);
+    assert_eq!(s.stats().ip_bad_checksum, 1);
+    assert_eq!(s.stats().tcp_rx_csum_partial, 0);
 }

@@ -3,6 +3,7 @@
 use crate::ring::Ring;
 use crate::stack::Stack;
 use crate::{Error, EventKind, Handle, Result, UdpId};
+use wirespeed_wire::checksum::TransportChecksum;
 use wirespeed_wire::{ipv4, udp, IpProtocol, Ipv4Addr, Ipv4Repr, UdpPacket, UdpRepr};
 
 const RECORD_HEADER: usize = 8;
@@ -129,13 +130,22 @@ impl Stack {
                 return;
             }
         };
-        let repr = match UdpRepr::parse(&pkt, ip.src, ip.dst) {
-            Ok(r) => r,
-            Err(_) => {
+        match pkt.checksum_state(ip.src, ip.dst) {
+            TransportChecksum::Complete => {}
+            TransportChecksum::Partial if self.cfg.accept_partial_checksums => {
+                self.stats.udp_rx_csum_partial += 1;
+            }
+            TransportChecksum::Partial => {
+                self.stats.udp_bad_checksum += 1;
+                self.stats.udp_bad_checksum_partial += 1;
+                return;
+            }
+            TransportChecksum::Bad => {
                 self.stats.udp_bad_checksum += 1;
                 return;
             }
-        };
+        }
+        let repr = UdpRepr::parse_unverified(&pkt);
         let Some(&idx) = self.udp_ports.get(&repr.dst_port) else {
             self.stats.udp_no_socket += 1;
             return;

@@ -155,6 +155,10 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     pub fn verify_checksum(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
         checksum::transport_v4(src, dst, 6, self.b()) == 0
     }
+    /// Whether the checksum is complete, partial (left to offload) or bad.
+    pub fn checksum_state(&self, src: Ipv4Addr, dst: Ipv4Addr) -> checksum::TransportChecksum {
+        checksum::classify_v4(src, dst, 6, self.b(), 16)
+    }
     /// Sequence space the segment occupies: payload plus one each for SYN and FIN.
     pub fn segment_len(&self) -> usize {
         self.payload().len() + self.syn() as usize + self.fin() as usize
@@ -312,6 +316,12 @@ impl TcpRepr {
         if !p.verify_checksum(src, dst) {
             return Err(Error::Checksum);
         }
+        Self::parse_unverified(p)
+    }
+
+    /// Parses the header and options without looking at the checksum: for a caller that
+    /// judged it already ([`TcpPacket::checksum_state`]).
+    pub fn parse_unverified<T: AsRef<[u8]>>(p: &TcpPacket<T>) -> Result<Self> {
         if p.src_port() == 0 || p.dst_port() == 0 {
             return Err(Error::Malformed);
         }

@@ -47,6 +47,13 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         self.checksum() == 0
             || checksum::transport_v4(src, dst, 17, &self.buffer.as_ref()[..self.len()]) == 0
     }
+    /// Whether the checksum is complete (or zero), partial (left to offload) or bad.
+    pub fn checksum_state(&self, src: Ipv4Addr, dst: Ipv4Addr) -> checksum::TransportChecksum {
+        if self.checksum() == 0 {
+            return checksum::TransportChecksum::Complete;
+        }
+        checksum::classify_v4(src, dst, 17, &self.buffer.as_ref()[..self.len()], 6)
+    }
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..self.len()]
     }
@@ -64,10 +71,15 @@ impl UdpRepr {
         if !p.verify_checksum(src, dst) {
             return Err(Error::Checksum);
         }
-        Ok(UdpRepr {
+        Ok(Self::parse_unverified(p))
+    }
+
+    /// The ports, without looking at the checksum (see [`UdpPacket::checksum_state`]).
+    pub fn parse_unverified<T: AsRef<[u8]>>(p: &UdpPacket<T>) -> Self {
+        UdpRepr {
             src_port: p.src_port(),
             dst_port: p.dst_port(),
-        })
+        }
     }
 
     /// Writes header + `payload_len` bytes that the caller has already placed at

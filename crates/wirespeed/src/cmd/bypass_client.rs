@@ -172,6 +172,7 @@ pub fn run<P: ResponseParser>(
         .map(Some)
         .collect();
     let sockets = Arc::new(Mutex::new(sockets));
+    let drops_on = bypass.iface.clone();
     let start = Instant::now() + Duration::from_millis(100);
     let window = Window {
         measure_from: start + spec.warmup,
@@ -191,9 +192,13 @@ pub fn run<P: ResponseParser>(
             let device = sockets.lock().expect("socket table")[shard].take();
             let parser = parser.lock().expect("parser").clone();
             let (spec, marks) = (spec2.clone(), marks.clone());
+            let drops_on = drops_on.clone();
             async move {
                 let device = device.ok_or_else(|| "no queue for this shard".to_string())?;
                 let stack = UserStack::start(&device.stack, device.queue);
+                stack.on_drop_cause(move |cause| {
+                    super::tell_drop_cause_once("bench", cause, &drops_on)
+                });
                 let totals = Rc::new(RefCell::new(ShardTotals::default()));
                 let request = Rc::new(spec.request.clone());
                 let mut tasks = Vec::new();

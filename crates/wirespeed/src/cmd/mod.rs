@@ -6,7 +6,19 @@ pub mod probe;
 pub mod serve;
 pub mod showdown;
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+
+use wirespeed_net::user::DropCause;
+
+/// Says on stderr why the bypass stack drops traffic, one line per cause for the whole process
+/// however many shards see it (`who`: "serve", "bench").
+pub fn tell_drop_cause_once(who: &str, cause: DropCause, iface: &str) {
+    static TOLD: AtomicU32 = AtomicU32::new(0);
+    if TOLD.fetch_or(cause.bit(), Ordering::Relaxed) & cause.bit() == 0 {
+        eprintln!("wirespeed {who}: {}", cause.explain(iface));
+    }
+}
 
 /// Parses `500ms`, `5s`, `2m`, `1h`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -220,6 +220,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             (sources, bound, Some(bypass))
         }
     };
+    let drops_on = bypass.as_ref().map(|b| b.iface.clone()).unwrap_or_default();
     let stack_name = match &bypass {
         None => "kernel".to_string(),
         Some(b) => format!("bypass, {}", b.description),
@@ -252,6 +253,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .get_mut(wirespeed_rt::shard_id())
             .and_then(Option::take);
         let (cfg, opts) = (cfg.clone(), opts.clone());
+        let drops_on = drops_on.clone();
         async move {
             let source = source.ok_or_else(|| "no listener for this shard".to_string())?;
             let listener = match source {
@@ -260,11 +262,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 ListenerSource::User(ShardDevice { queue, stack }) => {
                     let user = UserStack::start(&stack, queue);
+                    user.on_drop_cause(move |cause| {
+                        super::tell_drop_cause_once("serve", cause, &drops_on)
+                    });
                     let listener = TcpListener::User(user.listen(port, 4096).map_err(|e| e.to_string())?);
                     let summary = shard_main(listener, cfg, kind, max_conns).await.map_err(|e| e.to_string());
                     let s = user.stats();
                     eprintln!(
-                        "wirespeed serve: shard {} stack: rx {} tx {} frames; tcp segments in {} out {}, retransmits {} (fast {}, rto {}, loss probes {}), out-of-order {} (dropped {}), duplicates {}, bad checksums {}",
+                        "wirespeed serve: shard {} stack: rx {} tx {} frames; tcp segments in {} out {}, retransmits {} (fast {}, rto {}, loss probes {}), out-of-order {} (dropped {}), duplicates {}, bad checksums {} (partial {}), partial checksums taken {}",
                         wirespeed_rt::shard_id(),
                         s.rx_frames,
                         s.tx_frames,
@@ -277,7 +282,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         s.tcp_ooo_segments,
                         s.tcp_ooo_dropped,
                         s.tcp_duplicate_segments,
-                        s.tcp_bad_checksum + s.ip_bad_checksum
+                        s.tcp_bad_checksum + s.udp_bad_checksum + s.ip_bad_checksum,
+                        s.tcp_bad_checksum_partial + s.udp_bad_checksum_partial,
+                        s.tcp_rx_csum_partial + s.udp_rx_csum_partial
                     );
                     return summary;
                 }
