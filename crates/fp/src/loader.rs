@@ -103,6 +103,7 @@ pub struct Maps {
     pub f_actions: MapHandle,
     pub f_paused: MapHandle,
     pub ctl: MapHandle,
+    pub peer_ports: MapHandle,
     pub bridge: BridgeMaps,
 }
 
@@ -279,6 +280,7 @@ impl Program {
             f_actions: handle(&m.f_actions, "f_actions")?,
             f_paused: handle(&m.f_paused, "f_paused")?,
             ctl: handle(&m.ctl, "ctl")?,
+            peer_ports: handle(&m.peer_ports, "peer_ports")?,
             bridge: BridgeMaps {
                 ports: handle(&m.br_ports, "br_ports")?,
                 vlans: handle(&m.br_vlans, "br_vlans")?,
@@ -322,6 +324,24 @@ impl Program {
                 .tx_ports
                 .update(&idx.to_ne_bytes(), &val, MapFlags::ANY)
                 .map_err(bpf(format!("add ifindex {idx} to tx_ports")))?;
+        }
+        Ok(())
+    }
+
+    /// Sets the egress veths whose frames the TC router hands to the peer's ingress.
+    pub fn set_peer_ports(&self, ifindexes: &[u32]) -> Result<()> {
+        let old: Vec<Vec<u8>> = self.maps.peer_ports.keys().collect();
+        for k in &old {
+            let idx = u32::from_ne_bytes(k[..4].try_into().unwrap_or([0; 4]));
+            if !ifindexes.contains(&idx) {
+                let _ = self.maps.peer_ports.delete(k);
+            }
+        }
+        for idx in ifindexes {
+            self.maps
+                .peer_ports
+                .update(&idx.to_ne_bytes(), &1u32.to_ne_bytes(), MapFlags::ANY)
+                .map_err(bpf(format!("add ifindex {idx} to peer_ports")))?;
         }
         Ok(())
     }
