@@ -316,6 +316,12 @@ impl Daemon {
         })
     }
 
+    /// Whether the kernel reports which devices take XDP-redirected frames (else every port
+    /// is served at TC).
+    pub fn knows_xdp_features(&self) -> bool {
+        self.netdev.is_some()
+    }
+
     fn open_netdev() -> Option<(Socket, NetdevFamily)> {
         let mut s = Socket::open(NETLINK_GENERIC).ok()?;
         let family = netlink::netdev_family(&mut s).ok()?;
