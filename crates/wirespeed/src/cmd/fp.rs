@@ -109,9 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                      ingress, whose redirect every device takes"
                 );
             }
-            daemon
-                .run(&STOP)
-                .context("fast-path daemon")?;
+            daemon.run(&STOP).context("fast-path daemon")?;
             Ok(())
         }
         Cmd::Status { json, status } => {
