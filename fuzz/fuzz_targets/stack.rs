@@ -4,11 +4,15 @@
 //! Input: a series of records `[op][len_hi][len_lo][bytes...]`:
 //! - op & 3 == 0: the bytes as a frame, as they are;
 //! - op & 3 == 1: the bytes as a frame with its IPv4 header and TCP/UDP/ICMP checksums fixed,
-//!   so mutations reach the TCP state machine instead of dying at the checksum check;
+//!   so mutations reach the TCP state machine instead of dying at the checksum check; with
+//!   op & 0x40, the TCP/UDP field is left partial (the pseudo-header sum only), as a veth
+//!   peer with checksum offload sends it;
 //! - op & 3 == 2: an application call chosen by the first byte (accept, send, recv, close,
 //!   abort, shutdown, connect, UDP send);
 //! - op & 3 == 3: advance the clock by (bytes as u16) ms, letting timers fire.
 //!   The clock also advances (op >> 2) * 100 µs before every record.
+//!
+//! The stack takes partial checksums (as on a veth) when the first byte's top bit is set.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -19,7 +23,7 @@ const OUR_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
 const OUR_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const PEER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 
-fn fix_checksums(f: &mut [u8]) {
+fn fix_checksums(f: &mut [u8], partial: bool) {
     if f.len() < 34 || f[12] != 0x08 || f[13] != 0x00 {
         return;
     }
@@ -47,12 +51,19 @@ fn fix_checksums(f: &mut [u8]) {
     };
     seg[at] = 0;
     seg[at + 1] = 0;
-    let c = if proto == 1 { checksum::checksum(seg) } else { checksum::transport_v4(src, dst, proto, seg) };
+    let c = if proto == 1 {
+        checksum::checksum(seg)
+    } else if partial {
+        checksum::partial_v4(src, dst, proto, seg.len() as u16)
+    } else {
+        checksum::transport_v4(src, dst, proto, seg)
+    };
     seg[at..at + 2].copy_from_slice(&c.to_be_bytes());
 }
 
 fuzz_target!(|data: &[u8]| {
     let mut cfg = Config::new(OUR_MAC, OUR_IP, 24);
+    cfg.accept_partial_checksums = data.first().is_some_and(|b| b & 0x80 != 0);
     cfg.send_buffer = 4096;
     cfg.recv_buffer = 4096;
     cfg.udp_recv_buffer = 4096;
@@ -84,7 +95,7 @@ fuzz_target!(|data: &[u8]| {
             1 => {
                 let f = &mut frame[..len];
                 f.copy_from_slice(body);
-                fix_checksums(f);
+                fix_checksums(f, op & 0x40 != 0);
                 s.receive(now, f);
             }
             2 => {

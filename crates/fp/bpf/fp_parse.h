@@ -95,7 +95,10 @@ static __always_inline int l4_csum_may_be_partial(__u8 proto, const __u32 *addrs
 	}
 	for (int i = 0; i < words; i++)
 		sum += addrs[i];
-	sum += bpf_htonl(l4_len) + bpf_htonl(proto);
+	/* Each term on its own into the 64-bit sum: added together in 32 bits first, they
+	 * overflow for some lengths (UDP 0x3f0 with protocol 17) and the carry is lost. */
+	sum += bpf_htonl(l4_len);
+	sum += bpf_htonl(proto);
 	return *field == csum_fold32(sum);
 }
 

@@ -316,6 +316,12 @@ impl Daemon {
         })
     }
 
+    /// Whether the kernel reports which devices take XDP-redirected frames (else every port
+    /// is served at TC).
+    pub fn knows_xdp_features(&self) -> bool {
+        self.netdev.is_some()
+    }
+
     fn open_netdev() -> Option<(Socket, NetdevFamily)> {
         let mut s = Socket::open(NETLINK_GENERIC).ok()?;
         let family = netlink::netdev_family(&mut s).ok()?;
@@ -703,6 +709,7 @@ impl Daemon {
                         port.prog
                             .set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
                         port.prog.set_tx_ports(&pp.tx_ports)?;
+                        port.prog.set_peer_ports(&pp.peer_ports)?;
                         if port.tables != tables {
                             if let Some(t) = &tables {
                                 port.prog.write_filter_over(port.tables.as_ref(), t)?;
@@ -721,6 +728,7 @@ impl Daemon {
                         };
                         prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
                         prog.set_tx_ports(&pp.tx_ports)?;
+                        prog.set_peer_ports(&pp.peer_ports)?;
                         if let Some(t) = &tables {
                             if old_tables.as_ref() != Some(t) {
                                 prog.write_filter_over(old_tables.as_ref(), t)?;
@@ -745,6 +753,7 @@ impl Daemon {
                         let prog = Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?;
                         prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
                         prog.set_tx_ports(&pp.tx_ports)?;
+                        prog.set_peer_ports(&pp.peer_ports)?;
                         if let Some(t) = &tables {
                             prog.write_filter(t)?;
                         }

@@ -103,6 +103,7 @@ pub struct Maps {
     pub f_actions: MapHandle,
     pub f_paused: MapHandle,
     pub ctl: MapHandle,
+    pub peer_ports: MapHandle,
     pub bridge: BridgeMaps,
 }
 
@@ -279,6 +280,7 @@ impl Program {
             f_actions: handle(&m.f_actions, "f_actions")?,
             f_paused: handle(&m.f_paused, "f_paused")?,
             ctl: handle(&m.ctl, "ctl")?,
+            peer_ports: handle(&m.peer_ports, "peer_ports")?,
             bridge: BridgeMaps {
                 ports: handle(&m.br_ports, "br_ports")?,
                 vlans: handle(&m.br_vlans, "br_vlans")?,
@@ -307,23 +309,19 @@ impl Program {
 
     /// Sets the egress ports the router may redirect to (ifindexes), replacing the old set.
     pub fn set_tx_ports(&self, ifindexes: &[u32]) -> Result<()> {
-        let old: Vec<Vec<u8>> = self.maps.tx_ports.keys().collect();
-        for k in &old {
-            let idx = u32::from_ne_bytes(k[..4].try_into().unwrap_or([0; 4]));
-            if !ifindexes.contains(&idx) {
-                let _ = self.maps.tx_ports.delete(k);
-            }
-        }
-        for idx in ifindexes {
-            // struct bpf_devmap_val { u32 ifindex; u32 prog fd }
+        // struct bpf_devmap_val { u32 ifindex; u32 prog fd }
+        replace_ifindex_set(&self.maps.tx_ports, "tx_ports", ifindexes, |idx| {
             let mut val = [0u8; 8];
             val[..4].copy_from_slice(&idx.to_ne_bytes());
-            self.maps
-                .tx_ports
-                .update(&idx.to_ne_bytes(), &val, MapFlags::ANY)
-                .map_err(bpf(format!("add ifindex {idx} to tx_ports")))?;
-        }
-        Ok(())
+            val
+        })
+    }
+
+    /// Sets the egress veths whose frames the TC router hands to the peer's ingress.
+    pub fn set_peer_ports(&self, ifindexes: &[u32]) -> Result<()> {
+        replace_ifindex_set(&self.maps.peer_ports, "peer_ports", ifindexes, |_| {
+            1u32.to_ne_bytes()
+        })
     }
 
     /// Sets the run-time switches: a family handed to the kernel, the filter as `want`
@@ -556,6 +554,28 @@ impl Attachment {
         }
         Ok(())
     }
+}
+
+/// Makes the keys of `map` (ifindexes) exactly `ifindexes`, each with the value `value`
+/// gives it: stale keys first, so the map never holds more than the old and new sets.
+fn replace_ifindex_set<const N: usize>(
+    map: &MapHandle,
+    name: &str,
+    ifindexes: &[u32],
+    value: impl Fn(u32) -> [u8; N],
+) -> Result<()> {
+    let old: Vec<Vec<u8>> = map.keys().collect();
+    for k in &old {
+        let idx = u32::from_ne_bytes(k[..4].try_into().unwrap_or([0; 4]));
+        if !ifindexes.contains(&idx) {
+            let _ = map.delete(k);
+        }
+    }
+    for idx in ifindexes {
+        map.update(&idx.to_ne_bytes(), &value(*idx), MapFlags::ANY)
+            .map_err(bpf(format!("add ifindex {idx} to {name}")))?;
+    }
+    Ok(())
 }
 
 fn bits_bytes(b: &crate::filter::Bits) -> [u8; 32] {

@@ -101,10 +101,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "wirespeed fp: running; status in {}",
                 cfg.status_path.display()
             );
-            Daemon::new(cfg)
-                .context("start the fast-path daemon")?
-                .run(&STOP)
-                .context("fast-path daemon")?;
+            let daemon = Daemon::new(cfg).context("start the fast-path daemon")?;
+            if !daemon.knows_xdp_features() {
+                eprintln!(
+                    "wirespeed fp: this kernel does not say which devices take XDP-redirected \
+                     frames (netdev generic netlink, Linux 6.3+): every port is served at TC \
+                     ingress, whose redirect every device takes"
+                );
+            }
+            daemon.run(&STOP).context("fast-path daemon")?;
             Ok(())
         }
         Cmd::Status { json, status } => {
