@@ -198,8 +198,6 @@ static __always_inline int router_tc(struct __sk_buff *skb)
 			skb->priority = tos_priority(iph->tos);
 	}
 	skb->tstamp = 0;
-	if (bpf_map_lookup_elem(&peer_ports, &oif))
-		return bpf_redirect_peer(oif, 0);
 	return bpf_redirect(oif, 0);
 }
 

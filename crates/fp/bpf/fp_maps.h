@@ -10,16 +10,6 @@ struct {
 	__type(value, struct bpf_devmap_val);
 } tx_ports SEC(".maps");
 
-/* Of the egress ports, the veths whose peer is in another namespace: the TC router hands a
- * frame for them straight to the peer's ingress (bpf_redirect_peer), as the veth would after
- * its transmit and the peer's backlog queue. Keyed by ifindex. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, __u32);
-} peer_ports SEC(".maps");
-
 /* Per-CPU packet counters, one slot per enum fp_reason. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

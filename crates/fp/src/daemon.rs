@@ -709,7 +709,6 @@ impl Daemon {
                         port.prog
                             .set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
                         port.prog.set_tx_ports(&pp.tx_ports)?;
-                        port.prog.set_peer_ports(&pp.peer_ports)?;
                         if port.tables != tables {
                             if let Some(t) = &tables {
                                 port.prog.write_filter_over(port.tables.as_ref(), t)?;
@@ -728,7 +727,6 @@ impl Daemon {
                         };
                         prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
                         prog.set_tx_ports(&pp.tx_ports)?;
-                        prog.set_peer_ports(&pp.peer_ports)?;
                         if let Some(t) = &tables {
                             if old_tables.as_ref() != Some(t) {
                                 prog.write_filter_over(old_tables.as_ref(), t)?;
@@ -753,7 +751,6 @@ impl Daemon {
                         let prog = Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?;
                         prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
                         prog.set_tx_ports(&pp.tx_ports)?;
-                        prog.set_peer_ports(&pp.peer_ports)?;
                         if let Some(t) = &tables {
                             prog.write_filter(t)?;
                         }

@@ -103,7 +103,6 @@ pub struct Maps {
     pub f_actions: MapHandle,
     pub f_paused: MapHandle,
     pub ctl: MapHandle,
-    pub peer_ports: MapHandle,
     pub bridge: BridgeMaps,
 }
 
@@ -280,7 +279,6 @@ impl Program {
             f_actions: handle(&m.f_actions, "f_actions")?,
             f_paused: handle(&m.f_paused, "f_paused")?,
             ctl: handle(&m.ctl, "ctl")?,
-            peer_ports: handle(&m.peer_ports, "peer_ports")?,
             bridge: BridgeMaps {
                 ports: handle(&m.br_ports, "br_ports")?,
                 vlans: handle(&m.br_vlans, "br_vlans")?,
@@ -314,13 +312,6 @@ impl Program {
             let mut val = [0u8; 8];
             val[..4].copy_from_slice(&idx.to_ne_bytes());
             val
-        })
-    }
-
-    /// Sets the egress veths whose frames the TC router hands to the peer's ingress.
-    pub fn set_peer_ports(&self, ifindexes: &[u32]) -> Result<()> {
-        replace_ifindex_set(&self.maps.peer_ports, "peer_ports", ifindexes, |_| {
-            1u32.to_ne_bytes()
         })
     }
 

@@ -21,9 +21,6 @@ pub struct Link {
     pub loopback: bool,
     /// For a bridge device: its VLAN settings.
     pub bridge: Option<BridgeAttrs>,
-    /// The device's peer (a veth's other end) lives in another network namespace
-    /// (IFLA_LINK_NETNSID): a TC program may hand frames straight to that peer's ingress.
-    pub peer_in_other_netns: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -209,9 +206,6 @@ pub struct PortPlan {
     pub route_cache_v4: bool,
     /// Egress ports this port's program may redirect to (ifindexes).
     pub tx_ports: Vec<u32>,
-    /// Of those, the veths whose peer is in another namespace: at TC the router hands a
-    /// frame for them straight to the peer's ingress (bpf_redirect_peer).
-    pub peer_ports: Vec<u32>,
     /// Why a module is off, and which hook forwards and why, for status.
     pub notes: Vec<String>,
 }
@@ -423,7 +417,6 @@ impl Model {
                 off_v6: false,
                 route_cache_v4: false,
                 tx_ports,
-                peer_ports: Vec::new(),
                 notes,
             },
         );
@@ -470,11 +463,6 @@ impl Model {
             .filter(|l| l.master.is_none() && l.up && self.eligible(l).is_ok())
             .collect();
         let routed_tx: Vec<u32> = routed.iter().map(|l| l.index).collect();
-        let routed_peer: Vec<u32> = routed
-            .iter()
-            .filter(|l| l.kind == "veth" && l.peer_in_other_netns)
-            .map(|l| l.index)
-            .collect();
         let router_tc = routed
             .iter()
             .find_map(|l| self.xdp_egress(l).err().map(|why| (l.name.clone(), why)));
@@ -588,7 +576,6 @@ impl Model {
                     off_v6,
                     route_cache_v4,
                     tx_ports: routed_tx.clone(),
-                    peer_ports: routed_peer.clone(),
                     notes,
                 },
             );
@@ -623,7 +610,6 @@ mod tests {
             up: true,
             loopback: false,
             bridge: None,
-            peer_in_other_netns: true,
         }
     }
 
@@ -845,19 +831,11 @@ mod tests {
         for idx in [2, 3] {
             assert!(p.ports[&idx].features.tc, "port {idx} routes at TC");
             assert_eq!(p.ports[&idx].tx_ports, vec![2, 3]);
-            // Both are veths whose peers are elsewhere: handed to the peer's ingress.
-            assert_eq!(p.ports[&idx].peer_ports, vec![2, 3]);
             assert!(p.ports[&idx]
                 .notes
                 .iter()
                 .any(|n| n.contains("router at TC: egress d1") && n.contains("veth peer")));
         }
-        // A veth whose peer is in this namespace takes the plain redirect (a peer redirect
-        // into this namespace would be dropped).
-        let mut d1 = link(3, "d1");
-        d1.peer_in_other_netns = false;
-        m.apply(&Event::LinkNew(d1));
-        assert_eq!(m.plan().ports[&2].peer_ports, vec![2]);
         // GRO back on: XDP again.
         assert!(m.apply(&takes_xdp(3)));
         assert!(!m.plan().ports[&2].features.tc);

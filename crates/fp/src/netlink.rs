@@ -61,7 +61,6 @@ const IFLA_INFO_DATA: u16 = 2;
 const IFLA_PROTINFO: u16 = 12;
 const IFLA_AF_SPEC: u16 = 26;
 const IFLA_EXT_MASK: u16 = 29;
-const IFLA_LINK_NETNSID: u16 = 37;
 const IFLA_BR_VLAN_FILTERING: u16 = 7;
 const IFLA_BR_VLAN_PROTOCOL: u16 = 8;
 const IFLA_BR_NF_CALL_IPTABLES: u16 = 36;
@@ -167,7 +166,6 @@ pub fn parse_link(payload: &[u8]) -> Option<Link> {
             IFLA_ADDRESS if v.len() == 6 => link.mac = Some(v.try_into().ok()?),
             IFLA_MTU => link.mtu = u32_of(v).unwrap_or(0),
             IFLA_MASTER => link.master = u32_of(v).filter(|m| *m != 0),
-            IFLA_LINK_NETNSID => link.peer_in_other_netns = true,
             IFLA_LINKINFO => {
                 let mut data = None;
                 for (ity, iv) in attrs(v) {
