@@ -1,0 +1,16 @@
+//! wirespeed-sys: every system call of the project that needs `unsafe`, outside the runtime's
+//! I/O engines (`wirespeed-rt`) and the NIC drivers (`wirespeed-nic`), behind safe functions.
+//!
+//! A leaf crate: it depends on nothing of ours, so every crate (and every test) can use it.
+//! Each module wraps one kind of kernel interface; where socket2 or libbpf-rs already offers a
+//! safe call, the other crates use that directly and nothing is wrapped here.
+
+pub mod alloc;
+pub mod bpf;
+pub mod netns;
+pub mod nftables;
+pub mod packet;
+pub mod process;
+pub mod random;
+pub mod signal;
+pub mod socket;
