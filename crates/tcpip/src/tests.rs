@@ -2,6 +2,7 @@
 //! lose, duplicate, reorder and delay frames (seeded PRNG, virtual clock), plus
 //! hand-crafted frames.
 
+use crate::tcp::CongestionControl;
 use crate::util::XorShift;
 use crate::Error;
 use crate::*;
@@ -1075,7 +1076,7 @@ fn ten_thousand_connections_request_response() {
 
 /// An RST with the exact expected sequence number, injected from the peer's address.
 fn inject_rst(p: &mut Pair, side: usize, conn: ConnId) {
-    let t = &p.st[side].conns[conn.idx as usize];
+    let t = &p.st[side].tcp.conns[conn.idx as usize];
     let repr = TcpRepr {
         src_port: t.remote_port,
         dst_port: t.local_port,
@@ -1288,8 +1289,8 @@ fn many_streams_both_ways_through_impairments() {
             for k in 0..16 {
                 if back[k] != N {
                     for (side, h) in [(0, clients[k]), (1, servers[k])] {
-                        let t = &p.st[side].conns[h.idx as usize];
-                        eprintln!("side {side} conn {k}: in_use {} st {:?} una {} nxt {} max {} wnd {} cwnd {} ssthresh {} rec {} inrec {} dup {} persist {} rto_at {:?} rto {} retries {} sendlen {} recvlen {} rcv_nxt {} ooo {:?} ack_now {} heap_at {:?} now {:?} dirty {} owner {:?}", t.in_use, t.state, t.snd_una.0, t.snd_nxt.0, t.snd_max.0, t.snd_wnd, t.cwnd, t.ssthresh, t.recover.0, t.in_recovery, t.dupacks, t.persist, t.rto_at, t.rto, t.retries, t.send.len(), t.recv.len(), t.rcv_nxt.0, &t.ooo[..t.ooo_len as usize], t.ack_now, t.heap_at, p.now, t.in_dirty, t.owner);
+                        let t = &p.st[side].tcp.conns[h.idx as usize];
+                        eprintln!("side {side} conn {k}: in_use {} st {:?} una {} nxt {} max {} wnd {} cwnd {} ssthresh {} rec {} inrec {} dup {} persist {} rto_at {:?} rto {} retries {} sendlen {} recvlen {} rcv_nxt {} ooo {:?} ack_now {} heap_at {:?} now {:?} dirty {} owner {:?}", t.in_use, t.state, t.snd_una.0, t.snd_nxt.0, t.snd_max.0, t.snd_wnd, t.cc.cwnd(), t.cc.ssthresh(), t.recover.0, t.in_recovery, t.dupacks, t.persist, t.rto_at, t.rto, t.retries, t.send.len(), t.recv.len(), t.rcv_nxt.0, &t.ooo[..t.ooo_len as usize], t.ack_now, t.heap_at, p.now, t.in_dirty, t.owner);
                     }
                 }
             }
@@ -1343,8 +1344,8 @@ fn option_negotiation_and_small_mtu() {
     let (c, s, _) = p.connect();
     {
         let (ta, tb) = (
-            &p.st[0].conns[c.idx as usize],
-            &p.st[1].conns[s.idx as usize],
+            &p.st[0].tcp.conns[c.idx as usize],
+            &p.st[1].tcp.conns[s.idx as usize],
         );
         assert!(!ta.ts_enabled && !tb.ts_enabled && !ta.sack_ok && !tb.sack_ok);
         assert_eq!(
@@ -1364,8 +1365,8 @@ fn option_negotiation_and_small_mtu() {
     let mut p = Pair::new();
     let (c, s, _) = p.connect();
     let (ta, tb) = (
-        &p.st[0].conns[c.idx as usize],
-        &p.st[1].conns[s.idx as usize],
+        &p.st[0].tcp.conns[c.idx as usize],
+        &p.st[1].tcp.conns[s.idx as usize],
     );
     assert!(ta.ts_enabled && tb.ts_enabled && ta.sack_ok && tb.sack_ok);
     assert_eq!(
