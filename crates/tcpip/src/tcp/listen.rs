@@ -6,7 +6,7 @@ use super::tcb::Owner;
 use super::{flow_key, Ctx, Tcp, TcpState, DEFAULT_MSS};
 use crate::util::keyed_hash;
 use wirespeed_wire::tcp::flags;
-use wirespeed_wire::{Ipv4Addr, MacAddr, SeqNumber, TcpOptions, TcpRepr};
+use wirespeed_wire::{Ipv4Addr, MacAddr, SeqNumber, TcpControl, TcpOptions, TcpRepr};
 
 /// SYN-cookie MSS table (3 bits in the cookie).
 const COOKIE_MSS: [u16; 8] = [536, 1200, 1360, 1400, 1440, 1460, 4036, 8960];
@@ -31,10 +31,10 @@ impl Tcp {
                 return;
             }
         };
-        if repr.flags & flags::RST != 0 {
+        if repr.control() == TcpControl::Rst {
             return;
         }
-        let syn = repr.flags & flags::SYN != 0;
+        let syn = repr.control() == TcpControl::Syn; // not RST (above); SYN+FIN never parses
         if syn && repr.ack.is_none() {
             let l = &self.listeners[li as usize];
             if l.syn_rcvd + l.accept_queue.len() >= l.backlog {
@@ -181,7 +181,7 @@ impl Tcp {
         repr: &TcpRepr,
         payload_len: usize,
     ) {
-        if repr.flags & flags::RST != 0 {
+        if repr.control() == TcpControl::Rst {
             return;
         }
         let out = match repr.ack {
