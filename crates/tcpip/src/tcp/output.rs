@@ -157,7 +157,8 @@ impl Tcp {
                     if buffered > 0 {
                         let seq = t.snd_una.sub(1);
                         if self.emit(cx, idx, sink, seq, flags::ACK, 0, 0).is_none() {
-                            t_retry_probe(&mut self.conns[idx as usize]);
+                            // No TX buffer: the probe goes on the next transmit.
+                            self.conns[idx as usize].retransmit_one = true;
                             return false;
                         }
                         let t = &mut self.conns[idx as usize];
@@ -423,11 +424,6 @@ impl Tcp {
         }
         Some(())
     }
-}
-
-/// The probe could not leave (no TX buffer): try again on the next `transmit`.
-fn t_retry_probe(t: &mut Tcb) {
-    t.retransmit_one = true;
 }
 
 /// SEQ for segments without data (ACKs, RSTs): SND.MAX, but never beyond the right edge of
