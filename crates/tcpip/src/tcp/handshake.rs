@@ -119,7 +119,7 @@ impl Tcp {
             return false;
         }
         t.state = TcpState::Established;
-        // The ACK covers our SYN; whatever else it covers is data, handled below.
+        // The ACK covers our SYN; whatever else it covers is data, for `ack_input`.
         if t.rtt_active && t.retries == 0 {
             let s = now.since(t.rtt_at).as_micros().min(u32::MAX as u128) as u32;
             t.update_rtt(s, min_rto, max_rto);
