@@ -33,7 +33,9 @@
 #![forbid(unsafe_code)]
 
 mod arp;
+mod frame_queue;
 mod ring;
+mod sockets;
 mod stack;
 mod tcp;
 mod udp;

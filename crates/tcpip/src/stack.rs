@@ -1,95 +1,24 @@
-//! The per-shard stack: frame dispatch (Ethernet, ARP, IPv4, ICMP), output, timers, events.
+//! The per-shard stack: frame dispatch (Ethernet, ARP, IPv4, ICMP), the frame queues,
+//! next-hop resolution, events. It owns TCP ([`Tcp`]) and UDP ([`Udp`]), calls them, and
+//! carries out what they return: control segments to queue, events to report. Neither
+//! calls back into the stack.
 
 use crate::arp::{ArpCache, MAX_TRIES};
-use crate::tcp::{Listener, Tcb};
-use crate::udp::UdpSocket;
-use crate::util::FlowHashBuilder;
-use crate::{Config, Event, EventKind, Handle, Instant, Stats, TxSink};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use crate::frame_queue::FrameQueue;
+use crate::tcp::{Actions, Ctx, OutputReady, Tcp};
+use crate::udp::Udp;
+use crate::{Config, Event, Handle, Instant, Stats, TxSink};
+use std::collections::VecDeque;
+use wirespeed_wire::tcp::fill_checksum;
 use wirespeed_wire::{
     arp, ethernet, ipv4, ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetFrame, EthernetRepr,
-    Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr, MacAddr,
+    Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr, MacAddr, TcpRepr,
 };
 
 /// Frames the stack can queue outside connections (ARP, ICMP, RSTs, SYN cookies, UDP).
 const CTRL_FRAMES: usize = 256;
 /// Frames parked until ARP resolves their next hop.
 const PENDING_FRAMES: usize = 32;
-
-/// A bounded FIFO of frame buffers. Buffers are allocated the first time the queue grows to
-/// use them and reused after that, so steady state allocates nothing and a stack that never
-/// queues much never pays for the full capacity.
-pub(crate) struct FrameQueue {
-    bufs: Vec<Box<[u8]>>,
-    lens: Vec<usize>,
-    hops: Vec<Ipv4Addr>,
-    head: usize,
-    count: usize,
-    capacity: usize,
-    frame_len: usize,
-}
-
-impl FrameQueue {
-    fn new(frames: usize, frame_len: usize) -> Self {
-        FrameQueue {
-            bufs: Vec::with_capacity(frames),
-            lens: vec![0; frames],
-            hops: vec![Ipv4Addr::UNSPECIFIED; frames],
-            head: 0,
-            count: 0,
-            capacity: frames,
-            frame_len,
-        }
-    }
-
-    /// Builds a frame in place; `fill` returns its length, 0 to cancel. False when full.
-    pub(crate) fn push_with(
-        &mut self,
-        hop: Ipv4Addr,
-        fill: impl FnOnce(&mut [u8]) -> usize,
-    ) -> bool {
-        if self.count == self.capacity {
-            return false;
-        }
-        let slot = (self.head + self.count) % self.capacity;
-        while self.bufs.len() <= slot {
-            self.bufs.push(vec![0u8; self.frame_len].into_boxed_slice());
-        }
-        let len = fill(&mut self.bufs[slot]);
-        if len == 0 {
-            return true;
-        }
-        self.lens[slot] = len;
-        self.hops[slot] = hop;
-        self.count += 1;
-        true
-    }
-
-    fn front(&self) -> Option<(&[u8], Ipv4Addr)> {
-        (self.count > 0).then(|| {
-            (
-                &self.bufs[self.head][..self.lens[self.head]],
-                self.hops[self.head],
-            )
-        })
-    }
-
-    fn pop(&mut self) {
-        if self.count > 0 {
-            self.head = (self.head + 1) % self.capacity;
-            self.count -= 1;
-        }
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    fn len(&self) -> usize {
-        self.count
-    }
-}
 
 /// A per-shard TCP/IP stack. See the crate documentation for how to drive it.
 pub struct Stack {
@@ -101,22 +30,11 @@ pub struct Stack {
     pub(crate) ctrl: FrameQueue,
     pub(crate) pending: FrameQueue,
     pub(crate) events: VecDeque<Event>,
-    pub(crate) conns: Vec<Tcb>,
-    pub(crate) free_conns: Vec<u32>,
-    pub(crate) live_conns: usize,
-    pub(crate) demux: HashMap<u64, u32, FlowHashBuilder>,
-    pub(crate) listeners: Vec<Listener>,
-    pub(crate) listen_ports: HashMap<u16, u32, FlowHashBuilder>,
-    pub(crate) dirty: Vec<(u32, u32)>,
-    pub(crate) dirty_spare: Vec<(u32, u32)>,
-    pub(crate) arp_waiting: Vec<(u32, u32)>,
-    pub(crate) timers: BinaryHeap<Reverse<(Instant, u32, u32)>>,
-    pub(crate) send_pool: Vec<Box<[u8]>>,
-    pub(crate) recv_pool: Vec<Box<[u8]>>,
-    pub(crate) port_cursor: u32,
+    pub(crate) tcp: Tcp,
+    pub(crate) udp: Udp,
+    /// What the last TCP call asked for; emptied by `apply_actions` right after it.
+    actions: Actions,
     pub(crate) ip_ident: u16,
-    pub(crate) udp: Vec<UdpSocket>,
-    pub(crate) udp_ports: HashMap<u16, u32, FlowHashBuilder>,
 }
 
 impl Stack {
@@ -137,29 +55,15 @@ impl Stack {
                 0
             };
         let frame_len = eth_len + cfg.mtu;
-        let h = FlowHashBuilder { seed: cfg.secret };
-        let n = cfg.max_connections.max(1);
         Stack {
             arp: ArpCache::new(cfg.secret ^ 0xa5a5),
             ctrl: FrameQueue::new(CTRL_FRAMES, frame_len),
             pending: FrameQueue::new(PENDING_FRAMES, frame_len),
             events: VecDeque::with_capacity(1024),
-            conns: Vec::with_capacity(n),
-            free_conns: Vec::with_capacity(n),
-            live_conns: 0,
-            demux: HashMap::with_capacity_and_hasher(n, h),
-            listeners: Vec::new(),
-            listen_ports: HashMap::with_hasher(h),
-            dirty: Vec::with_capacity(n),
-            dirty_spare: Vec::with_capacity(n),
-            arp_waiting: Vec::new(),
-            timers: BinaryHeap::with_capacity(2 * n),
-            send_pool: Vec::new(),
-            recv_pool: Vec::new(),
-            port_cursor: (cfg.secret as u32) ^ ((cfg.secret >> 32) as u32),
+            tcp: Tcp::new(&cfg),
+            udp: Udp::new(&cfg),
+            actions: Actions::with_capacity(64),
             ip_ident: cfg.secret as u16,
-            udp: Vec::new(),
-            udp_ports: HashMap::with_hasher(h),
             stats: Stats::default(),
             now: Instant::ZERO,
             eth_len,
@@ -194,7 +98,7 @@ impl Stack {
 
     /// Number of TCP connections held (all states).
     pub fn connection_count(&self) -> usize {
-        self.live_conns
+        self.tcp.connection_count()
     }
 
     /// Processes one received Ethernet frame. Malformed frames are counted and dropped.
@@ -263,8 +167,12 @@ impl Stack {
         }
         let payload = pkt.payload();
         match ip.protocol {
-            IpProtocol::Tcp => self.tcp_input(src_mac, &ip, payload),
-            IpProtocol::Udp => self.udp_input(&ip, payload),
+            IpProtocol::Tcp => self.with_tcp(|tcp, cx| tcp.input(cx, src_mac, &ip, payload)),
+            IpProtocol::Udp => {
+                if let Some(ev) = self.udp.input(&self.cfg, &mut self.stats, &ip, payload) {
+                    self.events.push_back(ev);
+                }
+            }
             IpProtocol::Icmp => self.icmp_input(src_mac, &ip, payload),
             _ => self.stats.ip_unknown_protocol += 1,
         }
@@ -390,12 +298,7 @@ impl Stack {
                 self.pending.push_with(hop, |buf| copy(&f, buf));
             }
         }
-        let waiting = std::mem::take(&mut self.arp_waiting);
-        for &(idx, gen) in &waiting {
-            self.mark_dirty(idx, gen);
-        }
-        self.arp_waiting = waiting;
-        self.arp_waiting.clear();
+        self.tcp.arp_resolved();
     }
 
     /// The next hop for `dst`: itself on-link, else the gateway (None: unroutable).
@@ -557,7 +460,7 @@ impl Stack {
         self.now = self.now.max(now);
         let now = self.now;
         let before = self.stats.tx_frames;
-        self.run_timers(now);
+        self.with_tcp(|tcp, cx| tcp.run_timers(cx, now));
         self.arp_poll(now);
         while let Some((frame, _)) = self.ctrl.front() {
             let mut too_small = false;
@@ -580,31 +483,33 @@ impl Stack {
             }
             self.ctrl.pop();
         }
-        let mut list = std::mem::replace(&mut self.dirty, std::mem::take(&mut self.dirty_spare));
+        let list = self.tcp.take_output_list();
         let mut stopped_at = list.len();
         for (i, &(idx, gen)) in list.iter().enumerate() {
-            let Some(t) = self.conns.get_mut(idx as usize) else {
-                continue;
-            };
-            if t.gen != gen || !t.in_dirty {
-                continue;
-            }
-            t.in_dirty = false;
-            if !self.tcp_output(idx, sink) {
-                if let Some(t) = self.conns.get_mut(idx as usize) {
-                    if t.gen == gen {
-                        t.in_dirty = true;
+            match self.tcp.output_ready(idx, gen) {
+                OutputReady::Skip => continue,
+                OutputReady::Ready => {}
+                OutputReady::Unrouted(remote) => {
+                    let Some(hop) = self.next_hop(remote) else {
+                        self.with_tcp(|tcp, cx| tcp.abort_unroutable(cx, idx));
+                        continue;
+                    };
+                    match self.resolve(hop) {
+                        Some(mac) => self.tcp.set_peer_mac(idx, mac),
+                        None => {
+                            self.tcp.wait_for_arp(idx);
+                            continue;
+                        }
                     }
                 }
+            }
+            if !self.with_tcp(|tcp, cx| tcp.output(cx, idx, sink)) {
+                self.tcp.output_blocked(idx, gen);
                 stopped_at = i;
                 break;
             }
         }
-        if stopped_at < list.len() {
-            self.dirty.extend_from_slice(&list[stopped_at..]);
-        }
-        list.clear();
-        self.dirty_spare = list;
+        self.tcp.return_output_list(list, stopped_at);
         (self.stats.tx_frames - before) as usize
     }
 
@@ -612,10 +517,10 @@ impl Stack {
     /// is pending, the earliest timer otherwise, `None` when idle. Early wake-ups are
     /// harmless.
     pub fn poll_at(&self) -> Option<Instant> {
-        if !self.ctrl.is_empty() || !self.dirty.is_empty() {
+        if !self.ctrl.is_empty() || self.tcp.has_output() {
             return Some(self.now);
         }
-        let t = self.timers.peek().map(|Reverse((at, _, _))| *at);
+        let t = self.tcp.next_timer();
         let a = self.arp.next_deadline();
         match (t, a) {
             (Some(x), Some(y)) => Some(x.min(y)),
@@ -623,53 +528,63 @@ impl Stack {
         }
     }
 
-    fn run_timers(&mut self, now: Instant) {
-        while let Some(&Reverse((at, idx, gen))) = self.timers.peek() {
-            if at > now {
-                break;
-            }
-            self.timers.pop();
-            let Some(t) = self.conns.get_mut(idx as usize) else {
-                continue;
-            };
-            if t.gen != gen || !t.in_use {
-                continue;
-            }
-            if t.heap_at == at {
-                t.heap_at = Instant::NEVER;
-            }
-            self.tcb_timers(idx, now);
-            self.schedule(idx);
+    /// Runs `f` on TCP with what it needs from the stack, then carries out the actions it
+    /// left: control segments into the control queue (or parked for ARP), events into the
+    /// event queue. Applied after every call, so frames and events keep their order.
+    pub(crate) fn with_tcp<R>(&mut self, f: impl FnOnce(&mut Tcp, &mut Ctx<'_>) -> R) -> R {
+        let mut cx = Ctx {
+            cfg: &self.cfg,
+            stats: &mut self.stats,
+            now: self.now,
+            ip_ident: &mut self.ip_ident,
+            out: &mut self.actions,
+        };
+        let r = f(&mut self.tcp, &mut cx);
+        if !self.actions.is_empty() {
+            self.apply_actions();
         }
+        r
     }
 
-    /// Puts `idx`'s earliest deadline into the heap unless an earlier entry is there already.
-    pub(crate) fn schedule(&mut self, idx: u32) {
-        let t = &mut self.conns[idx as usize];
-        if !t.in_use {
-            return;
+    fn apply_actions(&mut self) {
+        for i in 0..self.actions.segments.len() {
+            let seg = self.actions.segments[i];
+            self.queue_tcp_ctrl(seg.dst, seg.mac, &seg.repr);
         }
-        let d = t.next_deadline();
-        if d < t.heap_at {
-            t.heap_at = d;
-            self.timers.push(Reverse((d, idx, t.gen)));
-        }
+        self.actions.segments.clear();
+        self.events.extend(self.actions.events.drain(..));
     }
 
-    pub(crate) fn mark_dirty(&mut self, idx: u32, gen: u32) {
-        if let Some(t) = self.conns.get_mut(idx as usize) {
-            if t.gen == gen && t.in_use && !t.in_dirty {
-                t.in_dirty = true;
-                self.dirty.push((idx, gen));
+    /// Queues a payload-less TCP segment outside any connection's output (RST, SYN cookie,
+    /// keepalive probe); `mac: None` resolves the next hop first.
+    fn queue_tcp_ctrl(&mut self, dst: Ipv4Addr, mac: Option<MacAddr>, repr: &TcpRepr) {
+        let ip = self.ip_repr(dst, IpProtocol::Tcp, repr.header_len());
+        let src = self.cfg.ipv4;
+        let e = self.eth_len;
+        let build = move |buf: &mut [u8]| -> usize {
+            let t = e + ipv4::HEADER_LEN;
+            let end = t + repr.header_len();
+            if buf.len() < end {
+                return 0;
             }
-        }
-    }
-
-    /// Queues an event unless one of the same kind for the same socket is already queued.
-    pub(crate) fn push_event(&mut self, handle: Handle, kind: EventKind, mask: &mut u8) {
-        if *mask & kind.bit() == 0 {
-            *mask |= kind.bit();
-            self.events.push_back(Event { handle, kind });
+            let _ = ip.emit(&mut buf[e..]);
+            let _ = repr.emit(&mut buf[t..]);
+            fill_checksum(&mut buf[t..end], src, dst);
+            end
+        };
+        match mac {
+            Some(m) => {
+                let eth = self.eth_repr(m, EtherType::Ipv4);
+                if !self.ctrl.push_with(dst, |buf| {
+                    let _ = eth.emit(buf);
+                    build(buf)
+                }) {
+                    self.stats.ctrl_queue_full += 1;
+                }
+            }
+            None => {
+                self.send_ip_frame(dst, build);
+            }
         }
     }
 
@@ -678,27 +593,8 @@ impl Stack {
         let ev = self.events.pop_front()?;
         let bit = ev.kind.bit();
         match ev.handle {
-            Handle::Tcp(c) => {
-                if let Some(t) = self.conns.get_mut(c.idx as usize) {
-                    if t.gen == c.gen {
-                        t.ev_mask &= !bit;
-                    }
-                }
-            }
-            Handle::Listener(l) => {
-                if let Some(x) = self.listeners.get_mut(l.idx as usize) {
-                    if x.gen == l.gen {
-                        x.ev_mask &= !bit;
-                    }
-                }
-            }
-            Handle::Udp(u) => {
-                if let Some(x) = self.udp.get_mut(u.idx as usize) {
-                    if x.gen == u.gen {
-                        x.ev_mask &= !bit;
-                    }
-                }
-            }
+            Handle::Udp(u) => self.udp.event_taken(u, bit),
+            h => self.tcp.event_taken(h, bit),
         }
         Some(ev)
     }

@@ -2,33 +2,11 @@
 //! exchanging requests/responses and a bulk stream after warm-up. (Own test binary, so no
 //! other test's allocations are counted.)
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
+use wirespeed_sys::alloc::CountingAlloc;
 use wirespeed_tcpip::{Config, ConnId, Error, Instant, Ipv4Addr, MacAddr, Stack};
 
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static ALLOC: CountingAlloc = CountingAlloc::new();
 
 /// A wire with preallocated frame slots (the harness itself must not allocate).
 struct Wire {
@@ -127,13 +105,13 @@ fn no_allocation_per_segment_in_steady_state() {
     for _ in 0..200 {
         round(&mut st, &mut wires, &mut now);
     }
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = ALLOC.allocations();
     assert!(before > 0, "the counting allocator is in use");
     let segs_before = st[0].stats().tcp_segments_out + st[1].stats().tcp_segments_out;
     for _ in 0..1000 {
         round(&mut st, &mut wires, &mut now);
     }
-    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    let allocs = ALLOC.allocations() - before;
     let segs = st[0].stats().tcp_segments_out + st[1].stats().tcp_segments_out - segs_before;
     assert!(segs > 20_000, "traffic flowed: {segs} segments");
     assert_eq!(allocs, 0, "{allocs} allocations for {segs} segments");

@@ -3,9 +3,24 @@
 use crate::ethernet::MacAddr;
 use crate::ipv4::Ipv4Addr;
 use crate::{get_u16, put_u16, Error, Result};
+use core::ops::Range;
 
 /// ARP packet length for Ethernet/IPv4.
 pub const PACKET_LEN: usize = 28;
+
+/// Byte ranges of the fields of an Ethernet/IPv4 ARP packet.
+pub mod field {
+    use core::ops::Range;
+    pub const HTYPE: Range<usize> = 0..2;
+    pub const PTYPE: Range<usize> = 2..4;
+    pub const HLEN: usize = 4;
+    pub const PLEN: usize = 5;
+    pub const OPER: Range<usize> = 6..8;
+    pub const SHA: Range<usize> = 8..14;
+    pub const SPA: Range<usize> = 14..18;
+    pub const THA: Range<usize> = 18..24;
+    pub const TPA: Range<usize> = 24..28;
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArpOperation {
@@ -48,41 +63,41 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
         Ok(ArpPacket { buffer })
     }
     pub fn hardware_type(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 0)
+        get_u16(self.buffer.as_ref(), field::HTYPE.start)
     }
     pub fn protocol_type(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 2)
+        get_u16(self.buffer.as_ref(), field::PTYPE.start)
     }
     pub fn hardware_len(&self) -> u8 {
-        self.buffer.as_ref()[4]
+        self.buffer.as_ref()[field::HLEN]
     }
     pub fn protocol_len(&self) -> u8 {
-        self.buffer.as_ref()[5]
+        self.buffer.as_ref()[field::PLEN]
     }
     pub fn operation(&self) -> ArpOperation {
-        get_u16(self.buffer.as_ref(), 6).into()
+        get_u16(self.buffer.as_ref(), field::OPER.start).into()
     }
-    fn mac_at(&self, at: usize) -> MacAddr {
+    fn mac_at(&self, at: Range<usize>) -> MacAddr {
         let mut m = [0; 6];
-        m.copy_from_slice(&self.buffer.as_ref()[at..at + 6]);
+        m.copy_from_slice(&self.buffer.as_ref()[at]);
         MacAddr(m)
     }
-    fn ip_at(&self, at: usize) -> Ipv4Addr {
+    fn ip_at(&self, at: Range<usize>) -> Ipv4Addr {
         let mut a = [0; 4];
-        a.copy_from_slice(&self.buffer.as_ref()[at..at + 4]);
+        a.copy_from_slice(&self.buffer.as_ref()[at]);
         Ipv4Addr(a)
     }
     pub fn sender_mac(&self) -> MacAddr {
-        self.mac_at(8)
+        self.mac_at(field::SHA)
     }
     pub fn sender_ip(&self) -> Ipv4Addr {
-        self.ip_at(14)
+        self.ip_at(field::SPA)
     }
     pub fn target_mac(&self) -> MacAddr {
-        self.mac_at(18)
+        self.mac_at(field::THA)
     }
     pub fn target_ip(&self) -> Ipv4Addr {
-        self.ip_at(24)
+        self.ip_at(field::TPA)
     }
 }
 
@@ -118,15 +133,15 @@ impl ArpRepr {
 
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
         let b = buf.get_mut(..PACKET_LEN).ok_or(Error::Truncated)?;
-        put_u16(b, 0, 1);
-        put_u16(b, 2, 0x0800);
-        b[4] = 6;
-        b[5] = 4;
-        put_u16(b, 6, self.operation.into());
-        b[8..14].copy_from_slice(&self.sender_mac.0);
-        b[14..18].copy_from_slice(&self.sender_ip.0);
-        b[18..24].copy_from_slice(&self.target_mac.0);
-        b[24..28].copy_from_slice(&self.target_ip.0);
+        put_u16(b, field::HTYPE.start, 1);
+        put_u16(b, field::PTYPE.start, 0x0800);
+        b[field::HLEN] = 6;
+        b[field::PLEN] = 4;
+        put_u16(b, field::OPER.start, self.operation.into());
+        b[field::SHA].copy_from_slice(&self.sender_mac.0);
+        b[field::SPA].copy_from_slice(&self.sender_ip.0);
+        b[field::THA].copy_from_slice(&self.target_mac.0);
+        b[field::TPA].copy_from_slice(&self.target_ip.0);
         Ok(PACKET_LEN)
     }
 }

@@ -68,6 +68,18 @@ pub const HEADER_LEN: usize = 14;
 /// Length of one 802.1Q tag.
 pub const VLAN_TAG_LEN: usize = 4;
 
+/// Byte ranges of the header's fields. With an 802.1Q tag, `ETHERTYPE` holds the tag's TPID
+/// (0x8100) and the payload's EtherType follows the tag.
+pub mod field {
+    use core::ops::Range;
+    pub const DST: Range<usize> = 0..6;
+    pub const SRC: Range<usize> = 6..12;
+    pub const ETHERTYPE: Range<usize> = 12..14;
+    /// The tag's control information (priority, DEI, 12-bit VLAN id).
+    pub const VLAN_TCI: Range<usize> = 14..16;
+    pub const VLAN_ETHERTYPE: Range<usize> = 16..18;
+}
+
 /// A view over an Ethernet frame. The payload starts after the VLAN tag when there is one.
 #[derive(Debug, Clone)]
 pub struct EthernetFrame<T: AsRef<[u8]>> {
@@ -82,7 +94,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         if b.len() < HEADER_LEN {
             return Err(Error::Truncated);
         }
-        let header_len = if get_u16(b, 12) == 0x8100 {
+        let header_len = if get_u16(b, field::ETHERTYPE.start) == 0x8100 {
             if b.len() < HEADER_LEN + VLAN_TAG_LEN {
                 return Err(Error::Truncated);
             }
@@ -95,24 +107,30 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
 
     pub fn dst(&self) -> MacAddr {
         let mut m = [0; 6];
-        m.copy_from_slice(&self.buffer.as_ref()[0..6]);
+        m.copy_from_slice(&self.buffer.as_ref()[field::DST]);
         MacAddr(m)
     }
 
     pub fn src(&self) -> MacAddr {
         let mut m = [0; 6];
-        m.copy_from_slice(&self.buffer.as_ref()[6..12]);
+        m.copy_from_slice(&self.buffer.as_ref()[field::SRC]);
         MacAddr(m)
     }
 
     /// The VLAN id (12 bits) when the frame carries an 802.1Q tag.
     pub fn vlan_id(&self) -> Option<u16> {
-        (self.header_len > HEADER_LEN).then(|| get_u16(self.buffer.as_ref(), 14) & 0x0fff)
+        (self.header_len > HEADER_LEN)
+            .then(|| get_u16(self.buffer.as_ref(), field::VLAN_TCI.start) & 0x0fff)
     }
 
     /// The EtherType of the payload (the inner one for tagged frames).
     pub fn ethertype(&self) -> EtherType {
-        EtherType::from(get_u16(self.buffer.as_ref(), self.header_len - 2))
+        let at = if self.header_len > HEADER_LEN {
+            field::VLAN_ETHERTYPE.start
+        } else {
+            field::ETHERTYPE.start
+        };
+        EtherType::from(get_u16(self.buffer.as_ref(), at))
     }
 
     pub fn header_len(&self) -> usize {
@@ -162,13 +180,17 @@ impl EthernetRepr {
         if buf.len() < len {
             return Err(Error::Truncated);
         }
-        buf[0..6].copy_from_slice(&self.dst.0);
-        buf[6..12].copy_from_slice(&self.src.0);
-        if let Some(vid) = self.vlan_id {
-            put_u16(buf, 12, 0x8100);
-            put_u16(buf, 14, vid & 0x0fff);
-        }
-        put_u16(buf, len - 2, self.ethertype.into());
+        buf[field::DST].copy_from_slice(&self.dst.0);
+        buf[field::SRC].copy_from_slice(&self.src.0);
+        let ethertype_at = match self.vlan_id {
+            Some(vid) => {
+                put_u16(buf, field::ETHERTYPE.start, 0x8100);
+                put_u16(buf, field::VLAN_TCI.start, vid & 0x0fff);
+                field::VLAN_ETHERTYPE.start
+            }
+            None => field::ETHERTYPE.start,
+        };
+        put_u16(buf, ethertype_at, self.ethertype.into());
         Ok(len)
     }
 }

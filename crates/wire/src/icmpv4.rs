@@ -5,6 +5,17 @@ use crate::{get_u16, put_u16, Error, Result};
 
 pub const HEADER_LEN: usize = 8;
 
+/// Byte ranges of the header's fields (the last two are the echo messages' reading of the
+/// type-specific word).
+pub mod field {
+    use core::ops::Range;
+    pub const TYPE: usize = 0;
+    pub const CODE: usize = 1;
+    pub const CHECKSUM: Range<usize> = 2..4;
+    pub const ECHO_IDENT: Range<usize> = 4..6;
+    pub const ECHO_SEQ_NO: Range<usize> = 6..8;
+}
+
 /// A view over an ICMPv4 message.
 #[derive(Debug, Clone)]
 pub struct Icmpv4Packet<T: AsRef<[u8]>> {
@@ -19,21 +30,21 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
         Ok(Icmpv4Packet { buffer })
     }
     pub fn msg_type(&self) -> u8 {
-        self.buffer.as_ref()[0]
+        self.buffer.as_ref()[field::TYPE]
     }
     pub fn code(&self) -> u8 {
-        self.buffer.as_ref()[1]
+        self.buffer.as_ref()[field::CODE]
     }
     pub fn checksum(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 2)
+        get_u16(self.buffer.as_ref(), field::CHECKSUM.start)
     }
     /// Identifier (echo messages).
     pub fn echo_ident(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 4)
+        get_u16(self.buffer.as_ref(), field::ECHO_IDENT.start)
     }
     /// Sequence number (echo messages).
     pub fn echo_seq_no(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 6)
+        get_u16(self.buffer.as_ref(), field::ECHO_SEQ_NO.start)
     }
     pub fn verify_checksum(&self) -> bool {
         checksum::checksum(self.buffer.as_ref()) == 0
@@ -105,14 +116,14 @@ impl<'a> Icmpv4Repr<'a> {
         };
         let len = HEADER_LEN + data.len();
         let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
-        b[0] = ty;
-        b[1] = 0;
-        put_u16(b, 2, 0);
-        put_u16(b, 4, ident);
-        put_u16(b, 6, seq_no);
+        b[field::TYPE] = ty;
+        b[field::CODE] = 0;
+        put_u16(b, field::CHECKSUM.start, 0);
+        put_u16(b, field::ECHO_IDENT.start, ident);
+        put_u16(b, field::ECHO_SEQ_NO.start, seq_no);
         b[HEADER_LEN..].copy_from_slice(data);
         let c = checksum::checksum(b);
-        put_u16(b, 2, c);
+        put_u16(b, field::CHECKSUM.start, c);
         Ok(len)
     }
 }

@@ -89,6 +89,23 @@ impl From<IpProtocol> for u8 {
 /// Header length without options.
 pub const HEADER_LEN: usize = 20;
 
+/// Byte ranges of the fixed header's fields (options, if any, follow `DST`).
+pub mod field {
+    use core::ops::Range;
+    /// Version (high nibble) and header length in 32-bit words (low nibble).
+    pub const VER_IHL: usize = 0;
+    pub const DSCP_ECN: usize = 1;
+    pub const TOTAL_LEN: Range<usize> = 2..4;
+    pub const IDENT: Range<usize> = 4..6;
+    /// Flags (3 bits) and fragment offset (13 bits, in 8-byte units).
+    pub const FLAGS_FRAG: Range<usize> = 6..8;
+    pub const TTL: usize = 8;
+    pub const PROTOCOL: usize = 9;
+    pub const CHECKSUM: Range<usize> = 10..12;
+    pub const SRC: Range<usize> = 12..16;
+    pub const DST: Range<usize> = 16..20;
+}
+
 /// A view over an IPv4 packet. `new_checked` guarantees that the header (with options) and
 /// the total length fit in the buffer; the buffer may be longer (Ethernet padding).
 #[derive(Debug, Clone)]
@@ -102,14 +119,14 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         if b.len() < HEADER_LEN {
             return Err(Error::Truncated);
         }
-        if b[0] >> 4 != 4 {
+        if b[field::VER_IHL] >> 4 != 4 {
             return Err(Error::Malformed);
         }
-        let hl = ((b[0] & 0x0f) as usize) * 4;
+        let hl = ((b[field::VER_IHL] & 0x0f) as usize) * 4;
         if hl < HEADER_LEN {
             return Err(Error::Malformed);
         }
-        let total = get_u16(b, 2) as usize;
+        let total = get_u16(b, field::TOTAL_LEN.start) as usize;
         if total < hl {
             return Err(Error::Malformed);
         }
@@ -123,51 +140,53 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         self.buffer.as_ref()
     }
     pub fn header_len(&self) -> usize {
-        ((self.b()[0] & 0x0f) as usize) * 4
+        ((self.b()[field::VER_IHL] & 0x0f) as usize) * 4
     }
     /// Length of the options (header length minus 20).
     pub fn options_len(&self) -> usize {
         self.header_len() - HEADER_LEN
     }
     pub fn dscp_ecn(&self) -> u8 {
-        self.b()[1]
+        self.b()[field::DSCP_ECN]
     }
     pub fn total_len(&self) -> usize {
-        get_u16(self.b(), 2) as usize
+        get_u16(self.b(), field::TOTAL_LEN.start) as usize
     }
     pub fn ident(&self) -> u16 {
-        get_u16(self.b(), 4)
+        get_u16(self.b(), field::IDENT.start)
     }
     pub fn dont_frag(&self) -> bool {
-        self.b()[6] & 0x40 != 0
+        self.b()[field::FLAGS_FRAG.start] & 0x40 != 0
     }
     pub fn more_frags(&self) -> bool {
-        self.b()[6] & 0x20 != 0
+        self.b()[field::FLAGS_FRAG.start] & 0x20 != 0
     }
     /// Fragment offset in bytes.
     pub fn frag_offset(&self) -> usize {
-        ((get_u16(self.b(), 6) & 0x1fff) as usize) * 8
+        ((get_u16(self.b(), field::FLAGS_FRAG.start) & 0x1fff) as usize) * 8
     }
     /// True when this is any fragment (first, middle or last) of a larger datagram.
     pub fn is_fragment(&self) -> bool {
         self.more_frags() || self.frag_offset() != 0
     }
     pub fn ttl(&self) -> u8 {
-        self.b()[8]
+        self.b()[field::TTL]
     }
     pub fn protocol(&self) -> IpProtocol {
-        self.b()[9].into()
+        self.b()[field::PROTOCOL].into()
     }
     pub fn header_checksum(&self) -> u16 {
-        get_u16(self.b(), 10)
+        get_u16(self.b(), field::CHECKSUM.start)
     }
     pub fn src(&self) -> Ipv4Addr {
-        let b = self.b();
-        Ipv4Addr([b[12], b[13], b[14], b[15]])
+        let mut a = [0; 4];
+        a.copy_from_slice(&self.b()[field::SRC]);
+        Ipv4Addr(a)
     }
     pub fn dst(&self) -> Ipv4Addr {
-        let b = self.b();
-        Ipv4Addr([b[16], b[17], b[18], b[19]])
+        let mut a = [0; 4];
+        a.copy_from_slice(&self.b()[field::DST]);
+        Ipv4Addr(a)
     }
     pub fn verify_checksum(&self) -> bool {
         checksum::checksum(&self.b()[..self.header_len()]) == 0
@@ -182,11 +201,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Decrements the TTL and patches the checksum incrementally (RFC 1624).
     pub fn decrement_ttl(&mut self) {
         let b = self.buffer.as_mut();
-        let old = get_u16(b, 8);
-        b[8] = b[8].saturating_sub(1);
-        let new = get_u16(b, 8);
-        let c = checksum::update_u16(get_u16(b, 10), old, new);
-        put_u16(b, 10, c);
+        // TTL and protocol form one 16-bit word of the checksum.
+        let old = get_u16(b, field::TTL);
+        b[field::TTL] = b[field::TTL].saturating_sub(1);
+        let new = get_u16(b, field::TTL);
+        let c = checksum::update_u16(get_u16(b, field::CHECKSUM.start), old, new);
+        put_u16(b, field::CHECKSUM.start, c);
     }
 }
 
@@ -234,18 +254,22 @@ impl Ipv4Repr {
             return Err(Error::Malformed);
         }
         let b = buf.get_mut(..HEADER_LEN).ok_or(Error::Truncated)?;
-        b[0] = 0x45;
-        b[1] = 0;
-        put_u16(b, 2, total as u16);
-        put_u16(b, 4, self.ident);
-        put_u16(b, 6, if self.dont_frag { 0x4000 } else { 0 });
-        b[8] = self.ttl;
-        b[9] = self.protocol.into();
-        put_u16(b, 10, 0);
-        b[12..16].copy_from_slice(&self.src.0);
-        b[16..20].copy_from_slice(&self.dst.0);
+        b[field::VER_IHL] = 0x45;
+        b[field::DSCP_ECN] = 0;
+        put_u16(b, field::TOTAL_LEN.start, total as u16);
+        put_u16(b, field::IDENT.start, self.ident);
+        put_u16(
+            b,
+            field::FLAGS_FRAG.start,
+            if self.dont_frag { 0x4000 } else { 0 },
+        );
+        b[field::TTL] = self.ttl;
+        b[field::PROTOCOL] = self.protocol.into();
+        put_u16(b, field::CHECKSUM.start, 0);
+        b[field::SRC].copy_from_slice(&self.src.0);
+        b[field::DST].copy_from_slice(&self.dst.0);
         let c = checksum::checksum(b);
-        put_u16(b, 10, c);
+        put_u16(b, field::CHECKSUM.start, c);
         Ok(HEADER_LEN)
     }
 }

@@ -5,6 +5,18 @@ use crate::{get_u16, put_u16, Error, Result};
 
 pub const HEADER_LEN: usize = 40;
 
+/// Byte ranges of the fixed header's fields.
+pub mod field {
+    use core::ops::Range;
+    /// Version (4 bits), traffic class (8), flow label (20).
+    pub const VER_TC_FLOW: Range<usize> = 0..4;
+    pub const PAYLOAD_LEN: Range<usize> = 4..6;
+    pub const NEXT_HEADER: usize = 6;
+    pub const HOP_LIMIT: usize = 7;
+    pub const SRC: Range<usize> = 8..24;
+    pub const DST: Range<usize> = 24..40;
+}
+
 /// A view over an IPv6 packet; `new_checked` guarantees header and payload length fit.
 #[derive(Debug, Clone)]
 pub struct Ipv6Packet<T: AsRef<[u8]>> {
@@ -17,10 +29,10 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         if b.len() < HEADER_LEN {
             return Err(Error::Truncated);
         }
-        if b[0] >> 4 != 6 {
+        if b[field::VER_TC_FLOW.start] >> 4 != 6 {
             return Err(Error::Malformed);
         }
-        if b.len() < HEADER_LEN + get_u16(b, 4) as usize {
+        if b.len() < HEADER_LEN + get_u16(b, field::PAYLOAD_LEN.start) as usize {
             return Err(Error::Truncated);
         }
         Ok(Ipv6Packet { buffer })
@@ -29,30 +41,30 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         self.buffer.as_ref()
     }
     pub fn traffic_class(&self) -> u8 {
-        let b = self.b();
+        let b = &self.b()[field::VER_TC_FLOW];
         (b[0] << 4) | (b[1] >> 4)
     }
     pub fn flow_label(&self) -> u32 {
-        let b = self.b();
+        let b = &self.b()[field::VER_TC_FLOW];
         (((b[1] & 0x0f) as u32) << 16) | get_u16(b, 2) as u32
     }
     pub fn payload_len(&self) -> usize {
-        get_u16(self.b(), 4) as usize
+        get_u16(self.b(), field::PAYLOAD_LEN.start) as usize
     }
     pub fn next_header(&self) -> IpProtocol {
-        self.b()[6].into()
+        self.b()[field::NEXT_HEADER].into()
     }
     pub fn hop_limit(&self) -> u8 {
-        self.b()[7]
+        self.b()[field::HOP_LIMIT]
     }
     pub fn src(&self) -> [u8; 16] {
         let mut a = [0; 16];
-        a.copy_from_slice(&self.b()[8..24]);
+        a.copy_from_slice(&self.b()[field::SRC]);
         a
     }
     pub fn dst(&self) -> [u8; 16] {
         let mut a = [0; 16];
-        a.copy_from_slice(&self.b()[24..40]);
+        a.copy_from_slice(&self.b()[field::DST]);
         a
     }
     pub fn payload(&self) -> &[u8] {
@@ -86,15 +98,12 @@ impl Ipv6Repr {
             return Err(Error::Malformed);
         }
         let b = buf.get_mut(..HEADER_LEN).ok_or(Error::Truncated)?;
-        b[0] = 0x60;
-        b[1] = 0;
-        b[2] = 0;
-        b[3] = 0;
-        put_u16(b, 4, self.payload_len as u16);
-        b[6] = self.next_header.into();
-        b[7] = self.hop_limit;
-        b[8..24].copy_from_slice(&self.src);
-        b[24..40].copy_from_slice(&self.dst);
+        b[field::VER_TC_FLOW].copy_from_slice(&[0x60, 0, 0, 0]);
+        put_u16(b, field::PAYLOAD_LEN.start, self.payload_len as u16);
+        b[field::NEXT_HEADER] = self.next_header.into();
+        b[field::HOP_LIMIT] = self.hop_limit;
+        b[field::SRC].copy_from_slice(&self.src);
+        b[field::DST].copy_from_slice(&self.dst);
         Ok(HEADER_LEN)
     }
 }

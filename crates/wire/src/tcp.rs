@@ -9,6 +9,22 @@ pub const HEADER_LEN: usize = 20;
 /// Largest header (data offset 15).
 pub const MAX_HEADER_LEN: usize = 60;
 
+/// Byte ranges of the fixed header's fields (options follow, up to the data offset).
+pub mod field {
+    use core::ops::Range;
+    pub const SRC_PORT: Range<usize> = 0..2;
+    pub const DST_PORT: Range<usize> = 2..4;
+    pub const SEQ_NUM: Range<usize> = 4..8;
+    pub const ACK_NUM: Range<usize> = 8..12;
+    /// Data offset: header length in 32-bit words, in the high nibble.
+    pub const DATA_OFFSET: usize = 12;
+    /// The flag bits ([`super::flags`]).
+    pub const FLAGS: usize = 13;
+    pub const WINDOW: Range<usize> = 14..16;
+    pub const CHECKSUM: Range<usize> = 16..18;
+    pub const URGENT: Range<usize> = 18..20;
+}
+
 /// A TCP sequence number: arithmetic and comparison are modulo 2^32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct SeqNumber(pub u32);
@@ -92,7 +108,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         if b.len() < HEADER_LEN {
             return Err(Error::Truncated);
         }
-        let off = ((b[12] >> 4) as usize) * 4;
+        let off = ((b[field::DATA_OFFSET] >> 4) as usize) * 4;
         if off < HEADER_LEN {
             return Err(Error::Malformed);
         }
@@ -105,22 +121,22 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         self.buffer.as_ref()
     }
     pub fn src_port(&self) -> u16 {
-        get_u16(self.b(), 0)
+        get_u16(self.b(), field::SRC_PORT.start)
     }
     pub fn dst_port(&self) -> u16 {
-        get_u16(self.b(), 2)
+        get_u16(self.b(), field::DST_PORT.start)
     }
     pub fn seq_number(&self) -> SeqNumber {
-        SeqNumber(get_u32(self.b(), 4))
+        SeqNumber(get_u32(self.b(), field::SEQ_NUM.start))
     }
     pub fn ack_number(&self) -> SeqNumber {
-        SeqNumber(get_u32(self.b(), 8))
+        SeqNumber(get_u32(self.b(), field::ACK_NUM.start))
     }
     pub fn header_len(&self) -> usize {
-        ((self.b()[12] >> 4) as usize) * 4
+        ((self.b()[field::DATA_OFFSET] >> 4) as usize) * 4
     }
     pub fn flags(&self) -> u8 {
-        self.b()[13]
+        self.b()[field::FLAGS]
     }
     pub fn fin(&self) -> bool {
         self.flags() & flags::FIN != 0
@@ -138,13 +154,13 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         self.flags() & flags::ACK != 0
     }
     pub fn window_len(&self) -> u16 {
-        get_u16(self.b(), 14)
+        get_u16(self.b(), field::WINDOW.start)
     }
     pub fn checksum(&self) -> u16 {
-        get_u16(self.b(), 16)
+        get_u16(self.b(), field::CHECKSUM.start)
     }
     pub fn urgent_at(&self) -> u16 {
-        get_u16(self.b(), 18)
+        get_u16(self.b(), field::URGENT.start)
     }
     pub fn options(&self) -> &[u8] {
         &self.b()[HEADER_LEN..self.header_len()]
@@ -157,7 +173,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     }
     /// Whether the checksum is complete, partial (left to offload) or bad.
     pub fn checksum_state(&self, src: Ipv4Addr, dst: Ipv4Addr) -> checksum::TransportChecksum {
-        checksum::classify_v4(src, dst, 6, self.b(), 16)
+        checksum::classify_v4(src, dst, 6, self.b(), field::CHECKSUM.start)
     }
     /// Sequence space the segment occupies: payload plus one each for SYN and FIN.
     pub fn segment_len(&self) -> usize {
@@ -363,15 +379,15 @@ impl TcpRepr {
             return Err(Error::Malformed);
         }
         let b = buf.get_mut(..hl).ok_or(Error::Truncated)?;
-        put_u16(b, 0, self.src_port);
-        put_u16(b, 2, self.dst_port);
-        put_u32(b, 4, self.seq.0);
-        put_u32(b, 8, self.ack.map_or(0, |a| a.0));
-        b[12] = ((hl / 4) as u8) << 4;
-        b[13] = self.flags | if self.ack.is_some() { flags::ACK } else { 0 };
-        put_u16(b, 14, self.window);
-        put_u16(b, 16, 0);
-        put_u16(b, 18, 0);
+        put_u16(b, field::SRC_PORT.start, self.src_port);
+        put_u16(b, field::DST_PORT.start, self.dst_port);
+        put_u32(b, field::SEQ_NUM.start, self.seq.0);
+        put_u32(b, field::ACK_NUM.start, self.ack.map_or(0, |a| a.0));
+        b[field::DATA_OFFSET] = ((hl / 4) as u8) << 4;
+        b[field::FLAGS] = self.flags | if self.ack.is_some() { flags::ACK } else { 0 };
+        put_u16(b, field::WINDOW.start, self.window);
+        put_u16(b, field::CHECKSUM.start, 0);
+        put_u16(b, field::URGENT.start, 0);
         self.options.emit(&mut b[HEADER_LEN..])?;
         Ok(hl)
     }
@@ -382,9 +398,9 @@ pub fn fill_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
     if segment.len() < HEADER_LEN {
         return;
     }
-    put_u16(segment, 16, 0);
+    put_u16(segment, field::CHECKSUM.start, 0);
     let c = checksum::transport_v4(src, dst, 6, segment);
-    put_u16(segment, 16, c);
+    put_u16(segment, field::CHECKSUM.start, c);
 }
 
 #[cfg(test)]

@@ -6,6 +6,16 @@ use crate::{get_u16, put_u16, Error, Result};
 
 pub const HEADER_LEN: usize = 8;
 
+/// Byte ranges of the header's fields.
+pub mod field {
+    use core::ops::Range;
+    pub const SRC_PORT: Range<usize> = 0..2;
+    pub const DST_PORT: Range<usize> = 2..4;
+    /// Header plus payload.
+    pub const LENGTH: Range<usize> = 4..6;
+    pub const CHECKSUM: Range<usize> = 6..8;
+}
+
 /// A view over a UDP datagram; `new_checked` guarantees the length field fits the buffer.
 #[derive(Debug, Clone)]
 pub struct UdpPacket<T: AsRef<[u8]>> {
@@ -18,7 +28,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         if b.len() < HEADER_LEN {
             return Err(Error::Truncated);
         }
-        let len = get_u16(b, 4) as usize;
+        let len = get_u16(b, field::LENGTH.start) as usize;
         if len < HEADER_LEN {
             return Err(Error::Malformed);
         }
@@ -28,19 +38,19 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         Ok(UdpPacket { buffer })
     }
     pub fn src_port(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 0)
+        get_u16(self.buffer.as_ref(), field::SRC_PORT.start)
     }
     pub fn dst_port(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 2)
+        get_u16(self.buffer.as_ref(), field::DST_PORT.start)
     }
     pub fn len(&self) -> usize {
-        get_u16(self.buffer.as_ref(), 4) as usize
+        get_u16(self.buffer.as_ref(), field::LENGTH.start) as usize
     }
     pub fn is_empty(&self) -> bool {
         self.len() == HEADER_LEN
     }
     pub fn checksum(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 6)
+        get_u16(self.buffer.as_ref(), field::CHECKSUM.start)
     }
     /// Verifies the checksum; a zero checksum means "not computed" and passes (IPv4).
     pub fn verify_checksum(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
@@ -52,7 +62,13 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         if self.checksum() == 0 {
             return checksum::TransportChecksum::Complete;
         }
-        checksum::classify_v4(src, dst, 17, &self.buffer.as_ref()[..self.len()], 6)
+        checksum::classify_v4(
+            src,
+            dst,
+            17,
+            &self.buffer.as_ref()[..self.len()],
+            field::CHECKSUM.start,
+        )
     }
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..self.len()]
@@ -96,15 +112,15 @@ impl UdpRepr {
             return Err(Error::Malformed);
         }
         let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
-        put_u16(b, 0, self.src_port);
-        put_u16(b, 2, self.dst_port);
-        put_u16(b, 4, len as u16);
-        put_u16(b, 6, 0);
+        put_u16(b, field::SRC_PORT.start, self.src_port);
+        put_u16(b, field::DST_PORT.start, self.dst_port);
+        put_u16(b, field::LENGTH.start, len as u16);
+        put_u16(b, field::CHECKSUM.start, 0);
         let mut c = checksum::transport_v4(src, dst, 17, b);
         if c == 0 {
             c = 0xffff; // zero means "no checksum" in UDP
         }
-        put_u16(b, 6, c);
+        put_u16(b, field::CHECKSUM.start, c);
         Ok(len)
     }
 }

@@ -1,0 +1,173 @@
+//! ACK processing in the synchronized states: SND.UNA advances, RTT samples, duplicate
+//! ACKs and NewReno/SACK loss recovery (reported to congestion control), and the send
+//! window update. Then the segment's data (`data.rs`) and FIN (`closing.rs`).
+
+use super::congestion::CongestionControl;
+use super::sack::{sack_update, sacks_above};
+use super::{dur_us, Ctx, Tcp, DUPACK_THRESHOLD};
+use crate::{EventKind, Instant};
+use wirespeed_wire::{SeqNumber, TcpRepr};
+
+impl Tcp {
+    /// A segment that passed the common checks on a synchronized connection (SYN_RECEIVED
+    /// completed by now), with its ACK field `ack`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn synchronized_input(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        idx: u32,
+        repr: &TcpRepr,
+        seq: SeqNumber,
+        ack: SeqNumber,
+        payload: &[u8],
+        has_fin: bool,
+    ) {
+        let Some(fin_acked) = self.ack_input(cx, idx, repr, seq, ack, payload, has_fin) else {
+            return;
+        };
+        if fin_acked && !self.our_fin_acked(cx, idx) {
+            return;
+        }
+        let Some(fin_in_order) = self.data_input(cx, idx, seq, payload, has_fin) else {
+            return;
+        };
+        if fin_in_order {
+            self.fin_input(cx, idx, fin_acked);
+        }
+        self.schedule(idx);
+    }
+
+    /// The ACK field and window of a segment. Returns whether it acknowledged our FIN;
+    /// None when the segment is to be dropped (an ACK for data never sent).
+    #[allow(clippy::too_many_arguments)]
+    fn ack_input(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        idx: u32,
+        repr: &TcpRepr,
+        seq: SeqNumber,
+        ack: SeqNumber,
+        payload: &[u8],
+        has_fin: bool,
+    ) -> Option<bool> {
+        let now = cx.now;
+        let (min_rto, max_rto) = (dur_us(cx.cfg.min_rto), dur_us(cx.cfg.max_rto));
+        let gen = self.conns[idx as usize].gen;
+        let t = &mut self.conns[idx as usize];
+        if ack.gt(t.snd_max) {
+            cx.stats.tcp_bad_ack += 1;
+            t.ack_now = true;
+            self.mark_dirty(idx, gen);
+            return None;
+        }
+        let mut fin_acked = false;
+        if ack.gt(t.snd_una) {
+            let acked = ack.diff(t.snd_una) as usize;
+            let data_acked = acked.min(t.send.len());
+            if t.fin_queued && acked > t.send.len() {
+                fin_acked = true;
+            }
+            t.send.consume(data_acked);
+            t.snd_una = ack;
+            if t.snd_nxt.lt(ack) {
+                t.snd_nxt = ack;
+            }
+            if t.rtt_active && ack.gt(t.rtt_seq) {
+                let s = now.since(t.rtt_at).as_micros().min(u32::MAX as u128) as u32;
+                t.update_rtt(s, min_rto, max_rto);
+                t.rtt_active = false;
+            }
+            t.retries = 0;
+            let mss = t.mss;
+            if t.in_recovery {
+                if ack.ge(t.recover) {
+                    // Full ACK: leave fast recovery (RFC 6582 3.2 step 3).
+                    t.in_recovery = false;
+                    let flight = t.flight();
+                    t.cc.on_recovery_end(flight, mss);
+                    t.dupacks = 0;
+                } else {
+                    // Partial ACK: retransmit the next hole, deflate by what was acked. With
+                    // SACK, skip what this episode already retransmitted.
+                    if t.sacked_len > 0 && t.rexmit_next.gt(t.snd_una) {
+                        t.retransmit_hole = true;
+                    } else {
+                        t.retransmit_one = true;
+                    }
+                    t.cc.on_partial_ack(acked as u32, mss);
+                }
+            } else {
+                t.dupacks = 0;
+                t.cc.on_ack(acked as u32, mss);
+            }
+            t.rto_at = if t.snd_max.gt(t.snd_una) {
+                now.add_micros(t.rto as u64)
+            } else {
+                Instant::NEVER
+            };
+            t.tlp_probes = 0;
+            t.tlp_at = if t.snd_max.gt(t.snd_una) {
+                now.add_micros(t.pto_us())
+            } else {
+                Instant::NEVER
+            };
+            t.persist = false;
+            if data_acked > 0 {
+                self.conn_event(cx, idx, EventKind::Writable);
+            }
+            self.mark_dirty(idx, gen);
+        } else if ack == t.snd_una
+            && payload.is_empty()
+            && !has_fin
+            && t.snd_max.gt(t.snd_una)
+            && t.snd_wnd != 0
+            && !t.persist
+            && (((repr.window as u32) << t.snd_wscale) == t.snd_wnd
+                || sacks_above(t, &repr.options))
+        {
+            t.dupacks = t.dupacks.saturating_add(1);
+            let mss = t.mss;
+            if t.dupacks == DUPACK_THRESHOLD && !t.in_recovery && ack.gt(t.recover.sub(1)) {
+                // Fast retransmit, enter NewReno fast recovery (RFC 6582 3.2 step 2).
+                cx.stats.tcp_fast_retransmits += 1;
+                let flight = t.flight();
+                t.cc.on_fast_retransmit(flight, mss);
+                t.recover = t.snd_max;
+                t.in_recovery = true;
+                t.retransmit_one = true;
+                t.rexmit_next = t.snd_una;
+                t.rtt_active = false;
+                self.mark_dirty(idx, gen);
+            } else if t.in_recovery && t.dupacks > DUPACK_THRESHOLD {
+                // With a scoreboard, each further duplicate ACK releases one retransmission
+                // of a hole (output inflates cwnd instead when no hole is left).
+                if t.sack_ok && sack_update(t, &repr.options) {
+                    t.retransmit_hole = true;
+                } else {
+                    t.cc.on_recovery_dupack(mss);
+                }
+                self.mark_dirty(idx, gen);
+            }
+        }
+        let t = &mut self.conns[idx as usize];
+        if t.sack_ok && (t.sacked_len > 0 || repr.options.sack_count > 0) {
+            sack_update(t, &repr.options);
+        }
+        // Window update (RFC 9293 3.10.7.4, SND.WL1/WL2 rule).
+        if t.snd_wl1.lt(seq) || (t.snd_wl1 == seq && t.snd_wl2.le(ack)) {
+            let was_zero = t.snd_wnd == 0;
+            t.snd_wnd = (repr.window as u32) << t.snd_wscale;
+            t.snd_wl1 = seq;
+            t.snd_wl2 = ack;
+            if was_zero && t.snd_wnd > 0 {
+                t.persist = false;
+                t.persist_backoff = 0;
+                if t.snd_max.le(t.snd_una) {
+                    t.rto_at = Instant::NEVER;
+                }
+                self.mark_dirty(idx, gen);
+            }
+        }
+        Some(fin_acked)
+    }
+}

@@ -1,0 +1,100 @@
+//! Received data in the synchronized states: in-order bytes into the receive ring,
+//! out-of-order ranges beside it (`sack.rs`), delayed and immediate ACKs.
+
+use super::sack::{insert_ooo, merge_ooo};
+use super::tcb::Owner;
+use super::{Ctx, Tcp, TcpState};
+use crate::{Error, EventKind, Instant};
+use wirespeed_wire::SeqNumber;
+
+impl Tcp {
+    /// Takes the segment's payload. Returns whether its FIN is next in sequence; None when
+    /// the connection was reset for data nobody will read.
+    pub(super) fn data_input(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        idx: u32,
+        seq: SeqNumber,
+        payload: &[u8],
+        has_fin: bool,
+    ) -> Option<bool> {
+        let now = cx.now;
+        let gen = self.conns[idx as usize].gen;
+        let t = &mut self.conns[idx as usize];
+        let mut fin_in_order = false;
+        if !payload.is_empty() && t.owner == Owner::Released && seq.add(payload.len()).gt(t.rcv_nxt)
+        {
+            // Nobody will read it: reset, as Linux does for data after close().
+            cx.stats.tcp_data_after_close += 1;
+            self.abort_conn(cx, idx, Error::Aborted);
+            return None;
+        }
+        let t = &mut self.conns[idx as usize];
+        if matches!(
+            t.state,
+            TcpState::Established | TcpState::FinWait1 | TcpState::FinWait2
+        ) {
+            if !payload.is_empty() {
+                let skip = t.rcv_nxt.diff(seq).max(0) as usize;
+                if skip < payload.len() {
+                    let data = &payload[skip..];
+                    let seg_seq = seq.add(skip);
+                    let off = seg_seq.diff(t.rcv_nxt) as usize;
+                    let room = t.recv.free();
+                    if off < room {
+                        let data = &data[..data.len().min(room - off)];
+                        if off == 0 {
+                            let had_ooo = t.ooo_len > 0;
+                            t.recv.write_at(t.recv.len(), data);
+                            t.recv.extend(data.len());
+                            t.rcv_nxt = t.rcv_nxt.add(data.len());
+                            merge_ooo(t);
+                            t.unacked_segs = t.unacked_segs.saturating_add(1);
+                            if had_ooo || t.unacked_segs >= 2 {
+                                t.ack_now = true;
+                                self.mark_dirty(idx, gen);
+                            } else if t.delack_at == Instant::NEVER {
+                                t.delack_at = now.add(cx.cfg.delayed_ack);
+                            }
+                            self.conn_event(cx, idx, EventKind::Readable);
+                        } else {
+                            cx.stats.tcp_ooo_segments += 1;
+                            if !insert_ooo(t, seg_seq, data) {
+                                cx.stats.tcp_ooo_dropped += 1;
+                            }
+                            if t.ack_now {
+                                t.dup_acks_owed = t.dup_acks_owed.saturating_add(1).min(8);
+                            }
+                            t.ack_now = true;
+                            self.mark_dirty(idx, gen);
+                        }
+                    } else {
+                        t.ack_now = true;
+                        self.mark_dirty(idx, gen);
+                    }
+                } else {
+                    cx.stats.tcp_duplicate_segments += 1;
+                    t.ack_now = true;
+                    self.mark_dirty(idx, gen);
+                }
+            }
+            let t = &mut self.conns[idx as usize];
+            if has_fin {
+                if seq.add(payload.len()) == t.rcv_nxt {
+                    fin_in_order = true;
+                } else {
+                    t.ack_now = true;
+                    self.mark_dirty(idx, gen);
+                }
+            }
+        } else if has_fin && seq.add(payload.len()) == t.rcv_nxt.sub(1) && t.fin_received {
+            // A retransmitted FIN: re-ACK it (and restart TIME_WAIT).
+            t.ack_now = true;
+            if t.state == TcpState::TimeWait {
+                t.keep_at = now.add(cx.cfg.time_wait);
+            }
+            self.mark_dirty(idx, gen);
+        }
+        Some(fin_in_order)
+    }
+}

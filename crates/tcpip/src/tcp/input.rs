@@ -1,0 +1,252 @@
+//! Segment arrival: parsing and demux, then the checks every state shares (RFC 9293
+//! 3.10.7.4: PAWS, acceptability, RST, SYN), then the state's own processing in
+//! `handshake.rs`, `ack.rs`, `data.rs` and `closing.rs`.
+
+use super::tcb::Owner;
+use super::{flow_key, Ctx, Tcp, TcpState};
+use crate::Error;
+use wirespeed_wire::checksum::TransportChecksum;
+use wirespeed_wire::tcp::flags;
+use wirespeed_wire::{Ipv4Repr, MacAddr, SeqNumber, TcpOptions, TcpPacket, TcpRepr};
+
+impl Tcp {
+    /// One TCP segment addressed to the stack (`data`: the IPv4 payload).
+    pub(crate) fn input(&mut self, cx: &mut Ctx<'_>, src_mac: MacAddr, ip: &Ipv4Repr, data: &[u8]) {
+        let pkt = match TcpPacket::new_checked(data) {
+            Ok(p) => p,
+            Err(_) => {
+                cx.stats.tcp_malformed += 1;
+                return;
+            }
+        };
+        match pkt.checksum_state(ip.src, ip.dst) {
+            TransportChecksum::Complete => {}
+            TransportChecksum::Partial if cx.cfg.accept_partial_checksums => {
+                cx.stats.tcp_rx_csum_partial += 1;
+            }
+            TransportChecksum::Partial => {
+                cx.stats.tcp_bad_checksum += 1;
+                cx.stats.tcp_bad_checksum_partial += 1;
+                return;
+            }
+            TransportChecksum::Bad => {
+                cx.stats.tcp_bad_checksum += 1;
+                return;
+            }
+        }
+        let repr = match TcpRepr::parse_unverified(&pkt) {
+            Ok(r) => r,
+            Err(wirespeed_wire::Error::Malformed)
+                if pkt.src_port() != 0
+                    && pkt.dst_port() != 0
+                    && !(pkt.syn() && (pkt.fin() || pkt.rst())) =>
+            {
+                cx.stats.tcp_bad_options += 1;
+                return;
+            }
+            Err(_) => {
+                cx.stats.tcp_malformed += 1;
+                return;
+            }
+        };
+        cx.stats.tcp_segments_in += 1;
+        let payload = pkt.payload();
+        let key = flow_key(ip.src, repr.src_port, repr.dst_port);
+        if let Some(&idx) = self.demux.get(&key) {
+            let t = &self.conns[idx as usize];
+            let is_new_syn = repr.flags & (flags::SYN | flags::ACK | flags::RST) == flags::SYN;
+            if t.state == TcpState::TimeWait && is_new_syn {
+                // RFC 6191 / RFC 9293 3.10.7.4: a new SYN may reuse a TIME_WAIT 4-tuple when
+                // its sequence number (or timestamp) is beyond the old incarnation.
+                let newer_ts = match (t.ts_enabled, repr.options.timestamps) {
+                    (true, Some((tsval, _))) => (tsval.wrapping_sub(t.ts_recent) as i32) > 0,
+                    _ => false,
+                };
+                if repr.seq.gt(t.rcv_nxt) || newer_ts {
+                    cx.stats.tcp_time_wait_reused += 1;
+                    self.free_tcb(cx, idx);
+                    self.listen_input(cx, src_mac, ip.src, &repr, payload);
+                    return;
+                }
+            }
+            self.tcb_input(cx, idx, src_mac, &repr, payload);
+            return;
+        }
+        self.listen_input(cx, src_mac, ip.src, &repr, payload);
+    }
+
+    /// Segment processing for an existing connection (RFC 9293 3.10.7.3/3.10.7.4).
+    pub(super) fn tcb_input(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        idx: u32,
+        src_mac: MacAddr,
+        repr: &TcpRepr,
+        payload: &[u8],
+    ) {
+        let now = cx.now;
+        let has_syn = repr.flags & flags::SYN != 0;
+        let has_rst = repr.flags & flags::RST != 0;
+        let has_fin = repr.flags & flags::FIN != 0;
+        let t = &mut self.conns[idx as usize];
+        let gen = t.gen;
+        if let Some(k) = cx.cfg.keepalive {
+            t.keep_probes = 0;
+            if matches!(
+                t.state,
+                TcpState::Established | TcpState::CloseWait | TcpState::FinWait2
+            ) {
+                t.keep_at = now.add(k.idle);
+            }
+        }
+
+        if t.state == TcpState::SynSent {
+            self.syn_sent_input(cx, idx, src_mac, repr);
+            return;
+        }
+
+        let mut seq = repr.seq;
+        let mut has_syn = has_syn;
+        if t.state == TcpState::SynReceived && has_syn && seq == t.irs {
+            if repr.ack.is_none() {
+                // Our SYN-ACK was lost: the peer retransmitted its SYN. Answer again.
+                t.snd_nxt = t.iss;
+                self.mark_dirty(idx, gen);
+                return;
+            }
+            // Simultaneous open: the peer's SYN-ACK repeats the SYN we already took; use
+            // it as the ACK of ours.
+            seq = seq.add(1);
+            has_syn = false;
+        }
+        let seg_len = payload.len() + has_syn as usize + has_fin as usize;
+
+        // PAWS (RFC 7323 5): drop segments with an older timestamp than the last accepted.
+        if t.ts_enabled && !has_rst {
+            if let Some((tsval, _)) = repr.options.timestamps {
+                if (tsval.wrapping_sub(t.ts_recent) as i32) < 0 && t.state != TcpState::SynReceived
+                {
+                    cx.stats.tcp_paws_rejected += 1;
+                    t.ack_now = true;
+                    self.mark_dirty(idx, gen);
+                    return;
+                }
+            }
+        }
+
+        // Acceptability, as Linux's tcp_sequence(): the segment must end at or after the
+        // RCV.NXT we last advertised from (RCV.WUP) and start no later than the window's right
+        // edge. RFC 9293's stricter test (zero-length segments exactly at RCV.NXT when the
+        // window is zero) drops a peer's ACKs whenever its view of our window is stale, and
+        // with both ends throttled that deadlocks (found by the many-streams test).
+        let wnd = t.rcv_window();
+        let rcv_nxt = t.rcv_nxt;
+        let acceptable = seq.add(seg_len).ge(t.rcv_wup) && seq.le(rcv_nxt.add(wnd as usize));
+        if !acceptable {
+            if !has_rst {
+                if seq.add(seg_len).le(rcv_nxt) && seg_len > 0 {
+                    cx.stats.tcp_duplicate_segments += 1;
+                } else {
+                    cx.stats.tcp_out_of_window += 1;
+                }
+                t.ack_now = true;
+                if t.state == TcpState::TimeWait && has_fin {
+                    t.keep_at = now.add(cx.cfg.time_wait);
+                }
+                self.mark_dirty(idx, gen);
+                if let Some(ack) = repr.ack {
+                    let t = &self.conns[idx as usize];
+                    if t.state.awaits_acks() && !has_syn && ack.gt(t.snd_una) && ack.le(t.snd_max) {
+                        // The data is refused, but a new ACK is still news: the peer's
+                        // zero-window probes (an old sequence number) and its segments past a
+                        // closed window carry the only acknowledgements of our data while we
+                        // are not reading. Dropping them leaves our send buffer full until a
+                        // timer breaks the stall (RFC 9293 3.10.7.4 asks to accept valid ACKs
+                        // at a zero window). ACK fields only grow in the peer's send order, so
+                        // a new one's window is also the peer's latest.
+                        let ack_only = TcpRepr {
+                            seq: rcv_nxt,
+                            flags: flags::ACK,
+                            options: TcpOptions {
+                                timestamps: None,
+                                ..repr.options
+                            },
+                            ..*repr
+                        };
+                        cx.stats.tcp_acks_on_refused_segments += 1;
+                        self.tcb_input(cx, idx, src_mac, &ack_only, &[]);
+                    } else if seg_len == 0 || wnd == 0 {
+                        // Still learn window openings from a zero-window probe reply path.
+                        self.ack_window_only(idx, repr, ack);
+                    }
+                }
+            }
+            return;
+        }
+
+        if has_rst {
+            // RFC 5961 3.2: exact match resets, anything else in window gets a challenge ACK.
+            if seq == t.rcv_nxt {
+                cx.stats.tcp_resets_received += 1;
+                match t.state {
+                    TcpState::SynReceived if matches!(t.owner, Owner::Listener(_)) => {
+                        self.free_tcb(cx, idx)
+                    }
+                    TcpState::TimeWait | TcpState::LastAck | TcpState::Closing => {
+                        self.set_closed(cx, idx, None)
+                    }
+                    _ => self.set_closed(cx, idx, Some(Error::ConnectionReset)),
+                }
+            } else {
+                cx.stats.tcp_challenge_acks += 1;
+                t.ack_now = true;
+                self.mark_dirty(idx, gen);
+            }
+            return;
+        }
+
+        if has_syn {
+            // RFC 5961 4: a SYN on a synchronized connection gets a challenge ACK.
+            cx.stats.tcp_challenge_acks += 1;
+            t.ack_now = true;
+            self.mark_dirty(idx, gen);
+            return;
+        }
+
+        let Some(ack) = repr.ack else { return };
+
+        if t.ts_enabled {
+            if let Some((tsval, _)) = repr.options.timestamps {
+                if seq.le(t.rcv_nxt) {
+                    t.ts_recent = tsval;
+                }
+            }
+        }
+
+        if t.state == TcpState::SynReceived
+            && !self.syn_received_ack(cx, idx, src_mac, repr, seq, ack)
+        {
+            return;
+        }
+        self.synchronized_input(cx, idx, repr, seq, ack, payload, has_fin);
+    }
+
+    /// For segments we reject on sequence grounds: still take a window update from their
+    /// ACK field, so a zero-window sender learns the window reopened.
+    fn ack_window_only(&mut self, idx: u32, repr: &TcpRepr, ack: SeqNumber) {
+        let t = &mut self.conns[idx as usize];
+        if !t.state.awaits_acks() {
+            return;
+        }
+        if ack == t.snd_una || (ack.gt(t.snd_una) && ack.le(t.snd_max)) {
+            let w = (repr.window as u32) << t.snd_wscale;
+            if t.snd_wnd == 0 && w > 0 {
+                t.snd_wnd = w;
+                t.persist = false;
+                t.persist_backoff = 0;
+                let g = t.gen;
+                self.mark_dirty(idx, g);
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! LISTEN: passive opens, SYN cookies when the backlog is full, and RSTs for segments that
+//! match no connection.
+
+use super::handshake::negotiate;
+use super::tcb::Owner;
+use super::{flow_key, Ctx, Tcp, TcpState, DEFAULT_MSS};
+use crate::util::keyed_hash;
+use wirespeed_wire::tcp::flags;
+use wirespeed_wire::{Ipv4Addr, MacAddr, SeqNumber, TcpControl, TcpOptions, TcpRepr};
+
+/// SYN-cookie MSS table (3 bits in the cookie).
+const COOKIE_MSS: [u16; 8] = [536, 1200, 1360, 1400, 1440, 1460, 4036, 8960];
+/// Lifetime of a SYN-cookie time slot in microseconds (64 s, as Linux).
+const COOKIE_SLOT_US: u64 = 64_000_000;
+
+impl Tcp {
+    /// A segment with no connection: passive open, SYN cookie, or RST.
+    pub(super) fn listen_input(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        src_mac: MacAddr,
+        src: Ipv4Addr,
+        repr: &TcpRepr,
+        payload: &[u8],
+    ) {
+        let li = match self.listen_ports.get(&repr.dst_port) {
+            Some(&li) => li,
+            None => {
+                cx.stats.tcp_no_listener += 1;
+                self.reply_rst(cx, src_mac, src, repr, payload.len());
+                return;
+            }
+        };
+        if repr.control() == TcpControl::Rst {
+            return;
+        }
+        let syn = repr.control() == TcpControl::Syn; // not RST (above); SYN+FIN never parses
+        if syn && repr.ack.is_none() {
+            let l = &self.listeners[li as usize];
+            if l.syn_rcvd + l.accept_queue.len() >= l.backlog {
+                if cx.cfg.syn_cookies {
+                    self.send_syn_cookie(cx, src_mac, src, repr);
+                } else {
+                    cx.stats.tcp_backlog_full += 1;
+                }
+                return;
+            }
+            let Some(idx) = self.alloc_tcb(cx, src, repr.src_port, repr.dst_port) else {
+                return; // table full: the peer retries
+            };
+            self.listeners[li as usize].syn_rcvd += 1;
+            let (wscale_ok, ts_ok, sack_ok) = (
+                cx.cfg.window_scaling,
+                cx.cfg.timestamps,
+                cx.cfg.sack_permitted,
+            );
+            let mtu = cx.cfg.mtu;
+            let keep = cx.cfg.keepalive;
+            let t = &mut self.conns[idx as usize];
+            t.state = TcpState::SynReceived;
+            t.owner = Owner::Listener(li);
+            t.peer_mac = Some(src_mac);
+            t.irs = repr.seq;
+            t.rcv_nxt = repr.seq.add(1);
+            t.rcv_wup = t.rcv_nxt;
+            negotiate(t, &repr.options, wscale_ok, ts_ok, sack_ok, mtu);
+            t.snd_wnd = repr.window as u32; // never scaled in a SYN
+            t.snd_wl1 = repr.seq;
+            let _ = keep;
+            let g = t.gen;
+            self.mark_dirty(idx, g);
+            return;
+        }
+        if !syn && repr.ack.is_some() && cx.cfg.syn_cookies {
+            if let Some(mss) = self.check_syn_cookie(cx, src, repr) {
+                let l = &self.listeners[li as usize];
+                if l.accept_queue.len() >= l.backlog {
+                    cx.stats.tcp_backlog_full += 1;
+                    return;
+                }
+                let Some(idx) = self.alloc_tcb(cx, src, repr.src_port, repr.dst_port) else {
+                    return;
+                };
+                cx.stats.tcp_syn_cookies_accepted += 1;
+                self.listeners[li as usize].syn_rcvd += 1;
+                let mtu = cx.cfg.mtu;
+                let t = &mut self.conns[idx as usize];
+                let iss = repr.ack.unwrap_or_default().sub(1);
+                t.state = TcpState::SynReceived;
+                t.owner = Owner::Listener(li);
+                t.peer_mac = Some(src_mac);
+                t.iss = iss;
+                t.snd_una = iss;
+                t.snd_nxt = iss.add(1);
+                t.snd_max = iss.add(1);
+                t.irs = repr.seq.sub(1);
+                t.rcv_nxt = repr.seq;
+                t.rcv_wup = t.rcv_nxt;
+                t.rcv_wscale = 0; // the cookie could not carry the scale we did not offer
+                t.mss = (mss as u32).min(mtu as u32 - 40);
+                t.snd_wl1 = repr.seq;
+                self.tcb_input(cx, idx, src_mac, repr, payload);
+                return;
+            }
+            cx.stats.tcp_syn_cookies_rejected += 1;
+        }
+        cx.stats.tcp_no_listener += 1;
+        self.reply_rst(cx, src_mac, src, repr, payload.len());
+    }
+
+    fn cookie_hash(
+        &self,
+        cx: &Ctx<'_>,
+        src: Ipv4Addr,
+        repr: &TcpRepr,
+        their_isn: u32,
+        slot: u64,
+    ) -> u32 {
+        let key = flow_key(src, repr.src_port, repr.dst_port);
+        keyed_hash(cx.cfg.secret ^ 0x0c00_c1e5, &[key, their_isn as u64, slot]) as u32
+    }
+
+    fn send_syn_cookie(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        src_mac: MacAddr,
+        src: Ipv4Addr,
+        repr: &TcpRepr,
+    ) {
+        let slot = cx.now.micros() / COOKIE_SLOT_US;
+        let peer_mss = repr
+            .options
+            .mss
+            .unwrap_or(DEFAULT_MSS)
+            .min((cx.cfg.mtu - 40) as u16);
+        let mss_idx = COOKIE_MSS.iter().rposition(|&m| m <= peer_mss).unwrap_or(0) as u32;
+        let h = self.cookie_hash(cx, src, repr, repr.seq.0, slot);
+        let cookie = (((slot & 31) as u32) << 27) | (h & 0x07ff_fff8) | mss_idx;
+        let out = TcpRepr {
+            src_port: repr.dst_port,
+            dst_port: repr.src_port,
+            seq: SeqNumber(cookie),
+            ack: Some(repr.seq.add(1)),
+            flags: flags::SYN,
+            window: cx.cfg.recv_buffer.min(65535) as u16,
+            options: TcpOptions {
+                mss: Some((cx.cfg.mtu - 40) as u16),
+                ..Default::default()
+            },
+        };
+        cx.stats.tcp_syn_cookies_sent += 1;
+        cx.send_ctrl(src, Some(src_mac), &out);
+    }
+
+    /// Validates the ACK of a cookie SYN-ACK; returns the MSS it encodes.
+    fn check_syn_cookie(&self, cx: &Ctx<'_>, src: Ipv4Addr, repr: &TcpRepr) -> Option<u16> {
+        if repr.flags & (flags::SYN | flags::RST | flags::FIN) != 0 {
+            return None;
+        }
+        let cookie = repr.ack?.sub(1).0;
+        let their_isn = repr.seq.sub(1).0;
+        let now_slot = cx.now.micros() / COOKIE_SLOT_US;
+        for slot in [now_slot, now_slot.wrapping_sub(1)] {
+            if (slot & 31) as u32 != cookie >> 27 {
+                continue;
+            }
+            let h = self.cookie_hash(cx, src, repr, their_isn, slot);
+            if h & 0x07ff_fff8 == cookie & 0x07ff_fff8 {
+                return Some(COOKIE_MSS[(cookie & 7) as usize]);
+            }
+        }
+        None
+    }
+
+    /// RST in reply to a segment that has no connection (RFC 9293 3.10.7.1).
+    pub(super) fn reply_rst(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        src_mac: MacAddr,
+        src: Ipv4Addr,
+        repr: &TcpRepr,
+        payload_len: usize,
+    ) {
+        if repr.control() == TcpControl::Rst {
+            return;
+        }
+        let out = match repr.ack {
+            Some(ack) => TcpRepr {
+                src_port: repr.dst_port,
+                dst_port: repr.src_port,
+                seq: ack,
+                ack: None,
+                flags: flags::RST,
+                window: 0,
+                options: TcpOptions::default(),
+            },
+            None => {
+                let seg_len = payload_len
+                    + (repr.flags & flags::SYN != 0) as usize
+                    + (repr.flags & flags::FIN != 0) as usize;
+                TcpRepr {
+                    src_port: repr.dst_port,
+                    dst_port: repr.src_port,
+                    seq: SeqNumber(0),
+                    ack: Some(repr.seq.add(seg_len)),
+                    flags: flags::RST,
+                    window: 0,
+                    options: TcpOptions::default(),
+                }
+            }
+        };
+        cx.send_ctrl(src, Some(src_mac), &out);
+    }
+}

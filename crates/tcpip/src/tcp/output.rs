@@ -1,0 +1,440 @@
+//! Connection output: SYN and SYN-ACK, data within the send and congestion windows,
+//! retransmissions (go-back-N after an RTO, the next hole from the SACK scoreboard, loss
+//! and zero-window probes), and pure ACKs. Segments are built in place in the caller's
+//! `TxSink` buffer; the payload is copied once, from the send ring.
+
+use super::congestion::CongestionControl;
+use super::rtt::karn;
+use super::sack::next_hole;
+use super::{dur_us, Ctx, Tcb, Tcp, TcpState};
+use crate::{Error, Instant, TxSink};
+use wirespeed_wire::tcp::{fill_checksum, flags};
+use wirespeed_wire::{ipv4, EtherType, IpProtocol, MacAddr, SeqNumber, TcpOptions, TcpRepr};
+
+/// Whether a connection on the pending-output list can send now.
+pub(crate) enum OutputReady {
+    /// Stale entry, or nothing to do (closed): skip it.
+    Skip,
+    /// The peer's MAC is not known yet: the stack resolves this address first.
+    Unrouted(wirespeed_wire::Ipv4Addr),
+    Ready,
+}
+
+impl Tcp {
+    /// Takes the list of connections with output pending; hand it back with
+    /// [`Tcp::return_output_list`].
+    pub(crate) fn take_output_list(&mut self) -> Vec<(u32, u32)> {
+        std::mem::replace(&mut self.dirty, std::mem::take(&mut self.dirty_spare))
+    }
+
+    /// Gives the list back; entries from `stopped_at` on (the sink filled up) stay pending.
+    pub(crate) fn return_output_list(&mut self, mut list: Vec<(u32, u32)>, stopped_at: usize) {
+        if stopped_at < list.len() {
+            self.dirty.extend_from_slice(&list[stopped_at..]);
+        }
+        list.clear();
+        self.dirty_spare = list;
+    }
+
+    /// Takes entry (`idx`, `gen`) off the pending list and says whether it can send.
+    pub(crate) fn output_ready(&mut self, idx: u32, gen: u32) -> OutputReady {
+        let Some(t) = self.conns.get_mut(idx as usize) else {
+            return OutputReady::Skip;
+        };
+        if t.gen != gen || !t.in_dirty {
+            return OutputReady::Skip;
+        }
+        t.in_dirty = false;
+        if !t.in_use || t.state == TcpState::Closed {
+            return OutputReady::Skip;
+        }
+        match t.peer_mac {
+            Some(_) => OutputReady::Ready,
+            None => OutputReady::Unrouted(t.remote_ip),
+        }
+    }
+
+    /// The stack resolved the peer's (or the gateway's) MAC.
+    pub(crate) fn set_peer_mac(&mut self, idx: u32, mac: MacAddr) {
+        self.conns[idx as usize].peer_mac = Some(mac);
+    }
+
+    /// The next hop is being resolved: output resumes when [`Tcp::arp_resolved`] is called.
+    pub(crate) fn wait_for_arp(&mut self, idx: u32) {
+        let g = self.conns[idx as usize].gen;
+        self.arp_waiting.push((idx, g));
+    }
+
+    /// No route to the peer: the connection fails.
+    pub(crate) fn abort_unroutable(&mut self, cx: &mut Ctx<'_>, idx: u32) {
+        self.abort_conn(cx, idx, Error::NotConnected);
+    }
+
+    /// The sink filled up before connection (`idx`, `gen`) finished: it stays pending.
+    pub(crate) fn output_blocked(&mut self, idx: u32, gen: u32) {
+        if let Some(t) = self.conns.get_mut(idx as usize) {
+            if t.gen == gen {
+                t.in_dirty = true;
+            }
+        }
+    }
+
+    /// Sends what connection `idx` has to send. False when the sink ran out of buffers.
+    /// The stack resolves the next hop first (see [`Tcp::output_ready`]).
+    pub(crate) fn output<S: TxSink + ?Sized>(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        idx: u32,
+        sink: &mut S,
+    ) -> bool {
+        let now = cx.now;
+        let t = &mut self.conns[idx as usize];
+        if !t.in_use || t.state == TcpState::Closed {
+            return true;
+        }
+        let t = &mut self.conns[idx as usize];
+        match t.state {
+            TcpState::SynSent | TcpState::SynReceived => {
+                if t.snd_nxt != t.iss && t.ack_now && t.state == TcpState::SynReceived {
+                    let nxt = ack_seq(t);
+                    return self.emit(cx, idx, sink, nxt, flags::ACK, 0, 0).is_some();
+                }
+                if t.snd_nxt == t.iss {
+                    let fl = if t.state == TcpState::SynSent {
+                        flags::SYN
+                    } else {
+                        flags::SYN | flags::ACK
+                    };
+                    if t.snd_nxt == t.iss && !t.rtt_active && t.retries == 0 {
+                        t.rtt_active = true;
+                        t.rtt_at = now;
+                        t.rtt_seq = t.iss;
+                    }
+                    let iss = t.iss;
+                    if self.emit(cx, idx, sink, iss, fl, 0, 0).is_none() {
+                        return false;
+                    }
+                    let t = &mut self.conns[idx as usize];
+                    t.snd_nxt = t.iss.add(1);
+                    t.snd_max = t.snd_max.max(t.snd_nxt);
+                    if t.rto_at == Instant::NEVER {
+                        t.rto_at = now.add_micros(t.rto as u64);
+                    }
+                    self.schedule(idx);
+                }
+                return true;
+            }
+            TcpState::TimeWait => {
+                if t.ack_now {
+                    let nxt = ack_seq(t);
+                    if self.emit(cx, idx, sink, nxt, flags::ACK, 0, 0).is_none() {
+                        return false;
+                    }
+                }
+                return true;
+            }
+            _ => {}
+        }
+
+        let mut sent: u16 = 0;
+        let max_burst = cx.cfg.max_burst.max(1);
+        loop {
+            if sent >= max_burst {
+                // Yield to the other connections; we are next in line again.
+                let g = self.conns[idx as usize].gen;
+                self.mark_dirty(idx, g);
+                break;
+            }
+            let t = &mut self.conns[idx as usize];
+            let buffered = t.send.len();
+            if t.retransmit_one {
+                t.retransmit_one = false;
+                let una = t.snd_una;
+                if t.persist {
+                    // Zero-window probe, as Linux sends it: no data, SEQ = SND.UNA - 1. The
+                    // peer must answer with an ACK carrying its current window, and no
+                    // sequence space is used, so the probe cannot confuse either side.
+                    if buffered > 0 {
+                        let seq = t.snd_una.sub(1);
+                        if self.emit(cx, idx, sink, seq, flags::ACK, 0, 0).is_none() {
+                            // No TX buffer: the probe goes on the next transmit.
+                            self.conns[idx as usize].retransmit_one = true;
+                            return false;
+                        }
+                        let t = &mut self.conns[idx as usize];
+                        let backoff = (t.rto as u64) << t.persist_backoff.min(16);
+                        t.rto_at = now.add_micros(backoff.min(dur_us(cx.cfg.max_rto) as u64));
+                        self.schedule(idx);
+                    }
+                    return true;
+                }
+                let len = buffered.min(t.mss as usize);
+                let fin = t.fin_queued && len == buffered && t.fin_sent();
+                if len > 0 || fin {
+                    cx.stats.tcp_retransmits += 1;
+                    karn(t, una);
+                    let fl = flags::ACK
+                        | if fin { flags::FIN } else { 0 }
+                        | if len > 0 { flags::PSH } else { 0 };
+                    if self.emit(cx, idx, sink, una, fl, 0, len).is_none() {
+                        self.conns[idx as usize].retransmit_one = true;
+                        return false;
+                    }
+                    let t = &mut self.conns[idx as usize];
+                    t.rto_at = now.add_micros(t.rto as u64);
+                    t.rexmit_next = t.rexmit_next.max(una.add(len));
+                    sent += 1;
+                }
+                continue;
+            }
+            if t.retransmit_hole {
+                t.retransmit_hole = false;
+                if let Some((seq, len)) = next_hole(t) {
+                    let off = seq.diff(t.snd_una) as usize;
+                    cx.stats.tcp_retransmits += 1;
+                    karn(t, seq);
+                    cx.stats.tcp_sack_retransmits += 1;
+                    if self
+                        .emit(cx, idx, sink, seq, flags::ACK, off, len)
+                        .is_none()
+                    {
+                        self.conns[idx as usize].retransmit_hole = true;
+                        return false;
+                    }
+                    let t = &mut self.conns[idx as usize];
+                    t.rexmit_next = seq.add(len);
+                    sent += 1;
+                    continue;
+                }
+                // No hole left below the highest SACK: behave as NewReno (inflate).
+                let mss = t.mss;
+                t.cc.on_recovery_dupack(mss);
+            }
+            let sent_off = t.snd_nxt.diff(t.snd_una).max(0) as usize;
+            let unsent = buffered.saturating_sub(sent_off);
+            let in_flight = t.snd_nxt.diff(t.snd_una).max(0) as u32;
+            let wnd = t.snd_wnd.min(t.cc.cwnd());
+            let avail = wnd.saturating_sub(in_flight) as usize;
+            let len = unsent.min(avail).min(t.mss as usize);
+            let can_fin = matches!(
+                t.state,
+                TcpState::FinWait1 | TcpState::Closing | TcpState::LastAck
+            );
+            // The FIN rides on (or follows) the segment that sends the last buffered byte.
+            let fin = t.fin_queued && can_fin && sent_off + len == buffered;
+            if len > 0 || fin {
+                // No Nagle: servers on this stack always want TCP_NODELAY behaviour.
+                let nxt = t.snd_nxt;
+                if t.snd_nxt.lt(t.snd_max) {
+                    cx.stats.tcp_retransmits += 1;
+                    karn(t, nxt);
+                } else if !t.rtt_active {
+                    t.rtt_active = true;
+                    t.rtt_at = now;
+                    t.rtt_seq = nxt;
+                }
+                let fl = flags::ACK
+                    | if fin { flags::FIN } else { 0 }
+                    | if len > 0 && len == unsent {
+                        flags::PSH
+                    } else {
+                        0
+                    };
+                if self.emit(cx, idx, sink, nxt, fl, sent_off, len).is_none() {
+                    return false;
+                }
+                let t = &mut self.conns[idx as usize];
+                t.snd_nxt = t.snd_nxt.add(len + fin as usize);
+                t.snd_max = t.snd_max.max(t.snd_nxt);
+                if t.rto_at == Instant::NEVER || t.persist {
+                    t.persist = false;
+                    t.rto_at = now.add_micros(t.rto as u64);
+                }
+                if t.tlp_at == Instant::NEVER && t.tlp_probes == 0 {
+                    t.tlp_at = now.add_micros(t.pto_us());
+                }
+                sent += 1;
+                continue;
+            }
+            // Nothing sendable. A zero window with data waiting and nothing in flight
+            // starts the persist timer.
+            if unsent > 0 && t.snd_wnd == 0 && in_flight == 0 && !t.persist {
+                t.persist = true;
+                t.persist_backoff = 0;
+                t.rto_at = now.add_micros(t.rto as u64);
+            }
+            if t.ack_now && sent == 0 {
+                let nxt = ack_seq(t);
+                let copies = 1 + t.dup_acks_owed;
+                t.dup_acks_owed = 0;
+                for _ in 0..copies {
+                    if self.emit(cx, idx, sink, nxt, flags::ACK, 0, 0).is_none() {
+                        return false;
+                    }
+                }
+            }
+            self.conns[idx as usize].dup_acks_owed = 0;
+            break;
+        }
+        self.schedule(idx);
+        true
+    }
+
+    /// Writes one segment of connection `idx` into the sink: `len` payload bytes starting
+    /// `off` bytes into the send buffer. None when the sink has no buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn emit<S: TxSink + ?Sized>(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        idx: u32,
+        sink: &mut S,
+        seq: SeqNumber,
+        fl: u8,
+        off: usize,
+        len: usize,
+    ) -> Option<()> {
+        let now = cx.now;
+        *cx.ip_ident = cx.ip_ident.wrapping_add(1);
+        let t = &self.conns[idx as usize];
+        let mac = t.peer_mac?;
+        let syn = fl & flags::SYN != 0;
+        let mut opts = TcpOptions::default();
+        let ts_now = (now.millis() as u32).wrapping_add(t.ts_offset);
+        if syn {
+            opts.mss = Some((cx.cfg.mtu - 40) as u16);
+            if t.offer_wscale {
+                opts.window_scale = Some(t.rcv_wscale);
+            }
+            opts.sack_permitted = t.sack_ok;
+            if t.ts_enabled {
+                opts.timestamps = Some((
+                    ts_now,
+                    if t.state == TcpState::SynSent {
+                        0
+                    } else {
+                        t.ts_recent
+                    },
+                ));
+            }
+        } else {
+            if t.ts_enabled {
+                opts.timestamps = Some((ts_now, t.ts_recent));
+            }
+            if t.sack_ok && t.ooo_len > 0 {
+                // RFC 2018: the first block holds the most recently received data; the
+                // others follow in sequence order.
+                let ranges = &t.ooo[..t.ooo_len as usize];
+                let latest = ranges
+                    .iter()
+                    .position(|&(s, e)| t.ooo_last.ge(s) && t.ooo_last.lt(e))
+                    .unwrap_or(0);
+                let mut n = 0;
+                for i in std::iter::once(latest)
+                    .chain((0..ranges.len()).filter(|&i| i != latest))
+                    .take(3)
+                {
+                    opts.sack_blocks[n] = (ranges[i].0 .0, ranges[i].1 .0);
+                    n += 1;
+                }
+                opts.sack_count = n as u8;
+            }
+        }
+        // Receiver-side silly window avoidance (RFC 9293 3.8.6.2.2): move the right edge
+        // only by at least min(MSS, buffer/2); the edge never moves left.
+        let free = t.rcv_window();
+        let cur = (t.rcv_adv.diff(t.rcv_nxt).max(0) as u32).min(free);
+        let step = t.mss.min(t.recv.capacity() as u32 / 2);
+        let adv = if syn || free >= cur.saturating_add(step) {
+            free
+        } else {
+            cur
+        };
+        let window = if syn {
+            adv.min(65535)
+        } else {
+            (adv >> t.rcv_wscale).min(65535)
+        } as u16;
+        let ack = if t.state == TcpState::SynSent && fl & flags::ACK == 0 {
+            None
+        } else {
+            Some(t.rcv_nxt)
+        };
+        let repr = TcpRepr {
+            src_port: t.local_port,
+            dst_port: t.remote_port,
+            seq,
+            ack,
+            flags: fl & !flags::ACK,
+            window,
+            options: opts,
+        };
+        let eth = crate::wire::EthernetRepr {
+            dst: mac,
+            src: cx.cfg.mac,
+            vlan_id: cx.cfg.vlan_id,
+            ethertype: EtherType::Ipv4,
+        };
+        let e = eth.header_len();
+        let th = e + ipv4::HEADER_LEN;
+        let pl = th + repr.header_len();
+        let end = pl + len;
+        let ip = wirespeed_wire::Ipv4Repr {
+            src: cx.cfg.ipv4,
+            dst: t.remote_ip,
+            protocol: IpProtocol::Tcp,
+            payload_len: end - th,
+            ttl: 64,
+            ident: *cx.ip_ident,
+            dont_frag: true,
+        };
+        let (src_ip, dst_ip) = (cx.cfg.ipv4, t.remote_ip);
+        let mut too_small = false;
+        let send_buf = &t.send;
+        let ok = sink.tx_frame(&mut |buf: &mut [u8]| {
+            if buf.len() < end {
+                // A sink with buffers below max_frame_len() is misconfigured: the segment is
+                // dropped (counted) and retransmission covers it, rather than a partial frame.
+                too_small = true;
+                return 0;
+            }
+            send_buf.peek_at(off, &mut buf[pl..end]);
+            let _ = eth.emit(buf);
+            let _ = ip.emit(&mut buf[e..]);
+            let _ = repr.emit(&mut buf[th..]);
+            fill_checksum(&mut buf[th..end], src_ip, dst_ip);
+            end
+        });
+        if !ok {
+            cx.stats.tx_sink_full += 1;
+            return None;
+        }
+        if too_small {
+            cx.stats.tx_buffer_too_small += 1;
+        }
+        cx.stats.tx_frames += 1;
+        cx.stats.tcp_segments_out += 1;
+        let t = &mut self.conns[idx as usize];
+        if ack.is_some() {
+            t.ack_now = false;
+            t.delack_at = Instant::NEVER;
+            t.unacked_segs = 0;
+            t.last_adv_wnd = (window as u32) << if syn { 0 } else { t.rcv_wscale };
+            t.rcv_adv = t.rcv_nxt.add(t.last_adv_wnd as usize);
+            t.rcv_wup = t.rcv_nxt;
+        }
+        Some(())
+    }
+}
+
+/// SEQ for segments without data (ACKs, RSTs): SND.MAX, but never beyond the right edge of
+/// the peer's window (Linux's tcp_acceptable_seq), so the peer's acceptability test passes
+/// even after a go-back-N rewind (SND.NXT too low) or a window that closed under data
+/// already sent (SND.MAX too high).
+pub(super) fn ack_seq(t: &Tcb) -> SeqNumber {
+    let edge = t.snd_una.add(t.snd_wnd as usize);
+    if t.snd_max.gt(edge) {
+        edge
+    } else {
+        t.snd_max
+    }
+}

@@ -1,0 +1,181 @@
+//! The connection table: allocating and freeing slots, moving to CLOSED, aborting.
+
+use super::output::ack_seq;
+use super::tcb::Owner;
+use super::{dur_us, flow_key, Ctx, Tcb, Tcp, TcpState};
+use crate::ring::Ring;
+use crate::util::keyed_hash;
+use crate::{Error, EventKind, Handle, Instant};
+use wirespeed_wire::tcp::flags;
+use wirespeed_wire::{Ipv4Addr, SeqNumber, TcpOptions, TcpRepr};
+
+impl Tcp {
+    pub(super) fn alloc_tcb(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        remote: Ipv4Addr,
+        rport: u16,
+        lport: u16,
+    ) -> Option<u32> {
+        if self.live_conns >= cx.cfg.max_connections {
+            cx.stats.tcp_table_full += 1;
+            return None;
+        }
+        let idx = match self.free_conns.pop() {
+            Some(i) => i,
+            None => {
+                self.conns.push(Tcb::empty());
+                (self.conns.len() - 1) as u32
+            }
+        };
+        let send = self
+            .send_pool
+            .pop()
+            .map(Ring::from_box)
+            .unwrap_or_else(|| Ring::new(cx.cfg.send_buffer));
+        let recv = self
+            .recv_pool
+            .pop()
+            .map(Ring::from_box)
+            .unwrap_or_else(|| Ring::new(cx.cfg.recv_buffer));
+        let now = cx.now;
+        let secret = cx.cfg.secret;
+        let key = flow_key(remote, rport, lport);
+        // RFC 6528: ISN = clock (4 µs ticks) + keyed hash of the 4-tuple.
+        let isn = (keyed_hash(secret, &[key, cx.cfg.ipv4.to_u32() as u64]) as u32)
+            .wrapping_add((now.micros() / 4) as u32);
+        let gen = self.conns[idx as usize].gen.wrapping_add(1);
+        let mut rcv_wscale = 0u8;
+        while rcv_wscale < 14 && (cx.cfg.recv_buffer >> rcv_wscale) > 65535 {
+            rcv_wscale += 1;
+        }
+        let t = &mut self.conns[idx as usize];
+        *t = Tcb::empty();
+        t.gen = gen;
+        t.in_use = true;
+        t.remote_ip = remote;
+        t.remote_port = rport;
+        t.local_port = lport;
+        t.send = send;
+        t.recv = recv;
+        t.send.clear();
+        t.recv.clear();
+        t.iss = SeqNumber(isn);
+        t.snd_una = t.iss;
+        t.snd_nxt = t.iss;
+        t.snd_max = t.iss;
+        t.recover = t.iss;
+        t.rcv_wscale = if cx.cfg.window_scaling { rcv_wscale } else { 0 };
+        t.rto = dur_us(cx.cfg.initial_rto);
+        t.ts_offset = (isn >> 7).rotate_left(13);
+        self.demux.insert(key, idx);
+        self.live_conns += 1;
+        Some(idx)
+    }
+
+    /// Returns the slot and its buffers to the pools.
+    pub(super) fn free_tcb(&mut self, cx: &mut Ctx<'_>, idx: u32) {
+        let t = &mut self.conns[idx as usize];
+        if !t.in_use {
+            return;
+        }
+        let key = t.key();
+        if let Owner::Listener(li) = t.owner {
+            if t.state == TcpState::SynReceived {
+                if let Some(l) = self.listeners.get_mut(li as usize) {
+                    l.syn_rcvd = l.syn_rcvd.saturating_sub(1);
+                }
+            }
+        }
+        let send = std::mem::replace(&mut t.send, Ring::from_box(Box::new([])));
+        let recv = std::mem::replace(&mut t.recv, Ring::from_box(Box::new([])));
+        t.in_use = false;
+        t.gen = t.gen.wrapping_add(1);
+        t.state = TcpState::Closed;
+        t.in_dirty = false;
+        if self.demux.get(&key) == Some(&idx) {
+            self.demux.remove(&key);
+        }
+        if send.capacity() == cx.cfg.send_buffer {
+            self.send_pool.push(send.into_box());
+        }
+        if recv.capacity() == cx.cfg.recv_buffer {
+            self.recv_pool.push(recv.into_box());
+        }
+        self.free_conns.push(idx);
+        self.live_conns -= 1;
+    }
+
+    /// Moves to CLOSED: leaves the demux table, stops timers, tells the application.
+    /// Frees the slot at once unless the application still holds the handle.
+    pub(super) fn set_closed(&mut self, cx: &mut Ctx<'_>, idx: u32, err: Option<Error>) {
+        let t = &mut self.conns[idx as usize];
+        if !t.in_use {
+            return;
+        }
+        let key = t.key();
+        if let (TcpState::SynReceived, Owner::Listener(li)) = (t.state, t.owner) {
+            if let Some(l) = self.listeners.get_mut(li as usize) {
+                l.syn_rcvd = l.syn_rcvd.saturating_sub(1);
+            }
+        }
+        let t = &mut self.conns[idx as usize];
+        t.state = TcpState::Closed;
+        if t.error.is_none() {
+            t.error = err;
+        }
+        t.rto_at = Instant::NEVER;
+        t.delack_at = Instant::NEVER;
+        t.keep_at = Instant::NEVER;
+        t.send.clear();
+        if self.demux.get(&key) == Some(&idx) {
+            self.demux.remove(&key);
+        }
+        match t.owner {
+            Owner::User => {
+                let h = Handle::Tcp(t.handle(idx));
+                let mut m = t.ev_mask;
+                cx.event(h, EventKind::Readable, &mut m);
+                cx.event(h, EventKind::Closed, &mut m);
+                self.conns[idx as usize].ev_mask = m;
+            }
+            Owner::Released | Owner::Listener(_) => self.free_tcb(cx, idx),
+        }
+    }
+
+    /// Sends RST (if synchronized) and closes with `err`.
+    pub(super) fn abort_conn(&mut self, cx: &mut Ctx<'_>, idx: u32, err: Error) {
+        let t = &self.conns[idx as usize];
+        if !t.in_use {
+            return;
+        }
+        if !matches!(
+            t.state,
+            TcpState::Closed | TcpState::SynSent | TcpState::TimeWait
+        ) {
+            let repr = TcpRepr {
+                src_port: t.local_port,
+                dst_port: t.remote_port,
+                seq: ack_seq(t),
+                ack: Some(t.rcv_nxt),
+                flags: flags::RST,
+                window: 0,
+                options: TcpOptions::default(),
+            };
+            let (ip, mac) = (t.remote_ip, t.peer_mac);
+            cx.send_ctrl(ip, mac, &repr);
+        }
+        self.set_closed(cx, idx, Some(err));
+    }
+
+    pub(super) fn conn_event(&mut self, cx: &mut Ctx<'_>, idx: u32, kind: EventKind) {
+        let t = &self.conns[idx as usize];
+        if t.owner != Owner::User {
+            return;
+        }
+        let h = Handle::Tcp(t.handle(idx));
+        let mut m = t.ev_mask;
+        cx.event(h, kind, &mut m);
+        self.conns[idx as usize].ev_mask = m;
+    }
+}

@@ -1,0 +1,276 @@
+//! The transmission control block: everything one connection remembers.
+
+use super::congestion::NewReno;
+use super::{flow_key, DEFAULT_MSS, MAX_OOO, MAX_SACKED};
+use crate::ring::Ring;
+use crate::{ConnId, Error, Instant};
+use wirespeed_wire::{Ipv4Addr, MacAddr, SeqNumber};
+
+/// Connection states (RFC 9293). LISTEN is not here: listeners are separate objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TcpState {
+    Closed,
+    SynSent,
+    SynReceived,
+    Established,
+    FinWait1,
+    FinWait2,
+    CloseWait,
+    Closing,
+    LastAck,
+    TimeWait,
+}
+
+impl TcpState {
+    /// Synchronized states in which data we sent may still await its ACK: an ACK advancing
+    /// SND.UNA means something here (FIN_WAIT_2 and TIME_WAIT have nothing left in flight).
+    pub(crate) fn awaits_acks(self) -> bool {
+        matches!(
+            self,
+            TcpState::Established
+                | TcpState::CloseWait
+                | TcpState::FinWait1
+                | TcpState::Closing
+                | TcpState::LastAck
+        )
+    }
+}
+
+/// Who holds a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// Not yet accepted: in a listener's SYN_RCVD set or accept queue.
+    Listener(u32),
+    /// The application holds a `ConnId`.
+    User,
+    /// The application closed its handle; the stack finishes the connection and frees it.
+    Released,
+}
+
+/// What `Stack::tcp_info` reports for one connection; byte counts unscaled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpInfo {
+    pub state: TcpState,
+    pub mss: u32,
+    pub cwnd: u32,
+    pub ssthresh: u32,
+    /// Sent and not yet acknowledged.
+    pub in_flight: u32,
+    /// In the send buffer: in flight plus not yet sent.
+    pub send_buffered: u32,
+    /// The peer's receive window as we last learned it.
+    pub peer_window: u32,
+    pub receive_window: u32,
+    /// Received in order, not yet read by the application.
+    pub receive_buffered: u32,
+    pub srtt_us: u32,
+    pub rto_us: u32,
+    /// Probing a zero window.
+    pub persist: bool,
+    pub in_recovery: bool,
+    /// Consecutive retransmission timeouts.
+    pub retries: u8,
+}
+
+pub(crate) struct Tcb {
+    pub(crate) gen: u32,
+    pub(crate) in_use: bool,
+    pub(crate) state: TcpState,
+    pub(crate) owner: Owner,
+    pub(crate) error: Option<Error>,
+    pub(crate) remote_ip: Ipv4Addr,
+    pub(crate) remote_port: u16,
+    pub(crate) local_port: u16,
+    pub(crate) peer_mac: Option<MacAddr>,
+
+    // Send side: `send` holds bytes from snd_una on (unacked, then unsent).
+    pub(crate) iss: SeqNumber,
+    pub(crate) snd_una: SeqNumber,
+    pub(crate) snd_nxt: SeqNumber,
+    pub(crate) snd_max: SeqNumber,
+    pub(crate) snd_wnd: u32,
+    pub(crate) snd_wl1: SeqNumber,
+    pub(crate) snd_wl2: SeqNumber,
+    pub(crate) snd_wscale: u8,
+    pub(crate) send: Ring,
+    /// The application is done writing: a FIN follows the buffered data.
+    pub(crate) fin_queued: bool,
+    pub(crate) mss: u32,
+    /// Congestion window and slow-start threshold.
+    pub(crate) cc: NewReno,
+    pub(crate) dupacks: u8,
+    pub(crate) in_recovery: bool,
+    pub(crate) recover: SeqNumber,
+    pub(crate) retransmit_one: bool,
+    /// SACK scoreboard: ranges above SND.UNA the peer reported holding, sorted.
+    pub(crate) sacked: [(SeqNumber, SeqNumber); MAX_SACKED],
+    pub(crate) sacked_len: u8,
+    /// Next sequence the SACK-driven hole retransmission considers (this recovery episode).
+    pub(crate) rexmit_next: SeqNumber,
+    /// Retransmit the next un-SACKed hole (RFC 6675 NextSeg rule 1) on the next output.
+    pub(crate) retransmit_hole: bool,
+
+    // RTT estimation (RFC 6298), microseconds.
+    pub(crate) srtt: u32,
+    pub(crate) rttvar: u32,
+    pub(crate) rto: u32,
+    pub(crate) rtt_seq: SeqNumber,
+    pub(crate) rtt_at: Instant,
+    pub(crate) rtt_active: bool,
+    pub(crate) retries: u8,
+
+    // Receive side: `recv` holds in-order bytes not yet read; out-of-order bytes sit past
+    // its end at their sequence offset, described by `ooo`.
+    pub(crate) irs: SeqNumber,
+    pub(crate) rcv_nxt: SeqNumber,
+    pub(crate) rcv_wscale: u8,
+    pub(crate) recv: Ring,
+    pub(crate) ooo: [(SeqNumber, SeqNumber); MAX_OOO],
+    pub(crate) ooo_len: u8,
+    /// Start of the most recently received out-of-order segment (reported first in SACK).
+    pub(crate) ooo_last: SeqNumber,
+    pub(crate) fin_received: bool,
+    pub(crate) last_adv_wnd: u32,
+    /// Right edge of the window last advertised.
+    pub(crate) rcv_adv: SeqNumber,
+    /// RCV.NXT when we last sent an ACK (the left edge of the window the peer knows).
+    pub(crate) rcv_wup: SeqNumber,
+
+    // Options.
+    pub(crate) ts_enabled: bool,
+    pub(crate) ts_recent: u32,
+    pub(crate) ts_offset: u32,
+    pub(crate) sack_ok: bool,
+    /// Offer window scaling in our SYN / SYN-ACK.
+    pub(crate) offer_wscale: bool,
+
+    // Timers; `rto_at` doubles as the persist timer while `persist` is set.
+    pub(crate) rto_at: Instant,
+    /// Tail loss probe (RFC 8985 section 7, simplified): when ACKs stop for about two RTTs
+    /// with data in flight, resend the segment at SND.UNA. That repairs the first hole at
+    /// once (a lost tail, or a retransmission lost again in recovery), or makes the receiver
+    /// SACK what it has, instead of waiting out the RTO and going back N. At most
+    /// `MAX_PROBES` per stall.
+    pub(crate) tlp_at: Instant,
+    pub(crate) tlp_probes: u8,
+    pub(crate) persist: bool,
+    pub(crate) persist_backoff: u8,
+    pub(crate) delack_at: Instant,
+    pub(crate) keep_at: Instant,
+    pub(crate) keep_probes: u8,
+    pub(crate) heap_at: Instant,
+
+    pub(crate) ack_now: bool,
+    /// Extra duplicate ACKs owed: RFC 5681 wants one per out-of-order segment, and several
+    /// may arrive between two `transmit` calls.
+    pub(crate) dup_acks_owed: u8,
+    pub(crate) unacked_segs: u8,
+    pub(crate) in_dirty: bool,
+    pub(crate) ev_mask: u8,
+}
+
+impl Tcb {
+    pub(crate) fn empty() -> Tcb {
+        Tcb {
+            gen: 0,
+            in_use: false,
+            state: TcpState::Closed,
+            owner: Owner::Released,
+            error: None,
+            remote_ip: Ipv4Addr::UNSPECIFIED,
+            remote_port: 0,
+            local_port: 0,
+            peer_mac: None,
+            iss: SeqNumber(0),
+            snd_una: SeqNumber(0),
+            snd_nxt: SeqNumber(0),
+            snd_max: SeqNumber(0),
+            snd_wnd: 0,
+            snd_wl1: SeqNumber(0),
+            snd_wl2: SeqNumber(0),
+            snd_wscale: 0,
+            send: Ring::from_box(Box::new([])),
+            fin_queued: false,
+            mss: DEFAULT_MSS as u32,
+            cc: NewReno::new(),
+            dupacks: 0,
+            in_recovery: false,
+            recover: SeqNumber(0),
+            retransmit_one: false,
+            sacked: [(SeqNumber(0), SeqNumber(0)); MAX_SACKED],
+            sacked_len: 0,
+            rexmit_next: SeqNumber(0),
+            retransmit_hole: false,
+            srtt: 0,
+            rttvar: 0,
+            rto: 1_000_000,
+            rtt_seq: SeqNumber(0),
+            rtt_at: Instant::ZERO,
+            rtt_active: false,
+            retries: 0,
+            irs: SeqNumber(0),
+            rcv_nxt: SeqNumber(0),
+            rcv_wscale: 0,
+            recv: Ring::from_box(Box::new([])),
+            ooo: [(SeqNumber(0), SeqNumber(0)); MAX_OOO],
+            ooo_len: 0,
+            ooo_last: SeqNumber(0),
+            fin_received: false,
+            last_adv_wnd: 0,
+            rcv_adv: SeqNumber(0),
+            rcv_wup: SeqNumber(0),
+            ts_enabled: false,
+            ts_recent: 0,
+            ts_offset: 0,
+            sack_ok: false,
+            offer_wscale: false,
+            rto_at: Instant::NEVER,
+            tlp_at: Instant::NEVER,
+            tlp_probes: 0,
+            persist: false,
+            persist_backoff: 0,
+            delack_at: Instant::NEVER,
+            keep_at: Instant::NEVER,
+            keep_probes: 0,
+            heap_at: Instant::NEVER,
+            ack_now: false,
+            dup_acks_owed: 0,
+            unacked_segs: 0,
+            in_dirty: false,
+            ev_mask: 0,
+        }
+    }
+
+    pub(crate) fn next_deadline(&self) -> Instant {
+        self.rto_at
+            .min(self.delack_at)
+            .min(self.keep_at)
+            .min(self.tlp_at)
+    }
+
+    pub(crate) fn key(&self) -> u64 {
+        flow_key(self.remote_ip, self.remote_port, self.local_port)
+    }
+
+    /// Sequence number of our FIN (valid when `fin_queued`).
+    pub(crate) fn fin_seq(&self) -> SeqNumber {
+        self.snd_una.add(self.send.len())
+    }
+
+    pub(crate) fn fin_sent(&self) -> bool {
+        self.fin_queued && self.snd_max.gt(self.fin_seq())
+    }
+
+    /// Window to advertise, unscaled bytes.
+    pub(crate) fn rcv_window(&self) -> u32 {
+        self.recv.free().min(u32::MAX as usize) as u32
+    }
+
+    pub(crate) fn handle(&self, idx: u32) -> ConnId {
+        ConnId { idx, gen: self.gen }
+    }
+
+    pub(crate) fn flight(&self) -> u32 {
+        self.snd_max.diff(self.snd_una).max(0) as u32
+    }
+}

@@ -1,0 +1,203 @@
+//! Timers: each connection's earliest deadline sits in one heap; due connections run
+//! their delayed-ACK, keepalive, TIME_WAIT/FIN_WAIT_2, loss-probe and retransmission
+//! timers here. Also the list of connections with output pending (`dirty`).
+
+use super::congestion::CongestionControl;
+use super::tcb::Owner;
+use super::{dur_us, Ctx, Tcp, TcpState};
+use crate::{Error, Instant};
+use std::cmp::Reverse;
+use wirespeed_wire::TcpOptions;
+use wirespeed_wire::TcpRepr;
+
+/// Tail loss probes per stall before the RTO takes over.
+pub(super) const MAX_PROBES: u8 = 2;
+
+impl Tcp {
+    /// Runs every connection timer due at `now`.
+    pub(crate) fn run_timers(&mut self, cx: &mut Ctx<'_>, now: Instant) {
+        while let Some(&Reverse((at, idx, gen))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(t) = self.conns.get_mut(idx as usize) else {
+                continue;
+            };
+            if t.gen != gen || !t.in_use {
+                continue;
+            }
+            if t.heap_at == at {
+                t.heap_at = Instant::NEVER;
+            }
+            self.tcb_timers(cx, idx, now);
+            self.schedule(idx);
+        }
+    }
+
+    /// The earliest connection deadline, if any.
+    pub(crate) fn next_timer(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    /// Puts `idx`'s earliest deadline into the heap unless an earlier entry is there already.
+    pub(super) fn schedule(&mut self, idx: u32) {
+        let t = &mut self.conns[idx as usize];
+        if !t.in_use {
+            return;
+        }
+        let d = t.next_deadline();
+        if d < t.heap_at {
+            t.heap_at = d;
+            self.timers.push(Reverse((d, idx, t.gen)));
+        }
+    }
+
+    /// Queues connection `idx` for output on the next transmit.
+    pub(super) fn mark_dirty(&mut self, idx: u32, gen: u32) {
+        if let Some(t) = self.conns.get_mut(idx as usize) {
+            if t.gen == gen && t.in_use && !t.in_dirty {
+                t.in_dirty = true;
+                self.dirty.push((idx, gen));
+            }
+        }
+    }
+
+    /// A next hop resolved: connections that waited for it can send again.
+    pub(crate) fn arp_resolved(&mut self) {
+        let waiting = std::mem::take(&mut self.arp_waiting);
+        for &(idx, gen) in &waiting {
+            self.mark_dirty(idx, gen);
+        }
+        self.arp_waiting = waiting;
+        self.arp_waiting.clear();
+    }
+
+    /// Whether any connection has output pending.
+    pub(crate) fn has_output(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    /// Runs connection `idx`'s due timers: delayed ACK, keepalive and the closing states'
+    /// timeouts, tail loss probe, retransmission (or persist).
+    fn tcb_timers(&mut self, cx: &mut Ctx<'_>, idx: u32, now: Instant) {
+        let max_rto = dur_us(cx.cfg.max_rto) as u64;
+        let max_retx = cx.cfg.max_retransmits;
+        let syn_retx = cx.cfg.syn_retransmits;
+        let t = &mut self.conns[idx as usize];
+        let gen = t.gen;
+        if t.delack_at <= now {
+            t.delack_at = Instant::NEVER;
+            t.ack_now = true;
+            self.mark_dirty(idx, gen);
+        }
+        let t = &mut self.conns[idx as usize];
+        if t.keep_at <= now {
+            t.keep_at = Instant::NEVER;
+            match t.state {
+                TcpState::TimeWait => {
+                    self.set_closed(cx, idx, None);
+                    return;
+                }
+                TcpState::FinWait2 if t.owner == Owner::Released => {
+                    // Orphan whose peer never sent FIN (tcp_fin_timeout).
+                    cx.stats.tcp_timeouts += 1;
+                    self.abort_conn(cx, idx, Error::TimedOut);
+                    return;
+                }
+                TcpState::Established | TcpState::CloseWait | TcpState::FinWait2 => {
+                    if let Some(k) = cx.cfg.keepalive {
+                        if t.keep_probes >= k.probes {
+                            cx.stats.tcp_timeouts += 1;
+                            self.abort_conn(cx, idx, Error::TimedOut);
+                            return;
+                        }
+                        t.keep_probes += 1;
+                        t.keep_at = now.add(k.interval);
+                        cx.stats.tcp_keepalive_probes += 1;
+                        // A keepalive probe is an ACK with seq = SND.NXT - 1: the peer must
+                        // answer it with an ACK.
+                        let out = TcpRepr {
+                            src_port: t.local_port,
+                            dst_port: t.remote_port,
+                            seq: t.snd_una.sub(1),
+                            ack: Some(t.rcv_nxt),
+                            flags: 0,
+                            window: (t.rcv_window() >> t.rcv_wscale).min(65535) as u16,
+                            options: TcpOptions::default(),
+                        };
+                        let (ip, mac) = (t.remote_ip, t.peer_mac);
+                        cx.send_ctrl(ip, mac, &out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let t = &mut self.conns[idx as usize];
+        if t.tlp_at <= now && t.rto_at > now {
+            t.tlp_at = Instant::NEVER;
+            let in_flight = t.snd_max.gt(t.snd_una) && t.state.awaits_acks();
+            // Also in fast recovery: there the probe resends a retransmission that was lost
+            // again, which NewReno alone can only repair with the RTO.
+            if in_flight && !t.persist && t.tlp_probes < MAX_PROBES {
+                cx.stats.tcp_loss_probes += 1;
+                t.tlp_probes += 1;
+                t.retransmit_one = true;
+                t.tlp_at = now.add_micros(t.pto_us() << t.tlp_probes);
+                self.mark_dirty(idx, gen);
+            }
+        }
+        let t = &mut self.conns[idx as usize];
+        if t.rto_at <= now {
+            t.rto_at = Instant::NEVER;
+            t.tlp_at = Instant::NEVER;
+            if t.persist {
+                // Zero-window probe: push one byte past the window; backoff like the RTO.
+                cx.stats.tcp_zero_window_probes += 1;
+                t.persist_backoff = t.persist_backoff.saturating_add(1).min(16);
+                t.retransmit_one = true; // output sends a 1-byte probe while persisting
+                self.mark_dirty(idx, gen);
+                return;
+            }
+            let outstanding = t.snd_max.gt(t.snd_una)
+                || matches!(t.state, TcpState::SynSent | TcpState::SynReceived);
+            if !outstanding {
+                return;
+            }
+            let limit = if matches!(t.state, TcpState::SynSent | TcpState::SynReceived) {
+                syn_retx
+            } else {
+                max_retx
+            };
+            if t.retries >= limit {
+                cx.stats.tcp_timeouts += 1;
+                self.abort_conn(cx, idx, Error::TimedOut);
+                return;
+            }
+            cx.stats.tcp_rto_expired += 1;
+            t.retries += 1;
+            t.rto = ((t.rto as u64) * 2).min(max_rto) as u32;
+            // Re-armed here, not only when the retransmission leaves: it may not leave
+            // (next hop unresolved) and the connection must still time out.
+            t.rto_at = now.add_micros(t.rto as u64);
+            t.rtt_active = false;
+            match t.state {
+                TcpState::SynSent | TcpState::SynReceived => t.snd_nxt = t.iss,
+                _ => {
+                    // RFC 5681 3.1 eq. 4 and RFC 6582 recovery guard; go back N.
+                    let mss = t.mss;
+                    let flight = t.flight();
+                    t.cc.on_rto(flight, mss);
+                    t.in_recovery = false;
+                    t.dupacks = 0;
+                    t.recover = t.snd_max;
+                    t.snd_nxt = t.snd_una;
+                    // RFC 6675 5.1: after a timeout the scoreboard is not trusted.
+                    t.sacked_len = 0;
+                    t.retransmit_hole = false;
+                }
+            }
+            self.mark_dirty(idx, gen);
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! Deterministic tests: two stacks wired back to back through an in-memory link that can
+//! lose, duplicate, reorder and delay frames (seeded PRNG, virtual clock), plus
+//! hand-crafted frames.
+
+use crate::tcp::CongestionControl;
+use crate::util::XorShift;
+use crate::Error;
+use crate::*;
+use std::time::Duration;
+use wirespeed_wire::tcp::{fill_checksum, flags};
+use wirespeed_wire::*;
+
+mod checksums;
+mod frames;
+mod lifecycle;
+mod recovery;
+mod transfer;
+
+const MAC_A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+const MAC_B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+/// Sees every frame (sending side, bytes); returns false to drop it.
+pub(crate) type FrameFilter = Box<dyn FnMut(usize, &[u8]) -> bool>;
+
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Impair {
+    /// Per-mille probabilities.
+    pub loss: u32,
+    pub dup: u32,
+    pub reorder: u32,
+}
+
+pub(crate) struct Pair {
+    pub st: [Stack; 2],
+    pub now: Instant,
+    /// (deliver at, sequence for stable order, destination side, frame)
+    queue: Vec<(Instant, u64, usize, Vec<u8>)>,
+    seq: u64,
+    pub rng: XorShift,
+    pub impair: Impair,
+    pub delay_us: u64,
+    /// Drop every frame (link cut).
+    pub cut: bool,
+    /// Inspect/filter frames: return false to drop. (side sending, frame)
+    pub filter: Option<FrameFilter>,
+    /// Rewrite frames as they leave (side sending, frame), after `filter`.
+    pub rewrite: Option<FrameRewrite>,
+}
+
+/// Changes a frame in flight (sending side, bytes).
+pub(crate) type FrameRewrite = Box<dyn FnMut(usize, &mut [u8])>;
+
+pub(crate) fn config(side: usize) -> Config {
+    let (mac, ip) = if side == 0 {
+        (MAC_A, IP_A)
+    } else {
+        (MAC_B, IP_B)
+    };
+    let mut c = Config::new(mac, ip, 24);
+    c.secret = 0x1234_5678 + side as u64;
+    c
+}
+
+impl Pair {
+    pub fn new() -> Pair {
+        Pair::with(config(0), config(1))
+    }
+
+    pub fn with(a: Config, b: Config) -> Pair {
+        Pair {
+            st: [Stack::new(a), Stack::new(b)],
+            now: Instant::from_millis(1000),
+            queue: Vec::new(),
+            seq: 0,
+            rng: XorShift(0x9e37_79b9),
+            impair: Impair::default(),
+            delay_us: 50,
+            cut: false,
+            filter: None,
+            rewrite: None,
+        }
+    }
+
+    fn chance(&mut self, permille: u32) -> bool {
+        permille > 0 && (self.rng.next() % 1000) < permille as u64
+    }
+
+    fn enqueue(&mut self, from: usize, mut frame: Vec<u8>) {
+        if self.cut {
+            return;
+        }
+        if let Some(f) = self.filter.as_mut() {
+            if !f(from, &frame) {
+                return;
+            }
+        }
+        if let Some(r) = self.rewrite.as_mut() {
+            r(from, &mut frame);
+        }
+        if self.chance(self.impair.loss) {
+            return;
+        }
+        let copies = if self.chance(self.impair.dup) { 2 } else { 1 };
+        for _ in 0..copies {
+            let mut at = self.now.add_micros(self.delay_us);
+            if self.chance(self.impair.reorder) {
+                at = at.add_micros(self.delay_us * 3 + self.rng.next() % 500);
+            }
+            self.seq += 1;
+            self.queue.push((at, self.seq, 1 - from, frame.clone()));
+        }
+    }
+
+    /// Delivers due frames, lets `app` act, transmits; advances the virtual clock.
+    /// Returns true when `app` reports done before `max` of virtual time passed.
+    pub fn run(&mut self, max: Duration, mut app: impl FnMut(&mut Pair) -> bool) -> bool {
+        let deadline = self.now.add(max);
+        loop {
+            self.queue.sort_by_key(|&(at, seq, _, _)| (at, seq));
+            let due = self
+                .queue
+                .iter()
+                .take_while(|(at, ..)| *at <= self.now)
+                .count();
+            let frames: Vec<_> = self.queue.drain(..due).collect();
+            for (_, _, to, f) in frames {
+                let now = self.now;
+                self.st[to].receive(now, &f);
+            }
+            if app(self) {
+                return true;
+            }
+            for side in 0..2 {
+                let mut sink = VecSink::new();
+                let now = self.now;
+                self.st[side].transmit(now, &mut sink);
+                for f in sink.frames {
+                    self.enqueue(side, f);
+                }
+            }
+            let mut next = self.queue.iter().map(|q| q.0).min();
+            for s in &self.st {
+                if let Some(t) = s.poll_at() {
+                    next = Some(next.map_or(t, |n: Instant| n.min(t)));
+                }
+            }
+            let next = next
+                .unwrap_or(self.now.add_micros(1000))
+                .max(self.now.add_micros(1));
+            if next > deadline {
+                // Stop at the deadline so a later phase starts at a predictable time.
+                self.now = deadline;
+                return false;
+            }
+            self.now = next;
+        }
+    }
+
+    /// b listens on 80, a connects; returns (client on a, server on b, listener).
+    pub fn connect(&mut self) -> (ConnId, ConnId, ListenerId) {
+        let l = self.st[1].tcp_listen(80, 16).unwrap();
+        let now = self.now;
+        let c = self.st[0].tcp_connect(now, IP_B, 80, |_| true).unwrap();
+        let mut server = None;
+        let ok = self.run(Duration::from_secs(30), |p| {
+            if server.is_none() {
+                server = p.st[1].tcp_accept(l).ok();
+            }
+            server.is_some() && p.st[0].tcp_state(c) == Ok(TcpState::Established)
+        });
+        assert!(
+            ok,
+            "handshake did not complete: {:?}",
+            self.st[0].tcp_state(c)
+        );
+        (c, server.unwrap(), l)
+    }
+}
+
+/// Sends `total` bytes of a deterministic pattern from side `from` and checks them bit-exact
+/// at the other side; both directions close afterwards.
+fn transfer(p: &mut Pair, from: usize, tx: ConnId, rx: ConnId, total: usize, max: Duration) {
+    let pattern = |i: usize| ((i as u64).wrapping_mul(2654435761) >> 7) as u8;
+    let mut sent = 0usize;
+    let mut received = 0usize;
+    let mut chunk = vec![0u8; 32 * 1024];
+    let mut buf = vec![0u8; 32 * 1024];
+    let mut closed = false;
+    let mut eof = false;
+    let ok = p.run(max, |p| {
+        while sent < total {
+            let n = (total - sent).min(chunk.len());
+            for (i, b) in chunk[..n].iter_mut().enumerate() {
+                *b = pattern(sent + i);
+            }
+            match p.st[from].tcp_send(tx, &chunk[..n]) {
+                Ok(k) => sent += k,
+                Err(Error::WouldBlock) => break,
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        if sent == total && !closed {
+            p.st[from].tcp_shutdown(tx).unwrap();
+            closed = true;
+        }
+        loop {
+            match p.st[1 - from].tcp_recv(rx, &mut buf) {
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    for (i, &b) in buf[..n].iter().enumerate() {
+                        assert_eq!(b, pattern(received + i), "byte {} corrupted", received + i);
+                    }
+                    received += n;
+                }
+                Err(Error::WouldBlock) => break,
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+        eof
+    });
+    assert!(
+        ok,
+        "transfer stalled: sent {sent}, received {received} of {total}"
+    );
+    assert_eq!(received, total);
+}
+
+/// Sends one short message from side 0 on `c` with its first `lost` transmissions dropped,
+/// and runs until side 1 has read it all on `s`.
+fn send_through_losses(p: &mut Pair, c: ConnId, s: ConnId, lost: usize) {
+    let mut dropped = 0;
+    p.filter = Some(Box::new(move |from, f| {
+        if from == 0 && f.len() > 60 && dropped < lost {
+            dropped += 1;
+            return false;
+        }
+        true
+    }));
+    p.st[0].tcp_send(c, b"lost once").unwrap();
+    let mut got = Vec::new();
+    assert!(p.run(Duration::from_secs(10), |p| {
+        let mut b = [0u8; 64];
+        if let Ok(n) = p.st[1].tcp_recv(s, &mut b) {
+            got.extend_from_slice(&b[..n]);
+        }
+        got == b"lost once"
+    }));
+}
+
+/// A hand-built TCP segment from A to B.
+fn segment(sport: u16, dport: u16, seq: u32, ack: Option<u32>, fl: u8, payload: &[u8]) -> Vec<u8> {
+    let repr = TcpRepr {
+        src_port: sport,
+        dst_port: dport,
+        seq: SeqNumber(seq),
+        ack: ack.map(SeqNumber),
+        flags: fl,
+        window: 65535,
+        options: TcpOptions::default(),
+    };
+    let hl = repr.header_len();
+    let mut f = vec![0u8; 14 + 20 + hl + payload.len()];
+    EthernetRepr {
+        dst: MAC_B,
+        src: MAC_A,
+        vlan_id: None,
+        ethertype: EtherType::Ipv4,
+    }
+    .emit(&mut f)
+    .unwrap();
+    Ipv4Repr {
+        src: IP_A,
+        dst: IP_B,
+        protocol: IpProtocol::Tcp,
+        payload_len: hl + payload.len(),
+        ttl: 64,
+        ident: 1,
+        dont_frag: true,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    repr.emit(&mut f[34..]).unwrap();
+    f[34 + hl..].copy_from_slice(payload);
+    fill_checksum(&mut f[34..], IP_A, IP_B);
+    f
+}
+
+fn parse_out(f: &[u8]) -> (TcpRepr, Vec<u8>) {
+    let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+    let t = TcpPacket::new_checked(ip.payload()).unwrap();
+    (
+        TcpRepr::parse(&t, ip.src(), ip.dst()).unwrap(),
+        t.payload().to_vec(),
+    )
+}
+
+/// An RST with the exact expected sequence number, injected from the peer's address.
+fn inject_rst(p: &mut Pair, side: usize, conn: ConnId) {
+    let t = &p.st[side].tcp.conns[conn.idx as usize];
+    let repr = TcpRepr {
+        src_port: t.remote_port,
+        dst_port: t.local_port,
+        seq: t.rcv_nxt,
+        ack: None,
+        flags: flags::RST,
+        window: 0,
+        options: TcpOptions::default(),
+    };
+    let (src_mac, dst_mac, src, dst) = if side == 0 {
+        (MAC_B, MAC_A, IP_B, IP_A)
+    } else {
+        (MAC_A, MAC_B, IP_A, IP_B)
+    };
+    let mut f = vec![0u8; 54];
+    EthernetRepr {
+        dst: dst_mac,
+        src: src_mac,
+        vlan_id: None,
+        ethertype: EtherType::Ipv4,
+    }
+    .emit(&mut f)
+    .unwrap();
+    Ipv4Repr {
+        src,
+        dst,
+        protocol: IpProtocol::Tcp,
+        payload_len: 20,
+        ttl: 64,
+        ident: 7,
+        dont_frag: true,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    repr.emit(&mut f[34..]).unwrap();
+    fill_checksum(&mut f[34..], src, dst);
+    let now = p.now;
+    p.st[side].receive(now, &f);
+}
+
+fn is_pure_ack(f: &[u8]) -> bool {
+    f.len() >= 54
+        && f[12..14] == [0x08, 0x00]
+        && f[47] == flags::ACK
+        && u16::from_be_bytes([f[16], f[17]]) as usize == 20 + ((f[46] >> 4) as usize) * 4
+}
+
+/// The TCP/UDP checksum field of an untagged IPv4 frame: its offset in the frame, and the
+/// transport segment's (source, destination, protocol, length).
+fn transport_checksum_field(f: &[u8]) -> Option<(usize, Ipv4Addr, Ipv4Addr, u8, u16)> {
+    let ip = Ipv4Packet::new_checked(f.get(14..)?).ok()?;
+    let at = 14 + ip.header_len();
+    let len = ip.payload().len() as u16;
+    match ip.protocol() {
+        IpProtocol::Tcp => Some((at + 16, ip.src(), ip.dst(), 6, len)),
+        IpProtocol::Udp => Some((at + 6, ip.src(), ip.dst(), 17, len)),
+        _ => None,
+    }
+}
+
+/// Leaves the frame's TCP/UDP checksum as a sender with checksum offload does before the
+/// device completes it: the folded pseudo-header sum, not complemented.
+fn make_partial(f: &mut [u8]) {
+    if let Some((at, src, dst, proto, len)) = transport_checksum_field(f) {
+        let partial = checksum::partial_v4(src, dst, proto, len);
+        f[at..at + 2].copy_from_slice(&partial.to_be_bytes());
+    }
+}
+
+/// A checksum field that is neither complete nor partial.
+fn corrupt_checksum(f: &mut [u8]) {
+    if let Some((at, src, dst, proto, len)) = transport_checksum_field(f) {
+        let partial = checksum::partial_v4(src, dst, proto, len);
+        let bad = (partial ^ 0x0100).max(1);
+        f[at..at + 2].copy_from_slice(&bad.to_be_bytes());
+    }
+}
+
+/// Every TCP/UDP frame the stack sends carries a complete checksum (we never rely on
+/// offload), and its IPv4 header checksum verifies.
+fn assert_fully_checksummed(f: &[u8]) {
+    if f.len() < 14 + 20 || f[12..14] != [0x08, 0x00] {
+        return; // not IPv4 (ARP)
+    }
+    let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+    Ipv4Repr::parse(&ip).expect("IPv4 header checksum");
+    let state = match ip.protocol() {
+        IpProtocol::Tcp => TcpPacket::new_checked(ip.payload())
+            .unwrap()
+            .checksum_state(ip.src(), ip.dst()),
+        IpProtocol::Udp => {
+            let u = UdpPacket::new_checked(ip.payload()).unwrap();
+            assert_ne!(u.checksum(), 0, "UDP sent without a checksum");
+            u.checksum_state(ip.src(), ip.dst())
+        }
+        _ => return,
+    };
+    assert_eq!(state, checksum::TransportChecksum::Complete);
+}
+
+fn accepting_partial(side: usize) -> Config {
+    let mut c = config(side);
+    c.accept_partial_checksums = true;
+    c
+}

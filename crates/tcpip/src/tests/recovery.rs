@@ -1,0 +1,271 @@
+//! Loss recovery: RTO, tail loss probes, SACK, ACKs on refused segments, RTT sampling.
+
+use super::*;
+
+#[test]
+fn rto_retransmits_lost_segment() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    // Drop the data segment and both tail loss probes: a lone segment has no dup ACKs, so
+    // once the probes are spent the RTO fires.
+    send_through_losses(&mut p, c, s, 3);
+    assert_eq!(p.st[0].stats().tcp_loss_probes, 2);
+    assert_eq!(p.st[0].stats().tcp_rto_expired, 1);
+}
+
+#[test]
+fn tail_loss_probe_repairs_a_lone_lost_segment_before_the_rto() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    send_through_losses(&mut p, c, s, 1);
+    assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
+    assert_eq!(p.st[0].stats().tcp_rto_expired, 0);
+}
+
+/// Linux's receiver moves its window between duplicate ACKs while its application reads;
+/// SACK blocks above SND.UNA still mark them as duplicates (RFC 6675), so fast retransmit
+/// fires instead of waiting for the RTO.
+#[test]
+fn sack_marks_duplicate_acks_despite_window_changes() {
+    let mut s = Stack::new(config(1));
+    let _l = s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(5);
+    let seg = |seq: u32, ack: Option<u32>, fl: u8, window: u16, options: TcpOptions| {
+        let repr = TcpRepr {
+            src_port: 1000,
+            dst_port: 80,
+            seq: SeqNumber(seq),
+            ack: ack.map(SeqNumber),
+            flags: fl,
+            window,
+            options,
+        };
+        let hl = repr.header_len();
+        let mut f = vec![0u8; 14 + 20 + hl];
+        EthernetRepr {
+            dst: MAC_B,
+            src: MAC_A,
+            vlan_id: None,
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut f)
+        .unwrap();
+        Ipv4Repr {
+            src: IP_A,
+            dst: IP_B,
+            protocol: IpProtocol::Tcp,
+            payload_len: hl,
+            ttl: 64,
+            ident: 1,
+            dont_frag: true,
+        }
+        .emit(&mut f[14..])
+        .unwrap();
+        repr.emit(&mut f[34..]).unwrap();
+        fill_checksum(&mut f[34..], IP_A, IP_B);
+        f
+    };
+    let syn_opts = TcpOptions {
+        mss: Some(1460),
+        sack_permitted: true,
+        ..Default::default()
+    };
+    s.receive(now, &seg(100, None, flags::SYN, 65535, syn_opts));
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let (synack, _) = parse_out(&sink.frames[0]);
+    assert!(synack.options.sack_permitted);
+    let iss = synack.seq.0;
+    s.receive(
+        now,
+        &seg(101, Some(iss + 1), flags::ACK, 65535, TcpOptions::default()),
+    );
+    let c = s.tcp_accept(_l).unwrap();
+    s.tcp_send(c, &[7u8; 8 * 1460]).unwrap();
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    assert_eq!(sink.frames.len(), 8);
+    // The first segment is lost; three ACKs for iss+1, each with a different window and a
+    // growing SACK block.
+    for (i, window) in [60000u16, 58000, 56000].into_iter().enumerate() {
+        let mut o = TcpOptions::default();
+        o.sack_blocks[0] = (iss + 1 + 1460, iss + 1 + 1460 * (2 + i as u32));
+        o.sack_count = 1;
+        s.receive(now, &seg(101, Some(iss + 1), flags::ACK, window, o));
+    }
+    assert_eq!(s.stats().tcp_fast_retransmits, 1);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let (r, data) = parse_out(&sink.frames[0]);
+    assert_eq!(
+        (r.seq.0, data.len()),
+        (iss + 1, 1460),
+        "the hole is retransmitted"
+    );
+}
+
+/// Three segments lost from one window: the SACK scoreboard retransmits every hole within
+/// the same recovery episode, without waiting for an RTO per hole.
+#[test]
+fn sack_recovers_several_holes_in_one_window() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    let mut data_segments = 0;
+    p.filter = Some(Box::new(move |from, f| {
+        if from == 0 && f.len() > 1000 {
+            data_segments += 1;
+            return !matches!(data_segments, 3 | 5 | 7);
+        }
+        true
+    }));
+    transfer(&mut p, 0, c, s, 40 * 1448, Duration::from_secs(10));
+    let st = p.st[0].stats();
+    assert_eq!(st.tcp_fast_retransmits, 1, "{st:?}");
+    assert!(st.tcp_sack_retransmits >= 1, "{st:?}");
+    assert_eq!(
+        st.tcp_retransmits, 3,
+        "exactly the three holes, nothing spurious: {st:?}"
+    );
+    assert_eq!(st.tcp_rto_expired, 0, "{st:?}");
+}
+
+#[test]
+fn sack_blocks_report_the_latest_segment_first() {
+    let mut s = Stack::new(config(1));
+    let l = s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(5);
+    // A SYN offering SACK-permitted.
+    let syn = {
+        let repr = TcpRepr {
+            src_port: 1000,
+            dst_port: 80,
+            seq: SeqNumber(500),
+            ack: None,
+            flags: flags::SYN,
+            window: 65535,
+            options: TcpOptions {
+                mss: Some(1460),
+                sack_permitted: true,
+                ..Default::default()
+            },
+        };
+        let hl = repr.header_len();
+        let mut f = vec![0u8; 34 + hl];
+        EthernetRepr {
+            dst: MAC_B,
+            src: MAC_A,
+            vlan_id: None,
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut f)
+        .unwrap();
+        Ipv4Repr {
+            src: IP_A,
+            dst: IP_B,
+            protocol: IpProtocol::Tcp,
+            payload_len: hl,
+            ttl: 64,
+            ident: 1,
+            dont_frag: true,
+        }
+        .emit(&mut f[14..])
+        .unwrap();
+        repr.emit(&mut f[34..]).unwrap();
+        fill_checksum(&mut f[34..], IP_A, IP_B);
+        f
+    };
+    s.receive(now, &syn);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let iss = parse_out(&sink.frames[0]).0.seq.0;
+    s.receive(now, &segment(1000, 80, 501, Some(iss + 1), flags::ACK, &[]));
+    let _c = s.tcp_accept(l).unwrap();
+    // Two disjoint out-of-order segments; the later-arriving one is lower in sequence.
+    s.receive(
+        now,
+        &segment(1000, 80, 601, Some(iss + 1), flags::ACK, &[1u8; 10]),
+    );
+    s.receive(
+        now,
+        &segment(1000, 80, 521, Some(iss + 1), flags::ACK, &[2u8; 10]),
+    );
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let (r, _) = parse_out(sink.frames.last().unwrap());
+    assert_eq!(r.options.sack_count, 2);
+    assert_eq!(r.options.sack_blocks[0], (521, 531));
+    assert_eq!(r.options.sack_blocks[1], (601, 611));
+}
+
+#[test]
+fn refused_segments_still_deliver_a_new_ack() {
+    let mut s = Stack::new(config(1));
+    let l = s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(5);
+    s.receive(now, &segment(1000, 80, 500, None, flags::SYN, &[]));
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let iss = parse_out(&sink.frames[0]).0.seq.0;
+    s.receive(now, &segment(1000, 80, 501, Some(iss + 1), flags::ACK, &[]));
+    let c = s.tcp_accept(l).unwrap();
+    let room = s.tcp_send_capacity(c).unwrap();
+    assert_eq!(s.tcp_send(c, b"hello"), Ok(5));
+    s.transmit(now, &mut VecSink::new());
+    assert_eq!(s.tcp_send_capacity(c), Ok(room - 5));
+
+    // A zero-window probe as Linux sends it: one below RCV.NXT, no data. Refused (and
+    // answered), but its ACK of 3 bytes frees them.
+    s.receive(now, &segment(1000, 80, 500, Some(iss + 4), flags::ACK, &[]));
+    assert_eq!(s.tcp_send_capacity(c), Ok(room - 2));
+    assert_eq!(s.stats().tcp_acks_on_refused_segments, 1);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    assert!(
+        sink.frames.iter().any(|f| is_pure_ack(f)),
+        "a refused segment is answered"
+    );
+
+    // Data far past the window's right edge: the data is dropped, the ACK taken.
+    let far = 501u32.wrapping_add(0x4000_0000);
+    s.receive(
+        now,
+        &segment(1000, 80, far, Some(iss + 6), flags::ACK, b"x"),
+    );
+    assert_eq!(s.tcp_send_capacity(c), Ok(room));
+    assert_eq!(s.tcp_recv_available(c), Ok(0));
+    assert_eq!(s.stats().tcp_acks_on_refused_segments, 2);
+
+    // An old segment whose ACK is not new changes nothing, and an ACK beyond what we sent is
+    // not taken from a refused segment either.
+    s.receive(now, &segment(1000, 80, 500, Some(iss + 6), flags::ACK, &[]));
+    s.receive(
+        now,
+        &segment(1000, 80, 500, Some(iss + 99), flags::ACK, &[]),
+    );
+    assert_eq!(s.stats().tcp_acks_on_refused_segments, 2);
+    assert_eq!(s.tcp_state(c), Ok(TcpState::Established));
+    assert_eq!(s.tcp_recv_available(c), Ok(0));
+}
+
+#[test]
+fn a_retransmitted_segment_gives_no_rtt_sample() {
+    let mut p = Pair::new();
+    let (c, s, _) = p.connect();
+    let srtt_before = p.st[0].tcp_info(c).unwrap().srtt_us;
+    assert!(
+        srtt_before < 1_000,
+        "handshake RTT {srtt_before} µs on a 100 µs link"
+    );
+    // The timed segment is lost; the tail loss probe (at least 10 ms later) repairs it. The ACK
+    // cannot tell the copies apart, so it must not become a 10 ms sample.
+    send_through_losses(&mut p, c, s, 1);
+    p.run(Duration::from_millis(50), |_| false);
+    assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
+    let info = p.st[0].tcp_info(c).unwrap();
+    assert!(
+        info.srtt_us < 1_000,
+        "smoothed RTT {} µs after a 10 ms recovery: the retransmission was sampled",
+        info.srtt_us
+    );
+    assert_eq!((info.in_flight, info.send_buffered), (0, 0));
+}
