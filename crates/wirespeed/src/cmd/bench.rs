@@ -104,7 +104,7 @@ fn load_on<P: wirespeed_bench::load::ResponseParser>(
     match c.stack {
         StackArg::Kernel => Ok(load::run(spec, parser)?),
         StackArg::Xdp | StackArg::Dpdk => {
-            let device = super::bypass_client::device(
+            let device = super::bypass_device(
                 c.stack == StackArg::Dpdk,
                 c.iface.as_deref(),
                 c.allow_host,

@@ -13,7 +13,7 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,53 +21,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use wirespeed_bench::hist::LatencyHist;
 use wirespeed_bench::load::{Errors, LoadResult, LoadSpec, Outcome, ResponseParser};
-use wirespeed_net::bypass::{Bypass, BypassConfig, Device};
-use wirespeed_net::user::UserStack;
-use wirespeed_net::TcpStream;
-use wirespeed_nic::AttachScope;
+use wirespeed_net::bypass::{BypassConfig, Device};
+use wirespeed_net::{ShardStack, Stack};
 
 /// Local ports of the client's connections: the bifurcation program steers this range.
 const FIRST_PORT: u16 = 40_000;
 const PORTS: u16 = 1024;
-
-/// The bypass device from the command line: `--stack dpdk --dpdk-args ARGS`, or `--stack xdp
-/// --iface IF [--allow-host]`. Shared by serve and bench.
-pub fn device(
-    dpdk: bool,
-    iface: Option<&str>,
-    allow_host: bool,
-    dpdk_args: Option<&str>,
-) -> anyhow::Result<Device> {
-    if dpdk {
-        let args = dpdk_args.context(
-            "--stack dpdk needs --dpdk-args \"EAL ARGS\" naming one port, e.g. \"--no-huge -m 256 --no-pci --vdev=net_af_packet0,iface=IF\"",
-        )?;
-        return Ok(Device::Dpdk {
-            eal_args: args.split_whitespace().map(str::to_string).collect(),
-        });
-    }
-    let iface =
-        iface.context("--stack xdp needs --iface IF (the interface to take queues from)")?;
-    Ok(Device::Xdp {
-        iface: iface.to_string(),
-        scope: AttachScope::allow_host(allow_host),
-    })
-}
-
-/// `198.18.0.1/24` into the address and the prefix length.
-pub fn parse_ip_prefix(ip: &str) -> anyhow::Result<(Ipv4Addr, u8)> {
-    let (addr, len) = ip
-        .split_once('/')
-        .context("--ip must look like 198.18.0.1/24")?;
-    Ok((
-        addr.parse()
-            .with_context(|| format!("--ip: `{addr}` is not an IPv4 address"))?,
-        len.parse()
-            .ok()
-            .filter(|l| *l <= 32)
-            .with_context(|| format!("--ip: bad prefix length `{len}`"))?,
-    ))
-}
 
 /// Where the client's stack lives.
 #[derive(Debug, Clone)]
@@ -87,7 +46,7 @@ impl BypassClient {
     ) -> anyhow::Result<BypassClient> {
         let ip =
             ip.context("--stack xdp|dpdk needs --ip ADDR/LEN (the address our client stack uses)")?;
-        let (ip, prefix_len) = parse_ip_prefix(ip)?;
+        let (ip, prefix_len) = super::parse_ip_prefix(ip)?;
         Ok(BypassClient {
             device,
             ip,
@@ -152,7 +111,7 @@ pub fn run<P: ResponseParser>(
         spec.threads
     }
     .clamp(1, spec.connections);
-    let mut bypass = Bypass::open(&BypassConfig {
+    let stack = Stack::bypass(&BypassConfig {
         device: x.device.clone(),
         ip: x.ip,
         prefix_len: x.prefix_len,
@@ -163,16 +122,12 @@ pub fn run<P: ResponseParser>(
         max_connections: spec.connections * 2,
         ephemeral_ports: Some((FIRST_PORT, FIRST_PORT + PORTS - 1)),
         opens_connections: true,
+        log_prefix: "wirespeed bench",
     })?;
-    for note in &bypass.notes {
+    for note in stack.notes() {
         eprintln!("wirespeed bench: {note}");
     }
-    let sockets: Vec<_> = std::mem::take(&mut bypass.shards)
-        .into_iter()
-        .map(Some)
-        .collect();
-    let sockets = Arc::new(Mutex::new(sockets));
-    let drops_on = bypass.iface.clone();
+    let shard_stacks = stack.shards();
     let start = Instant::now() + Duration::from_millis(100);
     let window = Window {
         measure_from: start + spec.warmup,
@@ -189,23 +144,18 @@ pub fn run<P: ResponseParser>(
     let per_shard = rt
         .run(move || {
             let shard = wirespeed_rt::shard_id();
-            let device = sockets.lock().expect("socket table")[shard].take();
+            let stack = shard_stacks.start();
             let parser = parser.lock().expect("parser").clone();
             let (spec, marks) = (spec2.clone(), marks.clone());
-            let drops_on = drops_on.clone();
             async move {
-                let device = device.ok_or_else(|| "no queue for this shard".to_string())?;
-                let stack = UserStack::start(&device.stack, device.queue);
-                stack.on_drop_cause(move |cause| {
-                    super::tell_drop_cause_once("bench", cause, &drops_on)
-                });
+                let stack = Rc::new(stack.map_err(|e| e.to_string())?);
                 let totals = Rc::new(RefCell::new(ShardTotals::default()));
                 let request = Rc::new(spec.request.clone());
                 let mut tasks = Vec::new();
                 for _ in (shard..spec.connections).step_by(wirespeed_rt::shard_count()) {
                     tasks.push(wirespeed_rt::spawn(connection(
                         stack.clone(),
-                        server,
+                        SocketAddr::V4(server),
                         request.clone(),
                         spec.depth.max(1),
                         spec.timeout,
@@ -224,7 +174,7 @@ pub fn run<P: ResponseParser>(
                 for t in tasks {
                     t.await;
                 }
-                let s = stack.stats();
+                let s = stack.bypass_stats().unwrap_or_default();
                 eprintln!(
                     "wirespeed bench: shard {shard} stack: rx {} tx {} frames; tcp retransmits {}, out-of-order {}, duplicates {}",
                     s.rx_frames,
@@ -238,7 +188,7 @@ pub fn run<P: ResponseParser>(
             }
         })
         .context("client runtime")?;
-    drop(bypass);
+    drop(stack);
 
     let mut total = ShardTotals::default();
     for r in per_shard {
@@ -269,8 +219,8 @@ pub fn run<P: ResponseParser>(
 /// an error or a stall the connection is counted, dropped and opened again, until the end.
 #[allow(clippy::too_many_arguments)]
 async fn connection<P: ResponseParser>(
-    stack: UserStack,
-    server: SocketAddrV4,
+    stack: Rc<ShardStack>,
+    server: SocketAddr,
     request: Rc<Vec<u8>>,
     depth: usize,
     stall: Duration,
@@ -293,7 +243,7 @@ async fn connection<P: ResponseParser>(
                 continue;
             }
         };
-        let mut s = TcpStream::User(conn);
+        let mut s = conn;
         parser.reset();
         let mut sent_at: VecDeque<Instant> = VecDeque::with_capacity(depth);
         let mut have = 0usize;
