@@ -1,16 +1,22 @@
 //! wirespeed-bench: the instrument panel's measuring side.
 //!
-//! - [`load`]: the epoll load engine (closed and open loop) shared by [`http`] and [`echo`];
+//! - [`load`]: the load engine (closed and open loop; epoll, io_uring and bypass-stack
+//!   engines) shared by [`http`] and [`echo`];
 //! - [`hist`]: HDR latency histograms and percentiles;
 //! - [`report`]: the summary each run prints and writes as JSON;
 //! - [`probe`]: CPU, syscall, context-switch and packet-locality probes on a server PID.
 
+#![deny(unsafe_code)]
+
+// cpu.rs and probe/ still call libc directly; their unsafe moves to wirespeed-sys in another
+// part of issue 16, and these two allows go with it.
+#[allow(unsafe_code)]
 pub mod cpu;
 pub mod echo;
 pub mod hist;
 pub mod http;
 pub mod load;
-mod load_uring;
+#[allow(unsafe_code)]
 pub mod probe;
 pub mod report;
 pub mod showdown;

@@ -1,5 +1,4 @@
 pub mod bench;
-pub mod bypass_client;
 pub mod fp;
 pub mod lab;
 pub mod probe;
