@@ -5,7 +5,12 @@
 //! - [`date`]: the `Date` header, formatted once a second per shard rather than per response.
 //! - [`server`]: the connection loop used by `wirespeed serve http`, written against the
 //!   stack-independent socket API.
+//! - [`shard`]: what one shard of `wirespeed serve` runs (accept loop, HTTP or echo per
+//!   connection, its summary).
+
+#![forbid(unsafe_code)]
 
 pub mod codec;
 pub mod date;
 pub mod server;
+pub mod shard;

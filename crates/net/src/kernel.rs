@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use socket2::{Domain, Protocol, SockAddr, Socket as RawSocket, Type};
 use wirespeed_rt::io::Socket;
+use wirespeed_sys::socket::{attach_reuseport_cbpf, set_int_option};
 
 /// How connections are spread over the shards' listeners.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,49 +69,6 @@ pub enum BindError {
     Cbpf(io::Error),
 }
 
-fn setsockopt_int(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: passes a pointer to a live c_int of the stated size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &value as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as _,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
-    let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: reads at most `len` bytes into a live c_int.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            &mut v as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(v)
-    }
-}
-
 /// The classic-BPF reuseport program: "return the index of the shard on this CPU".
 ///
 /// For CPUs `[0, 1, ..., n-1]` in order that is simply `A = cpu; return A`. For any other
@@ -155,38 +113,16 @@ pub fn locality_program(cpus: &[usize]) -> Vec<libc::sock_filter> {
     prog
 }
 
-fn attach_cbpf(fd: RawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
-    let fprog = libc::sock_fprog {
-        len: prog.len() as u16,
-        filter: prog.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: fprog points at `prog`, which outlives the call; the kernel copies it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_REUSEPORT_CBPF,
-            &fprog as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::sock_fprog>() as _,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-fn set_busy_poll(fd: RawFd, us: u32) -> Result<(), BindError> {
+fn set_busy_poll(fd: &impl AsRawFd, us: u32) -> Result<(), BindError> {
     if us == 0 {
         return Ok(());
     }
     let opt = |option, source| BindError::Option { option, source };
-    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, us as i32)
+    set_int_option(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, us as i32)
         .map_err(|e| opt("SO_BUSY_POLL", e))?;
-    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1)
+    set_int_option(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1)
         .map_err(|e| opt("SO_PREFER_BUSY_POLL", e))?;
-    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, 64)
+    set_int_option(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, 64)
         .map_err(|e| opt("SO_BUSY_POLL_BUDGET", e))?;
     Ok(())
 }
@@ -219,7 +155,7 @@ pub fn bind_group(
         if opts.nodelay {
             s.set_nodelay(true).map_err(|e| opt("TCP_NODELAY", e))?;
         }
-        set_busy_poll(s.as_raw_fd(), opts.busy_poll_us)?;
+        set_busy_poll(&s, opts.busy_poll_us)?;
         s.bind(&SockAddr::from(addr)).map_err(|source| {
             let hint = match source.kind() {
                 io::ErrorKind::AddrInUse => {
@@ -240,7 +176,7 @@ pub fn bind_group(
                 addr = bound;
             }
             if opts.locality == Locality::Cbpf {
-                attach_cbpf(s.as_raw_fd(), &locality_program(cpus)).map_err(BindError::Cbpf)?;
+                attach_reuseport_cbpf(&s, &locality_program(cpus)).map_err(BindError::Cbpf)?;
             }
         }
         out.push(OwnedFd::from(s));
@@ -271,7 +207,7 @@ impl Listener {
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        local_addr(self.sock.as_raw_fd())
+        local_addr(&self.sock)
     }
 
     pub fn options(&self) -> &ListenOptions {
@@ -279,29 +215,8 @@ impl Listener {
     }
 }
 
-fn sockaddr_of(fd: RawFd, peer: bool) -> io::Result<SocketAddr> {
-    // SAFETY: getsockname/getpeername write at most `len` bytes into the storage.
-    let (ss, len) = unsafe {
-        let mut ss: libc::sockaddr_storage = std::mem::zeroed();
-        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        let rc = if peer {
-            libc::getpeername(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut len)
-        } else {
-            libc::getsockname(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut len)
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        (ss, len)
-    };
-    // SAFETY: the kernel filled `len` bytes of a valid sockaddr.
-    let sa = unsafe { SockAddr::new(ss, len) };
-    sa.as_socket()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an IP socket"))
-}
-
-fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
-    sockaddr_of(fd, false)
+fn local_addr(fd: &impl AsRawFd) -> io::Result<SocketAddr> {
+    wirespeed_sys::socket::local_addr(fd)
 }
 
 /// A connected kernel TCP socket.
@@ -317,7 +232,7 @@ impl AsRawFd for Stream {
 
 /// Reads an integer socket option (for probes and tests).
 pub fn int_option(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> io::Result<i32> {
-    getsockopt_int(fd.as_raw_fd(), level, name)
+    wirespeed_sys::socket::int_option(fd, level, name)
 }
 
 impl Stream {
@@ -365,17 +280,13 @@ impl Stream {
     }
 
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        sockaddr_of(self.sock.as_raw_fd(), true)
+        wirespeed_sys::socket::peer_addr(&self.sock)
     }
 
     pub fn incoming_cpu(&self) -> Option<usize> {
-        getsockopt_int(
-            self.sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_INCOMING_CPU,
-        )
-        .ok()
-        .and_then(|c| usize::try_from(c).ok())
+        int_option(&self.sock, libc::SOL_SOCKET, libc::SO_INCOMING_CPU)
+            .ok()
+            .and_then(|c| usize::try_from(c).ok())
     }
 }
 

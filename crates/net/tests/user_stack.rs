@@ -1,9 +1,9 @@
-//! The socket API on the bypass stack, without a NIC: two `UserStack`s on one shard, joined
+//! The socket API on the bypass stack, without a NIC: two `BypassStack`s on one shard, joined
 //! by the in-memory driver pair. The same async code as on the kernel stack.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use wirespeed_net::user::{StackConfig, UserStack};
+use wirespeed_net::bypass::socket::{BypassStack, StackConfig};
 use wirespeed_net::{TcpListener, TcpStream};
 use wirespeed_nic::mem::MemPair;
 use wirespeed_rt::{EngineKind, Runtime};
@@ -29,9 +29,9 @@ fn echo_through_two_user_stacks() {
         .engine(EngineKind::Epoll)
         .run(|| async {
             let (a, b) = MemPair::lossless();
-            let server_stack = UserStack::start(&cfg(2), a);
-            let client_stack = UserStack::start(&cfg(1), b);
-            let listener = TcpListener::User(server_stack.listen(7, 16).unwrap());
+            let server_stack = BypassStack::start(&cfg(2), a);
+            let client_stack = BypassStack::start(&cfg(1), b);
+            let listener = TcpListener::from(server_stack.listen(7, 16).unwrap());
             let server = wirespeed_rt::spawn(async move {
                 let mut total = 0usize;
                 for _ in 0..3 {
@@ -63,7 +63,7 @@ fn echo_through_two_user_stacks() {
                     )
                 })
                 .unwrap();
-                let mut s = TcpStream::User(s);
+                let mut s = TcpStream::from(s);
                 let data: Vec<u8> = (0..300_000u32).map(|i| (i as u8) ^ round).collect();
                 let mut back = Vec::with_capacity(data.len());
                 let mut buf = vec![0u8; 16384];
@@ -101,11 +101,11 @@ fn echo_through_two_user_stacks() {
 }
 
 /// Shard `queue` of 4 (Toeplitz under the default key, a 128-entry table spread over the
-/// queues): every connection `UserStack::connect` opens, end to end over the in-memory pair,
+/// queues): every connection `BypassStack::connect` opens, end to end over the in-memory pair,
 /// has a distinct source port whose replies hash to the shard's own queue.
 #[test]
 fn connect_picks_ports_that_hash_to_the_own_queue() {
-    use wirespeed_net::user::RxSteering;
+    use wirespeed_net::bypass::socket::RxSteering;
     use wirespeed_nic::rss::{FourTuple, RssModel, DEFAULT_TOEPLITZ_KEY};
     let n = 4u32;
     let model = RssModel::Toeplitz {
@@ -127,8 +127,8 @@ fn connect_picks_ports_that_hash_to_the_own_queue() {
                 let client_cfg = client_cfg.clone();
                 async move {
                     let (a, b) = MemPair::lossless();
-                    let server_stack = UserStack::start(&cfg(2), a);
-                    let client_stack = UserStack::start(&client_cfg, b);
+                    let server_stack = BypassStack::start(&cfg(2), a);
+                    let client_stack = BypassStack::start(&client_cfg, b);
                     let listener = server_stack.listen(80, 64).unwrap();
                     let server = wirespeed_rt::spawn(async move {
                         let mut kept = Vec::new();
@@ -227,7 +227,7 @@ fn partial_syn(src_port: u16) -> Vec<u8> {
 fn partial_checksums_are_told_once_where_not_taken_and_answered_where_taken() {
     use std::cell::Cell;
     use std::rc::Rc;
-    use wirespeed_net::user::DropCause;
+    use wirespeed_net::bypass::socket::DropCause;
     use wirespeed_nic::FrameIo;
     let out = Runtime::builder()
         .cpus(vec![0])
@@ -236,7 +236,7 @@ fn partial_checksums_are_told_once_where_not_taken_and_answered_where_taken() {
             let mut results = Vec::new();
             for accept in [false, true] {
                 let (a, mut wire) = MemPair::lossless();
-                let stack = UserStack::start(
+                let stack = BypassStack::start(
                     &StackConfig {
                         accept_partial_checksums: accept,
                         ..cfg(2)
@@ -284,4 +284,46 @@ fn partial_checksums_are_told_once_where_not_taken_and_answered_where_taken() {
     assert!(DropCause::PartialChecksums
         .explain("eth0")
         .contains("ethtool -K PEER tx off"));
+}
+
+/// `write_vectored` on the bypass stack sends every slice, in order.
+#[test]
+fn write_vectored_sends_every_slice() {
+    let out = Runtime::builder()
+        .cpus(vec![0])
+        .engine(EngineKind::Epoll)
+        .run(|| async {
+            let (a, b) = MemPair::lossless();
+            let server_stack = BypassStack::start(&cfg(2), a);
+            let client_stack = BypassStack::start(&cfg(1), b);
+            let listener = TcpListener::from(server_stack.listen(9, 4).unwrap());
+            let server = wirespeed_rt::spawn(async move {
+                let mut conn = listener.accept().await.unwrap();
+                let mut got = Vec::new();
+                let mut buf = vec![0u8; 4096];
+                loop {
+                    let n = conn.read(&mut buf).await.unwrap();
+                    if n == 0 {
+                        break got;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                }
+            });
+            let s = client_stack
+                .connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 9))
+                .await
+                .unwrap();
+            let mut s = TcpStream::from(s);
+            let parts: [&[u8]; 4] = [b"head ", b"", b"body ", b"tail"];
+            let slices: Vec<std::io::IoSlice> =
+                parts.iter().map(|p| std::io::IoSlice::new(p)).collect();
+            let n = s.write_vectored(&slices).await.unwrap();
+            assert_eq!(n, 14, "all slices fit the send buffer");
+            s.shutdown_write().unwrap();
+            wirespeed_rt::timeout(std::time::Duration::from_secs(10), server)
+                .await
+                .expect("server read timed out")
+        })
+        .unwrap();
+    assert_eq!(out[0], b"head body tail".to_vec());
 }

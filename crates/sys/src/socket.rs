@@ -1,1 +1,481 @@
-//! (being filled in)
+//! Socket options and calls that socket2 does not offer: integer options by number
+//! (SO_BUSY_POLL, SO_PREFER_BUSY_POLL, SO_BUSY_POLL_BUDGET, ...), the reuseport group's
+//! classic-BPF program, getsockname/getpeername on any descriptor, and the load generator's
+//! event loops: an epoll instance, and an io_uring that owns the memory its socket
+//! operations use ([`SocketRing`]).
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Sets an integer socket option.
+pub fn set_int_option(
+    fd: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live c_int and its size; the kernel copies it.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            &value as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// Reads an integer socket option.
+pub fn int_option(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> io::Result<i32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into a live c_int.
+    check(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            &mut v as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    })?;
+    Ok(v)
+}
+
+/// SO_ATTACH_REUSEPORT_CBPF: the classic-BPF program that picks a listener of the socket's
+/// SO_REUSEPORT group (socket2's `attach_filter` is SO_ATTACH_FILTER, a different hook).
+pub fn attach_reuseport_cbpf(fd: &impl AsRawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
+    let len = u16::try_from(prog.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "CBPF program too long"))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: fprog points at `prog`, which outlives the call; the kernel copies the program.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            &fprog as *const libc::sock_fprog as *const libc::c_void,
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// A descriptor number is not memory: a stale one fails with EBADF (or names another socket),
+/// so the functions here take any `AsRawFd`, which the runtime's sockets are.
+fn sockname(fd: &impl AsRawFd, peer: bool) -> io::Result<SocketAddr> {
+    // SAFETY: the closure hands the kernel socket2's zeroed sockaddr_storage and its length;
+    // getsockname/getpeername write at most that many bytes.
+    let ((), addr) = unsafe {
+        socket2::SockAddr::try_init(|storage, len| {
+            let rc = if peer {
+                libc::getpeername(fd.as_raw_fd(), storage.cast(), len)
+            } else {
+                libc::getsockname(fd.as_raw_fd(), storage.cast(), len)
+            };
+            check(rc).map(drop)
+        })
+    }?;
+    addr.as_socket()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an IP socket"))
+}
+
+/// The local address of a socket (getsockname).
+pub fn local_addr(fd: &impl AsRawFd) -> io::Result<SocketAddr> {
+    sockname(fd, false)
+}
+
+/// The peer address of a connected socket (getpeername).
+pub fn peer_addr(fd: &impl AsRawFd) -> io::Result<SocketAddr> {
+    sockname(fd, true)
+}
+
+/// Whether standard output is a terminal.
+pub fn stdout_is_tty() -> bool {
+    // SAFETY: isatty only inspects the descriptor number.
+    unsafe { libc::isatty(1) == 1 }
+}
+
+/// An epoll instance (for the load generator's epoll engine; the runtime has its own).
+#[derive(Debug)]
+pub struct Epoll {
+    fd: OwnedFd,
+}
+
+/// One readiness event: the token given at registration and the `EPOLL*` flags.
+pub type EpollEvent = libc::epoll_event;
+
+/// An empty event slot for [`Epoll::wait`]'s buffer.
+pub fn epoll_event() -> EpollEvent {
+    libc::epoll_event { events: 0, u64: 0 }
+}
+
+impl Epoll {
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: plain syscall; on success the new descriptor is ours alone.
+        let fd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // SAFETY: `fd` is a fresh descriptor nothing else owns.
+        Ok(Epoll {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    fn ctl(&self, op: libc::c_int, fd: &impl AsRawFd, events: u32, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: both descriptors are live; `ev` outlives the call.
+        check(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd.as_raw_fd(), &mut ev) })
+            .map(drop)
+    }
+
+    pub fn add(&self, fd: &impl AsRawFd, events: u32, token: u64) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, events, token)
+    }
+
+    pub fn modify(&self, fd: &impl AsRawFd, events: u32, token: u64) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
+    }
+
+    /// epoll_pwait2 with a timeout of `wait` (nanosecond resolution); returns how many
+    /// entries of `events` it filled. EINTR reads as 0 events.
+    pub fn wait(&self, events: &mut [EpollEvent], wait: Duration) -> io::Result<usize> {
+        let ts = libc::timespec {
+            tv_sec: wait.as_secs() as libc::time_t,
+            tv_nsec: wait.subsec_nanos() as libc::c_long,
+        };
+        let max = events.len().min(i32::MAX as usize) as libc::c_int;
+        // SAFETY: `events` is a live buffer of `max` entries; a null sigmask is allowed.
+        let n = unsafe {
+            libc::epoll_pwait2(
+                self.fd.as_raw_fd(),
+                events.as_mut_ptr(),
+                max,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        match check(n) {
+            Ok(n) => Ok(n as usize),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl AsFd for Epoll {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// What an operation of a [`SocketRing`] was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingOp {
+    Connect,
+    Send,
+    Recv,
+}
+
+/// One completed operation of a [`SocketRing`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingCompletion {
+    /// The slot (connection) the operation was queued for.
+    pub slot: usize,
+    pub op: RingOp,
+    /// The caller's tag (24 bits), e.g. which generation of the slot's connection it was.
+    pub tag: u32,
+    /// The syscall's result: bytes moved, 0, or a negative errno.
+    pub result: i32,
+}
+
+const TAG_MASK: u32 = 0xff_ffff;
+
+fn ring_user_data(slot: usize, op: RingOp, tag: u32) -> u64 {
+    let op = match op {
+        RingOp::Connect => 1,
+        RingOp::Send => 2,
+        RingOp::Recv => 3,
+    };
+    ((slot as u64) << 32) | (u64::from(tag & TAG_MASK) << 8) | op
+}
+
+fn ring_completion(user_data: u64, result: i32) -> Option<RingCompletion> {
+    let op = match user_data & 0xff {
+        1 => RingOp::Connect,
+        2 => RingOp::Send,
+        3 => RingOp::Recv,
+        _ => return None,
+    };
+    Some(RingCompletion {
+        slot: (user_data >> 32) as usize,
+        op,
+        tag: ((user_data >> 8) as u32) & TAG_MASK,
+        result,
+    })
+}
+
+/// An io_uring for many client sockets of one peer that owns every byte its operations point
+/// into, so that queuing one is safe: one receive buffer per slot (the kernel's while a
+/// receive is in flight, readable through [`SocketRing::received`] after its completion), one
+/// block of bytes to send from, and the peer's address. Dropping it waits (up to 2 s) for the
+/// operations in flight, and leaks the buffers rather than free memory the kernel may still
+/// write.
+///
+/// Sockets are the caller's; an operation names one by its descriptor, so a socket closed
+/// with operations in flight only makes them fail.
+pub struct SocketRing {
+    ring: std::mem::ManuallyDrop<io_uring::IoUring>,
+    inflight: u64,
+    /// Per slot: the receive buffer, and whether a receive into it is in flight.
+    recv: std::mem::ManuallyDrop<Vec<(Box<[u8]>, bool)>>,
+    block: std::mem::ManuallyDrop<Box<[u8]>>,
+    peer: std::mem::ManuallyDrop<Box<socket2::SockAddr>>,
+}
+
+impl SocketRing {
+    /// A ring of `entries` SQEs (SINGLE_ISSUER + DEFER_TASKRUN where the kernel has them)
+    /// with `slots` receive buffers of `recv_len` bytes; sends come from `block`, connects go
+    /// to `peer`.
+    pub fn new(
+        entries: u32,
+        slots: usize,
+        recv_len: usize,
+        block: Vec<u8>,
+        peer: SocketAddr,
+    ) -> io::Result<SocketRing> {
+        let ring = io_uring::IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(entries)
+            .or_else(|_| io_uring::IoUring::new(entries))?;
+        Ok(SocketRing {
+            ring: std::mem::ManuallyDrop::new(ring),
+            inflight: 0,
+            recv: std::mem::ManuallyDrop::new(
+                (0..slots)
+                    .map(|_| (vec![0u8; recv_len].into_boxed_slice(), false))
+                    .collect(),
+            ),
+            block: std::mem::ManuallyDrop::new(block.into_boxed_slice()),
+            peer: std::mem::ManuallyDrop::new(Box::new(socket2::SockAddr::from(peer))),
+        })
+    }
+
+    fn push(&mut self, e: io_uring::squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: every SQE queued by this type points into `recv`, `block` or `peer`,
+            // which this ring owns and frees only after every operation completed (see Drop);
+            // a receive buffer is not handed out while its receive is in flight.
+            if unsafe { self.ring.submission().push(&e) }.is_ok() {
+                self.inflight += 1;
+                return Ok(());
+            }
+            self.ring.submit()?;
+        }
+    }
+
+    /// Queues a connect of `fd` to the peer.
+    pub fn connect(&mut self, fd: &impl AsRawFd, slot: usize, tag: u32) -> io::Result<()> {
+        let e = io_uring::opcode::Connect::new(
+            io_uring::types::Fd(fd.as_raw_fd()),
+            self.peer.as_ptr(),
+            self.peer.len(),
+        )
+        .build()
+        .user_data(ring_user_data(slot, RingOp::Connect, tag));
+        self.push(e)
+    }
+
+    /// Queues a send of `block[range]` on `fd` (MSG_NOSIGNAL).
+    pub fn send(
+        &mut self,
+        fd: &impl AsRawFd,
+        range: std::ops::Range<usize>,
+        slot: usize,
+        tag: u32,
+    ) -> io::Result<()> {
+        let bytes = self
+            .block
+            .get(range)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "send beyond the block"))?;
+        let e = io_uring::opcode::Send::new(
+            io_uring::types::Fd(fd.as_raw_fd()),
+            bytes.as_ptr(),
+            bytes.len() as u32,
+        )
+        .flags(libc::MSG_NOSIGNAL)
+        .build()
+        .user_data(ring_user_data(slot, RingOp::Send, tag));
+        self.push(e)
+    }
+
+    /// Queues a receive of at most `max` bytes on `fd` into `slot`'s buffer; one at a time.
+    pub fn recv(&mut self, fd: &impl AsRawFd, slot: usize, max: usize, tag: u32) -> io::Result<()> {
+        let (buf, busy) = self
+            .recv
+            .get_mut(slot)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no such slot"))?;
+        if *busy {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a receive is already in flight on this slot",
+            ));
+        }
+        let len = max.min(buf.len()) as u32;
+        let e =
+            io_uring::opcode::Recv::new(io_uring::types::Fd(fd.as_raw_fd()), buf.as_mut_ptr(), len)
+                .build()
+                .user_data(ring_user_data(slot, RingOp::Recv, tag));
+        *busy = true;
+        if let Err(e) = self.push(e) {
+            self.recv[slot].1 = false;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The first `n` bytes of `slot`'s receive buffer, once its receive has completed.
+    pub fn received(&self, slot: usize, n: usize) -> Option<&[u8]> {
+        match self.recv.get(slot) {
+            Some((buf, false)) => buf.get(..n),
+            _ => None,
+        }
+    }
+
+    /// Submits what is queued and waits up to `wait` for at least one completion (EINTR,
+    /// ETIME and EBUSY read as no completion), then takes every completion there is.
+    pub fn submit_and_wait(&mut self, wait: Duration) -> io::Result<Vec<RingCompletion>> {
+        let ts = io_uring::types::Timespec::new()
+            .sec(wait.as_secs())
+            .nsec(wait.subsec_nanos());
+        let args = io_uring::types::SubmitArgs::new().timespec(&ts);
+        match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+                ) => {}
+            Err(e) => return Err(e),
+        }
+        let done: Vec<(u64, i32)> = self
+            .ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
+        self.inflight = self.inflight.saturating_sub(done.len() as u64);
+        let mut out = Vec::with_capacity(done.len());
+        for (ud, res) in done {
+            if let Some(c) = ring_completion(ud, res) {
+                if c.op == RingOp::Recv {
+                    if let Some(r) = self.recv.get_mut(c.slot) {
+                        r.1 = false;
+                    }
+                }
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for SocketRing {
+    fn drop(&mut self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while self.inflight > 0 && std::time::Instant::now() < deadline {
+            if self.submit_and_wait(Duration::from_millis(10)).is_err() {
+                break;
+            }
+        }
+        if self.inflight > 0 {
+            // The kernel may still write into these: leak them (and the ring) instead.
+            return;
+        }
+        // SAFETY: nothing is in flight any more, and each field is dropped exactly once.
+        unsafe {
+            std::mem::ManuallyDrop::drop(&mut self.ring);
+            std::mem::ManuallyDrop::drop(&mut self.recv);
+            std::mem::ManuallyDrop::drop(&mut self.block);
+            std::mem::ManuallyDrop::drop(&mut self.peer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_integer_option_reads_back() {
+        let s = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        set_int_option(&s, libc::SOL_SOCKET, libc::SO_RCVLOWAT, 7).unwrap();
+        assert_eq!(
+            int_option(&s, libc::SOL_SOCKET, libc::SO_RCVLOWAT).unwrap(),
+            7
+        );
+    }
+
+    #[test]
+    fn addresses_read_back() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        assert_eq!(peer_addr(&c).unwrap(), l.local_addr().unwrap());
+        assert_eq!(local_addr(&l).unwrap(), l.local_addr().unwrap());
+    }
+
+    #[test]
+    fn a_socket_ring_connects_sends_and_receives() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = l.local_addr().unwrap();
+        let mut ring = SocketRing::new(8, 1, 64, b"ping".to_vec(), peer).unwrap();
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let mut done = Vec::new();
+        let mut wait_for = |ring: &mut SocketRing, op: RingOp| loop {
+            if let Some(c) = done.iter().position(|c: &RingCompletion| c.op == op) {
+                return done.remove(c);
+            }
+            done.extend(ring.submit_and_wait(Duration::from_secs(5)).unwrap());
+        };
+        ring.connect(&s, 0, 7).unwrap();
+        assert_eq!(wait_for(&mut ring, RingOp::Connect).result, 0);
+        let (mut server, _) = l.accept().unwrap();
+        ring.send(&s, 0..4, 0, 7).unwrap();
+        assert_eq!(wait_for(&mut ring, RingOp::Send).result, 4);
+        let mut got = [0u8; 4];
+        server.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ping");
+        ring.recv(&s, 0, 64, 7).unwrap();
+        assert!(
+            ring.received(0, 0).is_none(),
+            "the buffer is the kernel's until done"
+        );
+        assert!(ring.recv(&s, 0, 64, 7).is_err(), "one receive at a time");
+        server.write_all(b"pong").unwrap();
+        let c = wait_for(&mut ring, RingOp::Recv);
+        assert_eq!((c.slot, c.tag, c.result), (0, 7, 4));
+        assert_eq!(ring.received(0, 4), Some(&b"pong"[..]));
+        assert!(ring.send(&s, 2..9, 0, 7).is_err(), "beyond the block");
+    }
+
+    #[test]
+    fn an_epoll_wait_times_out_empty() {
+        let ep = Epoll::new().unwrap();
+        let mut ev = [epoll_event(); 4];
+        assert_eq!(ep.wait(&mut ev, Duration::from_millis(1)).unwrap(), 0);
+    }
+}

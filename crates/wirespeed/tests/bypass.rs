@@ -238,7 +238,7 @@ fn our_stack_as_client_against_a_linux_server() {
     let client_result = lab
         .server
         .run(|| {
-            use wirespeed_net::user::{StackConfig, UserStack};
+            use wirespeed_net::bypass::socket::{BypassStack, StackConfig};
             use wirespeed_nic::{
                 Bifurcation, BifurcationConfig, InterfaceInfo, XskConfig, XskSocket,
             };
@@ -261,7 +261,7 @@ fn our_stack_as_client_against_a_linux_server() {
                     let sock = sock.lock().unwrap().take().unwrap();
                     let stack_cfg = stack_cfg.clone();
                     async move {
-                        let stack = UserStack::start(&stack_cfg, sock);
+                        let stack = BypassStack::start(&stack_cfg, sock);
                         let remote = SocketAddrV4::new(Ipv4Addr::new(198, 18, 51, 1), 9000);
                         let conn = wirespeed_rt::timeout(
                             Duration::from_secs(20),
@@ -270,7 +270,7 @@ fn our_stack_as_client_against_a_linux_server() {
                         .await
                         .map_err(|_| "connect timed out".to_string())?
                         .map_err(|e| format!("connect: {e}"))?;
-                        let mut conn = wirespeed_net::TcpStream::User(conn);
+                        let mut conn = wirespeed_net::TcpStream::from(conn);
                         // Send ours and check theirs, interleaved so neither side's window
                         // stalls the other.
                         let (mut tx_pat, mut rx_pat) = (Pattern(0xc0ffee), Pattern(0xfeed));
@@ -282,11 +282,8 @@ fn our_stack_as_client_against_a_linux_server() {
                         while sent < 256 * MIB || got < 256 * MIB {
                             if progress_at.elapsed() >= Duration::from_secs(10) {
                                 progress_at = std::time::Instant::now();
-                                if let wirespeed_net::TcpStream::User(c) = &conn {
-                                    eprintln!(
-                                        "our client: sent {sent}, received {got}; {:?}",
-                                        c.info()
-                                    );
+                                if let Some(info) = conn.bypass_info() {
+                                    eprintln!("our client: sent {sent}, received {got}; {info:?}");
                                 }
                             }
                             if sent < 256 * MIB {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use wirespeed_bench::echo::{self, EchoParser};
 use wirespeed_bench::http::{build_request, HttpParser, Target};
+use wirespeed_bench::load::bypass::BypassClient;
 use wirespeed_bench::load::{self, LoadSpec};
 use wirespeed_bench::report::Summary;
 use wirespeed_bench::{cpu, parse_duration};
@@ -36,16 +37,16 @@ struct Common {
     #[arg(long)]
     cpus: Option<String>,
     /// Warm-up before measuring (not counted).
-    #[arg(long, default_value = "1s", value_parser = dur)]
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
     warmup: Duration,
     /// Measured interval.
-    #[arg(short = 'd', long, default_value = "5s", value_parser = dur)]
+    #[arg(short = 'd', long, default_value = "5s", value_parser = parse_duration)]
     duration: Duration,
     /// Open loop: total requests (messages) per second; latency runs from the intended send time.
     #[arg(long)]
     rate: Option<f64>,
     /// Reset a connection that makes no progress for this long (counted as a timeout).
-    #[arg(long, default_value = "2s", value_parser = dur)]
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
     timeout: Duration,
     /// Also write the figures as JSON to this file.
     #[arg(long)]
@@ -104,19 +105,28 @@ fn load_on<P: wirespeed_bench::load::ResponseParser>(
     match c.stack {
         StackArg::Kernel => Ok(load::run(spec, parser)?),
         StackArg::Xdp | StackArg::Dpdk => {
-            let device = super::bypass_client::device(
+            let device = super::bypass_device(
                 c.stack == StackArg::Dpdk,
                 c.iface.as_deref(),
                 c.allow_host,
                 c.dpdk_args.as_deref(),
             )?;
-            let x = super::bypass_client::BypassClient::new(device, c.ip.as_deref(), c.gateway)?;
+            let ip = c.ip.as_deref().context(
+                "--stack xdp|dpdk needs --ip ADDR/LEN (the address our client stack uses)",
+            )?;
+            let (ip, prefix_len) = super::parse_ip_prefix(ip)?;
+            let x = BypassClient {
+                device,
+                ip,
+                prefix_len,
+                gateway: c.gateway,
+            };
             eprintln!(
                 "wirespeed bench: client on our stack over {} as {}",
                 x.describe(),
                 x.ip
             );
-            super::bypass_client::run(spec, parser, &x)
+            Ok(load::bypass::run(spec, parser, &x)?)
         }
     }
 }
@@ -165,10 +175,6 @@ struct EchoArgs {
     /// Messages in flight per connection in stream mode.
     #[arg(long, default_value_t = 64)]
     depth: usize,
-}
-
-fn dur(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
 }
 
 fn spec(

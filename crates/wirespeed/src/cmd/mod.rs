@@ -1,49 +1,51 @@
 pub mod bench;
-pub mod bypass_client;
 pub mod fp;
 pub mod lab;
 pub mod probe;
 pub mod serve;
 pub mod showdown;
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::net::Ipv4Addr;
 
-use wirespeed_net::user::DropCause;
+use anyhow::Context;
+use wirespeed_net::bypass::Device;
+use wirespeed_nic::AttachScope;
 
-/// Says on stderr why the bypass stack drops traffic, one line per cause for the whole process
-/// however many shards see it (`who`: "serve", "bench").
-pub fn tell_drop_cause_once(who: &str, cause: DropCause, iface: &str) {
-    static TOLD: AtomicU32 = AtomicU32::new(0);
-    if TOLD.fetch_or(cause.bit(), Ordering::Relaxed) & cause.bit() == 0 {
-        eprintln!("wirespeed {who}: {}", cause.explain(iface));
+/// The bypass device from the command line: `--stack dpdk --dpdk-args ARGS`, or `--stack xdp
+/// --iface IF [--allow-host]`. Shared by serve and bench.
+pub fn bypass_device(
+    dpdk: bool,
+    iface: Option<&str>,
+    allow_host: bool,
+    dpdk_args: Option<&str>,
+) -> anyhow::Result<Device> {
+    if dpdk {
+        let args = dpdk_args.context(
+            "--stack dpdk needs --dpdk-args \"EAL ARGS\" naming one port, e.g. \"--no-huge -m 256 --no-pci --vdev=net_af_packet0,iface=IF\"",
+        )?;
+        return Ok(Device::Dpdk {
+            eal_args: args.split_whitespace().map(str::to_string).collect(),
+        });
     }
+    let iface =
+        iface.context("--stack xdp needs --iface IF (the interface to take queues from)")?;
+    Ok(Device::Xdp {
+        iface: iface.to_string(),
+        scope: AttachScope::allow_host(allow_host),
+    })
 }
 
-/// Parses `500ms`, `5s`, `2m`, `1h`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (try 500ms, 5s, 2m)"))?;
-    let secs = match unit {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" | "µs" => v / 1e6,
-        "m" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => {
-            return Err(format!(
-                "unknown unit `{unit}` in `{s}` (use us, ms, s, m or h)"
-            ))
-        }
-    };
-    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
-        return Err(format!("`{s}` is out of range"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+/// `198.18.0.1/24` into the address and the prefix length.
+pub fn parse_ip_prefix(ip: &str) -> anyhow::Result<(Ipv4Addr, u8)> {
+    let (addr, len) = ip
+        .split_once('/')
+        .context("--ip must look like 198.18.0.1/24")?;
+    Ok((
+        addr.parse()
+            .with_context(|| format!("--ip: `{addr}` is not an IPv4 address"))?,
+        len.parse()
+            .ok()
+            .filter(|l| *l <= 32)
+            .with_context(|| format!("--ip: bad prefix length `{len}`"))?,
+    ))
 }

@@ -1,9 +1,9 @@
-//! Bringing the bypass stack up on a device: one driver queue per shard and the
-//! [`StackConfig`] each shard's [`UserStack`](crate::user::UserStack) starts with.
+//! The bypass stack: our TCP/IP stack on a device we take over, one driver queue and one
+//! [`socket::BypassStack`] per shard.
 //!
-//! This is the one place that knows how a device is taken over, for servers and clients
-//! alike; the socket code above it ([`crate::TcpListener`], [`crate::TcpStream`]) does not
-//! know which device it runs on.
+//! This module is the one place that knows how a device is taken over, for servers and
+//! clients alike (`crate::Stack::bypass` calls it); the socket code above it
+//! ([`crate::TcpListener`], [`crate::TcpStream`]) does not know which device it runs on.
 //!
 //! - [`Device::Xdp`]: the flow-bifurcation XDP program on the interface (only the served
 //!   address's ports, ARP for it and optionally ICMP go to us; the kernel keeps the rest) and
@@ -14,9 +14,11 @@
 //!   the device in the EAL arguments (a vdev, or a PCI device bound to vfio-pci), which is the
 //!   explicit choice: nothing is attached to any other interface.
 //!
-//! Call [`Bypass::open`] on the main thread before the shards start, then hand
-//! `Bypass::shards` out in shard order and keep the [`Bypass`] alive while they run (for
-//! AF_XDP it holds the attached program).
+//! [`open`] runs on the main thread before the shards start; `crate::Stack` hands the shards
+//! out in shard order and keeps the [`Bypass`] alive while they run (for AF_XDP it holds the
+//! attached program).
+
+pub mod socket;
 
 use std::net::Ipv4Addr;
 
@@ -25,7 +27,7 @@ use wirespeed_nic::{
     AnyQueue, AttachScope, Bifurcation, BifurcationConfig, InterfaceInfo, XskConfig, XskSocket,
 };
 
-use crate::user::{RxSteering, StackConfig};
+use socket::{DropCause, RxSteering, StackConfig};
 
 /// The device the bypass stack takes over.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,13 +62,15 @@ pub struct BypassConfig {
     /// This side opens connections (a client): with more than one shard, each must know which
     /// queue its replies arrive on, so an unpredictable RSS is refused.
     pub opens_connections: bool,
+    /// How the process names itself in its one-line messages, e.g. `wirespeed serve`.
+    pub log_prefix: &'static str,
 }
 
 /// One shard's part: its driver queue and its stack's configuration.
 #[derive(Debug)]
-pub struct ShardDevice {
-    pub queue: AnyQueue,
-    pub stack: StackConfig,
+pub(crate) struct ShardDevice {
+    pub(crate) queue: AnyQueue,
+    pub(crate) stack: StackConfig,
 }
 
 /// Errors of the bring-up, each one line that says what to do.
@@ -81,30 +85,39 @@ pub enum BypassError {
 /// The device, taken over. Dropping it detaches the XDP program (AF_XDP); a DPDK port stops
 /// when its last queue is dropped.
 #[derive(Debug)]
-pub struct Bypass {
+pub(crate) struct Bypass {
     /// One per shard, in shard order; take them out with `std::mem::take`.
-    pub shards: Vec<ShardDevice>,
+    pub(crate) shards: Vec<ShardDevice>,
     /// What runs where, for the start line, e.g. `AF_XDP on eth1` or `DPDK port net_ring0`.
-    pub description: String,
+    pub(crate) description: String,
     /// The interface frames arrive on, for one-line messages: `eth1`, an af_packet vdev's
     /// kernel interface, or a DPDK port's name.
-    pub iface: String,
+    pub(crate) iface: String,
     /// Facts the operator should see once at start (copy-mode fallbacks).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
     _program: Option<Bifurcation>,
 }
 
-impl Bypass {
-    pub fn open(cfg: &BypassConfig) -> Result<Bypass, BypassError> {
-        if cfg.shards == 0 {
-            return Err(BypassError::Config(
-                "the bypass stack needs at least one shard".into(),
-            ));
-        }
-        match &cfg.device {
-            Device::Xdp { iface, scope } => open_xdp(cfg, iface, *scope),
-            Device::Dpdk { eal_args } => open_dpdk(cfg, eal_args),
-        }
+/// Takes the device over: one queue (and stack configuration) per shard.
+pub(crate) fn open(cfg: &BypassConfig) -> Result<Bypass, BypassError> {
+    if cfg.shards == 0 {
+        return Err(BypassError::Config(
+            "the bypass stack needs at least one shard".into(),
+        ));
+    }
+    match &cfg.device {
+        Device::Xdp { iface, scope } => open_xdp(cfg, iface, *scope),
+        Device::Dpdk { eal_args } => open_dpdk(cfg, eal_args),
+    }
+}
+
+/// Says on stderr why the bypass stack drops traffic: one line per cause for the whole
+/// process, however many shards see it.
+pub(crate) fn tell_drop_cause_once(prefix: &str, cause: DropCause, iface: &str) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static TOLD: AtomicU32 = AtomicU32::new(0);
+    if TOLD.fetch_or(cause.bit(), Ordering::Relaxed) & cause.bit() == 0 {
+        eprintln!("{prefix}: {}", cause.explain(iface));
     }
 }
 
@@ -322,8 +335,9 @@ mod tests {
             max_connections: 16,
             ephemeral_ports: None,
             opens_connections: false,
+            log_prefix: "test",
         };
-        let err = Bypass::open(&cfg).unwrap_err();
+        let err = open(&cfg).unwrap_err();
         assert!(err.to_string().contains("at least one shard"), "{err}");
     }
 
@@ -340,6 +354,7 @@ mod tests {
             max_connections: 16,
             ephemeral_ports: None,
             opens_connections: true,
+            log_prefix: "test",
         };
         let unknown = RssModel::Unknown("veth".into());
         let err = refuse_unpredictable_rss(&cfg, &unknown, "wp0").unwrap_err();

@@ -17,190 +17,48 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
+mod config;
+
+pub use config::{BindMode, BusyPoll, XskConfig};
+
 use crate::ring::{Consumer, Producer, RawRing};
 use crate::{Error, FrameIo, Result, Stats};
 
-mod sys {
-    //! The AF_XDP ABI from `<linux/if_xdp.h>`, spelled out so that the layout is ours to check.
-    pub const AF_XDP: libc::c_int = 44;
-    pub const SOL_XDP: libc::c_int = 283;
-
-    pub const XDP_MMAP_OFFSETS: libc::c_int = 1;
-    pub const XDP_RX_RING: libc::c_int = 2;
-    pub const XDP_TX_RING: libc::c_int = 3;
-    pub const XDP_UMEM_REG: libc::c_int = 4;
-    pub const XDP_UMEM_FILL_RING: libc::c_int = 5;
-    pub const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
-    pub const XDP_STATISTICS: libc::c_int = 7;
-    pub const XDP_OPTIONS: libc::c_int = 8;
-
-    pub const XDP_COPY: u16 = 1 << 1;
-    pub const XDP_ZEROCOPY: u16 = 1 << 2;
-    pub const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
-    pub const XDP_OPTIONS_ZEROCOPY: u32 = 1;
-
-    pub const XDP_PGOFF_RX_RING: libc::off_t = 0;
-    pub const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
-    pub const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
-    pub const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
-
-    pub const SO_BUSY_POLL: libc::c_int = 46;
-    pub const SO_PREFER_BUSY_POLL: libc::c_int = 69;
-    pub const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
-
-    #[repr(C)]
-    #[derive(Debug, Default, Clone, Copy)]
-    pub struct SockaddrXdp {
-        pub family: u16,
-        pub flags: u16,
-        pub ifindex: u32,
-        pub queue_id: u32,
-        pub shared_umem_fd: u32,
-    }
-
-    /// `struct xdp_umem_reg` with every field spelled out, so no padding byte reaches the
-    /// kernel: kernels before 6.8 read the first 28 bytes, later ones all 32
-    /// (`tx_metadata_len`, which must be 0 for us).
-    #[repr(C)]
-    #[derive(Debug, Default, Clone, Copy)]
-    pub struct UmemReg {
-        pub addr: u64,
-        pub len: u64,
-        pub chunk_size: u32,
-        pub headroom: u32,
-        pub flags: u32,
-        pub tx_metadata_len: u32,
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Default, Clone, Copy)]
-    pub struct RingOffset {
-        pub producer: u64,
-        pub consumer: u64,
-        pub desc: u64,
-        pub flags: u64,
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Default, Clone, Copy)]
-    pub struct MmapOffsets {
-        pub rx: RingOffset,
-        pub tx: RingOffset,
-        pub fr: RingOffset,
-        pub cr: RingOffset,
-    }
-
-    #[repr(C)]
-    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-    pub struct Desc {
-        pub addr: u64,
-        pub len: u32,
-        pub options: u32,
-    }
-}
+// The AF_XDP ABI (`<linux/if_xdp.h>`) is libc's: `sockaddr_xdp`, `xdp_umem_reg`,
+// `xdp_mmap_offsets`, `xdp_desc`, `xdp_statistics`, `xdp_options` and the `XDP_*` constants.
 
 /// Bytes the kernel reserves in front of each received frame in a UMEM chunk.
 const XDP_PACKET_HEADROOM: usize = 256;
 
-/// How the socket binds to the queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BindMode {
-    /// The kernel copies frames between the driver's buffers and the UMEM. Works on every
-    /// driver with XDP (veth included).
-    Copy,
-    /// The driver DMAs into the UMEM. Fails with [`Error::ZeroCopyUnsupported`] where the
-    /// driver cannot (veth cannot).
-    ZeroCopy,
-    /// Zero-copy where the driver can, else copy; [`XskSocket::fallback`] says why it fell back.
-    #[default]
-    PreferZeroCopy,
-}
+/// The kernel's counters for one socket (`XDP_STATISTICS`): `rx_dropped` (no fill-ring
+/// buffer or rx-ring slot, among others), `rx_invalid_descs`, `tx_invalid_descs`,
+/// `rx_ring_full`, `rx_fill_ring_empty_descs`, `tx_ring_empty_descs`.
+pub type KernelStats = libc::xdp_statistics;
 
-/// Busy-poll socket options (`SO_BUSY_POLL`, `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL_BUDGET`).
-/// With them, the shard's own `recvfrom`/`sendto` wakeups run the driver's NAPI instead of
-/// interrupts (pair it with the interface's `napi_defer_hard_irqs` and `gro_flush_timeout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BusyPoll {
-    /// Microseconds the kernel may busy poll in one syscall.
-    pub usecs: u32,
-    /// Packets one busy-poll round may process.
-    pub budget: u16,
-    /// Fail the open when the kernel lacks an option (otherwise a missing option is reported
-    /// through [`XskSocket::busy_poll_missing`] and ignored).
-    pub required: bool,
-}
-
-impl Default for BusyPoll {
-    fn default() -> Self {
-        BusyPoll {
-            usecs: 20,
-            budget: 64,
-            required: false,
-        }
+fn no_kernel_stats() -> KernelStats {
+    libc::xdp_statistics {
+        rx_dropped: 0,
+        rx_invalid_descs: 0,
+        tx_invalid_descs: 0,
+        rx_ring_full: 0,
+        rx_fill_ring_empty_descs: 0,
+        tx_ring_empty_descs: 0,
     }
 }
 
-/// Shape of one AF_XDP socket.
-#[derive(Debug, Clone)]
-pub struct XskConfig {
-    /// Bytes per UMEM chunk: 2048 or 4096 (aligned mode needs a power of two).
-    pub frame_size: u32,
-    /// Chunks for receiving; also the size of the fill and rx rings (a power of two).
-    pub rx_frames: u32,
-    /// Chunks for sending; also the size of the tx and completion rings (a power of two).
-    pub tx_frames: u32,
-    pub mode: BindMode,
-    /// Ask the kernel to say when it needs a syscall (saves one per burst when it does not).
-    pub need_wakeup: bool,
-    pub busy_poll: Option<BusyPoll>,
-}
-
-impl Default for XskConfig {
-    fn default() -> Self {
-        XskConfig {
-            frame_size: 2048,
-            rx_frames: 2048,
-            tx_frames: 2048,
-            mode: BindMode::default(),
-            need_wakeup: true,
-            busy_poll: None,
-        }
+fn no_mmap_offsets() -> libc::xdp_mmap_offsets {
+    let ring = libc::xdp_ring_offset {
+        producer: 0,
+        consumer: 0,
+        desc: 0,
+        flags: 0,
+    };
+    libc::xdp_mmap_offsets {
+        rx: ring,
+        tx: ring,
+        fr: ring,
+        cr: ring,
     }
-}
-
-impl XskConfig {
-    fn validate(&self) -> Result<()> {
-        if self.frame_size != 2048 && self.frame_size != 4096 {
-            return Err(Error::Config(format!(
-                "frame_size {} must be 2048 or 4096",
-                self.frame_size
-            )));
-        }
-        for (name, v) in [("rx_frames", self.rx_frames), ("tx_frames", self.tx_frames)] {
-            if !v.is_power_of_two() || !(8..=1 << 16).contains(&v) {
-                return Err(Error::Config(format!(
-                    "{name} {v} must be a power of two in 8..=65536"
-                )));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The kernel's counters for one socket (`XDP_STATISTICS`).
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct KernelStats {
-    /// Frames dropped for lack of a fill-ring buffer or rx-ring slot, among others.
-    pub rx_dropped: u64,
-    pub rx_invalid_descs: u64,
-    pub tx_invalid_descs: u64,
-    /// Frames dropped because the rx ring was full.
-    pub rx_ring_full: u64,
-    /// Times the kernel found the fill ring empty.
-    pub rx_fill_ring_empty_descs: u64,
-    /// Times the kernel found the tx ring empty when woken.
-    pub tx_ring_empty_descs: u64,
 }
 
 /// An anonymous mapping, unmapped on drop.
@@ -296,8 +154,12 @@ fn setsockopt<T>(
     }
 }
 
-fn getsockopt<T: Default>(fd: RawFd, level: libc::c_int, name: libc::c_int) -> std::io::Result<T> {
-    let mut value = T::default();
+fn getsockopt<T: Copy>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    mut value: T,
+) -> std::io::Result<T> {
     let mut len = std::mem::size_of::<T>() as libc::socklen_t;
     // SAFETY: value is a live T and len its size; the kernel writes at most len bytes.
     let rc = unsafe {
@@ -337,8 +199,8 @@ pub struct XskSocket {
     fd: OwnedFd,
     fill: Producer<u64>,
     comp: Consumer<u64>,
-    rx: Consumer<sys::Desc>,
-    tx: Producer<sys::Desc>,
+    rx: Consumer<libc::xdp_desc>,
+    tx: Producer<libc::xdp_desc>,
     _rings: [Mapping; 4],
     umem: Mapping,
     frame_size: u32,
@@ -402,7 +264,7 @@ impl XskSocket {
         zero_copy: bool,
     ) -> Result<XskSocket> {
         // SAFETY: plain socket(2); the result is checked and owned at once.
-        let raw = unsafe { libc::socket(sys::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
             return Err(Error::os(
                 "socket(AF_XDP) (needs root/CAP_NET_RAW and a kernel with AF_XDP)",
@@ -414,7 +276,9 @@ impl XskSocket {
 
         let frames = (cfg.rx_frames + cfg.tx_frames) as usize;
         let umem = Mapping::anonymous(frames * cfg.frame_size as usize)?;
-        let reg = sys::UmemReg {
+        // Every field spelled out, so no padding byte reaches the kernel: kernels before 6.8
+        // read the first 28 bytes, later ones all 32 (`tx_metadata_len`, which must be 0).
+        let reg = libc::xdp_umem_reg {
             addr: umem.ptr.as_ptr() as u64,
             len: umem.len as u64,
             chunk_size: cfg.frame_size,
@@ -426,29 +290,34 @@ impl XskSocket {
             let what = what.to_string();
             move |source| Error::Os { what, source }
         };
-        setsockopt(fdr, sys::SOL_XDP, sys::XDP_UMEM_REG, &reg).map_err(os("register UMEM"))?;
-        setsockopt(fdr, sys::SOL_XDP, sys::XDP_UMEM_FILL_RING, &cfg.rx_frames)
+        setsockopt(fdr, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(os("register UMEM"))?;
+        setsockopt(fdr, libc::SOL_XDP, libc::XDP_UMEM_FILL_RING, &cfg.rx_frames)
             .map_err(os("size fill ring"))?;
         setsockopt(
             fdr,
-            sys::SOL_XDP,
-            sys::XDP_UMEM_COMPLETION_RING,
+            libc::SOL_XDP,
+            libc::XDP_UMEM_COMPLETION_RING,
             &cfg.tx_frames,
         )
         .map_err(os("size completion ring"))?;
-        setsockopt(fdr, sys::SOL_XDP, sys::XDP_RX_RING, &cfg.rx_frames)
+        setsockopt(fdr, libc::SOL_XDP, libc::XDP_RX_RING, &cfg.rx_frames)
             .map_err(os("size rx ring"))?;
-        setsockopt(fdr, sys::SOL_XDP, sys::XDP_TX_RING, &cfg.tx_frames)
+        setsockopt(fdr, libc::SOL_XDP, libc::XDP_TX_RING, &cfg.tx_frames)
             .map_err(os("size tx ring"))?;
-        let off: sys::MmapOffsets = getsockopt(fdr, sys::SOL_XDP, sys::XDP_MMAP_OFFSETS)
-            .map_err(os("read ring offsets"))?;
+        let off = getsockopt(
+            fdr,
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            no_mmap_offsets(),
+        )
+        .map_err(os("read ring offsets"))?;
 
         let u64s = std::mem::size_of::<u64>();
-        let descs = std::mem::size_of::<sys::Desc>();
-        let map = |o: &sys::RingOffset,
+        let descs = std::mem::size_of::<libc::xdp_desc>();
+        let map = |o: &libc::xdp_ring_offset,
                    size: u32,
                    elem: usize,
-                   pgoff,
+                   pgoff: libc::off_t,
                    what: &str|
          -> Result<(Mapping, RawRing)> {
             let len = o.desc as usize + size as usize * elem;
@@ -466,28 +335,28 @@ impl XskSocket {
             &off.fr,
             cfg.rx_frames,
             u64s,
-            sys::XDP_UMEM_PGOFF_FILL_RING,
+            libc::XDP_UMEM_PGOFF_FILL_RING as libc::off_t,
             "mmap fill ring",
         )?;
         let (comp_m, comp_r) = map(
             &off.cr,
             cfg.tx_frames,
             u64s,
-            sys::XDP_UMEM_PGOFF_COMPLETION_RING,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING as libc::off_t,
             "mmap completion ring",
         )?;
         let (rx_m, rx_r) = map(
             &off.rx,
             cfg.rx_frames,
             descs,
-            sys::XDP_PGOFF_RX_RING,
+            libc::XDP_PGOFF_RX_RING,
             "mmap rx ring",
         )?;
         let (tx_m, tx_r) = map(
             &off.tx,
             cfg.tx_frames,
             descs,
-            sys::XDP_PGOFF_TX_RING,
+            libc::XDP_PGOFF_TX_RING,
             "mmap tx ring",
         )?;
         // SAFETY: each RawRing points into a mapping that the socket keeps until it drops, and
@@ -521,11 +390,11 @@ impl XskSocket {
         let mut busy_poll_missing = Vec::new();
         if let Some(bp) = cfg.busy_poll {
             let opts: [(&'static str, libc::c_int, libc::c_int); 3] = [
-                ("SO_PREFER_BUSY_POLL", sys::SO_PREFER_BUSY_POLL, 1),
-                ("SO_BUSY_POLL", sys::SO_BUSY_POLL, bp.usecs as libc::c_int),
+                ("SO_PREFER_BUSY_POLL", libc::SO_PREFER_BUSY_POLL, 1),
+                ("SO_BUSY_POLL", libc::SO_BUSY_POLL, bp.usecs as libc::c_int),
                 (
                     "SO_BUSY_POLL_BUDGET",
-                    sys::SO_BUSY_POLL_BUDGET,
+                    libc::SO_BUSY_POLL_BUDGET,
                     libc::c_int::from(bp.budget),
                 ),
             ];
@@ -543,26 +412,26 @@ impl XskSocket {
         }
 
         let mut flags = if zero_copy {
-            sys::XDP_ZEROCOPY
+            libc::XDP_ZEROCOPY
         } else {
-            sys::XDP_COPY
+            libc::XDP_COPY
         };
         if cfg.need_wakeup {
-            flags |= sys::XDP_USE_NEED_WAKEUP;
+            flags |= libc::XDP_USE_NEED_WAKEUP;
         }
-        let sa = sys::SockaddrXdp {
-            family: sys::AF_XDP as u16,
-            flags,
-            ifindex: index,
-            queue_id: queue,
-            shared_umem_fd: 0,
+        let sa = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: flags,
+            sxdp_ifindex: index,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: 0,
         };
         // SAFETY: sa is a valid sockaddr_xdp and its size is passed with it.
         let rc = unsafe {
             libc::bind(
                 fdr,
-                &sa as *const sys::SockaddrXdp as *const libc::sockaddr,
-                std::mem::size_of::<sys::SockaddrXdp>() as libc::socklen_t,
+                &sa as *const libc::sockaddr_xdp as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
             )
         };
         if rc != 0 {
@@ -582,9 +451,14 @@ impl XskSocket {
                 source,
             });
         }
-        let opts: std::io::Result<u32> = getsockopt(fdr, sys::SOL_XDP, sys::XDP_OPTIONS);
+        let opts = getsockopt(
+            fdr,
+            libc::SOL_XDP,
+            libc::XDP_OPTIONS,
+            libc::xdp_options { flags: 0 },
+        );
         let zero_copy = opts
-            .map(|o| o & sys::XDP_OPTIONS_ZEROCOPY != 0)
+            .map(|o| o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
             .unwrap_or(zero_copy);
 
         Ok(XskSocket {
@@ -608,7 +482,7 @@ impl XskSocket {
             ifname: ifname.to_string(),
             queue,
             stats: Stats::default(),
-            kernel_seen: KernelStats::default(),
+            kernel_seen: no_kernel_stats(),
         })
     }
 
@@ -661,11 +535,15 @@ impl XskSocket {
 
     /// The kernel's drop counters for this socket (a syscall: for reports, not per burst).
     pub fn kernel_stats(&self) -> Result<KernelStats> {
-        getsockopt(self.fd.as_raw_fd(), sys::SOL_XDP, sys::XDP_STATISTICS).map_err(|source| {
-            Error::Os {
-                what: "read XDP_STATISTICS".into(),
-                source,
-            }
+        getsockopt(
+            self.fd.as_raw_fd(),
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+            no_kernel_stats(),
+        )
+        .map_err(|source| Error::Os {
+            what: "read XDP_STATISTICS".into(),
+            source,
         })
     }
 
@@ -842,7 +720,7 @@ impl FrameIo for XskSocket {
         }
         self.tx.write(
             slot,
-            sys::Desc {
+            libc::xdp_desc {
                 addr,
                 len: len as u32,
                 options: 0,
@@ -910,10 +788,10 @@ mod tests {
 
     #[test]
     fn abi_layouts_match_the_kernel_headers() {
-        assert_eq!(std::mem::size_of::<sys::SockaddrXdp>(), 16);
-        assert_eq!(std::mem::size_of::<sys::UmemReg>(), 32, "no padding");
-        assert_eq!(std::mem::size_of::<sys::MmapOffsets>(), 128);
-        assert_eq!(std::mem::size_of::<sys::Desc>(), 16);
+        assert_eq!(std::mem::size_of::<libc::sockaddr_xdp>(), 16);
+        assert_eq!(std::mem::size_of::<libc::xdp_umem_reg>(), 32, "no padding");
+        assert_eq!(std::mem::size_of::<libc::xdp_mmap_offsets>(), 128);
+        assert_eq!(std::mem::size_of::<libc::xdp_desc>(), 16);
         assert_eq!(std::mem::size_of::<KernelStats>(), 48);
     }
 

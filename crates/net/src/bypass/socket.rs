@@ -1,7 +1,7 @@
-//! The bypass stack: our TCP/IP (`wirespeed-tcpip`) over a frame driver (`wirespeed-nic`),
-//! one instance per shard.
+//! The bypass stack's sockets: our TCP/IP (`wirespeed-tcpip`) over one driver queue
+//! (`wirespeed_nic::AnyQueue`), one instance per shard.
 //!
-//! Each shard owns one [`UserStack`]: a `tcpip::Stack` and one driver queue. A runtime poller
+//! Each shard owns one [`BypassStack`]: a `tcpip::Stack` and one driver queue. A runtime poller
 //! (`rt::add_poller`) runs every loop turn: receive a burst, hand each frame to the stack, wake
 //! the tasks whose sockets have events, then let the stack emit into the driver's TX ring and
 //! flush. The tasks call into the same stack through their socket handles; both sides run on
@@ -9,46 +9,18 @@
 
 use std::cell::RefCell;
 use std::future::poll_fn;
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Instant as StdInstant;
 
 use wirespeed_nic::rss::{FourTuple, RssModel};
-use wirespeed_nic::{FrameIo, InterfaceInfo};
+use wirespeed_nic::{AnyQueue, FrameIo, InterfaceInfo};
 use wirespeed_tcpip::{self as tcpip, ConnId, EventKind, Handle, ListenerId, Stack, TcpState};
 
 /// Frames taken from the driver per poll.
 const RX_BURST: usize = 64;
-
-/// The object-safe part of a driver that the poller needs.
-trait Device {
-    fn rx(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize;
-    /// Lends `fill` a TX buffer (zero copy: the stack builds the frame in the driver's memory).
-    fn tx(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> bool;
-    fn flush(&mut self);
-    fn capacity(&self) -> usize;
-    fn oversized_since_last(&mut self) -> u64;
-}
-
-impl<D: FrameIo> Device for D {
-    fn rx(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
-        self.rx_burst(max, f)
-    }
-    fn tx(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> usize) -> bool {
-        self.tx_frame(|buf| fill(buf))
-    }
-    fn flush(&mut self) {
-        FrameIo::flush(self)
-    }
-    fn capacity(&self) -> usize {
-        self.frame_capacity()
-    }
-    fn oversized_since_last(&mut self) -> u64 {
-        self.rx_oversized_since_last()
-    }
-}
 
 #[derive(Default)]
 struct Wakers {
@@ -75,7 +47,7 @@ fn wake(list: &mut [Option<Waker>], index: usize) {
 
 struct Inner {
     stack: Stack,
-    dev: Box<dyn Device>,
+    dev: AnyQueue,
     wakers: Wakers,
     epoch: StdInstant,
     rx_steering: Option<RxSteering>,
@@ -91,7 +63,7 @@ struct Inner {
 const DEVICE_CHECK_US: u64 = 1_000_000;
 
 /// Traffic the stack drops although a user would expect it taken: the peer is configured for
-/// a different kind of device than ours. [`UserStack::on_drop_cause`] hears of each cause
+/// a different kind of device than ours. [`BypassStack::on_drop_cause`] hears of each cause
 /// once; [`DropCause::explain`] says it in one line with the command that fixes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DropCause {
@@ -153,7 +125,7 @@ impl Inner {
             next_device_check,
             ..
         } = self;
-        let received = dev.rx(RX_BURST, &mut |frame| stack.receive(now, frame));
+        let received = dev.rx_burst(RX_BURST, |frame| stack.receive(now, frame));
         if let Some(tell) = on_drop_cause {
             let mut told = |cause: DropCause| {
                 if *drop_causes_told & cause.bit() == 0 {
@@ -167,9 +139,9 @@ impl Inner {
             }
             if now >= *next_device_check {
                 *next_device_check = now.add_micros(DEVICE_CHECK_US);
-                if dev.oversized_since_last() > 0 {
+                if dev.rx_oversized_since_last() > 0 {
                     told(DropCause::OversizedFrames {
-                        capacity: dev.capacity(),
+                        capacity: dev.frame_capacity(),
                     });
                 }
             }
@@ -189,7 +161,7 @@ impl Inner {
             }
         }
         let sent = stack.transmit(now, &mut |fill: &mut dyn FnMut(&mut [u8]) -> usize| {
-            dev.tx(fill)
+            dev.tx_frame(|buf| fill(buf))
         });
         self.dev.flush();
         received > 0 || events > 0 || sent > 0
@@ -272,26 +244,21 @@ impl RxSteering {
 }
 
 fn random_u64() -> u64 {
-    let mut v = 0u64;
-    // SAFETY: getrandom writes at most 8 bytes into a live u64.
-    let n = unsafe { libc::getrandom(&mut v as *mut u64 as *mut libc::c_void, 8, 0) };
-    if n == 8 {
-        v
-    } else {
+    wirespeed_sys::random::u64().unwrap_or_else(|_| {
         // Only the ISN/cookie secret depends on this; the clock is a weak but working fallback.
         StdInstant::now().elapsed().as_nanos() as u64 ^ std::process::id() as u64
-    }
+    })
 }
 
 /// A shard's bypass stack. Cloning shares it (within the shard).
 #[derive(Clone)]
-pub struct UserStack {
+pub struct BypassStack {
     inner: Rc<RefCell<Inner>>,
 }
 
-impl UserStack {
+impl BypassStack {
     /// Builds the stack over `driver` and registers its poller with the current shard.
-    pub fn start<D: FrameIo + 'static>(cfg: &StackConfig, driver: D) -> UserStack {
+    pub fn start(cfg: &StackConfig, queue: impl Into<AnyQueue>) -> BypassStack {
         let mut c = tcpip::Config::new(tcpip::MacAddr(cfg.mac), cfg.ip.into(), cfg.prefix_len);
         c.gateway = cfg.gateway.map(Into::into);
         c.mtu = cfg.mtu.clamp(576, 9000);
@@ -304,7 +271,7 @@ impl UserStack {
         let stack = Stack::new(c);
         let inner = Rc::new(RefCell::new(Inner {
             stack,
-            dev: Box::new(driver),
+            dev: queue.into(),
             wakers: Wakers::default(),
             epoch: StdInstant::now(),
             rx_steering: cfg.rx_steering.clone(),
@@ -314,17 +281,17 @@ impl UserStack {
         }));
         let poller = inner.clone();
         wirespeed_rt::add_poller(move || poller.borrow_mut().poll());
-        UserStack { inner }
+        BypassStack { inner }
     }
 
-    pub fn listen(&self, port: u16, backlog: usize) -> io::Result<UserListener> {
+    pub fn listen(&self, port: u16, backlog: usize) -> io::Result<BypassListener> {
         let id = self
             .inner
             .borrow_mut()
             .stack
             .tcp_listen(port, backlog)
             .map_err(to_io)?;
-        Ok(UserListener {
+        Ok(BypassListener {
             stack: self.clone(),
             id,
             port,
@@ -333,7 +300,7 @@ impl UserStack {
 
     /// Opens a connection from a local port whose replies arrive on this shard's queue
     /// (`StackConfig::rx_steering`; any free port without it).
-    pub async fn connect(&self, addr: SocketAddrV4) -> io::Result<UserStream> {
+    pub async fn connect(&self, addr: SocketAddrV4) -> io::Result<BypassStream> {
         let (steering, local) = {
             let i = self.inner.borrow();
             (i.rx_steering.clone(), i.stack.config().ipv4.into())
@@ -351,7 +318,7 @@ impl UserStack {
         &self,
         addr: SocketAddrV4,
         port_ok: impl FnMut(u16) -> bool,
-    ) -> io::Result<UserStream> {
+    ) -> io::Result<BypassStream> {
         let id = {
             let mut i = self.inner.borrow_mut();
             let now = i.now();
@@ -359,7 +326,7 @@ impl UserStack {
                 .tcp_connect(now, (*addr.ip()).into(), addr.port(), port_ok)
                 .map_err(to_io)?
         };
-        let stream = UserStream {
+        let stream = BypassStream {
             stack: self.clone(),
             id,
         };
@@ -388,9 +355,14 @@ impl UserStack {
 
     /// Calls `tell` the first time the stack drops traffic for each [`DropCause`] (from the
     /// shard's poller, right after the burst that showed it, while the poller holds the
-    /// stack: `tell` must not call back into this `UserStack`).
+    /// stack: `tell` must not call back into this `BypassStack`).
     pub fn on_drop_cause(&self, tell: impl Fn(DropCause) + 'static) {
         self.inner.borrow_mut().on_drop_cause = Some(Box::new(tell));
+    }
+
+    /// The address this stack answers for.
+    pub fn local_ip(&self) -> Ipv4Addr {
+        self.inner.borrow().stack.config().ipv4.into()
     }
 
     pub fn stats(&self) -> tcpip::Stats {
@@ -415,14 +387,14 @@ fn to_io(e: tcpip::Error) -> io::Error {
     io::Error::new(kind, e.to_string())
 }
 
-pub struct UserListener {
-    stack: UserStack,
+pub struct BypassListener {
+    stack: BypassStack,
     id: ListenerId,
     port: u16,
 }
 
-impl UserListener {
-    pub async fn accept(&self) -> io::Result<UserStream> {
+impl BypassListener {
+    pub async fn accept(&self) -> io::Result<BypassStream> {
         let id = poll_fn(|cx| {
             let mut i = self.stack.inner.borrow_mut();
             match i.stack.tcp_accept(self.id) {
@@ -435,7 +407,7 @@ impl UserListener {
             }
         })
         .await?;
-        Ok(UserStream {
+        Ok(BypassStream {
             stack: self.stack.clone(),
             id,
         })
@@ -447,18 +419,18 @@ impl UserListener {
     }
 }
 
-impl Drop for UserListener {
+impl Drop for BypassListener {
     fn drop(&mut self) {
         let _ = self.stack.inner.borrow_mut().stack.tcp_unlisten(self.id);
     }
 }
 
-pub struct UserStream {
-    stack: UserStack,
+pub struct BypassStream {
+    stack: BypassStack,
     id: ConnId,
 }
 
-impl UserStream {
+impl BypassStream {
     pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         poll_fn(|cx| {
             let mut i = self.stack.inner.borrow_mut();
@@ -488,6 +460,38 @@ impl UserStream {
                 Ok(n) => Poll::Ready(Ok(n)),
                 Err(e) => Poll::Ready(Err(to_io(e))),
             }
+        })
+        .await
+    }
+
+    /// Writes the slices in order, as many bytes as the send buffer takes (at least one once
+    /// it has room), and returns the count: the stack copies into its own buffer, so one call
+    /// per slice costs no syscall.
+    pub async fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if bufs.iter().all(|b| b.is_empty()) {
+            return Ok(0);
+        }
+        poll_fn(|cx| {
+            let mut i = self.stack.inner.borrow_mut();
+            let mut total = 0;
+            for b in bufs.iter().filter(|b| !b.is_empty()) {
+                match i.stack.tcp_send(self.id, b) {
+                    Ok(n) => {
+                        total += n;
+                        if n < b.len() {
+                            break;
+                        }
+                    }
+                    Err(tcpip::Error::WouldBlock) => break,
+                    Err(e) if total == 0 => return Poll::Ready(Err(to_io(e))),
+                    Err(_) => break,
+                }
+            }
+            if total == 0 {
+                park(&mut i.wakers.writers, self.id.index(), cx.waker());
+                return Poll::Pending;
+            }
+            Poll::Ready(Ok(total))
         })
         .await
     }
@@ -538,7 +542,7 @@ impl UserStream {
     }
 }
 
-impl Drop for UserStream {
+impl Drop for BypassStream {
     fn drop(&mut self) {
         // Graceful close (FIN after the queued data); the stack finishes it on its own.
         let _ = self.stack.inner.borrow_mut().stack.tcp_close(self.id);
