@@ -2,11 +2,13 @@
 //! signalfd, so no code of ours ever runs in signal context.
 //!
 //! Block them on the main thread before starting any other thread: threads inherit the mask,
-//! so a process-directed signal then stays pending until [`Signals`] reads it. Children started
-//! with `std::process::Command` begin with an empty mask, so they still stop on SIGINT.
+//! so a process-directed signal then stays pending until [`Signals`] reads it. Children inherit
+//! it too, across exec: a program that expects to stop on SIGINT must be started with
+//! [`CommandExt::unblock_signals`].
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::process::Command;
 use std::time::Duration;
 
 /// The signals the project sends or waits for.
@@ -159,6 +161,34 @@ impl Signals {
     }
 }
 
+/// Starting children with no signal blocked, whatever the parent blocks.
+pub trait CommandExt {
+    /// The child unblocks every signal just before it execs, as a program started from a shell
+    /// expects.
+    fn unblock_signals(&mut self) -> &mut Command;
+}
+
+impl CommandExt for Command {
+    fn unblock_signals(&mut self) -> &mut Command {
+        let unblock = || {
+            // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
+            let mut none: libc::sigset_t = unsafe { std::mem::zeroed() };
+            // SAFETY: `none` is a live sigset_t; sigprocmask only reads it.
+            let rc = unsafe {
+                libc::sigemptyset(&mut none);
+                libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut())
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        };
+        // SAFETY: the hook runs in the forked child before exec and only calls sigemptyset and
+        // sigprocmask, both async-signal-safe; it allocates nothing and takes no locks.
+        unsafe { std::os::unix::process::CommandExt::pre_exec(self, unblock) }
+    }
+}
+
 impl AsFd for Signals {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -189,6 +219,35 @@ mod tests {
             assert_eq!(rc, 0);
             assert_eq!(signals.wait(None).unwrap(), Some(Signal::Hangup));
             assert_eq!(signals.take().unwrap(), None);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn children_inherit_the_mask_unless_told_otherwise() {
+        std::thread::spawn(|| {
+            let _signals = Signals::termination().unwrap();
+            let blocked = |status: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("SigBlk:"))
+                    .map(|m| m.trim().to_string())
+                    .unwrap()
+            };
+            let mine = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+            assert_eq!(blocked(&mine), "0000000000004002", "SIGINT and SIGTERM");
+            let child = |unblock: bool| {
+                let mut cmd = Command::new("cat");
+                cmd.arg("/proc/self/status");
+                if unblock {
+                    cmd.unblock_signals();
+                }
+                let out = cmd.output().unwrap();
+                blocked(&String::from_utf8_lossy(&out.stdout))
+            };
+            assert_eq!(child(false), "0000000000004002");
+            assert_eq!(child(true), "0000000000000000");
         })
         .join()
         .unwrap();

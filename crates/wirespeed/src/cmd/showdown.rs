@@ -24,7 +24,7 @@ use wirespeed_bench::parse_duration;
 use wirespeed_bench::probe::{Probe, ProbeOpts};
 use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
 use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
-use wirespeed_sys::signal::{Signal, Signals};
+use wirespeed_sys::signal::{CommandExt as _, Signal, Signals};
 use wirespeed_sys::{netns, process};
 
 const LAB: &str = "sd";
@@ -225,7 +225,7 @@ fn ladder() -> Vec<RowSpec> {
 
 /// SIGINT/SIGTERM, blocked on the main thread before any other thread starts and read from a
 /// signalfd between steps, so an interrupted showdown still takes its lab down. The servers it
-/// starts begin with an empty signal mask and stop on SIGINT as usual.
+/// starts unblock them again (`unblock_signals`), so they stop on SIGINT as usual.
 static SIGNALS: OnceLock<Signals> = OnceLock::new();
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -404,6 +404,7 @@ fn start_server(
         }
     };
     let child = cmd
+        .unblock_signals()
         .stdin(Stdio::null())
         .stdout(logf.try_clone()?)
         .stderr(logf)
