@@ -1,51 +1,20 @@
 //! Compiles bpf/probe.bpf.c into a libbpf-rs skeleton, with vmlinux.h from this kernel's BTF,
 //! and turns the system's syscall header into a number -> name table.
 
-use std::path::PathBuf;
-use std::process::Command;
-
-use libbpf_cargo::SkeletonBuilder;
-
 fn main() {
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into());
-
-    let vmlinux = out.join("vmlinux.h");
-    let dump = Command::new("bpftool")
-        .args([
-            "btf",
-            "dump",
-            "file",
-            "/sys/kernel/btf/vmlinux",
-            "format",
-            "c",
-        ])
-        .output()
-        .expect("run bpftool (needs bpftool: run `make deps`)");
-    assert!(
-        dump.status.success(),
-        "bpftool btf dump failed: {}",
-        String::from_utf8_lossy(&dump.stderr)
-    );
-    std::fs::write(&vmlinux, &dump.stdout).expect("write vmlinux.h");
 
     let bpf_arch = match arch.as_str() {
         "x86_64" => "x86",
         "aarch64" => "arm64",
         other => other,
     };
-    let include = format!("-I{}", out.display());
-    let target_arch = format!("-D__TARGET_ARCH_{bpf_arch}");
-    SkeletonBuilder::new()
-        .source("bpf/probe.bpf.c")
-        .clang_args([
-            include.as_str(),
-            target_arch.as_str(),
-            "-Wall",
-            "-Wno-unused-function",
-        ])
-        .build_and_generate(out.join("probe.skel.rs"))
-        .expect("compile bpf/probe.bpf.c (needs clang and libbpf-dev: run `make deps`)");
+    let bpf = wirespeed_bpf_build::Bpf::new()
+        .vmlinux()
+        .clang_arg(format!("-D__TARGET_ARCH_{bpf_arch}"))
+        .clang_arg("-Wno-unused-function");
+    bpf.skeleton("bpf/probe.bpf.c", "probe.skel.rs");
+    let out = bpf.out_dir();
 
     // Syscall names: parsed from the uapi header so the table matches this architecture.
     let header = format!("/usr/include/{arch}-linux-gnu/asm/unistd_64.h");
@@ -70,6 +39,5 @@ fn main() {
         ),
     )
     .expect("write syscall_names.rs");
-    println!("cargo:rerun-if-changed=bpf");
     println!("cargo:rerun-if-changed={header}");
 }

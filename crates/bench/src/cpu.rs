@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use wirespeed_sys::process;
+
 use crate::{Error, Result};
 
 /// Parses a CPU list such as `0`, `0-3` or `0,2-3`.
@@ -35,49 +37,24 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>> {
 
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET stays in bounds because cpu < 1024 is checked
-    // by parse_cpu_list and CPU_SETSIZE is 1024.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu % libc::CPU_SETSIZE as usize, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc != 0 {
-        return Err(Error::Io {
-            what: format!("pin thread to CPU {cpu}"),
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(())
+    process::set_affinity(&[cpu]).map_err(|source| Error::Io {
+        what: format!("pin thread to CPU {cpu}"),
+        source,
+    })
 }
 
 /// The CPUs a process (0 = this one) may run on.
 pub fn affinity_of(pid: i32) -> Result<Vec<usize>> {
-    // SAFETY: sched_getaffinity writes at most size_of::<cpu_set_t>() bytes into `set`.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(Error::Io {
-                what: format!("sched_getaffinity({pid})"),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        Ok((0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect())
-    }
+    let id = u32::try_from(pid).map_err(|_| Error::Invalid(format!("bad pid {pid}")))?;
+    process::affinity(id).map_err(|source| Error::Io {
+        what: format!("sched_getaffinity({pid})"),
+        source,
+    })
 }
 
 /// User plus system CPU time this process has used so far (all threads).
 pub fn self_cpu_time() -> Duration {
-    // SAFETY: getrusage fills the zeroed struct; RUSAGE_SELF always succeeds.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    process::rusage().cpu()
 }
 
 #[cfg(test)]

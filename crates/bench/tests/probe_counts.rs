@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use wirespeed_bench::probe::{self, ProbeOpts};
+use wirespeed_sys::process;
 
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
     assert!(
-        unsafe { libc::geteuid() } == 0,
+        process::is_root(),
         "this test needs root (BPF probes): run it as root, e.g. `sudo make test`"
     );
 }
@@ -21,18 +21,12 @@ fn within(a: f64, b: f64, rel: f64) -> bool {
     (a - b).abs() <= rel * b.abs()
 }
 
-fn rusage() -> libc::rusage {
-    // SAFETY: getrusage fills the zeroed struct.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    }
+fn rusage() -> process::Usage {
+    process::rusage()
 }
 
-fn cpu_s(ru: &libc::rusage) -> f64 {
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+fn cpu_s(ru: &process::Usage) -> f64 {
+    ru.cpu().as_secs_f64()
 }
 
 fn dir(tag: &str) -> PathBuf {
@@ -71,8 +65,8 @@ fn child_workload() {
     let counts = match mode.as_str() {
         "syscalls" => {
             for _ in 0..20_000 {
-                // SAFETY: getppid has no preconditions.
-                unsafe { libc::getppid() };
+                // One getppid(2) each: std does not cache it.
+                std::hint::black_box(std::os::unix::process::parent_id());
             }
             String::new()
         }
@@ -93,12 +87,7 @@ fn child_workload() {
         "tcp" => {
             // Pinned to one CPU, both ends in this process over loopback: every packet is
             // handled on the CPU of the task that produces or consumes it.
-            // SAFETY: plain affinity call on this thread.
-            unsafe {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(0, &mut set);
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-            }
+            let _ = process::set_affinity(&[0]);
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
             let (mut s, _) = l.accept().unwrap();
@@ -130,8 +119,8 @@ fn child_workload() {
         format!(
             "{} {} {} {}\n",
             cpu_s(&r1) - cpu_s(&r0),
-            r1.ru_nvcsw - r0.ru_nvcsw,
-            r1.ru_nivcsw - r0.ru_nivcsw,
+            r1.voluntary_switches - r0.voluntary_switches,
+            r1.involuntary_switches - r0.involuntary_switches,
             if counts.is_empty() {
                 "0".into()
             } else {

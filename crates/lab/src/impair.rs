@@ -7,9 +7,11 @@
 //! namespaces see one Ethernet segment. Frames are forwarded as they are, so the sending
 //! interfaces must not use TSO/GSO (`ethtool -K IF tx off tso off gso off`).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+
+use wirespeed_sys::packet::PacketSocket;
 
 use crate::{Error, Netns, Result};
 
@@ -38,64 +40,15 @@ pub struct ImpairedLink {
     pub counters: Arc<Counters>,
 }
 
-fn packet_socket(ifname: &str) -> Result<OwnedFd> {
-    let io = |what: &str| Error::Io {
-        what: format!("{what} ({ifname})"),
-        source: std::io::Error::last_os_error(),
-    };
-    // SAFETY: socket() returns a new fd or -1.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            (libc::ETH_P_ALL as u16).to_be() as i32,
-        )
-    };
-    if fd < 0 {
-        return Err(io("AF_PACKET socket"));
-    }
-    // SAFETY: fd was just created and is owned here.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let cname = std::ffi::CString::new(ifname)
-        .map_err(|_| Error::Invalid(format!("bad interface name {ifname}")))?;
-    // SAFETY: cname is a valid C string.
-    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-    if index == 0 {
-        return Err(io("if_nametoindex"));
-    }
-    // SAFETY: sockaddr_ll is plain data.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-    sll.sll_ifindex = index as i32;
-    // SAFETY: binds to a valid sockaddr_ll of the stated size.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            &sll as *const _ as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        )
-    };
-    if rc < 0 {
-        return Err(io("bind AF_PACKET"));
-    }
-    // A 100 ms receive timeout lets the thread notice `stop`.
-    let tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 100_000,
-    };
-    // SAFETY: sets a timeval option from a live struct.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::timeval>() as u32,
-        )
-    };
-    Ok(fd)
+fn packet_socket(ifname: &str) -> Result<PacketSocket> {
+    PacketSocket::bind(ifname).map_err(|source| Error::Io {
+        what: format!("AF_PACKET socket on {ifname}"),
+        source,
+    })
 }
+
+/// How long a receive waits, so the thread notices `stop` and releases a held frame.
+const RECV_TIMEOUT: Duration = Duration::from_millis(100);
 
 struct Rng(u64);
 impl Rng {
@@ -107,43 +60,30 @@ impl Rng {
     }
 }
 
-fn forward(from: OwnedFd, to: OwnedFd, imp: Impairment, stop: Arc<AtomicBool>, c: Arc<Counters>) {
+fn forward(
+    from: PacketSocket,
+    to: PacketSocket,
+    imp: Impairment,
+    stop: Arc<AtomicBool>,
+    c: Arc<Counters>,
+) {
     let mut rng = Rng(imp.seed | 1);
     let mut buf = vec![0u8; 65536];
     let mut held: Option<Vec<u8>> = None;
-    let send = |frame: &[u8]| {
-        // SAFETY: sends from a live buffer on a bound packet socket.
-        unsafe { libc::send(to.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-    };
+    // A frame the kernel would not take is lost, as on a real link.
+    let send = |frame: &[u8]| drop(to.send(frame));
     while !stop.load(Ordering::Relaxed) {
-        // SAFETY: sockaddr_ll is plain data; recvfrom writes at most its size.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-        // SAFETY: receives into a live buffer of its length.
-        let n = unsafe {
-            libc::recvfrom(
-                from.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                0,
-                &mut sll as *mut _ as *mut libc::sockaddr,
-                &mut len,
-            )
-        };
-        if n <= 0 {
+        let Ok(Some(got)) = from.recv(&mut buf, RECV_TIMEOUT) else {
             // Timeout: release a held frame so a quiet link does not keep it forever.
             if let Some(f) = held.take() {
                 send(&f);
             }
             continue;
-        }
-        // libc declares PACKET_OUTGOING as c_int in some versions and u8 in others.
-        #[allow(clippy::unnecessary_cast)]
-        let outgoing = libc::PACKET_OUTGOING as u8;
-        if sll.sll_pkttype == outgoing {
+        };
+        if got.kind.is_outgoing() {
             continue; // our own transmissions on this interface
         }
-        let frame = &buf[..n as usize];
+        let frame = &buf[..got.len];
         if rng.pct() < imp.loss_pct {
             c.dropped.fetch_add(1, Ordering::Relaxed);
             continue;

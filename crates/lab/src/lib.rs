@@ -5,6 +5,8 @@
 //! Addresses must come from 198.18.0.0/15 or fd00::/8; nothing here touches the host's own
 //! interfaces.
 
+#![deny(unsafe_code)]
+
 pub mod impair;
 pub mod netns;
 pub mod state;
@@ -55,8 +57,7 @@ pub fn sh(program: &str, args: &[&str]) -> Result<String> {
 /// True when the process runs as root. Privileged tests call [`require_root`] instead of
 /// skipping: in CI they must run.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    wirespeed_sys::process::is_root()
 }
 
 /// Panics with an actionable message unless running as root.

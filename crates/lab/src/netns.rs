@@ -1,8 +1,5 @@
 //! Named network namespaces and veth pairs, removed on drop.
 
-use std::fs::File;
-use std::os::fd::AsRawFd;
-
 use crate::{sh, Error, Result, NAME_PREFIX};
 
 /// A named network namespace (`ip netns add`), deleted on drop.
@@ -83,26 +80,10 @@ impl Netns {
     /// Runs `f` on a new thread that has entered this namespace, so sockets it opens live
     /// there. The calling thread's namespace is untouched.
     pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
-        let path = format!("/run/netns/{}", self.name);
-        let file = File::open(&path).map_err(|source| Error::Io {
-            what: format!("open {path}"),
+        wirespeed_sys::netns::in_netns(&self.name, f).map_err(|source| Error::Io {
+            what: "setns".into(),
             source,
-        })?;
-        let handle = std::thread::spawn(move || {
-            // SAFETY: setns on a valid namespace fd affects only this new thread.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            if rc != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(f())
-        });
-        match handle.join() {
-            Ok(r) => r.map_err(|source| Error::Io {
-                what: "setns".into(),
-                source,
-            }),
-            Err(p) => std::panic::resume_unwind(p),
-        }
+        })
     }
 }
 

@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -64,13 +63,10 @@ pub fn lock() -> Result<StateLock> {
         .write(true)
         .open(&path)
         .map_err(io(format!("open {}", path.display())))?;
-    // SAFETY: flock on a descriptor we own; blocks until the lock is ours.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(Error::Io {
-            what: "flock lab state".into(),
-            source: std::io::Error::last_os_error(),
-        });
-    }
+    wirespeed_sys::process::lock_exclusive(&file).map_err(|source| Error::Io {
+        what: "flock lab state".into(),
+        source,
+    })?;
     Ok(StateLock { _file: file })
 }
 

@@ -14,9 +14,10 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
+#include "ws/parse.h"
+
 #include "config.h"
 #include "maps.h"
-#include "parse.h"
 
 #define ARPHRD_ETHER_BE bpf_htons(1)
 
@@ -28,20 +29,20 @@ static __always_inline int port_served(__u8 proto, __be16 dport)
 }
 
 /* 1 when the frame is ours, 0 when it belongs to the kernel, -1 when it is malformed. */
-static __always_inline int classify(struct cursor *c)
+static __always_inline int classify(struct ws_cursor *c)
 {
-	struct ethhdr *eth = take(c, sizeof(*eth));
+	struct ethhdr *eth = ws_take(c, sizeof(*eth));
 	struct iphdr *ip;
 
 	if (!eth)
 		return -1;
 
 	if (eth->h_proto == bpf_htons(ETH_P_ARP)) {
-		struct arp_ipv4 *arp;
+		struct ws_arp_ipv4 *arp;
 
 		if (!steer_arp)
 			return 0;
-		arp = take(c, sizeof(*arp));
+		arp = ws_take(c, sizeof(*arp));
 		if (!arp)
 			return -1;
 		if (arp->htype != ARPHRD_ETHER_BE || arp->ptype != bpf_htons(ETH_P_IP) ||
@@ -52,23 +53,23 @@ static __always_inline int classify(struct cursor *c)
 
 	if (eth->h_proto != bpf_htons(ETH_P_IP))
 		return 0;
-	ip = take_ipv4(c);
+	ip = ws_take_ipv4(c);
 	if (!ip)
 		return -1;
 	if (ip->daddr != served_ipv4)
 		return 0;
-	if (is_fragment(ip))
+	if (ws_is_fragment(ip))
 		return -1;
 
 	if (ip->protocol == IPPROTO_TCP && steer_tcp) {
-		struct tcphdr *tcp = take(c, sizeof(*tcp));
+		struct tcphdr *tcp = ws_take(c, sizeof(*tcp));
 
 		if (!tcp)
 			return -1;
 		return port_served(IPPROTO_TCP, tcp->dest);
 	}
 	if (ip->protocol == IPPROTO_UDP && steer_udp) {
-		struct udphdr *udp = take(c, sizeof(*udp));
+		struct udphdr *udp = ws_take(c, sizeof(*udp));
 
 		if (!udp)
 			return -1;
@@ -82,7 +83,7 @@ static __always_inline int classify(struct cursor *c)
 SEC("xdp")
 int xdp_bifurcate(struct xdp_md *ctx)
 {
-	struct cursor c = {
+	struct ws_cursor c = {
 		.pos = (void *)(long)ctx->data,
 		.end = (void *)(long)ctx->data_end,
 	};

@@ -7,7 +7,6 @@
 mod common;
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -80,9 +79,7 @@ fn dpdk_ring_loopback_and_af_packet_on_a_lab_veth() {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let b_name = b.name().to_string();
     let peer = std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{b_name}")).unwrap();
-        // SAFETY: setns on this fresh thread only.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        wirespeed_sys::netns::enter(&b_name).unwrap();
         let s = UdpSocket::bind(SocketAddrV4::new(PEER, 9000)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         ready_tx.send(()).unwrap();

@@ -65,15 +65,7 @@ fn small_config(mode: BindMode) -> XskConfig {
 
 /// Pins the calling thread to one CPU (so the peer's XPS picks the tx queue of that CPU).
 fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and sched_setaffinity get valid pointers.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0
-        );
-    }
+    wirespeed_sys::process::set_affinity(&[cpu]).unwrap();
 }
 
 /// Polls every socket until `want` frames matching `pick` arrived or 5 s passed; returns
@@ -223,9 +215,7 @@ fn bifurcated_af_xdp_receives_served_traffic_and_transmits_to_the_peer() {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let b_name = lab.b.name().to_string();
     let receiver = std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{b_name}")).unwrap();
-        // SAFETY: setns on this fresh thread only.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        wirespeed_sys::netns::enter(&b_name).unwrap();
         let s = UdpSocket::bind(SocketAddrV4::new(PEER, 9000)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         ready_tx.send(()).unwrap();
@@ -496,9 +486,7 @@ fn one_flush_sends_a_burst_larger_than_the_kernel_tx_budget() {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let b_name = lab.b.name().to_string();
     let receiver = std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{b_name}")).unwrap();
-        // SAFETY: setns on this fresh thread only.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        wirespeed_sys::netns::enter(&b_name).unwrap();
         let s = UdpSocket::bind(SocketAddrV4::new(PEER, 9001)).unwrap();
         let big: libc::c_int = 8 << 20;
         // SAFETY: valid socket and option value.

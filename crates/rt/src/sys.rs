@@ -1,4 +1,5 @@
-//! Thin wrappers over the few syscalls the runtime makes directly.
+//! Thin wrappers over the few syscalls the runtime makes directly (the eventfds that wake a
+//! shard); affinity comes from `wirespeed-sys`.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -21,46 +22,17 @@ pub(crate) fn cvt_size(rc: libc::ssize_t) -> io::Result<usize> {
 
 /// Pins the calling thread to one CPU.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET bounds-checks against its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("cpu {cpu} out of range"),
-            ));
-        }
-        libc::CPU_SET(cpu, &mut set);
-        cvt(libc::sched_setaffinity(
-            0,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &set,
-        ))?;
-    }
-    Ok(())
+    wirespeed_sys::process::set_affinity(&[cpu])
 }
 
 /// The CPUs this process may run on (its affinity mask), in ascending order.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
-    // SAFETY: sched_getaffinity writes into a zeroed cpu_set_t of the size we pass.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        cvt(libc::sched_getaffinity(
-            0,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &mut set,
-        ))?;
-        Ok((0..8 * std::mem::size_of::<libc::cpu_set_t>())
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect())
-    }
+    wirespeed_sys::process::affinity(0)
 }
 
 /// The CPU the calling thread is running on now.
 pub fn current_cpu() -> usize {
-    // SAFETY: sched_getcpu has no preconditions.
-    let c = unsafe { libc::sched_getcpu() };
-    c.max(0) as usize
+    wirespeed_sys::process::current_cpu()
 }
 
 pub(crate) fn eventfd() -> io::Result<OwnedFd> {

@@ -17,6 +17,8 @@ use std::time::Duration;
 use wirespeed_lab::impair::{ImpairedLink, Impairment};
 use wirespeed_lab::netns::add_addr;
 use wirespeed_lab::{Netns, Veth};
+use wirespeed_sys::process;
+use wirespeed_sys::signal::Signal;
 
 const OUR_IP: &str = "198.18.51.2";
 const MIB: usize = 1024 * 1024;
@@ -101,8 +103,7 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        // SAFETY: signals our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        let _ = process::kill(self.0.id(), Signal::Interrupt);
         let _ = self.0.wait();
     }
 }

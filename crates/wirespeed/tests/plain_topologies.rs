@@ -9,16 +9,16 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use wirespeed_sys::signal::Signal;
+use wirespeed_sys::{netns, process};
+
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+    assert!(
+        process::is_root(),
         "these tests build network namespaces: run them as root"
     );
 }
@@ -70,16 +70,7 @@ impl PlainNs {
 
     /// Runs `f` on a thread that has entered the namespace (sockets it opens live there).
     fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.0);
-        std::thread::spawn(move || {
-            let ns = std::fs::File::open(&path).expect("open the namespace");
-            // SAFETY: setns on a valid namespace fd; it moves only this thread.
-            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .expect("thread in the namespace panicked")
+        netns::in_netns(&self.0, f).expect("enter the namespace")
     }
 }
 
@@ -228,8 +219,7 @@ impl Wirespeed {
     }
 
     fn interrupt(&mut self) {
-        // SAFETY: signals our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = process::kill(self.child.id(), Signal::Interrupt);
         let _ = self.child.wait();
         if let Some(c) = self.copier.take() {
             let _ = c.join();

@@ -6,6 +6,9 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use wirespeed_sys::process;
+use wirespeed_sys::signal::Signal;
+
 const ENGINES: [&str; 2] = ["epoll", "uring"];
 
 struct Server {
@@ -48,8 +51,7 @@ impl Server {
 
     /// SIGINT, then the exit status and the summary line.
     fn stop(mut self) -> (std::process::ExitStatus, String) {
-        // SAFETY: signals our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = process::kill(self.child.id(), Signal::Interrupt);
         let status = self.child.wait().unwrap();
         let mut rest = String::new();
         self.stderr.read_to_string(&mut rest).unwrap();

@@ -23,13 +23,7 @@ pub struct ProcDelta {
 }
 
 fn clk_tck() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
+    wirespeed_sys::process::clock_ticks() as f64
 }
 
 fn read(path: &str) -> Result<String> {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
+use wirespeed_sys::signal::Signals;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -83,18 +84,11 @@ fn print_lab(r: &wirespeed_lab::state::LabRecord) {
     }
 }
 
-fn wait_for_signal() {
-    // SAFETY: a signal set on the stack; blocking SIGINT/SIGTERM in this (only) thread and
-    // waiting for them synchronously needs no handler.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        let mut sig = 0;
-        libc::sigwait(&set, &mut sig);
-    }
+/// Blocks until SIGINT or SIGTERM arrives; no handler runs, the signal is read from a signalfd.
+fn wait_for_signal() -> anyhow::Result<()> {
+    let signals = Signals::termination().context("block SIGINT/SIGTERM")?;
+    signals.wait(None).context("wait for SIGINT/SIGTERM")?;
+    Ok(())
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -124,7 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             if a.hold {
                 println!("holding; Ctrl-C takes the lab down");
-                wait_for_signal();
+                wait_for_signal()?;
                 for r in lab.down()? {
                     println!("restored {r}");
                 }

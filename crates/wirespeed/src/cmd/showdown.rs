@@ -10,11 +10,10 @@
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -25,6 +24,8 @@ use wirespeed_bench::parse_duration;
 use wirespeed_bench::probe::{Probe, ProbeOpts};
 use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
 use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
+use wirespeed_sys::signal::{CommandExt as _, Signal, Signals};
+use wirespeed_sys::{netns, process};
 
 const LAB: &str = "sd";
 const SERVER_CPU: usize = 1;
@@ -222,22 +223,22 @@ fn ladder() -> Vec<RowSpec> {
     ]
 }
 
+/// SIGINT/SIGTERM, blocked on the main thread before any other thread starts and read from a
+/// signalfd between steps, so an interrupted showdown still takes its lab down. The servers it
+/// starts unblock them again (`unblock_signals`), so they stop on SIGINT as usual.
+static SIGNALS: OnceLock<Signals> = OnceLock::new();
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe. Handlers are
-    // reset to the default across exec, so the servers we start still stop on SIGINT.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+fn block_signals() -> anyhow::Result<()> {
+    let signals = Signals::termination().context("block SIGINT/SIGTERM")?;
+    let _ = SIGNALS.set(signals);
+    Ok(())
 }
 
 fn check_interrupt() -> anyhow::Result<()> {
+    if let Some(Ok(Some(_))) = SIGNALS.get().map(Signals::take) {
+        INTERRUPTED.store(true, Ordering::SeqCst);
+    }
     if INTERRUPTED.load(Ordering::SeqCst) {
         bail!("interrupted; the lab was taken down and host settings restored");
     }
@@ -275,8 +276,7 @@ impl ServerProc {
 
 impl Drop for ServerProc {
     fn drop(&mut self) {
-        // SAFETY: signalling our own child by pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = process::kill(self.child.id(), Signal::Interrupt);
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(3) {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -404,6 +404,7 @@ fn start_server(
         }
     };
     let child = cmd
+        .unblock_signals()
         .stdin(Stdio::null())
         .stdout(logf.try_clone()?)
         .stderr(logf)
@@ -438,22 +439,6 @@ fn start_server(
     // ip netns exec and taskset exec the server, so this pid is the server's.
     let _ = &mut server;
     Ok((server, line))
-}
-
-/// Runs `f` on a new thread inside the named namespace; the load threads it starts inherit it.
-fn spawn_in_netns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<T>>> {
-    let path = format!("/run/netns/{ns}");
-    let file = File::open(&path).with_context(|| format!("open {path}"))?;
-    Ok(std::thread::spawn(move || {
-        // SAFETY: setns on a valid namespace fd changes only this new thread's namespace.
-        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(std::io::Error::last_os_error()).context("setns");
-        }
-        Ok(f())
-    }))
 }
 
 struct Plan {
@@ -514,7 +499,8 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
         bpf: plan.bpf,
     })?;
     let workload = spec.workload;
-    let client = spawn_in_netns(&format!("ws-{LAB}-c"), move || match workload {
+    // The load threads inherit the client namespace from this one.
+    let client = netns::spawn_in(&format!("ws-{LAB}-c"), move || match workload {
         Workload::Http => load::run(&load_spec, HttpParser::default()),
         _ => load::run(&load_spec, EchoParser::new(ECHO_SIZE)),
     })?;
@@ -581,7 +567,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if !wirespeed_lab::is_root() {
         bail!("the showdown builds network namespaces and loads BPF probes: run it as root (sudo make run)");
     }
-    install_signal_handlers();
+    block_signals()?;
     let rounds = a.rounds.unwrap_or(if a.quick { 1 } else { 3 }).max(1);
     let plan = Plan {
         connections: a.connections,
