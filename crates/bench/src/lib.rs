@@ -8,15 +8,11 @@
 
 #![deny(unsafe_code)]
 
-// cpu.rs and probe/ still call libc directly; their unsafe moves to wirespeed-sys in another
-// part of issue 16, and these two allows go with it.
-#[allow(unsafe_code)]
 pub mod cpu;
 pub mod echo;
 pub mod hist;
 pub mod http;
 pub mod load;
-#[allow(unsafe_code)]
 pub mod probe;
 pub mod report;
 pub mod showdown;

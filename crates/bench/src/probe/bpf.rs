@@ -14,7 +14,8 @@ use crate::{Error, Result};
     non_camel_case_types,
     non_snake_case,
     non_upper_case_globals,
-    unused
+    unused,
+    unsafe_code // the generated skeleton: the one place outside sys/rt/nic that may hold unsafe
 )]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/probe.skel.rs"));
