@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::counters::Counters;
 use crate::error::{io, Error, Result};
+use crate::features::Features;
 use crate::filter::{self, FamilyFilter, FilterPlan, IpsetInfo, Tables, XtByHandle};
-use crate::loader::{self, Attachment, BridgeMaps, Features, Hook, Program};
+use crate::loader::{self, Attachment, BridgeMaps, Hook, Program};
 use crate::model::{BridgeHook, Event, FdbKey, Model, Plan};
 use crate::netlink::{
     self, NetdevFamily, Socket, NETLINK_GENERIC, NETLINK_NETFILTER, NETLINK_ROUTE,

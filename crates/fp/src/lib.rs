@@ -4,6 +4,7 @@
 pub mod counters;
 pub mod daemon;
 pub mod error;
+pub mod features;
 pub mod filter;
 pub mod gen;
 pub mod harness;

@@ -609,8 +609,6 @@ const NETDEV_CMD_DEV_DEL_NTF: u8 = 3;
 const NETDEV_CMD_DEV_CHANGE_NTF: u8 = 4;
 const NETDEV_A_DEV_IFINDEX: u16 = 1;
 const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
-/// enum netdev_xdp_act: the driver implements ndo_xdp_xmit (takes XDP-redirected frames).
-pub const NETDEV_XDP_ACT_NDO_XMIT: u64 = 1 << 2;
 
 /// The netdev generic-netlink family as this kernel numbers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -713,6 +711,7 @@ pub(crate) fn attr(ty: u16, v: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::NETDEV_XDP_ACT_NDO_XMIT;
 
     fn msg(ty: u16, payload: &[u8]) -> Vec<u8> {
         let mut m = Vec::new();

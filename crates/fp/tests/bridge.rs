@@ -277,7 +277,8 @@ fn frame(tag: Option<(u16, u16)>, payload: usize) -> Vec<u8> {
 /// as the daemon would fill them for one, and each frame is run with BPF_PROG_TEST_RUN.
 #[test]
 fn vlan_filtering_by_test_run() {
-    use wirespeed_fp::loader::{Features, Program, XDP_PASS, XDP_REDIRECT};
+    use wirespeed_fp::features::Features;
+    use wirespeed_fp::loader::{Program, XDP_PASS, XDP_REDIRECT};
     use wirespeed_fp::model::{BrPortVal, FdbKey};
 
     wirespeed_lab::require_root();

@@ -2,7 +2,8 @@
 //! output bytes. The FIB the program consults is a real one, in a lab namespace.
 
 use wirespeed_fp::counters::Reason;
-use wirespeed_fp::loader::{Features, Program, XDP_PASS, XDP_REDIRECT};
+use wirespeed_fp::features::Features;
+use wirespeed_fp::loader::{Program, XDP_PASS, XDP_REDIRECT};
 use wirespeed_fp::pkt::{self, L4};
 use wirespeed_lab::Netns;
 
