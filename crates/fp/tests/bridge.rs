@@ -10,10 +10,10 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use common::*;
-use wirespeed_fp::daemon::Status;
 use wirespeed_fp::model::BridgeHook;
+use wirespeed_fp::status::Status;
 
-fn port<'a>(s: &'a Status, name: &str) -> &'a wirespeed_fp::daemon::PortStatus {
+fn port<'a>(s: &'a Status, name: &str) -> &'a wirespeed_fp::status::PortStatus {
     s.ports
         .iter()
         .find(|p| p.name == name)
