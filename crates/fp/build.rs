@@ -7,10 +7,7 @@ use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGRAMS: [(&str, &str); 2] = [
-    ("bpf/fp.bpf.c", "fp.skel.rs"),
-    ("bpf/gen.bpf.c", "gen.skel.rs"),
-];
+const PROGRAMS: [(&str, &str); 1] = [("bpf/fp.bpf.c", "fp.skel.rs")];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));

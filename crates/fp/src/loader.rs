@@ -3,7 +3,7 @@
 //! program and traffic keeps flowing through the slow path).
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::bpf::FpSkelBuilder;
 use crate::counters::{Counters, Reason};
-use crate::error::{bpf, io, Error, Result};
+use crate::error::{bpf, io, Result};
 use crate::features::Features;
 
 /// The maps of one loaded program, as owned handles.
@@ -322,28 +322,11 @@ impl Program {
         // egress_ifindex
         let ctx: [u32; 6] = [0, frame.len() as u32, 0, ingress_ifindex, 0, 0];
         let mut out = vec![0u8; frame.len() + 256];
-        // SAFETY: zeroed is a valid bpf_test_run_opts; every pointer set below outlives the call.
-        let mut opts: libbpf_rs::libbpf_sys::bpf_test_run_opts = unsafe { std::mem::zeroed() };
-        opts.sz = std::mem::size_of_val(&opts) as _;
-        opts.data_in = frame.as_ptr().cast();
-        opts.data_size_in = frame.len() as u32;
-        opts.data_out = out.as_mut_ptr().cast();
-        opts.data_size_out = out.len() as u32;
-        opts.ctx_in = ctx.as_ptr().cast();
-        opts.ctx_size_in = std::mem::size_of_val(&ctx) as u32;
-        opts.repeat = 1;
-        // SAFETY: the fd is a loaded program; opts points to live buffers of the stated sizes.
-        let rc = unsafe {
-            libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(self.fd.as_raw_fd(), &mut opts)
-        };
-        if rc != 0 {
-            return Err(Error::Io {
-                what: "BPF_PROG_TEST_RUN".into(),
-                err: std::io::Error::from_raw_os_error(-rc),
-            });
-        }
-        out.truncate(opts.data_size_out as usize);
-        Ok((opts.retval, out))
+        let ctx: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let (verdict, len) = wirespeed_sys::bpf::test_run(self.fd.as_fd(), frame, &ctx, &mut out)
+            .map_err(io("BPF_PROG_TEST_RUN"))?;
+        out.truncate(len);
+        Ok((verdict, out))
     }
 
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
@@ -407,28 +390,15 @@ impl Attachment {
 
     /// As `tc`, for any loaded TC program.
     pub fn tc_fd(prog: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> Result<Attachment> {
-        // SAFETY: zeroed is a valid bpf_link_create_opts.
-        let mut opts: libbpf_rs::libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
-        opts.sz = std::mem::size_of_val(&opts) as _;
-        opts.flags = libbpf_rs::libbpf_sys::BPF_F_BEFORE;
-        // SAFETY: plain syscall wrapper; the program fd is valid, opts lives across the call.
-        let fd = unsafe {
-            libbpf_rs::libbpf_sys::bpf_link_create(
-                prog.as_raw_fd(),
-                ifindex as i32,
-                libbpf_rs::libbpf_sys::BPF_TCX_INGRESS,
-                &opts,
-            )
-        };
-        if fd < 0 {
-            return Err(Error::Io {
-                what: format!("attach TC ingress (tcx) to ifindex {ifindex}"),
-                err: std::io::Error::from_raw_os_error(-fd),
-            });
-        }
+        let link = wirespeed_sys::bpf::link_create(
+            prog,
+            ifindex,
+            libbpf_rs::libbpf_sys::BPF_TCX_INGRESS,
+            libbpf_rs::libbpf_sys::BPF_F_BEFORE,
+        )
+        .map_err(io(format!("attach TC ingress (tcx) to ifindex {ifindex}")))?;
         Ok(Attachment {
-            // SAFETY: bpf_link_create returned a new fd that nothing else owns.
-            link: unsafe { OwnedFd::from_raw_fd(fd) },
+            link,
             ifindex,
             hook: Hook::Tc,
         })
@@ -439,37 +409,13 @@ impl Attachment {
         ifindex: u32,
         flags: u32,
     ) -> std::io::Result<OwnedFd> {
-        // SAFETY: zeroed is a valid bpf_link_create_opts.
-        let mut opts: libbpf_rs::libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
-        opts.sz = std::mem::size_of_val(&opts) as _;
-        opts.flags = flags;
-        // SAFETY: plain syscall wrapper; the program fd is valid, opts lives across the call.
-        let fd = unsafe {
-            libbpf_rs::libbpf_sys::bpf_link_create(prog.as_raw_fd(), ifindex as i32, BPF_XDP, &opts)
-        };
-        if fd < 0 {
-            return Err(std::io::Error::from_raw_os_error(-fd));
-        }
-        // SAFETY: bpf_link_create returned a new fd that nothing else owns.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        wirespeed_sys::bpf::link_create(prog, ifindex, BPF_XDP, flags)
     }
 
     /// Swaps in a re-specialized program atomically: no packet sees no program.
     pub fn replace(&mut self, prog: &Program) -> Result<()> {
-        // SAFETY: both fds are valid; a null opts means "no expected old program".
-        let rc = unsafe {
-            libbpf_rs::libbpf_sys::bpf_link_update(
-                self.link.as_raw_fd(),
-                prog.fd.as_raw_fd(),
-                std::ptr::null(),
-            )
-        };
-        if rc != 0 {
-            return Err(Error::Io {
-                what: format!("bpf_link_update on ifindex {}", self.ifindex),
-                err: std::io::Error::from_raw_os_error(-rc),
-            });
-        }
+        wirespeed_sys::bpf::link_update(self.link.as_fd(), prog.fd.as_fd())
+            .map_err(io(format!("bpf_link_update on ifindex {}", self.ifindex)))?;
         Ok(())
     }
 }
@@ -676,64 +622,25 @@ fn table_diff(
 /// How many programs are attached at TC ingress (tcx) on `ifindex` in the calling thread's
 /// namespace, ours or anyone's.
 pub fn tcx_ingress_count(ifindex: u32) -> Result<u32> {
-    // SAFETY: zeroed query opts with sz set and no id arrays: the kernel fills the count.
-    let mut q: libbpf_rs::libbpf_sys::bpf_prog_query_opts = unsafe { std::mem::zeroed() };
-    q.sz = std::mem::size_of_val(&q) as _;
-    // SAFETY: q is valid for writes; plain syscall wrapper.
-    let rc = unsafe {
-        libbpf_rs::libbpf_sys::bpf_prog_query_opts(
-            ifindex as i32,
-            libbpf_rs::libbpf_sys::BPF_TCX_INGRESS,
-            &mut q,
-        )
-    };
-    if rc != 0 {
-        return Err(Error::Io {
-            what: format!("query TC ingress programs of ifindex {ifindex}"),
-            err: std::io::Error::from_raw_os_error(-rc),
-        });
-    }
-    // SAFETY: both union members are the same u32 count.
-    Ok(unsafe { q.__bindgen_anon_1.count })
+    wirespeed_sys::bpf::prog_count(ifindex, libbpf_rs::libbpf_sys::BPF_TCX_INGRESS).map_err(io(
+        format!("query TC ingress programs of ifindex {ifindex}"),
+    ))
 }
 
 /// Detaches a non-link XDP program named like ours left on `ifindex` (e.g. by a tool that
 /// attached our object by hand). Link-based attachments die with their owner and are never
 /// stale. Returns true when one was removed.
 pub fn remove_stale_xdp(ifindex: u32) -> bool {
-    // SAFETY: zeroed query opts with sz set is the documented way to call bpf_xdp_query.
-    let mut q: libbpf_rs::libbpf_sys::bpf_xdp_query_opts = unsafe { std::mem::zeroed() };
-    q.sz = std::mem::size_of_val(&q) as _;
-    // SAFETY: q is valid for writes.
-    if unsafe { libbpf_rs::libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut q) } != 0
-        || q.prog_id == 0
-    {
+    let Ok(q) = wirespeed_sys::bpf::xdp_query(ifindex) else {
+        return false;
+    };
+    if q.prog_id == 0 {
         return false;
     }
-    // SAFETY: plain syscall wrapper.
-    let fd = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_fd_by_id(q.prog_id) };
-    if fd < 0 {
+    let Ok(fd) = libbpf_rs::Program::fd_from_id(q.prog_id) else {
         return false;
-    }
-    // SAFETY: fd is a new program fd we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: zeroed bpf_prog_info is valid; len tells the kernel its size.
-    let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of_val(&info) as u32;
-    // SAFETY: info is valid for len bytes.
-    if unsafe {
-        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len)
-    } != 0
-    {
-        return false;
-    }
-    let name: Vec<u8> = info
-        .name
-        .iter()
-        .take_while(|c| **c != 0)
-        .map(|c| *c as u8)
-        .collect();
-    if name != b"fp_xdp" {
+    };
+    if wirespeed_sys::bpf::prog_name(fd.as_fd()).ok().as_deref() != Some(b"fp_xdp") {
         return false;
     }
     let mode_flags = match q.attach_mode as u32 {
@@ -741,10 +648,8 @@ pub fn remove_stale_xdp(ifindex: u32) -> bool {
         2 => XDP_FLAGS_SKB_MODE,
         _ => 0,
     };
-    // SAFETY: plain syscall wrapper; fails harmlessly (EBUSY) if a link owns the attachment.
-    unsafe {
-        libbpf_rs::libbpf_sys::bpf_xdp_detach(ifindex as i32, mode_flags, std::ptr::null()) == 0
-    }
+    // Fails harmlessly (EBUSY) if a link owns the attachment.
+    wirespeed_sys::bpf::xdp_detach(ifindex, mode_flags).is_ok()
 }
 
 #[cfg(test)]

@@ -1,8 +1,7 @@
 //! A small NETLINK_ROUTE / NETLINK_NETFILTER reader: multicast event sockets and dump
 //! requests. Parsing is pure (`parse_*`), unit-tested on byte fixtures; only `Socket` does I/O.
 
-use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use crate::error::{Error, Result};
 use crate::model::{BridgeAttrs, BridgePort, Event, FdbEntry, FdbKey, Link, RuleKey};
@@ -384,100 +383,55 @@ pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
     }
 }
 
-/// A netlink socket (owned fd).
+/// A netlink socket.
 pub struct Socket {
-    fd: OwnedFd,
+    sock: socket2::Socket,
     seq: u32,
-}
-
-fn cvt(rc: i32, what: &str) -> Result<i32> {
-    if rc < 0 {
-        Err(Error::Io {
-            what: what.into(),
-            err: io::Error::last_os_error(),
-        })
-    } else {
-        Ok(rc)
-    }
 }
 
 impl Socket {
     pub fn open(protocol: i32) -> Result<Socket> {
-        // SAFETY: plain socket(2); the fd is owned right away.
-        let fd = cvt(
-            unsafe {
-                libc::socket(
-                    libc::AF_NETLINK,
-                    libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                    protocol,
-                )
-            },
-            "netlink socket",
-        )?;
-        // SAFETY: fd is a fresh socket we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: zeroed sockaddr_nl is valid (pid 0: the kernel assigns one).
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: sa is a valid sockaddr_nl of the stated size.
-        cvt(
-            unsafe {
-                libc::bind(
-                    fd.as_raw_fd(),
-                    &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_nl>() as u32,
-                )
-            },
-            "bind netlink",
-        )?;
-        // Bursts of events (50 routes at once) must not overflow the queue.
-        let size: i32 = 4 << 20;
-        // SAFETY: setsockopt with a valid int pointer; failure only means a smaller buffer.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                &size as *const i32 as *const _,
-                4,
-            );
-        }
-        Ok(Socket { fd, seq: 1 })
+        let io_err = |what: &str| {
+            let what = what.to_string();
+            move |err| Error::Io { what, err }
+        };
+        let sock = socket2::Socket::new(
+            socket2::Domain::from(libc::AF_NETLINK),
+            socket2::Type::RAW.nonblocking().cloexec(),
+            Some(socket2::Protocol::from(protocol)),
+        )
+        .map_err(io_err("netlink socket"))?;
+        // Bound (port id assigned by the kernel): multicast events skip an unbound socket,
+        // whose port id 0 is the kernel's own.
+        nl_sockopt::bind_any(sock.as_fd()).map_err(io_err("bind netlink"))?;
+        // Bursts of events (50 routes at once) must not overflow the queue; failure only
+        // means a smaller buffer.
+        let _ = nl_sockopt::rcvbuf_force(sock.as_fd(), 4 << 20);
+        Ok(Socket { sock, seq: 1 })
     }
 
     pub fn join(&self, group: u32) -> Result<()> {
-        // SAFETY: setsockopt with a valid u32 pointer.
-        cvt(
-            unsafe {
-                libc::setsockopt(
-                    self.fd.as_raw_fd(),
-                    libc::SOL_NETLINK,
-                    libc::NETLINK_ADD_MEMBERSHIP,
-                    &group as *const u32 as *const _,
-                    4,
-                )
-            },
-            &format!("join netlink group {group}"),
-        )
-        .map(|_| ())
+        nl_sockopt::add_membership(self.sock.as_fd(), group).map_err(|err| Error::Io {
+            what: format!("join netlink group {group}"),
+            err,
+        })
     }
 
     pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.sock.as_raw_fd()
     }
 
     pub fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+        self.sock.as_fd()
     }
 
     /// Reads one datagram without blocking; Ok(None) when nothing is queued. An overrun
     /// (ENOBUFS) is reported as Ok(Some(empty)) so the caller resyncs.
     pub fn recv(&self, buf: &mut [u8]) -> Result<Option<usize>> {
-        // SAFETY: buf is valid for writes of its length.
-        let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
+        use std::io::Read;
+        match (&self.sock).read(buf) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) => match e.raw_os_error() {
                 Some(libc::EAGAIN) => Ok(None),
                 Some(libc::ENOBUFS) => Ok(Some(0)),
                 Some(libc::EINTR) => Ok(None),
@@ -485,9 +439,8 @@ impl Socket {
                     what: "netlink recv".into(),
                     err: e,
                 }),
-            };
+            },
         }
-        Ok(Some(n as usize))
     }
 
     /// Sends a dump request (`ty` with the family header `hdr`) and returns each reply
@@ -502,11 +455,10 @@ impl Socket {
         req.extend_from_slice(&self.seq.to_ne_bytes());
         req.extend_from_slice(&0u32.to_ne_bytes());
         req.extend_from_slice(hdr);
-        // SAFETY: req is a valid buffer of its length.
-        cvt(
-            unsafe { libc::send(self.fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) } as i32,
-            "netlink send",
-        )?;
+        self.sock.send(&req).map_err(|err| Error::Io {
+            what: "netlink send".into(),
+            err,
+        })?;
         let mut out = Vec::new();
         let mut buf = vec![0u8; 64 * 1024];
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -517,13 +469,10 @@ impl Socket {
                     if std::time::Instant::now() > deadline {
                         return Err(Error::Netlink("dump timed out".into()));
                     }
-                    let mut pfd = libc::pollfd {
-                        fd: self.fd.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                    // SAFETY: one valid pollfd.
-                    unsafe { libc::poll(&mut pfd, 1, 100) };
+                    wirespeed_sys::bpf::poll_readable(
+                        &[Some(self.as_fd())],
+                        std::time::Duration::from_millis(100),
+                    );
                     continue;
                 }
             };
@@ -593,6 +542,61 @@ pub fn dump_rules(s: &mut Socket, family: u8) -> Result<Vec<RuleKey>> {
         .filter(|(t, _)| *t == RTM_NEWRULE)
         .filter_map(|(_, p)| parse_rule(p))
         .collect())
+}
+
+/// The netlink socket calls socket2 has no safe form for: binding to a kernel-assigned port
+/// id and two socket options. They are to move into wirespeed-sys (crates/sys/src/socket.rs,
+/// another part of issue 16) and are the one place in this crate allowed unsafe code.
+#[allow(unsafe_code)]
+mod nl_sockopt {
+    use std::io;
+    use std::os::fd::{AsRawFd, BorrowedFd};
+
+    fn cvt(rc: i32) -> io::Result<()> {
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn setsockopt<T>(fd: BorrowedFd<'_>, level: i32, name: i32, v: &T) -> io::Result<()> {
+        // SAFETY: v points to a live T of the stated size; fd is open.
+        cvt(unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                level,
+                name,
+                (v as *const T).cast(),
+                std::mem::size_of::<T>() as libc::socklen_t,
+            )
+        })
+    }
+
+    /// bind(2) to pid 0: the kernel assigns the port id.
+    pub fn bind_any(fd: BorrowedFd<'_>) -> io::Result<()> {
+        // SAFETY: an all-zero sockaddr_nl is valid (pid 0, no groups).
+        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        sa.nl_family = libc::AF_NETLINK as u16;
+        // SAFETY: sa is a valid sockaddr_nl of the stated size; fd is open.
+        cvt(unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sa as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        })
+    }
+
+    /// SO_RCVBUFFORCE (root may exceed rmem_max).
+    pub fn rcvbuf_force(fd: BorrowedFd<'_>, size: i32) -> io::Result<()> {
+        setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size)
+    }
+
+    /// NETLINK_ADD_MEMBERSHIP: receive the multicast group's events.
+    pub fn add_membership(fd: BorrowedFd<'_>, group: u32) -> io::Result<()> {
+        setsockopt(fd, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, &group)
+    }
 }
 
 /// One netlink attribute, padded: for building test input here and in nftevent.

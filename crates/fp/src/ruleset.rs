@@ -5,16 +5,17 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use wirespeed_sys::nftables::Nftables;
+
 use crate::error::{io, Error, Result};
 use crate::filter::{self, FamilyFilter, FilterPlan, IpsetInfo, XtByHandle};
 use crate::nftevent::{self, RuleEvent};
-use crate::nftlib::NftLib;
 use crate::status::RuleEventCounts;
 
 /// What the ruleset and the polled state say, and what they were compiled from.
 pub struct Ruleset {
     /// In-process libnftables (None: spawn `nft`).
-    nft: Option<NftLib>,
+    nft: Option<Nftables>,
     /// x_tables tables (ip, ip6): they raise no event, so the daemon polls them.
     pub legacy: (bool, bool),
     /// iptables `-m set` matches exist: ipset has no change events, so it is polled.
@@ -75,7 +76,7 @@ pub fn all_to_kernel(filter: &mut FilterPlan, why: &Error) {
 impl Ruleset {
     pub fn new() -> Ruleset {
         Ruleset {
-            nft: NftLib::open(),
+            nft: Nftables::open(),
             legacy: (false, false),
             uses_ipset: false,
             ipset_text: String::new(),
@@ -92,7 +93,9 @@ impl Ruleset {
     fn read(&mut self) -> Result<String> {
         let started = Instant::now();
         let s = match &mut self.nft {
-            Some(lib) => lib.list_ruleset(),
+            Some(lib) => lib
+                .run("list ruleset")
+                .map_err(|e| Error::Nft(format!("libnftables: {e}"))),
             None => nft_ruleset_spawned(),
         };
         self.read_time += started.elapsed();
