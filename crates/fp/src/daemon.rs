@@ -120,7 +120,7 @@ impl Daemon {
             model,
             dataplane: Dataplane::new()?,
             kernel: KernelReader::open()?,
-            ruleset: Ruleset::new(),
+            ruleset: Ruleset::default(),
             log: StatusLog::default(),
             br_netfilter: BrNetfilter::default(),
             fdb_resynced: false,

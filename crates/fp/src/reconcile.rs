@@ -99,11 +99,8 @@ pub fn reconcile(
     }
     bridge_tables(&plan, current.plan, &mut list);
     for (idx, features) in current.ports {
-        if !plan
-            .ports
-            .get(idx)
-            .is_some_and(|pp| pp.features.tc == features.tc)
-        {
+        let same_hook = matches!(plan.ports.get(idx), Some(pp) if pp.features.tc == features.tc);
+        if !same_hook {
             list.push(Action::Detach { ifindex: *idx });
         }
     }

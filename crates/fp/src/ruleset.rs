@@ -73,8 +73,8 @@ pub fn all_to_kernel(filter: &mut FilterPlan, why: &Error) {
     filter.v6 = FamilyFilter::Kernel(why.to_string());
 }
 
-impl Ruleset {
-    pub fn new() -> Ruleset {
+impl Default for Ruleset {
+    fn default() -> Ruleset {
         Ruleset {
             nft: Nftables::open(),
             legacy: (false, false),
@@ -89,7 +89,9 @@ impl Ruleset {
             read_time: Duration::ZERO,
         }
     }
+}
 
+impl Ruleset {
     fn read(&mut self) -> Result<String> {
         let started = Instant::now();
         let s = match &mut self.nft {
