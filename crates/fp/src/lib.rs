@@ -24,4 +24,5 @@ pub use error::{Error, Result};
 #[allow(clippy::all, missing_docs, unused, unsafe_code, unsafe_op_in_unsafe_fn)]
 pub mod bpf {
     include!(concat!(env!("OUT_DIR"), "/fp.skel.rs"));
+    include!(concat!(env!("OUT_DIR"), "/fp_map_types.rs"));
 }

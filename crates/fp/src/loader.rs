@@ -9,10 +9,11 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
-use crate::bpf::FpSkelBuilder;
+use crate::bpf::{types, FpSkelBuilder};
 use crate::counters::{Counters, Reason};
 use crate::error::{bpf, io, Result};
 use crate::features::Features;
+use wirespeed_sys::bpf::bytes_of;
 
 /// The maps of one loaded program, as owned handles.
 pub struct Maps {
@@ -46,33 +47,39 @@ fn upd(map: &MapHandle, k: &[u8], v: &[u8], what: &str) -> Result<()> {
         .map_err(bpf(format!("update {what}")))
 }
 
-fn fdb_key(k: &crate::model::FdbKey) -> [u8; 12] {
-    let mut b = [0u8; 12];
-    b[..4].copy_from_slice(&k.bridge.to_ne_bytes());
-    b[4..6].copy_from_slice(&k.vid.to_ne_bytes());
-    b[6..].copy_from_slice(&k.mac);
-    b
+fn fdb_key(k: &crate::model::FdbKey) -> types::br_fdb_key {
+    types::br_fdb_key {
+        bridge: k.bridge,
+        vid: k.vid,
+        mac: k.mac,
+    }
 }
 
-fn vlan_key(ifindex: u32, vid: u16) -> [u8; 8] {
-    let mut b = [0u8; 8];
-    b[..4].copy_from_slice(&ifindex.to_ne_bytes());
-    b[4..6].copy_from_slice(&vid.to_ne_bytes());
-    b
+fn vlan_key(ifindex: u32, vid: u16) -> types::br_vlan_key {
+    types::br_vlan_key {
+        ifindex,
+        vid,
+        pad: 0,
+    }
 }
 
 impl BridgeMaps {
     pub fn set_port(&self, ifindex: u32, p: &crate::model::BrPortVal) -> Result<()> {
-        // struct br_port { u32 bridge; u32 mtu; u16 pvid; u8 state; u8 vlan_filtering;
-        //                  u8 ip_check; u8 pad[3]; }
-        let mut v = [0u8; 16];
-        v[..4].copy_from_slice(&p.bridge.to_ne_bytes());
-        v[4..8].copy_from_slice(&p.mtu.to_ne_bytes());
-        v[8..10].copy_from_slice(&p.pvid.to_ne_bytes());
-        v[10] = p.state;
-        v[11] = p.vlan_filtering as u8;
-        v[12] = p.ip_check;
-        upd(&self.ports, &ifindex.to_ne_bytes(), &v, "br_ports")
+        let v = types::br_port {
+            bridge: p.bridge,
+            mtu: p.mtu,
+            pvid: p.pvid,
+            state: p.state,
+            vlan_filtering: p.vlan_filtering as u8,
+            ip_check: p.ip_check,
+            pad: [0; 3],
+        };
+        upd(
+            &self.ports,
+            &ifindex.to_ne_bytes(),
+            bytes_of(&v),
+            "br_ports",
+        )
     }
 
     pub fn del_port(&self, ifindex: u32) {
@@ -82,22 +89,27 @@ impl BridgeMaps {
     pub fn set_vlan(&self, ifindex: u32, vid: u16, flags: u16) -> Result<()> {
         upd(
             &self.vlans,
-            &vlan_key(ifindex, vid),
+            bytes_of(&vlan_key(ifindex, vid)),
             &flags.to_ne_bytes(),
             "br_vlans",
         )
     }
 
     pub fn del_vlan(&self, ifindex: u32, vid: u16) {
-        let _ = self.vlans.delete(&vlan_key(ifindex, vid));
+        let _ = self.vlans.delete(bytes_of(&vlan_key(ifindex, vid)));
     }
 
     pub fn set_fdb(&self, k: &crate::model::FdbKey, port: u32) -> Result<()> {
-        upd(&self.fdb, &fdb_key(k), &port.to_ne_bytes(), "br_fdb")
+        upd(
+            &self.fdb,
+            bytes_of(&fdb_key(k)),
+            &port.to_ne_bytes(),
+            "br_fdb",
+        )
     }
 
     pub fn del_fdb(&self, k: &crate::model::FdbKey) {
-        let _ = self.fdb.delete(&fdb_key(k));
+        let _ = self.fdb.delete(bytes_of(&fdb_key(k)));
     }
 
     pub fn counts(&self) -> (usize, usize, usize) {
@@ -125,13 +137,10 @@ pub struct Program {
     pub maps: Maps,
     pub features: Features,
     /// The fp_ctl value last written, so that a new route generation keeps the switches.
-    ctl: std::sync::Mutex<[u8; CTL_LEN]>,
+    ctl: std::sync::Mutex<types::fp_ctl>,
     /// Slots of the IPv4 route cache, per CPU.
     route_cache_slots: usize,
 }
-
-/// sizeof(struct fp_ctl).
-const CTL_LEN: usize = 24;
 
 /// Route-cache generations, process-wide: a program never meets a generation it has cached
 /// answers under once another has been written, even after it served as a spare.
@@ -218,7 +227,7 @@ impl Program {
             fd,
             maps,
             features: *features,
-            ctl: std::sync::Mutex::new([0; CTL_LEN]),
+            ctl: std::sync::Mutex::new(types::fp_ctl::default()),
             route_cache_slots: m
                 .route_cache_v4
                 .info()
@@ -252,19 +261,18 @@ impl Program {
         want: &Features,
         route_cache_v4: bool,
     ) -> Result<()> {
-        // struct fp_ctl { u32 off_v4, off_v6, filter_fields; u8 filter_v4, filter_v6,
-        //                 policy_drop_v4, policy_drop_v6; u32 route_gen; u8 route_cache_v4,
-        //                 unused[3]; }
-        let mut v = [0u8; CTL_LEN];
-        v[..4].copy_from_slice(&(off_v4 as u32).to_ne_bytes());
-        v[4..8].copy_from_slice(&(off_v6 as u32).to_ne_bytes());
-        v[8..12].copy_from_slice(&(want.filter_fields as u32).to_ne_bytes());
-        v[12] = want.filter_v4 as u8;
-        v[13] = want.filter_v6 as u8;
-        v[14] = want.policy_drop_v4 as u8;
-        v[15] = want.policy_drop_v6 as u8;
-        v[20] = route_cache_v4 as u8;
-        self.write_ctl(v)
+        self.write_ctl(types::fp_ctl {
+            off_v4: off_v4 as u32,
+            off_v6: off_v6 as u32,
+            filter_fields: want.filter_fields as u32,
+            filter_v4: want.filter_v4 as u8,
+            filter_v6: want.filter_v6 as u8,
+            policy_drop_v4: want.policy_drop_v4 as u8,
+            policy_drop_v6: want.policy_drop_v6 as u8,
+            route_gen: 0, // set by write_ctl
+            route_cache_v4: route_cache_v4 as u8,
+            unused: [0; 3],
+        })
     }
 
     /// Drops every cached FIB answer (a new route generation): after any change to routes,
@@ -274,13 +282,12 @@ impl Program {
         self.write_ctl(v)
     }
 
-    fn write_ctl(&self, mut v: [u8; CTL_LEN]) -> Result<()> {
+    fn write_ctl(&self, mut v: types::fp_ctl) -> Result<()> {
         let mut last = self.ctl.lock().unwrap_or_else(|e| e.into_inner());
-        let gen = ROUTE_GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        v[16..20].copy_from_slice(&gen.to_ne_bytes());
+        v.route_gen = ROUTE_GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.maps
             .ctl
-            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .update(&0u32.to_ne_bytes(), bytes_of(&v), MapFlags::ANY)
             .map_err(bpf("set fp_ctl"))?;
         *last = v;
         Ok(())
@@ -442,12 +449,8 @@ fn replace_ifindex_set<const N: usize>(
     Ok(())
 }
 
-fn bits_bytes(b: &crate::filter::Bits) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    for (i, w) in b.iter().enumerate() {
-        out[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
-    }
-    out
+fn rule_set(b: &crate::filter::Bits) -> Vec<u8> {
+    bytes_of(&types::rule_set { w: *b }).to_vec()
 }
 
 fn clear(map: &MapHandle) {
@@ -581,22 +584,29 @@ fn table_diff(
     t: &crate::filter::Tables,
     i: usize,
 ) -> (Vec<Entry>, Vec<Vec<u8>>) {
-    let bits = |b: &crate::filter::Bits| bits_bytes(b).to_vec();
-    // struct lpm_v4/lpm_v6: prefix length, then the address in network order.
+    let bits = rule_set;
+    // LPM keys hold the address in network order.
     let lpm4 = |(a, len): (u32, u8)| {
-        let mut k = (len as u32).to_ne_bytes().to_vec();
-        k.extend_from_slice(&a.to_be_bytes());
-        k
+        let k = types::lpm_v4 {
+            prefixlen: len as u32,
+            addr: a.to_be(),
+        };
+        bytes_of(&k).to_vec()
     };
     let lpm6 = |(a, len): (u128, u8)| {
-        let mut k = (len as u32).to_ne_bytes().to_vec();
-        k.extend_from_slice(&a.to_be_bytes());
-        k
+        let k = types::lpm_v6 {
+            prefixlen: len as u32,
+            addr: a.to_be_bytes(),
+        };
+        bytes_of(&k).to_vec()
     };
     let port = |(proto, port): (u8, u16)| {
-        let mut k = vec![proto, 0];
-        k.extend_from_slice(&port.to_ne_bytes());
-        k
+        let k = types::port_key {
+            proto,
+            pad: 0,
+            port,
+        };
+        bytes_of(&k).to_vec()
     };
     match i {
         0 => keyed_diff(old.map(|o| &o.src4[..]), &t.src4, lpm4, bits),
@@ -656,6 +666,21 @@ pub fn remove_stale_xdp(ifindex: u32) -> bool {
 mod tests {
     use super::*;
     use crate::features::FIELDS_ALL;
+
+    /// `MapBytes` (bytes_of) needs the generated types to have no implicit padding: each
+    /// type's size is the sum of its fields'.
+    #[test]
+    fn map_types_are_their_fields_and_nothing_else() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 1 + 3);
+        assert_eq!(size_of::<types::br_port>(), 4 + 4 + 2 + 1 + 1 + 1 + 3);
+        assert_eq!(size_of::<types::br_vlan_key>(), 4 + 2 + 2);
+        assert_eq!(size_of::<types::br_fdb_key>(), 4 + 2 + 6);
+        assert_eq!(size_of::<types::lpm_v4>(), 4 + 4);
+        assert_eq!(size_of::<types::lpm_v6>(), 4 + 16);
+        assert_eq!(size_of::<types::port_key>(), 1 + 1 + 2);
+        assert_eq!(size_of::<types::rule_set>(), 4 * 8);
+    }
 
     #[test]
     fn a_program_with_more_filter_compiled_in_serves_a_smaller_filter() {

@@ -203,3 +203,18 @@ pub fn xdp_detach(ifindex: u32, flags: u32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// A BPF map key or value type whose bytes are exactly what the map holds.
+///
+/// # Safety
+/// Only for `#[repr(C)]` types with no implicit padding, no pointers and no invalid bit
+/// patterns: the C structs libbpf-cargo generates from a program's BTF, which spell their
+/// padding out as fields.
+pub unsafe trait MapBytes: Copy + 'static {}
+
+/// The bytes of a map key or value, as the kernel reads them.
+pub fn bytes_of<T: MapBytes>(v: &T) -> &[u8] {
+    // SAFETY: T: MapBytes is plain data without padding, so all size_of::<T>() bytes behind
+    // the reference are initialized; the slice borrows `v`.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}
