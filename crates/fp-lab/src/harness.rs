@@ -120,7 +120,7 @@ fn fix_ipv4_csum(f: &mut [u8]) {
     let ihl = ((f[14] & 0x0f) as usize) * 4;
     f[24] = 0;
     f[25] = 0;
-    let c = pkt::csum(&f[14..14 + ihl]);
+    let c = wirespeed_wire::checksum::checksum(&f[14..14 + ihl]);
     f[24..26].copy_from_slice(&c.to_be_bytes());
 }
 
