@@ -3,6 +3,7 @@
 #![deny(unsafe_code)]
 
 pub mod apply;
+pub mod classify;
 pub mod counters;
 pub mod daemon;
 pub mod error;
@@ -15,9 +16,11 @@ pub mod model;
 pub mod netlink;
 pub mod nftevent;
 pub mod reconcile;
+pub mod rules;
 pub mod ruleset;
 pub mod status;
 pub mod watch;
+pub mod xt;
 
 pub use error::{Error, Result};
 
