@@ -3,14 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use crate::counters::Counters;
+use crate::classify::Tables;
+use crate::counters::{Counters, PortCounters};
 use crate::error::Result;
 use crate::features::Features;
-use crate::filter::{FilterPlan, Tables};
+use crate::filter::FilterPlan;
 use crate::loader::{self, Attachment, BridgeMaps, Program};
 use crate::model::{FdbKey, Plan, PortPlan};
 use crate::reconcile::{Action, Actions, Current};
-use crate::status::PortCounters;
 
 /// Programs kept loaded per port after being swapped out, with their filter tables: swapping
 /// back (a rule deleted again, a link flapping) is then a link update, not a verifier run.

@@ -52,3 +52,50 @@ impl Counters {
             .collect()
     }
 }
+
+/// A port's counters across program swaps: a swapped-in program starts with its own history
+/// (a spare has run before), so the port's count is what the programs counted while they
+/// served it.
+#[derive(Debug, Clone, Default)]
+pub struct PortCounters {
+    /// Counts of the programs this one replaced.
+    base: Counters,
+    /// The current program's counts when it was swapped in.
+    start: Counters,
+}
+
+impl PortCounters {
+    /// The port's counts, given what its current program reads now.
+    pub fn total(&self, current: Counters) -> Counters {
+        let mut c = current;
+        for ((n, b), s) in c.0.iter_mut().zip(self.base.0).zip(self.start.0) {
+            *n = n.saturating_sub(s) + b;
+        }
+        c
+    }
+
+    /// A program swap: `old_now` is what the outgoing program reads, `new_now` the incoming.
+    pub fn swapped(&mut self, old_now: Counters, new_now: Counters) {
+        self.base = self.total(old_now);
+        self.start = new_now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_counters_survive_swaps() {
+        let mut pc = PortCounters::default();
+        let mut a = Counters::default();
+        a.0[0] = 10;
+        assert_eq!(pc.total(a.clone()).0[0], 10);
+        // A spare that had counted 7 before takes over.
+        let mut b = Counters::default();
+        b.0[0] = 7;
+        pc.swapped(a, b.clone());
+        b.0[0] = 9;
+        assert_eq!(pc.total(b).0[0], 12);
+    }
+}

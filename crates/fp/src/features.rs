@@ -13,7 +13,7 @@ pub struct Features {
     pub filter_v6: bool,
     pub policy_drop_v4: bool,
     pub policy_drop_v6: bool,
-    /// Filter fields some rule constrains (filter::FIELD_*): the others cost no lookup.
+    /// Filter fields some rule constrains (classify::FIELD_*): the others cost no lookup.
     pub filter_fields: u8,
     /// The bridge module: this port belongs to a Linux bridge.
     pub bridge: bool,
@@ -27,7 +27,7 @@ pub struct Features {
     pub ifindex: u32,
 }
 
-/// Every filter field (filter::FIELD_*).
+/// Every filter field (classify::FIELD_*).
 pub const FIELDS_ALL: u8 = 0x3f;
 
 impl Features {

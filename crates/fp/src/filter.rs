@@ -15,9 +15,6 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::rules::{self, Object};
 
-pub use crate::classify::{
-    classify, Tables, FIELD_DPORT, FIELD_DST, FIELD_OIF, FIELD_PROTO, FIELD_SPORT, FIELD_SRC,
-};
 pub use crate::xt::{xt_rules, xt_rules_of, IpsetInfo, XtByHandle, XtRule};
 
 pub const MAX_RULES: usize = 256;
@@ -646,6 +643,7 @@ fn name(v: &Value) -> std::result::Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classify::{classify, Tables, FIELD_DST};
 
     const RULESET: &str = r#"{"nftables": [
       {"metainfo": {"version": "1.0.6", "json_schema_version": 1}},

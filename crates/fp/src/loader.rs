@@ -467,8 +467,8 @@ impl Program {
     /// set member changes a handful of entries, not the 512 protocol slots and every prefix.
     pub fn write_filter_over(
         &self,
-        old: Option<&crate::filter::Tables>,
-        t: &crate::filter::Tables,
+        old: Option<&crate::classify::Tables>,
+        t: &crate::classify::Tables,
     ) -> Result<()> {
         let pause = |v: u32| {
             self.maps
@@ -513,7 +513,7 @@ impl Program {
     }
 
     /// `write_filter_over` with no knowledge of the maps' contents: a full rewrite.
-    pub fn write_filter(&self, t: &crate::filter::Tables) -> Result<()> {
+    pub fn write_filter(&self, t: &crate::classify::Tables) -> Result<()> {
         self.write_filter_over(None, t)
     }
 }
@@ -521,7 +521,7 @@ impl Program {
 type Entry = (Vec<u8>, Vec<u8>);
 
 /// Whether table `i` (in write_filter_over's order) is the same in `a` and `b`.
-fn same_table(a: &crate::filter::Tables, b: &crate::filter::Tables, i: usize) -> bool {
+fn same_table(a: &crate::classify::Tables, b: &crate::classify::Tables, i: usize) -> bool {
     match i {
         0 => a.src4 == b.src4,
         1 => a.dst4 == b.dst4,
@@ -580,8 +580,8 @@ fn indexed_diff<V: PartialEq>(
 /// Map writes and deletes that turn table `i` (in write_filter_over's order) of `old` into
 /// that of `t`.
 fn table_diff(
-    old: Option<&crate::filter::Tables>,
-    t: &crate::filter::Tables,
+    old: Option<&crate::classify::Tables>,
+    t: &crate::classify::Tables,
     i: usize,
 ) -> (Vec<Entry>, Vec<Vec<u8>>) {
     let bits = rule_set;

@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::classify::Tables;
 use crate::features::Features;
-use crate::filter::{FilterPlan, Tables};
+use crate::filter::FilterPlan;
 use crate::model::{BrPortVal, FdbKey, Plan, PortPlan};
 
 /// One step of making the data path match the plan.
