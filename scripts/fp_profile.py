@@ -12,7 +12,7 @@ ns per packet split into coarse buckets: per-symbol shares times the measured ns
 ROW must pick out exactly one fp_bench row (a veth and an on-the-DUT line).
 
 Run from the repository root, as root, after
-`cargo build --release -p wirespeed-fp --example fp_bench`.
+`cargo build --release -p wirespeed-fp-lab --example fp_bench`.
 """
 import collections
 import os

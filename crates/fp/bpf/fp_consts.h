@@ -18,8 +18,8 @@
 #define TC_ACT_OK 0
 #define TC_ACT_SHOT 2
 
-/* Why a packet was fast-pathed, dropped or handed to the kernel. The Rust side mirrors this
- * list (Reason in src/counters.rs); keep both in the same order. */
+/* Why a packet was fast-pathed, dropped or handed to the kernel. build.rs generates the Rust
+ * side (Reason in src/counters.rs) from this list: one FP_ name per line, values implicit. */
 enum fp_reason {
 	FP_FORWARDED = 0,    /* redirected by the router */
 	FP_DROPPED_FILTER,   /* dropped by a filter rule or the chain policy */

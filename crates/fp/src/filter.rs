@@ -7,12 +7,15 @@
 //! (a superset of the packets it matches) and the verdict "kernel": packets that may reach it
 //! go to the slow path, so nothing is ever decided differently from Linux.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::rules::{self, Object};
+
+pub use crate::xt::{xt_rules, xt_rules_of, IpsetInfo, XtByHandle, XtRule};
 
 pub const MAX_RULES: usize = 256;
 pub type Bits = [u64; 4];
@@ -136,10 +139,6 @@ impl FilterPlan {
     }
 }
 
-fn obj<'a>(item: &'a Value, kind: &str) -> Option<&'a Value> {
-    item.get(kind)
-}
-
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
@@ -147,45 +146,58 @@ fn s<'a>(v: &'a Value, k: &str) -> &'a str {
 /// `fam` is "ip" or "ip6"; tables of that family and of "inet" apply.
 fn family_plan(items: &[Value], fam: &str, ipsets: &IpsetInfo) -> (FamilyFilter, Vec<Rule>) {
     let applies = |f: &str| f == fam || f == "inet";
-    let mut forward = Vec::new();
-    for c in items.iter().filter_map(|i| obj(i, "chain")) {
-        let Some(hook) = c.get("hook").and_then(Value::as_str) else {
+    let objects = rules::objects(items);
+    let mut forward: Vec<&rules::Chain> = Vec::new();
+    for o in &objects {
+        let c = match o {
+            Object::Chain(c) => c,
+            // Which family it belongs to is unknown: none can be fast-pathed past it.
+            Object::Unreadable(why) => {
+                return (FamilyFilter::Kernel(format!("ruleset: {why}")), vec![]);
+            }
+            _ => continue,
+        };
+        let Some(base) = &c.base else {
             continue;
         };
-        let family = s(c, "family");
+        let family = c.at.family.as_str();
         if family == "netdev" || family == "bridge" {
             return (
-                FamilyFilter::Kernel(format!("{family} {hook} chain {}", s(c, "name"))),
+                FamilyFilter::Kernel(format!("{family} {} chain {}", base.hook, c.name)),
                 vec![],
             );
         }
         if !applies(family) {
             continue;
         }
-        match hook {
+        match base.hook.as_str() {
             "input" | "output" => {}
-            "forward" if s(c, "type") == "filter" => forward.push(c),
-            _ => {
+            "forward" if base.kind == "filter" => forward.push(c),
+            hook => {
                 return (
                     FamilyFilter::Kernel(format!(
                         "{family} chain {} at {hook} ({})",
-                        s(c, "name"),
-                        s(c, "type")
+                        c.name, base.kind
                     )),
                     vec![],
                 )
             }
         }
     }
+    let policy_drop_of = |c: &rules::Chain| {
+        c.base
+            .as_ref()
+            .is_some_and(|b| b.policy == rules::Policy::Drop)
+    };
+    let chain_rules = |c: &rules::Chain| {
+        let (at, name) = (c.at.clone(), c.name.clone());
+        objects.iter().filter_map(move |o| match o {
+            Object::Rule(r) if r.at == at && r.chain == name => Some(r),
+            _ => None,
+        })
+    };
     // An empty accepting chain changes nothing (iptables-nft leaves one after `-F`).
-    forward.retain(|c| {
-        s(c, "policy") == "drop"
-            || items.iter().filter_map(|i| obj(i, "rule")).any(|r| {
-                s(r, "family") == s(c, "family")
-                    && s(r, "table") == s(c, "table")
-                    && s(r, "chain") == s(c, "name")
-            })
-    });
+    forward.retain(|c| policy_drop_of(c) || chain_rules(c).next().is_some());
     if forward.len() > 1 {
         return (
             FamilyFilter::Kernel("more than one forward chain".into()),
@@ -195,28 +207,23 @@ fn family_plan(items: &[Value], fam: &str, ipsets: &IpsetInfo) -> (FamilyFilter,
     let Some(chain) = forward.first() else {
         return (FamilyFilter::Open, vec![]);
     };
-    let (cf, ct, cn) = (s(chain, "family"), s(chain, "table"), s(chain, "name"));
-    let policy_drop = s(chain, "policy") == "drop";
-    let sets: BTreeMap<&str, &Value> = items
+    let (cf, ct, cn) = (
+        chain.at.family.as_str(),
+        chain.at.table.as_str(),
+        chain.name.as_str(),
+    );
+    let policy_drop = policy_drop_of(chain);
+    let sets: BTreeMap<&str, &Value> = objects
         .iter()
-        .filter_map(|i| obj(i, "set"))
-        .filter(|st| s(st, "family") == cf && s(st, "table") == ct)
-        .map(|st| (s(st, "name"), st))
+        .filter_map(|o| match o {
+            Object::Set(st) if st.at == chain.at => Some((st.name.as_str(), st.body)),
+            _ => None,
+        })
         .collect();
     let mut rules = Vec::new();
-    let mut position = 0;
-    for r in items.iter().filter_map(|i| obj(i, "rule")) {
-        if s(r, "family") != cf || s(r, "table") != ct || s(r, "chain") != cn {
-            continue;
-        }
+    for (position, r) in chain_rules(chain).enumerate() {
         let xt_set = ipsets.resolve(cf, ct, cn, position);
-        position += 1;
-        let exprs = r
-            .get("expr")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        if let Some(rule) = parse_rule(exprs, &sets, xt_set) {
+        if let Some(rule) = parse_rule(r.expr, &sets, xt_set) {
             if (fam == "ip" && rule.v4) || (fam == "ip6" && rule.v6) {
                 rules.push(rule);
             }
@@ -333,230 +340,6 @@ fn prefix_value(m: &str) -> Value {
             serde_json::json!({"prefix": {"addr": addr, "len": len.parse::<u64>().unwrap_or(999)}})
         }
         None => Value::String(m.to_string()),
-    }
-}
-
-/// What iptables-nft `-m set` matches refer to: nft shows them as opaque `xt` matches, so
-/// the names come from `iptables-nft-save` and the members from `ipset save`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IpsetInfo {
-    /// (nft family, table, chain, rule position in the chain) -> (set name, is_src)
-    pub matches: BTreeMap<(String, String, String, usize), (String, bool)>,
-    /// set name -> members (hash:ip and hash:net sets only)
-    pub members: BTreeMap<String, Vec<String>>,
-}
-
-/// Where an iptables-nft rule with an xt (compatibility) expression sits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct XtRule {
-    pub family: String,
-    pub table: String,
-    pub chain: String,
-    /// Position among the chain's rules, as `iptables-nft-save` lists them.
-    pub position: usize,
-    /// The kernel's rule handle, with its table's: rule handles restart in a re-created
-    /// table, table handles never repeat in a namespace.
-    pub handle: u64,
-    pub table_handle: u64,
-}
-
-/// The rules of a `nft -j list ruleset` output that carry an xt expression. Their set
-/// names are not in the JSON (only in `iptables-nft-save`), so the daemon remembers them by
-/// handle and asks the tool again only for a rule it has not seen.
-pub fn xt_rules(json: &str) -> Vec<XtRule> {
-    match serde_json::from_str::<Value>(json) {
-        Ok(v) => xt_rules_of(&v),
-        Err(_) => vec![],
-    }
-}
-
-/// As `xt_rules`, from the parsed ruleset.
-pub fn xt_rules_of(v: &Value) -> Vec<XtRule> {
-    let mut positions: BTreeMap<(String, String, String), usize> = BTreeMap::new();
-    let mut out = Vec::new();
-    let items = v.get("nftables").and_then(Value::as_array);
-    let table_handles: BTreeMap<(String, String), u64> = items
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i.get("table"))
-        .map(|t| {
-            let f = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            (
-                (f("family"), f("name")),
-                t.get("handle").and_then(Value::as_u64).unwrap_or(0),
-            )
-        })
-        .collect();
-    for r in items.into_iter().flatten().filter_map(|i| i.get("rule")) {
-        let field = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let key = (field("family"), field("table"), field("chain"));
-        let pos = positions.entry(key.clone()).or_insert(0);
-        let has_xt = r
-            .get("expr")
-            .and_then(Value::as_array)
-            .is_some_and(|e| e.iter().any(|x| x.get("xt").is_some()));
-        if has_xt {
-            out.push(XtRule {
-                position: *pos,
-                handle: r.get("handle").and_then(Value::as_u64).unwrap_or(0),
-                table_handle: table_handles
-                    .get(&(key.0.clone(), key.1.clone()))
-                    .copied()
-                    .unwrap_or(0),
-                family: key.0,
-                table: key.1,
-                chain: key.2,
-            });
-        }
-        *pos += 1;
-    }
-    out
-}
-
-/// (family, table, chain, table handle, rule handle) -> the set match of that xt rule, if
-/// it is one.
-pub type XtByHandle = BTreeMap<(String, String, String, u64, u64), Option<(String, bool)>>;
-
-impl IpsetInfo {
-    /// The set matches of `rules` (from the JSON this info was resolved against), by handle.
-    pub fn by_handle(&self, rules: &[XtRule]) -> XtByHandle {
-        rules
-            .iter()
-            .map(|r| {
-                let m = self
-                    .matches
-                    .get(&(
-                        r.family.clone(),
-                        r.table.clone(),
-                        r.chain.clone(),
-                        r.position,
-                    ))
-                    .cloned();
-                (
-                    (
-                        r.family.clone(),
-                        r.table.clone(),
-                        r.chain.clone(),
-                        r.table_handle,
-                        r.handle,
-                    ),
-                    m,
-                )
-            })
-            .collect()
-    }
-
-    /// Rebuilds the position-keyed matches for `rules` from `known`; false (and nothing
-    /// changed) when a rule is not in `known`.
-    pub fn set_matches_from(&mut self, known: &XtByHandle, rules: &[XtRule]) -> bool {
-        let mut matches = BTreeMap::new();
-        for r in rules {
-            let key = (
-                r.family.clone(),
-                r.table.clone(),
-                r.chain.clone(),
-                r.table_handle,
-                r.handle,
-            );
-            match known.get(&key) {
-                None => return false,
-                Some(None) => {}
-                Some(Some(m)) => {
-                    matches.insert(
-                        (
-                            r.family.clone(),
-                            r.table.clone(),
-                            r.chain.clone(),
-                            r.position,
-                        ),
-                        m.clone(),
-                    );
-                }
-            }
-        }
-        self.matches = matches;
-        true
-    }
-
-    fn resolve(
-        &self,
-        family: &str,
-        table: &str,
-        chain: &str,
-        pos: usize,
-    ) -> Option<(&str, &[String], bool)> {
-        let (name, is_src) = self.matches.get(&(
-            family.to_string(),
-            table.to_string(),
-            chain.to_string(),
-            pos,
-        ))?;
-        let members = self.members.get(name)?;
-        let fam = if family == "ip6" { "ip6" } else { "ip" };
-        Some((fam, members.as_slice(), *is_src))
-    }
-
-    /// Reads `iptables-nft-save` output for nft family `family` ("ip" or "ip6"): the rules
-    /// with exactly one `--match-set NAME src|dst` (not negated).
-    pub fn add_ipt_save(&mut self, family: &str, text: &str) {
-        let mut table = String::new();
-        let mut positions: BTreeMap<String, usize> = BTreeMap::new();
-        for line in text.lines() {
-            if let Some(t) = line.strip_prefix('*') {
-                table = t.trim().to_string();
-                positions.clear();
-                continue;
-            }
-            let Some(rest) = line.strip_prefix("-A ") else {
-                continue;
-            };
-            let words: Vec<&str> = rest.split_whitespace().collect();
-            let Some(chain) = words.first() else { continue };
-            let pos = positions.entry(chain.to_string()).or_insert(0);
-            let sets: Vec<usize> = words
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| **w == "--match-set")
-                .map(|(i, _)| i)
-                .collect();
-            if let [i] = sets[..] {
-                let negated = i > 0 && words[i - 1] == "!";
-                if let (Some(name), Some(dir), false) =
-                    (words.get(i + 1), words.get(i + 2), negated)
-                {
-                    if *dir == "src" || *dir == "dst" {
-                        self.matches.insert(
-                            (family.to_string(), table.clone(), chain.to_string(), *pos),
-                            (name.to_string(), *dir == "src"),
-                        );
-                    }
-                }
-            }
-            *pos += 1;
-        }
-    }
-
-    /// Reads `ipset save` output.
-    pub fn set_ipset_save(&mut self, text: &str) {
-        self.members.clear();
-        let mut kinds: BTreeMap<&str, &str> = BTreeMap::new();
-        for line in text.lines() {
-            let w: Vec<&str> = line.split_whitespace().collect();
-            match w.as_slice() {
-                ["create", name, kind, ..] => {
-                    kinds.insert(name, kind);
-                    if matches!(*kind, "hash:ip" | "hash:net") {
-                        self.members.insert(name.to_string(), Vec::new());
-                    }
-                }
-                ["add", name, entry, ..] => {
-                    if let Some(m) = self.members.get_mut(*name) {
-                        m.push(entry.to_string());
-                    }
-                }
-                _ => {}
-            }
-        }
     }
 }
 
@@ -857,297 +640,10 @@ fn name(v: &Value) -> std::result::Result<Vec<String>, String> {
     }
 }
 
-/// The classifier tables for one ingress interface: every map of bpf/fp_filter.h.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tables {
-    pub src4: Vec<((u32, u8), Bits)>,
-    pub dst4: Vec<((u32, u8), Bits)>,
-    pub src6: Vec<((u128, u8), Bits)>,
-    pub dst6: Vec<((u128, u8), Bits)>,
-    /// index family*256 + protocol -> rules (all 512 entries)
-    pub proto: Vec<Bits>,
-    pub sport: Vec<((u8, u16), Bits)>,
-    pub dport: Vec<((u8, u16), Bits)>,
-    pub oif: Vec<(u32, Bits)>,
-    /// Wildcards (the rules with no constraint on the field) of proto, sport, dport, oif;
-    /// then the live IPv4 rules, the live IPv6 rules; then the wildcards of src and dst.
-    /// Field entries above hold only the rules constraining their field.
-    pub defaults: [Bits; 8],
-    pub actions: Vec<u32>,
-}
-
-fn set_bit(b: &mut Bits, i: usize) {
-    b[i / 64] |= 1 << (i % 64);
-}
-
-/// Rule bits by prefix: a prefix's entry holds every rule constraining the address with a
-/// prefix containing it, so the longest match the LPM trie returns carries all the
-/// constraining rules that match the address. The /0 entry is always there (a lookup never
-/// misses). Unconstrained rules are the field's wildcard, not in any entry.
-fn lpm_entries<A: Copy + Ord + std::hash::Hash>(
-    rules: &[(usize, &Vec<(A, u8)>)],
-    mask: impl Fn(A, u8) -> A,
-    zero: A,
-) -> Vec<((A, u8), Bits)> {
-    let mut prefixes: BTreeSet<(A, u8)> = BTreeSet::new();
-    prefixes.insert((zero, 0));
-    // Per rule: its prefixes, and the few distinct lengths among them (an ipset of hosts has
-    // one), so containment is tested per length the rule uses, not for all 33 or 129.
-    let mut per_rule: Vec<(usize, HashSet<(A, u8)>, BTreeSet<u8>)> = Vec::new();
-    for (i, ps) in rules {
-        prefixes.extend(ps.iter().copied());
-        let lens = ps.iter().map(|p| p.1).collect();
-        per_rule.push((*i, ps.iter().copied().collect(), lens));
-    }
-    prefixes
-        .into_iter()
-        .map(|(a, len)| {
-            let mut bits = [0u64; 4];
-            for (i, set, lens) in &per_rule {
-                if lens.range(..=len).any(|&l| set.contains(&(mask(a, l), l))) {
-                    set_bit(&mut bits, *i);
-                }
-            }
-            ((a, len), bits)
-        })
-        .collect()
-}
-
-pub const FIELD_SRC: u8 = 1 << 0;
-pub const FIELD_DST: u8 = 1 << 1;
-pub const FIELD_PROTO: u8 = 1 << 2;
-pub const FIELD_SPORT: u8 = 1 << 3;
-pub const FIELD_DPORT: u8 = 1 << 4;
-pub const FIELD_OIF: u8 = 1 << 5;
-
-impl FilterPlan {
-    /// Whether some rule matches on the input interface: only then do two ports' tables
-    /// differ.
-    pub fn uses_iif(&self) -> bool {
-        self.rules_v4
-            .iter()
-            .chain(&self.rules_v6)
-            .any(|r| r.iif.is_some())
-    }
-
-    /// The fields some rule constrains (FIELD_*): the program looks up only these.
-    pub fn fields(&self) -> u8 {
-        let mut f = 0;
-        for r in self.rules_v4.iter().chain(&self.rules_v6) {
-            if r.src4.is_some() || r.src6.is_some() {
-                f |= FIELD_SRC;
-            }
-            if r.dst4.is_some() || r.dst6.is_some() {
-                f |= FIELD_DST;
-            }
-            if r.proto.is_some() {
-                f |= FIELD_PROTO;
-            }
-            if r.sport.is_some() {
-                f |= FIELD_SPORT;
-            }
-            if r.dport.is_some() {
-                f |= FIELD_DPORT;
-            }
-            if r.oif.is_some() {
-                f |= FIELD_OIF;
-            }
-        }
-        f
-    }
-
-    /// Compiles both families' chains for traffic entering `iif`. `ifindex_of` resolves
-    /// oifname matches to interface indexes.
-    pub fn tables(&self, iif: &str, ifindex_of: &dyn Fn(&str) -> Option<u32>) -> Tables {
-        let mut t = Tables {
-            proto: vec![[0; 4]; 512],
-            ..Tables::default()
-        };
-        // One numbering for both families: v4 rules first, then v6 rules. Each family's LPM
-        // maps hold only its own rules, so the AND never mixes them.
-        let rules: Vec<(bool, &Rule)> = self
-            .rules_v4
-            .iter()
-            .map(|r| (true, r))
-            .chain(self.rules_v6.iter().map(|r| (false, r)))
-            .collect();
-        let rules = &rules[..rules.len().min(MAX_RULES)];
-        let live = |r: &Rule| r.iif.as_ref().is_none_or(|l| l.iter().any(|n| n == iif));
-        // Slots of `defaults` (bpf/fp_filter.h, enum filter_field).
-        const PROTO: usize = 0;
-        const SPORT: usize = 1;
-        const DPORT: usize = 2;
-        const OIF: usize = 3;
-        const BASE4: usize = 4;
-        const BASE6: usize = 5;
-        const SRC: usize = 6;
-        const DST: usize = 7;
-        let mut d = [[0u64; 4]; 8];
-        // The constraining rules of one family's address field, and that field's wildcard.
-        // Rules not live on `iif` stay out of the entries (the base bitmaps drop them anyway).
-        let mut constrained = |v4: bool, pick: &dyn Fn(&Rule) -> bool, wild: usize| -> Vec<usize> {
-            let mut out = Vec::new();
-            for (i, (is_v4, r)) in rules.iter().enumerate() {
-                if *is_v4 != v4 || !live(r) {
-                    continue;
-                }
-                if pick(r) {
-                    out.push(i);
-                } else {
-                    set_bit(&mut d[wild], i);
-                }
-            }
-            out
-        };
-        let src4 = constrained(true, &|r| r.src4.is_some(), SRC);
-        let dst4 = constrained(true, &|r| r.dst4.is_some(), DST);
-        let src6 = constrained(false, &|r| r.src6.is_some(), SRC);
-        let dst6 = constrained(false, &|r| r.dst6.is_some(), DST);
-        let pick4 = |ix: &[usize], f: fn(&Rule) -> &Option<Vec<(u32, u8)>>| {
-            ix.iter()
-                .filter_map(|&i| f(rules[i].1).as_ref().map(|p| (i, p)))
-                .collect::<Vec<_>>()
-        };
-        let pick6 = |ix: &[usize], f: fn(&Rule) -> &Option<Vec<(u128, u8)>>| {
-            ix.iter()
-                .filter_map(|&i| f(rules[i].1).as_ref().map(|p| (i, p)))
-                .collect::<Vec<_>>()
-        };
-        t.src4 = lpm_entries(&pick4(&src4, |r| &r.src4), mask4, 0);
-        t.dst4 = lpm_entries(&pick4(&dst4, |r| &r.dst4), mask4, 0);
-        t.src6 = lpm_entries(&pick6(&src6, |r| &r.src6), mask6, 0);
-        t.dst6 = lpm_entries(&pick6(&dst6, |r| &r.dst6), mask6, 0);
-
-        for (i, (_, r)) in rules.iter().enumerate() {
-            match &r.proto {
-                Some(ps) => {
-                    for &p in ps {
-                        for fam in 0..2 {
-                            set_bit(&mut t.proto[fam * 256 + p as usize], i);
-                        }
-                    }
-                }
-                None => set_bit(&mut d[PROTO], i),
-            }
-            t.actions.push(r.action as u32);
-        }
-        let ports = |pick: &dyn Fn(&Rule) -> Option<&Vec<(u8, u16)>>, wild: &mut Bits| {
-            let mut by_key: BTreeMap<(u8, u16), Bits> = BTreeMap::new();
-            for (i, (_, r)) in rules.iter().enumerate() {
-                match pick(r) {
-                    Some(keys) => {
-                        for k in keys {
-                            set_bit(by_key.entry(*k).or_default(), i);
-                        }
-                    }
-                    None => set_bit(wild, i),
-                }
-            }
-            by_key.into_iter().collect()
-        };
-        t.sport = ports(&|r| r.sport.as_ref(), &mut d[SPORT]);
-        t.dport = ports(&|r| r.dport.as_ref(), &mut d[DPORT]);
-        let mut by_oif: BTreeMap<u32, Bits> = BTreeMap::new();
-        for (i, (_, r)) in rules.iter().enumerate() {
-            match &r.oif {
-                Some(names) => {
-                    for idx in names.iter().filter_map(|n| ifindex_of(n)) {
-                        set_bit(by_oif.entry(idx).or_default(), i);
-                    }
-                }
-                None => set_bit(&mut d[OIF], i),
-            }
-        }
-        t.oif = by_oif.into_iter().collect();
-        for (i, (v4, r)) in rules.iter().enumerate() {
-            if live(r) {
-                set_bit(&mut d[if *v4 { BASE4 } else { BASE6 }], i);
-            }
-        }
-        t.defaults = d;
-        t
-    }
-}
-
-/// Evaluates tables the way the BPF classifier does (for tests and the harness's oracle).
-#[allow(clippy::too_many_arguments)]
-pub fn classify(
-    t: &Tables,
-    v6: bool,
-    src: u128,
-    dst: u128,
-    proto: u8,
-    sport: u16,
-    dport: u16,
-    oif: u32,
-    policy_drop: bool,
-) -> Action {
-    let lpm4 = |m: &[((u32, u8), Bits)], a: u32| {
-        m.iter()
-            .filter(|((p, l), _)| mask4(a, *l) == *p)
-            .max_by_key(|((_, l), _)| *l)
-            .map(|(_, b)| *b)
-    };
-    let lpm6 = |m: &[((u128, u8), Bits)], a: u128| {
-        m.iter()
-            .filter(|((p, l), _)| mask6(a, *l) == *p)
-            .max_by_key(|((_, l), _)| *l)
-            .map(|(_, b)| *b)
-    };
-    let (s, d) = if v6 {
-        (lpm6(&t.src6, src), lpm6(&t.dst6, dst))
-    } else {
-        (lpm4(&t.src4, src as u32), lpm4(&t.dst4, dst as u32))
-    };
-    let (Some(s), Some(d)) = (s, d) else {
-        return Action::Kernel;
-    };
-    let (sp, dp) = if proto == 6 || proto == 17 {
-        (sport, dport)
-    } else {
-        (0, 0)
-    };
-    let port = |m: &[((u8, u16), Bits)], k: (u8, u16)| {
-        m.iter().find(|(x, _)| *x == k).map_or([0; 4], |(_, b)| *b)
-    };
-    let p = t.proto[(v6 as usize) * 256 + proto as usize];
-    let spb = port(&t.sport, (proto, sp));
-    let dpb = port(&t.dport, (proto, dp));
-    let ob = t
-        .oif
-        .iter()
-        .find(|(i, _)| *i == oif)
-        .map_or([0; 4], |(_, b)| *b);
-    let base = t.defaults[if v6 { 5 } else { 4 }];
-    // Each field: the constraining rules its value selects, or the rules it leaves free.
-    let wild = &t.defaults;
-    for w in 0..4 {
-        let x = base[w]
-            & (s[w] | wild[6][w])
-            & (d[w] | wild[7][w])
-            & (p[w] | wild[0][w])
-            & (spb[w] | wild[1][w])
-            & (dpb[w] | wild[2][w])
-            & (ob[w] | wild[3][w]);
-        if x != 0 {
-            let rule = w * 64 + x.trailing_zeros() as usize;
-            return match t.actions.get(rule) {
-                Some(0) => Action::Accept,
-                Some(1) => Action::Drop,
-                _ => Action::Kernel,
-            };
-        }
-    }
-    if policy_drop {
-        Action::Drop
-    } else {
-        Action::Accept
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classify::{classify, Tables, FIELD_DST};
 
     const RULESET: &str = r#"{"nftables": [
       {"metainfo": {"version": "1.0.6", "json_schema_version": 1}},
@@ -1380,56 +876,5 @@ mod tests {
             range_to_prefixes(0, u32::MAX as u128, 32).unwrap(),
             vec![(0, 0)]
         );
-    }
-
-    #[test]
-    fn xt_set_matches_follow_their_rules_by_handle() {
-        let ruleset = |rules: &[(u64, bool)], table_handle: u64| {
-            let mut items = vec![format!(
-                r#"{{"table": {{"family": "ip", "name": "filter", "handle": {table_handle}}}}}"#
-            )];
-            for (h, xt) in rules {
-                let expr = if *xt {
-                    r#"[{"xt": {"type": "match", "name": "set"}}, {"drop": null}]"#
-                } else {
-                    r#"[{"drop": null}]"#
-                };
-                items.push(format!(
-                    r#"{{"rule": {{"family": "ip", "table": "filter", "chain": "FORWARD", "handle": {h}, "expr": {expr}}}}}"#
-                ));
-            }
-            format!(r#"{{"nftables": [{}]}}"#, items.join(","))
-        };
-        let j1 = ruleset(&[(4, false), (5, true), (6, true)], 1);
-        let xt1 = xt_rules(&j1);
-        assert_eq!(
-            xt1.iter()
-                .map(|r| (r.position, r.handle))
-                .collect::<Vec<_>>(),
-            vec![(1, 5), (2, 6)]
-        );
-        let mut info = IpsetInfo::default();
-        info.add_ipt_save(
-            "ip",
-            "*filter\n-A FORWARD -d 1.2.3.4/32 -j DROP\n-A FORWARD -m set --match-set blk src -j DROP\n-A FORWARD -m comment --comment x -j DROP\nCOMMIT\n",
-        );
-        let known = info.by_handle(&xt1);
-        // The first rule deleted: the set match moves up a position, by handle.
-        let j2 = ruleset(&[(5, true), (6, true)], 1);
-        let mut info2 = IpsetInfo::default();
-        assert!(info2.set_matches_from(&known, &xt_rules(&j2)));
-        let key = |pos| {
-            (
-                "ip".to_string(),
-                "filter".to_string(),
-                "FORWARD".to_string(),
-                pos,
-            )
-        };
-        assert_eq!(info2.matches.get(&key(0)), Some(&("blk".to_string(), true)));
-        assert_eq!(info2.matches.len(), 1);
-        // A new xt rule, or the same handles in a re-created table: ask the tool again.
-        assert!(!info2.set_matches_from(&known, &xt_rules(&ruleset(&[(5, true), (7, true)], 1))));
-        assert!(!info2.set_matches_from(&known, &xt_rules(&ruleset(&[(5, true), (6, true)], 9))));
     }
 }

@@ -3,89 +3,17 @@
 //! program and traffic keeps flowing through the slow path).
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
-use crate::bpf::FpSkelBuilder;
+use crate::bpf::{types, FpSkelBuilder};
 use crate::counters::{Counters, Reason};
-use crate::error::{bpf, io, Error, Result};
-
-/// The load-time constants of one program: which modules exist in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct Features {
-    pub router_v4: bool,
-    pub router_v6: bool,
-    pub filter_v4: bool,
-    pub filter_v6: bool,
-    pub policy_drop_v4: bool,
-    pub policy_drop_v6: bool,
-    /// Filter fields some rule constrains (filter::FIELD_*): the others cost no lookup.
-    pub filter_fields: u8,
-    /// The bridge module: this port belongs to a Linux bridge.
-    pub bridge: bool,
-    /// The program runs at TC ingress (fp_tc) instead of XDP (fp_xdp).
-    pub tc: bool,
-    /// MAC of the interface the program serves; frames to other MACs go to the kernel.
-    #[serde(skip)]
-    pub mac: [u8; 6],
-    /// The interface's index, a constant in the program (0: read from the context).
-    #[serde(skip)]
-    pub ifindex: u32,
-}
-
-/// Every filter field (filter::FIELD_*).
-pub const FIELDS_ALL: u8 = 0x3f;
-
-impl Features {
-    /// Whether a program loaded with these features can run `want` through run-time
-    /// switches alone: the same modules and hook, with at least the filter code `want` needs.
-    pub fn serves(&self, want: &Features) -> bool {
-        self.router_v4 == want.router_v4
-            && self.router_v6 == want.router_v6
-            && self.bridge == want.bridge
-            && self.tc == want.tc
-            && self.mac == want.mac
-            && self.ifindex == want.ifindex
-            && (self.filter_v4 || !want.filter_v4)
-            && (self.filter_v6 || !want.filter_v6)
-            && self.filter_fields & want.filter_fields == want.filter_fields
-    }
-
-    /// What to compile for `self`: a filter with every field in, so that rules using other
-    /// fields later need no new program; policies are run-time values.
-    pub fn to_load(&self) -> Features {
-        let mut f = *self;
-        if f.filter_v4 || f.filter_v6 {
-            f.filter_fields = FIELDS_ALL;
-        }
-        f.policy_drop_v4 = false;
-        f.policy_drop_v6 = false;
-        f
-    }
-
-    pub fn modules(&self) -> Vec<&'static str> {
-        let mut m = Vec::new();
-        if self.bridge {
-            m.push("bridge");
-        }
-        if self.router_v4 {
-            m.push("router4");
-        }
-        if self.router_v6 {
-            m.push("router6");
-        }
-        if self.filter_v4 {
-            m.push("filter4");
-        }
-        if self.filter_v6 {
-            m.push("filter6");
-        }
-        m
-    }
-}
+use crate::error::{bpf, io, Result};
+use crate::features::Features;
+use wirespeed_sys::bpf::bytes_of;
 
 /// The maps of one loaded program, as owned handles.
 pub struct Maps {
@@ -119,33 +47,39 @@ fn upd(map: &MapHandle, k: &[u8], v: &[u8], what: &str) -> Result<()> {
         .map_err(bpf(format!("update {what}")))
 }
 
-fn fdb_key(k: &crate::model::FdbKey) -> [u8; 12] {
-    let mut b = [0u8; 12];
-    b[..4].copy_from_slice(&k.bridge.to_ne_bytes());
-    b[4..6].copy_from_slice(&k.vid.to_ne_bytes());
-    b[6..].copy_from_slice(&k.mac);
-    b
+fn fdb_key(k: &crate::model::FdbKey) -> types::br_fdb_key {
+    types::br_fdb_key {
+        bridge: k.bridge,
+        vid: k.vid,
+        mac: k.mac,
+    }
 }
 
-fn vlan_key(ifindex: u32, vid: u16) -> [u8; 8] {
-    let mut b = [0u8; 8];
-    b[..4].copy_from_slice(&ifindex.to_ne_bytes());
-    b[4..6].copy_from_slice(&vid.to_ne_bytes());
-    b
+fn vlan_key(ifindex: u32, vid: u16) -> types::br_vlan_key {
+    types::br_vlan_key {
+        ifindex,
+        vid,
+        pad: 0,
+    }
 }
 
 impl BridgeMaps {
     pub fn set_port(&self, ifindex: u32, p: &crate::model::BrPortVal) -> Result<()> {
-        // struct br_port { u32 bridge; u32 mtu; u16 pvid; u8 state; u8 vlan_filtering;
-        //                  u8 ip_check; u8 pad[3]; }
-        let mut v = [0u8; 16];
-        v[..4].copy_from_slice(&p.bridge.to_ne_bytes());
-        v[4..8].copy_from_slice(&p.mtu.to_ne_bytes());
-        v[8..10].copy_from_slice(&p.pvid.to_ne_bytes());
-        v[10] = p.state;
-        v[11] = p.vlan_filtering as u8;
-        v[12] = p.ip_check;
-        upd(&self.ports, &ifindex.to_ne_bytes(), &v, "br_ports")
+        let v = types::br_port {
+            bridge: p.bridge,
+            mtu: p.mtu,
+            pvid: p.pvid,
+            state: p.state,
+            vlan_filtering: p.vlan_filtering as u8,
+            ip_check: p.ip_check,
+            pad: [0; 3],
+        };
+        upd(
+            &self.ports,
+            &ifindex.to_ne_bytes(),
+            bytes_of(&v),
+            "br_ports",
+        )
     }
 
     pub fn del_port(&self, ifindex: u32) {
@@ -155,22 +89,27 @@ impl BridgeMaps {
     pub fn set_vlan(&self, ifindex: u32, vid: u16, flags: u16) -> Result<()> {
         upd(
             &self.vlans,
-            &vlan_key(ifindex, vid),
+            bytes_of(&vlan_key(ifindex, vid)),
             &flags.to_ne_bytes(),
             "br_vlans",
         )
     }
 
     pub fn del_vlan(&self, ifindex: u32, vid: u16) {
-        let _ = self.vlans.delete(&vlan_key(ifindex, vid));
+        let _ = self.vlans.delete(bytes_of(&vlan_key(ifindex, vid)));
     }
 
     pub fn set_fdb(&self, k: &crate::model::FdbKey, port: u32) -> Result<()> {
-        upd(&self.fdb, &fdb_key(k), &port.to_ne_bytes(), "br_fdb")
+        upd(
+            &self.fdb,
+            bytes_of(&fdb_key(k)),
+            &port.to_ne_bytes(),
+            "br_fdb",
+        )
     }
 
     pub fn del_fdb(&self, k: &crate::model::FdbKey) {
-        let _ = self.fdb.delete(&fdb_key(k));
+        let _ = self.fdb.delete(bytes_of(&fdb_key(k)));
     }
 
     pub fn counts(&self) -> (usize, usize, usize) {
@@ -198,13 +137,10 @@ pub struct Program {
     pub maps: Maps,
     pub features: Features,
     /// The fp_ctl value last written, so that a new route generation keeps the switches.
-    ctl: std::sync::Mutex<[u8; CTL_LEN]>,
+    ctl: std::sync::Mutex<types::fp_ctl>,
     /// Slots of the IPv4 route cache, per CPU.
     route_cache_slots: usize,
 }
-
-/// sizeof(struct fp_ctl).
-const CTL_LEN: usize = 24;
 
 /// Route-cache generations, process-wide: a program never meets a generation it has cached
 /// answers under once another has been written, even after it served as a spare.
@@ -291,7 +227,7 @@ impl Program {
             fd,
             maps,
             features: *features,
-            ctl: std::sync::Mutex::new([0; CTL_LEN]),
+            ctl: std::sync::Mutex::new(types::fp_ctl::default()),
             route_cache_slots: m
                 .route_cache_v4
                 .info()
@@ -325,19 +261,18 @@ impl Program {
         want: &Features,
         route_cache_v4: bool,
     ) -> Result<()> {
-        // struct fp_ctl { u32 off_v4, off_v6, filter_fields; u8 filter_v4, filter_v6,
-        //                 policy_drop_v4, policy_drop_v6; u32 route_gen; u8 route_cache_v4,
-        //                 unused[3]; }
-        let mut v = [0u8; CTL_LEN];
-        v[..4].copy_from_slice(&(off_v4 as u32).to_ne_bytes());
-        v[4..8].copy_from_slice(&(off_v6 as u32).to_ne_bytes());
-        v[8..12].copy_from_slice(&(want.filter_fields as u32).to_ne_bytes());
-        v[12] = want.filter_v4 as u8;
-        v[13] = want.filter_v6 as u8;
-        v[14] = want.policy_drop_v4 as u8;
-        v[15] = want.policy_drop_v6 as u8;
-        v[20] = route_cache_v4 as u8;
-        self.write_ctl(v)
+        self.write_ctl(types::fp_ctl {
+            off_v4: off_v4 as u32,
+            off_v6: off_v6 as u32,
+            filter_fields: want.filter_fields as u32,
+            filter_v4: want.filter_v4 as u8,
+            filter_v6: want.filter_v6 as u8,
+            policy_drop_v4: want.policy_drop_v4 as u8,
+            policy_drop_v6: want.policy_drop_v6 as u8,
+            route_gen: 0, // set by write_ctl
+            route_cache_v4: route_cache_v4 as u8,
+            unused: [0; 3],
+        })
     }
 
     /// Drops every cached FIB answer (a new route generation): after any change to routes,
@@ -347,13 +282,12 @@ impl Program {
         self.write_ctl(v)
     }
 
-    fn write_ctl(&self, mut v: [u8; CTL_LEN]) -> Result<()> {
+    fn write_ctl(&self, mut v: types::fp_ctl) -> Result<()> {
         let mut last = self.ctl.lock().unwrap_or_else(|e| e.into_inner());
-        let gen = ROUTE_GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        v[16..20].copy_from_slice(&gen.to_ne_bytes());
+        v.route_gen = ROUTE_GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.maps
             .ctl
-            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .update(&0u32.to_ne_bytes(), bytes_of(&v), MapFlags::ANY)
             .map_err(bpf("set fp_ctl"))?;
         *last = v;
         Ok(())
@@ -395,28 +329,11 @@ impl Program {
         // egress_ifindex
         let ctx: [u32; 6] = [0, frame.len() as u32, 0, ingress_ifindex, 0, 0];
         let mut out = vec![0u8; frame.len() + 256];
-        // SAFETY: zeroed is a valid bpf_test_run_opts; every pointer set below outlives the call.
-        let mut opts: libbpf_rs::libbpf_sys::bpf_test_run_opts = unsafe { std::mem::zeroed() };
-        opts.sz = std::mem::size_of_val(&opts) as _;
-        opts.data_in = frame.as_ptr().cast();
-        opts.data_size_in = frame.len() as u32;
-        opts.data_out = out.as_mut_ptr().cast();
-        opts.data_size_out = out.len() as u32;
-        opts.ctx_in = ctx.as_ptr().cast();
-        opts.ctx_size_in = std::mem::size_of_val(&ctx) as u32;
-        opts.repeat = 1;
-        // SAFETY: the fd is a loaded program; opts points to live buffers of the stated sizes.
-        let rc = unsafe {
-            libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(self.fd.as_raw_fd(), &mut opts)
-        };
-        if rc != 0 {
-            return Err(Error::Io {
-                what: "BPF_PROG_TEST_RUN".into(),
-                err: std::io::Error::from_raw_os_error(-rc),
-            });
-        }
-        out.truncate(opts.data_size_out as usize);
-        Ok((opts.retval, out))
+        let ctx: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let (verdict, len) = wirespeed_sys::bpf::test_run(self.fd.as_fd(), frame, &ctx, &mut out)
+            .map_err(io("BPF_PROG_TEST_RUN"))?;
+        out.truncate(len);
+        Ok((verdict, out))
     }
 
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
@@ -480,28 +397,15 @@ impl Attachment {
 
     /// As `tc`, for any loaded TC program.
     pub fn tc_fd(prog: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> Result<Attachment> {
-        // SAFETY: zeroed is a valid bpf_link_create_opts.
-        let mut opts: libbpf_rs::libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
-        opts.sz = std::mem::size_of_val(&opts) as _;
-        opts.flags = libbpf_rs::libbpf_sys::BPF_F_BEFORE;
-        // SAFETY: plain syscall wrapper; the program fd is valid, opts lives across the call.
-        let fd = unsafe {
-            libbpf_rs::libbpf_sys::bpf_link_create(
-                prog.as_raw_fd(),
-                ifindex as i32,
-                libbpf_rs::libbpf_sys::BPF_TCX_INGRESS,
-                &opts,
-            )
-        };
-        if fd < 0 {
-            return Err(Error::Io {
-                what: format!("attach TC ingress (tcx) to ifindex {ifindex}"),
-                err: std::io::Error::from_raw_os_error(-fd),
-            });
-        }
+        let link = wirespeed_sys::bpf::link_create(
+            prog,
+            ifindex,
+            libbpf_rs::libbpf_sys::BPF_TCX_INGRESS,
+            libbpf_rs::libbpf_sys::BPF_F_BEFORE,
+        )
+        .map_err(io(format!("attach TC ingress (tcx) to ifindex {ifindex}")))?;
         Ok(Attachment {
-            // SAFETY: bpf_link_create returned a new fd that nothing else owns.
-            link: unsafe { OwnedFd::from_raw_fd(fd) },
+            link,
             ifindex,
             hook: Hook::Tc,
         })
@@ -512,37 +416,13 @@ impl Attachment {
         ifindex: u32,
         flags: u32,
     ) -> std::io::Result<OwnedFd> {
-        // SAFETY: zeroed is a valid bpf_link_create_opts.
-        let mut opts: libbpf_rs::libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
-        opts.sz = std::mem::size_of_val(&opts) as _;
-        opts.flags = flags;
-        // SAFETY: plain syscall wrapper; the program fd is valid, opts lives across the call.
-        let fd = unsafe {
-            libbpf_rs::libbpf_sys::bpf_link_create(prog.as_raw_fd(), ifindex as i32, BPF_XDP, &opts)
-        };
-        if fd < 0 {
-            return Err(std::io::Error::from_raw_os_error(-fd));
-        }
-        // SAFETY: bpf_link_create returned a new fd that nothing else owns.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        wirespeed_sys::bpf::link_create(prog, ifindex, BPF_XDP, flags)
     }
 
     /// Swaps in a re-specialized program atomically: no packet sees no program.
     pub fn replace(&mut self, prog: &Program) -> Result<()> {
-        // SAFETY: both fds are valid; a null opts means "no expected old program".
-        let rc = unsafe {
-            libbpf_rs::libbpf_sys::bpf_link_update(
-                self.link.as_raw_fd(),
-                prog.fd.as_raw_fd(),
-                std::ptr::null(),
-            )
-        };
-        if rc != 0 {
-            return Err(Error::Io {
-                what: format!("bpf_link_update on ifindex {}", self.ifindex),
-                err: std::io::Error::from_raw_os_error(-rc),
-            });
-        }
+        wirespeed_sys::bpf::link_update(self.link.as_fd(), prog.fd.as_fd())
+            .map_err(io(format!("bpf_link_update on ifindex {}", self.ifindex)))?;
         Ok(())
     }
 }
@@ -569,12 +449,8 @@ fn replace_ifindex_set<const N: usize>(
     Ok(())
 }
 
-fn bits_bytes(b: &crate::filter::Bits) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    for (i, w) in b.iter().enumerate() {
-        out[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
-    }
-    out
+fn rule_set(b: &crate::filter::Bits) -> Vec<u8> {
+    bytes_of(&types::rule_set { w: *b }).to_vec()
 }
 
 fn clear(map: &MapHandle) {
@@ -591,8 +467,8 @@ impl Program {
     /// set member changes a handful of entries, not the 512 protocol slots and every prefix.
     pub fn write_filter_over(
         &self,
-        old: Option<&crate::filter::Tables>,
-        t: &crate::filter::Tables,
+        old: Option<&crate::classify::Tables>,
+        t: &crate::classify::Tables,
     ) -> Result<()> {
         let pause = |v: u32| {
             self.maps
@@ -637,7 +513,7 @@ impl Program {
     }
 
     /// `write_filter_over` with no knowledge of the maps' contents: a full rewrite.
-    pub fn write_filter(&self, t: &crate::filter::Tables) -> Result<()> {
+    pub fn write_filter(&self, t: &crate::classify::Tables) -> Result<()> {
         self.write_filter_over(None, t)
     }
 }
@@ -645,7 +521,7 @@ impl Program {
 type Entry = (Vec<u8>, Vec<u8>);
 
 /// Whether table `i` (in write_filter_over's order) is the same in `a` and `b`.
-fn same_table(a: &crate::filter::Tables, b: &crate::filter::Tables, i: usize) -> bool {
+fn same_table(a: &crate::classify::Tables, b: &crate::classify::Tables, i: usize) -> bool {
     match i {
         0 => a.src4 == b.src4,
         1 => a.dst4 == b.dst4,
@@ -704,26 +580,33 @@ fn indexed_diff<V: PartialEq>(
 /// Map writes and deletes that turn table `i` (in write_filter_over's order) of `old` into
 /// that of `t`.
 fn table_diff(
-    old: Option<&crate::filter::Tables>,
-    t: &crate::filter::Tables,
+    old: Option<&crate::classify::Tables>,
+    t: &crate::classify::Tables,
     i: usize,
 ) -> (Vec<Entry>, Vec<Vec<u8>>) {
-    let bits = |b: &crate::filter::Bits| bits_bytes(b).to_vec();
-    // struct lpm_v4/lpm_v6: prefix length, then the address in network order.
+    let bits = rule_set;
+    // LPM keys hold the address in network order.
     let lpm4 = |(a, len): (u32, u8)| {
-        let mut k = (len as u32).to_ne_bytes().to_vec();
-        k.extend_from_slice(&a.to_be_bytes());
-        k
+        let k = types::lpm_v4 {
+            prefixlen: len as u32,
+            addr: a.to_be(),
+        };
+        bytes_of(&k).to_vec()
     };
     let lpm6 = |(a, len): (u128, u8)| {
-        let mut k = (len as u32).to_ne_bytes().to_vec();
-        k.extend_from_slice(&a.to_be_bytes());
-        k
+        let k = types::lpm_v6 {
+            prefixlen: len as u32,
+            addr: a.to_be_bytes(),
+        };
+        bytes_of(&k).to_vec()
     };
     let port = |(proto, port): (u8, u16)| {
-        let mut k = vec![proto, 0];
-        k.extend_from_slice(&port.to_ne_bytes());
-        k
+        let k = types::port_key {
+            proto,
+            pad: 0,
+            port,
+        };
+        bytes_of(&k).to_vec()
     };
     match i {
         0 => keyed_diff(old.map(|o| &o.src4[..]), &t.src4, lpm4, bits),
@@ -749,64 +632,25 @@ fn table_diff(
 /// How many programs are attached at TC ingress (tcx) on `ifindex` in the calling thread's
 /// namespace, ours or anyone's.
 pub fn tcx_ingress_count(ifindex: u32) -> Result<u32> {
-    // SAFETY: zeroed query opts with sz set and no id arrays: the kernel fills the count.
-    let mut q: libbpf_rs::libbpf_sys::bpf_prog_query_opts = unsafe { std::mem::zeroed() };
-    q.sz = std::mem::size_of_val(&q) as _;
-    // SAFETY: q is valid for writes; plain syscall wrapper.
-    let rc = unsafe {
-        libbpf_rs::libbpf_sys::bpf_prog_query_opts(
-            ifindex as i32,
-            libbpf_rs::libbpf_sys::BPF_TCX_INGRESS,
-            &mut q,
-        )
-    };
-    if rc != 0 {
-        return Err(Error::Io {
-            what: format!("query TC ingress programs of ifindex {ifindex}"),
-            err: std::io::Error::from_raw_os_error(-rc),
-        });
-    }
-    // SAFETY: both union members are the same u32 count.
-    Ok(unsafe { q.__bindgen_anon_1.count })
+    wirespeed_sys::bpf::prog_count(ifindex, libbpf_rs::libbpf_sys::BPF_TCX_INGRESS).map_err(io(
+        format!("query TC ingress programs of ifindex {ifindex}"),
+    ))
 }
 
 /// Detaches a non-link XDP program named like ours left on `ifindex` (e.g. by a tool that
 /// attached our object by hand). Link-based attachments die with their owner and are never
 /// stale. Returns true when one was removed.
 pub fn remove_stale_xdp(ifindex: u32) -> bool {
-    // SAFETY: zeroed query opts with sz set is the documented way to call bpf_xdp_query.
-    let mut q: libbpf_rs::libbpf_sys::bpf_xdp_query_opts = unsafe { std::mem::zeroed() };
-    q.sz = std::mem::size_of_val(&q) as _;
-    // SAFETY: q is valid for writes.
-    if unsafe { libbpf_rs::libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut q) } != 0
-        || q.prog_id == 0
-    {
+    let Ok(q) = wirespeed_sys::bpf::xdp_query(ifindex) else {
+        return false;
+    };
+    if q.prog_id == 0 {
         return false;
     }
-    // SAFETY: plain syscall wrapper.
-    let fd = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_fd_by_id(q.prog_id) };
-    if fd < 0 {
+    let Ok(fd) = libbpf_rs::Program::fd_from_id(q.prog_id) else {
         return false;
-    }
-    // SAFETY: fd is a new program fd we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: zeroed bpf_prog_info is valid; len tells the kernel its size.
-    let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of_val(&info) as u32;
-    // SAFETY: info is valid for len bytes.
-    if unsafe {
-        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len)
-    } != 0
-    {
-        return false;
-    }
-    let name: Vec<u8> = info
-        .name
-        .iter()
-        .take_while(|c| **c != 0)
-        .map(|c| *c as u8)
-        .collect();
-    if name != b"fp_xdp" {
+    };
+    if wirespeed_sys::bpf::prog_name(fd.as_fd()).ok().as_deref() != Some(b"fp_xdp") {
         return false;
     }
     let mode_flags = match q.attach_mode as u32 {
@@ -814,15 +658,29 @@ pub fn remove_stale_xdp(ifindex: u32) -> bool {
         2 => XDP_FLAGS_SKB_MODE,
         _ => 0,
     };
-    // SAFETY: plain syscall wrapper; fails harmlessly (EBUSY) if a link owns the attachment.
-    unsafe {
-        libbpf_rs::libbpf_sys::bpf_xdp_detach(ifindex as i32, mode_flags, std::ptr::null()) == 0
-    }
+    // Fails harmlessly (EBUSY) if a link owns the attachment.
+    wirespeed_sys::bpf::xdp_detach(ifindex, mode_flags).is_ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::FIELDS_ALL;
+
+    /// `MapBytes` (bytes_of) needs the generated types to have no implicit padding: each
+    /// type's size is the sum of its fields'.
+    #[test]
+    fn map_types_are_their_fields_and_nothing_else() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 1 + 3);
+        assert_eq!(size_of::<types::br_port>(), 4 + 4 + 2 + 1 + 1 + 1 + 3);
+        assert_eq!(size_of::<types::br_vlan_key>(), 4 + 2 + 2);
+        assert_eq!(size_of::<types::br_fdb_key>(), 4 + 2 + 6);
+        assert_eq!(size_of::<types::lpm_v4>(), 4 + 4);
+        assert_eq!(size_of::<types::lpm_v6>(), 4 + 16);
+        assert_eq!(size_of::<types::port_key>(), 1 + 1 + 2);
+        assert_eq!(size_of::<types::rule_set>(), 4 * 8);
+    }
 
     #[test]
     fn a_program_with_more_filter_compiled_in_serves_a_smaller_filter() {

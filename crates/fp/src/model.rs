@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::features::{Features, NETDEV_XDP_ACT_NDO_XMIT};
 use crate::filter::{FamilyFilter, FilterPlan};
-use crate::loader::Features;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Link {
@@ -317,7 +317,7 @@ impl Model {
             return Err("the kernel reports no XDP features (Linux < 6.3)".into());
         };
         match known.get(&l.index) {
-            Some(f) if f & crate::netlink::NETDEV_XDP_ACT_NDO_XMIT != 0 => Ok(()),
+            Some(f) if f & NETDEV_XDP_ACT_NDO_XMIT != 0 => Ok(()),
             _ if l.kind == "veth" => {
                 Err("its veth peer runs no NAPI (no XDP program, GRO off)".into())
             }
@@ -617,7 +617,7 @@ mod tests {
     fn takes_xdp(ifindex: u32) -> Event {
         Event::XdpFeatures {
             ifindex,
-            features: Some(crate::netlink::NETDEV_XDP_ACT_NDO_XMIT | 0x3),
+            features: Some(NETDEV_XDP_ACT_NDO_XMIT | 0x3),
         }
     }
 

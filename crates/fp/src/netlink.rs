@@ -1,8 +1,7 @@
 //! A small NETLINK_ROUTE / NETLINK_NETFILTER reader: multicast event sockets and dump
 //! requests. Parsing is pure (`parse_*`), unit-tested on byte fixtures; only `Socket` does I/O.
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use crate::error::{Error, Result};
 use crate::model::{BridgeAttrs, BridgePort, Event, FdbEntry, FdbKey, Link, RuleKey};
@@ -138,11 +137,11 @@ pub fn attrs(buf: &[u8]) -> Vec<(u16, &[u8])> {
     out
 }
 
-fn u32_of(v: &[u8]) -> Option<u32> {
+pub(crate) fn u32_of(v: &[u8]) -> Option<u32> {
     Some(u32::from_ne_bytes(v.get(..4)?.try_into().ok()?))
 }
 
-fn cstr(v: &[u8]) -> String {
+pub(crate) fn cstr(v: &[u8]) -> String {
     let end = v.iter().position(|b| *b == 0).unwrap_or(v.len());
     String::from_utf8_lossy(&v[..end]).into_owned()
 }
@@ -384,96 +383,55 @@ pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
     }
 }
 
-/// A netlink socket (owned fd).
+/// A netlink socket.
 pub struct Socket {
-    fd: OwnedFd,
+    sock: socket2::Socket,
     seq: u32,
-}
-
-fn cvt(rc: i32, what: &str) -> Result<i32> {
-    if rc < 0 {
-        Err(Error::Io {
-            what: what.into(),
-            err: io::Error::last_os_error(),
-        })
-    } else {
-        Ok(rc)
-    }
 }
 
 impl Socket {
     pub fn open(protocol: i32) -> Result<Socket> {
-        // SAFETY: plain socket(2); the fd is owned right away.
-        let fd = cvt(
-            unsafe {
-                libc::socket(
-                    libc::AF_NETLINK,
-                    libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                    protocol,
-                )
-            },
-            "netlink socket",
-        )?;
-        // SAFETY: fd is a fresh socket we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: zeroed sockaddr_nl is valid (pid 0: the kernel assigns one).
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: sa is a valid sockaddr_nl of the stated size.
-        cvt(
-            unsafe {
-                libc::bind(
-                    fd.as_raw_fd(),
-                    &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_nl>() as u32,
-                )
-            },
-            "bind netlink",
-        )?;
-        // Bursts of events (50 routes at once) must not overflow the queue.
-        let size: i32 = 4 << 20;
-        // SAFETY: setsockopt with a valid int pointer; failure only means a smaller buffer.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                &size as *const i32 as *const _,
-                4,
-            );
-        }
-        Ok(Socket { fd, seq: 1 })
+        let io_err = |what: &str| {
+            let what = what.to_string();
+            move |err| Error::Io { what, err }
+        };
+        let sock = socket2::Socket::new(
+            socket2::Domain::from(libc::AF_NETLINK),
+            socket2::Type::RAW.nonblocking().cloexec(),
+            Some(socket2::Protocol::from(protocol)),
+        )
+        .map_err(io_err("netlink socket"))?;
+        // Bound (port id assigned by the kernel): multicast events skip an unbound socket,
+        // whose port id 0 is the kernel's own.
+        nl_sockopt::bind_any(sock.as_fd()).map_err(io_err("bind netlink"))?;
+        // Bursts of events (50 routes at once) must not overflow the queue; failure only
+        // means a smaller buffer.
+        let _ = nl_sockopt::rcvbuf_force(sock.as_fd(), 4 << 20);
+        Ok(Socket { sock, seq: 1 })
     }
 
     pub fn join(&self, group: u32) -> Result<()> {
-        // SAFETY: setsockopt with a valid u32 pointer.
-        cvt(
-            unsafe {
-                libc::setsockopt(
-                    self.fd.as_raw_fd(),
-                    libc::SOL_NETLINK,
-                    libc::NETLINK_ADD_MEMBERSHIP,
-                    &group as *const u32 as *const _,
-                    4,
-                )
-            },
-            &format!("join netlink group {group}"),
-        )
-        .map(|_| ())
+        nl_sockopt::add_membership(self.sock.as_fd(), group).map_err(|err| Error::Io {
+            what: format!("join netlink group {group}"),
+            err,
+        })
     }
 
     pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.sock.as_raw_fd()
+    }
+
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
     }
 
     /// Reads one datagram without blocking; Ok(None) when nothing is queued. An overrun
     /// (ENOBUFS) is reported as Ok(Some(empty)) so the caller resyncs.
     pub fn recv(&self, buf: &mut [u8]) -> Result<Option<usize>> {
-        // SAFETY: buf is valid for writes of its length.
-        let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
+        use std::io::Read;
+        match (&self.sock).read(buf) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) => match e.raw_os_error() {
                 Some(libc::EAGAIN) => Ok(None),
                 Some(libc::ENOBUFS) => Ok(Some(0)),
                 Some(libc::EINTR) => Ok(None),
@@ -481,9 +439,8 @@ impl Socket {
                     what: "netlink recv".into(),
                     err: e,
                 }),
-            };
+            },
         }
-        Ok(Some(n as usize))
     }
 
     /// Sends a dump request (`ty` with the family header `hdr`) and returns each reply
@@ -498,11 +455,10 @@ impl Socket {
         req.extend_from_slice(&self.seq.to_ne_bytes());
         req.extend_from_slice(&0u32.to_ne_bytes());
         req.extend_from_slice(hdr);
-        // SAFETY: req is a valid buffer of its length.
-        cvt(
-            unsafe { libc::send(self.fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) } as i32,
-            "netlink send",
-        )?;
+        self.sock.send(&req).map_err(|err| Error::Io {
+            what: "netlink send".into(),
+            err,
+        })?;
         let mut out = Vec::new();
         let mut buf = vec![0u8; 64 * 1024];
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -513,13 +469,10 @@ impl Socket {
                     if std::time::Instant::now() > deadline {
                         return Err(Error::Netlink("dump timed out".into()));
                     }
-                    let mut pfd = libc::pollfd {
-                        fd: self.fd.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                    // SAFETY: one valid pollfd.
-                    unsafe { libc::poll(&mut pfd, 1, 100) };
+                    wirespeed_sys::bpf::poll_readable(
+                        &[Some(self.as_fd())],
+                        std::time::Duration::from_millis(100),
+                    );
                     continue;
                 }
             };
@@ -591,110 +544,59 @@ pub fn dump_rules(s: &mut Socket, family: u8) -> Result<Vec<RuleKey>> {
         .collect())
 }
 
-// Generic netlink: the "netdev" family (Linux >= 6.3) reports each device's XDP features,
-// among them whether the driver accepts frames redirected from XDP (NETDEV_XDP_ACT_NDO_XMIT).
-// A veth sets that bit only while its peer runs NAPI (an XDP program or GRO on the peer), so
-// this is the kernel's own answer to "will an XDP redirect into this device be delivered?".
-pub const NETLINK_GENERIC: i32 = 16;
-const GENL_ID_CTRL: u16 = 0x10;
-const CTRL_CMD_GETFAMILY: u8 = 3;
-const CTRL_ATTR_FAMILY_ID: u16 = 1;
-const CTRL_ATTR_FAMILY_NAME: u16 = 2;
-const CTRL_ATTR_MCAST_GROUPS: u16 = 7;
-const CTRL_ATTR_MCAST_GRP_NAME: u16 = 1;
-const CTRL_ATTR_MCAST_GRP_ID: u16 = 2;
-const NETDEV_CMD_DEV_GET: u8 = 1;
-const NETDEV_CMD_DEV_ADD_NTF: u8 = 2;
-const NETDEV_CMD_DEV_DEL_NTF: u8 = 3;
-const NETDEV_CMD_DEV_CHANGE_NTF: u8 = 4;
-const NETDEV_A_DEV_IFINDEX: u16 = 1;
-const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
-/// enum netdev_xdp_act: the driver implements ndo_xdp_xmit (takes XDP-redirected frames).
-pub const NETDEV_XDP_ACT_NDO_XMIT: u64 = 1 << 2;
+/// The netlink socket calls socket2 has no safe form for: binding to a kernel-assigned port
+/// id and two socket options. They are to move into wirespeed-sys (crates/sys/src/socket.rs,
+/// another part of issue 16) and are the one place in this crate allowed unsafe code.
+#[allow(unsafe_code)]
+mod nl_sockopt {
+    use std::io;
+    use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// The netdev generic-netlink family as this kernel numbers it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NetdevFamily {
-    pub id: u16,
-    /// The "mgmt" multicast group: device added, removed, XDP features changed.
-    pub mgmt_group: u32,
-}
-
-/// Finds the netdev family among a CTRL_CMD_GETFAMILY dump's replies (payloads after the
-/// netlink header: genlmsghdr, then attributes).
-pub fn parse_netdev_family(replies: &[(u16, Vec<u8>)]) -> Option<NetdevFamily> {
-    for (_, p) in replies {
-        let a = attrs(p.get(4..)?);
-        let name = a.iter().find(|(t, _)| *t == CTRL_ATTR_FAMILY_NAME);
-        if name.map(|(_, v)| cstr(v)).as_deref() != Some("netdev") {
-            continue;
+    fn cvt(rc: i32) -> io::Result<()> {
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
         }
-        let id = a
-            .iter()
-            .find(|(t, _)| *t == CTRL_ATTR_FAMILY_ID)
-            .and_then(|(_, v)| Some(u16::from_ne_bytes(v.get(..2)?.try_into().ok()?)))?;
-        let groups = a.iter().find(|(t, _)| *t == CTRL_ATTR_MCAST_GROUPS)?.1;
-        let mgmt_group = attrs(groups).iter().find_map(|(_, g)| {
-            let ga = attrs(g);
-            let name = ga.iter().find(|(t, _)| *t == CTRL_ATTR_MCAST_GRP_NAME)?;
-            if cstr(name.1) != "mgmt" {
-                return None;
-            }
-            u32_of(ga.iter().find(|(t, _)| *t == CTRL_ATTR_MCAST_GRP_ID)?.1)
-        })?;
-        return Some(NetdevFamily { id, mgmt_group });
     }
-    None
-}
 
-/// A netdev family message (dump reply or notification) -> an XDP-features event. `None` for
-/// other commands or a message without an ifindex.
-pub fn parse_netdev_msg(family: u16, msg_ty: u16, payload: &[u8]) -> Option<Event> {
-    if msg_ty != family {
-        return None;
+    fn setsockopt<T>(fd: BorrowedFd<'_>, level: i32, name: i32, v: &T) -> io::Result<()> {
+        // SAFETY: v points to a live T of the stated size; fd is open.
+        cvt(unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                level,
+                name,
+                (v as *const T).cast(),
+                std::mem::size_of::<T>() as libc::socklen_t,
+            )
+        })
     }
-    let cmd = *payload.first()?;
-    let a = attrs(payload.get(4..)?);
-    let ifindex = u32_of(a.iter().find(|(t, _)| *t == NETDEV_A_DEV_IFINDEX)?.1)?;
-    let features = a
-        .iter()
-        .find(|(t, _)| *t == NETDEV_A_DEV_XDP_FEATURES)
-        .and_then(|(_, v)| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))
-        .unwrap_or(0);
-    match cmd {
-        NETDEV_CMD_DEV_GET | NETDEV_CMD_DEV_ADD_NTF | NETDEV_CMD_DEV_CHANGE_NTF => {
-            Some(Event::XdpFeatures {
-                ifindex,
-                features: Some(features),
-            })
-        }
-        NETDEV_CMD_DEV_DEL_NTF => Some(Event::XdpFeatures {
-            ifindex,
-            features: None,
-        }),
-        _ => None,
+
+    /// bind(2) to pid 0: the kernel assigns the port id.
+    pub fn bind_any(fd: BorrowedFd<'_>) -> io::Result<()> {
+        // SAFETY: an all-zero sockaddr_nl is valid (pid 0, no groups).
+        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        sa.nl_family = libc::AF_NETLINK as u16;
+        // SAFETY: sa is a valid sockaddr_nl of the stated size; fd is open.
+        cvt(unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sa as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        })
     }
-}
 
-/// Resolves the netdev family. Err when the kernel has none (before Linux 6.3): then no
-/// device's XDP features are known.
-pub fn netdev_family(s: &mut Socket) -> Result<NetdevFamily> {
-    // genlmsghdr { cmd, version, reserved }, then CTRL_ATTR_FAMILY_NAME would filter; a dump
-    // of all families is as cheap and needs no attribute.
-    let replies = s.dump(GENL_ID_CTRL, &[CTRL_CMD_GETFAMILY, 1, 0, 0])?;
-    parse_netdev_family(&replies).ok_or_else(|| {
-        Error::Netlink(
-            "no netdev generic-netlink family (Linux < 6.3): XDP features unknown".into(),
-        )
-    })
-}
+    /// SO_RCVBUFFORCE (root may exceed rmem_max).
+    pub fn rcvbuf_force(fd: BorrowedFd<'_>, size: i32) -> io::Result<()> {
+        setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size)
+    }
 
-/// Dumps every device's XDP features in this namespace.
-pub fn dump_xdp_features(s: &mut Socket, family: &NetdevFamily) -> Result<Vec<Event>> {
-    Ok(s.dump(family.id, &[NETDEV_CMD_DEV_GET, 1, 0, 0])?
-        .iter()
-        .filter_map(|(t, p)| parse_netdev_msg(family.id, *t, p))
-        .collect())
+    /// NETLINK_ADD_MEMBERSHIP: receive the multicast group's events.
+    pub fn add_membership(fd: BorrowedFd<'_>, group: u32) -> io::Result<()> {
+        setsockopt(fd, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, &group)
+    }
 }
 
 /// One netlink attribute, padded: for building test input here and in nftevent.
@@ -893,103 +795,5 @@ mod tests {
                 uncacheable: true
             })
         ));
-    }
-
-    fn genl(cmd: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
-        let mut p = vec![cmd, 1, 0, 0];
-        for a in attrs {
-            p.extend_from_slice(a);
-        }
-        p
-    }
-
-    #[test]
-    fn the_netdev_family_and_its_mgmt_group_are_found_among_others() {
-        let group = |name: &str, id: u32| {
-            attr(
-                1,
-                &[
-                    attr(CTRL_ATTR_MCAST_GRP_NAME, format!("{name}\0").as_bytes()),
-                    attr(CTRL_ATTR_MCAST_GRP_ID, &id.to_ne_bytes()),
-                ]
-                .concat(),
-            )
-        };
-        let family = |name: &str, id: u16, groups: Vec<u8>| {
-            genl(
-                1,
-                &[
-                    attr(CTRL_ATTR_FAMILY_ID, &id.to_ne_bytes()),
-                    attr(CTRL_ATTR_FAMILY_NAME, format!("{name}\0").as_bytes()),
-                    attr(CTRL_ATTR_MCAST_GROUPS, &groups),
-                ],
-            )
-        };
-        let replies = vec![
-            (GENL_ID_CTRL, family("ethtool", 20, group("monitor", 5))),
-            (
-                GENL_ID_CTRL,
-                family(
-                    "netdev",
-                    27,
-                    [group("page-pool", 9), group("mgmt", 8)].concat(),
-                ),
-            ),
-        ];
-        assert_eq!(
-            parse_netdev_family(&replies),
-            Some(NetdevFamily {
-                id: 27,
-                mgmt_group: 8
-            })
-        );
-        assert_eq!(parse_netdev_family(&replies[..1]), None);
-        // Truncated or garbage replies are skipped, never a panic.
-        assert_eq!(parse_netdev_family(&[(GENL_ID_CTRL, vec![1, 2])]), None);
-    }
-
-    #[test]
-    fn xdp_features_come_from_dumps_and_notifications() {
-        let dev = |cmd: u8, ifindex: u32, features: u64| {
-            genl(
-                cmd,
-                &[
-                    attr(NETDEV_A_DEV_IFINDEX, &ifindex.to_ne_bytes()),
-                    attr(NETDEV_A_DEV_XDP_FEATURES, &features.to_ne_bytes()),
-                ],
-            )
-        };
-        let xmit = NETDEV_XDP_ACT_NDO_XMIT | 0x3;
-        for cmd in [
-            NETDEV_CMD_DEV_GET,
-            NETDEV_CMD_DEV_ADD_NTF,
-            NETDEV_CMD_DEV_CHANGE_NTF,
-        ] {
-            assert_eq!(
-                parse_netdev_msg(27, 27, &dev(cmd, 4, xmit)),
-                Some(Event::XdpFeatures {
-                    ifindex: 4,
-                    features: Some(xmit)
-                })
-            );
-        }
-        assert_eq!(
-            parse_netdev_msg(27, 27, &dev(NETDEV_CMD_DEV_DEL_NTF, 4, 0)),
-            Some(Event::XdpFeatures {
-                ifindex: 4,
-                features: None
-            })
-        );
-        // Another family's message, an unknown command, no ifindex: nothing.
-        assert_eq!(
-            parse_netdev_msg(27, 28, &dev(NETDEV_CMD_DEV_GET, 4, xmit)),
-            None
-        );
-        assert_eq!(parse_netdev_msg(27, 27, &dev(9, 4, xmit)), None);
-        assert_eq!(
-            parse_netdev_msg(27, 27, &genl(NETDEV_CMD_DEV_GET, &[])),
-            None
-        );
-        assert_eq!(parse_netdev_msg(27, 27, &[]), None);
     }
 }

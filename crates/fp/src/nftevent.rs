@@ -504,85 +504,6 @@ fn compare(ctx: &mut Context, reg: &Reg, op: &str, value: &[u8]) -> Result<Value
     }
 }
 
-fn is_of(item: &Value, kind: &str, ev: &RuleEvent, name_key: &str, name: &str) -> bool {
-    item.get(kind).is_some_and(|o| {
-        o.get("family").and_then(Value::as_str) == Some(ev.family)
-            && o.get("table").and_then(Value::as_str) == Some(ev.table.as_str())
-            && o.get(name_key).and_then(Value::as_str) == Some(name)
-    })
-}
-
-fn is_rule_of_chain(item: &Value, ev: &RuleEvent) -> bool {
-    is_of(item, "rule", ev, "chain", &ev.chain)
-}
-
-fn handle_of(item: &Value) -> Option<u64> {
-    item.get("rule")?.get("handle")?.as_u64()
-}
-
-/// Applies `ev` to a parsed `nft -j list ruleset`; false (and the ruleset untouched) when it
-/// does not fit what the ruleset holds: an unknown chain, a handle missing or present twice.
-pub fn apply(ruleset: &mut Value, ev: &RuleEvent) -> bool {
-    let Ok(expr) = &ev.expr else {
-        return false;
-    };
-    let Some(items) = ruleset.get_mut("nftables").and_then(Value::as_array_mut) else {
-        return false;
-    };
-    if !items
-        .iter()
-        .any(|i| is_of(i, "chain", ev, "name", &ev.chain))
-    {
-        return false;
-    }
-    let at = |h: u64| {
-        items
-            .iter()
-            .position(|i| is_rule_of_chain(i, ev) && handle_of(i) == Some(h))
-    };
-    let existing = at(ev.handle);
-    if !ev.add {
-        return match existing {
-            Some(i) => {
-                items.remove(i);
-                true
-            }
-            None => false,
-        };
-    }
-    if existing.is_some() {
-        return false;
-    }
-    let index = match ev.after {
-        Some(h) => match at(h) {
-            Some(i) => i + 1,
-            None => return false,
-        },
-        None => {
-            let mut of_chain = items
-                .iter()
-                .enumerate()
-                .filter(|(_, i)| is_rule_of_chain(i, ev))
-                .map(|(n, _)| n);
-            let (first, last) = (of_chain.next(), of_chain.next_back());
-            match (ev.append, first, last) {
-                (_, None, _) => items.len(),
-                (false, Some(f), _) => f,
-                (true, Some(f), l) => l.unwrap_or(f) + 1,
-            }
-        }
-    };
-    let rule = json!({"rule": {
-        "family": ev.family,
-        "table": ev.table,
-        "chain": ev.chain,
-        "handle": ev.handle,
-        "expr": expr,
-    }});
-    items.insert(index, rule);
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -831,25 +752,6 @@ mod tests {
         assert!(ev.expr.is_err());
     }
 
-    fn ruleset() -> Value {
-        serde_json::from_str(
-            r#"{"nftables": [{"table": {"family": "ip", "name": "filter", "handle": 1}},
-            {"chain": {"family": "ip", "table": "filter", "name": "FORWARD", "handle": 1}},
-            {"rule": {"family": "ip", "table": "filter", "chain": "FORWARD", "handle": 2, "expr": []}},
-            {"rule": {"family": "ip", "table": "filter", "chain": "FORWARD", "handle": 3, "expr": []}}]}"#,
-        )
-        .unwrap()
-    }
-
-    fn handles(v: &Value) -> Vec<u64> {
-        v["nftables"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(handle_of)
-            .collect()
-    }
-
     fn event(add: bool, handle: u64, after: Option<u64>, append: bool) -> RuleEvent {
         RuleEvent {
             add,
@@ -861,28 +763,6 @@ mod tests {
             append,
             expr: Ok(vec![]),
         }
-    }
-
-    #[test]
-    fn rule_events_land_where_the_kernel_put_them() {
-        let mut v = ruleset();
-        assert!(apply(&mut v, &event(true, 4, None, true)));
-        assert_eq!(handles(&v), [2, 3, 4]);
-        assert!(apply(&mut v, &event(true, 5, None, false)));
-        assert_eq!(handles(&v), [5, 2, 3, 4]);
-        assert!(apply(&mut v, &event(true, 6, Some(2), false)));
-        assert_eq!(handles(&v), [5, 2, 6, 3, 4]);
-        assert!(apply(&mut v, &event(false, 3, None, false)));
-        assert_eq!(handles(&v), [5, 2, 6, 4]);
-        // What does not fit is refused and changes nothing.
-        let before = v.clone();
-        assert!(!apply(&mut v, &event(false, 3, None, false)));
-        assert!(!apply(&mut v, &event(true, 4, None, true)));
-        assert!(!apply(&mut v, &event(true, 9, Some(42), true)));
-        let mut other = event(true, 9, None, true);
-        other.chain = "INPUT".into();
-        assert!(!apply(&mut v, &other));
-        assert_eq!(v, before);
     }
 
     #[test]

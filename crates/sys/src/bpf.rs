@@ -1,1 +1,220 @@
-//! (being filled in)
+//! The BPF side of the fast path: the `bpf(2)` commands libbpf-rs has no safe call for, and a
+//! `poll(2)` over the few netlink sockets the fast-path daemon watches.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ptr;
+
+use libbpf_rs::libbpf_sys;
+use std::time::Duration;
+
+/// Waits until one of `fds` is readable or `timeout` passes; returns which are readable.
+/// `None` entries are skipped (and reported not readable). An interrupted wait returns
+/// nothing readable.
+pub fn poll_readable(fds: &[Option<BorrowedFd<'_>>], timeout: Duration) -> Vec<bool> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            // poll(2) skips a negative fd.
+            fd: fd.map_or(-1, |fd| fd.as_raw_fd()),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: pfds is a valid array of pfds.len() pollfds for the duration of the call; the
+    // fds are borrowed, so they stay open until poll returns.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if rc <= 0 {
+        return vec![false; fds.len()];
+    }
+    pfds.iter().map(|p| p.revents & libc::POLLIN != 0).collect()
+}
+
+/// Whether `fd` has input waiting, without blocking.
+pub fn readable(fd: BorrowedFd<'_>) -> bool {
+    poll_readable(&[Some(fd)], Duration::ZERO)[0]
+}
+
+/// One `BPF_PROG_RUN` of the XDP program `prog` with live frames
+/// (`BPF_F_TEST_XDP_LIVE_FRAMES`): `frame` goes `repeat` times through the program, in batches
+/// of `batch_size`, and what it returns (XDP_TX, XDP_REDIRECT) really happens. `ctx` is the
+/// `struct xdp_md` to start from (ingress ifindex, ...). A signal cuts the run short:
+/// `ErrorKind::Interrupted`, with how far it got unknown.
+pub fn test_run_live(
+    prog: BorrowedFd<'_>,
+    frame: &[u8],
+    ctx: &[u8],
+    repeat: u32,
+    batch_size: u32,
+) -> io::Result<()> {
+    const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+    let mut opts = libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+        data_in: frame.as_ptr().cast(),
+        data_size_in: frame.len() as u32,
+        ctx_in: ctx.as_ptr().cast(),
+        ctx_size_in: ctx.len() as u32,
+        repeat: repeat as i32,
+        flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+        batch_size,
+        ..Default::default()
+    };
+    // SAFETY: opts is a valid bpf_test_run_opts whose input pointers borrow `frame` and `ctx`
+    // for the duration of the call and whose output pointers are null (nothing is written
+    // back); `prog` is a borrowed, open program fd.
+    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok(())
+}
+
+/// One `BPF_PROG_TEST_RUN` of `prog` on `frame` with the context `ctx`: returns the program's
+/// return value and how many bytes of `out` hold the frame as the program left it.
+pub fn test_run(
+    prog: BorrowedFd<'_>,
+    frame: &[u8],
+    ctx: &[u8],
+    out: &mut [u8],
+) -> io::Result<(u32, usize)> {
+    let mut opts = libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+        data_in: frame.as_ptr().cast(),
+        data_size_in: frame.len() as u32,
+        data_out: out.as_mut_ptr().cast(),
+        data_size_out: out.len() as u32,
+        ctx_in: ctx.as_ptr().cast(),
+        ctx_size_in: ctx.len() as u32,
+        repeat: 1,
+        ..Default::default()
+    };
+    // SAFETY: opts points to `frame` and `ctx` (read) and `out` (written, at most its stated
+    // length), all borrowed across the call; `prog` is an open program fd.
+    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok((opts.retval, (opts.data_size_out as usize).min(out.len())))
+}
+
+/// `BPF_LINK_CREATE`: attaches `prog` to `ifindex` at `attach_type` (BPF_XDP,
+/// BPF_TCX_INGRESS, ...) with `flags`; the returned link detaches the program when closed.
+pub fn link_create(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    attach_type: libbpf_sys::bpf_attach_type,
+    flags: u32,
+) -> io::Result<OwnedFd> {
+    let opts = libbpf_sys::bpf_link_create_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
+        flags,
+        ..Default::default()
+    };
+    // SAFETY: plain syscall wrapper; `prog` is an open program fd and opts lives across the call.
+    let fd = unsafe {
+        libbpf_sys::bpf_link_create(prog.as_raw_fd(), ifindex as i32, attach_type, &opts)
+    };
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(-fd));
+    }
+    // SAFETY: bpf_link_create returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `BPF_LINK_UPDATE`: makes `link` run `prog` instead, atomically.
+pub fn link_update(link: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: both fds are open; a null opts means "no expected old program".
+    let rc =
+        unsafe { libbpf_sys::bpf_link_update(link.as_raw_fd(), prog.as_raw_fd(), ptr::null()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok(())
+}
+
+/// `BPF_PROG_QUERY`: how many programs are attached to `ifindex` at `attach_type`.
+pub fn prog_count(ifindex: u32, attach_type: libbpf_sys::bpf_attach_type) -> io::Result<u32> {
+    let mut q = libbpf_sys::bpf_prog_query_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_prog_query_opts>() as _,
+        ..Default::default()
+    };
+    // SAFETY: q is valid for writes and asks for no id arrays: the kernel fills the count.
+    let rc = unsafe { libbpf_sys::bpf_prog_query_opts(ifindex as i32, attach_type, &mut q) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    // SAFETY: both members of the union are the same u32 count.
+    Ok(unsafe { q.__bindgen_anon_1.count })
+}
+
+/// What `bpf_xdp_query` says of `ifindex`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XdpAttached {
+    /// The program attached in any mode (0: none).
+    pub prog_id: u32,
+    /// The native-mode program (0: none).
+    pub drv_prog_id: u32,
+    /// enum xdp_attach_mode: 1 native, 2 generic, 3 offloaded, 4 several.
+    pub attach_mode: u8,
+}
+
+/// The XDP programs attached to `ifindex`.
+pub fn xdp_query(ifindex: u32) -> io::Result<XdpAttached> {
+    let mut q = libbpf_sys::bpf_xdp_query_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_xdp_query_opts>() as _,
+        ..Default::default()
+    };
+    // SAFETY: q is valid for writes.
+    let rc = unsafe { libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut q) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok(XdpAttached {
+        prog_id: q.prog_id,
+        drv_prog_id: q.drv_prog_id,
+        attach_mode: q.attach_mode,
+    })
+}
+
+/// The name of the program `prog` (BPF_OBJ_GET_INFO_BY_FD), without the trailing NULs.
+pub fn prog_name(prog: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info is valid for writes of len bytes and asks for no arrays.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog.as_raw_fd(), &mut info, &mut len) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok(info
+        .name
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect())
+}
+
+/// Detaches the non-link XDP program attached to `ifindex` in the mode of `flags`.
+pub fn xdp_detach(ifindex: u32, flags: u32) -> io::Result<()> {
+    // SAFETY: plain syscall wrapper; a null opts is allowed.
+    let rc = unsafe { libbpf_sys::bpf_xdp_detach(ifindex as i32, flags, ptr::null()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok(())
+}
+
+/// A BPF map key or value type whose bytes are exactly what the map holds.
+///
+/// # Safety
+/// Only for `#[repr(C)]` types with no implicit padding, no pointers and no invalid bit
+/// patterns: the C structs libbpf-cargo generates from a program's BTF, which spell their
+/// padding out as fields.
+pub unsafe trait MapBytes: Copy + 'static {}
+
+/// The bytes of a map key or value, as the kernel reads them.
+pub fn bytes_of<T: MapBytes>(v: &T) -> &[u8] {
+    // SAFETY: T: MapBytes is plain data without padding, so all size_of::<T>() bytes behind
+    // the reference are initialized; the slice borrows `v`.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}

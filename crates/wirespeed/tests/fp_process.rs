@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use wirespeed_fp::daemon::{read_status_file, Status};
+use wirespeed_fp::status::{read_status_file, Status};
 use wirespeed_lab::topo::{Lab, LabSpec, Topology};
 use wirespeed_lab::Netns;
 

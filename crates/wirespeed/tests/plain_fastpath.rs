@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use wirespeed_fp::daemon::{read_status_file, Status};
+use wirespeed_fp::status::{read_status_file, Status};
 
 /// Namespaces made by hand, deleted on drop (their veths go with them).
 struct Namespaces(Vec<String>);

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{bail, Context};
 use wirespeed_fp::daemon::{self, Config, Daemon};
 use wirespeed_fp::model::BridgeHook;
+use wirespeed_fp::status;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -89,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             let cfg = Config {
                 only: interfaces,
-                status_path: status.unwrap_or_else(daemon::default_status_path),
+                status_path: status.unwrap_or_else(status::default_status_path),
                 bridge_hook: match bridge_hook {
                     BridgeHookArg::Auto => BridgeHook::Auto,
                     BridgeHookArg::Xdp => BridgeHook::Xdp,
@@ -113,8 +114,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Status { json, status } => {
-            let path = status.unwrap_or_else(daemon::default_status_path);
-            let s = daemon::read_status_file(&path).with_context(|| {
+            let path = status.unwrap_or_else(status::default_status_path);
+            let s = status::read_status_file(&path).with_context(|| {
                 format!(
                     "no fast-path status at {} (is `wirespeed fp run` running here?)",
                     path.display()

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use wirespeed_fp::daemon::Status;
+use wirespeed_fp::status::Status;
 
 fn dropped(s: &Status) -> u64 {
     s.ports

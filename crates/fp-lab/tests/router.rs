@@ -2,8 +2,9 @@
 //! output bytes. The FIB the program consults is a real one, in a lab namespace.
 
 use wirespeed_fp::counters::Reason;
-use wirespeed_fp::loader::{Features, Program, XDP_PASS, XDP_REDIRECT};
-use wirespeed_fp::pkt::{self, L4};
+use wirespeed_fp::features::Features;
+use wirespeed_fp::loader::{Program, XDP_PASS, XDP_REDIRECT};
+use wirespeed_fp_lab::pkt::{self, L4};
 use wirespeed_lab::Netns;
 
 const NEXT_HOP_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x02, 0x02];

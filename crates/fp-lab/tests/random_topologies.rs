@@ -18,7 +18,8 @@ use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use common::{ip_batch, spawn_in_ns, RunningDaemon};
-use wirespeed_fp::daemon::{Config, Status};
+use wirespeed_fp::daemon::Config;
+use wirespeed_fp::status::Status;
 use wirespeed_lab::Netns;
 
 const REPLAY: &str =

@@ -1,28 +1,12 @@
 //! Small frame builders for fixtures, the differential harness and the generator. Plain byte
-//! layouts with correct checksums; no parsing.
+//! layouts (deliberately odd ones too: IP options, hop-by-hop headers, raw protocols) with
+//! correct checksums from `wirespeed_wire::checksum`; no parsing.
+
+use wirespeed_wire::checksum::{accumulate, checksum, fold};
 
 pub const ETH_P_IP: u16 = 0x0800;
 pub const ETH_P_IPV6: u16 = 0x86DD;
 pub const ETH_P_ARP: u16 = 0x0806;
-
-/// RFC 1071 one's-complement sum, folded, not inverted.
-pub fn csum_partial(data: &[u8], mut sum: u32) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u16::from_be_bytes([c[0], c[1]]) as u32;
-    }
-    if let [last] = chunks.remainder() {
-        sum += (*last as u32) << 8;
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum
-}
-
-pub fn csum(data: &[u8]) -> u16 {
-    !(csum_partial(data, 0) as u16)
-}
 
 /// What goes above IP.
 #[derive(Debug, Clone)]
@@ -63,7 +47,7 @@ impl L4 {
     }
 
     /// The transport bytes with their checksum, given the pseudo-header sum.
-    fn bytes(&self, pseudo: u32, v6: bool) -> Vec<u8> {
+    fn bytes(&self, pseudo: u64, v6: bool) -> Vec<u8> {
         let (mut b, csum_at) = match self {
             L4::Udp {
                 sport,
@@ -110,9 +94,9 @@ impl L4 {
             } else {
                 pseudo
             };
-            let mut c = !(csum_partial(&b, start + b.len() as u32) as u16);
+            let mut c = !fold(accumulate(start + b.len() as u64, &b));
             if matches!(self, L4::Icmp { .. }) && !v6 {
-                c = csum(&b);
+                c = checksum(&b);
             }
             if c == 0 && matches!(self, L4::Udp { .. }) {
                 c = 0xffff;
@@ -142,7 +126,7 @@ pub fn ipv4(
     l4: &L4,
 ) -> Vec<u8> {
     let proto = l4.proto(false);
-    let pseudo = csum_partial(&src, 0) + csum_partial(&dst, 0) + proto as u32;
+    let pseudo = accumulate(accumulate(0, &src), &dst) + proto as u64;
     let body = l4.bytes(pseudo, false);
     let ihl = 5 + options.len() / 4;
     let tot = (ihl * 4 + body.len()) as u16;
@@ -152,7 +136,7 @@ pub fn ipv4(
     ip.extend_from_slice(&src);
     ip.extend_from_slice(&dst);
     ip.extend_from_slice(options);
-    let c = csum(&ip);
+    let c = checksum(&ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     let mut f = eth(dst_mac, src_mac, ETH_P_IP);
     f.extend_from_slice(&ip);
@@ -171,8 +155,7 @@ pub fn ipv6(
     l4: &L4,
 ) -> Vec<u8> {
     let proto = l4.proto(true);
-    let mut pseudo = csum_partial(&src, 0) + csum_partial(&dst, 0) + proto as u32;
-    pseudo = (pseudo & 0xffff) + (pseudo >> 16);
+    let pseudo = accumulate(accumulate(0, &src), &dst) + proto as u64;
     let mut body = l4.bytes(pseudo, true);
     let mut next = proto;
     if hbh {
@@ -235,7 +218,7 @@ mod tests {
             },
         );
         assert_eq!(f.len(), 60);
-        assert_eq!(csum(&f[14..34]), 0);
+        assert_eq!(checksum(&f[14..34]), 0);
     }
 
     #[test]
@@ -254,9 +237,8 @@ mod tests {
             },
         );
         let udp = &f[54..];
-        let mut sum = csum_partial(&f[22..54], 0) + 17 + udp.len() as u32;
-        sum = csum_partial(udp, sum);
-        assert_eq!(sum as u16, 0xffff);
+        let pseudo = accumulate(0, &f[22..54]) + 17 + udp.len() as u64;
+        assert_eq!(fold(accumulate(pseudo, udp)), 0xffff);
     }
 
     #[test]

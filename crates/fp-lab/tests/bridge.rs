@@ -10,10 +10,10 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use common::*;
-use wirespeed_fp::daemon::Status;
 use wirespeed_fp::model::BridgeHook;
+use wirespeed_fp::status::Status;
 
-fn port<'a>(s: &'a Status, name: &str) -> &'a wirespeed_fp::daemon::PortStatus {
+fn port<'a>(s: &'a Status, name: &str) -> &'a wirespeed_fp::status::PortStatus {
     s.ports
         .iter()
         .find(|p| p.name == name)
@@ -277,7 +277,8 @@ fn frame(tag: Option<(u16, u16)>, payload: usize) -> Vec<u8> {
 /// as the daemon would fill them for one, and each frame is run with BPF_PROG_TEST_RUN.
 #[test]
 fn vlan_filtering_by_test_run() {
-    use wirespeed_fp::loader::{Features, Program, XDP_PASS, XDP_REDIRECT};
+    use wirespeed_fp::features::Features;
+    use wirespeed_fp::loader::{Program, XDP_PASS, XDP_REDIRECT};
     use wirespeed_fp::model::{BrPortVal, FdbKey};
 
     wirespeed_lab::require_root();

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use wirespeed_fp::daemon::{read_status_file, Config, Daemon, Status};
+use wirespeed_fp::daemon::{Config, Daemon};
+use wirespeed_fp::status::{read_status_file, Status};
 use wirespeed_lab::netns::add_addr;
 use wirespeed_lab::{Netns, Veth};
 

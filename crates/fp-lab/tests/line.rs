@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use wirespeed_fp::daemon::Status;
+use wirespeed_fp::status::Status;
 
 #[test]
 fn routes_fifty_prefixes_and_follows_changes() {

@@ -8,10 +8,10 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use wirespeed_fp::daemon::Status;
-use wirespeed_fp::harness::{self, Capture, PacketSocket, Targets};
 use wirespeed_fp::model::BridgeHook;
-use wirespeed_fp::pkt;
+use wirespeed_fp::status::Status;
+use wirespeed_fp_lab::harness::{self, Capture, PacketSocket, Targets};
+use wirespeed_fp_lab::pkt;
 use wirespeed_lab::netns::add_addr;
 use wirespeed_lab::Netns;
 

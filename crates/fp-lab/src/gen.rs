@@ -2,17 +2,16 @@
 //! kernel (BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, XDP_TX), and a counting XDP sink.
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
-use crate::error::{bpf, io, Error, Result};
-use crate::gen_bpf::GenSkelBuilder;
-use crate::loader::Attachment;
+use wirespeed_fp::loader::Attachment;
+use wirespeed_fp::{Error, Result};
 
-const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+use crate::gen_bpf::GenSkelBuilder;
 
 pub struct Gen {
     tx: OwnedFd,
@@ -146,7 +145,7 @@ impl Gen {
     /// whole receive path runs on the calling thread's CPU. Returns the frames run.
     pub fn receive(&self, frame: &[u8], ifindex: u32, dur: Duration) -> Result<u64> {
         let key = 0u32.to_ne_bytes();
-        match attached_xdp(ifindex)? {
+        match attached_xdp(self.rx.as_fd(), ifindex)? {
             Some(prog) => self
                 .dut
                 .update(&key, &prog.as_raw_fd().to_ne_bytes(), MapFlags::ANY)
@@ -177,29 +176,17 @@ impl Gen {
         let start = Instant::now();
         while start.elapsed() < dur {
             let t = Instant::now();
-            // SAFETY: zeroed is a valid bpf_test_run_opts; the pointers outlive the call.
-            let mut opts: libbpf_rs::libbpf_sys::bpf_test_run_opts = unsafe { std::mem::zeroed() };
-            opts.sz = std::mem::size_of_val(&opts) as _;
-            opts.data_in = frame.as_ptr().cast();
-            opts.data_size_in = frame.len() as u32;
-            opts.ctx_in = ctx.as_ptr().cast();
-            opts.ctx_size_in = std::mem::size_of_val(&ctx) as u32;
-            opts.repeat = repeat as i32;
-            opts.flags = BPF_F_TEST_XDP_LIVE_FRAMES;
-            opts.batch_size = 64;
-            // SAFETY: valid program fd and opts as above.
-            let rc = unsafe {
-                libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts)
-            };
-            if rc == -libc::EINTR {
+            let ctx_bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            match wirespeed_sys::bpf::test_run_live(prog, frame, &ctx_bytes, repeat, 64) {
                 // a signal cut the run short; how far it got is unknown, so it is not counted
-                continue;
-            }
-            if rc != 0 {
-                return Err(Error::Io {
-                    what: "BPF_PROG_RUN (live frames)".into(),
-                    err: std::io::Error::from_raw_os_error(-rc),
-                });
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(err) => {
+                    return Err(Error::Io {
+                        what: "BPF_PROG_RUN (live frames)".into(),
+                        err,
+                    })
+                }
+                Ok(()) => {}
             }
             sent += repeat as u64;
             let rate = repeat as f64 / t.elapsed().as_secs_f64().max(1e-6);
@@ -210,31 +197,30 @@ impl Gen {
     }
 }
 
-/// The native-mode XDP program attached to `ifindex`, as an fd of our own.
-fn attached_xdp(ifindex: u32) -> Result<Option<OwnedFd>> {
-    use libbpf_rs::libbpf_sys;
-    // SAFETY: zeroed is a valid bpf_xdp_query_opts once sz is set.
-    let mut opts: libbpf_sys::bpf_xdp_query_opts = unsafe { std::mem::zeroed() };
-    opts.sz = std::mem::size_of_val(&opts) as _;
-    // SAFETY: opts is valid for writes.
-    let rc = unsafe { libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut opts) };
-    if rc != 0 {
-        return Err(Error::Io {
-            what: "query the XDP program".into(),
-            err: std::io::Error::from_raw_os_error(-rc),
-        });
-    }
+/// The native-mode XDP program attached to `ifindex`, as an fd of our own. `any_prog` is any
+/// program fd: libbpf-rs's query needs one, though it does not use it.
+fn attached_xdp(any_prog: BorrowedFd<'_>, ifindex: u32) -> Result<Option<OwnedFd>> {
+    let opts = libbpf_rs::Xdp::new(any_prog)
+        .query(ifindex as i32, libbpf_rs::XdpFlags::empty())
+        .map_err(bpf("query the XDP program"))?;
     if opts.drv_prog_id == 0 {
         return Ok(None);
     }
-    // SAFETY: plain syscall wrapper; a non-negative result is an fd we now own.
-    let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(opts.drv_prog_id) };
-    if fd < 0 {
-        return Err(Error::Io {
-            what: "open the attached XDP program".into(),
-            err: std::io::Error::from_raw_os_error(-fd),
-        });
+    libbpf_rs::Program::fd_from_id(opts.drv_prog_id)
+        .map(Some)
+        .map_err(bpf("open the attached XDP program"))
+}
+
+fn bpf(what: &str) -> impl FnOnce(libbpf_rs::Error) -> Error + '_ {
+    move |err| Error::Bpf {
+        what: what.into(),
+        err,
     }
-    // SAFETY: fd was just returned to us and is owned by nobody else.
-    Ok(Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }))
+}
+
+fn io(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |err| Error::Io {
+        what: what.into(),
+        err,
+    }
 }

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use wirespeed_fp::gen::Gen;
 use wirespeed_fp::model::BridgeHook;
-use wirespeed_fp::pkt::{self, L4};
+use wirespeed_fp_lab::gen::Gen;
+use wirespeed_fp_lab::pkt::{self, L4};
 
 fn mac(ns: &wirespeed_lab::Netns, ifname: &str) -> [u8; 6] {
     pkt::parse_mac(

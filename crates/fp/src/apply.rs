@@ -1,0 +1,250 @@
+//! The loader's side of reconcile: executes the actions against the programs, their links and
+//! maps, and keeps what is in place (the ports' programs, the plan and FDB last applied).
+
+use std::collections::BTreeMap;
+
+use crate::classify::Tables;
+use crate::counters::{Counters, PortCounters};
+use crate::error::Result;
+use crate::features::Features;
+use crate::filter::FilterPlan;
+use crate::loader::{self, Attachment, BridgeMaps, Program};
+use crate::model::{FdbKey, Plan, PortPlan};
+use crate::reconcile::{Action, Actions, Current};
+
+/// Programs kept loaded per port after being swapped out, with their filter tables: swapping
+/// back (a rule deleted again, a link flapping) is then a link update, not a verifier run.
+const SPARE_PROGRAMS: usize = 4;
+
+/// One served interface: the program attached, its filter tables, its spares.
+pub struct Port {
+    pub name: String,
+    pub prog: Program,
+    pub att: Attachment,
+    pub tables: Option<Tables>,
+    counters: PortCounters,
+    spare: Vec<(Program, Option<Tables>)>,
+    pub swaps: u64,
+}
+
+impl Port {
+    /// The port's counts across every program that served it.
+    pub fn counters(&self) -> Counters {
+        self.counters
+            .total(self.prog.counters().unwrap_or_default())
+    }
+}
+
+/// What the fast path holds in the kernel.
+pub struct Dataplane {
+    /// The bridge module's tables, shared by every port's program.
+    bridge_maps: BridgeMaps,
+    ports: BTreeMap<u32, Port>,
+    /// The ports' program features, as reconcile reads them.
+    features: BTreeMap<u32, Features>,
+    applied: Plan,
+    applied_filter: FilterPlan,
+    applied_fdb: BTreeMap<FdbKey, u32>,
+}
+
+impl Dataplane {
+    pub fn new() -> Result<Dataplane> {
+        // One program's bridge maps become everyone's (loading the program verifies it too).
+        let bridge_maps = Program::load(&Features::default())?.maps.bridge.share()?;
+        Ok(Dataplane {
+            bridge_maps,
+            ports: BTreeMap::new(),
+            features: BTreeMap::new(),
+            applied: Plan::default(),
+            applied_filter: FilterPlan::default(),
+            applied_fdb: BTreeMap::new(),
+        })
+    }
+
+    pub fn current(&self) -> Current<'_> {
+        Current {
+            plan: &self.applied,
+            filter: &self.applied_filter,
+            fdb: &self.applied_fdb,
+            ports: &self.features,
+        }
+    }
+
+    pub fn ports(&self) -> impl Iterator<Item = (&u32, &Port)> {
+        self.ports.iter()
+    }
+
+    pub fn applied_plan(&self) -> &Plan {
+        &self.applied
+    }
+
+    pub fn bridge_maps(&self) -> &BridgeMaps {
+        &self.bridge_maps
+    }
+
+    /// Runs `actions`; returns what it did (none, maps, detach, swap, attach: the last port
+    /// change made) and reports each failure to `error`, going on with the next action.
+    pub fn execute(&mut self, actions: Actions, error: &mut dyn FnMut(String)) -> &'static str {
+        let mut what = if actions.applied.is_some() {
+            "maps"
+        } else {
+            "none"
+        };
+        for action in actions.list {
+            match action {
+                Action::SetFdb { key, port } => {
+                    what = "maps";
+                    if let Err(e) = self.bridge_maps.set_fdb(&key, port) {
+                        error(e.to_string());
+                    }
+                    self.applied_fdb.insert(key, port);
+                }
+                Action::DelFdb { key } => {
+                    what = "maps";
+                    self.bridge_maps.del_fdb(&key);
+                    self.applied_fdb.remove(&key);
+                }
+                Action::SetBridgeVlan {
+                    ifindex,
+                    vid,
+                    flags,
+                } => {
+                    if let Err(e) = self.bridge_maps.set_vlan(ifindex, vid, flags) {
+                        error(e.to_string());
+                    }
+                }
+                Action::SetBridgePort { ifindex, port } => {
+                    if let Err(e) = self.bridge_maps.set_port(ifindex, &port) {
+                        error(e.to_string());
+                    }
+                }
+                Action::DelBridgePort { ifindex } => self.bridge_maps.del_port(ifindex),
+                Action::DelBridgeVlan { ifindex, vid } => self.bridge_maps.del_vlan(ifindex, vid),
+                Action::Detach { ifindex } => {
+                    // Dropping the port closes its link: the kernel detaches the program.
+                    self.ports.remove(&ifindex);
+                    self.features.remove(&ifindex);
+                    what = "detach";
+                }
+                Action::Update { port, tables } => {
+                    if let Err(e) = self.update(&port, tables) {
+                        error(format!("{}: {e}", port.name));
+                    }
+                }
+                Action::Swap { port, tables } => match self.swap(&port, tables) {
+                    Ok(()) => what = "swap",
+                    Err(e) => error(format!("{}: {e}", port.name)),
+                },
+                Action::Attach { port, tables } => match self.attach(&port, tables) {
+                    Ok(()) => what = "attach",
+                    Err(e) => error(format!("{}: {e}", port.name)),
+                },
+            }
+        }
+        if let Some((plan, filter)) = actions.applied {
+            self.applied = plan;
+            self.applied_filter = filter;
+        }
+        what
+    }
+
+    fn update(&mut self, pp: &PortPlan, tables: Option<Tables>) -> Result<()> {
+        let Some(port) = self.ports.get_mut(&pp.ifindex) else {
+            return Ok(());
+        };
+        let f = pp.features;
+        port.prog
+            .set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
+        port.prog.set_tx_ports(&pp.tx_ports)?;
+        if port.tables != tables {
+            if let Some(t) = &tables {
+                port.prog.write_filter_over(port.tables.as_ref(), t)?;
+            }
+            port.tables = tables;
+        }
+        Ok(())
+    }
+
+    fn swap(&mut self, pp: &PortPlan, tables: Option<Tables>) -> Result<()> {
+        let Some(port) = self.ports.get_mut(&pp.ifindex) else {
+            return Ok(());
+        };
+        let f = pp.features;
+        let hit = port.spare.iter().position(|(p, _)| p.features.serves(&f));
+        let (prog, old_tables) = match hit {
+            Some(i) => port.spare.swap_remove(i),
+            None => (
+                Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?,
+                None,
+            ),
+        };
+        prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
+        prog.set_tx_ports(&pp.tx_ports)?;
+        if let Some(t) = &tables {
+            if old_tables.as_ref() != Some(t) {
+                prog.write_filter_over(old_tables.as_ref(), t)?;
+            }
+        }
+        port.att.replace(&prog)?;
+        port.counters.swapped(
+            port.prog.counters().unwrap_or_default(),
+            prog.counters().unwrap_or_default(),
+        );
+        self.features.insert(pp.ifindex, prog.features);
+        let old = std::mem::replace(&mut port.prog, prog);
+        let old_tables = std::mem::replace(&mut port.tables, tables);
+        port.spare.push((old, old_tables));
+        if port.spare.len() > SPARE_PROGRAMS {
+            port.spare.remove(0);
+        }
+        port.swaps += 1;
+        Ok(())
+    }
+
+    fn attach(&mut self, pp: &PortPlan, tables: Option<Tables>) -> Result<()> {
+        let (idx, f) = (pp.ifindex, pp.features);
+        if !f.tc {
+            loader::remove_stale_xdp(idx);
+        }
+        let prog = Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?;
+        prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4)?;
+        prog.set_tx_ports(&pp.tx_ports)?;
+        if let Some(t) = &tables {
+            prog.write_filter(t)?;
+        }
+        let att = if f.tc {
+            Attachment::tc(&prog, idx)?
+        } else {
+            Attachment::xdp(&prog, idx)?
+        };
+        self.features.insert(idx, prog.features);
+        self.ports.insert(
+            idx,
+            Port {
+                name: pp.name.clone(),
+                prog,
+                att,
+                tables,
+                counters: PortCounters::default(),
+                spare: Vec::new(),
+                swaps: 0,
+            },
+        );
+        Ok(())
+    }
+
+    /// Starts a new route-cache generation in every attached program; returns the failures.
+    pub fn invalidate_routes(&self) -> Vec<String> {
+        self.ports
+            .values()
+            .filter_map(|p| p.prog.invalidate_routes().err())
+            .map(|e| format!("route cache: {e}"))
+            .collect()
+    }
+
+    /// Detaches every program: the kernel carries all traffic again.
+    pub fn detach_all(&mut self) {
+        self.ports.clear();
+        self.features.clear();
+    }
+}

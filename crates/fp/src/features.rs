@@ -1,0 +1,82 @@
+//! What a program is built with (its load-time constants) and what a device can do (its XDP
+//! features): the vocabulary shared by the model, the loader and the netlink watcher. It sits
+//! below all three so that the model depends on neither the loader nor netlink.
+
+use serde::Serialize;
+
+/// The load-time constants of one program: which modules exist in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Features {
+    pub router_v4: bool,
+    pub router_v6: bool,
+    pub filter_v4: bool,
+    pub filter_v6: bool,
+    pub policy_drop_v4: bool,
+    pub policy_drop_v6: bool,
+    /// Filter fields some rule constrains (classify::FIELD_*): the others cost no lookup.
+    pub filter_fields: u8,
+    /// The bridge module: this port belongs to a Linux bridge.
+    pub bridge: bool,
+    /// The program runs at TC ingress (fp_tc) instead of XDP (fp_xdp).
+    pub tc: bool,
+    /// MAC of the interface the program serves; frames to other MACs go to the kernel.
+    #[serde(skip)]
+    pub mac: [u8; 6],
+    /// The interface's index, a constant in the program (0: read from the context).
+    #[serde(skip)]
+    pub ifindex: u32,
+}
+
+/// Every filter field (classify::FIELD_*).
+pub const FIELDS_ALL: u8 = 0x3f;
+
+impl Features {
+    /// Whether a program loaded with these features can run `want` through run-time
+    /// switches alone: the same modules and hook, with at least the filter code `want` needs.
+    pub fn serves(&self, want: &Features) -> bool {
+        self.router_v4 == want.router_v4
+            && self.router_v6 == want.router_v6
+            && self.bridge == want.bridge
+            && self.tc == want.tc
+            && self.mac == want.mac
+            && self.ifindex == want.ifindex
+            && (self.filter_v4 || !want.filter_v4)
+            && (self.filter_v6 || !want.filter_v6)
+            && self.filter_fields & want.filter_fields == want.filter_fields
+    }
+
+    /// What to compile for `self`: a filter with every field in, so that rules using other
+    /// fields later need no new program; policies are run-time values.
+    pub fn to_load(&self) -> Features {
+        let mut f = *self;
+        if f.filter_v4 || f.filter_v6 {
+            f.filter_fields = FIELDS_ALL;
+        }
+        f.policy_drop_v4 = false;
+        f.policy_drop_v6 = false;
+        f
+    }
+
+    pub fn modules(&self) -> Vec<&'static str> {
+        let mut m = Vec::new();
+        if self.bridge {
+            m.push("bridge");
+        }
+        if self.router_v4 {
+            m.push("router4");
+        }
+        if self.router_v6 {
+            m.push("router6");
+        }
+        if self.filter_v4 {
+            m.push("filter4");
+        }
+        if self.filter_v6 {
+            m.push("filter6");
+        }
+        m
+    }
+}
+
+/// enum netdev_xdp_act: the driver implements ndo_xdp_xmit (takes XDP-redirected frames).
+pub const NETDEV_XDP_ACT_NDO_XMIT: u64 = 1 << 2;

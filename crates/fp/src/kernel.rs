@@ -1,0 +1,124 @@
+//! Reads of kernel state that come as a whole (netlink dumps, sysctl files) into the model:
+//! at start, after lost events, and where an event only says "something changed here".
+
+use std::collections::BTreeMap;
+
+use crate::error::Result;
+use crate::genl::{self, NetdevFamily, NETLINK_GENERIC};
+use crate::model::{Event, Model};
+use crate::netlink::{self, Socket, NETLINK_ROUTE};
+
+/// The dump sockets.
+pub struct KernelReader {
+    dump: Socket,
+    /// The netdev generic-netlink family and a socket to dump it (None: the kernel has no
+    /// such family, so no device's XDP features are known).
+    netdev: Option<(Socket, NetdevFamily)>,
+}
+
+/// br_netfilter's switches beyond what the model keeps (`br_nf_v4`, `br_nf_v6`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BrNetfilter {
+    /// br_netfilter makes iptables (or arptables) see bridged frames.
+    pub on: bool,
+    /// ... tagged ones too.
+    pub tagged: bool,
+}
+
+fn read_sysctl(path: &str) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+impl KernelReader {
+    pub fn open() -> Result<KernelReader> {
+        Ok(KernelReader {
+            dump: Socket::open(NETLINK_ROUTE)?,
+            netdev: Self::open_netdev(),
+        })
+    }
+
+    fn open_netdev() -> Option<(Socket, NetdevFamily)> {
+        let mut s = Socket::open(NETLINK_GENERIC).ok()?;
+        let family = genl::netdev_family(&mut s).ok()?;
+        Some((s, family))
+    }
+
+    /// The netdev family, when the kernel reports devices' XDP features.
+    pub fn netdev_family(&self) -> Option<NetdevFamily> {
+        self.netdev.as_ref().map(|(_, f)| *f)
+    }
+
+    /// Reads every device's XDP features: which ports take XDP-redirected frames.
+    pub fn xdp_features(&mut self, model: &mut Model) -> Result<()> {
+        let Some((s, family)) = &mut self.netdev else {
+            model.xdp_features = None;
+            return Ok(());
+        };
+        let mut known = BTreeMap::new();
+        for ev in genl::dump_xdp_features(s, family)? {
+            if let Event::XdpFeatures {
+                ifindex,
+                features: Some(f),
+            } = ev
+            {
+                known.insert(ifindex, f);
+            }
+        }
+        model.xdp_features = Some(known);
+        Ok(())
+    }
+
+    pub fn links(&mut self, model: &mut Model) -> Result<()> {
+        let links = netlink::dump_links(&mut self.dump)?;
+        model.links = links.into_iter().map(|l| (l.index, l)).collect();
+        Ok(())
+    }
+
+    /// Bridge ports (state, VLANs) and the FDB.
+    pub fn bridge(&mut self, model: &mut Model) -> Result<()> {
+        let ports = netlink::dump_bridge_ports(&mut self.dump)?;
+        model.bridge_ports = ports.into_iter().map(|p| (p.index, p)).collect();
+        let fdb = netlink::dump_fdb(&mut self.dump)?;
+        model.fdb = fdb.into_iter().map(|e| (e.key, e.port)).collect();
+        Ok(())
+    }
+
+    pub fn routes_v4(&mut self, model: &mut Model) -> Result<()> {
+        model.uncacheable_v4_routes = netlink::count_uncacheable_v4_routes(&mut self.dump)?;
+        Ok(())
+    }
+
+    pub fn rules(&mut self, model: &mut Model, family: u8) -> Result<()> {
+        let rules = netlink::dump_rules(&mut self.dump, family)?;
+        model.set_rules(family, &rules);
+        Ok(())
+    }
+}
+
+/// Forwarding, rp_filter and br_netfilter switches, into the model.
+pub fn read_sysctls(model: &mut Model) -> BrNetfilter {
+    let s = &mut model.sysctls;
+    s.v4_forwarding.clear();
+    s.rp_filter.clear();
+    let all_rp = read_sysctl("/proc/sys/net/ipv4/conf/all/rp_filter").unwrap_or(0);
+    for l in model.links.values() {
+        let base = format!("/proc/sys/net/ipv4/conf/{}", l.name);
+        s.v4_forwarding.insert(
+            l.name.clone(),
+            read_sysctl(&format!("{base}/forwarding")) == Some(1),
+        );
+        let rp = read_sysctl(&format!("{base}/rp_filter"))
+            .unwrap_or(0)
+            .max(all_rp);
+        s.rp_filter.insert(l.name.clone(), rp);
+    }
+    s.v6_forwarding = read_sysctl("/proc/sys/net/ipv6/conf/all/forwarding") == Some(1);
+    let brnf = |name: &str| read_sysctl(&format!("/proc/sys/net/bridge/{name}")) == Some(1);
+    model.br_nf_v4 = brnf("bridge-nf-call-iptables");
+    model.br_nf_v6 = brnf("bridge-nf-call-ip6tables");
+    BrNetfilter {
+        on: model.br_nf_v4 || model.br_nf_v6 || brnf("bridge-nf-call-arptables"),
+        // Tagged frames through the IP hooks: more than the header checks we mirror.
+        tagged: brnf("bridge-nf-filter-vlan-tagged") || brnf("bridge-nf-filter-pppoe-tagged"),
+    }
+}

@@ -1,0 +1,264 @@
+//! What the daemon tells `fp status`: the per-port counters (summed across program swaps), the
+//! responses (event in -> data path updated), the errors, and the status file they are written
+//! to. The daemon reports here; nothing here touches the kernel besides the file.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::apply::Dataplane;
+use crate::error::{io, Error, Result};
+use crate::features::Features;
+use crate::filter::{FamilyFilter, FilterPlan};
+use crate::loader::Hook;
+
+pub const STATUS_DIR: &str = "/run/wirespeed/fp";
+const RESPONSES_KEPT: usize = 4096;
+const ERRORS_KEPT: usize = 32;
+
+/// The status file of the daemon serving the calling thread's network namespace: one per
+/// namespace, so daemons in different lab namespaces do not collide.
+pub fn default_status_path() -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata("/proc/thread-self/ns/net") {
+        Ok(m) => PathBuf::from(format!("{STATUS_DIR}/net-{}.json", m.ino())),
+        Err(_) => PathBuf::from(format!("{STATUS_DIR}/status.json")),
+    }
+}
+
+/// One response: kernel event received -> data path updated.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Response {
+    pub events: String,
+    /// none (nothing the data path holds changed), route cache (a new route-cache
+    /// generation only), maps, swap, attach, detach
+    pub action: String,
+    pub micros: f64,
+    /// Of `micros`, the time spent reading the nftables ruleset (libnftables, or `nft`);
+    /// 0 when the change did not need it.
+    #[serde(default)]
+    pub ruleset_read_micros: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct PortStatus {
+    pub ifindex: u32,
+    pub name: String,
+    pub hook: String,
+    pub modules: Vec<String>,
+    pub notes: Vec<String>,
+    pub maps: BTreeMap<String, usize>,
+    pub fast_pathed: u64,
+    pub passed: u64,
+    pub reasons: BTreeMap<String, u64>,
+    pub swaps: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Status {
+    pub pid: u32,
+    pub running: bool,
+    pub updated_unix_ms: u64,
+    pub ports: Vec<PortStatus>,
+    pub filter_v4: String,
+    pub filter_v6: String,
+    pub errors: Vec<String>,
+    pub response_count: usize,
+    pub response_median_us: f64,
+    pub response_p99_us: f64,
+    pub responses: Vec<Response>,
+    #[serde(default)]
+    pub nft_rule_events: RuleEventCounts,
+}
+
+/// nftables rule events applied without reading the ruleset, and how the read-back compared.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq, Eq)]
+pub struct RuleEventCounts {
+    /// Rule additions and deletions applied from the event alone.
+    pub decoded: u64,
+    /// Reads of the ruleset after such events, once the burst was over.
+    pub checks: u64,
+    /// Reads that compiled to another filter than the events had (then the read wins).
+    pub mismatches: u64,
+    /// Events applied since the last read (it follows 20 ms after the last event).
+    pub unchecked: u64,
+    /// Reads that differed while new events were already arriving: inconclusive, not
+    /// counted as checks (the new events then cause a full read).
+    #[serde(default)]
+    pub raced: u64,
+}
+
+/// The daemon's record of what it did: responses, errors, rule-event checks.
+#[derive(Default)]
+pub struct StatusLog {
+    responses: VecDeque<Response>,
+    errors: Vec<String>,
+}
+
+impl StatusLog {
+    pub fn note_error(&mut self, e: String) {
+        if self.errors.len() >= ERRORS_KEPT {
+            self.errors.remove(0);
+        }
+        self.errors.push(e);
+    }
+
+    /// One response: `events` arrived at `since`; of the time since, `read` went to reading
+    /// the ruleset.
+    pub fn record(&mut self, events: String, action: &str, since: Instant, read: Duration) {
+        if self.responses.len() >= RESPONSES_KEPT {
+            self.responses.pop_front();
+        }
+        self.responses.push_back(Response {
+            events,
+            action: action.into(),
+            micros: since.elapsed().as_secs_f64() * 1e6,
+            ruleset_read_micros: read.as_secs_f64() * 1e6,
+        });
+    }
+
+    /// The status of `dataplane` as `filter` compiled it.
+    pub fn status(
+        &self,
+        dataplane: &Dataplane,
+        filter: &FilterPlan,
+        rule_events: RuleEventCounts,
+        running: bool,
+    ) -> Status {
+        let mut us: Vec<f64> = self.responses.iter().map(|r| r.micros).collect();
+        us.sort_by(|a, b| a.total_cmp(b));
+        Status {
+            pid: std::process::id(),
+            running,
+            updated_unix_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            ports: port_statuses(dataplane),
+            filter_v4: filter_text(&filter.v4),
+            filter_v6: filter_text(&filter.v6),
+            errors: self.errors.clone(),
+            response_count: us.len(),
+            response_median_us: percentile(&us, 0.5),
+            response_p99_us: percentile(&us, 0.99),
+            responses: self.responses.iter().rev().take(50).cloned().collect(),
+            nft_rule_events: rule_events,
+        }
+    }
+}
+
+fn port_statuses(dp: &Dataplane) -> Vec<PortStatus> {
+    let plan = dp.applied_plan();
+    let mut ports = Vec::new();
+    for (idx, p) in dp.ports() {
+        let c = p.counters();
+        let mut maps = BTreeMap::new();
+        maps.insert("tx_ports".to_string(), p.prog.tx_port_count());
+        if let Some(t) = &p.tables {
+            maps.insert("filter_rules".into(), t.actions.len());
+            maps.insert(
+                "filter_lpm_entries".into(),
+                t.src4.len() + t.dst4.len() + t.src6.len() + t.dst6.len(),
+            );
+            maps.insert("filter_port_entries".into(), t.sport.len() + t.dport.len());
+        }
+        // What the port runs: the plan's features (a program may have more compiled in,
+        // switched off at run time).
+        let pp = plan.ports.get(idx);
+        let features: Features = pp.map(|pp| pp.features).unwrap_or(p.prog.features);
+        if pp.is_some_and(|pp| pp.route_cache_v4) && features.router_v4 {
+            maps.insert("route_cache_v4_slots".into(), p.prog.route_cache_slots());
+        }
+        if features.bridge {
+            let (ports, vlans, fdb) = dp.bridge_maps().counts();
+            maps.insert("bridge_ports".into(), ports);
+            maps.insert("bridge_vlans".into(), vlans);
+            maps.insert("bridge_fdb".into(), fdb);
+        }
+        let off = |m: &str| match m {
+            "router4" | "filter4" => pp.is_some_and(|pp| pp.off_v4),
+            _ => pp.is_some_and(|pp| pp.off_v6),
+        };
+        ports.push(PortStatus {
+            ifindex: *idx,
+            name: p.name.clone(),
+            hook: match p.att.hook {
+                Hook::XdpNative => "xdp (native)".into(),
+                Hook::XdpGeneric => "xdp (generic)".into(),
+                Hook::Tc => "tc (ingress)".into(),
+            },
+            modules: features
+                .modules()
+                .into_iter()
+                .map(|m| {
+                    if off(m) {
+                        format!("{m} (kernel)")
+                    } else {
+                        m.to_string()
+                    }
+                })
+                .collect(),
+            notes: pp.map(|pp| pp.notes.clone()).unwrap_or_default(),
+            maps,
+            fast_pathed: c.fast_pathed(),
+            passed: c.passed(),
+            reasons: c
+                .nonzero()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            swaps: p.swaps,
+        });
+    }
+    ports
+}
+
+fn filter_text(f: &FamilyFilter) -> String {
+    match f {
+        FamilyFilter::Open => "open (no forward chain)".into(),
+        FamilyFilter::Compiled { policy_drop, rules } => {
+            format!(
+                "compiled: {rules} rules, policy {}",
+                if *policy_drop { "drop" } else { "accept" }
+            )
+        }
+        FamilyFilter::Kernel(why) => format!("kernel: {why}"),
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub fn write_status_file(path: &Path, status: &Status) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    let json = serde_json::to_vec_pretty(status).map_err(|e| Error::Invalid(e.to_string()))?;
+    std::fs::write(&tmp, json).map_err(io(format!("write {}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(io(format!("rename to {}", path.display())))
+}
+
+pub fn read_status_file(path: &Path) -> Result<Status> {
+    let s = std::fs::read_to_string(path).map_err(io(format!("read {}", path.display())))?;
+    serde_json::from_str(&s).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_of_sorted() {
+        assert_eq!(percentile(&[], 0.5), 0.0);
+        assert_eq!(percentile(&[1.0, 2.0, 3.0], 0.5), 2.0);
+        assert_eq!(percentile(&[1.0, 2.0, 3.0], 0.99), 3.0);
+    }
+}

@@ -1,0 +1,116 @@
+//! Watchers: the kernel's change notifications (rtnetlink, netdev generic netlink, nftables),
+//! read without blocking and yielded as typed changes. Nothing here changes the model; the
+//! daemon applies the changes.
+
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::genl::{self, NetdevFamily, NETLINK_GENERIC};
+use crate::model::Event;
+use crate::netlink::{self, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
+use crate::nftevent::{self, NftMsg};
+
+/// One change the kernel reported.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Links, addresses, routes, neighbours, policy rules, netconf, bridge ports, the FDB.
+    Rtnl(Event),
+    /// A device's XDP features (netdev genetlink): they change without an rtnetlink event
+    /// (a veth peer's GRO or XDP program).
+    XdpFeatures(Event),
+    /// One nftables message (a rule added or deleted, the end of a batch, anything else).
+    Nft(NftMsg),
+    /// A socket's queue overflowed: events were lost, so everything is read again.
+    Overrun,
+    /// The nftables queue overflowed: the ruleset is read again.
+    NftOverrun,
+}
+
+/// The event sockets, subscribed before the first dump so that a change between the two is
+/// seen as an event.
+pub struct Watchers {
+    rtnl: Socket,
+    nft: Socket,
+    netdev: Option<(Socket, NetdevFamily)>,
+    buf: Vec<u8>,
+}
+
+impl Watchers {
+    pub fn open(netdev: Option<NetdevFamily>) -> Result<Watchers> {
+        let rtnl = Socket::open(NETLINK_ROUTE)?;
+        for g in netlink::ROUTE_GROUPS {
+            rtnl.join(g)?;
+        }
+        let nft = Socket::open(NETLINK_NETFILTER)?;
+        nft.join(netlink::NFT_GROUP)?;
+        let netdev = match netdev {
+            Some(f) => {
+                let s = Socket::open(NETLINK_GENERIC)?;
+                s.join(f.mgmt_group)?;
+                Some((s, f))
+            }
+            None => None,
+        };
+        Ok(Watchers {
+            rtnl,
+            nft,
+            netdev,
+            buf: vec![0u8; 256 * 1024],
+        })
+    }
+
+    /// Waits until a socket has input or `timeout` passes.
+    pub fn wait(&self, timeout: Duration) {
+        wirespeed_sys::bpf::poll_readable(
+            &[
+                Some(self.rtnl.as_fd()),
+                Some(self.nft.as_fd()),
+                self.netdev.as_ref().map(|(s, _)| s.as_fd()),
+            ],
+            timeout,
+        );
+    }
+
+    /// Whether nftables events are waiting.
+    pub fn nft_pending(&self) -> bool {
+        wirespeed_sys::bpf::readable(self.nft.as_fd())
+    }
+
+    /// Every change queued now, rtnetlink first, then XDP features, then nftables.
+    pub fn drain(&mut self) -> Result<Vec<Change>> {
+        let mut out = Vec::new();
+        while let Some(n) = self.rtnl.recv(&mut self.buf)? {
+            if n == 0 {
+                out.push(Change::Overrun);
+                continue;
+            }
+            for m in netlink::messages(&self.buf[..n]) {
+                out.extend(netlink::parse_event(&m).map(Change::Rtnl));
+            }
+        }
+        if let Some((s, family)) = &self.netdev {
+            while let Some(n) = s.recv(&mut self.buf)? {
+                if n == 0 {
+                    out.push(Change::Overrun);
+                    continue;
+                }
+                for m in netlink::messages(&self.buf[..n]) {
+                    out.extend(
+                        genl::parse_netdev_msg(family.id, m.ty, m.payload).map(Change::XdpFeatures),
+                    );
+                }
+            }
+        }
+        while let Some(n) = self.nft.recv(&mut self.buf)? {
+            if n == 0 {
+                out.push(Change::NftOverrun);
+            }
+            out.extend(
+                netlink::messages(&self.buf[..n])
+                    .iter()
+                    .map(|m| Change::Nft(nftevent::decode(m))),
+            );
+        }
+        Ok(out)
+    }
+}
