@@ -1,0 +1,318 @@
+//! The workspace's structural rules (issue 16), checked on every `make test` so that they stay
+//! true:
+//! - no source file outside a test directory is over 900 lines;
+//! - `unsafe` appears only in `crates/sys`, `crates/rt` and `crates/nic`; elsewhere the word may
+//!   only stand in a lint attribute (`forbid`/`deny`/`allow(unsafe_code)`, the last one on a
+//!   generated skeleton) or a comment;
+//! - no crate depends on another in a circle, dev-dependencies included;
+//! - inside `tcpip` and `fp`, no source file imports another in a circle.
+//!
+//! Each failure names the file and the rule, so the fix is obvious.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const MAX_LINES: usize = 900;
+const UNSAFE_CRATES: [&str; 3] = ["sys", "rt", "nic"];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// Every `.rs` file under `dir`, skipping build output.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if p.is_dir() {
+            if name != "target" && !name.starts_with('.') {
+                rust_files(&p, out);
+            }
+        } else if name.ends_with(".rs") {
+            out.push(p);
+        }
+    }
+}
+
+fn crate_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("Cargo.toml").exists())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn relative(p: &Path) -> String {
+    p.strip_prefix(root()).unwrap_or(p).display().to_string()
+}
+
+/// Test code: integration tests, and unit-test modules kept in a `tests/` directory.
+fn is_test_file(p: &Path) -> bool {
+    p.components().any(|c| c.as_os_str() == "tests")
+}
+
+#[test]
+fn no_source_file_is_over_900_lines() {
+    let mut long = Vec::new();
+    for dir in crate_dirs() {
+        let mut files = Vec::new();
+        rust_files(&dir, &mut files);
+        for f in files.iter().filter(|f| !is_test_file(f)) {
+            let n = std::fs::read_to_string(f).unwrap().lines().count();
+            if n > MAX_LINES {
+                long.push(format!("{} has {n} lines", relative(f)));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "split these files (at most {MAX_LINES} lines each): {long:?}"
+    );
+}
+
+/// The line without its comment, and without string literals, which may mention the word.
+fn code_part(line: &str) -> String {
+    let mut out = String::new();
+    let mut in_str = false;
+    let mut prev = ' ';
+    let chars: Vec<char> = line.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if !in_str && c == '/' && chars.get(i + 1) == Some(&'/') {
+            break;
+        }
+        if c == '"' && prev != '\\' {
+            in_str = !in_str;
+        } else if !in_str {
+            out.push(c);
+        }
+        prev = c;
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn unsafe_lives_only_in_sys_rt_and_nic() {
+    let mut found = Vec::new();
+    for dir in crate_dirs() {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        if UNSAFE_CRATES.contains(&name.as_str()) {
+            continue;
+        }
+        let mut files = Vec::new();
+        rust_files(&dir, &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (i, line) in text.lines().enumerate() {
+                let code = code_part(line);
+                let lint = code.contains("unsafe_code") || code.contains("unsafe_op_in_unsafe_fn");
+                let word = code
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|w| w == "unsafe");
+                if word && !lint {
+                    found.push(format!("{}:{}", relative(&f), i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "unsafe outside crates/{{sys,rt,nic}}: move it behind a safe function in crates/sys: {found:?}"
+    );
+}
+
+/// `[dependencies]`, `[dev-dependencies]` and `[build-dependencies]` entries naming our crates.
+fn workspace_edges() -> BTreeMap<String, BTreeSet<String>> {
+    let mut edges = BTreeMap::new();
+    for dir in crate_dirs() {
+        let toml = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let mut name = String::new();
+        let mut deps = BTreeSet::new();
+        let mut in_deps = false;
+        for line in toml.lines() {
+            let line = line.trim();
+            if line.starts_with('[') {
+                in_deps = line.ends_with("dependencies]");
+                continue;
+            }
+            if let Some(v) = line.strip_prefix("name = ") {
+                if name.is_empty() {
+                    name = v.trim_matches('"').to_string();
+                }
+            }
+            if in_deps && line.starts_with("wirespeed") {
+                let dep = line.split(['.', ' ', '=']).next().unwrap().to_string();
+                deps.insert(dep);
+            }
+        }
+        edges.insert(name, deps);
+    }
+    edges
+}
+
+/// A circle in `edges`, if there is one, as the list of its nodes.
+fn find_circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match state.get(n) {
+            Some(1) => {
+                let at = path.iter().position(|p| p == n).unwrap();
+                let mut c = path[at..].to_vec();
+                c.push(n.to_string());
+                return Some(c);
+            }
+            Some(2) => return None,
+            _ => {}
+        }
+        state.insert(n.to_string(), 1);
+        path.push(n.to_string());
+        for m in edges.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, edges, state, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in edges.keys() {
+        if let Some(c) = visit(n, edges, &mut state, &mut Vec::new()) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn no_crate_depends_on_another_in_a_circle() {
+    let edges = workspace_edges();
+    assert!(edges.len() >= 10, "read only {} crates", edges.len());
+    assert!(
+        edges["wirespeed-tcpip"].contains("wirespeed-wire"),
+        "the manifest reader lost an edge: {edges:?}"
+    );
+    if let Some(c) = find_circle(&edges) {
+        panic!(
+            "crates depend on each other in a circle: {}",
+            c.join(" -> ")
+        );
+    }
+}
+
+/// The module file that `crate::a::b` names in `src`: `a.rs` or `a/mod.rs`, or, for a module
+/// directory, `a/b.rs` when that exists.
+fn module_file(src: &Path, path: &[&str]) -> Option<PathBuf> {
+    let mut best = None;
+    let mut dir = src.to_path_buf();
+    for seg in path {
+        let file = dir.join(format!("{seg}.rs"));
+        let module = dir.join(seg).join("mod.rs");
+        if file.exists() {
+            best = Some(file);
+        } else if module.exists() {
+            best = Some(module);
+        } else {
+            break;
+        }
+        dir = dir.join(seg);
+    }
+    best
+}
+
+/// File -> files it names through `crate::...` or `super::...` paths (lib.rs, which only
+/// declares modules and re-exports, is the root and not a node).
+fn file_edges(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut edges = BTreeMap::new();
+    for f in files
+        .iter()
+        .filter(|f| !is_test_file(f) && !f.ends_with("lib.rs"))
+    {
+        let text = std::fs::read_to_string(f).unwrap();
+        let here = f.parent().unwrap();
+        // The directory that `super::` names: for a/mod.rs it is src, for a/b.rs it is a/.
+        let sup = if f.ends_with("mod.rs") {
+            here.parent().unwrap().to_path_buf()
+        } else {
+            here.to_path_buf()
+        };
+        let mut to = BTreeSet::new();
+        let mut in_test_mod = false;
+        for line in text.lines() {
+            let code = code_part(line);
+            if code.trim_start().starts_with("#[cfg(test)]") {
+                in_test_mod = true;
+            }
+            if in_test_mod {
+                continue;
+            }
+            for (prefix, base) in [("crate::", src), ("super::", sup.as_path())] {
+                for (at, _) in code.match_indices(prefix) {
+                    let rest = &code[at + prefix.len()..];
+                    let segs: Vec<&str> = rest
+                        .split("::")
+                        .map(|s| {
+                            s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                                .next()
+                                .unwrap_or("")
+                        })
+                        .take_while(|s| !s.is_empty())
+                        .collect();
+                    if let Some(target) = module_file(base, &segs) {
+                        if target != *f && !target.ends_with("lib.rs") {
+                            to.insert(relative(&target));
+                        }
+                    }
+                }
+            }
+        }
+        edges.insert(relative(f), to);
+    }
+    edges
+}
+
+#[test]
+fn no_file_circle_inside_tcpip_or_fp() {
+    for krate in ["tcpip", "fp"] {
+        let src = root().join("crates").join(krate).join("src");
+        let edges = file_edges(&src);
+        assert!(
+            edges.values().map(|s| s.len()).sum::<usize>() > 5,
+            "the import reader found almost no imports in {krate}: {edges:?}"
+        );
+        if let Some(c) = find_circle(&edges) {
+            panic!(
+                "files of {krate} import each other in a circle: {}",
+                c.join(" -> ")
+            );
+        }
+    }
+}
+
+#[test]
+fn the_circle_finder_finds_a_circle() {
+    let mut edges = BTreeMap::new();
+    edges.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
+    edges.insert("b".to_string(), BTreeSet::from(["c".to_string()]));
+    edges.insert("c".to_string(), BTreeSet::from(["a".to_string()]));
+    assert_eq!(find_circle(&edges).unwrap(), ["a", "b", "c", "a"]);
+    edges.get_mut("c").unwrap().clear();
+    assert_eq!(find_circle(&edges), None);
+}
