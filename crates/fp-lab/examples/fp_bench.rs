@@ -5,7 +5,7 @@
 //! the DUT's ingress from the same kind of generator run on CPU 1 in the DUT's namespace (one
 //! core for everything). Then the pod-to-pod TCP request/response through a bridge at TC;
 //! then the daemon's response time per configuration command. Run as root:
-//!   cargo run --release -p wirespeed-fp --example fp_bench -- [secs] [rounds] [row]
+//!   cargo run --release -p wirespeed-fp-lab --example fp_bench -- [secs] [rounds] [row]
 //! `row`: only the pps rows whose name contains it, nothing else (for profiling); `pod`:
 //! only the pod-to-pod part.
 

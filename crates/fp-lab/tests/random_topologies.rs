@@ -23,7 +23,7 @@ use wirespeed_fp::status::Status;
 use wirespeed_lab::Netns;
 
 const REPLAY: &str =
-    "cargo test --profile ci -p wirespeed-fp --test random_topologies -- --nocapture";
+    "cargo test --profile ci -p wirespeed-fp-lab --test random_topologies -- --nocapture";
 
 /// splitmix64: small, seedable, and the same on every machine.
 struct Rng(u64);
