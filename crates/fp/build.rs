@@ -1,49 +1,13 @@
-//! Compiles the BPF C in bpf/ and generates its libbpf-rs skeleton. vmlinux.h comes from the
-//! build machine's kernel BTF and goes into OUT_DIR, never into the repository.
-
-use std::env;
-use std::path::PathBuf;
-use std::process::Command;
-
-use libbpf_cargo::SkeletonBuilder;
-
-const PROGRAMS: [(&str, &str); 1] = [("bpf/fp.bpf.c", "fp.skel.rs")];
+//! Compiles the BPF C in bpf/ (against this kernel's vmlinux.h, generated into OUT_DIR, never
+//! into the repository) with the project's shared BPF headers (`ws/`), generates its
+//! libbpf-rs skeleton, and from it and bpf/fp_consts.h the map types' `MapBytes` impls and the
+//! `Reason` enum.
 
 fn main() {
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let vmlinux = out.join("vmlinux.h");
-    let dump = Command::new("bpftool")
-        .args([
-            "btf",
-            "dump",
-            "file",
-            "/sys/kernel/btf/vmlinux",
-            "format",
-            "c",
-        ])
-        .output()
-        .expect("bpftool must be installed (scripts/install-deps.sh)");
-    assert!(
-        dump.status.success(),
-        "bpftool btf dump failed: {}",
-        String::from_utf8_lossy(&dump.stderr)
-    );
-    std::fs::write(&vmlinux, &dump.stdout).expect("write vmlinux.h");
-
-    for (src, skel) in PROGRAMS {
-        SkeletonBuilder::new()
-            .source(src)
-            .clang_args([
-                format!("-I{}", out.display()),
-                "-Wall".to_string(),
-                "-O2".to_string(),
-            ])
-            .build_and_generate(out.join(skel))
-            .unwrap_or_else(|e| panic!("compile {src}: {e}"));
-    }
-    write_map_types(&out);
-    write_reasons(&out);
-    println!("cargo:rerun-if-changed=bpf");
+    let bpf = wirespeed_bpf_build::Bpf::new().vmlinux();
+    bpf.skeleton("bpf/fp.bpf.c", "fp.skel.rs");
+    write_map_types(bpf.out_dir());
+    write_reasons(bpf.out_dir());
 }
 
 /// The structs of bpf/fp_maps.h and fp_filter.h that are map keys and values, as the skeleton

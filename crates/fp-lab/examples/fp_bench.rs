@@ -37,12 +37,8 @@ fn ifindex(ns: &wirespeed_lab::Netns, ifname: &str) -> u32 {
 }
 
 fn pin_self(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread only.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+    // Best effort, as before: an unpinned run only measures less steadily.
+    let _ = wirespeed_sys::process::set_affinity(&[cpu]);
 }
 
 /// Pins every threaded-NAPI kthread of the DUT's veths to CPU 1. Attaching or detaching XDP

@@ -3,6 +3,7 @@
 //! Generation and comparison are pure; `PacketSocket` is the AF_PACKET edge.
 
 use std::collections::BTreeMap;
+use std::io;
 
 use crate::pkt::{self, L4};
 
@@ -198,184 +199,58 @@ pub fn divergences(a: &Capture, b: &Capture) -> Vec<(String, Vec<u8>, usize, usi
     out
 }
 
-pub use af_packet::PacketSocket;
+/// A raw AF_PACKET socket bound to one interface of the calling thread's namespace: the
+/// differential tests' way to inject frames and collect what comes out.
+pub struct PacketSocket {
+    sock: wirespeed_sys::packet::PacketSocket,
+}
 
-/// The AF_PACKET socket, moved here unchanged from wirespeed-fp: its `unsafe` is to move into
-/// wirespeed-sys (crates/sys/src/packet.rs) when that wrapper lands; until then it is the one
-/// place in this crate allowed unsafe code.
-#[allow(unsafe_code)]
-mod af_packet {
-    use std::io;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-
-    /// A raw AF_PACKET socket bound to one interface of the calling thread's namespace.
-    pub struct PacketSocket {
-        fd: OwnedFd,
+impl PacketSocket {
+    pub fn open(ifname: &str) -> io::Result<PacketSocket> {
+        let sock = wirespeed_sys::packet::PacketSocket::bind(ifname)?;
+        // Whole batches are injected before any is drained; failure only means smaller
+        // buffers.
+        let _ = sock.force_buffer_sizes(32 << 20);
+        Ok(PacketSocket { sock })
     }
 
-    const PACKET_OUTGOING: u8 = 4;
-
-    impl PacketSocket {
-        pub fn open(ifname: &str) -> io::Result<PacketSocket> {
-            let proto = (libc::ETH_P_ALL as u16).to_be();
-            // SAFETY: plain socket(2); the fd is owned right away.
-            let fd = unsafe {
-                libc::socket(
-                    libc::AF_PACKET,
-                    libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                    proto as i32,
-                )
-            };
-            if fd < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: fd is a fresh socket we own.
-            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            let name = std::ffi::CString::new(ifname)
-                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-            // SAFETY: name is a valid C string.
-            let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-            if ifindex == 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: zeroed sockaddr_ll is valid; fields set below.
-            let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-            sll.sll_family = libc::AF_PACKET as u16;
-            sll.sll_protocol = proto;
-            sll.sll_ifindex = ifindex as i32;
-            // SAFETY: sll is a valid sockaddr_ll of the stated size.
-            let rc = unsafe {
-                libc::bind(
-                    fd.as_raw_fd(),
-                    &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
-                )
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            let size: i32 = 32 << 20;
-            // SAFETY: setsockopt with a valid int; failure only leaves a smaller buffer.
-            unsafe {
-                libc::setsockopt(
-                    fd.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_RCVBUFFORCE,
-                    &size as *const i32 as *const _,
-                    4,
-                );
-                libc::setsockopt(
-                    fd.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_SNDBUFFORCE,
-                    &size as *const i32 as *const _,
-                    4,
-                );
-            }
-            let on: i32 = 1;
-            // SAFETY: setsockopt with a valid int pointer.
-            if unsafe {
-                libc::setsockopt(
-                    fd.as_raw_fd(),
-                    libc::SOL_PACKET,
-                    libc::PACKET_AUXDATA,
-                    &on as *const i32 as *const _,
-                    4,
-                )
-            } != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(PacketSocket { fd })
-        }
-
-        pub fn send(&self, frame: &[u8]) -> io::Result<()> {
-            loop {
-                // SAFETY: frame is valid for reads of its length.
-                let n = unsafe {
-                    libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0)
-                };
-                if n >= 0 {
-                    return Ok(());
-                }
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EAGAIN) && e.raw_os_error() != Some(libc::ENOBUFS)
+    /// Sends one frame, waiting while the device queue is full (ENOBUFS).
+    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+        loop {
+            match self.sock.send(frame) {
+                Ok(_) => return Ok(()),
+                Err(e)
+                    if e.raw_os_error() == Some(libc::ENOBUFS)
+                        || e.kind() == io::ErrorKind::WouldBlock =>
                 {
-                    return Err(e);
+                    std::thread::sleep(std::time::Duration::from_micros(50));
                 }
-                std::thread::sleep(std::time::Duration::from_micros(50));
+                Err(e) => return Err(e),
             }
-        }
-
-        /// Every frame received (not sent) so far, without blocking. A VLAN tag the kernel
-        /// moved into metadata (PACKET_AUXDATA) is put back after the MAC addresses, so a tag
-        /// pushed, popped or kept shows in the bytes compared.
-        pub fn drain(&self) -> Vec<Vec<u8>> {
-            let mut out = Vec::new();
-            let mut buf = vec![0u8; 65536];
-            let mut cbuf = [0u64; 16];
-            loop {
-                // SAFETY: zeroed sockaddr_ll is valid for recvmsg to fill.
-                let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-                let mut iov = libc::iovec {
-                    iov_base: buf.as_mut_ptr().cast(),
-                    iov_len: buf.len(),
-                };
-                // SAFETY: zeroed msghdr is valid; the pointers set below outlive the call.
-                let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-                msg.msg_name = (&mut sll as *mut libc::sockaddr_ll).cast();
-                msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-                msg.msg_iov = &mut iov;
-                msg.msg_iovlen = 1;
-                msg.msg_control = cbuf.as_mut_ptr().cast();
-                msg.msg_controllen = std::mem::size_of_val(&cbuf);
-                // SAFETY: msg describes valid buffers of the stated sizes.
-                let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, 0) };
-                if n < 0 {
-                    break;
-                }
-                if sll.sll_pkttype == PACKET_OUTGOING {
-                    continue;
-                }
-                let mut frame = buf[..n as usize].to_vec();
-                if let Some((tpid, tci)) = vlan_of(&msg) {
-                    if frame.len() >= 12 {
-                        let mut tag = tpid.to_be_bytes().to_vec();
-                        tag.extend_from_slice(&tci.to_be_bytes());
-                        frame.splice(12..12, tag);
-                    }
-                }
-                out.push(frame);
-            }
-            out
         }
     }
 
-    const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
-    const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
-
-    /// The offloaded VLAN tag of a received frame, from its PACKET_AUXDATA message.
-    fn vlan_of(msg: &libc::msghdr) -> Option<(u16, u16)> {
-        // SAFETY: msg was filled by recvmsg; the CMSG macros walk its control buffer.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(msg);
-            while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA {
-                    let aux: libc::tpacket_auxdata =
-                        std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                    if aux.tp_status & TP_STATUS_VLAN_VALID != 0 || aux.tp_vlan_tci != 0 {
-                        let tpid = if aux.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
-                            aux.tp_vlan_tpid
-                        } else {
-                            0x8100
-                        };
-                        return Some((tpid, aux.tp_vlan_tci));
-                    }
-                }
-                c = libc::CMSG_NXTHDR(msg, c);
+    /// Every frame received (not sent) so far, without blocking. A VLAN tag the kernel
+    /// moved into metadata (PACKET_AUXDATA) is put back after the MAC addresses, so a tag
+    /// pushed, popped or kept shows in the bytes compared.
+    pub fn drain(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        while let Ok(Some(r)) = self.sock.recv(&mut buf, std::time::Duration::ZERO) {
+            if r.kind.is_outgoing() {
+                continue;
             }
+            let mut frame = buf[..r.len].to_vec();
+            if let Some(tag) = r.vlan {
+                if frame.len() >= 12 {
+                    let mut bytes = tag.tpid.to_be_bytes().to_vec();
+                    bytes.extend_from_slice(&tag.tci.to_be_bytes());
+                    frame.splice(12..12, bytes);
+                }
+            }
+            out.push(frame);
         }
-        None
+        out
     }
 }
 

@@ -239,9 +239,7 @@ fn pod_network_at_tc_forwards_and_follows_changes() {
         spawn_in_ns(net.node.name(), || {
             (0..3)
                 .map(|i| {
-                    let name = std::ffi::CString::new(format!("vpod{i}")).unwrap();
-                    // SAFETY: a valid NUL-terminated name.
-                    let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
+                    let idx = wirespeed_sys::packet::if_index(&format!("vpod{i}")).unwrap();
                     wirespeed_fp::loader::tcx_ingress_count(idx).unwrap()
                 })
                 .collect::<Vec<_>>()
@@ -288,13 +286,7 @@ fn vlan_filtering_by_test_run() {
     let name = ns.name().to_string();
     spawn_in_ns(&name, || {
         // sysfs shows the mount namespace's devices; the thread's netns is what counts.
-        let idx = |n: &str| {
-            let c = std::ffi::CString::new(n).unwrap();
-            // SAFETY: a valid NUL-terminated name.
-            let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-            assert_ne!(i, 0, "{n} not found");
-            i
-        };
+        let idx = |n: &str| wirespeed_sys::packet::if_index(n).unwrap();
         let (inp, out) = (idx("x0"), idx("x1"));
         let prog = Program::load(&Features {
             bridge: true,

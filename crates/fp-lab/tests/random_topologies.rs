@@ -12,9 +12,9 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::CString;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use common::{ip_batch, spawn_in_ns, RunningDaemon};
@@ -297,47 +297,29 @@ fn pipe_in(ns: &Netns, program: &str, args: &[&str], input: &str) {
 /// Loads a two-instruction XDP_PASS program and attaches it to `dev` in `ns`, in the mode
 /// drawn; the attachment lives as long as the device.
 fn attach_xdp_pass(ns: &Netns, dev: &str, mode: PeerXdp) {
-    use libbpf_rs::libbpf_sys as sys;
     let flags = match mode {
         PeerXdp::None => return,
-        PeerXdp::Native => sys::XDP_FLAGS_DRV_MODE,
-        PeerXdp::Generic => sys::XDP_FLAGS_SKB_MODE,
+        PeerXdp::Native => libbpf_rs::XdpFlags::DRV_MODE,
+        PeerXdp::Generic => libbpf_rs::XdpFlags::SKB_MODE,
     };
-    let dev = CString::new(dev).unwrap();
+    let dev = dev.to_string();
     let ns_name = ns.name().to_string();
     let r = spawn_in_ns(ns.name(), move || {
         // r0 = XDP_PASS (2); exit. (code, regs, off, imm little-endian in one u64 each)
         let insns: [u64; 2] = [0x0000_0002_0000_00b7, 0x95];
-        let mut opts = sys::bpf_prog_load_opts {
-            sz: std::mem::size_of::<sys::bpf_prog_load_opts>() as _,
-            // Frags-aware, so it attaches to a veth of any MTU.
-            prog_flags: sys::BPF_F_XDP_HAS_FRAGS,
-            ..Default::default()
-        };
-        // SAFETY: the instructions, names and opts outlive the call; libbpf copies them.
-        let fd = unsafe {
-            sys::bpf_prog_load(
-                sys::BPF_PROG_TYPE_XDP,
-                c"ws_pass".as_ptr(),
-                c"GPL".as_ptr(),
-                insns.as_ptr().cast(),
-                insns.len() as _,
-                &mut opts,
-            )
-        };
-        if fd < 0 {
-            return Err(format!("load XDP_PASS: errno {}", -fd));
-        }
-        // SAFETY: a valid NUL-terminated name.
-        let ifindex = unsafe { libc::if_nametoindex(dev.as_ptr()) };
-        // SAFETY: fd is the program just loaded; no options.
-        let rc = unsafe { sys::bpf_xdp_attach(ifindex as i32, fd, flags, std::ptr::null()) };
-        // SAFETY: fd is ours; the attachment holds its own reference to the program.
-        unsafe { libc::close(fd) };
-        if rc < 0 {
-            return Err(format!("attach XDP_PASS to {dev:?}: errno {}", -rc));
-        }
-        Ok(())
+        // Frags-aware, so it attaches to a veth of any MTU.
+        let prog = wirespeed_sys::bpf::load_xdp_insns(
+            c"ws_pass",
+            &insns,
+            libbpf_rs::libbpf_sys::BPF_F_XDP_HAS_FRAGS,
+        )
+        .map_err(|e| format!("load XDP_PASS: {e}"))?;
+        let ifindex = wirespeed_sys::packet::if_index(&dev).map_err(|e| e.to_string())?;
+        // The attachment holds its own reference to the program; ours closes on return.
+        libbpf_rs::Xdp::new(prog.as_fd())
+            .attach(ifindex as i32, flags)
+            .map_err(|e| format!("attach XDP_PASS to {dev}: {e}"))?;
+        Ok::<(), String>(())
     })
     .join()
     .unwrap();

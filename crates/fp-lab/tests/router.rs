@@ -381,23 +381,8 @@ fn filter_drops_accepts_and_defers_like_the_chain() {
 /// Keeps the calling thread on one CPU: the route cache is per CPU, and a test run uses the
 /// caller's.
 fn pin_to_first_allowed_cpu() {
-    // SAFETY: cpu_set_t is plain data; sched_{get,set}affinity read and write only it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        assert_eq!(
-            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
-            0
-        );
-        let cpu = (0..libc::CPU_SETSIZE as usize)
-            .find(|c| libc::CPU_ISSET(*c, &set))
-            .unwrap();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0
-        );
-    }
+    let cpu = wirespeed_sys::process::affinity(0).unwrap()[0];
+    wirespeed_sys::process::set_affinity(&[cpu]).unwrap();
 }
 
 /// `ip` in the calling thread's namespace (the closure of `Netns::run`).

@@ -5,6 +5,8 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include "ws/parse.h"
+#include "ws/csum.h"
 
 #include "fp_consts.h"
 #include "fp_maps.h"

@@ -8,8 +8,6 @@
 
 #define BR_STATE_FORWARDING 3
 #define BRIDGE_VLAN_INFO_UNTAGGED (1 << 2)
-#define VLAN_VID_MASK 0x0fff
-#define VLAN_HLEN 4
 
 /* One bridge port, keyed by its ifindex. Filled from the kernel's bridge port state. */
 struct br_port {
@@ -97,7 +95,7 @@ static __always_inline int br_ip_clean(const struct br_frame *f, __u8 check)
 			return 0;
 		if (iph->version != 4 || iph->ihl != 5)
 			return 0; /* options are parsed there: the kernel's */
-		if (ipv4_hdr_csum_check(iph) != 0)
+		if (ws_ipv4_hdr_csum_check(iph) != 0)
 			return 0;
 		return bpf_ntohs(iph->tot_len) == f->l2_payload;
 	}
@@ -176,12 +174,6 @@ static __always_inline __u32 bridge_decide(const struct br_frame *f, enum br_tag
 	return oif;
 }
 
-/* The 802.1Q header as it sits after the MAC addresses. */
-struct vlan_tag {
-	__be16 tci;
-	__be16 inner_proto;
-};
-
 /* XDP: parses the frame (at most one 802.1Q tag), decides, and edits the tag in place.
  * Returns the egress ifindex, 0 to pass. */
 static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
@@ -203,7 +195,7 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 	if (eth->h_proto == bpf_htons(ETH_P_8021AD))
 		return 0;
 	if (eth->h_proto == bpf_htons(ETH_P_8021Q)) {
-		struct vlan_tag *vt = (void *)(eth + 1);
+		struct ws_vlan_tag *vt = (void *)(eth + 1);
 
 		if ((void *)(vt + 1) > data_end) {
 			*why = FP_PASS_BAD_HEADER;
@@ -213,9 +205,9 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 		if (vt->inner_proto == bpf_htons(ETH_P_8021Q) || vt->inner_proto == bpf_htons(ETH_P_8021AD))
 			return 0;
 		f.tagged = 1;
-		f.vid = bpf_ntohs(vt->tci) & VLAN_VID_MASK;
+		f.vid = ws_vlan_id(vt);
 		f.proto = vt->inner_proto;
-		hdr += VLAN_HLEN;
+		hdr += WS_VLAN_HLEN;
 	} else {
 		f.proto = eth->h_proto;
 	}
@@ -228,7 +220,7 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 	oif = bridge_decide(&f, &tag, &vid);
 	if (!oif)
 		return 0;
-	if (csum_may_be_partial(f.proto, f.l3, data_end)) {
+	if (ws_csum_may_be_partial(f.proto, f.l3, data_end)) {
 		*why = FP_PASS_CSUM_PARTIAL;
 		return 0;
 	}
@@ -243,7 +235,7 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 		__u8 macs[2 * ETH_ALEN];
 
 		__builtin_memcpy(macs, eth, sizeof(macs));
-		if (bpf_xdp_adjust_head(ctx, VLAN_HLEN))
+		if (bpf_xdp_adjust_head(ctx, WS_VLAN_HLEN))
 			return 0;
 		data = (void *)(long)ctx->data;
 		data_end = (void *)(long)ctx->data_end;
@@ -252,10 +244,10 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 		__builtin_memcpy(data, macs, sizeof(macs));
 	} else if (tag == BR_TAG_PUSH) {
 		__u8 macs[2 * ETH_ALEN];
-		struct vlan_tag *vt;
+		struct ws_vlan_tag *vt;
 
 		__builtin_memcpy(macs, eth, sizeof(macs));
-		if (bpf_xdp_adjust_head(ctx, -VLAN_HLEN))
+		if (bpf_xdp_adjust_head(ctx, -WS_VLAN_HLEN))
 			return 0;
 		data = (void *)(long)ctx->data;
 		data_end = (void *)(long)ctx->data_end;
@@ -295,7 +287,7 @@ static __always_inline __u32 bridge_tc(struct __sk_buff *skb, enum fp_reason *wh
 		if (skb->vlan_proto != bpf_htons(ETH_P_8021Q))
 			return 0;
 		f.tagged = 1;
-		f.vid = skb->vlan_tci & VLAN_VID_MASK;
+		f.vid = skb->vlan_tci & WS_VLAN_VID_MASK;
 	}
 	f.proto = eth->h_proto;
 	f.l3 = eth + 1;

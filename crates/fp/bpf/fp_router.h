@@ -100,7 +100,7 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	}
 	tot_len = bpf_ntohs(iph->tot_len);
 	/* Padding or truncation: the kernel trims or drops; let it. */
-	if (tot_len != in->l3_len || ipv4_hdr_csum_check(iph) != 0) {
+	if (tot_len != in->l3_len || ws_ipv4_hdr_csum_check(iph) != 0) {
 		*why = FP_PASS_BAD_HEADER;
 		return RT_PASS;
 	}
@@ -117,7 +117,7 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 		return RT_PASS;
 	}
 	/* An skb keeps its checksum state across a TC redirect; an XDP frame does not. */
-	if (!in->tc && l4_csum_may_be_partial_v4(iph, p->data_end)) {
+	if (!in->tc && ws_l4_csum_may_be_partial_v4(iph, p->data_end)) {
 		*why = FP_PASS_CSUM_PARTIAL;
 		return RT_PASS;
 	}
@@ -240,7 +240,7 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 		*why = FP_PASS_MARTIAN;
 		return RT_PASS;
 	}
-	if (!in->tc && l4_csum_may_be_partial_v6(ip6h, p->data_end)) {
+	if (!in->tc && ws_l4_csum_may_be_partial_v6(ip6h, p->data_end)) {
 		*why = FP_PASS_CSUM_PARTIAL;
 		return RT_PASS;
 	}

@@ -403,15 +403,26 @@ impl Socket {
         .map_err(io_err("netlink socket"))?;
         // Bound (port id assigned by the kernel): multicast events skip an unbound socket,
         // whose port id 0 is the kernel's own.
-        nl_sockopt::bind_any(sock.as_fd()).map_err(io_err("bind netlink"))?;
+        wirespeed_sys::socket::bind_netlink(&sock).map_err(io_err("bind netlink"))?;
         // Bursts of events (50 routes at once) must not overflow the queue; failure only
         // means a smaller buffer.
-        let _ = nl_sockopt::rcvbuf_force(sock.as_fd(), 4 << 20);
+        let _ = wirespeed_sys::socket::set_int_option(
+            &sock,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            4 << 20,
+        );
         Ok(Socket { sock, seq: 1 })
     }
 
     pub fn join(&self, group: u32) -> Result<()> {
-        nl_sockopt::add_membership(self.sock.as_fd(), group).map_err(|err| Error::Io {
+        wirespeed_sys::socket::set_int_option(
+            &self.sock,
+            libc::SOL_NETLINK,
+            libc::NETLINK_ADD_MEMBERSHIP,
+            group as libc::c_int,
+        )
+        .map_err(|err| Error::Io {
             what: format!("join netlink group {group}"),
             err,
         })
@@ -542,61 +553,6 @@ pub fn dump_rules(s: &mut Socket, family: u8) -> Result<Vec<RuleKey>> {
         .filter(|(t, _)| *t == RTM_NEWRULE)
         .filter_map(|(_, p)| parse_rule(p))
         .collect())
-}
-
-/// The netlink socket calls socket2 has no safe form for: binding to a kernel-assigned port
-/// id and two socket options. They are to move into wirespeed-sys (crates/sys/src/socket.rs,
-/// another part of issue 16) and are the one place in this crate allowed unsafe code.
-#[allow(unsafe_code)]
-mod nl_sockopt {
-    use std::io;
-    use std::os::fd::{AsRawFd, BorrowedFd};
-
-    fn cvt(rc: i32) -> io::Result<()> {
-        if rc < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    }
-
-    fn setsockopt<T>(fd: BorrowedFd<'_>, level: i32, name: i32, v: &T) -> io::Result<()> {
-        // SAFETY: v points to a live T of the stated size; fd is open.
-        cvt(unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                level,
-                name,
-                (v as *const T).cast(),
-                std::mem::size_of::<T>() as libc::socklen_t,
-            )
-        })
-    }
-
-    /// bind(2) to pid 0: the kernel assigns the port id.
-    pub fn bind_any(fd: BorrowedFd<'_>) -> io::Result<()> {
-        // SAFETY: an all-zero sockaddr_nl is valid (pid 0, no groups).
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: sa is a valid sockaddr_nl of the stated size; fd is open.
-        cvt(unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&sa as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        })
-    }
-
-    /// SO_RCVBUFFORCE (root may exceed rmem_max).
-    pub fn rcvbuf_force(fd: BorrowedFd<'_>, size: i32) -> io::Result<()> {
-        setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size)
-    }
-
-    /// NETLINK_ADD_MEMBERSHIP: receive the multicast group's events.
-    pub fn add_membership(fd: BorrowedFd<'_>, group: u32) -> io::Result<()> {
-        setsockopt(fd, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, &group)
-    }
 }
 
 /// One netlink attribute, padded: for building test input here and in nftevent.

@@ -1,6 +1,8 @@
 //! The BPF side of the fast path: the `bpf(2)` commands libbpf-rs has no safe call for, and a
-//! `poll(2)` over the few netlink sockets the fast-path daemon watches.
+//! `poll(2)` over the few netlink sockets the fast-path daemon watches, and loading an XDP
+//! program from raw instructions.
 
+use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr;
@@ -217,4 +219,32 @@ pub fn bytes_of<T: MapBytes>(v: &T) -> &[u8] {
     // SAFETY: T: MapBytes is plain data without padding, so all size_of::<T>() bytes behind
     // the reference are initialized; the slice borrows `v`.
     unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}
+
+/// Loads an XDP program from raw instructions (one `u64` each: code, registers, offset and
+/// immediate, little-endian) under `name`, GPL-licensed, with `prog_flags`
+/// (`BPF_F_XDP_HAS_FRAGS`, ...): for the few-instruction programs that need no object file.
+pub fn load_xdp_insns(name: &CStr, insns: &[u64], prog_flags: u32) -> io::Result<OwnedFd> {
+    let mut opts = libbpf_sys::bpf_prog_load_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_prog_load_opts>() as _,
+        prog_flags,
+        ..Default::default()
+    };
+    // SAFETY: the instructions, the names and the options outlive the call; libbpf copies
+    // them into the kernel and keeps no pointer.
+    let fd = unsafe {
+        libbpf_sys::bpf_prog_load(
+            libbpf_sys::BPF_PROG_TYPE_XDP,
+            name.as_ptr(),
+            c"GPL".as_ptr(),
+            insns.as_ptr().cast(),
+            insns.len() as _,
+            &mut opts,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(-fd));
+    }
+    // SAFETY: `fd` is a new program descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

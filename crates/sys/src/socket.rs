@@ -1,8 +1,9 @@
 //! Socket options and calls that socket2 does not offer: integer options by number
-//! (SO_BUSY_POLL, SO_PREFER_BUSY_POLL, SO_BUSY_POLL_BUDGET, ...), the reuseport group's
-//! classic-BPF program, getsockname/getpeername on any descriptor, and the load generator's
-//! event loops: an epoll instance, and an io_uring that owns the memory its socket
-//! operations use ([`SocketRing`]).
+//! (SO_RCVBUFFORCE, NETLINK_ADD_MEMBERSHIP, SO_BUSY_POLL, SO_PREFER_BUSY_POLL,
+//! SO_BUSY_POLL_BUDGET, ...), the reuseport group's classic-BPF program, binding a netlink
+//! socket, getsockname/getpeername on any descriptor, and the load generator's event loops: an
+//! epoll instance, and an io_uring that owns the memory its socket operations use
+//! ([`SocketRing`]).
 
 use std::io;
 use std::net::SocketAddr;
@@ -52,6 +53,23 @@ pub fn int_option(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> i
         )
     })?;
     Ok(v)
+}
+
+/// Binds a netlink socket to a port id the kernel assigns (nl_pid 0), joining no group: the
+/// kernel skips multicast delivery to an unbound socket, and socket2 has no netlink address.
+pub fn bind_netlink(fd: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: an all-zero sockaddr_nl is valid (pid 0, no groups).
+    let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    // SAFETY: sa is a live sockaddr_nl and the length is its size; the kernel copies it.
+    check(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
 }
 
 /// SO_ATTACH_REUSEPORT_CBPF: the classic-BPF program that picks a listener of the socket's

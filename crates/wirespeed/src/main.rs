@@ -1,5 +1,7 @@
 //! `wirespeed`: the one binary. Each subcommand lives in its own module under `cmd/`.
 
+#![deny(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 
 mod cmd;

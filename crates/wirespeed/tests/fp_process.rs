@@ -143,11 +143,7 @@ fn killed_or_stopped_the_daemon_leaves_the_kernel_forwarding() {
 
     // A fresh start after the crash attaches again; SIGTERM then detaches and exits 0.
     let mut daemon = running_and_forwarding(&lab, &status);
-    // SAFETY: kill only sends a signal to the child we spawned and have not reaped.
-    assert_eq!(
-        unsafe { libc::kill(daemon.0.id() as i32, libc::SIGTERM) },
-        0
-    );
+    wirespeed_sys::process::kill(daemon.0.id(), wirespeed_sys::signal::Signal::Terminate).unwrap();
     let exit = daemon.0.wait().unwrap();
     assert!(exit.success(), "SIGTERM: {exit}");
     assert!(

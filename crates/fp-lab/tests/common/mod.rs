@@ -1,8 +1,6 @@
 //! Shared by the privileged tests: a `line` lab and a daemon running inside the DUT.
 #![allow(dead_code)]
 
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -110,14 +108,9 @@ pub fn spawn_in_ns<T: Send + 'static>(
     name: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> JoinHandle<T> {
-    let file = File::open(format!("/run/netns/{name}")).unwrap();
+    let name = name.to_string();
     std::thread::spawn(move || {
-        // SAFETY: setns on a valid namespace fd affects only this thread.
-        assert_eq!(
-            unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
-            0,
-            "setns"
-        );
+        wirespeed_sys::netns::enter(&name).unwrap();
         f()
     })
 }

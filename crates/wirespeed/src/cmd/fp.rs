@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use wirespeed_fp::daemon::{self, Config, Daemon};
 use wirespeed_fp::model::BridgeHook;
 use wirespeed_fp::status;
+use wirespeed_sys::signal::Signals;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -64,10 +65,6 @@ enum BridgeHookArg {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.cmd {
         Cmd::Run {
@@ -83,11 +80,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                      `ip netns exec ws-NAME wirespeed fp run`, or pass --allow-host"
                 );
             }
-            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-            unsafe {
-                libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-                libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-            }
+            // Blocked here, on the main thread before any other starts, so that every thread
+            // inherits the mask and SIGINT/SIGTERM reach only the signalfd; a watcher thread
+            // turns the first one (or a failure to read them) into the daemon's stop flag.
+            let signals = Signals::termination().context("block SIGINT and SIGTERM")?;
+            std::thread::Builder::new()
+                .name("fp signals".into())
+                .spawn(move || {
+                    let _ = signals.wait(None);
+                    STOP.store(true, Ordering::Relaxed);
+                })
+                .context("start the signal watcher")?;
             let cfg = Config {
                 only: interfaces,
                 status_path: status.unwrap_or_else(status::default_status_path),
@@ -121,8 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     path.display()
                 )
             })?;
-            // SAFETY: kill with signal 0 only checks that the process exists.
-            let alive = s.running && unsafe { libc::kill(s.pid as i32, 0) } == 0;
+            let alive = s.running && wirespeed_sys::process::alive(s.pid);
             if json {
                 let mut v = serde_json::to_value(&s)?;
                 v["running"] = serde_json::Value::Bool(alive);
