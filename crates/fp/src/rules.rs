@@ -2,9 +2,11 @@
 //! libnftables JSON (`nft -j list ruleset`, or the same document edited by decoded rule
 //! events). A field the filter needs that is missing or of another shape is not read as ""
 //! but kept as `Unreadable`, which the filter turns into "this family goes to the kernel".
-//! Rule expressions are still JSON here (`filter::parse_match` reads them).
+//! Rule expressions and set elements are read into the typed tree of `expr`.
 
 use serde_json::Value;
+
+use crate::expr::{self, Datum, Expr};
 
 /// Where an object sits: (family, table).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -38,27 +40,27 @@ pub struct Chain {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Rule<'a> {
+pub struct Rule {
     pub at: TableRef,
     pub chain: String,
-    /// The expressions, in `nft -j` shape (an absent list is an empty rule).
-    pub expr: &'a [Value],
+    /// The expressions (an absent list is an empty rule).
+    pub expr: Vec<Expr>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Set<'a> {
+pub struct Set {
     pub at: TableRef,
     pub name: String,
-    /// The set object as listed (its `elem` are read by the filter).
-    pub body: &'a Value,
+    /// The elements as listed.
+    pub elems: Vec<Datum>,
 }
 
 /// One object of the ruleset the filter reads.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Object<'a> {
+pub enum Object {
     Chain(Chain),
-    Rule(Rule<'a>),
-    Set(Set<'a>),
+    Rule(Rule),
+    Set(Set),
     /// A chain, rule or set whose fields do not read as expected: why.
     Unreadable(String),
 }
@@ -102,32 +104,32 @@ fn chain(c: &Value) -> Result<Chain, String> {
     Ok(Chain { at, name, base })
 }
 
-fn rule(r: &Value) -> Result<Rule<'_>, String> {
+fn rule(r: &Value) -> Result<Rule, String> {
     Ok(Rule {
         at: table_ref(r, "rule")?,
         chain: text(r, "chain", "rule")?,
         expr: match r.get("expr") {
-            None => &[],
+            None => vec![],
             Some(e) => e
                 .as_array()
-                .map(Vec::as_slice)
+                .map(|list| expr::list_from_json(list))
                 .ok_or_else(|| "rule whose `expr` is not a list".to_string())?,
         },
     })
 }
 
-fn set(st: &Value) -> Result<Set<'_>, String> {
+fn set(st: &Value) -> Result<Set, String> {
     Ok(Set {
         at: table_ref(st, "set")?,
         name: text(st, "name", "set")?,
-        body: st,
+        elems: expr::set_elems(st),
     })
 }
 
 /// The chains, rules and sets of a ruleset's `nftables` array, in order. Other objects
 /// (tables, maps, elements, the metainfo) are skipped.
-pub fn objects(items: &[Value]) -> Vec<Object<'_>> {
-    fn typed(r: Result<Object<'_>, String>) -> Object<'_> {
+pub fn objects(items: &[Value]) -> Vec<Object> {
+    fn typed(r: Result<Object, String>) -> Object {
         r.unwrap_or_else(Object::Unreadable)
     }
     items
