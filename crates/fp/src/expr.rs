@@ -36,8 +36,9 @@ impl Verdict {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     Eq,
+    Neq,
     In,
-    /// Any other (`!=`, `<`, ...), as written; "" when absent.
+    /// Any other (`<`, `>=`, ...), as written; "" when absent.
     Other(String),
 }
 
@@ -97,6 +98,15 @@ pub enum Rhs {
     Named(String),
 }
 
+/// An xt expression: nft lists them without their arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Xt {
+    /// `-m set`: its set comes from `iptables-nft-save`, its members from `ipset save`.
+    SetMatch,
+    /// Any other match or target: the rule goes to the kernel.
+    Other,
+}
+
 /// One expression of a rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expr {
@@ -106,8 +116,8 @@ pub enum Expr {
         right: Rhs,
     },
     Counter,
-    /// iptables-nft `-m set`: an opaque xt match whose set comes from `iptables-nft-save`.
-    XtSet,
+    /// An iptables-nft compatibility (xt) expression.
+    Xt(Xt),
     Verdict(Verdict),
     /// Not understood: why. The rule goes to the kernel.
     Unsupported(String),
@@ -192,6 +202,7 @@ fn match_expr(m: &Value) -> Expr {
     };
     let op = match m.get("op").and_then(Value::as_str) {
         Some("==") => Op::Eq,
+        Some("!=") => Op::Neq,
         Some("in") => Op::In,
         other => Op::Other(other.unwrap_or("").to_string()),
     };
@@ -220,9 +231,9 @@ pub fn from_json(e: &Value) -> Expr {
         "xt" => {
             let text = |key: &str| body.get(key).and_then(Value::as_str);
             if text("type") == Some("match") && text("name") == Some("set") {
-                Expr::XtSet
+                Expr::Xt(Xt::SetMatch)
             } else {
-                statement()
+                Expr::Xt(Xt::Other)
             }
         }
         "accept" => Expr::Verdict(Verdict::Accept),
@@ -285,7 +296,7 @@ mod tests {
                         protocol: "ip".into(),
                         field: "saddr".into()
                     },
-                    op: Op::Other("!=".into()),
+                    op: Op::Neq,
                     right: Rhs::Value(Datum::Prefix {
                         addr: Some("198.18.0.0".into()),
                         len: Some(15)
@@ -310,7 +321,7 @@ mod tests {
             vec![
                 Expr::Unsupported("statement `snat`".into()),
                 Expr::Unsupported("unreadable expression".into()),
-                Expr::Unsupported("statement `xt`".into()),
+                Expr::Xt(Xt::Other),
             ]
         );
     }

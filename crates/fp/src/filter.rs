@@ -13,8 +13,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::expr::{Datum, Expr, Key, Op, Rhs, Verdict};
-use crate::rules::{self, Object};
+use crate::expr::{Datum, Expr, Key, Op, Rhs, Verdict, Xt};
+use crate::rules::{self, Object, Ruleset};
 
 pub use crate::xt::{xt_rules, xt_rules_of, IpsetInfo, XtByHandle, XtRule};
 
@@ -109,18 +109,26 @@ impl FilterPlan {
         Self::from_nft_value(&v, legacy_v4, legacy_v6, ipsets)
     }
 
-    /// As `from_nft_json_with`, from the ruleset already parsed (the daemon parses it once
-    /// per change and reads it three ways).
+    /// As `from_nft_json_with`, from the ruleset already parsed.
     pub fn from_nft_value(
         v: &Value,
         legacy_v4: bool,
         legacy_v6: bool,
         ipsets: &IpsetInfo,
     ) -> Result<FilterPlan> {
-        let items = v
-            .get("nftables")
-            .and_then(Value::as_array)
-            .ok_or_else(|| Error::Nft("no `nftables` array".into()))?;
+        let ruleset = Ruleset::from_json(v).map_err(Error::Nft)?;
+        Ok(Self::from_ruleset(&ruleset, legacy_v4, legacy_v6, ipsets))
+    }
+
+    /// From the typed ruleset (the daemon keeps one, read or edited by rule events, and
+    /// compiles it again when ipset members change).
+    pub fn from_ruleset(
+        ruleset: &Ruleset,
+        legacy_v4: bool,
+        legacy_v6: bool,
+        ipsets: &IpsetInfo,
+    ) -> FilterPlan {
+        let items = &ruleset.objects;
         let mut plan = FilterPlan::default();
         let (v4, r4) = family_plan(items, "ip", ipsets);
         let (v6, r6) = family_plan(items, "ip6", ipsets);
@@ -136,16 +144,15 @@ impl FilterPlan {
         };
         plan.rules_v4 = r4;
         plan.rules_v6 = r6;
-        Ok(plan)
+        plan
     }
 }
 
 /// `fam` is "ip" or "ip6"; tables of that family and of "inet" apply.
-fn family_plan(items: &[Value], fam: &str, ipsets: &IpsetInfo) -> (FamilyFilter, Vec<Rule>) {
+fn family_plan(objects: &[Object], fam: &str, ipsets: &IpsetInfo) -> (FamilyFilter, Vec<Rule>) {
     let applies = |f: &str| f == fam || f == "inet";
-    let objects = rules::objects(items);
     let mut forward: Vec<&rules::Chain> = Vec::new();
-    for o in &objects {
+    for o in objects {
         let c = match o {
             Object::Chain(c) => c,
             // Which family it belongs to is unknown: none can be fast-pathed past it.
@@ -270,10 +277,14 @@ fn parse_rule(
                 }
             }
             Expr::Counter => {}
-            Expr::XtSet => {
+            Expr::Xt(Xt::SetMatch) => {
                 if let Err(why) = xt_set_match(xt_set, &mut rule) {
                     kernel(&mut rule, why);
                 }
+            }
+            Expr::Xt(Xt::Other) => {
+                kernel(&mut rule, "statement `xt`".into());
+                verdict.get_or_insert(Action::Kernel);
             }
             Expr::Verdict(Verdict::Accept) => verdict = Some(Action::Accept),
             Expr::Verdict(Verdict::Drop) => verdict = Some(Action::Drop),
@@ -540,8 +551,10 @@ fn parse_match(
             _ => {}
         }
     }
-    if let Op::Other(op) = op {
-        return Err(format!("operator `{op}`"));
+    match op {
+        Op::Eq | Op::In => {}
+        Op::Neq => return Err("operator `!=`".into()),
+        Op::Other(op) => return Err(format!("operator `{op}`")),
     }
     let vals = values(right, sets)?;
     match key {

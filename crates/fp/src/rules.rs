@@ -1,6 +1,6 @@
-//! The nftables ruleset as typed objects: tables' chains, rules and sets, read from
-//! libnftables JSON (`nft -j list ruleset`, or the same document edited by decoded rule
-//! events). A field the filter needs that is missing or of another shape is not read as ""
+//! The nftables ruleset as typed objects: tables, chains, rules and sets, read from
+//! libnftables JSON (`nft -j list ruleset`) and then edited in place by decoded rule events
+//! (`ruleset::apply_event`). A field the filter needs that is missing or of another shape is not read as ""
 //! but kept as `Unreadable`, which the filter turns into "this family goes to the kernel".
 //! Rule expressions and set elements are read into the typed tree of `expr`.
 
@@ -43,6 +43,8 @@ pub struct Chain {
 pub struct Rule {
     pub at: TableRef,
     pub chain: String,
+    /// The kernel's handle (None: not listed).
+    pub handle: Option<u64>,
     /// The expressions (an absent list is an empty rule).
     pub expr: Vec<Expr>,
 }
@@ -108,6 +110,7 @@ fn rule(r: &Value) -> Result<Rule, String> {
     Ok(Rule {
         at: table_ref(r, "rule")?,
         chain: text(r, "chain", "rule")?,
+        handle: r.get("handle").and_then(Value::as_u64),
         expr: match r.get("expr") {
             None => vec![],
             Some(e) => e
@@ -124,6 +127,47 @@ fn set(st: &Value) -> Result<Set, String> {
         name: text(st, "name", "set")?,
         elems: expr::set_elems(st),
     })
+}
+
+/// A table as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    pub family: String,
+    pub name: String,
+    /// Table handles never repeat in a namespace (None: not listed).
+    pub handle: Option<u64>,
+}
+
+/// A whole ruleset, typed: what `nft -j list ruleset` printed, then edited by decoded rule
+/// events (`ruleset::apply_event`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Ruleset {
+    pub tables: Vec<Table>,
+    /// Chains, rules and sets, in listed order.
+    pub objects: Vec<Object>,
+}
+
+impl Ruleset {
+    /// From a parsed `nft -j list ruleset`; Err when it has no `nftables` array.
+    pub fn from_json(v: &Value) -> Result<Ruleset, String> {
+        let items = v
+            .get("nftables")
+            .and_then(Value::as_array)
+            .ok_or("no `nftables` array")?;
+        let mut objects = objects(items);
+        let mut tables = Vec::new();
+        for t in items.iter().filter_map(|i| i.get("table")) {
+            match (text(t, "family", "table"), text(t, "name", "table")) {
+                (Ok(family), Ok(name)) => tables.push(Table {
+                    family,
+                    name,
+                    handle: t.get("handle").and_then(Value::as_u64),
+                }),
+                (Err(why), _) | (_, Err(why)) => objects.push(Object::Unreadable(why)),
+            }
+        }
+        Ok(Ruleset { tables, objects })
+    }
 }
 
 /// The chains, rules and sets of a ruleset's `nftables` array, in order. Other objects
