@@ -337,11 +337,7 @@ impl Daemon {
             }
         } else if p.filter {
             let decoded = match nftevent::rule_changes(&p.nft_msgs) {
-                Some(evs) => {
-                    let log = &mut self.log;
-                    self.ruleset
-                        .apply_rule_events(&evs, &mut self.model.filter, &mut |e| log.note_error(e))
-                }
+                Some(evs) => self.ruleset.apply_rule_events(&evs, &mut self.model.filter),
                 None => false,
             };
             if !decoded {

@@ -13,7 +13,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::rules::{self, Object};
+use crate::expr::{Datum, Expr, Key, Op, Rhs, Verdict, Xt};
+use crate::rules::{self, Object, Ruleset};
 
 pub use crate::xt::{xt_rules, xt_rules_of, IpsetInfo, XtByHandle, XtRule};
 
@@ -108,18 +109,26 @@ impl FilterPlan {
         Self::from_nft_value(&v, legacy_v4, legacy_v6, ipsets)
     }
 
-    /// As `from_nft_json_with`, from the ruleset already parsed (the daemon parses it once
-    /// per change and reads it three ways).
+    /// As `from_nft_json_with`, from the ruleset already parsed.
     pub fn from_nft_value(
         v: &Value,
         legacy_v4: bool,
         legacy_v6: bool,
         ipsets: &IpsetInfo,
     ) -> Result<FilterPlan> {
-        let items = v
-            .get("nftables")
-            .and_then(Value::as_array)
-            .ok_or_else(|| Error::Nft("no `nftables` array".into()))?;
+        let ruleset = Ruleset::from_json(v).map_err(Error::Nft)?;
+        Ok(Self::from_ruleset(&ruleset, legacy_v4, legacy_v6, ipsets))
+    }
+
+    /// From the typed ruleset (the daemon keeps one, read or edited by rule events, and
+    /// compiles it again when ipset members change).
+    pub fn from_ruleset(
+        ruleset: &Ruleset,
+        legacy_v4: bool,
+        legacy_v6: bool,
+        ipsets: &IpsetInfo,
+    ) -> FilterPlan {
+        let items = &ruleset.objects;
         let mut plan = FilterPlan::default();
         let (v4, r4) = family_plan(items, "ip", ipsets);
         let (v6, r6) = family_plan(items, "ip6", ipsets);
@@ -135,20 +144,15 @@ impl FilterPlan {
         };
         plan.rules_v4 = r4;
         plan.rules_v6 = r6;
-        Ok(plan)
+        plan
     }
 }
 
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or("")
-}
-
 /// `fam` is "ip" or "ip6"; tables of that family and of "inet" apply.
-fn family_plan(items: &[Value], fam: &str, ipsets: &IpsetInfo) -> (FamilyFilter, Vec<Rule>) {
+fn family_plan(objects: &[Object], fam: &str, ipsets: &IpsetInfo) -> (FamilyFilter, Vec<Rule>) {
     let applies = |f: &str| f == fam || f == "inet";
-    let objects = rules::objects(items);
     let mut forward: Vec<&rules::Chain> = Vec::new();
-    for o in &objects {
+    for o in objects {
         let c = match o {
             Object::Chain(c) => c,
             // Which family it belongs to is unknown: none can be fast-pathed past it.
@@ -213,17 +217,17 @@ fn family_plan(items: &[Value], fam: &str, ipsets: &IpsetInfo) -> (FamilyFilter,
         chain.name.as_str(),
     );
     let policy_drop = policy_drop_of(chain);
-    let sets: BTreeMap<&str, &Value> = objects
+    let sets: BTreeMap<&str, &[Datum]> = objects
         .iter()
         .filter_map(|o| match o {
-            Object::Set(st) if st.at == chain.at => Some((st.name.as_str(), st.body)),
+            Object::Set(st) if st.at == chain.at => Some((st.name.as_str(), st.elems.as_slice())),
             _ => None,
         })
         .collect();
     let mut rules = Vec::new();
     for (position, r) in chain_rules(chain).enumerate() {
         let xt_set = ipsets.resolve(cf, ct, cn, position);
-        if let Some(rule) = parse_rule(r.expr, &sets, xt_set) {
+        if let Some(rule) = parse_rule(&r.expr, &sets, xt_set) {
             if (fam == "ip" && rule.v4) || (fam == "ip6" && rule.v6) {
                 rules.push(rule);
             }
@@ -259,33 +263,37 @@ fn kernel(rule: &mut Rule, why: String) {
 
 /// One nft rule -> Rule; None for a rule that can never change a verdict (e.g. a bare counter).
 fn parse_rule(
-    exprs: &[Value],
-    sets: &BTreeMap<&str, &Value>,
+    exprs: &[Expr],
+    sets: &BTreeMap<&str, &[Datum]>,
     xt_set: Option<(&str, &[String], bool)>,
 ) -> Option<Rule> {
     let mut rule = Rule::default();
     let mut verdict = None;
     for e in exprs {
-        let Some((k, body)) = e.as_object().and_then(|o| o.iter().next()) else {
-            kernel(&mut rule, "unreadable expression".into());
-            continue;
-        };
-        match k.as_str() {
-            "match" => {
-                if let Err(why) = parse_match(body, sets, &mut rule) {
+        match e {
+            Expr::Match { key, op, right } => {
+                if let Err(why) = parse_match(key, op, right, sets, &mut rule) {
                     kernel(&mut rule, why);
                 }
             }
-            "counter" => {}
-            "xt" if s(body, "type") == "match" && s(body, "name") == "set" => {
+            Expr::Counter => {}
+            Expr::Xt(Xt::SetMatch) => {
                 if let Err(why) = xt_set_match(xt_set, &mut rule) {
                     kernel(&mut rule, why);
                 }
             }
-            "accept" => verdict = Some(Action::Accept),
-            "drop" => verdict = Some(Action::Drop),
-            other => {
-                kernel(&mut rule, format!("statement `{other}`"));
+            Expr::Xt(Xt::Other) => {
+                kernel(&mut rule, "statement `xt`".into());
+                verdict.get_or_insert(Action::Kernel);
+            }
+            Expr::Verdict(Verdict::Accept) => verdict = Some(Action::Accept),
+            Expr::Verdict(Verdict::Drop) => verdict = Some(Action::Drop),
+            Expr::Verdict(other) => {
+                kernel(&mut rule, format!("statement `{}`", other.name()));
+                verdict.get_or_insert(Action::Kernel);
+            }
+            Expr::Unsupported(why) => {
+                kernel(&mut rule, why.clone());
                 verdict.get_or_insert(Action::Kernel);
             }
         }
@@ -306,8 +314,8 @@ fn xt_set_match(
     rule: &mut Rule,
 ) -> std::result::Result<(), String> {
     let (family, members, is_src) = xt_set.ok_or("iptables match `set` not resolved")?;
-    let vals: Vec<Value> = members.iter().map(|m| prefix_value(m)).collect();
-    let refs: Vec<&Value> = vals.iter().collect();
+    let vals: Vec<Datum> = members.iter().map(|m| prefix_value(m)).collect();
+    let refs: Vec<&Datum> = vals.iter().collect();
     if family == "ip" {
         rule.v6 = false;
         let list = collect(&refs, parse_v4)?;
@@ -333,114 +341,98 @@ fn xt_set_match(
     }
 }
 
-/// "a.b.c.d/len" -> the JSON shape nft uses for a prefix; a bare address stays a string.
-fn prefix_value(m: &str) -> Value {
+/// "a.b.c.d/len" -> a prefix (an unreadable length is out of range); a bare address stays a
+/// string.
+fn prefix_value(m: &str) -> Datum {
     match m.split_once('/') {
-        Some((addr, len)) => {
-            serde_json::json!({"prefix": {"addr": addr, "len": len.parse::<u64>().unwrap_or(999)}})
-        }
-        None => Value::String(m.to_string()),
+        Some((addr, len)) => Datum::Prefix {
+            addr: Some(addr.to_string()),
+            len: Some(len.parse::<u64>().unwrap_or(999)),
+        },
+        None => Datum::Str(m.to_string()),
     }
 }
 
 /// The right-hand side of a match as a list of values: a literal, an anonymous set or @named.
 fn values<'a>(
-    right: &'a Value,
-    sets: &BTreeMap<&str, &'a Value>,
-) -> std::result::Result<Vec<&'a Value>, String> {
-    if let Some(name) = right.as_str().and_then(|x| x.strip_prefix('@')) {
-        let set = sets
-            .get(name)
-            .ok_or_else(|| format!("unknown set @{name}"))?;
-        return Ok(match set.get("elem") {
-            Some(Value::Array(a)) => a.iter().collect(),
-            Some(v) => vec![v],
-            None => vec![],
-        });
-    }
-    if let Some(set) = right.get("set") {
-        return Ok(match set {
-            Value::Array(a) => a.iter().collect(),
-            v => vec![v],
-        });
-    }
-    Ok(vec![right])
+    right: &'a Rhs,
+    sets: &BTreeMap<&str, &'a [Datum]>,
+) -> std::result::Result<Vec<&'a Datum>, String> {
+    Ok(match right {
+        Rhs::Named(name) => sets
+            .get(name.as_str())
+            .ok_or_else(|| format!("unknown set @{name}"))?
+            .iter()
+            .collect(),
+        Rhs::Set(elems) => elems.iter().collect(),
+        Rhs::Value(v) => vec![v],
+    })
 }
 
-/// Set elements may be wrapped: {"elem": {"val": X, "counter": ...}}.
-fn unwrap_elem(v: &Value) -> &Value {
-    v.get("elem").and_then(|e| e.get("val")).unwrap_or(v)
+/// A range's two bounds as strings.
+fn str_bounds(r: &[Datum]) -> (&str, &str) {
+    let at = |i: usize| match r.get(i) {
+        Some(Datum::Str(s)) => s.as_str(),
+        _ => "",
+    };
+    (at(0), at(1))
 }
 
-fn parse_v4(v: &Value) -> std::result::Result<Vec<(u32, u8)>, String> {
-    let v = unwrap_elem(v);
-    if let Some(a) = v.as_str() {
-        let ip: Ipv4Addr = a.parse().map_err(|_| format!("not an IPv4 address: {a}"))?;
-        return Ok(vec![(u32::from(ip), 32)]);
-    }
-    if let Some(p) = v.get("prefix") {
-        let ip: Ipv4Addr = s(p, "addr")
-            .parse()
-            .map_err(|_| format!("bad prefix {p}"))?;
-        let len = p
-            .get("len")
-            .and_then(Value::as_u64)
-            .filter(|l| *l <= 32)
-            .ok_or("bad prefix length")? as u8;
-        return Ok(vec![(mask4(u32::from(ip), len), len)]);
-    }
-    if let Some(Value::Array(r)) = v.get("range") {
-        let lo: Ipv4Addr = r
-            .first()
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .parse()
-            .map_err(|_| "bad range")?;
-        let hi: Ipv4Addr = r
-            .get(1)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .parse()
-            .map_err(|_| "bad range")?;
-        return range_to_prefixes(u32::from(lo) as u128, u32::from(hi) as u128, 32)
-            .map(|v| v.into_iter().map(|(a, l)| (a as u32, l)).collect());
-    }
-    Err(format!("unsupported IPv4 value {v}"))
+/// A prefix's address and length (at most `max`).
+fn prefix_parts<A: std::str::FromStr>(
+    v: &Datum,
+    addr: &Option<String>,
+    len: &Option<u64>,
+    max: u64,
+) -> std::result::Result<(A, u8), String> {
+    let ip: A = addr
+        .as_deref()
+        .unwrap_or("")
+        .parse()
+        .map_err(|_| format!("bad prefix {v}"))?;
+    let len = len.filter(|l| *l <= max).ok_or("bad prefix length")? as u8;
+    Ok((ip, len))
 }
 
-fn parse_v6(v: &Value) -> std::result::Result<Vec<(u128, u8)>, String> {
-    let v = unwrap_elem(v);
-    if let Some(a) = v.as_str() {
-        let ip: Ipv6Addr = a.parse().map_err(|_| format!("not an IPv6 address: {a}"))?;
-        return Ok(vec![(u128::from(ip), 128)]);
+fn parse_v4(v: &Datum) -> std::result::Result<Vec<(u32, u8)>, String> {
+    match v {
+        Datum::Str(a) => {
+            let ip: Ipv4Addr = a.parse().map_err(|_| format!("not an IPv4 address: {a}"))?;
+            Ok(vec![(u32::from(ip), 32)])
+        }
+        Datum::Prefix { addr, len } => {
+            let (ip, len) = prefix_parts::<Ipv4Addr>(v, addr, len, 32)?;
+            Ok(vec![(mask4(u32::from(ip), len), len)])
+        }
+        Datum::Range(r) => {
+            let (lo, hi) = str_bounds(r);
+            let lo: Ipv4Addr = lo.parse().map_err(|_| "bad range")?;
+            let hi: Ipv4Addr = hi.parse().map_err(|_| "bad range")?;
+            range_to_prefixes(u32::from(lo) as u128, u32::from(hi) as u128, 32)
+                .map(|v| v.into_iter().map(|(a, l)| (a as u32, l)).collect())
+        }
+        _ => Err(format!("unsupported IPv4 value {v}")),
     }
-    if let Some(p) = v.get("prefix") {
-        let ip: Ipv6Addr = s(p, "addr")
-            .parse()
-            .map_err(|_| format!("bad prefix {p}"))?;
-        let len = p
-            .get("len")
-            .and_then(Value::as_u64)
-            .filter(|l| *l <= 128)
-            .ok_or("bad prefix length")? as u8;
-        return Ok(vec![(mask6(u128::from(ip), len), len)]);
+}
+
+fn parse_v6(v: &Datum) -> std::result::Result<Vec<(u128, u8)>, String> {
+    match v {
+        Datum::Str(a) => {
+            let ip: Ipv6Addr = a.parse().map_err(|_| format!("not an IPv6 address: {a}"))?;
+            Ok(vec![(u128::from(ip), 128)])
+        }
+        Datum::Prefix { addr, len } => {
+            let (ip, len) = prefix_parts::<Ipv6Addr>(v, addr, len, 128)?;
+            Ok(vec![(mask6(u128::from(ip), len), len)])
+        }
+        Datum::Range(r) => {
+            let (lo, hi) = str_bounds(r);
+            let lo: Ipv6Addr = lo.parse().map_err(|_| "bad range")?;
+            let hi: Ipv6Addr = hi.parse().map_err(|_| "bad range")?;
+            range_to_prefixes(u128::from(lo), u128::from(hi), 128)
+        }
+        _ => Err(format!("unsupported IPv6 value {v}")),
     }
-    if let Some(Value::Array(r)) = v.get("range") {
-        let lo: Ipv6Addr = r
-            .first()
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .parse()
-            .map_err(|_| "bad range")?;
-        let hi: Ipv6Addr = r
-            .get(1)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .parse()
-            .map_err(|_| "bad range")?;
-        return range_to_prefixes(u128::from(lo), u128::from(hi), 128);
-    }
-    Err(format!("unsupported IPv6 value {v}"))
 }
 
 /// Splits [lo, hi] into at most 64 aligned prefixes (more: not worth it, kernel decides).
@@ -488,40 +480,43 @@ pub fn mask6(a: u128, len: u8) -> u128 {
     }
 }
 
-fn proto_num(v: &Value) -> std::result::Result<u8, String> {
-    let v = unwrap_elem(v);
-    if let Some(n) = v.as_u64() {
-        return u8::try_from(n).map_err(|_| "bad protocol".into());
-    }
-    match v.as_str() {
-        Some("tcp") => Ok(6),
-        Some("udp") => Ok(17),
-        Some("icmp") => Ok(1),
-        Some("ipv6-icmp") | Some("icmpv6") => Ok(58),
-        Some("sctp") => Ok(132),
+fn proto_num(v: &Datum) -> std::result::Result<u8, String> {
+    match v {
+        Datum::Num(n) => u8::try_from(*n).map_err(|_| "bad protocol".into()),
+        Datum::Str(s) => match s.as_str() {
+            "tcp" => Ok(6),
+            "udp" => Ok(17),
+            "icmp" => Ok(1),
+            "ipv6-icmp" | "icmpv6" => Ok(58),
+            "sctp" => Ok(132),
+            _ => Err(format!("unsupported protocol {v}")),
+        },
         _ => Err(format!("unsupported protocol {v}")),
     }
 }
 
-fn ports(v: &Value) -> std::result::Result<Vec<u16>, String> {
-    let v = unwrap_elem(v);
-    if let Some(n) = v.as_u64() {
-        return Ok(vec![u16::try_from(n).map_err(|_| "bad port")?]);
-    }
-    if let Some(Value::Array(r)) = v.get("range") {
-        let lo = r.first().and_then(Value::as_u64).ok_or("bad port range")?;
-        let hi = r.get(1).and_then(Value::as_u64).ok_or("bad port range")?;
-        if hi < lo || hi > 65535 || hi - lo > 256 {
-            return Err("port range too wide for the fast path".into());
+fn ports(v: &Datum) -> std::result::Result<Vec<u16>, String> {
+    match v {
+        Datum::Num(n) => Ok(vec![u16::try_from(*n).map_err(|_| "bad port")?]),
+        Datum::Range(r) => {
+            let num = |i: usize| match r.get(i) {
+                Some(Datum::Num(n)) => Some(*n),
+                _ => None,
+            };
+            let lo = num(0).ok_or("bad port range")?;
+            let hi = num(1).ok_or("bad port range")?;
+            if hi < lo || hi > 65535 || hi - lo > 256 {
+                return Err("port range too wide for the fast path".into());
+            }
+            Ok((lo as u16..=hi as u16).collect())
         }
-        return Ok((lo as u16..=hi as u16).collect());
+        _ => Err(format!("unsupported port value {v}")),
     }
-    Err(format!("unsupported port value {v}"))
 }
 
 fn collect<T>(
-    vals: &[&Value],
-    f: impl Fn(&Value) -> std::result::Result<Vec<T>, String>,
+    vals: &[&Datum],
+    f: impl Fn(&Datum) -> std::result::Result<Vec<T>, String>,
 ) -> std::result::Result<Vec<T>, String> {
     let mut out = Vec::new();
     for v in vals {
@@ -541,27 +536,29 @@ fn set_once<T>(slot: &mut Option<T>, v: T) -> std::result::Result<(), String> {
 }
 
 fn parse_match(
-    m: &Value,
-    sets: &BTreeMap<&str, &Value>,
+    key: &Key,
+    op: &Op,
+    right: &Rhs,
+    sets: &BTreeMap<&str, &[Datum]>,
     rule: &mut Rule,
 ) -> std::result::Result<(), String> {
-    let op = s(m, "op");
-    let left = m.get("left").ok_or("match without left side")?;
     // An address-family header match holds only for its family whatever the operator: nft
     // gives it an nfproto dependency (listed or not), so `ip saddr != X` never sees IPv6.
-    match left.get("payload").map(|p| s(p, "protocol")) {
-        Some("ip") => rule.v6 = false,
-        Some("ip6") => rule.v4 = false,
-        _ => {}
+    if let Key::Payload { protocol, .. } = key {
+        match protocol.as_str() {
+            "ip" => rule.v6 = false,
+            "ip6" => rule.v4 = false,
+            _ => {}
+        }
     }
-    if op != "==" && op != "in" {
-        return Err(format!("operator `{op}`"));
+    match op {
+        Op::Eq | Op::In => {}
+        Op::Neq => return Err("operator `!=`".into()),
+        Op::Other(op) => return Err(format!("operator `{op}`")),
     }
-    let right = m.get("right").ok_or("match without right side")?;
     let vals = values(right, sets)?;
-    if let Some(p) = left.get("payload") {
-        let (proto, field) = (s(p, "protocol"), s(p, "field"));
-        match (proto, field) {
+    match key {
+        Key::Payload { protocol, field } => match (protocol.as_str(), field.as_str()) {
             ("ip", "saddr") => {
                 rule.v6 = false;
                 set_once(&mut rule.src4, collect(&vals, parse_v4)?)
@@ -585,7 +582,7 @@ fn parse_match(
                 rule.v4 = false;
                 set_once(&mut rule.dst6, collect(&vals, parse_v6)?)
             }
-            ("tcp" | "udp", "sport" | "dport") => {
+            (proto @ ("tcp" | "udp"), field @ ("sport" | "dport")) => {
                 let pn = if proto == "tcp" { 6 } else { 17 };
                 let list: Vec<(u8, u16)> = collect(&vals, ports)?
                     .into_iter()
@@ -602,10 +599,9 @@ fn parse_match(
                     set_once(&mut rule.dport, list)
                 }
             }
-            _ => Err(format!("payload match {proto} {field}")),
-        }
-    } else if let Some(meta) = left.get("meta") {
-        match s(meta, "key") {
+            (proto, field) => Err(format!("payload match {proto} {field}")),
+        },
+        Key::Meta(k) => match k.as_str() {
             "l4proto" => {
                 let list = collect(&vals, |v| proto_num(v).map(|p| vec![p]))?;
                 match &mut rule.proto {
@@ -626,16 +622,14 @@ fn parse_match(
                 Ok(())
             }
             k => Err(format!("meta {k}")),
-        }
-    } else {
-        Err(format!("match on {left}"))
+        },
+        Key::Other(what) => Err(format!("match on {what}")),
     }
 }
 
-fn name(v: &Value) -> std::result::Result<Vec<String>, String> {
-    let v = unwrap_elem(v);
-    match v.as_str() {
-        Some(n) if !n.contains('*') => Ok(vec![n.to_string()]),
+fn name(v: &Datum) -> std::result::Result<Vec<String>, String> {
+    match v {
+        Datum::Str(n) if !n.contains('*') => Ok(vec![n.clone()]),
         _ => Err(format!("unsupported name match {v}")),
     }
 }

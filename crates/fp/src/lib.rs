@@ -7,6 +7,7 @@ pub mod classify;
 pub mod counters;
 pub mod daemon;
 pub mod error;
+pub mod expr;
 pub mod features;
 pub mod filter;
 pub mod genl;

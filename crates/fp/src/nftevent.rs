@@ -3,16 +3,17 @@
 //! `nft add/insert/delete rule` can update the daemon's copy of the ruleset without reading it
 //! back through libnftables (about 0.35 ms for even a small ruleset).
 //!
-//! The decoder knows exactly the expressions the filter compiler supports, and emits them in
-//! the JSON shape `nft -j list ruleset` uses, so one rule parser serves both paths. Anything
+//! The decoder knows exactly the expressions the filter compiler supports, and emits them as
+//! the same typed tree (`expr::Expr`) that `nft -j list ruleset` is read into, so one rule
+//! compiler serves both paths, with no JSON in between. Anything
 //! else (another expression, a batch of several changes, a chain it has not seen) is left to a
 //! full read. The daemon reads the ruleset back once the burst is over and counts any
 //! difference, so a decoder mistake is visible and short-lived.
 
-use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use crate::expr::{Datum, Expr, Key, Op, Rhs, Verdict, Xt};
 use crate::netlink::{attrs, Msg};
 
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
@@ -60,8 +61,8 @@ pub struct RuleEvent {
     /// NLM_F_APPEND on the event: without `after`, the rule is the chain's last, else its
     /// first (the older kernels never set it and give `after` for all but the first).
     pub append: bool,
-    /// The expressions in `nft -j` shape; Err: why they are not decoded here.
-    pub expr: Result<Vec<Value>, String>,
+    /// The expressions; Err: why they are not decoded here.
+    pub expr: Result<Vec<Expr>, String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -202,8 +203,8 @@ fn prefix_len(mask: &[u8]) -> Option<u32> {
 }
 
 /// An address match: the loaded bytes (from the field's first byte), an optional prefix
-/// mask and the compared value, as nft's JSON right-hand side.
-fn address(width: u32, len: u32, mask: &Option<Vec<u8>>, value: &[u8]) -> Result<Value, String> {
+/// mask and the compared value, as the value nft lists (an address or a prefix).
+fn address(width: u32, len: u32, mask: &Option<Vec<u8>>, value: &[u8]) -> Result<Datum, String> {
     if len == 0 || len > width || value.len() != len as usize {
         return Err("address compare of an odd length".into());
     }
@@ -232,18 +233,28 @@ fn address(width: u32, len: u32, mask: &Option<Vec<u8>>, value: &[u8]) -> Result
         Ipv6Addr::from(<[u8; 16]>::try_from(&full[..]).map_err(|_| "bad address")?).to_string()
     };
     Ok(if plen == 8 * width {
-        Value::String(text)
+        Datum::Str(text)
     } else {
-        json!({"prefix": {"addr": text, "len": plen}})
+        Datum::Prefix {
+            addr: Some(text),
+            len: Some(u64::from(plen)),
+        }
     })
 }
 
-fn matched(op: &str, left: Value, right: Value) -> Value {
-    json!({"match": {"op": op, "left": left, "right": right}})
+fn matched(op: Op, key: Key, right: Rhs) -> Expr {
+    Expr::Match { key, op, right }
 }
 
-/// The rule's expressions in `nft -j` shape, or why not.
-fn expressions(family: &'static str, list: &[u8]) -> Result<Vec<Value>, String> {
+fn payload_key(protocol: &str, field: &str) -> Key {
+    Key::Payload {
+        protocol: protocol.to_string(),
+        field: field.to_string(),
+    }
+}
+
+/// The rule's expressions, or why not.
+fn expressions(family: &'static str, list: &[u8]) -> Result<Vec<Expr>, String> {
     let mut regs: HashMap<u32, Reg> = HashMap::new();
     let mut ctx = Context {
         family: (family != "inet").then_some(family),
@@ -328,8 +339,8 @@ fn expressions(family: &'static str, list: &[u8]) -> Result<Vec<Value>, String> 
                     return Err("incomplete cmp expression".into());
                 };
                 let op = match op {
-                    NFT_CMP_EQ => "==",
-                    NFT_CMP_NEQ => "!=",
+                    NFT_CMP_EQ => Op::Eq,
+                    NFT_CMP_NEQ => Op::Neq,
                     _ => return Err("ordered comparison".into()),
                 };
                 let value = find(&d, 3).and_then(data_value).ok_or("cmp without data")?;
@@ -346,11 +357,11 @@ fn expressions(family: &'static str, list: &[u8]) -> Result<Vec<Value>, String> 
                 let reg = regs.get(&u(2).ok_or("lookup without a register")?);
                 let reg = reg.ok_or("lookup of an unset register")?;
                 let op = if u(5).unwrap_or(0) & 1 != 0 {
-                    "!="
+                    Op::Neq
                 } else {
-                    "=="
+                    Op::Eq
                 };
-                out.push(matched(op, left_of(&ctx, reg)?, json!(format!("@{name}"))));
+                out.push(matched(op, left_of(&ctx, reg)?, Rhs::Named(name)));
             }
             "immediate" => {
                 if u(1) != Some(NFT_REG_VERDICT) {
@@ -362,15 +373,15 @@ fn expressions(family: &'static str, list: &[u8]) -> Result<Vec<Value>, String> 
                     .and_then(|v| find(&v, NFTA_VERDICT_CODE).and_then(be32))
                     .ok_or("immediate without a verdict")? as i32;
                 out.push(match verdict {
-                    NF_DROP => json!({"drop": null}),
-                    NF_ACCEPT => json!({"accept": null}),
+                    NF_DROP => Expr::Verdict(Verdict::Drop),
+                    NF_ACCEPT => Expr::Verdict(Verdict::Accept),
                     _ => return Err("jump, goto, return or continue".into()),
                 });
             }
-            "counter" => out.push(json!({"counter": {"packets": 0, "bytes": 0}})),
+            "counter" => out.push(Expr::Counter),
             // iptables-nft's compatibility match for `-m set`: resolved by handle later.
             "match" if find(&d, 1).map(string).as_deref() == Some("set") => {
-                out.push(json!({"xt": {"type": "match", "name": "set"}}))
+                out.push(Expr::Xt(Xt::SetMatch))
             }
             other => return Err(format!("expression `{other}`")),
         }
@@ -387,11 +398,11 @@ struct Context {
 }
 
 /// The left-hand side of a match on what `reg` holds, loaded whole (no mask, full length).
-fn left_of(ctx: &Context, reg: &Reg) -> Result<Value, String> {
+fn left_of(ctx: &Context, reg: &Reg) -> Result<Key, String> {
     match reg {
-        Reg::Meta(NFT_META_L4PROTO) => Ok(json!({"meta": {"key": "l4proto"}})),
-        Reg::Meta(NFT_META_IIFNAME) => Ok(json!({"meta": {"key": "iifname"}})),
-        Reg::Meta(NFT_META_OIFNAME) => Ok(json!({"meta": {"key": "oifname"}})),
+        Reg::Meta(NFT_META_L4PROTO) => Ok(Key::Meta("l4proto".into())),
+        Reg::Meta(NFT_META_IIFNAME) => Ok(Key::Meta("iifname".into())),
+        Reg::Meta(NFT_META_OIFNAME) => Ok(Key::Meta("oifname".into())),
         Reg::Payload {
             base: NFT_PAYLOAD_NETWORK_HEADER,
             offset,
@@ -402,7 +413,7 @@ fn left_of(ctx: &Context, reg: &Reg) -> Result<Value, String> {
             if *len != width {
                 return Err("partial address in a set lookup".into());
             }
-            Ok(json!({"payload": {"protocol": proto, "field": field}}))
+            Ok(payload_key(proto, field))
         }
         Reg::Payload {
             base: NFT_PAYLOAD_TRANSPORT_HEADER,
@@ -425,7 +436,7 @@ fn address_field(ctx: &Context, offset: u32) -> Result<(&'static str, &'static s
     }
 }
 
-fn port_field(ctx: &Context, offset: u32) -> Result<Value, String> {
+fn port_field(ctx: &Context, offset: u32) -> Result<Key, String> {
     let proto = match ctx.l4 {
         Some(6) => "tcp",
         Some(17) => "udp",
@@ -436,11 +447,11 @@ fn port_field(ctx: &Context, offset: u32) -> Result<Value, String> {
         2 => "dport",
         _ => return Err(format!("{proto} header offset {offset}")),
     };
-    Ok(json!({"payload": {"protocol": proto, "field": field}}))
+    Ok(payload_key(proto, field))
 }
 
-/// One `cmp` against what its register holds, as an nft JSON match.
-fn compare(ctx: &mut Context, reg: &Reg, op: &str, value: &[u8]) -> Result<Value, String> {
+/// One `cmp` against what its register holds, as a match.
+fn compare(ctx: &mut Context, reg: &Reg, op: Op, value: &[u8]) -> Result<Expr, String> {
     match reg {
         Reg::Meta(NFT_META_NFPROTO) => {
             let family = match value {
@@ -448,24 +459,25 @@ fn compare(ctx: &mut Context, reg: &Reg, op: &str, value: &[u8]) -> Result<Value
                 [10] => "ip6",
                 _ => return Err("nfproto other than ipv4 or ipv6".into()),
             };
-            if op == "==" {
+            if op == Op::Eq {
                 ctx.family = Some(family);
             }
             let name = if family == "ip" { "ipv4" } else { "ipv6" };
             Ok(matched(
                 op,
-                json!({"meta": {"key": "nfproto"}}),
-                json!(name),
+                Key::Meta("nfproto".into()),
+                Rhs::Value(Datum::Str(name.into())),
             ))
         }
         Reg::Meta(NFT_META_L4PROTO) => {
             let [p] = value else {
                 return Err("l4proto of an odd length".into());
             };
-            if op == "==" {
+            if op == Op::Eq {
                 ctx.l4 = Some(*p);
             }
-            Ok(matched(op, left_of(ctx, reg)?, json!(*p)))
+            let key = left_of(ctx, reg)?;
+            Ok(matched(op, key, Rhs::Value(Datum::Num(u64::from(*p)))))
         }
         Reg::Meta(NFT_META_IIFNAME | NFT_META_OIFNAME) => {
             // An exact name is compared NUL-padded; a shorter compare is `eth+`.
@@ -475,7 +487,8 @@ fn compare(ctx: &mut Context, reg: &Reg, op: &str, value: &[u8]) -> Result<Value
             if value[end..].iter().any(|b| *b != 0) {
                 return Err("bytes after the interface name".into());
             }
-            Ok(matched(op, left_of(ctx, reg)?, json!(string(value))))
+            let key = left_of(ctx, reg)?;
+            Ok(matched(op, key, Rhs::Value(Datum::Str(string(value)))))
         }
         Reg::Payload {
             base: NFT_PAYLOAD_NETWORK_HEADER,
@@ -486,8 +499,8 @@ fn compare(ctx: &mut Context, reg: &Reg, op: &str, value: &[u8]) -> Result<Value
             let (proto, field, width) = address_field(ctx, *offset)?;
             Ok(matched(
                 op,
-                json!({"payload": {"protocol": proto, "field": field}}),
-                address(width, *len, mask, value)?,
+                payload_key(proto, field),
+                Rhs::Value(address(width, *len, mask, value)?),
             ))
         }
         Reg::Payload {
@@ -498,7 +511,7 @@ fn compare(ctx: &mut Context, reg: &Reg, op: &str, value: &[u8]) -> Result<Value
         } => {
             let left = port_field(ctx, *offset)?;
             let port = u16::from_be_bytes(value.try_into().map_err(|_| "port of an odd length")?);
-            Ok(matched(op, left, json!(port)))
+            Ok(matched(op, left, Rhs::Value(Datum::Num(u64::from(port)))))
         }
         _ => Err("compare of an unsupported key".into()),
     }
@@ -508,7 +521,21 @@ fn compare(ctx: &mut Context, reg: &Reg, op: &str, value: &[u8]) -> Result<Value
 mod tests {
     use super::*;
 
+    use crate::expr::list_from_json;
     use crate::netlink::attr as nla;
+    use serde_json::{json, Value};
+
+    /// The tree `nft -j` shape `v` reads into.
+    fn tree(v: Value) -> Vec<Expr> {
+        list_from_json(v.as_array().unwrap())
+    }
+
+    fn right(e: &Expr) -> &Rhs {
+        match e {
+            Expr::Match { right, .. } => right,
+            other => panic!("not a match: {other:?}"),
+        }
+    }
 
     fn nest(parts: &[Vec<u8>]) -> Vec<u8> {
         parts.concat()
@@ -585,7 +612,7 @@ mod tests {
     }
 
     #[test]
-    fn iptables_rules_decode_to_the_json_nft_prints() {
+    fn iptables_rules_decode_to_the_tree_nft_json_reads_into() {
         // iptables -A FORWARD -s 198.18.100.1 -d 198.19.5.0/24 -j DROP (byte-aligned prefix:
         // a 3-byte load), then the same with a /20 (a bitwise mask).
         let ev = decode_rule(
@@ -610,7 +637,7 @@ mod tests {
                 {"counter": {"packets": 0, "bytes": 0}}, {"drop": null}]"#,
         )
         .unwrap();
-        assert_eq!(Value::Array(ev.expr.unwrap()), want);
+        assert_eq!(ev.expr.unwrap(), tree(want));
 
         let masked = expr(
             "bitwise",
@@ -636,8 +663,11 @@ mod tests {
         );
         assert_eq!(ev.after, Some(3));
         assert_eq!(
-            ev.expr.unwrap()[0]["match"]["right"],
-            json!({"prefix": {"addr": "198.19.0.0", "len": 20}})
+            ev.expr.unwrap()[0],
+            tree(
+                json!([{"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "daddr"}},
+                                   "right": {"prefix": {"addr": "198.19.0.0", "len": 20}}}}])
+            )[0]
         );
         // A value with bits past its mask is printed otherwise by nft: not decoded here.
         let ev = decode_rule(
@@ -673,10 +703,13 @@ mod tests {
         );
         let e = ev.expr.unwrap();
         assert_eq!(
-            e[1]["match"]["left"],
-            json!({"payload": {"protocol": "tcp", "field": "dport"}})
+            e[1..],
+            tree(
+                json!([{"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}},
+                                   "right": 80}}, {"accept": null}])
+            )
         );
-        assert_eq!(e[1]["match"]["right"], json!(80));
+        assert_eq!(right(&e[0]), &Rhs::Value(Datum::Num(6)));
         // The port without the protocol in front.
         let ev = decode_rule(
             NFT_MSG_NEWRULE,
@@ -725,12 +758,12 @@ mod tests {
         assert_eq!(ev.family, "inet");
         let e = ev.expr.unwrap();
         assert_eq!(
-            e[0],
-            json!({"match": {"op": "==", "left": {"meta": {"key": "nfproto"}}, "right": "ipv4"}})
-        );
-        assert_eq!(
-            e[1],
-            json!({"match": {"op": "!=", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": "@blk"}})
+            e,
+            tree(json!([
+                {"match": {"op": "==", "left": {"meta": {"key": "nfproto"}}, "right": "ipv4"}},
+                {"match": {"op": "!=", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": "@blk"}},
+                {"drop": null}
+            ]))
         );
         // Without the nfproto in front, an inet table's header offsets mean nothing yet.
         let ev = decode_rule(

@@ -1,10 +1,12 @@
-//! The nftables ruleset as typed objects: tables' chains, rules and sets, read from
-//! libnftables JSON (`nft -j list ruleset`, or the same document edited by decoded rule
-//! events). A field the filter needs that is missing or of another shape is not read as ""
+//! The nftables ruleset as typed objects: tables, chains, rules and sets, read from
+//! libnftables JSON (`nft -j list ruleset`) and then edited in place by decoded rule events
+//! (`ruleset::apply_event`). A field the filter needs that is missing or of another shape is not read as ""
 //! but kept as `Unreadable`, which the filter turns into "this family goes to the kernel".
-//! Rule expressions are still JSON here (`filter::parse_match` reads them).
+//! Rule expressions and set elements are read into the typed tree of `expr`.
 
 use serde_json::Value;
+
+use crate::expr::{self, Datum, Expr};
 
 /// Where an object sits: (family, table).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -38,27 +40,29 @@ pub struct Chain {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Rule<'a> {
+pub struct Rule {
     pub at: TableRef,
     pub chain: String,
-    /// The expressions, in `nft -j` shape (an absent list is an empty rule).
-    pub expr: &'a [Value],
+    /// The kernel's handle (None: not listed).
+    pub handle: Option<u64>,
+    /// The expressions (an absent list is an empty rule).
+    pub expr: Vec<Expr>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Set<'a> {
+pub struct Set {
     pub at: TableRef,
     pub name: String,
-    /// The set object as listed (its `elem` are read by the filter).
-    pub body: &'a Value,
+    /// The elements as listed.
+    pub elems: Vec<Datum>,
 }
 
 /// One object of the ruleset the filter reads.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Object<'a> {
+pub enum Object {
     Chain(Chain),
-    Rule(Rule<'a>),
-    Set(Set<'a>),
+    Rule(Rule),
+    Set(Set),
     /// A chain, rule or set whose fields do not read as expected: why.
     Unreadable(String),
 }
@@ -102,32 +106,74 @@ fn chain(c: &Value) -> Result<Chain, String> {
     Ok(Chain { at, name, base })
 }
 
-fn rule(r: &Value) -> Result<Rule<'_>, String> {
+fn rule(r: &Value) -> Result<Rule, String> {
     Ok(Rule {
         at: table_ref(r, "rule")?,
         chain: text(r, "chain", "rule")?,
+        handle: r.get("handle").and_then(Value::as_u64),
         expr: match r.get("expr") {
-            None => &[],
+            None => vec![],
             Some(e) => e
                 .as_array()
-                .map(Vec::as_slice)
+                .map(|list| expr::list_from_json(list))
                 .ok_or_else(|| "rule whose `expr` is not a list".to_string())?,
         },
     })
 }
 
-fn set(st: &Value) -> Result<Set<'_>, String> {
+fn set(st: &Value) -> Result<Set, String> {
     Ok(Set {
         at: table_ref(st, "set")?,
         name: text(st, "name", "set")?,
-        body: st,
+        elems: expr::set_elems(st),
     })
+}
+
+/// A table as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    pub family: String,
+    pub name: String,
+    /// Table handles never repeat in a namespace (None: not listed).
+    pub handle: Option<u64>,
+}
+
+/// A whole ruleset, typed: what `nft -j list ruleset` printed, then edited by decoded rule
+/// events (`ruleset::apply_event`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Ruleset {
+    pub tables: Vec<Table>,
+    /// Chains, rules and sets, in listed order.
+    pub objects: Vec<Object>,
+}
+
+impl Ruleset {
+    /// From a parsed `nft -j list ruleset`; Err when it has no `nftables` array.
+    pub fn from_json(v: &Value) -> Result<Ruleset, String> {
+        let items = v
+            .get("nftables")
+            .and_then(Value::as_array)
+            .ok_or("no `nftables` array")?;
+        let mut objects = objects(items);
+        let mut tables = Vec::new();
+        for t in items.iter().filter_map(|i| i.get("table")) {
+            match (text(t, "family", "table"), text(t, "name", "table")) {
+                (Ok(family), Ok(name)) => tables.push(Table {
+                    family,
+                    name,
+                    handle: t.get("handle").and_then(Value::as_u64),
+                }),
+                (Err(why), _) | (_, Err(why)) => objects.push(Object::Unreadable(why)),
+            }
+        }
+        Ok(Ruleset { tables, objects })
+    }
 }
 
 /// The chains, rules and sets of a ruleset's `nftables` array, in order. Other objects
 /// (tables, maps, elements, the metainfo) are skipped.
-pub fn objects(items: &[Value]) -> Vec<Object<'_>> {
-    fn typed(r: Result<Object<'_>, String>) -> Object<'_> {
+pub fn objects(items: &[Value]) -> Vec<Object> {
+    fn typed(r: Result<Object, String>) -> Object {
         r.unwrap_or_else(Object::Unreadable)
     }
     items

@@ -4,7 +4,6 @@
 
 use std::process::Command;
 
-use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 use wirespeed_sys::nftables::Nftables;
@@ -12,6 +11,7 @@ use wirespeed_sys::nftables::Nftables;
 use crate::error::{io, Error, Result};
 use crate::filter::{self, FamilyFilter, FilterPlan, IpsetInfo, XtByHandle};
 use crate::nftevent::RuleEvent;
+use crate::rules::{Object, Rule, Ruleset as Parsed, TableRef};
 use crate::status::RuleEventCounts;
 
 /// What the ruleset and the polled state say, and what they were compiled from.
@@ -23,8 +23,9 @@ pub struct Ruleset {
     /// iptables `-m set` matches exist: ipset has no change events, so it is polled.
     pub uses_ipset: bool,
     pub ipset_text: String,
-    /// The ruleset last read, parsed, with the ipset names and members it was compiled with.
-    last: Option<(serde_json::Value, IpsetInfo)>,
+    /// The ruleset last read (typed, then edited by rule events), with the ipset names and
+    /// members it was compiled with.
+    last: Option<(Parsed, IpsetInfo)>,
     /// Set matches of the iptables-nft rules seen so far, by rule handle.
     xt_known: XtByHandle,
     /// The ruleset has bridge or netdev family tables.
@@ -124,11 +125,20 @@ impl Ruleset {
                 return Err(Error::Nft(format!("bad JSON: {e}")));
             }
         };
-        self.compile(ruleset, filter)
+        let ruleset = match Parsed::from_json(&ruleset) {
+            Ok(r) => r,
+            Err(e) => {
+                self.uses_ipset = false;
+                (self.l2_tables, self.l3_tables) = (false, false);
+                return Err(Error::Nft(e));
+            }
+        };
+        self.compile(ruleset, filter);
+        Ok(())
     }
 
-    /// Compiles a parsed ruleset (read, or edited by a rule event) into the filter plan.
-    fn compile(&mut self, ruleset: serde_json::Value, filter: &mut FilterPlan) -> Result<()> {
+    /// Compiles a typed ruleset (read, or edited by a rule event) into the filter plan.
+    fn compile(&mut self, ruleset: Parsed, filter: &mut FilterPlan) {
         let xt = filter::xt_rules_of(&ruleset);
         self.uses_ipset = !xt.is_empty();
         (self.l2_tables, self.l3_tables) = table_families(&ruleset);
@@ -149,20 +159,13 @@ impl Ruleset {
                 self.xt_known = info.by_handle(&xt);
             }
         }
-        *filter = FilterPlan::from_nft_value(&ruleset, self.legacy.0, self.legacy.1, &info)?;
+        *filter = FilterPlan::from_ruleset(&ruleset, self.legacy.0, self.legacy.1, &info);
         self.last = Some((ruleset, info));
-        Ok(())
     }
 
     /// Applies decoded rule events to the ruleset last read; false when one does not fit
     /// (then the caller reads the ruleset). The result is checked by a read once idle.
-    /// A compile error is returned through `error`.
-    pub fn apply_rule_events(
-        &mut self,
-        evs: &[&RuleEvent],
-        filter: &mut FilterPlan,
-        error: &mut dyn FnMut(String),
-    ) -> bool {
+    pub fn apply_rule_events(&mut self, evs: &[&RuleEvent], filter: &mut FilterPlan) -> bool {
         // Taken out: a half-applied copy is never kept (the caller's read replaces it).
         let Some((mut ruleset, _)) = self.last.take() else {
             return false;
@@ -170,10 +173,7 @@ impl Ruleset {
         if !evs.iter().all(|ev| apply_event(&mut ruleset, ev)) {
             return false;
         }
-        if let Err(e) = self.compile(ruleset, filter) {
-            error(e.to_string());
-            return false;
-        }
+        self.compile(ruleset, filter);
         self.rule_events.decoded += evs.len() as u64;
         self.rule_events.unchecked += evs.len() as u64;
         self.check_pending = true;
@@ -223,67 +223,57 @@ impl Ruleset {
 
     /// Only ipset members changed: recompile from the ruleset already read.
     pub fn sync_ipset_members(&mut self, text: String, filter: &mut FilterPlan) -> Result<()> {
-        let Some((json, mut info)) = self.last.take() else {
+        let Some((ruleset, mut info)) = self.last.take() else {
             return self.sync(filter);
         };
         info.set_ipset_save(&text);
         self.ipset_text = text;
-        let plan = FilterPlan::from_nft_value(&json, self.legacy.0, self.legacy.1, &info);
-        self.last = Some((json, info));
-        *filter = plan?;
+        *filter = FilterPlan::from_ruleset(&ruleset, self.legacy.0, self.legacy.1, &info);
+        self.last = Some((ruleset, info));
         Ok(())
     }
 }
 
-/// Which table families a `nft -j list ruleset` output has: (bridge or netdev, which see
-/// frames before or inside the bridge; ip, ip6, inet or arp, which br_netfilter runs bridged
-/// frames through). Unreadable output counts as both.
-fn table_families(v: &serde_json::Value) -> (bool, bool) {
-    let families: Vec<String> = v
-        .get("nftables")
-        .and_then(|a| a.as_array())
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|it| it.get("table")?.get("family")?.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    let has = |set: &[&str]| families.iter().any(|f| set.contains(&f.as_str()));
+/// Which table families a ruleset has: (bridge or netdev, which see frames before or inside
+/// the bridge; ip, ip6, inet or arp, which br_netfilter runs bridged frames through).
+fn table_families(ruleset: &Parsed) -> (bool, bool) {
+    let has = |set: &[&str]| {
+        ruleset
+            .tables
+            .iter()
+            .any(|t| set.contains(&t.family.as_str()))
+    };
     (
         has(&["bridge", "netdev"]),
         has(&["ip", "ip6", "inet", "arp"]),
     )
 }
 
-fn is_of(item: &Value, kind: &str, ev: &RuleEvent, name_key: &str, name: &str) -> bool {
-    item.get(kind).is_some_and(|o| {
-        o.get("family").and_then(Value::as_str) == Some(ev.family)
-            && o.get("table").and_then(Value::as_str) == Some(ev.table.as_str())
-            && o.get(name_key).and_then(Value::as_str) == Some(name)
-    })
+fn in_table(at: &TableRef, ev: &RuleEvent) -> bool {
+    at.family == ev.family && at.table == ev.table
 }
 
-fn is_rule_of_chain(item: &Value, ev: &RuleEvent) -> bool {
-    is_of(item, "rule", ev, "chain", &ev.chain)
+fn is_rule_of_chain(o: &Object, ev: &RuleEvent) -> bool {
+    matches!(o, Object::Rule(r) if in_table(&r.at, ev) && r.chain == ev.chain)
 }
 
-fn handle_of(item: &Value) -> Option<u64> {
-    item.get("rule")?.get("handle")?.as_u64()
+fn handle_of(o: &Object) -> Option<u64> {
+    match o {
+        Object::Rule(r) => r.handle,
+        _ => None,
+    }
 }
 
-/// Applies `ev` to a parsed `nft -j list ruleset`; false (and the ruleset untouched) when it
-/// does not fit what the ruleset holds: an unknown chain, a handle missing or present twice.
-pub fn apply_event(ruleset: &mut Value, ev: &RuleEvent) -> bool {
+/// Applies `ev` to a typed ruleset; false (and the ruleset untouched) when it does not fit
+/// what the ruleset holds: an unknown chain, a handle missing or present twice.
+pub fn apply_event(ruleset: &mut Parsed, ev: &RuleEvent) -> bool {
     let Ok(expr) = &ev.expr else {
         return false;
     };
-    let Some(items) = ruleset.get_mut("nftables").and_then(Value::as_array_mut) else {
-        return false;
-    };
+    let items = &mut ruleset.objects;
     if !items
         .iter()
-        .any(|i| is_of(i, "chain", ev, "name", &ev.chain))
+        .any(|o| matches!(o, Object::Chain(c) if in_table(&c.at, ev) && c.name == ev.chain))
     {
         return false;
     }
@@ -324,13 +314,15 @@ pub fn apply_event(ruleset: &mut Value, ev: &RuleEvent) -> bool {
             }
         }
     };
-    let rule = json!({"rule": {
-        "family": ev.family,
-        "table": ev.table,
-        "chain": ev.chain,
-        "handle": ev.handle,
-        "expr": expr,
-    }});
+    let rule = Object::Rule(Rule {
+        at: TableRef {
+            family: ev.family.to_string(),
+            table: ev.table.clone(),
+        },
+        chain: ev.chain.clone(),
+        handle: Some(ev.handle),
+        expr: expr.clone(),
+    });
     items.insert(index, rule);
     true
 }
@@ -339,23 +331,19 @@ pub fn apply_event(ruleset: &mut Value, ev: &RuleEvent) -> bool {
 mod tests {
     use super::*;
 
-    fn ruleset() -> Value {
-        serde_json::from_str(
+    fn ruleset() -> Parsed {
+        let v: serde_json::Value = serde_json::from_str(
             r#"{"nftables": [{"table": {"family": "ip", "name": "filter", "handle": 1}},
             {"chain": {"family": "ip", "table": "filter", "name": "FORWARD", "handle": 1}},
             {"rule": {"family": "ip", "table": "filter", "chain": "FORWARD", "handle": 2, "expr": []}},
             {"rule": {"family": "ip", "table": "filter", "chain": "FORWARD", "handle": 3, "expr": []}}]}"#,
         )
-        .unwrap()
+        .unwrap();
+        Parsed::from_json(&v).unwrap()
     }
 
-    fn handles(v: &Value) -> Vec<u64> {
-        v["nftables"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(handle_of)
-            .collect()
+    fn handles(v: &Parsed) -> Vec<u64> {
+        v.objects.iter().filter_map(handle_of).collect()
     }
 
     fn event(add: bool, handle: u64, after: Option<u64>, append: bool) -> RuleEvent {

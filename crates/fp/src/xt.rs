@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::expr::Expr;
+use crate::rules::{Object, Ruleset};
+
 /// What iptables-nft `-m set` matches refer to: nft shows them as opaque `xt` matches, so
 /// the names come from `iptables-nft-save` and the members from `ipset save`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,43 +37,33 @@ pub struct XtRule {
 /// names are not in the JSON (only in `iptables-nft-save`), so the daemon remembers them by
 /// handle and asks the tool again only for a rule it has not seen.
 pub fn xt_rules(json: &str) -> Vec<XtRule> {
-    match serde_json::from_str::<Value>(json) {
-        Ok(v) => xt_rules_of(&v),
-        Err(_) => vec![],
+    match serde_json::from_str::<Value>(json).map(|v| Ruleset::from_json(&v)) {
+        Ok(Ok(ruleset)) => xt_rules_of(&ruleset),
+        _ => vec![],
     }
 }
 
-/// As `xt_rules`, from the parsed ruleset.
-pub fn xt_rules_of(v: &Value) -> Vec<XtRule> {
+/// As `xt_rules`, from the typed ruleset.
+pub fn xt_rules_of(ruleset: &Ruleset) -> Vec<XtRule> {
     let mut positions: BTreeMap<(String, String, String), usize> = BTreeMap::new();
     let mut out = Vec::new();
-    let items = v.get("nftables").and_then(Value::as_array);
-    let table_handles: BTreeMap<(String, String), u64> = items
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i.get("table"))
-        .map(|t| {
-            let f = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            (
-                (f("family"), f("name")),
-                t.get("handle").and_then(Value::as_u64).unwrap_or(0),
-            )
-        })
+    let table_handles: BTreeMap<(&str, &str), u64> = ruleset
+        .tables
+        .iter()
+        .map(|t| ((t.family.as_str(), t.name.as_str()), t.handle.unwrap_or(0)))
         .collect();
-    for r in items.into_iter().flatten().filter_map(|i| i.get("rule")) {
-        let field = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let key = (field("family"), field("table"), field("chain"));
+    for r in ruleset.objects.iter().filter_map(|o| match o {
+        Object::Rule(r) => Some(r),
+        _ => None,
+    }) {
+        let key = (r.at.family.clone(), r.at.table.clone(), r.chain.clone());
         let pos = positions.entry(key.clone()).or_insert(0);
-        let has_xt = r
-            .get("expr")
-            .and_then(Value::as_array)
-            .is_some_and(|e| e.iter().any(|x| x.get("xt").is_some()));
-        if has_xt {
+        if r.expr.iter().any(|e| matches!(e, Expr::Xt(_))) {
             out.push(XtRule {
                 position: *pos,
-                handle: r.get("handle").and_then(Value::as_u64).unwrap_or(0),
+                handle: r.handle.unwrap_or(0),
                 table_handle: table_handles
-                    .get(&(key.0.clone(), key.1.clone()))
+                    .get(&(key.0.as_str(), key.1.as_str()))
                     .copied()
                     .unwrap_or(0),
                 family: key.0,
