@@ -2,7 +2,10 @@
 //! decoded rule events), the iptables-nft `-m set` matches and their ipset members, and
 //! whether x_tables (iptables-legacy) tables exist. Compiles them into the model's filter plan.
 
+// `fp run` blocks SIGINT/SIGTERM (it reads them from a signalfd); the tools it runs must not
+// inherit that mask.
 use std::process::Command;
+use wirespeed_sys::signal::CommandExt as _;
 
 use std::time::{Duration, Instant};
 
@@ -52,6 +55,7 @@ pub fn legacy_tables() -> (bool, bool) {
 pub fn ipset_save() -> String {
     Command::new("ipset")
         .arg("save")
+        .unblock_signals()
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default()
@@ -60,6 +64,7 @@ pub fn ipset_save() -> String {
 fn nft_ruleset_spawned() -> Result<String> {
     let out = Command::new("nft")
         .args(["-j", "list", "ruleset"])
+        .unblock_signals()
         .output()
         .map_err(io("run nft -j list ruleset"))?;
     if !out.status.success() {
@@ -150,7 +155,7 @@ impl Ruleset {
             if self.ipset_text.is_empty() || !info.set_matches_from(&self.xt_known, &xt) {
                 info = IpsetInfo::default();
                 for (family, tool) in [("ip", "iptables-nft-save"), ("ip6", "ip6tables-nft-save")] {
-                    if let Ok(out) = Command::new(tool).output() {
+                    if let Ok(out) = Command::new(tool).unblock_signals().output() {
                         info.add_ipt_save(family, &String::from_utf8_lossy(&out.stdout));
                     }
                 }
