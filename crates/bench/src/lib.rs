@@ -4,7 +4,8 @@
 //!   engines) shared by [`http`] and [`echo`];
 //! - [`hist`]: HDR latency histograms and percentiles;
 //! - [`report`]: the summary each run prints and writes as JSON;
-//! - [`probe`]: CPU, syscall, context-switch and packet-locality probes on a server PID.
+//! - [`probe`]: CPU, syscall, context-switch and packet-locality probes on a server PID;
+//! - [`xdpgen`]: the in-kernel packet generator (BPF_PROG_RUN live frames) and counting sink.
 
 #![deny(unsafe_code)]
 
@@ -16,6 +17,7 @@ pub mod load;
 pub mod probe;
 pub mod report;
 pub mod showdown;
+pub mod xdpgen;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -1,5 +1,6 @@
 //! Benchmark traffic: a generator that transmits one frame over and over from inside the
 //! kernel (BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, XDP_TX), and a counting XDP sink.
+//! fp_bench, lb_bench and the showdown's load-balancer row measure with it.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -8,10 +9,68 @@ use std::time::{Duration, Instant};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
-use wirespeed_fp::loader::Attachment;
-use wirespeed_fp::{Error, Result};
+use crate::{Error, Result};
 
-use crate::gen_bpf::GenSkelBuilder;
+#[allow(
+    clippy::all,
+    missing_docs,
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals,
+    unused,
+    unsafe_code // the generated skeleton: the one place outside sys/rt/nic that may hold unsafe
+)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/xdpgen.skel.rs"));
+}
+
+use skel::XdpgenSkelBuilder;
+
+/// A program attached to an interface through a bpf_link; detached when this drops.
+#[derive(Debug)]
+pub struct Link {
+    _link: OwnedFd,
+    pub ifindex: u32,
+}
+
+const BPF_XDP: u32 = 37; // enum bpf_attach_type
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+
+impl Link {
+    /// `prog` at XDP on `ifindex` (calling thread's namespace): native mode where the driver
+    /// has it, else generic.
+    fn xdp(prog: BorrowedFd<'_>, ifindex: u32) -> Result<Link> {
+        lab_only()?;
+        let link = wirespeed_sys::bpf::link_create(prog, ifindex, BPF_XDP, XDP_FLAGS_DRV_MODE)
+            .or_else(|_| {
+                wirespeed_sys::bpf::link_create(prog, ifindex, BPF_XDP, XDP_FLAGS_SKB_MODE)
+            })
+            .map_err(io(&format!(
+                "attach XDP to ifindex {ifindex} (native and generic both refused)"
+            )))?;
+        Ok(Link {
+            _link: link,
+            ifindex,
+        })
+    }
+
+    /// `prog` at TC ingress on `ifindex` through a tcx link, in front of any classifier.
+    fn tc(prog: BorrowedFd<'_>, ifindex: u32) -> Result<Link> {
+        lab_only()?;
+        let link = wirespeed_sys::bpf::link_create(
+            prog,
+            ifindex,
+            libbpf_rs::libbpf_sys::BPF_TCX_INGRESS,
+            libbpf_rs::libbpf_sys::BPF_F_BEFORE,
+        )
+        .map_err(io(&format!("attach TC ingress (tcx) to ifindex {ifindex}")))?;
+        Ok(Link {
+            _link: link,
+            ifindex,
+        })
+    }
+}
 
 pub struct Gen {
     tx: OwnedFd,
@@ -30,7 +89,7 @@ impl Gen {
 
     pub fn load(frame: &[u8; Self::FRAME_LEN]) -> Result<Gen> {
         let mut storage = MaybeUninit::uninit();
-        let open = GenSkelBuilder::default()
+        let open = XdpgenSkelBuilder::default()
             .open(&mut storage)
             .map_err(bpf("open gen object"))?;
         let mut padded = [0u8; 64];
@@ -78,7 +137,7 @@ impl Gen {
         })
     }
 
-    /// Most frames `set_frames` takes (GEN_FRAMES in gen.bpf.c).
+    /// Most frames `set_frames` takes (GEN_FRAMES in xdpgen.bpf.c).
     pub const MAX_FRAMES: usize = 4096;
 
     /// Makes the generator cycle through `frames` in order, one per run, instead of the frame
@@ -112,14 +171,14 @@ impl Gen {
     }
 
     /// Attaches the counting sink at XDP on `ifindex` (calling thread's namespace).
-    pub fn attach_sink(&self, ifindex: u32) -> Result<Attachment> {
-        Attachment::xdp_fd(self.sink.as_fd(), ifindex)
+    pub fn attach_sink(&self, ifindex: u32) -> Result<Link> {
+        Link::xdp(self.sink.as_fd(), ifindex)
     }
 
     /// Attaches the counting sink at TC ingress on `ifindex` instead: the device then runs
     /// no NAPI unless GRO is on, as a veth is by default.
-    pub fn attach_sink_tc(&self, ifindex: u32) -> Result<Attachment> {
-        Attachment::tc_fd(self.sink_tc.as_fd(), ifindex)
+    pub fn attach_sink_tc(&self, ifindex: u32) -> Result<Link> {
+        Link::tc(self.sink_tc.as_fd(), ifindex)
     }
 
     /// Frames the sink has counted so far.
@@ -166,6 +225,7 @@ impl Gen {
         ifindex: u32,
         dur: Duration,
     ) -> Result<u64> {
+        lab_only()?;
         let ctx: [u32; 6] = [0, frame.len() as u32, 0, ifindex, 0, 0];
         // Each run sets up and tears down a page pool, and the teardown waits for an RCU
         // grace period: tens of milliseconds on this VM, long enough that 64 Ki-frame runs
@@ -180,10 +240,10 @@ impl Gen {
             match wirespeed_sys::bpf::test_run_live(prog, frame, &ctx_bytes, repeat, 64) {
                 // a signal cut the run short; how far it got is unknown, so it is not counted
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(err) => {
+                Err(source) => {
                     return Err(Error::Io {
                         what: "BPF_PROG_RUN (live frames)".into(),
-                        err,
+                        source,
                     })
                 }
                 Ok(()) => {}
@@ -195,6 +255,17 @@ impl Gen {
         }
         Ok(sent)
     }
+}
+
+/// Benchmark traffic and sinks belong in lab namespaces only: never on the host's interfaces.
+fn lab_only() -> Result<()> {
+    wirespeed_sys::netns::current_lab_namespace()
+        .map(|_| ())
+        .map_err(|why| {
+            Error::Invalid(format!(
+                "the packet generator runs in lab namespaces only: {why}"
+            ))
+        })
 }
 
 /// The native-mode XDP program attached to `ifindex`, as an fd of our own. `any_prog` is any
@@ -212,15 +283,15 @@ fn attached_xdp(any_prog: BorrowedFd<'_>, ifindex: u32) -> Result<Option<OwnedFd
 }
 
 fn bpf(what: &str) -> impl FnOnce(libbpf_rs::Error) -> Error + '_ {
-    move |err| Error::Bpf {
+    move |err| Error::Io {
         what: what.into(),
-        err,
+        source: std::io::Error::other(err.to_string()),
     }
 }
 
 fn io(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |err| Error::Io {
+    move |source| Error::Io {
         what: what.into(),
-        err,
+        source,
     }
 }
