@@ -5,9 +5,11 @@
  * interface: the frame arrives there as if received, meets the XDP program in `dut` (tail
  * call) or, with the slot empty, the kernel's stack (XDP_PASS), all on the calling CPU.
  * sink_drop counts and drops at the sink, as early as the kernel allows, so the sink costs
- * next to nothing. */
+ * next to nothing; it also counts the frames that look as expected (sink_expect) and keeps one
+ * sample frame for userspace to check in full. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -54,8 +56,37 @@ struct {
 	__type(value, __u32);
 } frame_count SEC(".maps");
 
-/* One generator thread runs at a time, so a plain global is enough. */
+/* One generator thread runs at a time, so a plain global is enough (two at once, as in a
+ * two-CPU run, only repeat or skip a frame now and then). */
 static __u32 next_frame;
+
+/* Optionally, every frame run gets a source of its own: the IPv4 source address's last octet
+ * (1..250) and the L4 source port (1024..65023) from a counter, and the IPv4 and L4 checksums
+ * are fixed incrementally. The frame must be IPv4 without options, built with that octet and
+ * port 0 and its checksums computed so. 16 million distinct sources: new connections, each
+ * frame. */
+struct gen_vary {
+	__u32 on;
+	__u32 l4_csum_off; /* from the frame's start: 50 for TCP, 40 for UDP */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_vary);
+} vary SEC(".maps");
+
+static __u32 vary_next;
+
+static __always_inline __u16 csum_add(__u16 csum_be, __u32 add)
+{
+	__u32 sum = (~bpf_ntohs(csum_be) & 0xffff) + add;
+
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return bpf_htons(~sum & 0xffff);
+}
 
 static __always_inline int write_frame(struct xdp_md *ctx)
 {
@@ -80,6 +111,25 @@ static __always_inline int write_frame(struct xdp_md *ctx)
 	for (int i = 0; i < 7; i++)
 		((__u64 *)data)[i] = words[i];
 	*(__u32 *)(data + 56) = (__u32)words[7]; /* little-endian: bytes 56..59 */
+
+	struct gen_vary *v = bpf_map_lookup_elem(&vary, &zero);
+	if (v && v->on) {
+		__u32 n = vary_next++;
+		__u32 octet = 1 + n % 250;
+		__u32 sport = 1024 + (n / 250) % 64000;
+		__u32 off = v->l4_csum_off;
+		__u8 *p = data;
+
+		if (off != 40 && off != 50)
+			return 0;
+		p[29] = octet;
+		*(__u16 *)(p + 34) = bpf_htons(sport);
+		*(__u16 *)(p + 24) = csum_add(*(__u16 *)(p + 24), octet);
+		if (off == 50)
+			*(__u16 *)(p + 50) = csum_add(*(__u16 *)(p + 50), octet + sport);
+		else
+			*(__u16 *)(p + 40) = csum_add(*(__u16 *)(p + 40), octet + sport);
+	}
 	return 0;
 }
 
@@ -100,14 +150,106 @@ int gen_rx(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+/* What a correct frame looks like at the sink: up to SINK_WORDS 4-byte words at offsets below
+ * SINK_SPAN, each compared under a mask (bytes in frame order). Frames that match are counted
+ * in sink_match as well as sink_count; n == 0 matches every frame. */
+#define SINK_WORDS 8
+#define SINK_SPAN 128
+struct sink_word {
+	__u32 off;
+	__u32 mask;
+	__u32 value;
+};
+struct sink_expect {
+	__u32 n;
+	__u32 pad;
+	struct sink_word w[SINK_WORDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sink_expect);
+} sink_expect SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sink_match SEC(".maps");
+
+/* The first frame to arrive after userspace zeroed `len`, for a full check in userspace. */
+struct sink_sample {
+	__u32 len; /* the frame's length (the copy is at most SINK_SPAN bytes) */
+	__u32 pad;
+	__u8 data[SINK_SPAN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sink_sample);
+} sink_sample SEC(".maps");
+
+static __always_inline int sink_matches(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 zero = 0;
+	struct sink_expect *e = bpf_map_lookup_elem(&sink_expect, &zero);
+
+	if (!e)
+		return 1;
+#pragma unroll
+	for (int i = 0; i < SINK_WORDS; i++) {
+		if (i >= e->n)
+			break;
+		__u32 off = e->w[i].off & (SINK_SPAN - 1);
+		__u32 word;
+
+		if (data + off + 4 > end)
+			return 0;
+		__builtin_memcpy(&word, data + off, 4);
+		if ((word & e->w[i].mask) != e->w[i].value)
+			return 0;
+	}
+	return 1;
+}
+
 SEC("xdp")
 int sink_drop(struct xdp_md *ctx)
 {
 	__u32 zero = 0;
 	__u64 *n = bpf_map_lookup_elem(&sink_count, &zero);
+	struct sink_sample *s = bpf_map_lookup_elem(&sink_sample, &zero);
 
 	if (n)
 		*n += 1;
+	if (sink_matches(ctx)) {
+		__u64 *m = bpf_map_lookup_elem(&sink_match, &zero);
+
+		if (m)
+			*m += 1;
+	}
+	if (s && s->len == 0) {
+		__u32 len = ctx->data_end - ctx->data;
+		__u32 take = len - 1;
+		long err;
+
+		/* The verifier wants the copy's size in [1, SINK_SPAN] by construction; the empty
+		 * asm keeps the compiler from folding the mask away for lengths it knows are small. */
+		asm volatile("" : "+r"(take));
+		take = (take & (SINK_SPAN - 1)) + 1;
+		if (len > SINK_SPAN)
+			err = bpf_xdp_load_bytes(ctx, 0, s->data, SINK_SPAN);
+		else
+			err = bpf_xdp_load_bytes(ctx, 0, s->data, take);
+		if (len >= 14 && err == 0)
+			s->len = len;
+	}
 	return XDP_DROP;
 }
 

@@ -78,6 +78,10 @@ pub struct Gen {
     sink: OwnedFd,
     sink_tc: OwnedFd,
     count: MapHandle,
+    matched: MapHandle,
+    expect: MapHandle,
+    sample: MapHandle,
+    vary: MapHandle,
     dut: MapHandle,
     frames: MapHandle,
     frame_count: MapHandle,
@@ -130,6 +134,10 @@ impl Gen {
                 .try_clone_to_owned()
                 .map_err(io("dup sink_drop_tc"))?,
             count: MapHandle::try_from(&skel.maps.sink_count).map_err(bpf("dup sink_count"))?,
+            matched: MapHandle::try_from(&skel.maps.sink_match).map_err(bpf("dup sink_match"))?,
+            expect: MapHandle::try_from(&skel.maps.sink_expect).map_err(bpf("dup sink_expect"))?,
+            sample: MapHandle::try_from(&skel.maps.sink_sample).map_err(bpf("dup sink_sample"))?,
+            vary: MapHandle::try_from(&skel.maps.vary).map_err(bpf("dup vary"))?,
             dut: MapHandle::try_from(&skel.maps.dut).map_err(bpf("dup dut"))?,
             frames: MapHandle::try_from(&skel.maps.frames).map_err(bpf("dup frames"))?,
             frame_count: MapHandle::try_from(&skel.maps.frame_count)
@@ -183,14 +191,97 @@ impl Gen {
 
     /// Frames the sink has counted so far.
     pub fn sink_count(&self) -> Result<u64> {
+        percpu_sum(&self.count, "read sink count")
+    }
+
+    /// Frames the XDP sink has counted so far that looked as [`Gen::expect`] says (all of
+    /// them while it says nothing). The TC sink does not count these.
+    pub fn sink_matched(&self) -> Result<u64> {
+        percpu_sum(&self.matched, "read sink match count")
+    }
+
+    /// What a correct frame looks like at the XDP sink: at most [`Gen::MAX_EXPECT`] words.
+    pub fn expect(&self, words: &[Expect]) -> Result<()> {
+        if words.len() > Self::MAX_EXPECT {
+            return Err(Error::Invalid(format!(
+                "{} sink expectations: at most {}",
+                words.len(),
+                Self::MAX_EXPECT
+            )));
+        }
+        let mut v = vec![0u8; 8 + 12 * Self::MAX_EXPECT];
+        v[..4].copy_from_slice(&(words.len() as u32).to_ne_bytes());
+        for (i, w) in words.iter().enumerate() {
+            if w.offset as usize + 4 > Self::SAMPLE_SPAN {
+                return Err(Error::Invalid(format!(
+                    "sink expectation at byte {}: the sink looks at the first {} bytes",
+                    w.offset,
+                    Self::SAMPLE_SPAN
+                )));
+            }
+            let at = 8 + 12 * i;
+            v[at..at + 4].copy_from_slice(&(w.offset as u32).to_ne_bytes());
+            v[at + 4..at + 8].copy_from_slice(&w.mask);
+            v[at + 8..at + 12].copy_from_slice(&w.value);
+        }
+        self.expect
+            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .map_err(bpf("write sink expectations"))
+    }
+
+    /// Most words [`Gen::expect`] takes (SINK_WORDS in xdpgen.bpf.c).
+    pub const MAX_EXPECT: usize = 8;
+    /// How much of a frame the sink looks at and samples (SINK_SPAN).
+    pub const SAMPLE_SPAN: usize = 128;
+
+    /// Makes the XDP sink keep the next frame it sees.
+    pub fn arm_sample(&self) -> Result<()> {
+        let v = vec![0u8; 8 + Self::SAMPLE_SPAN];
+        self.sample
+            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .map_err(bpf("arm the sink's sample"))
+    }
+
+    /// The frame the XDP sink kept since [`Gen::arm_sample`] (its first SAMPLE_SPAN bytes),
+    /// if one arrived.
+    pub fn sample(&self) -> Result<Option<Vec<u8>>> {
         let v = self
-            .count
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(bpf("read sink count"))?;
-        Ok(v.unwrap_or_default()
-            .iter()
-            .map(|c| u64::from_ne_bytes(c[..8].try_into().unwrap_or([0; 8])))
-            .sum())
+            .sample
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(bpf("read the sink's sample"))?
+            .unwrap_or_default();
+        if v.len() < 8 {
+            return Ok(None);
+        }
+        let len = u32::from_ne_bytes(v[..4].try_into().unwrap_or([0; 4])) as usize;
+        if len == 0 {
+            return Ok(None);
+        }
+        Ok(Some(
+            v[8..8 + len.min(Self::SAMPLE_SPAN).min(v.len() - 8)].to_vec(),
+        ))
+    }
+
+    /// With `Some(l4_checksum_offset)` (50: TCP, 40: UDP, over IPv4 without options), every
+    /// frame run gets a source of its own: the IPv4 source's last octet (1..=250) and the L4
+    /// source port (1024..65024) from a counter, checksums fixed. The frames must carry
+    /// octet 0 and port 0, with checksums computed so. `None`: frames as given.
+    pub fn distinct_sources(&self, l4_checksum_offset: Option<u32>) -> Result<()> {
+        let (on, off) = match l4_checksum_offset {
+            Some(o @ (40 | 50)) => (1u32, o),
+            Some(o) => {
+                return Err(Error::Invalid(format!(
+                    "L4 checksum at byte {o}: the generator knows 40 (UDP) and 50 (TCP)"
+                )))
+            }
+            None => (0, 0),
+        };
+        let mut v = [0u8; 8];
+        v[..4].copy_from_slice(&on.to_ne_bytes());
+        v[4..].copy_from_slice(&off.to_ne_bytes());
+        self.vary
+            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .map_err(bpf("set distinct sources"))
     }
 
     /// Transmits `frame` out of `ifindex` (calling thread's namespace) for `dur`, in runs of
@@ -216,6 +307,32 @@ impl Gen {
         let n = self.run_live(self.rx.as_fd(), frame, ifindex, dur);
         let _ = self.dut.delete(&key);
         n
+    }
+
+    /// As [`Gen::receive`], but exactly `n` frames in one run (priming connection state,
+    /// checking a sample).
+    pub fn receive_count(&self, frame: &[u8], ifindex: u32, n: u32) -> Result<()> {
+        lab_only()?;
+        let key = 0u32.to_ne_bytes();
+        match attached_xdp(self.rx.as_fd(), ifindex)? {
+            Some(prog) => self
+                .dut
+                .update(&key, &prog.as_raw_fd().to_ne_bytes(), MapFlags::ANY)
+                .map_err(bpf("put the DUT's program in the tail-call slot"))?,
+            None => {
+                let _ = self.dut.delete(&key);
+            }
+        }
+        let ctx: [u32; 6] = [0, frame.len() as u32, 0, ifindex, 0, 0];
+        let ctx_bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let r = loop {
+            match wirespeed_sys::bpf::test_run_live(self.rx.as_fd(), frame, &ctx_bytes, n, 64) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => break r,
+            }
+        };
+        let _ = self.dut.delete(&key);
+        r.map_err(io("BPF_PROG_RUN (live frames)"))
     }
 
     fn run_live(
@@ -255,6 +372,54 @@ impl Gen {
         }
         Ok(sent)
     }
+}
+
+/// One word of what a correct frame looks like at the sink: `frame[offset..offset + 4] & mask
+/// == value`, bytes in frame order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expect {
+    pub offset: u16,
+    pub mask: [u8; 4],
+    pub value: [u8; 4],
+}
+
+impl Expect {
+    /// `bytes` (1 to 4 of them) at `offset`, exactly.
+    pub fn bytes(offset: u16, bytes: &[u8]) -> Expect {
+        let (mut mask, mut value) = ([0u8; 4], [0u8; 4]);
+        for (i, b) in bytes.iter().take(4).enumerate() {
+            mask[i] = 0xff;
+            value[i] = *b;
+        }
+        Expect {
+            offset,
+            mask,
+            value,
+        }
+    }
+
+    /// The 4 bytes at `offset` under `mask`.
+    pub fn masked(offset: u16, value: [u8; 4], mask: [u8; 4]) -> Expect {
+        let mut v = value;
+        for (b, m) in v.iter_mut().zip(mask) {
+            *b &= m;
+        }
+        Expect {
+            offset,
+            mask,
+            value: v,
+        }
+    }
+}
+
+fn percpu_sum(map: &MapHandle, what: &str) -> Result<u64> {
+    let v = map
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .map_err(bpf(what))?;
+    Ok(v.unwrap_or_default()
+        .iter()
+        .map(|c| u64::from_ne_bytes(c[..8].try_into().unwrap_or([0; 8])))
+        .sum())
 }
 
 /// Benchmark traffic and sinks belong in lab namespaces only: never on the host's interfaces.
