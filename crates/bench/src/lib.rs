@@ -5,7 +5,8 @@
 //! - [`hist`]: HDR latency histograms and percentiles;
 //! - [`report`]: the summary each run prints and writes as JSON;
 //! - [`probe`]: CPU, syscall, context-switch and packet-locality probes on a server PID;
-//! - [`xdpgen`]: the in-kernel packet generator (BPF_PROG_RUN live frames) and counting sink.
+//! - [`xdpgen`]: the in-kernel packet generator (BPF_PROG_RUN live frames) and counting sink;
+//! - [`lb`]: lb_bench's measurement of an L4 load balancer against nftables on the `lb` lab.
 
 #![deny(unsafe_code)]
 
@@ -13,6 +14,7 @@ pub mod cpu;
 pub mod echo;
 pub mod hist;
 pub mod http;
+pub mod lb;
 pub mod load;
 pub mod probe;
 pub mod report;

@@ -79,6 +79,7 @@ pub struct Gen {
     sink_tc: OwnedFd,
     count: MapHandle,
     matched: MapHandle,
+    rx_count: MapHandle,
     expect: MapHandle,
     sample: MapHandle,
     vary: MapHandle,
@@ -135,6 +136,7 @@ impl Gen {
                 .map_err(io("dup sink_drop_tc"))?,
             count: MapHandle::try_from(&skel.maps.sink_count).map_err(bpf("dup sink_count"))?,
             matched: MapHandle::try_from(&skel.maps.sink_match).map_err(bpf("dup sink_match"))?,
+            rx_count: MapHandle::try_from(&skel.maps.rx_count).map_err(bpf("dup rx_count"))?,
             expect: MapHandle::try_from(&skel.maps.sink_expect).map_err(bpf("dup sink_expect"))?,
             sample: MapHandle::try_from(&skel.maps.sink_sample).map_err(bpf("dup sink_sample"))?,
             vary: MapHandle::try_from(&skel.maps.vary).map_err(bpf("dup vary"))?,
@@ -200,6 +202,11 @@ impl Gen {
         percpu_sum(&self.matched, "read sink match count")
     }
 
+    /// Frames [`Gen::receive`] and [`Gen::receive_count`] have run so far, all CPUs.
+    pub fn received(&self) -> Result<u64> {
+        percpu_sum(&self.rx_count, "read the generator's count")
+    }
+
     /// What a correct frame looks like at the XDP sink: at most [`Gen::MAX_EXPECT`] words.
     pub fn expect(&self, words: &[Expect]) -> Result<()> {
         if words.len() > Self::MAX_EXPECT {
@@ -243,7 +250,8 @@ impl Gen {
     }
 
     /// The frame the XDP sink kept since [`Gen::arm_sample`] (its first SAMPLE_SPAN bytes),
-    /// if one arrived.
+    /// if one arrived: the first IPv4 frame, or IPv6 one carrying TCP, UDP or a tunnel (the
+    /// kernel's own neighbour discovery is not a sample).
     pub fn sample(&self) -> Result<Option<Vec<u8>>> {
         let v = self
             .sample
