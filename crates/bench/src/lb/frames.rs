@@ -310,3 +310,132 @@ pub fn check_sample(a: &Addressing, mode: Mode, traffic: Traffic, f: &[u8]) -> R
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addressing() -> Addressing {
+        Addressing {
+            client_mac: [2, 0, 0, 0, 0, 1],
+            lb_mac: [2, 0, 0, 0, 0, 2],
+            vip: Ipv4Addr::new(198, 18, 200, 1),
+            tcp_port: 80,
+            udp_port: 53,
+            reals: (0..4)
+                .map(|j| {
+                    (
+                        Ipv4Addr::new(198, 18, 100 + j, 1),
+                        [2, 0, 0, 0, 1, j],
+                        [2, 0, 0, 0, 2, j],
+                    )
+                })
+                .collect(),
+            real_tcp_port: 8080,
+            real_udp_port: 5353,
+            laddr_net: Ipv4Addr::new(198, 18, 201, 0),
+            laddrs: 16,
+            client_net: Ipv4Addr::new(198, 18, 10, 0),
+            real_net: (Ipv4Addr::new(198, 18, 100, 0), 22),
+        }
+    }
+
+    fn flow() -> Flow {
+        Flow {
+            src: Ipv4Addr::new(198, 18, 10, 7),
+            sport: 40000,
+        }
+    }
+
+    /// What NAT (or full-NAT, with `src`) makes of `f` for real 2, checksums recomputed.
+    fn translated(a: &Addressing, f: &[u8], src: Option<Ipv4Addr>) -> Vec<u8> {
+        let mut o = f.to_vec();
+        o[0..6].copy_from_slice(&a.reals[2].1);
+        o[6..12].copy_from_slice(&a.reals[2].2);
+        if let Some(s) = src {
+            o[IP_SRC..IP_SRC + 4].copy_from_slice(&s.octets());
+        }
+        o[IP_DST..IP_DST + 4].copy_from_slice(&a.reals[2].0.octets());
+        let port = if o[IP_PROTO] == 17 { 5353u16 } else { 8080 };
+        o[L4 + 2..L4 + 4].copy_from_slice(&port.to_be_bytes());
+        o[IP + 10..IP + 12].copy_from_slice(&[0, 0]);
+        let c = !fold(sum16(&o[IP..IP + 20]));
+        o[IP + 10..IP + 12].copy_from_slice(&c.to_be_bytes());
+        let total = u16::from_be_bytes([o[IP + 2], o[IP + 3]]) as usize;
+        let at = if o[IP_PROTO] == 17 { L4 + 6 } else { L4 + 16 };
+        o[at..at + 2].copy_from_slice(&[0, 0]);
+        let pseudo = sum16(&o[IP_SRC..IP_DST + 4]) + o[IP_PROTO] as u32 + (total - 20) as u32;
+        let c = !fold(pseudo + sum16(&o[L4..IP + total]));
+        o[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        o
+    }
+
+    #[test]
+    fn frames_are_minimum_size_with_right_checksums() {
+        let a = addressing();
+        for t in Traffic::ALL {
+            let f = frame(&a, t, flow());
+            assert_eq!(f.len(), 60);
+            assert_eq!(fold(sum16(&f[IP..IP + 20])), 0xffff, "{t:?} IPv4");
+            let total = u16::from_be_bytes([f[IP + 2], f[IP + 3]]) as usize;
+            let pseudo = sum16(&f[IP_SRC..IP_DST + 4]) + f[IP_PROTO] as u32 + (total - 20) as u32;
+            assert_eq!(fold(pseudo + sum16(&f[L4..IP + total])), 0xffff, "{t:?} L4");
+        }
+        assert_eq!(flows(&a, 4096, 1024).len(), 4096);
+    }
+
+    #[test]
+    fn the_sample_check_takes_right_translations_and_refuses_wrong_ones() {
+        let a = addressing();
+        for t in Traffic::ALL {
+            let f = frame(&a, t, flow());
+            let nat = translated(&a, &f, None);
+            assert_eq!(check_sample(&a, Mode::Nat, t, &nat), Ok(()));
+            let full = translated(&a, &f, Some(Ipv4Addr::new(198, 18, 201, 3)));
+            assert_eq!(check_sample(&a, Mode::FullNat, t, &full), Ok(()));
+            // NAT's output is not full-NAT's, nor DR's
+            assert!(check_sample(&a, Mode::FullNat, t, &nat).is_err());
+            assert!(check_sample(&a, Mode::Dr, t, &nat).is_err());
+            // a broken checksum
+            let mut bad = nat.clone();
+            bad[L4] ^= 1;
+            assert!(check_sample(&a, Mode::Nat, t, &bad)
+                .unwrap_err()
+                .contains("checksum"));
+            // the frame as sent, untranslated
+            assert!(check_sample(&a, Mode::Nat, t, &f).is_err());
+        }
+    }
+
+    #[test]
+    fn expectations_match_what_the_check_takes() {
+        let a = addressing();
+        let f = frame(&a, Traffic::TcpAck, flow());
+        let full = translated(&a, &f, Some(Ipv4Addr::new(198, 18, 201, 3)));
+        let matches = |frame: &[u8], e: &[Expect]| {
+            e.iter().all(|w| {
+                let o = w.offset as usize;
+                (0..4).all(|i| frame[o + i] & w.mask[i] == w.value[i])
+            })
+        };
+        assert!(matches(
+            &full,
+            &expectations(&a, Mode::FullNat, Traffic::TcpAck)
+        ));
+        assert!(!matches(
+            &full,
+            &expectations(&a, Mode::Nat, Traffic::TcpAck)
+        ));
+        assert!(!matches(
+            &f,
+            &expectations(&a, Mode::FullNat, Traffic::TcpAck)
+        ));
+        assert!(matches(
+            &translated(&a, &f, None),
+            &expectations(&a, Mode::Nat, Traffic::TcpAck)
+        ));
+        assert!(super::super::nft::ruleset(&a, Mode::FullNat)
+            .contains("snat to 198.18.201.1-198.18.201.16"));
+        assert!(!super::super::nft::ruleset(&a, Mode::Nat).contains("snat"));
+    }
+}

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::showdown::Ratio;
 use crate::Result;
 
-pub use run::{run, Opts};
+pub use run::{measure_once, run, Opts, SideFigures};
 
 /// How the balancer reaches the reals (ipvsadm's -g, -i, -m, -b).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

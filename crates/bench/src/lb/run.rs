@@ -376,11 +376,16 @@ struct Ctx<'a> {
     bench: &'a Bench,
     gen: Arc<Gen>,
     eth0: u32,
-    balancer: &'a dyn Balancer,
+    balancer: Option<&'a dyn Balancer>,
     opts: &'a Opts,
 }
 
 impl Ctx<'_> {
+    fn balancer(&self) -> Result<&dyn Balancer> {
+        self.balancer
+            .ok_or_else(|| Error::Invalid("no balancer to measure".into()))
+    }
+
     fn frames(&self, a: &Addressing, row: &RowSpec, traffic: Traffic) -> Vec<[u8; Gen::FRAME_LEN]> {
         if row.distinct {
             let mut base = frames::frame(
@@ -405,7 +410,7 @@ impl Ctx<'_> {
     fn side(&self, row: &RowSpec, side: Side) -> Result<(Sample, Vec<(String, u64)>)> {
         let a = self.bench.addressing(row.mode);
         let running: Option<Box<dyn Running>> = match side {
-            Side::Lb => Some(self.balancer.start(&self.bench.setup(row.mode))?),
+            Side::Lb => Some(self.balancer()?.start(&self.bench.setup(row.mode))?),
             Side::Nft => {
                 nft::load(&self.bench.lb_ns, &nft::ruleset(&a, row.mode))?;
                 None
@@ -549,7 +554,7 @@ impl Ctx<'_> {
         };
         let both = [self.opts.dut_cpu, self.opts.other_cpu];
         for round in 1..=self.opts.rounds {
-            let running = self.balancer.start(&self.bench.setup(row.mode))?;
+            let running = self.balancer()?.start(&self.bench.setup(row.mode))?;
             self.prepare(&row, Side::Lb, &a)?;
             let two = measure(&self.gen, self.eth0, &both, self.opts)?;
             let one = measure(&self.gen, self.eth0, &[self.opts.dut_cpu], self.opts)?;
@@ -597,6 +602,78 @@ fn shell(cmd: &str) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// Builds the `lb` lab, loads the generator, attaches the sinks, and runs `f` on a thread in
+/// the load balancer's namespace; takes the lab down after, whatever `f` returned.
+fn with_lab<T: Send + 'static>(
+    opts: &Opts,
+    balancer: Option<Arc<dyn Balancer>>,
+    f: impl FnOnce(&Ctx, Vec<Link>) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    eprintln!("lb_bench: building the lb lab `{}`", opts.lab);
+    let bench = Arc::new(Bench::up(opts)?);
+    let gen = Arc::new(Gen::load(&[0u8; Gen::FRAME_LEN])?);
+    let sinks = bench.sinks(&gen)?;
+    let lb_ns = bench.lb_ns.clone();
+    let (b, o) = (bench.clone(), opts.clone());
+    let result = wirespeed_sys::netns::in_netns(&lb_ns, move || -> Result<T> {
+        let eth0 = wirespeed_sys::packet::if_index("eth0").map_err(io("the lb's eth0"))?;
+        let ctx = Ctx {
+            bench: &b,
+            gen,
+            eth0,
+            balancer: balancer.as_deref(),
+            opts: &o,
+        };
+        f(&ctx, sinks)
+    })
+    .map_err(io("enter the load balancer's namespace"))
+    .and_then(|r| r);
+    let bench =
+        Arc::try_unwrap(bench).map_err(|_| Error::Invalid("the lab is still in use".into()))?;
+    bench.lab.down().map_err(lab_err)?;
+    result
+}
+
+/// Figures of one side of one row (the showdown's LB rows).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SideFigures {
+    /// Frames that reached a backend translated right, per second.
+    pub pps: f64,
+    /// The DUT core's busy share (0 to 1).
+    pub busy: f64,
+    /// CPU time per packet on the DUT's core: busy x 1e9 / pps.
+    pub ns_per_packet: f64,
+}
+
+/// One measurement of one side on a lab of its own: `balancer` (None: nftables) in `mode`
+/// with `traffic`, checked as lb_bench checks it. The showdown's LB rows run this.
+pub fn measure_once(
+    opts: &Opts,
+    balancer: Option<Arc<dyn Balancer>>,
+    mode: Mode,
+    traffic: Traffic,
+) -> Result<SideFigures> {
+    let side = if balancer.is_some() {
+        Side::Lb
+    } else {
+        Side::Nft
+    };
+    with_lab(opts, balancer, move |ctx, _sinks| {
+        let row = RowSpec {
+            mode,
+            traffic,
+            distinct: false,
+            port_base: 1024,
+        };
+        let (s, _) = ctx.side(&row, side)?;
+        Ok(SideFigures {
+            pps: s.pps,
+            busy: s.busy,
+            ns_per_packet: s.busy * 1e9 / s.pps.max(1.0),
+        })
+    })
+}
+
 /// Runs lb_bench: builds the `lb` lab, measures every wanted row with `balancer` and with
 /// nftables alternately, and takes the lab down. Progress goes to stderr.
 pub fn run(opts: &Opts, balancer: Arc<dyn Balancer>) -> Result<Report> {
@@ -623,21 +700,8 @@ pub fn run(opts: &Opts, balancer: Arc<dyn Balancer>) -> Result<Report> {
         flows: opts.flows,
         ..Default::default()
     };
-    eprintln!("lb_bench: building the lb lab `{}`", opts.lab);
-    let bench = Arc::new(Bench::up(opts)?);
-    let gen = Arc::new(Gen::load(&[0u8; Gen::FRAME_LEN])?);
-    let sinks = bench.sinks(&gen)?;
-    let lb_ns = bench.lb_ns.clone();
-    let (b, o, bal) = (bench.clone(), opts.clone(), balancer.clone());
-    let measured = wirespeed_sys::netns::in_netns(&lb_ns, move || -> Result<Report> {
-        let eth0 = wirespeed_sys::packet::if_index("eth0").map_err(io("the lb's eth0"))?;
-        let ctx = Ctx {
-            bench: &b,
-            gen,
-            eth0,
-            balancer: bal.as_ref(),
-            opts: &o,
-        };
+    let measured = with_lab(opts, Some(balancer), |ctx, sinks| {
+        let o = ctx.opts;
         let mut r = Report::default();
         if o.only.is_none() {
             match ctx.baseline() {
@@ -696,7 +760,7 @@ pub fn run(opts: &Opts, balancer: Arc<dyn Balancer>) -> Result<Report> {
         drop(sinks);
         if o.wanted("redis") {
             for mode in [Mode::FullNat, Mode::Dr] {
-                match redis::compare(&b, bal.as_ref(), mode, &o) {
+                match redis::compare(ctx.bench, ctx.balancer()?, mode, o) {
                     Ok(row) => r.redis.push(row),
                     Err(e) => {
                         eprintln!("  FAILED redis {}: {e}", mode.name());
@@ -707,11 +771,7 @@ pub fn run(opts: &Opts, balancer: Arc<dyn Balancer>) -> Result<Report> {
             }
         }
         Ok(r)
-    })
-    .map_err(io("enter the load balancer's namespace"))?;
-    let bench =
-        Arc::try_unwrap(bench).map_err(|_| Error::Invalid("the lab is still in use".into()))?;
-    bench.lab.down().map_err(lab_err)?;
+    });
     let m = measured?;
     report.baseline_ns_per_packet = m.baseline_ns_per_packet;
     report.rows = m.rows;
