@@ -113,7 +113,7 @@ static __always_inline int send_too_big(struct xdp_md *ctx, const struct lb_pkt 
 		iph->tos = 0;
 		iph->tot_len = bpf_htons(20 + 8 + 28);
 		iph->id = 0;
-		iph->frag_off = 0;
+		iph->frag_off = bpf_htons(LB_IP_DF);
 		iph->ttl = 64;
 		iph->protocol = LB_IPPROTO_ICMP;
 		iph->saddr = orig->daddr;
@@ -164,16 +164,23 @@ static __always_inline int tunnel_src(__u8 fam, __u32 hash, __u8 *src)
 
 		if (!len)
 			return 0;
-		__builtin_memcpy(&pfx, (const void *)cfg_tun_src_v4, 4);
+		/* Byte by byte through the volatile: a plain copy would read the initializer. */
+		__u8 b[4];
+
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			b[i] = cfg_tun_src_v4[i];
+		__builtin_memcpy(&pfx, b, 4);
 		mask = len >= 32 ? 0 : (0xffffffffu >> len);
 		*(__be32 *)src = (pfx & ~bpf_htonl(mask)) | (bpf_htonl(hash) & bpf_htonl(mask));
 		return 1;
 	}
 	if (!cfg_tun_src_v6_len)
 		return 0;
-	/* Prefixes up to /64: the hash fills the last 32 bits, what lies between is the
-	 * prefix's. */
-	__builtin_memcpy(src, (const void *)cfg_tun_src_v6, 16);
+	/* Prefixes up to /96: the hash fills the last 32 bits. */
+#pragma unroll
+	for (int i = 0; i < 12; i++)
+		src[i] = cfg_tun_src_v6[i];
 	*(__be32 *)(src + 12) = bpf_htonl(hash);
 	return 1;
 }
