@@ -5,6 +5,7 @@
 //! and the program reads them.
 #![deny(unsafe_code)]
 
+pub mod datapath;
 pub mod error;
 pub mod maglev;
 pub mod model;
@@ -12,3 +13,9 @@ pub mod plan;
 pub mod sched;
 
 pub use error::{Error, Result};
+
+#[allow(clippy::all, missing_docs, unused, unsafe_code, unsafe_op_in_unsafe_fn)]
+pub mod bpf {
+    include!(concat!(env!("OUT_DIR"), "/lb.skel.rs"));
+    include!(concat!(env!("OUT_DIR"), "/lb_map_types.rs"));
+}
