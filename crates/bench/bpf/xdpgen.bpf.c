@@ -102,6 +102,9 @@ static __always_inline int write_frame(struct xdp_md *ctx)
 		__u32 i = next_frame;
 		struct gen_frame *f;
 
+		/* A table shorter than the last one starts over. */
+		if (i >= *count)
+			i = 0;
 		next_frame = i + 1 >= *count ? 0 : i + 1;
 		f = bpf_map_lookup_elem(&frames, &i);
 		if (f)

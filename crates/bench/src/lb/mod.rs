@@ -222,25 +222,32 @@ impl Report {
                 "instrument alone (generator + XDP drop on the DUT's core): {b:.0} ns/packet"
             );
         }
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "| row | LB Mpps | nft Mpps | ratio median (min-max) | LB ns/pkt | nft ns/pkt | delivered LB / nft |"
-        );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
-        for r in self.rows.iter().chain(self.new_connections.iter()) {
+        let pps_rows: Vec<&PpsRow> = self
+            .rows
+            .iter()
+            .chain(self.new_connections.iter())
+            .collect();
+        if !pps_rows.is_empty() {
+            let _ = writeln!(s);
             let _ = writeln!(
                 s,
-                "| {} | {:.3} | {:.3} | {} | {:.0} | {:.0} | {:.0}% / {:.0}% |",
-                r.name,
-                r.lb_pps_median / 1e6,
-                r.nft_pps_median / 1e6,
-                ratio(&r.ratio),
-                r.lb_ns_per_packet,
-                r.nft_ns_per_packet,
-                r.lb_delivered_pct,
-                r.nft_delivered_pct
+                "| row | LB Mpps | nft Mpps | ratio median (min-max) | LB ns/pkt | nft ns/pkt | delivered LB / nft |"
             );
+            let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+            for r in pps_rows {
+                let _ = writeln!(
+                    s,
+                    "| {} | {:.3} | {:.3} | {} | {:.0} | {:.0} | {:.0}% / {:.0}% |",
+                    r.name,
+                    r.lb_pps_median / 1e6,
+                    r.nft_pps_median / 1e6,
+                    ratio(&r.ratio),
+                    r.lb_ns_per_packet,
+                    r.nft_ns_per_packet,
+                    r.lb_delivered_pct,
+                    r.nft_delivered_pct
+                );
+            }
         }
         if let Some(sc) = &self.scaling {
             let _ = writeln!(s);

@@ -51,6 +51,22 @@ fn ip(ns: &str, args: &[&str]) -> Result<()> {
 /// hold on their loopback), pinned to `cpu`; waits until each answers.
 fn start_servers(bench: &Bench, vip: Ipv4Addr, reals: &[Ipv4Addr], cpu: usize) -> Result<Servers> {
     let mut servers = Servers(vec![]);
+    // A veth hands locally sent TCP segments over with their checksum left to offload
+    // (partial); the kernel completes it when it forwards, an XDP program moving the frame to
+    // another device cannot. Clients and servers behind a NIC send complete checksums: so do
+    // these.
+    for ns in bench.backend_ns.iter().chain([&bench.client_ns]) {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off"])
+            .output()
+            .map_err(io("run ethtool"))?;
+        if !out.status.success() {
+            return Err(Error::Invalid(format!(
+                "ethtool -K eth0 tx off in {ns}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+    }
     for (ns, real) in bench.backend_ns.iter().zip(reals) {
         // DR: the real accepts the VIP's packets as its own and answers from it.
         let _ = ip(ns, &["addr", "add", &format!("{vip}/32"), "dev", "lo"]);
@@ -84,7 +100,15 @@ fn start_servers(bench: &Bench, vip: Ipv4Addr, reals: &[Ipv4Addr], cpu: usize) -
 
 fn ping(bench: &Bench, addr: Ipv4Addr) -> Result<()> {
     let out = Command::new("ip")
-        .args(["netns", "exec", &bench.client_ns, "redis-cli", "-h"])
+        .args([
+            "netns",
+            "exec",
+            &bench.client_ns,
+            "timeout",
+            "3",
+            "redis-cli",
+            "-h",
+        ])
         .arg(addr.to_string())
         .args(["-p", &PORT.to_string(), "ping"])
         .output()
@@ -113,17 +137,19 @@ fn client_args(requests: usize) -> Vec<String> {
     .collect()
 }
 
-/// redis-benchmark from the client namespace, pinned to `cpu`: requests per second.
-fn benchmark(bench: &Bench, addr: Ipv4Addr, cpu: usize, requests: usize) -> Result<f64> {
+/// redis-benchmark from the client namespace, pinned to `cpu`: requests per second. Killed
+/// after `limit` (a path that stops answering must not hang the run).
+fn benchmark(
+    bench: &Bench,
+    addr: Ipv4Addr,
+    cpu: usize,
+    requests: usize,
+    limit: Duration,
+) -> Result<f64> {
     let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &bench.client_ns,
-            "taskset",
-            "-c",
-            &cpu.to_string(),
-        ])
+        .args(["netns", "exec", &bench.client_ns, "timeout"])
+        .arg(limit.as_secs().max(1).to_string())
+        .args(["taskset", "-c", &cpu.to_string()])
         .args(["redis-benchmark", "-h"])
         .arg(addr.to_string())
         .args(["-p", &PORT.to_string()])
@@ -158,7 +184,7 @@ pub(super) fn compare(
     mode: Mode,
     opts: &Opts,
 ) -> Result<RedisRow> {
-    let mut setup = bench.setup(mode);
+    let mut setup = bench.setup(mode, opts.toa);
     setup.services = vec![ServicePorts {
         proto: 6,
         vport: PORT,
@@ -176,6 +202,8 @@ pub(super) fn compare(
         ),
         ..Default::default()
     };
+    // Far above a healthy run: 20,000 requests per second at least.
+    let limit = Duration::from_secs(10 + opts.redis_requests as u64 / 20_000);
     for round in 1..=opts.rounds {
         let running = balancer.start(&setup)?;
         ping(bench, setup.vip).map_err(|e| {
@@ -185,9 +213,9 @@ pub(super) fn compare(
                 running.reasons()
             ))
         })?;
-        let vip = benchmark(bench, setup.vip, opts.other_cpu, opts.redis_requests)?;
+        let vip = benchmark(bench, setup.vip, opts.other_cpu, opts.redis_requests, limit)?;
         drop(running);
-        let d = benchmark(bench, direct, opts.other_cpu, opts.redis_requests)?;
+        let d = benchmark(bench, direct, opts.other_cpu, opts.redis_requests, limit)?;
         eprintln!(
             "  redis-benchmark {} round {round}/{}: through the VIP {vip:.0} req/s, direct {d:.0} req/s",
             mode.name(),

@@ -34,6 +34,8 @@ pub struct Opts {
     pub flows: usize,
     /// redis-benchmark requests per run (`-n`).
     pub redis_requests: usize,
+    /// Full-NAT carries the client address as TOA (the product's default).
+    pub toa: bool,
 }
 
 impl Opts {
@@ -48,6 +50,7 @@ impl Opts {
             other_cpu: 0,
             flows: Gen::MAX_FRAMES,
             redis_requests: 200_000,
+            toa: true,
         }
     }
 
@@ -210,7 +213,7 @@ impl Bench {
         a
     }
 
-    pub(super) fn setup(&self, mode: Mode) -> Setup {
+    pub(super) fn setup(&self, mode: Mode, toa: bool) -> Setup {
         let a = self.addressing(mode);
         Setup {
             ifaces: self.ifaces.clone(),
@@ -230,7 +233,7 @@ impl Bench {
             ],
             reals: a.reals.iter().map(|r| r.0).collect(),
             laddrs: a.laddrs(),
-            toa: true,
+            toa,
             new_conns_per_sec_per_cpu: 100_000_000,
         }
     }
@@ -410,7 +413,10 @@ impl Ctx<'_> {
     fn side(&self, row: &RowSpec, side: Side) -> Result<(Sample, Vec<(String, u64)>)> {
         let a = self.bench.addressing(row.mode);
         let running: Option<Box<dyn Running>> = match side {
-            Side::Lb => Some(self.balancer()?.start(&self.bench.setup(row.mode))?),
+            Side::Lb => Some(
+                self.balancer()?
+                    .start(&self.bench.setup(row.mode, self.opts.toa))?,
+            ),
             Side::Nft => {
                 nft::load(&self.bench.lb_ns, &nft::ruleset(&a, row.mode))?;
                 None
@@ -554,7 +560,9 @@ impl Ctx<'_> {
         };
         let both = [self.opts.dut_cpu, self.opts.other_cpu];
         for round in 1..=self.opts.rounds {
-            let running = self.balancer()?.start(&self.bench.setup(row.mode))?;
+            let running = self
+                .balancer()?
+                .start(&self.bench.setup(row.mode, self.opts.toa))?;
             self.prepare(&row, Side::Lb, &a)?;
             let two = measure(&self.gen, self.eth0, &both, self.opts)?;
             let one = measure(&self.gen, self.eth0, &[self.opts.dut_cpu], self.opts)?;
