@@ -56,15 +56,31 @@ struct {
 	__type(value, __u32);
 } frame_count SEC(".maps");
 
-/* One generator thread runs at a time, so a plain global is enough (two at once, as in a
- * two-CPU run, only repeat or skip a frame now and then). */
-static __u32 next_frame;
+/* Where each CPU's generator is in the frame table, and optionally the window of it the CPU
+ * cycles through (len 0: all of it), so that generators on two CPUs can carry disjoint flows
+ * as RSS would spread them. Per CPU, so that they share no written cache line (a measurement
+ * of scaling must not measure the instrument). */
+struct gen_cursor {
+	__u32 next_frame;
+	__u32 first;
+	__u32 len;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_cursor);
+} cursor SEC(".maps");
 
 /* Optionally, every frame run gets a source of its own: the IPv4 source address's last octet
  * (1..250) and the L4 source port (1024..65023) from a counter, and the IPv4 and L4 checksums
  * are fixed incrementally. The frame must be IPv4 without options, built with that octet and
  * port 0 and its checksums computed so. 16 million distinct sources: new connections, each
  * frame. */
+/* One counter for all CPUs: distinct sources are for one generator at a time. */
+static __u32 vary_next;
+
 struct gen_vary {
 	__u32 on;
 	__u32 l4_csum_off; /* from the frame's start: 50 for TCP, 40 for UDP */
@@ -77,7 +93,6 @@ struct {
 	__type(value, struct gen_vary);
 } vary SEC(".maps");
 
-static __u32 vary_next;
 
 static __always_inline __u16 csum_add(__u16 csum_be, __u32 add)
 {
@@ -98,14 +113,20 @@ static __always_inline int write_frame(struct xdp_md *ctx)
 
 	if (data + GEN_LEN > end)
 		return -1;
-	if (count && *count) {
-		__u32 i = next_frame;
+	struct gen_cursor *c = count && *count ? bpf_map_lookup_elem(&cursor, &zero) : NULL;
+
+	if (c) {
+		__u32 first = c->len ? c->first : 0;
+		__u32 stop = c->len ? c->first + c->len : *count;
+		__u32 i = c->next_frame;
 		struct gen_frame *f;
 
-		/* A table shorter than the last one starts over. */
-		if (i >= *count)
-			i = 0;
-		next_frame = i + 1 >= *count ? 0 : i + 1;
+		if (stop > *count)
+			stop = *count;
+		/* Outside the window (or a table shorter than the last one): start over. */
+		if (i < first || i >= stop)
+			i = first;
+		c->next_frame = i + 1 >= stop ? first : i + 1;
 		f = bpf_map_lookup_elem(&frames, &i);
 		if (f)
 			words = f->words;

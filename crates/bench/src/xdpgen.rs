@@ -83,6 +83,7 @@ pub struct Gen {
     expect: MapHandle,
     sample: MapHandle,
     vary: MapHandle,
+    cursor: MapHandle,
     dut: MapHandle,
     frames: MapHandle,
     frame_count: MapHandle,
@@ -140,6 +141,7 @@ impl Gen {
             expect: MapHandle::try_from(&skel.maps.sink_expect).map_err(bpf("dup sink_expect"))?,
             sample: MapHandle::try_from(&skel.maps.sink_sample).map_err(bpf("dup sink_sample"))?,
             vary: MapHandle::try_from(&skel.maps.vary).map_err(bpf("dup vary"))?,
+            cursor: MapHandle::try_from(&skel.maps.cursor).map_err(bpf("dup cursor"))?,
             dut: MapHandle::try_from(&skel.maps.dut).map_err(bpf("dup dut"))?,
             frames: MapHandle::try_from(&skel.maps.frames).map_err(bpf("dup frames"))?,
             frame_count: MapHandle::try_from(&skel.maps.frame_count)
@@ -178,6 +180,32 @@ impl Gen {
                 MapFlags::ANY,
             )
             .map_err(bpf("set frame_count"))
+    }
+
+    /// Gives each listed CPU a window of the frame table to cycle through, `(cpu, first,
+    /// len)`, as RSS gives each queue its own flows; every other CPU gets the whole table.
+    /// None listed: every CPU the whole table.
+    pub fn set_windows(&self, windows: &[(usize, u32, u32)]) -> Result<()> {
+        let key = 0u32.to_ne_bytes();
+        let mut values = self
+            .cursor
+            .lookup_percpu(&key, MapFlags::ANY)
+            .map_err(bpf("read the generator's cursors"))?
+            .unwrap_or_default();
+        for (cpu, v) in values.iter_mut().enumerate() {
+            let (first, len) = windows
+                .iter()
+                .find(|w| w.0 == cpu)
+                .map_or((0, 0), |w| (w.1, w.2));
+            if v.len() >= 12 {
+                v[..4].copy_from_slice(&first.to_ne_bytes());
+                v[4..8].copy_from_slice(&first.to_ne_bytes());
+                v[8..12].copy_from_slice(&len.to_ne_bytes());
+            }
+        }
+        self.cursor
+            .update_percpu(&key, &values, MapFlags::ANY)
+            .map_err(bpf("set the generator's windows"))
     }
 
     /// Attaches the counting sink at XDP on `ifindex` (calling thread's namespace).

@@ -108,6 +108,10 @@ impl Bench {
         let mut spec = LabSpec::new(&opts.lab, Topology::Lb);
         spec.clients = 1;
         spec.backends = BACKENDS;
+        // Two queues per veth: with the generator on two CPUs, each CPU's frames go to a
+        // backend's rx queue of their own (a veth picks the queue by the sending CPU), so the
+        // lab shares no ring between them.
+        spec.queues = 2;
         let lab = Lab::up(&spec).map_err(lab_err)?;
         let ns = |role: &str| -> Result<&wirespeed_lab::netns::Netns> {
             lab.ns(role)
@@ -292,6 +296,19 @@ fn cpu_jiffies() -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// Runs `f` on a new thread pinned to `cpu` (in the calling thread's namespace).
+fn on_cpu<T: Send + 'static>(
+    cpu: usize,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    std::thread::spawn(move || {
+        crate::cpu::pin_current_thread(cpu)?;
+        f()
+    })
+    .join()
+    .map_err(|_| Error::Invalid(format!("the thread on CPU {cpu} panicked")))?
+}
+
 /// Runs the generator on each of `cpus` (threads in the calling thread's namespace, frames
 /// arriving on `ifindex`) and counts at the sinks over `secs` after `warm`.
 fn measure(gen: &Arc<Gen>, ifindex: u32, cpus: &[usize], opts: &Opts) -> Result<Sample> {
@@ -422,7 +439,7 @@ impl Ctx<'_> {
                 None
             }
         };
-        let result = self.prepare(row, side, &a).and_then(|()| {
+        let result = self.prepare(row, side, &a, &[]).and_then(|()| {
             let s = measure(&self.gen, self.eth0, &[self.opts.dut_cpu], self.opts)?;
             if s.wrong > 0.01 * s.pps.max(1.0) {
                 return Err(Error::Invalid(format!(
@@ -450,15 +467,32 @@ impl Ctx<'_> {
 
     /// Primes connection state, loads the row's frames and expectations, and checks one
     /// forwarded frame in full.
-    fn prepare(&self, row: &RowSpec, side: Side, a: &Addressing) -> Result<()> {
+    fn prepare(
+        &self,
+        row: &RowSpec,
+        side: Side,
+        a: &Addressing,
+        windows: &[(usize, u32, u32)],
+    ) -> Result<()> {
         let gen = &self.gen;
+        let dut = self.opts.dut_cpu;
         gen.distinct_sources(None)?;
-        // Established connections: the balancer sees their SYNs first (nftables picks up
-        // mid-stream connections by itself).
+        gen.set_windows(windows)?;
+        // Established connections: the balancer sees their SYNs first, each on the CPU that
+        // carries the flow (its connection table is that CPU's); nftables picks up mid-stream
+        // connections by itself.
         if row.traffic == Traffic::TcpAck && side == Side::Lb {
             let syns = self.frames(a, row, Traffic::TcpSyn);
             gen.set_frames(&syns)?;
-            gen.receive_count(&syns[0], self.eth0, syns.len() as u32)?;
+            let primers: Vec<(usize, u32)> = if windows.is_empty() {
+                vec![(dut, syns.len() as u32)]
+            } else {
+                windows.iter().map(|w| (w.0, w.2)).collect()
+            };
+            for (cpu, n) in primers {
+                let (g, f, eth0) = (gen.clone(), syns[0], self.eth0);
+                on_cpu(cpu, move || g.receive_count(&f, eth0, n))?;
+            }
         }
         let frames = self.frames(a, row, row.traffic);
         gen.set_frames(&frames)?;
@@ -471,7 +505,8 @@ impl Ctx<'_> {
         };
         gen.expect(&frames::expectations(a, expect_mode, row.traffic))?;
         gen.arm_sample()?;
-        gen.receive_count(&frames[0], self.eth0, 64)?;
+        let (g, f, eth0) = (gen.clone(), frames[0], self.eth0);
+        on_cpu(dut, move || g.receive_count(&f, eth0, 64))?;
         let who = match side {
             Side::Lb => "the balancer",
             Side::Nft => "nftables",
@@ -563,10 +598,22 @@ impl Ctx<'_> {
             let running = self
                 .balancer()?
                 .start(&self.bench.setup(row.mode, self.opts.toa))?;
-            self.prepare(&row, Side::Lb, &a)?;
+            // Each CPU its own half of the flows, primed there, as RSS would spread them; the
+            // 1-CPU run carries the DUT CPU's half alone.
+            let half = (self.opts.flows / 2) as u32;
+            self.prepare(
+                &row,
+                Side::Lb,
+                &a,
+                &[
+                    (self.opts.dut_cpu, 0, half),
+                    (self.opts.other_cpu, half, half),
+                ],
+            )?;
             let two = measure(&self.gen, self.eth0, &both, self.opts)?;
             let one = measure(&self.gen, self.eth0, &[self.opts.dut_cpu], self.opts)?;
             drop(running);
+            self.gen.set_windows(&[])?;
             eprintln!(
                 "  {} round {round}/{}: 1 CPU {:.3} Mpps, 2 CPUs {:.3} Mpps ({:.2}x)",
                 out.name,
