@@ -77,6 +77,8 @@ pub struct Gen {
     rx: OwnedFd,
     sink: OwnedFd,
     sink_tc: OwnedFd,
+    fwd: OwnedFd,
+    fwd_to: MapHandle,
     count: MapHandle,
     matched: MapHandle,
     rx_count: MapHandle,
@@ -135,6 +137,13 @@ impl Gen {
                 .as_fd()
                 .try_clone_to_owned()
                 .map_err(io("dup sink_drop_tc"))?,
+            fwd: skel
+                .progs
+                .fwd_redirect
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(io("dup fwd_redirect"))?,
+            fwd_to: MapHandle::try_from(&skel.maps.fwd_to).map_err(bpf("dup fwd_to"))?,
             count: MapHandle::try_from(&skel.maps.sink_count).map_err(bpf("dup sink_count"))?,
             matched: MapHandle::try_from(&skel.maps.sink_match).map_err(bpf("dup sink_match"))?,
             rx_count: MapHandle::try_from(&skel.maps.rx_count).map_err(bpf("dup rx_count"))?,
@@ -206,6 +215,26 @@ impl Gen {
         self.cursor
             .update_percpu(&key, &values, MapFlags::ANY)
             .map_err(bpf("set the generator's windows"))
+    }
+
+    /// Attaches the bare forwarder at XDP on `ifindex`: every frame gets `dst` and `src` as
+    /// its MACs and is redirected out of `out_ifindex`, nothing looked up (the floor of any
+    /// XDP forwarder's cost).
+    pub fn attach_forwarder(
+        &self,
+        ifindex: u32,
+        out_ifindex: u32,
+        dst: [u8; 6],
+        src: [u8; 6],
+    ) -> Result<Link> {
+        let mut v = [0u8; 16];
+        v[..4].copy_from_slice(&out_ifindex.to_ne_bytes());
+        v[4..10].copy_from_slice(&dst);
+        v[10..16].copy_from_slice(&src);
+        self.fwd_to
+            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .map_err(bpf("configure the forwarder"))?;
+        Link::xdp(self.fwd.as_fd(), ifindex)
     }
 
     /// Attaches the counting sink at XDP on `ifindex` (calling thread's namespace).

@@ -186,6 +186,9 @@ pub struct Report {
     pub flows: usize,
     /// The instrument alone: generator + an XDP drop on the DUT's core, ns per frame.
     pub baseline_ns_per_packet: Option<f64>,
+    /// The floor of any XDP forwarder here: generator + MACs set and redirected to a backend
+    /// + its sink, ns per frame (the lowest a DR row could cost).
+    pub forward_floor_ns_per_packet: Option<f64>,
     pub rows: Vec<PpsRow>,
     /// Full-NAT new connections per second (every SYN from a source never seen before).
     pub new_connections: Option<PpsRow>,
@@ -220,6 +223,12 @@ impl Report {
             let _ = writeln!(
                 s,
                 "instrument alone (generator + XDP drop on the DUT's core): {b:.0} ns/packet"
+            );
+        }
+        if let Some(f) = self.forward_floor_ns_per_packet {
+            let _ = writeln!(
+                s,
+                "bare XDP forward (generator + MACs set + redirect + backend's sink): {f:.0} ns/packet"
             );
         }
         let pps_rows: Vec<&PpsRow> = self

@@ -23,8 +23,8 @@ pub struct Opts {
     pub warmup: Duration,
     pub duration: Duration,
     pub rounds: usize,
-    /// Only the rows whose name contains this (`new connections`, `2 CPUs`, `redis` name the
-    /// extra parts); none: everything.
+    /// Only the rows whose name contains this (`new connections`, `2 CPUs`, `redis`,
+    /// `baseline` name the extra parts); none: everything.
     pub only: Option<String>,
     /// The CPU that runs the generator, the path and the sinks.
     pub dut_cpu: usize,
@@ -635,15 +635,25 @@ impl Ctx<'_> {
         Ok(out)
     }
 
-    /// The instrument's own cost: frames run into an XDP drop on the DUT's interface.
-    fn baseline(&self) -> Result<f64> {
-        let link = self.gen.attach_sink(self.eth0)?;
+    /// The instrument's own cost (frames run into an XDP drop on the DUT's interface), then
+    /// the floor of an XDP forwarder here (MACs set, redirected to backend 0, counted at its
+    /// sink): ns per packet of the DUT's core, each.
+    fn baseline(&self) -> Result<(f64, f64)> {
         self.gen.expect(&[])?;
         self.gen.set_frames(&[])?;
+        self.gen.set_windows(&[])?;
         self.gen.distinct_sources(None)?;
+        let link = self.gen.attach_sink(self.eth0)?;
         let s = measure(&self.gen, self.eth0, &[self.opts.dut_cpu], self.opts)?;
         drop(link);
-        Ok(s.busy * 1e9 / s.pps.max(1.0))
+        let a = &self.bench.same_ports;
+        let out = wirespeed_sys::packet::if_index("eth1").map_err(io("the lb's eth1"))?;
+        let link = self
+            .gen
+            .attach_forwarder(self.eth0, out, a.reals[0].1, a.reals[0].2)?;
+        let f = measure(&self.gen, self.eth0, &[self.opts.dut_cpu], self.opts)?;
+        drop(link);
+        Ok((s.busy * 1e9 / s.pps.max(1.0), f.busy * 1e9 / f.pps.max(1.0)))
     }
 }
 
@@ -758,9 +768,15 @@ pub fn run(opts: &Opts, balancer: Arc<dyn Balancer>) -> Result<Report> {
     let measured = with_lab(opts, Some(balancer), |ctx, sinks| {
         let o = ctx.opts;
         let mut r = Report::default();
-        if o.only.is_none() {
+        if o.wanted("instrument baseline") {
             match ctx.baseline() {
-                Ok(ns) => r.baseline_ns_per_packet = Some(ns),
+                Ok((alone, forward)) => {
+                    eprintln!(
+                        "  instrument alone {alone:.0} ns/packet, bare XDP forward {forward:.0} ns/packet"
+                    );
+                    r.baseline_ns_per_packet = Some(alone);
+                    r.forward_floor_ns_per_packet = Some(forward);
+                }
                 Err(e) => r.failed.push(format!("instrument baseline: {e}")),
             }
         }
@@ -829,6 +845,7 @@ pub fn run(opts: &Opts, balancer: Arc<dyn Balancer>) -> Result<Report> {
     });
     let m = measured?;
     report.baseline_ns_per_packet = m.baseline_ns_per_packet;
+    report.forward_floor_ns_per_packet = m.forward_floor_ns_per_packet;
     report.rows = m.rows;
     report.new_connections = m.new_connections;
     report.scaling = m.scaling;
