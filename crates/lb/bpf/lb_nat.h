@@ -113,7 +113,9 @@ static __always_inline int toa_insert(struct xdp_md *ctx, const struct lb_pkt *p
 	__u8 *opt = data + hdrs;
 	struct tcphdr *th = data + l4_off;
 
-	if ((void *)(th + 1) > end || (void *)opt + 20 > end)
+	if ((void *)(th + 1) > end || (void *)opt + 8 > end)
+		return -1;
+	if (!v4 && (void *)opt + 20 > end)
 		return -1;
 	/* The option's words into the TCP checksum. */
 	opt[0] = 254;
