@@ -306,3 +306,160 @@ fn attach_refuses_a_veth_whose_peer_runs_no_napi_and_detaches_on_drop() {
         "attached, then detached on drop ({name})"
     );
 }
+
+#[test]
+fn a_retransmitted_full_nat_syn_keeps_its_local_port() {
+    with_lab(
+        "rsyn",
+        cfg(),
+        fnat_plan(VIP4, "198.18.2.10", "198.18.2.1", false),
+        |lab, dp| {
+            let syn = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(40000, 80, SYN),
+            );
+            let (_, first) = dp.test_run(&syn, lab.in_idx).unwrap();
+            let (_, again) = dp.test_run(&syn, lab.in_idx).unwrap();
+            assert_eq!(sport_of(&again), sport_of(&first));
+            assert_eq!(
+                dp.program().rev_count(),
+                1,
+                "one reverse entry for one connection"
+            );
+        },
+    );
+}
+
+#[test]
+fn udp_through_nat_keeps_its_checksums_and_a_zero_checksum_stays_zero() {
+    let mut plan = one_service(VIP4, Mode::Nat, &["198.18.2.10"], &[0]);
+    plan.services[0].key.proto = Proto::Udp;
+    with_lab("udp", cfg(), plan, |lab, dp| {
+        let input = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT4),
+            ip(VIP4),
+            &udp(40000, 80),
+        );
+        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        let expect = frame(
+            REAL_MACS[0],
+            lab.out_mac,
+            ip(CLIENT4),
+            ip("198.18.2.10"),
+            &udp(40000, 8080),
+        );
+        assert_eq!(out, expect);
+        verify_checksums(&out);
+        let reply = frame(
+            lab.out_mac,
+            REAL_MACS[0],
+            ip("198.18.2.10"),
+            ip(CLIENT4),
+            &udp(8080, 40000),
+        );
+        let (v, out) = dp.test_run(&reply, lab.out_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(
+            out,
+            frame(
+                ROUTER_MAC,
+                lab.in_mac,
+                ip(VIP4),
+                ip(CLIENT4),
+                &udp(80, 40000)
+            )
+        );
+        verify_checksums(&out);
+
+        let mut no_sum = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT4),
+            ip(VIP4),
+            &udp(40001, 80),
+        );
+        no_sum[40..42].copy_from_slice(&[0, 0]);
+        let (_, out) = dp.test_run(&no_sum, lab.in_idx).unwrap();
+        assert_eq!(&out[40..42], &[0, 0], "no checksum stays no checksum");
+        verify_checksums(&out);
+    });
+}
+
+#[test]
+fn too_big_follows_a_tunnel_flow_and_nat_ones_go_to_the_kernel() {
+    let plan = one_service(VIP4, Mode::Tunnel, &["198.18.2.10"], &[0]);
+    with_lab("tbt", cfg(), plan, |lab, dp| {
+        let syn = ip_packet(ip(CLIENT4), ip(VIP4), &tcp(40000, 80, SYN));
+        let (_, out) = dp
+            .test_run(&eth(lab.in_mac, ROUTER_MAC, false, &syn), lab.in_idx)
+            .unwrap();
+        let outer_src = out[26..30].to_vec();
+        let quoted = ip_packet(ip(VIP4), ip(CLIENT4), &tcp(80, 40000, ACK));
+        let icmp = L4::Icmp {
+            ty: 3,
+            code: 4,
+            rest: [0, 0, 0x05, 0x00],
+            payload: quoted[..28].to_vec(),
+        };
+        let inner = ip_packet(ip("198.18.50.1"), ip(VIP4), &icmp);
+        let (v, out) = dp
+            .test_run(&eth(lab.in_mac, ROUTER_MAC, false, &inner), lab.in_idx)
+            .unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        let src = format!(
+            "{}.{}.{}.{}",
+            outer_src[0], outer_src[1], outer_src[2], outer_src[3]
+        );
+        let mut expect = tunneled(&lab, 0, &src, "198.18.2.10", &inner);
+        // The outer DF follows the ICMP packet's own (set by the builder).
+        expect[20] = out[20];
+        let c = fold(
+            sum16(&expect[14..34], 0) + (!u16::from_be_bytes([expect[24], expect[25]])) as u32,
+        );
+        expect[24..26].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(out, expect);
+        verify_checksums(&out);
+
+        dp.apply(&one_service(VIP4, Mode::Nat, &["198.18.2.10"], &[0]))
+            .unwrap();
+        let input = eth(lab.in_mac, ROUTER_MAC, false, &inner);
+        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!((v, out), (XDP_PASS, input));
+        assert_eq!(count(dp, Reason::PassIcmpNat), 1);
+    });
+}
+
+#[test]
+fn a_removed_service_and_its_echo_go_to_the_kernel() {
+    let plan = one_service(VIP4, Mode::Dr, &["198.18.2.10"], &[0]);
+    with_lab("rm", cfg(), plan, |lab, dp| {
+        dp.apply(&Plan {
+            ring_size: RING,
+            ..Plan::default()
+        })
+        .unwrap();
+        let syn = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT4),
+            ip(VIP4),
+            &tcp(40000, 80, SYN),
+        );
+        assert_eq!(dp.test_run(&syn, lab.in_idx).unwrap().0, XDP_PASS);
+        let echo = L4::Icmp {
+            ty: 8,
+            code: 0,
+            rest: [0; 4],
+            payload: Vec::new(),
+        };
+        let ping = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &echo);
+        assert_eq!(dp.test_run(&ping, lab.in_idx).unwrap().0, XDP_PASS);
+        assert_eq!(count(dp, Reason::PassNotVip), 2);
+    });
+}
