@@ -77,7 +77,9 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			*why = LB_DROP_NO_REAL;
 			return XDP_DROP;
 		}
-		if (pick(vip, hash, opens && !limited, &slot)) {
+		/* Only a SYN moves the rr/wrr cursor: a UDP flow has no opening packet, so it is
+		 * placed by hash over the sequence, the same on every CPU it may reach. */
+		if (pick(vip, hash, syn && !limited, &slot)) {
 			*why = LB_PASS_MAP;
 			return XDP_PASS;
 		}

@@ -548,3 +548,42 @@ fn a_fin_marks_the_full_nat_port_closed_for_reuse() {
         },
     );
 }
+
+#[test]
+fn udp_flows_of_a_wrr_service_are_placed_by_hash_the_same_on_every_cpu() {
+    let mut plan = one_service(VIP4, Mode::Dr, &["198.18.2.10", "198.18.2.11"], &[0]);
+    plan.services[0].key.proto = Proto::Udp;
+    plan.services[0].scheduler = Scheduler::Wrr;
+    plan.services[0].lookup = vec![0, 1, 1];
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    with_lab("uwrr", cfg(), plan, move |lab, dp| {
+        let mut per_real = [0; 2];
+        for port in 40000..40060 {
+            let f = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &udp(port, 80),
+            );
+            pin(0);
+            let (_, out) = dp.test_run(&f, lab.in_idx).unwrap();
+            let r = real_of(&out);
+            per_real[r] += 1;
+            if cpus > 1 && dp.program().shape.nr_cpus > 1 {
+                pin(1);
+                let (_, out) = dp.test_run(&f, lab.in_idx).unwrap();
+                assert_eq!(
+                    real_of(&out),
+                    r,
+                    "port {port}: the same real from another CPU"
+                );
+            }
+        }
+        pin(0);
+        assert!(
+            per_real[0] > 0 && per_real[1] > per_real[0],
+            "both reals, real 1 more: {per_real:?}"
+        );
+    });
+}
