@@ -587,3 +587,60 @@ fn udp_flows_of_a_wrr_service_are_placed_by_hash_the_same_on_every_cpu() {
         );
     });
 }
+
+/// The frame as a local sender with checksum offload hands it over: the TCP/UDP checksum
+/// field holds only the pseudo-header sum (CHECKSUM_PARTIAL).
+fn partial(mut f: Vec<u8>) -> Vec<u8> {
+    let v6 = f[12] == 0x86;
+    let (l4, src, dst): (usize, IpAddr, IpAddr) = if v6 {
+        let s: [u8; 16] = f[22..38].try_into().unwrap();
+        let d: [u8; 16] = f[38..54].try_into().unwrap();
+        (54, s.into(), d.into())
+    } else {
+        let s: [u8; 4] = f[26..30].try_into().unwrap();
+        let d: [u8; 4] = f[30..34].try_into().unwrap();
+        (34, s.into(), d.into())
+    };
+    let proto = if v6 { f[20] } else { f[23] };
+    let at = l4 + if proto == 6 { 16 } else { 6 };
+    let sum = !fold(pseudo(src, dst, proto, f.len() - l4));
+    f[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+    f
+}
+
+#[test]
+fn a_partial_checksum_from_a_local_sender_is_completed() {
+    let plan = fnat_plan(VIP4, "198.18.2.10", "198.18.2.1", false);
+    with_lab("part", cfg(), plan, |lab, dp| {
+        // An odd-length payload: the last byte is summed on its own.
+        let l4 = seg(40000, 80, SYN, MSS.to_vec(), b"abc".to_vec());
+        let input = partial(frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &l4));
+        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        verify_checksums(&out);
+        assert_eq!(count(dp, Reason::CsumCompleted), 1);
+        // DR and tunnel forward the frame as it is: completed too.
+        dp.apply(&one_service(VIP6, Mode::Dr, &["fd00:2::10"], &[0]))
+            .unwrap();
+        let input = partial(frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT6),
+            ip(VIP6),
+            &tcp(40000, 80, SYN),
+        ));
+        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(
+            out,
+            frame(
+                REAL_MACS[0],
+                lab.out_mac,
+                ip(CLIENT6),
+                ip(VIP6),
+                &tcp(40000, 80, SYN)
+            )
+        );
+        assert_eq!(count(dp, Reason::CsumCompleted), 2);
+    });
+}
