@@ -644,3 +644,98 @@ fn a_partial_checksum_from_a_local_sender_is_completed() {
         assert_eq!(count(dp, Reason::CsumCompleted), 2);
     });
 }
+
+#[test]
+fn plans_from_services_spread_by_weight_and_a_removal_moves_only_its_share() {
+    use wirespeed_lb::model::{Health, Real, Service};
+    const M: u32 = 251;
+    let svc = |reals: &[(&str, u32)]| Service {
+        key: ServiceKey {
+            proto: Proto::Tcp,
+            vip: sa(VIP4, 80),
+        },
+        scheduler: Scheduler::Mh,
+        reals: reals
+            .iter()
+            .map(|(a, w)| Real {
+                addr: sa(a, 8080),
+                mode: Mode::Dr,
+                weight: *w,
+                health: Health::Unchecked,
+            })
+            .collect(),
+        laddrs: Vec::new(),
+        toa: false,
+        check: None,
+    };
+    let three = [("198.18.2.10", 1), ("198.18.2.11", 1), ("198.18.2.12", 2)];
+    let first = wirespeed_lb::plan::build(&[svc(&three)], M, None).unwrap();
+    let c = AttachConfig {
+        ring_size: M,
+        // Room for every flow: an eviction would be a miss, placed by the new table.
+        conns_per_cpu: 8192,
+        ..cfg()
+    };
+    with_lab("plan", c, first.clone(), move |lab, dp| {
+        let syn = |port| {
+            frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(port, 80, SYN),
+            )
+        };
+        let ack = |port| {
+            frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(port, 80, ACK),
+            )
+        };
+        let mut placed = Vec::new();
+        let mut per_real = [0u32; 3];
+        for port in 20000..22000 {
+            let (_, out) = dp.test_run(&syn(port), lab.in_idx).unwrap();
+            let r = real_of(&out);
+            per_real[r] += 1;
+            placed.push(r);
+        }
+        // 1:1:2 over 2000 connections: 500, 500, 1000, give or take what the hash does.
+        for (r, want) in [(0, 500.0), (1, 500.0), (2, 1000.0)] {
+            let got = per_real[r] as f64;
+            assert!(
+                (got - want).abs() / want < 0.15,
+                "real {r}: {got} of 2000, want about {want}"
+            );
+        }
+        // Real 1 leaves: its slot empties, the others keep theirs.
+        let two = [("198.18.2.10", 1), ("198.18.2.12", 2)];
+        let second = wirespeed_lb::plan::build(&[svc(&two)], M, Some(&first)).unwrap();
+        dp.apply(&second).unwrap();
+        let (mut others, mut moved) = (0, 0);
+        for (i, port) in (20000..22000).enumerate() {
+            let before = placed[i];
+            if before != 1 {
+                let (v, out) = dp.test_run(&ack(port), lab.in_idx).unwrap();
+                assert_eq!(
+                    (v, real_of(&out)),
+                    (XDP_REDIRECT, before),
+                    "established flows of the others stay"
+                );
+            }
+            // The same flow opening anew is scheduled afresh on the new table.
+            let (_, out) = dp.test_run(&syn(port), lab.in_idx).unwrap();
+            let now = real_of(&out);
+            assert_ne!(now, 1, "nothing new goes to the removed real");
+            if before != 1 {
+                others += 1;
+                moved += (now != before) as u32;
+            }
+        }
+        // Maglev: the removed real's flows move, the others' (almost) all stay.
+        assert!(moved * 10 < others, "{moved} of {others} other flows moved");
+    });
+}
