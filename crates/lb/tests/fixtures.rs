@@ -5,7 +5,9 @@
 
 mod common;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+
+use libbpf_rs::MapCore;
 
 use common::*;
 use wirespeed_lb::datapath::{
@@ -401,3 +403,303 @@ fn full_nat_translates_both_directions() {
         );
     }
 }
+
+fn toa(port: u16, client: &str) -> Vec<u8> {
+    let a = ip(client);
+    let mut o = vec![254, if a.is_ipv4() { 8 } else { 20 }];
+    o.extend(port.to_be_bytes());
+    match a {
+        IpAddr::V4(v) => o.extend(v.octets()),
+        IpAddr::V6(v) => o.extend(v.octets()),
+    }
+    o
+}
+
+fn seg(sport: u16, dport: u16, flags: u8, options: Vec<u8>, payload: Vec<u8>) -> L4 {
+    L4::Tcp {
+        sport,
+        dport,
+        flags,
+        options,
+        payload,
+    }
+}
+
+const MSS: [u8; 4] = [2, 4, 0x05, 0xb4];
+
+#[test]
+fn toa_rides_on_the_syn_and_the_first_ack_only() {
+    for (vip, client, real_ip, laddr) in [
+        (VIP4, CLIENT4, "198.18.2.10", "198.18.2.1"),
+        (VIP6, CLIENT6, "fd00:2::10", "fd00:2::1"),
+    ] {
+        with_lab(
+            "toa",
+            cfg(),
+            fnat_plan(vip, real_ip, laddr, true),
+            move |lab, dp| {
+                let send = |flags: u8, opts: Vec<u8>| {
+                    let l4 = seg(40000, 80, flags, opts, b"data".to_vec());
+                    let input = frame(lab.in_mac, ROUTER_MAC, ip(client), ip(vip), &l4);
+                    let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+                    assert_eq!(v, XDP_REDIRECT);
+                    verify_checksums(&out);
+                    out
+                };
+                let out = send(SYN, MSS.to_vec());
+                let lport = sport_of(&out);
+                let opts = [MSS.to_vec(), toa(40000, client)].concat();
+                let expect = seg(lport, 8080, SYN, opts, b"data".to_vec());
+                assert_eq!(
+                    out,
+                    frame(REAL_MACS[0], lab.out_mac, ip(laddr), ip(real_ip), &expect),
+                    "SYN"
+                );
+
+                let out = send(ACK, Vec::new());
+                let expect = seg(lport, 8080, ACK, toa(40000, client), b"data".to_vec());
+                assert_eq!(
+                    out,
+                    frame(REAL_MACS[0], lab.out_mac, ip(laddr), ip(real_ip), &expect),
+                    "first ACK"
+                );
+
+                let out = send(ACK | PSH, Vec::new());
+                let expect = seg(lport, 8080, ACK | PSH, Vec::new(), b"data".to_vec());
+                assert_eq!(
+                    out,
+                    frame(REAL_MACS[0], lab.out_mac, ip(laddr), ip(real_ip), &expect),
+                    "later"
+                );
+                assert_eq!(count(dp, Reason::ToaAdded), 2);
+            },
+        );
+    }
+}
+
+#[test]
+fn toa_that_does_not_fit_is_left_out_and_counted() {
+    with_lab(
+        "tfit",
+        cfg(),
+        fnat_plan(VIP4, "198.18.2.10", "198.18.2.1", true),
+        |lab, dp| {
+            // 40 bytes of options already: no option space left.
+            let full = [MSS.to_vec(), vec![1; 36]].concat();
+            let l4 = seg(40000, 80, SYN, full.clone(), Vec::new());
+            let input = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &l4);
+            let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+            assert_eq!(v, XDP_REDIRECT);
+            let lport = sport_of(&out);
+            let expect = seg(lport, 8080, SYN, full, Vec::new());
+            assert_eq!(
+                out,
+                frame(
+                    REAL_MACS[0],
+                    lab.out_mac,
+                    ip("198.18.2.1"),
+                    ip("198.18.2.10"),
+                    &expect
+                )
+            );
+            verify_checksums(&out);
+            assert_eq!(count(dp, Reason::ToaNoRoom), 1);
+
+            // A first ACK that fills the MTU (1500): 8 more bytes would not go out.
+            let l4 = seg(40000, 80, ACK, Vec::new(), vec![7; 1500 - 40]);
+            let input = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &l4);
+            let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+            assert_eq!(v, XDP_REDIRECT);
+            assert_eq!(out.len(), input.len(), "sent without TOA");
+            verify_checksums(&out);
+            assert_eq!(count(dp, Reason::ToaNoRoom), 2);
+            assert_eq!(count(dp, Reason::ToaAdded), 0);
+        },
+    );
+}
+
+#[test]
+fn echo_to_a_vip_is_answered_v4_and_v6() {
+    let mut plan = one_service(VIP4, Mode::Dr, &["198.18.2.10"], &[0]);
+    plan.services.push(service(
+        Proto::Tcp,
+        sa(VIP6, 80),
+        Scheduler::Mh,
+        vec![1; RING as usize],
+    ));
+    plan.reals.push(real(1, sa("fd00:2::10", 80), Mode::Dr));
+    with_lab("echo", cfg(), plan, |lab, dp| {
+        for (vip, client, ty, reply) in [(VIP4, CLIENT4, 8, 0), (VIP6, CLIENT6, 128, 129)] {
+            let echo = |t| L4::Icmp {
+                ty: t,
+                code: 0,
+                rest: [0x12, 0x34, 0, 1],
+                payload: b"abcdefgh".to_vec(),
+            };
+            let input = frame(lab.in_mac, ROUTER_MAC, ip(client), ip(vip), &echo(ty));
+            let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+            assert_eq!(v, XDP_TX);
+            assert_eq!(
+                out,
+                frame(ROUTER_MAC, lab.in_mac, ip(vip), ip(client), &echo(reply))
+            );
+            verify_checksums(&out);
+        }
+        assert_eq!(count(dp, Reason::IcmpEcho), 2);
+        // Echo to an address that is no VIP: the kernel's.
+        let other = L4::Icmp {
+            ty: 8,
+            code: 0,
+            rest: [0; 4],
+            payload: Vec::new(),
+        };
+        let input = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT4),
+            ip("198.18.1.1"),
+            &other,
+        );
+        assert_eq!(dp.test_run(&input, lab.in_idx).unwrap().0, XDP_PASS);
+    });
+}
+
+#[test]
+fn too_big_for_a_vip_flow_reaches_the_flows_real() {
+    // Two DR reals; the ICMP must follow the connection, wherever its SYN went.
+    let plan = one_service(VIP4, Mode::Dr, &["198.18.2.10", "198.18.2.11"], &[0, 1]);
+    with_lab("itb", cfg(), plan, |lab, dp| {
+        for port in 40000..40008 {
+            let syn = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(port, 80, SYN),
+            );
+            let (_, out) = dp.test_run(&syn, lab.in_idx).unwrap();
+            let real_mac: [u8; 6] = out[..6].try_into().unwrap();
+            // A router on the way back says the VIP's reply (VIP:80 -> client) was too big.
+            let quoted = ip_packet(ip(VIP4), ip(CLIENT4), &tcp(80, port, ACK));
+            let icmp = L4::Icmp {
+                ty: 3,
+                code: 4,
+                rest: [0, 0, 0x05, 0x00],
+                payload: quoted[..28].to_vec(),
+            };
+            let input = frame(lab.in_mac, ROUTER_MAC, ip("198.18.50.1"), ip(VIP4), &icmp);
+            let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+            assert_eq!(v, XDP_REDIRECT);
+            assert_eq!(
+                out,
+                frame(real_mac, lab.out_mac, ip("198.18.50.1"), ip(VIP4), &icmp)
+            );
+            verify_checksums(&out);
+        }
+        assert_eq!(count(dp, Reason::IcmpTooBigFwd), 8);
+    });
+}
+
+/// The index of the real whose MAC a frame is sent to.
+fn real_of(out: &[u8]) -> usize {
+    REAL_MACS
+        .iter()
+        .position(|m| &out[..6] == m)
+        .expect("sent to a real")
+}
+
+#[test]
+fn quiesced_real_keeps_its_flows_and_a_syn_ignores_a_stale_entry() {
+    let plan = one_service(VIP4, Mode::Dr, &["198.18.2.10", "198.18.2.11"], &[0]);
+    with_lab("qui", cfg(), plan, |lab, dp| {
+        let pkt = |port, flags| {
+            frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(port, 80, flags),
+            )
+        };
+        let (_, out) = dp.test_run(&pkt(40000, SYN), lab.in_idx).unwrap();
+        assert_eq!(real_of(&out), 0);
+        // Real 0 goes to weight 0: the lookup names only real 1; real 0 keeps its slot.
+        dp.apply(&one_service(
+            VIP4,
+            Mode::Dr,
+            &["198.18.2.10", "198.18.2.11"],
+            &[1],
+        ))
+        .unwrap();
+        let (v, out) = dp.test_run(&pkt(40000, ACK), lab.in_idx).unwrap();
+        assert_eq!(
+            (v, real_of(&out)),
+            (XDP_REDIRECT, 0),
+            "established flow stays"
+        );
+        let (_, out) = dp.test_run(&pkt(40001, SYN), lab.in_idx).unwrap();
+        assert_eq!(real_of(&out), 1, "a new connection goes elsewhere");
+        // The same client port opening anew (its entry is stale): scheduled afresh.
+        let (_, out) = dp.test_run(&pkt(40000, SYN), lab.in_idx).unwrap();
+        assert_eq!(real_of(&out), 1, "a SYN never takes the stale entry's real");
+        let (_, out) = dp.test_run(&pkt(40000, ACK), lab.in_idx).unwrap();
+        assert_eq!(real_of(&out), 1, "and its entry now says so");
+        assert_eq!(count(dp, Reason::DropNoReal), 0);
+    });
+}
+
+#[test]
+fn a_hit_keeps_the_entrys_real_a_miss_follows_the_hash() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("one CPU: the other CPU's table cannot be shown apart");
+    }
+    let plan = one_service(VIP4, Mode::Dr, &["198.18.2.10", "198.18.2.11"], &[0]);
+    with_lab("lru", cfg(), plan, |lab, dp| {
+        let pkt = |flags| {
+            frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(40000, 80, flags),
+            )
+        };
+        let (_, out) = dp.test_run(&pkt(SYN), lab.in_idx).unwrap();
+        assert_eq!(real_of(&out), 0);
+        assert_eq!(dp.program().conn_count(0), 1);
+        dp.apply(&one_service(
+            VIP4,
+            Mode::Dr,
+            &["198.18.2.10", "198.18.2.11"],
+            &[1],
+        ))
+        .unwrap();
+        let (_, out) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
+        assert_eq!(real_of(&out), 0, "hit: the entry's real");
+        // Another CPU has no entry for the flow: a miss, scheduled by hash (all slots
+        // name real 1 now), and DR remembers it there.
+        if dp.program().shape.nr_cpus > 1
+            && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
+        {
+            pin(1);
+            let (_, out) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
+            assert_eq!(real_of(&out), 1, "miss: the hash's real");
+            assert_eq!(dp.program().conn_count(1), 1);
+            pin(0);
+        }
+        // Losing the entry altogether (the control plane's lookup is all the miss has):
+        dp.program().maps.conn_tables[0]
+            .keys()
+            .collect::<Vec<_>>()
+            .iter()
+            .for_each(|k| dp.program().maps.conn_tables[0].delete(k).unwrap());
+        let (_, out) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
+        assert_eq!(real_of(&out), 1);
+    });
+}
+
+#[path = "common/guards.rs"]
+mod guards;
+
+#[path = "common/live.rs"]
+mod live;
