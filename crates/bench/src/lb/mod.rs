@@ -16,6 +16,7 @@
 //! the load balancer's crate (whose example, lb_bench, depends on this one).
 
 pub mod frames;
+mod lab;
 pub mod nft;
 mod redis;
 mod run;

@@ -5,7 +5,8 @@ use std::net::Ipv4Addr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::run::{Bench, Opts};
+use super::lab::Bench;
+use super::run::Opts;
 use super::{Balancer, Mode, RedisRow, ServicePorts};
 use crate::showdown::Ratio;
 use crate::{Error, Result};
