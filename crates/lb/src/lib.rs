@@ -6,9 +6,12 @@
 #![deny(unsafe_code)]
 
 pub mod error;
+pub mod ipvsadm;
+pub mod listing;
 pub mod maglev;
 pub mod model;
 pub mod plan;
 pub mod sched;
+pub mod table;
 
 pub use error::{Error, Result};
