@@ -6,6 +6,7 @@
 #![deny(unsafe_code)]
 
 pub mod error;
+pub mod health;
 pub mod ipvsadm;
 pub mod listing;
 pub mod maglev;
