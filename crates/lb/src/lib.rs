@@ -5,6 +5,8 @@
 //! and the program reads them.
 #![deny(unsafe_code)]
 
+pub mod control;
+pub mod daemon;
 pub mod error;
 pub mod health;
 pub mod ipvsadm;
