@@ -7,6 +7,7 @@
 
 pub mod control;
 pub mod daemon;
+pub mod datapath;
 pub mod error;
 pub mod health;
 pub mod ipvsadm;
@@ -18,3 +19,9 @@ pub mod sched;
 pub mod table;
 
 pub use error::{Error, Result};
+
+#[allow(clippy::all, missing_docs, unused, unsafe_code, unsafe_op_in_unsafe_fn)]
+pub mod bpf {
+    include!(concat!(env!("OUT_DIR"), "/lb.skel.rs"));
+    include!(concat!(env!("OUT_DIR"), "/lb_map_types.rs"));
+}
