@@ -31,6 +31,7 @@ pub struct Daemon<D: DataPlane> {
     /// before.
     sample: Option<(Instant, HashMap<CounterId, Counters>)>,
     rates: HashMap<CounterId, Rates>,
+    ifaces: Vec<String>,
 }
 
 impl<D: DataPlane> Daemon<D> {
@@ -45,7 +46,13 @@ impl<D: DataPlane> Daemon<D> {
             plan,
             sample: None,
             rates: HashMap::new(),
+            ifaces: Vec::new(),
         })
+    }
+
+    /// The interfaces the data path runs on, for `-L --json` and `doctor`.
+    pub fn set_ifaces(&mut self, ifaces: Vec<String>) {
+        self.ifaces = ifaces;
     }
 
     pub fn table(&self) -> &Table {
@@ -289,6 +296,7 @@ impl<D: DataPlane> Daemon<D> {
                 })
                 .collect(),
             warnings: self.table.warnings(),
+            ifaces: self.ifaces.clone(),
         })
     }
 }
