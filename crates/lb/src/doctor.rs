@@ -199,7 +199,14 @@ pub fn check_lb(view: &ListView, host: &Host) -> Vec<Problem> {
         }
     }
     out.extend(check_xdp_xmit(&view.ifaces, host, &links));
-    out
+    // Reals behind one next hop share its neighbour problem: say it once.
+    let mut unique: Vec<Problem> = Vec::new();
+    for p in out {
+        if !unique.contains(&p) {
+            unique.push(p);
+        }
+    }
+    unique
 }
 
 /// A veth whose peer runs no NAPI cannot transmit XDP frames (XDP_TX, redirect): the fix is
