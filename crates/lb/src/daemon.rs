@@ -70,7 +70,7 @@ impl<D: DataPlane> Daemon<D> {
     /// Makes `table` the configuration: plans it over the current plan and applies it. On
     /// any failure nothing changes.
     fn commit(&mut self, table: Table) -> Result<()> {
-        let plan = plan::build(&table.services, self.ring_size, Some(&self.plan))?;
+        let plan = plan::build(&plannable(&table), self.ring_size, Some(&self.plan))?;
         if plan != self.plan {
             self.dp.apply(&plan)?;
         }
@@ -299,6 +299,21 @@ impl<D: DataPlane> Daemon<D> {
             ifaces: self.ifaces.clone(),
         })
     }
+}
+
+/// The services as the data path may carry them: a full-NAT real without a local address of
+/// its family cannot get traffic (there is no source to translate to), so it stays out of the
+/// plan, listed with a warning, until `--add-laddr` gives it one.
+fn plannable(table: &Table) -> Vec<crate::model::Service> {
+    let mut services = table.services.clone();
+    for s in &mut services {
+        let laddrs = s.laddrs.clone();
+        s.reals.retain(|r| {
+            r.mode != crate::model::Mode::FullNat
+                || laddrs.iter().any(|a| a.is_ipv4() == r.addr.is_ipv4())
+        });
+    }
+    services
 }
 
 /// Sends one empty UDP datagram to the discard port of each address, so the kernel resolves

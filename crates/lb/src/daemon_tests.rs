@@ -179,6 +179,33 @@ fn restore_is_all_or_nothing_and_names_the_line() {
 }
 
 #[test]
+fn a_full_nat_real_enters_the_plan_with_its_first_local_address() {
+    let rec = Recorder::default();
+    let mut d = Daemon::new(rec.clone(), RING).unwrap();
+    ok(&mut d, "-A -t 198.18.0.10:80");
+    let w = ok(&mut d, "-a -t 198.18.0.10:80 -r 198.18.1.1 -b");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(d.plan().reals.iter().all(|r| r.is_none()));
+    assert!(d.plan().services[0].lookup.is_empty());
+    assert_eq!(
+        d.view().unwrap().services[0].reals.len(),
+        1,
+        "-L still lists it"
+    );
+    ok(&mut d, "--add-laddr -z fd00::100 -t 198.18.0.10:80");
+    assert!(
+        d.plan().reals.iter().all(|r| r.is_none()),
+        "a v6 laddr does not serve a v4 real"
+    );
+    ok(&mut d, "--add-laddr -z 198.18.0.100 -t 198.18.0.10:80");
+    let s = slot_of(d.plan(), "198.18.1.1:80");
+    assert_eq!(share(d.plan(), s), RING as usize);
+    let w = ok(&mut d, "--del-laddr -z 198.18.0.100 -t 198.18.0.10:80");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(d.plan().services[0].lookup.is_empty());
+}
+
+#[test]
 fn listing_maps_counters_by_slot_and_rates_from_two_samples() {
     let rec = Recorder::default();
     let mut d = Daemon::new(rec.clone(), RING).unwrap();
