@@ -109,9 +109,9 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		if (real->mode == LB_MODE_FNAT) {
 			int rc;
 
-			if (old && old->real == slot) {
+			if (old && old->real == slot && fnat_still_ours(vip, real, old, p, now)) {
 				/* A retransmitted SYN keeps its local port, whose reverse entry
-				 * already names this client. */
+				 * still names this client. */
 				fresh.laddr = old->laddr;
 				fresh.lport = old->lport;
 			} else {
