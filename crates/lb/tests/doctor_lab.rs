@@ -175,3 +175,35 @@ fn the_lb_side_finds_missing_neighbours_gateways_and_laddrs() {
     }
     assert_eq!(left, vec![want[0].clone(), want[2].clone()]);
 }
+
+#[test]
+fn an_interface_whose_veth_peer_has_no_napi_gets_the_gro_fix() {
+    let lab = lab("c");
+    let peer_ns = lab.real.name().to_string();
+    lab.real
+        .exec("ethtool", &["-K", "eth0", "gro", "off"])
+        .unwrap();
+    let view = wirespeed_lb::listing::ListView {
+        ring_size: 251,
+        ifaces: vec!["lbc0".into()],
+        ..Default::default()
+    };
+    // The XDP features come from the kernel of the namespace the check runs in: the load
+    // balancer's, as `doctor` runs where the daemon runs. (Linux 6.3+ reports them; the
+    // data path needs them too, to refuse such an interface at attach.)
+    let check = |view: wirespeed_lb::listing::ListView| {
+        lab.lb
+            .run(move || lines(&check_lb(&view, &Host { netns: None })))
+            .unwrap()
+    };
+    let found = check(view.clone());
+    let want = format!(
+        "lbc0 takes no XDP frames: its veth peer runs no NAPI: ip netns exec {peer_ns} ethtool -K eth0 gro on"
+    );
+    assert_eq!(found, vec![want]);
+    run_fix(&Problem {
+        problem: String::new(),
+        fix: found[0].rsplit_once(": ").unwrap().1.to_string(),
+    });
+    assert_eq!(check(view), Vec::<String>::new());
+}
