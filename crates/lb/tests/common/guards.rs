@@ -463,3 +463,184 @@ fn a_removed_service_and_its_echo_go_to_the_kernel() {
         assert_eq!(count(dp, Reason::PassNotVip), 2);
     });
 }
+
+#[test]
+fn tunnel_4in6_carries_a_v4_vip_to_a_v6_real() {
+    let plan = one_service(VIP4, Mode::Tunnel, &["fd00:2::10"], &[0]);
+    with_lab("4in6", cfg(), plan, |lab, dp| {
+        let inner = ip_packet(ip(CLIENT4), ip(VIP4), &tcp(40000, 80, SYN));
+        let (v, out) = dp
+            .test_run(&eth(lab.in_mac, ROUTER_MAC, false, &inner), lab.in_idx)
+            .unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        let mut expect = tunneled(&lab, 0, "fd00:2::1", "fd00:2::10", &inner);
+        expect[15..18].copy_from_slice(&out[15..18]);
+        assert_eq!(out, expect);
+        verify_checksums(&out);
+    });
+}
+
+#[test]
+fn packet_too_big_v6_reaches_the_dr_real_of_the_flow() {
+    let plan = one_service(VIP6, Mode::Dr, &["fd00:2::10", "fd00:2::11"], &[0, 1]);
+    with_lab("ptb6", cfg(), plan, |lab, dp| {
+        for port in 40000..40004 {
+            let syn = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT6),
+                ip(VIP6),
+                &tcp(port, 80, SYN),
+            );
+            let (_, out) = dp.test_run(&syn, lab.in_idx).unwrap();
+            let real_mac: [u8; 6] = out[..6].try_into().unwrap();
+            let quoted = ip_packet(ip(VIP6), ip(CLIENT6), &tcp(80, port, ACK));
+            let icmp = L4::Icmp {
+                ty: 2,
+                code: 0,
+                rest: 1280u32.to_be_bytes(),
+                payload: quoted[..48].to_vec(),
+            };
+            let input = frame(lab.in_mac, ROUTER_MAC, ip("fd00:50::1"), ip(VIP6), &icmp);
+            let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+            assert_eq!(v, XDP_REDIRECT);
+            assert_eq!(
+                out,
+                frame(real_mac, lab.out_mac, ip("fd00:50::1"), ip(VIP6), &icmp)
+            );
+            verify_checksums(&out);
+        }
+    });
+}
+
+#[test]
+fn a_fin_marks_the_full_nat_port_closed_for_reuse() {
+    with_lab(
+        "fin",
+        cfg(),
+        fnat_plan(VIP4, "198.18.2.10", "198.18.2.1", false),
+        |lab, dp| {
+            let pkt = |flags| {
+                frame(
+                    lab.in_mac,
+                    ROUTER_MAC,
+                    ip(CLIENT4),
+                    ip(VIP4),
+                    &tcp(40000, 80, flags),
+                )
+            };
+            dp.test_run(&pkt(SYN), lab.in_idx).unwrap();
+            // lb_rev.flags sits after vip, client, vport, cport, real and service.
+            let flags = |dp: &XdpDataPlane| {
+                let rev = &dp.program().maps.rev;
+                let k = rev.keys().next().expect("one reverse entry");
+                rev.lookup(&k, libbpf_rs::MapFlags::ANY).unwrap().unwrap()[44]
+            };
+            assert_eq!(flags(dp) & 0x02, 0, "open");
+            let (v, _) = dp.test_run(&pkt(FIN | ACK), lab.in_idx).unwrap();
+            assert_eq!(v, XDP_REDIRECT);
+            assert_eq!(
+                flags(dp) & 0x02,
+                0x02,
+                "closed: its port may go to another connection after the grace"
+            );
+            assert_eq!(flags(dp) & 0x01, 0x01, "a full-NAT entry");
+        },
+    );
+}
+
+#[test]
+fn udp_flows_of_a_wrr_service_are_placed_by_hash_the_same_on_every_cpu() {
+    let mut plan = one_service(VIP4, Mode::Dr, &["198.18.2.10", "198.18.2.11"], &[0]);
+    plan.services[0].key.proto = Proto::Udp;
+    plan.services[0].scheduler = Scheduler::Wrr;
+    plan.services[0].lookup = vec![0, 1, 1];
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    with_lab("uwrr", cfg(), plan, move |lab, dp| {
+        let mut per_real = [0; 2];
+        for port in 40000..40060 {
+            let f = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &udp(port, 80),
+            );
+            pin(0);
+            let (_, out) = dp.test_run(&f, lab.in_idx).unwrap();
+            let r = real_of(&out);
+            per_real[r] += 1;
+            if cpus > 1 && dp.program().shape.nr_cpus > 1 {
+                pin(1);
+                let (_, out) = dp.test_run(&f, lab.in_idx).unwrap();
+                assert_eq!(
+                    real_of(&out),
+                    r,
+                    "port {port}: the same real from another CPU"
+                );
+            }
+        }
+        pin(0);
+        assert!(
+            per_real[0] > 0 && per_real[1] > per_real[0],
+            "both reals, real 1 more: {per_real:?}"
+        );
+    });
+}
+
+/// The frame as a local sender with checksum offload hands it over: the TCP/UDP checksum
+/// field holds only the pseudo-header sum (CHECKSUM_PARTIAL).
+fn partial(mut f: Vec<u8>) -> Vec<u8> {
+    let v6 = f[12] == 0x86;
+    let (l4, src, dst): (usize, IpAddr, IpAddr) = if v6 {
+        let s: [u8; 16] = f[22..38].try_into().unwrap();
+        let d: [u8; 16] = f[38..54].try_into().unwrap();
+        (54, s.into(), d.into())
+    } else {
+        let s: [u8; 4] = f[26..30].try_into().unwrap();
+        let d: [u8; 4] = f[30..34].try_into().unwrap();
+        (34, s.into(), d.into())
+    };
+    let proto = if v6 { f[20] } else { f[23] };
+    let at = l4 + if proto == 6 { 16 } else { 6 };
+    let sum = !fold(pseudo(src, dst, proto, f.len() - l4));
+    f[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+    f
+}
+
+#[test]
+fn a_partial_checksum_from_a_local_sender_is_completed() {
+    let plan = fnat_plan(VIP4, "198.18.2.10", "198.18.2.1", false);
+    with_lab("part", cfg(), plan, |lab, dp| {
+        // An odd-length payload: the last byte is summed on its own.
+        let l4 = seg(40000, 80, SYN, MSS.to_vec(), b"abc".to_vec());
+        let input = partial(frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &l4));
+        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        verify_checksums(&out);
+        assert_eq!(count(dp, Reason::CsumCompleted), 1);
+        // DR and tunnel forward the frame as it is: completed too.
+        dp.apply(&one_service(VIP6, Mode::Dr, &["fd00:2::10"], &[0]))
+            .unwrap();
+        let input = partial(frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT6),
+            ip(VIP6),
+            &tcp(40000, 80, SYN),
+        ));
+        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(
+            out,
+            frame(
+                REAL_MACS[0],
+                lab.out_mac,
+                ip(CLIENT6),
+                ip(VIP6),
+                &tcp(40000, 80, SYN)
+            )
+        );
+        assert_eq!(count(dp, Reason::CsumCompleted), 2);
+    });
+}
