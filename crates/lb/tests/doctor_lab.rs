@@ -102,6 +102,26 @@ fn a_bare_dr_real_gets_its_fixes_and_then_none() {
             "{found:?}"
         );
     }
+    // Replies advertise the device's MSS (1460) unless the route lowers it for the tunnel.
+    lab.real
+        .ip(&[
+            "route",
+            "add",
+            "default",
+            "via",
+            "198.18.60.1",
+            "dev",
+            "eth0",
+        ])
+        .unwrap();
+    let mss = format!("replies via eth0 advertise MSS 1460, but a tunnelled segment fits 1440 (20-byte outer header on MTU 1500): {x} ip route change default via 198.18.60.1 dev eth0 advmss 1440");
+    let found = check_real(&[vip], tunnel, &host);
+    let p = found
+        .iter()
+        .find(|p| p.to_string() == mss)
+        .unwrap_or_else(|| panic!("{:?}", lines(&found)));
+    run_fix(p);
+    assert!(!lines(&check_real(&[vip], tunnel, &host)).contains(&mss));
     // A v6 VIP on a real with no global IPv6 address arrives over 6in4 (sit0).
     let v6vip: IpAddr = "fd00::60:100".parse().unwrap();
     let found = lines(&check_real(&[v6vip], tunnel, &host));
