@@ -5,12 +5,19 @@
 //! and the program reads them.
 #![deny(unsafe_code)]
 
+pub mod control;
+pub mod daemon;
 pub mod datapath;
+pub mod doctor;
 pub mod error;
+pub mod health;
+pub mod ipvsadm;
+pub mod listing;
 pub mod maglev;
 pub mod model;
 pub mod plan;
 pub mod sched;
+pub mod table;
 
 pub use error::{Error, Result};
 
