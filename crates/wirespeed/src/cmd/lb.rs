@@ -236,7 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Some(Cmd::Save { socket }) => match ask(socket, &Request::View)? {
             Reply::List(view) => {
-                print!("{}", ipvsadm::format_save(&view));
+                print!("{}", wirespeed_lb::listing::format_save(&view));
                 Ok(())
             }
             _ => bail!("the daemon answered `save` with something else than its configuration"),
