@@ -35,6 +35,15 @@ impl Drop for Proc {
     }
 }
 
+/// The daemon's socket directory, removed however the test ends.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 impl Proc {
     /// SIGTERM, then its exit status and the rest of its stdout.
     fn stop(mut self) -> (std::process::ExitStatus, String) {
@@ -185,8 +194,11 @@ fn tunnel_mode_reaches_a_real_that_decapsulates_in_xdp() {
     }
 
     // The load balancer.
-    let dir = PathBuf::from(format!("/tmp/ws-lbtun-{}", std::process::id()));
-    let socket = dir.join("lb.sock");
+    let dir = TempDir(PathBuf::from(format!(
+        "/tmp/ws-lbtun-{}",
+        std::process::id()
+    )));
+    let socket = dir.0.join("lb.sock");
     let daemon = Proc(
         Command::new("ip")
             .args(["netns", "exec", lb.name(), BIN])
@@ -300,5 +312,5 @@ fn tunnel_mode_reaches_a_real_that_decapsulates_in_xdp() {
     );
     let (status, _) = daemon.stop();
     assert!(status.success(), "{status}");
-    let _ = std::fs::remove_dir(&dir);
+    assert!(!socket.exists(), "the daemon removed its socket");
 }
