@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 use common::*;
 use wirespeed_lb::datapath::XDP_PASS;
-use wirespeed_lb::decap::{Decap, DecapConfig, COUNTERS};
+use wirespeed_lb::decap::{Decap, DecapConfig, XdpMode, COUNTERS};
 
 const VIP4: &str = "198.18.100.1";
 const VIP6: &str = "fd00:100::1";
@@ -185,18 +185,18 @@ fn attach_is_refused_outside_a_lab_namespace_and_without_a_vip() {
 }
 
 #[test]
-fn attach_in_a_lab_namespace_runs_native_on_a_veth_and_detaches_on_drop() {
+fn attach_runs_native_on_a_veth_generic_on_lo_and_detaches_on_drop() {
     wirespeed_lab::require_root();
     let ns =
         wirespeed_lab::Netns::create(&format!("ws-dcp{}", std::process::id() % 100000)).unwrap();
     ns.ip(&["link", "add", "r0", "type", "veth", "peer", "name", "r0p"])
         .unwrap();
     ns.ip(&["link", "set", "r0", "up"]).unwrap();
-    let shown = |ns: &wirespeed_lab::Netns| ns.ip(&["-d", "link", "show", "r0"]).unwrap();
-    let name = ns.name().to_string();
-    let modes = wirespeed_sys::netns::in_netns(&name, || {
+    ns.ip(&["link", "set", "lo", "up"]).unwrap();
+    let shown = |dev: &str| ns.ip(&["-d", "link", "show", dev]).unwrap();
+    let (d, modes) = wirespeed_sys::netns::in_netns(ns.name(), || {
         let d = Decap::attach(&DecapConfig {
-            ifaces: vec!["r0".into()],
+            ifaces: vec!["r0".into(), "lo".into()],
             vips: vec![ip(VIP4)],
             ..DecapConfig::default()
         })
@@ -209,12 +209,32 @@ fn attach_in_a_lab_namespace_runs_native_on_a_veth_and_detaches_on_drop() {
         (d, modes)
     })
     .unwrap();
-    let (d, modes) = modes;
+    // lo has no driver XDP: the native attach is refused and generic mode takes it.
     assert_eq!(
         modes,
-        vec![("r0".to_string(), wirespeed_lb::decap::XdpMode::Native)]
+        vec![
+            ("r0".to_string(), XdpMode::Native),
+            ("lo".to_string(), XdpMode::Generic)
+        ]
     );
-    assert!(shown(&ns).contains("name decap"), "{}", shown(&ns));
+    assert!(shown("r0").contains("prog/xdp id"), "{}", shown("r0"));
+    assert!(shown("r0").contains("name decap"), "{}", shown("r0"));
+    assert!(shown("lo").contains(" xdpgeneric "), "{}", shown("lo"));
+    assert!(shown("lo").contains("name decap"), "{}", shown("lo"));
     drop(d);
-    assert!(!shown(&ns).contains("prog/xdp"), "{}", shown(&ns));
+    for dev in ["r0", "lo"] {
+        assert!(!shown(dev).contains("prog/xdp"), "{}", shown(dev));
+    }
+    let err = wirespeed_sys::netns::in_netns(ns.name(), || {
+        Decap::attach(&DecapConfig {
+            ifaces: vec!["nosuch0".into()],
+            vips: vec![ip(VIP4)],
+            ..DecapConfig::default()
+        })
+        .err()
+        .map(|e| e.to_string())
+    })
+    .unwrap()
+    .expect("refused");
+    assert!(err.contains("no interface nosuch0"), "{err}");
 }
