@@ -1,6 +1,7 @@
 //! Tunnel mode end to end, on a kernel that may have no ipip/sit (this lab's): a client, the
-//! load balancer (`wirespeed lb run`, tunnel-mode services for a v4 VIP and a v6 VIP, both to
-//! one v4 real: IPIP and 6in4) and a real running `wirespeed lb decap`, in three lab
+//! load balancer (`wirespeed lb run`, tunnel-mode services for a v4 VIP and a v6 VIP to the
+//! real's v4 address and to its v6 address: IPIP, 6in4, 4in6, IP6IP6) and a real running
+//! `wirespeed lb decap`, in three lab
 //! namespaces joined by veths and set up with plain `ip` commands. The real holds the VIPs on
 //! lo and answers the client directly, through the load balancer's kernel as a router. Also
 //! `lb doctor --real`: before the decapsulator runs it names `wirespeed lb decap` as the fix
@@ -21,7 +22,9 @@ use wirespeed_lab::Netns;
 const BIN: &str = env!("CARGO_BIN_EXE_wirespeed");
 const VIP4: &str = "198.18.100.1";
 const VIP6: &str = "fd00:100::1";
+/// Services on PORT go to the v4 real (IPIP, 6in4), on PORT6 to the v6 real (4in6, IP6IP6).
 const PORT: u16 = 7000;
+const PORT6: u16 = 7001;
 
 /// A child process, killed on drop if it is still running (a failing test leaves none).
 struct Proc(Child);
@@ -223,6 +226,10 @@ fn tunnel_mode_reaches_a_real_that_decapsulates_in_xdp() {
         format!("-a -t {VIP4}:{PORT} -r 198.18.2.10 -i"),
         format!("-A -t [{VIP6}]:{PORT} -s mh"),
         format!("-a -t [{VIP6}]:{PORT} -r 198.18.2.10 -i"),
+        format!("-A -t {VIP4}:{PORT6} -s mh"),
+        format!("-a -t {VIP4}:{PORT6} -r [fd00:2::10] -i"),
+        format!("-A -t [{VIP6}]:{PORT6} -s mh"),
+        format!("-a -t [{VIP6}]:{PORT6} -r [fd00:2::10] -i"),
     ] {
         let mut args = vec!["lb"];
         args.extend(cmd.split(' '));
@@ -235,6 +242,8 @@ fn tunnel_mode_reaches_a_real_that_decapsulates_in_xdp() {
     }
     // The real's neighbour resolved before the first SYN (the daemon also keeps it so).
     lb.exec("ping", &["-c", "1", "-W", "2", "198.18.2.10"])
+        .unwrap();
+    lb.exec("ping", &["-c", "1", "-W", "2", "fd00:2::10"])
         .unwrap();
 
     // The decapsulator on the real, as doctor's fix says, with --json for its counters.
@@ -262,21 +271,28 @@ fn tunnel_mode_reaches_a_real_that_decapsulates_in_xdp() {
     );
 
     // A TCP server on each VIP in the real; a client through the VIPs.
-    let listeners = wirespeed_sys::netns::in_netns(real.name(), || {
-        [
-            TcpListener::bind(format!("{VIP4}:{PORT}")).unwrap(),
-            TcpListener::bind(format!("[{VIP6}]:{PORT}")).unwrap(),
-        ]
+    let targets = [
+        format!("{VIP4}:{PORT}"),
+        format!("[{VIP6}]:{PORT}"),
+        format!("{VIP4}:{PORT6}"),
+        format!("[{VIP6}]:{PORT6}"),
+    ];
+    let to_bind = targets.clone();
+    let listeners = wirespeed_sys::netns::in_netns(real.name(), move || {
+        to_bind
+            .iter()
+            .map(|t| TcpListener::bind(t.as_str()).unwrap())
+            .collect::<Vec<_>>()
     })
     .unwrap();
-    let [l4, l6] = listeners;
-    let servers = [echo_once(l4, 6), echo_once(l6, 6)];
-    let echoed = wirespeed_sys::netns::in_netns(client.name(), || {
+    let servers: Vec<_> = listeners.into_iter().map(|l| echo_once(l, 6)).collect();
+    let to_connect = targets.clone();
+    let echoed = wirespeed_sys::netns::in_netns(client.name(), move || {
         let mut got = Vec::new();
-        for (vip, msg) in [
-            (format!("{VIP4}:{PORT}"), b"hello4"),
-            (format!("[{VIP6}]:{PORT}"), b"hello6"),
-        ] {
+        for (vip, msg) in to_connect
+            .iter()
+            .zip([b"ipip..", b"6in4..", b"4in6..", b"ip6ip6"])
+        {
             let addr: SocketAddr = vip.parse().unwrap();
             let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
                 .unwrap_or_else(|e| panic!("connect {vip}: {e}"));
@@ -290,11 +306,19 @@ fn tunnel_mode_reaches_a_real_that_decapsulates_in_xdp() {
         got
     })
     .unwrap();
-    assert_eq!(echoed, vec![b"hello4".to_vec(), b"hello6".to_vec()]);
-    let peers: Vec<SocketAddr> = servers.into_iter().map(|s| s.join().unwrap()).collect();
+    assert_eq!(
+        echoed,
+        [b"ipip..", b"6in4..", b"4in6..", b"ip6ip6"].map(|m| m.to_vec())
+    );
+    let peers: Vec<String> = servers
+        .into_iter()
+        .map(|s| s.join().unwrap().ip().to_string())
+        .collect();
     // The real sees the client itself (tunnel mode keeps the packet as the client sent it).
-    assert_eq!(peers[0].ip().to_string(), "198.18.1.2");
-    assert_eq!(peers[1].ip().to_string(), "fd00:1::2");
+    assert_eq!(
+        peers,
+        ["198.18.1.2", "fd00:1::2", "198.18.1.2", "fd00:1::2"]
+    );
 
     let (status, rest) = decap.stop();
     assert!(status.success(), "{status}");
@@ -303,6 +327,8 @@ fn tunnel_mode_reaches_a_real_that_decapsulates_in_xdp() {
     // SYN, the handshake's ACK, the data: at least three packets each way in.
     assert!(counter("decap_ipip") >= 3, "{last}");
     assert!(counter("decap_6in4") >= 3, "{last}");
+    assert!(counter("decap_4in6") >= 3, "{last}");
+    assert!(counter("decap_ip6ip6") >= 3, "{last}");
     assert!(
         !real
             .ip(&["-d", "link", "show", "r0"])
