@@ -59,8 +59,9 @@ fn nl(what: &str) -> impl FnOnce(wirespeed_fp::Error) -> Error + '_ {
     move |e| Error::DataPath(format!("{what}: {e}"))
 }
 
-/// The interfaces of `cfg` with their ifindexes, or the one line that says what to fix.
-pub fn check(cfg: &AttachConfig) -> Result<Vec<(String, u32)>> {
+/// The interfaces of `cfg`: name, ifindex, and whether it is a veth; or the one line that
+/// says what to fix.
+pub fn check(cfg: &AttachConfig) -> Result<Vec<(String, u32, bool)>> {
     if cfg.ifaces.is_empty() {
         return Err(Error::Invalid("no interface: pass --iface IF".into()));
     }
@@ -110,7 +111,7 @@ pub fn check(cfg: &AttachConfig) -> Result<Vec<(String, u32)>> {
                 )
             }));
         }
-        out.push((name.clone(), link.index));
+        out.push((name.clone(), link.index, link.kind == "veth"));
     }
     Ok(out)
 }

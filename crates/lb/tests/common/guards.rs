@@ -533,7 +533,10 @@ fn a_fin_marks_the_full_nat_port_closed_for_reuse() {
             // lb_rev.flags sits after vip, client, vport, cport, real and service.
             let flags = |dp: &XdpDataPlane| {
                 let rev = &dp.program().maps.rev;
-                let k = rev.keys().next().expect("one reverse entry");
+                let k = rev
+                    .keys()
+                    .find(|k| !wirespeed_lb::datapath::loader::is_forward_key(k))
+                    .expect("one reply entry");
                 rev.lookup(&k, libbpf_rs::MapFlags::ANY).unwrap().unwrap()[44]
             };
             assert_eq!(flags(dp) & 0x02, 0, "open");
@@ -643,4 +646,163 @@ fn a_partial_checksum_from_a_local_sender_is_completed() {
         );
         assert_eq!(count(dp, Reason::CsumCompleted), 2);
     });
+}
+
+#[test]
+fn plans_from_services_spread_by_weight_and_a_removal_moves_only_its_share() {
+    use wirespeed_lb::model::{Health, Real, Service};
+    const M: u32 = 251;
+    let svc = |reals: &[(&str, u32)]| Service {
+        key: ServiceKey {
+            proto: Proto::Tcp,
+            vip: sa(VIP4, 80),
+        },
+        scheduler: Scheduler::Mh,
+        reals: reals
+            .iter()
+            .map(|(a, w)| Real {
+                addr: sa(a, 8080),
+                mode: Mode::Dr,
+                weight: *w,
+                health: Health::Unchecked,
+            })
+            .collect(),
+        laddrs: Vec::new(),
+        toa: false,
+        check: None,
+    };
+    let three = [("198.18.2.10", 1), ("198.18.2.11", 1), ("198.18.2.12", 2)];
+    let first = wirespeed_lb::plan::build(&[svc(&three)], M, None).unwrap();
+    let c = AttachConfig {
+        ring_size: M,
+        // Room for every flow: an eviction would be a miss, placed by the new table.
+        conns_per_cpu: 8192,
+        ..cfg()
+    };
+    with_lab("plan", c, first.clone(), move |lab, dp| {
+        let syn = |port| {
+            frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(port, 80, SYN),
+            )
+        };
+        let ack = |port| {
+            frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(port, 80, ACK),
+            )
+        };
+        let mut placed = Vec::new();
+        let mut per_real = [0u32; 3];
+        for port in 20000..22000 {
+            let (_, out) = dp.test_run(&syn(port), lab.in_idx).unwrap();
+            let r = real_of(&out);
+            per_real[r] += 1;
+            placed.push(r);
+        }
+        // 1:1:2 over 2000 connections: 500, 500, 1000, give or take what the hash does.
+        for (r, want) in [(0, 500.0), (1, 500.0), (2, 1000.0)] {
+            let got = per_real[r] as f64;
+            assert!(
+                (got - want).abs() / want < 0.15,
+                "real {r}: {got} of 2000, want about {want}"
+            );
+        }
+        // Real 1 leaves: its slot empties, the others keep theirs.
+        let two = [("198.18.2.10", 1), ("198.18.2.12", 2)];
+        let second = wirespeed_lb::plan::build(&[svc(&two)], M, Some(&first)).unwrap();
+        dp.apply(&second).unwrap();
+        let (mut others, mut moved) = (0, 0);
+        for (i, port) in (20000..22000).enumerate() {
+            let before = placed[i];
+            if before != 1 {
+                let (v, out) = dp.test_run(&ack(port), lab.in_idx).unwrap();
+                assert_eq!(
+                    (v, real_of(&out)),
+                    (XDP_REDIRECT, before),
+                    "established flows of the others stay"
+                );
+            }
+            // The same flow opening anew is scheduled afresh on the new table.
+            let (_, out) = dp.test_run(&syn(port), lab.in_idx).unwrap();
+            let now = real_of(&out);
+            assert_ne!(now, 1, "nothing new goes to the removed real");
+            if before != 1 {
+                others += 1;
+                moved += (now != before) as u32;
+            }
+        }
+        // Maglev: the removed real's flows move, the others' (almost) all stay.
+        assert!(moved * 10 < others, "{moved} of {others} other flows moved");
+    });
+}
+
+#[test]
+fn a_nat_connection_found_on_another_cpu_keeps_its_translation() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("one CPU: nothing to show");
+        return;
+    }
+    with_lab(
+        "xcpu",
+        cfg(),
+        fnat_plan(VIP4, "198.18.2.10", "198.18.2.1", false),
+        |lab, dp| {
+            let pkt = |flags| {
+                frame(
+                    lab.in_mac,
+                    ROUTER_MAC,
+                    ip(CLIENT4),
+                    ip(VIP4),
+                    &tcp(40000, 80, flags),
+                )
+            };
+            let (_, syn) = dp.test_run(&pkt(SYN), lab.in_idx).unwrap();
+            assert_eq!((dp.program().rev_count(), dp.program().fwd_count()), (1, 1));
+            pin(1);
+            let (v, ack) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
+            pin(0);
+            assert_eq!(v, XDP_REDIRECT, "not handed to the kernel as unknown");
+            assert_eq!(sport_of(&ack), sport_of(&syn), "the SYN's local port");
+            verify_checksums(&ack);
+            assert_eq!(
+                dp.program().conn_count(1),
+                1,
+                "CPU 1 learned the connection"
+            );
+            assert_eq!(count(dp, Reason::PassNoConn), 0);
+        },
+    );
+}
+
+#[test]
+fn on_veths_an_answer_leaves_by_redirect_not_xdp_tx() {
+    let (ns, lab) = lab("txr");
+    ns.run(move || {
+        pin(0);
+        let prog = wirespeed_lb::datapath::Program::load_for(&cfg(), true).unwrap();
+        let mut dp_plan = one_service(VIP4, Mode::Dr, &["198.18.2.10"], &[0]);
+        dp_plan.ring_size = RING;
+        wirespeed_lb::datapath::maps::apply(&prog, None, &dp_plan).unwrap();
+        let echo = |t| L4::Icmp {
+            ty: t,
+            code: 0,
+            rest: [0, 1, 0, 1],
+            payload: Vec::new(),
+        };
+        let input = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &echo(8));
+        let (v, out) = prog.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(
+            out,
+            frame(ROUTER_MAC, lab.in_mac, ip(VIP4), ip(CLIENT4), &echo(0))
+        );
+    })
+    .unwrap();
 }
