@@ -1,7 +1,7 @@
 //! Attaching the program: which interfaces may take it (lab namespaces only unless
 //! allow_host; devices that can transmit XDP frames), and the BPF links that hold it there.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 
 use wirespeed_fp::features::NETDEV_XDP_ACT_NDO_XMIT;
 use wirespeed_fp::model::Event;
@@ -31,6 +31,22 @@ impl Link {
                     "attach XDP (driver mode) to {name}: {e} (does its driver support native XDP? `ip link show {name}`)"
                 ))
             })?;
+        Ok(Link {
+            _link: link,
+            name: name.to_string(),
+            ifindex,
+        })
+    }
+
+    /// Attaches any XDP program `prog` on `ifindex` with the XDP mode `flags` (the
+    /// decapsulator's, which may fall back to generic mode).
+    pub(crate) fn xdp_with_flags(
+        prog: BorrowedFd<'_>,
+        name: &str,
+        ifindex: u32,
+        flags: u32,
+    ) -> std::io::Result<Link> {
+        let link = wirespeed_sys::bpf::link_create(prog, ifindex, BPF_XDP, flags)?;
         Ok(Link {
             _link: link,
             name: name.to_string(),
