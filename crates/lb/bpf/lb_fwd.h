@@ -44,7 +44,7 @@ static __always_inline int fib_real(struct xdp_md *ctx, struct bpf_fib_lookup *f
 	int rc;
 
 	if (nh && now < nh->until_ns && tot_len <= nh->ok_len &&
-	    nh->in_ifindex == ctx->ingress_ifindex &&
+	    nh->in_ifindex == ctx->ingress_ifindex && (nh->has_src || !want_src) &&
 	    same16(nh->dst, real->addr)) {
 		f->ifindex = nh->ifindex;
 		__builtin_memcpy(f->smac, nh->smac, 6);
@@ -61,9 +61,10 @@ static __always_inline int fib_real(struct xdp_md *ctx, struct bpf_fib_lookup *f
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS || !nh)
 		return rc;
 	if (now >= nh->until_ns || !same16(nh->dst, real->addr) ||
-	    nh->in_ifindex != ctx->ingress_ifindex)
+	    nh->in_ifindex != ctx->ingress_ifindex || (want_src && !nh->has_src))
 		nh->ok_len = 0;
 	copy16(nh->dst, real->addr);
+	nh->has_src = want_src != 0;
 	if (want_src) {
 		if (real->family == LB_AF_INET)
 			*(__be32 *)nh->src = f->ipv4_src;

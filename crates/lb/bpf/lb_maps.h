@@ -165,6 +165,8 @@ struct lb_nh {
 	__u32 ok_len;       /* the longest IP packet the FIB accepted on this way */
 	__u8 smac[6];
 	__u8 dmac[6];
+	__u8 has_src;       /* src is filled (a real whose mode changed may not have it) */
+	__u8 pad[3];
 	__u64 until_ns;
 };
 
