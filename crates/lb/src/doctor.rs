@@ -261,16 +261,34 @@ fn check_xdp_xmit(
         if xmit || !is_veth {
             continue;
         }
-        let (ns, peer) = veth_peer(l, host);
         out.push(Problem {
             problem: format!("{name} takes no XDP frames: its veth peer runs no NAPI"),
-            fix: match ns {
-                Some(ns) => format!("ip netns exec {ns} ethtool -K {peer} gro on"),
-                None => format!("ethtool -K {peer} gro on"),
-            },
+            fix: gro_fix(l, host),
         });
     }
     out
+}
+
+/// The command that turns GRO on at a veth's peer (which gives the peer NAPI, so the veth
+/// takes XDP frames), with the peer's name and namespace where they can be found.
+fn gro_fix(link: &Value, host: &Host) -> String {
+    match veth_peer(link, host) {
+        (Some(ns), peer) => format!("ip netns exec {ns} ethtool -K {peer} gro on"),
+        (None, peer) => format!("ethtool -K {peer} gro on"),
+    }
+}
+
+/// [`gro_fix`] for veth `ifname` of this thread's namespace: what `lb run` prints when it
+/// refuses the interface.
+pub fn veth_gro_fix(ifname: &str) -> String {
+    let host = Host { netns: None };
+    let detail = host.ip_json(&["-d", "link", "show", "dev", ifname]);
+    let link = detail
+        .as_array()
+        .and_then(|a| a.first())
+        .cloned()
+        .unwrap_or(Value::Null);
+    gro_fix(&link, &host)
 }
 
 /// The namespace (by name, when it has one) and name of a veth's peer.

@@ -102,7 +102,8 @@ pub fn check(cfg: &AttachConfig) -> Result<Vec<(String, u32, bool)>> {
         if !xmit {
             return Err(Error::Invalid(if link.kind == "veth" {
                 format!(
-                    "{name} cannot send XDP frames: its veth peer runs no NAPI; in the peer's namespace run `ethtool -K PEER gro on` (or attach an XDP program to the peer)"
+                    "{name} cannot send XDP frames: its veth peer runs no NAPI; run `{}` (or attach an XDP program to the peer)",
+                    crate::doctor::veth_gro_fix(name)
                 )
             } else {
                 format!(
