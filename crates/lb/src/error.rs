@@ -18,7 +18,7 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+pub fn io(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
     let what = what.into();
     move |err| Error::Io { what, err }
 }

@@ -1,0 +1,289 @@
+//! Services in, a [`Plan`] for the data path out: every real gets a slot, kept from the
+//! previous plan while the real stays in its service (so connection-table entries, which name
+//! slots, stay right), and every service a lookup table over its reals' slots.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use crate::maglev;
+use crate::model::{Plan, PlannedReal, PlannedService, Scheduler, Service, ServiceKey};
+use crate::sched;
+use crate::{Error, Result};
+
+/// The identity of a real inside the data path: its service and its address (with the port
+/// resolved, so `RIP` and `RIP:VPORT` are one real).
+fn identity(key: &ServiceKey, real: SocketAddr) -> (ServiceKey, SocketAddr) {
+    (*key, resolved(key, real))
+}
+
+fn resolved(key: &ServiceKey, real: SocketAddr) -> SocketAddr {
+    if real.port() == 0 {
+        SocketAddr::new(real.ip(), key.vip.port())
+    } else {
+        real
+    }
+}
+
+/// Builds the plan for `services` (their order is the services' ids). `ring_size` is the
+/// Maglev table size and must be prime; it also caps a `wrr` sequence.
+pub fn build(services: &[Service], ring_size: u32, previous: Option<&Plan>) -> Result<Plan> {
+    if !maglev::is_prime(ring_size) {
+        return Err(Error::Invalid(format!(
+            "table size {ring_size} is not prime; use a prime such as 65537, 32749 or 251"
+        )));
+    }
+    // The slots the previous plan gave, by identity.
+    let mut kept: HashMap<(ServiceKey, SocketAddr), u32> = HashMap::new();
+    if let Some(prev) = previous {
+        for (slot, real) in prev.reals.iter().enumerate() {
+            if let Some(r) = real {
+                if let Some(s) = prev.services.get(r.service as usize) {
+                    kept.insert((s.key, r.addr), slot as u32);
+                }
+            }
+        }
+    }
+    let mut reals: Vec<Option<PlannedReal>> = Vec::new();
+    let mut wanted: Vec<(u32, (ServiceKey, SocketAddr), PlannedReal)> = Vec::new();
+    let mut fresh: Vec<(u32, usize, PlannedReal)> = Vec::new();
+    for (sid, s) in services.iter().enumerate() {
+        for (ri, r) in s.reals.iter().enumerate() {
+            let id = identity(&s.key, r.addr);
+            let planned = PlannedReal {
+                service: sid as u32,
+                addr: id.1,
+                mode: r.mode,
+            };
+            match kept.get(&id) {
+                Some(&slot) => wanted.push((slot, id, planned)),
+                None => fresh.push((sid as u32, ri, planned)),
+            }
+        }
+    }
+    for (slot, _, planned) in wanted {
+        let slot = slot as usize;
+        if reals.len() <= slot {
+            reals.resize(slot + 1, None);
+        }
+        reals[slot] = Some(planned);
+    }
+    // New reals take the lowest slot that is free now. A slot freed by this change is not
+    // reused by it: the removed real's connection entries still name it, and a new real of the
+    // same service would receive their packets (and reset them) instead of the kernel.
+    let freed: Vec<bool> = previous
+        .map(|p| p.reals.iter().map(|r| r.is_some()).collect())
+        .unwrap_or_default();
+    let mut slot_of: HashMap<(u32, usize), u32> = HashMap::new();
+    let mut cursor = 0usize;
+    for (sid, ri, planned) in fresh {
+        while cursor < reals.len()
+            && (reals[cursor].is_some() || freed.get(cursor).copied().unwrap_or(false))
+        {
+            cursor += 1;
+        }
+        if cursor == reals.len() {
+            reals.push(None);
+        }
+        reals[cursor] = Some(planned);
+        slot_of.insert((sid, ri), cursor as u32);
+    }
+    let slot_by_identity: HashMap<(ServiceKey, SocketAddr), u32> = reals
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, r)| {
+            let r = r.as_ref()?;
+            Some(((services[r.service as usize].key, r.addr), slot as u32))
+        })
+        .collect();
+
+    let mut planned_services = Vec::with_capacity(services.len());
+    for s in services {
+        let slots: Vec<u32> = s
+            .reals
+            .iter()
+            .map(|r| slot_by_identity[&identity(&s.key, r.addr)])
+            .collect();
+        let weights: Vec<u32> = s.reals.iter().map(|r| r.effective_weight()).collect();
+        let order: Vec<u32> = match s.scheduler {
+            Scheduler::Mh => {
+                let ids: Vec<Vec<u8>> = s
+                    .reals
+                    .iter()
+                    .map(|r| identity_bytes(resolved(&s.key, r.addr)))
+                    .collect();
+                let entries: Vec<maglev::Entry> = ids
+                    .iter()
+                    .zip(&weights)
+                    .map(|(id, &weight)| maglev::Entry { id, weight })
+                    .collect();
+                maglev::table(&entries, ring_size)
+            }
+            Scheduler::Wrr => sched::wrr(&weights, ring_size as usize),
+            Scheduler::Rr => sched::rr(&weights),
+        };
+        planned_services.push(PlannedService {
+            key: s.key,
+            scheduler: s.scheduler,
+            lookup: order.into_iter().map(|i| slots[i as usize]).collect(),
+            laddrs: s.laddrs.clone(),
+            toa: s.toa,
+        });
+    }
+    // Trailing free slots carry nothing.
+    while matches!(reals.last(), Some(None)) {
+        reals.pop();
+    }
+    Ok(Plan {
+        ring_size,
+        services: planned_services,
+        reals,
+    })
+}
+
+/// The bytes Maglev hashes for a real: its address and port, so a real keeps its preference
+/// list (and its flows) across restarts and across changes to the other reals.
+fn identity_bytes(a: SocketAddr) -> Vec<u8> {
+    let mut v = match a.ip() {
+        std::net::IpAddr::V4(ip) => ip.octets().to_vec(),
+        std::net::IpAddr::V6(ip) => ip.octets().to_vec(),
+    };
+    v.extend_from_slice(&a.port().to_be_bytes());
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Health, Mode, Proto, Real};
+
+    fn service(vip: &str, reals: &[(&str, u32)], scheduler: Scheduler) -> Service {
+        Service {
+            key: ServiceKey {
+                proto: Proto::Tcp,
+                vip: vip.parse().unwrap(),
+            },
+            scheduler,
+            reals: reals
+                .iter()
+                .map(|(a, w)| Real {
+                    addr: a.parse().unwrap(),
+                    mode: Mode::Dr,
+                    weight: *w,
+                    health: Health::Unchecked,
+                })
+                .collect(),
+            laddrs: vec![],
+            toa: false,
+            check: None,
+        }
+    }
+
+    fn spread(p: &Plan, sid: usize) -> HashMap<u32, usize> {
+        let mut m = HashMap::new();
+        for &s in &p.services[sid].lookup {
+            *m.entry(s).or_default() += 1;
+        }
+        m
+    }
+
+    #[test]
+    fn slots_survive_changes_to_other_reals_and_services() {
+        let a = service(
+            "198.18.0.10:80",
+            &[("198.18.100.1:0", 1), ("198.18.101.1:8080", 1)],
+            Scheduler::Mh,
+        );
+        let b = service("198.18.0.11:53", &[("198.18.102.1:53", 1)], Scheduler::Rr);
+        let p1 = build(&[a.clone(), b.clone()], 251, None).unwrap();
+        assert_eq!(p1.reals.len(), 3);
+        assert_eq!(
+            p1.reals[0].as_ref().unwrap().addr,
+            "198.18.100.1:80".parse().unwrap(),
+            "port 0 is the service's port"
+        );
+        // Remove the first real of `a`, add one to `b`, drop nothing else.
+        let mut a2 = a.clone();
+        a2.reals.remove(0);
+        let mut b2 = b.clone();
+        b2.reals
+            .push(service("1.1.1.1:1", &[("198.18.103.1:53", 1)], Scheduler::Rr).reals[0].clone());
+        let p2 = build(&[a2, b2], 251, Some(&p1)).unwrap();
+        assert!(
+            p2.reals[0].is_none(),
+            "the removed real's slot is not reused at once"
+        );
+        assert_eq!(p2.reals[1], p1.reals[1]);
+        assert_eq!(p2.reals[2], p1.reals[2]);
+        assert_eq!(
+            p2.reals[3].as_ref().unwrap().addr,
+            "198.18.103.1:53".parse().unwrap()
+        );
+        // The next change may reuse slot 0.
+        let p3 = build(
+            &[service(
+                "198.18.0.12:80",
+                &[("198.18.104.1:80", 1)],
+                Scheduler::Mh,
+            )],
+            251,
+            Some(&p2),
+        )
+        .unwrap();
+        assert_eq!(p3.reals.len(), 1);
+    }
+
+    #[test]
+    fn weight_zero_and_down_keep_their_slot_but_leave_the_table() {
+        let mut s = service(
+            "198.18.0.10:80",
+            &[("198.18.100.1:80", 1), ("198.18.101.1:80", 1)],
+            Scheduler::Mh,
+        );
+        let p1 = build(std::slice::from_ref(&s), 251, None).unwrap();
+        s.reals[0].weight = 0;
+        let p2 = build(std::slice::from_ref(&s), 251, Some(&p1)).unwrap();
+        assert_eq!(p2.reals, p1.reals);
+        assert!(p2.services[0].lookup.iter().all(|&slot| slot == 1));
+        s.reals[0].weight = 1;
+        s.reals[1].health = Health::Down;
+        let p3 = build(std::slice::from_ref(&s), 251, Some(&p2)).unwrap();
+        assert!(p3.services[0].lookup.iter().all(|&slot| slot == 0));
+        s.reals[0].health = Health::Down;
+        let p4 = build(&[s], 251, Some(&p3)).unwrap();
+        assert!(p4.services[0].lookup.is_empty());
+    }
+
+    #[test]
+    fn schedulers_fill_their_lookup() {
+        let reals = [("198.18.100.1:80", 1), ("198.18.101.1:80", 3)];
+        let mh = build(
+            &[service("198.18.0.10:80", &reals, Scheduler::Mh)],
+            251,
+            None,
+        )
+        .unwrap();
+        assert_eq!(mh.services[0].lookup.len(), 251);
+        let s = spread(&mh, 0);
+        assert!(s[&0] > 55 && s[&0] < 70, "{s:?}");
+        let wrr = build(
+            &[service("198.18.0.10:80", &reals, Scheduler::Wrr)],
+            251,
+            None,
+        )
+        .unwrap();
+        assert_eq!(wrr.services[0].lookup, vec![1, 0, 1, 1]);
+        let rr = build(
+            &[service("198.18.0.10:80", &reals, Scheduler::Rr)],
+            251,
+            None,
+        )
+        .unwrap();
+        assert_eq!(rr.services[0].lookup, vec![0, 1]);
+    }
+
+    #[test]
+    fn a_table_size_that_is_not_prime_is_refused_with_advice() {
+        let e = build(&[], 65536, None).unwrap_err().to_string();
+        assert!(e.contains("not prime") && e.contains("65537"), "{e}");
+    }
+}
