@@ -43,7 +43,7 @@ pub struct ImpairedLink {
 fn packet_socket(ifname: &str) -> Result<PacketSocket> {
     PacketSocket::bind(ifname).map_err(|source| Error::Io {
         what: format!("AF_PACKET socket on {ifname}"),
-        source,
+        err: source,
     })
 }
 

@@ -22,15 +22,12 @@ pub const NAME_PREFIX: &str = "ws-";
 pub enum Error {
     #[error("`{cmd}` failed: {stderr}")]
     Command { cmd: String, stderr: String },
-    #[error("could not run `{cmd}`: {source} (is iproute2 installed? run `make deps`)")]
-    Spawn { cmd: String, source: std::io::Error },
+    #[error("could not run `{cmd}`: {err} (is iproute2 installed? run `make deps`)")]
+    Spawn { cmd: String, err: std::io::Error },
     #[error("{0}")]
     Invalid(String),
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
+    #[error("{what}: {err}")]
+    Io { what: String, err: std::io::Error },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -43,7 +40,7 @@ pub fn sh(program: &str, args: &[&str]) -> Result<String> {
         .output()
         .map_err(|source| Error::Spawn {
             cmd: cmd.clone(),
-            source,
+            err: source,
         })?;
     if !out.status.success() {
         return Err(Error::Command {

@@ -82,7 +82,7 @@ impl Netns {
     pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
         wirespeed_sys::netns::in_netns(&self.name, f).map_err(|source| Error::Io {
             what: "setns".into(),
-            source,
+            err: source,
         })
     }
 }

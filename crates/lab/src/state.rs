@@ -41,7 +41,7 @@ pub struct LabRecord {
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let what = what.into();
-    move |source| Error::Io { what, source }
+    move |source| Error::Io { what, err: source }
 }
 
 pub fn state_dir() -> PathBuf {
@@ -65,7 +65,7 @@ pub fn lock() -> Result<StateLock> {
         .map_err(io(format!("open {}", path.display())))?;
     wirespeed_sys::process::lock_exclusive(&file).map_err(|source| Error::Io {
         what: "flock lab state".into(),
-        source,
+        err: source,
     })?;
     Ok(StateLock { _file: file })
 }
@@ -85,7 +85,7 @@ pub fn load_host(_l: &StateLock) -> Result<HostState> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(HostState::default()),
         Err(e) => Err(Error::Io {
             what: format!("read {}", path.display()),
-            source: e,
+            err: e,
         }),
     }
 }
@@ -113,7 +113,7 @@ pub fn load_lab(name: &str) -> Result<Option<LabRecord>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::Io {
             what: format!("read {}", path.display()),
-            source: e,
+            err: e,
         }),
     }
 }

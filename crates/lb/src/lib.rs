@@ -5,10 +5,21 @@
 //! and the program reads them.
 #![deny(unsafe_code)]
 
+pub mod datapath;
 pub mod error;
+pub mod health;
+pub mod ipvsadm;
+pub mod listing;
 pub mod maglev;
 pub mod model;
 pub mod plan;
 pub mod sched;
+pub mod table;
 
 pub use error::{Error, Result};
+
+#[allow(clippy::all, missing_docs, unused, unsafe_code, unsafe_op_in_unsafe_fn)]
+pub mod bpf {
+    include!(concat!(env!("OUT_DIR"), "/lb.skel.rs"));
+    include!(concat!(env!("OUT_DIR"), "/lb_map_types.rs"));
+}

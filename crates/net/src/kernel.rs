@@ -50,19 +50,19 @@ impl Default for ListenOptions {
 pub enum BindError {
     #[error("cannot create a socket: {0}")]
     Socket(io::Error),
-    #[error("cannot set {option}: {source}")]
+    #[error("cannot set {option}: {err}")]
     Option {
         option: &'static str,
-        source: io::Error,
+        err: io::Error,
     },
-    #[error("cannot bind {addr}: {source}{hint}")]
+    #[error("cannot bind {addr}: {err}{hint}")]
     Bind {
         addr: SocketAddr,
-        source: io::Error,
+        err: io::Error,
         hint: &'static str,
     },
-    #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: io::Error },
+    #[error("cannot listen on {addr}: {err}")]
+    Listen { addr: SocketAddr, err: io::Error },
     #[error(
         "cannot attach the locality program (SO_ATTACH_REUSEPORT_CBPF): {0}; use --locality none"
     )]
@@ -117,7 +117,10 @@ fn set_busy_poll(fd: &impl AsRawFd, us: u32) -> Result<(), BindError> {
     if us == 0 {
         return Ok(());
     }
-    let opt = |option, source| BindError::Option { option, source };
+    let opt = |option, source| BindError::Option {
+        option,
+        err: source,
+    };
     set_int_option(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, us as i32)
         .map_err(|e| opt("SO_BUSY_POLL", e))?;
     set_int_option(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1)
@@ -148,7 +151,10 @@ pub fn bind_group(
             Some(Protocol::TCP),
         )
         .map_err(BindError::Socket)?;
-        let opt = |option, source| BindError::Option { option, source };
+        let opt = |option, source| BindError::Option {
+            option,
+            err: source,
+        };
         s.set_reuse_address(true)
             .map_err(|e| opt("SO_REUSEADDR", e))?;
         s.set_reuse_port(true).map_err(|e| opt("SO_REUSEPORT", e))?;
@@ -167,10 +173,14 @@ pub fn bind_group(
                 io::ErrorKind::PermissionDenied => " (ports below 1024 need root)",
                 _ => "",
             };
-            BindError::Bind { addr, source, hint }
+            BindError::Bind {
+                addr,
+                err: source,
+                hint,
+            }
         })?;
         s.listen(opts.backlog)
-            .map_err(|source| BindError::Listen { addr, source })?;
+            .map_err(|source| BindError::Listen { addr, err: source })?;
         if i == 0 {
             if let Some(bound) = s.local_addr().ok().and_then(|a| a.as_socket()) {
                 addr = bound;

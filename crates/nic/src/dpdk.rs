@@ -102,7 +102,7 @@ fn dpdk_error(what: impl Into<String>, rc: c_int) -> Error {
     };
     Error::Os {
         what: what.into(),
-        source,
+        err: source,
     }
 }
 

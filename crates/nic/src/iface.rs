@@ -91,7 +91,7 @@ pub fn partial_checksums_possible(kind: Option<&str>, loopback: bool) -> bool {
 fn link_kind(index: u32, ifname: &str) -> Result<(Option<String>, bool)> {
     let os = |what: &str| Error::Os {
         what: format!("{what} (rtnetlink, link kind of `{ifname}`)"),
-        source: std::io::Error::last_os_error(),
+        err: std::io::Error::last_os_error(),
     };
     // SAFETY: plain socket(2); owned at once.
     let fd = unsafe {
@@ -128,7 +128,7 @@ fn link_kind(index: u32, ifname: &str) -> Result<(Option<String>, bool)> {
     }
     let (kind, flags) = parse_link_kind(&buf[..n as usize]).map_err(|source| Error::Os {
         what: format!("rtnetlink, link kind of `{ifname}`"),
-        source,
+        err: source,
     })?;
     Ok((kind, flags & libc::IFF_LOOPBACK as u32 != 0))
 }
@@ -212,7 +212,9 @@ fn rx_queue_count(sock: &OwnedFd, ifname: &str) -> Result<u32> {
     ifr.ifr_ifru.ifru_data = &mut ch as *mut EthtoolChannels as *mut libc::c_char;
     match ioctl(sock, SIOCETHTOOL, &mut ifr, ifname, "ethtool -l") {
         Ok(()) => Ok((ch.rx_count + ch.combined_count).max(1)),
-        Err(Error::Os { source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(1),
+        Err(Error::Os { err: source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            Ok(1)
+        }
         Err(e) => Err(e),
     }
 }
@@ -257,7 +259,7 @@ pub(crate) fn ioctl(
         }
         return Err(Error::Os {
             what: format!("{what} of `{ifname}`"),
-            source,
+            err: source,
         });
     }
     Ok(())

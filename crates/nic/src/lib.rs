@@ -52,33 +52,28 @@ pub use xsk::{BindMode, BusyPoll, XskConfig, XskSocket};
 /// Errors of driver setup and control. The data path itself does not fail: it counts.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{what}: {source}")]
-    Os {
-        what: String,
-        source: std::io::Error,
-    },
+    // The cause is part of the message, not a `source`, so a printed chain says it once.
+    #[error("{what}: {err}")]
+    Os { what: String, err: std::io::Error },
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("interface `{0}` not found in this network namespace")]
     NoSuchInterface(String),
     #[error(
-        "zero-copy AF_XDP is not supported by `{ifname}` queue {queue} ({source}); \
+        "zero-copy AF_XDP is not supported by `{ifname}` queue {queue} ({err}); \
          use BindMode::Copy or BindMode::PreferZeroCopy to fall back to copy mode"
     )]
     ZeroCopyUnsupported {
         ifname: String,
         queue: u32,
-        source: std::io::Error,
+        err: std::io::Error,
     },
     #[error(
         "refusing to attach XDP to `{ifname}`: {reason}; pass --allow-host to use a host interface"
     )]
     NotInLab { ifname: String, reason: String },
-    #[error("bpf: {what}: {source}")]
-    Bpf {
-        what: String,
-        source: libbpf_rs::Error,
-    },
+    #[error("bpf: {what}: {err}")]
+    Bpf { what: String, err: libbpf_rs::Error },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -87,13 +82,13 @@ impl Error {
     pub(crate) fn os(what: impl Into<String>) -> Error {
         Error::Os {
             what: what.into(),
-            source: std::io::Error::last_os_error(),
+            err: std::io::Error::last_os_error(),
         }
     }
 
     pub(crate) fn bpf(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> Error {
         let what = what.into();
-        move |source| Error::Bpf { what, source }
+        move |err| Error::Bpf { what, err }
     }
 }
 

@@ -182,7 +182,9 @@ pub fn read_rss(ifname: &str) -> Result<Option<RssTable>> {
         ifr.ifr_ifru.ifru_data = buf.as_mut_ptr() as *mut libc::c_char;
         match iface::ioctl(&sock, iface::SIOCETHTOOL, &mut ifr, ifname, "ethtool -x") {
             Ok(()) => Ok(true),
-            Err(Error::Os { source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            Err(Error::Os { err: source, .. })
+                if source.raw_os_error() == Some(libc::EOPNOTSUPP) =>
+            {
                 Ok(false)
             }
             Err(e) => Err(e),
@@ -237,7 +239,7 @@ pub fn driver_name(ifname: &str) -> Result<String> {
     ifr.ifr_ifru.ifru_data = &mut info as *mut DrvInfo as *mut libc::c_char;
     match iface::ioctl(&sock, iface::SIOCETHTOOL, &mut ifr, ifname, "ethtool -i") {
         Ok(()) => {}
-        Err(Error::Os { source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+        Err(Error::Os { err: source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
             return Ok(String::new())
         }
         Err(e) => return Err(e),

@@ -32,18 +32,18 @@ pub enum Error {
     NoCpus,
     #[error("CPU {cpu} is not available to this process (allowed: {allowed:?}); pick CPUs from that list")]
     CpuNotAllowed { cpu: usize, allowed: Vec<usize> },
-    #[error("shard {shard} on CPU {cpu} could not start: {source}")]
+    #[error("shard {shard} on CPU {cpu} could not start: {err}")]
     ShardStart {
         shard: usize,
         cpu: usize,
-        source: std::io::Error,
+        err: std::io::Error,
     },
     #[error("shard {0} panicked")]
     ShardPanicked(usize),
-    #[error("{what}: {source}")]
+    #[error("{what}: {err}")]
     Io {
         what: &'static str,
-        source: std::io::Error,
+        err: std::io::Error,
     },
 }
 
@@ -136,7 +136,7 @@ impl Runtime {
                 .spawn(move || shard_main(cfg, mesh, move || make()))
                 .map_err(|source| Error::Io {
                     what: "spawn shard thread",
-                    source,
+                    err: source,
                 })?;
             threads.push(t);
         }
@@ -208,7 +208,7 @@ impl RuntimeBuilder {
     pub fn build(self) -> Result<Runtime, Error> {
         let allowed = sys::allowed_cpus().map_err(|source| Error::Io {
             what: "sched_getaffinity",
-            source,
+            err: source,
         })?;
         let cpus = match &self.cpus {
             Some(c) => c.clone(),
@@ -236,7 +236,7 @@ impl RuntimeBuilder {
         };
         let mesh = Arc::new(Mesh::new(cpus.len()).map_err(|source| Error::Io {
             what: "eventfd",
-            source,
+            err: source,
         })?);
         Ok(Runtime {
             cfg: self,
@@ -387,7 +387,7 @@ fn shard_main<Fut: Future + 'static>(
     let start_err = |source| Error::ShardStart {
         shard: cfg.id,
         cpu: cfg.cpu,
-        source,
+        err: source,
     };
     if cfg.pin {
         sys::pin_to_cpu(cfg.cpu).map_err(start_err)?;
@@ -502,7 +502,7 @@ fn shard_loop<T>(
             return Err(Error::ShardStart {
                 shard: cfg.id,
                 cpu: cfg.cpu,
-                source,
+                err: source,
             });
         }
     }

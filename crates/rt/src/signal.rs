@@ -22,7 +22,7 @@ impl Watcher {
     pub(crate) fn install() -> Result<Watcher, Error> {
         let signals = Signals::termination().map_err(|source| Error::Io {
             what: "block SIGINT/SIGTERM (signalfd)",
-            source,
+            err: source,
         })?;
         Ok(Watcher { signals })
     }

@@ -245,7 +245,7 @@ impl XskSocket {
                     // If copy mode fails too, its error is the one that explains the problem.
                     let mut s = XskSocket::open_mode(ifname, index, queue, cfg, false)?;
                     s.fallback = Some(match zc_error {
-                        Error::ZeroCopyUnsupported { source, .. } => format!(
+                        Error::ZeroCopyUnsupported { err: source, .. } => format!(
                             "zero-copy AF_XDP is not supported by `{ifname}` queue {queue} ({source}); using copy mode"
                         ),
                         other => format!("zero-copy bind failed ({other}); using copy mode"),
@@ -288,7 +288,7 @@ impl XskSocket {
         };
         let os = |what: &str| {
             let what = what.to_string();
-            move |source| Error::Os { what, source }
+            move |source| Error::Os { what, err: source }
         };
         setsockopt(fdr, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(os("register UMEM"))?;
         setsockopt(fdr, libc::SOL_XDP, libc::XDP_UMEM_FILL_RING, &cfg.rx_frames)
@@ -403,7 +403,7 @@ impl XskSocket {
                     if bp.required {
                         return Err(Error::Os {
                             what: format!("set {name}"),
-                            source,
+                            err: source,
                         });
                     }
                     busy_poll_missing.push(name);
@@ -442,13 +442,13 @@ impl XskSocket {
                 return Err(Error::ZeroCopyUnsupported {
                     ifname: ifname.to_string(),
                     queue,
-                    source,
+                    err: source,
                 });
             }
             let mode = if zero_copy { "zero-copy" } else { "copy" };
             return Err(Error::Os {
                 what: format!("bind AF_XDP socket to `{ifname}` queue {queue} in {mode} mode"),
-                source,
+                err: source,
             });
         }
         let opts = getsockopt(
@@ -527,7 +527,7 @@ impl XskSocket {
             }
             return Err(Error::Os {
                 what: "poll AF_XDP socket".into(),
-                source: e,
+                err: e,
             });
         }
         Ok(rc > 0 && pfd.revents & libc::POLLIN != 0)
@@ -543,7 +543,7 @@ impl XskSocket {
         )
         .map_err(|source| Error::Os {
             what: "read XDP_STATISTICS".into(),
-            source,
+            err: source,
         })
     }
 

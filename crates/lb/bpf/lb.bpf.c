@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The load balancer's data path: one XDP program on every interface the daemon serves,
+ * specialized at load by the constants of lb_consts.h. A packet for a VIP goes to a real
+ * (DR, tunnel, NAT, full-NAT); a real's reply of a NAT connection goes back to its client;
+ * ICMP for a VIP is answered or steered. Everything else, and everything the program cannot
+ * do exactly, is XDP_PASS, counted by reason. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "lb_consts.h"
+#include "lb_maps.h"
+#include "lb_pkt.h"
+#include "lb_sched.h"
+#include "lb_fwd.h"
+#include "lb_nat.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+static __always_inline struct lb_vip *find_vip(const __u8 *addr, __be16 port, __u8 proto,
+					       __u8 fam)
+{
+	struct lb_vip_key k = {};
+
+	copy16(k.addr, addr);
+	k.port = port;
+	k.proto = proto;
+	k.family = fam;
+	return bpf_map_lookup_elem(&services, &k);
+}
+
+/* A packet for a VIP's service. */
+static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, struct lb_vip *vip,
+				 enum lb_reason *why)
+{
+	int tcp = p->flow.proto == LB_IPPROTO_TCP;
+	int syn = tcp && (p->tcp_flags & (LB_TCP_SYN | LB_TCP_ACK)) == LB_TCP_SYN;
+	/* A packet that may open a connection: a SYN, or a UDP datagram no entry knows. */
+	int opens = syn || !tcp;
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 hash = flow_hash(&p->flow);
+	__u64 now = bpf_ktime_get_ns();
+	struct lb_conn fresh = {}, *c = NULL, *old = NULL;
+	int first_ack = 0, is_new = 0;
+	struct lb_real *real;
+	struct lb_laddr *la = NULL;
+	void *table;
+	__u32 slot;
+
+	table = bpf_map_lookup_elem(&conns, &cpu);
+	if (table) {
+		c = bpf_map_lookup_elem(table, &p->flow);
+		/* A SYN never takes an entry's real: it is scheduled afresh (a stale entry of a
+		 * quiesced real or a reused client port must not pin it). */
+		if (syn) {
+			old = c;
+			c = NULL;
+		}
+	}
+	if (c) {
+		slot = c->real;
+		c->seen_ns = now;
+		if (tcp && !(c->flags & LB_CONN_TOA_ACKED)) {
+			c->flags |= LB_CONN_TOA_ACKED;
+			first_ack = 1;
+		}
+		fresh = *c;
+		real = bpf_map_lookup_elem(&reals, &slot);
+		if (!real || !real->family) {
+			*why = LB_PASS_NO_REAL;
+			return XDP_PASS;
+		}
+	} else {
+		int limited = opens && over_rate(now);
+
+		if (!vip->lookup_len) {
+			*why = LB_DROP_NO_REAL;
+			return XDP_DROP;
+		}
+		if (pick(vip, hash, opens && !limited, &slot)) {
+			*why = LB_PASS_MAP;
+			return XDP_PASS;
+		}
+		real = bpf_map_lookup_elem(&reals, &slot);
+		if (!real || !real->family) {
+			*why = LB_PASS_NO_REAL;
+			return XDP_PASS;
+		}
+		if (!LB_HAS_MODE(real->mode)) {
+			*why = LB_PASS_MODE_OFF;
+			return XDP_PASS;
+		}
+		fresh.real = slot;
+		fresh.seen_ns = now;
+		if (real->mode == LB_MODE_NAT && tcp && !syn) {
+			/* Resume only a connection the real saw open: its reply entry exists. */
+			struct lb_flow k;
+
+			rev_key(&k, real, p->flow.src, p->flow.sport, p->flow.proto);
+			if (!bpf_map_lookup_elem(&rev, &k)) {
+				*why = LB_PASS_NO_CONN;
+				return XDP_PASS;
+			}
+			fresh.flags = LB_CONN_TOA_ACKED;
+		} else if (real->mode == LB_MODE_FNAT && tcp && !syn) {
+			*why = LB_PASS_NO_CONN;
+			return XDP_PASS;
+		}
+		if (real->mode == LB_MODE_FNAT) {
+			int rc;
+
+			if (old && old->real == slot) {
+				/* A retransmitted SYN keeps its local port, whose reverse entry
+				 * already names this client. */
+				fresh.laddr = old->laddr;
+				fresh.lport = old->lport;
+			} else {
+				rc = fnat_alloc(vip, real, slot, p, hash, now, &fresh);
+				if (rc) {
+					*why = rc;
+					return rc == LB_DROP_NO_PORT ? XDP_DROP : XDP_PASS;
+				}
+			}
+		} else if (real->mode == LB_MODE_NAT) {
+			nat_insert(real, slot, vip->id, p, now);
+		}
+		is_new = opens;
+		if (limited)
+			count(LB_RATE_LIMITED);
+		/* Full-NAT remembers every connection: its local port lives only here. */
+		if (table && (!limited || real->mode == LB_MODE_FNAT))
+			bpf_map_update_elem(table, &p->flow, &fresh, BPF_ANY);
+	}
+
+	account(vip->id, slot, is_new, 0, p->l3_len);
+	switch (real->mode) {
+	case LB_MODE_DR:
+		if (LB_HAS_MODE(LB_MODE_DR))
+			return fwd_dr(ctx, p, real, why);
+		break;
+	case LB_MODE_TUNNEL:
+		if (LB_HAS_MODE(LB_MODE_TUNNEL))
+			return fwd_tunnel(ctx, p, real, hash, why);
+		break;
+	case LB_MODE_NAT:
+		if (LB_HAS_MODE(LB_MODE_NAT)) {
+			if (tcp && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST)))
+				rev_close(real, p->flow.src, p->flow.sport, p->flow.proto, now);
+			return nat_forward(ctx, p, real, 0, 0, 0, why);
+		}
+		break;
+	case LB_MODE_FNAT:
+		if (LB_HAS_MODE(LB_MODE_FNAT)) {
+			__u32 key = vip->id * LB_MAX_LADDRS + fresh.laddr;
+
+			la = bpf_map_lookup_elem(&laddrs, &key);
+			if (!la) {
+				*why = LB_PASS_NO_LADDR;
+				return XDP_PASS;
+			}
+			if (tcp && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST)))
+				rev_close(real, la->addr, fresh.lport, p->flow.proto, now);
+			return nat_forward(ctx, p, real, la, fresh.lport,
+					   tcp && (vip->flags & LB_VIP_TOA) && (syn || first_ack),
+					   why);
+		}
+		break;
+	}
+	*why = LB_PASS_MODE_OFF;
+	return XDP_PASS;
+}
+
+/* Echo request to a VIP: answered from the VIP. */
+static __always_inline int icmp_echo(struct xdp_md *ctx, const struct lb_pkt *p,
+				     enum lb_reason *why)
+{
+	void *data = pkt_data(ctx), *end = pkt_end(ctx);
+	struct ethhdr *eth = data;
+	__u8 mac[6];
+
+	if ((void *)(eth + 1) > end)
+		return XDP_PASS;
+	__builtin_memcpy(mac, eth->h_source, 6);
+	__builtin_memcpy(eth->h_source, eth->h_dest, 6);
+	__builtin_memcpy(eth->h_dest, mac, 6);
+	if (p->flow.family == LB_AF_INET) {
+		struct iphdr *iph = data + LB_L3_OFF;
+		struct icmphdr *ic = data + LB_L4_OFF_V4;
+
+		if ((void *)(ic + 1) > end)
+			return XDP_PASS;
+		iph->saddr = *(__be32 *)p->flow.dst;
+		iph->daddr = *(__be32 *)p->flow.src;
+		iph->ttl = 64;
+		ipv4_csum(iph);
+		ic->type = 0;
+		ic->checksum = csum_apply(ic->checksum, csum_diff16(0, bpf_htons(0x0800), 0));
+	} else {
+		struct ipv6hdr *ip6h = data + LB_L3_OFF;
+		struct icmp6hdr *ic = data + LB_L4_OFF_V6;
+
+		if ((void *)(ic + 1) > end)
+			return XDP_PASS;
+		/* Swapped addresses leave the pseudo-header sum as it was. */
+		__builtin_memcpy(&ip6h->saddr, p->flow.dst, 16);
+		__builtin_memcpy(&ip6h->daddr, p->flow.src, 16);
+		ip6h->hop_limit = 64;
+		ic->icmp6_type = 129;
+		ic->icmp6_cksum = csum_apply(ic->icmp6_cksum,
+					     csum_diff16(0, bpf_htons(128 << 8), bpf_htons(129 << 8)));
+	}
+	*why = LB_ICMP_ECHO;
+	return XDP_TX;
+}
+
+/* Frag-needed / packet-too-big about a VIP's flow (it quotes VIP:VPORT -> client): to the
+ * real that flow goes to. */
+static __always_inline int icmp_too_big(struct xdp_md *ctx, const struct lb_pkt *p,
+					enum lb_reason *why)
+{
+	void *data = pkt_data(ctx), *end = pkt_end(ctx);
+	int v4 = p->flow.family == LB_AF_INET;
+	void *inner = data + (v4 ? LB_L4_OFF_V4 : LB_L4_OFF_V6) + 8;
+	struct lb_flow f = {};
+	struct lb_vip *vip;
+	struct lb_real *real;
+	__be16 *ports;
+	__u32 slot, cpu = bpf_get_smp_processor_id();
+	void *table;
+
+	*why = LB_PASS_ICMP;
+	if (v4) {
+		struct iphdr *iph = inner;
+
+		if ((void *)(iph + 1) + 4 > end || iph->ihl != 5)
+			return XDP_PASS;
+		*(__be32 *)f.src = iph->daddr;
+		*(__be32 *)f.dst = iph->saddr;
+		f.proto = iph->protocol;
+		ports = (void *)(iph + 1);
+	} else {
+		struct ipv6hdr *ip6h = inner;
+
+		if ((void *)(ip6h + 1) + 4 > end)
+			return XDP_PASS;
+		copy16(f.src, (__u8 *)&ip6h->daddr);
+		copy16(f.dst, (__u8 *)&ip6h->saddr);
+		f.proto = ip6h->nexthdr;
+		ports = (void *)(ip6h + 1);
+	}
+	if (f.proto != LB_IPPROTO_TCP && f.proto != LB_IPPROTO_UDP)
+		return XDP_PASS;
+	f.family = p->flow.family;
+	f.sport = ports[1];
+	f.dport = ports[0];
+	vip = find_vip(f.dst, f.dport, f.proto, f.family);
+	if (!vip)
+		return XDP_PASS;
+	/* The client's flow as its packets name it: its entry, or where its hash points. */
+	__u32 hash = flow_hash(&f);
+	struct lb_conn *c = NULL;
+
+	table = bpf_map_lookup_elem(&conns, &cpu);
+	if (table)
+		c = bpf_map_lookup_elem(table, &f);
+	if (c)
+		slot = c->real;
+	else if (pick(vip, hash, 0, &slot))
+		return XDP_PASS;
+	real = bpf_map_lookup_elem(&reals, &slot);
+	if (!real || !real->family)
+		return XDP_PASS;
+	int v;
+
+	if (real->mode == LB_MODE_DR && LB_HAS_MODE(LB_MODE_DR)) {
+		v = fwd_dr(ctx, p, real, why);
+	} else if (real->mode == LB_MODE_TUNNEL && LB_HAS_MODE(LB_MODE_TUNNEL)) {
+		/* The connection's own outer source (its hash, not the ICMP's); never an ICMP
+		 * answered with an ICMP. */
+		struct lb_pkt q = *p;
+
+		q.df = 0;
+		v = fwd_tunnel(ctx, &q, real, hash, why);
+	} else {
+		*why = LB_PASS_ICMP_NAT;
+		return XDP_PASS;
+	}
+	if (v == XDP_PASS)
+		return XDP_PASS;
+	*why = LB_ICMP_TOO_BIG_FWD;
+	return v;
+}
+
+SEC("xdp")
+int lb_xdp(struct xdp_md *ctx)
+{
+	enum lb_reason why = LB_PASS_NOT_VIP;
+	struct lb_pkt p = {};
+	struct lb_vip *vip;
+	int verdict = XDP_PASS;
+
+	if (parse(ctx, &p, &why) < 0)
+		goto out;
+	if (p.flow.proto == LB_IPPROTO_TCP || p.flow.proto == LB_IPPROTO_UDP) {
+		vip = find_vip(p.flow.dst, p.flow.dport, p.flow.proto, p.flow.family);
+		if (vip) {
+			verdict = serve(ctx, &p, vip, &why);
+			goto out;
+		}
+		if (LB_HAS_NAT) {
+			struct lb_rev *r = bpf_map_lookup_elem(&rev, &p.flow);
+
+			if (r) {
+				verdict = nat_reply(ctx, &p, r, &why);
+				goto out;
+			}
+		}
+		why = LB_PASS_NOT_VIP;
+		goto out;
+	}
+	if (p.flow.proto == LB_IPPROTO_ICMP || p.flow.proto == LB_IPPROTO_ICMPV6) {
+		__u8 *l4 = pkt_data(ctx) + (p.flow.family == LB_AF_INET ? LB_L4_OFF_V4 : LB_L4_OFF_V6);
+		__u8 type;
+
+		if ((void *)(l4 + 8) > pkt_end(ctx))
+			goto out;
+		type = l4[0];
+		vip = find_vip(p.flow.dst, 0, p.flow.proto, p.flow.family);
+		if (!vip) {
+			why = LB_PASS_NOT_VIP;
+			goto out;
+		}
+		why = LB_PASS_ICMP;
+		if ((p.flow.family == LB_AF_INET && type == 8) ||
+		    (p.flow.family == LB_AF_INET6 && type == 128))
+			verdict = icmp_echo(ctx, &p, &why);
+		else if ((p.flow.family == LB_AF_INET && type == 3 && l4[1] == 4) ||
+			 (p.flow.family == LB_AF_INET6 && type == 2))
+			verdict = icmp_too_big(ctx, &p, &why);
+		goto out;
+	}
+	why = LB_PASS_NOT_VIP;
+out:
+	count(why);
+	return verdict;
+}

@@ -1,0 +1,114 @@
+/* Constants of the load balancer's data path, its reasons, and the load-time constants. */
+#ifndef LB_CONSTS_H
+#define LB_CONSTS_H
+
+#define LB_ETH_P_IP 0x0800
+#define LB_ETH_P_IPV6 0x86DD
+#define LB_AF_INET 2
+#define LB_AF_INET6 10
+#define LB_IPPROTO_ICMP 1
+#define LB_IPPROTO_IPIP 4
+#define LB_IPPROTO_TCP 6
+#define LB_IPPROTO_UDP 17
+#define LB_IPPROTO_IPV6 41
+#define LB_IPPROTO_ICMPV6 58
+#define LB_IP_DF 0x4000
+
+#define LB_TCP_FIN 0x01
+#define LB_TCP_SYN 0x02
+#define LB_TCP_RST 0x04
+#define LB_TCP_ACK 0x10
+
+#define LB_NS 1000000000ULL
+
+/* Forwarding methods, as model.rs's Mode (the loader maps one onto the other). */
+#define LB_MODE_DR 0
+#define LB_MODE_TUNNEL 1
+#define LB_MODE_NAT 2
+#define LB_MODE_FNAT 3
+
+/* Schedulers: mh indexes the Maglev table by hash; rr and wrr walk a sequence per CPU. */
+#define LB_SCHED_MH 0
+#define LB_SCHED_RR 1
+
+/* lb_vip.flags */
+#define LB_VIP_TOA 0x01  /* full-NAT: carry the client address as TOA */
+#define LB_VIP_ECHO 0x02 /* an address-only entry: answer ICMP echo for this VIP */
+
+/* lb_conn.flags */
+#define LB_CONN_TOA_ACKED 0x01 /* the first non-SYN segment carried TOA */
+
+/* lb_rev.flags */
+#define LB_REV_FNAT 0x01   /* full-NAT: the reply's destination is translated back too */
+#define LB_REV_CLOSED 0x02 /* FIN or RST seen: the local port may be reused after a grace */
+
+/* Full-NAT local addresses per service (laddrs map: service id * LB_MAX_LADDRS + i). */
+#define LB_MAX_LADDRS 16
+/* Local ports a SYN probes before it is dropped (the client retries). */
+#define LB_PORT_PROBES 8
+#define LB_PORT_LO 1024
+#define LB_PORT_RANGE (65536 - LB_PORT_LO)
+
+/* Why a packet was forwarded, answered, handed to the kernel or dropped, and events worth a
+ * count on top of that (a TOA, the rate guard). build.rs generates the Rust side (Reason) from
+ * this list: one LB_ name per line, values implicit. */
+enum lb_reason {
+	LB_FWD_DR = 0,        /* DR: MAC rewritten to the real's */
+	LB_FWD_TUNNEL,        /* encapsulated to the real (IPIP, IP6IP6, 6in4, 4in6) */
+	LB_FWD_NAT,           /* NAT: destination translated to the real */
+	LB_FWD_FNAT,          /* full-NAT: destination and source translated */
+	LB_FWD_REPLY,         /* a real's reply translated back to the client */
+	LB_ICMP_ECHO,         /* echo request to a VIP answered */
+	LB_ICMP_TOO_BIG_FWD,  /* frag-needed / packet-too-big for a VIP flow sent to its real */
+	LB_ICMP_TOO_BIG_SENT, /* too big to encapsulate: frag-needed / too-big sent to the client */
+	LB_RATE_LIMITED,      /* event: a new connection over the rate guard, not remembered */
+	LB_TOA_ADDED,         /* event: TOA option inserted */
+	LB_TOA_NO_ROOM,       /* event: TOA wanted but no option space or MTU: sent without */
+	LB_PASS_NOT_IP,       /* neither IPv4 nor IPv6, or a family no VIP uses */
+	LB_PASS_VLAN,         /* tagged frame */
+	LB_PASS_BAD_HEADER,   /* truncated or inconsistent headers: the kernel decides */
+	LB_PASS_IP_OPTIONS,   /* IPv4 options or IPv6 extension headers */
+	LB_PASS_FRAGMENT,     /* IPv4 fragment: no ports to schedule on */
+	LB_PASS_NOT_VIP,      /* not for a VIP and not a reply the reverse table knows */
+	LB_PASS_ICMP,         /* ICMP the data path does not answer (to the kernel) */
+	LB_PASS_ICMP_NAT,     /* too-big for a NAT/full-NAT flow: not translated, the kernel's */
+	LB_PASS_NO_CONN,      /* NAT/full-NAT TCP segment of a connection the real never saw open */
+	LB_PASS_NO_REAL,      /* the lookup names a free real slot (a plan being applied) */
+	LB_PASS_NO_LADDR,     /* full-NAT service without a local address of the real's family */
+	LB_PASS_MODE_OFF,     /* the real's mode or family is not compiled into this program */
+	LB_PASS_NO_NEIGH,     /* next hop not resolved: the kernel resolves it */
+	LB_PASS_TOO_BIG,      /* larger than the egress MTU and not answered with ICMP */
+	LB_PASS_NO_SRC,       /* tunnel: no source address for the outer header */
+	LB_PASS_FIB_OTHER,    /* any other FIB answer (no route, blackhole, forwarding off) */
+	LB_PASS_MAP,          /* a map the program needs has no entry (should not happen) */
+	LB_DROP_NO_REAL,      /* a new connection to a service where no real has weight */
+	LB_DROP_NO_PORT,      /* full-NAT SYN: every probed local port busy (client retries) */
+	LB_NR_REASONS,
+};
+
+/* Load-time constants: the loader writes them before the verifier sees the program. */
+const volatile __u32 cfg_ring_size = 65537;
+const volatile __u32 cfg_max_services = 1;
+const volatile __u32 cfg_max_reals = 1;
+const volatile __u32 cfg_nr_cpus = 1;
+/* New connection-table entries per CPU per second; 0: no guard. */
+const volatile __u32 cfg_new_conns_per_sec = 0;
+/* Modes compiled in: bit (1 << LB_MODE_*). */
+const volatile __u8 cfg_modes = 0xf;
+const volatile __u8 cfg_v4 = 1;
+const volatile __u8 cfg_v6 = 1;
+/* Tunnel outer source prefixes; length 0: the FIB's source address for the real. */
+const volatile __u8 cfg_tun_src_v4[4] = {};
+const volatile __u8 cfg_tun_src_v4_len = 0;
+const volatile __u8 cfg_tun_src_v6[16] = {};
+const volatile __u8 cfg_tun_src_v6_len = 0;
+/* Full-NAT local-port reuse: a closed connection's port after this grace, an idle one's
+ * after the idle time (seconds). */
+const volatile __u32 cfg_closed_grace_s = 2;
+const volatile __u32 cfg_idle_tcp_s = 900;
+const volatile __u32 cfg_idle_udp_s = 300;
+
+#define LB_HAS_MODE(m) (cfg_modes & (1 << (m)))
+#define LB_HAS_NAT (LB_HAS_MODE(LB_MODE_NAT) || LB_HAS_MODE(LB_MODE_FNAT))
+
+#endif

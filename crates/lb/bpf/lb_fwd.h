@@ -1,0 +1,257 @@
+/* Leaving the load balancer: the FIB lookup that names the egress port and MACs, DR (MACs
+ * only), the tunnels, and the ICMP answer for a frame too big to encapsulate. */
+#ifndef LB_FWD_H
+#define LB_FWD_H
+
+/* Asks the kernel's FIB for the way to `dst` (family `fam`) of an IP packet `tot_len` long.
+ * With want_src the FIB also chooses the source address (written back into fib). */
+static __always_inline int fib(struct xdp_md *ctx, struct bpf_fib_lookup *fib, __u8 fam,
+			       const __u8 *src, const __u8 *dst, __u8 proto, __u32 tot_len,
+			       int want_src)
+{
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->family = fam;
+	fib->l4_protocol = proto;
+	fib->tot_len = tot_len;
+	fib->ifindex = ctx->ingress_ifindex;
+	if (fam == LB_AF_INET) {
+		fib->ipv4_src = *(__be32 *)src;
+		fib->ipv4_dst = *(__be32 *)dst;
+	} else {
+		__builtin_memcpy(fib->ipv6_src, src, 16);
+		__builtin_memcpy(fib->ipv6_dst, dst, 16);
+	}
+	return bpf_fib_lookup(ctx, fib, sizeof(*fib), want_src ? BPF_FIB_LOOKUP_SRC : 0);
+}
+
+static __always_inline int fib_fail(int rc, enum lb_reason *why)
+{
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+		*why = LB_PASS_NO_NEIGH;
+	else if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		*why = LB_PASS_TOO_BIG;
+	else if (rc == BPF_FIB_LKUP_RET_NO_SRC_ADDR)
+		*why = LB_PASS_NO_SRC;
+	else
+		*why = LB_PASS_FIB_OTHER;
+	return XDP_PASS;
+}
+
+/* Writes the FIB's MACs and sends the frame out of its egress port. */
+static __always_inline int emit(struct xdp_md *ctx, const struct bpf_fib_lookup *fib)
+{
+	struct ethhdr *eth = pkt_data(ctx);
+
+	if ((void *)(eth + 1) > pkt_end(ctx))
+		return XDP_PASS;
+	__builtin_memcpy(eth->h_dest, fib->dmac, 6);
+	__builtin_memcpy(eth->h_source, fib->smac, 6);
+	if (fib->ifindex == ctx->ingress_ifindex)
+		return XDP_TX;
+	return bpf_redirect(fib->ifindex, 0);
+}
+
+/* DR: the frame as it came, to the real's MAC on the same L2. */
+static __always_inline int fwd_dr(struct xdp_md *ctx, const struct lb_pkt *p,
+				  const struct lb_real *real, enum lb_reason *why)
+{
+	struct bpf_fib_lookup f;
+	int rc;
+
+	if (real->family != p->flow.family) {
+		*why = LB_PASS_MODE_OFF;
+		return XDP_PASS;
+	}
+	rc = fib(ctx, &f, real->family, p->flow.src, real->addr, p->flow.proto, p->l3_len, 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return fib_fail(rc, why);
+	*why = LB_FWD_DR;
+	return emit(ctx, &f);
+}
+
+/* Answers the client of a frame too big to encapsulate: ICMP frag-needed (IPv4) or
+ * packet-too-big (IPv6) from the VIP, carrying the original IP header and 8 bytes after it,
+ * with `mtu` the largest inner packet that fits. */
+static __always_inline int send_too_big(struct xdp_md *ctx, const struct lb_pkt *p, __u32 mtu,
+					enum lb_reason *why)
+{
+	int v4 = p->flow.family == LB_AF_INET;
+	__u32 keep = LB_L3_OFF + (v4 ? 20 : 40) + 8;  /* of the original: eth, IP, 8 bytes */
+	__u32 grow = (v4 ? 20 : 40) + 8;             /* new IP and ICMP headers */
+	__u32 len = (__u32)(pkt_end(ctx) - pkt_data(ctx));
+	__u8 dmac[6], smac[6];
+	struct ethhdr *eth = pkt_data(ctx);
+	void *data, *end;
+	__u64 sum;
+
+	*why = LB_PASS_TOO_BIG;
+	if ((void *)(eth + 1) > pkt_end(ctx) || len < keep)
+		return XDP_PASS;
+	__builtin_memcpy(dmac, eth->h_source, 6);
+	__builtin_memcpy(smac, eth->h_dest, 6);
+	if (bpf_xdp_adjust_tail(ctx, (int)keep - (int)len))
+		return XDP_PASS;
+	if (bpf_xdp_adjust_head(ctx, -(int)grow))
+		return XDP_PASS;
+	data = pkt_data(ctx);
+	end = pkt_end(ctx);
+	eth = data;
+	if (data + LB_L3_OFF + grow + (keep - LB_L3_OFF) > end)
+		return XDP_DROP; /* the frame is already reshaped: never hand the kernel half */
+	__builtin_memcpy(eth->h_dest, dmac, 6);
+	__builtin_memcpy(eth->h_source, smac, 6);
+	if (v4) {
+		struct iphdr *iph = data + LB_L3_OFF;
+		struct icmphdr *ic = (void *)(iph + 1);
+		struct iphdr *orig = (void *)(ic + 1);
+
+		if ((void *)(orig + 1) + 8 > end)
+			return XDP_DROP;
+		eth->h_proto = bpf_htons(LB_ETH_P_IP);
+		iph->version = 4;
+		iph->ihl = 5;
+		iph->tos = 0;
+		iph->tot_len = bpf_htons(20 + 8 + 28);
+		iph->id = 0;
+		iph->frag_off = bpf_htons(LB_IP_DF);
+		iph->ttl = 64;
+		iph->protocol = LB_IPPROTO_ICMP;
+		iph->saddr = orig->daddr;
+		iph->daddr = orig->saddr;
+		ipv4_csum(iph);
+		ic->type = 3;
+		ic->code = 4;
+		ic->checksum = 0;
+		ic->un.frag.__unused = 0;
+		ic->un.frag.mtu = bpf_htons(mtu);
+		sum = bpf_csum_diff(0, 0, (__be32 *)ic, 8 + 28, 0);
+		ic->checksum = ~csum_fold(sum);
+	} else {
+		struct ipv6hdr *ip6h = data + LB_L3_OFF;
+		struct icmp6hdr *ic = (void *)(ip6h + 1);
+		struct ipv6hdr *orig = (void *)(ic + 1);
+
+		if ((void *)(orig + 1) + 8 > end)
+			return XDP_DROP;
+		eth->h_proto = bpf_htons(LB_ETH_P_IPV6);
+		*(__be32 *)ip6h = bpf_htonl(0x60000000);
+		ip6h->payload_len = bpf_htons(8 + 48);
+		ip6h->nexthdr = LB_IPPROTO_ICMPV6;
+		ip6h->hop_limit = 64;
+		ip6h->saddr = orig->daddr;
+		ip6h->daddr = orig->saddr;
+		ic->icmp6_type = 2;
+		ic->icmp6_code = 0;
+		ic->icmp6_cksum = 0;
+		ic->icmp6_dataun.un_data32[0] = bpf_htonl(mtu);
+		sum = bpf_csum_diff(0, 0, (__be32 *)ic, 8 + 48, 0);
+		sum += bpf_csum_diff(0, 0, (__be32 *)&ip6h->saddr, 32, 0);
+		sum += bpf_htonl(8 + 48);
+		sum += bpf_htonl(LB_IPPROTO_ICMPV6);
+		ic->icmp6_cksum = ~csum_fold(sum);
+	}
+	*why = LB_ICMP_TOO_BIG_SENT;
+	return XDP_TX;
+}
+
+/* The tunnel's outer source: the configured prefix with the flow hash as host bits (the
+ * real's RSS then spreads the flows), or 0 when the FIB is to choose. */
+static __always_inline int tunnel_src(__u8 fam, __u32 hash, __u8 *src)
+{
+	if (fam == LB_AF_INET) {
+		__u32 len = cfg_tun_src_v4_len;
+		__u32 pfx, mask;
+
+		if (!len)
+			return 0;
+		/* Byte by byte through the volatile: a plain copy would read the initializer. */
+		__u8 b[4];
+
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			b[i] = cfg_tun_src_v4[i];
+		__builtin_memcpy(&pfx, b, 4);
+		mask = len >= 32 ? 0 : (0xffffffffu >> len);
+		*(__be32 *)src = (pfx & ~bpf_htonl(mask)) | (bpf_htonl(hash) & bpf_htonl(mask));
+		return 1;
+	}
+	if (!cfg_tun_src_v6_len)
+		return 0;
+	/* Prefixes up to /96: the hash fills the last 32 bits. */
+#pragma unroll
+	for (int i = 0; i < 12; i++)
+		src[i] = cfg_tun_src_v6[i];
+	*(__be32 *)(src + 12) = bpf_htonl(hash);
+	return 1;
+}
+
+/* Tunnel: the frame's IP packet inside an outer IPv4 (IPIP, 6in4) or IPv6 (IP6IP6, 4in6)
+ * header to the real. */
+static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p,
+				      const struct lb_real *real, __u32 hash, enum lb_reason *why)
+{
+	int outer4 = real->family == LB_AF_INET;
+	__u32 olen = outer4 ? 20 : 40;
+	__u8 inner = p->flow.family == LB_AF_INET ? LB_IPPROTO_IPIP : LB_IPPROTO_IPV6;
+	__u8 src[16] = {};
+	struct bpf_fib_lookup f;
+	int own_src, rc;
+	void *data, *end;
+	struct ethhdr *eth;
+
+	own_src = tunnel_src(real->family, hash, src);
+	rc = fib(ctx, &f, real->family, src, real->addr, inner, p->l3_len + olen, !own_src);
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
+		if (p->df && f.mtu_result > olen)
+			return send_too_big(ctx, p, f.mtu_result - olen, why);
+		*why = LB_PASS_TOO_BIG;
+		return XDP_PASS;
+	}
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return fib_fail(rc, why);
+	if (bpf_xdp_adjust_head(ctx, -(int)olen)) {
+		*why = LB_PASS_MAP;
+		return XDP_PASS;
+	}
+	data = pkt_data(ctx);
+	end = pkt_end(ctx);
+	eth = data;
+	if (outer4) {
+		struct iphdr *o = data + LB_L3_OFF;
+
+		if ((void *)(o + 1) > end)
+			return XDP_DROP;
+		eth->h_proto = bpf_htons(LB_ETH_P_IP);
+		o->version = 4;
+		o->ihl = 5;
+		o->tos = p->tos;
+		o->tot_len = bpf_htons(p->l3_len + 20);
+		o->id = 0;
+		o->frag_off = p->df ? bpf_htons(LB_IP_DF) : 0;
+		o->ttl = 64;
+		o->protocol = inner;
+		o->saddr = own_src ? *(__be32 *)src : f.ipv4_src;
+		o->daddr = *(__be32 *)real->addr;
+		ipv4_csum(o);
+	} else {
+		struct ipv6hdr *o = data + LB_L3_OFF;
+
+		if ((void *)(o + 1) > end)
+			return XDP_DROP;
+		eth->h_proto = bpf_htons(LB_ETH_P_IPV6);
+		/* Version 6, the inner traffic class, the flow hash as flow label. */
+		*(__be32 *)o = bpf_htonl(0x60000000 | ((__u32)p->tos << 20) | (hash & 0xfffff));
+		o->payload_len = bpf_htons(p->l3_len);
+		o->nexthdr = inner;
+		o->hop_limit = 64;
+		if (own_src)
+			__builtin_memcpy(&o->saddr, src, 16);
+		else
+			__builtin_memcpy(&o->saddr, f.ipv6_src, 16);
+		__builtin_memcpy(&o->daddr, real->addr, 16);
+	}
+	*why = LB_FWD_TUNNEL;
+	return emit(ctx, &f);
+}
+
+#endif

@@ -1,0 +1,225 @@
+/* The maps: written as whole entries by the control plane (services, lookup, reals, laddrs),
+ * or owned by the packet path (connection tables, cursors, counters). Sizes given here are
+ * placeholders: the loader sets each from AttachConfig before load. */
+#ifndef LB_MAPS_H
+#define LB_MAPS_H
+
+/* A service as the packet names it. An address-only entry (proto ICMP/ICMPv6, port 0)
+ * marks a VIP whose echo requests are answered. Addresses: IPv4 in the first 4 bytes, the
+ * rest zero. */
+struct lb_vip_key {
+	__u8 addr[16];
+	__be16 port;
+	__u8 proto;
+	__u8 family;
+};
+
+struct lb_vip {
+	__u32 id;          /* index of svc_stats, rr_cursor, lookup rows and laddrs rows */
+	__u32 lookup_len;  /* mh: ring size; rr/wrr: sequence length; 0: no real has weight */
+	__u8 sched;        /* LB_SCHED_* */
+	__u8 flags;        /* LB_VIP_* */
+	__u8 laddr_count;  /* full-NAT local addresses in use */
+	__u8 pad;
+};
+
+struct lb_real {
+	__u8 addr[16];
+	__be16 port;
+	__u8 family;
+	__u8 mode; /* LB_MODE_* */
+};
+
+struct lb_laddr {
+	__u8 addr[16];
+	__u8 family;
+	__u8 pad[3];
+};
+
+/* A flow as it arrives: the connection tables' key, in both directions. */
+struct lb_flow {
+	__u8 src[16];
+	__u8 dst[16];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 family;
+	__u8 pad[2];
+};
+
+/* A client->VIP connection, per CPU. */
+struct lb_conn {
+	__u32 real;     /* real slot */
+	__be16 lport;   /* full-NAT local port */
+	__u8 laddr;     /* full-NAT local address index */
+	__u8 flags;     /* LB_CONN_* */
+	__u64 seen_ns;
+};
+
+/* A NAT or full-NAT connection as its replies name it (key: the reply's flow). */
+struct lb_rev {
+	__u8 vip[16];
+	__u8 client[16];
+	__be16 vport;
+	__be16 cport;
+	__u32 real;
+	__u32 service;
+	__u8 flags; /* LB_REV_* */
+	__u8 pad[3];
+	__u64 seen_ns;
+};
+
+struct lb_counters {
+	__u64 conns;
+	__u64 in_pkts;
+	__u64 out_pkts;
+	__u64 in_bytes;
+	__u64 out_bytes;
+};
+
+struct lb_rate {
+	__u64 sec;
+	__u64 count;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct lb_vip_key);
+	__type(value, struct lb_vip);
+} services SEC(".maps");
+
+/* Real slots: row service id * cfg_ring_size. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} lookup SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_real);
+} reals SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LB_MAX_LADDRS);
+	__type(key, __u32);
+	__type(value, struct lb_laddr);
+} laddrs SEC(".maps");
+
+/* One LRU table per CPU (the loader creates them and puts them in the outer array): no two
+ * CPUs ever share a table, so no LRU lock is contended between CPUs. */
+struct lb_conn_table {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct lb_flow);
+	__type(value, struct lb_conn);
+};
+
+/* clang describes a type reached only through the inner map's definition as a forward
+ * declaration, which libbpf cannot size: this constant makes lb_conn complete in BTF (and in
+ * the skeleton's types). */
+const volatile struct lb_conn lb_conn_btf = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct lb_conn_table);
+} conns SEC(".maps");
+
+/* Replies of NAT and full-NAT connections: one table every CPU reads (a reply may arrive
+ * on any CPU), inserted once per connection; per-CPU LRU lists, so an insert takes only its
+ * own CPU's list lock besides the bucket lock. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__type(key, struct lb_flow);
+	__type(value, struct lb_rev);
+} rev SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} rr_cursor SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} port_cursor SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_rate);
+} rate SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_counters);
+} svc_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_counters);
+} real_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LB_NR_REASONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} reasons SEC(".maps");
+
+static __always_inline void count(enum lb_reason reason)
+{
+	__u32 key = reason;
+	__u64 *slot = bpf_map_lookup_elem(&reasons, &key);
+
+	if (slot)
+		*slot += 1; /* per-CPU slot: no race */
+}
+
+/* Per-CPU traffic counters of a service and a real. */
+static __always_inline void account(__u32 service, __u32 real, int conn, int out, __u32 bytes)
+{
+	struct lb_counters *s = bpf_map_lookup_elem(&svc_stats, &service);
+	struct lb_counters *r = bpf_map_lookup_elem(&real_stats, &real);
+
+	if (s) {
+		s->conns += conn;
+		if (out) {
+			s->out_pkts++;
+			s->out_bytes += bytes;
+		} else {
+			s->in_pkts++;
+			s->in_bytes += bytes;
+		}
+	}
+	if (r) {
+		r->conns += conn;
+		if (out) {
+			r->out_pkts++;
+			r->out_bytes += bytes;
+		} else {
+			r->in_pkts++;
+			r->in_bytes += bytes;
+		}
+	}
+}
+
+#endif

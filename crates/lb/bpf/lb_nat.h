@@ -1,0 +1,361 @@
+/* NAT and full-NAT: address and port rewrites with incremental checksums, the reverse table
+ * and its per-CPU local-port shares, TOA, and replies translated back. */
+#ifndef LB_NAT_H
+#define LB_NAT_H
+
+/* Rewrites the source (when nsrc) and the destination (when ndst) address and port of the
+ * frame's IP packet; checksums follow. */
+static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, const __u8 *nsrc,
+				   __be16 nsport, const __u8 *ndst, __be16 ndport)
+{
+	void *data = pkt_data(ctx), *end = pkt_end(ctx);
+	__u64 acc = 0; /* pseudo-header (addresses) */
+	__be16 *sport, *dport, *check;
+	void *l4;
+
+	if (fam == LB_AF_INET) {
+		struct iphdr *iph = data + LB_L3_OFF;
+
+		if ((void *)(iph + 1) > end)
+			return -1;
+		if (nsrc) {
+			acc = csum_diff32(acc, iph->saddr, *(__be32 *)nsrc);
+			iph->saddr = *(__be32 *)nsrc;
+		}
+		if (ndst) {
+			acc = csum_diff32(acc, iph->daddr, *(__be32 *)ndst);
+			iph->daddr = *(__be32 *)ndst;
+		}
+		iph->check = csum_apply(iph->check, acc);
+		l4 = data + LB_L4_OFF_V4;
+	} else {
+		struct ipv6hdr *ip6h = data + LB_L3_OFF;
+		__u32 *s = (__u32 *)&ip6h->saddr, *d = (__u32 *)&ip6h->daddr;
+
+		if ((void *)(ip6h + 1) > end)
+			return -1;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			if (nsrc) {
+				acc = csum_diff32(acc, s[i], ((const __u32 *)nsrc)[i]);
+				s[i] = ((const __u32 *)nsrc)[i];
+			}
+			if (ndst) {
+				acc = csum_diff32(acc, d[i], ((const __u32 *)ndst)[i]);
+				d[i] = ((const __u32 *)ndst)[i];
+			}
+		}
+		l4 = data + LB_L4_OFF_V6;
+	}
+	if (proto == LB_IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+
+		if ((void *)(th + 1) > end)
+			return -1;
+		sport = &th->source;
+		dport = &th->dest;
+		check = &th->check;
+	} else {
+		struct udphdr *uh = l4;
+
+		if ((void *)(uh + 1) > end)
+			return -1;
+		sport = &uh->source;
+		dport = &uh->dest;
+		check = &uh->check;
+	}
+	if (nsrc) {
+		acc = csum_diff16(acc, *sport, nsport);
+		*sport = nsport;
+	}
+	if (ndst) {
+		acc = csum_diff16(acc, *dport, ndport);
+		*dport = ndport;
+	}
+	/* UDP over IPv4 may carry no checksum (0); a computed 0 is sent as 0xffff. */
+	if (proto == LB_IPPROTO_UDP && fam == LB_AF_INET && *check == 0)
+		return 0;
+	*check = csum_apply(*check, acc);
+	if (proto == LB_IPPROTO_UDP && *check == 0)
+		*check = 0xffff;
+	return 0;
+}
+
+/* Inserts TOA (kind 254: port and address of the client, DPVS's layout; 8 bytes for IPv4,
+ * 20 for IPv6) after the TCP options: the headers move `grow` bytes to the front. The
+ * caller checked that the option space and the MTU have room. */
+static __always_inline int toa_insert(struct xdp_md *ctx, const struct lb_pkt *p, __u32 grow)
+{
+	int v4 = p->flow.family == LB_AF_INET;
+	__u32 l4_off = v4 ? LB_L4_OFF_V4 : LB_L4_OFF_V6;
+	__u32 hdrs = l4_off + p->tcp_doff; /* bytes that move: eth, IP, TCP with options */
+	void *data, *end;
+	__u64 acc = 0;
+
+	if (bpf_xdp_adjust_head(ctx, -(int)grow))
+		return -1;
+	data = pkt_data(ctx);
+	end = pkt_end(ctx);
+	/* Ascending 2-byte copy: the destination lies below the source, so no byte is
+	 * overwritten before it is read. Every header length is even. */
+	for (__u32 i = 0; i < (LB_L4_OFF_V6 + 60) / 2; i++) {
+		__u16 *dst = data + i * 2;
+		__u16 *src = data + grow + i * 2;
+
+		if (i * 2 >= hdrs)
+			break;
+		if ((void *)(src + 1) > end)
+			return -1;
+		*dst = *src;
+	}
+	if (hdrs > l4_off + 60)
+		return -1;
+	__u8 *opt = data + hdrs;
+	struct tcphdr *th = data + l4_off;
+
+	if ((void *)(th + 1) > end || (void *)opt + 8 > end)
+		return -1;
+	if (!v4 && (void *)opt + 20 > end)
+		return -1;
+	/* The option's words into the TCP checksum. */
+	opt[0] = 254;
+	opt[1] = grow;
+	*(__be16 *)(opt + 2) = p->flow.sport;
+	acc = csum_diff16(acc, 0, *(__u16 *)opt);
+	acc = csum_diff16(acc, 0, *(__u16 *)(opt + 2));
+	if (v4) {
+		__builtin_memcpy(opt + 4, p->flow.src, 4);
+		acc = csum_diff32(acc, 0, *(__u32 *)(opt + 4));
+	} else {
+		__builtin_memcpy(opt + 4, p->flow.src, 16);
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			acc = csum_diff32(acc, 0, *(__u32 *)(opt + 4 + i * 4));
+	}
+	/* Data offset (the word it shares with the flags) and the pseudo-header length. */
+	__u16 old_word = *(__u16 *)((__u8 *)th + 12);
+
+	th->doff += grow / 4;
+	acc = csum_diff16(acc, old_word, *(__u16 *)((__u8 *)th + 12));
+	__u32 tcp_len = p->l3_len - (v4 ? 20 : 40);
+
+	acc = csum_diff16(acc, bpf_htons(tcp_len), bpf_htons(tcp_len + grow));
+	th->check = csum_apply(th->check, acc);
+	if (v4) {
+		struct iphdr *iph = data + LB_L3_OFF;
+
+		if ((void *)(iph + 1) > end)
+			return -1;
+		iph->tot_len = bpf_htons(p->l3_len + grow);
+		ipv4_csum(iph);
+	} else {
+		struct ipv6hdr *ip6h = data + LB_L3_OFF;
+
+		if ((void *)(ip6h + 1) > end)
+			return -1;
+		ip6h->payload_len = bpf_htons(p->l3_len - 40 + grow);
+	}
+	return 0;
+}
+
+static __always_inline void rev_key(struct lb_flow *k, const struct lb_real *real,
+				    const __u8 *dst, __be16 dport, __u8 proto)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	copy16(k->src, real->addr);
+	copy16(k->dst, dst);
+	k->sport = real->port;
+	k->dport = dport;
+	k->proto = proto;
+	k->family = real->family;
+}
+
+static __always_inline void rev_value(struct lb_rev *v, const struct lb_pkt *p, __u32 slot,
+				      __u32 service, __u8 flags, __u64 now)
+{
+	__builtin_memset(v, 0, sizeof(*v));
+	copy16(v->vip, p->flow.dst);
+	copy16(v->client, p->flow.src);
+	v->vport = p->flow.dport;
+	v->cport = p->flow.sport;
+	v->real = slot;
+	v->service = service;
+	v->flags = flags;
+	v->seen_ns = now;
+}
+
+/* Whether a full-NAT local port's old connection is over: closed a grace ago, or idle. */
+static __always_inline int port_reusable(const struct lb_rev *old, __u8 proto, __u64 now)
+{
+	__u64 idle = now - old->seen_ns;
+
+	if ((old->flags & LB_REV_CLOSED) && idle > (__u64)cfg_closed_grace_s * LB_NS)
+		return 1;
+	return idle > (__u64)(proto == LB_IPPROTO_TCP ? cfg_idle_tcp_s : cfg_idle_udp_s) * LB_NS;
+}
+
+/* The ports of this CPU's share: [LB_PORT_LO + cpu * share, + share). */
+static __always_inline __u32 port_share(void)
+{
+	return LB_PORT_RANGE / (cfg_nr_cpus ? cfg_nr_cpus : 1);
+}
+
+/* Full-NAT: a local address and a port of this CPU's share whose reverse entry this
+ * connection may take; the entry is inserted. 0, or the reason. */
+static __always_inline int fnat_alloc(const struct lb_vip *vip, const struct lb_real *real,
+				      __u32 slot, const struct lb_pkt *p, __u32 hash, __u64 now,
+				      struct lb_conn *c)
+{
+	struct lb_flow k;
+	struct lb_rev v;
+	struct lb_laddr *la;
+	__u32 li, key, zero = 0, cpu = bpf_get_smp_processor_id();
+	__u32 share = port_share();
+	__u32 *cursor;
+
+	if (!vip->laddr_count || vip->laddr_count > LB_MAX_LADDRS)
+		return LB_PASS_NO_LADDR;
+	li = hash % vip->laddr_count;
+	key = vip->id * LB_MAX_LADDRS + li;
+	la = bpf_map_lookup_elem(&laddrs, &key);
+	if (!la || la->family != real->family)
+		return LB_PASS_NO_LADDR;
+	cursor = bpf_map_lookup_elem(&port_cursor, &zero);
+	if (!cursor || !share || cpu >= cfg_nr_cpus)
+		return LB_PASS_MAP;
+	rev_key(&k, real, la->addr, 0, p->flow.proto);
+	rev_value(&v, p, slot, vip->id, LB_REV_FNAT, now);
+	for (int i = 0; i < LB_PORT_PROBES; i++) {
+		__u32 port = LB_PORT_LO + cpu * share + (*cursor % share);
+		struct lb_rev *old;
+
+		*cursor += 1;
+		k.dport = bpf_htons(port);
+		if (bpf_map_update_elem(&rev, &k, &v, BPF_NOEXIST) == 0)
+			goto got;
+		/* This CPU alone hands out this port: replacing the stale entry races with
+		 * no other allocation. */
+		old = bpf_map_lookup_elem(&rev, &k);
+		if (old && port_reusable(old, p->flow.proto, now) &&
+		    bpf_map_update_elem(&rev, &k, &v, BPF_ANY) == 0)
+			goto got;
+	}
+	return LB_DROP_NO_PORT;
+got:
+	c->laddr = li;
+	c->lport = k.dport;
+	return 0;
+}
+
+/* NAT: the reverse entry of a new connection (inserted once; an entry for the same reply
+ * flow is this connection's, reopened). */
+static __always_inline void nat_insert(const struct lb_real *real, __u32 slot, __u32 service,
+				       const struct lb_pkt *p, __u64 now)
+{
+	struct lb_flow k;
+	struct lb_rev v;
+
+	rev_key(&k, real, p->flow.src, p->flow.sport, p->flow.proto);
+	rev_value(&v, p, slot, service, 0, now);
+	if (bpf_map_update_elem(&rev, &k, &v, BPF_NOEXIST) == 0)
+		return;
+	struct lb_rev *old = bpf_map_lookup_elem(&rev, &k);
+
+	if (old && (old->flags & LB_REV_CLOSED))
+		bpf_map_update_elem(&rev, &k, &v, BPF_ANY);
+}
+
+/* Marks the reverse entry of a connection closing (FIN or RST from the client). */
+static __always_inline void rev_close(const struct lb_real *real, const __u8 *dst, __be16 dport,
+				      __u8 proto, __u64 now)
+{
+	struct lb_flow k;
+	struct lb_rev *r;
+
+	rev_key(&k, real, dst, dport, proto);
+	r = bpf_map_lookup_elem(&rev, &k);
+	if (r) {
+		r->flags |= LB_REV_CLOSED;
+		r->seen_ns = now;
+	}
+}
+
+/* NAT and full-NAT, client to real: TOA if asked (and it fits), then the destination (and
+ * for full-NAT the source) translated, then out towards the real. */
+static __always_inline int nat_forward(struct xdp_md *ctx, const struct lb_pkt *p,
+				       const struct lb_real *real, const struct lb_laddr *la,
+				       __be16 lport, int toa, enum lb_reason *why)
+{
+	__u8 fam = p->flow.family;
+	__u32 grow = 0;
+	struct bpf_fib_lookup f;
+	int rc;
+
+	if (real->family != fam) {
+		*why = LB_PASS_MODE_OFF;
+		return XDP_PASS;
+	}
+	if (toa) {
+		grow = fam == LB_AF_INET ? 8 : 20;
+		if (p->tcp_doff + grow > 60) {
+			count(LB_TOA_NO_ROOM);
+			grow = 0;
+		}
+	}
+	rc = fib(ctx, &f, fam, la ? la->addr : p->flow.src, real->addr, p->flow.proto,
+		 p->l3_len + grow, 0);
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED && grow) {
+		count(LB_TOA_NO_ROOM);
+		grow = 0;
+		rc = fib(ctx, &f, fam, la ? la->addr : p->flow.src, real->addr, p->flow.proto,
+			 p->l3_len, 0);
+	}
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return fib_fail(rc, why);
+	if (grow) {
+		if (toa_insert(ctx, p, grow) < 0) {
+			*why = LB_PASS_BAD_HEADER;
+			return XDP_DROP; /* the headers may be half moved: never the kernel's */
+		}
+		count(LB_TOA_ADDED);
+	}
+	if (rewrite(ctx, fam, p->flow.proto, la ? la->addr : 0, lport, real->addr, real->port)) {
+		*why = LB_PASS_BAD_HEADER;
+		return XDP_PASS;
+	}
+	*why = la ? LB_FWD_FNAT : LB_FWD_NAT;
+	return emit(ctx, &f);
+}
+
+/* A real's reply found in the reverse table: from the VIP again (and, full-NAT, to the
+ * client), out towards the client. */
+static __always_inline int nat_reply(struct xdp_md *ctx, const struct lb_pkt *p, struct lb_rev *r,
+				     enum lb_reason *why)
+{
+	__u8 fam = p->flow.family;
+	int fnat = r->flags & LB_REV_FNAT;
+	const __u8 *dst = fnat ? r->client : p->flow.dst;
+	struct bpf_fib_lookup f;
+	__u64 now = bpf_ktime_get_ns();
+	int rc;
+
+	if (p->flow.proto == LB_IPPROTO_TCP && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST))) {
+		r->flags |= LB_REV_CLOSED;
+		r->seen_ns = now;
+	} else if (now - r->seen_ns > LB_NS) {
+		/* Refreshed once a second at most: the entry's cache line is shared. */
+		r->seen_ns = now;
+	}
+	rc = fib(ctx, &f, fam, r->vip, dst, p->flow.proto, p->l3_len, 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return fib_fail(rc, why);
+	account(r->service, r->real, 0, 1, p->l3_len);
+	if (rewrite(ctx, fam, p->flow.proto, r->vip, r->vport, fnat ? r->client : 0, r->cport)) {
+		*why = LB_PASS_BAD_HEADER;
+		return XDP_PASS;
+	}
+	*why = LB_FWD_REPLY;
+	return emit(ctx, &f);
+}
+
+#endif

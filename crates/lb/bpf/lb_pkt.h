@@ -1,0 +1,198 @@
+/* Parsing (Ethernet, then IPv4 without options or IPv6 without extension headers: the L4
+ * header is at a fixed offset, which keeps every rewrite simple for the verifier), the flow
+ * hash, and incremental checksums. */
+#ifndef LB_PKT_H
+#define LB_PKT_H
+
+#define LB_L3_OFF 14
+#define LB_L4_OFF_V4 (LB_L3_OFF + 20)
+#define LB_L4_OFF_V6 (LB_L3_OFF + 40)
+
+struct lb_pkt {
+	struct lb_flow flow;
+	__u32 l3_len;  /* IP total length, header included */
+	__u8 tcp_flags;
+	__u8 df;       /* IPv4 DF set (IPv6: always 1) */
+	__u8 tos;
+	__u8 tcp_doff; /* bytes */
+};
+
+static __always_inline void *pkt_data(struct xdp_md *ctx)
+{
+	return (void *)(long)ctx->data;
+}
+
+static __always_inline void *pkt_end(struct xdp_md *ctx)
+{
+	return (void *)(long)ctx->data_end;
+}
+
+static __always_inline void copy16(__u8 *dst, const __u8 *src)
+{
+	__builtin_memcpy(dst, src, 16);
+}
+
+/* Fills p from the frame; 0, or -1 with the reason the frame is the kernel's. */
+static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_reason *why)
+{
+	void *data = pkt_data(ctx), *end = pkt_end(ctx);
+	struct ethhdr *eth = data;
+	void *l4;
+	__u32 avail;
+
+	*why = LB_PASS_BAD_HEADER;
+	if ((void *)(eth + 1) > end)
+		return -1;
+	avail = (__u32)(end - data) - LB_L3_OFF;
+	if (eth->h_proto == bpf_htons(LB_ETH_P_IP)) {
+		struct iphdr *iph = data + LB_L3_OFF;
+
+		if (!cfg_v4) {
+			*why = LB_PASS_NOT_IP;
+			return -1;
+		}
+		if ((void *)(iph + 1) > end)
+			return -1;
+		if (iph->version != 4 || iph->ihl < 5)
+			return -1;
+		if (iph->ihl != 5) {
+			*why = LB_PASS_IP_OPTIONS;
+			return -1;
+		}
+		if (iph->frag_off & bpf_htons(0x3fff)) {
+			*why = LB_PASS_FRAGMENT;
+			return -1;
+		}
+		p->l3_len = bpf_ntohs(iph->tot_len);
+		if (p->l3_len < 20 || p->l3_len > avail)
+			return -1;
+		*(__be32 *)p->flow.src = iph->saddr;
+		*(__be32 *)p->flow.dst = iph->daddr;
+		p->flow.proto = iph->protocol;
+		p->flow.family = LB_AF_INET;
+		p->df = !!(iph->frag_off & bpf_htons(LB_IP_DF));
+		p->tos = iph->tos;
+		l4 = iph + 1;
+	} else if (eth->h_proto == bpf_htons(LB_ETH_P_IPV6)) {
+		struct ipv6hdr *ip6h = data + LB_L3_OFF;
+
+		if (!cfg_v6) {
+			*why = LB_PASS_NOT_IP;
+			return -1;
+		}
+		if ((void *)(ip6h + 1) > end)
+			return -1;
+		if (ip6h->version != 6)
+			return -1;
+		p->l3_len = 40 + bpf_ntohs(ip6h->payload_len);
+		if (p->l3_len > avail)
+			return -1;
+		copy16(p->flow.src, (__u8 *)&ip6h->saddr);
+		copy16(p->flow.dst, (__u8 *)&ip6h->daddr);
+		p->flow.proto = ip6h->nexthdr;
+		p->flow.family = LB_AF_INET6;
+		p->df = 1;
+		p->tos = (ip6h->priority << 4) | (ip6h->flow_lbl[0] >> 4);
+		l4 = ip6h + 1;
+		if (p->flow.proto != LB_IPPROTO_TCP && p->flow.proto != LB_IPPROTO_UDP &&
+		    p->flow.proto != LB_IPPROTO_ICMPV6) {
+			*why = LB_PASS_IP_OPTIONS;
+			return -1;
+		}
+	} else if (eth->h_proto == bpf_htons(0x8100) || eth->h_proto == bpf_htons(0x88A8)) {
+		*why = LB_PASS_VLAN;
+		return -1;
+	} else {
+		*why = LB_PASS_NOT_IP;
+		return -1;
+	}
+
+	if (p->flow.proto == LB_IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+
+		if ((void *)(th + 1) > end || th->doff < 5)
+			return -1;
+		p->tcp_doff = th->doff * 4;
+		if (l4 + p->tcp_doff > end)
+			return -1;
+		p->flow.sport = th->source;
+		p->flow.dport = th->dest;
+		p->tcp_flags = ((__u8 *)th)[13];
+	} else if (p->flow.proto == LB_IPPROTO_UDP) {
+		struct udphdr *uh = l4;
+
+		if ((void *)(uh + 1) > end)
+			return -1;
+		p->flow.sport = uh->source;
+		p->flow.dport = uh->dest;
+	} else if (p->flow.proto == LB_IPPROTO_ICMP || p->flow.proto == LB_IPPROTO_ICMPV6) {
+		if (l4 + 8 > end)
+			return -1;
+	}
+	return 0;
+}
+
+static __always_inline __u32 mix32(__u32 h)
+{
+	h ^= h >> 16;
+	h *= 0x85ebca6b;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35;
+	h ^= h >> 16;
+	return h;
+}
+
+/* The flow's hash: Maglev's index, rr's fallback, the tunnel source's host bits. Same for
+ * every CPU and every packet of the flow. */
+static __always_inline __u32 flow_hash(const struct lb_flow *f)
+{
+	const __u32 *w = (const __u32 *)f;
+	__u32 h = 0x9e3779b9;
+
+#pragma unroll
+	for (int i = 0; i < (int)(sizeof(*f) / 4); i++)
+		h = mix32(h ^ w[i]) + i;
+	return h;
+}
+
+/* Incremental checksums (RFC 1624) through a 64-bit accumulator of differences: the sum of
+ * ~old and new words, 32 or 16 bits at a time, as they lie in memory. */
+static __always_inline __u64 csum_diff32(__u64 acc, __u32 from, __u32 to)
+{
+	return acc + (__u32)~from + to;
+}
+
+static __always_inline __u64 csum_diff16(__u64 acc, __u16 from, __u16 to)
+{
+	return acc + (__u16)~from + to;
+}
+
+static __always_inline __u16 csum_fold(__u64 s)
+{
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)((s & 0xffff) + (s >> 16));
+}
+
+/* The checksum field `check` after the changes summed in acc. */
+static __always_inline __u16 csum_apply(__u16 check, __u64 acc)
+{
+	return ~csum_fold(acc + (__u16)~check);
+}
+
+/* A full IPv4 header checksum (20 bytes, check field taken as zero). */
+static __always_inline void ipv4_csum(struct iphdr *iph)
+{
+	__u16 *w = (__u16 *)iph;
+	__u64 s = 0;
+
+	iph->check = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		s += w[i];
+	iph->check = ~csum_fold(s);
+}
+
+#endif

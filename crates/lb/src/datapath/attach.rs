@@ -1,0 +1,100 @@
+//! Attaching the program: which interfaces may take it (lab namespaces only unless
+//! allow_host; devices that can transmit XDP frames), and the BPF links that hold it there.
+
+use std::os::fd::OwnedFd;
+
+use wirespeed_fp::features::NETDEV_XDP_ACT_NDO_XMIT;
+use wirespeed_fp::model::Event;
+use wirespeed_fp::{genl, netlink};
+
+use super::loader::Program;
+use super::AttachConfig;
+use crate::error::Error;
+use crate::Result;
+
+const BPF_XDP: u32 = 37; // enum bpf_attach_type
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+/// An attachment through a BPF link: closing it (on drop) detaches the program.
+pub struct Link {
+    _link: OwnedFd,
+    pub name: String,
+    pub ifindex: u32,
+}
+
+impl Link {
+    /// Attaches `prog` at XDP in driver (native) mode on `ifindex`.
+    pub fn xdp(prog: &Program, name: &str, ifindex: u32) -> Result<Link> {
+        let link = wirespeed_sys::bpf::link_create(prog.fd(), ifindex, BPF_XDP, XDP_FLAGS_DRV_MODE)
+            .map_err(|e| {
+                Error::DataPath(format!(
+                    "attach XDP (driver mode) to {name}: {e} (does its driver support native XDP? `ip link show {name}`)"
+                ))
+            })?;
+        Ok(Link {
+            _link: link,
+            name: name.to_string(),
+            ifindex,
+        })
+    }
+}
+
+fn nl(what: &str) -> impl FnOnce(wirespeed_fp::Error) -> Error + '_ {
+    move |e| Error::DataPath(format!("{what}: {e}"))
+}
+
+/// The interfaces of `cfg` with their ifindexes, or the one line that says what to fix.
+pub fn check(cfg: &AttachConfig) -> Result<Vec<(String, u32)>> {
+    if cfg.ifaces.is_empty() {
+        return Err(Error::Invalid("no interface: pass --iface IF".into()));
+    }
+    let ns = wirespeed_sys::netns::current_lab_namespace();
+    if let Err(why) = &ns {
+        if !cfg.allow_host {
+            return Err(Error::Invalid(format!(
+                "refusing to attach outside a lab namespace ({why}): run it as `ip netns exec ws-NAME wirespeed lb run ...`, or pass --allow-host"
+            )));
+        }
+    }
+    let mut route = netlink::Socket::open(libc::NETLINK_ROUTE).map_err(nl("netlink"))?;
+    let links = netlink::dump_links(&mut route).map_err(nl("list interfaces"))?;
+    let mut genl_sock =
+        netlink::Socket::open(genl::NETLINK_GENERIC).map_err(nl("generic netlink"))?;
+    let family = genl::netdev_family(&mut genl_sock).map_err(nl("netdev family"))?;
+    let features: Vec<(u32, Option<u64>)> = genl::dump_xdp_features(&mut genl_sock, &family)
+        .map_err(nl("XDP features"))?
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::XdpFeatures { ifindex, features } => Some((ifindex, features)),
+            _ => None,
+        })
+        .collect();
+    let ns_name = ns.unwrap_or_else(|_| "the host".into());
+    let mut out = Vec::new();
+    for name in &cfg.ifaces {
+        let Some(link) = links.iter().find(|l| &l.name == name) else {
+            return Err(Error::Invalid(format!(
+                "no interface {name} in {ns_name}: `ip link show` lists them"
+            )));
+        };
+        let xmit = features
+            .iter()
+            .find(|(i, _)| *i == link.index)
+            .and_then(|(_, f)| *f)
+            .is_some_and(|f| f & NETDEV_XDP_ACT_NDO_XMIT != 0);
+        if !xmit {
+            return Err(Error::Invalid(if link.kind == "veth" {
+                format!(
+                    "{name} cannot send XDP frames: its veth peer runs no NAPI; in the peer's namespace run `ethtool -K PEER gro on` (or attach an XDP program to the peer)"
+                )
+            } else {
+                format!(
+                    "{name} ({}) cannot send XDP frames (no ndo_xdp_xmit in its driver): use an interface whose driver can",
+                    link.kind
+                )
+            }));
+        }
+        out.push((name.clone(), link.index));
+    }
+    Ok(out)
+}

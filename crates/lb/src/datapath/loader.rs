@@ -1,0 +1,262 @@
+//! Loads bpf/lb.bpf.c with its load-time constants and map sizes, creates the per-CPU
+//! connection tables, and keeps owned handles to the program and its maps (never pinned:
+//! when the daemon dies, the kernel detaches the program).
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
+
+use super::{AttachConfig, ModeSet};
+use crate::bpf::{types, LbSkelBuilder};
+use crate::error::Error;
+use crate::Result;
+
+/// XDP verdicts, as a test run returns them.
+pub const XDP_DROP: u32 = 1;
+pub const XDP_PASS: u32 = 2;
+pub const XDP_TX: u32 = 3;
+pub const XDP_REDIRECT: u32 = 4;
+
+/// Full-NAT local ports: each CPU owns `PORT_RANGE / nr_cpus` of them from `PORT_LO` on
+/// (LB_PORT_LO, LB_PORT_RANGE in bpf/lb_consts.h).
+pub const PORT_LO: u32 = 1024;
+pub const PORT_RANGE: u32 = 65536 - PORT_LO;
+/// Full-NAT local addresses per service (LB_MAX_LADDRS).
+pub const MAX_LADDRS: u32 = 16;
+
+pub(crate) fn bpf(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> Error {
+    let what = what.into();
+    move |e| Error::DataPath(format!("{what}: {e}"))
+}
+
+/// The maps of the loaded program.
+pub struct Maps {
+    pub services: MapHandle,
+    pub lookup: MapHandle,
+    pub reals: MapHandle,
+    pub laddrs: MapHandle,
+    pub conns: MapHandle,
+    pub rev: MapHandle,
+    pub rr_cursor: MapHandle,
+    pub port_cursor: MapHandle,
+    pub rate: MapHandle,
+    pub svc_stats: MapHandle,
+    pub real_stats: MapHandle,
+    pub reasons: MapHandle,
+    /// The connection table of each CPU (also held by `conns`).
+    pub conn_tables: Vec<MapHandle>,
+}
+
+/// What the program was built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub ring_size: u32,
+    pub max_services: u32,
+    pub max_reals: u32,
+    pub nr_cpus: u32,
+    pub modes: ModeSet,
+}
+
+/// A loaded (verified) program, attached nowhere by itself.
+pub struct Program {
+    fd: OwnedFd,
+    pub maps: Maps,
+    pub shape: Shape,
+}
+
+fn handle(map: &libbpf_rs::MapMut<'_>, name: &str) -> Result<MapHandle> {
+    MapHandle::try_from(map).map_err(bpf(format!("dup map {name}")))
+}
+
+fn check_cfg(cfg: &AttachConfig) -> Result<()> {
+    let bad = |m: String| Err(Error::Invalid(m));
+    if cfg.ring_size < 2 {
+        return bad(format!(
+            "ring size {} is too small: use a prime such as 65537",
+            cfg.ring_size
+        ));
+    }
+    if cfg.max_services == 0 || cfg.max_reals == 0 || cfg.conns_per_cpu == 0 {
+        return bad("max services, max reals and connections per CPU must be at least 1".into());
+    }
+    if (cfg.max_services as u64) * (cfg.ring_size as u64) > u32::MAX as u64 / 2 {
+        return bad(format!(
+            "{} services x ring size {} is too many lookup slots: lower --max-services",
+            cfg.max_services, cfg.ring_size
+        ));
+    }
+    if let Some((_, len)) = cfg.tunnel_src_v4 {
+        if len > 32 {
+            return bad(format!("tunnel source prefix /{len} is not an IPv4 prefix"));
+        }
+    }
+    if let Some((_, len)) = cfg.tunnel_src_v6 {
+        if len > 96 {
+            return bad(format!(
+                "tunnel source prefix /{len}: use /96 or shorter (the flow hash fills the last 32 bits)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Program {
+    /// Opens the object, writes the constants and map sizes, loads it, and fills the
+    /// connection-table array with one fresh LRU table per CPU.
+    pub fn load(cfg: &AttachConfig) -> Result<Program> {
+        check_cfg(cfg)?;
+        let nr_cpus = libbpf_rs::num_possible_cpus().map_err(bpf("count possible CPUs"))? as u32;
+        let m = cfg.modes;
+        let mut storage = MaybeUninit::uninit();
+        let mut open = LbSkelBuilder::default()
+            .open(&mut storage)
+            .map_err(bpf("open lb object"))?;
+        let ro = &mut open.maps.rodata_data;
+        ro.cfg_ring_size = cfg.ring_size;
+        ro.cfg_max_services = cfg.max_services;
+        ro.cfg_max_reals = cfg.max_reals;
+        ro.cfg_nr_cpus = nr_cpus;
+        ro.cfg_new_conns_per_sec = cfg.new_conns_per_sec_per_cpu;
+        ro.cfg_modes =
+            (m.dr as u8) | (m.tunnel as u8) << 1 | (m.nat as u8) << 2 | (m.full_nat as u8) << 3;
+        ro.cfg_v4 = m.v4 as u8;
+        ro.cfg_v6 = m.v6 as u8;
+        if let Some((a, len)) = cfg.tunnel_src_v4 {
+            ro.cfg_tun_src_v4 = a.octets();
+            ro.cfg_tun_src_v4_len = len;
+        }
+        if let Some((a, len)) = cfg.tunnel_src_v6 {
+            ro.cfg_tun_src_v6 = a.octets();
+            // A /0 prefix still means "derive from the hash": the length only says
+            // whether a prefix is configured.
+            ro.cfg_tun_src_v6_len = len.max(1);
+        }
+        let services = cfg.max_services;
+        let sizes: [(&str, u32); 10] = [
+            // Service entries plus one address-only entry per VIP (echo).
+            ("services", services * 2),
+            ("lookup", services * cfg.ring_size),
+            ("reals", cfg.max_reals),
+            ("laddrs", services * MAX_LADDRS),
+            ("conns", nr_cpus),
+            ("rev", cfg.conns_per_cpu.saturating_mul(nr_cpus)),
+            ("rr_cursor", services),
+            ("svc_stats", services),
+            ("real_stats", cfg.max_reals),
+            ("port_cursor", 1),
+        ];
+        {
+            let om = &mut open.maps;
+            for (name, n) in sizes {
+                let map = match name {
+                    "services" => &mut om.services,
+                    "lookup" => &mut om.lookup,
+                    "reals" => &mut om.reals,
+                    "laddrs" => &mut om.laddrs,
+                    "conns" => &mut om.conns,
+                    "rev" => &mut om.rev,
+                    "rr_cursor" => &mut om.rr_cursor,
+                    "svc_stats" => &mut om.svc_stats,
+                    "real_stats" => &mut om.real_stats,
+                    _ => &mut om.port_cursor,
+                };
+                map.set_max_entries(n)
+                    .map_err(bpf(format!("size map {name}")))?;
+            }
+        }
+        let skel = open.load().map_err(bpf("load lb program (verifier)"))?;
+        let fd = skel
+            .progs
+            .lb_xdp
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::DataPath(format!("dup program fd: {e}")))?;
+        let s = &skel.maps;
+        let mut maps = Maps {
+            services: handle(&s.services, "services")?,
+            lookup: handle(&s.lookup, "lookup")?,
+            reals: handle(&s.reals, "reals")?,
+            laddrs: handle(&s.laddrs, "laddrs")?,
+            conns: handle(&s.conns, "conns")?,
+            rev: handle(&s.rev, "rev")?,
+            rr_cursor: handle(&s.rr_cursor, "rr_cursor")?,
+            port_cursor: handle(&s.port_cursor, "port_cursor")?,
+            rate: handle(&s.rate, "rate")?,
+            svc_stats: handle(&s.svc_stats, "svc_stats")?,
+            real_stats: handle(&s.real_stats, "real_stats")?,
+            reasons: handle(&s.reasons, "reasons")?,
+            conn_tables: Vec::new(),
+        };
+        let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        for cpu in 0..nr_cpus {
+            let table = MapHandle::create(
+                MapType::LruHash,
+                Some(format!("lb_conn{cpu}")),
+                std::mem::size_of::<types::lb_flow>() as u32,
+                std::mem::size_of::<types::lb_conn>() as u32,
+                cfg.conns_per_cpu,
+                &opts,
+            )
+            .map_err(bpf(format!("create the connection table of CPU {cpu}")))?;
+            let inner_fd = table.as_fd().as_raw_fd() as u32;
+            maps.conns
+                .update(&cpu.to_ne_bytes(), &inner_fd.to_ne_bytes(), MapFlags::ANY)
+                .map_err(bpf(format!("install the connection table of CPU {cpu}")))?;
+            maps.conn_tables.push(table);
+        }
+        Ok(Program {
+            fd,
+            maps,
+            shape: Shape {
+                ring_size: cfg.ring_size,
+                max_services: cfg.max_services,
+                max_reals: cfg.max_reals,
+                nr_cpus,
+                modes: cfg.modes,
+            },
+        })
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The full-NAT local ports CPU `cpu` hands out: `[start, end)`.
+    pub fn port_share(&self, cpu: u32) -> (u32, u32) {
+        let share = PORT_RANGE / self.shape.nr_cpus.max(1);
+        (PORT_LO + cpu * share, PORT_LO + (cpu + 1) * share)
+    }
+
+    /// Entries in CPU `cpu`'s connection table.
+    pub fn conn_count(&self, cpu: u32) -> usize {
+        self.maps
+            .conn_tables
+            .get(cpu as usize)
+            .map_or(0, |t| t.keys().count())
+    }
+
+    /// Entries in the reverse (reply) table.
+    pub fn rev_count(&self) -> usize {
+        self.maps.rev.keys().count()
+    }
+
+    /// Runs the program once on `frame` through BPF_PROG_TEST_RUN, as if received on
+    /// `ingress_ifindex` in the calling thread's network namespace.
+    pub fn test_run(&self, frame: &[u8], ingress_ifindex: u32) -> Result<(u32, Vec<u8>)> {
+        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+        // egress_ifindex
+        let ctx: [u32; 6] = [0, frame.len() as u32, 0, ingress_ifindex, 0, 0];
+        let ctx: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        // Room for what the program adds in front (tunnel, TOA, ICMP headers).
+        let mut out = vec![0u8; frame.len() + 256];
+        let (verdict, len) = wirespeed_sys::bpf::test_run(self.fd.as_fd(), frame, &ctx, &mut out)
+            .map_err(|e| Error::DataPath(format!("BPF_PROG_TEST_RUN: {e}")))?;
+        out.truncate(len);
+        Ok((verdict, out))
+    }
+}

@@ -1,0 +1,358 @@
+//! The plan into the maps, ordered so that no packet ever sees a half-written service: reals
+//! first, then local addresses and lookup rows, then the service entries; removals in the
+//! reverse order (service entries, then the real slots no plan names any more).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::loader::{bpf, Program, MAX_LADDRS};
+use crate::bpf::types;
+use crate::error::Error;
+use crate::model::{Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler};
+use crate::Result;
+use wirespeed_sys::bpf::bytes_of;
+
+const AF_INET: u8 = 2;
+const AF_INET6: u8 = 10;
+const IPPROTO_ICMP: u8 = 1;
+const IPPROTO_ICMPV6: u8 = 58;
+/// lb_vip.flags (LB_VIP_* in bpf/lb_consts.h).
+const VIP_TOA: u8 = 0x01;
+const VIP_ECHO: u8 = 0x02;
+
+/// An address as the maps hold it: family, IPv4 in the first four bytes.
+pub fn addr_bytes(a: IpAddr) -> (u8, [u8; 16]) {
+    let mut b = [0u8; 16];
+    match a {
+        IpAddr::V4(v4) => {
+            b[..4].copy_from_slice(&v4.octets());
+            (AF_INET, b)
+        }
+        IpAddr::V6(v6) => (AF_INET6, v6.octets()),
+    }
+}
+
+/// The data path's number for a mode (LB_MODE_* in bpf/lb_consts.h).
+pub fn mode_number(m: Mode) -> u8 {
+    match m {
+        Mode::Dr => 0,
+        Mode::Tunnel => 1,
+        Mode::Nat => 2,
+        Mode::FullNat => 3,
+    }
+}
+
+pub fn vip_key(proto: u8, addr: SocketAddr) -> types::lb_vip_key {
+    let (family, a) = addr_bytes(addr.ip());
+    types::lb_vip_key {
+        addr: a,
+        port: addr.port().to_be(),
+        proto,
+        family,
+    }
+}
+
+fn echo_key(ip: IpAddr) -> types::lb_vip_key {
+    let proto = if ip.is_ipv4() {
+        IPPROTO_ICMP
+    } else {
+        IPPROTO_ICMPV6
+    };
+    vip_key(proto, SocketAddr::new(ip, 0))
+}
+
+fn real_value(r: &PlannedReal) -> types::lb_real {
+    let (family, addr) = addr_bytes(r.addr.ip());
+    types::lb_real {
+        addr,
+        port: r.addr.port().to_be(),
+        family,
+        mode: mode_number(r.mode),
+    }
+}
+
+fn vip_value(id: u32, s: &PlannedService) -> types::lb_vip {
+    types::lb_vip {
+        id,
+        lookup_len: s.lookup.len() as u32,
+        sched: match s.scheduler {
+            Scheduler::Mh => 0,
+            Scheduler::Rr | Scheduler::Wrr => 1,
+        },
+        flags: if s.toa { VIP_TOA } else { 0 },
+        laddr_count: s.laddrs.len() as u8,
+        pad: 0,
+    }
+}
+
+/// What the loaded program can carry out of `plan`, checked before any map is written.
+fn check(prog: &Program, plan: &Plan) -> Result<()> {
+    let sh = &prog.shape;
+    let bad = |m: String| Err(Error::Invalid(m));
+    if plan.ring_size != sh.ring_size && plan.services.iter().any(|s| s.scheduler == Scheduler::Mh)
+    {
+        return bad(format!(
+            "the plan's Maglev ring size {} is not the data path's {}: restart the daemon with the new size",
+            plan.ring_size, sh.ring_size
+        ));
+    }
+    if plan.services.len() > sh.max_services as usize {
+        return bad(format!(
+            "{} services exceed the data path's {}: restart the daemon with a larger --max-services",
+            plan.services.len(),
+            sh.max_services
+        ));
+    }
+    if plan.reals.len() > sh.max_reals as usize {
+        return bad(format!(
+            "{} real slots exceed the data path's {}: restart the daemon with a larger --max-reals",
+            plan.reals.len(),
+            sh.max_reals
+        ));
+    }
+    for s in &plan.services {
+        if s.lookup.len() > sh.ring_size as usize {
+            return bad(format!(
+                "{}: lookup of {} slots exceeds the ring size {}",
+                s.key,
+                s.lookup.len(),
+                sh.ring_size
+            ));
+        }
+        if s.scheduler == Scheduler::Mh
+            && !s.lookup.is_empty()
+            && s.lookup.len() != sh.ring_size as usize
+        {
+            return bad(format!(
+                "{}: a Maglev table must have {} entries",
+                s.key, sh.ring_size
+            ));
+        }
+        if s.laddrs.len() > MAX_LADDRS as usize {
+            return bad(format!(
+                "{}: at most {MAX_LADDRS} local addresses per service",
+                s.key
+            ));
+        }
+        if s.lookup
+            .iter()
+            .any(|&slot| plan.reals.get(slot as usize).is_none_or(|r| r.is_none()))
+        {
+            return bad(format!("{}: its lookup names a free real slot", s.key));
+        }
+        let fam_ok = if s.key.vip.is_ipv4() {
+            sh.modes.v4
+        } else {
+            sh.modes.v6
+        };
+        if !fam_ok {
+            return bad(format!(
+                "{}: this address family is not built into the data path",
+                s.key
+            ));
+        }
+    }
+    for r in plan.reals.iter().flatten() {
+        let Some(s) = plan.services.get(r.service as usize) else {
+            return bad(format!(
+                "real {} names service {} that the plan lacks",
+                r.addr, r.service
+            ));
+        };
+        let m = sh.modes;
+        let built = match r.mode {
+            Mode::Dr => m.dr,
+            Mode::Tunnel => m.tunnel,
+            Mode::Nat => m.nat,
+            Mode::FullNat => m.full_nat,
+        };
+        if !built {
+            return bad(format!(
+                "real {} uses {} ({}), which the data path was started without",
+                r.addr,
+                r.mode.ipvs_name(),
+                r.mode.flag()
+            ));
+        }
+        if r.mode != Mode::Tunnel && r.addr.is_ipv4() != s.key.vip.is_ipv4() {
+            return bad(format!(
+                "real {} and VIP {} differ in address family: only tunnel mode (-i) mixes them",
+                r.addr, s.key.vip
+            ));
+        }
+        if r.mode == Mode::FullNat && !s.laddrs.iter().any(|l| l.is_ipv4() == r.addr.is_ipv4()) {
+            return bad(format!(
+                "{}: full-NAT real {} needs a local address of its family: `wirespeed lb --add-laddr -z ADDR -t {}`",
+                s.key, r.addr, s.key.vip
+            ));
+        }
+        if r.mode == Mode::FullNat && s.laddrs.iter().any(|l| l.is_ipv4() != r.addr.is_ipv4()) {
+            return bad(format!(
+                "{}: its local addresses must all be of its reals' family",
+                s.key
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn upd(map: &libbpf_rs::MapHandle, k: &[u8], v: &[u8], what: &str) -> Result<()> {
+    map.update(k, v, MapFlags::ANY)
+        .map_err(bpf(format!("write {what}")))
+}
+
+fn svc_proto(p: Proto) -> u8 {
+    p.number()
+}
+
+/// Zeroes one slot of a per-CPU counters map.
+pub(crate) fn zero_percpu(
+    prog: &Program,
+    map: &libbpf_rs::MapHandle,
+    key: u32,
+    size: usize,
+) -> Result<()> {
+    let vals = vec![vec![0u8; size]; prog.shape.nr_cpus as usize];
+    map.update_percpu(&key.to_ne_bytes(), &vals, MapFlags::ANY)
+        .map_err(bpf("zero counters"))
+}
+
+/// Makes the maps carry out `plan`, given that they carry out `old` (None: fresh maps).
+pub fn apply(prog: &Program, old: Option<&Plan>, plan: &Plan) -> Result<()> {
+    check(prog, plan)?;
+    let m = &prog.maps;
+    let ring = prog.shape.ring_size;
+    let counters = std::mem::size_of::<types::lb_counters>();
+
+    // Service entries by key, old and new (ids are positions).
+    let old_ids: HashMap<_, u32> = old
+        .map(|o| {
+            o.services
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.key, i as u32))
+                .collect()
+        })
+        .unwrap_or_default();
+    let new_ids: HashMap<_, u32> = plan
+        .services
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.key, i as u32))
+        .collect();
+
+    // 1. A service that goes, or whose id moves, leaves first: its packets go to the kernel
+    //    for the moment it takes, never through rows being rewritten under it.
+    for (key, id) in &old_ids {
+        if new_ids.get(key) != Some(id) {
+            let _ = m
+                .services
+                .delete(bytes_of(&vip_key(svc_proto(key.proto), key.vip)));
+        }
+    }
+
+    // 2. Reals: every slot the plan fills (a new real in a slot starts with zero counters).
+    for (slot, r) in plan.reals.iter().enumerate() {
+        let Some(r) = r else { continue };
+        let before = old.and_then(|o| o.reals.get(slot)).and_then(|r| r.as_ref());
+        if before == Some(r) {
+            continue;
+        }
+        if before.is_none_or(|b| b.addr != r.addr || b.service != r.service) {
+            zero_percpu(prog, &m.real_stats, slot as u32, counters)?;
+        }
+        upd(
+            &m.reals,
+            &(slot as u32).to_ne_bytes(),
+            bytes_of(&real_value(r)),
+            "reals",
+        )?;
+    }
+
+    // 3. Local addresses and lookup rows, then the service entry.
+    for (id, s) in plan.services.iter().enumerate() {
+        let id = id as u32;
+        let prev = old
+            .and_then(|o| old_ids.get(&s.key).map(|&i| (i, o)))
+            .filter(|(i, _)| *i == id)
+            .map(|(i, o)| &o.services[i as usize]);
+        for (i, la) in s.laddrs.iter().enumerate() {
+            let (family, addr) = addr_bytes(*la);
+            let v = types::lb_laddr {
+                addr,
+                family,
+                pad: [0; 3],
+            };
+            upd(
+                &m.laddrs,
+                &(id * MAX_LADDRS + i as u32).to_ne_bytes(),
+                bytes_of(&v),
+                "laddrs",
+            )?;
+        }
+        for (i, slot) in s.lookup.iter().enumerate() {
+            if prev.is_some_and(|p| p.lookup.get(i) == Some(slot)) {
+                continue;
+            }
+            upd(
+                &m.lookup,
+                &(id * ring + i as u32).to_ne_bytes(),
+                &slot.to_ne_bytes(),
+                "lookup",
+            )?;
+        }
+        if prev.is_none() {
+            zero_percpu(prog, &m.svc_stats, id, counters)?;
+        }
+        upd(
+            &m.services,
+            bytes_of(&vip_key(svc_proto(s.key.proto), s.key.vip)),
+            bytes_of(&vip_value(id, s)),
+            "services",
+        )?;
+    }
+
+    // 4. Address-only entries: echo answered for every VIP address.
+    let mut echo: BTreeMap<IpAddr, u32> = BTreeMap::new();
+    for (id, s) in plan.services.iter().enumerate() {
+        echo.entry(s.key.vip.ip()).or_insert(id as u32);
+    }
+    for (ip, id) in &echo {
+        let v = types::lb_vip {
+            id: *id,
+            lookup_len: 0,
+            sched: 0,
+            flags: VIP_ECHO,
+            laddr_count: 0,
+            pad: 0,
+        };
+        upd(
+            &m.services,
+            bytes_of(&echo_key(*ip)),
+            bytes_of(&v),
+            "services (echo)",
+        )?;
+    }
+    if let Some(o) = old {
+        for s in &o.services {
+            if !echo.contains_key(&s.key.vip.ip()) {
+                let _ = m.services.delete(bytes_of(&echo_key(s.key.vip.ip())));
+            }
+        }
+        // 5. Real slots no longer used: emptied last (family 0: the data path passes).
+        for (slot, r) in o.reals.iter().enumerate() {
+            if r.is_some() && plan.reals.get(slot).is_none_or(|n| n.is_none()) {
+                let v = types::lb_real::default();
+                upd(
+                    &m.reals,
+                    &(slot as u32).to_ne_bytes(),
+                    bytes_of(&v),
+                    "reals",
+                )?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! The XDP data path: bpf/lb.bpf.c loaded with its constants ([`loader`]), the plan written
+//! into its maps ([`maps`]), its counters read back ([`stats`]), and its attachment to the
+//! daemon's interfaces ([`attach`]). See docs/LB.md, "Data path".
+
+pub mod attach;
+pub mod loader;
+pub mod maps;
+pub mod stats;
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+pub use loader::{Program, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
+pub use stats::Reason;
+
+use crate::model::{DataPlane, Plan, Stats};
+use crate::Result;
+
+/// Which forwarding methods and address families the program is built with: the verifier
+/// drops the code of the others, and a plan that needs one is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModeSet {
+    pub dr: bool,
+    pub tunnel: bool,
+    pub nat: bool,
+    pub full_nat: bool,
+    pub v4: bool,
+    pub v6: bool,
+}
+
+impl Default for ModeSet {
+    fn default() -> Self {
+        ModeSet {
+            dr: true,
+            tunnel: true,
+            nat: true,
+            full_nat: true,
+            v4: true,
+            v6: true,
+        }
+    }
+}
+
+/// How the data path is loaded and where it is attached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttachConfig {
+    /// Interfaces the program runs on (VIP traffic in, and for NAT the reals' replies).
+    pub ifaces: Vec<String>,
+    /// Maglev table size (a prime); every plan must use it.
+    pub ring_size: u32,
+    pub max_services: u32,
+    pub max_reals: u32,
+    /// Entries of each CPU's connection table (the reverse table holds this many per CPU).
+    pub conns_per_cpu: u32,
+    /// Katran's guard: new connection entries per CPU per second; beyond it connections are
+    /// scheduled by hash without an entry. 0: no guard.
+    pub new_conns_per_sec_per_cpu: u32,
+    /// Tunnel outer source prefix (the flow hash fills the host bits); None: the address
+    /// the kernel's FIB chooses for the real.
+    pub tunnel_src_v4: Option<(Ipv4Addr, u8)>,
+    /// As tunnel_src_v4; prefixes up to /96 (the hash fills the last 32 bits).
+    pub tunnel_src_v6: Option<(Ipv6Addr, u8)>,
+    /// Allow interfaces outside a `ws-*` lab namespace.
+    pub allow_host: bool,
+    /// Modes and families compiled in.
+    pub modes: ModeSet,
+}
+
+impl Default for AttachConfig {
+    fn default() -> Self {
+        AttachConfig {
+            ifaces: Vec::new(),
+            ring_size: 65537,
+            max_services: 256,
+            max_reals: 4096,
+            conns_per_cpu: 1 << 18,
+            new_conns_per_sec_per_cpu: 125_000,
+            tunnel_src_v4: None,
+            tunnel_src_v6: None,
+            allow_host: false,
+            modes: ModeSet::default(),
+        }
+    }
+}
+
+/// The data path as the daemon drives it: one program, attached through BPF links to every
+/// interface of the config (detached when this is dropped), and the plan its maps hold.
+pub struct XdpDataPlane {
+    prog: Program,
+    links: Vec<attach::Link>,
+    applied: Option<Plan>,
+}
+
+impl XdpDataPlane {
+    /// Loads the program and attaches it to `cfg.ifaces` (XDP driver mode), after checking
+    /// each interface: it exists, it is in a lab namespace (unless allow_host), and it can
+    /// transmit XDP frames.
+    pub fn attach(cfg: &AttachConfig) -> Result<XdpDataPlane> {
+        let ifaces = attach::check(cfg)?;
+        let prog = Program::load(cfg)?;
+        let mut links = Vec::new();
+        for (name, ifindex) in ifaces {
+            links.push(attach::Link::xdp(&prog, &name, ifindex)?);
+        }
+        Ok(XdpDataPlane {
+            prog,
+            links,
+            applied: None,
+        })
+    }
+
+    /// Loads the program without attaching it anywhere: for BPF_PROG_TEST_RUN fixtures.
+    pub fn load(cfg: &AttachConfig) -> Result<XdpDataPlane> {
+        Ok(XdpDataPlane {
+            prog: Program::load(cfg)?,
+            links: Vec::new(),
+            applied: None,
+        })
+    }
+
+    pub fn program(&self) -> &Program {
+        &self.prog
+    }
+
+    /// Interfaces attached, by name and ifindex.
+    pub fn attached(&self) -> Vec<(String, u32)> {
+        self.links
+            .iter()
+            .map(|l| (l.name.clone(), l.ifindex))
+            .collect()
+    }
+
+    /// Runs the program once on `frame` (BPF_PROG_TEST_RUN) as if received on
+    /// `ingress_ifindex`: the verdict and the frame as the program left it.
+    pub fn test_run(&self, frame: &[u8], ingress_ifindex: u32) -> Result<(u32, Vec<u8>)> {
+        self.prog.test_run(frame, ingress_ifindex)
+    }
+}
+
+impl DataPlane for XdpDataPlane {
+    fn apply(&mut self, plan: &Plan) -> Result<()> {
+        maps::apply(&self.prog, self.applied.as_ref(), plan)?;
+        self.applied = Some(plan.clone());
+        Ok(())
+    }
+
+    fn stats(&self) -> Result<Stats> {
+        let empty = Plan::default();
+        stats::read(&self.prog, self.applied.as_ref().unwrap_or(&empty))
+    }
+
+    fn zero(&mut self) -> Result<()> {
+        stats::zero(&self.prog)
+    }
+}

@@ -1,0 +1,545 @@
+//! ipvsadm's command line, parsed into a [`Command`], and the ipvsadm-save format written and
+//! read. Our extensions (health checks on `-A`/`-E`, `--no-toa`, DPVS's `--add-laddr`) ride
+//! on the same lines, so a saved configuration is one file.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::listing::ListView;
+use crate::model::{CheckKind, HealthCheck, Mode, Proto, Scheduler, ServiceKey};
+use crate::table::{RealSpec, ServiceSpec};
+use crate::{Error, Result};
+
+/// What `-L` was asked to show.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListOptions {
+    pub stats: bool,
+    pub rate: bool,
+    /// `--exact`: counters without K/M/G scaling.
+    pub exact: bool,
+    pub json: bool,
+    /// `-t|-u VIP:PORT`: this service only.
+    pub service: Option<ServiceKey>,
+}
+
+/// One ipvsadm command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    AddService(ServiceSpec),
+    EditService(ServiceSpec),
+    DelService(ServiceKey),
+    AddReal {
+        service: ServiceKey,
+        real: RealSpec,
+    },
+    EditReal {
+        service: ServiceKey,
+        real: RealSpec,
+    },
+    DelReal {
+        service: ServiceKey,
+        addr: SocketAddr,
+    },
+    AddLaddr {
+        service: ServiceKey,
+        addr: IpAddr,
+    },
+    DelLaddr {
+        service: ServiceKey,
+        addr: IpAddr,
+    },
+    List(ListOptions),
+    Zero(Option<ServiceKey>),
+    Clear,
+}
+
+impl Command {
+    /// True for the commands that change the configuration (what `restore` accepts).
+    pub fn changes(&self) -> bool {
+        !matches!(self, Command::List(_) | Command::Zero(_))
+    }
+}
+
+/// The defaults of our health-check extension.
+pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(2);
+pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
+pub const DEFAULT_RISE: u32 = 2;
+pub const DEFAULT_FALL: u32 = 3;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Verb {
+    AddService,
+    EditService,
+    DelService,
+    AddReal,
+    EditReal,
+    DelReal,
+    AddLaddr,
+    DelLaddr,
+    List,
+    Zero,
+    Clear,
+}
+
+fn verb_of(opt: &str) -> Option<Verb> {
+    Some(match opt {
+        "-A" | "--add-service" => Verb::AddService,
+        "-E" | "--edit-service" => Verb::EditService,
+        "-D" | "--delete-service" => Verb::DelService,
+        "-a" | "--add-server" => Verb::AddReal,
+        "-e" | "--edit-server" => Verb::EditReal,
+        "-d" | "--delete-server" => Verb::DelReal,
+        "--add-laddr" => Verb::AddLaddr,
+        "--del-laddr" => Verb::DelLaddr,
+        "-L" | "-l" | "--list" => Verb::List,
+        "-Z" | "--zero" => Verb::Zero,
+        "-C" | "--clear" => Verb::Clear,
+        _ => return None,
+    })
+}
+
+/// The short options that take no value, which ipvsadm lets a user run together (`-Ln`).
+const BUNDLABLE: &str = "AEDaedLlZCgimbn";
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::Invalid(msg.into())
+}
+
+/// `VIP:PORT`, `[V6]:PORT`. The port must be given and be 1-65535.
+pub fn parse_vip(s: &str) -> Result<SocketAddr> {
+    let a: SocketAddr = s.parse().map_err(|_| {
+        invalid(format!(
+            "`{s}` is not VIP:PORT; write 198.18.0.10:80 or [fd00::10]:80"
+        ))
+    })?;
+    if a.port() == 0 {
+        return Err(invalid(format!(
+            "`{s}`: port 0 is not a service port; give one in 1-65535"
+        )));
+    }
+    Ok(a)
+}
+
+/// `RIP`, `RIP:PORT`, `[V6]`, `[V6]:PORT` or a bare IPv6 address; port 0 means "not given".
+pub fn parse_real(s: &str) -> Result<SocketAddr> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        if a.port() == 0 {
+            return Err(invalid(format!(
+                "`{s}`: port 0 is not a port; leave it out to use the service's port"
+            )));
+        }
+        return Ok(a);
+    }
+    let bare = s.trim_start_matches('[').trim_end_matches(']');
+    bare.parse::<IpAddr>()
+        .map(|ip| SocketAddr::new(ip, 0))
+        .map_err(|_| {
+            invalid(format!(
+                "`{s}` is not RIP[:PORT]; write 198.18.1.2, 198.18.1.2:80 or [fd00::2]:80"
+            ))
+        })
+}
+
+/// A local address for `-z`: `ADDR` or `[V6]`.
+pub fn parse_laddr(s: &str) -> Result<IpAddr> {
+    s.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .map_err(|_| invalid(format!("-z: `{s}` is not an IP address")))
+}
+
+/// `2s`, `500ms`, `1m`, or a number of seconds; more than zero.
+pub fn parse_duration(s: &str) -> Result<Duration> {
+    let bad = || invalid(format!("`{s}` is not a duration; write 2s, 500ms or 1m"));
+    let (num, unit_ms) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1000)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60_000)
+    } else {
+        (s, 1000)
+    };
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let ms = n.checked_mul(unit_ms).ok_or_else(bad)?;
+    if ms == 0 {
+        return Err(invalid(format!("`{s}`: a duration must be more than zero")));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// As [`parse_duration`] reads it back.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// A VIP as ipvsadm writes it: `198.18.0.10:80`, `[fd00::10]:80`.
+pub fn format_vip(a: SocketAddr) -> String {
+    a.to_string()
+}
+
+fn parse_check(s: &str) -> Result<CheckKind> {
+    match s {
+        "tcp" => Ok(CheckKind::Tcp),
+        "redis" => Ok(CheckKind::Redis),
+        "http" => Ok(CheckKind::Http { path: "/".into() }),
+        _ => match s.strip_prefix("http:") {
+            Some(path) if path.starts_with('/') && !path.contains(char::is_whitespace) => {
+                Ok(CheckKind::Http { path: path.into() })
+            }
+            _ => Err(invalid(format!(
+                "--check `{s}` is not one of tcp, http, http:/PATH, redis"
+            ))),
+        },
+    }
+}
+
+fn format_check(kind: &CheckKind) -> String {
+    match kind {
+        CheckKind::Tcp => "tcp".into(),
+        CheckKind::Redis => "redis".into(),
+        CheckKind::Http { path } if path == "/" => "http".into(),
+        CheckKind::Http { path } => format!("http:{path}"),
+    }
+}
+
+fn parse_count(opt: &str, s: &str) -> Result<u32> {
+    s.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=1000).contains(n))
+        .ok_or_else(|| invalid(format!("{opt} `{s}`: give a count in 1-1000")))
+}
+
+/// Parses one ipvsadm command line (without the program name).
+pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Command> {
+    // Expand bundled short flags (`-Ln`) and `--opt=value`.
+    let mut argv: Vec<String> = Vec::new();
+    for a in args {
+        let a = a.as_ref();
+        if a.len() > 2
+            && a.starts_with('-')
+            && !a.starts_with("--")
+            && a[1..].chars().all(|c| BUNDLABLE.contains(c))
+        {
+            argv.extend(a[1..].chars().map(|c| format!("-{c}")));
+        } else if let (true, Some((k, v))) = (a.starts_with("--"), a.split_once('=')) {
+            argv.push(k.to_string());
+            argv.push(v.to_string());
+        } else {
+            argv.push(a.to_string());
+        }
+    }
+    let mut verb: Option<(Verb, String)> = None;
+    let mut service: Option<ServiceKey> = None;
+    let mut scheduler = None;
+    let mut real = None;
+    let mut mode: Option<(Mode, String)> = None;
+    let mut weight = None;
+    let mut laddr = None;
+    let (mut stats, mut rate, mut exact, mut json) = (false, false, false, false);
+    let mut check = None;
+    let (mut interval, mut timeout, mut rise, mut fall) = (None, None, None, None);
+    let (mut no_toa, mut no_check) = (false, false);
+    let mut it = argv.into_iter();
+    while let Some(opt) = it.next() {
+        let mut value = |what: &str| {
+            it.next()
+                .ok_or_else(|| invalid(format!("{opt} needs {what}")))
+        };
+        if let Some(v) = verb_of(&opt) {
+            if let Some((_, first)) = &verb {
+                return Err(invalid(format!(
+                    "more than one command given ({first} and {opt}); give one"
+                )));
+            }
+            verb = Some((v, opt));
+            continue;
+        }
+        match opt.as_str() {
+            "-t" | "--tcp-service" | "-u" | "--udp-service" => {
+                if service.is_some() {
+                    return Err(invalid("give one service (-t or -u VIP:PORT)"));
+                }
+                let proto = if opt == "-t" || opt == "--tcp-service" {
+                    Proto::Tcp
+                } else {
+                    Proto::Udp
+                };
+                let vip = parse_vip(&value("VIP:PORT")?)?;
+                service = Some(ServiceKey { proto, vip });
+            }
+            "-s" | "--scheduler" => scheduler = Some(Scheduler::parse(&value("mh, rr or wrr")?)?),
+            "-r" | "--real-server" => real = Some(parse_real(&value("RIP[:PORT]")?)?),
+            "-w" | "--weight" => {
+                let v = value("a weight")?;
+                weight = Some(
+                    v.parse::<u32>()
+                        .ok()
+                        .filter(|w| *w <= 65535)
+                        .ok_or_else(|| {
+                            invalid(format!("-w `{v}`: give a weight in 0-65535 (0 quiesces)"))
+                        })?,
+                );
+            }
+            "-g" | "--gatewaying" | "-i" | "--ipip" | "-m" | "--masquerading" | "-b"
+            | "--fullnat" => {
+                let m = match opt.as_str() {
+                    "-g" | "--gatewaying" => Mode::Dr,
+                    "-i" | "--ipip" => Mode::Tunnel,
+                    "-m" | "--masquerading" => Mode::Nat,
+                    _ => Mode::FullNat,
+                };
+                if let Some((_, first)) = &mode {
+                    return Err(invalid(format!(
+                        "two forwarding methods given ({first} and {opt}); give one of -g, -i, -m, -b"
+                    )));
+                }
+                mode = Some((m, opt));
+            }
+            "-z" | "--laddr" => laddr = Some(parse_laddr(&value("a local address")?)?),
+            "-n" | "--numeric" => {}
+            "--stats" => stats = true,
+            "--rate" => rate = true,
+            "--exact" | "-X" => exact = true,
+            "--json" => json = true,
+            "--check" => check = Some(parse_check(&value("tcp, http[:PATH] or redis")?)?),
+            "--check-interval" => interval = Some(parse_duration(&value("a duration")?)?),
+            "--check-timeout" => timeout = Some(parse_duration(&value("a duration")?)?),
+            "--rise" => rise = Some(parse_count("--rise", &value("a count")?)?),
+            "--fall" => fall = Some(parse_count("--fall", &value("a count")?)?),
+            "--no-toa" => no_toa = true,
+            "--no-check" => no_check = true,
+            _ => {
+                return Err(invalid(format!(
+                    "unknown option `{opt}`; see wirespeed lb --help"
+                )))
+            }
+        }
+    }
+    let Some((verb, verb_name)) = verb else {
+        return Err(invalid(
+            "no command given; give one of -A -E -D -a -e -d -L -Z -C --add-laddr --del-laddr",
+        ));
+    };
+    let need_service =
+        || service.ok_or_else(|| invalid(format!("{verb_name} needs -t|-u VIP:PORT")));
+    let need_real = || real.ok_or_else(|| invalid(format!("{verb_name} needs -r RIP[:PORT]")));
+    let need_laddr = || laddr.ok_or_else(|| invalid(format!("{verb_name} needs -z ADDR")));
+    let service_opts = scheduler.is_some()
+        || check.is_some()
+        || interval.is_some()
+        || timeout.is_some()
+        || rise.is_some()
+        || fall.is_some()
+        || no_toa
+        || no_check;
+    let real_opts = real.is_some() || mode.is_some() || weight.is_some();
+    let list_opts = stats || rate || exact || json;
+    let allowed = |svc: bool, rl: bool, ls: bool, z: bool| -> Result<()> {
+        let stray = [
+            (service_opts && !svc, "-s/--check options"),
+            (real_opts && !rl, "-r/-g/-i/-m/-b/-w"),
+            (list_opts && !ls, "--stats/--rate/--exact/--json"),
+            (laddr.is_some() && !z, "-z"),
+        ];
+        match stray.iter().find(|(bad, _)| *bad) {
+            Some((_, what)) => Err(invalid(format!("{what} do not go with {verb_name}"))),
+            None => Ok(()),
+        }
+    };
+    let health_check = || -> Result<Option<HealthCheck>> {
+        let Some(kind) = check.clone() else {
+            if interval.is_some() || timeout.is_some() || rise.is_some() || fall.is_some() {
+                return Err(invalid(
+                    "--check-interval, --check-timeout, --rise and --fall need --check KIND",
+                ));
+            }
+            return Ok(None);
+        };
+        if no_check {
+            return Err(invalid("--check and --no-check contradict; give one"));
+        }
+        let interval = interval.unwrap_or(DEFAULT_CHECK_INTERVAL);
+        let timeout = timeout.unwrap_or(DEFAULT_CHECK_TIMEOUT.min(interval));
+        if timeout > interval {
+            return Err(invalid(format!(
+                "--check-timeout {} is longer than --check-interval {}; make it at most the interval",
+                format_duration(timeout),
+                format_duration(interval)
+            )));
+        }
+        Ok(Some(HealthCheck {
+            kind,
+            interval,
+            timeout,
+            rise: rise.unwrap_or(DEFAULT_RISE),
+            fall: fall.unwrap_or(DEFAULT_FALL),
+        }))
+    };
+    let spec = |key| -> Result<ServiceSpec> {
+        Ok(ServiceSpec {
+            key,
+            scheduler,
+            check: health_check()?,
+            no_check,
+            no_toa,
+        })
+    };
+    let real_spec = |addr| RealSpec {
+        addr,
+        mode: mode.as_ref().map(|m| m.0),
+        weight,
+    };
+    Ok(match verb {
+        Verb::AddService | Verb::EditService => {
+            allowed(true, false, false, false)?;
+            if verb == Verb::AddService && no_check {
+                return Err(invalid(
+                    "--no-check goes with -E; -A without --check has none",
+                ));
+            }
+            let s = spec(need_service()?)?;
+            if verb == Verb::AddService {
+                Command::AddService(s)
+            } else {
+                Command::EditService(s)
+            }
+        }
+        Verb::DelService => {
+            allowed(false, false, false, false)?;
+            Command::DelService(need_service()?)
+        }
+        Verb::AddReal | Verb::EditReal => {
+            allowed(false, true, false, false)?;
+            let service = need_service()?;
+            let real = real_spec(need_real()?);
+            if verb == Verb::AddReal {
+                Command::AddReal { service, real }
+            } else {
+                Command::EditReal { service, real }
+            }
+        }
+        Verb::DelReal => {
+            if mode.is_some() || weight.is_some() {
+                allowed(false, false, false, false)?;
+            }
+            allowed(false, true, false, false)?;
+            Command::DelReal {
+                service: need_service()?,
+                addr: need_real()?,
+            }
+        }
+        Verb::AddLaddr | Verb::DelLaddr => {
+            allowed(false, false, false, true)?;
+            let (service, addr) = (need_service()?, need_laddr()?);
+            if verb == Verb::AddLaddr {
+                Command::AddLaddr { service, addr }
+            } else {
+                Command::DelLaddr { service, addr }
+            }
+        }
+        Verb::List => {
+            allowed(false, false, true, false)?;
+            if stats && rate {
+                return Err(invalid("--stats and --rate are two listings; give one"));
+            }
+            Command::List(ListOptions {
+                stats,
+                rate,
+                exact,
+                json,
+                service,
+            })
+        }
+        Verb::Zero => {
+            allowed(false, false, false, false)?;
+            Command::Zero(service)
+        }
+        Verb::Clear => {
+            allowed(false, false, false, false)?;
+            if service.is_some() {
+                return Err(invalid(
+                    "-C clears everything and takes no service; to remove one use -D",
+                ));
+            }
+            Command::Clear
+        }
+    })
+}
+
+fn proto_flag(p: Proto) -> &'static str {
+    match p {
+        Proto::Tcp => "-t",
+        Proto::Udp => "-u",
+    }
+}
+
+/// The configuration in the ipvsadm-save format (numeric), with our extensions.
+pub fn format_save(view: &ListView) -> String {
+    let mut out = String::new();
+    for s in &view.services {
+        let svc = format!("{} {}", proto_flag(s.key.proto), format_vip(s.key.vip));
+        out.push_str(&format!("-A {svc} -s {}", s.scheduler.name()));
+        if let Some(c) = &s.check {
+            out.push_str(&format!(
+                " --check {} --check-interval {} --check-timeout {} --rise {} --fall {}",
+                format_check(&c.kind),
+                format_duration(c.interval),
+                format_duration(c.timeout),
+                c.rise,
+                c.fall
+            ));
+        }
+        if !s.toa {
+            out.push_str(" --no-toa");
+        }
+        out.push('\n');
+        for z in &s.laddrs {
+            out.push_str(&format!("--add-laddr -z {z} {svc}\n"));
+        }
+        for r in &s.reals {
+            out.push_str(&format!(
+                "-a {svc} -r {} {} -w {}\n",
+                r.addr,
+                r.mode.flag(),
+                r.weight
+            ));
+        }
+    }
+    out
+}
+
+/// Reads the ipvsadm-save format: one command per line, blank lines and `#` comments skipped.
+/// Each command comes with its line number; an error names the line.
+pub fn parse_restore(text: &str) -> Result<Vec<(usize, Command)>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let cmd = parse_args(&words).map_err(|e| invalid(format!("line {n}: {e}")))?;
+        if !cmd.changes() {
+            return Err(invalid(format!(
+                "line {n}: `{line}` changes nothing; restore takes ipvsadm-save lines"
+            )));
+        }
+        out.push((n, cmd));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[path = "ipvsadm_tests.rs"]
+mod tests;
