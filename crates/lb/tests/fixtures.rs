@@ -697,3 +697,6 @@ fn a_hit_keeps_the_entrys_real_a_miss_follows_the_hash() {
         assert_eq!(real_of(&out), 1);
     });
 }
+
+#[path = "common/guards.rs"]
+mod guards;

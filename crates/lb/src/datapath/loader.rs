@@ -172,7 +172,7 @@ impl Program {
             .lb_xdp
             .as_fd()
             .try_clone_to_owned()
-            .map_err(|e| Error::DataPath(format!("dup program fd: {e}")))?;
+            .map_err(crate::error::io("dup program fd"))?;
         let s = &skel.maps;
         let mut maps = Maps {
             services: handle(&s.services, "services")?,
