@@ -371,6 +371,7 @@ fn view_of(table: &Table) -> ListView {
             })
             .collect(),
         warnings: vec![],
+        ifaces: vec![],
     }
 }
 

@@ -5,7 +5,10 @@
 //! and the program reads them.
 #![deny(unsafe_code)]
 
+pub mod control;
+pub mod daemon;
 pub mod datapath;
+pub mod doctor;
 pub mod error;
 pub mod health;
 pub mod ipvsadm;

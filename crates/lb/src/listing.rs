@@ -53,6 +53,9 @@ pub struct ListView {
     /// Configured but not carrying traffic, with the fix (a full-NAT service without local
     /// addresses).
     pub warnings: Vec<String>,
+    /// The interfaces the daemon's data path runs on (what `doctor` checks).
+    #[serde(default)]
+    pub ifaces: Vec<String>,
 }
 
 impl ListView {
@@ -250,6 +253,7 @@ mod tests {
                 ],
             }],
             warnings: vec![],
+            ifaces: vec![],
         }
     }
 

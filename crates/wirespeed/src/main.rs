@@ -31,6 +31,8 @@ enum Command {
     Showdown(cmd::showdown::Args),
     /// The transparent fast path: Linux configuration in, specialized XDP/TC program out.
     Fp(cmd::fp::Args),
+    /// L4 load balancer in XDP, configured like ipvsadm: `lb run`, `lb -A/-a/-L ...`, `lb doctor`.
+    Lb(cmd::lb::Args),
 }
 
 fn main() {
@@ -42,6 +44,7 @@ fn main() {
         Command::Probe(a) => cmd::probe::run(a),
         Command::Showdown(a) => cmd::showdown::run(a),
         Command::Fp(a) => cmd::fp::run(a),
+        Command::Lb(a) => cmd::lb::run(a),
     };
     if let Err(e) = result {
         // One line, the whole cause chain: "what failed: why".

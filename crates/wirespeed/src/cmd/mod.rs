@@ -1,6 +1,7 @@
 pub mod bench;
 pub mod fp;
 pub mod lab;
+pub mod lb;
 pub mod probe;
 pub mod serve;
 pub mod showdown;

@@ -1,0 +1,451 @@
+//! The daemon: it owns the table, turns every change into a new [`Plan`] built over the
+//! previous one (so a real keeps its slot and its established connections), applies it
+//! through the [`DataPlane`], runs the health checks, keeps the reals' neighbours resolved,
+//! and answers the control socket.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use crate::control::{self, Reply, Request, Server};
+use crate::health::{Checker, HealthEvent, Target};
+use crate::ipvsadm::Command;
+use crate::listing::{ListView, Rates, RealView, ServiceView};
+use crate::model::{Counters, DataPlane, Plan, ServiceKey, Stats};
+use crate::plan;
+use crate::table::Table;
+use crate::{Error, Result};
+
+/// A counter's owner: a service, or one of its reals.
+type CounterId = (ServiceKey, Option<SocketAddr>);
+
+pub struct Daemon<D: DataPlane> {
+    table: Table,
+    ring_size: u32,
+    dp: D,
+    plan: Plan,
+    /// The last counter sample and when it was taken; `--rate` is the difference to the one
+    /// before.
+    sample: Option<(Instant, HashMap<CounterId, Counters>)>,
+    rates: HashMap<CounterId, Rates>,
+    ifaces: Vec<String>,
+}
+
+impl<D: DataPlane> Daemon<D> {
+    /// Applies the empty plan, so the data path starts from a known state.
+    pub fn new(mut dp: D, ring_size: u32) -> Result<Daemon<D>> {
+        let plan = plan::build(&[], ring_size, None)?;
+        dp.apply(&plan)?;
+        Ok(Daemon {
+            table: Table::default(),
+            ring_size,
+            dp,
+            plan,
+            sample: None,
+            rates: HashMap::new(),
+            ifaces: Vec::new(),
+        })
+    }
+
+    /// The interfaces the data path runs on, for `-L --json` and `doctor`.
+    pub fn set_ifaces(&mut self, ifaces: Vec<String>) {
+        self.ifaces = ifaces;
+    }
+
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn data_plane(&self) -> &D {
+        &self.dp
+    }
+
+    /// Makes `table` the configuration: plans it over the current plan and applies it. On
+    /// any failure nothing changes.
+    fn commit(&mut self, table: Table) -> Result<()> {
+        let plan = plan::build(&plannable(&table), self.ring_size, Some(&self.plan))?;
+        if plan != self.plan {
+            self.dp.apply(&plan)?;
+        }
+        self.plan = plan;
+        self.table = table;
+        Ok(())
+    }
+
+    fn change(table: &mut Table, cmd: &Command) -> Result<Vec<String>> {
+        Ok(match cmd {
+            Command::AddService(s) => {
+                table.add_service(s)?;
+                Vec::new()
+            }
+            Command::EditService(s) => {
+                table.edit_service(s)?;
+                Vec::new()
+            }
+            Command::DelService(k) => {
+                table.del_service(k)?;
+                Vec::new()
+            }
+            Command::AddReal { service, real } => table.add_real(service, real)?,
+            Command::EditReal { service, real } => table.edit_real(service, real)?,
+            Command::DelReal { service, addr } => {
+                table.del_real(service, *addr)?;
+                Vec::new()
+            }
+            Command::AddLaddr { service, addr } => {
+                table.add_laddr(service, *addr)?;
+                Vec::new()
+            }
+            Command::DelLaddr { service, addr } => {
+                table.del_laddr(service, *addr)?;
+                table.warnings()
+            }
+            Command::Clear => {
+                table.clear();
+                Vec::new()
+            }
+            Command::List(_) | Command::Zero(_) => {
+                return Err(Error::Invalid(
+                    "-L and -Z change nothing and cannot be part of a restore".into(),
+                ))
+            }
+        })
+    }
+
+    /// Carries out one request.
+    pub fn handle(&mut self, req: Request) -> Reply {
+        let result = match req {
+            Request::View => self.view().map(Reply::List),
+            Request::Command(Command::List(opts)) => self
+                .view()
+                .map(|v| Reply::List(v.only(opts.service.as_ref()))),
+            Request::Command(Command::Zero(service)) => self.zero(service),
+            Request::Command(cmd) => {
+                let mut table = self.table.clone();
+                Self::change(&mut table, &cmd)
+                    .and_then(|w| self.commit(table).map(|()| Reply::Done { warnings: w }))
+            }
+            Request::Batch(cmds) => {
+                let mut table = self.table.clone();
+                let applied = cmds.iter().try_for_each(|(line, cmd)| {
+                    Self::change(&mut table, cmd)
+                        .map(|_| ())
+                        .map_err(|e| Error::Invalid(format!("line {line}: {e}")))
+                });
+                applied.and_then(|()| {
+                    let warnings = table.warnings();
+                    self.commit(table).map(|()| Reply::Done { warnings })
+                })
+            }
+        };
+        result.unwrap_or_else(|e| Reply::Error(e.to_string()))
+    }
+
+    fn zero(&mut self, service: Option<ServiceKey>) -> Result<Reply> {
+        if let Some(k) = service {
+            if self.table.find(&k).is_none() {
+                return Err(Error::Invalid(format!(
+                    "No such service: {k}; list them with wirespeed lb -L -n"
+                )));
+            }
+            // The data path zeroes all its counters at once; zeroing one service alone would
+            // need a per-service reset it does not have.
+            return Err(Error::Invalid(
+                "-Z zeroes every service's counters here; run it without -t/-u".into(),
+            ));
+        }
+        self.dp.zero()?;
+        self.sample = None;
+        self.rates.clear();
+        Ok(Reply::Done {
+            warnings: Vec::new(),
+        })
+    }
+
+    /// A real's health changed: re-plan and apply at once. True when the plan changed.
+    pub fn set_health(&mut self, ev: &HealthEvent) -> Result<bool> {
+        let mut table = self.table.clone();
+        if !table.set_health(&ev.service, ev.real, ev.health) {
+            return Ok(false);
+        }
+        let before = self.plan.clone();
+        self.commit(table)?;
+        Ok(before != self.plan)
+    }
+
+    /// What the health checker should check now.
+    pub fn check_targets(&self) -> Vec<Target> {
+        self.table
+            .services
+            .iter()
+            .filter_map(|s| s.check.as_ref().map(|c| (s, c)))
+            .flat_map(|(s, c)| {
+                s.reals.iter().map(move |r| Target {
+                    service: s.key,
+                    real: r.addr,
+                    check: c.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The reals whose neighbour entry the daemon keeps fresh itself: those of services
+    /// without a health check (a check's own connections already do it).
+    pub fn neighbour_targets(&self) -> Vec<IpAddr> {
+        let mut out: Vec<IpAddr> = self
+            .table
+            .services
+            .iter()
+            .filter(|s| s.check.is_none())
+            .flat_map(|s| s.reals.iter().map(|r| r.addr.ip()))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Counters by owner, from the data path's counters under the current plan.
+    fn counters(&self) -> Result<HashMap<CounterId, Counters>> {
+        let stats: Stats = self.dp.stats()?;
+        let mut out = HashMap::new();
+        for (i, s) in self.plan.services.iter().enumerate() {
+            out.insert(
+                (s.key, None),
+                stats.services.get(i).copied().unwrap_or_default(),
+            );
+        }
+        for (slot, r) in self.plan.reals.iter().enumerate() {
+            let Some(r) = r else { continue };
+            if let Some(s) = self.plan.services.get(r.service as usize) {
+                out.insert(
+                    (s.key, Some(r.addr)),
+                    stats.reals.get(slot).copied().unwrap_or_default(),
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// Takes a counter sample; `--rate` shows the difference between the last two.
+    pub fn sample_rates(&mut self, now: Instant) -> Result<()> {
+        let cur = self.counters()?;
+        if let Some((then, prev)) = &self.sample {
+            let secs = now.duration_since(*then).as_secs_f64();
+            if secs > 0.0 {
+                self.rates = cur
+                    .iter()
+                    .map(|(id, c)| {
+                        let p = prev.get(id).copied().unwrap_or_default();
+                        let per_sec = |a: u64, b: u64| (a.saturating_sub(b) as f64 / secs) as u64;
+                        let rate = Rates {
+                            cps: per_sec(c.conns, p.conns),
+                            in_pps: per_sec(c.in_pkts, p.in_pkts),
+                            out_pps: per_sec(c.out_pkts, p.out_pkts),
+                            in_bps: per_sec(c.in_bytes, p.in_bytes),
+                            out_bps: per_sec(c.out_bytes, p.out_bytes),
+                        };
+                        (*id, rate)
+                    })
+                    .collect();
+            }
+        }
+        self.sample = Some((now, cur));
+        Ok(())
+    }
+
+    /// The configuration with counters, rates and health, as `-L` shows it.
+    pub fn view(&self) -> Result<ListView> {
+        let counters = self.counters()?;
+        let get = |id: &CounterId| counters.get(id).copied().unwrap_or_default();
+        let rate = |id: &CounterId| self.rates.get(id).copied().unwrap_or_default();
+        Ok(ListView {
+            ring_size: self.ring_size,
+            services: self
+                .table
+                .services
+                .iter()
+                .map(|s| ServiceView {
+                    key: s.key,
+                    scheduler: s.scheduler,
+                    laddrs: s.laddrs.clone(),
+                    toa: s.toa,
+                    check: s.check.clone(),
+                    stats: get(&(s.key, None)),
+                    rate: rate(&(s.key, None)),
+                    reals: s
+                        .reals
+                        .iter()
+                        .map(|r| RealView {
+                            addr: r.addr,
+                            mode: r.mode,
+                            weight: r.weight,
+                            health: r.health,
+                            active_conns: 0,
+                            inact_conns: 0,
+                            stats: get(&(s.key, Some(r.addr))),
+                            rate: rate(&(s.key, Some(r.addr))),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            warnings: self.table.warnings(),
+            ifaces: self.ifaces.clone(),
+        })
+    }
+}
+
+/// The services as the data path may carry them: a full-NAT real without a local address of
+/// its family cannot get traffic (there is no source to translate to), so it stays out of the
+/// plan, listed with a warning, until `--add-laddr` gives it one.
+fn plannable(table: &Table) -> Vec<crate::model::Service> {
+    let mut services = table.services.clone();
+    for s in &mut services {
+        let laddrs = s.laddrs.clone();
+        s.reals.retain(|r| {
+            r.mode != crate::model::Mode::FullNat
+                || laddrs.iter().any(|a| a.is_ipv4() == r.addr.is_ipv4())
+        });
+    }
+    services
+}
+
+/// Sends one empty UDP datagram to the discard port of each address, so the kernel resolves
+/// (or refreshes) the neighbour entry of its next hop, which the XDP program's FIB lookup
+/// needs. Errors are ignored: `doctor` reports a missing neighbour.
+pub fn refresh_neighbours(addrs: &[IpAddr]) {
+    let v4 = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok();
+    let v6 = UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)).ok();
+    for a in addrs {
+        let sock = if a.is_ipv4() { &v4 } else { &v6 };
+        if let Some(s) = sock {
+            let _ = s.send_to(&[], SocketAddr::new(*a, 9));
+        }
+    }
+}
+
+pub struct RunConfig {
+    pub socket: PathBuf,
+    /// How often the neighbours of unchecked reals are refreshed.
+    pub neighbour_refresh: Duration,
+    /// How often counters are sampled for `--rate` (ipvsadm's estimator uses 2 s).
+    pub rate_interval: Duration,
+}
+
+impl RunConfig {
+    pub fn new(socket: PathBuf) -> RunConfig {
+        RunConfig {
+            socket,
+            neighbour_refresh: Duration::from_secs(5),
+            rate_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+type Job = (Request, mpsc::Sender<Reply>);
+
+/// Serves the control socket and runs the checks until `stop` is set; then stops the
+/// threads and removes the socket. The caller drops the data plane (which detaches it).
+pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicBool) -> Result<()> {
+    let server = Server::bind(&cfg.socket)?;
+    let (jobs_tx, jobs) = mpsc::channel::<Job>();
+    let (health_tx, health) = mpsc::channel::<HealthEvent>();
+    let checker =
+        Checker::start(health_tx).map_err(crate::error::io("start the health checker"))?;
+    checker.set_targets(daemon.check_targets());
+    let acceptor_stop = AtomicBool::new(false);
+    let result = std::thread::scope(|scope| -> Result<()> {
+        let server = &server;
+        let acceptor_stop = &acceptor_stop;
+        std::thread::Builder::new()
+            .name("lb control".into())
+            .spawn_scoped(scope, move || {
+                while !acceptor_stop.load(Ordering::Relaxed) {
+                    match server.accept() {
+                        Some(client) => control::serve_client(client, |req| {
+                            let (tx, rx) = mpsc::channel();
+                            if jobs_tx.send((req, tx)).is_err() {
+                                return Reply::Error("the daemon is stopping".into());
+                            }
+                            rx.recv()
+                                .unwrap_or_else(|_| Reply::Error("the daemon is stopping".into()))
+                        }),
+                        None => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+            })
+            .map_err(crate::error::io("start the control thread"))?;
+        let outcome = serve_loop(daemon, cfg, stop, &jobs, &health, &checker);
+        acceptor_stop.store(true, Ordering::Relaxed);
+        // Unblock a client the control thread may be serving.
+        drop(jobs);
+        outcome
+    });
+    drop(checker);
+    drop(server);
+    result
+}
+
+fn serve_loop<D: DataPlane>(
+    daemon: &mut Daemon<D>,
+    cfg: &RunConfig,
+    stop: &AtomicBool,
+    jobs: &mpsc::Receiver<Job>,
+    health: &mpsc::Receiver<HealthEvent>,
+    checker: &Checker,
+) -> Result<()> {
+    let mut next_refresh = Instant::now();
+    let mut next_sample = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let mut changed = false;
+        match jobs.recv_timeout(Duration::from_millis(50)) {
+            Ok((req, reply_to)) => {
+                let before = daemon.table().clone();
+                let reply = daemon.handle(req);
+                changed = before != *daemon.table();
+                let _ = reply_to.send(reply);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Error::Invalid("the control thread stopped".into()))
+            }
+        }
+        while let Ok(ev) = health.try_recv() {
+            match daemon.set_health(&ev) {
+                Ok(_) => eprintln!(
+                    "wirespeed lb: {} real {} is {:?}",
+                    ev.service, ev.real, ev.health
+                ),
+                Err(e) => eprintln!(
+                    "wirespeed lb: could not apply the health of {}: {e}",
+                    ev.real
+                ),
+            }
+        }
+        let now = Instant::now();
+        if changed {
+            checker.set_targets(daemon.check_targets());
+        }
+        if changed || now >= next_refresh {
+            refresh_neighbours(&daemon.neighbour_targets());
+            next_refresh = now + cfg.neighbour_refresh;
+        }
+        if now >= next_sample {
+            if let Err(e) = daemon.sample_rates(now) {
+                eprintln!("wirespeed lb: could not read the counters: {e}");
+            }
+            next_sample = now + cfg.rate_interval;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "daemon_tests.rs"]
+mod tests;

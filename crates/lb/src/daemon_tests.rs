@@ -1,0 +1,331 @@
+use super::*;
+use crate::ipvsadm::{parse_args, parse_restore};
+use crate::model::{Health, Mode};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Records every plan applied; serves counters set by the test.
+#[derive(Clone, Default)]
+struct Recorder {
+    plans: Rc<RefCell<Vec<Plan>>>,
+    stats: Rc<RefCell<Stats>>,
+    zeroed: Rc<RefCell<u32>>,
+    fail_next_apply: Rc<RefCell<bool>>,
+}
+
+impl DataPlane for Recorder {
+    fn apply(&mut self, plan: &Plan) -> Result<()> {
+        if self.fail_next_apply.replace(false) {
+            return Err(Error::DataPath("map full".into()));
+        }
+        self.plans.borrow_mut().push(plan.clone());
+        Ok(())
+    }
+    fn stats(&self) -> Result<Stats> {
+        Ok(self.stats.borrow().clone())
+    }
+    fn zero(&mut self) -> Result<()> {
+        *self.zeroed.borrow_mut() += 1;
+        Ok(())
+    }
+}
+
+const RING: u32 = 251;
+
+fn cmd(d: &mut Daemon<Recorder>, line: &str) -> Reply {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    d.handle(Request::Command(parse_args(&words).unwrap()))
+}
+
+fn ok(d: &mut Daemon<Recorder>, line: &str) -> Vec<String> {
+    match cmd(d, line) {
+        Reply::Done { warnings } => warnings,
+        other => panic!("{line}: {other:?}"),
+    }
+}
+
+fn slot_of(plan: &Plan, addr: &str) -> usize {
+    let a: SocketAddr = addr.parse().unwrap();
+    plan.reals
+        .iter()
+        .position(|r| r.as_ref().map(|r| r.addr) == Some(a))
+        .unwrap_or_else(|| panic!("{addr} has no slot"))
+}
+
+fn share(plan: &Plan, slot: usize) -> usize {
+    plan.services[0]
+        .lookup
+        .iter()
+        .filter(|s| **s as usize == slot)
+        .count()
+}
+
+#[test]
+fn a_command_sequence_yields_plans_over_stable_slots() {
+    let rec = Recorder::default();
+    let mut d = Daemon::new(rec.clone(), RING).unwrap();
+    assert_eq!(
+        rec.plans.borrow().len(),
+        1,
+        "the empty plan is applied at start"
+    );
+    ok(&mut d, "-A -t 198.18.0.10:6379 -s mh");
+    ok(&mut d, "-a -t 198.18.0.10:6379 -r 198.18.100.1 -g -w 1");
+    ok(&mut d, "-a -t 198.18.0.10:6379 -r 198.18.100.2 -g -w 1");
+    ok(&mut d, "-a -t 198.18.0.10:6379 -r 198.18.100.3 -g -w 2");
+    let plan = d.plan().clone();
+    assert_eq!(rec.plans.borrow().last(), Some(&plan));
+    assert_eq!(plan.services[0].lookup.len(), RING as usize);
+    let (s1, s2, s3) = (
+        slot_of(&plan, "198.18.100.1:6379"),
+        slot_of(&plan, "198.18.100.2:6379"),
+        slot_of(&plan, "198.18.100.3:6379"),
+    );
+    assert!(
+        share(&plan, s3) > share(&plan, s1),
+        "weight 2 gets more of the table"
+    );
+
+    // Weight 0 quiesces: the slot stays (established connections keep their real), the
+    // real leaves the lookup table.
+    ok(&mut d, "-e -t 198.18.0.10:6379 -r 198.18.100.2 -w 0");
+    let quiesced = d.plan().clone();
+    assert_eq!(slot_of(&quiesced, "198.18.100.2:6379"), s2);
+    assert_eq!(share(&quiesced, s2), 0);
+    assert_eq!(slot_of(&quiesced, "198.18.100.1:6379"), s1);
+    assert_eq!(slot_of(&quiesced, "198.18.100.3:6379"), s3);
+
+    // Health down does the same, and up brings it back into the table.
+    let ev = HealthEvent {
+        service: d.table().services[0].key,
+        real: "198.18.100.3:6379".parse().unwrap(),
+        health: Health::Down,
+    };
+    assert!(d.set_health(&ev).unwrap());
+    let down = d.plan().clone();
+    assert_eq!(slot_of(&down, "198.18.100.3:6379"), s3);
+    assert_eq!(share(&down, s3), 0);
+    assert_eq!(
+        share(&down, s1),
+        RING as usize,
+        "only the healthy, weighted real is left"
+    );
+    assert!(
+        !d.set_health(&ev).unwrap(),
+        "the same verdict again changes nothing"
+    );
+    let up = HealthEvent {
+        health: Health::Up,
+        ..ev
+    };
+    assert!(d.set_health(&up).unwrap());
+    assert_eq!(d.plan(), &quiesced);
+
+    // Removing a real frees its slot; the others keep theirs.
+    ok(&mut d, "-d -t 198.18.0.10:6379 -r 198.18.100.1");
+    let after = d.plan().clone();
+    assert!(after.reals.get(s1).map(|r| r.is_none()).unwrap_or(true));
+    assert_eq!(slot_of(&after, "198.18.100.3:6379"), s3);
+    assert_eq!(slot_of(&after, "198.18.100.2:6379"), s2);
+}
+
+#[test]
+fn a_failing_command_or_apply_changes_nothing() {
+    let rec = Recorder::default();
+    let mut d = Daemon::new(rec.clone(), RING).unwrap();
+    ok(&mut d, "-A -t 198.18.0.10:80");
+    let applied = rec.plans.borrow().len();
+    let Reply::Error(e) = cmd(&mut d, "-A -t 198.18.0.10:80") else {
+        panic!()
+    };
+    assert!(e.starts_with("Service already exists"), "{e}");
+    assert_eq!(rec.plans.borrow().len(), applied);
+    *rec.fail_next_apply.borrow_mut() = true;
+    let Reply::Error(e) = cmd(&mut d, "-a -t 198.18.0.10:80 -r 198.18.1.1") else {
+        panic!()
+    };
+    assert_eq!(e, "map full");
+    assert!(d.table().services[0].reals.is_empty());
+    ok(&mut d, "-a -t 198.18.0.10:80 -r 198.18.1.1");
+    assert_eq!(d.table().services[0].reals.len(), 1);
+}
+
+#[test]
+fn restore_is_all_or_nothing_and_names_the_line() {
+    let rec = Recorder::default();
+    let mut d = Daemon::new(rec.clone(), RING).unwrap();
+    let text = "-A -t 198.18.0.10:80\n-a -t 198.18.0.10:80 -r 198.18.1.1 -b\n\n-a -t 198.18.0.10:80 -r 198.18.1.1 -b\n";
+    let Reply::Error(e) = d.handle(Request::Batch(parse_restore(text).unwrap())) else {
+        panic!()
+    };
+    assert!(e.starts_with("line 4: Destination already exists"), "{e}");
+    assert!(d.table().services.is_empty());
+    assert_eq!(rec.plans.borrow().len(), 1);
+    let good = "-A -t 198.18.0.10:80\n-a -t 198.18.0.10:80 -r 198.18.1.1 -b\n";
+    let Reply::Done { warnings } = d.handle(Request::Batch(parse_restore(good).unwrap())) else {
+        panic!()
+    };
+    assert_eq!(
+        warnings.len(),
+        1,
+        "full-NAT without a local address: {warnings:?}"
+    );
+    assert_eq!(
+        rec.plans.borrow().len(),
+        2,
+        "one plan for the whole restore"
+    );
+}
+
+#[test]
+fn a_full_nat_real_enters_the_plan_with_its_first_local_address() {
+    let rec = Recorder::default();
+    let mut d = Daemon::new(rec.clone(), RING).unwrap();
+    ok(&mut d, "-A -t 198.18.0.10:80");
+    let w = ok(&mut d, "-a -t 198.18.0.10:80 -r 198.18.1.1 -b");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(d.plan().reals.iter().all(|r| r.is_none()));
+    assert!(d.plan().services[0].lookup.is_empty());
+    assert_eq!(
+        d.view().unwrap().services[0].reals.len(),
+        1,
+        "-L still lists it"
+    );
+    ok(&mut d, "--add-laddr -z fd00::100 -t 198.18.0.10:80");
+    assert!(
+        d.plan().reals.iter().all(|r| r.is_none()),
+        "a v6 laddr does not serve a v4 real"
+    );
+    ok(&mut d, "--add-laddr -z 198.18.0.100 -t 198.18.0.10:80");
+    let s = slot_of(d.plan(), "198.18.1.1:80");
+    assert_eq!(share(d.plan(), s), RING as usize);
+    let w = ok(&mut d, "--del-laddr -z 198.18.0.100 -t 198.18.0.10:80");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(d.plan().services[0].lookup.is_empty());
+}
+
+#[test]
+fn listing_maps_counters_by_slot_and_rates_from_two_samples() {
+    let rec = Recorder::default();
+    let mut d = Daemon::new(rec.clone(), RING).unwrap();
+    ok(&mut d, "-A -t 198.18.0.10:80 --check tcp");
+    ok(&mut d, "-a -t 198.18.0.10:80 -r 198.18.1.1 -m");
+    ok(&mut d, "-a -t 198.18.0.10:80 -r 198.18.1.2 -m -w 3");
+    let s2 = slot_of(d.plan(), "198.18.1.2:80");
+    let counters = |n: u64| Counters {
+        conns: n,
+        in_pkts: 10 * n,
+        out_pkts: 5 * n,
+        in_bytes: 1000 * n,
+        out_bytes: 500 * n,
+    };
+    let mut reals = vec![Counters::default(); d.plan().reals.len()];
+    reals[s2] = counters(7);
+    *rec.stats.borrow_mut() = Stats {
+        services: vec![counters(7)],
+        reals: reals.clone(),
+        reasons: vec![],
+    };
+    let t0 = Instant::now();
+    d.sample_rates(t0).unwrap();
+    reals[s2] = counters(27);
+    *rec.stats.borrow_mut() = Stats {
+        services: vec![counters(27)],
+        reals,
+        reasons: vec![],
+    };
+    d.sample_rates(t0 + Duration::from_secs(2)).unwrap();
+    let v = d.view().unwrap();
+    let svc = &v.services[0];
+    assert_eq!(svc.stats, counters(27));
+    assert_eq!(svc.rate.cps, 10);
+    assert_eq!(svc.rate.in_bps, 10_000);
+    assert_eq!(svc.reals[0].stats, Counters::default());
+    assert_eq!(svc.reals[1].addr, "198.18.1.2:80".parse().unwrap());
+    assert_eq!(svc.reals[1].stats, counters(27));
+    assert_eq!(svc.reals[1].rate.out_pps, 50);
+    assert_eq!(svc.reals[1].health, Health::Unchecked);
+    assert_eq!(svc.reals[1].mode, Mode::Nat);
+    let Reply::Done { .. } = cmd(&mut d, "-Z") else {
+        panic!()
+    };
+    assert_eq!(*rec.zeroed.borrow(), 1);
+    // Checked reals are left to their check; the rest get the daemon's neighbour refresh.
+    assert!(d.neighbour_targets().is_empty());
+    assert_eq!(d.check_targets().len(), 2);
+    ok(&mut d, "-E -t 198.18.0.10:80 --no-check");
+    assert_eq!(d.neighbour_targets().len(), 2);
+    assert!(d.check_targets().is_empty());
+}
+
+/// The fake data plane for the socket test: the daemon runs on this thread, so it need not
+/// be `Send`, but the test reads what it recorded afterwards.
+#[derive(Default)]
+struct Counting {
+    applied: Arc<std::sync::Mutex<Vec<Plan>>>,
+}
+
+impl DataPlane for Counting {
+    fn apply(&mut self, plan: &Plan) -> Result<()> {
+        self.applied.lock().unwrap().push(plan.clone());
+        Ok(())
+    }
+    fn stats(&self) -> Result<Stats> {
+        Ok(Stats::default())
+    }
+    fn zero(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn commands_reach_the_daemon_over_its_socket_and_stop_removes_it() {
+    let dir = std::env::temp_dir().join(format!("ws-lb-test-{}", std::process::id()));
+    let path = dir.join("lb.sock");
+    let dp = Counting::default();
+    let applied = dp.applied.clone();
+    let mut d = Daemon::new(dp, RING).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = {
+        let (path, stop) = (path.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !path.exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let send = |line: &str| {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                control::request(&path, &Request::Command(parse_args(&words).unwrap())).unwrap()
+            };
+            let r1 = send("-A -t 198.18.0.10:80 -s rr");
+            let r2 = send("-a -t 198.18.0.10:80 -r 198.18.1.1 -g");
+            let r3 = send("-a -t 198.18.0.10:80 -r 198.18.1.1 -g");
+            let r4 = send("-L -n");
+            let mode = std::fs::metadata(&path).map(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.permissions().mode() & 0o777
+            });
+            stop.store(true, Ordering::Relaxed);
+            (r1, r2, r3, r4, mode.unwrap())
+        })
+    };
+    run(&mut d, &RunConfig::new(path.clone()), &stop).unwrap();
+    let (r1, r2, r3, r4, mode) = client.join().unwrap();
+    assert_eq!(r1, Reply::Done { warnings: vec![] });
+    assert_eq!(r2, Reply::Done { warnings: vec![] });
+    assert!(matches!(r3, Reply::Error(e) if e.starts_with("Destination already exists")));
+    let Reply::List(v) = r4 else { panic!() };
+    assert_eq!(
+        v.services[0].reals[0].addr,
+        "198.18.1.1:80".parse().unwrap()
+    );
+    assert_eq!(mode, 0o600);
+    assert!(!path.exists(), "the socket is removed on stop");
+    assert_eq!(applied.lock().unwrap().len(), 3);
+    let e = control::request(&path, &Request::View)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("wirespeed lb run --iface IF"), "{e}");
+    let _ = std::fs::remove_dir(&dir);
+}

@@ -1,0 +1,451 @@
+//! `wirespeed lb doctor`: the reasons, from the peers' issue trackers, that packets are not
+//! forwarded, each found and printed as one line with the command that fixes it. On the load
+//! balancer it checks the reals' next hops and neighbours, the interfaces' XDP transmit,
+//! full-NAT local addresses and the MTU left after encapsulation; with `--real` it checks a
+//! real server: the VIP on `lo`, ARP for DR, rp_filter, decapsulation devices.
+
+use std::net::IpAddr;
+use std::process::Command;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::listing::ListView;
+use crate::model::Mode;
+
+/// One problem and the command that fixes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub problem: String,
+    pub fix: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.problem, self.fix)
+    }
+}
+
+/// Where the checks look: this host, or a network namespace of it (a lab's real server).
+pub struct Host {
+    pub netns: Option<String>,
+}
+
+impl Host {
+    fn command(&self, argv: &[&str]) -> Command {
+        let mut c;
+        match &self.netns {
+            Some(ns) => {
+                c = Command::new("ip");
+                c.args(["netns", "exec", ns]).args(argv);
+            }
+            None => {
+                c = Command::new(argv[0]);
+                c.args(&argv[1..]);
+            }
+        }
+        c
+    }
+
+    /// stdout of a command that succeeded, else `None`.
+    fn output(&self, argv: &[&str]) -> Option<String> {
+        let out = self.command(argv).output().ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn ip_json(&self, args: &[&str]) -> Value {
+        let mut argv = vec!["ip", "-j"];
+        argv.extend_from_slice(args);
+        self.output(&argv)
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(Value::Array(Vec::new()))
+    }
+
+    /// A value under /proc/sys, by its sysctl name.
+    fn sysctl(&self, key: &str) -> Option<i64> {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        self.output(&["cat", &path])?.trim().parse().ok()
+    }
+
+    /// A fix as the user runs it: inside the namespace when the checks ran in one.
+    fn fix(&self, cmd: &str) -> String {
+        match &self.netns {
+            Some(ns) => cmd
+                .split("; ")
+                .map(|c| format!("ip netns exec {ns} {c}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+            None => cmd.to_string(),
+        }
+    }
+
+    /// Links with their flags: (name, up, mtu, kind).
+    fn links(&self) -> Vec<(String, bool, u64, String)> {
+        let v = self.ip_json(&["-d", "link", "show"]);
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|l| {
+                        let name = l["ifname"].as_str().unwrap_or("").to_string();
+                        let up = l["flags"]
+                            .as_array()
+                            .is_some_and(|f| f.iter().any(|x| x == "UP"));
+                        let mtu = l["mtu"].as_u64().unwrap_or(0);
+                        let kind = l["linkinfo"]["info_kind"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_string();
+                        (name, up, mtu, kind)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The addresses on `dev` (every device when `None`), with their device.
+    fn addrs(&self, dev: Option<&str>) -> Vec<(String, IpAddr)> {
+        let v = match dev {
+            Some(d) => self.ip_json(&["addr", "show", "dev", d]),
+            None => self.ip_json(&["addr", "show"]),
+        };
+        let mut out = Vec::new();
+        for l in v.as_array().into_iter().flatten() {
+            let name = l["ifname"].as_str().unwrap_or("").to_string();
+            for a in l["addr_info"].as_array().into_iter().flatten() {
+                if let Some(ip) = a["local"].as_str().and_then(|s| s.parse().ok()) {
+                    out.push((name.clone(), ip));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What the load balancer's daemon needs from the host: the next hop of every real and its
+/// neighbour, XDP transmit on its interfaces, full-NAT local addresses, and room for the
+/// encapsulation on the way to tunnel reals.
+pub fn check_lb(view: &ListView, host: &Host) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for w in &view.warnings {
+        let (problem, fix) = w
+            .rsplit_once(": wirespeed")
+            .map(|(p, f)| (p.to_string(), format!("wirespeed{f}")))
+            .unwrap_or((w.clone(), String::new()));
+        out.push(Problem { problem, fix });
+    }
+    let links = host.links();
+    let mtu_of = |dev: &str| links.iter().find(|l| l.0 == dev).map(|l| l.2);
+    let ingress_mtu = view.ifaces.iter().filter_map(|i| mtu_of(i)).max();
+    let mut seen = Vec::new();
+    for s in &view.services {
+        for r in &s.reals {
+            let rip = r.addr.ip();
+            if seen.contains(&(rip, r.mode)) {
+                continue;
+            }
+            seen.push((rip, r.mode));
+            let route = host.ip_json(&["route", "get", &rip.to_string()]);
+            let Some(route) = route.as_array().and_then(|a| a.first()) else {
+                out.push(Problem {
+                    problem: format!("no route to real {rip}"),
+                    fix: host.fix(&format!("ip route add {rip} via GATEWAY dev IF")),
+                });
+                continue;
+            };
+            let dev = route["dev"].as_str().unwrap_or("?").to_string();
+            let gateway: Option<IpAddr> = route["gateway"].as_str().and_then(|g| g.parse().ok());
+            if r.mode == Mode::Dr {
+                if let Some(gw) = gateway {
+                    out.push(Problem {
+                        problem: format!(
+                            "DR real {rip} is behind gateway {gw} on {dev}, not on the load balancer's L2"
+                        ),
+                        fix: format!(
+                            "put {rip} on {dev}'s subnet, or forward to it by tunnel: wirespeed lb -e -t {} -r {} -i",
+                            s.key.vip, r.addr
+                        ),
+                    });
+                }
+            }
+            let hop = gateway.unwrap_or(rip);
+            let neigh = host.ip_json(&["neigh", "show", "to", &hop.to_string(), "dev", &dev]);
+            let resolved = neigh.as_array().into_iter().flatten().any(|n| {
+                n["lladdr"].is_string()
+                    && !n["state"]
+                        .as_array()
+                        .is_some_and(|st| st.iter().any(|x| x == "FAILED" || x == "INCOMPLETE"))
+            });
+            if !resolved {
+                out.push(Problem {
+                    problem: format!("no neighbour for {hop} on {dev}"),
+                    fix: host.fix(&format!("ping -c1 {hop}")),
+                });
+            }
+            if r.mode == Mode::Tunnel {
+                let overhead = if rip.is_ipv4() { 20 } else { 40 };
+                if let (Some(inner), Some(egress)) = (ingress_mtu, mtu_of(&dev)) {
+                    if egress < inner + overhead {
+                        out.push(Problem {
+                            problem: format!(
+                                "tunnel to {rip} via {dev} (MTU {egress}) adds {overhead} bytes: clients' full-size packets ({inner}) are answered with ICMP too-big"
+                            ),
+                            fix: host.fix(&format!("ip link set {dev} mtu {}", inner + overhead)),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out.extend(check_xdp_xmit(&view.ifaces, host, &links));
+    // Reals behind one next hop share its neighbour problem: say it once.
+    let mut unique: Vec<Problem> = Vec::new();
+    for p in out {
+        if !unique.contains(&p) {
+            unique.push(p);
+        }
+    }
+    unique
+}
+
+/// A veth whose peer runs no NAPI cannot transmit XDP frames (XDP_TX, redirect): the fix is
+/// GRO on the peer, in the peer's namespace. Read from the kernel's netdev XDP features.
+fn check_xdp_xmit(
+    ifaces: &[String],
+    host: &Host,
+    links: &[(String, bool, u64, String)],
+) -> Vec<Problem> {
+    let Some(features) = xdp_features() else {
+        return Vec::new();
+    };
+    let detail = host.ip_json(&["-d", "link", "show"]);
+    let mut out = Vec::new();
+    for name in ifaces {
+        let Some(l) = detail
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|l| l["ifname"] == name.as_str())
+        else {
+            out.push(Problem {
+                problem: format!("the daemon's interface {name} is gone"),
+                fix: "restart the daemon: wirespeed lb run --iface IF".to_string(),
+            });
+            continue;
+        };
+        let ifindex = l["ifindex"].as_u64().unwrap_or(0) as u32;
+        let xmit = features
+            .iter()
+            .find(|(i, _)| *i == ifindex)
+            .and_then(|(_, f)| *f)
+            .is_some_and(|f| f & wirespeed_fp::features::NETDEV_XDP_ACT_NDO_XMIT != 0);
+        let is_veth = links.iter().any(|x| &x.0 == name && x.3 == "veth");
+        if xmit || !is_veth {
+            continue;
+        }
+        let (ns, peer) = veth_peer(l, host);
+        out.push(Problem {
+            problem: format!("{name} takes no XDP frames: its veth peer runs no NAPI"),
+            fix: match ns {
+                Some(ns) => format!("ip netns exec {ns} ethtool -K {peer} gro on"),
+                None => format!("ethtool -K {peer} gro on"),
+            },
+        });
+    }
+    out
+}
+
+/// The namespace (by name, when it has one) and name of a veth's peer.
+fn veth_peer(link: &Value, host: &Host) -> (Option<String>, String) {
+    let peer_index = link["link_index"].as_u64();
+    let Some(nsid) = link["link_netnsid"].as_u64() else {
+        // Same namespace.
+        let name = peer_index
+            .and_then(|i| {
+                host.ip_json(&["link", "show"])
+                    .as_array()?
+                    .iter()
+                    .find(|l| l["ifindex"].as_u64() == Some(i))
+                    .and_then(|l| l["ifname"].as_str().map(str::to_string))
+            })
+            .unwrap_or_else(|| "PEER".into());
+        return (host.netns.clone(), name);
+    };
+    let ns = host
+        .ip_json(&["netns", "list-id"])
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|n| n["nsid"].as_u64() == Some(nsid))
+        .and_then(|n| n["name"].as_str().map(str::to_string));
+    let Some(ns) = ns else {
+        return (Some("NS".into()), "PEER".into());
+    };
+    let inner = Host {
+        netns: Some(ns.clone()),
+    };
+    let name = peer_index
+        .and_then(|i| {
+            inner
+                .ip_json(&["link", "show"])
+                .as_array()?
+                .iter()
+                .find(|l| l["ifindex"].as_u64() == Some(i))
+                .and_then(|l| l["ifname"].as_str().map(str::to_string))
+        })
+        .unwrap_or_else(|| "PEER".into());
+    (Some(ns), name)
+}
+
+/// The kernel's XDP features by ifindex (Linux 6.3+); `None` when it cannot say.
+fn xdp_features() -> Option<Vec<(u32, Option<u64>)>> {
+    use wirespeed_fp::{genl, model::Event, netlink};
+    let mut s = netlink::Socket::open(genl::NETLINK_GENERIC).ok()?;
+    let family = genl::netdev_family(&mut s).ok()?;
+    let events = genl::dump_xdp_features(&mut s, &family).ok()?;
+    Some(
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::XdpFeatures { ifindex, features } => Some((ifindex, features)),
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
+/// How the load balancer reaches a real, for the real-side checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RealModes {
+    pub dr: bool,
+    pub tunnel: bool,
+}
+
+/// What a real server of `vips` needs: each VIP on `lo`; for DR, ARP that neither answers
+/// nor announces the VIP; rp_filter not strict where the packets arrive (the kernel uses the
+/// larger of `all` and the device); for tunnel, the decapsulation device up.
+pub fn check_real(vips: &[IpAddr], modes: RealModes, host: &Host) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let on_lo: Vec<IpAddr> = host.addrs(Some("lo")).into_iter().map(|a| a.1).collect();
+    for vip in vips {
+        if !on_lo.contains(vip) {
+            let len = if vip.is_ipv4() { 32 } else { 128 };
+            out.push(Problem {
+                problem: format!("VIP {vip} is not on lo, so the real drops its packets"),
+                fix: host.fix(&format!("ip addr add {vip}/{len} dev lo")),
+            });
+        }
+    }
+    let links = host.links();
+    let addrs = host.addrs(None);
+    // The devices packets arrive on: up, not lo, with an address of the family.
+    let ingress = |v4: bool| -> Vec<String> {
+        links
+            .iter()
+            .filter(|l| l.1 && l.0 != "lo" && l.3 != "ipip" && l.3 != "ip6tnl" && l.3 != "sit")
+            .filter(|l| {
+                addrs
+                    .iter()
+                    .any(|(d, a)| *d == l.0 && a.is_ipv4() == v4 && !is_link_local(a))
+            })
+            .map(|l| l.0.clone())
+            .collect()
+    };
+    let any_v4 = vips.iter().any(|v| v.is_ipv4());
+    let any_v6 = vips.iter().any(|v| v.is_ipv6());
+    if modes.dr && any_v4 {
+        for (key, want) in [("arp_ignore", 1), ("arp_announce", 2)] {
+            let all = host
+                .sysctl(&format!("net.ipv4.conf.all.{key}"))
+                .unwrap_or(0);
+            let short: Vec<String> = ingress(true)
+                .into_iter()
+                .filter(|d| {
+                    all.max(
+                        host.sysctl(&format!("net.ipv4.conf.{d}.{key}"))
+                            .unwrap_or(0),
+                    ) < want
+                })
+                .collect();
+            if !short.is_empty() {
+                out.push(Problem {
+                    problem: format!(
+                        "{key} is below {want} on {} (DR: the real must not {} the VIP)",
+                        short.join(", "),
+                        if key == "arp_ignore" {
+                            "answer ARP for"
+                        } else {
+                            "announce"
+                        }
+                    ),
+                    fix: host.fix(&format!("sysctl -w net.ipv4.conf.all.{key}={want}")),
+                });
+            }
+        }
+    }
+    if any_v4 && (modes.dr || modes.tunnel) {
+        let mut devs = vec!["lo".to_string()];
+        if modes.tunnel && links.iter().any(|l| l.0 == "tunl0") {
+            devs.push("tunl0".into());
+        }
+        devs.extend(ingress(true));
+        let all = host.sysctl("net.ipv4.conf.all.rp_filter").unwrap_or(0);
+        for d in devs {
+            let dev = host
+                .sysctl(&format!("net.ipv4.conf.{d}.rp_filter"))
+                .unwrap_or(0);
+            if all.max(dev) == 1 {
+                let mut fixes = Vec::new();
+                if all == 1 {
+                    fixes.push("sysctl -w net.ipv4.conf.all.rp_filter=0".to_string());
+                }
+                if dev == 1 {
+                    fixes.push(format!("sysctl -w net.ipv4.conf.{d}.rp_filter=0"));
+                }
+                out.push(Problem {
+                    problem: format!(
+                        "rp_filter is strict on {d} (all={all}, {d}={dev}; the kernel uses the larger)"
+                    ),
+                    fix: host.fix(&fixes.join("; ")),
+                });
+            }
+        }
+    }
+    if modes.tunnel {
+        let up = |name: &str| links.iter().any(|l| l.0 == name && l.1);
+        if any_v4 && !up("tunl0") {
+            out.push(Problem {
+                problem: "tunl0 is not up, so IPIP packets to the VIP are not decapsulated".into(),
+                fix: host.fix("modprobe ipip; ip link set tunl0 up"),
+            });
+        }
+        if any_v6 {
+            // 6in6 arrives on ip6tnl0; 6in4 (a v4 real of a v6 VIP) on sit0.
+            let has_v6 = addrs
+                .iter()
+                .any(|(d, a)| d != "lo" && a.is_ipv6() && !is_link_local(a));
+            let (dev, module) = if has_v6 {
+                ("ip6tnl0", "ip6_tunnel")
+            } else {
+                ("sit0", "sit")
+            };
+            if !up(dev) {
+                out.push(Problem {
+                    problem: format!(
+                        "{dev} is not up, so tunnelled packets to the IPv6 VIP are not decapsulated"
+                    ),
+                    fix: host.fix(&format!("modprobe {module}; ip link set {dev} up")),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn is_link_local(a: &IpAddr) -> bool {
+    match a {
+        IpAddr::V4(v) => v.is_link_local(),
+        IpAddr::V6(v) => (v.segments()[0] & 0xffc0) == 0xfe80,
+    }
+}

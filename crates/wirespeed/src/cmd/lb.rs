@@ -1,0 +1,319 @@
+//! `wirespeed lb`: the L4 load balancer. `run` is the daemon; every other form is an ipvsadm
+//! command line (`-A`, `-a`, `-L -n --stats`, ...) sent to it over its unix socket; `save`
+//! and `restore` speak the ipvsadm-save format; `doctor` says why packets are not forwarded.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{bail, Context};
+use wirespeed_lb::control::{self, Reply, Request};
+use wirespeed_lb::daemon::{self, Daemon, RunConfig};
+use wirespeed_lb::datapath::{AttachConfig, XdpDataPlane};
+use wirespeed_lb::doctor::{self, Host, RealModes};
+use wirespeed_lb::ipvsadm::{self, Command};
+use wirespeed_lb::listing;
+use wirespeed_sys::signal::Signals;
+
+const IPVSADM_HELP: &str = "\
+ipvsadm's command line, sent to the running daemon:
+  -A|-E -t|-u VIP:PORT [-s mh|rr|wrr] [--check tcp|http[:/PATH]|redis
+        [--check-interval 2s] [--check-timeout 1s] [--rise 2] [--fall 3]] [--no-toa]
+  -E -t|-u VIP:PORT --no-check               drop the service's health check
+  -D -t|-u VIP:PORT
+  -a|-e -t|-u VIP:PORT -r RIP[:PORT] [-g|-i|-m|-b] [-w 0-65535]
+  -d -t|-u VIP:PORT -r RIP[:PORT]
+  --add-laddr|--del-laddr -z ADDR -t|-u VIP:PORT   full-NAT local addresses (DPVS)
+  -L|-l [-n] [--stats|--rate] [--exact] [--json] [-t|-u VIP:PORT]
+  -Z     zero the counters        -C     remove every service
+Defaults: -s mh, -g, -w 1. IPv6 as [ADDR]:PORT. Long forms as ipvsadm (--add-service,
+--tcp-service, --scheduler, --real-server, --gatewaying, --ipip, --masquerading, --fullnat,
+--weight, --list, --numeric, --zero, --clear). --socket PATH (or $WIRESPEED_LB_SOCKET) names
+the daemon's socket (default /run/wirespeed/lb.sock). See docs/LB.md.";
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, after_help = IPVSADM_HELP)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    /// An ipvsadm command line (see below).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "IPVSADM ARGS"
+    )]
+    ipvsadm: Vec<String>,
+}
+
+#[derive(clap::Subcommand)]
+enum Cmd {
+    /// The daemon: attach the data path to the interfaces, hold the tables, run the health
+    /// checks, answer commands on the socket until SIGINT/SIGTERM, then detach.
+    Run {
+        /// Interface the data path runs on (repeat for more).
+        #[arg(long = "iface", required = true)]
+        ifaces: Vec<String>,
+        /// Control socket (default $WIRESPEED_LB_SOCKET or /run/wirespeed/lb.sock).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Maglev table size per service; a prime, at least 100 times the reals of a service.
+        #[arg(long, default_value_t = 65537)]
+        ring_size: u32,
+        /// Connection-table entries per CPU.
+        #[arg(long, default_value_t = 1 << 18)]
+        conns_per_cpu: u32,
+        /// New connection entries per CPU per second before flows are scheduled by hash alone
+        /// (Katran's guard); 0: no guard.
+        #[arg(long, default_value_t = 125_000)]
+        new_conn_rate: u32,
+        /// Tunnel outer source prefix, e.g. 198.18.200.0/24 or fd00:200::/96; the flow hash
+        /// fills the host bits so the real's RSS spreads tunnelled flows (repeat for v4 and v6).
+        #[arg(long)]
+        tunnel_src: Vec<String>,
+        /// Allow attaching outside a lab namespace.
+        #[arg(long)]
+        allow_host: bool,
+        /// Print the startup line as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the configuration in the ipvsadm-save format (with our extensions).
+    Save {
+        /// Control socket of the daemon.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
+    /// Read the ipvsadm-save format on stdin and apply it as one change (all lines or none).
+    Restore {
+        /// Control socket of the daemon.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
+    /// Why packets are not forwarded: on the load balancer (next hops, neighbours, XDP on the
+    /// interfaces, full-NAT local addresses, MTU), or with --real on a real server.
+    Doctor {
+        /// Control socket of the daemon (load-balancer side).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Check this host as a real server of these VIPs (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        real: Option<Vec<std::net::IpAddr>>,
+        /// With --real: how the load balancer reaches this real (dr, tunnel; comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "dr")]
+        mode: Vec<String>,
+        /// With --real: run the checks inside this network namespace (a lab's real).
+        #[arg(long)]
+        netns: Option<String>,
+        /// Print the problems as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Takes `--socket PATH` out of an ipvsadm command line.
+fn split_socket(args: &[String]) -> anyhow::Result<(Option<PathBuf>, Vec<String>)> {
+    let mut socket = None;
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--socket" {
+            socket = Some(PathBuf::from(it.next().context("--socket needs a PATH")?));
+        } else if let Some(p) = a.strip_prefix("--socket=") {
+            socket = Some(PathBuf::from(p));
+        } else {
+            rest.push(a.clone());
+        }
+    }
+    Ok((socket, rest))
+}
+
+fn ask(socket: Option<PathBuf>, req: &Request) -> anyhow::Result<Reply> {
+    let path = control::socket_path(socket.as_deref());
+    let reply = control::request(&path, req)?;
+    if let Reply::Error(e) = &reply {
+        bail!("{e}");
+    }
+    Ok(reply)
+}
+
+fn print_warnings(w: &[String]) {
+    for w in w {
+        eprintln!("wirespeed lb: warning: {w}");
+    }
+}
+
+fn parse_prefix(s: &str) -> anyhow::Result<(std::net::IpAddr, u8)> {
+    let (a, l) = s
+        .split_once('/')
+        .with_context(|| format!("--tunnel-src `{s}` must look like 198.18.200.0/24"))?;
+    let addr: std::net::IpAddr = a
+        .parse()
+        .with_context(|| format!("--tunnel-src: `{a}` is not an IP address"))?;
+    let max = if addr.is_ipv4() { 32 } else { 96 };
+    let len: u8 = l
+        .parse()
+        .ok()
+        .filter(|l| *l <= max)
+        .with_context(|| format!("--tunnel-src: prefix length `{l}` must be 0-{max}"))?;
+    Ok((addr, len))
+}
+
+fn doctor(
+    socket: Option<PathBuf>,
+    real: Option<Vec<std::net::IpAddr>>,
+    mode: Vec<String>,
+    netns: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let host = Host { netns };
+    let problems = match real {
+        Some(vips) => {
+            let mut modes = RealModes::default();
+            for m in &mode {
+                match m.as_str() {
+                    "dr" => modes.dr = true,
+                    "tunnel" => modes.tunnel = true,
+                    other => bail!("--mode `{other}` is not dr or tunnel"),
+                }
+            }
+            doctor::check_real(&vips, modes, &host)
+        }
+        None => {
+            if host.netns.is_some() {
+                bail!("--netns goes with --real; on the load balancer run doctor where the daemon runs");
+            }
+            match ask(socket, &Request::View)? {
+                Reply::List(view) => doctor::check_lb(&view, &host),
+                _ => {
+                    bail!("the daemon answered `doctor` with something else than its configuration")
+                }
+            }
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&problems)?);
+    } else if problems.is_empty() {
+        println!("doctor: no problem found");
+    } else {
+        for p in &problems {
+            println!("{p}");
+        }
+    }
+    if !problems.is_empty() {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.cmd {
+        None => {
+            let (socket, argv) = split_socket(&args.ipvsadm)?;
+            if argv.is_empty() {
+                bail!("no command given: try `wirespeed lb -L -n`, or `wirespeed lb --help`");
+            }
+            let cmd = ipvsadm::parse_args(&argv)?;
+            let opts = match &cmd {
+                Command::List(o) => Some(o.clone()),
+                _ => None,
+            };
+            match ask(socket, &Request::Command(cmd))? {
+                Reply::List(view) => {
+                    let opts = opts.unwrap_or_default();
+                    if opts.json {
+                        println!("{}", serde_json::to_string_pretty(&view)?);
+                    } else {
+                        print!("{}", listing::format_list(&view, &opts));
+                        print_warnings(&view.warnings);
+                    }
+                }
+                Reply::Done { warnings } => print_warnings(&warnings),
+                Reply::Error(e) => bail!("{e}"),
+            }
+            Ok(())
+        }
+        Some(Cmd::Save { socket }) => match ask(socket, &Request::View)? {
+            Reply::List(view) => {
+                print!("{}", ipvsadm::format_save(&view));
+                Ok(())
+            }
+            _ => bail!("the daemon answered `save` with something else than its configuration"),
+        },
+        Some(Cmd::Restore { socket }) => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("read the configuration from stdin")?;
+            let cmds = ipvsadm::parse_restore(&text)?;
+            if let Reply::Done { warnings } = ask(socket, &Request::Batch(cmds))? {
+                print_warnings(&warnings);
+            }
+            Ok(())
+        }
+        Some(Cmd::Doctor {
+            socket,
+            real,
+            mode,
+            netns,
+            json,
+        }) => doctor(socket, real, mode, netns, json),
+        Some(Cmd::Run {
+            ifaces,
+            socket,
+            ring_size,
+            conns_per_cpu,
+            new_conn_rate,
+            tunnel_src,
+            allow_host,
+            json,
+        }) => {
+            let mut cfg = AttachConfig {
+                ifaces: ifaces.clone(),
+                ring_size,
+                conns_per_cpu,
+                new_conns_per_sec_per_cpu: new_conn_rate,
+                allow_host,
+                ..AttachConfig::default()
+            };
+            for p in &tunnel_src {
+                match parse_prefix(p)? {
+                    (std::net::IpAddr::V4(a), l) => cfg.tunnel_src_v4 = Some((a, l)),
+                    (std::net::IpAddr::V6(a), l) => cfg.tunnel_src_v6 = Some((a, l)),
+                }
+            }
+            let path = control::socket_path(socket.as_deref());
+            // Blocked before any thread starts, so that every thread inherits the mask and
+            // SIGINT/SIGTERM reach only the signalfd; a watcher turns the first into STOP.
+            let signals = Signals::termination().context("block SIGINT and SIGTERM")?;
+            std::thread::Builder::new()
+                .name("lb signals".into())
+                .spawn(move || {
+                    let _ = signals.wait(None);
+                    STOP.store(true, Ordering::Relaxed);
+                })
+                .context("start the signal watcher")?;
+            let dp = XdpDataPlane::attach(&cfg)?;
+            let mut d = Daemon::new(dp, ring_size)?;
+            d.set_ifaces(ifaces.clone());
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"running": true, "ifaces": ifaces, "socket": path, "ring_size": ring_size})
+                );
+            } else {
+                eprintln!(
+                    "wirespeed lb: running on {}; commands on {}",
+                    ifaces.join(", "),
+                    path.display()
+                );
+            }
+            daemon::run(&mut d, &RunConfig::new(path), &STOP)?;
+            // Dropping the daemon drops the data plane, whose links detach the program.
+            drop(d);
+            eprintln!("wirespeed lb: stopped, detached");
+            Ok(())
+        }
+    }
+}
