@@ -7,6 +7,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include "ws/csum.h"
 
 #include "lb_consts.h"
 #include "lb_maps.h"
@@ -77,7 +78,9 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			*why = LB_DROP_NO_REAL;
 			return XDP_DROP;
 		}
-		if (pick(vip, hash, opens && !limited, &slot)) {
+		/* Only a SYN moves the rr/wrr cursor: a UDP flow has no opening packet, so it is
+		 * placed by hash over the sequence, the same on every CPU it may reach. */
+		if (pick(vip, hash, syn && !limited, &slot)) {
 			*why = LB_PASS_MAP;
 			return XDP_PASS;
 		}
@@ -109,9 +112,9 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		if (real->mode == LB_MODE_FNAT) {
 			int rc;
 
-			if (old && old->real == slot) {
+			if (old && old->real == slot && fnat_still_ours(vip, real, old, p, now)) {
 				/* A retransmitted SYN keeps its local port, whose reverse entry
-				 * already names this client. */
+				 * still names this client. */
 				fresh.laddr = old->laddr;
 				fresh.lport = old->lport;
 			} else {
@@ -291,6 +294,21 @@ static __always_inline int icmp_too_big(struct xdp_md *ctx, const struct lb_pkt 
 	return v;
 }
 
+/* Whether the frame's TCP/UDP checksum may still be partial (see lb_complete_csum). */
+static __always_inline int partial_csum(struct xdp_md *ctx, const struct lb_pkt *p)
+{
+	void *data = pkt_data(ctx), *end = pkt_end(ctx);
+
+	if (p->flow.family == LB_AF_INET) {
+		struct iphdr *iph = data + LB_L3_OFF;
+
+		return (void *)(iph + 1) <= end && ws_l4_csum_may_be_partial_v4(iph, end);
+	}
+	struct ipv6hdr *ip6h = data + LB_L3_OFF;
+
+	return (void *)(ip6h + 1) <= end && ws_l4_csum_may_be_partial_v6(ip6h, end);
+}
+
 SEC("xdp")
 int lb_xdp(struct xdp_md *ctx)
 {
@@ -302,18 +320,25 @@ int lb_xdp(struct xdp_md *ctx)
 	if (parse(ctx, &p, &why) < 0)
 		goto out;
 	if (p.flow.proto == LB_IPPROTO_TCP || p.flow.proto == LB_IPPROTO_UDP) {
+		struct lb_rev *r = NULL;
+
 		vip = find_vip(p.flow.dst, p.flow.dport, p.flow.proto, p.flow.family);
+		if (!vip && LB_HAS_NAT)
+			r = bpf_map_lookup_elem(&rev, &p.flow);
+		if ((vip || r) && partial_csum(ctx, &p)) {
+			if (lb_complete_csum(ctx, p.flow.family == LB_AF_INET6, p.flow.proto)) {
+				why = LB_PASS_CSUM_PARTIAL;
+				goto out;
+			}
+			count(LB_CSUM_COMPLETED);
+		}
 		if (vip) {
 			verdict = serve(ctx, &p, vip, &why);
 			goto out;
 		}
-		if (LB_HAS_NAT) {
-			struct lb_rev *r = bpf_map_lookup_elem(&rev, &p.flow);
-
-			if (r) {
-				verdict = nat_reply(ctx, &p, r, &why);
-				goto out;
-			}
+		if (r) {
+			verdict = nat_reply(ctx, &p, r, &why);
+			goto out;
 		}
 		why = LB_PASS_NOT_VIP;
 		goto out;

@@ -48,6 +48,8 @@
 #define LB_PORT_PROBES 8
 #define LB_PORT_LO 1024
 #define LB_PORT_RANGE (65536 - LB_PORT_LO)
+/* The longest TCP/UDP segment whose partial checksum the program completes. */
+#define LB_CSUM_MAX 1480
 
 /* Why a packet was forwarded, answered, handed to the kernel or dropped, and events worth a
  * count on top of that (a TOA, the rate guard). build.rs generates the Rust side (Reason) from
@@ -64,6 +66,7 @@ enum lb_reason {
 	LB_RATE_LIMITED,      /* event: a new connection over the rate guard, not remembered */
 	LB_TOA_ADDED,         /* event: TOA option inserted */
 	LB_TOA_NO_ROOM,       /* event: TOA wanted but no option space or MTU: sent without */
+	LB_CSUM_COMPLETED,    /* event: a partial L4 checksum (local sender) completed */
 	LB_PASS_NOT_IP,       /* neither IPv4 nor IPv6, or a family no VIP uses */
 	LB_PASS_VLAN,         /* tagged frame */
 	LB_PASS_BAD_HEADER,   /* truncated or inconsistent headers: the kernel decides */
@@ -81,6 +84,7 @@ enum lb_reason {
 	LB_PASS_NO_SRC,       /* tunnel: no source address for the outer header */
 	LB_PASS_FIB_OTHER,    /* any other FIB answer (no route, blackhole, forwarding off) */
 	LB_PASS_MAP,          /* a map the program needs has no entry (should not happen) */
+	LB_PASS_CSUM_PARTIAL, /* a partial L4 checksum too long to complete here */
 	LB_DROP_NO_REAL,      /* a new connection to a service where no real has weight */
 	LB_DROP_NO_PORT,      /* full-NAT SYN: every probed local port busy (client retries) */
 	LB_NR_REASONS,

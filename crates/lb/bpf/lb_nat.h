@@ -247,6 +247,32 @@ got:
 	return 0;
 }
 
+/* Whether the reverse entry of `old`'s local port still names this client (a port is
+ * handed to another connection once its own closed or went idle); if so it is reopened. */
+static __always_inline int fnat_still_ours(const struct lb_vip *vip, const struct lb_real *real,
+					   const struct lb_conn *old, const struct lb_pkt *p,
+					   __u64 now)
+{
+	__u32 key = vip->id * LB_MAX_LADDRS + old->laddr;
+	struct lb_laddr *la = bpf_map_lookup_elem(&laddrs, &key);
+	struct lb_flow k;
+	struct lb_rev *r;
+
+	if (!la)
+		return 0;
+	rev_key(&k, real, la->addr, old->lport, p->flow.proto);
+	r = bpf_map_lookup_elem(&rev, &k);
+	if (!r || r->cport != p->flow.sport)
+		return 0;
+	const __u32 *a = (const __u32 *)r->client, *b = (const __u32 *)p->flow.src;
+
+	if ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]))
+		return 0;
+	r->flags &= ~LB_REV_CLOSED;
+	r->seen_ns = now;
+	return 1;
+}
+
 /* NAT: the reverse entry of a new connection (inserted once; an entry for the same reply
  * flow is this connection's, reopened). */
 static __always_inline void nat_insert(const struct lb_real *real, __u32 slot, __u32 service,

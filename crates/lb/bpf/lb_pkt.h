@@ -195,4 +195,81 @@ static __always_inline void ipv4_csum(struct iphdr *iph)
 	iph->check = ~csum_fold(s);
 }
 
+/* Completes the TCP/UDP checksum of a frame from a local sender with checksum offload
+ * (CHECKSUM_PARTIAL: the field holds only the pseudo-header sum). XDP cannot see that state,
+ * and a frame it transmits arrives as it is, so the receiver would drop it. The sum is
+ * computed from scratch, which is right whatever the field held (a complete checksum equal to
+ * the pseudo-header sum by chance, once in 65,536 frames, comes out unchanged). A global
+ * function: the verifier walks its loop once, not once per path that calls it. */
+__noinline int lb_complete_csum(struct xdp_md *ctx, __u32 v6, __u32 proto)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	__u64 sum = 0;
+	__u32 l4_len;
+	__u16 *field;
+	void *l4;
+
+	if (!v6) {
+		struct iphdr *iph = data + LB_L3_OFF;
+
+		if ((void *)(iph + 1) > end)
+			return -1;
+		l4_len = bpf_ntohs(iph->tot_len) - 20;
+		sum = (__u64)iph->saddr + iph->daddr;
+		l4 = data + LB_L4_OFF_V4;
+	} else {
+		struct ipv6hdr *ip6h = data + LB_L3_OFF;
+		__u32 *a = (__u32 *)&ip6h->saddr;
+
+		if ((void *)(ip6h + 1) > end)
+			return -1;
+		l4_len = bpf_ntohs(ip6h->payload_len);
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			sum += a[i];
+		l4 = data + LB_L4_OFF_V6;
+	}
+	if (l4_len > LB_CSUM_MAX)
+		return -1;
+	sum += bpf_htonl(l4_len);
+	sum += bpf_htonl(proto);
+	if (proto == LB_IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+
+		if ((void *)(th + 1) > end)
+			return -1;
+		field = &th->check;
+	} else {
+		struct udphdr *uh = l4;
+
+		if ((void *)(uh + 1) > end)
+			return -1;
+		field = &uh->check;
+	}
+	*field = 0;
+	for (__u32 i = 0; i < LB_CSUM_MAX / 2; i++) {
+		__u16 *w = l4 + i * 2;
+
+		if (i * 2 + 2 > l4_len)
+			break;
+		if ((void *)(w + 1) > end)
+			return -1;
+		sum += *w;
+	}
+	if (l4_len & 1) {
+		/* Masked: the verifier must see the offset bounded (l4_len >= 1 here). */
+		__u8 *b = l4 + ((l4_len - 1) & 0x7ff);
+
+		if ((void *)(b + 1) > end)
+			return -1;
+		sum += *b; /* the low byte of its word, as the words were loaded */
+	}
+	__u16 c = ~csum_fold(sum);
+
+	if (proto == LB_IPPROTO_UDP && c == 0)
+		c = 0xffff;
+	*field = c;
+	return 0;
+}
+
 #endif

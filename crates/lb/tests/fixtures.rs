@@ -700,3 +700,6 @@ fn a_hit_keeps_the_entrys_real_a_miss_follows_the_hash() {
 
 #[path = "common/guards.rs"]
 mod guards;
+
+#[path = "common/live.rs"]
+mod live;

@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::loader::{bpf, Program, MAX_LADDRS};
+use super::loader::{bpf, Program, Shape, MAX_LADDRS};
 use crate::bpf::types;
 use crate::error::Error;
 use crate::model::{Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler};
@@ -88,8 +88,7 @@ fn vip_value(id: u32, s: &PlannedService) -> types::lb_vip {
 }
 
 /// What the loaded program can carry out of `plan`, checked before any map is written.
-fn check(prog: &Program, plan: &Plan) -> Result<()> {
-    let sh = &prog.shape;
+pub fn check(sh: &Shape, plan: &Plan) -> Result<()> {
     let bad = |m: String| Err(Error::Invalid(m));
     if plan.ring_size != sh.ring_size && plan.services.iter().any(|s| s.scheduler == Scheduler::Mh)
     {
@@ -221,7 +220,7 @@ pub(crate) fn zero_percpu(
 
 /// Makes the maps carry out `plan`, given that they carry out `old` (None: fresh maps).
 pub fn apply(prog: &Program, old: Option<&Plan>, plan: &Plan) -> Result<()> {
-    check(prog, plan)?;
+    check(&prog.shape, plan)?;
     let m = &prog.maps;
     let ring = prog.shape.ring_size;
     let counters = std::mem::size_of::<types::lb_counters>();
@@ -355,4 +354,113 @@ pub fn apply(prog: &Program, old: Option<&Plan>, plan: &Plan) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datapath::ModeSet;
+    use crate::model::ServiceKey;
+
+    fn shape(modes: ModeSet) -> Shape {
+        Shape {
+            ring_size: 7,
+            max_services: 2,
+            max_reals: 4,
+            nr_cpus: 2,
+            modes,
+        }
+    }
+
+    fn plan(vip: &str, real: &str, mode: Mode, laddrs: &[&str]) -> Plan {
+        Plan {
+            ring_size: 7,
+            services: vec![PlannedService {
+                key: ServiceKey {
+                    proto: Proto::Tcp,
+                    vip: vip.parse().unwrap(),
+                },
+                scheduler: Scheduler::Mh,
+                lookup: vec![0; 7],
+                laddrs: laddrs.iter().map(|a| a.parse().unwrap()).collect(),
+                toa: false,
+            }],
+            reals: vec![Some(PlannedReal {
+                service: 0,
+                addr: real.parse().unwrap(),
+                mode,
+            })],
+        }
+    }
+
+    #[test]
+    fn plans_the_data_path_cannot_carry_are_refused_before_any_write() {
+        let all = shape(ModeSet::default());
+        let v4 = "198.18.100.1:80";
+        let v6 = "[fd00:100::1]:80";
+        assert!(check(&all, &plan(v4, "198.18.2.10:80", Mode::Dr, &[])).is_ok());
+        assert!(check(&all, &plan(v6, "198.18.2.10:80", Mode::Tunnel, &[])).is_ok());
+        for (p, what) in [
+            (plan(v6, "198.18.2.10:80", Mode::Nat, &[]), "family"),
+            (
+                plan(v4, "198.18.2.10:80", Mode::FullNat, &[]),
+                "--add-laddr",
+            ),
+            (
+                plan(v4, "198.18.2.10:80", Mode::FullNat, &["fd00:2::1"]),
+                "--add-laddr",
+            ),
+        ] {
+            let e = check(&all, &p).unwrap_err().to_string();
+            assert!(e.contains(what), "{e}");
+        }
+        let no_nat = shape(ModeSet {
+            nat: false,
+            ..ModeSet::default()
+        });
+        let e = check(&no_nat, &plan(v4, "198.18.2.10:80", Mode::Nat, &[]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("-m"), "{e}");
+        let mut short = plan(v4, "198.18.2.10:80", Mode::Dr, &[]);
+        short.services[0].lookup.truncate(3);
+        assert!(check(&all, &short).is_err(), "a Maglev row is the ring");
+        let mut free = plan(v4, "198.18.2.10:80", Mode::Dr, &[]);
+        free.services[0].lookup[2] = 3;
+        assert!(check(&all, &free).is_err(), "a lookup naming a free slot");
+        let mut ring = plan(v4, "198.18.2.10:80", Mode::Dr, &[]);
+        ring.ring_size = 11;
+        assert!(check(&all, &ring)
+            .unwrap_err()
+            .to_string()
+            .contains("restart"));
+    }
+
+    #[test]
+    fn addresses_and_modes_as_the_data_path_reads_them() {
+        let (f, a) = addr_bytes("198.18.0.1".parse().unwrap());
+        assert_eq!((f, &a[..5]), (AF_INET, &[198, 18, 0, 1, 0][..]));
+        let (f, a) = addr_bytes("fd00::1".parse().unwrap());
+        assert_eq!((f, a[0], a[15]), (AF_INET6, 0xfd, 1));
+        let k = vip_key(6, "198.18.0.1:80".parse().unwrap());
+        assert_eq!(k.port, 80u16.to_be());
+        let modes: Vec<u8> = [Mode::Dr, Mode::Tunnel, Mode::Nat, Mode::FullNat]
+            .into_iter()
+            .map(mode_number)
+            .collect();
+        assert_eq!(modes, [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn map_types_are_their_fields_and_nothing_else() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<types::lb_vip_key>(), 16 + 2 + 1 + 1);
+        assert_eq!(size_of::<types::lb_vip>(), 4 + 4 + 4);
+        assert_eq!(size_of::<types::lb_real>(), 16 + 2 + 1 + 1);
+        assert_eq!(size_of::<types::lb_laddr>(), 16 + 4);
+        assert_eq!(size_of::<types::lb_flow>(), 16 + 16 + 2 + 2 + 1 + 1 + 2);
+        assert_eq!(size_of::<types::lb_conn>(), 4 + 2 + 1 + 1 + 8);
+        assert_eq!(size_of::<types::lb_rev>(), 16 + 16 + 2 + 2 + 4 + 4 + 4 + 8);
+        assert_eq!(size_of::<types::lb_counters>(), 5 * 8);
+    }
 }

@@ -72,7 +72,7 @@ impl Default for AttachConfig {
             ring_size: 65537,
             max_services: 256,
             max_reals: 4096,
-            conns_per_cpu: 1 << 18,
+            conns_per_cpu: 1 << 16,
             new_conns_per_sec_per_cpu: 125_000,
             tunnel_src_v4: None,
             tunnel_src_v6: None,

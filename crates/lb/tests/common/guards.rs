@@ -306,3 +306,436 @@ fn attach_refuses_a_veth_whose_peer_runs_no_napi_and_detaches_on_drop() {
         "attached, then detached on drop ({name})"
     );
 }
+
+#[test]
+fn a_retransmitted_full_nat_syn_keeps_its_local_port() {
+    with_lab(
+        "rsyn",
+        cfg(),
+        fnat_plan(VIP4, "198.18.2.10", "198.18.2.1", false),
+        |lab, dp| {
+            let syn = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(40000, 80, SYN),
+            );
+            let (_, first) = dp.test_run(&syn, lab.in_idx).unwrap();
+            let (_, again) = dp.test_run(&syn, lab.in_idx).unwrap();
+            assert_eq!(sport_of(&again), sport_of(&first));
+            assert_eq!(
+                dp.program().rev_count(),
+                1,
+                "one reverse entry for one connection"
+            );
+        },
+    );
+}
+
+#[test]
+fn udp_through_nat_keeps_its_checksums_and_a_zero_checksum_stays_zero() {
+    let mut plan = one_service(VIP4, Mode::Nat, &["198.18.2.10"], &[0]);
+    plan.services[0].key.proto = Proto::Udp;
+    with_lab("udp", cfg(), plan, |lab, dp| {
+        let input = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT4),
+            ip(VIP4),
+            &udp(40000, 80),
+        );
+        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        let expect = frame(
+            REAL_MACS[0],
+            lab.out_mac,
+            ip(CLIENT4),
+            ip("198.18.2.10"),
+            &udp(40000, 8080),
+        );
+        assert_eq!(out, expect);
+        verify_checksums(&out);
+        let reply = frame(
+            lab.out_mac,
+            REAL_MACS[0],
+            ip("198.18.2.10"),
+            ip(CLIENT4),
+            &udp(8080, 40000),
+        );
+        let (v, out) = dp.test_run(&reply, lab.out_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(
+            out,
+            frame(
+                ROUTER_MAC,
+                lab.in_mac,
+                ip(VIP4),
+                ip(CLIENT4),
+                &udp(80, 40000)
+            )
+        );
+        verify_checksums(&out);
+
+        let mut no_sum = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT4),
+            ip(VIP4),
+            &udp(40001, 80),
+        );
+        no_sum[40..42].copy_from_slice(&[0, 0]);
+        let (_, out) = dp.test_run(&no_sum, lab.in_idx).unwrap();
+        assert_eq!(&out[40..42], &[0, 0], "no checksum stays no checksum");
+        verify_checksums(&out);
+    });
+}
+
+#[test]
+fn too_big_follows_a_tunnel_flow_and_nat_ones_go_to_the_kernel() {
+    let plan = one_service(VIP4, Mode::Tunnel, &["198.18.2.10"], &[0]);
+    with_lab("tbt", cfg(), plan, |lab, dp| {
+        let syn = ip_packet(ip(CLIENT4), ip(VIP4), &tcp(40000, 80, SYN));
+        let (_, out) = dp
+            .test_run(&eth(lab.in_mac, ROUTER_MAC, false, &syn), lab.in_idx)
+            .unwrap();
+        let outer_src = out[26..30].to_vec();
+        let quoted = ip_packet(ip(VIP4), ip(CLIENT4), &tcp(80, 40000, ACK));
+        let icmp = L4::Icmp {
+            ty: 3,
+            code: 4,
+            rest: [0, 0, 0x05, 0x00],
+            payload: quoted[..28].to_vec(),
+        };
+        let inner = ip_packet(ip("198.18.50.1"), ip(VIP4), &icmp);
+        let (v, out) = dp
+            .test_run(&eth(lab.in_mac, ROUTER_MAC, false, &inner), lab.in_idx)
+            .unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        let src = format!(
+            "{}.{}.{}.{}",
+            outer_src[0], outer_src[1], outer_src[2], outer_src[3]
+        );
+        let mut expect = tunneled(&lab, 0, &src, "198.18.2.10", &inner);
+        // The outer DF follows the ICMP packet's own (set by the builder).
+        expect[20] = out[20];
+        let c = fold(
+            sum16(&expect[14..34], 0) + (!u16::from_be_bytes([expect[24], expect[25]])) as u32,
+        );
+        expect[24..26].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(out, expect);
+        verify_checksums(&out);
+
+        dp.apply(&one_service(VIP4, Mode::Nat, &["198.18.2.10"], &[0]))
+            .unwrap();
+        let input = eth(lab.in_mac, ROUTER_MAC, false, &inner);
+        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!((v, out), (XDP_PASS, input));
+        assert_eq!(count(dp, Reason::PassIcmpNat), 1);
+    });
+}
+
+#[test]
+fn a_removed_service_and_its_echo_go_to_the_kernel() {
+    let plan = one_service(VIP4, Mode::Dr, &["198.18.2.10"], &[0]);
+    with_lab("rm", cfg(), plan, |lab, dp| {
+        dp.apply(&Plan {
+            ring_size: RING,
+            ..Plan::default()
+        })
+        .unwrap();
+        let syn = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT4),
+            ip(VIP4),
+            &tcp(40000, 80, SYN),
+        );
+        assert_eq!(dp.test_run(&syn, lab.in_idx).unwrap().0, XDP_PASS);
+        let echo = L4::Icmp {
+            ty: 8,
+            code: 0,
+            rest: [0; 4],
+            payload: Vec::new(),
+        };
+        let ping = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &echo);
+        assert_eq!(dp.test_run(&ping, lab.in_idx).unwrap().0, XDP_PASS);
+        assert_eq!(count(dp, Reason::PassNotVip), 2);
+    });
+}
+
+#[test]
+fn tunnel_4in6_carries_a_v4_vip_to_a_v6_real() {
+    let plan = one_service(VIP4, Mode::Tunnel, &["fd00:2::10"], &[0]);
+    with_lab("4in6", cfg(), plan, |lab, dp| {
+        let inner = ip_packet(ip(CLIENT4), ip(VIP4), &tcp(40000, 80, SYN));
+        let (v, out) = dp
+            .test_run(&eth(lab.in_mac, ROUTER_MAC, false, &inner), lab.in_idx)
+            .unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        let mut expect = tunneled(&lab, 0, "fd00:2::1", "fd00:2::10", &inner);
+        expect[15..18].copy_from_slice(&out[15..18]);
+        assert_eq!(out, expect);
+        verify_checksums(&out);
+    });
+}
+
+#[test]
+fn packet_too_big_v6_reaches_the_dr_real_of_the_flow() {
+    let plan = one_service(VIP6, Mode::Dr, &["fd00:2::10", "fd00:2::11"], &[0, 1]);
+    with_lab("ptb6", cfg(), plan, |lab, dp| {
+        for port in 40000..40004 {
+            let syn = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT6),
+                ip(VIP6),
+                &tcp(port, 80, SYN),
+            );
+            let (_, out) = dp.test_run(&syn, lab.in_idx).unwrap();
+            let real_mac: [u8; 6] = out[..6].try_into().unwrap();
+            let quoted = ip_packet(ip(VIP6), ip(CLIENT6), &tcp(80, port, ACK));
+            let icmp = L4::Icmp {
+                ty: 2,
+                code: 0,
+                rest: 1280u32.to_be_bytes(),
+                payload: quoted[..48].to_vec(),
+            };
+            let input = frame(lab.in_mac, ROUTER_MAC, ip("fd00:50::1"), ip(VIP6), &icmp);
+            let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+            assert_eq!(v, XDP_REDIRECT);
+            assert_eq!(
+                out,
+                frame(real_mac, lab.out_mac, ip("fd00:50::1"), ip(VIP6), &icmp)
+            );
+            verify_checksums(&out);
+        }
+    });
+}
+
+#[test]
+fn a_fin_marks_the_full_nat_port_closed_for_reuse() {
+    with_lab(
+        "fin",
+        cfg(),
+        fnat_plan(VIP4, "198.18.2.10", "198.18.2.1", false),
+        |lab, dp| {
+            let pkt = |flags| {
+                frame(
+                    lab.in_mac,
+                    ROUTER_MAC,
+                    ip(CLIENT4),
+                    ip(VIP4),
+                    &tcp(40000, 80, flags),
+                )
+            };
+            dp.test_run(&pkt(SYN), lab.in_idx).unwrap();
+            // lb_rev.flags sits after vip, client, vport, cport, real and service.
+            let flags = |dp: &XdpDataPlane| {
+                let rev = &dp.program().maps.rev;
+                let k = rev.keys().next().expect("one reverse entry");
+                rev.lookup(&k, libbpf_rs::MapFlags::ANY).unwrap().unwrap()[44]
+            };
+            assert_eq!(flags(dp) & 0x02, 0, "open");
+            let (v, _) = dp.test_run(&pkt(FIN | ACK), lab.in_idx).unwrap();
+            assert_eq!(v, XDP_REDIRECT);
+            assert_eq!(
+                flags(dp) & 0x02,
+                0x02,
+                "closed: its port may go to another connection after the grace"
+            );
+            assert_eq!(flags(dp) & 0x01, 0x01, "a full-NAT entry");
+        },
+    );
+}
+
+#[test]
+fn udp_flows_of_a_wrr_service_are_placed_by_hash_the_same_on_every_cpu() {
+    let mut plan = one_service(VIP4, Mode::Dr, &["198.18.2.10", "198.18.2.11"], &[0]);
+    plan.services[0].key.proto = Proto::Udp;
+    plan.services[0].scheduler = Scheduler::Wrr;
+    plan.services[0].lookup = vec![0, 1, 1];
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    with_lab("uwrr", cfg(), plan, move |lab, dp| {
+        let mut per_real = [0; 2];
+        for port in 40000..40060 {
+            let f = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &udp(port, 80),
+            );
+            pin(0);
+            let (_, out) = dp.test_run(&f, lab.in_idx).unwrap();
+            let r = real_of(&out);
+            per_real[r] += 1;
+            if cpus > 1 && dp.program().shape.nr_cpus > 1 {
+                pin(1);
+                let (_, out) = dp.test_run(&f, lab.in_idx).unwrap();
+                assert_eq!(
+                    real_of(&out),
+                    r,
+                    "port {port}: the same real from another CPU"
+                );
+            }
+        }
+        pin(0);
+        assert!(
+            per_real[0] > 0 && per_real[1] > per_real[0],
+            "both reals, real 1 more: {per_real:?}"
+        );
+    });
+}
+
+/// The frame as a local sender with checksum offload hands it over: the TCP/UDP checksum
+/// field holds only the pseudo-header sum (CHECKSUM_PARTIAL).
+fn partial(mut f: Vec<u8>) -> Vec<u8> {
+    let v6 = f[12] == 0x86;
+    let (l4, src, dst): (usize, IpAddr, IpAddr) = if v6 {
+        let s: [u8; 16] = f[22..38].try_into().unwrap();
+        let d: [u8; 16] = f[38..54].try_into().unwrap();
+        (54, s.into(), d.into())
+    } else {
+        let s: [u8; 4] = f[26..30].try_into().unwrap();
+        let d: [u8; 4] = f[30..34].try_into().unwrap();
+        (34, s.into(), d.into())
+    };
+    let proto = if v6 { f[20] } else { f[23] };
+    let at = l4 + if proto == 6 { 16 } else { 6 };
+    let sum = !fold(pseudo(src, dst, proto, f.len() - l4));
+    f[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+    f
+}
+
+#[test]
+fn a_partial_checksum_from_a_local_sender_is_completed() {
+    let plan = fnat_plan(VIP4, "198.18.2.10", "198.18.2.1", false);
+    with_lab("part", cfg(), plan, |lab, dp| {
+        // An odd-length payload: the last byte is summed on its own.
+        let l4 = seg(40000, 80, SYN, MSS.to_vec(), b"abc".to_vec());
+        let input = partial(frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &l4));
+        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        verify_checksums(&out);
+        assert_eq!(count(dp, Reason::CsumCompleted), 1);
+        // DR and tunnel forward the frame as it is: completed too.
+        dp.apply(&one_service(VIP6, Mode::Dr, &["fd00:2::10"], &[0]))
+            .unwrap();
+        let input = partial(frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT6),
+            ip(VIP6),
+            &tcp(40000, 80, SYN),
+        ));
+        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(
+            out,
+            frame(
+                REAL_MACS[0],
+                lab.out_mac,
+                ip(CLIENT6),
+                ip(VIP6),
+                &tcp(40000, 80, SYN)
+            )
+        );
+        assert_eq!(count(dp, Reason::CsumCompleted), 2);
+    });
+}
+
+#[test]
+fn plans_from_services_spread_by_weight_and_a_removal_moves_only_its_share() {
+    use wirespeed_lb::model::{Health, Real, Service};
+    const M: u32 = 251;
+    let svc = |reals: &[(&str, u32)]| Service {
+        key: ServiceKey {
+            proto: Proto::Tcp,
+            vip: sa(VIP4, 80),
+        },
+        scheduler: Scheduler::Mh,
+        reals: reals
+            .iter()
+            .map(|(a, w)| Real {
+                addr: sa(a, 8080),
+                mode: Mode::Dr,
+                weight: *w,
+                health: Health::Unchecked,
+            })
+            .collect(),
+        laddrs: Vec::new(),
+        toa: false,
+        check: None,
+    };
+    let three = [("198.18.2.10", 1), ("198.18.2.11", 1), ("198.18.2.12", 2)];
+    let first = wirespeed_lb::plan::build(&[svc(&three)], M, None).unwrap();
+    let c = AttachConfig {
+        ring_size: M,
+        // Room for every flow: an eviction would be a miss, placed by the new table.
+        conns_per_cpu: 8192,
+        ..cfg()
+    };
+    with_lab("plan", c, first.clone(), move |lab, dp| {
+        let syn = |port| {
+            frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(port, 80, SYN),
+            )
+        };
+        let ack = |port| {
+            frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(port, 80, ACK),
+            )
+        };
+        let mut placed = Vec::new();
+        let mut per_real = [0u32; 3];
+        for port in 20000..22000 {
+            let (_, out) = dp.test_run(&syn(port), lab.in_idx).unwrap();
+            let r = real_of(&out);
+            per_real[r] += 1;
+            placed.push(r);
+        }
+        // 1:1:2 over 2000 connections: 500, 500, 1000, give or take what the hash does.
+        for (r, want) in [(0, 500.0), (1, 500.0), (2, 1000.0)] {
+            let got = per_real[r] as f64;
+            assert!(
+                (got - want).abs() / want < 0.15,
+                "real {r}: {got} of 2000, want about {want}"
+            );
+        }
+        // Real 1 leaves: its slot empties, the others keep theirs.
+        let two = [("198.18.2.10", 1), ("198.18.2.12", 2)];
+        let second = wirespeed_lb::plan::build(&[svc(&two)], M, Some(&first)).unwrap();
+        dp.apply(&second).unwrap();
+        let (mut others, mut moved) = (0, 0);
+        for (i, port) in (20000..22000).enumerate() {
+            let before = placed[i];
+            if before != 1 {
+                let (v, out) = dp.test_run(&ack(port), lab.in_idx).unwrap();
+                assert_eq!(
+                    (v, real_of(&out)),
+                    (XDP_REDIRECT, before),
+                    "established flows of the others stay"
+                );
+            }
+            // The same flow opening anew is scheduled afresh on the new table.
+            let (_, out) = dp.test_run(&syn(port), lab.in_idx).unwrap();
+            let now = real_of(&out);
+            assert_ne!(now, 1, "nothing new goes to the removed real");
+            if before != 1 {
+                others += 1;
+                moved += (now != before) as u32;
+            }
+        }
+        // Maglev: the removed real's flows move, the others' (almost) all stay.
+        assert!(moved * 10 < others, "{moved} of {others} other flows moved");
+    });
+}

@@ -45,7 +45,7 @@ fn addr_bytes(a: IpAddr) -> Vec<u8> {
     }
 }
 
-fn pseudo(src: IpAddr, dst: IpAddr, proto: u8, len: usize) -> u32 {
+pub fn pseudo(src: IpAddr, dst: IpAddr, proto: u8, len: usize) -> u32 {
     let mut acc = sum16(&addr_bytes(src), 0);
     acc = sum16(&addr_bytes(dst), acc);
     acc + proto as u32 + len as u32
