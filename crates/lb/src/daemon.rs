@@ -368,14 +368,25 @@ pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicB
             .spawn_scoped(scope, move || {
                 while !acceptor_stop.load(Ordering::Relaxed) {
                     match server.accept() {
-                        Some(client) => control::serve_client(client, |req| {
-                            let (tx, rx) = mpsc::channel();
-                            if jobs_tx.send((req, tx)).is_err() {
-                                return Reply::Error("the daemon is stopping".into());
-                            }
-                            rx.recv()
-                                .unwrap_or_else(|_| Reply::Error("the daemon is stopping".into()))
-                        }),
+                        // One thread per client, so a client that connects and dawdles does
+                        // not hold up the others; the main thread still does one change at a
+                        // time.
+                        Some(client) => {
+                            let jobs_tx = jobs_tx.clone();
+                            let _ = std::thread::Builder::new()
+                                .name("lb client".into())
+                                .spawn_scoped(scope, move || {
+                                    control::serve_client(client, |req| {
+                                        let (tx, rx) = mpsc::channel();
+                                        if jobs_tx.send((req, tx)).is_err() {
+                                            return Reply::Error("the daemon is stopping".into());
+                                        }
+                                        rx.recv().unwrap_or_else(|_| {
+                                            Reply::Error("the daemon is stopping".into())
+                                        })
+                                    })
+                                });
+                        }
                         None => std::thread::sleep(Duration::from_millis(20)),
                     }
                 }
@@ -383,7 +394,7 @@ pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicB
             .map_err(crate::error::io("start the control thread"))?;
         let outcome = serve_loop(daemon, cfg, stop, &jobs, &health, &checker);
         acceptor_stop.store(true, Ordering::Relaxed);
-        // Unblock a client the control thread may be serving.
+        // Unblock the clients being served: their requests are answered "stopping".
         drop(jobs);
         outcome
     });

@@ -329,3 +329,95 @@ fn commands_reach_the_daemon_over_its_socket_and_stop_removes_it() {
     assert!(e.contains("wirespeed lb run --iface IF"), "{e}");
     let _ = std::fs::remove_dir(&dir);
 }
+
+/// A fake redis on 127.0.0.1 that answers `+PONG` until `stop` is set, then closes.
+fn fake_redis(stop: Arc<AtomicBool>) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            match l.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                    let mut buf = [0u8; 64];
+                    let _ = s.read(&mut buf);
+                    let _ = s.write_all(b"+PONG\r\n");
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    (addr, h)
+}
+
+#[test]
+fn a_health_change_replans_at_once_and_the_listing_shows_it() {
+    let dir = std::env::temp_dir().join(format!("ws-lb-health-{}", std::process::id()));
+    let path = dir.join("lb.sock");
+    let dp = Counting::default();
+    let applied = dp.applied.clone();
+    let mut d = Daemon::new(dp, RING).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let redis_stop = Arc::new(AtomicBool::new(false));
+    let (redis, server) = fake_redis(redis_stop.clone());
+    let client = {
+        let (path, stop) = (path.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !path.exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let send = |line: &str| {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                control::request(&path, &Request::Command(parse_args(&words).unwrap())).unwrap()
+            };
+            let vip = format!("198.18.0.10:{}", redis.port());
+            send(&format!(
+                "-A -t {vip} --check redis --check-interval 500ms --check-timeout 500ms --rise 2 --fall 2"
+            ));
+            send(&format!("-a -t {vip} -r 127.0.0.1"));
+            let health = || match send("-L -n") {
+                Reply::List(v) => v.services[0].reals[0].health,
+                other => panic!("{other:?}"),
+            };
+            let mut seen = vec![];
+            while Instant::now() < deadline {
+                let h = health();
+                if seen.last() != Some(&h) {
+                    seen.push(h);
+                }
+                if h == Health::Up && !redis_stop.load(Ordering::Relaxed) {
+                    // The real is up: now it stops answering.
+                    redis_stop.store(true, Ordering::Relaxed);
+                }
+                if h == Health::Down {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            stop.store(true, Ordering::Relaxed);
+            seen
+        })
+    };
+    run(&mut d, &RunConfig::new(path.clone()), &stop).unwrap();
+    let seen = client.join().unwrap();
+    server.join().unwrap();
+    let _ = std::fs::remove_dir(&dir);
+    assert_eq!(
+        seen.iter()
+            .filter(|h| **h != Health::Unchecked)
+            .collect::<Vec<_>>(),
+        vec![&Health::Up, &Health::Down]
+    );
+    // The last plan applied is the down one: the real keeps its slot, the table is empty.
+    let plans = applied.lock().unwrap();
+    let last = plans.last().unwrap();
+    assert!(last.reals.iter().any(|r| r.is_some()));
+    assert!(last.services[0].lookup.is_empty());
+    // Before it, the real held the whole table (up and unchecked plan alike: same weight).
+    let before = &plans[plans.len() - 2];
+    assert_eq!(before.services[0].lookup.len(), RING as usize);
+}

@@ -324,7 +324,8 @@ pub struct RealModes {
 
 /// What a real server of `vips` needs: each VIP on `lo`; for DR, ARP that neither answers
 /// nor announces the VIP; rp_filter not strict where the packets arrive (the kernel uses the
-/// larger of `all` and the device); for tunnel, the decapsulation device up.
+/// larger of `all` and the device); for tunnel, the decapsulation device up and an advertised
+/// MSS that leaves room for the outer header.
 pub fn check_real(vips: &[IpAddr], modes: RealModes, host: &Host) -> Vec<Problem> {
     let mut out = Vec::new();
     let on_lo: Vec<IpAddr> = host.addrs(Some("lo")).into_iter().map(|a| a.1).collect();
@@ -413,6 +414,7 @@ pub fn check_real(vips: &[IpAddr], modes: RealModes, host: &Host) -> Vec<Problem
         }
     }
     if modes.tunnel {
+        out.extend(check_tunnel_mss(vips, host, &links, &addrs));
         let up = |name: &str| links.iter().any(|l| l.0 == name && l.1);
         if any_v4 && !up("tunl0") {
             out.push(Problem {
@@ -438,6 +440,62 @@ pub fn check_real(vips: &[IpAddr], modes: RealModes, host: &Host) -> Vec<Problem
                     fix: host.fix(&format!("modprobe {module}; ip link set {dev} up")),
                 });
             }
+        }
+    }
+    out
+}
+
+/// A tunnelled packet is the client's packet plus the outer header, so the client's segments
+/// must leave room for it. The real advertises the MSS of its route back to the client (its
+/// device MTU less the IP and TCP headers, unless the route sets `advmss`); when that is more
+/// than what fits in the tunnel, the client's full-size segments get ICMP too-big from the
+/// load balancer, and stall where ICMP is filtered. Checked on the default route, per family.
+fn check_tunnel_mss(
+    vips: &[IpAddr],
+    host: &Host,
+    links: &[(String, bool, u64, String)],
+    addrs: &[(String, IpAddr)],
+) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for v4 in [true, false] {
+        if !vips.iter().any(|v| v.is_ipv4() == v4) {
+            continue;
+        }
+        // The outer header: IPv4 (IPIP, 20) for a v4 VIP; for a v6 VIP IPv6 (40), or IPv4
+        // (6in4, 20) on a real without a global IPv6 address.
+        let has_v6 = addrs
+            .iter()
+            .any(|(d, a)| d != "lo" && a.is_ipv6() && !is_link_local(a));
+        let outer = if v4 || !has_v6 { 20 } else { 40 };
+        let headers = if v4 { 40 } else { 60 };
+        let fam = if v4 { "-4" } else { "-6" };
+        let routes = host.ip_json(&[fam, "route", "show", "default"]);
+        let Some(route) = routes.as_array().and_then(|a| a.first()) else {
+            continue;
+        };
+        let (Some(dev), Some(gw)) = (route["dev"].as_str(), route["gateway"].as_str()) else {
+            continue;
+        };
+        let Some(mtu) = links.iter().find(|l| l.0 == dev).map(|l| l.2) else {
+            continue;
+        };
+        let advmss = route["metrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|m| m["advmss"].as_u64());
+        let advertised = advmss.unwrap_or(mtu.saturating_sub(headers));
+        let fits = mtu.saturating_sub(outer + headers);
+        if advertised > fits {
+            let six = if v4 { "" } else { " -6" };
+            out.push(Problem {
+                problem: format!(
+                    "replies via {dev} advertise MSS {advertised}, but a tunnelled segment fits {fits} ({outer}-byte outer header on MTU {mtu})"
+                ),
+                fix: host.fix(&format!(
+                    "ip{six} route change default via {gw} dev {dev} advmss {fits}"
+                )),
+            });
         }
     }
     out

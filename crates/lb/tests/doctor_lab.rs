@@ -102,6 +102,26 @@ fn a_bare_dr_real_gets_its_fixes_and_then_none() {
             "{found:?}"
         );
     }
+    // Replies advertise the device's MSS (1460) unless the route lowers it for the tunnel.
+    lab.real
+        .ip(&[
+            "route",
+            "add",
+            "default",
+            "via",
+            "198.18.60.1",
+            "dev",
+            "eth0",
+        ])
+        .unwrap();
+    let mss = format!("replies via eth0 advertise MSS 1460, but a tunnelled segment fits 1440 (20-byte outer header on MTU 1500): {x} ip route change default via 198.18.60.1 dev eth0 advmss 1440");
+    let found = check_real(&[vip], tunnel, &host);
+    let p = found
+        .iter()
+        .find(|p| p.to_string() == mss)
+        .unwrap_or_else(|| panic!("{:?}", lines(&found)));
+    run_fix(p);
+    assert!(!lines(&check_real(&[vip], tunnel, &host)).contains(&mss));
     // A v6 VIP on a real with no global IPv6 address arrives over 6in4 (sit0).
     let v6vip: IpAddr = "fd00::60:100".parse().unwrap();
     let found = lines(&check_real(&[v6vip], tunnel, &host));
@@ -174,4 +194,36 @@ fn the_lb_side_finds_missing_neighbours_gateways_and_laddrs() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_eq!(left, vec![want[0].clone(), want[2].clone()]);
+}
+
+#[test]
+fn an_interface_whose_veth_peer_has_no_napi_gets_the_gro_fix() {
+    let lab = lab("c");
+    let peer_ns = lab.real.name().to_string();
+    lab.real
+        .exec("ethtool", &["-K", "eth0", "gro", "off"])
+        .unwrap();
+    let view = wirespeed_lb::listing::ListView {
+        ring_size: 251,
+        ifaces: vec!["lbc0".into()],
+        ..Default::default()
+    };
+    // The XDP features come from the kernel of the namespace the check runs in: the load
+    // balancer's, as `doctor` runs where the daemon runs. (Linux 6.3+ reports them; the
+    // data path needs them too, to refuse such an interface at attach.)
+    let check = |view: wirespeed_lb::listing::ListView| {
+        lab.lb
+            .run(move || lines(&check_lb(&view, &Host { netns: None })))
+            .unwrap()
+    };
+    let found = check(view.clone());
+    let want = format!(
+        "lbc0 takes no XDP frames: its veth peer runs no NAPI: ip netns exec {peer_ns} ethtool -K eth0 gro on"
+    );
+    assert_eq!(found, vec![want]);
+    run_fix(&Problem {
+        problem: String::new(),
+        fix: found[0].rsplit_once(": ").unwrap().1.to_string(),
+    });
+    assert_eq!(check(view), Vec::<String>::new());
 }
