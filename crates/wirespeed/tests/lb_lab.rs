@@ -87,6 +87,7 @@ fn forwards(tag: &str, mode: &str, v6: bool) {
         );
     }
     println!("{}", lab.lb_ok(&["-L", "-n", "--stats"]));
+    println!("{tag}: {}", lb_common::reasons());
 }
 
 #[test]
@@ -201,20 +202,26 @@ fn removing_or_quiescing_a_real_keeps_the_other_connections_and_most_placements(
     let gone_real = hostport(rip4(gone).into(), REDIS);
     lab.lb_ok(&["-d", "-t", &v, "-r", &gone_real]);
     println!("lbrm: removed b{gone} ({gone_real})");
+    // Only the other reals' connections are asked: the removed real's are no longer carried
+    // (their entries name a freed slot), and each would wait out a read timeout.
     let mut broken = vec![];
-    let mut on_gone_alive = 0;
-    for (i, h) in held.iter_mut().enumerate() {
+    for (i, h) in held
+        .iter_mut()
+        .enumerate()
+        .filter(|(_, h)| h.backend != gone)
+    {
         let r = clients::ping(&mut h.stream).and_then(|()| clients::ask(&mut h.stream));
-        if h.backend == gone {
-            on_gone_alive += usize::from(r.is_ok());
-        } else if r != Ok(h.backend) {
+        if r != Ok(h.backend) {
             broken.push(format!("#{i} on b{}: {r:?}", h.backend));
+            if broken.len() == 5 {
+                break;
+            }
         }
     }
     println!(
-        "lbrm: after -d: {} held connections to the other reals all answered; {on_gone_alive} of {} to b{gone} still answer",
+        "lbrm: after -d: {} held connections to the other reals asked, {} broke",
         held.iter().filter(|h| h.backend != gone).count(),
-        per[gone]
+        broken.len()
     );
     assert!(
         broken.is_empty(),
@@ -255,6 +262,9 @@ fn removing_or_quiescing_a_real_keeps_the_other_connections_and_most_placements(
         let r = clients::ping(&mut h.stream).and_then(|()| clients::ask(&mut h.stream));
         if r != Ok(h.backend) {
             broken.push(format!("#{i} on b{}: {r:?}", h.backend));
+            if broken.len() == 5 {
+                break;
+            }
         }
     }
     assert!(

@@ -93,6 +93,21 @@ pub fn probe(target: SocketAddr, src: Option<SocketAddr>) -> Result<usize, Strin
     ask(&mut s)
 }
 
+/// The results until the fifth failure: a data path that loses connections makes each of
+/// them wait out a timeout, and five say enough.
+fn until_failures(
+    results: impl Iterator<Item = Result<usize, String>>,
+) -> Vec<Result<usize, String>> {
+    let mut failed = 0;
+    results
+        .take_while(|r| {
+            let go = failed < 5;
+            failed += usize::from(r.is_err());
+            go
+        })
+        .collect()
+}
+
 /// `n` new connections to `target` from namespace `ns` on `threads` threads, each from a
 /// port the kernel picks; the backend of each, or why it failed.
 pub fn probes(
@@ -106,7 +121,7 @@ pub fn probes(
         .map(|t| {
             let count = per.min(n.saturating_sub(t * per));
             wirespeed_sys::netns::spawn_in(ns, move || {
-                (0..count).map(|_| probe(target, None)).collect::<Vec<_>>()
+                until_failures((0..count).map(|_| probe(target, None)))
             })
             .expect("probe thread")
         })
@@ -127,10 +142,10 @@ pub fn placements(
 ) -> Vec<Result<usize, String>> {
     let ports = ports.to_vec();
     wirespeed_sys::netns::in_netns(ns, move || {
-        ports
+        let results = ports
             .iter()
-            .map(|&p| probe(target, Some(SocketAddr::new(src, p))))
-            .collect()
+            .map(|&p| probe(target, Some(SocketAddr::new(src, p))));
+        until_failures(results)
     })
     .expect("setns")
 }

@@ -249,6 +249,17 @@ pub struct LbLab {
     pub daemon: Option<u32>,
     /// Extra `lb run` options drawn from the seed (e.g. `--tunnel-src`).
     pub run_args: Vec<String>,
+    pub started: Instant,
+}
+
+impl Drop for LbLab {
+    fn drop(&mut self) {
+        println!(
+            "{}: {:.1} s from lab up to teardown",
+            self.name,
+            self.started.elapsed().as_secs_f64()
+        );
+    }
 }
 
 /// Runs `cmd` and returns its output; the error says what ran and what it printed.
@@ -286,7 +297,9 @@ impl LbLab {
         spec.clients = CLIENTS;
         spec.backends = BACKENDS;
         spec.queues = 1 + rng.below(2) as u32;
+        let started = Instant::now();
         let lab = Lab::up(&spec).expect("lab up");
+        println!("{name}: lab up in {:.1} s", started.elapsed().as_secs_f64());
         let dir = TempDir::new(name);
         let socket = dir.0.join("lb.sock");
         let mut me = LbLab {
@@ -298,6 +311,7 @@ impl LbLab {
             socket,
             daemon: None,
             run_args: vec![],
+            started,
         };
         let mut notes = vec![format!("{} queues per veth", spec.queues)];
         for ifc in me.lb_ifaces() {
@@ -572,41 +586,25 @@ fn gro_fixes_are_read_from_the_refusal() {
 
 /// The data path's pass/drop reasons with a nonzero count (`bpftool map dump name reasons`,
 /// summed over CPUs), for failure messages: what the program did with the packets. The names
-/// follow `enum lb_reason` in crates/lb/bpf/lb_consts.h.
+/// are read from `enum lb_reason` in crates/lb/bpf/lb_consts.h, in order.
 pub fn reasons() -> String {
-    const NAMES: [&str; 31] = [
-        "fwd_dr",
-        "fwd_tunnel",
-        "fwd_nat",
-        "fwd_fnat",
-        "fwd_reply",
-        "icmp_echo",
-        "icmp_too_big_fwd",
-        "icmp_too_big_sent",
-        "rate_limited",
-        "toa_added",
-        "toa_no_room",
-        "pass_not_ip",
-        "pass_vlan",
-        "pass_bad_header",
-        "pass_ip_options",
-        "pass_fragment",
-        "pass_not_vip",
-        "pass_icmp",
-        "pass_icmp_nat",
-        "pass_no_conn",
-        "pass_no_real",
-        "pass_no_laddr",
-        "pass_mode_off",
-        "pass_no_neigh",
-        "pass_too_big",
-        "pass_no_src",
-        "pass_fib_other",
-        "pass_map",
-        "drop_no_real",
-        "drop_no_port",
-        "?",
-    ];
+    let header = concat!(env!("CARGO_MANIFEST_DIR"), "/../lb/bpf/lb_consts.h");
+    let text = std::fs::read_to_string(header).unwrap_or_default();
+    let names: Vec<String> = text
+        .split("enum lb_reason {")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with('}'))
+        .filter_map(|l| l.strip_prefix("LB_"))
+        .map(|l| {
+            l.split([' ', ',', '='])
+                .next()
+                .unwrap_or_default()
+                .to_lowercase()
+        })
+        .collect();
     let out = output(Command::new("bpftool").args(["-j", "map", "dump", "name", "reasons"]));
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
         return format!("(bpftool: {})", String::from_utf8_lossy(&out.stderr).trim());
@@ -634,7 +632,8 @@ pub fn reasons() -> String {
                 .filter_map(|c| c["value"].as_u64())
                 .sum();
             if sum > 0 {
-                mine.push(format!("{} {sum}", NAMES[key.min(NAMES.len() - 1)]));
+                let name = names.get(key).map_or("?", String::as_str);
+                mine.push(format!("{name} {sum}"));
             }
         }
         parts.push(format!("[map {i}] {}", mine.join(", ")));
