@@ -1,5 +1,6 @@
-//! Compiles bpf/probe.bpf.c into a libbpf-rs skeleton, with vmlinux.h from this kernel's BTF,
-//! and turns the system's syscall header into a number -> name table.
+//! Compiles bpf/probe.bpf.c and bpf/xdpgen.bpf.c (the traffic generator) into libbpf-rs
+//! skeletons, with vmlinux.h from this kernel's BTF, and turns the system's syscall header into
+//! a number -> name table.
 
 fn main() {
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into());
@@ -14,6 +15,7 @@ fn main() {
         .clang_arg(format!("-D__TARGET_ARCH_{bpf_arch}"))
         .clang_arg("-Wno-unused-function");
     bpf.skeleton("bpf/probe.bpf.c", "probe.skel.rs");
+    bpf.skeleton("bpf/xdpgen.bpf.c", "xdpgen.skel.rs");
     let out = bpf.out_dir();
 
     // Syscall names: parsed from the uapi header so the table matches this architecture.

@@ -5,6 +5,7 @@
 fn main() {
     let bpf = wirespeed_bpf_build::Bpf::new().vmlinux();
     bpf.skeleton("bpf/lb.bpf.c", "lb.skel.rs");
+    bpf.skeleton("bpf/decap.bpf.c", "decap.skel.rs");
     write_map_types(bpf.out_dir());
     write_reasons(bpf.out_dir());
 }

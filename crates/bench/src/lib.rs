@@ -4,7 +4,9 @@
 //!   engines) shared by [`http`] and [`echo`];
 //! - [`hist`]: HDR latency histograms and percentiles;
 //! - [`report`]: the summary each run prints and writes as JSON;
-//! - [`probe`]: CPU, syscall, context-switch and packet-locality probes on a server PID.
+//! - [`probe`]: CPU, syscall, context-switch and packet-locality probes on a server PID;
+//! - [`xdpgen`]: the in-kernel packet generator (BPF_PROG_RUN live frames) and counting sink;
+//! - [`lb`]: lb_bench's measurement of an L4 load balancer against nftables on the `lb` lab.
 
 #![deny(unsafe_code)]
 
@@ -12,10 +14,12 @@ pub mod cpu;
 pub mod echo;
 pub mod hist;
 pub mod http;
+pub mod lb;
 pub mod load;
 pub mod probe;
 pub mod report;
 pub mod showdown;
+pub mod xdpgen;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

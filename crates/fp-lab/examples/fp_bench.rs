@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
+use wirespeed_bench::xdpgen::Gen;
 use wirespeed_fp::model::BridgeHook;
-use wirespeed_fp_lab::gen::Gen;
 use wirespeed_fp_lab::pkt::{self, L4};
 
 fn mac(ns: &wirespeed_lab::Netns, ifname: &str) -> [u8; 6] {

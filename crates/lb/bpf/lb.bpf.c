@@ -30,6 +30,17 @@ static __always_inline struct lb_vip *find_vip(const __u8 *addr, __be16 port, __
 	return bpf_map_lookup_elem(&services, &k);
 }
 
+/* The shared forward entry of the client flow `p`, when NAT modes are built in. */
+static __always_inline struct lb_rev *fwd_lookup(const struct lb_pkt *p)
+{
+	struct lb_flow k;
+
+	if (!LB_HAS_NAT)
+		return NULL;
+	fwd_key(&k, p);
+	return bpf_map_lookup_elem(&rev, &k);
+}
+
 /* A packet for a VIP's service. */
 static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, struct lb_vip *vip,
 				 enum lb_reason *why)
@@ -42,6 +53,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	__u32 hash = flow_hash(&p->flow);
 	__u64 now = bpf_ktime_get_ns();
 	struct lb_conn fresh = {}, *c = NULL, *old = NULL;
+	struct lb_rev *f = NULL;
 	int first_ack = 0, is_new = 0;
 	struct lb_real *real;
 	struct lb_laddr *la = NULL;
@@ -71,6 +83,22 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			*why = LB_PASS_NO_REAL;
 			return XDP_PASS;
 		}
+	} else if (!syn && (f = fwd_lookup(p))) {
+		/* A NAT connection's packet on another CPU than its SYN (no RSS affinity, a
+		 * migrated sender): the shared forward entry has it; this CPU learns it. */
+		slot = f->real;
+		real = bpf_map_lookup_elem(&reals, &slot);
+		if (!real || !real->family) {
+			*why = LB_PASS_NO_REAL;
+			return XDP_PASS;
+		}
+		fresh.real = slot;
+		fresh.laddr = f->laddr;
+		fresh.lport = f->lport;
+		fresh.flags = LB_CONN_TOA_ACKED;
+		fresh.seen_ns = now;
+		if (table)
+			bpf_map_update_elem(table, &p->flow, &fresh, BPF_ANY);
 	} else {
 		int limited = opens && over_rate(now);
 
@@ -127,6 +155,8 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		} else if (real->mode == LB_MODE_NAT) {
 			nat_insert(real, slot, vip->id, p, now);
 		}
+		if (real->mode == LB_MODE_NAT || real->mode == LB_MODE_FNAT)
+			fwd_insert(p, vip->id, &fresh, now);
 		is_new = opens;
 		if (limited)
 			count(LB_RATE_LIMITED);
@@ -213,7 +243,7 @@ static __always_inline int icmp_echo(struct xdp_md *ctx, const struct lb_pkt *p,
 					     csum_diff16(0, bpf_htons(128 << 8), bpf_htons(129 << 8)));
 	}
 	*why = LB_ICMP_ECHO;
-	return XDP_TX;
+	return tx_back(ctx);
 }
 
 /* Frag-needed / packet-too-big about a VIP's flow (it quotes VIP:VPORT -> client): to the

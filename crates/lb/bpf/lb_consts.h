@@ -41,6 +41,10 @@
 /* lb_rev.flags */
 #define LB_REV_FNAT 0x01   /* full-NAT: the reply's destination is translated back too */
 #define LB_REV_CLOSED 0x02 /* FIN or RST seen: the local port may be reused after a grace */
+#define LB_REV_FWD 0x04    /* a forward entry: client flow -> real, local address and port */
+
+/* lb_flow.pad[0] of a forward entry's key: keeps client flows apart from reply flows. */
+#define LB_FLOW_FWD 1
 
 /* Full-NAT local addresses per service (laddrs map: service id * LB_MAX_LADDRS + i). */
 #define LB_MAX_LADDRS 16
@@ -101,6 +105,10 @@ const volatile __u32 cfg_new_conns_per_sec = 0;
 const volatile __u8 cfg_modes = 0xf;
 const volatile __u8 cfg_v4 = 1;
 const volatile __u8 cfg_v6 = 1;
+/* Send frames back out of their ingress port by bpf_redirect rather than XDP_TX: a veth
+ * transmits XDP_TX frames to its peer but wakes the peer only when the peer runs an XDP
+ * program, so a lone reply (an echo answer) would wait for the next packet. */
+const volatile __u8 cfg_tx_redirect = 0;
 /* Tunnel outer source prefixes; length 0: the FIB's source address for the real. */
 const volatile __u8 cfg_tun_src_v4[4] = {};
 const volatile __u8 cfg_tun_src_v4_len = 0;

@@ -46,9 +46,17 @@ static __always_inline int emit(struct xdp_md *ctx, const struct bpf_fib_lookup 
 		return XDP_PASS;
 	__builtin_memcpy(eth->h_dest, fib->dmac, 6);
 	__builtin_memcpy(eth->h_source, fib->smac, 6);
-	if (fib->ifindex == ctx->ingress_ifindex)
+	if (fib->ifindex == ctx->ingress_ifindex && !cfg_tx_redirect)
 		return XDP_TX;
 	return bpf_redirect(fib->ifindex, 0);
+}
+
+/* Out of the port the frame came in by (an answer to its sender). */
+static __always_inline int tx_back(struct xdp_md *ctx)
+{
+	if (cfg_tx_redirect)
+		return bpf_redirect(ctx->ingress_ifindex, 0);
+	return XDP_TX;
 }
 
 /* DR: the frame as it came, to the real's MAC on the same L2. */
@@ -151,7 +159,7 @@ static __always_inline int send_too_big(struct xdp_md *ctx, const struct lb_pkt 
 		ic->icmp6_cksum = ~csum_fold(sum);
 	}
 	*why = LB_ICMP_TOO_BIG_SENT;
-	return XDP_TX;
+	return tx_back(ctx);
 }
 
 /* The tunnel's outer source: the configured prefix with the flow hash as host bits (the

@@ -56,7 +56,9 @@ struct lb_conn {
 	__u64 seen_ns;
 };
 
-/* A NAT or full-NAT connection as its replies name it (key: the reply's flow). */
+/* A NAT or full-NAT connection as its replies name it (key: the reply's flow), or, marked
+ * LB_REV_FWD under a key marked LB_FLOW_FWD, as its client's packets name it: the shared
+ * copy of the connection entry, for a packet that reaches another CPU than its SYN did. */
 struct lb_rev {
 	__u8 vip[16];
 	__u8 client[16];
@@ -64,8 +66,9 @@ struct lb_rev {
 	__be16 cport;
 	__u32 real;
 	__u32 service;
-	__u8 flags; /* LB_REV_* */
-	__u8 pad[3];
+	__u8 flags;    /* LB_REV_* */
+	__u8 laddr;    /* forward entries: the full-NAT local address index */
+	__be16 lport;  /* forward entries: the full-NAT local port */
 	__u64 seen_ns;
 };
 

@@ -273,6 +273,26 @@ static __always_inline int fnat_still_ours(const struct lb_vip *vip, const struc
 	return 1;
 }
 
+/* The shared forward entry of a NAT or full-NAT connection (see lb_rev). */
+static __always_inline void fwd_key(struct lb_flow *k, const struct lb_pkt *p)
+{
+	*k = p->flow;
+	k->pad[0] = LB_FLOW_FWD;
+}
+
+static __always_inline void fwd_insert(const struct lb_pkt *p, __u32 service,
+				       const struct lb_conn *c, __u64 now)
+{
+	struct lb_flow k;
+	struct lb_rev v;
+
+	fwd_key(&k, p);
+	rev_value(&v, p, c->real, service, LB_REV_FWD, now);
+	v.laddr = c->laddr;
+	v.lport = c->lport;
+	bpf_map_update_elem(&rev, &k, &v, BPF_ANY);
+}
+
 /* NAT: the reverse entry of a new connection (inserted once; an entry for the same reply
  * flow is this connection's, reopened). */
 static __always_inline void nat_insert(const struct lb_real *real, __u32 slot, __u32 service,

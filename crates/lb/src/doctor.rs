@@ -104,6 +104,23 @@ impl Host {
             .unwrap_or_default()
     }
 
+    /// The devices with an XDP program named `decap` (`wirespeed lb decap`) attached.
+    fn decap_devices(&self) -> Vec<String> {
+        let v = self.ip_json(&["link", "show"]);
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter(|l| {
+                let xdp = &l["xdp"];
+                xdp["prog"]["name"] == "decap"
+                    || xdp["attached"]
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|p| p["prog"]["name"] == "decap"))
+            })
+            .filter_map(|l| l["ifname"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// The addresses on `dev` (every device when `None`), with their device.
     fn addrs(&self, dev: Option<&str>) -> Vec<(String, IpAddr)> {
         let v = match dev {
@@ -354,7 +371,6 @@ pub fn check_real(vips: &[IpAddr], modes: RealModes, host: &Host) -> Vec<Problem
             .collect()
     };
     let any_v4 = vips.iter().any(|v| v.is_ipv4());
-    let any_v6 = vips.iter().any(|v| v.is_ipv6());
     if modes.dr && any_v4 {
         for (key, want) in [("arp_ignore", 1), ("arp_announce", 2)] {
             let all = host
@@ -415,34 +431,114 @@ pub fn check_real(vips: &[IpAddr], modes: RealModes, host: &Host) -> Vec<Problem
     }
     if modes.tunnel {
         out.extend(check_tunnel_mss(vips, host, &links, &addrs));
-        let up = |name: &str| links.iter().any(|l| l.0 == name && l.1);
-        if any_v4 && !up("tunl0") {
-            out.push(Problem {
-                problem: "tunl0 is not up, so IPIP packets to the VIP are not decapsulated".into(),
-                fix: host.fix("modprobe ipip; ip link set tunl0 up"),
-            });
-        }
-        if any_v6 {
-            // 6in6 arrives on ip6tnl0; 6in4 (a v4 real of a v6 VIP) on sit0.
-            let has_v6 = addrs
-                .iter()
-                .any(|(d, a)| d != "lo" && a.is_ipv6() && !is_link_local(a));
-            let (dev, module) = if has_v6 {
-                ("ip6tnl0", "ip6_tunnel")
-            } else {
-                ("sit0", "sit")
-            };
-            if !up(dev) {
-                out.push(Problem {
-                    problem: format!(
-                        "{dev} is not up, so tunnelled packets to the IPv6 VIP are not decapsulated"
-                    ),
-                    fix: host.fix(&format!("modprobe {module}; ip link set {dev} up")),
-                });
+        let mut ingress_all = ingress(true);
+        for d in ingress(false) {
+            if !ingress_all.contains(&d) {
+                ingress_all.push(d);
             }
         }
+        out.extend(check_decap(vips, host, &links, &addrs, &ingress_all));
     }
     out
+}
+
+/// The decapsulation of a tunnel real: a `wirespeed lb decap` program (XDP, named `decap`) on
+/// every ingress device decapsulates all four encapsulations; otherwise the kernel's device
+/// for each: `tunl0` for IPv4 VIPs, for IPv6 VIPs `ip6tnl0` (6in6) or, on a real without a
+/// global IPv6 address, `sit0` (6in4). A device the kernel can make gets `modprobe` and `ip
+/// link set up`; those it cannot (no module: many container hosts) get `wirespeed lb decap`.
+fn check_decap(
+    vips: &[IpAddr],
+    host: &Host,
+    links: &[(String, bool, u64, String)],
+    addrs: &[(String, IpAddr)],
+    ingress: &[String],
+) -> Vec<Problem> {
+    let decap_on = host.decap_devices();
+    if !ingress.is_empty() && ingress.iter().all(|d| decap_on.contains(d)) {
+        return Vec::new();
+    }
+    let has_v6 = addrs
+        .iter()
+        .any(|(d, a)| d != "lo" && a.is_ipv6() && !is_link_local(a));
+    let mut needed = Vec::new();
+    if vips.iter().any(|v| v.is_ipv4()) {
+        needed.push(("tunl0", "ipip", "IPIP packets to the VIP are"));
+    }
+    if vips.iter().any(|v| v.is_ipv6()) {
+        // 6in6 arrives on ip6tnl0; 6in4 (a v4 real of a v6 VIP) on sit0.
+        needed.push(if has_v6 {
+            (
+                "ip6tnl0",
+                "ip6_tunnel",
+                "tunnelled packets to the IPv6 VIP are",
+            )
+        } else {
+            ("sit0", "sit", "tunnelled packets to the IPv6 VIP are")
+        });
+    }
+    let up = |name: &str| links.iter().any(|l| l.0 == name && l.1);
+    let mut out = Vec::new();
+    let mut lacking = Vec::new();
+    for (dev, module, what) in needed {
+        if up(dev) {
+            continue;
+        }
+        if kernel_has_module(module) {
+            out.push(Problem {
+                problem: format!("{dev} is not up, so {what} not decapsulated"),
+                fix: host.fix(&format!("modprobe {module}; ip link set {dev} up")),
+            });
+        } else {
+            lacking.push((dev, module));
+        }
+    }
+    if !lacking.is_empty() {
+        let ifaces: Vec<String> = ingress
+            .iter()
+            .filter(|d| !decap_on.contains(d))
+            .map(|d| format!("--iface {d}"))
+            .collect();
+        let ifaces = if ifaces.is_empty() {
+            "--iface IF".to_string()
+        } else {
+            ifaces.join(" ")
+        };
+        let vips: Vec<String> = vips.iter().map(|v| v.to_string()).collect();
+        let devs: Vec<&str> = lacking.iter().map(|l| l.0).collect();
+        let modules: Vec<&str> = lacking.iter().map(|l| l.1).collect();
+        out.push(Problem {
+            problem: format!(
+                "no {} (this kernel has no {} module) and no decap program on the ingress, so tunnelled packets to the VIP are not decapsulated",
+                devs.join(", "),
+                modules.join(", ")
+            ),
+            fix: host.fix(&format!(
+                "wirespeed lb decap {ifaces} --vip {}",
+                vips.join(",")
+            )),
+        });
+    }
+    out
+}
+
+/// Whether this kernel can make a tunnel device: its module is loaded or built in (it shows
+/// under /sys/module), or installed for the running kernel.
+pub fn kernel_has_module(module: &str) -> bool {
+    if std::path::Path::new(&format!("/sys/module/{module}")).exists() {
+        return true;
+    }
+    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
+        return false;
+    };
+    let dir = format!("/lib/modules/{}", release.trim());
+    let ko = format!("/{module}.ko");
+    ["modules.dep", "modules.builtin"].iter().any(|f| {
+        std::fs::read_to_string(format!("{dir}/{f}")).is_ok_and(|text| {
+            text.lines()
+                .any(|l| l.split(':').next().is_some_and(|p| p.contains(&ko)))
+        })
+    })
 }
 
 /// A tunnelled packet is the client's packet plus the outer header, so the client's segments

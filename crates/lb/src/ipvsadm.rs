@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::listing::ListView;
 use crate::model::{CheckKind, HealthCheck, Mode, Proto, Scheduler, ServiceKey};
 use crate::table::{RealSpec, ServiceSpec};
 use crate::{Error, Result};
@@ -182,11 +181,6 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
-/// A VIP as ipvsadm writes it: `198.18.0.10:80`, `[fd00::10]:80`.
-pub fn format_vip(a: SocketAddr) -> String {
-    a.to_string()
-}
-
 fn parse_check(s: &str) -> Result<CheckKind> {
     match s {
         "tcp" => Ok(CheckKind::Tcp),
@@ -203,7 +197,7 @@ fn parse_check(s: &str) -> Result<CheckKind> {
     }
 }
 
-fn format_check(kind: &CheckKind) -> String {
+pub(crate) fn format_check(kind: &CheckKind) -> String {
     match kind {
         CheckKind::Tcp => "tcp".into(),
         CheckKind::Redis => "redis".into(),
@@ -474,48 +468,6 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Command> {
             Command::Clear
         }
     })
-}
-
-fn proto_flag(p: Proto) -> &'static str {
-    match p {
-        Proto::Tcp => "-t",
-        Proto::Udp => "-u",
-    }
-}
-
-/// The configuration in the ipvsadm-save format (numeric), with our extensions.
-pub fn format_save(view: &ListView) -> String {
-    let mut out = String::new();
-    for s in &view.services {
-        let svc = format!("{} {}", proto_flag(s.key.proto), format_vip(s.key.vip));
-        out.push_str(&format!("-A {svc} -s {}", s.scheduler.name()));
-        if let Some(c) = &s.check {
-            out.push_str(&format!(
-                " --check {} --check-interval {} --check-timeout {} --rise {} --fall {}",
-                format_check(&c.kind),
-                format_duration(c.interval),
-                format_duration(c.timeout),
-                c.rise,
-                c.fall
-            ));
-        }
-        if !s.toa {
-            out.push_str(" --no-toa");
-        }
-        out.push('\n');
-        for z in &s.laddrs {
-            out.push_str(&format!("--add-laddr -z {z} {svc}\n"));
-        }
-        for r in &s.reals {
-            out.push_str(&format!(
-                "-a {svc} -r {} {} -w {}\n",
-                r.addr,
-                r.mode.flag(),
-                r.weight
-            ));
-        }
-    }
-    out
 }
 
 /// Reads the ipvsadm-save format: one command per line, blank lines and `#` comments skipped.

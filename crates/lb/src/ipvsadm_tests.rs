@@ -1,5 +1,5 @@
 use super::*;
-use crate::listing::{ListView, Rates, RealView, ServiceView};
+use crate::listing::{format_save, ListView, Rates, RealView, ServiceView};
 use crate::model::{Counters, Health};
 use crate::table::Table;
 

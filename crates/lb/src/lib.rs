@@ -8,6 +8,7 @@
 pub mod control;
 pub mod daemon;
 pub mod datapath;
+pub mod decap;
 pub mod doctor;
 pub mod error;
 pub mod health;

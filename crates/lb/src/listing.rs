@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::ipvsadm::ListOptions;
+use crate::ipvsadm::{self, ListOptions};
 use crate::model::{Counters, Health, HealthCheck, Mode, Scheduler, ServiceKey};
 
 /// Per-second rates over the daemon's last two counter samples (`--rate`).
@@ -181,6 +181,41 @@ pub fn format_list(view: &ListView, opts: &ListOptions) -> String {
                 }
             }
             out.push('\n');
+        }
+    }
+    out
+}
+
+/// The configuration in the ipvsadm-save format (numeric), with our extensions.
+pub fn format_save(view: &ListView) -> String {
+    let mut out = String::new();
+    for s in &view.services {
+        let svc = format!("{} {}", s.key.proto.flag(), s.key.vip);
+        out.push_str(&format!("-A {svc} -s {}", s.scheduler.name()));
+        if let Some(c) = &s.check {
+            out.push_str(&format!(
+                " --check {} --check-interval {} --check-timeout {} --rise {} --fall {}",
+                ipvsadm::format_check(&c.kind),
+                ipvsadm::format_duration(c.interval),
+                ipvsadm::format_duration(c.timeout),
+                c.rise,
+                c.fall
+            ));
+        }
+        if !s.toa {
+            out.push_str(" --no-toa");
+        }
+        out.push('\n');
+        for z in &s.laddrs {
+            out.push_str(&format!("--add-laddr -z {z} {svc}\n"));
+        }
+        for r in &s.reals {
+            out.push_str(&format!(
+                "-a {svc} -r {} {} -w {}\n",
+                r.addr,
+                r.mode.flag(),
+                r.weight
+            ));
         }
     }
     out

@@ -34,6 +34,14 @@ impl Proto {
             Proto::Udp => "UDP",
         }
     }
+
+    /// The ipvsadm flag.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Proto::Tcp => "-t",
+            Proto::Udp => "-u",
+        }
+    }
 }
 
 /// A virtual service: protocol, VIP and port (ipvsadm's `-t|-u VIP:PORT`).

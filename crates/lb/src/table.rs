@@ -268,14 +268,11 @@ impl Table {
                 } else {
                     ("IPv6", "fd00::100")
                 };
-                let proto = match key.proto {
-                    crate::model::Proto::Tcp => "-t",
-                    crate::model::Proto::Udp => "-u",
-                };
+                let proto = key.proto.flag();
                 out.push(format!(
                     "{key}: full-NAT reals need an {fam} local address before they get traffic: \
                      wirespeed lb --add-laddr -z {example} {proto} {}",
-                    crate::ipvsadm::format_vip(key.vip)
+                    key.vip
                 ));
             }
         }

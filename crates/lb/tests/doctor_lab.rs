@@ -96,11 +96,15 @@ fn a_bare_dr_real_gets_its_fixes_and_then_none() {
         .ip(&["-j", "link", "show", "tunl0"])
         .is_ok_and(|s| s.contains("\"UP\""));
     let found = lines(&check_real(&[vip], tunnel, &host));
+    // Without the module (this lab's kernel, many container hosts) the fix is our XDP
+    // decapsulator; crates/wirespeed/tests/lb_tunnel.rs runs it.
     if !tunl0_up {
-        assert!(
-            found.contains(&format!("tunl0 is not up, so IPIP packets to the VIP are not decapsulated: {x} modprobe ipip; {x} ip link set tunl0 up")),
-            "{found:?}"
-        );
+        let want = if wirespeed_lb::doctor::kernel_has_module("ipip") {
+            format!("tunl0 is not up, so IPIP packets to the VIP are not decapsulated: {x} modprobe ipip; {x} ip link set tunl0 up")
+        } else {
+            format!("no tunl0 (this kernel has no ipip module) and no decap program on the ingress, so tunnelled packets to the VIP are not decapsulated: {x} wirespeed lb decap --iface eth0 --vip 198.18.60.100")
+        };
+        assert!(found.contains(&want), "{found:?}");
     }
     // Replies advertise the device's MSS (1460) unless the route lowers it for the tunnel.
     lab.real
@@ -132,7 +136,9 @@ fn a_bare_dr_real_gets_its_fixes_and_then_none() {
         "{found:?}"
     );
     assert!(
-        found.iter().any(|l| l.starts_with("sit0 is not up")),
+        found
+            .iter()
+            .any(|l| l.starts_with("sit0 is not up") || l.starts_with("no sit0")),
         "{found:?}"
     );
 }

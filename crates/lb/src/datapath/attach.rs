@@ -1,7 +1,7 @@
 //! Attaching the program: which interfaces may take it (lab namespaces only unless
 //! allow_host; devices that can transmit XDP frames), and the BPF links that hold it there.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 
 use wirespeed_fp::features::NETDEV_XDP_ACT_NDO_XMIT;
 use wirespeed_fp::model::Event;
@@ -37,14 +37,31 @@ impl Link {
             ifindex,
         })
     }
+
+    /// Attaches any XDP program `prog` on `ifindex` with the XDP mode `flags` (the
+    /// decapsulator's, which may fall back to generic mode).
+    pub(crate) fn xdp_with_flags(
+        prog: BorrowedFd<'_>,
+        name: &str,
+        ifindex: u32,
+        flags: u32,
+    ) -> std::io::Result<Link> {
+        let link = wirespeed_sys::bpf::link_create(prog, ifindex, BPF_XDP, flags)?;
+        Ok(Link {
+            _link: link,
+            name: name.to_string(),
+            ifindex,
+        })
+    }
 }
 
 fn nl(what: &str) -> impl FnOnce(wirespeed_fp::Error) -> Error + '_ {
     move |e| Error::DataPath(format!("{what}: {e}"))
 }
 
-/// The interfaces of `cfg` with their ifindexes, or the one line that says what to fix.
-pub fn check(cfg: &AttachConfig) -> Result<Vec<(String, u32)>> {
+/// The interfaces of `cfg`: name, ifindex, and whether it is a veth; or the one line that
+/// says what to fix.
+pub fn check(cfg: &AttachConfig) -> Result<Vec<(String, u32, bool)>> {
     if cfg.ifaces.is_empty() {
         return Err(Error::Invalid("no interface: pass --iface IF".into()));
     }
@@ -94,7 +111,7 @@ pub fn check(cfg: &AttachConfig) -> Result<Vec<(String, u32)>> {
                 )
             }));
         }
-        out.push((name.clone(), link.index));
+        out.push((name.clone(), link.index, link.kind == "veth"));
     }
     Ok(out)
 }

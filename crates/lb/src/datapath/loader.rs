@@ -31,6 +31,11 @@ pub(crate) fn bpf(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> E
     move |e| Error::DataPath(format!("{what}: {e}"))
 }
 
+/// Whether a key of the `rev` map is a forward entry's: `lb_flow.pad[0]` is LB_FLOW_FWD.
+pub fn is_forward_key(k: &[u8]) -> bool {
+    k.get(std::mem::offset_of!(types::lb_flow, pad)) == Some(&1)
+}
+
 /// The maps of the loaded program.
 pub struct Maps {
     pub services: MapHandle,
@@ -106,6 +111,12 @@ impl Program {
     /// Opens the object, writes the constants and map sizes, loads it, and fills the
     /// connection-table array with one fresh LRU table per CPU.
     pub fn load(cfg: &AttachConfig) -> Result<Program> {
+        Self::load_for(cfg, false)
+    }
+
+    /// As `load`; with `tx_redirect` frames go back out of their ingress port by redirect
+    /// instead of XDP_TX (for veths, whose XDP_TX wakes a peer only if it runs XDP).
+    pub fn load_for(cfg: &AttachConfig, tx_redirect: bool) -> Result<Program> {
         check_cfg(cfg)?;
         let nr_cpus = libbpf_rs::num_possible_cpus().map_err(bpf("count possible CPUs"))? as u32;
         let m = cfg.modes;
@@ -122,6 +133,7 @@ impl Program {
         ro.cfg_modes =
             (m.dr as u8) | (m.tunnel as u8) << 1 | (m.nat as u8) << 2 | (m.full_nat as u8) << 3;
         ro.cfg_v4 = m.v4 as u8;
+        ro.cfg_tx_redirect = tx_redirect as u8;
         ro.cfg_v6 = m.v6 as u8;
         if let Some((a, len)) = cfg.tunnel_src_v4 {
             ro.cfg_tun_src_v4 = a.octets();
@@ -141,7 +153,11 @@ impl Program {
             ("reals", cfg.max_reals),
             ("laddrs", services * MAX_LADDRS),
             ("conns", nr_cpus),
-            ("rev", cfg.conns_per_cpu.saturating_mul(nr_cpus)),
+            // A reply entry and a forward entry per NAT connection.
+            (
+                "rev",
+                cfg.conns_per_cpu.saturating_mul(nr_cpus).saturating_mul(2),
+            ),
             ("rr_cursor", services),
             ("svc_stats", services),
             ("real_stats", cfg.max_reals),
@@ -240,9 +256,15 @@ impl Program {
             .map_or(0, |t| t.keys().count())
     }
 
-    /// Entries in the reverse (reply) table.
+    /// Reply entries of the reverse table (NAT and full-NAT connections as their replies
+    /// name them).
     pub fn rev_count(&self) -> usize {
-        self.maps.rev.keys().count()
+        self.maps.rev.keys().filter(|k| !is_forward_key(k)).count()
+    }
+
+    /// Forward entries of the reverse table (the shared copies of NAT connection entries).
+    pub fn fwd_count(&self) -> usize {
+        self.maps.rev.keys().filter(|k| is_forward_key(k)).count()
     }
 
     /// Runs the program once on `frame` through BPF_PROG_TEST_RUN, as if received on

@@ -96,9 +96,10 @@ impl XdpDataPlane {
     /// transmit XDP frames.
     pub fn attach(cfg: &AttachConfig) -> Result<XdpDataPlane> {
         let ifaces = attach::check(cfg)?;
-        let prog = Program::load(cfg)?;
+        let veth = ifaces.iter().any(|(_, _, veth)| *veth);
+        let prog = Program::load_for(cfg, veth)?;
         let mut links = Vec::new();
-        for (name, ifindex) in ifaces {
+        for (name, ifindex, _) in ifaces {
             links.push(attach::Link::xdp(&prog, &name, ifindex)?);
         }
         Ok(XdpDataPlane {

@@ -533,7 +533,10 @@ fn a_fin_marks_the_full_nat_port_closed_for_reuse() {
             // lb_rev.flags sits after vip, client, vport, cport, real and service.
             let flags = |dp: &XdpDataPlane| {
                 let rev = &dp.program().maps.rev;
-                let k = rev.keys().next().expect("one reverse entry");
+                let k = rev
+                    .keys()
+                    .find(|k| !wirespeed_lb::datapath::loader::is_forward_key(k))
+                    .expect("one reply entry");
                 rev.lookup(&k, libbpf_rs::MapFlags::ANY).unwrap().unwrap()[44]
             };
             assert_eq!(flags(dp) & 0x02, 0, "open");
@@ -738,4 +741,68 @@ fn plans_from_services_spread_by_weight_and_a_removal_moves_only_its_share() {
         // Maglev: the removed real's flows move, the others' (almost) all stay.
         assert!(moved * 10 < others, "{moved} of {others} other flows moved");
     });
+}
+
+#[test]
+fn a_nat_connection_found_on_another_cpu_keeps_its_translation() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("one CPU: nothing to show");
+        return;
+    }
+    with_lab(
+        "xcpu",
+        cfg(),
+        fnat_plan(VIP4, "198.18.2.10", "198.18.2.1", false),
+        |lab, dp| {
+            let pkt = |flags| {
+                frame(
+                    lab.in_mac,
+                    ROUTER_MAC,
+                    ip(CLIENT4),
+                    ip(VIP4),
+                    &tcp(40000, 80, flags),
+                )
+            };
+            let (_, syn) = dp.test_run(&pkt(SYN), lab.in_idx).unwrap();
+            assert_eq!((dp.program().rev_count(), dp.program().fwd_count()), (1, 1));
+            pin(1);
+            let (v, ack) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
+            pin(0);
+            assert_eq!(v, XDP_REDIRECT, "not handed to the kernel as unknown");
+            assert_eq!(sport_of(&ack), sport_of(&syn), "the SYN's local port");
+            verify_checksums(&ack);
+            assert_eq!(
+                dp.program().conn_count(1),
+                1,
+                "CPU 1 learned the connection"
+            );
+            assert_eq!(count(dp, Reason::PassNoConn), 0);
+        },
+    );
+}
+
+#[test]
+fn on_veths_an_answer_leaves_by_redirect_not_xdp_tx() {
+    let (ns, lab) = lab("txr");
+    ns.run(move || {
+        pin(0);
+        let prog = wirespeed_lb::datapath::Program::load_for(&cfg(), true).unwrap();
+        let mut dp_plan = one_service(VIP4, Mode::Dr, &["198.18.2.10"], &[0]);
+        dp_plan.ring_size = RING;
+        wirespeed_lb::datapath::maps::apply(&prog, None, &dp_plan).unwrap();
+        let echo = |t| L4::Icmp {
+            ty: t,
+            code: 0,
+            rest: [0, 1, 0, 1],
+            payload: Vec::new(),
+        };
+        let input = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &echo(8));
+        let (v, out) = prog.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(
+            out,
+            frame(ROUTER_MAC, lab.in_mac, ip(VIP4), ip(CLIENT4), &echo(0))
+        );
+    })
+    .unwrap();
 }

@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use wirespeed_lb::control::{self, Reply, Request};
 use wirespeed_lb::daemon::{self, Daemon, RunConfig};
 use wirespeed_lb::datapath::{AttachConfig, XdpDataPlane};
+use wirespeed_lb::decap::{Decap, DecapConfig, XdpMode};
 use wirespeed_lb::doctor::{self, Host, RealModes};
 use wirespeed_lb::ipvsadm::{self, Command};
 use wirespeed_lb::listing;
@@ -74,6 +75,26 @@ enum Cmd {
         #[arg(long)]
         allow_host: bool,
         /// Print the startup line as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// On a tunnel-mode real whose kernel has no tunl0/sit0/ip6tnl0: strip the load
+    /// balancer's IPIP, 6in4, IP6IP6 and 4in6 headers in XDP from packets to the VIPs and hand
+    /// the inner packets to the kernel, until SIGINT/SIGTERM; then print the counters.
+    Decap {
+        /// Interface the tunnelled packets arrive on (repeat for more).
+        #[arg(long = "iface", required = true)]
+        ifaces: Vec<String>,
+        /// VIPs to decapsulate for, comma-separated (the addresses on this real's lo).
+        #[arg(long = "vip", required = true, value_delimiter = ',')]
+        vips: Vec<std::net::IpAddr>,
+        /// Outer destinations to accept (this host's addresses), comma-separated; default: any.
+        #[arg(long = "outer-dst", value_delimiter = ',')]
+        outer_dsts: Vec<std::net::IpAddr>,
+        /// Allow attaching outside a lab namespace.
+        #[arg(long)]
+        allow_host: bool,
+        /// Print the attach lines and the counters as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -207,6 +228,47 @@ fn doctor(
     Ok(())
 }
 
+/// `lb decap`: attach, report one line per interface, wait for SIGINT/SIGTERM, print the
+/// counters; dropping the decapsulator detaches it.
+fn decap(cfg: DecapConfig, json: bool) -> anyhow::Result<()> {
+    let signals = Signals::termination().context("block SIGINT and SIGTERM")?;
+    let d = Decap::attach(&cfg)?;
+    for (iface, mode) in d.attached() {
+        if json {
+            println!("{}", serde_json::json!({"iface": iface, "mode": mode}));
+        } else if mode == XdpMode::Native {
+            println!("wirespeed lb decap: decapsulating on {iface} (native XDP)");
+        } else {
+            println!("wirespeed lb decap: decapsulating on {iface} (generic XDP: its driver refused native mode, so packets pay for an skb first)");
+        }
+    }
+    signals.wait(None).context("wait for SIGINT or SIGTERM")?;
+    let counters = d.counters()?;
+    drop(d);
+    if json {
+        let map: serde_json::Map<String, serde_json::Value> = counters
+            .iter()
+            .map(|(n, c)| (n.to_string(), (*c).into()))
+            .collect();
+        println!("{}", serde_json::json!({"stopped": true, "counters": map}));
+    } else {
+        let line: Vec<String> = counters
+            .iter()
+            .filter(|(_, c)| *c > 0)
+            .map(|(n, c)| format!("{n}={c}"))
+            .collect();
+        println!(
+            "wirespeed lb decap: stopped, detached; {}",
+            if line.is_empty() {
+                "no packets".to_string()
+            } else {
+                line.join(" ")
+            }
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.cmd {
         None => {
@@ -236,7 +298,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Some(Cmd::Save { socket }) => match ask(socket, &Request::View)? {
             Reply::List(view) => {
-                print!("{}", ipvsadm::format_save(&view));
+                print!("{}", wirespeed_lb::listing::format_save(&view));
                 Ok(())
             }
             _ => bail!("the daemon answered `save` with something else than its configuration"),
@@ -259,6 +321,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             netns,
             json,
         }) => doctor(socket, real, mode, netns, json),
+        Some(Cmd::Decap {
+            ifaces,
+            vips,
+            outer_dsts,
+            allow_host,
+            json,
+        }) => decap(
+            DecapConfig {
+                ifaces,
+                vips,
+                outer_dsts,
+                allow_host,
+            },
+            json,
+        ),
         Some(Cmd::Run {
             ifaces,
             socket,

@@ -7,6 +7,9 @@
 //!
 //! Adding a row (the bypass rows: AF_XDP, DPDK) means adding a [`Server`] variant that knows
 //! how to start that server in the server namespace, and a [`RowSpec`] in [`ladder`].
+//!
+//! Rows 12 and 13 are the L4 load balancer's: full-NAT pps through nftables and through
+//! `wirespeed lb`, measured on an `lb` lab of their own by lb_bench's code (`showdown_lb.rs`).
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
@@ -26,6 +29,9 @@ use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
 use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
 use wirespeed_sys::signal::{CommandExt as _, Signal, Signals};
 use wirespeed_sys::{netns, process};
+
+#[path = "showdown_lb.rs"]
+mod lb_rows;
 
 const LAB: &str = "sd";
 const SERVER_CPU: usize = 1;
@@ -57,7 +63,7 @@ pub struct Args {
     /// Only these rows, e.g. 1,2,6 (row 1 is always run: it is the reference). HTTP: 1 untuned
     /// kernel, 2 tuned kernel, 3 + perfect locality, 4 + busy poll, 5 io_uring, 6 nginx,
     /// 7 bypass; echo: 8 ping-pong kernel, 9 ping-pong bypass, 10 stream kernel, 11 stream
-    /// bypass.
+    /// bypass; L4 load balancer, full-NAT pps of 64-byte TCP: 12 nftables, 13 wirespeed lb.
     #[arg(long)]
     rows: Option<String>,
     /// Skip the BPF probes (no syscall or locality figures).
@@ -89,6 +95,9 @@ enum Server {
     /// server namespace's interface, answering for its own address ([`bypass_addr`]) beside
     /// the kernel's.
     WirespeedXdp { app: &'static str },
+    /// No server: the load balancer's rows forward packets (`xdp`: `wirespeed lb`, else
+    /// nftables DNAT+SNAT).
+    LoadBalancer { xdp: bool },
 }
 
 /// The address the bypass stack serves: the server's subnet, host 100.
@@ -118,6 +127,9 @@ enum Workload {
     EchoPingPong,
     /// 512-byte messages, many in flight on few connections (Photon's streaming).
     EchoStream,
+    /// 64-byte TCP segments of 4,096 established connections through a full-NAT load
+    /// balancer to 4 reals (lb_bench's rows; req/s is packets/s).
+    LbFullNatPps,
 }
 
 const ECHO_SIZE: usize = 512;
@@ -155,7 +167,8 @@ fn echo_kernel() -> Server {
     }
 }
 
-/// The seed ladder (rows 1-6), the bypass stack (7), and Photon's echo table (8-11).
+/// The seed ladder (rows 1-6), the bypass stack (7), Photon's echo table (8-11), and the L4
+/// load balancer against nftables (12-13).
 fn ladder() -> Vec<RowSpec> {
     let ws = |engine, poll_us, busy_poll_us, locality| Server::Wirespeed {
         app: "http",
@@ -222,6 +235,21 @@ fn ladder() -> Vec<RowSpec> {
             server: Server::WirespeedXdp { app: "echo" },
             workload: Workload::EchoStream,
             base_row: 10,
+        },
+        // The L4 load balancer (issue 17): full-NAT pps, on the DUT, against nftables.
+        RowSpec {
+            name: "L4 LB full-NAT 64 B TCP pps: nftables DNAT+SNAT",
+            profile: Profile::Default,
+            server: Server::LoadBalancer { xdp: false },
+            workload: Workload::LbFullNatPps,
+            base_row: 12,
+        },
+        RowSpec {
+            name: "L4 LB full-NAT 64 B TCP pps: wirespeed lb (vs row 12)",
+            profile: Profile::Default,
+            server: Server::LoadBalancer { xdp: true },
+            workload: Workload::LbFullNatPps,
+            base_row: 12,
         },
     ]
 }
@@ -391,6 +419,9 @@ fn start_server(
             c.args(&args);
             (c, format!("wirespeed {}", args.join(" ")))
         }
+        Server::LoadBalancer { .. } => {
+            bail!("the load balancer rows start no server (run_row measures them)")
+        }
         Server::Nginx => {
             let conf = nginx_conf(workdir, &listen)?;
             let mut c = ns.command("taskset");
@@ -453,6 +484,9 @@ struct Plan {
 
 fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigures, String)> {
     check_interrupt()?;
+    if let Server::LoadBalancer { xdp } = spec.server {
+        return lb_rows::round(xdp, SERVER_CPU, CLIENT_CPU, plan.warmup, plan.duration);
+    }
     let mut ls = LabSpec::new(LAB, Topology::Pair);
     ls.profile = spec.profile;
     ls.cpus.insert("c".into(), vec![CLIENT_CPU]);
@@ -480,6 +514,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
             STREAM_DEPTH,
             wirespeed_bench::echo::message(ECHO_SIZE),
         ),
+        Workload::LbFullNatPps => bail!("the load balancer rows have no client (lb_rows)"),
     };
     let load_spec = LoadSpec {
         addr: target.addr,

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Traffic generator and sink for benchmarks. gen_tx runs under BPF_PROG_RUN with
+ * BPF_F_TEST_XDP_LIVE_FRAMES in the source namespace: every run transmits the frame out of the
+ * source interface. gen_rx runs the same way in the DUT's namespace, on the DUT's ingress
+ * interface: the frame arrives there as if received, meets the XDP program in `dut` (tail
+ * call) or, with the slot empty, the kernel's stack (XDP_PASS), all on the calling CPU.
+ * sink_drop counts and drops at the sink, as early as the kernel allows, so the sink costs
+ * next to nothing; it also counts the frames that look as expected (sink_expect) and keeps one
+ * sample frame for userspace to check in full. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sink_count SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} dut SEC(".maps");
+
+/* The frame to send. Live frames are recycled pages: a DUT that rewrites headers in place
+ * (TTL, MACs) would otherwise get its own output back, so every run writes the frame anew. */
+#define GEN_LEN 60
+/* As 8-byte words (the last half used): 8 stores instead of 60 keep the generator's share of
+ * a shared core small. */
+const volatile __u64 frame_words[8] = {};
+
+/* Optionally, frames to cycle through instead (frame_count of them, 0: the one above), e.g.
+ * one per destination: a route cache then meets as many destinations as there are frames,
+ * each again only after all the others. */
+#define GEN_FRAMES 4096
+struct gen_frame {
+	__u64 words[8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, GEN_FRAMES);
+	__type(key, __u32);
+	__type(value, struct gen_frame);
+} frames SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} frame_count SEC(".maps");
+
+/* Where each CPU's generator is in the frame table, and optionally the window of it the CPU
+ * cycles through (len 0: all of it), so that generators on two CPUs can carry disjoint flows
+ * as RSS would spread them. Per CPU, so that they share no written cache line (a measurement
+ * of scaling must not measure the instrument). */
+struct gen_cursor {
+	__u32 next_frame;
+	__u32 first;
+	__u32 len;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_cursor);
+} cursor SEC(".maps");
+
+/* Optionally, every frame run gets a source of its own: the IPv4 source address's last octet
+ * (1..250) and the L4 source port (1024..65023) from a counter, and the IPv4 and L4 checksums
+ * are fixed incrementally. The frame must be IPv4 without options, built with that octet and
+ * port 0 and its checksums computed so. 16 million distinct sources: new connections, each
+ * frame. */
+/* One counter for all CPUs: distinct sources are for one generator at a time. */
+static __u32 vary_next;
+
+struct gen_vary {
+	__u32 on;
+	__u32 l4_csum_off; /* from the frame's start: 50 for TCP, 40 for UDP */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_vary);
+} vary SEC(".maps");
+
+
+static __always_inline __u16 csum_add(__u16 csum_be, __u32 add)
+{
+	__u32 sum = (~bpf_ntohs(csum_be) & 0xffff) + add;
+
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return bpf_htons(~sum & 0xffff);
+}
+
+static __always_inline int write_frame(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	const __u64 *words = (const __u64 *)frame_words;
+	__u32 zero = 0;
+	__u32 *count = bpf_map_lookup_elem(&frame_count, &zero);
+
+	if (data + GEN_LEN > end)
+		return -1;
+	struct gen_cursor *c = count && *count ? bpf_map_lookup_elem(&cursor, &zero) : NULL;
+
+	if (c) {
+		__u32 first = c->len ? c->first : 0;
+		__u32 stop = c->len ? c->first + c->len : *count;
+		__u32 i = c->next_frame;
+		struct gen_frame *f;
+
+		if (stop > *count)
+			stop = *count;
+		/* Outside the window (or a table shorter than the last one): start over. */
+		if (i < first || i >= stop)
+			i = first;
+		c->next_frame = i + 1 >= stop ? first : i + 1;
+		f = bpf_map_lookup_elem(&frames, &i);
+		if (f)
+			words = f->words;
+	}
+#pragma unroll
+	for (int i = 0; i < 7; i++)
+		((__u64 *)data)[i] = words[i];
+	*(__u32 *)(data + 56) = (__u32)words[7]; /* little-endian: bytes 56..59 */
+
+	struct gen_vary *v = bpf_map_lookup_elem(&vary, &zero);
+	if (v && v->on) {
+		__u32 n = vary_next++;
+		__u32 octet = 1 + n % 250;
+		__u32 sport = 1024 + (n / 250) % 64000;
+		__u32 off = v->l4_csum_off;
+		__u8 *p = data;
+
+		if (off != 40 && off != 50)
+			return 0;
+		p[29] = octet;
+		*(__u16 *)(p + 34) = bpf_htons(sport);
+		*(__u16 *)(p + 24) = csum_add(*(__u16 *)(p + 24), octet);
+		if (off == 50)
+			*(__u16 *)(p + 50) = csum_add(*(__u16 *)(p + 50), octet + sport);
+		else
+			*(__u16 *)(p + 40) = csum_add(*(__u16 *)(p + 40), octet + sport);
+	}
+	return 0;
+}
+
+SEC("xdp")
+int gen_tx(struct xdp_md *ctx)
+{
+	if (write_frame(ctx))
+		return XDP_ABORTED;
+	return XDP_TX;
+}
+
+/* Frames gen_rx has run, per CPU: the offered load over exactly the interval the sinks are
+ * read over. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} rx_count SEC(".maps");
+
+SEC("xdp")
+int gen_rx(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&rx_count, &zero);
+
+	if (n)
+		*n += 1;
+	if (write_frame(ctx))
+		return XDP_ABORTED;
+	bpf_tail_call(ctx, &dut, 0);
+	return XDP_PASS;
+}
+
+/* What a correct frame looks like at the sink: up to SINK_WORDS 4-byte words at offsets below
+ * SINK_SPAN, each compared under a mask (bytes in frame order). Frames that match are counted
+ * in sink_match as well as sink_count; n == 0 matches every frame. */
+#define SINK_WORDS 8
+#define SINK_SPAN 128
+struct sink_word {
+	__u32 off;
+	__u32 mask;
+	__u32 value;
+};
+struct sink_expect {
+	__u32 n;
+	__u32 pad;
+	struct sink_word w[SINK_WORDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sink_expect);
+} sink_expect SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sink_match SEC(".maps");
+
+/* The first frame to arrive after userspace zeroed `len`, for a full check in userspace. */
+struct sink_sample {
+	__u32 len; /* the frame's length (the copy is at most SINK_SPAN bytes) */
+	__u32 pad;
+	__u8 data[SINK_SPAN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sink_sample);
+} sink_sample SEC(".maps");
+
+static __always_inline int sink_matches(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 zero = 0;
+	struct sink_expect *e = bpf_map_lookup_elem(&sink_expect, &zero);
+
+	if (!e)
+		return 1;
+#pragma unroll
+	for (int i = 0; i < SINK_WORDS; i++) {
+		if (i >= e->n)
+			break;
+		__u32 off = e->w[i].off & (SINK_SPAN - 1);
+		__u32 word;
+
+		if (data + off + 4 > end)
+			return 0;
+		__builtin_memcpy(&word, data + off, 4);
+		if ((word & e->w[i].mask) != e->w[i].value)
+			return 0;
+	}
+	return 1;
+}
+
+/* What may be a sample: IPv4, or IPv6 carrying TCP, UDP or a tunnel. The kernel's own ARP,
+ * neighbour discovery and MLD on the lab's links are noise. */
+static __always_inline int sampled(struct xdp_md *ctx)
+{
+	__u8 *p = (void *)(long)ctx->data;
+
+	if ((void *)(p + 21) > (void *)(long)ctx->data_end)
+		return 0;
+	if (p[12] == 0x08 && p[13] == 0x00)
+		return 1;
+	return p[12] == 0x86 && p[13] == 0xdd &&
+	       (p[20] == 6 || p[20] == 17 || p[20] == 4 || p[20] == 41);
+}
+
+SEC("xdp")
+int sink_drop(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&sink_count, &zero);
+	struct sink_sample *s = bpf_map_lookup_elem(&sink_sample, &zero);
+
+	if (n)
+		*n += 1;
+	if (sink_matches(ctx)) {
+		__u64 *m = bpf_map_lookup_elem(&sink_match, &zero);
+
+		if (m)
+			*m += 1;
+	}
+	if (s && s->len == 0 && sampled(ctx)) {
+		__u32 len = ctx->data_end - ctx->data;
+		__u32 take = len - 1;
+		long err;
+
+		/* The verifier wants the copy's size in [1, SINK_SPAN] by construction; the empty
+		 * asm keeps the compiler from folding the mask away for lengths it knows are small. */
+		asm volatile("" : "+r"(take));
+		take = (take & (SINK_SPAN - 1)) + 1;
+		if (len > SINK_SPAN)
+			err = bpf_xdp_load_bytes(ctx, 0, s->data, SINK_SPAN);
+		else
+			err = bpf_xdp_load_bytes(ctx, 0, s->data, take);
+		if (len >= 14 && err == 0)
+			s->len = len;
+	}
+	return XDP_DROP;
+}
+
+/* The same sink at TC ingress. It leaves the sink's veth without NAPI (no XDP program, and
+ * GRO off as the kernel leaves it), so that the DUT's egress into it takes no XDP-redirected
+ * frames: the case the fast path serves from TC. */
+SEC("tc")
+int sink_drop_tc(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&sink_count, &zero);
+
+	if (n)
+		*n += 1;
+	return 2; /* TC_ACT_SHOT */
+}
+
+/* The floor of any XDP forwarder on this lab: set the MACs and redirect to one interface,
+ * nothing looked up. Attached in the DUT's place, it tells how much of a forwarder's cost per
+ * packet is the redirect and the receiving side rather than its own work. */
+struct fwd_cfg {
+	__u32 ifindex;
+	__u8 dst[6];
+	__u8 src[6];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fwd_cfg);
+} fwd_to SEC(".maps");
+
+SEC("xdp")
+int fwd_redirect(struct xdp_md *ctx)
+{
+	__u8 *p = (void *)(long)ctx->data;
+	__u32 zero = 0;
+	struct fwd_cfg *c = bpf_map_lookup_elem(&fwd_to, &zero);
+
+	if (!c || (void *)(p + 14) > (void *)(long)ctx->data_end)
+		return XDP_PASS;
+	__builtin_memcpy(p, c->dst, 6);
+	__builtin_memcpy(p + 6, c->src, 6);
+	return bpf_redirect(c->ifindex, 0);
+}

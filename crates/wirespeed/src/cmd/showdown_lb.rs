@@ -1,0 +1,51 @@
+//! The showdown's load-balancer rows: full-NAT pps of 64-byte TCP segments of established
+//! connections (4,096 flows, 4 reals) through nftables DNAT+SNAT (row 12) and through
+//! `wirespeed lb`'s XDP data path (row 13), measured as lb_bench measures them
+//! (`wirespeed_bench::lb`, on the DUT: generator, path and sinks on the server CPU).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wirespeed_bench::lb::{self, Balancer, Mode, Traffic};
+use wirespeed_bench::showdown::RoundFigures;
+
+#[path = "../../../lb/examples/lb_bench/xdp.rs"]
+mod xdp;
+
+/// The lab the rows build (ws-sdlb-*).
+const LAB: &str = "sdlb";
+
+/// One round of one LB row: `xdp` the balancer, else nftables. Returns the figures (req/s
+/// holds pps, CPU-µs/req the CPU time per packet) and what ran.
+pub fn round(
+    xdp: bool,
+    dut_cpu: usize,
+    other_cpu: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> anyhow::Result<(RoundFigures, String)> {
+    let mut opts = lb::Opts::new(LAB, warmup, duration, 1);
+    opts.dut_cpu = dut_cpu;
+    opts.other_cpu = other_cpu;
+    let balancer: Option<Arc<dyn Balancer>> = if xdp {
+        Some(Arc::new(xdp::XdpBalancer))
+    } else {
+        None
+    };
+    let line = match &balancer {
+        Some(b) => format!("{}, full-NAT, on the DUT (CPU {dut_cpu})", b.describe()),
+        None => format!(
+            "nftables: jhash DNAT map + SNAT, kernel forwarding, on the DUT (CPU {dut_cpu})"
+        ),
+    };
+    let s = lb::measure_once(&opts, balancer, Mode::FullNat, Traffic::TcpAck)?;
+    Ok((
+        RoundFigures {
+            rps: s.pps,
+            cpu_us_per_req: Some(s.ns_per_packet / 1000.0),
+            server_cpu_pct: s.busy * 100.0,
+            ..Default::default()
+        },
+        line,
+    ))
+}
