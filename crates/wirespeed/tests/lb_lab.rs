@@ -78,14 +78,6 @@ fn forwards(tag: &str, mode: &str, v6: bool) {
             answered.join(" ")
         );
     }
-    for d in &lab.decap {
-        println!(
-            "{tag}: {} decapsulated {} {:?} packets in userspace",
-            d.ns,
-            d.packets.load(std::sync::atomic::Ordering::Relaxed),
-            d.kind
-        );
-    }
     println!("{}", lab.lb_ok(&["-L", "-n", "--stats"]));
     println!("{tag}: {}", lb_common::reasons());
 }

@@ -237,11 +237,10 @@ impl Drop for TempDir {
     }
 }
 
-/// The lab, the processes in it and the daemon's socket. Fields drop in order: processes and
-/// decapsulators first (they hold the namespaces), then the namespaces, then the files.
+/// The lab, the processes in it and the daemon's socket. Fields drop in order: processes first
+/// (they hold the namespaces), then the namespaces, then the files.
 pub struct LbLab {
     pub procs: Procs,
-    pub decap: Vec<reals::Decap>,
     pub lab: Lab,
     pub dir: TempDir,
     pub name: String,
@@ -304,7 +303,6 @@ impl LbLab {
         let socket = dir.0.join("lb.sock");
         let mut me = LbLab {
             procs: Procs::default(),
-            decap: vec![],
             lab,
             dir,
             name: name.to_string(),

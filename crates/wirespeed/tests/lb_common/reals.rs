@@ -1,31 +1,29 @@
 //! The real servers: what each forwarding mode needs on them (the list `wirespeed lb doctor
-//! --real` checks), the servers themselves (Debian's redis-server and nginx), and, where the
-//! kernel has no tunnel devices, a decapsulator that stands in for them.
+//! --real` checks, which checks them after), and the servers themselves (Debian's
+//! redis-server and nginx).
 
-use std::io::Read;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::IpAddr;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use wirespeed_sys::signal::Signal;
 
-use super::{output, rip4, rip6, wait_for, LbLab, BACKENDS, VIP4, VIP6};
+use super::{bin, output, rip4, rip6, wait_for, LbLab, BACKENDS, VIP4, VIP6};
 
-/// Prepares every backend for `mode` (`-g`, `-i`, `-m`, `-b`) the way `wirespeed lb doctor
-/// --real` says: DR and tunnel reals hold the VIPs on `lo`, answer no ARP for them
-/// (arp_ignore=1, arp_announce=2, DR) and filter no reverse path (the decapsulated or
-/// MAC-rewritten packet arrives from a client the real routes elsewhere). Tunnel reals also
-/// need their decapsulation devices up. NAT and full-NAT reals need nothing.
+/// Prepares every backend for `mode` (`-g`, `-i`, `-m`, `-b`) as `wirespeed lb doctor --real`
+/// asks: DR and tunnel reals hold the VIPs on `lo` and filter no reverse path (the packet
+/// arrives from a client the real routes elsewhere); DR reals answer no ARP for the VIPs
+/// (arp_ignore=1, arp_announce=2); tunnel reals decapsulate (the kernel's `tunl0`, `sit0`,
+/// `ip6tnl0` where it has them, else `wirespeed lb decap`) and advertise an MSS that fits in
+/// the tunnel. NAT and full-NAT reals need nothing. Then doctor must find no problem.
 pub fn prepare(lab: &mut LbLab, mode: &str) {
     if mode != "-g" && mode != "-i" {
         return;
     }
+    let vips = format!("{VIP4},{VIP6}");
     for j in 0..BACKENDS {
         let role = format!("b{j}");
+        let ns = lab.ns_name(&role);
         lab.exec(
             &role,
             "ip",
@@ -45,168 +43,81 @@ pub fn prepare(lab: &mut LbLab, mode: &str) {
                 lab.sysctl(&role, &format!("net.ipv4.conf.{dev}.arp_announce"), "2");
             }
         } else {
-            for kind in [Encap::Ipip, Encap::SixInFour, Encap::Ip6Ip6] {
-                let dev = kind.device();
-                let exists = output(Command::new("ip").args([
-                    "-n",
-                    &lab.ns_name(&role),
-                    "link",
-                    "show",
-                    dev,
-                ]))
-                .status
-                .success();
-                if exists {
+            let devices = ["tunl0", "sit0", "ip6tnl0"];
+            let have = |dev: &str| {
+                output(Command::new("ip").args(["-n", &ns, "link", "show", dev]))
+                    .status
+                    .success()
+            };
+            if devices.iter().all(|d| have(d)) {
+                for dev in devices {
                     lab.exec(&role, "ip", &["link", "set", dev, "up"]);
-                    if kind != Encap::Ip6Ip6 {
-                        lab.sysctl(&role, &format!("net.ipv4.conf.{dev}.rp_filter"), "0");
-                    }
-                } else {
-                    let ns = lab.ns_name(&role);
-                    lab.decap.push(Decap::start(&ns, kind));
                 }
+                lab.sysctl(&role, "net.ipv4.conf.tunl0.rp_filter", "0");
+            } else {
+                start_decap(lab, &role, &vips);
+            }
+            // The outer header takes 20 (IPv4) or 40 (IPv6) bytes of the veth's 1500: a
+            // client's full-size segment would not fit, so the real advertises that much less
+            // (the MSS doctor asks for; it assumes the larger IPv6 header for IPv6).
+            let gw4 = format!("198.18.{}.254", 100 + j);
+            let gw6 = format!("fd00:{:x}::fe", 100 + j);
+            for (family, gw, mss) in [("-4", &gw4, "1440"), ("-6", &gw6, "1400")] {
+                let route = [family, "route", "change", "default", "via", gw];
+                lab.exec(
+                    &role,
+                    "ip",
+                    &[&route[..], &["dev", "eth0", "advmss", mss]].concat(),
+                );
             }
         }
-    }
-    let user: Vec<String> = lab
-        .decap
-        .iter()
-        .map(|d| format!("{}:{:?}", d.ns, d.kind))
-        .collect();
-    if !user.is_empty() {
-        println!(
-            "{}: this kernel has no tunnel device for {}; the test decapsulates those in userspace",
-            lab.name,
-            user.join(" ")
+        let doctor_mode = if mode == "-g" { "dr" } else { "tunnel" };
+        let out = output(Command::new(bin()).args([
+            "lb",
+            "doctor",
+            "--real",
+            &vips,
+            "--mode",
+            doctor_mode,
+            "--netns",
+            &ns,
+        ]));
+        assert!(
+            out.status.success(),
+            "doctor --real on the prepared {role} ({doctor_mode}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Encap {
-    /// IPv4 in IPv4 (protocol 4): the kernel's `tunl0`.
-    Ipip,
-    /// IPv6 in IPv4 (protocol 41): `sit0`.
-    SixInFour,
-    /// IPv6 in IPv6 (next header 41): `ip6tnl0`.
-    Ip6Ip6,
-}
-
-impl Encap {
-    fn device(self) -> &'static str {
-        match self {
-            Encap::Ipip => "tunl0",
-            Encap::SixInFour => "sit0",
-            Encap::Ip6Ip6 => "ip6tnl0",
+/// `wirespeed lb decap --iface eth0 --vip VIPS` on `role`, the decapsulator for a kernel
+/// without tunnel devices; waits until it has attached.
+fn start_decap(lab: &mut LbLab, role: &str, vips: &str) {
+    let ns = lab.ns_name(role);
+    let log = lab.dir.0.join(format!("decap-{role}.log"));
+    let pid = lab.procs.spawn(
+        &format!("lb decap {role}"),
+        &ns,
+        bin(),
+        &["lb", "decap", "--iface", "eth0", "--vip", vips],
+        &log,
+    );
+    let attached = wait_for(Duration::from_secs(15), || {
+        if lab.procs.exited(pid).is_some() {
+            return Some(false);
         }
-    }
-}
-
-/// What a kernel tunnel device does on receive, for a kernel built without one: a raw socket
-/// takes the encapsulated packets addressed to the real, and the inner packet is sent again
-/// with its own header to the VIP, a local address, so the kernel loops it back and delivers
-/// it to the server listening on the VIP. Replies leave the usual way, from the VIP.
-pub struct Decap {
-    pub ns: String,
-    pub kind: Encap,
-    stop: Arc<AtomicBool>,
-    pub packets: Arc<AtomicU64>,
-    thread: Option<JoinHandle<std::io::Result<std::io::Result<()>>>>,
-}
-
-impl Decap {
-    pub fn start(ns: &str, kind: Encap) -> Decap {
-        let stop = Arc::new(AtomicBool::new(false));
-        let packets = Arc::new(AtomicU64::new(0));
-        let (s, p) = (stop.clone(), packets.clone());
-        // The sockets are made before this returns, so no encapsulated packet arrives before
-        // someone listens for it.
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = wirespeed_sys::netns::spawn_in(ns, move || {
-            let r = decap_loop(kind, &s, &p, &ready_tx);
-            let _ = ready_tx.send(());
-            r
-        })
-        .expect("decapsulator thread");
-        ready_rx
-            .recv_timeout(Duration::from_secs(5))
-            .expect("decapsulator ready");
-        Decap {
-            ns: ns.to_string(),
-            kind,
-            stop,
-            packets,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Decap {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn decap_loop(
-    kind: Encap,
-    stop: &AtomicBool,
-    packets: &AtomicU64,
-    ready: &std::sync::mpsc::Sender<()>,
-) -> std::io::Result<()> {
-    let (rx_domain, proto) = match kind {
-        Encap::Ipip => (Domain::IPV4, 4),
-        Encap::SixInFour => (Domain::IPV4, 41),
-        Encap::Ip6Ip6 => (Domain::IPV6, 41),
-    };
-    let rx = Socket::new(rx_domain, Type::RAW, Some(Protocol::from(proto)))?;
-    rx.set_read_timeout(Some(Duration::from_millis(100)))?;
-    // IPPROTO_RAW: the packet carries its own IP header.
-    let tx4 = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(255)))?;
-    let tx6 = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::from(255)))?;
-    let _ = ready.send(());
-    let mut buf = vec![0u8; 65536];
-    while !stop.load(Ordering::Relaxed) {
-        let n = match (&rx).read(&mut buf) {
-            Ok(n) => n,
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut =>
-            {
-                continue
-            }
-            Err(e) => return Err(e),
-        };
-        // An IPv4 raw socket hands over the outer header too; an IPv6 one only the payload.
-        let inner = if rx_domain == Domain::IPV4 {
-            let ihl = usize::from(buf[0] & 0x0f) * 4;
-            if n <= ihl {
-                continue;
-            }
-            &buf[ihl..n]
-        } else {
-            &buf[..n]
-        };
-        let sent = match inner.first().map(|b| b >> 4) {
-            Some(4) if inner.len() >= 20 => {
-                let dst = Ipv4Addr::new(inner[16], inner[17], inner[18], inner[19]);
-                tx4.send_to(inner, &SockAddr::from(SocketAddr::new(dst.into(), 0)))
-            }
-            Some(6) if inner.len() >= 40 => {
-                let mut d = [0u8; 16];
-                d.copy_from_slice(&inner[24..40]);
-                let dst = Ipv6Addr::from(d);
-                tx6.send_to(inner, &SockAddr::from(SocketAddr::new(dst.into(), 0)))
-            }
-            _ => continue,
-        };
-        if sent.is_ok() {
-            packets.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-    Ok(())
+        let link = output(Command::new("ip").args(["-n", &ns, "-d", "link", "show", "eth0"]));
+        String::from_utf8_lossy(&link.stdout)
+            .contains("xdp")
+            .then_some(true)
+    });
+    assert_eq!(
+        attached,
+        Some(true),
+        "lb decap on {role} did not attach: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 }
 
 /// redis-server on backend `j`, bound to `binds` (which must be local there), as the issue
