@@ -103,11 +103,19 @@ fn fullnat_forwards_redis_curl_and_bench_v4_and_v6() {
 }
 
 /// New connections from both clients, counted by each backend; returns the counts.
-fn spread_run(lab: &LbLab, n: usize) -> [usize; BACKENDS] {
+/// `ports[c]` is client c's list of source ports, each used once.
+fn spread_run(lab: &LbLab, ports: [&[u16]; 2]) -> [usize; BACKENDS] {
     let before: Vec<usize> = (0..BACKENDS).map(|j| redis_accepted(lab, j)).collect();
     let mut results = vec![];
-    for c in ["c0", "c1"] {
-        results.extend(clients::probes(&lab.ns_name(c), vip(VIP4, REDIS), n / 2, 8));
+    for (i, c) in ["c0", "c1"].into_iter().enumerate() {
+        let src = lb_common::cip4(i).into();
+        results.extend(clients::probes_from(
+            &lab.ns_name(c),
+            vip(VIP4, REDIS),
+            src,
+            ports[i],
+            8,
+        ));
     }
     let (seen, failed) = tally(&results);
     assert!(
@@ -131,22 +139,33 @@ fn spread_run(lab: &LbLab, n: usize) -> [usize; BACKENDS] {
 #[test]
 fn weighted_spread_follows_the_weights_mh_and_wrr() {
     let mut rng = Rng::from_env("lbwt");
-    let (lab, _pids) = mode_lab("lbwt", "-g", &mut rng);
+    // The weights must hold whatever the forwarding: the mode is the seed's.
+    let mode = ["-g", "-i", "-m", "-b"][rng.below(4)];
+    println!("lbwt: mode {mode}");
+    let (lab, _pids) = mode_lab("lbwt", mode, &mut rng);
     let weights = [1, 2, 3, 4];
-    configure(&lab, "-g", vip(VIP4, REDIS), "mh", &[], &weights);
+    configure(&lab, mode, vip(VIP4, REDIS), "mh", &[], &weights);
     for c in ["c0", "c1"] {
         clients::warm_up(&lab, c, vip(VIP4, REDIS), &ALL);
     }
-    // Maglev places flows by hash, so the spread over N flows carries binomial noise: for the
-    // weight-1 backend (a 10% share) one standard deviation is 3% of its share at 10,000
-    // connections, and 5% would fail one run in ten by chance alone. At 40,000 it is 1.5%,
-    // so 5% is a 3.3-sigma bound.
-    let mh = spread_run(&lab, 40_000);
+    // Each connection is a distinct flow: source ports drawn (by the seed) from 1024-32767,
+    // outside the ephemeral range, each used once. (Ports the kernel picks come back after a
+    // wrap of its range, and a repeated flow lands where it did before, which inflates the
+    // spread's variance well past the binomial.) Maglev places flows by hash, so the spread
+    // over N flows carries binomial noise: for the weight-1 backend (a 10% share) one standard
+    // deviation is 3% of its share at 10,000 connections, and 5% would fail one run in ten by
+    // chance alone. At 40,000 it is 1.5%, so 5% is a 3.3-sigma bound.
+    let mut pool: Vec<u16> = (1024..32768).collect();
+    for i in (1..pool.len()).rev() {
+        pool.swap(i, rng.below(i + 1));
+    }
+    let (mh_ports, wrr_ports) = pool.split_at(20_000);
+    let mh = spread_run(&lab, [mh_ports, mh_ports]);
     assert_spread("mh", &mh, &weights);
     let v = vip(VIP4, REDIS).to_string();
     lab.lb_ok(&["-E", "-t", &v, "-s", "wrr"]);
     // wrr walks a weighted sequence per CPU: exact up to one sequence per CPU.
-    let wrr = spread_run(&lab, 10_000);
+    let wrr = spread_run(&lab, [&wrr_ports[..5_000], &wrr_ports[..5_000]]);
     assert_spread("wrr", &wrr, &weights);
 }
 

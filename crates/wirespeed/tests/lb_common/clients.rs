@@ -132,6 +132,35 @@ pub fn probes(
         .collect()
 }
 
+/// One new connection from each of `ports` on `src` to `target`, from namespace `ns` on
+/// `threads` threads; the backend of each, or why it failed.
+pub fn probes_from(
+    ns: &str,
+    target: SocketAddr,
+    src: IpAddr,
+    ports: &[u16],
+    threads: usize,
+) -> Vec<Result<usize, String>> {
+    let handles: Vec<_> = ports
+        .chunks(ports.len().div_ceil(threads).max(1))
+        .map(|chunk| {
+            let chunk = chunk.to_vec();
+            wirespeed_sys::netns::spawn_in(ns, move || {
+                until_failures(
+                    chunk
+                        .iter()
+                        .map(|&p| probe(target, Some(SocketAddr::new(src, p)))),
+                )
+            })
+            .expect("probe thread")
+        })
+        .collect();
+    handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("probe thread").expect("setns"))
+        .collect()
+}
+
 /// One connection from each of `ports` on `src` (a fixed set of flows), one at a time: the
 /// backend each lands on, in the order of `ports`.
 pub fn placements(
