@@ -172,10 +172,13 @@ fn weighted_spread_follows_the_weights_mh_and_wrr() {
 #[test]
 fn removing_or_quiescing_a_real_keeps_the_other_connections_and_most_placements() {
     let mut rng = Rng::from_env("lbrm");
-    let (lab, _pids) = mode_lab("lbrm", "-g", &mut rng);
+    // Removal and quiesce must keep their promises under every kind of forwarding.
+    let mode = ["-g", "-i", "-m", "-b"][rng.below(4)];
+    println!("lbrm: mode {mode}");
+    let (lab, _pids) = mode_lab("lbrm", mode, &mut rng);
     let service = vip(VIP4, REDIS);
     let v = service.to_string();
-    configure(&lab, "-g", service, "mh", &[], &[1; BACKENDS]);
+    configure(&lab, mode, service, "mh", &[], &[1; BACKENDS]);
     for c in ["c0", "c1"] {
         clients::warm_up(&lab, c, service, &ALL);
     }
@@ -262,7 +265,7 @@ fn removing_or_quiescing_a_real_keeps_the_other_connections_and_most_placements(
     // Quiesce another real: weight 0 keeps its connections and sends new ones elsewhere.
     let quiet = (gone + 1 + rng.below(BACKENDS - 1)) % BACKENDS;
     let quiet_real = hostport(rip4(quiet).into(), REDIS);
-    lab.lb_ok(&["-e", "-t", &v, "-r", &quiet_real, "-g", "-w", "0"]);
+    lab.lb_ok(&["-e", "-t", &v, "-r", &quiet_real, mode, "-w", "0"]);
     println!("lbrm: quiesced b{quiet} ({quiet_real})");
     let mut broken = vec![];
     for (i, h) in held
