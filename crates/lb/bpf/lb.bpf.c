@@ -30,13 +30,11 @@ static __always_inline struct lb_vip *find_vip(const __u8 *addr, __be16 port, __
 	return bpf_map_lookup_elem(&services, &k);
 }
 
-/* The shared forward entry of the client flow `p`, when NAT modes are built in. */
+/* The shared forward entry of the client flow `p`. */
 static __always_inline struct lb_rev *fwd_lookup(const struct lb_pkt *p)
 {
 	struct lb_flow k;
 
-	if (!LB_HAS_NAT)
-		return NULL;
 	fwd_key(&k, p);
 	return bpf_map_lookup_elem(&rev, &k);
 }
@@ -84,8 +82,11 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			return XDP_PASS;
 		}
 	} else if (!syn && (f = fwd_lookup(p))) {
-		/* A NAT connection's packet on another CPU than its SYN (no RSS affinity, a
-		 * migrated sender): the shared forward entry has it; this CPU learns it. */
+		/* A packet on another CPU than its connection's SYN (a veth has no RSS
+		 * affinity: a flow runs on its sender's CPU; a NIC's RSS table may be
+		 * rebalanced): the shared forward entry has the connection; this CPU learns
+		 * it. Without it, rr and wrr would place the packet elsewhere, and so would mh
+		 * once the table changed (a quiesced or removed real). */
 		slot = f->real;
 		real = bpf_map_lookup_elem(&reals, &slot);
 		if (!real || !real->family) {
@@ -155,7 +156,9 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		} else if (real->mode == LB_MODE_NAT) {
 			nat_insert(real, slot, vip->id, p, now);
 		}
-		if (real->mode == LB_MODE_NAT || real->mode == LB_MODE_FNAT)
+		/* Every remembered connection also gets the shared entry: one insert (one
+		 * bucket lock) per connection, none per packet. */
+		if (!limited || real->mode == LB_MODE_NAT || real->mode == LB_MODE_FNAT)
 			fwd_insert(p, vip->id, &fresh, now);
 		is_new = opens;
 		if (limited)

@@ -649,7 +649,7 @@ fn quiesced_real_keeps_its_flows_and_a_syn_ignores_a_stale_entry() {
 }
 
 #[test]
-fn a_hit_keeps_the_entrys_real_a_miss_follows_the_hash() {
+fn a_hit_keeps_the_entrys_real_another_cpu_finds_the_shared_entry_a_lost_one_follows_the_hash() {
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         eprintln!("one CPU: the other CPU's table cannot be shown apart");
     }
@@ -667,6 +667,11 @@ fn a_hit_keeps_the_entrys_real_a_miss_follows_the_hash() {
         let (_, out) = dp.test_run(&pkt(SYN), lab.in_idx).unwrap();
         assert_eq!(real_of(&out), 0);
         assert_eq!(dp.program().conn_count(0), 1);
+        assert_eq!(
+            dp.program().fwd_count(),
+            1,
+            "DR keeps a shared forward entry too"
+        );
         dp.apply(&one_service(
             VIP4,
             Mode::Dr,
@@ -676,25 +681,27 @@ fn a_hit_keeps_the_entrys_real_a_miss_follows_the_hash() {
         .unwrap();
         let (_, out) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
         assert_eq!(real_of(&out), 0, "hit: the entry's real");
-        // Another CPU has no entry for the flow: a miss, scheduled by hash (all slots
-        // name real 1 now), and DR remembers it there.
+        // Another CPU has no entry of its own for the flow (a veth runs a flow on its
+        // sender's CPU): the shared forward entry keeps the connection's real although the
+        // table now names real 1 only, and that CPU learns it.
         if dp.program().shape.nr_cpus > 1
             && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
         {
             pin(1);
             let (_, out) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
-            assert_eq!(real_of(&out), 1, "miss: the hash's real");
+            assert_eq!(real_of(&out), 0, "another CPU: the shared entry's real");
             assert_eq!(dp.program().conn_count(1), 1);
             pin(0);
         }
-        // Losing the entry altogether (the control plane's lookup is all the miss has):
-        dp.program().maps.conn_tables[0]
-            .keys()
-            .collect::<Vec<_>>()
-            .iter()
-            .for_each(|k| dp.program().maps.conn_tables[0].delete(k).unwrap());
+        // Losing every entry (evictions): the control plane's lookup is all a miss has.
+        let maps = &dp.program().maps;
+        for table in maps.conn_tables.iter().chain(std::iter::once(&maps.rev)) {
+            for k in table.keys().collect::<Vec<_>>() {
+                table.delete(&k).unwrap();
+            }
+        }
         let (_, out) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
-        assert_eq!(real_of(&out), 1);
+        assert_eq!(real_of(&out), 1, "every entry lost: the hash's real");
     });
 }
 

@@ -153,7 +153,7 @@ impl Program {
             ("reals", cfg.max_reals),
             ("laddrs", services * MAX_LADDRS),
             ("conns", nr_cpus),
-            // A reply entry and a forward entry per NAT connection.
+            // A forward entry per connection and a reply entry per NAT connection.
             (
                 "rev",
                 cfg.conns_per_cpu.saturating_mul(nr_cpus).saturating_mul(2),
