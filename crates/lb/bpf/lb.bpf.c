@@ -172,17 +172,17 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	switch (real->mode) {
 	case LB_MODE_DR:
 		if (LB_HAS_MODE(LB_MODE_DR))
-			return fwd_dr(ctx, p, real, why);
+			return fwd_dr(ctx, p, real, slot, why);
 		break;
 	case LB_MODE_TUNNEL:
 		if (LB_HAS_MODE(LB_MODE_TUNNEL))
-			return fwd_tunnel(ctx, p, real, hash, why);
+			return fwd_tunnel(ctx, p, real, slot, hash, why);
 		break;
 	case LB_MODE_NAT:
 		if (LB_HAS_MODE(LB_MODE_NAT)) {
 			if (tcp && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST)))
 				rev_close(real, p->flow.src, p->flow.sport, p->flow.proto, now);
-			return nat_forward(ctx, p, real, 0, 0, 0, why);
+			return nat_forward(ctx, p, real, slot, 0, 0, 0, why);
 		}
 		break;
 	case LB_MODE_FNAT:
@@ -196,7 +196,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			}
 			if (tcp && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST)))
 				rev_close(real, la->addr, fresh.lport, p->flow.proto, now);
-			return nat_forward(ctx, p, real, la, fresh.lport,
+			return nat_forward(ctx, p, real, slot, la, fresh.lport,
 					   tcp && (vip->flags & LB_VIP_TOA) && (syn || first_ack),
 					   why);
 		}
@@ -309,14 +309,14 @@ static __always_inline int icmp_too_big(struct xdp_md *ctx, const struct lb_pkt 
 	int v;
 
 	if (real->mode == LB_MODE_DR && LB_HAS_MODE(LB_MODE_DR)) {
-		v = fwd_dr(ctx, p, real, why);
+		v = fwd_dr(ctx, p, real, slot, why);
 	} else if (real->mode == LB_MODE_TUNNEL && LB_HAS_MODE(LB_MODE_TUNNEL)) {
 		/* The connection's own outer source (its hash, not the ICMP's); never an ICMP
 		 * answered with an ICMP. */
 		struct lb_pkt q = *p;
 
 		q.df = 0;
-		v = fwd_tunnel(ctx, &q, real, hash, why);
+		v = fwd_tunnel(ctx, &q, real, slot, hash, why);
 	} else {
 		*why = LB_PASS_ICMP_NAT;
 		return XDP_PASS;

@@ -24,6 +24,62 @@ static __always_inline int fib(struct xdp_md *ctx, struct bpf_fib_lookup *fib, _
 	return bpf_fib_lookup(ctx, fib, sizeof(*fib), want_src ? BPF_FIB_LOOKUP_SRC : 0);
 }
 
+/* Whether two 16-byte addresses are equal (BPF has no memcmp). */
+static __always_inline int same16(const __u8 *a, const __u8 *b)
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
+}
+
+/* The way to `real` (slot `slot`): the CPU's cached FIB answer while it is fresh (a second),
+ * else the FIB's, which is then cached. Route and neighbour changes reach the packets within
+ * that second; a longer packet than the FIB accepted asks it again (the MTU). */
+static __always_inline int fib_real(struct xdp_md *ctx, struct bpf_fib_lookup *f, __u32 slot,
+				    const struct lb_real *real, const __u8 *src, __u8 proto,
+				    __u32 tot_len, int want_src)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct lb_nh *nh = bpf_map_lookup_elem(&nh_cache, &slot);
+	int rc;
+
+	if (nh && now < nh->until_ns && tot_len <= nh->ok_len &&
+	    nh->in_ifindex == ctx->ingress_ifindex &&
+	    same16(nh->dst, real->addr)) {
+		f->ifindex = nh->ifindex;
+		__builtin_memcpy(f->smac, nh->smac, 6);
+		__builtin_memcpy(f->dmac, nh->dmac, 6);
+		if (want_src) {
+			if (real->family == LB_AF_INET)
+				f->ipv4_src = *(__be32 *)nh->src;
+			else
+				__builtin_memcpy(f->ipv6_src, nh->src, 16);
+		}
+		return BPF_FIB_LKUP_RET_SUCCESS;
+	}
+	rc = fib(ctx, f, real->family, src, real->addr, proto, tot_len, want_src);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS || !nh)
+		return rc;
+	if (now >= nh->until_ns || !same16(nh->dst, real->addr) ||
+	    nh->in_ifindex != ctx->ingress_ifindex)
+		nh->ok_len = 0;
+	copy16(nh->dst, real->addr);
+	if (want_src) {
+		if (real->family == LB_AF_INET)
+			*(__be32 *)nh->src = f->ipv4_src;
+		else
+			__builtin_memcpy(nh->src, f->ipv6_src, 16);
+	}
+	nh->ifindex = f->ifindex;
+	nh->in_ifindex = ctx->ingress_ifindex;
+	if (tot_len > nh->ok_len)
+		nh->ok_len = tot_len;
+	__builtin_memcpy(nh->smac, f->smac, 6);
+	__builtin_memcpy(nh->dmac, f->dmac, 6);
+	nh->until_ns = now + 1000000000ULL;
+	return rc;
+}
+
 static __always_inline int fib_fail(int rc, enum lb_reason *why)
 {
 	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
@@ -61,7 +117,7 @@ static __always_inline int tx_back(struct xdp_md *ctx)
 
 /* DR: the frame as it came, to the real's MAC on the same L2. */
 static __always_inline int fwd_dr(struct xdp_md *ctx, const struct lb_pkt *p,
-				  const struct lb_real *real, enum lb_reason *why)
+				  const struct lb_real *real, __u32 slot, enum lb_reason *why)
 {
 	struct bpf_fib_lookup f;
 	int rc;
@@ -70,7 +126,7 @@ static __always_inline int fwd_dr(struct xdp_md *ctx, const struct lb_pkt *p,
 		*why = LB_PASS_MODE_OFF;
 		return XDP_PASS;
 	}
-	rc = fib(ctx, &f, real->family, p->flow.src, real->addr, p->flow.proto, p->l3_len, 0);
+	rc = fib_real(ctx, &f, slot, real, p->flow.src, p->flow.proto, p->l3_len, 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return fib_fail(rc, why);
 	*why = LB_FWD_DR;
@@ -196,7 +252,8 @@ static __always_inline int tunnel_src(__u8 fam, __u32 hash, __u8 *src)
 /* Tunnel: the frame's IP packet inside an outer IPv4 (IPIP, 6in4) or IPv6 (IP6IP6, 4in6)
  * header to the real. */
 static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p,
-				      const struct lb_real *real, __u32 hash, enum lb_reason *why)
+				      const struct lb_real *real, __u32 slot, __u32 hash,
+				      enum lb_reason *why)
 {
 	int outer4 = real->family == LB_AF_INET;
 	__u32 olen = outer4 ? 20 : 40;
@@ -208,7 +265,7 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 	struct ethhdr *eth;
 
 	own_src = tunnel_src(real->family, hash, src);
-	rc = fib(ctx, &f, real->family, src, real->addr, inner, p->l3_len + olen, !own_src);
+	rc = fib_real(ctx, &f, slot, real, src, inner, p->l3_len + olen, !own_src);
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
 		if (p->df && f.mtu_result > olen)
 			return send_too_big(ctx, p, f.mtu_result - olen, why);

@@ -153,6 +153,28 @@ struct {
 	__type(value, __u32);
 } rr_cursor SEC(".maps");
 
+/* The FIB's answer for the way to a real, per CPU and real slot, kept for a second: the
+ * established packet's FIB lookup was the largest single cost on the path to a real. It is
+ * checked against the real's address (a reused slot) and the ingress port, and serves only
+ * packets no longer than one the FIB accepted. */
+struct lb_nh {
+	__u8 dst[16];
+	__u8 src[16];       /* the FIB's source address, when it was asked for one */
+	__u32 ifindex;      /* egress */
+	__u32 in_ifindex;
+	__u32 ok_len;       /* the longest IP packet the FIB accepted on this way */
+	__u8 smac[6];
+	__u8 dmac[6];
+	__u64 until_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_nh);
+} nh_cache SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

@@ -329,8 +329,9 @@ static __always_inline void rev_close(const struct lb_real *real, const __u8 *ds
 /* NAT and full-NAT, client to real: TOA if asked (and it fits), then the destination (and
  * for full-NAT the source) translated, then out towards the real. */
 static __always_inline int nat_forward(struct xdp_md *ctx, const struct lb_pkt *p,
-				       const struct lb_real *real, const struct lb_laddr *la,
-				       __be16 lport, int toa, enum lb_reason *why)
+				       const struct lb_real *real, __u32 slot,
+				       const struct lb_laddr *la, __be16 lport, int toa,
+				       enum lb_reason *why)
 {
 	__u8 fam = p->flow.family;
 	__u32 grow = 0;
@@ -348,13 +349,13 @@ static __always_inline int nat_forward(struct xdp_md *ctx, const struct lb_pkt *
 			grow = 0;
 		}
 	}
-	rc = fib(ctx, &f, fam, la ? la->addr : p->flow.src, real->addr, p->flow.proto,
-		 p->l3_len + grow, 0);
+	rc = fib_real(ctx, &f, slot, real, la ? la->addr : p->flow.src, p->flow.proto,
+		      p->l3_len + grow, 0);
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED && grow) {
 		count(LB_TOA_NO_ROOM);
 		grow = 0;
-		rc = fib(ctx, &f, fam, la ? la->addr : p->flow.src, real->addr, p->flow.proto,
-			 p->l3_len, 0);
+		rc = fib_real(ctx, &f, slot, real, la ? la->addr : p->flow.src, p->flow.proto,
+			      p->l3_len, 0);
 	}
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return fib_fail(rc, why);

@@ -211,6 +211,17 @@ fn big_tcp(sport: u16, len: usize, v6: bool) -> L4 {
 fn tunnel_too_big_is_answered_with_icmp_or_passed() {
     let plan = one_service(VIP4, Mode::Tunnel, &["198.18.2.10"], &[0]);
     with_lab("tbig", cfg(), plan, |lab, dp| {
+        // A small packet first: the way to the real is then cached for small packets, and
+        // the big one must still meet the MTU.
+        let small = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT4),
+            ip(VIP4),
+            &tcp(40001, 80, SYN),
+        );
+        let (v, _) = dp.test_run(&small, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
         // IPv4 with DF: frag-needed from the VIP, MTU 1500 - 20, quoting header and 8 bytes.
         let inner = ip_packet(ip(CLIENT4), ip(VIP4), &big_tcp(40000, 1500, false));
         let input = eth(lab.in_mac, ROUTER_MAC, false, &inner);

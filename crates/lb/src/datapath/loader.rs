@@ -146,7 +146,7 @@ impl Program {
             ro.cfg_tun_src_v6_len = len.max(1);
         }
         let services = cfg.max_services;
-        let sizes: [(&str, u32); 10] = [
+        let sizes: [(&str, u32); 11] = [
             // Service entries plus one address-only entry per VIP (echo).
             ("services", services * 2),
             ("lookup", services * cfg.ring_size),
@@ -159,6 +159,7 @@ impl Program {
                 cfg.conns_per_cpu.saturating_mul(nr_cpus).saturating_mul(2),
             ),
             ("rr_cursor", services),
+            ("nh_cache", cfg.max_reals),
             ("svc_stats", services),
             ("real_stats", cfg.max_reals),
             ("port_cursor", 1),
@@ -174,6 +175,7 @@ impl Program {
                     "conns" => &mut om.conns,
                     "rev" => &mut om.rev,
                     "rr_cursor" => &mut om.rr_cursor,
+                    "nh_cache" => &mut om.nh_cache,
                     "svc_stats" => &mut om.svc_stats,
                     "real_stats" => &mut om.real_stats,
                     _ => &mut om.port_cursor,

@@ -256,8 +256,28 @@ fn a_real_whose_neighbour_is_unresolved_is_the_kernels() {
             &tcp(40000, 80, SYN),
         );
         let (v, out) = dp.test_run(&syn, lab.in_idx).unwrap();
-        assert_eq!((v, out), (XDP_PASS, syn));
+        assert_eq!((v, out), (XDP_PASS, syn.clone()));
         assert_eq!(count(dp, Reason::PassNoNeigh), 1);
+
+        // Resolved, the FIB's MAC; changed, the new MAC once the CPU's cached way to the
+        // real (kept for a second) has run out.
+        let set_mac = |m: &str| {
+            let st = std::process::Command::new("ip")
+                .args(["neigh", "replace", "198.18.2.13", "lladdr", m])
+                .args(["dev", "out0", "nud", "permanent"])
+                .status()
+                .unwrap();
+            assert!(st.success());
+        };
+        set_mac("02:00:00:00:13:01");
+        let (v, out) = dp.test_run(&syn, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(out[..6], [2, 0, 0, 0, 0x13, 1]);
+        set_mac("02:00:00:00:13:02");
+        std::thread::sleep(std::time::Duration::from_millis(1200));
+        let (v, out) = dp.test_run(&syn, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        assert_eq!(out[..6], [2, 0, 0, 0, 0x13, 2], "the changed neighbour");
     });
 }
 
