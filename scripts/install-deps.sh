@@ -6,6 +6,7 @@ PKGS=(
   clang llvm libelf-dev zlib1g-dev pkg-config libbpf-dev bpftool   # BPF programs and loaders
   iproute2 iputils-ping ethtool nftables iptables ipset tcpdump     # lab and fast path
   curl wrk nginx netcat-openbsd strace sysstat procps                # peers and independent counters
+  redis-server redis-tools                                           # load balancer lab backends and clients
   libdpdk-dev                                                        # DPDK driver (feature)
 )
 
@@ -25,10 +26,13 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# nginx is a benchmark peer that we start ourselves; the packaged service must not hold port 80.
-if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet nginx 2>/dev/null; then
-  systemctl stop nginx || true
-  systemctl disable nginx >/dev/null 2>&1 || true
-fi
+# nginx and redis-server are peers that we start ourselves; the packaged services must not hold
+# ports 80 and 6379.
+for svc in nginx redis-server; do
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
+    systemctl stop "$svc" || true
+    systemctl disable "$svc" >/dev/null 2>&1 || true
+  fi
+done
 
 command -v cargo >/dev/null || { echo "install-deps: cargo not found; install the Rust toolchain (rustup)" >&2; exit 1; }
