@@ -39,6 +39,27 @@ static __always_inline struct lb_rev *fwd_lookup(const struct lb_pkt *p)
 	return bpf_map_lookup_elem(&rev, &k);
 }
 
+/* A SYN of a flow that had a connection before (the client reused its port): the other
+ * CPUs may still hold the old connection in their own tables (on a veth a flow's packets
+ * run on whichever CPU sends them), and would send the new connection's next packets to the
+ * old real. Dropping their entries makes them learn the new one from the shared entry. This
+ * runs only for a reused flow, never per packet. */
+static __always_inline void forget_elsewhere(const struct lb_flow *k, __u32 self)
+{
+	for (__u32 i = 0; i < 1024; i++) {
+		__u32 idx = i;
+		void *t;
+
+		if (i >= cfg_nr_cpus)
+			break;
+		if (i == self)
+			continue;
+		t = bpf_map_lookup_elem(&conns, &idx);
+		if (t)
+			bpf_map_delete_elem(t, k);
+	}
+}
+
 /* A packet for a VIP's service. */
 static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, struct lb_vip *vip,
 				 enum lb_reason *why)
@@ -66,6 +87,8 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		if (syn) {
 			old = c;
 			c = NULL;
+			if (cfg_nr_cpus > 1 && fwd_lookup(p))
+				forget_elsewhere(&p->flow, cpu);
 		}
 	}
 	if (c) {

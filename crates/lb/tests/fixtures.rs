@@ -661,11 +661,13 @@ fn quiesced_real_keeps_its_flows_and_a_syn_ignores_a_stale_entry() {
 
 #[test]
 fn a_hit_keeps_the_entrys_real_another_cpu_finds_the_shared_entry_a_lost_one_follows_the_hash() {
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+    // Counted here: inside the lab's closure this thread is pinned to one CPU.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
         eprintln!("one CPU: the other CPU's table cannot be shown apart");
     }
     let plan = one_service(VIP4, Mode::Dr, &["198.18.2.10", "198.18.2.11"], &[0]);
-    with_lab("lru", cfg(), plan, |lab, dp| {
+    with_lab("lru", cfg(), plan, move |lab, dp| {
         let pkt = |flags| {
             frame(
                 lab.in_mac,
@@ -695,13 +697,19 @@ fn a_hit_keeps_the_entrys_real_another_cpu_finds_the_shared_entry_a_lost_one_fol
         // Another CPU has no entry of its own for the flow (a veth runs a flow on its
         // sender's CPU): the shared forward entry keeps the connection's real although the
         // table now names real 1 only, and that CPU learns it.
-        if dp.program().shape.nr_cpus > 1
-            && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
-        {
+        if dp.program().shape.nr_cpus > 1 && cpus > 1 {
             pin(1);
             let (_, out) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
             assert_eq!(real_of(&out), 0, "another CPU: the shared entry's real");
             assert_eq!(dp.program().conn_count(1), 1);
+            // The client reuses its port for a new connection, whose SYN runs on CPU 0 and
+            // goes to real 1: CPU 1 must not keep sending the flow to real 0.
+            pin(0);
+            let (_, out) = dp.test_run(&pkt(SYN), lab.in_idx).unwrap();
+            assert_eq!(real_of(&out), 1, "a new connection follows the table");
+            pin(1);
+            let (_, out) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
+            assert_eq!(real_of(&out), 1, "another CPU forgot the old connection");
             pin(0);
         }
         // Losing every entry (evictions): the control plane's lookup is all a miss has.
