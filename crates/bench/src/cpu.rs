@@ -57,6 +57,25 @@ pub fn self_cpu_time() -> Duration {
     process::rusage().cpu()
 }
 
+/// Busy and total jiffies of each CPU since boot, from /proc/stat (busy: all but idle and
+/// iowait); two samples give each CPU's busy share over the interval. Empty if unreadable.
+pub fn jiffies_per_cpu() -> Vec<(u64, u64)> {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    s.lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .map(|l| {
+            let v: Vec<u64> = l
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            let total: u64 = v.iter().sum();
+            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+            (total - idle, total)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,24 +64,6 @@ fn pin_napi() -> usize {
     n
 }
 
-fn cpu_busy() -> Vec<(u64, u64)> {
-    // (busy, total) jiffies per CPU from /proc/stat
-    let s = std::fs::read_to_string("/proc/stat").unwrap();
-    s.lines()
-        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
-        .map(|l| {
-            let v: Vec<u64> = l
-                .split_whitespace()
-                .skip(1)
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            let total: u64 = v.iter().sum();
-            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-            (total - idle, total)
-        })
-        .collect()
-}
-
 struct Sample {
     pps: f64,
     offered: f64,
@@ -151,9 +133,17 @@ fn sample(
     generator: std::thread::JoinHandle<(u64, Duration)>,
 ) -> Sample {
     std::thread::sleep(warm);
-    let (c0, t0, u0) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
+    let (c0, t0, u0) = (
+        gen.sink_count().unwrap(),
+        Instant::now(),
+        wirespeed_bench::cpu::jiffies_per_cpu(),
+    );
     std::thread::sleep(secs);
-    let (c1, t1, u1) = (gen.sink_count().unwrap(), Instant::now(), cpu_busy());
+    let (c1, t1, u1) = (
+        gen.sink_count().unwrap(),
+        Instant::now(),
+        wirespeed_bench::cpu::jiffies_per_cpu(),
+    );
     let (frames, ran) = generator.join().unwrap();
     let cpu1 = u1
         .get(1)

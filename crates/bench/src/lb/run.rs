@@ -79,23 +79,6 @@ struct Sample {
     busy: f64,
 }
 
-fn cpu_jiffies() -> Vec<(u64, u64)> {
-    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    s.lines()
-        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
-        .map(|l| {
-            let v: Vec<u64> = l
-                .split_whitespace()
-                .skip(1)
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            let total: u64 = v.iter().sum();
-            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-            (total - idle, total)
-        })
-        .collect()
-}
-
 /// Runs `f` on a new thread pinned to `cpu` (in the calling thread's namespace).
 fn on_cpu<T: Send + 'static>(
     cpu: usize,
@@ -130,7 +113,7 @@ fn measure(gen: &Arc<Gen>, ifindex: u32, cpus: &[usize], opts: &Opts) -> Result<
         gen.sink_matched()?,
         gen.sink_count()?,
         Instant::now(),
-        cpu_jiffies(),
+        crate::cpu::jiffies_per_cpu(),
     );
     std::thread::sleep(opts.duration);
     let (r1, m1, c1, t1, j1) = (
@@ -138,7 +121,7 @@ fn measure(gen: &Arc<Gen>, ifindex: u32, cpus: &[usize], opts: &Opts) -> Result<
         gen.sink_matched()?,
         gen.sink_count()?,
         Instant::now(),
-        cpu_jiffies(),
+        crate::cpu::jiffies_per_cpu(),
     );
     for h in handles {
         h.join()
