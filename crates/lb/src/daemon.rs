@@ -350,14 +350,21 @@ impl RunConfig {
 
 type Job = (Request, mpsc::Sender<Reply>);
 
+/// What wakes the daemon's loop: a control request, or a real's health verdict (applied the
+/// moment it is reached, not at the loop's next tick).
+enum Input {
+    Job(Job),
+    Health(HealthEvent),
+}
+
 /// Serves the control socket and runs the checks until `stop` is set; then stops the
 /// threads and removes the socket. The caller drops the data plane (which detaches it).
 pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicBool) -> Result<()> {
     let server = Server::bind(&cfg.socket)?;
-    let (jobs_tx, jobs) = mpsc::channel::<Job>();
-    let (health_tx, health) = mpsc::channel::<HealthEvent>();
-    let checker =
-        Checker::start(health_tx).map_err(crate::error::io("start the health checker"))?;
+    let (jobs_tx, jobs) = mpsc::channel::<Input>();
+    let health_tx = jobs_tx.clone();
+    let checker = Checker::start(move |ev| health_tx.send(Input::Health(ev)).is_ok())
+        .map_err(crate::error::io("start the health checker"))?;
     checker.set_targets(daemon.check_targets());
     let acceptor_stop = AtomicBool::new(false);
     let result = std::thread::scope(|scope| -> Result<()> {
@@ -378,7 +385,7 @@ pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicB
                                 .spawn_scoped(scope, move || {
                                     control::serve_client(client, |req| {
                                         let (tx, rx) = mpsc::channel();
-                                        if jobs_tx.send((req, tx)).is_err() {
+                                        if jobs_tx.send(Input::Job((req, tx))).is_err() {
                                             return Reply::Error("the daemon is stopping".into());
                                         }
                                         rx.recv().unwrap_or_else(|_| {
@@ -392,7 +399,7 @@ pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicB
                 }
             })
             .map_err(crate::error::io("start the control thread"))?;
-        let outcome = serve_loop(daemon, cfg, stop, &jobs, &health, &checker);
+        let outcome = serve_loop(daemon, cfg, stop, &jobs, &checker);
         acceptor_stop.store(true, Ordering::Relaxed);
         // Unblock the clients being served: their requests are answered "stopping".
         drop(jobs);
@@ -407,28 +414,21 @@ fn serve_loop<D: DataPlane>(
     daemon: &mut Daemon<D>,
     cfg: &RunConfig,
     stop: &AtomicBool,
-    jobs: &mpsc::Receiver<Job>,
-    health: &mpsc::Receiver<HealthEvent>,
+    inputs: &mpsc::Receiver<Input>,
     checker: &Checker,
 ) -> Result<()> {
     let mut next_refresh = Instant::now();
     let mut next_sample = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let mut changed = false;
-        match jobs.recv_timeout(Duration::from_millis(50)) {
-            Ok((req, reply_to)) => {
+        match inputs.recv_timeout(Duration::from_millis(50)) {
+            Ok(Input::Job((req, reply_to))) => {
                 let before = daemon.table().clone();
                 let reply = daemon.handle(req);
                 changed = before != *daemon.table();
                 let _ = reply_to.send(reply);
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(Error::Invalid("the control thread stopped".into()))
-            }
-        }
-        while let Ok(ev) = health.try_recv() {
-            match daemon.set_health(&ev) {
+            Ok(Input::Health(ev)) => match daemon.set_health(&ev) {
                 Ok(_) => eprintln!(
                     "wirespeed lb: {} real {} is {:?}",
                     ev.service, ev.real, ev.health
@@ -437,6 +437,10 @@ fn serve_loop<D: DataPlane>(
                     "wirespeed lb: could not apply the health of {}: {e}",
                     ev.real
                 ),
+            },
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Error::Invalid("the control thread stopped".into()))
             }
         }
         let now = Instant::now();
