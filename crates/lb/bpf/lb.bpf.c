@@ -69,8 +69,10 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	/* A packet that may open a connection: a SYN, or a UDP datagram no entry knows. */
 	int opens = syn || !tcp;
 	__u32 cpu = bpf_get_smp_processor_id();
-	__u32 hash = flow_hash(&p->flow);
-	__u64 now = bpf_ktime_get_ns();
+	/* The flow's hash (scheduling, a local port, a tunnel's outer source): computed once
+	 * per connection and per CPU, then read from the connection's entry. */
+	__u32 hash = 0;
+	__u64 now = lb_now();
 	struct lb_conn fresh = {}, *c = NULL, *old = NULL;
 	struct lb_rev *f = NULL;
 	int first_ack = 0, is_new = 0;
@@ -93,6 +95,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	}
 	if (c) {
 		slot = c->real;
+		hash = c->hash;
 		c->seen_ns = now;
 		if (tcp && !(c->flags & LB_CONN_TOA_ACKED)) {
 			c->flags |= LB_CONN_TOA_ACKED;
@@ -116,7 +119,9 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			*why = LB_PASS_NO_REAL;
 			return XDP_PASS;
 		}
+		hash = flow_hash(&p->flow);
 		fresh.real = slot;
+		fresh.hash = hash;
 		fresh.laddr = f->laddr;
 		fresh.lport = f->lport;
 		fresh.flags = LB_CONN_TOA_ACKED;
@@ -126,6 +131,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	} else {
 		int limited = opens && over_rate(now);
 
+		hash = flow_hash(&p->flow);
 		if (!vip->lookup_len) {
 			*why = LB_DROP_NO_REAL;
 			return XDP_DROP;
@@ -146,6 +152,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			return XDP_PASS;
 		}
 		fresh.real = slot;
+		fresh.hash = hash;
 		fresh.seen_ns = now;
 		if (real->mode == LB_MODE_NAT && tcp && !syn) {
 			/* Resume only a connection the real saw open: its reply entry exists. */

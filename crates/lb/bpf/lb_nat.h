@@ -383,7 +383,7 @@ static __always_inline int nat_reply(struct xdp_md *ctx, const struct lb_pkt *p,
 	int fnat = r->flags & LB_REV_FNAT;
 	const __u8 *dst = fnat ? r->client : p->flow.dst;
 	struct bpf_fib_lookup f;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = lb_now();
 	int rc;
 
 	if (p->flow.proto == LB_IPPROTO_TCP && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST))) {
