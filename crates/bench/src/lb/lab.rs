@@ -53,11 +53,29 @@ pub(super) struct Bench {
     /// Addressing with the reals on the VIP's ports (DR, tunnel).
     pub(super) same_ports: Addressing,
     ifaces: Vec<String>,
+    /// The NAPI kthreads that were there before the lab: never ours to pin.
+    napi_before: Vec<u32>,
+}
+
+/// The NAPI kthreads (`napi/DEV-ID`) now running: pid and name.
+fn napi_threads() -> Vec<(u32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            comm.starts_with("napi/")
+                .then(|| (pid, comm.trim().to_string()))
+        })
+        .collect()
 }
 
 impl Bench {
     pub(super) fn up(opts: &Opts) -> Result<Bench> {
         let _ = topo::down(&opts.lab);
+        let napi_before = napi_threads().into_iter().map(|(pid, _)| pid).collect();
         let mut spec = LabSpec::new(&opts.lab, Topology::Lb);
         spec.clients = 1;
         spec.backends = BACKENDS;
@@ -157,7 +175,55 @@ impl Bench {
             lab,
             same_ports,
             ifaces,
+            napi_before,
         })
+    }
+
+    /// Where the backends' receive work runs. A NIC hands a transmitted frame to the wire and
+    /// the receiver is another machine; a veth instead runs its peer's receive (NAPI poll,
+    /// XDP, the sink) on the CPU that sent the frame, the DUT's core, which then pays for the
+    /// receiver too (about 100 ns a frame here). With `Some(cpu)` the backends' veths poll in
+    /// threaded NAPI pinned to `cpu`, so the DUT's core pays what it pays on a NIC: the
+    /// transmit (the hand-over into the veth's ring). `None` puts the work back on the
+    /// sender's CPU (for runs that use every CPU). Returns the kthreads pinned.
+    pub(super) fn backends_receive_on(&self, cpu: Option<usize>) -> Result<usize> {
+        let on = if cpu.is_some() { "1" } else { "0" };
+        for ns in &self.backend_ns {
+            std::process::Command::new("ip")
+                .args(["netns", "exec", ns, "sh", "-c"])
+                .arg(format!("echo {on} > /sys/class/net/eth0/threaded"))
+                .status()
+                .ok()
+                .filter(|s| s.success())
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "could not set threaded NAPI on {ns}'s eth0 (this kernel may lack it)"
+                    ))
+                })?;
+        }
+        let Some(cpu) = cpu else {
+            return Ok(0);
+        };
+        // The lab's threads are the `napi/eth0-*` ones that were not there before it.
+        let mut pinned = 0;
+        for (pid, comm) in napi_threads() {
+            if self.napi_before.contains(&pid) || !comm.starts_with("napi/eth0-") {
+                continue;
+            }
+            let ok = std::process::Command::new("taskset")
+                .args(["-pc", &cpu.to_string(), &pid.to_string()])
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false);
+            pinned += usize::from(ok);
+        }
+        if pinned < self.backend_ns.len() {
+            return Err(Error::Invalid(format!(
+                "pinned {pinned} backend NAPI threads to CPU {cpu}, want at least {}",
+                self.backend_ns.len()
+            )));
+        }
+        Ok(pinned)
     }
 
     /// The addressing a row of `mode` uses: NAT and full-NAT move the port as well.
