@@ -64,6 +64,9 @@ for script in postinst prerm postrm; do
   install -m 0755 "$root/packaging/debian/$script" "$stage/DEBIAN/$script"
 done
 
+# Recommends: what `fp run` reads the filter configuration with (libnftables or `nft`, `ipset
+# save`, `iptables-nft-save`); unable to read the ruleset, it hands what the filter would see to
+# the kernel.
 # Depends: the shared libraries the binary links, as dpkg-shlibdeps names their packages.
 # It wants a source tree with debian/control; an empty one in a scratch directory will do.
 scratch=$(mktemp -d)
@@ -82,6 +85,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_size
 Depends: $depends
+Recommends: nftables, ipset, iptables
 Section: net
 Priority: optional
 Description: Linux networking at kernel-bypass speed, measured

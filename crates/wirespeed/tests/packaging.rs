@@ -180,6 +180,10 @@ fn the_debian_package_holds_what_it_should() {
         .filter_map(|d| d.split_whitespace().next())
         .map(str::to_string)
         .collect();
+    let recommends = stdout_of(Command::new("dpkg-deb").args(["-f", deb, "Recommends"]));
+    for tool in ["nftables", "ipset", "iptables"] {
+        assert!(recommends.contains(tool), "Recommends: {recommends}");
+    }
     let linked = library_packages(BIN);
     assert!(
         linked.is_subset(&depended),
