@@ -1,7 +1,7 @@
 //! What ships beside the binary: the systemd units pass `systemd-analyze verify` with this
 //! build's binary in their ExecStart, and the Debian package that scripts/deb.sh builds from
 //! it holds the binary, the units, the /etc/default conffiles, the man pages and the
-//! completion, and depends on the packages of every library the binary links.
+//! completion, and depends on the packages of every library the binary links directly.
 //!
 //! No root needed: verify reads unit files, and dpkg-deb packs as root:root without it.
 
@@ -99,27 +99,40 @@ fn verify_catches_a_misspelled_key_and_a_missing_program() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The Debian packages that hold the shared libraries `bin` links (by `ldd`).
+/// The Debian packages that hold the shared libraries `bin` needs itself (its ELF NEEDED
+/// entries, where `ldd` finds them); the libraries those pull in are their packages' business.
 fn library_packages(bin: &str) -> BTreeSet<String> {
+    let dynamic = stdout_of(Command::new("readelf").args(["-d", bin]));
+    let needed: Vec<&str> = dynamic
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next())
+        .collect();
+    assert!(
+        !needed.is_empty(),
+        "{bin} needs no shared library?\n{dynamic}"
+    );
     let ldd = stdout_of(Command::new("ldd").arg(bin));
     let mut pkgs = BTreeSet::new();
-    for line in ldd.lines() {
-        let Some(path) = line
-            .split("=>")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-        else {
+    for lib in needed {
+        // The loader itself has no `=>` line; libc6 holds it.
+        if lib.starts_with("ld-linux") {
             continue;
-        };
+        }
+        let path = ldd
+            .lines()
+            .find_map(|l| {
+                let (name, rest) = l.split_once("=>")?;
+                (name.trim() == lib).then(|| rest.split_whitespace().next().map(str::to_string))?
+            })
+            .unwrap_or_else(|| panic!("ldd does not find {lib}:\n{ldd}"));
         // Merged /usr: dpkg may know the file under either name.
-        let found = [path.to_string(), format!("/usr{path}")]
-            .iter()
-            .find_map(|p| {
-                let out = run(Command::new("dpkg").args(["-S", p]));
-                let text = String::from_utf8_lossy(&out.stdout).into_owned();
-                let pkg = text.split(':').next()?.trim().to_string();
-                (out.status.success() && !pkg.is_empty()).then_some(pkg)
-            });
+        let found = [path.clone(), format!("/usr{path}")].iter().find_map(|p| {
+            let out = run(Command::new("dpkg").args(["-S", p]));
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let pkg = text.split(':').next()?.trim().to_string();
+            (out.status.success() && !pkg.is_empty()).then_some(pkg)
+        });
         pkgs.insert(found.unwrap_or_else(|| panic!("no package holds {path}")));
     }
     pkgs
