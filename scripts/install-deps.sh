@@ -8,6 +8,7 @@ PKGS=(
   curl wrk nginx netcat-openbsd strace sysstat procps                # peers and independent counters
   redis-server redis-tools                                           # load balancer lab backends and clients
   libdpdk-dev                                                        # DPDK driver (feature)
+  dpkg-dev python3-jsonschema python3-yaml                           # make deb; the manifest schema check
 )
 
 missing=()

@@ -357,6 +357,11 @@ impl Daemon {
         let action = self.reconcile();
         self.record("startup".into(), action, t0);
         self.write_status(true);
+        // systemd (Type=notify): the programs are attached and the status is written.
+        if let Err(e) = wirespeed_sys::notify::ready("fast path attached") {
+            self.log
+                .note_error(format!("could not tell systemd we are ready: {e}"));
+        }
 
         let mut last_poll = Instant::now();
         let mut last_status = Instant::now();
@@ -428,6 +433,7 @@ impl Daemon {
                 last_status = Instant::now();
             }
         }
+        let _ = wirespeed_sys::notify::stopping("detaching the fast path");
         let status = self.status(false);
         self.dataplane.detach_all();
         let _ = status::write_status_file(&self.cfg.status_path, &status);

@@ -366,6 +366,10 @@ pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicB
     let checker = Checker::start(move |ev| health_tx.send(Input::Health(ev)).is_ok())
         .map_err(crate::error::io("start the health checker"))?;
     checker.set_targets(daemon.check_targets());
+    // systemd (Type=notify): the program is attached (by the caller) and the socket listens.
+    if let Err(e) = wirespeed_sys::notify::ready("load balancer attached") {
+        eprintln!("wirespeed lb: could not tell systemd we are ready: {e}");
+    }
     let acceptor_stop = AtomicBool::new(false);
     let result = std::thread::scope(|scope| -> Result<()> {
         let server = &server;
@@ -405,6 +409,7 @@ pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicB
         drop(jobs);
         outcome
     });
+    let _ = wirespeed_sys::notify::stopping("detaching the load balancer");
     drop(checker);
     drop(server);
     result
