@@ -80,6 +80,21 @@ pub struct Row {
     pub server: String,
     /// Lab tuning profile.
     pub profile: String,
+    /// Every setting the row's lab applied (the profile's sysfs and sysctl writes, ethtool
+    /// features, the row's own offload changes), as the lab reported them; empty when none.
+    #[serde(default)]
+    pub profile_settings: Vec<String>,
+    /// What the client sent: `http`, `echo-pingpong`, `echo-stream` or `lb-fullnat-pps`
+    /// (the charts draw each family on its own).
+    #[serde(default)]
+    pub workload: String,
+    /// The seed's figure for this step over the seed's own base (seed 000 for the HTTP
+    /// ladder, Photon's for the echo rows; see `showdown_seed`), where the seed has one.
+    #[serde(default)]
+    pub seed_ratio: Option<f64>,
+    /// Which seed figures `seed_ratio` divides.
+    #[serde(default)]
+    pub seed_source: Option<String>,
     /// Set when the row could not run (e.g. nginx not installed); the figures are then empty.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
@@ -192,31 +207,35 @@ impl Showdown {
                 format!("{:.2}x ({:.2}-{:.2})", r.median, r.min, r.max)
             })
         };
+        let seed = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}x"));
         let _ = writeln!(
             s,
-            "| # | configuration | req/s | vs base row | p50 us | p99 us | p99.99 us | CPU-us/req | syscalls/req | ctx sw/s | locality % | client CPU-us/req | client CPU % | server CPU % | errors |"
+            "| # | configuration | req/s | vs base row | seed | p50 us | p99 us | p99.99 us | CPU-us/req | syscalls/req | ctx sw/s | locality % | client CPU-us/req | client CPU % | server CPU % | errors |"
         );
         let _ = writeln!(
             s,
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for r in &self.rows {
             if let Some(why) = &r.skipped {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | skipped: {why} | | | | | | | | | | | | |",
-                    r.row, r.name
+                    "| {} | {} | skipped: {why} | | {} | | | | | | | | | | | |",
+                    r.row,
+                    r.name,
+                    seed(r.seed_ratio)
                 );
                 continue;
             }
             let _ = writeln!(
                 s,
-                "| {} | {}{} | {:.0} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.0} | {} | {:.2} | {:.0} | {:.0} | {} |",
+                "| {} | {}{} | {:.0} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.0} | {} | {:.2} | {:.0} | {:.0} | {} |",
                 r.row,
                 r.name,
                 if r.client_bound { " (client-bound)" } else { "" },
                 r.rps,
                 ratio(r.rps_vs_row1),
+                seed(r.seed_ratio),
                 r.p50_us,
                 r.p99_us,
                 r.p9999_us,
@@ -250,7 +269,10 @@ impl Showdown {
              req/s ratios against row 1, or against the row named in the configuration (echo rows: \
              req/s is messages/s). Latency: {}. CPU-us/req is the server's user+sys plus the softirq time on its \
              CPU not already inside it, per request; client CPU-us/req is the load generator's \
-             (on veth, packet work a configuration moves off the server's CPU lands there).\n",
+             (on veth, packet work a configuration moves off the server's CPU lands there). \
+             `seed` is the seed's own figure for the same step over its own base, where it has one: \
+             seed 000 (Linux kernel vs DPDK, HTTP) for rows against row 1, the Photon seed for the \
+             echo rows; each row's `seed_source` in the JSON names the figures.\n",
             self.date,
             self.uname_r,
             self.nproc,
@@ -386,6 +408,7 @@ mod tests {
             let mut r = Row {
                 row: i,
                 name: format!("row{i}"),
+                seed_ratio: (i == 1).then_some(1.0),
                 ..Default::default()
             };
             r.rounds = vec![
@@ -400,6 +423,7 @@ mod tests {
             row: 3,
             name: "nginx".into(),
             skipped: Some("not installed".into()),
+            seed_ratio: Some(2.5),
             ..Default::default()
         });
         s.compute_ratios();
@@ -414,8 +438,19 @@ mod tests {
         );
         assert_eq!(s.rows[1].cpu_per_req_vs_row1.unwrap().median, 0.5);
         let md = s.markdown();
-        assert!(md.contains("| 2 | row2 | 200 | 2.00x"), "{md}");
-        assert!(md.contains("skipped: not installed"));
+        assert!(
+            md.contains("| 2 | row2 | 200 | 2.00x (2.00-2.00) | - |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 | row1 | 100 | 1.00x (1.00-1.00) | 1.00x |"),
+            "{md}"
+        );
+        assert!(md.contains("skipped: not installed | | 2.50x |"), "{md}");
+        // Every line of the table has the header's number of cells.
+        let cells = |l: &str| l.matches('|').count();
+        let table: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+        assert!(table.iter().all(|l| cells(l) == cells(table[0])), "{md}");
         let v = serde_json::to_value(&s).unwrap();
         for k in [
             "rps",
@@ -426,6 +461,9 @@ mod tests {
             "syscalls_per_req",
             "ctx_switches_per_s",
             "locality_pct",
+            "seed_ratio",
+            "profile_settings",
+            "workload",
         ] {
             assert!(v["rows"][0].get(k).is_some(), "{k}");
         }

@@ -26,6 +26,7 @@ use wirespeed_bench::load::{self, LoadSpec, PHASE_DONE, PHASE_MEASURING};
 use wirespeed_bench::parse_duration;
 use wirespeed_bench::probe::{Probe, ProbeOpts};
 use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
+use wirespeed_bench::showdown_seed::{self as seed, SeedRatio};
 use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
 use wirespeed_sys::signal::{CommandExt as _, Signal, Signals};
 use wirespeed_sys::{netns, process};
@@ -132,6 +133,18 @@ enum Workload {
     LbFullNatPps,
 }
 
+impl Workload {
+    /// As the results name it (`Row::workload`; the charts group rows by it).
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Http => "http",
+            Workload::EchoPingPong => "echo-pingpong",
+            Workload::EchoStream => "echo-stream",
+            Workload::LbFullNatPps => "lb-fullnat-pps",
+        }
+    }
+}
+
 const ECHO_SIZE: usize = 512;
 const PINGPONG_CONNECTIONS: usize = 64;
 const STREAM_CONNECTIONS: usize = 4;
@@ -145,15 +158,18 @@ struct RowSpec {
     workload: Workload,
     /// The row whose figures this one is compared with (1-based).
     base_row: usize,
+    /// The seed's figure for the same step over the seed's own base, where it has one.
+    seed: Option<SeedRatio>,
 }
 
-fn http(name: &'static str, profile: Profile, server: Server) -> RowSpec {
+fn http(name: &'static str, profile: Profile, server: Server, seed: Option<SeedRatio>) -> RowSpec {
     RowSpec {
         name,
         profile,
         server,
         workload: Workload::Http,
         base_row: 1,
+        seed,
     }
 }
 
@@ -182,24 +198,39 @@ fn ladder() -> Vec<RowSpec> {
             "untuned kernel",
             Profile::Default,
             ws("epoll", 0, 0, "none"),
+            Some(seed::HTTP_UNTUNED),
         ),
-        http("tuned kernel", Profile::Tuned, ws("epoll", 0, 0, "none")),
+        http(
+            "tuned kernel",
+            Profile::Tuned,
+            ws("epoll", 0, 0, "none"),
+            Some(seed::HTTP_OS_TUNED),
+        ),
         http(
             "+ perfect locality",
             Profile::Tuned,
             ws("epoll", 0, 0, "cbpf"),
+            Some(seed::HTTP_PERFECT_LOCALITY),
         ),
         http(
             "+ busy poll (epoll)",
             Profile::Tuned,
             ws("epoll", 100, 50, "cbpf"),
+            Some(seed::HTTP_BUSY_POLL),
         ),
-        http("io_uring", Profile::Tuned, ws("uring", 100, 50, "cbpf")),
-        http("nginx (1 worker)", Profile::Tuned, Server::Nginx),
+        // Seed 000 ran neither io_uring nor nginx.
+        http(
+            "io_uring",
+            Profile::Tuned,
+            ws("uring", 100, 50, "cbpf"),
+            None,
+        ),
+        http("nginx (1 worker)", Profile::Tuned, Server::Nginx, None),
         http(
             "bypass: our stack on AF_XDP",
             Profile::Default,
             Server::WirespeedXdp { app: "http" },
+            Some(seed::HTTP_BYPASS),
         ),
         // The bypass rows run on the default profile: the tuned profile's knobs (RPS/XPS,
         // GRO, NAPI deferral, busy_read) act on the kernel's receive path, which frames that
@@ -214,6 +245,7 @@ fn ladder() -> Vec<RowSpec> {
             server: echo_kernel(),
             workload: Workload::EchoPingPong,
             base_row: 8,
+            seed: Some(seed::ECHO_PINGPONG_KERNEL),
         },
         RowSpec {
             name: "echo ping-pong 512 B: bypass (vs row 8)",
@@ -221,6 +253,7 @@ fn ladder() -> Vec<RowSpec> {
             server: Server::WirespeedXdp { app: "echo" },
             workload: Workload::EchoPingPong,
             base_row: 8,
+            seed: Some(seed::ECHO_PINGPONG_BYPASS),
         },
         RowSpec {
             name: "echo stream 512 B: kernel (epoll, busy poll)",
@@ -228,6 +261,7 @@ fn ladder() -> Vec<RowSpec> {
             server: echo_kernel(),
             workload: Workload::EchoStream,
             base_row: 10,
+            seed: Some(seed::ECHO_STREAM_KERNEL),
         },
         RowSpec {
             name: "echo stream 512 B: bypass (vs row 10)",
@@ -235,14 +269,18 @@ fn ladder() -> Vec<RowSpec> {
             server: Server::WirespeedXdp { app: "echo" },
             workload: Workload::EchoStream,
             base_row: 10,
+            seed: Some(seed::ECHO_STREAM_BYPASS),
         },
-        // The L4 load balancer (issue 17): full-NAT pps, on the DUT, against nftables.
+        // The L4 load balancer (issue 17): full-NAT pps, on the DUT, against nftables. The
+        // DPVS seed gives no kernel figure to divide DPVS's by, so these rows have no seed
+        // ratio (showdown_seed).
         RowSpec {
             name: "L4 LB full-NAT 64 B TCP pps: nftables DNAT+SNAT",
             profile: Profile::Default,
             server: Server::LoadBalancer { xdp: false },
             workload: Workload::LbFullNatPps,
             base_row: 12,
+            seed: None,
         },
         RowSpec {
             name: "L4 LB full-NAT 64 B TCP pps: wirespeed lb (vs row 12)",
@@ -250,6 +288,7 @@ fn ladder() -> Vec<RowSpec> {
             server: Server::LoadBalancer { xdp: true },
             workload: Workload::LbFullNatPps,
             base_row: 12,
+            seed: None,
         },
     ]
 }
@@ -338,11 +377,14 @@ fn nginx_conf(dir: &Path, listen: &str) -> anyhow::Result<PathBuf> {
     Ok(conf)
 }
 
+/// Starts the row's server; what it changes in the lab on the way (beyond the profile) goes
+/// into `settings`.
 fn start_server(
     spec: &RowSpec,
     lab: &Lab,
     log: &Path,
     workdir: &Path,
+    settings: &mut Vec<String>,
 ) -> anyhow::Result<(ServerProc, String)> {
     let ns = lab.ns("s").context("lab has no server node")?;
     let addr = serve_addr(spec, lab)?;
@@ -399,6 +441,7 @@ fn start_server(
                         &["-K", &i.name, "tx", "off", "tso", "off", "gso", "off"],
                     )
                     .context("turn off TX offloads for the bypass row")?;
+                    settings.push(format!("{role}:{} tx off tso off gso off", i.name));
                 }
             }
             let args: Vec<String> = vec![
@@ -482,21 +525,43 @@ struct Plan {
     bpf: bool,
 }
 
-fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigures, String)> {
+/// One round of one row: its figures, the server's command line, and every setting its lab
+/// applied.
+struct RoundRun {
+    figures: RoundFigures,
+    server: String,
+    settings: Vec<String>,
+}
+
+fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> {
     check_interrupt()?;
     if let Server::LoadBalancer { xdp } = spec.server {
-        return lb_rows::round(xdp, SERVER_CPU, CLIENT_CPU, plan.warmup, plan.duration);
+        let (figures, server) =
+            lb_rows::round(xdp, SERVER_CPU, CLIENT_CPU, plan.warmup, plan.duration)?;
+        return Ok(RoundRun {
+            figures,
+            server,
+            settings: vec![],
+        });
     }
     let mut ls = LabSpec::new(LAB, Topology::Pair);
     ls.profile = spec.profile;
     ls.cpus.insert("c".into(), vec![CLIENT_CPU]);
     ls.cpus.insert("s".into(), vec![SERVER_CPU]);
     let lab = Lab::up(&ls).context("lab up")?;
+    let mut settings = vec![format!(
+        "lab {}: client CPU {CLIENT_CPU}, server CPU {SERVER_CPU}, {} queue(s) per veth, profile {}",
+        ls.topology.name(),
+        ls.queues,
+        ls.profile.name()
+    )];
+    settings.extend(lab.tuning.iter().cloned());
     let (server, line) = start_server(
         spec,
         &lab,
         &out.join("showdown-server.log"),
         Path::new(NGINX_DIR),
+        &mut settings,
     )?;
 
     let addr = serve_addr(spec, &lab)?;
@@ -576,7 +641,11 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
     if let Some(e) = &report.bpf_error {
         eprintln!("  note: {e}");
     }
-    Ok((fig, line))
+    Ok(RoundRun {
+        figures: fig,
+        server: line,
+        settings,
+    })
 }
 
 fn write_reports(sd: &Showdown, out: &Path) -> anyhow::Result<()> {
@@ -594,12 +663,33 @@ fn write_reports(sd: &Showdown, out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Fills what results from before a field existed lack, from the ladder row of the same
+/// name: the workload and the seed's ratio (the seed's figure is the step's, not the run's).
+fn fill_from_ladder(sd: &mut Showdown) {
+    let ladder = ladder();
+    for row in sd.rows.iter_mut() {
+        let Some(spec) = ladder.iter().find(|s| s.name == row.name) else {
+            continue;
+        };
+        if row.workload.is_empty() {
+            row.workload = spec.workload.name().into();
+        }
+        if row.seed_ratio.is_none() {
+            if let Some(seed) = spec.seed {
+                row.seed_ratio = Some(seed.ratio);
+                row.seed_source = Some(seed.source.into());
+            }
+        }
+    }
+}
+
 pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(path) = &a.render {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-        let sd: Showdown =
+        let mut sd: Showdown =
             serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
+        fill_from_ladder(&mut sd);
         return write_reports(&sd, &a.out);
     }
     if !wirespeed_lab::is_root() {
@@ -637,6 +727,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 base_row: spec.base_row,
                 name: spec.name.into(),
                 profile: spec.profile.name().into(),
+                workload: spec.workload.name().into(),
+                seed_ratio: spec.seed.map(|s| s.ratio),
+                seed_source: spec.seed.map(|s| s.source.into()),
                 ..Default::default()
             };
             (spec, row)
@@ -663,12 +756,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 continue;
             }
             match run_row(spec, &plan, &out) {
-                Ok((fig, line)) => {
+                Ok(RoundRun {
+                    figures: fig,
+                    server: line,
+                    settings,
+                }) => {
                     eprintln!(
                         "  round {round}/{rounds} row {} {:<22} {:>9.0} req/s  p99 {:>7.0} us  server {:>5.1}% CPU  client {:>5.1}% CPU",
                         row.row, row.name, fig.rps, fig.p99_us, fig.server_cpu_pct, fig.client_cpu_pct
                     );
                     row.server = line;
+                    row.profile_settings = settings;
                     row.rounds.push(fig);
                 }
                 Err(e) => {
@@ -717,4 +815,53 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     sd.compute_ratios();
     write_reports(&sd, &out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_ratios_sit_on_the_steps_the_seeds_ran() {
+        let ladder = ladder();
+        let seeded: Vec<usize> = ladder
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.seed.is_some())
+            .map(|(i, _)| i + 1)
+            .collect();
+        // Not io_uring (5), nginx (6) or the load balancer (12, 13): no seed ran them.
+        assert_eq!(seeded, [1, 2, 3, 4, 7, 8, 9, 10, 11]);
+        // A seeded row's base row is its seed's base: 1.00x on both sides.
+        for s in ladder.iter().filter(|s| s.seed.is_some()) {
+            let base = &ladder[s.base_row - 1];
+            assert_eq!(base.seed.map(|b| b.ratio), Some(1.0), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn rendering_older_results_fills_the_seed_and_workload_by_row_name() {
+        let ladder = ladder();
+        let mut sd = Showdown {
+            rows: [1, 12]
+                .into_iter()
+                .map(|n| Row {
+                    row: n + 1,
+                    name: ladder[n].name.into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        fill_from_ladder(&mut sd);
+        assert_eq!(sd.rows[0].workload, "http");
+        assert_eq!(sd.rows[0].seed_ratio, Some(seed::HTTP_OS_TUNED.ratio));
+        assert!(sd.rows[0]
+            .seed_source
+            .as_deref()
+            .unwrap()
+            .contains("726,154"));
+        assert_eq!(sd.rows[1].workload, "lb-fullnat-pps");
+        assert_eq!(sd.rows[1].seed_ratio, None);
+    }
 }
