@@ -3,11 +3,8 @@
 //! the lab and the server processes; this module is pure and unit-tested.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-
-use crate::{Error, Result};
 
 /// Median, min and max of the per-round ratios of a row against row 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -301,83 +298,6 @@ impl Showdown {
         }
         s
     }
-
-    /// A bar chart of req/s and CPU-µs per request per row.
-    pub fn svg(&self, path: &Path) -> Result<()> {
-        use plotters::prelude::*;
-        // The HTTP ladder only (rows compared with row 1): the echo rows count messages, on a
-        // scale that would flatten every HTTP bar.
-        let rows: Vec<&Row> = self
-            .rows
-            .iter()
-            .filter(|r| r.skipped.is_none() && r.base_row <= 1)
-            .collect();
-        let n = rows.len().max(1);
-        let max_rps = rows.iter().map(|r| r.rps).fold(1.0, f64::max) * 1.15;
-        let max_cpu = rows
-            .iter()
-            .filter_map(|r| r.cpu_us_per_req)
-            .fold(1.0, f64::max)
-            * 1.15;
-        let err =
-            |e: &dyn std::fmt::Display| Error::Invalid(format!("draw {}: {e}", path.display()));
-        let root = SVGBackend::new(path, (1000, 700)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| err(&e))?;
-        let (top, bottom) = root.split_vertically(350);
-        let label = |i: usize| {
-            rows.get(i)
-                .map(|r| format!("row {}", r.row))
-                .unwrap_or_default()
-        };
-        for (area, title, max, value, color) in [
-            (
-                &top,
-                "HTTP plaintext req/s (higher is better; rows as in the table)",
-                max_rps,
-                &(|r: &Row| Some(r.rps)) as &dyn Fn(&Row) -> Option<f64>,
-                BLUE,
-            ),
-            (
-                &bottom,
-                "server CPU-us per request (lower is better)",
-                max_cpu,
-                &|r: &Row| r.cpu_us_per_req,
-                RED,
-            ),
-        ] {
-            let mut chart = ChartBuilder::on(area)
-                .caption(title, ("sans-serif", 18))
-                .margin(10)
-                .x_label_area_size(40)
-                .y_label_area_size(70)
-                .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..max)
-                .map_err(|e| err(&e))?;
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .x_labels(n)
-                .x_label_formatter(&|x| {
-                    if x.fract().abs() < 1e-9 {
-                        label(*x as usize)
-                    } else {
-                        String::new()
-                    }
-                })
-                .draw()
-                .map_err(|e| err(&e))?;
-            chart
-                .draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
-                    let v = value(r)?;
-                    Some(Rectangle::new(
-                        [(i as f64 - 0.35, 0.0), (i as f64 + 0.35, v)],
-                        color.filled(),
-                    ))
-                }))
-                .map_err(|e| err(&e))?;
-        }
-        root.present().map_err(|e| err(&e))?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -467,11 +387,5 @@ mod tests {
         ] {
             assert!(v["rows"][0].get(k).is_some(), "{k}");
         }
-        let path = std::env::temp_dir().join(format!("ws-showdown-{}.svg", std::process::id()));
-        s.svg(&path).unwrap();
-        let svg = std::fs::read_to_string(&path).unwrap();
-        let _ = std::fs::remove_file(&path);
-        // Bars are labelled by row number; the table maps numbers to names.
-        assert!(svg.contains("<svg") && svg.contains("row 2"));
     }
 }

@@ -3,7 +3,8 @@
 //! A `pair` lab per row and round (client namespace <-> server namespace over a veth), the
 //! server pinned to CPU 1, the load generator (crates/bench) pinned to CPU 0 with 256
 //! connections, rows alternating round by round, probes on the server over exactly the
-//! measured interval. Results: the table on stdout, results/showdown.{json,md,svg}.
+//! measured interval. Results: the table on stdout, results/showdown.{json,md}, and the charts
+//! (results/showdown.svg, showdown-echo.svg, showdown-lb.svg, each with its PNG).
 //!
 //! Adding a row (the bypass rows: AF_XDP, DPDK) means adding a [`Server`] variant that knows
 //! how to start that server in the server namespace, and a [`RowSpec`] in [`ladder`].
@@ -26,6 +27,7 @@ use wirespeed_bench::load::{self, LoadSpec, PHASE_DONE, PHASE_MEASURING};
 use wirespeed_bench::parse_duration;
 use wirespeed_bench::probe::{Probe, ProbeOpts};
 use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
+use wirespeed_bench::showdown_chart;
 use wirespeed_bench::showdown_seed::{self as seed, SeedRatio};
 use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
 use wirespeed_sys::signal::{CommandExt as _, Signal, Signals};
@@ -654,12 +656,29 @@ fn write_reports(sd: &Showdown, out: &Path) -> anyhow::Result<()> {
     std::fs::write(&json, serde_json::to_string_pretty(sd)? + "\n")
         .with_context(|| format!("write {}", json.display()))?;
     std::fs::write(out.join("showdown.md"), sd.markdown())?;
-    sd.svg(&out.join("showdown.svg"))?;
+    let mut written = vec![json, out.join("showdown.md")];
+    let mut png_error = None;
+    for svg in showdown_chart::write_svgs(sd, out)? {
+        written.push(svg.clone());
+        if png_error.is_some() {
+            // An earlier run's PNG would not show this run's figures.
+            let _ = std::fs::remove_file(svg.with_extension("png"));
+            continue;
+        }
+        match showdown_chart::png(&svg) {
+            Ok(png) => written.push(png),
+            Err(why) => {
+                let _ = std::fs::remove_file(svg.with_extension("png"));
+                png_error = Some(why);
+            }
+        }
+    }
+    if let Some(why) = png_error {
+        eprintln!("{why}");
+    }
     println!("{}", sd.table());
-    println!(
-        "wrote {0}/showdown.json, {0}/showdown.md, {0}/showdown.svg",
-        out.display()
-    );
+    let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    println!("wrote {}", names.join(", "));
     Ok(())
 }
 
