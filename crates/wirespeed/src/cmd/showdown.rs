@@ -7,7 +7,8 @@
 //! (results/showdown.svg, showdown-echo.svg, showdown-lb.svg, each with its PNG).
 //!
 //! Adding a row (the bypass rows: AF_XDP, DPDK) means adding a [`Server`] variant that knows
-//! how to start that server in the server namespace, and a [`RowSpec`] in [`ladder`].
+//! how to start that server in the server namespace (`start_server`), and a [`RowSpec`] in
+//! [`ladder`] (`showdown_rows.rs`).
 //!
 //! Rows 12 and 13 are the L4 load balancer's: full-NAT pps through nftables and through
 //! `wirespeed lb`, measured on an `lb` lab of their own by lb_bench's code (`showdown_lb.rs`).
@@ -28,13 +29,19 @@ use wirespeed_bench::parse_duration;
 use wirespeed_bench::probe::{Probe, ProbeOpts};
 use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
 use wirespeed_bench::showdown_chart;
-use wirespeed_bench::showdown_seed::{self as seed, SeedRatio};
-use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
+use wirespeed_lab::topo::{self, Lab, LabSpec, Topology};
 use wirespeed_sys::signal::{CommandExt as _, Signal, Signals};
 use wirespeed_sys::{netns, process};
 
 #[path = "showdown_lb.rs"]
 mod lb_rows;
+#[path = "showdown_rows.rs"]
+mod rows;
+
+use rows::{
+    fill_from_ladder, ladder, with_base_rows, RowSpec, Server, Workload, ECHO_SIZE,
+    PINGPONG_CONNECTIONS, STREAM_CONNECTIONS, STREAM_DEPTH,
+};
 
 const LAB: &str = "sd";
 const SERVER_CPU: usize = 1;
@@ -63,7 +70,8 @@ pub struct Args {
     /// Measured interval per row and round (default 5s, or 2s with --quick).
     #[arg(short = 'd', long, value_parser = dur)]
     duration: Option<Duration>,
-    /// Only these rows, e.g. 1,2,6 (row 1 is always run: it is the reference). HTTP: 1 untuned
+    /// Only these rows, e.g. 1,2,6 (row 1 is always run: it is the reference; so is each
+    /// chosen row's base row, e.g. 8 for 9). HTTP: 1 untuned
     /// kernel, 2 tuned kernel, 3 + perfect locality, 4 + busy poll, 5 io_uring, 6 nginx,
     /// 7 bypass; echo: 8 ping-pong kernel, 9 ping-pong bypass, 10 stream kernel, 11 stream
     /// bypass; L4 load balancer, full-NAT pps of 64-byte TCP: 12 nftables, 13 wirespeed lb.
@@ -79,28 +87,6 @@ pub struct Args {
 
 fn dur(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
-}
-
-/// How a row's server is started in the server namespace.
-#[derive(Clone, Debug)]
-enum Server {
-    /// `wirespeed serve http|echo --stack kernel ...`
-    Wirespeed {
-        app: &'static str,
-        engine: &'static str,
-        poll_us: u32,
-        busy_poll_us: u32,
-        locality: &'static str,
-    },
-    /// nginx, one worker (master_process off), access_log off; the distribution's build.
-    Nginx,
-    /// `wirespeed serve http|echo --stack xdp`: our TCP/IP stack on an AF_XDP socket on the
-    /// server namespace's interface, answering for its own address ([`bypass_addr`]) beside
-    /// the kernel's.
-    WirespeedXdp { app: &'static str },
-    /// No server: the load balancer's rows forward packets (`xdp`: `wirespeed lb`, else
-    /// nftables DNAT+SNAT).
-    LoadBalancer { xdp: bool },
 }
 
 /// The address the bypass stack serves: the server's subnet, host 100.
@@ -119,180 +105,6 @@ fn serve_addr(spec: &RowSpec, lab: &Lab) -> anyhow::Result<std::net::Ipv4Addr> {
         Server::WirespeedXdp { .. } => bypass_addr(kernel),
         _ => kernel,
     })
-}
-
-/// What the client sends.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Workload {
-    /// GET /plaintext, `--connections` connections, one request in flight each.
-    Http,
-    /// 512-byte messages, each sent when the previous one came back (Photon's ping-pong).
-    EchoPingPong,
-    /// 512-byte messages, many in flight on few connections (Photon's streaming).
-    EchoStream,
-    /// 64-byte TCP segments of 4,096 established connections through a full-NAT load
-    /// balancer to 4 reals (lb_bench's rows; req/s is packets/s).
-    LbFullNatPps,
-}
-
-impl Workload {
-    /// As the results name it (`Row::workload`; the charts group rows by it).
-    fn name(self) -> &'static str {
-        match self {
-            Workload::Http => "http",
-            Workload::EchoPingPong => "echo-pingpong",
-            Workload::EchoStream => "echo-stream",
-            Workload::LbFullNatPps => "lb-fullnat-pps",
-        }
-    }
-}
-
-const ECHO_SIZE: usize = 512;
-const PINGPONG_CONNECTIONS: usize = 64;
-const STREAM_CONNECTIONS: usize = 4;
-const STREAM_DEPTH: usize = 64;
-
-#[derive(Clone, Debug)]
-struct RowSpec {
-    name: &'static str,
-    profile: Profile,
-    server: Server,
-    workload: Workload,
-    /// The row whose figures this one is compared with (1-based).
-    base_row: usize,
-    /// The seed's figure for the same step over the seed's own base, where it has one.
-    seed: Option<SeedRatio>,
-}
-
-fn http(name: &'static str, profile: Profile, server: Server, seed: Option<SeedRatio>) -> RowSpec {
-    RowSpec {
-        name,
-        profile,
-        server,
-        workload: Workload::Http,
-        base_row: 1,
-        seed,
-    }
-}
-
-fn echo_kernel() -> Server {
-    Server::Wirespeed {
-        app: "echo",
-        engine: "epoll",
-        poll_us: 100,
-        busy_poll_us: 50,
-        locality: "cbpf",
-    }
-}
-
-/// The seed ladder (rows 1-6), the bypass stack (7), Photon's echo table (8-11), and the L4
-/// load balancer against nftables (12-13).
-fn ladder() -> Vec<RowSpec> {
-    let ws = |engine, poll_us, busy_poll_us, locality| Server::Wirespeed {
-        app: "http",
-        engine,
-        poll_us,
-        busy_poll_us,
-        locality,
-    };
-    vec![
-        http(
-            "untuned kernel",
-            Profile::Default,
-            ws("epoll", 0, 0, "none"),
-            Some(seed::HTTP_UNTUNED),
-        ),
-        http(
-            "tuned kernel",
-            Profile::Tuned,
-            ws("epoll", 0, 0, "none"),
-            Some(seed::HTTP_OS_TUNED),
-        ),
-        http(
-            "+ perfect locality",
-            Profile::Tuned,
-            ws("epoll", 0, 0, "cbpf"),
-            Some(seed::HTTP_PERFECT_LOCALITY),
-        ),
-        http(
-            "+ busy poll (epoll)",
-            Profile::Tuned,
-            ws("epoll", 100, 50, "cbpf"),
-            Some(seed::HTTP_BUSY_POLL),
-        ),
-        // Seed 000 ran neither io_uring nor nginx.
-        http(
-            "io_uring",
-            Profile::Tuned,
-            ws("uring", 100, 50, "cbpf"),
-            None,
-        ),
-        http("nginx (1 worker)", Profile::Tuned, Server::Nginx, None),
-        http(
-            "bypass: our stack on AF_XDP",
-            Profile::Default,
-            Server::WirespeedXdp { app: "http" },
-            Some(seed::HTTP_BYPASS),
-        ),
-        // The bypass rows run on the default profile: the tuned profile's knobs (RPS/XPS,
-        // GRO, NAPI deferral, busy_read) act on the kernel's receive path, which frames that
-        // XDP takes away never reach, and on veth they cost more than they save (row 2 vs
-        // row 1). So row 7 is compared with row 1, the same lab untuned, and the echo pairs
-        // run on that lab too.
-        // Photon's echo table: the busy-polled kernel server against the bypass stack, each
-        // pair compared with its own kernel row.
-        RowSpec {
-            name: "echo ping-pong 512 B: kernel (epoll, busy poll)",
-            profile: Profile::Default,
-            server: echo_kernel(),
-            workload: Workload::EchoPingPong,
-            base_row: 8,
-            seed: Some(seed::ECHO_PINGPONG_KERNEL),
-        },
-        RowSpec {
-            name: "echo ping-pong 512 B: bypass (vs row 8)",
-            profile: Profile::Default,
-            server: Server::WirespeedXdp { app: "echo" },
-            workload: Workload::EchoPingPong,
-            base_row: 8,
-            seed: Some(seed::ECHO_PINGPONG_BYPASS),
-        },
-        RowSpec {
-            name: "echo stream 512 B: kernel (epoll, busy poll)",
-            profile: Profile::Default,
-            server: echo_kernel(),
-            workload: Workload::EchoStream,
-            base_row: 10,
-            seed: Some(seed::ECHO_STREAM_KERNEL),
-        },
-        RowSpec {
-            name: "echo stream 512 B: bypass (vs row 10)",
-            profile: Profile::Default,
-            server: Server::WirespeedXdp { app: "echo" },
-            workload: Workload::EchoStream,
-            base_row: 10,
-            seed: Some(seed::ECHO_STREAM_BYPASS),
-        },
-        // The L4 load balancer (issue 17): full-NAT pps, on the DUT, against nftables. The
-        // DPVS seed gives no kernel figure to divide DPVS's by, so these rows have no seed
-        // ratio (showdown_seed).
-        RowSpec {
-            name: "L4 LB full-NAT 64 B TCP pps: nftables DNAT+SNAT",
-            profile: Profile::Default,
-            server: Server::LoadBalancer { xdp: false },
-            workload: Workload::LbFullNatPps,
-            base_row: 12,
-            seed: None,
-        },
-        RowSpec {
-            name: "L4 LB full-NAT 64 B TCP pps: wirespeed lb (vs row 12)",
-            profile: Profile::Default,
-            server: Server::LoadBalancer { xdp: true },
-            workload: Workload::LbFullNatPps,
-            base_row: 12,
-            seed: None,
-        },
-    ]
 }
 
 /// SIGINT/SIGTERM, blocked on the main thread before any other thread starts and read from a
@@ -682,26 +494,6 @@ fn write_reports(sd: &Showdown, out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Fills what results from before a field existed lack, from the ladder row of the same
-/// name: the workload and the seed's ratio (the seed's figure is the step's, not the run's).
-fn fill_from_ladder(sd: &mut Showdown) {
-    let ladder = ladder();
-    for row in sd.rows.iter_mut() {
-        let Some(spec) = ladder.iter().find(|s| s.name == row.name) else {
-            continue;
-        };
-        if row.workload.is_empty() {
-            row.workload = spec.workload.name().into();
-        }
-        if row.seed_ratio.is_none() {
-            if let Some(seed) = spec.seed {
-                row.seed_ratio = Some(seed.ratio);
-                row.seed_source = Some(seed.source.into());
-            }
-        }
-    }
-}
-
 pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(path) = &a.render {
         let text =
@@ -726,10 +518,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .unwrap_or(Duration::from_secs(if a.quick { 2 } else { 5 })),
         bpf: !a.no_bpf,
     };
-    let wanted: Option<Vec<usize>> = a
-        .rows
-        .as_deref()
-        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+    let wanted: Option<Vec<usize>> = a.rows.as_deref().map(|s| {
+        with_base_rows(
+            &ladder(),
+            s.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
+        )
+    });
     std::fs::create_dir_all(&a.out).with_context(|| format!("create {}", a.out.display()))?;
     let out = std::fs::canonicalize(&a.out)?;
     let _ = std::fs::remove_file(out.join("showdown-server.log"));
@@ -834,53 +628,4 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     sd.compute_ratios();
     write_reports(&sd, &out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn seed_ratios_sit_on_the_steps_the_seeds_ran() {
-        let ladder = ladder();
-        let seeded: Vec<usize> = ladder
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.seed.is_some())
-            .map(|(i, _)| i + 1)
-            .collect();
-        // Not io_uring (5), nginx (6) or the load balancer (12, 13): no seed ran them.
-        assert_eq!(seeded, [1, 2, 3, 4, 7, 8, 9, 10, 11]);
-        // A seeded row's base row is its seed's base: 1.00x on both sides.
-        for s in ladder.iter().filter(|s| s.seed.is_some()) {
-            let base = &ladder[s.base_row - 1];
-            assert_eq!(base.seed.map(|b| b.ratio), Some(1.0), "{}", s.name);
-        }
-    }
-
-    #[test]
-    fn rendering_older_results_fills_the_seed_and_workload_by_row_name() {
-        let ladder = ladder();
-        let mut sd = Showdown {
-            rows: [1, 12]
-                .into_iter()
-                .map(|n| Row {
-                    row: n + 1,
-                    name: ladder[n].name.into(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        };
-        fill_from_ladder(&mut sd);
-        assert_eq!(sd.rows[0].workload, "http");
-        assert_eq!(sd.rows[0].seed_ratio, Some(seed::HTTP_OS_TUNED.ratio));
-        assert!(sd.rows[0]
-            .seed_source
-            .as_deref()
-            .unwrap()
-            .contains("726,154"));
-        assert_eq!(sd.rows[1].workload, "lb-fullnat-pps");
-        assert_eq!(sd.rows[1].seed_ratio, None);
-    }
 }
