@@ -12,6 +12,10 @@
 //!
 //! Rows 12 and 13 are the L4 load balancer's: full-NAT pps through nftables and through
 //! `wirespeed lb`, measured on an `lb` lab of their own by lb_bench's code (`showdown_lb.rs`).
+//!
+//! `--role server|client` runs the same rows between two hosts instead of the lab: the
+//! client drives the load and the rounds, the server starts each row's server and probes it
+//! (`showdown_remote.rs`).
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
@@ -26,7 +30,7 @@ use wirespeed_bench::echo::EchoParser;
 use wirespeed_bench::http::{build_request, HttpParser, Target};
 use wirespeed_bench::load::{self, LoadSpec, PHASE_DONE, PHASE_MEASURING};
 use wirespeed_bench::parse_duration;
-use wirespeed_bench::probe::{Probe, ProbeOpts};
+use wirespeed_bench::probe::{Probe, ProbeOpts, ProbeReport};
 use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
 use wirespeed_bench::showdown_chart;
 use wirespeed_lab::topo::{self, Lab, LabSpec, Topology};
@@ -35,6 +39,8 @@ use wirespeed_sys::{netns, process};
 
 #[path = "showdown_lb.rs"]
 mod lb_rows;
+#[path = "showdown_remote.rs"]
+mod remote;
 #[path = "showdown_rows.rs"]
 mod rows;
 
@@ -80,9 +86,31 @@ pub struct Args {
     /// Skip the BPF probes (no syscall or locality figures).
     #[arg(long)]
     no_bpf: bool,
-    /// Measure nothing: rewrite the table, Markdown and SVG from an earlier showdown.json.
+    /// Measure nothing: rewrite the table, Markdown and charts from an earlier showdown.json.
     #[arg(long, value_name = "JSON")]
     render: Option<PathBuf>,
+    /// Two hosts instead of the lab: `server` on the host under test (with --listen), `client`
+    /// on the load host (with --peer); the client says which row runs next and writes the
+    /// results.
+    #[arg(long, value_enum)]
+    role: Option<Role>,
+    /// `--role server`: the control connection's address; each row's server listens on the
+    /// same address, port 8080.
+    #[arg(long, value_name = "ADDR:PORT", requires = "role")]
+    listen: Option<SocketAddr>,
+    /// `--role client`: the server host's --listen address.
+    #[arg(long, value_name = "ADDR:PORT", requires = "role")]
+    peer: Option<SocketAddr>,
+    /// `--role server`: let the tuned rows change the real interface's settings (restored
+    /// after each row). Without it they are refused, except on a lab address (198.18.0.0/15).
+    #[arg(long, requires = "role")]
+    allow_host: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
+enum Role {
+    Server,
+    Client,
 }
 
 fn dur(s: &str) -> Result<Duration, String> {
@@ -191,6 +219,67 @@ fn nginx_conf(dir: &Path, listen: &str) -> anyhow::Result<PathBuf> {
     Ok(conf)
 }
 
+/// The command line of a row whose server is ours on the kernel stack or nginx, listening on
+/// `listen`, made with `command` (in the lab: `ip netns exec` into the server namespace; on
+/// a server host: plainly). The bypass and load balancer rows are lab-only (`start_server`).
+fn server_command(
+    spec: &RowSpec,
+    listen: &str,
+    workdir: &Path,
+    command: &dyn Fn(&str) -> Command,
+) -> anyhow::Result<(Command, String)> {
+    Ok(match &spec.server {
+        Server::Wirespeed {
+            app,
+            engine,
+            poll_us,
+            busy_poll_us,
+            locality,
+        } => {
+            let exe = std::env::current_exe()?;
+            let args: Vec<String> = vec![
+                "serve".into(),
+                app.to_string(),
+                "--stack".into(),
+                "kernel".into(),
+                "--cpus".into(),
+                SERVER_CPU.to_string(),
+                "--listen".into(),
+                listen.to_string(),
+                "--engine".into(),
+                engine.to_string(),
+                "--poll-us".into(),
+                poll_us.to_string(),
+                "--busy-poll-us".into(),
+                busy_poll_us.to_string(),
+                "--locality".into(),
+                locality.to_string(),
+            ];
+            let mut c = command(exe.to_str().context("binary path")?);
+            c.args(&args);
+            (c, format!("wirespeed {}", args.join(" ")))
+        }
+        Server::Nginx => {
+            let conf = nginx_conf(workdir, listen)?;
+            let mut c = command("taskset");
+            c.args(["-c", &SERVER_CPU.to_string(), "nginx", "-c"])
+                .arg(&conf)
+                .arg("-p")
+                .arg(workdir);
+            (
+                c,
+                format!(
+                    "taskset -c {SERVER_CPU} nginx (1 worker, master_process off, access_log off)"
+                ),
+            )
+        }
+        Server::WirespeedXdp { .. } | Server::LoadBalancer { .. } => bail!(
+            "row `{}` takes over a lab interface: it runs only in the one-machine lab",
+            spec.name
+        ),
+    })
+}
+
 /// Starts the row's server; what it changes in the lab on the way (beyond the profile) goes
 /// into `settings`.
 fn start_server(
@@ -208,36 +297,9 @@ fn start_server(
         .append(true)
         .open(log)
         .with_context(|| format!("open {}", log.display()))?;
-    let (mut cmd, line) = match &spec.server {
-        Server::Wirespeed {
-            app,
-            engine,
-            poll_us,
-            busy_poll_us,
-            locality,
-        } => {
-            let exe = std::env::current_exe()?;
-            let args: Vec<String> = vec![
-                "serve".into(),
-                app.to_string(),
-                "--stack".into(),
-                "kernel".into(),
-                "--cpus".into(),
-                SERVER_CPU.to_string(),
-                "--listen".into(),
-                listen.clone(),
-                "--engine".into(),
-                engine.to_string(),
-                "--poll-us".into(),
-                poll_us.to_string(),
-                "--busy-poll-us".into(),
-                busy_poll_us.to_string(),
-                "--locality".into(),
-                locality.to_string(),
-            ];
-            let mut c = ns.command(exe.to_str().context("binary path")?);
-            c.args(&args);
-            (c, format!("wirespeed {}", args.join(" ")))
+    let (cmd, line) = match &spec.server {
+        Server::Wirespeed { .. } | Server::Nginx => {
+            server_command(spec, &listen, workdir, &|prog| ns.command(prog))?
         }
         Server::WirespeedXdp { app } => {
             let exe = std::env::current_exe()?;
@@ -279,21 +341,28 @@ fn start_server(
         Server::LoadBalancer { .. } => {
             bail!("the load balancer rows start no server (run_row measures them)")
         }
-        Server::Nginx => {
-            let conf = nginx_conf(workdir, &listen)?;
-            let mut c = ns.command("taskset");
-            c.args(["-c", &SERVER_CPU.to_string(), "nginx", "-c"])
-                .arg(&conf)
-                .arg("-p")
-                .arg(workdir);
-            (
-                c,
-                format!(
-                    "taskset -c {SERVER_CPU} nginx (1 worker, master_process off, access_log off)"
-                ),
-            )
-        }
     };
+    // Ready when a connection from the client namespace succeeds.
+    let target: SocketAddr = listen.parse()?;
+    let client = lab.ns("c").context("lab has no client node")?;
+    let server = spawn_until_listening(cmd, &line, target, log, logf, &|| {
+        client
+            .run(move || TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_ok())
+            .unwrap_or(false)
+    })?;
+    Ok((server, line))
+}
+
+/// Starts `cmd` (the server `line`, logging to `logf`) and waits until `ready` (a connection
+/// to `listen` succeeds), for 10 s at most.
+fn spawn_until_listening(
+    mut cmd: Command,
+    line: &str,
+    listen: SocketAddr,
+    log: &Path,
+    logf: File,
+    ready: &dyn Fn() -> bool,
+) -> anyhow::Result<ServerProc> {
     let child = cmd
         .unblock_signals()
         .stdin(Stdio::null())
@@ -302,15 +371,10 @@ fn start_server(
         .spawn()
         .with_context(|| format!("start `{line}`"))?;
     let mut server = ServerProc { child };
-    // Ready when a connection from the client namespace succeeds.
-    let target: SocketAddr = listen.parse()?;
-    let client = lab.ns("c").context("lab has no client node")?;
     let t = Instant::now();
     loop {
         check_interrupt()?;
-        let ok = client
-            .run(move || TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_ok())?;
-        if ok {
+        if ready() {
             break;
         }
         if let Ok(Some(st)) = server.child.try_wait() {
@@ -328,8 +392,7 @@ fn start_server(
         std::thread::sleep(Duration::from_millis(50));
     }
     // ip netns exec and taskset exec the server, so this pid is the server's.
-    let _ = &mut server;
-    Ok((server, line))
+    Ok(server)
 }
 
 struct Plan {
@@ -379,6 +442,51 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
     )?;
 
     let addr = serve_addr(spec, &lab)?;
+    let mut probe = LocalProbe(Some(Probe::prepare(&ProbeOpts {
+        pid: server.pid(),
+        cpus: Some(vec![SERVER_CPU]),
+        bpf: plan.bpf,
+    })?));
+    let figures = drive(spec, plan, addr, Some(format!("ws-{LAB}-c")), &mut probe)?;
+    drop(server);
+    lab.down()?;
+    Ok(RoundRun {
+        figures,
+        server: line,
+        settings,
+    })
+}
+
+/// The server's probe as the load side sees it: snapshots at the edges of the measured
+/// interval (here, or on the server host over the control connection).
+trait ServerProbe {
+    fn begin(&mut self) -> anyhow::Result<()>;
+    fn end(&mut self) -> anyhow::Result<ProbeReport>;
+}
+
+/// A probe on a server in this machine's lab.
+struct LocalProbe(Option<Probe>);
+
+impl ServerProbe for LocalProbe {
+    fn begin(&mut self) -> anyhow::Result<()> {
+        Ok(self.0.as_mut().context("probe already ended")?.begin()?)
+    }
+
+    fn end(&mut self) -> anyhow::Result<ProbeReport> {
+        Ok(self.0.take().context("probe already ended")?.end()?)
+    }
+}
+
+/// The client's side of one round: the row's load against `addr` (from namespace `ns` when
+/// given, else from here), the server's probe snapshotted at the edges of the measured
+/// interval, the figures of both sides.
+fn drive(
+    spec: &RowSpec,
+    plan: &Plan,
+    addr: std::net::Ipv4Addr,
+    ns: Option<String>,
+    probe: &mut dyn ServerProbe,
+) -> anyhow::Result<RoundFigures> {
     let target = Target::parse(&format!("http://{addr}:{PORT}/plaintext"))?;
     let phase = Arc::new(AtomicU8::new(0));
     let (connections, depth, request) = match spec.workload {
@@ -410,17 +518,16 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
         phase: Some(phase.clone()),
         engine: load::Engine::Uring,
     };
-    let mut probe = Probe::prepare(&ProbeOpts {
-        pid: server.pid(),
-        cpus: Some(vec![SERVER_CPU]),
-        bpf: plan.bpf,
-    })?;
     let workload = spec.workload;
-    // The load threads inherit the client namespace from this one.
-    let client = netns::spawn_in(&format!("ws-{LAB}-c"), move || match workload {
+    let run = move || match workload {
         Workload::Http => load::run(&load_spec, HttpParser::default()),
         _ => load::run(&load_spec, EchoParser::new(ECHO_SIZE)),
-    })?;
+    };
+    // The load threads inherit the client namespace from this one.
+    let client = match ns {
+        Some(ns) => netns::spawn_in(&ns, run)?,
+        None => std::thread::spawn(move || Ok(run())),
+    };
     let wait_phase = |want: u8| {
         while phase.load(Ordering::SeqCst) < want && !client.is_finished() {
             std::thread::sleep(Duration::from_millis(1));
@@ -434,8 +541,6 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
         .join()
         .map_err(|_| anyhow::anyhow!("load thread panicked"))???;
     report.set_requests(Some(result.requests));
-    drop(server);
-    lab.down()?;
 
     let l = &result.hist.percentiles();
     let fig = RoundFigures {
@@ -455,11 +560,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
     if let Some(e) = &report.bpf_error {
         eprintln!("  note: {e}");
     }
-    Ok(RoundRun {
-        figures: fig,
-        server: line,
-        settings,
-    })
+    Ok(fig)
 }
 
 fn write_reports(sd: &Showdown, out: &Path) -> anyhow::Result<()> {
@@ -503,10 +604,63 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         fill_from_ladder(&mut sd);
         return write_reports(&sd, &a.out);
     }
+    match a.role {
+        Some(Role::Server) => {
+            let listen = a.listen.context(
+                "--role server needs --listen ADDR:PORT, the address the client's --peer names",
+            )?;
+            block_signals()?;
+            return remote::serve(listen, a.allow_host);
+        }
+        Some(Role::Client) => {
+            let peer = a.peer.context(
+                "--role client needs --peer ADDR:PORT, the server host's --listen address",
+            )?;
+            block_signals()?;
+            let mut control = remote::Control::connect(peer)?;
+            let server_cpus = format!("{SERVER_CPU} on the server host {peer}");
+            return measure(
+                &a,
+                &server_cpus,
+                &remote::lab_only,
+                &mut |row, spec, plan, _| control.round(row, spec, plan),
+            );
+        }
+        None => {}
+    }
     if !wirespeed_lab::is_root() {
         bail!("the showdown builds network namespaces and loads BPF probes: run it as root (sudo make run)");
     }
     block_signals()?;
+    // A lab left by a crashed run would make `lab up` refuse.
+    let _ = topo::down(LAB);
+    let result = measure(
+        &a,
+        &SERVER_CPU.to_string(),
+        &nginx_missing,
+        &mut |_, spec, plan, out| run_row(spec, plan, out),
+    );
+    let _ = topo::down(LAB);
+    result
+}
+
+/// Why a row cannot run in this machine's lab before it starts: nginx not installed.
+fn nginx_missing(spec: &RowSpec) -> Option<String> {
+    (matches!(spec.server, Server::Nginx) && which("nginx").is_none())
+        .then(|| "nginx is not installed (make deps installs it)".into())
+}
+
+/// One round of one row (its 1-based number, its spec), wherever it runs.
+type RunRound<'a> = dyn FnMut(usize, &RowSpec, &Plan, &Path) -> anyhow::Result<RoundRun> + 'a;
+
+/// The showdown's rounds over the chosen rows, each round of each row run by `run_round`
+/// (rows that `skip` names a reason for are skipped), then the reports.
+fn measure(
+    a: &Args,
+    server_cpus: &str,
+    skip: &dyn Fn(&RowSpec) -> Option<String>,
+    run_round: &mut RunRound,
+) -> anyhow::Result<()> {
     let rounds = a.rounds.unwrap_or(if a.quick { 1 } else { 3 }).max(1);
     let plan = Plan {
         connections: a.connections,
@@ -527,8 +681,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&a.out).with_context(|| format!("create {}", a.out.display()))?;
     let out = std::fs::canonicalize(&a.out)?;
     let _ = std::fs::remove_file(out.join("showdown-server.log"));
-    // A lab left by a crashed run would make `lab up` refuse.
-    let _ = topo::down(LAB);
 
     let mut rows: Vec<(RowSpec, Row)> = ladder()
         .into_iter()
@@ -548,12 +700,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             (spec, row)
         })
         .collect();
-    if which("nginx").is_none() {
-        for (spec, row) in rows.iter_mut() {
-            if matches!(spec.server, Server::Nginx) {
-                row.skipped = Some("nginx is not installed (make deps installs it)".into());
-            }
-        }
+    for (spec, row) in rows.iter_mut() {
+        row.skipped = skip(spec);
     }
 
     eprintln!(
@@ -568,7 +716,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             if row.skipped.is_some() {
                 continue;
             }
-            match run_row(spec, &plan, &out) {
+            match run_round(row.row, spec, &plan, &out) {
                 Ok(RoundRun {
                     figures: fig,
                     server: line,
@@ -595,8 +743,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
         }
     }
-    let _ = topo::down(LAB);
-
     let mut sd = Showdown {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         date: shell("date -u +%Y-%m-%dT%H:%M:%SZ"),
@@ -609,7 +755,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .unwrap_or(1),
         commit: shell("git rev-parse --short HEAD 2>/dev/null"),
         client_cpus: CLIENT_CPU.to_string(),
-        server_cpus: SERVER_CPU.to_string(),
+        server_cpus: server_cpus.to_string(),
         connections: plan.connections,
         warmup_s: plan.warmup.as_secs_f64(),
         duration_s: plan.duration.as_secs_f64(),
