@@ -7,6 +7,7 @@ PKGS=(
   iproute2 iputils-ping ethtool nftables iptables ipset tcpdump     # lab and fast path
   curl wrk nginx netcat-openbsd strace sysstat procps                # peers and independent counters
   redis-server redis-tools                                           # load balancer lab backends and clients
+  librsvg2-bin                                                       # rsvg-convert: the showdown's PNG charts
   libdpdk-dev                                                        # DPDK driver (feature)
   dpkg-dev python3-jsonschema python3-yaml                           # make deb; the manifest schema check
 )
