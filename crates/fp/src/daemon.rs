@@ -261,7 +261,6 @@ impl Daemon {
         if p.filter {
             p.kinds.push("nftables");
         }
-        self.metrics.events(&p.kinds);
     }
 
     fn take_rtnl(&mut self, ev: Event, p: &mut Pending) {
@@ -418,6 +417,8 @@ impl Daemon {
                 self.log.note_error(e.to_string());
             }
             p.changed |= p.reads_anything() || p.fdb;
+            // Every event and polled change, before the batch's duplicates fold.
+            self.metrics.events(&p.kinds);
             if !p.kinds.is_empty() {
                 p.kinds.dedup();
                 let mut action = if p.changed { self.reconcile() } else { "none" };
