@@ -102,7 +102,9 @@ fn services(w: &mut Writer, services: &[ServiceView]) {
             w.sample(&[svc(l)[0], svc(l)[1], ("direction", "out")], o);
         }
     }
-    let reals: Vec<(&RealView, [(&str, &str); 2], String)> = services
+    /// A real, its service's labels and its address as a label value.
+    type RealLabels<'a> = (&'a RealView, [(&'static str, &'a str); 2], String);
+    let reals: Vec<RealLabels> = services
         .iter()
         .zip(&labels)
         .flat_map(|(s, l)| s.reals.iter().map(move |r| (r, svc(l), r.addr.to_string())))
