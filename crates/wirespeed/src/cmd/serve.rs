@@ -161,6 +161,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .napi_busy_poll_us(common.busy_poll_us)
         .handle_signals(true)
         .build()?;
+    // Bound before anything starts, so a taken port is the one error; shard 0 takes it.
+    let metrics_listener = common
+        .metrics
+        .map(|addr| {
+            metrics::bind(addr).with_context(|| {
+                format!("--metrics {addr}: cannot listen there (is the address local and the port free?)")
+            })
+        })
+        .transpose()?;
+    let metrics_listener = std::sync::Mutex::new(metrics_listener);
     let app = match kind {
         Kind::Http { fixed: true } => "http (fixed)",
         Kind::Http { fixed: false } => "http",
@@ -199,6 +209,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     );
 
+    if let Some(addr) = common.metrics {
+        eprintln!("wirespeed serve: metrics on http://{addr}/metrics");
+    }
     let cfg = server::Config {
         idle_timeout: common.idle_timeout,
         fixed: matches!(kind, Kind::Http { fixed: true }),
@@ -209,18 +222,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let max_conns = common.max_conns;
     let stats = ServeStats::new(cpus.len());
-    // Taken by shard 0, which answers the scrapes.
-    let metrics_listener = match common.metrics {
-        Some(addr) => {
-            let l = metrics::bind(addr).with_context(|| {
-                format!("--metrics {addr}: cannot listen there (is the address local and the port free?)")
-            })?;
-            eprintln!("wirespeed serve: metrics on http://{addr}/metrics");
-            Some(l)
-        }
-        None => None,
-    };
-    let metrics_listener = std::sync::Mutex::new(metrics_listener);
     let shards = stack.shards();
     let per_shard = rt.run(move || {
         let (shards, cfg) = (shards.clone(), cfg.clone());
