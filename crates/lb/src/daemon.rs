@@ -260,7 +260,6 @@ impl<D: DataPlane> Daemon<D> {
         Ok(())
     }
 
-    /// The configuration with counters, rates and health, as `-L` shows it.
     /// The Prometheus exposition: what `-L --stats` shows, read now, and the reasons.
     pub fn render_metrics(&self) -> String {
         let view = self.view().map_err(|e| e.to_string());
@@ -274,6 +273,7 @@ impl<D: DataPlane> Daemon<D> {
         )
     }
 
+    /// The configuration with counters, rates and health, as `-L` shows it.
     pub fn view(&self) -> Result<ListView> {
         let counters = self.counters()?;
         let get = |id: &CounterId| counters.get(id).copied().unwrap_or_default();
