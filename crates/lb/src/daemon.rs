@@ -260,6 +260,19 @@ impl<D: DataPlane> Daemon<D> {
         Ok(())
     }
 
+    /// The Prometheus exposition: what `-L --stats` shows, read now, and the reasons.
+    pub fn render_metrics(&self) -> String {
+        let view = self.view().map_err(|e| e.to_string());
+        let stats = self.dp.stats().map_err(|e| e.to_string());
+        crate::metrics::render(
+            view.as_ref().map_err(Clone::clone),
+            stats
+                .as_ref()
+                .map(|s| s.reasons.as_slice())
+                .map_err(Clone::clone),
+        )
+    }
+
     /// The configuration with counters, rates and health, as `-L` shows it.
     pub fn view(&self) -> Result<ListView> {
         let counters = self.counters()?;
@@ -336,6 +349,8 @@ pub struct RunConfig {
     pub neighbour_refresh: Duration,
     /// How often counters are sampled for `--rate` (ipvsadm's estimator uses 2 s).
     pub rate_interval: Duration,
+    /// Serve Prometheus metrics on this address (`--metrics`), from the daemon's own loop.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl RunConfig {
@@ -344,6 +359,7 @@ impl RunConfig {
             socket,
             neighbour_refresh: Duration::from_secs(5),
             rate_interval: Duration::from_secs(2),
+            metrics: None,
         }
     }
 }
@@ -360,6 +376,14 @@ enum Input {
 /// Serves the control socket and runs the checks until `stop` is set; then stops the
 /// threads and removes the socket. The caller drops the data plane (which detaches it).
 pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicBool) -> Result<()> {
+    let mut endpoint = match cfg.metrics {
+        Some(addr) => Some(
+            wirespeed_metrics::Endpoint::bind(addr).map_err(crate::error::io(format!(
+                "listen for --metrics on {addr} (is the address local and the port free?)"
+            )))?,
+        ),
+        None => None,
+    };
     let server = Server::bind(&cfg.socket)?;
     let (jobs_tx, jobs) = mpsc::channel::<Input>();
     let health_tx = jobs_tx.clone();
@@ -403,7 +427,7 @@ pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicB
                 }
             })
             .map_err(crate::error::io("start the control thread"))?;
-        let outcome = serve_loop(daemon, cfg, stop, &jobs, &checker);
+        let outcome = serve_loop(daemon, cfg, stop, &jobs, &checker, &mut endpoint);
         acceptor_stop.store(true, Ordering::Relaxed);
         // Unblock the clients being served: their requests are answered "stopping".
         drop(jobs);
@@ -421,6 +445,7 @@ fn serve_loop<D: DataPlane>(
     stop: &AtomicBool,
     inputs: &mpsc::Receiver<Input>,
     checker: &Checker,
+    endpoint: &mut Option<wirespeed_metrics::Endpoint>,
 ) -> Result<()> {
     let mut next_refresh = Instant::now();
     let mut next_sample = Instant::now();
@@ -461,6 +486,10 @@ fn serve_loop<D: DataPlane>(
                 eprintln!("wirespeed lb: could not read the counters: {e}");
             }
             next_sample = now + cfg.rate_interval;
+        }
+        // A scrape waits at most one turn (the 50 ms above) for its answer.
+        if let Some(e) = endpoint.as_mut() {
+            e.serve(&mut || daemon.render_metrics());
         }
     }
     Ok(())
