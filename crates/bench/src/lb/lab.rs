@@ -4,6 +4,7 @@
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
+use wirespeed_lab::napi;
 use wirespeed_lab::topo::{self, Lab, LabSpec, Topology};
 
 use super::frames::Addressing;
@@ -57,25 +58,10 @@ pub(super) struct Bench {
     napi_before: Vec<u32>,
 }
 
-/// The NAPI kthreads (`napi/DEV-ID`) now running: pid and name.
-fn napi_threads() -> Vec<(u32, String)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return vec![];
-    };
-    dir.flatten()
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-            comm.starts_with("napi/")
-                .then(|| (pid, comm.trim().to_string()))
-        })
-        .collect()
-}
-
 impl Bench {
     pub(super) fn up(opts: &Opts) -> Result<Bench> {
         let _ = topo::down(&opts.lab);
-        let napi_before = napi_threads().into_iter().map(|(pid, _)| pid).collect();
+        let napi_before = napi::napi_threads().into_iter().map(|t| t.pid).collect();
         let mut spec = LabSpec::new(&opts.lab, Topology::Lb);
         spec.clients = 1;
         spec.backends = BACKENDS;
@@ -206,16 +192,11 @@ impl Bench {
         };
         // The lab's threads are the `napi/eth0-*` ones that were not there before it.
         let mut pinned = 0;
-        for (pid, comm) in napi_threads() {
-            if self.napi_before.contains(&pid) || !comm.starts_with("napi/eth0-") {
+        for t in napi::napi_threads() {
+            if self.napi_before.contains(&t.pid) || t.dev != "eth0" {
                 continue;
             }
-            let ok = std::process::Command::new("taskset")
-                .args(["-pc", &cpu.to_string(), &pid.to_string()])
-                .output()
-                .map(|o| o.status.success())
-                .unwrap_or(false);
-            pinned += usize::from(ok);
+            pinned += usize::from(napi::pin(t.pid, cpu).is_ok());
         }
         if pinned < self.backend_ns.len() {
             return Err(Error::Invalid(format!(
