@@ -451,7 +451,11 @@ int lb_xdp(struct xdp_md *ctx)
 
 		vip = find_vip(p.flow.dst, 0, p.flow.proto, p.flow.family);
 		if (!vip) {
+			/* To a full-NAT local address or a NAT client: maybe about a packet
+			 * sent towards a real (one reverse-table lookup, for too-big only). */
 			why = LB_PASS_NOT_VIP;
+			if (too_big && LB_HAS_NAT)
+				verdict = icmp_to_client(ctx, &p, &why);
 			goto out;
 		}
 		why = LB_PASS_ICMP;

@@ -93,6 +93,7 @@ enum lb_reason {
 	LB_DROP_NO_PORT,      /* full-NAT SYN: every probed local port busy (client retries) */
 	LB_ICMP_TOO_BIG_NAT,  /* too-big for a NAT flow translated and sent to its real */
 	LB_ICMP_TOO_BIG_FNAT, /* too-big for a full-NAT flow translated and sent to its real */
+	LB_ICMP_TOO_BIG_REPLY, /* too-big from the real's side translated and sent to the client */
 	LB_NR_REASONS,
 };
 

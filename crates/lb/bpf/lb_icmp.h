@@ -159,4 +159,67 @@ static __always_inline int icmp_to_real(struct xdp_md *ctx, const struct lb_pkt 
 	return emit(ctx, &f);
 }
 
+/* Real side: an error not addressed to a VIP that quotes a packet the load balancer sent
+ * towards a real: full-NAT LADDR:LPORT -> RIP:RPORT (to the local address), NAT
+ * CIP:CPORT -> RIP:RPORT (to the client). The reply entry of that connection (the quoted
+ * flow reversed) names it; the error goes to the client from the VIP, about
+ * CIP:CPORT -> VIP:VPORT. The MTU stays: the real's path limits what the client may send. */
+static __always_inline int icmp_to_client(struct xdp_md *ctx, const struct lb_pkt *p,
+					  enum lb_reason *why)
+{
+	void *data = pkt_data(ctx), *end = pkt_end(ctx);
+	struct bpf_fib_lookup f;
+	struct lb_flow k = {};
+	struct lb_rev *r;
+	int rc;
+
+	*why = LB_PASS_NOT_VIP;
+	if (p->flow.family == LB_AF_INET) {
+		struct iphdr *q = data + LB_QUOTE_OFF_V4;
+		__be16 *qp = data + LB_QUOTE_OFF_V4 + 20;
+
+		if ((void *)(qp + 2) > end || q->ihl != 5)
+			return XDP_PASS;
+		/* Addressed to the quoted packet's sender, as a router sends it. */
+		if (q->saddr != *(__be32 *)p->flow.dst)
+			return XDP_PASS;
+		*(__be32 *)k.src = q->daddr;
+		*(__be32 *)k.dst = q->saddr;
+		k.proto = q->protocol;
+		k.sport = qp[1];
+		k.dport = qp[0];
+	} else {
+		struct ipv6hdr *q = data + LB_QUOTE_OFF_V6;
+		__be16 *qp = data + LB_QUOTE_OFF_V6 + 40;
+
+		if ((void *)(qp + 2) > end)
+			return XDP_PASS;
+		copy16(k.src, (__u8 *)&q->daddr);
+		copy16(k.dst, (__u8 *)&q->saddr);
+		if (!same16(k.dst, p->flow.dst))
+			return XDP_PASS;
+		k.proto = q->nexthdr;
+		k.sport = qp[1];
+		k.dport = qp[0];
+	}
+	if (k.proto != LB_IPPROTO_TCP && k.proto != LB_IPPROTO_UDP)
+		return XDP_PASS;
+	k.family = p->flow.family;
+	r = bpf_map_lookup_elem(&rev, &k);
+	if (!r || (r->flags & LB_REV_FWD))
+		return XDP_PASS;
+	rc = fib(ctx, &f, p->flow.family, r->vip, r->client, p->flow.proto, p->l3_len, 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return fib_fail(rc, why);
+	/* NAT: the error is addressed to the client and quotes CIP:CPORT already; rewriting
+	 * them with the same values changes nothing. */
+	if (icmp_xlat(ctx, p->flow.family, p->l3_len, r->vip, r->client, r->client, r->cport,
+		      r->vip, r->vport)) {
+		*why = LB_PASS_ICMP;
+		return XDP_PASS;
+	}
+	*why = LB_ICMP_TOO_BIG_REPLY;
+	return emit(ctx, &f);
+}
+
 #endif

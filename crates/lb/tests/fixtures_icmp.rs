@@ -23,11 +23,13 @@ const VIP4: &str = "198.18.100.1";
 const VIP6: &str = "fd00:100::1";
 const CLIENT4: &str = "198.18.50.5";
 const CLIENT6: &str = "fd00:50::5";
-/// A router on the client's path (behind the lab's router).
+/// A router on the client's path (behind the lab's router) and one on the reals' side.
 const CROUTER4: &str = "198.18.50.1";
 const CROUTER6: &str = "fd00:50::1";
+const RROUTER4: &str = "198.18.2.20";
+const RROUTER6: &str = "fd00:2::20";
 
-/// One address family's cast: VIP, client, real, full-NAT local address, router.
+/// One address family's cast: VIP, client, real, full-NAT local address, routers.
 #[derive(Clone, Copy)]
 struct Cast {
     vip: &'static str,
@@ -35,6 +37,7 @@ struct Cast {
     real: &'static str,
     laddr: &'static str,
     crouter: &'static str,
+    rrouter: &'static str,
 }
 
 const V4: Cast = Cast {
@@ -43,6 +46,7 @@ const V4: Cast = Cast {
     real: "198.18.2.10",
     laddr: "198.18.2.1",
     crouter: CROUTER4,
+    rrouter: RROUTER4,
 };
 const V6: Cast = Cast {
     vip: VIP6,
@@ -50,6 +54,7 @@ const V6: Cast = Cast {
     real: "fd00:2::10",
     laddr: "fd00:2::1",
     crouter: CROUTER6,
+    rrouter: RROUTER6,
 };
 
 fn cfg() -> AttachConfig {
@@ -359,6 +364,66 @@ fn an_unknown_flow_and_a_truncated_quote_go_to_the_kernel() {
             assert_eq!((v, &out), (XDP_PASS, &input), "truncated quote");
             assert_eq!(count(dp, Reason::PassIcmp), 1);
             assert_eq!(count(dp, Reason::IcmpTooBigFnat), 0);
+        });
+    }
+}
+
+#[test]
+fn too_big_from_the_reals_path_reaches_the_client_translated() {
+    for (c, mode) in [
+        (V4, Mode::FullNat),
+        (V6, Mode::FullNat),
+        (V4, Mode::Nat),
+        (V6, Mode::Nat),
+    ] {
+        let v6 = ip(c.vip).is_ipv6();
+        with_lab("icr", plan(c, Proto::Tcp, mode), move |lab, dp| {
+            let lport = open(dp, &lab, c, Proto::Tcp);
+            // A router between the load balancer and the real about the packet the load
+            // balancer sent: LADDR:LPORT -> RIP:8080 (full-NAT, to the local address) or
+            // CLIENT:40000 -> RIP:8080 (NAT, to the client).
+            let (from, port) = if mode == Mode::FullNat {
+                (c.laddr, lport)
+            } else {
+                (c.client, 40000)
+            };
+            let quoted = ip_packet(ip(from), ip(c.real), &tcp(port, 8080, ACK));
+            let input = frame(
+                lab.out_mac,
+                REAL_MACS[0],
+                ip(c.rrouter),
+                ip(from),
+                &too_big(v6, &quoted, Some(if v6 { 48 } else { 28 })),
+            );
+            let (v, out) = dp.test_run(&input, lab.out_idx).unwrap();
+            assert_eq!(v, XDP_REDIRECT, "{mode:?}");
+            // To the client from the VIP, about CLIENT:40000 -> VIP:80; the MTU as the
+            // router said it.
+            let translated = ip_packet(ip(c.client), ip(c.vip), &tcp(40000, 80, ACK));
+            let expect = frame(
+                ROUTER_MAC,
+                lab.in_mac,
+                ip(c.vip),
+                ip(c.client),
+                &too_big(v6, &translated, Some(if v6 { 48 } else { 28 })),
+            );
+            assert_eq!(out, expect, "{mode:?}");
+            verify_checksums(&out);
+            verify_quote(&out);
+            assert_eq!(count(dp, Reason::IcmpTooBigReply), 1);
+
+            // About a local port no connection has: the kernel's.
+            let quoted = ip_packet(ip(from), ip(c.real), &tcp(port ^ 1, 8080, ACK));
+            let other = frame(
+                lab.out_mac,
+                REAL_MACS[0],
+                ip(c.rrouter),
+                ip(from),
+                &too_big(v6, &quoted, None),
+            );
+            let (v, out) = dp.test_run(&other, lab.out_idx).unwrap();
+            assert_eq!((v, &out), (XDP_PASS, &other));
+            assert_eq!(count(dp, Reason::IcmpTooBigReply), 1);
         });
     }
 }
