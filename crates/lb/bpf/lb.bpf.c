@@ -193,6 +193,10 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	}
 
 	account(vip->id, slot, is_new, 0, p->l3_len);
+	/* Only a FIN or RST pays the lookup; every mode, so the listing tells DR and tunnel
+	 * connections that closed from open ones too. */
+	if (tcp && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST)))
+		fwd_close(p, now);
 	switch (real->mode) {
 	case LB_MODE_DR:
 		if (LB_HAS_MODE(LB_MODE_DR))
