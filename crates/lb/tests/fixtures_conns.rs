@@ -16,12 +16,12 @@ const VIP: &str = "198.18.100.1";
 const CLIENT: &str = "198.18.50.5";
 const RST: u8 = 0x04;
 
-fn cfg() -> AttachConfig {
+fn cfg(conns_per_cpu: u32) -> AttachConfig {
     AttachConfig {
         ring_size: RING,
         max_services: 8,
         max_reals: 16,
-        conns_per_cpu: 1024,
+        conns_per_cpu,
         new_conns_per_sec_per_cpu: 0,
         ..AttachConfig::default()
     }
@@ -64,7 +64,7 @@ fn active_and_inactive_connections_are_counted_per_real_in_the_listing() {
     let (ns, lab) = lab("cnt");
     ns.run(move || {
         pin(0);
-        let dp = XdpDataPlane::load(&cfg()).unwrap();
+        let dp = XdpDataPlane::load(&cfg(1024)).unwrap();
         let mut d = Daemon::new(dp, RING).unwrap();
         for line in [
             "-A -t 198.18.100.1:80 -s mh",
@@ -139,6 +139,44 @@ fn active_and_inactive_connections_are_counted_per_real_in_the_listing() {
             (real["active_conns"].as_u64(), real["inact_conns"].as_u64()),
             (Some(3), Some(2))
         );
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_walk_longer_than_one_batch_counts_every_connection() {
+    // More forward entries than one BPF_MAP_LOOKUP_BATCH call copies (4,096): the walk goes
+    // on from where the kernel left it, and misses none.
+    const N: u16 = 5000;
+    let (ns, lab) = lab("cntb");
+    ns.run(move || {
+        pin(0);
+        let dp = XdpDataPlane::load(&cfg(8192)).unwrap();
+        let mut d = Daemon::new(dp, RING).unwrap();
+        ok(&mut d, "-A -t 198.18.100.1:80 -s mh");
+        ok(&mut d, "-a -t 198.18.100.1:80 -r 198.18.2.10 -g");
+        for port in 20000..20000 + N {
+            let f = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT),
+                ip(VIP),
+                &tcp(port, 80, SYN),
+            );
+            let (v, _) = d.data_plane().test_run(&f, lab.in_idx).unwrap();
+            assert_eq!(v, XDP_REDIRECT);
+        }
+        for port in 20000..20010 {
+            let f = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT),
+                ip(VIP),
+                &tcp(port, 80, RST),
+            );
+            d.data_plane().test_run(&f, lab.in_idx).unwrap();
+        }
+        assert_eq!(counts(&d, "198.18.2.10:80"), (N as u64 - 10, 10));
     })
     .unwrap();
 }
