@@ -14,7 +14,7 @@ use crate::control::{self, Reply, Request, Server};
 use crate::health::{Checker, HealthEvent, Target};
 use crate::ipvsadm::Command;
 use crate::listing::{ListView, Rates, RealView, ServiceView};
-use crate::model::{Counters, DataPlane, Plan, ServiceKey, Stats};
+use crate::model::{ConnCounts, Counters, DataPlane, Plan, ServiceKey, Stats};
 use crate::plan;
 use crate::table::Table;
 use crate::{Error, Result};
@@ -273,9 +273,27 @@ impl<D: DataPlane> Daemon<D> {
         )
     }
 
+    /// ActiveConn and InActConn by real, counted now from the data path's entries.
+    fn conn_counts(&self) -> Result<HashMap<CounterId, ConnCounts>> {
+        let by_slot = self.dp.conn_counts()?;
+        let mut out = HashMap::new();
+        for (slot, r) in self.plan.reals.iter().enumerate() {
+            let Some(r) = r else { continue };
+            if let (Some(s), Some(c)) = (
+                self.plan.services.get(r.service as usize),
+                by_slot.get(slot),
+            ) {
+                out.insert((s.key, Some(r.addr)), *c);
+            }
+        }
+        Ok(out)
+    }
+
     /// The configuration with counters, rates and health, as `-L` shows it.
     pub fn view(&self) -> Result<ListView> {
         let counters = self.counters()?;
+        let conns = self.conn_counts()?;
+        let conn = |id: &CounterId| conns.get(id).copied().unwrap_or_default();
         let get = |id: &CounterId| counters.get(id).copied().unwrap_or_default();
         let rate = |id: &CounterId| self.rates.get(id).copied().unwrap_or_default();
         Ok(ListView {
@@ -300,8 +318,8 @@ impl<D: DataPlane> Daemon<D> {
                             mode: r.mode,
                             weight: r.weight,
                             health: r.health,
-                            active_conns: 0,
-                            inact_conns: 0,
+                            active_conns: conn(&(s.key, Some(r.addr))).active,
+                            inact_conns: conn(&(s.key, Some(r.addr))).inactive,
                             stats: get(&(s.key, Some(r.addr))),
                             rate: rate(&(s.key, Some(r.addr))),
                         })
