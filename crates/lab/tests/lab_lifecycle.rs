@@ -76,14 +76,38 @@ fn every_topology_comes_up_routes_and_goes_away() {
                 assert!(addr.v6.starts_with("fd"), "{}", addr.v6);
             }
             if topo == Topology::Pair {
-                let rps = lab
+                // The server side's queues poll in threads pinned to its CPU (1; 0 on a
+                // one-CPU machine), as IRQ affinity would pin a NIC's queues.
+                let threaded = lab
                     .ns("s")
                     .unwrap()
-                    .exec("cat", &["/sys/class/net/eth0/queues/rx-1/rps_cpus"])
+                    .exec("cat", &["/sys/class/net/eth0/threaded"])
                     .unwrap();
-                // The server side's default CPU is 1 (0 on a one-CPU machine).
-                let mask = u128::from_str_radix(&rps.trim().replace(',', ""), 16).unwrap();
-                assert!(mask == 2 || mask == 1, "rps {rps}");
+                assert_eq!(threaded.trim(), "1", "{:?}", lab.tuning);
+                let note = lab
+                    .tuning
+                    .iter()
+                    .find(|n| n.starts_with("s:/sys/class/net/eth0/threaded=1:"))
+                    .unwrap_or_else(|| panic!("no threaded NAPI note: {:?}", lab.tuning));
+                let pids: Vec<u32> = note
+                    .split("(pid ")
+                    .skip(1)
+                    .map(|p| p.split(')').next().unwrap().parse().unwrap())
+                    .collect();
+                assert_eq!(pids.len(), 2, "one thread per queue: {note}");
+                for pid in pids {
+                    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+                    let allowed = status
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                        .unwrap()
+                        .trim()
+                        .to_string();
+                    assert!(
+                        allowed == "1" || allowed == "0",
+                        "pid {pid} on {allowed}: {note}"
+                    );
+                }
             }
             lab.down().unwrap();
         }
