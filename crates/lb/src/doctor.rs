@@ -201,7 +201,7 @@ pub fn check_lb(view: &ListView, host: &Host) -> Vec<Problem> {
                 });
             }
             if r.mode == Mode::Tunnel {
-                let overhead = if rip.is_ipv4() { 20 } else { 40 };
+                let overhead = u64::from(r.tunnel.unwrap_or_default().overhead(rip.is_ipv4()));
                 if let (Some(inner), Some(egress)) = (ingress_mtu, mtu_of(&dev)) {
                     if egress < inner + overhead {
                         out.push(Problem {

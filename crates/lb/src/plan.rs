@@ -53,6 +53,7 @@ pub fn build(services: &[Service], ring_size: u32, previous: Option<&Plan>) -> R
                 service: sid as u32,
                 addr: id.1,
                 mode: r.mode,
+                tunnel: r.tunnel,
             };
             match kept.get(&id) {
                 Some(&slot) => wanted.push((slot, id, planned)),
@@ -154,7 +155,7 @@ fn identity_bytes(a: SocketAddr) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Health, Mode, Proto, Real};
+    use crate::model::{Health, Mode, Proto, Real, Tunnel};
 
     fn service(vip: &str, reals: &[(&str, u32)], scheduler: Scheduler) -> Service {
         Service {
@@ -168,6 +169,7 @@ mod tests {
                 .map(|(a, w)| Real {
                     addr: a.parse().unwrap(),
                     mode: Mode::Dr,
+                    tunnel: Tunnel::Ipip,
                     weight: *w,
                     health: Health::Unchecked,
                 })

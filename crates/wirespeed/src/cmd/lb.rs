@@ -23,6 +23,7 @@ ipvsadm's command line, sent to the running daemon:
   -E -t|-u VIP:PORT --no-check               drop the service's health check
   -D -t|-u VIP:PORT
   -a|-e -t|-u VIP:PORT -r RIP[:PORT] [-g|-i|-m|-b] [-w 0-65535]
+        [--tun-type ipip|gue --tun-port PORT [--tun-csum|--tun-nocsum]]   (with -i)
   -d -t|-u VIP:PORT -r RIP[:PORT]
   --add-laddr|--del-laddr -z ADDR -t|-u VIP:PORT   full-NAT local addresses (DPVS)
   -L|-l [-n] [--stats|--rate] [--exact] [--json] [-t|-u VIP:PORT]
