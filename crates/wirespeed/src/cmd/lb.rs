@@ -80,8 +80,9 @@ enum Cmd {
         json: bool,
     },
     /// On a tunnel-mode real whose kernel has no tunl0/sit0/ip6tnl0: strip the load
-    /// balancer's IPIP, 6in4, IP6IP6 and 4in6 headers in XDP from packets to the VIPs and hand
-    /// the inner packets to the kernel, until SIGINT/SIGTERM; then print the counters.
+    /// balancer's IPIP, 6in4, IP6IP6 and 4in6 headers, and GUE's on the GUE ports, in XDP from
+    /// packets to the VIPs and hand the inner packets to the kernel, until SIGINT/SIGTERM;
+    /// then print the counters.
     Decap {
         /// Interface the tunnelled packets arrive on (repeat for more).
         #[arg(long = "iface", required = true)]
@@ -92,6 +93,9 @@ enum Cmd {
         /// Outer destinations to accept (this host's addresses), comma-separated; default: any.
         #[arg(long = "outer-dst", value_delimiter = ',')]
         outer_dsts: Vec<std::net::IpAddr>,
+        /// UDP ports whose datagrams are GUE (the reals' --tun-port), comma-separated.
+        #[arg(long = "gue-port", value_delimiter = ',', default_value = "6080")]
+        gue_ports: Vec<u16>,
         /// Allow attaching outside a lab namespace.
         #[arg(long)]
         allow_host: bool,
@@ -326,6 +330,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ifaces,
             vips,
             outer_dsts,
+            gue_ports,
             allow_host,
             json,
         }) => decap(
@@ -333,6 +338,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 ifaces,
                 vips,
                 outer_dsts,
+                gue_ports,
                 allow_host,
             },
             json,
