@@ -29,8 +29,6 @@ pub const MAX_OUTER_DSTS: usize = 256;
 pub const MAX_GUE_PORTS: usize = 16;
 /// The GUE port `lb decap` listens on unless told otherwise (the one ipvsadm's examples use).
 pub const DEFAULT_GUE_PORT: u16 = 6080;
-/// The name of the map of GUE ports, which `doctor` reads from a running decap program.
-pub const GUE_PORTS_MAP: &str = "gue_ports";
 
 /// The program's counters, in the order of `enum decap_reason` in bpf/decap.bpf.c (change
 /// both together): four kinds of packets stripped, the reasons a frame passed unchanged, then

@@ -94,7 +94,7 @@ enum Cmd {
         #[arg(long = "outer-dst", value_delimiter = ',')]
         outer_dsts: Vec<std::net::IpAddr>,
         /// UDP ports whose datagrams are GUE (the reals' --tun-port), comma-separated.
-        #[arg(long = "gue-port", value_delimiter = ',', default_value = "6080")]
+        #[arg(long = "gue-port", value_delimiter = ',', default_values_t = [wirespeed_lb::decap::DEFAULT_GUE_PORT])]
         gue_ports: Vec<u16>,
         /// Allow attaching outside a lab namespace.
         #[arg(long)]
@@ -127,6 +127,10 @@ enum Cmd {
         /// With --real: how the load balancer reaches this real (dr, tunnel; comma-separated).
         #[arg(long, value_delimiter = ',', default_value = "dr")]
         mode: Vec<String>,
+        /// With --real: the real is a GUE tunnel real on these UDP ports (the load balancer's
+        /// --tun-port, comma-separated): check that something decapsulates GUE on them.
+        #[arg(long = "gue-port", value_delimiter = ',')]
+        gue_ports: Vec<u16>,
         /// With --real: run the checks inside this network namespace (a lab's real).
         #[arg(long)]
         netns: Option<String>,
@@ -190,6 +194,7 @@ fn doctor(
     socket: Option<PathBuf>,
     real: Option<Vec<std::net::IpAddr>>,
     mode: Vec<String>,
+    gue_ports: &[u16],
     netns: Option<String>,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -204,9 +209,25 @@ fn doctor(
                     other => bail!("--mode `{other}` is not dr or tunnel"),
                 }
             }
-            doctor::check_real(&vips, modes, &host)
+            if gue_ports.is_empty() {
+                doctor::check_real(&vips, modes, &host)
+            } else if modes
+                != (RealModes {
+                    dr: false,
+                    tunnel: true,
+                })
+            {
+                bail!("--gue-port is for a GUE tunnel real: give --mode tunnel alone");
+            } else {
+                doctor::check_real_gue(&vips, gue_ports, &host)
+            }
         }
         None => {
+            if !gue_ports.is_empty() {
+                bail!(
+                    "--gue-port goes with --real (the load balancer's side knows its reals' ports)"
+                );
+            }
             if host.netns.is_some() {
                 bail!("--netns goes with --real; on the load balancer run doctor where the daemon runs");
             }
@@ -323,9 +344,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             socket,
             real,
             mode,
+            gue_ports,
             netns,
             json,
-        }) => doctor(socket, real, mode, netns, json),
+        }) => doctor(socket, real, mode, &gue_ports, netns, json),
         Some(Cmd::Decap {
             ifaces,
             vips,
