@@ -284,6 +284,30 @@ mod tests {
     }
 
     #[test]
+    fn a_real_carries_its_tunnel_to_the_plan_and_keeps_its_slot_when_it_changes() {
+        let mut s = service(
+            "198.18.0.10:80",
+            &[("198.18.100.1:80", 1), ("198.18.101.1:80", 1)],
+            Scheduler::Mh,
+        );
+        s.reals[1].mode = Mode::Tunnel;
+        let p1 = build(std::slice::from_ref(&s), 251, None).unwrap();
+        assert_eq!(p1.reals[1].as_ref().unwrap().tunnel, Tunnel::Ipip);
+        let gue = Tunnel::Gue {
+            port: 6080,
+            csum: false,
+        };
+        s.reals[1].tunnel = gue;
+        let p2 = build(std::slice::from_ref(&s), 251, Some(&p1)).unwrap();
+        let r = p2.reals[1].as_ref().unwrap();
+        assert_eq!(
+            (r.addr, r.mode, r.tunnel),
+            (s.reals[1].addr, Mode::Tunnel, gue)
+        );
+        assert_eq!(p2.services[0].lookup, p1.services[0].lookup);
+    }
+
+    #[test]
     fn a_table_size_that_is_not_prime_is_refused_with_advice() {
         let e = build(&[], 65536, None).unwrap_err().to_string();
         assert!(e.contains("not prime") && e.contains("65537"), "{e}");
