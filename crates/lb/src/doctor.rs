@@ -2,7 +2,8 @@
 //! forwarded, each found and printed as one line with the command that fixes it. On the load
 //! balancer it checks the reals' next hops and neighbours, the interfaces' XDP transmit,
 //! full-NAT local addresses and the MTU left after encapsulation; with `--real` it checks a
-//! real server: the VIP on `lo`, ARP for DR, rp_filter, decapsulation devices.
+//! real server: the VIP on `lo`, ARP for DR, rp_filter, decapsulation devices, and for a
+//! GUE real something that takes GUE on its ports.
 
 use std::net::IpAddr;
 use std::process::Command;
