@@ -7,7 +7,7 @@ BIN := target/release/wirespeed
 # builds the suite with the same features.
 FEATURES := wirespeed/dpdk,wirespeed-net/dpdk,wirespeed-nic/dpdk
 
-.PHONY: run test deps build clean
+.PHONY: run test deps build clean deb
 
 deps:
 	@bash scripts/install-deps.sh
@@ -20,6 +20,11 @@ run: build
 
 test: build
 	bash scripts/test.sh
+
+# The Debian package of the release binary: target/deb/wirespeed_VERSION_ARCH.deb (binary,
+# systemd units, /etc/default files, man pages, bash completion; scripts/deb.sh).
+deb: build
+	bash scripts/deb.sh $(BIN) target/deb
 
 clean:
 	$(CARGO) clean

@@ -19,6 +19,8 @@ pub mod load;
 pub mod probe;
 pub mod report;
 pub mod showdown;
+pub mod showdown_chart;
+pub mod showdown_seed;
 pub mod xdpgen;
 
 #[derive(Debug, thiserror::Error)]

@@ -3,11 +3,8 @@
 //! the lab and the server processes; this module is pure and unit-tested.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-
-use crate::{Error, Result};
 
 /// Median, min and max of the per-round ratios of a row against row 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -80,6 +77,21 @@ pub struct Row {
     pub server: String,
     /// Lab tuning profile.
     pub profile: String,
+    /// Every setting the row's lab applied (the profile's sysfs and sysctl writes, ethtool
+    /// features, the row's own offload changes), as the lab reported them; empty when none.
+    #[serde(default)]
+    pub profile_settings: Vec<String>,
+    /// What the client sent: `http`, `echo-pingpong`, `echo-stream` or `lb-fullnat-pps`
+    /// (the charts draw each family on its own).
+    #[serde(default)]
+    pub workload: String,
+    /// The seed's figure for this step over the seed's own base (seed 000 for the HTTP
+    /// ladder, Photon's for the echo rows; see `showdown_seed`), where the seed has one.
+    #[serde(default)]
+    pub seed_ratio: Option<f64>,
+    /// Which seed figures `seed_ratio` divides.
+    #[serde(default)]
+    pub seed_source: Option<String>,
     /// Set when the row could not run (e.g. nginx not installed); the figures are then empty.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
@@ -192,31 +204,35 @@ impl Showdown {
                 format!("{:.2}x ({:.2}-{:.2})", r.median, r.min, r.max)
             })
         };
+        let seed = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}x"));
         let _ = writeln!(
             s,
-            "| # | configuration | req/s | vs base row | p50 us | p99 us | p99.99 us | CPU-us/req | syscalls/req | ctx sw/s | locality % | client CPU-us/req | client CPU % | server CPU % | errors |"
+            "| # | configuration | req/s | vs base row | seed | p50 us | p99 us | p99.99 us | CPU-us/req | syscalls/req | ctx sw/s | locality % | client CPU-us/req | client CPU % | server CPU % | errors |"
         );
         let _ = writeln!(
             s,
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for r in &self.rows {
             if let Some(why) = &r.skipped {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | skipped: {why} | | | | | | | | | | | | |",
-                    r.row, r.name
+                    "| {} | {} | skipped: {why} | | {} | | | | | | | | | | | |",
+                    r.row,
+                    r.name,
+                    seed(r.seed_ratio)
                 );
                 continue;
             }
             let _ = writeln!(
                 s,
-                "| {} | {}{} | {:.0} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.0} | {} | {:.2} | {:.0} | {:.0} | {} |",
+                "| {} | {}{} | {:.0} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.0} | {} | {:.2} | {:.0} | {:.0} | {} |",
                 r.row,
                 r.name,
                 if r.client_bound { " (client-bound)" } else { "" },
                 r.rps,
                 ratio(r.rps_vs_row1),
+                seed(r.seed_ratio),
                 r.p50_us,
                 r.p99_us,
                 r.p9999_us,
@@ -250,7 +266,10 @@ impl Showdown {
              req/s ratios against row 1, or against the row named in the configuration (echo rows: \
              req/s is messages/s). Latency: {}. CPU-us/req is the server's user+sys plus the softirq time on its \
              CPU not already inside it, per request; client CPU-us/req is the load generator's \
-             (on veth, packet work a configuration moves off the server's CPU lands there).\n",
+             (on veth, packet work a configuration moves off the server's CPU lands there). \
+             `seed` is the seed's own figure for the same step over its own base, where it has one: \
+             seed 000 (Linux kernel vs DPDK, HTTP) for rows against row 1, the Photon seed for the \
+             echo rows; each row's `seed_source` in the JSON names the figures.\n",
             self.date,
             self.uname_r,
             self.nproc,
@@ -278,83 +297,6 @@ impl Showdown {
             );
         }
         s
-    }
-
-    /// A bar chart of req/s and CPU-µs per request per row.
-    pub fn svg(&self, path: &Path) -> Result<()> {
-        use plotters::prelude::*;
-        // The HTTP ladder only (rows compared with row 1): the echo rows count messages, on a
-        // scale that would flatten every HTTP bar.
-        let rows: Vec<&Row> = self
-            .rows
-            .iter()
-            .filter(|r| r.skipped.is_none() && r.base_row <= 1)
-            .collect();
-        let n = rows.len().max(1);
-        let max_rps = rows.iter().map(|r| r.rps).fold(1.0, f64::max) * 1.15;
-        let max_cpu = rows
-            .iter()
-            .filter_map(|r| r.cpu_us_per_req)
-            .fold(1.0, f64::max)
-            * 1.15;
-        let err =
-            |e: &dyn std::fmt::Display| Error::Invalid(format!("draw {}: {e}", path.display()));
-        let root = SVGBackend::new(path, (1000, 700)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| err(&e))?;
-        let (top, bottom) = root.split_vertically(350);
-        let label = |i: usize| {
-            rows.get(i)
-                .map(|r| format!("row {}", r.row))
-                .unwrap_or_default()
-        };
-        for (area, title, max, value, color) in [
-            (
-                &top,
-                "HTTP plaintext req/s (higher is better; rows as in the table)",
-                max_rps,
-                &(|r: &Row| Some(r.rps)) as &dyn Fn(&Row) -> Option<f64>,
-                BLUE,
-            ),
-            (
-                &bottom,
-                "server CPU-us per request (lower is better)",
-                max_cpu,
-                &|r: &Row| r.cpu_us_per_req,
-                RED,
-            ),
-        ] {
-            let mut chart = ChartBuilder::on(area)
-                .caption(title, ("sans-serif", 18))
-                .margin(10)
-                .x_label_area_size(40)
-                .y_label_area_size(70)
-                .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..max)
-                .map_err(|e| err(&e))?;
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .x_labels(n)
-                .x_label_formatter(&|x| {
-                    if x.fract().abs() < 1e-9 {
-                        label(*x as usize)
-                    } else {
-                        String::new()
-                    }
-                })
-                .draw()
-                .map_err(|e| err(&e))?;
-            chart
-                .draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
-                    let v = value(r)?;
-                    Some(Rectangle::new(
-                        [(i as f64 - 0.35, 0.0), (i as f64 + 0.35, v)],
-                        color.filled(),
-                    ))
-                }))
-                .map_err(|e| err(&e))?;
-        }
-        root.present().map_err(|e| err(&e))?;
-        Ok(())
     }
 }
 
@@ -386,6 +328,7 @@ mod tests {
             let mut r = Row {
                 row: i,
                 name: format!("row{i}"),
+                seed_ratio: (i == 1).then_some(1.0),
                 ..Default::default()
             };
             r.rounds = vec![
@@ -400,6 +343,7 @@ mod tests {
             row: 3,
             name: "nginx".into(),
             skipped: Some("not installed".into()),
+            seed_ratio: Some(2.5),
             ..Default::default()
         });
         s.compute_ratios();
@@ -414,8 +358,19 @@ mod tests {
         );
         assert_eq!(s.rows[1].cpu_per_req_vs_row1.unwrap().median, 0.5);
         let md = s.markdown();
-        assert!(md.contains("| 2 | row2 | 200 | 2.00x"), "{md}");
-        assert!(md.contains("skipped: not installed"));
+        assert!(
+            md.contains("| 2 | row2 | 200 | 2.00x (2.00-2.00) | - |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 | row1 | 100 | 1.00x (1.00-1.00) | 1.00x |"),
+            "{md}"
+        );
+        assert!(md.contains("skipped: not installed | | 2.50x |"), "{md}");
+        // Every line of the table has the header's number of cells.
+        let cells = |l: &str| l.matches('|').count();
+        let table: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+        assert!(table.iter().all(|l| cells(l) == cells(table[0])), "{md}");
         let v = serde_json::to_value(&s).unwrap();
         for k in [
             "rps",
@@ -426,14 +381,11 @@ mod tests {
             "syscalls_per_req",
             "ctx_switches_per_s",
             "locality_pct",
+            "seed_ratio",
+            "profile_settings",
+            "workload",
         ] {
             assert!(v["rows"][0].get(k).is_some(), "{k}");
         }
-        let path = std::env::temp_dir().join(format!("ws-showdown-{}.svg", std::process::id()));
-        s.svg(&path).unwrap();
-        let svg = std::fs::read_to_string(&path).unwrap();
-        let _ = std::fs::remove_file(&path);
-        // Bars are labelled by row number; the table maps numbers to names.
-        assert!(svg.contains("<svg") && svg.contains("row 2"));
     }
 }

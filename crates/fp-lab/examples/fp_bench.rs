@@ -7,10 +7,12 @@
 //! then the daemon's response time per configuration command. Run as root:
 //!   cargo run --release -p wirespeed-fp-lab --example fp_bench -- [secs] [rounds] [row]
 //! `row`: only the pps rows whose name contains it, nothing else (for profiling); `pod`:
-//! only the pod-to-pod part.
+//! only the pod-to-pod part; `scrape`: only the router row with and without a Prometheus-like
+//! scrape of `--metrics` every second, side by side (scrape/mod.rs).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod scrape;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -252,9 +254,28 @@ fn main() {
             .unwrap(),
     );
 
-    println!("fp_bench: {} s measured after {} s warm-up, {rounds} rounds, Linux and fast path alternating", secs.as_secs(), warm.as_secs());
+    let arms = if only.as_deref() == Some("scrape") {
+        "fast path not scraped and scraped"
+    } else {
+        "Linux and fast path"
+    };
+    println!(
+        "fp_bench: {} s measured after {} s warm-up, {rounds} rounds, {arms} alternating",
+        secs.as_secs(),
+        warm.as_secs()
+    );
     println!("generator: BPF_PROG_RUN live frames (XDP_TX) on CPU 0; DUT veth NAPI threads on CPU 1 ({} pinned)", pin_napi());
     println!();
+    if only.as_deref() == Some("scrape") {
+        let ends = Ends {
+            src: &lab.src,
+            dut: &lab.dut,
+            sink: &lab.sink,
+        };
+        let d0 = ifindex(&lab.dut, "d0");
+        scrape::run(&ends, d0, &gen, &frame, (warm, secs, rounds));
+        return;
+    }
     println!("| config | Linux Mpps (median) | fast path Mpps (median) | ratio median (min-max) | offered Mpps | DUT CPU1 busy L / FP |");
     println!("|---|---|---|---|---|---|");
 

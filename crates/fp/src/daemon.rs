@@ -3,13 +3,15 @@
 //! at (`kernel`, `ruleset`), asks `reconcile` what the data path must do, and has the loader
 //! (`apply`) do it. `status` keeps the record. This file is the loop that wires them.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::apply::Dataplane;
-use crate::error::Result;
+use crate::error::{io, Result};
 use crate::kernel::{self, BrNetfilter, KernelReader};
+use crate::metrics::FpMetrics;
 use crate::model::{BridgeHook, Event, Model};
 use crate::nftevent::{self, NftMsg};
 use crate::reconcile::{self, Actions};
@@ -50,6 +52,8 @@ pub struct Config {
     pub bridge_hook: BridgeHook,
     /// The IPv4 route cache (fp_maps.h); off, every packet asks the kernel's FIB.
     pub route_cache: bool,
+    /// Serve Prometheus metrics on this address (`--metrics`), from the daemon's own loop.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Default for Config {
@@ -59,6 +63,7 @@ impl Default for Config {
             status_path: status::default_status_path(),
             bridge_hook: BridgeHook::Auto,
             route_cache: true,
+            metrics: None,
         }
     }
 }
@@ -105,6 +110,7 @@ pub struct Daemon {
     br_netfilter: BrNetfilter,
     /// The model's FDB was replaced by a dump: diff it against the map.
     fdb_resynced: bool,
+    metrics: FpMetrics,
 }
 
 impl Daemon {
@@ -124,6 +130,7 @@ impl Daemon {
             log: StatusLog::default(),
             br_netfilter: BrNetfilter::default(),
             fdb_resynced: false,
+            metrics: FpMetrics::default(),
         })
     }
 
@@ -210,6 +217,7 @@ impl Daemon {
 
     fn record(&mut self, events: String, action: &str, since: Instant) {
         let read = std::mem::take(&mut self.ruleset.read_time);
+        self.metrics.responded(since.elapsed());
         self.log.record(events, action, since, read);
     }
 
@@ -347,9 +355,20 @@ impl Daemon {
         Ok(())
     }
 
+    /// The Prometheus exposition: the status's numbers, read now, and the daemon's own.
+    pub fn render_metrics(&self) -> String {
+        self.metrics.render(&self.status(true))
+    }
+
     /// Runs until `stop` is set. Dropping the ports closes their links, which detaches the
     /// programs: the kernel carries all traffic again.
     pub fn run(mut self, stop: &AtomicBool) -> Result<()> {
+        let mut endpoint = match self.cfg.metrics {
+            Some(addr) => Some(wirespeed_metrics::Endpoint::bind(addr).map_err(io(format!(
+                "listen for --metrics on {addr} (is the address local and the port free?)"
+            )))?),
+            None => None,
+        };
         // Subscribe first, then dump: a change between the two is seen as an event.
         let mut watchers = Watchers::open(self.kernel.netdev_family())?;
         self.sync_all()?;
@@ -357,15 +376,26 @@ impl Daemon {
         let action = self.reconcile();
         self.record("startup".into(), action, t0);
         self.write_status(true);
+        // systemd (Type=notify): the programs are attached and the status is written.
+        if let Err(e) = wirespeed_sys::notify::ready("fast path attached") {
+            self.log
+                .note_error(format!("could not tell systemd we are ready: {e}"));
+        }
 
         let mut last_poll = Instant::now();
         let mut last_status = Instant::now();
         while !stop.load(Ordering::Relaxed) {
-            watchers.wait(if self.ruleset.check_pending {
-                CHECK_DELAY
-            } else {
-                POLL_PERIOD
-            });
+            // A scrape wakes the loop too; it is answered after this turn's events.
+            let scrapers: Vec<_> = endpoint.iter().flat_map(|e| e.poll_fds()).collect();
+            watchers.wait(
+                if self.ruleset.check_pending {
+                    CHECK_DELAY
+                } else {
+                    POLL_PERIOD
+                },
+                &scrapers,
+            );
+            drop(scrapers);
             let mut t_event = Instant::now();
             self.ruleset.read_time = Duration::ZERO;
             let mut p = Pending::default();
@@ -392,6 +422,8 @@ impl Daemon {
                 self.log.note_error(e.to_string());
             }
             p.changed |= p.reads_anything() || p.fdb;
+            // Every event and polled change, before the batch's duplicates fold.
+            self.metrics.events(&p.kinds);
             if !p.kinds.is_empty() {
                 p.kinds.dedup();
                 let mut action = if p.changed { self.reconcile() } else { "none" };
@@ -427,7 +459,11 @@ impl Daemon {
                 self.write_status(true);
                 last_status = Instant::now();
             }
+            if let Some(e) = &mut endpoint {
+                e.serve(&mut || self.render_metrics());
+            }
         }
+        let _ = wirespeed_sys::notify::stopping("detaching the fast path");
         let status = self.status(false);
         self.dataplane.detach_all();
         let _ = status::write_status_file(&self.cfg.status_path, &status);

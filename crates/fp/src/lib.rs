@@ -13,6 +13,7 @@ pub mod filter;
 pub mod genl;
 pub mod kernel;
 pub mod loader;
+pub mod metrics;
 pub mod model;
 pub mod netlink;
 pub mod nftevent;

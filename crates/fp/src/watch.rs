@@ -2,6 +2,7 @@
 //! read without blocking and yielded as typed changes. Nothing here changes the model; the
 //! daemon applies the changes.
 
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use crate::error::Result;
@@ -59,16 +60,16 @@ impl Watchers {
         })
     }
 
-    /// Waits until a socket has input or `timeout` passes.
-    pub fn wait(&self, timeout: Duration) {
-        wirespeed_sys::bpf::poll_readable(
-            &[
-                Some(self.rtnl.as_fd()),
-                Some(self.nft.as_fd()),
-                self.netdev.as_ref().map(|(s, _)| s.as_fd()),
-            ],
-            timeout,
-        );
+    /// Waits until a socket (or one of `also`, e.g. the metrics endpoint's) has input or
+    /// `timeout` passes.
+    pub fn wait(&self, timeout: Duration, also: &[BorrowedFd<'_>]) {
+        let mut fds = vec![
+            Some(self.rtnl.as_fd()),
+            Some(self.nft.as_fd()),
+            self.netdev.as_ref().map(|(s, _)| s.as_fd()),
+        ];
+        fds.extend(also.iter().map(|fd| Some(*fd)));
+        wirespeed_sys::bpf::poll_readable(&fds, timeout);
     }
 
     /// Whether nftables events are waiting.

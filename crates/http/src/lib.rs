@@ -7,10 +7,13 @@
 //!   stack-independent socket API.
 //! - [`shard`]: what one shard of `wirespeed serve` runs (accept loop, HTTP or echo per
 //!   connection, its summary).
+//! - [`metrics`]: every shard's counters, and `--metrics`: `/metrics` served by a task on
+//!   shard 0 that reads them.
 
 #![forbid(unsafe_code)]
 
 pub mod codec;
 pub mod date;
+pub mod metrics;
 pub mod server;
 pub mod shard;

@@ -11,7 +11,8 @@ use wirespeed_net::{TcpListener, TcpStream};
 use wirespeed_rt::Either;
 
 use crate::date::DateCache;
-use crate::server::{self, Stats};
+use crate::metrics::ShardStats;
+use crate::server;
 
 /// What the shard serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,9 +62,8 @@ impl ShardSummary {
 }
 
 struct ShardState {
-    stats: Stats,
+    stats: ShardStats,
     date: DateCache,
-    active: Cell<usize>,
     local: Cell<u64>,
     echoed: Cell<u64>,
 }
@@ -72,17 +72,18 @@ const EMFILE: i32 = 24;
 const ENFILE: i32 = 23;
 
 /// Accepts on `listener` until the runtime's shutdown signal, serving each connection as
-/// `app`; at most `max_conns` at once (HTTP answers the rest 503, echo closes them).
+/// `app`; at most `max_conns` at once (HTTP answers the rest 503, echo closes them). Counts
+/// into `stats` (this shard's, which `--metrics` reads).
 pub async fn serve(
     listener: TcpListener,
     cfg: server::Config,
     app: App,
     max_conns: usize,
+    stats: ShardStats,
 ) -> ShardSummary {
     let state = Rc::new(ShardState {
-        stats: Stats::default(),
+        stats,
         date: DateCache::default(),
-        active: Cell::new(0),
         local: Cell::new(0),
         echoed: Cell::new(0),
     });
@@ -114,7 +115,7 @@ pub async fn serve(
             state.local.set(state.local.get() + 1);
         }
         let st = state.clone();
-        if st.active.get() >= max_conns {
+        if st.stats.open.get() >= max_conns as u64 {
             wirespeed_rt::spawn(async move {
                 match app {
                     App::Http => server::refuse(conn, &st.date, &st.stats).await,
@@ -123,20 +124,20 @@ pub async fn serve(
             });
             continue;
         }
-        st.active.set(st.active.get() + 1);
+        st.stats.open.bump();
         let cfg = cfg.clone();
         wirespeed_rt::spawn(async move {
             match app {
                 App::Http => server::serve_connection(conn, &cfg, &st.date, &st.stats).await,
                 App::Echo => echo_connection(conn, &cfg, &st).await,
             }
-            st.active.set(st.active.get() - 1);
+            st.stats.open.drop_one();
         });
     }
     // Graceful stop: no new connections; give open ones a moment to finish their exchange.
     drop(listener);
     let deadline = wirespeed_rt::now() + Duration::from_millis(500);
-    while state.active.get() > 0 && wirespeed_rt::now() < deadline {
+    while state.stats.open.get() > 0 && wirespeed_rt::now() < deadline {
         wirespeed_rt::sleep(Duration::from_millis(10)).await;
     }
     let s = &state.stats;

@@ -8,12 +8,13 @@
 #![deny(unsafe_code)]
 
 pub mod impair;
+pub mod napi;
 pub mod netns;
 pub mod state;
 pub mod topo;
 
 pub use netns::{Netns, Veth};
-pub use topo::{Lab, LabSpec, Node, Profile, Topology};
+pub use topo::{Lab, LabSpec, Node, Profile, RxModel, Topology};
 
 /// Prefix of every namespace and link the lab creates.
 pub const NAME_PREFIX: &str = "ws-";

@@ -75,6 +75,44 @@ impl Profile {
     }
 }
 
+/// How the tuned profile stands in for a NIC's receive queues on a veth, where by default a
+/// packet's whole receive runs in the sender's softirq, on the sender's CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RxModel {
+    /// Each veth queue's NAPI polls in a kthread of its own (threaded NAPI) pinned to the
+    /// node's CPU, as IRQ affinity pins a NIC queue's interrupt; the sender only queues the
+    /// packet and, unless the NAPI is already scheduled or deferred, wakes that thread.
+    /// NAPI deferral and busy polling then act on it as on a NIC's queue.
+    Napi,
+    /// RPS to the node's CPUs: the sender's softirq hands every packet over to the node's CPU
+    /// with an inter-processor interrupt.
+    Rps,
+    /// The veth's default: the receive stays on the sender's CPU.
+    Sender,
+}
+
+impl RxModel {
+    pub fn parse(s: &str) -> Result<RxModel> {
+        match s {
+            "napi" => Ok(RxModel::Napi),
+            "rps" => Ok(RxModel::Rps),
+            "sender" => Ok(RxModel::Sender),
+            _ => Err(Error::Invalid(format!(
+                "unknown receive model `{s}` (napi, rps, sender)"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RxModel::Napi => "napi",
+            RxModel::Rps => "rps",
+            RxModel::Sender => "sender",
+        }
+    }
+}
+
 /// What to build.
 #[derive(Clone, Debug)]
 pub struct LabSpec {
@@ -95,6 +133,8 @@ pub struct LabSpec {
     /// The tuned profile's NAPI gro_flush_timeout (ns) and napi_defer_hard_irqs.
     pub gro_flush_timeout_ns: u64,
     pub napi_defer_hard_irqs: u32,
+    /// Where the tuned profile runs each node's receive.
+    pub rx_model: RxModel,
 }
 
 impl LabSpec {
@@ -110,6 +150,7 @@ impl LabSpec {
             busy_poll_us: 50,
             gro_flush_timeout_ns: 20_000,
             napi_defer_hard_irqs: 2,
+            rx_model: RxModel::Napi,
         }
     }
 }
@@ -388,7 +429,10 @@ impl Lab {
     }
 
     fn tune(&mut self, spec: &LabSpec) -> Result<()> {
-        let mut notes = vec![];
+        let mut notes = vec![format!("receive model: {}", spec.rx_model.name())];
+        // One lab at a time: the NAPI threads a device gets are told apart from the others'
+        // by what appeared while it was switched to threaded mode.
+        let l = state::lock()?;
         for (node, ns) in self.record.nodes.iter().zip(&self.namespaces) {
             let m = mask(&node.cpus);
             for ifc in &node.ifaces {
@@ -409,15 +453,20 @@ impl Lab {
                     ),
                 ];
                 for q in 0..spec.queues.max(1) {
-                    writes.push((
-                        format!("/sys/class/net/{dev}/queues/rx-{q}/rps_cpus"),
-                        m.clone(),
-                    ));
-                    let xcpu = node.cpus[q as usize % node.cpus.len()];
-                    writes.push((
-                        format!("/sys/class/net/{dev}/queues/tx-{q}/xps_cpus"),
-                        mask(&[xcpu]),
-                    ));
+                    if spec.rx_model == RxModel::Rps {
+                        writes.push((
+                            format!("/sys/class/net/{dev}/queues/rx-{q}/rps_cpus"),
+                            m.clone(),
+                        ));
+                    }
+                    // A single-queue veth refuses XPS (it has nothing to choose between).
+                    if spec.queues > 1 {
+                        let xcpu = node.cpus[q as usize % node.cpus.len()];
+                        writes.push((
+                            format!("/sys/class/net/{dev}/queues/tx-{q}/xps_cpus"),
+                            mask(&[xcpu]),
+                        ));
+                    }
                 }
                 for (path, value) in writes {
                     // sysfs under `ip netns exec` shows the namespace's own devices.
@@ -426,6 +475,11 @@ impl Lab {
                         Err(e) => notes.push(format!("{}:{path}: not applied ({e})", node.role)),
                     }
                 }
+                if spec.rx_model == RxModel::Napi {
+                    notes.push(crate::napi::threaded_and_pinned(
+                        ns, &node.role, dev, &node.cpus,
+                    ));
+                }
             }
             // A packet socket (tcpdump, a leftover capture) puts every skb through a tap.
             let packet = ns.exec("cat", &["/proc/net/packet"]).unwrap_or_default();
@@ -433,12 +487,9 @@ impl Lab {
             notes.push(format!("{}: {n} packet sockets", node.role));
         }
         let v = spec.busy_poll_us.to_string();
-        {
-            let l = state::lock()?;
-            for key in ["net.core.busy_poll", "net.core.busy_read"] {
-                state::set_host_sysctl(&l, &self.record.name, key, &v)?;
-                notes.push(format!("host {key}={v} (recorded, restored on down)"));
-            }
+        for key in ["net.core.busy_poll", "net.core.busy_read"] {
+            state::set_host_sysctl(&l, &self.record.name, key, &v)?;
+            notes.push(format!("host {key}={v} (recorded, restored on down)"));
         }
         self.tuning = notes;
         Ok(())

@@ -15,6 +15,7 @@
 #include "lb_sched.h"
 #include "lb_fwd.h"
 #include "lb_nat.h"
+#include "lb_icmp.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -69,8 +70,10 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	/* A packet that may open a connection: a SYN, or a UDP datagram no entry knows. */
 	int opens = syn || !tcp;
 	__u32 cpu = bpf_get_smp_processor_id();
-	__u32 hash = flow_hash(&p->flow);
-	__u64 now = bpf_ktime_get_ns();
+	/* The flow's hash (scheduling, a local port, a tunnel's outer source): computed once
+	 * per connection and per CPU, then read from the connection's entry. */
+	__u32 hash = 0;
+	__u64 now = lb_now();
 	struct lb_conn fresh = {}, *c = NULL, *old = NULL;
 	struct lb_rev *f = NULL;
 	int first_ack = 0, is_new = 0;
@@ -93,6 +96,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	}
 	if (c) {
 		slot = c->real;
+		hash = c->hash;
 		c->seen_ns = now;
 		if (tcp && !(c->flags & LB_CONN_TOA_ACKED)) {
 			c->flags |= LB_CONN_TOA_ACKED;
@@ -116,7 +120,9 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			*why = LB_PASS_NO_REAL;
 			return XDP_PASS;
 		}
+		hash = flow_hash(&p->flow);
 		fresh.real = slot;
+		fresh.hash = hash;
 		fresh.laddr = f->laddr;
 		fresh.lport = f->lport;
 		fresh.flags = LB_CONN_TOA_ACKED;
@@ -126,6 +132,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	} else {
 		int limited = opens && over_rate(now);
 
+		hash = flow_hash(&p->flow);
 		if (!vip->lookup_len) {
 			*why = LB_DROP_NO_REAL;
 			return XDP_DROP;
@@ -146,6 +153,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			return XDP_PASS;
 		}
 		fresh.real = slot;
+		fresh.hash = hash;
 		fresh.seen_ns = now;
 		if (real->mode == LB_MODE_NAT && tcp && !syn) {
 			/* Resume only a connection the real saw open: its reply entry exists. */
@@ -192,6 +200,10 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	}
 
 	account(vip->id, slot, is_new, 0, p->l3_len);
+	/* Only a FIN or RST pays the lookup; every mode, so the listing tells DR and tunnel
+	 * connections that closed from open ones too. */
+	if (tcp && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST)))
+		fwd_close(p, now);
 	switch (real->mode) {
 	case LB_MODE_DR:
 		if (LB_HAS_MODE(LB_MODE_DR))
@@ -273,7 +285,7 @@ static __always_inline int icmp_echo(struct xdp_md *ctx, const struct lb_pkt *p,
 }
 
 /* Frag-needed / packet-too-big about a VIP's flow (it quotes VIP:VPORT -> client): to the
- * real that flow goes to. */
+ * real that flow goes to, translated for a NAT or full-NAT real (lb_icmp.h). */
 static __always_inline int icmp_too_big(struct xdp_md *ctx, const struct lb_pkt *p,
 					enum lb_reason *why)
 {
@@ -315,17 +327,38 @@ static __always_inline int icmp_too_big(struct xdp_md *ctx, const struct lb_pkt 
 	vip = find_vip(f.dst, f.dport, f.proto, f.family);
 	if (!vip)
 		return XDP_PASS;
-	/* The client's flow as its packets name it: its entry, or where its hash points. */
+	/* The client's flow as its packets name it: this CPU's entry, else the shared forward
+	 * entry (the connection's SYN ran elsewhere), else, for DR and tunnel only, where its
+	 * hash points. An ICMP never schedules a NAT connection. */
 	__u32 hash = flow_hash(&f);
 	struct lb_conn *c = NULL;
+	struct lb_rev *fw = NULL;
+	__be16 lport = 0;
+	__u8 laddr = 0;
+	int known = 1;
 
 	table = bpf_map_lookup_elem(&conns, &cpu);
 	if (table)
 		c = bpf_map_lookup_elem(table, &f);
-	if (c)
+	if (c) {
 		slot = c->real;
-	else if (pick(vip, hash, 0, &slot))
-		return XDP_PASS;
+		laddr = c->laddr;
+		lport = c->lport;
+	} else {
+		struct lb_flow k = f;
+
+		k.pad[0] = LB_FLOW_FWD;
+		fw = bpf_map_lookup_elem(&rev, &k);
+		if (fw) {
+			slot = fw->real;
+			laddr = fw->laddr;
+			lport = fw->lport;
+		} else if (pick(vip, hash, 0, &slot)) {
+			return XDP_PASS;
+		} else {
+			known = 0;
+		}
+	}
 	real = bpf_map_lookup_elem(&reals, &slot);
 	if (!real || !real->family)
 		return XDP_PASS;
@@ -340,8 +373,26 @@ static __always_inline int icmp_too_big(struct xdp_md *ctx, const struct lb_pkt 
 
 		q.df = 0;
 		v = fwd_tunnel(ctx, &q, real, slot, hash, why);
+	} else if ((real->mode == LB_MODE_NAT && LB_HAS_MODE(LB_MODE_NAT)) ||
+		   (real->mode == LB_MODE_FNAT && LB_HAS_MODE(LB_MODE_FNAT))) {
+		struct lb_laddr *la = NULL;
+
+		if (!known) {
+			*why = LB_PASS_ICMP_NAT;
+			return XDP_PASS;
+		}
+		if (real->mode == LB_MODE_FNAT) {
+			__u32 key = vip->id * LB_MAX_LADDRS + laddr;
+
+			la = bpf_map_lookup_elem(&laddrs, &key);
+			if (!la) {
+				*why = LB_PASS_NO_LADDR;
+				return XDP_PASS;
+			}
+		}
+		return icmp_to_real(ctx, p, &f, real, slot, la, lport, why);
 	} else {
-		*why = LB_PASS_ICMP_NAT;
+		*why = LB_PASS_MODE_OFF;
 		return XDP_PASS;
 	}
 	if (v == XDP_PASS)
@@ -406,17 +457,23 @@ int lb_xdp(struct xdp_md *ctx)
 		if ((void *)(l4 + 8) > pkt_end(ctx))
 			goto out;
 		type = l4[0];
+		int too_big = (p.flow.family == LB_AF_INET && type == 3 && l4[1] == 4) ||
+			      (p.flow.family == LB_AF_INET6 && type == 2);
+
 		vip = find_vip(p.flow.dst, 0, p.flow.proto, p.flow.family);
 		if (!vip) {
+			/* To a full-NAT local address or a NAT client: maybe about a packet
+			 * sent towards a real (one reverse-table lookup, for too-big only). */
 			why = LB_PASS_NOT_VIP;
+			if (too_big && LB_HAS_NAT)
+				verdict = icmp_to_client(ctx, &p, &why);
 			goto out;
 		}
 		why = LB_PASS_ICMP;
 		if ((p.flow.family == LB_AF_INET && type == 8) ||
 		    (p.flow.family == LB_AF_INET6 && type == 128))
 			verdict = icmp_echo(ctx, &p, &why);
-		else if ((p.flow.family == LB_AF_INET && type == 3 && l4[1] == 4) ||
-			 (p.flow.family == LB_AF_INET6 && type == 2))
+		else if (too_big)
 			verdict = icmp_too_big(ctx, &p, &why);
 		goto out;
 	}

@@ -82,7 +82,7 @@ enum lb_reason {
 	LB_PASS_FRAGMENT,     /* IPv4 fragment: no ports to schedule on */
 	LB_PASS_NOT_VIP,      /* not for a VIP and not a reply the reverse table knows */
 	LB_PASS_ICMP,         /* ICMP the data path does not answer (to the kernel) */
-	LB_PASS_ICMP_NAT,     /* too-big for a NAT/full-NAT flow: not translated, the kernel's */
+	LB_PASS_ICMP_NAT,     /* too-big quoting a NAT/full-NAT flow no table knows (never scheduled) */
 	LB_PASS_NO_CONN,      /* NAT/full-NAT TCP segment of a connection the real never saw open */
 	LB_PASS_NO_REAL,      /* the lookup names a free real slot (a plan being applied) */
 	LB_PASS_NO_LADDR,     /* full-NAT service without a local address of the real's family */
@@ -95,6 +95,9 @@ enum lb_reason {
 	LB_PASS_CSUM_PARTIAL, /* a partial L4 checksum too long to complete here */
 	LB_DROP_NO_REAL,      /* a new connection to a service where no real has weight */
 	LB_DROP_NO_PORT,      /* full-NAT SYN: every probed local port busy (client retries) */
+	LB_ICMP_TOO_BIG_NAT,  /* too-big for a NAT flow translated and sent to its real */
+	LB_ICMP_TOO_BIG_FNAT, /* too-big for a full-NAT flow translated and sent to its real */
+	LB_ICMP_TOO_BIG_REPLY, /* too-big from the real's side translated and sent to the client */
 	LB_PASS_GUE_NO_CSUM,  /* GUE to an IPv6 real of an IPv4 UDP datagram without checksum */
 	LB_NR_REASONS,
 };

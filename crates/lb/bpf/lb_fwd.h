@@ -39,7 +39,7 @@ static __always_inline int fib_real(struct xdp_md *ctx, struct bpf_fib_lookup *f
 				    const struct lb_real *real, const __u8 *src, __u8 proto,
 				    __u32 tot_len, int want_src)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = lb_now();
 	struct lb_nh *nh = bpf_map_lookup_elem(&nh_cache, &slot);
 	int rc;
 

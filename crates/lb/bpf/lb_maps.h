@@ -56,6 +56,8 @@ struct lb_conn {
 	__be16 lport;   /* full-NAT local port */
 	__u8 laddr;     /* full-NAT local address index */
 	__u8 flags;     /* LB_CONN_* */
+	__u32 hash;     /* flow_hash of the flow, kept so a tunnel packet need not recompute it */
+	__u32 pad;
 	__u64 seen_ns;
 };
 

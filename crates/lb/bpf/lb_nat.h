@@ -293,6 +293,21 @@ static __always_inline void fwd_insert(const struct lb_pkt *p, __u32 service,
 	bpf_map_update_elem(&rev, &k, &v, BPF_ANY);
 }
 
+/* Marks the shared forward entry of the client flow `p` closed (a FIN or RST from the
+ * client): `wirespeed lb -L` counts it in InActConn from then on. A SYN's insert reopens it. */
+static __always_inline void fwd_close(const struct lb_pkt *p, __u64 now)
+{
+	struct lb_flow k;
+	struct lb_rev *f;
+
+	fwd_key(&k, p);
+	f = bpf_map_lookup_elem(&rev, &k);
+	if (f) {
+		f->flags |= LB_REV_CLOSED;
+		f->seen_ns = now;
+	}
+}
+
 /* NAT: the reverse entry of a new connection (inserted once; an entry for the same reply
  * flow is this connection's, reopened). */
 static __always_inline void nat_insert(const struct lb_real *real, __u32 slot, __u32 service,
@@ -383,7 +398,7 @@ static __always_inline int nat_reply(struct xdp_md *ctx, const struct lb_pkt *p,
 	int fnat = r->flags & LB_REV_FNAT;
 	const __u8 *dst = fnat ? r->client : p->flow.dst;
 	struct bpf_fib_lookup f;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = lb_now();
 	int rc;
 
 	if (p->flow.proto == LB_IPPROTO_TCP && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST))) {

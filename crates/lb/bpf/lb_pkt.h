@@ -142,6 +142,14 @@ static __always_inline __u32 mix32(__u32 h)
 	return h;
 }
 
+/* The clock of connection ages, the rate guard and the FIB cache: the coarse monotonic clock
+ * (the last tick's time, a load instead of a TSC read; two reads were about a tenth of an
+ * established packet's cost). Every use counts seconds, where a tick (1-10 ms) does not show. */
+static __always_inline __u64 lb_now(void)
+{
+	return bpf_ktime_get_coarse_ns();
+}
+
 /* The flow's hash: Maglev's index, rr's fallback, the tunnel source's host bits. Same for
  * every CPU and every packet of the flow. */
 static __always_inline __u32 flow_hash(const struct lb_flow *f)

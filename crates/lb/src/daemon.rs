@@ -14,7 +14,7 @@ use crate::control::{self, Reply, Request, Server};
 use crate::health::{Checker, HealthEvent, Target};
 use crate::ipvsadm::Command;
 use crate::listing::{ListView, Rates, RealView, ServiceView};
-use crate::model::{Counters, DataPlane, Mode, Plan, ServiceKey, Stats};
+use crate::model::{ConnCounts, Counters, DataPlane, Mode, Plan, ServiceKey, Stats};
 use crate::plan;
 use crate::table::Table;
 use crate::{Error, Result};
@@ -260,9 +260,40 @@ impl<D: DataPlane> Daemon<D> {
         Ok(())
     }
 
+    /// The Prometheus exposition: what `-L --stats` shows, read now, and the reasons.
+    pub fn render_metrics(&self) -> String {
+        let view = self.view().map_err(|e| e.to_string());
+        let stats = self.dp.stats().map_err(|e| e.to_string());
+        crate::metrics::render(
+            view.as_ref().map_err(Clone::clone),
+            stats
+                .as_ref()
+                .map(|s| s.reasons.as_slice())
+                .map_err(Clone::clone),
+        )
+    }
+
+    /// ActiveConn and InActConn by real, counted now from the data path's entries.
+    fn conn_counts(&self) -> Result<HashMap<CounterId, ConnCounts>> {
+        let by_slot = self.dp.conn_counts()?;
+        let mut out = HashMap::new();
+        for (slot, r) in self.plan.reals.iter().enumerate() {
+            let Some(r) = r else { continue };
+            if let (Some(s), Some(c)) = (
+                self.plan.services.get(r.service as usize),
+                by_slot.get(slot),
+            ) {
+                out.insert((s.key, Some(r.addr)), *c);
+            }
+        }
+        Ok(out)
+    }
+
     /// The configuration with counters, rates and health, as `-L` shows it.
     pub fn view(&self) -> Result<ListView> {
         let counters = self.counters()?;
+        let conns = self.conn_counts()?;
+        let conn = |id: &CounterId| conns.get(id).copied().unwrap_or_default();
         let get = |id: &CounterId| counters.get(id).copied().unwrap_or_default();
         let rate = |id: &CounterId| self.rates.get(id).copied().unwrap_or_default();
         Ok(ListView {
@@ -288,8 +319,8 @@ impl<D: DataPlane> Daemon<D> {
                             tunnel: (r.mode == Mode::Tunnel).then_some(r.tunnel),
                             weight: r.weight,
                             health: r.health,
-                            active_conns: 0,
-                            inact_conns: 0,
+                            active_conns: conn(&(s.key, Some(r.addr))).active,
+                            inact_conns: conn(&(s.key, Some(r.addr))).inactive,
                             stats: get(&(s.key, Some(r.addr))),
                             rate: rate(&(s.key, Some(r.addr))),
                         })
@@ -337,6 +368,8 @@ pub struct RunConfig {
     pub neighbour_refresh: Duration,
     /// How often counters are sampled for `--rate` (ipvsadm's estimator uses 2 s).
     pub rate_interval: Duration,
+    /// Serve Prometheus metrics on this address (`--metrics`), from the daemon's own loop.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl RunConfig {
@@ -345,21 +378,41 @@ impl RunConfig {
             socket,
             neighbour_refresh: Duration::from_secs(5),
             rate_interval: Duration::from_secs(2),
+            metrics: None,
         }
     }
 }
 
 type Job = (Request, mpsc::Sender<Reply>);
 
+/// What wakes the daemon's loop: a control request, or a real's health verdict (applied the
+/// moment it is reached, not at the loop's next tick).
+enum Input {
+    Job(Job),
+    Health(HealthEvent),
+}
+
 /// Serves the control socket and runs the checks until `stop` is set; then stops the
 /// threads and removes the socket. The caller drops the data plane (which detaches it).
 pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicBool) -> Result<()> {
+    let mut endpoint = match cfg.metrics {
+        Some(addr) => Some(
+            wirespeed_metrics::Endpoint::bind(addr).map_err(crate::error::io(format!(
+                "listen for --metrics on {addr} (is the address local and the port free?)"
+            )))?,
+        ),
+        None => None,
+    };
     let server = Server::bind(&cfg.socket)?;
-    let (jobs_tx, jobs) = mpsc::channel::<Job>();
-    let (health_tx, health) = mpsc::channel::<HealthEvent>();
-    let checker =
-        Checker::start(health_tx).map_err(crate::error::io("start the health checker"))?;
+    let (jobs_tx, jobs) = mpsc::channel::<Input>();
+    let health_tx = jobs_tx.clone();
+    let checker = Checker::start(move |ev| health_tx.send(Input::Health(ev)).is_ok())
+        .map_err(crate::error::io("start the health checker"))?;
     checker.set_targets(daemon.check_targets());
+    // systemd (Type=notify): the program is attached (by the caller) and the socket listens.
+    if let Err(e) = wirespeed_sys::notify::ready("load balancer attached") {
+        eprintln!("wirespeed lb: could not tell systemd we are ready: {e}");
+    }
     let acceptor_stop = AtomicBool::new(false);
     let result = std::thread::scope(|scope| -> Result<()> {
         let server = &server;
@@ -379,7 +432,7 @@ pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicB
                                 .spawn_scoped(scope, move || {
                                     control::serve_client(client, |req| {
                                         let (tx, rx) = mpsc::channel();
-                                        if jobs_tx.send((req, tx)).is_err() {
+                                        if jobs_tx.send(Input::Job((req, tx))).is_err() {
                                             return Reply::Error("the daemon is stopping".into());
                                         }
                                         rx.recv().unwrap_or_else(|_| {
@@ -393,12 +446,13 @@ pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicB
                 }
             })
             .map_err(crate::error::io("start the control thread"))?;
-        let outcome = serve_loop(daemon, cfg, stop, &jobs, &health, &checker);
+        let outcome = serve_loop(daemon, cfg, stop, &jobs, &checker, &mut endpoint);
         acceptor_stop.store(true, Ordering::Relaxed);
         // Unblock the clients being served: their requests are answered "stopping".
         drop(jobs);
         outcome
     });
+    let _ = wirespeed_sys::notify::stopping("detaching the load balancer");
     drop(checker);
     drop(server);
     result
@@ -408,28 +462,22 @@ fn serve_loop<D: DataPlane>(
     daemon: &mut Daemon<D>,
     cfg: &RunConfig,
     stop: &AtomicBool,
-    jobs: &mpsc::Receiver<Job>,
-    health: &mpsc::Receiver<HealthEvent>,
+    inputs: &mpsc::Receiver<Input>,
     checker: &Checker,
+    endpoint: &mut Option<wirespeed_metrics::Endpoint>,
 ) -> Result<()> {
     let mut next_refresh = Instant::now();
     let mut next_sample = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let mut changed = false;
-        match jobs.recv_timeout(Duration::from_millis(50)) {
-            Ok((req, reply_to)) => {
+        match inputs.recv_timeout(Duration::from_millis(50)) {
+            Ok(Input::Job((req, reply_to))) => {
                 let before = daemon.table().clone();
                 let reply = daemon.handle(req);
                 changed = before != *daemon.table();
                 let _ = reply_to.send(reply);
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(Error::Invalid("the control thread stopped".into()))
-            }
-        }
-        while let Ok(ev) = health.try_recv() {
-            match daemon.set_health(&ev) {
+            Ok(Input::Health(ev)) => match daemon.set_health(&ev) {
                 Ok(_) => eprintln!(
                     "wirespeed lb: {} real {} is {:?}",
                     ev.service, ev.real, ev.health
@@ -438,6 +486,10 @@ fn serve_loop<D: DataPlane>(
                     "wirespeed lb: could not apply the health of {}: {e}",
                     ev.real
                 ),
+            },
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Error::Invalid("the control thread stopped".into()))
             }
         }
         let now = Instant::now();
@@ -453,6 +505,10 @@ fn serve_loop<D: DataPlane>(
                 eprintln!("wirespeed lb: could not read the counters: {e}");
             }
             next_sample = now + cfg.rate_interval;
+        }
+        // A scrape waits at most one turn (the 50 ms above) for its answer.
+        if let Some(e) = endpoint.as_mut() {
+            e.serve(&mut || daemon.render_metrics());
         }
     }
     Ok(())

@@ -1,14 +1,14 @@
 //! Health checks: TCP connect, HTTP GET, Redis PING, each with an interval, a timeout, rise
-//! and fall. One scheduler thread runs them; the probes that fall due together run at once,
-//! one short-lived thread each, so a slow real never delays another's verdict and nothing
-//! here ever holds up the control socket. A change of verdict goes to the daemon as a
-//! [`HealthEvent`], which re-plans at once.
+//! and fall. One scheduler thread runs them at a fixed rate; each probe runs on its own
+//! short-lived thread and reports back, so a slow real never delays another's probe or
+//! verdict and nothing here ever holds up the control socket. A change of verdict goes to the
+//! daemon as a [`HealthEvent`] that wakes its loop, which re-plans at once.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -136,7 +136,12 @@ impl Verdict {
 struct Tracked {
     target: Target,
     verdict: Verdict,
+    /// When the next probe starts. Probes run at a fixed rate from the first one (the next
+    /// is due one interval after the last was due, not after it ended), so a verdict never
+    /// drifts later than `fall` (or `rise`) intervals after the change it reports.
     due: Instant,
+    /// A probe of this target is running (its result comes back on the channel).
+    in_flight: bool,
 }
 
 /// The checker thread. Dropping it stops the thread.
@@ -146,17 +151,28 @@ pub struct Checker {
     thread: Option<JoinHandle<()>>,
 }
 
-/// How often the scheduler thread wakes to see what fell due.
-const TICK: Duration = Duration::from_millis(20);
+/// The longest the scheduler sleeps, so that new targets and a stop are seen promptly.
+const MAX_SLEEP: Duration = Duration::from_millis(20);
+
+/// A probe's result, sent back by its thread.
+struct Outcome {
+    key: (ServiceKey, SocketAddr),
+    check: HealthCheck,
+    ok: bool,
+}
 
 impl Checker {
-    pub fn start(events: Sender<HealthEvent>) -> std::io::Result<Checker> {
+    /// Starts the checker; `on_change` is called with every change of verdict, from the
+    /// checker's thread, and stops the checker by returning false.
+    pub fn start(
+        on_change: impl FnMut(HealthEvent) -> bool + Send + 'static,
+    ) -> std::io::Result<Checker> {
         let targets = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let (t, s) = (targets.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("lb health".into())
-            .spawn(move || run(t, s, events))?;
+            .spawn(move || run(t, s, on_change))?;
         Ok(Checker {
             targets,
             stop,
@@ -180,8 +196,15 @@ impl Drop for Checker {
     }
 }
 
-fn run(targets: Arc<Mutex<Vec<Target>>>, stop: Arc<AtomicBool>, events: Sender<HealthEvent>) {
+/// The scheduler: starts each due probe on its own short-lived thread and takes results as
+/// they come, so a real that times out never delays another real's probe or verdict.
+fn run(
+    targets: Arc<Mutex<Vec<Target>>>,
+    stop: Arc<AtomicBool>,
+    mut on_change: impl FnMut(HealthEvent) -> bool,
+) {
     let mut tracked: HashMap<(ServiceKey, SocketAddr), Tracked> = HashMap::new();
+    let (done_tx, done) = mpsc::channel::<Outcome>();
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         {
@@ -196,44 +219,68 @@ fn run(targets: Arc<Mutex<Vec<Target>>>, stop: Arc<AtomicBool>, events: Sender<H
                     target: w,
                     verdict: Verdict::default(),
                     due: now,
+                    in_flight: false,
                 });
             }
         }
-        let due: Vec<Target> = tracked
-            .values()
-            .filter(|t| t.due <= now)
-            .map(|t| t.target.clone())
-            .collect();
-        if due.is_empty() {
-            std::thread::sleep(TICK);
-            continue;
+        for (key, t) in tracked.iter_mut() {
+            if t.in_flight || t.due > now {
+                continue;
+            }
+            let (key, check, tx) = (*key, t.target.check.clone(), done_tx.clone());
+            let started = std::thread::Builder::new()
+                .name("lb probe".into())
+                .spawn(move || {
+                    let ok = probe(&check.kind, key.1, check.timeout);
+                    let _ = tx.send(Outcome { key, check, ok });
+                });
+            // A thread that cannot start counts as a failed probe of this round.
+            if started.is_err() {
+                let _ = done_tx.send(Outcome {
+                    key,
+                    check: t.target.check.clone(),
+                    ok: false,
+                });
+            }
+            t.in_flight = true;
+            // The next probe is one interval after this one was due; a schedule that fell
+            // behind (a probe slower than the interval) restarts from now.
+            t.due += t.target.check.interval;
+            if t.due <= now {
+                t.due = now + t.target.check.interval;
+            }
         }
-        let results: Vec<bool> = std::thread::scope(|scope| {
-            let handles: Vec<_> = due
-                .iter()
-                .map(|t| scope.spawn(|| probe(&t.check.kind, t.real, t.check.timeout)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or(false))
-                .collect()
-        });
-        for (t, ok) in due.iter().zip(results) {
-            let Some(tr) = tracked.get_mut(&(t.service, t.real)) else {
+        let next_due = tracked
+            .values()
+            .filter(|t| !t.in_flight)
+            .map(|t| t.due)
+            .min()
+            .unwrap_or(now + MAX_SLEEP);
+        let wait = next_due
+            .saturating_duration_since(Instant::now())
+            .min(MAX_SLEEP);
+        let Ok(first) = done.recv_timeout(wait) else {
+            continue;
+        };
+        for out in std::iter::once(first).chain(done.try_iter()) {
+            // A target replaced or removed while its probe ran: the result is stale.
+            let Some(t) = tracked.get_mut(&out.key) else {
                 continue;
             };
-            tr.due = now + t.check.interval;
-            if let Some(health) = tr.verdict.observe(ok, t.check.rise, t.check.fall) {
-                if events
-                    .send(HealthEvent {
-                        service: t.service,
-                        real: t.real,
-                        health,
-                    })
-                    .is_err()
-                {
-                    return;
-                }
+            if t.target.check != out.check {
+                continue;
+            }
+            t.in_flight = false;
+            let Some(health) = t.verdict.observe(out.ok, out.check.rise, out.check.fall) else {
+                continue;
+            };
+            let ev = HealthEvent {
+                service: out.key.0,
+                real: out.key.1,
+                health,
+            };
+            if !on_change(ev) {
+                return;
             }
         }
     }
@@ -244,7 +291,6 @@ mod tests {
     use super::*;
     use crate::model::Proto;
     use std::net::TcpListener;
-    use std::sync::mpsc;
 
     /// A fake server on 127.0.0.1 that answers each connection with `reply` after reading
     /// one request, until `stop` is set; then it closes its listener.
@@ -332,7 +378,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let (addr, server) = serve(b"+PONG\r\n", stop.clone());
         let (tx, rx) = mpsc::channel();
-        let checker = Checker::start(tx).unwrap();
+        let checker = Checker::start(move |ev| tx.send(ev).is_ok()).unwrap();
         let service = ServiceKey {
             proto: Proto::Tcp,
             vip: "198.18.0.10:6379".parse().unwrap(),

@@ -15,6 +15,7 @@ pub mod health;
 pub mod ipvsadm;
 pub mod listing;
 pub mod maglev;
+pub mod metrics;
 pub mod model;
 pub mod plan;
 pub mod sched;

@@ -29,8 +29,8 @@ pub struct RealView {
     /// As configured; a real that is down gets no new connections whatever its weight.
     pub weight: u32,
     pub health: Health,
-    /// ipvsadm's ActiveConn and InActConn. The data path keeps no per-connection TCP state,
-    /// so it cannot tell active from inactive: both are printed as 0 (see docs/LB.md).
+    /// ipvsadm's ActiveConn (open TCP connections) and InActConn (closed TCP ones and UDP
+    /// flows), counted when listed from the data path's connection entries (docs/LB.md).
     pub active_conns: u64,
     pub inact_conns: u64,
     pub stats: Counters,

@@ -318,6 +318,14 @@ impl std::ops::AddAssign for Counters {
     }
 }
 
+/// ipvsadm's ActiveConn and InActConn of a real: its open TCP connections, and its closed TCP
+/// and UDP ones, counted from the data path's connection entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnCounts {
+    pub active: u64,
+    pub inactive: u64,
+}
+
 /// Counters summed over CPUs, indexed like the [`Plan`] they were taken under.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -338,4 +346,9 @@ pub trait DataPlane {
     fn stats(&self) -> Result<Stats>;
     /// Zeroes the counters (`-Z`).
     fn zero(&mut self) -> Result<()>;
+    /// Connections per real slot, counted now, indexed like the last plan applied (`-L`'s
+    /// ActiveConn and InActConn). A data plane that keeps no connections has none.
+    fn conn_counts(&self) -> Result<Vec<ConnCounts>> {
+        Ok(Vec::new())
+    }
 }

@@ -221,6 +221,97 @@ pub fn bytes_of<T: MapBytes>(v: &T) -> &[u8] {
     unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
 }
 
+/// A map key or value read back from the bytes the kernel wrote (None when `b` is shorter).
+pub fn from_bytes<T: MapBytes>(b: &[u8]) -> Option<T> {
+    if b.len() < std::mem::size_of::<T>() {
+        return None;
+    }
+    // SAFETY: T: MapBytes has no invalid bit patterns, and `b` holds at least size_of::<T>()
+    // initialized bytes; the read makes no alignment assumption.
+    Some(unsafe { ptr::read_unaligned(b.as_ptr().cast::<T>()) })
+}
+
+/// The clock `bpf_ktime_get_ns` reads (CLOCK_MONOTONIC), in nanoseconds: for comparing the
+/// times a program stores in its maps with now.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec that the call writes; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Walks every entry of the hash map `map` with `BPF_MAP_LOOKUP_BATCH`, `batch` entries a
+/// call, handing each key and value (`key_size`, `value_size` bytes) to `visit`: a few
+/// system calls for a whole map instead of two per entry. Entries inserted or deleted
+/// meanwhile may or may not be seen, as with any walk of a live map. Returns how many
+/// entries were visited.
+pub fn map_walk_batch(
+    map: BorrowedFd<'_>,
+    key_size: usize,
+    value_size: usize,
+    batch: u32,
+    mut visit: impl FnMut(&[u8], &[u8]),
+) -> io::Result<usize> {
+    let mut room = batch.max(1);
+    let mut keys = vec![0u8; key_size * room as usize];
+    let mut values = vec![0u8; value_size * room as usize];
+    // The position token: a bucket index for hash maps; key-sized is always enough.
+    let mut token_in = vec![0u8; key_size.max(8)];
+    let mut token_out = vec![0u8; key_size.max(8)];
+    let mut first = true;
+    let mut visited = 0;
+    loop {
+        let mut count = room;
+        let opts = libbpf_sys::bpf_map_batch_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+            ..Default::default()
+        };
+        // SAFETY: keys and values hold `room` entries each and count says so; both tokens
+        // are key-sized buffers; everything outlives the call, and `map` is an open map fd.
+        let rc = unsafe {
+            libbpf_sys::bpf_map_lookup_batch(
+                map.as_raw_fd(),
+                if first {
+                    ptr::null_mut()
+                } else {
+                    token_in.as_mut_ptr().cast()
+                },
+                token_out.as_mut_ptr().cast(),
+                keys.as_mut_ptr().cast(),
+                values.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
+        };
+        let err = if rc < 0 { -rc } else { 0 };
+        if err == libc::ENOSPC && count == 0 {
+            // One bucket holds more entries than a batch: a larger batch, same position.
+            room *= 2;
+            keys.resize(key_size * room as usize, 0);
+            values.resize(value_size * room as usize, 0);
+            continue;
+        }
+        if err != 0 && err != libc::ENOENT {
+            return Err(io::Error::from_raw_os_error(err));
+        }
+        for i in 0..count.min(room) as usize {
+            visit(
+                &keys[i * key_size..(i + 1) * key_size],
+                &values[i * value_size..(i + 1) * value_size],
+            );
+        }
+        visited += count as usize;
+        if err == libc::ENOENT {
+            return Ok(visited);
+        }
+        token_in.copy_from_slice(&token_out);
+        first = false;
+    }
+}
+
 /// Loads an XDP program from raw instructions (one `u64` each: code, registers, offset and
 /// immediate, little-endian) under `name`, GPL-licensed, with `prog_flags`
 /// (`BPF_F_XDP_HAS_FRAGS`, ...): for the few-instruction programs that need no object file.

@@ -9,6 +9,7 @@ pub mod alloc;
 pub mod bpf;
 pub mod netns;
 pub mod nftables;
+pub mod notify;
 pub mod packet;
 pub mod process;
 pub mod random;

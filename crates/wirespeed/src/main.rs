@@ -2,7 +2,7 @@
 
 #![deny(unsafe_code)]
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod cmd;
 
@@ -33,6 +33,18 @@ enum Command {
     Fp(cmd::fp::Args),
     /// L4 load balancer in XDP, configured like ipvsadm: `lb run`, `lb -A/-a/-L ...`, `lb doctor`.
     Lb(cmd::lb::Args),
+    /// Write the man pages (wirespeed.1, one per subcommand) into DIR; the Debian package's.
+    #[command(hide = true)]
+    Man {
+        /// Directory to write the pages into (created if missing).
+        dir: std::path::PathBuf,
+    },
+    /// Print the shell completion script for SHELL to stdout.
+    #[command(hide = true)]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() {
@@ -45,6 +57,11 @@ fn main() {
         Command::Showdown(a) => cmd::showdown::run(a),
         Command::Fp(a) => cmd::fp::run(a),
         Command::Lb(a) => cmd::lb::run(a),
+        Command::Man { dir } => cmd::docs::man_pages(Cli::command(), &dir),
+        Command::Completions { shell } => {
+            cmd::docs::completions(Cli::command(), shell);
+            Ok(())
+        }
     };
     if let Err(e) = result {
         // One line, the whole cause chain: "what failed: why".

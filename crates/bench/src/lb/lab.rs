@@ -4,6 +4,7 @@
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
+use wirespeed_lab::napi;
 use wirespeed_lab::topo::{self, Lab, LabSpec, Topology};
 
 use super::frames::Addressing;
@@ -53,11 +54,14 @@ pub(super) struct Bench {
     /// Addressing with the reals on the VIP's ports (DR, tunnel).
     pub(super) same_ports: Addressing,
     ifaces: Vec<String>,
+    /// The NAPI kthreads that were there before the lab: never ours to pin.
+    napi_before: Vec<u32>,
 }
 
 impl Bench {
     pub(super) fn up(opts: &Opts) -> Result<Bench> {
         let _ = topo::down(&opts.lab);
+        let napi_before = napi::napi_threads().into_iter().map(|t| t.pid).collect();
         let mut spec = LabSpec::new(&opts.lab, Topology::Lb);
         spec.clients = 1;
         spec.backends = BACKENDS;
@@ -157,7 +161,50 @@ impl Bench {
             lab,
             same_ports,
             ifaces,
+            napi_before,
         })
+    }
+
+    /// Where the backends' receive work runs. A NIC hands a transmitted frame to the wire and
+    /// the receiver is another machine; a veth instead runs its peer's receive (NAPI poll,
+    /// XDP, the sink) on the CPU that sent the frame, the DUT's core, which then pays for the
+    /// receiver too (about 100 ns a frame here). With `Some(cpu)` the backends' veths poll in
+    /// threaded NAPI pinned to `cpu`, so the DUT's core pays what it pays on a NIC: the
+    /// transmit (the hand-over into the veth's ring). `None` puts the work back on the
+    /// sender's CPU (for runs that use every CPU). Returns the kthreads pinned.
+    pub(super) fn backends_receive_on(&self, cpu: Option<usize>) -> Result<usize> {
+        let on = if cpu.is_some() { "1" } else { "0" };
+        for ns in &self.backend_ns {
+            std::process::Command::new("ip")
+                .args(["netns", "exec", ns, "sh", "-c"])
+                .arg(format!("echo {on} > /sys/class/net/eth0/threaded"))
+                .status()
+                .ok()
+                .filter(|s| s.success())
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "could not set threaded NAPI on {ns}'s eth0 (this kernel may lack it)"
+                    ))
+                })?;
+        }
+        let Some(cpu) = cpu else {
+            return Ok(0);
+        };
+        // The lab's threads are the `napi/eth0-*` ones that were not there before it.
+        let mut pinned = 0;
+        for t in napi::napi_threads() {
+            if self.napi_before.contains(&t.pid) || t.dev != "eth0" {
+                continue;
+            }
+            pinned += usize::from(napi::pin(t.pid, cpu).is_ok());
+        }
+        if pinned < self.backend_ns.len() {
+            return Err(Error::Invalid(format!(
+                "pinned {pinned} backend NAPI threads to CPU {cpu}, want at least {}",
+                self.backend_ns.len()
+            )));
+        }
+        Ok(pinned)
     }
 
     /// The addressing a row of `mode` uses: NAT and full-NAT move the port as well.

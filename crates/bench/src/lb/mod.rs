@@ -6,8 +6,10 @@
 //! on the DUT's CPU in the load balancer's namespace and makes 64-byte frames arrive on its
 //! client-side interface, where they meet the balancer's XDP program (or, with none attached,
 //! the kernel and its nftables rules) and leave towards 4 backends whose XDP sinks count
-//! them. Generator, balancer and sinks share one core that is always busy, so pps is the
-//! path's speed and 1e9 / pps its cost per packet. Only frames that look translated as the
+//! them. Generator and balancer share one core that is always busy, so pps is the path's
+//! speed and 1e9 / pps its cost per packet. The backends receive on the other core (their
+//! veths' NAPI threaded and pinned there), as a NIC's receiver is another machine: the DUT
+//! pays for the transmit, not for the receiver. Only frames that look translated as the
 //! mode asks are counted; one frame per row and side is checked in full before measuring, and
 //! a wrong one fails the row. The balancer and nftables alternate round by round on the same
 //! frames.
@@ -184,6 +186,9 @@ pub struct Report {
     pub duration_s: f64,
     pub rounds: usize,
     pub dut_cpu: usize,
+    /// Where the backends receive in the single-core rows (threaded NAPI pinned there).
+    #[serde(default)]
+    pub other_cpu: usize,
     pub flows: usize,
     /// The instrument alone: generator + an XDP drop on the DUT's core, ns per frame.
     pub baseline_ns_per_packet: Option<f64>,
@@ -216,9 +221,15 @@ impl Report {
         let _ = writeln!(
             s,
             "lb_bench: {} vs nftables DNAT (jhash map; + SNAT for full-NAT), {} flows, 64-byte frames, \
-             {:.1} s measured after {:.1} s warm-up, {} round(s) alternating; on the DUT: generator, \
-             path and sinks on CPU {}",
-            self.balancer, self.flows, self.duration_s, self.warmup_s, self.rounds, self.dut_cpu
+             {:.1} s measured after {:.1} s warm-up, {} round(s) alternating; on the DUT: generator \
+             and path on CPU {}, the backends' receive on CPU {}",
+            self.balancer,
+            self.flows,
+            self.duration_s,
+            self.warmup_s,
+            self.rounds,
+            self.dut_cpu,
+            self.other_cpu
         );
         if let Some(b) = self.baseline_ns_per_packet {
             let _ = writeln!(

@@ -184,6 +184,14 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// [`measure`] on `cpus`; on one CPU the backends' receive runs on the other CPU (see
+    /// [`Bench::backends_receive_on`]), on all of them it stays with the sender.
+    fn measure(&self, cpus: &[usize]) -> Result<Sample> {
+        let apart = (cpus.len() == 1).then_some(self.opts.other_cpu);
+        self.bench.backends_receive_on(apart)?;
+        measure(&self.gen, self.eth0, cpus, self.opts)
+    }
+
     fn balancer(&self) -> Result<&dyn Balancer> {
         self.balancer
             .ok_or_else(|| Error::Invalid("no balancer to measure".into()))
@@ -223,7 +231,7 @@ impl Ctx<'_> {
             }
         };
         let result = self.prepare(row, side, &a, &[]).and_then(|()| {
-            let s = measure(&self.gen, self.eth0, &[self.opts.dut_cpu], self.opts)?;
+            let s = self.measure(&[self.opts.dut_cpu])?;
             if s.wrong > 0.01 * s.pps.max(1.0) {
                 return Err(Error::Invalid(format!(
                     "{}: {:.0} frames/s reached the backends translated wrong ({:.0}/s right)",
@@ -393,8 +401,8 @@ impl Ctx<'_> {
                     (self.opts.other_cpu, half, half),
                 ],
             )?;
-            let two = measure(&self.gen, self.eth0, &both, self.opts)?;
-            let one = measure(&self.gen, self.eth0, &[self.opts.dut_cpu], self.opts)?;
+            let two = self.measure(&both)?;
+            let one = self.measure(&[self.opts.dut_cpu])?;
             drop(running);
             self.gen.set_windows(&[])?;
             eprintln!(
@@ -427,14 +435,14 @@ impl Ctx<'_> {
         self.gen.set_windows(&[])?;
         self.gen.distinct_sources(None)?;
         let link = self.gen.attach_sink(self.eth0)?;
-        let s = measure(&self.gen, self.eth0, &[self.opts.dut_cpu], self.opts)?;
+        let s = self.measure(&[self.opts.dut_cpu])?;
         drop(link);
         let a = &self.bench.same_ports;
         let out = wirespeed_sys::packet::if_index("eth1").map_err(io("the lb's eth1"))?;
         let link = self
             .gen
             .attach_forwarder(self.eth0, out, a.reals[0].1, a.reals[0].2)?;
-        let f = measure(&self.gen, self.eth0, &[self.opts.dut_cpu], self.opts)?;
+        let f = self.measure(&[self.opts.dut_cpu])?;
         drop(link);
         Ok((s.busy * 1e9 / s.pps.max(1.0), f.busy * 1e9 / f.pps.max(1.0)))
     }
@@ -539,12 +547,14 @@ pub fn run(opts: &Opts, balancer: Arc<dyn Balancer>) -> Result<Report> {
         balancer: balancer.describe(),
         method: "on the DUT: BPF_PROG_RUN live frames arrive on the balancer's client-side veth \
                  on the DUT's CPU in its namespace; XDP sinks on the 4 backends count the frames \
-                 translated right; the balancer and nftables alternate round by round"
+                 translated right, receiving on the other CPU (threaded NAPI), as a NIC's \
+                 receiver is another machine; the balancer and nftables alternate round by round"
             .into(),
         warmup_s: opts.warmup.as_secs_f64(),
         duration_s: opts.duration.as_secs_f64(),
         rounds: opts.rounds,
         dut_cpu: opts.dut_cpu,
+        other_cpu: opts.other_cpu,
         flows: opts.flows,
         ..Default::default()
     };
@@ -610,7 +620,9 @@ pub fn run(opts: &Opts, balancer: Arc<dyn Balancer>) -> Result<Report> {
                 }
             }
         }
-        // The sinks answer nothing; real clients need them gone.
+        // The sinks answer nothing; real clients need them gone. Real traffic keeps the
+        // veths' default: the receive on the sending CPU.
+        ctx.bench.backends_receive_on(None)?;
         drop(sinks);
         if o.wanted("redis") {
             for mode in [Mode::FullNat, Mode::Dr] {

@@ -497,7 +497,7 @@ mod tests {
         assert_eq!(size_of::<types::lb_real>(), 16 + 2 + 1 + 1 + 2 + 1 + 1);
         assert_eq!(size_of::<types::lb_laddr>(), 16 + 4);
         assert_eq!(size_of::<types::lb_flow>(), 16 + 16 + 2 + 2 + 1 + 1 + 2);
-        assert_eq!(size_of::<types::lb_conn>(), 4 + 2 + 1 + 1 + 8);
+        assert_eq!(size_of::<types::lb_conn>(), 4 + 2 + 1 + 1 + 4 + 4 + 8);
         assert_eq!(size_of::<types::lb_rev>(), 16 + 16 + 2 + 2 + 4 + 4 + 4 + 8);
         assert_eq!(size_of::<types::lb_counters>(), 5 * 8);
     }

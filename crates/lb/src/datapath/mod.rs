@@ -152,4 +152,9 @@ impl DataPlane for XdpDataPlane {
     fn zero(&mut self) -> Result<()> {
         stats::zero(&self.prog)
     }
+
+    fn conn_counts(&self) -> Result<Vec<crate::model::ConnCounts>> {
+        let slots = self.applied.as_ref().map_or(0, |p| p.reals.len());
+        stats::conn_counts(&self.prog, slots)
+    }
 }

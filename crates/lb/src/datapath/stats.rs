@@ -1,12 +1,19 @@
 //! Counters: per service, per real slot and per reason, summed over CPUs; and zeroing them.
+//! Connections per real slot (ipvsadm's ActiveConn and InActConn), counted from the shared
+//! forward entries.
+
+use std::collections::HashMap;
+use std::os::fd::AsFd;
 
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::loader::{bpf, Program};
 use super::maps::zero_percpu;
 use crate::bpf::types;
-use crate::model::{Counters, Plan, Stats};
+use crate::error::Error;
+use crate::model::{ConnCounts, Counters, Plan, Stats};
 use crate::Result;
+use wirespeed_sys::bpf::{from_bytes, map_walk_batch, monotonic_ns};
 
 include!(concat!(env!("OUT_DIR"), "/reasons.rs"));
 
@@ -77,4 +84,144 @@ pub fn zero(prog: &Program) -> Result<()> {
         zero_percpu(prog, &prog.maps.reasons, r as u32, 8)?;
     }
     Ok(())
+}
+
+/// lb_rev.flags (LB_REV_* in bpf/lb_consts.h).
+const REV_FNAT: u8 = 0x01;
+const REV_CLOSED: u8 = 0x02;
+const REV_FWD: u8 = 0x04;
+const IPPROTO_TCP: u8 = 6;
+const NS: u64 = 1_000_000_000;
+/// How long a connection counts after it was last seen: the data path's idle times
+/// (cfg_idle_tcp_s, cfg_idle_udp_s in bpf/lb_consts.h), and for a closed TCP connection
+/// IPVS's TIME_WAIT timeout (it lists closed connections as inactive that long).
+const IDLE_TCP_NS: u64 = 900 * NS;
+const IDLE_UDP_NS: u64 = 300 * NS;
+const CLOSED_NS: u64 = 120 * NS;
+/// Entries a `BPF_MAP_LOOKUP_BATCH` call copies.
+const WALK_BATCH: u32 = 4096;
+
+/// One connection as the listing needs it: when it was last seen and whether it closed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Seen {
+    ns: u64,
+    closed: bool,
+}
+
+/// A connection as both its entries name it: client address and port, VIP and port,
+/// protocol, and the full-NAT local port (0 for NAT).
+type ConnKey = ([u8; 16], u16, [u8; 16], u16, u8, u16);
+
+/// Whether a connection last seen at `seen` counts now, and as active (open TCP) or not.
+fn classify(proto: u8, seen: Seen, now: u64) -> Option<bool> {
+    let age = now.saturating_sub(seen.ns);
+    let tcp = proto == IPPROTO_TCP;
+    let limit = match (tcp, seen.closed) {
+        (true, false) => IDLE_TCP_NS,
+        (true, true) => CLOSED_NS,
+        (false, _) => IDLE_UDP_NS,
+    };
+    (age <= limit).then_some(tcp && !seen.closed)
+}
+
+/// ActiveConn and InActConn per real slot (`slots` of them), counted now. Every connection has
+/// one forward entry in the shared `rev` map (inserted with its SYN, or its first UDP
+/// datagram, and marked closed by a client's FIN or RST); a NAT or full-NAT connection also
+/// has its reply entry, whose last-seen time the replies refresh and which the real's FIN or
+/// RST closes: the two are joined, so that a connection whose real still answers stays
+/// active. Active: TCP, not closed, seen within the TCP idle time; inactive: closed TCP within
+/// IPVS's TIME_WAIT time of closing, and UDP within its idle time; older entries are expired.
+/// One walk of the map in batches: its cost is bounded by the map's size (docs/LB.md).
+pub fn conn_counts(prog: &Program, slots: usize) -> Result<Vec<ConnCounts>> {
+    let key_size = std::mem::size_of::<types::lb_flow>();
+    let value_size = std::mem::size_of::<types::lb_rev>();
+    let mut forward: Vec<(types::lb_flow, types::lb_rev)> = Vec::new();
+    let mut replies: HashMap<ConnKey, Seen> = HashMap::new();
+    map_walk_batch(
+        prog.maps.rev.as_fd(),
+        key_size,
+        value_size,
+        WALK_BATCH,
+        |k, v| {
+            let (Some(k), Some(v)) = (
+                from_bytes::<types::lb_flow>(k),
+                from_bytes::<types::lb_rev>(v),
+            ) else {
+                return;
+            };
+            if v.flags & REV_FWD != 0 {
+                forward.push((k, v));
+                return;
+            }
+            // A reply entry: RIP:RPORT -> CIP:CPORT (NAT) or LADDR:LPORT (full-NAT).
+            let lport = if v.flags & REV_FNAT != 0 { k.dport } else { 0 };
+            let key = (v.client, v.cport, v.vip, v.vport, k.proto, lport);
+            let seen = Seen {
+                ns: v.seen_ns,
+                closed: v.flags & REV_CLOSED != 0,
+            };
+            // A client port reused for a new connection may leave an older reply entry:
+            // the newest tells.
+            let e = replies.entry(key).or_default();
+            if seen.ns >= e.ns {
+                *e = seen;
+            }
+        },
+    )
+    .map_err(|e| Error::DataPath(format!("walk the connection entries: {e}")))?;
+    let now = monotonic_ns();
+    let mut out = vec![ConnCounts::default(); slots];
+    for (k, v) in forward {
+        let Some(c) = out.get_mut(v.real as usize) else {
+            continue;
+        };
+        let mut seen = Seen {
+            ns: v.seen_ns,
+            closed: v.flags & REV_CLOSED != 0,
+        };
+        if let Some(r) = replies.get(&(k.src, k.sport, k.dst, k.dport, k.proto, v.lport)) {
+            seen.ns = seen.ns.max(r.ns);
+            seen.closed |= r.closed;
+        }
+        match classify(k.proto, seen, now) {
+            Some(true) => c.active += 1,
+            Some(false) => c.inactive += 1,
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_tcp_is_active_closed_tcp_and_udp_inactive_until_they_expire() {
+        let now = 10_000 * NS;
+        let seen = |ago: u64, closed| Seen {
+            ns: now - ago,
+            closed,
+        };
+        assert_eq!(classify(6, seen(NS, false), now), Some(true));
+        assert_eq!(classify(6, seen(899 * NS, false), now), Some(true));
+        assert_eq!(classify(6, seen(901 * NS, false), now), None);
+        assert_eq!(classify(6, seen(NS, true), now), Some(false));
+        assert_eq!(classify(6, seen(121 * NS, true), now), None);
+        assert_eq!(classify(17, seen(NS, false), now), Some(false));
+        assert_eq!(classify(17, seen(299 * NS, false), now), Some(false));
+        assert_eq!(classify(17, seen(301 * NS, false), now), None);
+        // A time from after `now` (a clock read before the entry's write) counts as new.
+        assert_eq!(
+            classify(
+                6,
+                Seen {
+                    ns: now + NS,
+                    closed: false
+                },
+                now
+            ),
+            Some(true)
+        );
+    }
 }

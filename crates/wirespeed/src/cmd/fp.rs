@@ -43,6 +43,10 @@ enum Cmd {
         /// packet, and slower.
         #[arg(long)]
         no_route_cache: bool,
+        /// Serve Prometheus metrics at http://ADDR:PORT/metrics (docs/METRICS.md), e.g.
+        /// 127.0.0.1:9101.
+        #[arg(long, value_name = "ADDR:PORT")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Per interface: hook, modules, map sizes, packets fast-pathed vs passed and why, and
     /// the response time from kernel event to updated data path.
@@ -73,6 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             allow_host,
             bridge_hook,
             no_route_cache,
+            metrics,
         } => {
             if daemon::lab_netns().is_none() && !allow_host {
                 bail!(
@@ -100,10 +105,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     BridgeHookArg::Tc => BridgeHook::Tc,
                 },
                 route_cache: !no_route_cache,
+                metrics,
             };
             eprintln!(
-                "wirespeed fp: running; status in {}",
-                cfg.status_path.display()
+                "wirespeed fp: running; status in {}{}",
+                cfg.status_path.display(),
+                metrics.map_or(String::new(), |a| format!(
+                    "; metrics on http://{a}/metrics"
+                ))
             );
             let daemon = Daemon::new(cfg).context("start the fast-path daemon")?;
             if !daemon.knows_xdp_features() {

@@ -78,6 +78,10 @@ enum Cmd {
         /// Print the startup line as JSON.
         #[arg(long)]
         json: bool,
+        /// Serve Prometheus metrics at http://ADDR:PORT/metrics (docs/METRICS.md), e.g.
+        /// 127.0.0.1:9102.
+        #[arg(long, value_name = "ADDR:PORT")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// On a tunnel-mode real whose kernel has no tunl0/sit0/ip6tnl0: strip the load
     /// balancer's IPIP, 6in4, IP6IP6 and 4in6 headers, and GUE's on the GUE ports, in XDP from
@@ -374,6 +378,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             tunnel_src,
             allow_host,
             json,
+            metrics,
         }) => {
             let mut cfg = AttachConfig {
                 ifaces: ifaces.clone(),
@@ -406,16 +411,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({"running": true, "ifaces": ifaces, "socket": path, "ring_size": ring_size})
+                    serde_json::json!({"running": true, "ifaces": ifaces, "socket": path, "ring_size": ring_size, "metrics": metrics})
                 );
             } else {
                 eprintln!(
-                    "wirespeed lb: running on {}; commands on {}",
+                    "wirespeed lb: running on {}; commands on {}{}",
                     ifaces.join(", "),
-                    path.display()
+                    path.display(),
+                    metrics.map_or(String::new(), |a| format!(
+                        "; metrics on http://{a}/metrics"
+                    ))
                 );
             }
-            daemon::run(&mut d, &RunConfig::new(path), &STOP)?;
+            let run_cfg = RunConfig {
+                metrics,
+                ..RunConfig::new(path)
+            };
+            daemon::run(&mut d, &run_cfg, &STOP)?;
             // Dropping the daemon drops the data plane, whose links detach the program.
             drop(d);
             eprintln!("wirespeed lb: stopped, detached");

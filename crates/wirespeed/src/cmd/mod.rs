@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod docs;
 pub mod fp;
 pub mod lab;
 pub mod lb;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Subcommand, ValueEnum};
 use serde::Serialize;
+use wirespeed_http::metrics::{self, ServeStats};
 use wirespeed_http::server;
 use wirespeed_http::shard::{self, ShardSummary};
 use wirespeed_net::bypass::BypassConfig;
@@ -123,6 +124,10 @@ struct Common {
     /// Write the exit summary as JSON to this file as well.
     #[arg(long, value_name = "FILE")]
     summary_json: Option<std::path::PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics on the kernel stack, answered
+    /// by shard 0 (docs/METRICS.md), e.g. 127.0.0.1:9103.
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<SocketAddr>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -156,6 +161,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .napi_busy_poll_us(common.busy_poll_us)
         .handle_signals(true)
         .build()?;
+    // Bound before anything starts, so a taken port is the one error; shard 0 takes it.
+    let metrics_listener = common
+        .metrics
+        .map(|addr| {
+            metrics::bind(addr).with_context(|| {
+                format!("--metrics {addr}: cannot listen there (is the address local and the port free?)")
+            })
+        })
+        .transpose()?;
+    let metrics_listener = std::sync::Mutex::new(metrics_listener);
     let app = match kind {
         Kind::Http { fixed: true } => "http (fixed)",
         Kind::Http { fixed: false } => "http",
@@ -194,6 +209,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     );
 
+    if let Some(addr) = common.metrics {
+        eprintln!("wirespeed serve: metrics on http://{addr}/metrics");
+    }
     let cfg = server::Config {
         idle_timeout: common.idle_timeout,
         fixed: matches!(kind, Kind::Http { fixed: true }),
@@ -203,13 +221,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Kind::Echo => shard::App::Echo,
     };
     let max_conns = common.max_conns;
+    let stats = ServeStats::new(cpus.len());
     let shards = stack.shards();
     let per_shard = rt.run(move || {
         let (shards, cfg) = (shards.clone(), cfg.clone());
+        let id = wirespeed_rt::shard_id();
+        let my_stats = stats.shard(id);
+        let scrapes = if id == 0 {
+            metrics_listener
+                .lock()
+                .ok()
+                .and_then(|mut l| l.take())
+                .map(|l| (l, stats.clone()))
+        } else {
+            None
+        };
         async move {
             let net = shards.start().map_err(|e| e.to_string())?;
             let listener = net.listen(bound).map_err(|e| e.to_string())?;
-            let summary = shard::serve(listener, cfg, shard_app, max_conns).await;
+            if let Some((l, all)) = scrapes {
+                wirespeed_rt::spawn(metrics::serve(l, all));
+            }
+            let summary = shard::serve(listener, cfg, shard_app, max_conns, my_stats).await;
             if let Some(s) = net.bypass_stats() {
                 eprintln!(
                     "wirespeed serve: shard {} stack: rx {} tx {} frames; tcp segments in {} out {}, retransmits {} (fast {}, rto {}, loss probes {}), out-of-order {} (dropped {}), duplicates {}, bad checksums {} (partial {}), partial checksums taken {}",

@@ -3,13 +3,19 @@
 //! A `pair` lab per row and round (client namespace <-> server namespace over a veth), the
 //! server pinned to CPU 1, the load generator (crates/bench) pinned to CPU 0 with 256
 //! connections, rows alternating round by round, probes on the server over exactly the
-//! measured interval. Results: the table on stdout, results/showdown.{json,md,svg}.
+//! measured interval. Results: the table on stdout, results/showdown.{json,md}, and the charts
+//! (results/showdown.svg, showdown-echo.svg, showdown-lb.svg, each with its PNG).
 //!
 //! Adding a row (the bypass rows: AF_XDP, DPDK) means adding a [`Server`] variant that knows
-//! how to start that server in the server namespace, and a [`RowSpec`] in [`ladder`].
+//! how to start that server in the server namespace (`start_server`), and a [`RowSpec`] in
+//! [`ladder`] (`showdown_rows.rs`).
 //!
 //! Rows 12 and 13 are the L4 load balancer's: full-NAT pps through nftables and through
 //! `wirespeed lb`, measured on an `lb` lab of their own by lb_bench's code (`showdown_lb.rs`).
+//!
+//! `--role server|client` runs the same rows between two hosts instead of the lab: the
+//! client drives the load and the rounds, the server starts each row's server and probes it
+//! (`showdown_remote.rs`).
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
@@ -24,14 +30,24 @@ use wirespeed_bench::echo::EchoParser;
 use wirespeed_bench::http::{build_request, HttpParser, Target};
 use wirespeed_bench::load::{self, LoadSpec, PHASE_DONE, PHASE_MEASURING};
 use wirespeed_bench::parse_duration;
-use wirespeed_bench::probe::{Probe, ProbeOpts};
+use wirespeed_bench::probe::{Probe, ProbeOpts, ProbeReport};
 use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
-use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
+use wirespeed_bench::showdown_chart;
+use wirespeed_lab::topo::{self, Lab, LabSpec, Topology};
 use wirespeed_sys::signal::{CommandExt as _, Signal, Signals};
 use wirespeed_sys::{netns, process};
 
 #[path = "showdown_lb.rs"]
 mod lb_rows;
+#[path = "showdown_remote.rs"]
+mod remote;
+#[path = "showdown_rows.rs"]
+mod rows;
+
+use rows::{
+    fill_from_ladder, ladder, with_base_rows, RowSpec, Server, Workload, ECHO_SIZE,
+    PINGPONG_CONNECTIONS, STREAM_CONNECTIONS, STREAM_DEPTH,
+};
 
 const LAB: &str = "sd";
 const SERVER_CPU: usize = 1;
@@ -60,7 +76,8 @@ pub struct Args {
     /// Measured interval per row and round (default 5s, or 2s with --quick).
     #[arg(short = 'd', long, value_parser = dur)]
     duration: Option<Duration>,
-    /// Only these rows, e.g. 1,2,6 (row 1 is always run: it is the reference). HTTP: 1 untuned
+    /// Only these rows, e.g. 1,2,6 (row 1 is always run: it is the reference; so is each
+    /// chosen row's base row, e.g. 8 for 9). HTTP: 1 untuned
     /// kernel, 2 tuned kernel, 3 + perfect locality, 4 + busy poll, 5 io_uring, 6 nginx,
     /// 7 bypass; echo: 8 ping-pong kernel, 9 ping-pong bypass, 10 stream kernel, 11 stream
     /// bypass; L4 load balancer, full-NAT pps of 64-byte TCP: 12 nftables, 13 wirespeed lb.
@@ -69,35 +86,35 @@ pub struct Args {
     /// Skip the BPF probes (no syscall or locality figures).
     #[arg(long)]
     no_bpf: bool,
-    /// Measure nothing: rewrite the table, Markdown and SVG from an earlier showdown.json.
+    /// Measure nothing: rewrite the table, Markdown and charts from an earlier showdown.json.
     #[arg(long, value_name = "JSON")]
     render: Option<PathBuf>,
+    /// Two hosts instead of the lab: `server` on the host under test (with --listen), `client`
+    /// on the load host (with --peer); the client says which row runs next and writes the
+    /// results.
+    #[arg(long, value_enum)]
+    role: Option<Role>,
+    /// `--role server`: the control connection's address; each row's server listens on the
+    /// same address, port 8080.
+    #[arg(long, value_name = "ADDR:PORT", requires = "role")]
+    listen: Option<SocketAddr>,
+    /// `--role client`: the server host's --listen address.
+    #[arg(long, value_name = "ADDR:PORT", requires = "role")]
+    peer: Option<SocketAddr>,
+    /// `--role server`: let the tuned rows change the real interface's settings (restored
+    /// after each row). Without it they are refused, except on a lab address (198.18.0.0/15).
+    #[arg(long, requires = "role")]
+    allow_host: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
+enum Role {
+    Server,
+    Client,
 }
 
 fn dur(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
-}
-
-/// How a row's server is started in the server namespace.
-#[derive(Clone, Debug)]
-enum Server {
-    /// `wirespeed serve http|echo --stack kernel ...`
-    Wirespeed {
-        app: &'static str,
-        engine: &'static str,
-        poll_us: u32,
-        busy_poll_us: u32,
-        locality: &'static str,
-    },
-    /// nginx, one worker (master_process off), access_log off; the distribution's build.
-    Nginx,
-    /// `wirespeed serve http|echo --stack xdp`: our TCP/IP stack on an AF_XDP socket on the
-    /// server namespace's interface, answering for its own address ([`bypass_addr`]) beside
-    /// the kernel's.
-    WirespeedXdp { app: &'static str },
-    /// No server: the load balancer's rows forward packets (`xdp`: `wirespeed lb`, else
-    /// nftables DNAT+SNAT).
-    LoadBalancer { xdp: bool },
 }
 
 /// The address the bypass stack serves: the server's subnet, host 100.
@@ -116,142 +133,6 @@ fn serve_addr(spec: &RowSpec, lab: &Lab) -> anyhow::Result<std::net::Ipv4Addr> {
         Server::WirespeedXdp { .. } => bypass_addr(kernel),
         _ => kernel,
     })
-}
-
-/// What the client sends.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Workload {
-    /// GET /plaintext, `--connections` connections, one request in flight each.
-    Http,
-    /// 512-byte messages, each sent when the previous one came back (Photon's ping-pong).
-    EchoPingPong,
-    /// 512-byte messages, many in flight on few connections (Photon's streaming).
-    EchoStream,
-    /// 64-byte TCP segments of 4,096 established connections through a full-NAT load
-    /// balancer to 4 reals (lb_bench's rows; req/s is packets/s).
-    LbFullNatPps,
-}
-
-const ECHO_SIZE: usize = 512;
-const PINGPONG_CONNECTIONS: usize = 64;
-const STREAM_CONNECTIONS: usize = 4;
-const STREAM_DEPTH: usize = 64;
-
-#[derive(Clone, Debug)]
-struct RowSpec {
-    name: &'static str,
-    profile: Profile,
-    server: Server,
-    workload: Workload,
-    /// The row whose figures this one is compared with (1-based).
-    base_row: usize,
-}
-
-fn http(name: &'static str, profile: Profile, server: Server) -> RowSpec {
-    RowSpec {
-        name,
-        profile,
-        server,
-        workload: Workload::Http,
-        base_row: 1,
-    }
-}
-
-fn echo_kernel() -> Server {
-    Server::Wirespeed {
-        app: "echo",
-        engine: "epoll",
-        poll_us: 100,
-        busy_poll_us: 50,
-        locality: "cbpf",
-    }
-}
-
-/// The seed ladder (rows 1-6), the bypass stack (7), Photon's echo table (8-11), and the L4
-/// load balancer against nftables (12-13).
-fn ladder() -> Vec<RowSpec> {
-    let ws = |engine, poll_us, busy_poll_us, locality| Server::Wirespeed {
-        app: "http",
-        engine,
-        poll_us,
-        busy_poll_us,
-        locality,
-    };
-    vec![
-        http(
-            "untuned kernel",
-            Profile::Default,
-            ws("epoll", 0, 0, "none"),
-        ),
-        http("tuned kernel", Profile::Tuned, ws("epoll", 0, 0, "none")),
-        http(
-            "+ perfect locality",
-            Profile::Tuned,
-            ws("epoll", 0, 0, "cbpf"),
-        ),
-        http(
-            "+ busy poll (epoll)",
-            Profile::Tuned,
-            ws("epoll", 100, 50, "cbpf"),
-        ),
-        http("io_uring", Profile::Tuned, ws("uring", 100, 50, "cbpf")),
-        http("nginx (1 worker)", Profile::Tuned, Server::Nginx),
-        http(
-            "bypass: our stack on AF_XDP",
-            Profile::Default,
-            Server::WirespeedXdp { app: "http" },
-        ),
-        // The bypass rows run on the default profile: the tuned profile's knobs (RPS/XPS,
-        // GRO, NAPI deferral, busy_read) act on the kernel's receive path, which frames that
-        // XDP takes away never reach, and on veth they cost more than they save (row 2 vs
-        // row 1). So row 7 is compared with row 1, the same lab untuned, and the echo pairs
-        // run on that lab too.
-        // Photon's echo table: the busy-polled kernel server against the bypass stack, each
-        // pair compared with its own kernel row.
-        RowSpec {
-            name: "echo ping-pong 512 B: kernel (epoll, busy poll)",
-            profile: Profile::Default,
-            server: echo_kernel(),
-            workload: Workload::EchoPingPong,
-            base_row: 8,
-        },
-        RowSpec {
-            name: "echo ping-pong 512 B: bypass (vs row 8)",
-            profile: Profile::Default,
-            server: Server::WirespeedXdp { app: "echo" },
-            workload: Workload::EchoPingPong,
-            base_row: 8,
-        },
-        RowSpec {
-            name: "echo stream 512 B: kernel (epoll, busy poll)",
-            profile: Profile::Default,
-            server: echo_kernel(),
-            workload: Workload::EchoStream,
-            base_row: 10,
-        },
-        RowSpec {
-            name: "echo stream 512 B: bypass (vs row 10)",
-            profile: Profile::Default,
-            server: Server::WirespeedXdp { app: "echo" },
-            workload: Workload::EchoStream,
-            base_row: 10,
-        },
-        // The L4 load balancer (issue 17): full-NAT pps, on the DUT, against nftables.
-        RowSpec {
-            name: "L4 LB full-NAT 64 B TCP pps: nftables DNAT+SNAT",
-            profile: Profile::Default,
-            server: Server::LoadBalancer { xdp: false },
-            workload: Workload::LbFullNatPps,
-            base_row: 12,
-        },
-        RowSpec {
-            name: "L4 LB full-NAT 64 B TCP pps: wirespeed lb (vs row 12)",
-            profile: Profile::Default,
-            server: Server::LoadBalancer { xdp: true },
-            workload: Workload::LbFullNatPps,
-            base_row: 12,
-        },
-    ]
 }
 
 /// SIGINT/SIGTERM, blocked on the main thread before any other thread starts and read from a
@@ -338,21 +219,16 @@ fn nginx_conf(dir: &Path, listen: &str) -> anyhow::Result<PathBuf> {
     Ok(conf)
 }
 
-fn start_server(
+/// The command line of a row whose server is ours on the kernel stack or nginx, listening on
+/// `listen`, made with `command` (in the lab: `ip netns exec` into the server namespace; on
+/// a server host: plainly). The bypass and load balancer rows are lab-only (`start_server`).
+fn server_command(
     spec: &RowSpec,
-    lab: &Lab,
-    log: &Path,
+    listen: &str,
     workdir: &Path,
-) -> anyhow::Result<(ServerProc, String)> {
-    let ns = lab.ns("s").context("lab has no server node")?;
-    let addr = serve_addr(spec, lab)?;
-    let listen = format!("{addr}:{PORT}");
-    let logf = File::options()
-        .create(true)
-        .append(true)
-        .open(log)
-        .with_context(|| format!("open {}", log.display()))?;
-    let (mut cmd, line) = match &spec.server {
+    command: &dyn Fn(&str) -> Command,
+) -> anyhow::Result<(Command, String)> {
+    Ok(match &spec.server {
         Server::Wirespeed {
             app,
             engine,
@@ -369,7 +245,7 @@ fn start_server(
                 "--cpus".into(),
                 SERVER_CPU.to_string(),
                 "--listen".into(),
-                listen.clone(),
+                listen.to_string(),
                 "--engine".into(),
                 engine.to_string(),
                 "--poll-us".into(),
@@ -379,9 +255,51 @@ fn start_server(
                 "--locality".into(),
                 locality.to_string(),
             ];
-            let mut c = ns.command(exe.to_str().context("binary path")?);
+            let mut c = command(exe.to_str().context("binary path")?);
             c.args(&args);
             (c, format!("wirespeed {}", args.join(" ")))
+        }
+        Server::Nginx => {
+            let conf = nginx_conf(workdir, listen)?;
+            let mut c = command("taskset");
+            c.args(["-c", &SERVER_CPU.to_string(), "nginx", "-c"])
+                .arg(&conf)
+                .arg("-p")
+                .arg(workdir);
+            (
+                c,
+                format!(
+                    "taskset -c {SERVER_CPU} nginx (1 worker, master_process off, access_log off)"
+                ),
+            )
+        }
+        Server::WirespeedXdp { .. } | Server::LoadBalancer { .. } => bail!(
+            "row `{}` takes over a lab interface: it runs only in the one-machine lab",
+            spec.name
+        ),
+    })
+}
+
+/// Starts the row's server; what it changes in the lab on the way (beyond the profile) goes
+/// into `settings`.
+fn start_server(
+    spec: &RowSpec,
+    lab: &Lab,
+    log: &Path,
+    workdir: &Path,
+    settings: &mut Vec<String>,
+) -> anyhow::Result<(ServerProc, String)> {
+    let ns = lab.ns("s").context("lab has no server node")?;
+    let addr = serve_addr(spec, lab)?;
+    let listen = format!("{addr}:{PORT}");
+    let logf = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("open {}", log.display()))?;
+    let (cmd, line) = match &spec.server {
+        Server::Wirespeed { .. } | Server::Nginx => {
+            server_command(spec, &listen, workdir, &|prog| ns.command(prog))?
         }
         Server::WirespeedXdp { app } => {
             let exe = std::env::current_exe()?;
@@ -399,6 +317,7 @@ fn start_server(
                         &["-K", &i.name, "tx", "off", "tso", "off", "gso", "off"],
                     )
                     .context("turn off TX offloads for the bypass row")?;
+                    settings.push(format!("{role}:{} tx off tso off gso off", i.name));
                 }
             }
             let args: Vec<String> = vec![
@@ -422,21 +341,28 @@ fn start_server(
         Server::LoadBalancer { .. } => {
             bail!("the load balancer rows start no server (run_row measures them)")
         }
-        Server::Nginx => {
-            let conf = nginx_conf(workdir, &listen)?;
-            let mut c = ns.command("taskset");
-            c.args(["-c", &SERVER_CPU.to_string(), "nginx", "-c"])
-                .arg(&conf)
-                .arg("-p")
-                .arg(workdir);
-            (
-                c,
-                format!(
-                    "taskset -c {SERVER_CPU} nginx (1 worker, master_process off, access_log off)"
-                ),
-            )
-        }
     };
+    // Ready when a connection from the client namespace succeeds.
+    let target: SocketAddr = listen.parse()?;
+    let client = lab.ns("c").context("lab has no client node")?;
+    let server = spawn_until_listening(cmd, &line, target, log, logf, &|| {
+        client
+            .run(move || TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_ok())
+            .unwrap_or(false)
+    })?;
+    Ok((server, line))
+}
+
+/// Starts `cmd` (the server `line`, logging to `logf`) and waits until `ready` (a connection
+/// to `listen` succeeds), for 10 s at most.
+fn spawn_until_listening(
+    mut cmd: Command,
+    line: &str,
+    listen: SocketAddr,
+    log: &Path,
+    logf: File,
+    ready: &dyn Fn() -> bool,
+) -> anyhow::Result<ServerProc> {
     let child = cmd
         .unblock_signals()
         .stdin(Stdio::null())
@@ -445,15 +371,10 @@ fn start_server(
         .spawn()
         .with_context(|| format!("start `{line}`"))?;
     let mut server = ServerProc { child };
-    // Ready when a connection from the client namespace succeeds.
-    let target: SocketAddr = listen.parse()?;
-    let client = lab.ns("c").context("lab has no client node")?;
     let t = Instant::now();
     loop {
         check_interrupt()?;
-        let ok = client
-            .run(move || TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_ok())?;
-        if ok {
+        if ready() {
             break;
         }
         if let Ok(Some(st)) = server.child.try_wait() {
@@ -471,8 +392,7 @@ fn start_server(
         std::thread::sleep(Duration::from_millis(50));
     }
     // ip netns exec and taskset exec the server, so this pid is the server's.
-    let _ = &mut server;
-    Ok((server, line))
+    Ok(server)
 }
 
 struct Plan {
@@ -482,24 +402,91 @@ struct Plan {
     bpf: bool,
 }
 
-fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigures, String)> {
+/// One round of one row: its figures, the server's command line, and every setting its lab
+/// applied.
+struct RoundRun {
+    figures: RoundFigures,
+    server: String,
+    settings: Vec<String>,
+}
+
+fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> {
     check_interrupt()?;
     if let Server::LoadBalancer { xdp } = spec.server {
-        return lb_rows::round(xdp, SERVER_CPU, CLIENT_CPU, plan.warmup, plan.duration);
+        let (figures, server) =
+            lb_rows::round(xdp, SERVER_CPU, CLIENT_CPU, plan.warmup, plan.duration)?;
+        return Ok(RoundRun {
+            figures,
+            server,
+            settings: vec![],
+        });
     }
     let mut ls = LabSpec::new(LAB, Topology::Pair);
     ls.profile = spec.profile;
     ls.cpus.insert("c".into(), vec![CLIENT_CPU]);
     ls.cpus.insert("s".into(), vec![SERVER_CPU]);
     let lab = Lab::up(&ls).context("lab up")?;
+    let mut settings = vec![format!(
+        "lab {}: client CPU {CLIENT_CPU}, server CPU {SERVER_CPU}, {} queue(s) per veth, profile {}",
+        ls.topology.name(),
+        ls.queues,
+        ls.profile.name()
+    )];
+    settings.extend(lab.tuning.iter().cloned());
     let (server, line) = start_server(
         spec,
         &lab,
         &out.join("showdown-server.log"),
         Path::new(NGINX_DIR),
+        &mut settings,
     )?;
 
     let addr = serve_addr(spec, &lab)?;
+    let mut probe = LocalProbe(Some(Probe::prepare(&ProbeOpts {
+        pid: server.pid(),
+        cpus: Some(vec![SERVER_CPU]),
+        bpf: plan.bpf,
+    })?));
+    let figures = drive(spec, plan, addr, Some(format!("ws-{LAB}-c")), &mut probe)?;
+    drop(server);
+    lab.down()?;
+    Ok(RoundRun {
+        figures,
+        server: line,
+        settings,
+    })
+}
+
+/// The server's probe as the load side sees it: snapshots at the edges of the measured
+/// interval (here, or on the server host over the control connection).
+trait ServerProbe {
+    fn begin(&mut self) -> anyhow::Result<()>;
+    fn end(&mut self) -> anyhow::Result<ProbeReport>;
+}
+
+/// A probe on a server in this machine's lab.
+struct LocalProbe(Option<Probe>);
+
+impl ServerProbe for LocalProbe {
+    fn begin(&mut self) -> anyhow::Result<()> {
+        Ok(self.0.as_mut().context("probe already ended")?.begin()?)
+    }
+
+    fn end(&mut self) -> anyhow::Result<ProbeReport> {
+        Ok(self.0.take().context("probe already ended")?.end()?)
+    }
+}
+
+/// The client's side of one round: the row's load against `addr` (from namespace `ns` when
+/// given, else from here), the server's probe snapshotted at the edges of the measured
+/// interval, the figures of both sides.
+fn drive(
+    spec: &RowSpec,
+    plan: &Plan,
+    addr: std::net::Ipv4Addr,
+    ns: Option<String>,
+    probe: &mut dyn ServerProbe,
+) -> anyhow::Result<RoundFigures> {
     let target = Target::parse(&format!("http://{addr}:{PORT}/plaintext"))?;
     let phase = Arc::new(AtomicU8::new(0));
     let (connections, depth, request) = match spec.workload {
@@ -531,17 +518,16 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
         phase: Some(phase.clone()),
         engine: load::Engine::Uring,
     };
-    let mut probe = Probe::prepare(&ProbeOpts {
-        pid: server.pid(),
-        cpus: Some(vec![SERVER_CPU]),
-        bpf: plan.bpf,
-    })?;
     let workload = spec.workload;
-    // The load threads inherit the client namespace from this one.
-    let client = netns::spawn_in(&format!("ws-{LAB}-c"), move || match workload {
+    let run = move || match workload {
         Workload::Http => load::run(&load_spec, HttpParser::default()),
         _ => load::run(&load_spec, EchoParser::new(ECHO_SIZE)),
-    })?;
+    };
+    // The load threads inherit the client namespace from this one.
+    let client = match ns {
+        Some(ns) => netns::spawn_in(&ns, run)?,
+        None => std::thread::spawn(move || Ok(run())),
+    };
     let wait_phase = |want: u8| {
         while phase.load(Ordering::SeqCst) < want && !client.is_finished() {
             std::thread::sleep(Duration::from_millis(1));
@@ -555,8 +541,6 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
         .join()
         .map_err(|_| anyhow::anyhow!("load thread panicked"))???;
     report.set_requests(Some(result.requests));
-    drop(server);
-    lab.down()?;
 
     let l = &result.hist.percentiles();
     let fig = RoundFigures {
@@ -576,7 +560,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<(RoundFigu
     if let Some(e) = &report.bpf_error {
         eprintln!("  note: {e}");
     }
-    Ok((fig, line))
+    Ok(fig)
 }
 
 fn write_reports(sd: &Showdown, out: &Path) -> anyhow::Result<()> {
@@ -585,12 +569,29 @@ fn write_reports(sd: &Showdown, out: &Path) -> anyhow::Result<()> {
     std::fs::write(&json, serde_json::to_string_pretty(sd)? + "\n")
         .with_context(|| format!("write {}", json.display()))?;
     std::fs::write(out.join("showdown.md"), sd.markdown())?;
-    sd.svg(&out.join("showdown.svg"))?;
+    let mut written = vec![json, out.join("showdown.md")];
+    let mut png_error = None;
+    for svg in showdown_chart::write_svgs(sd, out)? {
+        written.push(svg.clone());
+        if png_error.is_some() {
+            // An earlier run's PNG would not show this run's figures.
+            let _ = std::fs::remove_file(svg.with_extension("png"));
+            continue;
+        }
+        match showdown_chart::png(&svg) {
+            Ok(png) => written.push(png),
+            Err(why) => {
+                let _ = std::fs::remove_file(svg.with_extension("png"));
+                png_error = Some(why);
+            }
+        }
+    }
+    if let Some(why) = png_error {
+        eprintln!("{why}");
+    }
     println!("{}", sd.table());
-    println!(
-        "wrote {0}/showdown.json, {0}/showdown.md, {0}/showdown.svg",
-        out.display()
-    );
+    let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    println!("wrote {}", names.join(", "));
     Ok(())
 }
 
@@ -598,14 +599,68 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(path) = &a.render {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-        let sd: Showdown =
+        let mut sd: Showdown =
             serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
+        fill_from_ladder(&mut sd);
         return write_reports(&sd, &a.out);
+    }
+    match a.role {
+        Some(Role::Server) => {
+            let listen = a.listen.context(
+                "--role server needs --listen ADDR:PORT, the address the client's --peer names",
+            )?;
+            block_signals()?;
+            return remote::serve(listen, a.allow_host);
+        }
+        Some(Role::Client) => {
+            let peer = a.peer.context(
+                "--role client needs --peer ADDR:PORT, the server host's --listen address",
+            )?;
+            block_signals()?;
+            let mut control = remote::Control::connect(peer)?;
+            let server_cpus = format!("{SERVER_CPU} on the server host {peer}");
+            return measure(
+                &a,
+                &server_cpus,
+                &remote::lab_only,
+                &mut |row, spec, plan, _| control.round(row, spec, plan),
+            );
+        }
+        None => {}
     }
     if !wirespeed_lab::is_root() {
         bail!("the showdown builds network namespaces and loads BPF probes: run it as root (sudo make run)");
     }
     block_signals()?;
+    // A lab left by a crashed run would make `lab up` refuse.
+    let _ = topo::down(LAB);
+    let result = measure(
+        &a,
+        &SERVER_CPU.to_string(),
+        &nginx_missing,
+        &mut |_, spec, plan, out| run_row(spec, plan, out),
+    );
+    let _ = topo::down(LAB);
+    result
+}
+
+/// Why a row cannot run in this machine's lab before it starts: nginx not installed.
+fn nginx_missing(spec: &RowSpec) -> Option<String> {
+    (matches!(spec.server, Server::Nginx) && which("nginx").is_none())
+        .then(|| "nginx is not installed (make deps installs it)".into())
+}
+
+/// One round of one row (its 1-based number, its spec), wherever it runs.
+type RunRound<'a> = dyn FnMut(usize, &RowSpec, &Plan, &Path) -> anyhow::Result<RoundRun> + 'a;
+
+/// The showdown's rounds over the chosen rows, each round of each row run by `run_round`
+/// (rows that `skip` names a reason for are skipped), then the reports.
+fn measure(
+    a: &Args,
+    server_cpus: &str,
+    skip: &dyn Fn(&RowSpec) -> Option<String>,
+    run_round: &mut RunRound,
+) -> anyhow::Result<()> {
     let rounds = a.rounds.unwrap_or(if a.quick { 1 } else { 3 }).max(1);
     let plan = Plan {
         connections: a.connections,
@@ -617,15 +672,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .unwrap_or(Duration::from_secs(if a.quick { 2 } else { 5 })),
         bpf: !a.no_bpf,
     };
-    let wanted: Option<Vec<usize>> = a
-        .rows
-        .as_deref()
-        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+    let wanted: Option<Vec<usize>> = a.rows.as_deref().map(|s| {
+        with_base_rows(
+            &ladder(),
+            s.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
+        )
+    });
     std::fs::create_dir_all(&a.out).with_context(|| format!("create {}", a.out.display()))?;
     let out = std::fs::canonicalize(&a.out)?;
     let _ = std::fs::remove_file(out.join("showdown-server.log"));
-    // A lab left by a crashed run would make `lab up` refuse.
-    let _ = topo::down(LAB);
 
     let mut rows: Vec<(RowSpec, Row)> = ladder()
         .into_iter()
@@ -637,17 +692,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 base_row: spec.base_row,
                 name: spec.name.into(),
                 profile: spec.profile.name().into(),
+                workload: spec.workload.name().into(),
+                seed_ratio: spec.seed.map(|s| s.ratio),
+                seed_source: spec.seed.map(|s| s.source.into()),
                 ..Default::default()
             };
             (spec, row)
         })
         .collect();
-    if which("nginx").is_none() {
-        for (spec, row) in rows.iter_mut() {
-            if matches!(spec.server, Server::Nginx) {
-                row.skipped = Some("nginx is not installed (make deps installs it)".into());
-            }
-        }
+    for (spec, row) in rows.iter_mut() {
+        row.skipped = skip(spec);
     }
 
     eprintln!(
@@ -662,13 +716,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             if row.skipped.is_some() {
                 continue;
             }
-            match run_row(spec, &plan, &out) {
-                Ok((fig, line)) => {
+            match run_round(row.row, spec, &plan, &out) {
+                Ok(RoundRun {
+                    figures: fig,
+                    server: line,
+                    settings,
+                }) => {
                     eprintln!(
                         "  round {round}/{rounds} row {} {:<22} {:>9.0} req/s  p99 {:>7.0} us  server {:>5.1}% CPU  client {:>5.1}% CPU",
                         row.row, row.name, fig.rps, fig.p99_us, fig.server_cpu_pct, fig.client_cpu_pct
                     );
                     row.server = line;
+                    row.profile_settings = settings;
                     row.rounds.push(fig);
                 }
                 Err(e) => {
@@ -684,8 +743,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
         }
     }
-    let _ = topo::down(LAB);
-
     let mut sd = Showdown {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         date: shell("date -u +%Y-%m-%dT%H:%M:%SZ"),
@@ -698,7 +755,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .unwrap_or(1),
         commit: shell("git rev-parse --short HEAD 2>/dev/null"),
         client_cpus: CLIENT_CPU.to_string(),
-        server_cpus: SERVER_CPU.to_string(),
+        server_cpus: server_cpus.to_string(),
         connections: plan.connections,
         warmup_s: plan.warmup.as_secs_f64(),
         duration_s: plan.duration.as_secs_f64(),

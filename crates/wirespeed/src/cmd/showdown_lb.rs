@@ -1,7 +1,8 @@
 //! The showdown's load-balancer rows: full-NAT pps of 64-byte TCP segments of established
 //! connections (4,096 flows, 4 reals) through nftables DNAT+SNAT (row 12) and through
 //! `wirespeed lb`'s XDP data path (row 13), measured as lb_bench measures them
-//! (`wirespeed_bench::lb`, on the DUT: generator, path and sinks on the server CPU).
+//! (`wirespeed_bench::lb`, on the DUT: generator and path on the server CPU, the backends'
+//! receive on the other).
 
 use std::sync::Arc;
 use std::time::Duration;

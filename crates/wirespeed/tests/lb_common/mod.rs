@@ -556,7 +556,16 @@ pub fn gro_fixes(text: &str) -> Vec<String> {
 }
 
 /// Polls `f` until it returns Some, at most `limit`; None after that.
-pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+pub fn wait_for<T>(limit: Duration, f: impl FnMut() -> Option<T>) -> Option<T> {
+    wait_for_every(limit, Duration::from_millis(50), f)
+}
+
+/// [`wait_for`], asking every `period`.
+pub fn wait_for_every<T>(
+    limit: Duration,
+    period: Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> Option<T> {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(v) = f() {
@@ -565,7 +574,7 @@ pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<
         if Instant::now() >= deadline {
             return None;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(period);
     }
 }
 
