@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The decapsulator for a tunnel-mode real: on a host whose kernel has no tunl0, sit0 or
- * ip6tnl0, it takes the load balancer's IPIP, 6in4, IP6IP6 and 4in6 packets for a configured
- * VIP, strips the outer header in place and hands the inner packet to the kernel (XDP_PASS),
+ * ip6tnl0 (or no fou), it takes the load balancer's IPIP, 6in4, IP6IP6 and 4in6 packets, and
+ * its GUE datagrams (variant 1: the UDP payload is the inner IP packet) to a configured UDP
+ * port, for a configured VIP, strips the outer headers in place and hands the inner packet to the kernel (XDP_PASS),
  * which delivers it to the VIP on lo as if it had arrived bare. Everything else passes
  * unchanged. The inner packet is not touched: its checksums are end to end. */
 #include "vmlinux.h"
@@ -14,6 +15,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define DECAP_ETH_P_IPV6 0x86DD
 #define DECAP_IPPROTO_IPIP 4
 #define DECAP_IPPROTO_IPV6 41
+#define DECAP_IPPROTO_UDP 17
 #define DECAP_FAMILY_V4 4
 #define DECAP_FAMILY_V6 6
 #define ETH_ALEN 6
@@ -30,10 +32,12 @@ enum decap_reason {
 	DECAP_PASS_BAD_HEADER, /* truncated or inconsistent outer or inner header */
 	DECAP_PASS_IP_OPTIONS, /* outer IPv4 options or IPv6 extension headers */
 	DECAP_PASS_FRAGMENT, /* an outer IPv4 fragment */
-	DECAP_PASS_NOT_TUNNEL, /* outer protocol neither 4 nor 41 */
+	DECAP_PASS_NOT_TUNNEL, /* outer protocol neither 4 nor 41, nor UDP to a GUE port */
 	DECAP_PASS_NOT_LOCAL, /* outer destination not one of the addresses given at load */
 	DECAP_PASS_NOT_VIP,  /* inner destination not a configured VIP */
 	DECAP_PASS_ADJUST,   /* bpf_xdp_adjust_head refused (the frame is unchanged) */
+	DECAP_GUE_V4,        /* GUE over IPv4 (either inner family), stripped */
+	DECAP_GUE_V6,        /* GUE over IPv6 (either inner family), stripped */
 	DECAP_NR_REASONS,
 };
 
@@ -57,6 +61,15 @@ struct {
 	__type(key, struct decap_addr);
 	__type(value, __u8);
 } outer_dsts SEC(".maps");
+
+/* The UDP ports (network order) whose datagrams are GUE: `lb decap --gue-port`. A map rather
+ * than a constant so that `lb doctor --real` can read which ports a running decap serves. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, __be16);
+	__type(value, __u8);
+} gue_ports SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -116,6 +129,30 @@ static __always_inline int inner_to_vip(void *inner, void *end, int v6)
 	return 0;
 }
 
+/* A GUE datagram's UDP header at `udp`, `ip_payload` bytes of outer IP payload: 0 with the
+ * inner family in *inner_v6, else the reason to pass. Variant 1 only: the payload's first
+ * nibble is the inner IP version (a variant 0 GUE header starts with bits 00). The outer UDP
+ * checksum is not verified: the inner packet's checksums are end to end. */
+static __always_inline int gue_inner(struct udphdr *udp, void *end, __u32 ip_payload,
+				     int *inner_v6)
+{
+	__u8 *first = (void *)(udp + 1);
+
+	if ((void *)(first + 1) > end)
+		return DECAP_PASS_BAD_HEADER;
+	if (!bpf_map_lookup_elem(&gue_ports, &udp->dest))
+		return DECAP_PASS_NOT_TUNNEL;
+	if (bpf_ntohs(udp->len) != ip_payload)
+		return DECAP_PASS_BAD_HEADER;
+	if (*first >> 4 == 4)
+		*inner_v6 = 0;
+	else if (*first >> 4 == 6)
+		*inner_v6 = 1;
+	else
+		return DECAP_PASS_NOT_TUNNEL;
+	return 0;
+}
+
 SEC("xdp")
 int decap(struct xdp_md *ctx)
 {
@@ -138,7 +175,8 @@ int decap(struct xdp_md *ctx)
 			return count(DECAP_PASS_BAD_HEADER);
 		if (iph->ihl != 5)
 			return count(DECAP_PASS_IP_OPTIONS);
-		if (iph->protocol != DECAP_IPPROTO_IPIP && iph->protocol != DECAP_IPPROTO_IPV6)
+		if (iph->protocol != DECAP_IPPROTO_IPIP && iph->protocol != DECAP_IPPROTO_IPV6 &&
+		    iph->protocol != DECAP_IPPROTO_UDP)
 			return count(DECAP_PASS_NOT_TUNNEL);
 		if (iph->frag_off & bpf_htons(0x3fff))
 			return count(DECAP_PASS_FRAGMENT);
@@ -150,10 +188,21 @@ int decap(struct xdp_md *ctx)
 			if (!bpf_map_lookup_elem(&outer_dsts, &k))
 				return count(DECAP_PASS_NOT_LOCAL);
 		}
-		inner_v6 = iph->protocol == DECAP_IPPROTO_IPV6;
-		why = inner_to_vip(iph + 1, end, inner_v6);
-		outer_len = sizeof(*iph);
-		done = inner_v6 ? DECAP_6IN4 : DECAP_IPIP;
+		if (iph->protocol == DECAP_IPPROTO_UDP) {
+			struct udphdr *udp = (void *)(iph + 1);
+
+			why = gue_inner(udp, end, bpf_ntohs(iph->tot_len) - sizeof(*iph), &inner_v6);
+			if (why)
+				return count(why);
+			why = inner_to_vip(udp + 1, end, inner_v6);
+			outer_len = sizeof(*iph) + sizeof(*udp);
+			done = DECAP_GUE_V4;
+		} else {
+			inner_v6 = iph->protocol == DECAP_IPPROTO_IPV6;
+			why = inner_to_vip(iph + 1, end, inner_v6);
+			outer_len = sizeof(*iph);
+			done = inner_v6 ? DECAP_6IN4 : DECAP_IPIP;
+		}
 	} else if (eth->h_proto == bpf_htons(DECAP_ETH_P_IPV6)) {
 		struct ipv6hdr *ip6h = (void *)(eth + 1);
 		__u8 nh;
@@ -161,7 +210,7 @@ int decap(struct xdp_md *ctx)
 		if ((void *)(ip6h + 1) > end || ip6h->version != 6)
 			return count(DECAP_PASS_BAD_HEADER);
 		nh = ip6h->nexthdr;
-		if (nh != DECAP_IPPROTO_IPIP && nh != DECAP_IPPROTO_IPV6) {
+		if (nh != DECAP_IPPROTO_IPIP && nh != DECAP_IPPROTO_IPV6 && nh != DECAP_IPPROTO_UDP) {
 			/* Hop-by-hop, routing, fragment, destination options: a tunnel behind them
 			 * (ip6tnl's encapsulation limit, say) is not looked for. */
 			if (nh == 0 || nh == 43 || nh == 44 || nh == 60)
@@ -175,10 +224,21 @@ int decap(struct xdp_md *ctx)
 			if (!bpf_map_lookup_elem(&outer_dsts, &k))
 				return count(DECAP_PASS_NOT_LOCAL);
 		}
-		inner_v6 = nh == DECAP_IPPROTO_IPV6;
-		why = inner_to_vip(ip6h + 1, end, inner_v6);
-		outer_len = sizeof(*ip6h);
-		done = inner_v6 ? DECAP_IP6IP6 : DECAP_4IN6;
+		if (nh == DECAP_IPPROTO_UDP) {
+			struct udphdr *udp = (void *)(ip6h + 1);
+
+			why = gue_inner(udp, end, bpf_ntohs(ip6h->payload_len), &inner_v6);
+			if (why)
+				return count(why);
+			why = inner_to_vip(udp + 1, end, inner_v6);
+			outer_len = sizeof(*ip6h) + sizeof(*udp);
+			done = DECAP_GUE_V6;
+		} else {
+			inner_v6 = nh == DECAP_IPPROTO_IPV6;
+			why = inner_to_vip(ip6h + 1, end, inner_v6);
+			outer_len = sizeof(*ip6h);
+			done = inner_v6 ? DECAP_IP6IP6 : DECAP_4IN6;
+		}
 	} else if (eth->h_proto == bpf_htons(0x8100) || eth->h_proto == bpf_htons(0x88A8)) {
 		return count(DECAP_PASS_VLAN);
 	} else {

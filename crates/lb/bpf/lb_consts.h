@@ -27,6 +27,10 @@
 #define LB_MODE_NAT 2
 #define LB_MODE_FNAT 3
 
+/* lb_real.tun_flags */
+#define LB_TUN_CSUM 0x01 /* GUE: fill the outer UDP checksum (an IPv6 real always has it) */
+#define LB_GUE_OVERHEAD 8 /* the UDP header GUE adds to the IP-in-IP overhead */
+
 /* Schedulers: mh indexes the Maglev table by hash; rr and wrr walk a sequence per CPU. */
 #define LB_SCHED_MH 0
 #define LB_SCHED_RR 1
@@ -60,7 +64,7 @@
  * this list: one LB_ name per line, values implicit. */
 enum lb_reason {
 	LB_FWD_DR = 0,        /* DR: MAC rewritten to the real's */
-	LB_FWD_TUNNEL,        /* encapsulated to the real (IPIP, IP6IP6, 6in4, 4in6) */
+	LB_FWD_TUNNEL,        /* encapsulated to the real (IPIP, IP6IP6, 6in4, 4in6, GUE) */
 	LB_FWD_NAT,           /* NAT: destination translated to the real */
 	LB_FWD_FNAT,          /* full-NAT: destination and source translated */
 	LB_FWD_REPLY,         /* a real's reply translated back to the client */
@@ -94,6 +98,7 @@ enum lb_reason {
 	LB_ICMP_TOO_BIG_NAT,  /* too-big for a NAT flow translated and sent to its real */
 	LB_ICMP_TOO_BIG_FNAT, /* too-big for a full-NAT flow translated and sent to its real */
 	LB_ICMP_TOO_BIG_REPLY, /* too-big from the real's side translated and sent to the client */
+	LB_PASS_GUE_NO_CSUM,  /* GUE to an IPv6 real of an IPv4 UDP datagram without checksum */
 	LB_NR_REASONS,
 };
 

@@ -1,5 +1,5 @@
 /* Leaving the load balancer: the FIB lookup that names the egress port and MACs, DR (MACs
- * only), the tunnels, and the ICMP answer for a frame too big to encapsulate. */
+ * only), the tunnels (IP in IP and GUE), and the ICMP answer for a frame too big to encapsulate. */
 #ifndef LB_FWD_H
 #define LB_FWD_H
 
@@ -250,23 +250,85 @@ static __always_inline int tunnel_src(__u8 fam, __u32 hash, __u8 *src)
 	return 1;
 }
 
+/* GUE's UDP source port from the flow hash, in the dynamic range (49152-65535): the real's
+ * RSS hashes the outer ports, so its queues spread the flows, and one flow keeps its port. */
+static __always_inline __be16 gue_sport(__u32 hash)
+{
+	return bpf_htons(0xc000 | ((hash ^ (hash >> 16)) & 0x3fff));
+}
+
+/* GUE's outer UDP checksum without reading the payload (Linux's local checksum offload):
+ * the inner packet's own transport checksum makes its transport bytes sum to the complement
+ * of its pseudo-header, so the outer sum needs only the outer pseudo-header, the UDP header
+ * (check 0), the inner IP header and the inner pseudo-header: a bounded cost whatever the
+ * packet's length. `addrs` and `udp` are the written outer header's addresses and UDP header,
+ * `in_ip` the inner IP header (no options: parse refused them). 0 when the inner packet
+ * gives nothing to lean on (IPv4 UDP sent without checksum) or is truncated. */
+static __always_inline int gue_csum(const struct lb_pkt *p, void *addrs, __u32 addrs_len,
+				    struct udphdr *udp, void *in_ip, void *end)
+{
+	__u8 proto = p->flow.proto;
+	__u64 sum, in_sum;
+	__u16 *l4_check;
+	void *l4;
+
+	sum = bpf_csum_diff(0, 0, addrs, addrs_len, 0);
+	sum += bpf_htonl(bpf_ntohs(udp->len));
+	sum += bpf_htonl(LB_IPPROTO_UDP);
+	sum += bpf_csum_diff(0, 0, (__be32 *)udp, 8, 0);
+	/* The inner IP header, and the inner pseudo-header's addresses. */
+	if (p->flow.family == LB_AF_INET) {
+		l4 = in_ip + 20;
+		if (l4 + 8 > end)
+			return 0;
+		sum += bpf_csum_diff(0, 0, in_ip, 20, 0);
+		in_sum = bpf_csum_diff(0, 0, in_ip + 12, 8, 0);
+		in_sum += bpf_htonl(p->l3_len - 20);
+	} else {
+		l4 = in_ip + 40;
+		if (l4 + 8 > end)
+			return 0;
+		sum += bpf_csum_diff(0, 0, in_ip, 40, 0);
+		in_sum = bpf_csum_diff(0, 0, in_ip + 8, 32, 0);
+		in_sum += bpf_htonl(p->l3_len - 40);
+	}
+	if (proto == LB_IPPROTO_UDP) {
+		l4_check = l4 + 6;
+		if (p->flow.family == LB_AF_INET && !*l4_check)
+			return 0;
+	}
+	/* The inner transport bytes sum to minus the inner pseudo-header (ICMPv4 has none: its
+	 * bytes sum to zero). */
+	if (proto != LB_IPPROTO_ICMP) {
+		in_sum += bpf_htonl(proto);
+		sum += (__u16)~csum_fold(in_sum);
+	}
+	udp->check = ~csum_fold(sum);
+	if (!udp->check)
+		udp->check = 0xffff;
+	return 1;
+}
+
 /* Tunnel: the frame's IP packet inside an outer IPv4 (IPIP, 6in4) or IPv6 (IP6IP6, 4in6)
- * header to the real. */
+ * header to the real, or for a GUE real behind an outer IP and UDP header to its port. */
 static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p,
 				      const struct lb_real *real, __u32 slot, __u32 hash,
 				      enum lb_reason *why)
 {
 	int outer4 = real->family == LB_AF_INET;
-	__u32 olen = outer4 ? 20 : 40;
+	int gue = real->gue_port != 0;
+	__u32 olen = (outer4 ? 20 : 40) + (gue ? LB_GUE_OVERHEAD : 0);
 	__u8 inner = p->flow.family == LB_AF_INET ? LB_IPPROTO_IPIP : LB_IPPROTO_IPV6;
+	__u8 proto = gue ? LB_IPPROTO_UDP : inner;
 	__u8 src[16] = {};
 	struct bpf_fib_lookup f;
 	int own_src, rc;
 	void *data, *end;
 	struct ethhdr *eth;
+	struct udphdr *udp;
 
 	own_src = tunnel_src(real->family, hash, src);
-	rc = fib_real(ctx, &f, slot, real, src, inner, p->l3_len + olen, !own_src);
+	rc = fib_real(ctx, &f, slot, real, src, proto, p->l3_len + olen, !own_src);
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
 		if (p->df && f.mtu_result > olen)
 			return send_too_big(ctx, p, f.mtu_result - olen, why);
@@ -275,6 +337,19 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 	}
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return fib_fail(rc, why);
+	/* An IPv6 real's GUE must carry a UDP checksum: refused before the frame is touched. */
+	if (gue && !outer4 && p->flow.family == LB_AF_INET && p->flow.proto == LB_IPPROTO_UDP) {
+		struct udphdr *u = pkt_data(ctx) + LB_L4_OFF_V4;
+
+		if ((void *)(u + 1) > pkt_end(ctx)) {
+			*why = LB_PASS_BAD_HEADER;
+			return XDP_PASS;
+		}
+		if (!u->check) {
+			*why = LB_PASS_GUE_NO_CSUM;
+			return XDP_PASS;
+		}
+	}
 	if (bpf_xdp_adjust_head(ctx, -(int)olen)) {
 		*why = LB_PASS_MAP;
 		return XDP_PASS;
@@ -291,14 +366,15 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 		o->version = 4;
 		o->ihl = 5;
 		o->tos = p->tos;
-		o->tot_len = bpf_htons(p->l3_len + 20);
+		o->tot_len = bpf_htons(p->l3_len + olen);
 		o->id = 0;
 		o->frag_off = p->df ? bpf_htons(LB_IP_DF) : 0;
 		o->ttl = 64;
-		o->protocol = inner;
+		o->protocol = proto;
 		o->saddr = own_src ? *(__be32 *)src : f.ipv4_src;
 		o->daddr = *(__be32 *)real->addr;
 		ipv4_csum(o);
+		udp = (void *)(o + 1);
 	} else {
 		struct ipv6hdr *o = data + LB_L3_OFF;
 
@@ -307,14 +383,29 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 		eth->h_proto = bpf_htons(LB_ETH_P_IPV6);
 		/* Version 6, the inner traffic class, the flow hash as flow label. */
 		*(__be32 *)o = bpf_htonl(0x60000000 | ((__u32)p->tos << 20) | (hash & 0xfffff));
-		o->payload_len = bpf_htons(p->l3_len);
-		o->nexthdr = inner;
+		o->payload_len = bpf_htons(p->l3_len + olen - 40);
+		o->nexthdr = proto;
 		o->hop_limit = 64;
 		if (own_src)
 			__builtin_memcpy(&o->saddr, src, 16);
 		else
 			__builtin_memcpy(&o->saddr, f.ipv6_src, 16);
 		__builtin_memcpy(&o->daddr, real->addr, 16);
+		udp = (void *)(o + 1);
+	}
+	if (gue) {
+		if ((void *)(udp + 1) > end)
+			return XDP_DROP;
+		udp->source = gue_sport(hash);
+		udp->dest = real->gue_port;
+		udp->len = bpf_htons(p->l3_len + LB_GUE_OVERHEAD);
+		udp->check = 0;
+		if (!outer4 || (real->tun_flags & LB_TUN_CSUM)) {
+			void *addrs = data + LB_L3_OFF + (outer4 ? 12 : 8);
+
+			if (!gue_csum(p, addrs, outer4 ? 8 : 32, udp, udp + 1, end) && !outer4)
+				return XDP_DROP; /* cannot happen: checked before the frame changed */
+		}
 	}
 	*why = LB_FWD_TUNNEL;
 	return emit(ctx, &f);

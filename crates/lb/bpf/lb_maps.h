@@ -27,7 +27,10 @@ struct lb_real {
 	__u8 addr[16];
 	__be16 port;
 	__u8 family;
-	__u8 mode; /* LB_MODE_* */
+	__u8 mode;      /* LB_MODE_* */
+	__be16 gue_port; /* tunnel mode: GUE to this UDP port; 0: IP in IP */
+	__u8 tun_flags; /* LB_TUN_* */
+	__u8 pad;
 };
 
 struct lb_laddr {

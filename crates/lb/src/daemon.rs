@@ -14,7 +14,7 @@ use crate::control::{self, Reply, Request, Server};
 use crate::health::{Checker, HealthEvent, Target};
 use crate::ipvsadm::Command;
 use crate::listing::{ListView, Rates, RealView, ServiceView};
-use crate::model::{ConnCounts, Counters, DataPlane, Plan, ServiceKey, Stats};
+use crate::model::{ConnCounts, Counters, DataPlane, Mode, Plan, ServiceKey, Stats};
 use crate::plan;
 use crate::table::Table;
 use crate::{Error, Result};
@@ -316,6 +316,7 @@ impl<D: DataPlane> Daemon<D> {
                         .map(|r| RealView {
                             addr: r.addr,
                             mode: r.mode,
+                            tunnel: (r.mode == Mode::Tunnel).then_some(r.tunnel),
                             weight: r.weight,
                             health: r.health,
                             active_conns: conn(&(s.key, Some(r.addr))).active,

@@ -1,5 +1,5 @@
 //! The decapsulator for a tunnel-mode real (`wirespeed lb decap`): bpf/decap.bpf.c loaded
-//! with the VIPs it serves and the outer destinations it accepts, attached by BPF links to
+//! with the VIPs it serves, the outer destinations it accepts and its GUE ports, attached by BPF links to
 //! the real's ingress interfaces (native XDP, generic only when native is refused), and its
 //! counters read back. For hosts whose kernel has no tunl0/sit0/ip6tnl0. See docs/LB.md,
 //! "Decapsulation on the real".
@@ -23,13 +23,17 @@ mod skel {
 
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
-/// Sizes of the `vips` and `outer_dsts` maps in bpf/decap.bpf.c.
+/// Sizes of the `vips`, `outer_dsts` and `gue_ports` maps in bpf/decap.bpf.c.
 pub const MAX_VIPS: usize = 1024;
 pub const MAX_OUTER_DSTS: usize = 256;
+pub const MAX_GUE_PORTS: usize = 16;
+/// The GUE port `lb decap` listens on unless told otherwise (the one ipvsadm's examples use).
+pub const DEFAULT_GUE_PORT: u16 = 6080;
 
 /// The program's counters, in the order of `enum decap_reason` in bpf/decap.bpf.c (change
-/// both together): four kinds of packets stripped, then the reasons a frame passed unchanged.
-pub const COUNTERS: [&str; 13] = [
+/// both together): four kinds of packets stripped, the reasons a frame passed unchanged, then
+/// GUE stripped (by outer family).
+pub const COUNTERS: [&str; 15] = [
     "decap_ipip",
     "decap_6in4",
     "decap_ip6ip6",
@@ -43,6 +47,8 @@ pub const COUNTERS: [&str; 13] = [
     "pass_not_local",
     "pass_not_vip",
     "pass_adjust",
+    "decap_gue_v4",
+    "decap_gue_v6",
 ];
 
 fn bpf(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> Error {
@@ -84,6 +90,8 @@ pub struct DecapConfig {
     pub vips: Vec<IpAddr>,
     /// Outer destinations accepted (this host's addresses); empty: any.
     pub outer_dsts: Vec<IpAddr>,
+    /// UDP ports whose datagrams are GUE (`--gue-port`); empty: none.
+    pub gue_ports: Vec<u16>,
     /// Allow attaching outside a `ws-*` lab namespace.
     pub allow_host: bool,
 }
@@ -97,8 +105,9 @@ pub struct Decap {
 
 impl Decap {
     /// Loads the program for `vips`, decapsulating only packets whose outer destination is
-    /// one of `outer_dsts` (any when empty). Attached nowhere.
-    pub fn load(vips: &[IpAddr], outer_dsts: &[IpAddr]) -> Result<Decap> {
+    /// one of `outer_dsts` (any when empty), and UDP datagrams to `gue_ports` as GUE.
+    /// Attached nowhere.
+    pub fn load(vips: &[IpAddr], outer_dsts: &[IpAddr], gue_ports: &[u16]) -> Result<Decap> {
         if vips.is_empty() {
             return Err(Error::Invalid(
                 "no VIP: pass --vip VIP[,VIP...] (the addresses on this real's lo)".into(),
@@ -107,6 +116,11 @@ impl Decap {
         if vips.len() > MAX_VIPS || outer_dsts.len() > MAX_OUTER_DSTS {
             return Err(Error::Invalid(format!(
                 "at most {MAX_VIPS} VIPs and {MAX_OUTER_DSTS} outer destinations"
+            )));
+        }
+        if gue_ports.len() > MAX_GUE_PORTS || gue_ports.contains(&0) {
+            return Err(Error::Invalid(format!(
+                "--gue-port: give at most {MAX_GUE_PORTS} ports, each in 1-65535"
             )));
         }
         let mut storage = MaybeUninit::uninit();
@@ -123,6 +137,12 @@ impl Decap {
                 map.update(&addr_key(*a), &[1u8], MapFlags::ANY)
                     .map_err(bpf(format!("add {what} {a}")))?;
             }
+        }
+        for p in gue_ports {
+            skel.maps
+                .gue_ports
+                .update(&p.to_be_bytes(), &[1u8], MapFlags::ANY)
+                .map_err(bpf(format!("add GUE port {p}")))?;
         }
         let prog = skel
             .progs
@@ -152,7 +172,7 @@ impl Decap {
                 )));
             }
         }
-        let mut d = Decap::load(&cfg.vips, &cfg.outer_dsts)?;
+        let mut d = Decap::load(&cfg.vips, &cfg.outer_dsts, &cfg.gue_ports)?;
         for (name, ifindex) in cfg.ifaces.iter().zip(ifindexes(&cfg.ifaces)?) {
             let native = Link::xdp_with_flags(d.prog.as_fd(), name, ifindex, XDP_FLAGS_DRV_MODE);
             let (link, mode) = match native {

@@ -2,7 +2,8 @@
 //! forwarded, each found and printed as one line with the command that fixes it. On the load
 //! balancer it checks the reals' next hops and neighbours, the interfaces' XDP transmit,
 //! full-NAT local addresses and the MTU left after encapsulation; with `--real` it checks a
-//! real server: the VIP on `lo`, ARP for DR, rp_filter, decapsulation devices.
+//! real server: the VIP on `lo`, ARP for DR, rp_filter, decapsulation devices, and for a
+//! GUE real something that takes GUE on its ports.
 
 use std::net::IpAddr;
 use std::process::Command;
@@ -104,6 +105,47 @@ impl Host {
             .unwrap_or_default()
     }
 
+    /// The devices with an XDP program named `decap` attached, with its program id.
+    fn decap_programs(&self) -> Vec<(String, u32)> {
+        let v = self.ip_json(&["link", "show"]);
+        let mut out = Vec::new();
+        for l in v.as_array().into_iter().flatten() {
+            let Some(name) = l["ifname"].as_str() else {
+                continue;
+            };
+            let xdp = &l["xdp"];
+            let progs = std::iter::once(&xdp["prog"]).chain(
+                xdp["attached"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| &a["prog"]),
+            );
+            for p in progs {
+                if p["name"] == "decap" {
+                    if let Some(id) = p["id"].as_u64() {
+                        out.push((name.to_string(), id as u32));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The UDP ports the kernel's fou takes as GUE (`ip fou show`: `port 6080 gue`).
+    fn fou_gue_ports(&self) -> Vec<u16> {
+        self.output(&["ip", "fou", "show"])
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.split_whitespace().any(|w| w == "gue"))
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                w.find(|x| *x == "port")?;
+                w.next()?.parse().ok()
+            })
+            .collect()
+    }
+
     /// The devices with an XDP program named `decap` (`wirespeed lb decap`) attached.
     fn decap_devices(&self) -> Vec<String> {
         let v = self.ip_json(&["link", "show"]);
@@ -201,7 +243,7 @@ pub fn check_lb(view: &ListView, host: &Host) -> Vec<Problem> {
                 });
             }
             if r.mode == Mode::Tunnel {
-                let overhead = if rip.is_ipv4() { 20 } else { 40 };
+                let overhead = u64::from(r.tunnel.unwrap_or_default().overhead(rip.is_ipv4()));
                 if let (Some(inner), Some(egress)) = (ingress_mtu, mtu_of(&dev)) {
                     if egress < inner + overhead {
                         out.push(Problem {
@@ -362,6 +404,24 @@ pub struct RealModes {
 /// larger of `all` and the device); for tunnel, the decapsulation device up and an advertised
 /// MSS that leaves room for the outer header.
 pub fn check_real(vips: &[IpAddr], modes: RealModes, host: &Host) -> Vec<Problem> {
+    check_real_with(vips, modes, 0, host)
+}
+
+/// [`check_real`] for a GUE tunnel real on `ports` (the load balancer's `--tun-port`s): the
+/// MSS must leave room for the UDP header too, and something must take GUE on each port
+/// ([`check_gue`]).
+pub fn check_real_gue(vips: &[IpAddr], ports: &[u16], host: &Host) -> Vec<Problem> {
+    let modes = RealModes {
+        dr: false,
+        tunnel: true,
+    };
+    let mut out = check_real_with(vips, modes, 8, host);
+    out.extend(check_gue(vips, ports, host));
+    out
+}
+
+/// `extra`: bytes the encapsulation adds beyond the outer IP header (GUE's UDP header).
+fn check_real_with(vips: &[IpAddr], modes: RealModes, extra: u64, host: &Host) -> Vec<Problem> {
     let mut out = Vec::new();
     let on_lo: Vec<IpAddr> = host.addrs(Some("lo")).into_iter().map(|a| a.1).collect();
     for vip in vips {
@@ -448,7 +508,7 @@ pub fn check_real(vips: &[IpAddr], modes: RealModes, host: &Host) -> Vec<Problem
         }
     }
     if modes.tunnel {
-        out.extend(check_tunnel_mss(vips, host, &links, &addrs));
+        out.extend(check_tunnel_mss(vips, host, &links, &addrs, extra));
         let mut ingress_all = ingress(true);
         for d in ingress(false) {
             if !ingress_all.contains(&d) {
@@ -458,6 +518,107 @@ pub fn check_real(vips: &[IpAddr], modes: RealModes, host: &Host) -> Vec<Problem
         out.extend(check_decap(vips, host, &links, &addrs, &ingress_all));
     }
     out
+}
+
+/// The GUE ports a loaded `decap` program serves, read from its `gue_ports` map
+/// (bpf/decap.bpf.c), by program id as `ip -j link show` reports it. Needs the rights to read
+/// BPF objects (root); unreadable counts as serving none.
+fn decap_gue_ports(prog_id: u32) -> Vec<u16> {
+    use libbpf_rs::MapCore;
+    let opts = libbpf_rs::query::ProgInfoQueryOptions::default().include_map_ids(true);
+    let Some(prog) =
+        libbpf_rs::query::ProgInfoIter::with_query_opts(opts).find(|p| p.id == prog_id)
+    else {
+        return Vec::new();
+    };
+    for id in prog.map_ids {
+        let Ok(map) = libbpf_rs::MapHandle::from_map_id(id) else {
+            continue;
+        };
+        if map.name() == std::ffi::OsStr::new("gue_ports") {
+            return map
+                .keys()
+                .filter_map(|k| k.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])))
+                .collect();
+        }
+    }
+    Vec::new()
+}
+
+/// A GUE real (`lb doctor --real VIP --mode tunnel --gue-port PORT`): something must take GUE
+/// on each of
+/// `ports` (the load balancer's `--tun-port`): a `wirespeed lb decap` program serving the port
+/// on every ingress device (its `gue_ports` map, read by program id), or the kernel's fou
+/// (`ip fou show`). The fix is fou where the kernel has it, else the decapsulator.
+pub fn check_gue(vips: &[IpAddr], ports: &[u16], host: &Host) -> Vec<Problem> {
+    let links = host.links();
+    let addrs = host.addrs(None);
+    let ingress: Vec<String> = links
+        .iter()
+        .filter(|l| l.1 && l.0 != "lo" && l.3 != "ipip" && l.3 != "ip6tnl" && l.3 != "sit")
+        .filter(|l| addrs.iter().any(|(d, a)| *d == l.0 && !is_link_local(a)))
+        .map(|l| l.0.clone())
+        .collect();
+    let decaps = host.decap_programs();
+    let fou = host.fou_gue_ports();
+    let served_by_decap = |port: u16| {
+        !ingress.is_empty()
+            && ingress.iter().all(|dev| {
+                decaps
+                    .iter()
+                    .any(|(d, id)| d == dev && decap_gue_ports(*id).contains(&port))
+            })
+    };
+    let missing: Vec<u16> = ports
+        .iter()
+        .copied()
+        .filter(|p| !fou.contains(p) && !served_by_decap(*p))
+        .collect();
+    if missing.is_empty() {
+        return Vec::new();
+    }
+    let list = |sep: &str| {
+        missing
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(sep)
+    };
+    let running = if decaps.is_empty() {
+        String::new()
+    } else {
+        " (the decap program running takes other ports: stop it first)".to_string()
+    };
+    let fix = if kernel_has_module("fou") {
+        let adds: Vec<String> = missing
+            .iter()
+            .map(|p| format!("ip fou add port {p} gue"))
+            .collect();
+        format!("modprobe fou; {}", adds.join("; "))
+    } else {
+        let ifaces = if ingress.is_empty() {
+            "--iface IF".to_string()
+        } else {
+            ingress
+                .iter()
+                .map(|d| format!("--iface {d}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let vips: Vec<String> = vips.iter().map(|v| v.to_string()).collect();
+        format!(
+            "wirespeed lb decap {ifaces} --vip {} --gue-port {}",
+            vips.join(","),
+            list(",")
+        )
+    };
+    vec![Problem {
+        problem: format!(
+            "nothing takes GUE on UDP port {} (no fou port, no decap program serving it on every ingress device{running}), so GUE packets to the VIP are not decapsulated",
+            list(", ")
+        ),
+        fix: host.fix(&fix),
+    }]
 }
 
 /// The decapsulation of a tunnel real: a `wirespeed lb decap` program (XDP, named `decap`) on
@@ -569,6 +730,7 @@ fn check_tunnel_mss(
     host: &Host,
     links: &[(String, bool, u64, String)],
     addrs: &[(String, IpAddr)],
+    extra: u64,
 ) -> Vec<Problem> {
     let mut out = Vec::new();
     for v4 in [true, false] {
@@ -580,7 +742,7 @@ fn check_tunnel_mss(
         let has_v6 = addrs
             .iter()
             .any(|(d, a)| d != "lo" && a.is_ipv6() && !is_link_local(a));
-        let outer = if v4 || !has_v6 { 20 } else { 40 };
+        let outer = if v4 || !has_v6 { 20 } else { 40 } + extra;
         let headers = if v4 { 40 } else { 60 };
         let fam = if v4 { "-4" } else { "-6" };
         let routes = host.ip_json(&[fam, "route", "show", "default"]);

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{CheckKind, HealthCheck, Mode, Proto, Scheduler, ServiceKey};
-use crate::table::{RealSpec, ServiceSpec};
+use crate::model::{CheckKind, HealthCheck, Mode, Proto, Scheduler, ServiceKey, TunnelKind};
+use crate::table::{RealSpec, ServiceSpec, TunnelSpec};
 use crate::{Error, Result};
 
 /// What `-L` was asked to show.
@@ -239,6 +239,7 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Command> {
     let mut mode: Option<(Mode, String)> = None;
     let mut weight = None;
     let mut laddr = None;
+    let mut tunnel = TunnelSpec::default();
     let (mut stats, mut rate, mut exact, mut json) = (false, false, false, false);
     let mut check = None;
     let (mut interval, mut timeout, mut rise, mut fall) = (None, None, None, None);
@@ -299,6 +300,27 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Command> {
                 }
                 mode = Some((m, opt));
             }
+            "--tun-type" => tunnel.kind = Some(TunnelKind::parse(&value("ipip or gue")?)?),
+            "--tun-port" => {
+                let v = value("a UDP port")?;
+                tunnel.port = Some(v.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
+                    invalid(format!(
+                        "--tun-port `{v}`: give the real's GUE port in 1-65535"
+                    ))
+                })?);
+            }
+            "--tun-csum" | "--tun-nocsum" => {
+                let csum = opt == "--tun-csum";
+                if tunnel.csum == Some(!csum) {
+                    return Err(invalid("--tun-csum and --tun-nocsum contradict; give one"));
+                }
+                tunnel.csum = Some(csum);
+            }
+            "--tun-remcsum" => {
+                return Err(invalid(
+                    "--tun-remcsum is not built; give --tun-csum or --tun-nocsum",
+                ))
+            }
             "-z" | "--laddr" => laddr = Some(parse_laddr(&value("a local address")?)?),
             "-n" | "--numeric" => {}
             "--stats" => stats = true,
@@ -336,12 +358,12 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Command> {
         || fall.is_some()
         || no_toa
         || no_check;
-    let real_opts = real.is_some() || mode.is_some() || weight.is_some();
+    let real_opts = real.is_some() || mode.is_some() || weight.is_some() || tunnel.is_given();
     let list_opts = stats || rate || exact || json;
     let allowed = |svc: bool, rl: bool, ls: bool, z: bool| -> Result<()> {
         let stray = [
             (service_opts && !svc, "-s/--check options"),
-            (real_opts && !rl, "-r/-g/-i/-m/-b/-w"),
+            (real_opts && !rl, "-r/-g/-i/-m/-b/-w/--tun-*"),
             (list_opts && !ls, "--stats/--rate/--exact/--json"),
             (laddr.is_some() && !z, "-z"),
         ];
@@ -392,6 +414,7 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Command> {
         addr,
         mode: mode.as_ref().map(|m| m.0),
         weight,
+        tunnel,
     };
     Ok(match verb {
         Verb::AddService | Verb::EditService => {
@@ -423,7 +446,7 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Command> {
             }
         }
         Verb::DelReal => {
-            if mode.is_some() || weight.is_some() {
+            if mode.is_some() || weight.is_some() || tunnel.is_given() {
                 allowed(false, false, false, false)?;
             }
             allowed(false, true, false, false)?;

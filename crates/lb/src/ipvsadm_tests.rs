@@ -108,7 +108,8 @@ fn real_commands_and_forwarding_methods() {
                 real: RealSpec {
                     addr: addr.parse().unwrap(),
                     mode,
-                    weight
+                    weight,
+                    tunnel: TunnelSpec::default(),
                 }
             },
             "{line}"
@@ -221,6 +222,42 @@ fn health_check_extension() {
 }
 
 #[test]
+fn gue_tunnel_options_in_ipvsadms_spelling() {
+    let real = |line: &str| match p(line).unwrap() {
+        Command::AddReal { real, .. } | Command::EditReal { real, .. } => real,
+        other => panic!("{line}: {other:?}"),
+    };
+    let r = real("-a -t 198.18.0.10:80 -r 198.18.1.1 -i --tun-type gue --tun-port 6080");
+    assert_eq!(r.mode, Some(Mode::Tunnel));
+    assert_eq!(
+        r.tunnel,
+        TunnelSpec {
+            kind: Some(TunnelKind::Gue),
+            port: Some(6080),
+            csum: None
+        }
+    );
+    let r = real(
+        "-a -t 198.18.0.10:80 -r 198.18.1.1 --ipip --tun-type=gue --tun-port=7000 --tun-nocsum",
+    );
+    assert_eq!(
+        r.tunnel,
+        TunnelSpec {
+            kind: Some(TunnelKind::Gue),
+            port: Some(7000),
+            csum: Some(false)
+        }
+    );
+    let r = real("-e -t 198.18.0.10:80 -r 198.18.1.1 --tun-csum");
+    assert_eq!(r.tunnel.csum, Some(true));
+    assert_eq!(r.tunnel.kind, None);
+    let r = real("-a -t 198.18.0.10:80 -r 198.18.1.1 -i --tun-type ipip");
+    assert_eq!(r.tunnel.kind, Some(TunnelKind::Ipip));
+    let r = real("-a -t 198.18.0.10:80 -r 198.18.1.1 -i");
+    assert!(!r.tunnel.is_given());
+}
+
+#[test]
 fn bad_input_gives_one_line_errors() {
     let cases = [
         ("", "no command given"),
@@ -258,6 +295,35 @@ fn bad_input_gives_one_line_errors() {
         ("-C -t 198.18.0.10:80", "takes no service"),
         ("-L --bogus", "unknown option `--bogus`"),
         ("-A -t", "-t needs VIP:PORT"),
+        (
+            "-a -t 198.18.0.10:80 -r 198.18.1.1 -i --tun-type gre",
+            "give ipip (the default) or gue",
+        ),
+        (
+            "-a -t 198.18.0.10:80 -r 198.18.1.1 -i --tun-type gue --tun-port 0",
+            "1-65535",
+        ),
+        (
+            "-a -t 198.18.0.10:80 -r 198.18.1.1 -i --tun-type gue --tun-port x",
+            "1-65535",
+        ),
+        (
+            "-a -t 198.18.0.10:80 -r 198.18.1.1 -i --tun-csum --tun-nocsum",
+            "contradict",
+        ),
+        (
+            "-a -t 198.18.0.10:80 -r 198.18.1.1 -i --tun-remcsum",
+            "not built",
+        ),
+        (
+            "-a -t 198.18.0.10:80 -r 198.18.1.1 -i --tun-type",
+            "needs ipip or gue",
+        ),
+        ("-A -t 198.18.0.10:80 --tun-type gue", "do not go with -A"),
+        (
+            "-d -t 198.18.0.10:80 -r 198.18.1.1 --tun-port 6080",
+            "do not go with -d",
+        ),
     ];
     for (line, want) in cases {
         let e = p(line).expect_err(line).to_string();
@@ -360,6 +426,7 @@ fn view_of(table: &Table) -> ListView {
                     .map(|r| RealView {
                         addr: r.addr,
                         mode: r.mode,
+                        tunnel: (r.mode == Mode::Tunnel).then_some(r.tunnel),
                         weight: r.weight,
                         health: Health::Unchecked,
                         active_conns: 0,
@@ -398,6 +465,10 @@ const SAVED: &str = "\
 -A -u [fd00::10]:53 -s rr
 -a -u [fd00::10]:53 -r 198.18.100.4:53 -i -w 1
 -a -u [fd00::10]:53 -r [fd00::5]:53 -m -w 1
+-a -u [fd00::10]:53 -r [fd00::6]:53 -i -w 1 --tun-type gue --tun-port 6080 --tun-csum
+-A -t 198.18.0.12:80 -s mh
+-a -t 198.18.0.12:80 -r 198.18.100.6:80 -i -w 1 --tun-type gue --tun-port 6081 --tun-nocsum
+-a -t 198.18.0.12:80 -r 198.18.100.7:80 -i -w 2 --tun-type gue --tun-port 6080 --tun-csum
 ";
 
 #[test]
@@ -427,4 +498,31 @@ fn restore_skips_comments_and_names_the_bad_line() {
     let ok = parse_restore("# x\n-A -t 198.18.0.10:80\n").unwrap();
     assert_eq!(ok.len(), 1);
     assert_eq!(ok[0].0, 2);
+}
+
+#[test]
+fn a_gue_real_lists_as_tunnel_and_its_json_names_type_and_port() {
+    let mut table = Table::default();
+    let text = "-A -t 198.18.0.12:80 -s mh
+-a -t 198.18.0.12:80 -r 198.18.100.6:80 -i -w 1 --tun-type gue --tun-port 6081
+-a -t 198.18.0.12:80 -r 198.18.100.7:80 -i -w 1
+-a -t 198.18.0.12:80 -r 198.18.100.8:80 -g -w 1
+";
+    for (_, cmd) in parse_restore(text).unwrap() {
+        apply(&mut table, &cmd);
+    }
+    let view = view_of(&table);
+    let listed = crate::listing::format_list(&view, &ListOptions::default());
+    assert!(
+        listed.contains("  -> 198.18.100.6:80              Tunnel  1 "),
+        "{listed}"
+    );
+    let json: serde_json::Value = serde_json::to_value(&view).unwrap();
+    let reals = &json["services"][0]["reals"];
+    assert_eq!(
+        reals[0]["tunnel"],
+        serde_json::json!({"type": "gue", "port": 6081, "csum": false})
+    );
+    assert_eq!(reals[1]["tunnel"], serde_json::json!({"type": "ipip"}));
+    assert!(reals[2].get("tunnel").is_none(), "{}", reals[2]);
 }

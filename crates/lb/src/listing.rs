@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use serde::{Deserialize, Serialize};
 
 use crate::ipvsadm::{self, ListOptions};
-use crate::model::{Counters, Health, HealthCheck, Mode, Scheduler, ServiceKey};
+use crate::model::{Counters, Health, HealthCheck, Mode, Scheduler, ServiceKey, Tunnel};
 
 /// Per-second rates over the daemon's last two counter samples (`--rate`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +23,9 @@ pub struct Rates {
 pub struct RealView {
     pub addr: SocketAddr,
     pub mode: Mode,
+    /// Tunnel mode's encapsulation (`-L` prints `Tunnel` for both, as ipvsadm does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<Tunnel>,
     /// As configured; a real that is down gets no new connections whatever its weight.
     pub weight: u32,
     pub health: Health,
@@ -211,10 +214,11 @@ pub fn format_save(view: &ListView) -> String {
         }
         for r in &s.reals {
             out.push_str(&format!(
-                "-a {svc} -r {} {} -w {}\n",
+                "-a {svc} -r {} {} -w {}{}\n",
                 r.addr,
                 r.mode.flag(),
-                r.weight
+                r.weight,
+                r.tunnel.map(Tunnel::save_args).unwrap_or_default()
             ));
         }
     }
@@ -235,6 +239,7 @@ mod tests {
         let real = |a: &str, mode, weight, health, conns| RealView {
             addr: a.parse().unwrap(),
             mode,
+            tunnel: None,
             weight,
             health,
             active_conns: 0,

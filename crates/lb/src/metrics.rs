@@ -175,6 +175,7 @@ mod tests {
         RealView {
             addr: addr.parse().unwrap(),
             mode: Mode::Nat,
+            tunnel: None,
             weight: 3,
             health,
             active_conns: conns / 2,

@@ -129,6 +129,71 @@ impl Mode {
     }
 }
 
+/// `--tun-type`: how a tunnel-mode real's packets are encapsulated (ipvsadm 1.31's spelling).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TunnelKind {
+    Ipip,
+    Gue,
+}
+
+impl TunnelKind {
+    pub fn parse(s: &str) -> Result<TunnelKind> {
+        match s {
+            "ipip" => Ok(TunnelKind::Ipip),
+            "gue" => Ok(TunnelKind::Gue),
+            _ => Err(crate::Error::Invalid(format!(
+                "--tun-type `{s}` is not built; give ipip (the default) or gue"
+            ))),
+        }
+    }
+}
+
+/// A tunnel-mode real's encapsulation. Meaningless (and kept `Ipip`) in the other modes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Tunnel {
+    /// IP in IP: IPIP, IP6IP6, 6in4 or 4in6 by the VIP's and the real's families.
+    #[default]
+    Ipip,
+    /// GUE variant 1 (Katran's): outer IP and UDP to `port`, whose payload is the inner IP
+    /// packet itself. `csum`: the outer UDP checksum is filled (always for an IPv6 real, where
+    /// UDP requires it; for an IPv4 real only with `--tun-csum`, else it is zero).
+    Gue { port: u16, csum: bool },
+}
+
+impl Tunnel {
+    pub fn kind(self) -> TunnelKind {
+        match self {
+            Tunnel::Ipip => TunnelKind::Ipip,
+            Tunnel::Gue { .. } => TunnelKind::Gue,
+        }
+    }
+
+    /// The bytes the encapsulation adds in front of the inner packet, by the outer family.
+    pub fn overhead(self, outer_v4: bool) -> u32 {
+        let ip = if outer_v4 { 20 } else { 40 };
+        match self {
+            Tunnel::Ipip => ip,
+            Tunnel::Gue { .. } => ip + 8,
+        }
+    }
+
+    /// The `-a` options that give it back, as ipvsadm-save prints them (nothing for IPIP,
+    /// ipvsadm's default).
+    pub fn save_args(self) -> String {
+        match self {
+            Tunnel::Ipip => String::new(),
+            Tunnel::Gue { port, csum } => {
+                format!(
+                    " --tun-type gue --tun-port {port} {}",
+                    if csum { "--tun-csum" } else { "--tun-nocsum" }
+                )
+            }
+        }
+    }
+}
+
 /// What the health checker last concluded about a real.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -144,6 +209,9 @@ pub struct Real {
     /// Port 0: the service's port.
     pub addr: SocketAddr,
     pub mode: Mode,
+    /// Tunnel mode's encapsulation (`--tun-type`); `Ipip` in the other modes.
+    #[serde(default)]
+    pub tunnel: Tunnel,
     /// As configured (`-w`). 0 quiesces: established connections stay, new ones go elsewhere.
     pub weight: u32,
     pub health: Health,
@@ -225,6 +293,8 @@ pub struct PlannedReal {
     /// The port is the real's, or the service's where the real said 0.
     pub addr: SocketAddr,
     pub mode: Mode,
+    /// Tunnel mode's encapsulation; `Ipip` in the other modes.
+    pub tunnel: Tunnel,
 }
 
 /// Traffic counters, as `ipvsadm -L --stats` shows them. `out_*` count the replies that pass

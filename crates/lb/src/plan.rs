@@ -53,6 +53,7 @@ pub fn build(services: &[Service], ring_size: u32, previous: Option<&Plan>) -> R
                 service: sid as u32,
                 addr: id.1,
                 mode: r.mode,
+                tunnel: r.tunnel,
             };
             match kept.get(&id) {
                 Some(&slot) => wanted.push((slot, id, planned)),
@@ -154,7 +155,7 @@ fn identity_bytes(a: SocketAddr) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Health, Mode, Proto, Real};
+    use crate::model::{Health, Mode, Proto, Real, Tunnel};
 
     fn service(vip: &str, reals: &[(&str, u32)], scheduler: Scheduler) -> Service {
         Service {
@@ -168,6 +169,7 @@ mod tests {
                 .map(|(a, w)| Real {
                     addr: a.parse().unwrap(),
                     mode: Mode::Dr,
+                    tunnel: Tunnel::Ipip,
                     weight: *w,
                     health: Health::Unchecked,
                 })
@@ -279,6 +281,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(rr.services[0].lookup, vec![0, 1]);
+    }
+
+    #[test]
+    fn a_real_carries_its_tunnel_to_the_plan_and_keeps_its_slot_when_it_changes() {
+        let mut s = service(
+            "198.18.0.10:80",
+            &[("198.18.100.1:80", 1), ("198.18.101.1:80", 1)],
+            Scheduler::Mh,
+        );
+        s.reals[1].mode = Mode::Tunnel;
+        let p1 = build(std::slice::from_ref(&s), 251, None).unwrap();
+        assert_eq!(p1.reals[1].as_ref().unwrap().tunnel, Tunnel::Ipip);
+        let gue = Tunnel::Gue {
+            port: 6080,
+            csum: false,
+        };
+        s.reals[1].tunnel = gue;
+        let p2 = build(std::slice::from_ref(&s), 251, Some(&p1)).unwrap();
+        let r = p2.reals[1].as_ref().unwrap();
+        assert_eq!(
+            (r.addr, r.mode, r.tunnel),
+            (s.reals[1].addr, Mode::Tunnel, gue)
+        );
+        assert_eq!(p2.services[0].lookup, p1.services[0].lookup);
     }
 
     #[test]

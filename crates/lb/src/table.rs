@@ -6,7 +6,9 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Health, HealthCheck, Mode, Real, Scheduler, Service, ServiceKey};
+use crate::model::{
+    Health, HealthCheck, Mode, Real, Scheduler, Service, ServiceKey, Tunnel, TunnelKind,
+};
 use crate::{Error, Result};
 
 /// The highest weight ipvsadm accepts.
@@ -31,6 +33,73 @@ pub struct RealSpec {
     pub addr: SocketAddr,
     pub mode: Option<Mode>,
     pub weight: Option<u32>,
+    /// `--tun-type`, `--tun-port`, `--tun-csum|--tun-nocsum`.
+    #[serde(default)]
+    pub tunnel: TunnelSpec,
+}
+
+/// What the command line said about a tunnel's encapsulation; `None` is "not given".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TunnelSpec {
+    pub kind: Option<TunnelKind>,
+    pub port: Option<u16>,
+    /// `--tun-csum` (true) or `--tun-nocsum` (false).
+    pub csum: Option<bool>,
+}
+
+impl TunnelSpec {
+    pub fn is_given(&self) -> bool {
+        self.kind.is_some() || self.port.is_some() || self.csum.is_some()
+    }
+}
+
+/// The encapsulation of real `addr` in `mode`: what `spec` gives over what the real had
+/// (`was`; ipvsadm's defaults for a new real).
+fn resolve_tunnel(addr: SocketAddr, mode: Mode, spec: &TunnelSpec, was: Tunnel) -> Result<Tunnel> {
+    if mode != Mode::Tunnel {
+        if spec.is_given() {
+            return Err(Error::Invalid(format!(
+                "real {addr}: --tun-type, --tun-port and --tun-csum/--tun-nocsum go with tunnel mode; add -i"
+            )));
+        }
+        return Ok(Tunnel::Ipip);
+    }
+    let (was_port, was_csum) = match was {
+        Tunnel::Gue { port, csum } => (Some(port), Some(csum)),
+        Tunnel::Ipip => (None, None),
+    };
+    match spec.kind.unwrap_or(was.kind()) {
+        TunnelKind::Ipip => {
+            if spec.port.is_some() || spec.csum.is_some() {
+                return Err(Error::Invalid(format!(
+                    "real {addr}: --tun-port and --tun-csum/--tun-nocsum are GUE's; add --tun-type gue"
+                )));
+            }
+            Ok(Tunnel::Ipip)
+        }
+        TunnelKind::Gue => {
+            let port = spec.port.or(was_port).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "real {addr}: GUE needs the real's decapsulation port: add --tun-port 6080"
+                ))
+            })?;
+            if port == 0 {
+                return Err(Error::Invalid(format!(
+                    "real {addr}: --tun-port 0 is not a port; give the real's GUE port in 1-65535"
+                )));
+            }
+            let csum = if addr.is_ipv4() {
+                spec.csum.or(was_csum).unwrap_or(false)
+            } else if spec.csum == Some(false) {
+                return Err(Error::Invalid(format!(
+                    "real {addr}: UDP over IPv6 must carry a checksum, so GUE to an IPv6 real always has one: drop --tun-nocsum"
+                )));
+            } else {
+                true
+            };
+            Ok(Tunnel::Gue { port, csum })
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,6 +220,7 @@ impl Table {
         let weight = spec.weight.unwrap_or(1);
         check_weight(weight)?;
         check_family(key, addr, mode)?;
+        let tunnel = resolve_tunnel(addr, mode, &spec.tunnel, Tunnel::Ipip)?;
         let s = self.find_mut(key)?;
         if s.reals.iter().any(|r| r.addr == addr) {
             return Err(Error::Invalid(format!(
@@ -160,6 +230,7 @@ impl Table {
         s.reals.push(Real {
             addr,
             mode,
+            tunnel,
             weight,
             health: Health::Unchecked,
         });
@@ -180,6 +251,13 @@ impl Table {
             .ok_or_else(|| no_such_destination(key, addr))?;
         let mode = spec.mode.unwrap_or(r.mode);
         check_family(key, addr, mode)?;
+        // Another mode, or IPIP named again, starts from ipvsadm's defaults.
+        let was = if mode == r.mode && spec.tunnel.kind != Some(TunnelKind::Ipip) {
+            r.tunnel
+        } else {
+            Tunnel::Ipip
+        };
+        r.tunnel = resolve_tunnel(addr, mode, &spec.tunnel, was)?;
         r.mode = mode;
         if let Some(w) = spec.weight {
             r.weight = w;
@@ -319,6 +397,7 @@ mod tests {
             addr: a.parse().unwrap(),
             mode,
             weight,
+            tunnel: TunnelSpec::default(),
         }
     }
 
@@ -375,6 +454,92 @@ mod tests {
             .edit_real(&k, &real("198.18.1.1:80", Some(Mode::Nat), None))
             .unwrap_err();
         assert!(e.to_string().contains("only tunnel mode"), "{e}");
+    }
+
+    fn tun(kind: Option<TunnelKind>, port: Option<u16>, csum: Option<bool>) -> TunnelSpec {
+        TunnelSpec { kind, port, csum }
+    }
+
+    #[test]
+    fn gue_tunnels_resolve_with_ipvsadms_defaults_and_refuse_what_cannot_work() {
+        let mut t = Table::default();
+        let k = key("198.18.0.10:80");
+        t.add_service(&svc("198.18.0.10:80")).unwrap();
+        let gue = |a: &str, port, csum| RealSpec {
+            tunnel: tun(Some(TunnelKind::Gue), port, csum),
+            ..real(a, Some(Mode::Tunnel), None)
+        };
+        // IPv4 real: no checksum unless asked; IPv6 real: always one.
+        t.add_real(&k, &gue("198.18.1.1:80", Some(6080), None))
+            .unwrap();
+        t.add_real(&k, &gue("198.18.1.2:80", Some(6080), Some(true)))
+            .unwrap();
+        t.add_real(&k, &gue("[fd00::2]:80", Some(6081), None))
+            .unwrap();
+        let tunnels: Vec<Tunnel> = t.services[0].reals.iter().map(|r| r.tunnel).collect();
+        assert_eq!(
+            tunnels,
+            [
+                Tunnel::Gue {
+                    port: 6080,
+                    csum: false
+                },
+                Tunnel::Gue {
+                    port: 6080,
+                    csum: true
+                },
+                Tunnel::Gue {
+                    port: 6081,
+                    csum: true
+                },
+            ]
+        );
+        let err = |spec: &RealSpec| t.clone().add_real(&k, spec).unwrap_err().to_string();
+        assert!(
+            err(&gue("[fd00::3]:80", Some(6080), Some(false))).contains("drop --tun-nocsum"),
+            "v6 without checksum"
+        );
+        assert!(err(&gue("198.18.1.3:80", None, None)).contains("--tun-port 6080"));
+        assert!(err(&gue("198.18.1.3:80", Some(0), None)).contains("1-65535"));
+        let on_dr = RealSpec {
+            tunnel: tun(Some(TunnelKind::Gue), Some(6080), None),
+            ..real("198.18.1.3:80", Some(Mode::Dr), None)
+        };
+        assert!(err(&on_dr).contains("add -i"), "{}", err(&on_dr));
+        let port_on_ipip = RealSpec {
+            tunnel: tun(None, Some(6080), None),
+            ..real("198.18.1.3:80", Some(Mode::Tunnel), None)
+        };
+        assert!(err(&port_on_ipip).contains("--tun-type gue"));
+
+        // -e keeps what it is not given, changes what it is.
+        t.edit_real(&k, &real("198.18.1.1:80", None, Some(5)))
+            .unwrap();
+        assert_eq!(t.services[0].reals[0].tunnel, tunnels[0]);
+        let new_port = RealSpec {
+            tunnel: tun(None, Some(7000), None),
+            ..real("198.18.1.2:80", None, None)
+        };
+        t.edit_real(&k, &new_port).unwrap();
+        assert_eq!(
+            t.services[0].reals[1].tunnel,
+            Tunnel::Gue {
+                port: 7000,
+                csum: true
+            }
+        );
+        let back_to_ipip = RealSpec {
+            tunnel: tun(Some(TunnelKind::Ipip), None, None),
+            ..real("198.18.1.2:80", None, None)
+        };
+        t.edit_real(&k, &back_to_ipip).unwrap();
+        assert_eq!(t.services[0].reals[1].tunnel, Tunnel::Ipip);
+        // Leaving tunnel mode drops the encapsulation; coming back starts from IPIP.
+        t.edit_real(&k, &real("198.18.1.1:80", Some(Mode::Dr), None))
+            .unwrap();
+        t.edit_real(&k, &real("198.18.1.1:80", Some(Mode::Tunnel), None))
+            .unwrap();
+        assert_eq!(t.services[0].reals[0].tunnel, Tunnel::Ipip);
     }
 
     #[test]

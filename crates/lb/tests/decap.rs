@@ -1,5 +1,5 @@
 //! The decapsulator (bpf/decap.bpf.c) through BPF_PROG_TEST_RUN: each tunnel the load
-//! balancer sends (IPIP, 6in4, IP6IP6, 4in6) to a VIP comes out as the inner packet behind the
+//! balancer sends (IPIP, 6in4, IP6IP6, 4in6, and GUE to a GUE port) to a VIP comes out as the inner packet behind the
 //! same Ethernet addresses, with XDP_PASS and its counter; everything else passes unchanged,
 //! counted by reason. The live test, with the load balancer, is crates/wirespeed/tests/lb_tunnel.rs.
 //!
@@ -24,11 +24,27 @@ const LB6: &str = "fd00:2::1";
 const REAL6: &str = "fd00:2::10";
 const REAL_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x02, 0x10];
 const LB_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x02, 0x01];
+const GUE_PORT: u16 = 6080;
 
 fn load(outer_dsts: &[&str]) -> Decap {
+    load_gue(outer_dsts, &[GUE_PORT])
+}
+
+fn load_gue(outer_dsts: &[&str], gue_ports: &[u16]) -> Decap {
     wirespeed_lab::require_root();
     let dsts: Vec<IpAddr> = outer_dsts.iter().map(|a| ip(a)).collect();
-    Decap::load(&[ip(VIP4), ip(VIP6)], &dsts).unwrap()
+    Decap::load(&[ip(VIP4), ip(VIP6)], &dsts, gue_ports).unwrap()
+}
+
+/// `inner` as GUE variant 1: UDP from `src` to `dst`:`port` (checksum computed), the inner
+/// IP packet its payload, behind the real's Ethernet addresses.
+fn gue(src: &str, dst: &str, port: u16, inner: &[u8]) -> Vec<u8> {
+    let l4 = L4::Udp {
+        sport: 50000,
+        dport: port,
+        payload: inner.to_vec(),
+    };
+    frame(REAL_MAC, LB_MAC, ip(src), ip(dst), &l4)
 }
 
 /// `inner` inside an outer header from `src` to `dst` (protocol 4 or 41 by the inner
@@ -85,6 +101,76 @@ fn each_tunnel_to_a_vip_becomes_its_inner_packet() {
             verify_checksums(&out);
         }
     }
+}
+
+#[test]
+fn gue_to_a_vip_on_a_gue_port_becomes_its_inner_packet() {
+    let d = load(&[]);
+    let cases = [
+        (LB4, REAL4, CLIENT4, VIP4, "decap_gue_v4"),
+        (LB4, REAL4, CLIENT6, VIP6, "decap_gue_v4"),
+        (LB6, REAL6, CLIENT6, VIP6, "decap_gue_v6"),
+        (LB6, REAL6, CLIENT4, VIP4, "decap_gue_v6"),
+    ];
+    for (osrc, odst, client, vip, counter) in cases {
+        for l4 in [tcp(40000, 80, SYN), udp(40000, 53)] {
+            let inner = ip_packet(ip(client), ip(vip), &l4);
+            let out = run(&d, &gue(osrc, odst, GUE_PORT, &inner), counter);
+            let expect = eth(REAL_MAC, LB_MAC, ip(vip).is_ipv6(), &inner);
+            assert_eq!(out, expect, "{counter} {l4:?}");
+            verify_checksums(&out);
+        }
+    }
+}
+
+#[test]
+fn gue_elsewhere_or_malformed_passes_unchanged() {
+    let d = load(&[]);
+    let to_vip4 = ip_packet(ip(CLIENT4), ip(VIP4), &tcp(40000, 80, SYN));
+    let to_vip6 = ip_packet(ip(CLIENT6), ip(VIP6), &tcp(40000, 80, SYN));
+    let to_other = ip_packet(ip(CLIENT4), ip("198.18.100.2"), &tcp(40000, 80, SYN));
+    // A UDP length that disagrees with the IP length.
+    let mut bad_len = gue(LB4, REAL4, GUE_PORT, &to_vip4);
+    bad_len[38..40].copy_from_slice(&((to_vip4.len() + 4) as u16).to_be_bytes());
+    // A GUE variant 0 header (version bits 00) is not decapsulated: the load balancer sends
+    // variant 1 only.
+    let mut variant0 = vec![0u8, 4, 0, 0];
+    variant0.extend(&to_vip4);
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (gue(LB4, REAL4, GUE_PORT + 1, &to_vip4), "pass_not_tunnel"),
+        (gue(LB6, REAL6, GUE_PORT + 1, &to_vip6), "pass_not_tunnel"),
+        (gue(LB4, REAL4, GUE_PORT, &variant0), "pass_not_tunnel"),
+        (gue(LB4, REAL4, GUE_PORT, &to_other), "pass_not_vip"),
+        (bad_len, "pass_bad_header"),
+        (gue(LB4, REAL4, GUE_PORT, &to_vip4[..12]), "pass_bad_header"),
+    ];
+    for (input, counter) in cases {
+        let out = run(&d, &input, counter);
+        assert_eq!(out, input, "{counter}: the frame passes unchanged");
+    }
+}
+
+#[test]
+fn only_the_given_gue_ports_are_decapsulated() {
+    let d = load_gue(&[REAL4], &[7000, 7001]);
+    let to_vip4 = ip_packet(ip(CLIENT4), ip(VIP4), &tcp(40000, 80, SYN));
+    for port in [7000, 7001] {
+        let out = run(&d, &gue(LB4, REAL4, port, &to_vip4), "decap_gue_v4");
+        assert_eq!(&out[14..], &to_vip4[..]);
+    }
+    let input = gue(LB4, REAL4, GUE_PORT, &to_vip4);
+    assert_eq!(run(&d, &input, "pass_not_tunnel"), input);
+    // The outer-destination filter holds for GUE too.
+    let input = gue(LB4, "198.18.2.11", 7000, &to_vip4);
+    assert_eq!(run(&d, &input, "pass_not_local"), input);
+    let none = load_gue(&[], &[]);
+    let input = gue(LB4, REAL4, GUE_PORT, &to_vip4);
+    assert_eq!(run(&none, &input, "pass_not_tunnel"), input);
+    let err = Decap::load(&[ip(VIP4)], &[], &[0])
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("1-65535"), "{err}");
 }
 
 #[test]
@@ -180,7 +266,10 @@ fn attach_is_refused_outside_a_lab_namespace_and_without_a_vip() {
         "{err}"
     );
     assert!(err.contains("--allow-host"), "{err}");
-    let err = Decap::load(&[], &[]).err().expect("refused").to_string();
+    let err = Decap::load(&[], &[], &[])
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(err.contains("pass --vip"), "{err}");
 }
 

@@ -54,6 +54,7 @@ fn real(service: u32, addr: SocketAddr, mode: Mode) -> Option<PlannedReal> {
         service,
         addr,
         mode,
+        tunnel: Default::default(),
     })
 }
 

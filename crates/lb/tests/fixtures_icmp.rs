@@ -95,6 +95,7 @@ fn plan(c: Cast, proto: Proto, mode: Mode) -> Plan {
             service: 0,
             addr: sa(c.real, 8080),
             mode,
+            tunnel: Default::default(),
         })],
     }
 }

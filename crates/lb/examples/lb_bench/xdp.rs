@@ -58,6 +58,7 @@ fn services(setup: &Setup) -> Vec<Service> {
                 .map(|r| Real {
                     addr: SocketAddr::new(IpAddr::V4(*r), p.rport),
                     mode,
+                    tunnel: Default::default(),
                     weight: 1,
                     health: Health::Unchecked,
                 })

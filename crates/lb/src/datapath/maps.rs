@@ -10,7 +10,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::loader::{bpf, Program, Shape, MAX_LADDRS};
 use crate::bpf::types;
 use crate::error::Error;
-use crate::model::{Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler};
+use crate::model::{Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, Tunnel};
 use crate::Result;
 use wirespeed_sys::bpf::bytes_of;
 
@@ -21,6 +21,8 @@ const IPPROTO_ICMPV6: u8 = 58;
 /// lb_vip.flags (LB_VIP_* in bpf/lb_consts.h).
 const VIP_TOA: u8 = 0x01;
 const VIP_ECHO: u8 = 0x02;
+/// lb_real.tun_flags (LB_TUN_* in bpf/lb_consts.h).
+const TUN_CSUM: u8 = 0x01;
 
 /// An address as the maps hold it: family, IPv4 in the first four bytes.
 pub fn addr_bytes(a: IpAddr) -> (u8, [u8; 16]) {
@@ -65,11 +67,18 @@ fn echo_key(ip: IpAddr) -> types::lb_vip_key {
 
 fn real_value(r: &PlannedReal) -> types::lb_real {
     let (family, addr) = addr_bytes(r.addr.ip());
+    let (gue_port, tun_flags) = match (r.mode, r.tunnel) {
+        (Mode::Tunnel, Tunnel::Gue { port, csum }) => (port, if csum { TUN_CSUM } else { 0 }),
+        _ => (0, 0),
+    };
     types::lb_real {
         addr,
         port: r.addr.port().to_be(),
         family,
         mode: mode_number(r.mode),
+        gue_port: gue_port.to_be(),
+        tun_flags,
+        pad: 0,
     }
 }
 
@@ -389,6 +398,7 @@ mod tests {
                 service: 0,
                 addr: real.parse().unwrap(),
                 mode,
+                tunnel: Tunnel::Ipip,
             })],
         }
     }
@@ -452,11 +462,39 @@ mod tests {
     }
 
     #[test]
+    fn a_gue_real_carries_its_port_and_checksum_flag_and_only_in_tunnel_mode() {
+        let real = |mode, tunnel| PlannedReal {
+            service: 0,
+            addr: "198.18.1.1:80".parse().unwrap(),
+            mode,
+            tunnel,
+        };
+        let gue = Tunnel::Gue {
+            port: 6080,
+            csum: true,
+        };
+        let v = real_value(&real(Mode::Tunnel, gue));
+        assert_eq!((u16::from_be(v.gue_port), v.tun_flags), (6080, TUN_CSUM));
+        let v = real_value(&real(
+            Mode::Tunnel,
+            Tunnel::Gue {
+                port: 6081,
+                csum: false,
+            },
+        ));
+        assert_eq!((u16::from_be(v.gue_port), v.tun_flags), (6081, 0));
+        let v = real_value(&real(Mode::Tunnel, Tunnel::Ipip));
+        assert_eq!((v.gue_port, v.tun_flags), (0, 0));
+        let v = real_value(&real(Mode::Dr, gue));
+        assert_eq!((v.gue_port, v.tun_flags), (0, 0));
+    }
+
+    #[test]
     fn map_types_are_their_fields_and_nothing_else() {
         use std::mem::size_of;
         assert_eq!(size_of::<types::lb_vip_key>(), 16 + 2 + 1 + 1);
         assert_eq!(size_of::<types::lb_vip>(), 4 + 4 + 4);
-        assert_eq!(size_of::<types::lb_real>(), 16 + 2 + 1 + 1);
+        assert_eq!(size_of::<types::lb_real>(), 16 + 2 + 1 + 1 + 2 + 1 + 1);
         assert_eq!(size_of::<types::lb_laddr>(), 16 + 4);
         assert_eq!(size_of::<types::lb_flow>(), 16 + 16 + 2 + 2 + 1 + 1 + 2);
         assert_eq!(size_of::<types::lb_conn>(), 4 + 2 + 1 + 1 + 4 + 4 + 8);

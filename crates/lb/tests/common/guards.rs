@@ -691,6 +691,7 @@ fn plans_from_services_spread_by_weight_and_a_removal_moves_only_its_share() {
             .map(|(a, w)| Real {
                 addr: sa(a, 8080),
                 mode: Mode::Dr,
+                tunnel: Default::default(),
                 weight: *w,
                 health: Health::Unchecked,
             })

@@ -23,6 +23,7 @@ ipvsadm's command line, sent to the running daemon:
   -E -t|-u VIP:PORT --no-check               drop the service's health check
   -D -t|-u VIP:PORT
   -a|-e -t|-u VIP:PORT -r RIP[:PORT] [-g|-i|-m|-b] [-w 0-65535]
+        [--tun-type ipip|gue --tun-port PORT [--tun-csum|--tun-nocsum]]   (with -i)
   -d -t|-u VIP:PORT -r RIP[:PORT]
   --add-laddr|--del-laddr -z ADDR -t|-u VIP:PORT   full-NAT local addresses (DPVS)
   -L|-l [-n] [--stats|--rate] [--exact] [--json] [-t|-u VIP:PORT]
@@ -83,8 +84,9 @@ enum Cmd {
         metrics: Option<std::net::SocketAddr>,
     },
     /// On a tunnel-mode real whose kernel has no tunl0/sit0/ip6tnl0: strip the load
-    /// balancer's IPIP, 6in4, IP6IP6 and 4in6 headers in XDP from packets to the VIPs and hand
-    /// the inner packets to the kernel, until SIGINT/SIGTERM; then print the counters.
+    /// balancer's IPIP, 6in4, IP6IP6 and 4in6 headers, and GUE's on the GUE ports, in XDP from
+    /// packets to the VIPs and hand the inner packets to the kernel, until SIGINT/SIGTERM;
+    /// then print the counters.
     Decap {
         /// Interface the tunnelled packets arrive on (repeat for more).
         #[arg(long = "iface", required = true)]
@@ -95,6 +97,9 @@ enum Cmd {
         /// Outer destinations to accept (this host's addresses), comma-separated; default: any.
         #[arg(long = "outer-dst", value_delimiter = ',')]
         outer_dsts: Vec<std::net::IpAddr>,
+        /// UDP ports whose datagrams are GUE (the reals' --tun-port), comma-separated.
+        #[arg(long = "gue-port", value_delimiter = ',', default_values_t = [wirespeed_lb::decap::DEFAULT_GUE_PORT])]
+        gue_ports: Vec<u16>,
         /// Allow attaching outside a lab namespace.
         #[arg(long)]
         allow_host: bool,
@@ -126,6 +131,10 @@ enum Cmd {
         /// With --real: how the load balancer reaches this real (dr, tunnel; comma-separated).
         #[arg(long, value_delimiter = ',', default_value = "dr")]
         mode: Vec<String>,
+        /// With --real: the real is a GUE tunnel real on these UDP ports (the load balancer's
+        /// --tun-port, comma-separated): check that something decapsulates GUE on them.
+        #[arg(long = "gue-port", value_delimiter = ',')]
+        gue_ports: Vec<u16>,
         /// With --real: run the checks inside this network namespace (a lab's real).
         #[arg(long)]
         netns: Option<String>,
@@ -189,6 +198,7 @@ fn doctor(
     socket: Option<PathBuf>,
     real: Option<Vec<std::net::IpAddr>>,
     mode: Vec<String>,
+    gue_ports: &[u16],
     netns: Option<String>,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -203,9 +213,25 @@ fn doctor(
                     other => bail!("--mode `{other}` is not dr or tunnel"),
                 }
             }
-            doctor::check_real(&vips, modes, &host)
+            if gue_ports.is_empty() {
+                doctor::check_real(&vips, modes, &host)
+            } else if modes
+                != (RealModes {
+                    dr: false,
+                    tunnel: true,
+                })
+            {
+                bail!("--gue-port is for a GUE tunnel real: give --mode tunnel alone");
+            } else {
+                doctor::check_real_gue(&vips, gue_ports, &host)
+            }
         }
         None => {
+            if !gue_ports.is_empty() {
+                bail!(
+                    "--gue-port goes with --real (the load balancer's side knows its reals' ports)"
+                );
+            }
             if host.netns.is_some() {
                 bail!("--netns goes with --real; on the load balancer run doctor where the daemon runs");
             }
@@ -322,13 +348,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             socket,
             real,
             mode,
+            gue_ports,
             netns,
             json,
-        }) => doctor(socket, real, mode, netns, json),
+        }) => doctor(socket, real, mode, &gue_ports, netns, json),
         Some(Cmd::Decap {
             ifaces,
             vips,
             outer_dsts,
+            gue_ports,
             allow_host,
             json,
         }) => decap(
@@ -336,6 +364,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 ifaces,
                 vips,
                 outer_dsts,
+                gue_ports,
                 allow_host,
             },
             json,
