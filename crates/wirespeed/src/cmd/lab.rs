@@ -46,9 +46,15 @@ struct UpArgs {
     /// rx/tx queues per veth end.
     #[arg(long, default_value_t = 1)]
     queues: u32,
-    /// default (changes nothing) or tuned (GRO, NAPI deferral, RPS/XPS, busy poll).
+    /// default (changes nothing) or tuned (GRO, NAPI deferral, threaded NAPI pinned to each
+    /// node's CPU, XPS, busy poll).
     #[arg(long, default_value = "default")]
     profile: String,
+    /// Tuned profile: where each node's receive runs. napi (each queue's NAPI in a thread
+    /// pinned to the node's CPU, as IRQ affinity pins a NIC queue), rps (RPS hand-over by
+    /// IPI), sender (the veth default: on the sending CPU).
+    #[arg(long, default_value = "napi")]
+    rx_model: String,
     /// lb: number of client namespaces.
     #[arg(long, default_value_t = 1)]
     clients: usize,
@@ -97,6 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut spec = LabSpec::new(&a.name, Topology::parse(&a.topology)?);
             spec.queues = a.queues;
             spec.profile = Profile::parse(&a.profile)?;
+            spec.rx_model = wirespeed_lab::RxModel::parse(&a.rx_model)?;
             spec.clients = a.clients;
             spec.backends = a.backends;
             spec.busy_poll_us = a.busy_poll_us;

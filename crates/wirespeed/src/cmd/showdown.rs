@@ -33,7 +33,7 @@ use wirespeed_bench::parse_duration;
 use wirespeed_bench::probe::{Probe, ProbeOpts, ProbeReport};
 use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
 use wirespeed_bench::showdown_chart;
-use wirespeed_lab::topo::{self, Lab, LabSpec, Topology};
+use wirespeed_lab::topo::{self, Lab, LabSpec, RxModel, Topology};
 use wirespeed_sys::signal::{CommandExt as _, Signal, Signals};
 use wirespeed_sys::{netns, process};
 
@@ -86,6 +86,12 @@ pub struct Args {
     /// Skip the BPF probes (no syscall or locality figures).
     #[arg(long)]
     no_bpf: bool,
+    /// How the tuned rows' lab stands in for a NIC's receive queues: `napi` (each veth
+    /// queue's NAPI polls in a thread pinned to its side's CPU, as IRQ affinity pins a NIC
+    /// queue), `rps` (the sender's softirq hands each packet over by IPI), `sender` (the veth
+    /// default: the receive runs on the sending CPU). docs/INSTRUMENTS.md compares them.
+    #[arg(long, default_value = "napi", value_parser = rx_model)]
+    rx_model: RxModel,
     /// Measure nothing: rewrite the table, Markdown and charts from an earlier showdown.json.
     #[arg(long, value_name = "JSON")]
     render: Option<PathBuf>,
@@ -111,6 +117,10 @@ pub struct Args {
 enum Role {
     Server,
     Client,
+}
+
+fn rx_model(s: &str) -> Result<RxModel, String> {
+    RxModel::parse(s).map_err(|e| e.to_string())
 }
 
 fn dur(s: &str) -> Result<Duration, String> {
@@ -397,6 +407,7 @@ fn spawn_until_listening(
 
 struct Plan {
     connections: usize,
+    rx_model: RxModel,
     warmup: Duration,
     duration: Duration,
     bpf: bool,
@@ -423,6 +434,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
     }
     let mut ls = LabSpec::new(LAB, Topology::Pair);
     ls.profile = spec.profile;
+    ls.rx_model = plan.rx_model;
     ls.cpus.insert("c".into(), vec![CLIENT_CPU]);
     ls.cpus.insert("s".into(), vec![SERVER_CPU]);
     let lab = Lab::up(&ls).context("lab up")?;
@@ -664,6 +676,7 @@ fn measure(
     let rounds = a.rounds.unwrap_or(if a.quick { 1 } else { 3 }).max(1);
     let plan = Plan {
         connections: a.connections,
+        rx_model: a.rx_model,
         warmup: a
             .warmup
             .unwrap_or(Duration::from_millis(if a.quick { 500 } else { 1000 })),
