@@ -122,6 +122,12 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row measured in packets per second on the DUT (the load balancer's rows,
+    /// workload `lb-fullnat-pps`): no client, no requests, no latency.
+    pub fn packet_rate(&self) -> bool {
+        self.workload.ends_with("-pps")
+    }
+
     /// Fills the medians from `rounds`.
     pub fn summarize(&mut self) {
         let r = &self.rounds;
@@ -224,24 +230,27 @@ impl Showdown {
                 );
                 continue;
             }
+            // The packet-rate rows (the load balancer's) have no client and no requests:
+            // their latency, context switches and client columns were not measured.
+            let measured = |v: f64, prec: usize| opt((!r.packet_rate()).then_some(v), prec);
             let _ = writeln!(
                 s,
-                "| {} | {}{} | {:.0} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.0} | {} | {:.2} | {:.0} | {:.0} | {} |",
+                "| {} | {}{} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
                 r.row,
                 r.name,
                 if r.client_bound { " (client-bound)" } else { "" },
                 r.rps,
                 ratio(r.rps_vs_row1),
                 seed(r.seed_ratio),
-                r.p50_us,
-                r.p99_us,
-                r.p9999_us,
+                measured(r.p50_us, 0),
+                measured(r.p99_us, 0),
+                measured(r.p9999_us, 0),
                 opt(r.cpu_us_per_req, 2),
                 opt(r.syscalls_per_req, 2),
-                r.ctx_switches_per_s,
+                measured(r.ctx_switches_per_s, 0),
                 opt(r.locality_pct, 1),
-                r.client_cpu_us_per_req,
-                r.client_cpu_pct,
+                measured(r.client_cpu_us_per_req, 2),
+                measured(r.client_cpu_pct, 0),
                 r.server_cpu_pct,
                 r.errors
             );
@@ -339,6 +348,15 @@ mod tests {
             r.summarize();
             s.rows.push(r);
         }
+        let mut lb = Row {
+            row: 4,
+            name: "lb".into(),
+            workload: "lb-fullnat-pps".into(),
+            ..Default::default()
+        };
+        lb.rounds = vec![round(3e6, 0.33)];
+        lb.summarize();
+        s.rows.push(lb);
         s.rows.push(Row {
             row: 3,
             name: "nginx".into(),
@@ -367,6 +385,13 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("skipped: not installed | | 2.50x |"), "{md}");
+        // A packet-rate row measured no latency: it says so rather than 0.
+        assert!(md.contains("| 4 | lb | 3000000 | "), "{md}");
+        let lb_line = md.lines().find(|l| l.starts_with("| 4 | lb |")).unwrap();
+        assert!(
+            lb_line.contains("| - | n/a | n/a | n/a | 0.33 |"),
+            "{lb_line}"
+        );
         // Every line of the table has the header's number of cells.
         let cells = |l: &str| l.matches('|').count();
         let table: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
