@@ -18,26 +18,10 @@ use wirespeed_lb::model::{
     DataPlane, Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, ServiceKey,
 };
 
-const RING: u32 = 7;
 const VIP4: &str = "198.18.100.1";
 const VIP6: &str = "fd00:100::1";
 const CLIENT4: &str = "198.18.50.5";
 const CLIENT6: &str = "fd00:50::5";
-
-fn cfg() -> AttachConfig {
-    AttachConfig {
-        ring_size: RING,
-        max_services: 8,
-        max_reals: 16,
-        conns_per_cpu: 1024,
-        new_conns_per_sec_per_cpu: 0,
-        ..AttachConfig::default()
-    }
-}
-
-fn sa(ip: &str, port: u16) -> SocketAddr {
-    SocketAddr::new(common::ip(ip), port)
-}
 
 fn service(proto: Proto, vip: SocketAddr, sched: Scheduler, lookup: Vec<u32>) -> PlannedService {
     PlannedService {

@@ -10,13 +10,12 @@ use std::net::{IpAddr, SocketAddr};
 
 use common::*;
 use wirespeed_lb::datapath::{
-    stats::reason_count, AttachConfig, Reason, XdpDataPlane, XDP_PASS, XDP_REDIRECT, XDP_TX,
+    stats::reason_count, Reason, XdpDataPlane, XDP_PASS, XDP_REDIRECT, XDP_TX,
 };
 use wirespeed_lb::model::{
     DataPlane, Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, ServiceKey, Tunnel,
 };
 
-const RING: u32 = 7;
 const VIP4: &str = "198.18.100.1";
 const VIP6: &str = "fd00:100::1";
 const CLIENT4: &str = "198.18.50.5";
@@ -27,17 +26,6 @@ const REAL6: &str = "fd00:2::10";
 const LB4: &str = "198.18.2.1";
 const LB6: &str = "fd00:2::1";
 const GUE_PORT: u16 = 6080;
-
-fn cfg() -> AttachConfig {
-    AttachConfig {
-        ring_size: RING,
-        max_services: 8,
-        max_reals: 16,
-        conns_per_cpu: 1024,
-        new_conns_per_sec_per_cpu: 0,
-        ..AttachConfig::default()
-    }
-}
 
 /// One service (`proto` VIP:80, mh) to one GUE real at `real`:8080.
 fn gue_plan(proto: Proto, vip: &str, real: &str, csum: bool) -> Plan {

@@ -6,19 +6,16 @@
 
 mod common;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use libbpf_rs::MapCore;
 
 use common::*;
-use wirespeed_lb::datapath::{
-    stats::reason_count, AttachConfig, Reason, XdpDataPlane, XDP_PASS, XDP_REDIRECT,
-};
+use wirespeed_lb::datapath::{stats::reason_count, Reason, XdpDataPlane, XDP_PASS, XDP_REDIRECT};
 use wirespeed_lb::model::{
     DataPlane, Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, ServiceKey,
 };
 
-const RING: u32 = 7;
 const VIP4: &str = "198.18.100.1";
 const VIP6: &str = "fd00:100::1";
 const CLIENT4: &str = "198.18.50.5";
@@ -56,21 +53,6 @@ const V6: Cast = Cast {
     crouter: CROUTER6,
     rrouter: RROUTER6,
 };
-
-fn cfg() -> AttachConfig {
-    AttachConfig {
-        ring_size: RING,
-        max_services: 8,
-        max_reals: 16,
-        conns_per_cpu: 1024,
-        new_conns_per_sec_per_cpu: 0,
-        ..AttachConfig::default()
-    }
-}
-
-fn sa(a: &str, port: u16) -> SocketAddr {
-    SocketAddr::new(ip(a), port)
-}
 
 /// VIP:80 (TCP or UDP) to one real at port 8080 in `mode`; full-NAT with the cast's local
 /// address.
@@ -200,7 +182,9 @@ fn open(dp: &XdpDataPlane, lab: &Lab, c: Cast, proto: Proto) -> u16 {
 /// same router (NAT) or the local address (full-NAT).
 fn client_side_case(c: Cast, proto: Proto, mode: Mode, keep: Option<usize>) {
     let v6 = ip(c.vip).is_ipv6();
-    with_lab("icn", plan(c, proto, mode), move |lab, dp| {
+    // A namespace name of its own per mode: the NAT and full-NAT tests may run at once.
+    let tag = if mode == Mode::Nat { "icn" } else { "icb" };
+    with_lab(tag, plan(c, proto, mode), move |lab, dp| {
         let lport = open(dp, &lab, c, proto);
         let quoted = ip_packet(ip(c.vip), ip(c.client), &l4(proto, 80, 40000));
         let input = frame(

@@ -3,9 +3,30 @@
 
 #![allow(dead_code)]
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+
+use wirespeed_lb::datapath::AttachConfig;
 
 use wirespeed_lab::Netns;
+
+/// The fixtures' lookup ring: a small prime, so that a test can fill it by hand.
+pub const RING: u32 = 7;
+
+/// The data path as the fixtures attach it: small tables, no new-connection rate guard.
+pub fn cfg() -> AttachConfig {
+    AttachConfig {
+        ring_size: RING,
+        max_services: 8,
+        max_reals: 16,
+        conns_per_cpu: 1024,
+        new_conns_per_sec_per_cpu: 0,
+        ..AttachConfig::default()
+    }
+}
+
+pub fn sa(addr: &str, port: u16) -> SocketAddr {
+    SocketAddr::new(ip(addr), port)
+}
 
 pub const ROUTER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x01, 0x02];
 pub const REAL_MACS: [[u8; 6]; 3] = [
