@@ -476,6 +476,18 @@ impl Lab {
                     }
                 }
                 if spec.rx_model == RxModel::Napi {
+                    // A veth hands a TSO-capable sender's TCP skb to its peer's backlog on
+                    // the sender's CPU, never to the peer's NAPI (only skbs a veth could not
+                    // have aggregated anyway take that path). A NIC segments in hardware and
+                    // its receiver's queue takes every frame; so the sending side segments
+                    // (GSO, in software) and every frame meets the receiving queue's NAPI.
+                    match ns.exec("ethtool", &["-K", dev, "tso", "off"]) {
+                        Ok(_) => notes.push(format!("{}:{dev} tso off (gso on)", node.role)),
+                        Err(e) => notes.push(format!(
+                            "{}:{dev} tso: not turned off ({e}); TCP stays on the sender's CPU",
+                            node.role
+                        )),
+                    }
                     notes.push(crate::napi::threaded_and_pinned(
                         ns, &node.role, dev, &node.cpus,
                     ));
