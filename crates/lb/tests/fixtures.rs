@@ -11,8 +11,7 @@ use libbpf_rs::MapCore;
 
 use common::*;
 use wirespeed_lb::datapath::{
-    stats::reason_count, AttachConfig, Reason, XdpDataPlane, XDP_DROP, XDP_PASS, XDP_REDIRECT,
-    XDP_TX,
+    AttachConfig, Reason, XdpDataPlane, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX,
 };
 use wirespeed_lb::model::{
     DataPlane, Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, ServiceKey,
@@ -51,27 +50,6 @@ fn one_service(vip: &str, mode: Mode, addrs: &[&str], slots: &[u32]) -> Plan {
         services: vec![service(Proto::Tcp, sa(vip, 80), Scheduler::Mh, lookup)],
         reals: addrs.iter().map(|a| real(0, sa(a, 8080), mode)).collect(),
     }
-}
-
-fn count(dp: &XdpDataPlane, r: Reason) -> u64 {
-    reason_count(dp.program(), r).unwrap()
-}
-
-/// Runs `f` inside the lab's namespace, pinned to CPU 0, with the program loaded.
-fn with_lab(
-    tag: &str,
-    cfg: AttachConfig,
-    plan: Plan,
-    f: impl FnOnce(Lab, &mut XdpDataPlane) + Send + 'static,
-) {
-    let (ns, lab) = lab(tag);
-    ns.run(move || {
-        pin(0);
-        let mut dp = XdpDataPlane::load(&cfg).unwrap();
-        dp.apply(&plan).unwrap();
-        f(lab, &mut dp);
-    })
-    .unwrap();
 }
 
 #[test]

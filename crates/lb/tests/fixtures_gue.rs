@@ -9,9 +9,7 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 
 use common::*;
-use wirespeed_lb::datapath::{
-    stats::reason_count, Reason, XdpDataPlane, XDP_PASS, XDP_REDIRECT, XDP_TX,
-};
+use wirespeed_lb::datapath::{Reason, XdpDataPlane, XDP_PASS, XDP_REDIRECT, XDP_TX};
 use wirespeed_lb::model::{
     DataPlane, Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, ServiceKey, Tunnel,
 };
@@ -49,22 +47,6 @@ fn gue_plan(proto: Proto, vip: &str, real: &str, csum: bool) -> Plan {
             },
         })],
     }
-}
-
-fn count(dp: &XdpDataPlane, r: Reason) -> u64 {
-    reason_count(dp.program(), r).unwrap()
-}
-
-/// Runs `f` inside the lab's namespace, pinned to CPU 0, with the program loaded.
-fn with_lab(tag: &str, plan: Plan, f: impl FnOnce(Lab, &mut XdpDataPlane) + Send + 'static) {
-    let (ns, lab) = lab(tag);
-    ns.run(move || {
-        pin(0);
-        let mut dp = XdpDataPlane::load(&cfg()).unwrap();
-        dp.apply(&plan).unwrap();
-        f(lab, &mut dp);
-    })
-    .unwrap();
 }
 
 /// The frame GUE sends to real 0: Ethernet, the outer IP header (as common::ip_header writes
@@ -148,6 +130,7 @@ fn odd_tcp(sport: u16) -> L4 {
 fn gue_v4_in_v4_without_and_with_its_udp_checksum() {
     with_lab(
         "gue44",
+        cfg(),
         gue_plan(Proto::Tcp, VIP4, REAL4, false),
         |lab, dp| {
             let inner = ip_packet(ip(CLIENT4), ip(VIP4), &tcp(40000, 80, SYN));
@@ -180,6 +163,7 @@ fn gue_v4_in_v4_without_and_with_its_udp_checksum() {
 fn gue_v6_in_v6_always_carries_its_udp_checksum() {
     with_lab(
         "gue66",
+        cfg(),
         gue_plan(Proto::Tcp, VIP6, REAL6, true),
         |lab, dp| {
             let inner = ip_packet(ip(CLIENT6), ip(VIP6), &tcp(40000, 80, SYN));
@@ -199,6 +183,7 @@ fn gue_v6_in_v6_always_carries_its_udp_checksum() {
 fn gue_across_families_v6_in_v4_and_v4_in_v6() {
     with_lab(
         "gue64",
+        cfg(),
         gue_plan(Proto::Tcp, VIP6, REAL4, false),
         |lab, dp| {
             let inner = ip_packet(ip(CLIENT6), ip(VIP6), &odd_tcp(40000));
@@ -227,6 +212,7 @@ fn gue_across_families_v6_in_v4_and_v4_in_v6() {
 fn the_udp_source_port_follows_the_flow() {
     with_lab(
         "guesp",
+        cfg(),
         gue_plan(Proto::Tcp, VIP4, REAL4, false),
         |lab, dp| {
             let mut ports = BTreeSet::new();
@@ -263,6 +249,7 @@ fn too_big_counts_the_gue_overhead() {
     ] {
         with_lab(
             tag,
+            cfg(),
             gue_plan(Proto::Tcp, vip, real, true),
             move |lab, dp| {
                 let v6 = ip(vip).is_ipv6();
@@ -306,6 +293,7 @@ fn a_too_big_for_a_gue_flow_reaches_its_real_with_checksums_right() {
     ] {
         with_lab(
             tag,
+            cfg(),
             gue_plan(Proto::Tcp, vip, real, true),
             move |lab, dp| {
                 let quoted = ip_packet(ip(vip), ip(client), &tcp(80, 40000, ACK));

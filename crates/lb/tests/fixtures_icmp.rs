@@ -11,10 +11,8 @@ use std::net::IpAddr;
 use libbpf_rs::MapCore;
 
 use common::*;
-use wirespeed_lb::datapath::{stats::reason_count, Reason, XdpDataPlane, XDP_PASS, XDP_REDIRECT};
-use wirespeed_lb::model::{
-    DataPlane, Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, ServiceKey,
-};
+use wirespeed_lb::datapath::{Reason, XdpDataPlane, XDP_PASS, XDP_REDIRECT};
+use wirespeed_lb::model::{Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, ServiceKey};
 
 const VIP4: &str = "198.18.100.1";
 const VIP6: &str = "fd00:100::1";
@@ -80,22 +78,6 @@ fn plan(c: Cast, proto: Proto, mode: Mode) -> Plan {
             tunnel: Default::default(),
         })],
     }
-}
-
-fn count(dp: &XdpDataPlane, r: Reason) -> u64 {
-    reason_count(dp.program(), r).unwrap()
-}
-
-/// Runs `f` inside a fresh lab namespace, pinned to CPU 0, with `plan` applied.
-fn with_lab(tag: &str, plan: Plan, f: impl FnOnce(Lab, &mut XdpDataPlane) + Send + 'static) {
-    let (ns, lab) = lab(tag);
-    ns.run(move || {
-        pin(0);
-        let mut dp = XdpDataPlane::load(&cfg()).unwrap();
-        dp.apply(&plan).unwrap();
-        f(lab, &mut dp);
-    })
-    .unwrap();
 }
 
 /// The transport header the connection's packets carry (ports given), with a payload.
@@ -184,7 +166,7 @@ fn client_side_case(c: Cast, proto: Proto, mode: Mode, keep: Option<usize>) {
     let v6 = ip(c.vip).is_ipv6();
     // A namespace name of its own per mode: the NAT and full-NAT tests may run at once.
     let tag = if mode == Mode::Nat { "icn" } else { "icb" };
-    with_lab(tag, plan(c, proto, mode), move |lab, dp| {
+    with_lab(tag, cfg(), plan(c, proto, mode), move |lab, dp| {
         let lport = open(dp, &lab, c, proto);
         let quoted = ip_packet(ip(c.vip), ip(c.client), &l4(proto, 80, 40000));
         let input = frame(
@@ -244,7 +226,7 @@ fn full_nat_too_big_from_the_clients_path_reaches_the_real_from_the_local_addres
 
 #[test]
 fn a_quoted_udp_datagram_without_checksum_keeps_none() {
-    with_lab("icu0", plan(V4, Proto::Udp, Mode::Nat), |lab, dp| {
+    with_lab("icu0", cfg(), plan(V4, Proto::Udp, Mode::Nat), |lab, dp| {
         open(dp, &lab, V4, Proto::Udp);
         let mut quoted = ip_packet(ip(VIP4), ip(CLIENT4), &udp(80, 40000));
         quoted[26..28].copy_from_slice(&[0, 0]);
@@ -276,7 +258,7 @@ fn a_quoted_udp_datagram_without_checksum_keeps_none() {
 fn another_cpu_finds_the_connection_in_the_shared_forward_entry() {
     for (c, mode) in [(V4, Mode::FullNat), (V6, Mode::Nat)] {
         let v6 = ip(c.vip).is_ipv6();
-        with_lab("icf", plan(c, Proto::Tcp, mode), move |lab, dp| {
+        with_lab("icf", cfg(), plan(c, Proto::Tcp, mode), move |lab, dp| {
             let lport = open(dp, &lab, c, Proto::Tcp);
             // This CPU forgets the connection (as another CPU never knew it): only the
             // shared forward entry remains.
@@ -320,36 +302,41 @@ fn another_cpu_finds_the_connection_in_the_shared_forward_entry() {
 fn an_unknown_flow_and_a_truncated_quote_go_to_the_kernel() {
     for c in [V4, V6] {
         let v6 = ip(c.vip).is_ipv6();
-        with_lab("icx", plan(c, Proto::Tcp, Mode::FullNat), move |lab, dp| {
-            open(dp, &lab, c, Proto::Tcp);
-            // A flow no table knows: never scheduled for an ICMP.
-            let quoted = ip_packet(ip(c.vip), ip(c.client), &tcp(80, 40001, ACK));
-            let input = frame(
-                lab.in_mac,
-                ROUTER_MAC,
-                ip(c.crouter),
-                ip(c.vip),
-                &too_big(v6, &quoted, None),
-            );
-            let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
-            assert_eq!((v, &out), (XDP_PASS, &input), "unknown flow");
-            assert_eq!(count(dp, Reason::PassIcmpNat), 1);
-            // The known flow, quoted with only 4 bytes after its IP header: the ports but
-            // not the rest of the 8 bytes every router quotes.
-            let quoted = ip_packet(ip(c.vip), ip(c.client), &tcp(80, 40000, ACK));
-            let hl = if v6 { 40 } else { 20 };
-            let input = frame(
-                lab.in_mac,
-                ROUTER_MAC,
-                ip(c.crouter),
-                ip(c.vip),
-                &too_big(v6, &quoted, Some(hl + 4)),
-            );
-            let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
-            assert_eq!((v, &out), (XDP_PASS, &input), "truncated quote");
-            assert_eq!(count(dp, Reason::PassIcmp), 1);
-            assert_eq!(count(dp, Reason::IcmpTooBigFnat), 0);
-        });
+        with_lab(
+            "icx",
+            cfg(),
+            plan(c, Proto::Tcp, Mode::FullNat),
+            move |lab, dp| {
+                open(dp, &lab, c, Proto::Tcp);
+                // A flow no table knows: never scheduled for an ICMP.
+                let quoted = ip_packet(ip(c.vip), ip(c.client), &tcp(80, 40001, ACK));
+                let input = frame(
+                    lab.in_mac,
+                    ROUTER_MAC,
+                    ip(c.crouter),
+                    ip(c.vip),
+                    &too_big(v6, &quoted, None),
+                );
+                let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+                assert_eq!((v, &out), (XDP_PASS, &input), "unknown flow");
+                assert_eq!(count(dp, Reason::PassIcmpNat), 1);
+                // The known flow, quoted with only 4 bytes after its IP header: the ports but
+                // not the rest of the 8 bytes every router quotes.
+                let quoted = ip_packet(ip(c.vip), ip(c.client), &tcp(80, 40000, ACK));
+                let hl = if v6 { 40 } else { 20 };
+                let input = frame(
+                    lab.in_mac,
+                    ROUTER_MAC,
+                    ip(c.crouter),
+                    ip(c.vip),
+                    &too_big(v6, &quoted, Some(hl + 4)),
+                );
+                let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+                assert_eq!((v, &out), (XDP_PASS, &input), "truncated quote");
+                assert_eq!(count(dp, Reason::PassIcmp), 1);
+                assert_eq!(count(dp, Reason::IcmpTooBigFnat), 0);
+            },
+        );
     }
 }
 
@@ -362,7 +349,7 @@ fn too_big_from_the_reals_path_reaches_the_client_translated() {
         (V6, Mode::Nat),
     ] {
         let v6 = ip(c.vip).is_ipv6();
-        with_lab("icr", plan(c, Proto::Tcp, mode), move |lab, dp| {
+        with_lab("icr", cfg(), plan(c, Proto::Tcp, mode), move |lab, dp| {
             let lport = open(dp, &lab, c, Proto::Tcp);
             // A router between the load balancer and the real about the packet the load
             // balancer sent: LADDR:LPORT -> RIP:8080 (full-NAT, to the local address) or

@@ -5,7 +5,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use wirespeed_lb::datapath::AttachConfig;
+use wirespeed_lb::datapath::{stats::reason_count, AttachConfig, Reason, XdpDataPlane};
+use wirespeed_lb::model::{DataPlane, Plan};
 
 use wirespeed_lab::Netns;
 
@@ -370,4 +371,26 @@ pub fn lab(tag: &str) -> (Netns, Lab) {
 /// CPU's for every run.
 pub fn pin(cpu: usize) {
     wirespeed_sys::process::set_affinity(&[cpu]).unwrap();
+}
+
+/// The count of reason `r` in the loaded program.
+pub fn count(dp: &XdpDataPlane, r: Reason) -> u64 {
+    reason_count(dp.program(), r).unwrap()
+}
+
+/// Runs `f` inside a fresh lab namespace, pinned to CPU 0, with the program loaded.
+pub fn with_lab(
+    tag: &str,
+    cfg: AttachConfig,
+    plan: Plan,
+    f: impl FnOnce(Lab, &mut XdpDataPlane) + Send + 'static,
+) {
+    let (ns, lab) = lab(tag);
+    ns.run(move || {
+        pin(0);
+        let mut dp = XdpDataPlane::load(&cfg).unwrap();
+        dp.apply(&plan).unwrap();
+        f(lab, &mut dp);
+    })
+    .unwrap();
 }
