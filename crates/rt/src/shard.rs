@@ -182,7 +182,9 @@ impl RuntimeBuilder {
         self.poll_us = us;
         self
     }
-    /// io_uring only: register NAPI busy polling for this many microseconds.
+    /// NAPI busy polling for this many microseconds, preferred over the queue's interrupt or
+    /// thread: on the shard's epoll instance (EPIOCSPARAMS) or io_uring ring (NAPI
+    /// registration). 0 turns it off.
     pub fn napi_busy_poll_us(mut self, us: u32) -> Self {
         self.napi_busy_poll_us = us;
         self

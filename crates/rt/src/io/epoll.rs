@@ -32,17 +32,37 @@ fn data(t: Token) -> u64 {
 }
 
 impl Epoll {
-    pub(crate) fn new() -> io::Result<Epoll> {
+    /// `napi_busy_poll_us` > 0: the instance busy-polls the NAPI of its sockets' queue for
+    /// that long before it sleeps, and prefers busy polling over the queue's own
+    /// interrupt/thread (EPIOCSPARAMS, Linux 6.9); as io_uring's NAPI registration does.
+    pub(crate) fn new(napi_busy_poll_us: u32) -> io::Result<Epoll> {
         // SAFETY: epoll_create1 returns a new fd or -1.
         let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-        Ok(Epoll {
+        let ep = Epoll {
             // SAFETY: fd was just created and is owned here.
             epfd: unsafe { OwnedFd::from_raw_fd(fd) },
             slots: Vec::new(),
             free: Vec::new(),
             events: vec![libc::epoll_event { events: 0, u64: 0 }; 1024],
             doorbell: -1,
-        })
+        };
+        if napi_busy_poll_us > 0 {
+            let params = libc::epoll_params {
+                busy_poll_usecs: napi_busy_poll_us,
+                busy_poll_budget: 64,
+                prefer_busy_poll: 1,
+                __pad: 0,
+            };
+            // SAFETY: valid epoll fd; the kernel reads one epoll_params from the pointer.
+            let rc = unsafe { libc::ioctl(fd, libc::EPIOCSPARAMS, &params) };
+            if rc != 0 {
+                eprintln!(
+                    "wirespeed-rt: epoll NAPI busy polling unavailable ({}); continuing without it",
+                    io::Error::last_os_error()
+                );
+            }
+        }
+        Ok(ep)
     }
 
     fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, data: u64) -> io::Result<()> {
@@ -350,5 +370,37 @@ struct BorrowedRaw(RawFd);
 impl AsRawFd for BorrowedRaw {
     fn as_raw_fd(&self) -> RawFd {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(ep: &Epoll) -> libc::epoll_params {
+        let mut p = libc::epoll_params {
+            busy_poll_usecs: 0,
+            busy_poll_budget: 0,
+            prefer_busy_poll: 0,
+            __pad: 0,
+        };
+        // SAFETY: valid epoll fd; the kernel writes one epoll_params.
+        let rc = unsafe { libc::ioctl(ep.epfd.as_raw_fd(), libc::EPIOCGPARAMS, &mut p) };
+        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
+        p
+    }
+
+    /// Busy polling asked for reaches the epoll instance, preferred over the queue's own
+    /// interrupt or thread; without it the instance keeps the kernel's defaults.
+    #[test]
+    fn napi_busy_poll_sets_the_instance_params() {
+        let p = params(&Epoll::new(50).unwrap());
+        assert_eq!(
+            (p.busy_poll_usecs, p.busy_poll_budget, p.prefer_busy_poll),
+            (50, 64, 1)
+        );
+        let p = params(&Epoll::new(0).unwrap());
+        assert_eq!(p.busy_poll_usecs, 0);
+        assert_eq!(p.prefer_busy_poll, 0);
     }
 }

@@ -36,7 +36,7 @@ thread_local! {
 impl Reactor {
     pub(crate) fn new(kind: EngineKind, napi_busy_poll_us: u32) -> io::Result<Reactor> {
         Ok(match kind {
-            EngineKind::Epoll => Reactor::Epoll(epoll::Epoll::new()?),
+            EngineKind::Epoll => Reactor::Epoll(epoll::Epoll::new(napi_busy_poll_us)?),
             EngineKind::Uring => Reactor::Uring(uring::Uring::new(napi_busy_poll_us)?),
         })
     }

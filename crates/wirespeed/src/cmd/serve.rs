@@ -89,8 +89,9 @@ struct Common {
     /// seed's busy-poll setting.
     #[arg(long, value_name = "US", default_value_t = 0)]
     poll_us: u32,
-    /// Socket busy polling: SO_BUSY_POLL (and SO_PREFER_BUSY_POLL) with this many microseconds
-    /// on every socket; for io_uring also NAPI busy polling on the ring. 0 turns it off.
+    /// Busy polling for this many microseconds: SO_BUSY_POLL and SO_PREFER_BUSY_POLL on every
+    /// socket, and NAPI busy polling on each shard's epoll instance or io_uring ring (the
+    /// shard polls its queue's NAPI itself before it sleeps). 0 turns it off.
     #[arg(long, value_name = "US", default_value_t = 0)]
     busy_poll_us: u32,
     /// How connections are placed on shards.
