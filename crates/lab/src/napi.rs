@@ -37,15 +37,16 @@ pub fn pin(pid: u32, cpu: usize) -> crate::Result<()> {
     sh("taskset", &["-pc", &cpu.to_string(), &pid.to_string()]).map(|_| ())
 }
 
-/// Switches `dev` (in `ns`) to threaded NAPI and pins its threads to `cpus` (queue q to
-/// `cpus[q % len]`: the threads appear in queue order, which their NAPI ids keep). The caller
-/// holds the lab lock, so the threads that appear meanwhile are this device's. Returns a note
-/// of what was done, or why not.
-pub fn threaded_and_pinned(ns: &Netns, role: &str, dev: &str, cpus: &[usize]) -> String {
+/// Switches `dev` (in `ns`) to threaded NAPI and, with `cpus`, pins its threads (queue q to
+/// `cpus[q % len]`: the threads appear in queue order, which their NAPI ids keep); without,
+/// they stay on the kernel's default CPUs. The caller holds the lab lock, so the threads that
+/// appear meanwhile are this device's. Returns a note of what was done, or why not, and the
+/// threads' pids.
+pub fn threaded(ns: &Netns, role: &str, dev: &str, cpus: Option<&[usize]>) -> (String, Vec<u32>) {
     let before: Vec<u32> = napi_threads().into_iter().map(|t| t.pid).collect();
     let path = format!("/sys/class/net/{dev}/threaded");
     if let Err(e) = ns.exec("sh", &["-c", &format!("echo 1 > {path}")]) {
-        return format!("{role}:{path}: not applied ({e})");
+        return (format!("{role}:{path}: not applied ({e})"), vec![]);
     }
     let mut mine: Vec<NapiThread> = napi_threads()
         .into_iter()
@@ -53,18 +54,27 @@ pub fn threaded_and_pinned(ns: &Netns, role: &str, dev: &str, cpus: &[usize]) ->
         .collect();
     mine.sort_by_key(|t| t.id);
     if mine.is_empty() {
-        return format!("{role}:{path}=1, but no NAPI thread appeared (is GRO on?)");
+        return (
+            format!("{role}:{path}=1, but no NAPI thread appeared (is GRO on?)"),
+            vec![],
+        );
     }
-    let pinned: Vec<String> = mine
+    let placed: Vec<String> = mine
         .iter()
         .enumerate()
-        .map(|(q, t)| {
-            let cpu = cpus[q % cpus.len()];
-            match pin(t.pid, cpu) {
-                Ok(()) => format!("napi {} (pid {}) on CPU {cpu}", t.id, t.pid),
-                Err(e) => format!("napi {} (pid {}): not pinned ({e})", t.id, t.pid),
+        .map(|(q, t)| match cpus {
+            None => format!("napi {} (pid {}) on the default CPUs", t.id, t.pid),
+            Some(cpus) => {
+                let cpu = cpus[q % cpus.len()];
+                match pin(t.pid, cpu) {
+                    Ok(()) => format!("napi {} (pid {}) on CPU {cpu}", t.id, t.pid),
+                    Err(e) => format!("napi {} (pid {}): not pinned ({e})", t.id, t.pid),
+                }
             }
         })
         .collect();
-    format!("{role}:{path}=1: {}", pinned.join(", "))
+    (
+        format!("{role}:{path}=1: {}", placed.join(", ")),
+        mine.iter().map(|t| t.pid).collect(),
+    )
 }

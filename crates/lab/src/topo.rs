@@ -1,4 +1,4 @@
-//! Named lab topologies (`pair`, `line`, `lb`) and tuning profiles (`default`, `tuned`).
+//! Named lab topologies (`pair`, `line`, `lb`) and tuning profiles (`default`, `nic`, `tuned`).
 //!
 //! A lab called NAME owns the namespaces `ws-NAME-ROLE`. Each link is a veth pair with one
 //! /24 from 198.18.0.0/15 and one /64 from fd00::/8; a forwarding node (the `line` DUT, the
@@ -52,6 +52,11 @@ impl Topology {
 pub enum Profile {
     /// Changes nothing beyond links and addresses.
     Default,
+    /// An untuned NIC as the receive model stands it in: with `napi`, each veth queue gets
+    /// the NAPI a NIC queue has (GRO on, TSO off, threaded) on the kernel's default CPUs, as
+    /// a NIC's interrupt lands wherever its default affinity puts it; nothing is pinned,
+    /// deferred or busy-polled. With `rps` or `sender` it is `default`.
+    Nic,
     /// GRO + NAPI deferral, RPS/XPS to each node's CPUs, busy polling (host-wide, restored).
     Tuned,
 }
@@ -60,9 +65,10 @@ impl Profile {
     pub fn parse(s: &str) -> Result<Profile> {
         match s {
             "default" => Ok(Profile::Default),
+            "nic" => Ok(Profile::Nic),
             "tuned" => Ok(Profile::Tuned),
             _ => Err(Error::Invalid(format!(
-                "unknown profile `{s}` (default, tuned)"
+                "unknown profile `{s}` (default, nic, tuned)"
             ))),
         }
     }
@@ -70,6 +76,7 @@ impl Profile {
     pub fn name(self) -> &'static str {
         match self {
             Profile::Default => "default",
+            Profile::Nic => "nic",
             Profile::Tuned => "tuned",
         }
     }
@@ -130,7 +137,10 @@ pub struct LabSpec {
     pub cpus: BTreeMap<String, Vec<usize>>,
     /// net.core.busy_poll and busy_read in the tuned profile (µs).
     pub busy_poll_us: u32,
-    /// The tuned profile's NAPI gro_flush_timeout (ns) and napi_defer_hard_irqs.
+    /// The tuned profile's NAPI gro_flush_timeout (ns) and napi_defer_hard_irqs; 0 leaves the
+    /// kernel's default (no deferral). Off by default: on a veth queue a deferred NAPI waits
+    /// for its timer instead of the sender's notification, and the tuned HTTP row served at
+    /// about half the rate for twice the CPU per request (docs/INSTRUMENTS.md).
     pub gro_flush_timeout_ns: u64,
     pub napi_defer_hard_irqs: u32,
     /// Where the tuned profile runs each node's receive.
@@ -148,8 +158,8 @@ impl LabSpec {
             backends: 2,
             cpus: BTreeMap::new(),
             busy_poll_us: 50,
-            gro_flush_timeout_ns: 20_000,
-            napi_defer_hard_irqs: 2,
+            gro_flush_timeout_ns: 0,
+            napi_defer_hard_irqs: 0,
             rx_model: RxModel::Napi,
         }
     }
@@ -287,6 +297,20 @@ pub struct Lab {
     kept: bool,
     /// What the profile did and what it could not do on this kernel.
     pub tuning: Vec<String>,
+    /// Role -> the pids of its interfaces' NAPI threads (threaded NAPI only): the node's
+    /// receive work, which a probe charges to the node as a NIC host's CPU would pay it.
+    napi_threads: BTreeMap<String, Vec<u32>>,
+}
+
+/// A veth hands a TSO-capable sender's TCP skb to its peer's backlog on the sender's CPU,
+/// never to the peer's NAPI (only skbs a veth could not have aggregated anyway take that path).
+/// A NIC segments in hardware and its receiver's queue takes every frame; so the sending side
+/// segments (GSO, in software) and every frame meets the receiving queue's NAPI.
+fn tso_off(ns: &Netns, role: &str, dev: &str) -> String {
+    match ns.exec("ethtool", &["-K", dev, "tso", "off"]) {
+        Ok(_) => format!("{role}:{dev} tso off (gso on)"),
+        Err(e) => format!("{role}:{dev} tso: not turned off ({e}); TCP stays on the sender's CPU"),
+    }
 }
 
 pub fn validate_name(name: &str) -> Result<()> {
@@ -344,6 +368,7 @@ impl Lab {
             namespaces: vec![],
             kept: false,
             tuning: vec![],
+            napi_threads: BTreeMap::new(),
         };
         let built = (|| -> Result<()> {
             for n in &record.nodes {
@@ -414,8 +439,10 @@ impl Lab {
                 let l = state::lock()?;
                 state::save_lab(&l, &lab.record)?;
             }
-            if spec.profile == Profile::Tuned {
-                lab.tune(spec)?;
+            match spec.profile {
+                Profile::Tuned => lab.tune(spec)?,
+                Profile::Nic if spec.rx_model == RxModel::Napi => lab.untuned_nic()?,
+                Profile::Nic | Profile::Default => {}
             }
             Ok(())
         })();
@@ -442,16 +469,19 @@ impl Lab {
                     Ok(_) => notes.push(format!("{}:{dev} gro on", node.role)),
                     Err(e) => notes.push(format!("{}:{dev} gro: not applied ({e})", node.role)),
                 }
-                let mut writes = vec![
-                    (
+                let mut writes = vec![];
+                if spec.napi_defer_hard_irqs > 0 {
+                    writes.push((
                         format!("/sys/class/net/{dev}/gro_flush_timeout"),
                         spec.gro_flush_timeout_ns.to_string(),
-                    ),
-                    (
+                    ));
+                    writes.push((
                         format!("/sys/class/net/{dev}/napi_defer_hard_irqs"),
                         spec.napi_defer_hard_irqs.to_string(),
-                    ),
-                ];
+                    ));
+                } else {
+                    notes.push(format!("{}:{dev} NAPI deferral off", node.role));
+                }
                 for q in 0..spec.queues.max(1) {
                     if spec.rx_model == RxModel::Rps {
                         writes.push((
@@ -476,21 +506,13 @@ impl Lab {
                     }
                 }
                 if spec.rx_model == RxModel::Napi {
-                    // A veth hands a TSO-capable sender's TCP skb to its peer's backlog on
-                    // the sender's CPU, never to the peer's NAPI (only skbs a veth could not
-                    // have aggregated anyway take that path). A NIC segments in hardware and
-                    // its receiver's queue takes every frame; so the sending side segments
-                    // (GSO, in software) and every frame meets the receiving queue's NAPI.
-                    match ns.exec("ethtool", &["-K", dev, "tso", "off"]) {
-                        Ok(_) => notes.push(format!("{}:{dev} tso off (gso on)", node.role)),
-                        Err(e) => notes.push(format!(
-                            "{}:{dev} tso: not turned off ({e}); TCP stays on the sender's CPU",
-                            node.role
-                        )),
-                    }
-                    notes.push(crate::napi::threaded_and_pinned(
-                        ns, &node.role, dev, &node.cpus,
-                    ));
+                    notes.push(tso_off(ns, &node.role, dev));
+                    let (note, pids) = crate::napi::threaded(ns, &node.role, dev, Some(&node.cpus));
+                    notes.push(note);
+                    self.napi_threads
+                        .entry(node.role.clone())
+                        .or_default()
+                        .extend(pids);
                 }
             }
             // A packet socket (tcpdump, a leftover capture) puts every skb through a tap.
@@ -505,6 +527,35 @@ impl Lab {
         }
         self.tuning = notes;
         Ok(())
+    }
+
+    /// The `nic` profile with the `napi` model: every queue gets a NAPI thread, none pinned.
+    fn untuned_nic(&mut self) -> Result<()> {
+        let mut notes = vec!["receive model: napi, untuned (threads on the default CPUs)".into()];
+        let _l = state::lock()?;
+        for (node, ns) in self.record.nodes.iter().zip(&self.namespaces) {
+            for ifc in &node.ifaces {
+                let dev = &ifc.name;
+                match ns.exec("ethtool", &["-K", dev, "gro", "on"]) {
+                    Ok(_) => notes.push(format!("{}:{dev} gro on", node.role)),
+                    Err(e) => notes.push(format!("{}:{dev} gro: not applied ({e})", node.role)),
+                }
+                notes.push(tso_off(ns, &node.role, dev));
+                let (note, pids) = crate::napi::threaded(ns, &node.role, dev, None);
+                notes.push(note);
+                self.napi_threads
+                    .entry(node.role.clone())
+                    .or_default()
+                    .extend(pids);
+            }
+        }
+        self.tuning = notes;
+        Ok(())
+    }
+
+    /// The pids of `role`'s NAPI threads (empty unless the profile made NAPI threaded).
+    pub fn napi_threads(&self, role: &str) -> &[u32] {
+        self.napi_threads.get(role).map_or(&[], Vec::as_slice)
     }
 
     pub fn name(&self) -> &str {

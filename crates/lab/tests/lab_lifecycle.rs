@@ -117,6 +117,81 @@ fn every_topology_comes_up_routes_and_goes_away() {
     }
 }
 
+/// The `nic` profile (an untuned NIC): every queue's NAPI polls in a thread of its own that
+/// stays on the kernel's default CPUs, TSO is off so TCP meets that NAPI, and nothing
+/// host-wide changes. The threads' pids are what a probe charges to the node.
+#[test]
+fn the_nic_profile_gives_each_queue_an_unpinned_napi_thread() {
+    require_root();
+    let before = host_values();
+    let n = name("n");
+    let mut spec = LabSpec::new(&n, Topology::Pair);
+    spec.queues = 2;
+    spec.profile = Profile::Nic;
+    let default_cpus = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Cpus_allowed_list:")
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap();
+    {
+        let lab = Lab::up(&spec).unwrap();
+        assert_eq!(
+            host_values(),
+            before,
+            "the nic profile changes no host value"
+        );
+        for role in ["c", "s"] {
+            let ns = lab.ns(role).unwrap();
+            let threaded = ns.exec("cat", &["/sys/class/net/eth0/threaded"]).unwrap();
+            assert_eq!(threaded.trim(), "1", "{role}: {:?}", lab.tuning);
+            let features = ns.exec("ethtool", &["-k", "eth0"]).unwrap();
+            assert!(
+                features.contains("tcp-segmentation-offload: off"),
+                "{role}: {features}"
+            );
+            let pids = lab.napi_threads(role);
+            assert_eq!(
+                pids.len(),
+                2,
+                "{role}: one thread per queue: {:?}",
+                lab.tuning
+            );
+            for pid in pids {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+                assert!(
+                    comm.starts_with("napi/eth0-"),
+                    "{role}: pid {pid} is {comm}"
+                );
+                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+                let allowed = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                    .unwrap()
+                    .trim();
+                assert_eq!(allowed, default_cpus, "{role}: pid {pid} was pinned");
+            }
+        }
+        let dst = lab.node("s").unwrap().addr4().unwrap().to_string();
+        lab.ns("c")
+            .unwrap()
+            .exec("ping", &["-c1", "-W2", &dst])
+            .unwrap();
+        lab.down().unwrap();
+    }
+    let mut plain = LabSpec::new(&name("p"), Topology::Pair);
+    plain.profile = Profile::Default;
+    let lab = Lab::up(&plain).unwrap();
+    assert!(
+        lab.napi_threads("s").is_empty(),
+        "the default profile threads nothing"
+    );
+    lab.down().unwrap();
+    assert!(lab_namespaces(&n).is_empty());
+}
+
 #[test]
 fn dropping_a_lab_restores_too() {
     require_root();

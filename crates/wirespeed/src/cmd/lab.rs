@@ -46,11 +46,12 @@ struct UpArgs {
     /// rx/tx queues per veth end.
     #[arg(long, default_value_t = 1)]
     queues: u32,
-    /// default (changes nothing) or tuned (GRO, NAPI deferral, threaded NAPI pinned to each
-    /// node's CPU, XPS, busy poll).
+    /// default (changes nothing), nic (an untuned NIC: with --rx-model napi, GRO on, TSO off,
+    /// threaded NAPI on the default CPUs) or tuned (GRO, NAPI deferral, threaded NAPI pinned
+    /// to each node's CPU, XPS, busy poll).
     #[arg(long, default_value = "default")]
     profile: String,
-    /// Tuned profile: where each node's receive runs. napi (each queue's NAPI in a thread
+    /// Tuned and nic profiles: where each node's receive runs. napi (each queue's NAPI in a thread
     /// pinned to the node's CPU, as IRQ affinity pins a NIC queue), rps (RPS hand-over by
     /// IPI), sender (the veth default: on the sending CPU).
     #[arg(long, default_value = "napi")]
