@@ -183,6 +183,7 @@ fn probe_child(mut c: Child) -> (probe::ProbeReport, Vec<f64>) {
         pid: c.pid,
         cpus: Some(vec![0]),
         bpf: true,
+        receive_threads: vec![],
     };
     let dir = c.dir.clone();
     let mut own = vec![];

@@ -1,7 +1,8 @@
 //! Probes on a running server process, over a measured interval:
 //!
 //! - CPU time: the process's user+sys from `/proc/PID/stat` plus softirq time on its CPUs
-//!   from `/proc/stat` (the CPUs of its affinity mask unless given);
+//!   from `/proc/stat` (the CPUs of its affinity mask unless given), plus the user+sys time of
+//!   the threads that do its receive work where that is threaded (NAPI threads);
 //! - context switches: voluntary and involuntary, summed over `/proc/PID/task/*/status`;
 //! - syscalls by name and packet locality: BPF (see `bpf/probe.bpf.c` for the definitions).
 //!
@@ -25,6 +26,10 @@ pub struct ProbeOpts {
     pub cpus: Option<Vec<usize>>,
     /// Load the BPF probes (syscalls, locality). Without them only /proc figures are reported.
     pub bpf: bool,
+    /// Threads that do the process's receive work (its interfaces' NAPI threads, when NAPI
+    /// is threaded): their CPU time is the server's wherever they run, as a NIC host pays
+    /// its own interrupts and softirqs.
+    pub receive_threads: Vec<u32>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -40,7 +45,10 @@ pub struct CpuFigures {
     /// softirq_s times the CPUs' idle-of-server share).
     pub softirq_charged_s: f64,
     pub irq_time_accounting: bool,
-    /// user + sys + softirq_charged
+    /// User + sys time of `ProbeOpts::receive_threads`.
+    #[serde(default)]
+    pub receive_threads_s: f64,
+    /// user + sys + softirq_charged + receive_threads
     pub total_s: f64,
     /// total_s / duration_s, in percent of one CPU
     pub pct: f64,
@@ -117,6 +125,7 @@ pub fn measure(opts: &ProbeOpts, during: impl FnOnce() -> Option<u64>) -> Result
 pub struct Probe {
     pid: i32,
     cpus: Vec<usize>,
+    receive_threads: Vec<u32>,
     session: Option<Result<bpf::Session>>,
     start: Option<(procfs::ProcSnapshot, Option<bpf::BpfCounts>, Instant)>,
 }
@@ -135,6 +144,7 @@ impl Probe {
         Ok(Probe {
             pid: opts.pid,
             cpus,
+            receive_threads: opts.receive_threads.clone(),
             session,
             start: None,
         })
@@ -145,7 +155,7 @@ impl Probe {
             Some(Ok(s)) => Some(s.counts()?),
             _ => None,
         };
-        let p0 = procfs::ProcSnapshot::take(self.pid, &self.cpus)?;
+        let p0 = procfs::ProcSnapshot::take(self.pid, &self.cpus, &self.receive_threads)?;
         self.start = Some((p0, b0, Instant::now()));
         Ok(())
     }
@@ -155,7 +165,7 @@ impl Probe {
             return Err(crate::Error::Invalid("probe ended before it began".into()));
         };
         let elapsed = t0.elapsed();
-        let p1 = procfs::ProcSnapshot::take(self.pid, &self.cpus)?;
+        let p1 = procfs::ProcSnapshot::take(self.pid, &self.cpus, &self.receive_threads)?;
         let mut report = report_from(self.pid, &self.cpus, &p0, &p1, elapsed, None);
         match self.session {
             Some(Ok(s)) => {
@@ -203,7 +213,7 @@ fn report_from(
         let own_share = ((d.user_s + d.sys_s) / (secs * cpus.len().max(1) as f64)).clamp(0.0, 1.0);
         d.softirq_s * (1.0 - own_share)
     };
-    let total = d.user_s + d.sys_s + softirq_charged_s;
+    let total = d.user_s + d.sys_s + softirq_charged_s + d.receive_threads_s;
     let vol = d.voluntary;
     let invol = d.involuntary;
     ProbeReport {
@@ -217,6 +227,7 @@ fn report_from(
             softirq_cpus: cpus.to_vec(),
             softirq_charged_s,
             irq_time_accounting,
+            receive_threads_s: d.receive_threads_s,
             total_s: total,
             pct: 100.0 * total / secs,
             us_per_req: requests.filter(|&r| r > 0).map(|r| total * 1e6 / r as f64),
@@ -260,6 +271,13 @@ impl ProbeReport {
             "  CPU: user {:.3}s sys {:.3}s softirq {:.3}s on CPUs {:?} ({:.3}s charged) = {:.1}% of one CPU",
             c.user_s, c.sys_s, c.softirq_s, c.softirq_cpus, c.softirq_charged_s, c.pct
         );
+        if c.receive_threads_s > 0.0 {
+            let _ = writeln!(
+                s,
+                "  of which receive (NAPI) threads: {:.3}s",
+                c.receive_threads_s
+            );
+        }
         if let (Some(r), Some(us)) = (self.requests, c.us_per_req) {
             let _ = writeln!(s, "  {r} requests: {us:.2} CPU-us/request");
         }

@@ -9,6 +9,7 @@ pub struct ProcSnapshot {
     user_ticks: u64,
     sys_ticks: u64,
     softirq_ticks: u64,
+    receive_thread_ticks: u64,
     voluntary: u64,
     involuntary: u64,
 }
@@ -18,6 +19,7 @@ pub struct ProcDelta {
     pub user_s: f64,
     pub sys_s: f64,
     pub softirq_s: f64,
+    pub receive_threads_s: f64,
     pub voluntary: u64,
     pub involuntary: u64,
 }
@@ -71,11 +73,18 @@ pub fn parse_ctxt(status: &str) -> (u64, u64) {
 }
 
 impl ProcSnapshot {
-    pub fn take(pid: i32, cpus: &[usize]) -> Result<ProcSnapshot> {
+    /// `receive_threads`: pids whose user+sys time is counted apart (a thread that has gone
+    /// counts nothing).
+    pub fn take(pid: i32, cpus: &[usize], receive_threads: &[u32]) -> Result<ProcSnapshot> {
         let stat = read(&format!("/proc/{pid}/stat"))?;
         let (user_ticks, sys_ticks) = parse_stat_times(&stat)
             .ok_or_else(|| Error::Invalid(format!("cannot parse /proc/{pid}/stat")))?;
         let softirq_ticks = parse_softirq(&read("/proc/stat")?, cpus);
+        let receive_thread_ticks = receive_threads
+            .iter()
+            .filter_map(|t| parse_stat_times(&fs::read_to_string(format!("/proc/{t}/stat")).ok()?))
+            .map(|(u, s)| u + s)
+            .sum();
         let (mut voluntary, mut involuntary) = (0, 0);
         let dir = format!("/proc/{pid}/task");
         for e in fs::read_dir(&dir)
@@ -96,6 +105,7 @@ impl ProcSnapshot {
             user_ticks,
             sys_ticks,
             softirq_ticks,
+            receive_thread_ticks,
             voluntary,
             involuntary,
         })
@@ -107,6 +117,10 @@ impl ProcSnapshot {
             user_s: self.user_ticks.saturating_sub(earlier.user_ticks) as f64 / hz,
             sys_s: self.sys_ticks.saturating_sub(earlier.sys_ticks) as f64 / hz,
             softirq_s: self.softirq_ticks.saturating_sub(earlier.softirq_ticks) as f64 / hz,
+            receive_threads_s: self
+                .receive_thread_ticks
+                .saturating_sub(earlier.receive_thread_ticks) as f64
+                / hz,
             voluntary: self.voluntary.saturating_sub(earlier.voluntary),
             involuntary: self.involuntary.saturating_sub(earlier.involuntary),
         }
@@ -154,14 +168,56 @@ mod tests {
     #[test]
     fn own_process_snapshot() {
         let pid = std::process::id() as i32;
-        let a = ProcSnapshot::take(pid, &[0]).unwrap();
+        let a = ProcSnapshot::take(pid, &[0], &[]).unwrap();
         let t = std::time::Instant::now();
         while t.elapsed() < std::time::Duration::from_millis(100) {
             std::hint::black_box(0);
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
-        let d = ProcSnapshot::take(pid, &[0]).unwrap().since(&a);
+        let d = ProcSnapshot::take(pid, &[0], &[]).unwrap().since(&a);
         assert!(d.user_s + d.sys_s > 0.0);
         assert!(d.voluntary >= 1);
+        assert_eq!(d.receive_threads_s, 0.0);
+    }
+
+    /// A receive thread's CPU time is counted apart, by its pid; a pid that is gone counts 0.
+    #[test]
+    fn receive_threads_are_counted_by_pid() {
+        let pid = std::process::id() as i32;
+        let (to_main, from_spinner) = std::sync::mpsc::channel();
+        let (to_spinner, from_main) = std::sync::mpsc::channel::<()>();
+        let own_stat = || fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let spinner = std::thread::spawn(move || {
+            let tid: u32 = own_stat().split(' ').next().unwrap().parse().unwrap();
+            to_main.send(tid).unwrap();
+            from_main.recv().unwrap();
+            // Spin until this thread has used 100 ms of CPU by its own account.
+            let t0 = parse_stat_times(&own_stat()).map(|(u, s)| u + s).unwrap();
+            let want = (0.1 * clk_tck()) as u64;
+            while parse_stat_times(&own_stat()).map(|(u, s)| u + s).unwrap() - t0 < want {
+                for _ in 0..100_000 {
+                    std::hint::black_box(0);
+                }
+            }
+            to_main.send(0).unwrap();
+            // Stay alive until the main thread has taken its second snapshot.
+            let _ = from_main.recv();
+        });
+        let tid = from_spinner.recv().unwrap();
+        let gone = u32::MAX;
+        let a = ProcSnapshot::take(pid, &[0], &[tid, gone]).unwrap();
+        to_spinner.send(()).unwrap();
+        from_spinner.recv().unwrap();
+        let d = ProcSnapshot::take(pid, &[0], &[tid, gone])
+            .unwrap()
+            .since(&a);
+        drop(to_spinner);
+        spinner.join().unwrap();
+        assert!(d.receive_threads_s >= 0.1, "{d:?}");
+        // The process's own time includes its threads' (read a moment apart: a tick's slack).
+        assert!(
+            d.user_s + d.sys_s + 2.0 / clk_tck() >= d.receive_threads_s,
+            "{d:?}"
+        );
     }
 }

@@ -37,6 +37,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         pid: a.pid,
         cpus: a.cpus.as_deref().map(cpu::parse_cpu_list).transpose()?,
         bpf: !a.no_bpf,
+        receive_threads: vec![],
     };
     let requests = a.requests;
     let d = a.duration;

@@ -86,10 +86,11 @@ pub struct Args {
     /// Skip the BPF probes (no syscall or locality figures).
     #[arg(long)]
     no_bpf: bool,
-    /// How the tuned rows' lab stands in for a NIC's receive queues: `napi` (each veth
-    /// queue's NAPI polls in a thread pinned to its side's CPU, as IRQ affinity pins a NIC
-    /// queue), `rps` (the sender's softirq hands each packet over by IPI), `sender` (the veth
-    /// default: the receive runs on the sending CPU). docs/INSTRUMENTS.md compares them.
+    /// How the lab stands in for a NIC's receive queues: `napi` (each veth queue's NAPI polls
+    /// in a thread, on the default CPUs in the untuned rows 1 and 7 and pinned to its side's
+    /// CPU in the tuned rows, as IRQ affinity pins a NIC queue), `rps` (tuned rows: the
+    /// sender's softirq hands each packet over by IPI), `sender` (the veth default: the
+    /// receive runs on the sending CPU). docs/INSTRUMENTS.md compares them.
     #[arg(long, default_value = "napi", value_parser = rx_model)]
     rx_model: RxModel,
     /// Measure nothing: rewrite the table, Markdown and charts from an earlier showdown.json.
@@ -405,6 +406,10 @@ fn spawn_until_listening(
     Ok(server)
 }
 
+/// How long each row and round is traced with the BPF probes, after its measured interval.
+const TRACED_INTERVAL: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Copy)]
 struct Plan {
     connections: usize,
     rx_model: RxModel,
@@ -454,12 +459,30 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
     )?;
 
     let addr = serve_addr(spec, &lab)?;
-    let mut probe = LocalProbe(Some(Probe::prepare(&ProbeOpts {
+    let client_ns = Some(format!("ws-{LAB}-c"));
+    let probe_opts = |bpf| ProbeOpts {
         pid: server.pid(),
         cpus: Some(vec![SERVER_CPU]),
-        bpf: plan.bpf,
-    })?));
-    let figures = drive(spec, plan, addr, Some(format!("ws-{LAB}-c")), &mut probe)?;
+        bpf,
+        receive_threads: lab.napi_threads("s").to_vec(),
+    };
+    // The BPF probes run a program on every syscall and received packet of the machine:
+    // about 3 µs per request on the syscall-bound rows (docs/INSTRUMENTS.md). So the
+    // figures come from an untraced interval, and the syscall and locality figures from a
+    // short traced one after it, on the same server.
+    let mut probe = LocalProbe(Some(Probe::prepare(&probe_opts(false))?));
+    let mut figures = drive(spec, plan, addr, client_ns.clone(), &mut probe)?;
+    if plan.bpf {
+        let traced_plan = Plan {
+            warmup: Duration::from_millis(200),
+            duration: TRACED_INTERVAL,
+            ..*plan
+        };
+        let mut traced = LocalProbe(Some(Probe::prepare(&probe_opts(true))?));
+        let t = drive(spec, &traced_plan, addr, client_ns, &mut traced)?;
+        figures.syscalls_per_req = t.syscalls_per_req;
+        figures.locality_pct = t.locality_pct;
+    }
     drop(server);
     lab.down()?;
     Ok(RoundRun {

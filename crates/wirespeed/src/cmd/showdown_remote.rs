@@ -326,6 +326,8 @@ impl Host {
             pid: server.pid(),
             cpus: Some(vec![SERVER_CPU]),
             bpf,
+            // A NIC's NAPI polls in softirq, which the probe counts on the server's CPU.
+            receive_threads: vec![],
         })?;
         Ok((
             RowOnHost {

@@ -102,9 +102,12 @@ pub(super) fn ladder() -> Vec<RowSpec> {
         locality,
     };
     vec![
+        // Row 1 is an untuned NIC, not the veth default: a veth's default receive runs inside
+        // the sender's syscall, on the sender's CPU and at the sender's expense, which no NIC
+        // does (docs/INSTRUMENTS.md, receive models).
         http(
             "untuned kernel",
-            Profile::Default,
+            Profile::Nic,
             ws("epoll", 0, 0, "none"),
             Some(seed::HTTP_UNTUNED),
         ),
@@ -136,15 +139,14 @@ pub(super) fn ladder() -> Vec<RowSpec> {
         http("nginx (1 worker)", Profile::Tuned, Server::Nginx, None),
         http(
             "bypass: our stack on AF_XDP",
-            Profile::Default,
+            Profile::Nic,
             Server::WirespeedXdp { app: "http" },
             Some(seed::HTTP_BYPASS),
         ),
-        // The bypass rows run on the default profile: the tuned profile's knobs (RPS/XPS,
-        // GRO, NAPI deferral, busy_read) act on the kernel's receive path, which frames that
-        // XDP takes away never reach, and on veth they cost more than they save (row 2 vs
-        // row 1). So row 7 is compared with row 1, the same lab untuned, and the echo pairs
-        // run on that lab too.
+        // The bypass rows run untuned: the tuned profile's knobs (XPS, NAPI deferral,
+        // busy_read) act on the kernel's receive path, which frames that XDP takes away never
+        // reach. So row 7 is compared with row 1, the same untuned NIC, and the echo pairs
+        // run untuned too (on the veth default, as Photon's pairs ran on one setup).
         // Photon's echo table: the busy-polled kernel server against the bypass stack, each
         // pair compared with its own kernel row.
         RowSpec {
