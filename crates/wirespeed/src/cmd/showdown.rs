@@ -93,6 +93,13 @@ pub struct Args {
     /// receive runs on the sending CPU). docs/INSTRUMENTS.md compares them.
     #[arg(long, default_value = "napi", value_parser = rx_model)]
     rx_model: RxModel,
+    /// Tuned rows: NAPI deferral, napi_defer_hard_irqs on every lab veth (0, the default,
+    /// leaves it off; docs/INSTRUMENTS.md has the measurement).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    napi_defer_hard_irqs: u32,
+    /// Tuned rows with --napi-defer-hard-irqs: the NAPI's gro_flush_timeout in ns.
+    #[arg(long, value_name = "NS", default_value_t = 20_000)]
+    gro_flush_timeout_ns: u64,
     /// Measure nothing: rewrite the table, Markdown and charts from an earlier showdown.json.
     #[arg(long, value_name = "JSON")]
     render: Option<PathBuf>,
@@ -413,6 +420,8 @@ const TRACED_INTERVAL: Duration = Duration::from_secs(1);
 struct Plan {
     connections: usize,
     rx_model: RxModel,
+    napi_defer_hard_irqs: u32,
+    gro_flush_timeout_ns: u64,
     warmup: Duration,
     duration: Duration,
     bpf: bool,
@@ -440,6 +449,8 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
     let mut ls = LabSpec::new(LAB, Topology::Pair);
     ls.profile = spec.profile;
     ls.rx_model = plan.rx_model;
+    ls.napi_defer_hard_irqs = plan.napi_defer_hard_irqs;
+    ls.gro_flush_timeout_ns = plan.gro_flush_timeout_ns;
     ls.cpus.insert("c".into(), vec![CLIENT_CPU]);
     ls.cpus.insert("s".into(), vec![SERVER_CPU]);
     let lab = Lab::up(&ls).context("lab up")?;
@@ -700,6 +711,8 @@ fn measure(
     let plan = Plan {
         connections: a.connections,
         rx_model: a.rx_model,
+        napi_defer_hard_irqs: a.napi_defer_hard_irqs,
+        gro_flush_timeout_ns: a.gro_flush_timeout_ns,
         warmup: a
             .warmup
             .unwrap_or(Duration::from_millis(if a.quick { 500 } else { 1000 })),

@@ -26,6 +26,7 @@ use anyhow::{bail, Context};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use wirespeed_bench::probe::{Probe, ProbeOpts, ProbeReport};
+use wirespeed_lab::napi;
 use wirespeed_lab::topo::{LabSpec, Profile, Topology};
 
 use super::rows::{ladder, RowSpec, Server};
@@ -112,14 +113,44 @@ fn iface_of(ip: IpAddr) -> anyhow::Result<String> {
 
 /// The tuned profile's settings applied to a real interface (the values the lab's tuned
 /// profile uses), each old value recorded and written back on drop.
+///
+/// The lab's `napi` receive model stands in for what is done here to a NIC: its queues'
+/// interrupts go to the server's CPU (IRQ affinity), so each queue's softirq runs where the
+/// server does. An interface without interrupts of its own (a veth, in the two-namespace
+/// test) gets what the lab gives it: threaded NAPI pinned to the server's CPU, TSO off.
 struct HostTuning {
     notes: Vec<String>,
     undo: Vec<(PathBuf, String)>,
-    gro_was_off: Option<String>,
+    /// ethtool features to set back on drop: (interface, feature, state).
+    ethtool_undo: Vec<(String, &'static str, &'static str)>,
+    /// The NAPI threads this made (virtual interfaces only): the server's receive work.
+    napi_threads: Vec<u32>,
 }
 
 fn cpu_mask(cpus: &[usize]) -> String {
     format!("{:x}", cpus.iter().fold(0u64, |m, &c| m | 1 << (c % 64)))
+}
+
+/// The interrupts of `iface`'s device (MSI/MSI-X vectors), ascending; empty for a virtual one.
+fn device_irqs(iface: &str) -> Vec<u32> {
+    let dir = Path::new("/sys/class/net")
+        .join(iface)
+        .join("device/msi_irqs");
+    let mut irqs: Vec<u32> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    irqs.sort_unstable();
+    irqs
+}
+
+fn ethtool_feature_is(iface: &str, feature: &str, state: &str) -> bool {
+    Command::new("ethtool")
+        .args(["-k", iface])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&format!("{feature}: {state}")))
 }
 
 impl HostTuning {
@@ -128,37 +159,45 @@ impl HostTuning {
         let mut t = HostTuning {
             notes: vec![],
             undo: vec![],
-            gro_was_off: None,
+            ethtool_undo: vec![],
+            napi_threads: vec![],
         };
-        let features = Command::new("ethtool").args(["-k", iface]).output();
-        let gro_off = features.is_ok_and(|o| {
-            String::from_utf8_lossy(&o.stdout).contains("generic-receive-offload: off")
-        });
-        match Command::new("ethtool")
-            .args(["-K", iface, "gro", "on"])
-            .status()
-        {
-            Ok(st) if st.success() => {
-                t.notes.push(format!("{iface} gro on"));
-                if gro_off {
-                    t.gro_was_off = Some(iface.to_string());
-                }
-            }
-            other => t
-                .notes
-                .push(format!("{iface} gro: not applied ({other:?})")),
-        }
+        t.ethtool(iface, "gro", "generic-receive-offload", "on", "off");
         let dev = Path::new("/sys/class/net").join(iface);
-        let mut writes = vec![
-            (
+        let mut writes = vec![];
+        if lab.napi_defer_hard_irqs > 0 {
+            writes.push((
                 dev.join("gro_flush_timeout"),
                 lab.gro_flush_timeout_ns.to_string(),
-            ),
-            (
+            ));
+            writes.push((
                 dev.join("napi_defer_hard_irqs"),
                 lab.napi_defer_hard_irqs.to_string(),
-            ),
-        ];
+            ));
+        }
+        let irqs = device_irqs(iface);
+        if irqs.is_empty() {
+            // No interrupts to steer: the lab's model, NAPI in threads pinned like an IRQ.
+            t.ethtool(iface, "tso", "tcp-segmentation-offload", "off", "on");
+            writes.push((dev.join("threaded"), "1".into()));
+        } else {
+            for (i, irq) in irqs.iter().enumerate() {
+                writes.push((
+                    PathBuf::from(format!("/proc/irq/{irq}/smp_affinity_list")),
+                    cpus[i % cpus.len().max(1)].to_string(),
+                ));
+            }
+            if Command::new("pidof")
+                .arg("irqbalance")
+                .output()
+                .is_ok_and(|o| o.status.success())
+            {
+                t.notes.push(
+                    "irqbalance is running and may move the interrupts back: stop it for the run"
+                        .into(),
+                );
+            }
+        }
         let mut queues: Vec<String> = std::fs::read_dir(dev.join("queues"))
             .map(|d| {
                 d.filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
@@ -167,9 +206,7 @@ impl HostTuning {
             .unwrap_or_default();
         queues.sort();
         for q in queues {
-            if q.starts_with("rx-") {
-                writes.push((dev.join("queues").join(&q).join("rps_cpus"), cpu_mask(cpus)));
-            } else if let Some(n) = q.strip_prefix("tx-").and_then(|n| n.parse::<usize>().ok()) {
+            if let Some(n) = q.strip_prefix("tx-").and_then(|n| n.parse::<usize>().ok()) {
                 let cpu = cpus[n % cpus.len().max(1)];
                 writes.push((
                     dev.join("queues").join(&q).join("xps_cpus"),
@@ -183,6 +220,7 @@ impl HostTuning {
                 lab.busy_poll_us.to_string(),
             ));
         }
+        let napi_before: Vec<u32> = napi::napi_threads().iter().map(|n| n.pid).collect();
         for (path, value) in writes {
             let old = std::fs::read_to_string(&path).map(|s| s.trim().to_string());
             match old.and_then(|old| std::fs::write(&path, &value).map(|()| old)) {
@@ -196,7 +234,43 @@ impl HostTuning {
                     .push(format!("{}: not applied ({e})", path.display())),
             }
         }
+        for n in napi::napi_threads() {
+            if n.dev == iface && !napi_before.contains(&n.pid) {
+                let cpu = cpus[t.napi_threads.len() % cpus.len().max(1)];
+                t.napi_threads.push(n.pid);
+                t.notes.push(match napi::pin(n.pid, cpu) {
+                    Ok(()) => format!("napi {} (pid {}) on CPU {cpu}", n.id, n.pid),
+                    Err(e) => format!("napi {} (pid {}): not pinned ({e})", n.id, n.pid),
+                });
+            }
+        }
         t
+    }
+
+    /// Sets an ethtool feature to `want` and, when it was `other`, records it for drop.
+    fn ethtool(
+        &mut self,
+        iface: &str,
+        short: &'static str,
+        long: &str,
+        want: &'static str,
+        other: &'static str,
+    ) {
+        let was_other = ethtool_feature_is(iface, long, other);
+        match Command::new("ethtool")
+            .args(["-K", iface, short, want])
+            .status()
+        {
+            Ok(st) if st.success() => {
+                self.notes.push(format!("{iface} {short} {want}"));
+                if was_other {
+                    self.ethtool_undo.push((iface.to_string(), short, other));
+                }
+            }
+            other => self
+                .notes
+                .push(format!("{iface} {short}: not applied ({other:?})")),
+        }
     }
 }
 
@@ -210,9 +284,9 @@ impl Drop for HostTuning {
                 );
             }
         }
-        if let Some(iface) = self.gro_was_off.take() {
+        for (iface, feature, state) in self.ethtool_undo.drain(..).rev() {
             let _ = Command::new("ethtool")
-                .args(["-K", &iface, "gro", "off"])
+                .args(["-K", &iface, feature, state])
                 .status();
         }
     }
@@ -326,8 +400,9 @@ impl Host {
             pid: server.pid(),
             cpus: Some(vec![SERVER_CPU]),
             bpf,
-            // A NIC's NAPI polls in softirq, which the probe counts on the server's CPU.
-            receive_threads: vec![],
+            // A NIC's NAPI polls in softirq, which the probe counts on the server's CPU; a
+            // virtual interface's threads (tuned rows) are counted by pid.
+            receive_threads: tuning.as_ref().map_or(vec![], |t| t.napi_threads.clone()),
         })?;
         Ok((
             RowOnHost {
