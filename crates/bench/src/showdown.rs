@@ -81,6 +81,10 @@ pub struct Row {
     /// features, the row's own offload changes), as the lab reported them; empty when none.
     #[serde(default)]
     pub profile_settings: Vec<String>,
+    /// The MTU of the row's link (the lab's veths), where it was read; the table names it
+    /// beside the configuration.
+    #[serde(default)]
+    pub mtu: Option<u32>,
     /// What the client sent: `http`, `echo-pingpong`, `echo-stream` or `lb-fullnat-pps`
     /// (the charts draw each family on its own).
     #[serde(default)]
@@ -235,9 +239,10 @@ impl Showdown {
             let measured = |v: f64, prec: usize| opt((!r.packet_rate()).then_some(v), prec);
             let _ = writeln!(
                 s,
-                "| {} | {}{} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
+                "| {} | {}{}{} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
                 r.row,
                 r.name,
+                r.mtu.map_or(String::new(), |m| format!(", MTU {m}")),
                 if r.client_bound { " (client-bound)" } else { "" },
                 r.rps,
                 ratio(r.rps_vs_row1),
@@ -278,7 +283,9 @@ impl Showdown {
              (on veth, packet work a configuration moves off the server's CPU lands there). \
              `seed` is the seed's own figure for the same step over its own base, where it has one: \
              seed 000 (Linux kernel vs DPDK, HTTP) for rows against row 1, the Photon seed for the \
-             echo rows; each row's `seed_source` in the JSON names the figures.\n",
+             echo rows; each row's `seed_source` in the JSON names the figures. `MTU` after a \
+             configuration is its link's: the echo rows run both stacks at one MTU (`--mtu`, 9000 \
+             by default), the HTTP rows at 1500.\n",
             self.date,
             self.uname_r,
             self.nproc,
@@ -338,6 +345,7 @@ mod tests {
                 row: i,
                 name: format!("row{i}"),
                 seed_ratio: (i == 1).then_some(1.0),
+                mtu: (i == 2).then_some(9000),
                 ..Default::default()
             };
             r.rounds = vec![
@@ -377,7 +385,7 @@ mod tests {
         assert_eq!(s.rows[1].cpu_per_req_vs_row1.unwrap().median, 0.5);
         let md = s.markdown();
         assert!(
-            md.contains("| 2 | row2 | 200 | 2.00x (2.00-2.00) | - |"),
+            md.contains("| 2 | row2, MTU 9000 | 200 | 2.00x (2.00-2.00) | - |"),
             "{md}"
         );
         assert!(
@@ -409,6 +417,7 @@ mod tests {
             "seed_ratio",
             "profile_settings",
             "workload",
+            "mtu",
         ] {
             assert!(v["rows"][0].get(k).is_some(), "{k}");
         }

@@ -4,7 +4,11 @@
  * so management traffic and other applications keep using the kernel stack.
  *
  * When in doubt (truncated, fragmented, not IPv4) the frame passes: the kernel is the
- * fallback and never gets less than it would without this program. */
+ * fallback and never gets less than it would without this program.
+ *
+ * It is an xdp.frags program (multi-buffer aware), so a veth or NIC keeps a jumbo MTU with it
+ * attached. It reads headers from the frame's linear part only (data..data_end): a frame
+ * whose headers do not all lie there counts as truncated and passes. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -80,7 +84,7 @@ static __always_inline int classify(struct ws_cursor *c)
 	return 0;
 }
 
-SEC("xdp")
+SEC("xdp.frags")
 int xdp_bifurcate(struct xdp_md *ctx)
 {
 	struct ws_cursor c = {

@@ -10,6 +10,10 @@
 //! keeps serving the interface's own addresses (management, other applications). A frame that
 //! is ours but arrives on a queue with no socket registered passes too.
 //!
+//! It is loaded as an `xdp.frags` program, so the interface keeps an MTU above one page
+//! (jumbo frames, a multi-buffer AF_XDP socket behind it); headers are read from the frame's
+//! linear part only, and a frame whose headers are not all there passes.
+//!
 //! The served address and the feature switches are read-only data fixed before load, so the
 //! verifier removes the code of switched-off features.
 

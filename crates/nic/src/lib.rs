@@ -147,6 +147,9 @@ pub struct Stats {
     /// (DPDK). The kernel's own AF_XDP
     /// drop counters are in [`xsk::XskSocket::kernel_stats`].
     pub rx_dropped: u64,
+    /// Frames longer than the frame capacity that the driver itself dropped (an AF_XDP
+    /// multi-buffer socket: a chain longer than `max_frame`).
+    pub rx_oversized: u64,
     /// `tx_frame` calls refused because no buffer or ring slot was free.
     pub tx_ring_full: u64,
     /// Frames whose builder returned a length above the frame capacity.
@@ -167,6 +170,7 @@ impl std::ops::AddAssign<&Stats> for Stats {
         self.tx_frames += o.tx_frames;
         self.tx_bytes += o.tx_bytes;
         self.rx_dropped += o.rx_dropped;
+        self.rx_oversized += o.rx_oversized;
         self.tx_ring_full += o.tx_ring_full;
         self.tx_invalid += o.tx_invalid;
         self.tx_dropped += o.tx_dropped;

@@ -136,7 +136,13 @@ impl<T: Copy> Producer<T> {
 
     /// Takes back the last reserved slot (not yet submitted), when its frame was abandoned.
     pub fn unreserve_last(&mut self) {
-        self.cached_prod = self.cached_prod.wrapping_sub(1);
+        self.unreserve(1);
+    }
+
+    /// Takes back the last `n` reserved slots (not yet submitted): a frame that needed fewer
+    /// descriptors than were reserved for it, or none.
+    pub fn unreserve(&mut self, n: u32) {
+        self.cached_prod = self.cached_prod.wrapping_sub(n);
     }
 
     /// Publishes every reserved (and written) slot to the consumer.

@@ -635,3 +635,158 @@ fn interface_facts_busy_poll_options_and_one_socket_per_queue() {
     );
     assert!(third.is_err(), "queue 2 does not exist on a 2-queue veth");
 }
+
+/// A jumbo MTU both ways: with the xdp.frags program a 9000-byte MTU stays on the veth, the
+/// multi-buffer socket receives 9014-byte frames whole (chained over 4096-byte chunks) and
+/// sends them (runs of chunks, recycled on completion); a frame over `max_frame` is dropped
+/// and counted, never truncated.
+#[test]
+fn jumbo_frames_cross_a_veth_both_ways_and_an_oversized_one_is_counted() {
+    const ROUNDS: usize = 40;
+    const PER_ROUND: usize = 8;
+    let lab = lab("j");
+    for (ns, ifname) in [(&lab.a, "xa0"), (&lab.b, "xb0")] {
+        ns.ip(&["link", "set", ifname, "mtu", "9000"]).unwrap();
+    }
+    let neigh = [
+        "neigh",
+        "add",
+        "198.18.0.10",
+        "lladdr",
+        &mac_str(MAC_A),
+        "dev",
+        "xb0",
+    ];
+    lab.b.ip(&neigh).unwrap();
+    let jumbo = |max_frame: u32| XskConfig {
+        max_frame: Some(max_frame),
+        ..XskConfig::for_mtu(9000)
+    };
+    let (mut bif, mut socks) = lab
+        .a
+        .run(move || {
+            let cfg = BifurcationConfig {
+                udp_ports: vec![SERVED_PORT],
+                ..BifurcationConfig::new(SERVED)
+            };
+            let mut bif = Bifurcation::load(&cfg)?;
+            bif.attach("xa0", AttachScope::LabOnly)?;
+            let mut socks = Vec::new();
+            for q in 0..2 {
+                let s = XskSocket::open("xa0", q, &jumbo(9014))?;
+                bif.register(&s)?;
+                socks.push(s);
+            }
+            Ok::<_, Error>((bif, socks))
+        })
+        .unwrap()
+        .unwrap();
+    let link = lab.a.ip(&["link", "show", "xa0"]).unwrap();
+    assert!(link.contains("mtu 9000") && link.contains("xdp"), "{link}");
+    assert_eq!(socks[0].frame_capacity(), 9014);
+
+    // Receive: one descriptor (100), two (5000), three (9014: the whole MTU).
+    let peer = lab.b.name().to_string();
+    lab_send_lens(&peer, vec![100, 5000, 9014]);
+    let got = collect(&mut socks, 3, |f| parse_udp(f).is_some());
+    let lens: Vec<usize> = got.iter().map(|(_, f)| f.len()).collect();
+    assert_eq!(lens, vec![100, 5000, 9014], "whole frames, in order");
+    for (_, f) in &got {
+        let (_, _, _, payload) = parse_udp(f).unwrap();
+        assert!(payload.iter().all(|&b| b == 7), "gathered bytes intact");
+    }
+    // One flow, one queue: the short socket below sits on it.
+    let queue = got[0].0;
+
+    // Send: from queue 0's socket, enough rounds to reuse every run of chunks several times.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let receiver_ns = peer.clone();
+    let receiver = std::thread::spawn(move || {
+        wirespeed_sys::netns::enter(&receiver_ns).unwrap();
+        let s = UdpSocket::bind(SocketAddrV4::new(PEER, 9002)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut lens = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        while lens.len() < ROUNDS * PER_ROUND {
+            let Ok((n, _)) = s.recv_from(&mut buf) else {
+                break;
+            };
+            assert!(buf[..n].iter().all(|&b| b == 9), "payload intact");
+            lens.push(n);
+        }
+        lens
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let sizes = [8972, 60, 4000, 8972];
+    let mut sent = Vec::new();
+    let sock = &mut socks[0];
+    for round in 0..ROUNDS {
+        for i in 0..PER_ROUND {
+            let payload = vec![9u8; sizes[(round + i) % sizes.len()]];
+            let frame = udp_frame(MAC_B, MAC_A, SERVED, PEER, SERVED_PORT, 9002, &payload);
+            let mut tries = 0;
+            while !sock.tx_frame(|buf| {
+                buf[..frame.len()].copy_from_slice(&frame);
+                frame.len()
+            }) {
+                tries += 1;
+                assert!(tries < 1000, "runs of chunks come back on completion");
+                sock.flush();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            sent.push(payload.len());
+        }
+        sock.flush();
+        // Let the peer drain its socket buffer between rounds.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let received = receiver.join().unwrap();
+    assert_eq!(received, sent, "every frame arrives whole, in order");
+    let st = *sock.stats();
+    assert_eq!(
+        (st.tx_invalid, st.tx_frames),
+        (0, sent.len() as u64),
+        "{st:?}"
+    );
+
+    // A socket whose frames are shorter than the MTU: the 9014-byte frame is dropped whole
+    // and counted, the next one still arrives.
+    drop(socks);
+    let mut short = lab
+        .a
+        .run(move || XskSocket::open("xa0", queue, &jumbo(6014)))
+        .unwrap()
+        .unwrap();
+    bif.register(&short).unwrap();
+    lab_send_lens(&peer, vec![9014, 6014]);
+    let got = collect(std::slice::from_mut(&mut short), 1, |f| {
+        parse_udp(f).is_some()
+    });
+    let lens: Vec<usize> = got.iter().map(|(_, f)| f.len()).collect();
+    assert_eq!(
+        lens,
+        vec![6014],
+        "the longer frame is not truncated into view"
+    );
+    assert_eq!(short.stats().rx_oversized, 1);
+    assert_eq!(short.rx_oversized_since_last(), 1);
+    assert_eq!(short.rx_oversized_since_last(), 0, "since the last call");
+}
+
+/// Sends one UDP datagram per frame length (Ethernet + IPv4 + UDP = 42 bytes of headers) from
+/// the peer's namespace, on CPU 0 (so they arrive in order on one queue).
+fn lab_send_lens(peer_ns: &str, lens: Vec<usize>) {
+    let peer_ns = peer_ns.to_string();
+    std::thread::spawn(move || {
+        wirespeed_sys::netns::enter(&peer_ns).unwrap();
+        pin_to_cpu(0);
+        let s = UdpSocket::bind(SocketAddrV4::new(PEER, 5600)).unwrap();
+        for len in lens {
+            s.send_to(&vec![7u8; len - 42], SocketAddrV4::new(SERVED, SERVED_PORT))
+                .unwrap();
+        }
+    })
+    .join()
+    .unwrap();
+}

@@ -87,6 +87,29 @@ pub enum TransportChecksum {
     Bad,
 }
 
+/// As [`classify_v4`], for a receiver that takes partial checksums: a field that equals
+/// [`partial_v4`] is [`TransportChecksum::Partial`] at once, without summing the segment.
+/// Only a software device (veth, ...) hands such frames on, and the kernel trusts them the
+/// same way (`CHECKSUM_PARTIAL`: they never crossed a wire); other fields are summed as usual.
+/// (A complete checksum that happens to equal the partial value is then called partial: the
+/// frame is taken either way.)
+#[inline]
+pub fn classify_v4_trusting_partial(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    protocol: u8,
+    segment: &[u8],
+    field_at: usize,
+) -> TransportChecksum {
+    let field = segment
+        .get(field_at..field_at + 2)
+        .map(|f| u16::from_be_bytes([f[0], f[1]]));
+    if field == Some(partial_v4(src, dst, protocol, segment.len() as u16)) {
+        return TransportChecksum::Partial;
+    }
+    classify_v4(src, dst, protocol, segment, field_at)
+}
+
 /// Classifies the checksum of a TCP/UDP `segment` (checksum field at `field_at`, as received).
 #[inline]
 pub fn classify_v4(
@@ -140,6 +163,28 @@ mod tests {
         assert_eq!(partial_v4(a, b, 6, 38), 0x5255);
         // A UDP datagram of 3 bytes, UDP length 11: field 0x5245.
         assert_eq!(partial_v4(a, b, 17, 11), 0x5245);
+    }
+
+    /// Trusting partials skips the sum only for a field holding the partial value: a complete
+    /// checksum is still verified, and a bad one still refused.
+    #[test]
+    fn trusting_partial_skips_the_sum_only_for_the_partial_value() {
+        let (a, b) = (Ipv4Addr::new(198, 18, 99, 1), Ipv4Addr::new(198, 18, 99, 2));
+        let mut seg: Vec<u8> = (0..9000u32).map(|i| (i * 31 + 5) as u8).collect();
+        let at = 16;
+        seg[at..at + 2].copy_from_slice(&partial_v4(a, b, 6, 9000).to_be_bytes());
+        let trusting = |seg: &[u8]| classify_v4_trusting_partial(a, b, 6, seg, at);
+        assert_eq!(trusting(&seg), TransportChecksum::Partial);
+        seg[100] ^= 0xff; // the bytes are not read: still partial
+        assert_eq!(trusting(&seg), TransportChecksum::Partial);
+        assert_eq!(classify_v4(a, b, 6, &seg, at), TransportChecksum::Partial);
+        seg[at..at + 2].copy_from_slice(&[0, 0]);
+        let sum = transport_v4(a, b, 6, &seg);
+        seg[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+        assert_eq!(trusting(&seg), TransportChecksum::Complete);
+        seg[200] ^= 0x01;
+        assert_eq!(trusting(&seg), TransportChecksum::Bad);
+        assert_eq!(trusting(&seg[..10]), TransportChecksum::Bad, "no field");
     }
 
     #[test]

@@ -175,6 +175,15 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     pub fn checksum_state(&self, src: Ipv4Addr, dst: Ipv4Addr) -> checksum::TransportChecksum {
         checksum::classify_v4(src, dst, 6, self.b(), field::CHECKSUM.start)
     }
+    /// As [`TcpPacket::checksum_state`], taking a partial checksum without summing the segment
+    /// (`checksum::classify_v4_trusting_partial`): for a receiver that accepts partials.
+    pub fn checksum_state_trusting_partial(
+        &self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+    ) -> checksum::TransportChecksum {
+        checksum::classify_v4_trusting_partial(src, dst, 6, self.b(), field::CHECKSUM.start)
+    }
     /// Sequence space the segment occupies: payload plus one each for SYN and FIN.
     pub fn segment_len(&self) -> usize {
         self.payload().len() + self.syn() as usize + self.fin() as usize

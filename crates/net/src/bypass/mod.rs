@@ -164,8 +164,11 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     base.accept_partial_checksums = info.partial_checksums_possible();
     let mut shards = Vec::with_capacity(cfg.shards);
     let mut notes = Vec::new();
+    // Chunks sized for the interface's MTU: one 2048-byte chunk per frame up to a 1778-byte
+    // MTU; above, 4096-byte chunks, chained for frames longer than one (XDP_USE_SG).
+    let xsk = XskConfig::for_mtu(info.mtu);
     for queue in 0..cfg.shards as u32 {
-        let socket = XskSocket::open(iface, queue, &XskConfig::default())?;
+        let socket = XskSocket::open(iface, queue, &xsk)?;
         if let Some(why) = socket.fallback() {
             notes.push(format!("queue {queue}: copy mode ({why})"));
         }

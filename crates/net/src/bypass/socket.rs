@@ -21,6 +21,8 @@ use wirespeed_tcpip::{self as tcpip, ConnId, EventKind, Handle, ListenerId, Stac
 
 /// Frames taken from the driver per poll.
 const RX_BURST: usize = 64;
+/// Bytes of Ethernet header in front of an IP packet of MTU size (no VLAN tag).
+const ETHERNET_HEADER: usize = 14;
 
 #[derive(Default)]
 struct Wakers {
@@ -261,7 +263,11 @@ impl BypassStack {
     pub fn start(cfg: &StackConfig, queue: impl Into<AnyQueue>) -> BypassStack {
         let mut c = tcpip::Config::new(tcpip::MacAddr(cfg.mac), cfg.ip.into(), cfg.prefix_len);
         c.gateway = cfg.gateway.map(Into::into);
-        c.mtu = cfg.mtu.clamp(576, 9000);
+        let dev: AnyQueue = queue.into();
+        // Never build a frame the driver cannot send: an MTU above what its buffers hold
+        // (e.g. a jumbo interface over single-chunk AF_XDP) is cut to what they hold.
+        let driver_mtu = dev.frame_capacity().saturating_sub(ETHERNET_HEADER);
+        c.mtu = cfg.mtu.min(driver_mtu).clamp(576, 9000);
         c.max_connections = cfg.max_connections;
         if let Some(range) = cfg.ephemeral_ports {
             c.ephemeral_ports = range;
@@ -271,7 +277,7 @@ impl BypassStack {
         let stack = Stack::new(c);
         let inner = Rc::new(RefCell::new(Inner {
             stack,
-            dev: queue.into(),
+            dev,
             wakers: Wakers::default(),
             epoch: StdInstant::now(),
             rx_steering: cfg.rx_steering.clone(),

@@ -5,6 +5,10 @@
 //! are the transmit pool (a free stack, the tx ring and the completion ring). Every ring is as
 //! large as the chunks that can be in it, so a reservation for a chunk we hold never fails.
 //!
+//! Frames longer than a chunk (jumbo MTUs): with [`XskConfig::max_frame`] above a chunk's
+//! room the socket binds with `XDP_USE_SG` and chains chunks (`chain.rs`); without it, a
+//! frame is one descriptor in one chunk and nothing is copied.
+//!
 //! Sharing nothing: each shard opens its own socket on its own queue, with its own UMEM (no
 //! `XDP_SHARED_UMEM`), so no memory or index is written by two shards.
 //!
@@ -17,9 +21,14 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
+mod chain;
 mod config;
+mod sockopt;
 
 pub use config::{BindMode, BusyPoll, XskConfig};
+
+use chain::{MultiBuffer, RxGather, TxRuns};
+use sockopt::{getsockopt, setsockopt};
 
 use crate::ring::{Consumer, Producer, RawRing};
 use crate::{Error, FrameIo, Result, Stats};
@@ -131,53 +140,6 @@ impl Drop for Mapping {
     }
 }
 
-fn setsockopt<T>(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: &T,
-) -> std::io::Result<()> {
-    // SAFETY: value is a live T and its size is passed with it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            value as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-fn getsockopt<T: Copy>(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    mut value: T,
-) -> std::io::Result<T> {
-    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
-    // SAFETY: value is a live T and len its size; the kernel writes at most len bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            &mut value as *mut T as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok(value)
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 /// The index of `ifname` in the calling thread's network namespace.
 pub fn ifindex(ifname: &str) -> Result<u32> {
     let c = CString::new(ifname).map_err(|_| Error::NoSuchInterface(ifname.to_string()))?;
@@ -221,6 +183,10 @@ pub struct XskSocket {
     stats: Stats,
     /// The kernel's counters when `rx_oversized_since_last` last read them.
     kernel_seen: KernelStats,
+    /// Our own `rx_oversized` count when `rx_oversized_since_last` last read it.
+    oversized_seen: u64,
+    /// Multi-buffer state, when the socket binds with `XDP_USE_SG`.
+    multi: Option<MultiBuffer>,
 }
 
 // SAFETY: the socket owns its mappings and rings outright; moving it to another thread moves
@@ -419,6 +385,19 @@ impl XskSocket {
         if cfg.need_wakeup {
             flags |= libc::XDP_USE_NEED_WAKEUP;
         }
+        let multi = cfg.chunks_per_frame().map(|per_run| MultiBuffer {
+            max_frame: cfg.max_frame.unwrap_or(0) as usize,
+            gather: RxGather::new(cfg.max_frame.unwrap_or(0) as usize),
+            runs: TxRuns::new(
+                u64::from(cfg.rx_frames) * u64::from(cfg.frame_size),
+                cfg.frame_size,
+                cfg.tx_frames,
+                per_run,
+            ),
+        });
+        if multi.is_some() {
+            flags |= libc::XDP_USE_SG;
+        }
         let sa = libc::sockaddr_xdp {
             sxdp_family: libc::AF_XDP as u16,
             sxdp_flags: flags,
@@ -483,6 +462,8 @@ impl XskSocket {
             queue,
             stats: Stats::default(),
             kernel_seen: no_kernel_stats(),
+            oversized_seen: 0,
+            multi,
         })
     }
 
@@ -547,23 +528,29 @@ impl XskSocket {
         })
     }
 
-    fn chunk_mut(&mut self, addr: u64) -> &mut [u8] {
-        // SAFETY: addr is one of our transmit chunks (from the free stack), which lies inside
-        // the UMEM and which the kernel does not read until we publish a tx descriptor for it.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.umem.ptr.as_ptr().add(addr as usize),
-                self.capacity(),
-            )
-        }
+    /// `len` bytes of transmit buffer at UMEM address `addr`.
+    fn umem_mut(&mut self, addr: u64, len: usize) -> &mut [u8] {
+        debug_assert!(
+            matches!((addr as usize).checked_add(len), Some(end) if end <= self.umem.len),
+            "transmit buffer beyond the UMEM"
+        );
+        // SAFETY: in bounds: addr and len come from the socket's own layout (a transmit
+        // chunk and its room, or a run and `max_frame`, which `XskConfig::validate` fits); addr is one of our transmit chunks or runs (from
+        // the free stack or runs), which the kernel does not read until we publish a tx
+        // descriptor for it.
+        unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.as_ptr().add(addr as usize), len) }
     }
 
     /// The largest frame, received or sent: the kernel keeps `XDP_PACKET_HEADROOM` (256 bytes)
     /// in front of every received frame, so a chunk holds `frame_size - 256` bytes of frame
-    /// (1792 with 2048-byte chunks: enough for a 1500-byte MTU; use 4096 for larger MTUs).
-    /// Sending stays within the same bound so that both directions agree.
+    /// (1792 with 2048-byte chunks: enough for a 1500-byte MTU; 3840 with 4096). Sending stays
+    /// within the same bound so that both directions agree. A multi-buffer socket takes
+    /// `max_frame` both ways.
     fn capacity(&self) -> usize {
-        self.frame_size as usize - XDP_PACKET_HEADROOM
+        match &self.multi {
+            Some(m) => m.max_frame,
+            None => self.frame_size as usize - XDP_PACKET_HEADROOM,
+        }
     }
 
     fn chunk_base(&self, addr: u64) -> u64 {
@@ -616,8 +603,17 @@ impl XskSocket {
         let (first, n) = self.comp.peek(self.comp_size());
         for i in 0..n {
             let addr = self.comp.read(first.wrapping_add(i));
-            let base = self.chunk_base(addr);
-            self.tx_free.push(base);
+            match self.multi.as_mut() {
+                None => {
+                    let base = self.chunk_base(addr);
+                    self.tx_free.push(base);
+                }
+                Some(m) => {
+                    // The kernel completes only descriptors we posted.
+                    let ours = m.runs.completed(addr);
+                    debug_assert!(ours, "completion of {addr:#x}, not a descriptor in flight");
+                }
+            }
         }
         if n > 0 {
             self.comp.release();
@@ -669,17 +665,32 @@ impl FrameIo for XskSocket {
             return 0;
         }
         let mut addrs = std::mem::take(&mut self.rx_addrs);
-        for i in 0..n {
-            let d = self.rx.read(first.wrapping_add(i));
-            match rx_frame(&self.umem, d.addr, d.len) {
-                Some(frame) => {
-                    self.stats.rx_frames += 1;
-                    self.stats.rx_bytes += u64::from(d.len);
-                    f(frame);
+        let mut delivered = n as usize;
+        if let Some(multi) = self.multi.as_mut() {
+            delivered = chain::rx_gathered(
+                &mut multi.gather,
+                &self.rx,
+                &self.umem,
+                !(u64::from(self.frame_size) - 1),
+                &mut self.stats,
+                first,
+                n,
+                &mut addrs,
+                &mut f,
+            );
+        } else {
+            for i in 0..n {
+                let d = self.rx.read(first.wrapping_add(i));
+                match rx_frame(&self.umem, d.addr, d.len) {
+                    Some(frame) => {
+                        self.stats.rx_frames += 1;
+                        self.stats.rx_bytes += u64::from(d.len);
+                        f(frame);
+                    }
+                    None => self.stats.rx_dropped += 1,
                 }
-                None => self.stats.rx_dropped += 1,
+                addrs.push(self.chunk_base(d.addr));
             }
-            addrs.push(self.chunk_base(d.addr));
         }
         self.rx.release();
         // The fill ring has a slot for every receive chunk, so this cannot fail; should it,
@@ -692,10 +703,13 @@ impl FrameIo for XskSocket {
         }
         addrs.clear();
         self.rx_addrs = addrs;
-        n as usize
+        delivered
     }
 
     fn tx_frame<F: FnOnce(&mut [u8]) -> usize>(&mut self, f: F) -> bool {
+        if self.multi.is_some() {
+            return self.tx_frame_chained(f);
+        }
         if self.tx_free.is_empty() {
             self.reclaim();
         }
@@ -708,7 +722,7 @@ impl FrameIo for XskSocket {
             self.stats.tx_ring_full += 1;
             return false;
         };
-        let len = f(self.chunk_mut(addr));
+        let len = f(self.umem_mut(addr, self.capacity()));
         if len == 0 || len > self.capacity() {
             if len > 0 {
                 self.stats.tx_invalid += 1;
@@ -761,7 +775,13 @@ impl FrameIo for XskSocket {
     /// the latter also counts in `rx_fill_ring_empty_descs`. So drops in an interval where the
     /// fill ring never ran empty are oversized frames. (Our fill ring holds every receive
     /// chunk we are not reading, so it runs empty only when the rx ring is full of them.)
+    /// A multi-buffer socket counts its own: frames longer than `max_frame`.
     fn rx_oversized_since_last(&mut self) -> u64 {
+        let ours = self.stats.rx_oversized - self.oversized_seen;
+        self.oversized_seen = self.stats.rx_oversized;
+        if self.multi.is_some() {
+            return ours;
+        }
         let Ok(k) = self.kernel_stats() else {
             return 0;
         };

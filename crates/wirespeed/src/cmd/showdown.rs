@@ -100,6 +100,11 @@ pub struct Args {
     /// Tuned rows with --napi-defer-hard-irqs: the NAPI's gro_flush_timeout in ns.
     #[arg(long, value_name = "NS", default_value_t = 20_000)]
     gro_flush_timeout_ns: u64,
+    /// The MTU of the echo rows' veths (8-11, both stacks alike), 1280..=9000. The HTTP rows
+    /// keep 1500. A datacenter NIC runs 9000: there our stack sends jumbo frames through
+    /// multi-buffer AF_XDP, as the kernel sends jumbo segments.
+    #[arg(long, default_value_t = 9000, value_parser = echo_mtu)]
+    mtu: u32,
     /// Measure nothing: rewrite the table, Markdown and charts from an earlier showdown.json.
     #[arg(long, value_name = "JSON")]
     render: Option<PathBuf>,
@@ -125,6 +130,15 @@ pub struct Args {
 enum Role {
     Server,
     Client,
+}
+
+fn echo_mtu(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(m) if (1280..=9000).contains(&m) => Ok(m),
+        _ => Err(format!(
+            "`{s}` is not an MTU this showdown runs: give 1280..=9000"
+        )),
+    }
 }
 
 fn rx_model(s: &str) -> Result<RxModel, String> {
@@ -422,6 +436,8 @@ struct Plan {
     rx_model: RxModel,
     napi_defer_hard_irqs: u32,
     gro_flush_timeout_ns: u64,
+    /// The echo rows' link MTU (`--mtu`).
+    echo_mtu: u32,
     warmup: Duration,
     duration: Duration,
     bpf: bool,
@@ -433,6 +449,8 @@ struct RoundRun {
     figures: RoundFigures,
     server: String,
     settings: Vec<String>,
+    /// The MTU of the server's link, where it was read.
+    mtu: Option<u32>,
 }
 
 fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> {
@@ -444,6 +462,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
             figures,
             server,
             settings: vec![],
+            mtu: None,
         });
     }
     let mut ls = LabSpec::new(LAB, Topology::Pair);
@@ -461,6 +480,10 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
         ls.profile.name()
     )];
     settings.extend(lab.tuning.iter().cloned());
+    if matches!(spec.workload, Workload::EchoPingPong | Workload::EchoStream) {
+        set_mtu(&lab, plan.echo_mtu, &mut settings)?;
+    }
+    let mtu = link_mtu(&lab, "s");
     let (server, line) = start_server(
         spec,
         &lab,
@@ -500,7 +523,31 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
         figures,
         server: line,
         settings,
+        mtu,
     })
+}
+
+/// Sets `mtu` on both ends of the lab's link (before any server or XDP program is on it).
+fn set_mtu(lab: &Lab, mtu: u32, settings: &mut Vec<String>) -> anyhow::Result<()> {
+    for role in ["c", "s"] {
+        let (Some(ns), Some(i)) = (lab.ns(role), lab.node(role).and_then(|n| n.ifaces.first()))
+        else {
+            bail!("lab has no `{role}` node");
+        };
+        ns.ip(&["link", "set", &i.name, "mtu", &mtu.to_string()])
+            .with_context(|| format!("set MTU {mtu} on {role}:{}", i.name))?;
+        settings.push(format!("{role}:{} mtu {mtu}", i.name));
+    }
+    Ok(())
+}
+
+/// The MTU of node `role`'s first interface, as the kernel reports it.
+fn link_mtu(lab: &Lab, role: &str) -> Option<u32> {
+    let name = &lab.node(role)?.ifaces.first()?.name;
+    let text = lab.ns(role)?.ip(&["-o", "link", "show", name]).ok()?;
+    let mut words = text.split_whitespace();
+    words.find(|w| *w == "mtu")?;
+    words.next()?.parse().ok()
 }
 
 /// The server's probe as the load side sees it: snapshots at the edges of the measured
@@ -713,6 +760,7 @@ fn measure(
         rx_model: a.rx_model,
         napi_defer_hard_irqs: a.napi_defer_hard_irqs,
         gro_flush_timeout_ns: a.gro_flush_timeout_ns,
+        echo_mtu: a.mtu,
         warmup: a
             .warmup
             .unwrap_or(Duration::from_millis(if a.quick { 500 } else { 1000 })),
@@ -770,6 +818,7 @@ fn measure(
                     figures: fig,
                     server: line,
                     settings,
+                    mtu,
                 }) => {
                     eprintln!(
                         "  round {round}/{rounds} row {} {:<22} {:>9.0} req/s  p99 {:>7.0} us  server {:>5.1}% CPU  client {:>5.1}% CPU",
@@ -777,6 +826,7 @@ fn measure(
                     );
                     row.server = line;
                     row.profile_settings = settings;
+                    row.mtu = mtu;
                     row.rounds.push(fig);
                 }
                 Err(e) => {
@@ -823,4 +873,19 @@ fn measure(
     };
     sd.compute_ratios();
     write_reports(&sd, &out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_echo_mtu_is_a_jumbo_or_ordinary_mtu_or_a_one_line_refusal() {
+        assert_eq!(echo_mtu("9000"), Ok(9000));
+        assert_eq!(echo_mtu("1280"), Ok(1280));
+        for bad in ["1279", "9001", "jumbo", ""] {
+            let err = echo_mtu(bad).unwrap_err();
+            assert!(err.contains("1280..=9000") && !err.contains('\n'), "{err}");
+        }
+    }
 }

@@ -560,6 +560,8 @@ impl Control {
             figures,
             server: format!("{server} (on {})", self.peer.ip()),
             settings,
+            // The server host's interface keeps its own MTU (--mtu is the lab's).
+            mtu: None,
         })
     }
 }
