@@ -629,11 +629,29 @@ fn interface_facts_busy_poll_options_and_one_socket_per_queue() {
         missing.is_empty(),
         "kernel 6.x has all busy-poll options: {missing:?}"
     );
+    let second = second.expect_err("a queue takes one socket (no shared UMEM between shards)");
     assert!(
-        second.is_err(),
-        "a queue takes one socket (no shared UMEM between shards)"
+        second.to_string().contains("already has an AF_XDP socket"),
+        "the error says why: {second}"
     );
     assert!(third.is_err(), "queue 2 does not exist on a 2-queue veth");
+}
+
+/// The kernel lets go of a closed socket's queue from a workqueue, after `close` returns; a
+/// socket reopened at once on the same queue (a restarted server) must still bind.
+#[test]
+fn a_queue_reopens_at_once_after_its_socket_closes() {
+    let lab = lab("o");
+    let opened = lab
+        .a
+        .run(|| {
+            (0..50)
+                .map(|_| XskSocket::open("xa0", 1, &small_config(BindMode::Copy)).map(drop))
+                .collect::<Result<Vec<()>, _>>()
+                .map(|v| v.len())
+        })
+        .unwrap();
+    assert_eq!(opened.map_err(|e| e.to_string()), Ok(50));
 }
 
 /// A jumbo MTU both ways: with the xdp.frags program a 9000-byte MTU stays on the veth, the

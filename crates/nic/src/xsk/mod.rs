@@ -193,6 +193,9 @@ pub struct XskSocket {
 // the only handle to them. It is not Sync: all methods that touch rings take &mut self.
 unsafe impl Send for XskSocket {}
 
+/// How long [`XskSocket::open`] waits for a queue held by a socket that was just closed.
+const QUEUE_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl XskSocket {
     /// Opens a socket on `ifname` queue `queue` (in the calling thread's network namespace).
     /// Frames reach it only once an XDP program redirects them to it, e.g. after
@@ -200,16 +203,17 @@ impl XskSocket {
     pub fn open(ifname: &str, queue: u32, cfg: &XskConfig) -> Result<XskSocket> {
         cfg.validate()?;
         let index = ifindex(ifname)?;
+        let open_mode =
+            |zero_copy| XskSocket::open_mode_when_free(ifname, index, queue, cfg, zero_copy);
         match cfg.mode {
-            BindMode::Copy => XskSocket::open_mode(ifname, index, queue, cfg, false),
-            BindMode::ZeroCopy => XskSocket::open_mode(ifname, index, queue, cfg, true),
-            BindMode::PreferZeroCopy => match XskSocket::open_mode(ifname, index, queue, cfg, true)
-            {
+            BindMode::Copy => open_mode(false),
+            BindMode::ZeroCopy => open_mode(true),
+            BindMode::PreferZeroCopy => match open_mode(true) {
                 Ok(s) => Ok(s),
                 Err(zc_error) => {
                     // A failed bind leaves the socket half set up; start over on a fresh one.
                     // If copy mode fails too, its error is the one that explains the problem.
-                    let mut s = XskSocket::open_mode(ifname, index, queue, cfg, false)?;
+                    let mut s = open_mode(false)?;
                     s.fallback = Some(match zc_error {
                         Error::ZeroCopyUnsupported { err: source, .. } => format!(
                             "zero-copy AF_XDP is not supported by `{ifname}` queue {queue} ({source}); using copy mode"
@@ -219,6 +223,40 @@ impl XskSocket {
                     Ok(s)
                 }
             },
+        }
+    }
+
+    /// [`XskSocket::open_mode`], retried while the queue is busy for up to
+    /// [`QUEUE_RELEASE_WAIT`]: the kernel frees a closed socket's hold on its queue from a
+    /// workqueue, after `close` has returned, so a socket reopened on the same queue (a
+    /// restarted server, the next test) can find it still taken for a few milliseconds.
+    fn open_mode_when_free(
+        ifname: &str,
+        index: u32,
+        queue: u32,
+        cfg: &XskConfig,
+        zero_copy: bool,
+    ) -> Result<XskSocket> {
+        let deadline = std::time::Instant::now() + QUEUE_RELEASE_WAIT;
+        loop {
+            match XskSocket::open_mode(ifname, index, queue, cfg, zero_copy) {
+                Err(Error::Os { err, .. })
+                    if err.raw_os_error() == Some(libc::EBUSY)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(Error::Os { what, err }) if err.raw_os_error() == Some(libc::EBUSY) => {
+                    return Err(Error::Os {
+                        what: format!(
+                            "{what}: the queue already has an AF_XDP socket (another process's; \
+                             stop it or pick another queue)"
+                        ),
+                        err,
+                    })
+                }
+                other => return other,
+            }
         }
     }
 
