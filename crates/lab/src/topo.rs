@@ -57,7 +57,9 @@ pub enum Profile {
     /// a NIC's interrupt lands wherever its default affinity puts it; nothing is pinned,
     /// deferred or busy-polled. With `rps` or `sender` it is `default`.
     Nic,
-    /// GRO + NAPI deferral, RPS/XPS to each node's CPUs, busy polling (host-wide, restored).
+    /// GRO, each queue's receive on its node's CPU (threaded NAPI pinned, or RPS: see
+    /// [`RxModel`]), XPS, busy polling (host-wide, restored); NAPI deferral only when
+    /// [`LabSpec::napi_defer_hard_irqs`] is set.
     Tuned,
 }
 

@@ -47,7 +47,7 @@ struct UpArgs {
     #[arg(long, default_value_t = 1)]
     queues: u32,
     /// default (changes nothing), nic (an untuned NIC: with --rx-model napi, GRO on, TSO off,
-    /// threaded NAPI on the default CPUs) or tuned (GRO, NAPI deferral, threaded NAPI pinned
+    /// threaded NAPI on the default CPUs) or tuned (GRO, threaded NAPI pinned
     /// to each node's CPU, XPS, busy poll).
     #[arg(long, default_value = "default")]
     profile: String,
