@@ -40,6 +40,14 @@ static __always_inline struct lb_rev *fwd_lookup(const struct lb_pkt *p)
 	return bpf_map_lookup_elem(&rev, &k);
 }
 
+/* Whether real slot `slot` holds a real (a removed real's slot is cleared). */
+static __always_inline int real_present(__u32 slot)
+{
+	struct lb_real *r = bpf_map_lookup_elem(&reals, &slot);
+
+	return r && r->family;
+}
+
 /* A SYN of a flow that had a connection before (the client reused its port): the other
  * CPUs may still hold the old connection in their own tables (on a veth a flow's packets
  * run on whichever CPU sends them), and would send the new connection's next packets to the
@@ -76,23 +84,35 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	__u64 now = lb_now();
 	struct lb_conn fresh = {}, *c = NULL, *old = NULL;
 	struct lb_rev *f = NULL;
-	int first_ack = 0, is_new = 0;
+	int first_ack = 0, is_new = 0, retransmit = 0;
 	struct lb_real *real;
 	struct lb_laddr *la = NULL;
 	void *table;
 	__u32 slot;
 
 	table = bpf_map_lookup_elem(&conns, &cpu);
-	if (table) {
+	if (table)
 		c = bpf_map_lookup_elem(table, &p->flow);
-		/* A SYN never takes an entry's real: it is scheduled afresh (a stale entry of a
-		 * quiesced real or a reused client port must not pin it). */
-		if (syn) {
-			old = c;
-			c = NULL;
-			if (cfg_nr_cpus > 1 && fwd_lookup(p))
+	if (syn) {
+		/* A SYN whose connection is still in its handshake (no FIN or RST, and no
+		 * segment but SYNs from the client yet) is that connection's retransmitted SYN:
+		 * it keeps its real, or rr/wrr would send it to the next one while the first
+		 * real's SYN-ACK is on its way (the client then talks to one real and the load
+		 * balancer to another: a reset). It may run on another CPU than the first SYN:
+		 * a retransmission rehashes the sender's queue choice. Any other SYN is a new
+		 * connection on a reused client port, scheduled afresh: a stale entry (a
+		 * quiesced real, an old connection) must not pin it; so is a retransmission
+		 * whose real was removed. */
+		f = fwd_lookup(p);
+		if (f && (f->flags & (LB_REV_CLOSED | LB_REV_ACKED)) == 0 && real_present(f->real)) {
+			retransmit = 1;
+		} else {
+			if (cfg_nr_cpus > 1 && f)
 				forget_elsewhere(&p->flow, cpu);
+			f = NULL;
 		}
+		old = c;
+		c = NULL;
 	}
 	if (c) {
 		slot = c->real;
@@ -101,6 +121,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		if (tcp && !(c->flags & LB_CONN_TOA_ACKED)) {
 			c->flags |= LB_CONN_TOA_ACKED;
 			first_ack = 1;
+			fwd_acked(p);
 		}
 		fresh = *c;
 		real = bpf_map_lookup_elem(&reals, &slot);
@@ -108,12 +129,13 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			*why = LB_PASS_NO_REAL;
 			return XDP_PASS;
 		}
-	} else if (!syn && (f = fwd_lookup(p))) {
+	} else if (retransmit || (!syn && (f = fwd_lookup(p)))) {
 		/* A packet on another CPU than its connection's SYN (a veth has no RSS
 		 * affinity: a flow runs on its sender's CPU; a NIC's RSS table may be
-		 * rebalanced): the shared forward entry has the connection; this CPU learns
-		 * it. Without it, rr and wrr would place the packet elsewhere, and so would mh
-		 * once the table changed (a quiesced or removed real). */
+		 * rebalanced), or a retransmitted SYN: the shared forward entry has the
+		 * connection; this CPU learns it. Without it, rr and wrr would place the packet
+		 * elsewhere, and so would mh once the table changed (a quiesced or removed
+		 * real). */
 		slot = f->real;
 		real = bpf_map_lookup_elem(&reals, &slot);
 		if (!real || !real->family) {
@@ -125,8 +147,14 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		fresh.hash = hash;
 		fresh.laddr = f->laddr;
 		fresh.lport = f->lport;
-		fresh.flags = LB_CONN_TOA_ACKED;
+		/* A retransmitted SYN still carries TOA, and so will the first ACK. */
+		fresh.flags = syn ? 0 : LB_CONN_TOA_ACKED;
 		fresh.seen_ns = now;
+		if (tcp && !syn && !(f->flags & LB_REV_ACKED))
+			f->flags |= LB_REV_ACKED;
+		/* The reply entry of a NAT connection in its handshake, should it have gone. */
+		if (retransmit && real->mode == LB_MODE_NAT)
+			nat_insert(real, slot, vip->id, p, now);
 		if (table)
 			bpf_map_update_elem(table, &p->flow, &fresh, BPF_ANY);
 	} else {
@@ -190,7 +218,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		/* Every remembered connection also gets the shared entry: one insert (one
 		 * bucket lock) per connection, none per packet. */
 		if (!limited || real->mode == LB_MODE_NAT || real->mode == LB_MODE_FNAT)
-			fwd_insert(p, vip->id, &fresh, now);
+			fwd_insert(p, vip->id, &fresh, tcp && !syn ? LB_REV_ACKED : 0, now);
 		is_new = opens;
 		if (limited)
 			count(LB_RATE_LIMITED);

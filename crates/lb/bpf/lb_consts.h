@@ -46,6 +46,8 @@
 #define LB_REV_FNAT 0x01   /* full-NAT: the reply's destination is translated back too */
 #define LB_REV_CLOSED 0x02 /* FIN or RST seen: the local port may be reused after a grace */
 #define LB_REV_FWD 0x04    /* a forward entry: client flow -> real, local address and port */
+#define LB_REV_ACKED 0x08  /* a forward entry whose client sent a non-SYN segment: the
+                            * handshake is over, so a later SYN opens a new connection */
 
 /* lb_flow.pad[0] of a forward entry's key: keeps client flows apart from reply flows. */
 #define LB_FLOW_FWD 1

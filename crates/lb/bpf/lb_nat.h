@@ -281,16 +281,29 @@ static __always_inline void fwd_key(struct lb_flow *k, const struct lb_pkt *p)
 }
 
 static __always_inline void fwd_insert(const struct lb_pkt *p, __u32 service,
-				       const struct lb_conn *c, __u64 now)
+				       const struct lb_conn *c, __u8 flags, __u64 now)
 {
 	struct lb_flow k;
 	struct lb_rev v;
 
 	fwd_key(&k, p);
-	rev_value(&v, p, c->real, service, LB_REV_FWD, now);
+	rev_value(&v, p, c->real, service, LB_REV_FWD | flags, now);
 	v.laddr = c->laddr;
 	v.lport = c->lport;
 	bpf_map_update_elem(&rev, &k, &v, BPF_ANY);
+}
+
+/* Marks the shared forward entry of the client flow `p` past its handshake (the client's
+ * first non-SYN segment on this CPU): a SYN on the flow from then on opens a new connection. */
+static __always_inline void fwd_acked(const struct lb_pkt *p)
+{
+	struct lb_flow k;
+	struct lb_rev *f;
+
+	fwd_key(&k, p);
+	f = bpf_map_lookup_elem(&rev, &k);
+	if (f && !(f->flags & LB_REV_ACKED))
+		f->flags |= LB_REV_ACKED;
 }
 
 /* Marks the shared forward entry of the client flow `p` closed (a FIN or RST from the

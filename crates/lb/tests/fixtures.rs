@@ -623,6 +623,53 @@ fn quiesced_real_keeps_its_flows_and_a_syn_ignores_a_stale_entry() {
 }
 
 #[test]
+fn a_retransmitted_syn_keeps_its_real_under_rr_on_any_cpu_and_a_new_connection_moves_on() {
+    // rr moves its cursor on every SYN it schedules: a retransmitted SYN scheduled afresh
+    // would reach the next real while the first one's SYN-ACK is on its way (a reset).
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut plan = one_service(VIP4, Mode::Dr, &["198.18.2.10", "198.18.2.11"], &[0]);
+    plan.services[0].scheduler = Scheduler::Rr;
+    plan.services[0].lookup = vec![0, 1];
+    with_lab("rtx", cfg(), plan, move |lab, dp| {
+        let pkt = |port, flags| {
+            frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &tcp(port, 80, flags),
+            )
+        };
+        let real = |port, flags| real_of(&dp.test_run(&pkt(port, flags), lab.in_idx).unwrap().1);
+        let first = real(40000, SYN);
+        assert_eq!(real(40000, SYN), first, "retransmitted on the same CPU");
+        if dp.program().shape.nr_cpus > 1 && cpus > 1 {
+            pin(1);
+            // Move CPU 1's cursor, so that scheduling afresh there would pick the other real.
+            assert_eq!(real(41000, SYN), first);
+            assert_eq!(real(40000, SYN), first, "retransmitted on another CPU");
+            pin(0);
+        }
+        assert_eq!(real(40000, ACK), first);
+        // The handshake is over: a SYN on the flow now opens a new connection.
+        let next = real(40000, SYN);
+        assert_ne!(
+            next, first,
+            "a reused port after an ACK is scheduled afresh"
+        );
+        assert_eq!(real(40000, SYN), next, "and its own retransmission stays");
+        // A connection closed (FIN) before its handshake ended: a new one moves on too.
+        let closing = real(40001, SYN);
+        assert_eq!(real(40001, FIN), closing);
+        assert_ne!(
+            real(40001, SYN),
+            closing,
+            "a SYN after a FIN is a new connection"
+        );
+    });
+}
+
+#[test]
 fn a_hit_keeps_the_entrys_real_another_cpu_finds_the_shared_entry_a_lost_one_follows_the_hash() {
     // Counted here: inside the lab's closure this thread is pinned to one CPU.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
