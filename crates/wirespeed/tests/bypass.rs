@@ -67,20 +67,24 @@ fn lab(tag: &str) -> Lab {
     }
 }
 
-struct Serve(Child);
+struct Serve(Child, String);
 
 impl Serve {
     /// Our server on our stack, in the server namespace.
     fn start(lab: &Lab, app: &str) -> Serve {
+        Serve::start_with(lab, app, &[])
+    }
+
+    /// As [`Serve::start`], with more flags.
+    fn start_with(lab: &Lab, app: &str, extra: &[&str]) -> Serve {
         let ip = format!("{OUR_IP}/24");
         let listen = format!("{OUR_IP}:8080");
-        Serve::spawn(
-            &lab.server,
-            &[
-                "serve", app, "--stack", "xdp", "--iface", "s0", "--cpus", "1", "--ip", &ip,
-                "--listen", &listen,
-            ],
-        )
+        let mut args = vec![
+            "serve", app, "--stack", "xdp", "--iface", "s0", "--cpus", "1", "--ip", &ip,
+            "--listen", &listen,
+        ];
+        args.extend(extra);
+        Serve::spawn(&lab.server, &args)
     }
 
     /// `wirespeed ARGS` in `ns`, once it says it is listening.
@@ -97,7 +101,7 @@ impl Serve {
         while err.read_line(&mut line).unwrap() > 0 && !line.contains("listening on") {}
         assert!(line.contains("listening on"), "serve did not start: {line}");
         std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::stderr()));
-        Serve(child)
+        Serve(child, line)
     }
 }
 
@@ -182,8 +186,10 @@ fn linux_clients_against_our_stack_through_loss_reorder_and_duplication() {
         .expect("kernel address unreachable");
     drop(srv);
 
-    // 256 MiB each way through our echo server, checked byte for byte.
-    let _srv = Serve::start(&lab, "echo");
+    // 256 MiB each way through our echo server, checked byte for byte, with the shard
+    // busy-polling its queue (what the kernel took is in the listening line).
+    let srv = Serve::start_with(&lab, "echo", &["--busy-poll-us", "50"]);
+    assert!(srv.1.contains("busy poll 50 us"), "{}", srv.1);
     let started = std::time::Instant::now();
     let result = lab
         .client

@@ -97,6 +97,7 @@ pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P, x: &BypassClient) -> R
         ephemeral_ports: Some((FIRST_PORT, FIRST_PORT + PORTS - 1)),
         opens_connections: true,
         log_prefix: "wirespeed bench",
+        busy_poll_us: 0,
     })
     .map_err(|e| invalid(e.to_string()))?;
     for note in stack.notes() {

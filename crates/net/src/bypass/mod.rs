@@ -24,7 +24,8 @@ use std::net::Ipv4Addr;
 
 use wirespeed_nic::rss::RssModel;
 use wirespeed_nic::{
-    AnyQueue, AttachScope, Bifurcation, BifurcationConfig, InterfaceInfo, XskConfig, XskSocket,
+    AnyQueue, AttachScope, Bifurcation, BifurcationConfig, BusyPoll, InterfaceInfo, XskConfig,
+    XskSocket,
 };
 
 use socket::{DropCause, RxSteering, StackConfig};
@@ -64,6 +65,10 @@ pub struct BypassConfig {
     pub opens_connections: bool,
     /// How the process names itself in its one-line messages, e.g. `wirespeed serve`.
     pub log_prefix: &'static str,
+    /// AF_XDP: busy poll each socket's queue for this many microseconds (`SO_BUSY_POLL`,
+    /// `SO_PREFER_BUSY_POLL`): the shard's own wakeup syscalls run the queue's NAPI, so its
+    /// receive work runs on the shard's CPU and not in an interrupt or a NAPI thread. 0: off.
+    pub busy_poll_us: u32,
 }
 
 /// One shard's part: its driver queue and its stack's configuration.
@@ -164,13 +169,30 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     base.accept_partial_checksums = info.partial_checksums_possible();
     let mut shards = Vec::with_capacity(cfg.shards);
     let mut notes = Vec::new();
+    let mut description = format!("AF_XDP on {iface}");
     // Chunks sized for the interface's MTU: one 2048-byte chunk per frame up to a 1778-byte
     // MTU; above, 4096-byte chunks, chained for frames longer than one (XDP_USE_SG).
-    let xsk = XskConfig::for_mtu(info.mtu);
+    let mut xsk = XskConfig::for_mtu(info.mtu);
+    if cfg.busy_poll_us > 0 {
+        xsk.busy_poll = Some(BusyPoll {
+            usecs: cfg.busy_poll_us,
+            ..BusyPoll::default()
+        });
+    }
     for queue in 0..cfg.shards as u32 {
         let socket = XskSocket::open(iface, queue, &xsk)?;
         if let Some(why) = socket.fallback() {
             notes.push(format!("queue {queue}: copy mode ({why})"));
+        }
+        // What the kernel took, not what was asked for.
+        if queue == 0 && socket.busy_poll_us() > 0 {
+            description.push_str(&format!(", busy poll {} us", socket.busy_poll_us()));
+        }
+        if !socket.busy_poll_missing().is_empty() {
+            notes.push(format!(
+                "queue {queue}: busy polling without {} (the kernel refused them)",
+                socket.busy_poll_missing().join(", ")
+            ));
         }
         program.register(&socket)?;
         let mut stack = base.clone();
@@ -185,7 +207,7 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     }
     Ok(Bypass {
         shards,
-        description: format!("AF_XDP on {iface}"),
+        description,
         iface: iface.to_string(),
         notes,
         _program: Some(program),
@@ -339,6 +361,7 @@ mod tests {
             ephemeral_ports: None,
             opens_connections: false,
             log_prefix: "test",
+            busy_poll_us: 0,
         };
         let err = open(&cfg).unwrap_err();
         assert!(err.to_string().contains("at least one shard"), "{err}");
@@ -358,6 +381,7 @@ mod tests {
             ephemeral_ports: None,
             opens_connections: true,
             log_prefix: "test",
+            busy_poll_us: 0,
         };
         let unknown = RssModel::Unknown("veth".into());
         let err = refuse_unpredictable_rss(&cfg, &unknown, "wp0").unwrap_err();

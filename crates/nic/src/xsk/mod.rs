@@ -520,6 +520,18 @@ impl XskSocket {
         &self.busy_poll_missing
     }
 
+    /// The socket's busy-poll time as the kernel holds it (`SO_BUSY_POLL`), in microseconds;
+    /// 0 when off.
+    pub fn busy_poll_us(&self) -> u32 {
+        getsockopt(
+            self.fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_BUSY_POLL,
+            0 as libc::c_int,
+        )
+        .map_or(0, |v| v.max(0) as u32)
+    }
+
     pub fn ifname(&self) -> &str {
         &self.ifname
     }

@@ -91,7 +91,9 @@ struct Common {
     poll_us: u32,
     /// Busy polling for this many microseconds: SO_BUSY_POLL and SO_PREFER_BUSY_POLL on every
     /// socket, and NAPI busy polling on each shard's epoll instance or io_uring ring (the
-    /// shard polls its queue's NAPI itself before it sleeps). 0 turns it off.
+    /// shard polls its queue's NAPI itself before it sleeps). With --stack xdp: the same
+    /// options on each AF_XDP socket, whose wakeup syscalls then poll the queue. 0 turns it
+    /// off.
     #[arg(long, value_name = "US", default_value_t = 0)]
     busy_poll_us: u32,
     /// How connections are placed on shards.
@@ -350,5 +352,6 @@ fn bypass_config(common: &Common, shards: usize) -> anyhow::Result<BypassConfig>
         ephemeral_ports: None,
         opens_connections: false,
         log_prefix: "wirespeed serve",
+        busy_poll_us: common.busy_poll_us,
     })
 }
