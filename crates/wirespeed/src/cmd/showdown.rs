@@ -333,7 +333,7 @@ fn start_server(
         Server::Wirespeed { .. } | Server::Nginx => {
             server_command(spec, &listen, workdir, &|prog| ns.command(prog))?
         }
-        Server::WirespeedXdp { app } => {
+        Server::WirespeedXdp { app, busy_poll_us } => {
             let exe = std::env::current_exe()?;
             let iface = lab
                 .node("s")
@@ -365,6 +365,8 @@ fn start_server(
                 SERVER_CPU.to_string(),
                 "--listen".into(),
                 listen.clone(),
+                "--busy-poll-us".into(),
+                busy_poll_us.to_string(),
             ];
             let mut c = ns.command(exe.to_str().context("binary path")?);
             c.args(&args);

@@ -21,7 +21,11 @@ pub(super) enum Server {
     /// `wirespeed serve http|echo --stack xdp`: our TCP/IP stack on an AF_XDP socket on the
     /// server namespace's interface, answering for its own address ([`bypass_addr`]) beside
     /// the kernel's.
-    WirespeedXdp { app: &'static str },
+    WirespeedXdp {
+        app: &'static str,
+        /// `--busy-poll-us` (0: off): the shard busy-polls its queue's NAPI itself.
+        busy_poll_us: u32,
+    },
     /// No server: the load balancer's rows forward packets (`xdp`: `wirespeed lb`, else
     /// nftables DNAT+SNAT).
     LoadBalancer { xdp: bool },
@@ -81,12 +85,15 @@ fn http(name: &'static str, profile: Profile, server: Server, seed: Option<SeedR
     }
 }
 
+/// The echo servers' busy polling, kernel and bypass alike (Photon's table busy-polls both).
+const ECHO_BUSY_POLL_US: u32 = 50;
+
 fn echo_kernel() -> Server {
     Server::Wirespeed {
         app: "echo",
         engine: "epoll",
         poll_us: 100,
-        busy_poll_us: 50,
+        busy_poll_us: ECHO_BUSY_POLL_US,
         locality: "cbpf",
     }
 }
@@ -140,7 +147,10 @@ pub(super) fn ladder() -> Vec<RowSpec> {
         http(
             "bypass: our stack on AF_XDP",
             Profile::Nic,
-            Server::WirespeedXdp { app: "http" },
+            Server::WirespeedXdp {
+                app: "http",
+                busy_poll_us: 0,
+            },
             Some(seed::HTTP_BYPASS),
         ),
         // The bypass rows run untuned: the tuned profile's knobs (XPS, NAPI deferral,
@@ -161,7 +171,10 @@ pub(super) fn ladder() -> Vec<RowSpec> {
         RowSpec {
             name: "echo ping-pong 512 B: bypass (vs row 8)",
             profile: Profile::Nic,
-            server: Server::WirespeedXdp { app: "echo" },
+            server: Server::WirespeedXdp {
+                app: "echo",
+                busy_poll_us: ECHO_BUSY_POLL_US,
+            },
             workload: Workload::EchoPingPong,
             base_row: 8,
             seed: Some(seed::ECHO_PINGPONG_BYPASS),
@@ -177,7 +190,10 @@ pub(super) fn ladder() -> Vec<RowSpec> {
         RowSpec {
             name: "echo stream 512 B: bypass (vs row 10)",
             profile: Profile::Nic,
-            server: Server::WirespeedXdp { app: "echo" },
+            server: Server::WirespeedXdp {
+                app: "echo",
+                busy_poll_us: ECHO_BUSY_POLL_US,
+            },
             workload: Workload::EchoStream,
             base_row: 10,
             seed: Some(seed::ECHO_STREAM_BYPASS),
