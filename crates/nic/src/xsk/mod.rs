@@ -249,8 +249,8 @@ impl XskSocket {
                 Err(Error::Os { what, err }) if err.raw_os_error() == Some(libc::EBUSY) => {
                     return Err(Error::Os {
                         what: format!(
-                            "{what}: the queue already has an AF_XDP socket (another process's; \
-                             stop it or pick another queue)"
+                            "{what}: the queue already has an AF_XDP socket (stop the program \
+                             that holds it, or pick another queue)"
                         ),
                         err,
                     })
