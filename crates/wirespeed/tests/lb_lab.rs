@@ -118,6 +118,11 @@ fn spread_run(lab: &LbLab, ports: [&[u16]; 2]) -> [usize; BACKENDS] {
         ));
     }
     let (seen, failed) = tally(&results);
+    if !failed.is_empty() {
+        // Why the data path handed packets on (a kernel that gets a client's segment for
+        // the VIP answers it with a reset).
+        println!("spread: {}", lb_common::reasons());
+    }
     assert!(
         failed.is_empty(),
         "{} connections failed, e.g. {:?}",
