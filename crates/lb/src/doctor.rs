@@ -198,6 +198,7 @@ pub fn check_lb(view: &ListView, host: &Host) -> Vec<Problem> {
     let mtu_of = |dev: &str| links.iter().find(|l| l.0 == dev).map(|l| l.2);
     let ingress_mtu = view.ifaces.iter().filter_map(|i| mtu_of(i)).max();
     let mut seen = Vec::new();
+    let mut real_devs: Vec<String> = Vec::new();
     for s in &view.services {
         for r in &s.reals {
             let rip = r.addr.ip();
@@ -214,6 +215,9 @@ pub fn check_lb(view: &ListView, host: &Host) -> Vec<Problem> {
                 continue;
             };
             let dev = route["dev"].as_str().unwrap_or("?").to_string();
+            if !real_devs.contains(&dev) {
+                real_devs.push(dev.clone());
+            }
             let gateway: Option<IpAddr> = route["gateway"].as_str().and_then(|g| g.parse().ok());
             if r.mode == Mode::Dr {
                 if let Some(gw) = gateway {
@@ -258,6 +262,7 @@ pub fn check_lb(view: &ListView, host: &Host) -> Vec<Problem> {
         }
     }
     out.extend(check_xdp_xmit(&view.ifaces, host, &links));
+    out.extend(check_veth_rx_queues(&real_devs, host, &links));
     // Reals behind one next hop share its neighbour problem: say it once.
     let mut unique: Vec<Problem> = Vec::new();
     for p in out {
@@ -309,6 +314,70 @@ fn check_xdp_xmit(
         });
     }
     out
+}
+
+/// A veth queues each XDP frame on its peer's RX queue numbered by the sending CPU, where a
+/// NIC's RSS keeps a flow on one queue. The data path may handle one connection's segments on
+/// two CPUs (a veth's flow runs on its sender's CPU), so with more than one RX queue on the
+/// real's side the real's kernel can process its handshake ACK and first data at once on two
+/// CPUs; Linux 6.18 then sometimes answers the ACK with a reset (the first data completed
+/// the handshake, and the ACK's lookup found neither the request nor the new socket). Seen
+/// in the lb lab, about once in 200,000 connections: docs/LB.md.
+fn check_veth_rx_queues(
+    devs: &[String],
+    host: &Host,
+    links: &[(String, bool, u64, String)],
+) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for dev in devs {
+        if !links.iter().any(|l| &l.0 == dev && l.3 == "veth") {
+            continue;
+        }
+        let detail = host.ip_json(&["-d", "link", "show", "dev", dev]);
+        let Some(link) = detail.as_array().and_then(|a| a.first()) else {
+            continue;
+        };
+        let (ns, peer) = veth_peer(link, host);
+        if peer == "PEER" {
+            continue;
+        }
+        let peer_host = Host { netns: ns.clone() };
+        let Some(n) = peer_host
+            .output(&["ethtool", "-l", &peer])
+            .and_then(|t| current_rx_channels(&t))
+        else {
+            continue;
+        };
+        if n > 1 {
+            // A veth with an XDP program needs an RX queue per peer TX queue: this side's
+            // TX goes to one first (the real may run `lb decap`).
+            let peer_fix = format!("ethtool -L {peer} rx 1");
+            out.push(Problem {
+                problem: format!(
+                    "veth {dev} to reals has a peer {peer} with {n} RX queues, so one connection's segments can reach the real on two CPUs at once (its kernel may reset the connection)"
+                ),
+                fix: format!(
+                    "{}; {}",
+                    host.fix(&format!("ethtool -L {dev} tx 1")),
+                    match ns {
+                        Some(ns) => format!("ip netns exec {ns} {peer_fix}"),
+                        None => peer_fix,
+                    }
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// The RX channels in use, from `ethtool -l`: the "RX:" line under "Current hardware
+/// settings".
+fn current_rx_channels(text: &str) -> Option<u64> {
+    let current = text.split("Current hardware settings:").nth(1)?;
+    current
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("RX:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// The command that turns GRO on at a veth's peer (which gives the peer NAPI, so the veth
@@ -781,5 +850,19 @@ fn is_link_local(a: &IpAddr) -> bool {
     match a {
         IpAddr::V4(v) => v.is_link_local(),
         IpAddr::V6(v) => (v.segments()[0] & 0xffc0) == 0xfe80,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::current_rx_channels;
+
+    #[test]
+    fn rx_channels_are_read_from_the_current_settings_not_the_maximum() {
+        let text = "Channel parameters for eth0:\nPre-set maximums:\nRX:\t\t2\nTX:\t\t2\nOther:\t\tn/a\nCombined:\tn/a\nCurrent hardware settings:\nRX:\t\t1\nTX:\t\t2\nOther:\t\tn/a\nCombined:\tn/a\n";
+        assert_eq!(current_rx_channels(text), Some(1));
+        let nic = "Pre-set maximums:\nRX:\t\tn/a\nCombined:\t8\nCurrent hardware settings:\nRX:\t\tn/a\nCombined:\t4\n";
+        assert_eq!(current_rx_channels(nic), None);
+        assert_eq!(current_rx_channels(""), None);
     }
 }

@@ -118,10 +118,11 @@ fn spread_run(lab: &LbLab, ports: [&[u16]; 2]) -> [usize; BACKENDS] {
         ));
     }
     let (seen, failed) = tally(&results);
+    // Losses the clients recovered from, and resets the backends sent: a backend answers a
+    // segment it has no socket for with a reset (docs/LB.md, "What the lab tests found").
+    println!("spread: {}", tcp_counters(lab));
     if !failed.is_empty() {
-        // Why the data path handed packets on (a kernel that gets a client's segment for
-        // the VIP answers it with a reset).
-        println!("spread: {}", lb_common::reasons());
+        print_failure_report(lab, &failed);
     }
     assert!(
         failed.is_empty(),
@@ -139,6 +140,65 @@ fn spread_run(lab: &LbLab, ports: [&[u16]; 2]) -> [usize; BACKENDS] {
         "the backends' counts differ from what the clients saw"
     );
     counted
+}
+
+/// What tells a reset connection's cause: the data path's reasons (a client segment handed to
+/// the lb node's kernel), every namespace's reset, abort and drop counters, the daemon's log,
+/// and the data path's entries for each failed flow (which real each CPU sends it to).
+fn print_failure_report(lab: &LbLab, failed: &[String]) {
+    println!("spread: {}", lb_common::reasons());
+    for role in ["lb", "c0", "c1", "b0", "b1", "b2", "b3"] {
+        let all = lab.exec(role, "nstat", &["-as"]);
+        let hits: Vec<&str> = all
+            .lines()
+            .filter(|l| {
+                [
+                    "Rst", "Reset", "Abort", "Drop", "Fail", "Unreach", "NoRoute",
+                ]
+                .iter()
+                .any(|k| l.contains(k))
+            })
+            .collect();
+        println!("spread: {role} nstat: {}", hits.join(" | "));
+    }
+    println!("spread: daemon log:\n{}", lab.daemon_log());
+    for f in failed {
+        // The probe's error ends "(from ADDR:PORT)".
+        let port = f
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.trim_end_matches(')').parse::<u16>().ok());
+        if let Some(port) = port {
+            println!("spread: port {port}: {}", lb_common::entries_for_port(port));
+        }
+    }
+}
+
+/// The TCP counters that tell a lost, late or refused segment: per client, SYN and other
+/// retransmissions; per backend, SYNs dropped at a full listen queue and resets sent.
+fn tcp_counters(lab: &LbLab) -> String {
+    let read = |role: &str, keys: &[&str]| -> String {
+        let mut args = vec!["-asz"];
+        args.extend_from_slice(keys);
+        let text = lab.exec(role, "nstat", &args);
+        let values: Vec<String> = text
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                Some(format!("{} {}", w.next()?, w.next()?))
+            })
+            .filter(|kv| !kv.starts_with('#'))
+            .collect();
+        format!("{role} [{}]", values.join(", "))
+    };
+    let mut parts = vec![];
+    for c in ["c0", "c1"] {
+        parts.push(read(c, &["TcpExtTCPSynRetrans", "TcpRetransSegs"]));
+    }
+    for j in 0..BACKENDS {
+        parts.push(read(&format!("b{j}"), &["TcpExtListenDrops", "TcpOutRsts"]));
+    }
+    parts.join(" ")
 }
 
 #[test]

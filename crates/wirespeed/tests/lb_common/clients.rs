@@ -90,7 +90,10 @@ pub fn connect(target: SocketAddr, src: Option<SocketAddr>) -> Result<TcpStream,
 /// One new connection: connect, ask which backend, close.
 pub fn probe(target: SocketAddr, src: Option<SocketAddr>) -> Result<usize, String> {
     let mut s = connect(target, src)?;
-    ask(&mut s)
+    let from = s
+        .local_addr()
+        .map_or_else(|_| "?".into(), |a| a.to_string());
+    ask(&mut s).map_err(|e| format!("{e} (from {from})"))
 }
 
 /// The results until the fifth failure: a data path that loses connections makes each of

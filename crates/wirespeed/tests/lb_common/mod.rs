@@ -110,6 +110,7 @@ pub fn configure(
         let (r, w) = (r.to_string(), w.to_string());
         lab.lb_ok(&["-a", "-t", &v, "-r", &r, m, "-w", &w]);
     }
+    lab.apply_queue_fixes();
 }
 
 /// `ADDR:PORT` as ipvsadm writes it (`[v6]:port`).
@@ -398,6 +399,44 @@ impl LbLab {
         )
     }
 
+    /// Runs `wirespeed lb doctor` and applies the RX-queue fixes it prints for the veths to
+    /// the reals, as a user would; then every real's link must have one RX queue. A veth
+    /// queues each XDP frame by the sending CPU where a NIC's RSS keeps a flow on one queue,
+    /// and with two queues a real's kernel reset about one connection in 200,000 (docs/LB.md).
+    pub fn apply_queue_fixes(&self) {
+        let out = self.lb(&["doctor"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        for line in text.lines().filter(|l| l.contains("ethtool -L")) {
+            let (_, fix) = line
+                .rsplit_once(": ")
+                .expect("doctor's `problem: fix` line");
+            println!("{}: applying doctor's fix: {fix}", self.name);
+            for cmd in fix.split("; ") {
+                let words: Vec<&str> = cmd.split_whitespace().collect();
+                if cmd.starts_with("ip netns exec ") {
+                    ok(Command::new(words[0]).args(&words[1..]));
+                } else {
+                    // Where doctor ran: the lb node.
+                    self.exec("lb", words[0], &words[1..]);
+                }
+            }
+        }
+        for j in 0..BACKENDS {
+            let role = format!("b{j}");
+            let channels = self.exec(&role, "ethtool", &["-l", "eth0"]);
+            let current = channels
+                .split("Current hardware settings:")
+                .nth(1)
+                .and_then(|c| c.lines().find_map(|l| l.trim().strip_prefix("RX:")))
+                .map(str::trim);
+            assert_eq!(
+                current,
+                Some("1"),
+                "{role}'s eth0 still has more than one RX queue after doctor's fixes; doctor said:\n{text}"
+            );
+        }
+    }
+
     /// `wirespeed lb ARGS`, which must succeed; its stdout.
     pub fn lb_ok(&self, args: &[&str]) -> String {
         let out = self.lb(args);
@@ -646,4 +685,56 @@ pub fn reasons() -> String {
         parts.push(format!("[map {i}] {}", mine.join(", ")));
     }
     format!("data path reasons: {}", parts.join(" "))
+}
+
+/// The data path's entries for client source port `port` (every client): per CPU table
+/// (`lb_conn<cpu>`) and the shared `rev` table, each as map, client address, key kind (0:
+/// the flow, 1: a forward entry), real slot and flags. For failure messages: which real
+/// each CPU would send the flow to.
+pub fn entries_for_port(port: u16) -> String {
+    let mut names: Vec<String> = (0..1024)
+        .map(|c| format!("lb_conn{c}"))
+        .take_while(|n| {
+            output(Command::new("bpftool").args(["map", "show", "name", n]))
+                .status
+                .success()
+        })
+        .collect();
+    names.push("rev".into());
+    let mut out = vec![];
+    for name in names {
+        let dump = output(Command::new("bpftool").args(["-j", "map", "dump", "name", &name]));
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&dump.stdout) else {
+            continue;
+        };
+        let bytes = |x: &serde_json::Value| -> Vec<u8> {
+            x.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|b| u8::from_str_radix(b.as_str()?.trim_start_matches("0x"), 16).ok())
+                .collect()
+        };
+        for e in v.as_array().into_iter().flatten() {
+            let (k, val) = (bytes(&e["key"]), bytes(&e["value"]));
+            if k.len() < 40 || u16::from_be_bytes([k[32], k[33]]) != port {
+                continue;
+            }
+            // lb_conn: real at 0, flags at 7; lb_rev: real at 36, flags at 44.
+            let (real, flags) = if name == "rev" && val.len() >= 45 {
+                (
+                    u32::from_ne_bytes([val[36], val[37], val[38], val[39]]),
+                    val[44],
+                )
+            } else if val.len() >= 8 {
+                (u32::from_ne_bytes([val[0], val[1], val[2], val[3]]), val[7])
+            } else {
+                continue;
+            };
+            out.push(format!(
+                "{name}: client {}.{}.{}.{} kind {} real {real} flags {flags:#x}",
+                k[0], k[1], k[2], k[3], k[38]
+            ));
+        }
+    }
+    out.join("; ")
 }
