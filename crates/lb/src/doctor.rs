@@ -316,6 +316,21 @@ fn check_xdp_xmit(
     out
 }
 
+/// What `-a` warns about on the host where it runs (the daemon's): the way to real `rip`
+/// is a veth whose peer has more than one RX queue ([`check_veth_rx_queues`]).
+pub fn check_path_to_real(rip: IpAddr) -> Vec<Problem> {
+    let host = Host { netns: None };
+    let route = host.ip_json(&["route", "get", &rip.to_string()]);
+    let Some(dev) = route
+        .as_array()
+        .and_then(|a| a.first())
+        .and_then(|r| r["dev"].as_str())
+    else {
+        return Vec::new();
+    };
+    check_veth_rx_queues(&[dev.to_string()], &host, &host.links())
+}
+
 /// A veth queues each XDP frame on its peer's RX queue numbered by the sending CPU, where a
 /// NIC's RSS keeps a flow on one queue. The data path may handle one connection's segments on
 /// two CPUs (a veth's flow runs on its sender's CPU), so with more than one RX queue on the

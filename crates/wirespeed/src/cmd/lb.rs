@@ -311,6 +311,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 Command::List(o) => Some(o.clone()),
                 _ => None,
             };
+            let new_real = match &cmd {
+                Command::AddReal { real, .. } => Some(real.addr.ip()),
+                _ => None,
+            };
             match ask(socket, &Request::Command(cmd))? {
                 Reply::List(view) => {
                     let opts = opts.unwrap_or_default();
@@ -321,7 +325,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         print_warnings(&view.warnings);
                     }
                 }
-                Reply::Done { warnings } => print_warnings(&warnings),
+                Reply::Done { warnings } => {
+                    print_warnings(&warnings);
+                    // Said here, where the daemon runs, so a user who never runs doctor
+                    // still reads it (docs/LB.md, "Doctor").
+                    if let Some(rip) = new_real {
+                        let path: Vec<String> = doctor::check_path_to_real(rip)
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect();
+                        print_warnings(&path);
+                    }
+                }
                 Reply::Error(e) => bail!("{e}"),
             }
             Ok(())

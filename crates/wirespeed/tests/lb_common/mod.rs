@@ -106,9 +106,18 @@ pub fn configure(
         };
         lab.lb_ok(&["--add-laddr", "-z", &laddr, "-t", &v]);
     }
-    for (r, m, w) in reals {
+    for (j, (r, m, w)) in reals.into_iter().enumerate() {
         let (r, w) = (r.to_string(), w.to_string());
-        lab.lb_ok(&["-a", "-t", &v, "-r", &r, m, "-w", &w]);
+        let queues = lab.rx_queues(&format!("b{j}"));
+        let out = lab.lb(&["-a", "-t", &v, "-r", &r, m, "-w", &w]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "-a {r} failed: {err}");
+        // `-a` says what doctor says about the way to the real.
+        assert_eq!(
+            err.contains("RX queues"),
+            queues > 1,
+            "-a {r} (b{j} with {queues} RX queues) warned: {err:?}"
+        );
     }
     lab.apply_queue_fixes();
 }
@@ -423,18 +432,23 @@ impl LbLab {
         }
         for j in 0..BACKENDS {
             let role = format!("b{j}");
-            let channels = self.exec(&role, "ethtool", &["-l", "eth0"]);
-            let current = channels
-                .split("Current hardware settings:")
-                .nth(1)
-                .and_then(|c| c.lines().find_map(|l| l.trim().strip_prefix("RX:")))
-                .map(str::trim);
             assert_eq!(
-                current,
-                Some("1"),
+                self.rx_queues(&role),
+                1,
                 "{role}'s eth0 still has more than one RX queue after doctor's fixes; doctor said:\n{text}"
             );
         }
+    }
+
+    /// The RX queues in use on `role`'s eth0 (`ethtool -l`).
+    pub fn rx_queues(&self, role: &str) -> u32 {
+        let channels = self.exec(role, "ethtool", &["-l", "eth0"]);
+        channels
+            .split("Current hardware settings:")
+            .nth(1)
+            .and_then(|c| c.lines().find_map(|l| l.trim().strip_prefix("RX:")))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no RX channels for {role}: {channels}"))
     }
 
     /// `wirespeed lb ARGS`, which must succeed; its stdout.
