@@ -586,15 +586,7 @@ fn real_of(out: &[u8]) -> usize {
 fn quiesced_real_keeps_its_flows_and_a_syn_ignores_a_stale_entry() {
     let plan = one_service(VIP4, Mode::Dr, &["198.18.2.10", "198.18.2.11"], &[0]);
     with_lab("qui", cfg(), plan, |lab, dp| {
-        let pkt = |port, flags| {
-            frame(
-                lab.in_mac,
-                ROUTER_MAC,
-                ip(CLIENT4),
-                ip(VIP4),
-                &tcp(port, 80, flags),
-            )
-        };
+        let pkt = |port, flags| lab.client_tcp(CLIENT4, VIP4, port, flags);
         let (_, out) = dp.test_run(&pkt(40000, SYN), lab.in_idx).unwrap();
         assert_eq!(real_of(&out), 0);
         // Real 0 goes to weight 0: the lookup names only real 1; real 0 keeps its slot.
@@ -631,15 +623,7 @@ fn a_retransmitted_syn_keeps_its_real_under_rr_on_any_cpu_and_a_new_connection_m
     plan.services[0].scheduler = Scheduler::Rr;
     plan.services[0].lookup = vec![0, 1];
     with_lab("rtx", cfg(), plan, move |lab, dp| {
-        let pkt = |port, flags| {
-            frame(
-                lab.in_mac,
-                ROUTER_MAC,
-                ip(CLIENT4),
-                ip(VIP4),
-                &tcp(port, 80, flags),
-            )
-        };
+        let pkt = |port, flags| lab.client_tcp(CLIENT4, VIP4, port, flags);
         let real = |port, flags| real_of(&dp.test_run(&pkt(port, flags), lab.in_idx).unwrap().1);
         let first = real(40000, SYN);
         assert_eq!(real(40000, SYN), first, "retransmitted on the same CPU");

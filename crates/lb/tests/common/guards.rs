@@ -219,15 +219,7 @@ fn full_nat_ports_come_from_this_cpus_share() {
 fn a_service_without_weight_drops_new_connections_and_keeps_established_ones() {
     let plan = one_service(VIP4, Mode::Dr, &["198.18.2.10"], &[0]);
     with_lab("none", cfg(), plan, |lab, dp| {
-        let pkt = |port, flags| {
-            frame(
-                lab.in_mac,
-                ROUTER_MAC,
-                ip(CLIENT4),
-                ip(VIP4),
-                &tcp(port, 80, flags),
-            )
-        };
+        let pkt = |port, flags| lab.client_tcp(CLIENT4, VIP4, port, flags);
         dp.test_run(&pkt(40000, SYN), lab.in_idx).unwrap();
         let mut empty = one_service(VIP4, Mode::Dr, &["198.18.2.10"], &[0]);
         empty.services[0].lookup.clear();

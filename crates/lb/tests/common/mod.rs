@@ -288,6 +288,20 @@ pub struct Lab {
     pub out_mac: [u8; 6],
 }
 
+impl Lab {
+    /// A TCP segment from `client`:`sport` to `vip`:80, as the router hands it to the
+    /// client-side port.
+    pub fn client_tcp(&self, client: &str, vip: &str, sport: u16, flags: u8) -> Vec<u8> {
+        frame(
+            self.in_mac,
+            ROUTER_MAC,
+            ip(client),
+            ip(vip),
+            &tcp(sport, 80, flags),
+        )
+    }
+}
+
 fn ifindex(ns: &Netns, ifname: &str) -> u32 {
     ns.exec("cat", &[&format!("/sys/class/net/{ifname}/ifindex")])
         .unwrap()
