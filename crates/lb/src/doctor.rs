@@ -387,7 +387,7 @@ fn check_veth_rx_queues(
 
 /// The RX channels in use, from `ethtool -l`: the "RX:" line under "Current hardware
 /// settings".
-fn current_rx_channels(text: &str) -> Option<u64> {
+pub fn current_rx_channels(text: &str) -> Option<u64> {
     let current = text.split("Current hardware settings:").nth(1)?;
     current
         .lines()

@@ -441,13 +441,9 @@ impl LbLab {
     }
 
     /// The RX queues in use on `role`'s eth0 (`ethtool -l`).
-    pub fn rx_queues(&self, role: &str) -> u32 {
+    pub fn rx_queues(&self, role: &str) -> u64 {
         let channels = self.exec(role, "ethtool", &["-l", "eth0"]);
-        channels
-            .split("Current hardware settings:")
-            .nth(1)
-            .and_then(|c| c.lines().find_map(|l| l.trim().strip_prefix("RX:")))
-            .and_then(|n| n.trim().parse().ok())
+        wirespeed_lb::doctor::current_rx_channels(&channels)
             .unwrap_or_else(|| panic!("no RX channels for {role}: {channels}"))
     }
 
