@@ -220,6 +220,18 @@ macro_rules! each_driver {
     };
 }
 
+impl AnyQueue {
+    /// An fd that polls readable when frames wait on the receive ring, for a shard that sleeps
+    /// when idle: the AF_XDP socket's. None where the driver has none (DPDK, the in-memory
+    /// port): those shards spin.
+    pub fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        match self {
+            AnyQueue::Xsk(q) => Some(std::os::fd::AsRawFd::as_raw_fd(q)),
+            _ => None,
+        }
+    }
+}
+
 impl FrameIo for AnyQueue {
     fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, f: F) -> usize {
         each_driver!(self, q => q.rx_burst(max, f))

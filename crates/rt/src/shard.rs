@@ -54,6 +54,7 @@ pub struct RuntimeBuilder {
     engine: EngineKind,
     poll_us: u32,
     napi_busy_poll_us: u32,
+    idle_sleep_us: u32,
     task_quota: usize,
     handle_signals: bool,
     pin: bool,
@@ -83,6 +84,7 @@ impl Runtime {
             engine: EngineKind::Epoll,
             poll_us: 0,
             napi_busy_poll_us: 0,
+            idle_sleep_us: 0,
             task_quota: 256,
             handle_signals: false,
             pin: true,
@@ -128,6 +130,7 @@ impl Runtime {
                 engine: self.engine,
                 poll_us: self.cfg.poll_us,
                 napi_busy_poll_us: self.cfg.napi_busy_poll_us,
+                idle_sleep_us: self.cfg.idle_sleep_us,
                 task_quota: self.cfg.task_quota,
                 pin: self.cfg.pin,
             };
@@ -187,6 +190,14 @@ impl RuntimeBuilder {
     /// registration). 0 turns it off.
     pub fn napi_busy_poll_us(mut self, us: u32) -> Self {
         self.napi_busy_poll_us = us;
+        self
+    }
+    /// A shard whose pollers all have a wake-up fd ([`add_poller_with_wakeup`]) and have found
+    /// nothing for this many microseconds sleeps in the kernel until one of those fds is
+    /// readable, a timer is due or a poller's own deadline comes, instead of spinning. 0 (the
+    /// default) spins for ever, as a DPDK application does.
+    pub fn idle_sleep_us(mut self, us: u32) -> Self {
+        self.idle_sleep_us = us;
         self
     }
     /// How many tasks run between two polls of the I/O engine.
@@ -266,6 +277,7 @@ struct ShardConfig {
     engine: EngineKind,
     poll_us: u32,
     napi_busy_poll_us: u32,
+    idle_sleep_us: u32,
     task_quota: usize,
     pin: bool,
 }
@@ -280,7 +292,34 @@ pub(crate) struct ShardCtx {
     now: Cell<Instant>,
     shutdown_seen: Cell<bool>,
     shutdown_waiters: RefCell<Vec<Waker>>,
-    pollers: RefCell<Vec<Box<dyn FnMut() -> bool>>>,
+    pollers: RefCell<Vec<Poller>>,
+}
+
+/// What a poller found on one turn of the shard loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Polled {
+    /// It moved something.
+    Worked,
+    /// Nothing to do. It must run again by `until` (its protocol timers), or when its wake-up
+    /// fd is readable; `None`: only then.
+    Idle { until: Option<Instant> },
+}
+
+struct Poller {
+    run: Box<dyn FnMut() -> Polled>,
+    /// Whether the shard may sleep on this poller's wake-up fd.
+    can_sleep: bool,
+}
+
+/// One turn over a shard's pollers.
+#[derive(Clone, Copy, Debug, Default)]
+struct PollersTurn {
+    any: bool,
+    worked: bool,
+    /// Every poller has a wake-up fd.
+    can_sleep: bool,
+    /// The earliest deadline an idle poller gave.
+    until: Option<Instant>,
 }
 
 thread_local! {
@@ -353,32 +392,75 @@ pub async fn shutdown_signal() {
 }
 
 /// Registers a function the shard loop calls every turn; it returns whether it did work. A
-/// shard with pollers never blocks in the kernel (this is how a userspace stack busy-polls
-/// its NIC queue).
-pub fn add_poller(f: impl FnMut() -> bool + 'static) {
-    with_ctx(|c| c.pollers.borrow_mut().push(Box::new(f)));
+/// shard with such a poller never blocks in the kernel (this is how a userspace stack
+/// busy-polls its NIC queue).
+pub fn add_poller(mut f: impl FnMut() -> bool + 'static) {
+    let run = Box::new(move || {
+        if f() {
+            Polled::Worked
+        } else {
+            Polled::Idle { until: None }
+        }
+    });
+    with_ctx(|c| {
+        c.pollers.borrow_mut().push(Poller {
+            run,
+            can_sleep: false,
+        })
+    });
+}
+
+/// Like [`add_poller`], with an fd that is readable when the poller has work (an AF_XDP
+/// socket with frames on its rx ring). With [`RuntimeBuilder::idle_sleep_us`] set, the shard
+/// sleeps on it once every poller has been idle that long; otherwise it spins as before.
+pub fn add_poller_with_wakeup(
+    fd: std::os::fd::RawFd,
+    f: impl FnMut() -> Polled + 'static,
+) -> std::io::Result<()> {
+    io::with(|r| r.add_wake_fd(fd))?;
+    with_ctx(|c| {
+        c.pollers.borrow_mut().push(Poller {
+            run: Box::new(f),
+            can_sleep: true,
+        })
+    });
+    Ok(())
 }
 
 pub(crate) fn mesh_and_id<R>(f: impl FnOnce(&Mesh, usize) -> R) -> R {
     with_ctx(|c| f(&c.mesh, c.id))
 }
 
-/// Runs the pollers; returns whether any are registered (a shard with pollers spins).
-fn run_pollers() -> bool {
+/// Runs the pollers once each.
+fn run_pollers() -> PollersTurn {
     // Pollers are taken out while they run so that they may spawn or register more.
     let mut list = with_ctx(|c| std::mem::take(&mut *c.pollers.borrow_mut()));
     if list.is_empty() {
-        return false;
+        return PollersTurn::default();
     }
+    let mut turn = PollersTurn {
+        any: true,
+        can_sleep: true,
+        ..PollersTurn::default()
+    };
     for p in list.iter_mut() {
-        p();
+        turn.can_sleep &= p.can_sleep;
+        match (p.run)() {
+            Polled::Worked => turn.worked = true,
+            Polled::Idle { until } => {
+                turn.until = match (turn.until, until) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            }
+        }
     }
     with_ctx(|c| {
         let mut cur = c.pollers.borrow_mut();
         list.append(&mut cur);
         *cur = list;
     });
-    true
+    turn
 }
 
 fn shard_main<Fut: Future + 'static>(
@@ -447,14 +529,26 @@ fn shard_loop<T>(
     output: &Rc<RefCell<Option<T>>>,
 ) -> Result<(), Error> {
     let poll_cap = (cfg.poll_us > 0).then(|| Duration::from_micros(cfg.poll_us as u64));
+    let idle_sleep =
+        (cfg.idle_sleep_us > 0).then(|| Duration::from_micros(cfg.idle_sleep_us as u64));
     let mut last_engine_poll = Instant::now();
+    let mut last_work = Instant::now();
     loop {
         let now = Instant::now();
         with_ctx(|c| c.now.set(now));
         time::fire_due(now);
-        executor::run_ready(cfg.task_quota);
+        let ran = executor::run_ready(cfg.task_quota);
         smp::poll_mesh(mesh, cfg.id);
-        let has_pollers = run_pollers();
+        let pollers = run_pollers();
+        if ran > 0 || pollers.worked {
+            last_work = now;
+        }
+        // Pollers that can be woken by their fds and have been idle long enough let the shard
+        // sleep like one without pollers, but no later than the earliest deadline they gave.
+        let pollers_sleep = pollers.can_sleep
+            && !pollers.worked
+            && idle_sleep.is_some_and(|d| now.saturating_duration_since(last_work) >= d);
+        let has_pollers = pollers.any && !pollers_sleep;
         if output.borrow().is_some() {
             return Ok(());
         }
@@ -473,8 +567,11 @@ fn shard_loop<T>(
         let wait = if busy {
             Some(Duration::ZERO)
         } else {
-            let until_timer =
-                time::next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
+            let next = match (time::next_deadline(), pollers.until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let until_timer = next.map(|d| d.saturating_duration_since(Instant::now()));
             match (until_timer, poll_cap) {
                 (Some(t), Some(p)) => Some(t.min(p)),
                 (Some(t), None) => Some(t),

@@ -214,6 +214,54 @@ fn linux_clients_against_our_stack_through_loss_reorder_and_duplication() {
     );
 }
 
+/// CPU time (user + system) of a process so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// `--idle-sleep-us`: a shard that sleeps on its AF_XDP socket when idle still wakes for every
+/// frame and for its own TCP timers (the lossy link makes it retransmit, which only its timer
+/// can start when the client is waiting for it), and it does sleep: idle, it uses a small
+/// share of its CPU where a spinning shard uses all of it.
+#[test]
+fn a_shard_that_sleeps_when_idle_wakes_for_frames_and_timers() {
+    let lab = lab("i");
+    let srv = Serve::start_with(&lab, "echo", &["--idle-sleep-us", "1"]);
+    for round in 0..2 {
+        let result = lab
+            .client
+            .run(|| {
+                let s = StdStream::connect((OUR_IP, 8080)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                let mut w = s.try_clone().unwrap();
+                let writer = std::thread::spawn(move || {
+                    send_pattern(&mut w, 0x51ee9, 32 * MIB);
+                    w.shutdown(std::net::Shutdown::Write).unwrap();
+                });
+                let mut r = s;
+                let checked = check_pattern(&mut r, 0x51ee9, 32 * MIB);
+                writer.join().unwrap();
+                checked
+            })
+            .unwrap();
+        result.unwrap_or_else(|e| panic!("round {round}: 32 MiB echo with a sleeping shard: {e}"));
+        // Idle between rounds: the shard should sleep, not spin.
+        let before = cpu_ticks(srv.0.id());
+        std::thread::sleep(Duration::from_secs(1));
+        let used = cpu_ticks(srv.0.id()) - before;
+        let hz = 100; // USER_HZ on Linux
+        assert!(
+            used < hz * 30 / 100,
+            "round {round}: an idle shard with --idle-sleep-us used {used} ticks of {hz} in 1 s: \
+             it spins instead of sleeping"
+        );
+    }
+}
+
 #[test]
 fn our_stack_as_client_against_a_linux_server() {
     let lab = lab("b");

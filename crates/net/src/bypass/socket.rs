@@ -115,6 +115,19 @@ impl Inner {
         tcpip::Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
     }
 
+    /// One poll round for a shard that may sleep: when nothing moved, the instant by which the
+    /// stack's timers (retransmission, delayed ACK, TIME-WAIT) need the next round.
+    fn poll_or_deadline(&mut self) -> wirespeed_rt::Polled {
+        if self.poll() {
+            return wirespeed_rt::Polled::Worked;
+        }
+        let until = self
+            .stack
+            .poll_at()
+            .and_then(|at| std::time::Instant::now().checked_add(at.since(self.now())));
+        wirespeed_rt::Polled::Idle { until }
+    }
+
     /// One poll round; returns whether anything moved.
     fn poll(&mut self) -> bool {
         let now = self.now();
@@ -286,7 +299,18 @@ impl BypassStack {
             next_device_check: tcpip::Instant::ZERO,
         }));
         let poller = inner.clone();
-        wirespeed_rt::add_poller(move || poller.borrow_mut().poll());
+        let wake_fd = inner.borrow().dev.wake_fd();
+        let sleeping = wake_fd.map(|fd| {
+            wirespeed_rt::add_poller_with_wakeup(fd, move || poller.borrow_mut().poll_or_deadline())
+        });
+        match sleeping {
+            Some(Ok(())) => {}
+            // No fd, or the engine refused it: spin, as every bypass shard did before.
+            _ => {
+                let poller = inner.clone();
+                wirespeed_rt::add_poller(move || poller.borrow_mut().poll());
+            }
+        }
         BypassStack { inner }
     }
 

@@ -10,6 +10,9 @@ use super::{would_block, Token};
 use crate::sys::{cvt, cvt_size};
 
 const DOORBELL: u64 = u64::MAX;
+/// A poller's wake-up fd ([`Epoll::add_wake_fd`]): its readiness only ends a sleep; the shard
+/// loop runs the poller afterwards anyway.
+const WAKE_FD: u64 = u64::MAX - 1;
 
 struct Slot {
     fd: RawFd,
@@ -75,6 +78,12 @@ impl Epoll {
         self.doorbell = fd;
         // Level-triggered: it is drained on every wake-up.
         self.ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, DOORBELL)
+    }
+
+    /// Level-triggered: while the fd is readable a blocking poll returns at once, so a frame
+    /// that arrives between the poller's last look and the sleep is never slept through.
+    pub(crate) fn add_wake_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, WAKE_FD)
     }
 
     pub(crate) fn register(&mut self, fd: OwnedFd) -> io::Result<Token> {
@@ -322,6 +331,9 @@ impl Epoll {
             let (bits, key) = (ev.events, ev.u64);
             if key == DOORBELL {
                 crate::sys::eventfd_drain(&BorrowedRaw(self.doorbell));
+                continue;
+            }
+            if key == WAKE_FD {
                 continue;
             }
             let slot = (key & 0xffff_ffff) as usize;

@@ -48,6 +48,15 @@ impl Reactor {
         }
     }
 
+    /// An fd whose readability ends a blocking [`Reactor::poll`] and does nothing else (a
+    /// sleeping poller's queue).
+    pub(crate) fn add_wake_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        match self {
+            Reactor::Epoll(e) => e.add_wake_fd(fd),
+            Reactor::Uring(u) => u.add_wake_fd(fd),
+        }
+    }
+
     /// Waits up to `timeout` (None: until an event) and wakes the tasks whose I/O progressed.
     pub(crate) fn poll(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
         match self {

@@ -23,6 +23,9 @@ const OP_SEND: u64 = 2;
 const OP_CONNECT: u64 = 3;
 const OP_CANCEL: u64 = 4;
 const DOORBELL: u64 = u64::MAX;
+/// Pollers' wake-up fds ([`Uring::add_wake_fd`]), told apart by their index in `wake_fds`.
+const WAKE_FD_BASE: u64 = u64::MAX - 1 - MAX_WAKE_FDS;
+const MAX_WAKE_FDS: u64 = 64;
 
 const RING_ENTRIES: u32 = 4096;
 const BUF_GROUP: u16 = 0;
@@ -174,6 +177,7 @@ pub(crate) struct Uring {
     free: Vec<u32>,
     bufs: BufRing,
     doorbell: RawFd,
+    wake_fds: Vec<RawFd>,
 }
 
 fn user_data(t: Token, op: u64) -> u64 {
@@ -215,6 +219,7 @@ impl Uring {
             free: Vec::new(),
             bufs,
             doorbell: -1,
+            wake_fds: Vec::new(),
         })
     }
 
@@ -243,6 +248,25 @@ impl Uring {
             .multi(true)
             .build()
             .user_data(DOORBELL);
+        self.push(e);
+    }
+
+    /// A multishot poll: every wake-up of the fd posts a completion, so a frame that arrives
+    /// between the poller's last look and the sleep ends the sleep.
+    pub(crate) fn add_wake_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        if self.wake_fds.len() as u64 >= MAX_WAKE_FDS {
+            return Err(io::Error::other("too many poller wake-up fds on one shard"));
+        }
+        self.wake_fds.push(fd);
+        self.arm_wake_fd(self.wake_fds.len() - 1);
+        Ok(())
+    }
+
+    fn arm_wake_fd(&mut self, i: usize) {
+        let e = opcode::PollAdd::new(types::Fd(self.wake_fds[i]), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(WAKE_FD_BASE + i as u64);
         self.push(e);
     }
 
@@ -522,6 +546,12 @@ impl Uring {
             crate::sys::eventfd_drain(&Raw(self.doorbell));
             if !cqueue::more(flags) {
                 self.arm_doorbell();
+            }
+            return;
+        }
+        if (WAKE_FD_BASE..WAKE_FD_BASE + MAX_WAKE_FDS).contains(&ud) {
+            if !cqueue::more(flags) && res >= 0 {
+                self.arm_wake_fd((ud - WAKE_FD_BASE) as usize);
             }
             return;
         }

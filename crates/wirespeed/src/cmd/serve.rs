@@ -96,6 +96,12 @@ struct Common {
     /// off.
     #[arg(long, value_name = "US", default_value_t = 0)]
     busy_poll_us: u32,
+    /// --stack xdp: a shard whose AF_XDP queue has been idle this many microseconds sleeps
+    /// until a frame arrives (or a TCP timer is due) instead of spinning, which leaves its CPU
+    /// to others, the kernel's receive work among them. 0 spins for ever, as DPDK does;
+    /// --stack dpdk always spins.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    idle_sleep_us: u32,
     /// How connections are placed on shards.
     #[arg(long, value_enum, default_value = "cbpf")]
     locality: LocalityArg,
@@ -162,6 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .engine(engine)
         .poll_us(common.poll_us)
         .napi_busy_poll_us(common.busy_poll_us)
+        .idle_sleep_us(common.idle_sleep_us)
         .handle_signals(true)
         .build()?;
     // Bound before anything starts, so a taken port is the one error; shard 0 takes it.
