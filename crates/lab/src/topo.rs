@@ -58,8 +58,8 @@ pub enum Profile {
     /// deferred or busy-polled. With `rps` or `sender` it is `default`.
     Nic,
     /// GRO, each queue's receive on its node's CPU (threaded NAPI pinned, or RPS: see
-    /// [`RxModel`]), XPS, busy polling (host-wide, restored); NAPI deferral only when
-    /// [`LabSpec::napi_defer_hard_irqs`] is set.
+    /// [`RxModel`]), XPS, epoll busy polling (`net.core.busy_poll`, host-wide, restored); NAPI
+    /// deferral (interrupt moderation) only when [`LabSpec::napi_defer_hard_irqs`] is set.
     Tuned,
 }
 
@@ -137,14 +137,20 @@ pub struct LabSpec {
     /// Role -> CPUs that should process its packets (RPS/XPS in the tuned profile). Roles
     /// not listed use the topology's default (client side CPU 0, server side CPU 1).
     pub cpus: BTreeMap<String, Vec<usize>>,
-    /// net.core.busy_poll and busy_read in the tuned profile (µs).
+    /// net.core.busy_poll in the tuned profile (µs): poll, select and epoll busy-poll the
+    /// queue before they sleep. `net.core.busy_read` stays as it is: it makes every
+    /// non-blocking read that finds nothing poll the queue, which an event loop does once per
+    /// request (docs/INSTRUMENTS.md has the measurement).
     pub busy_poll_us: u32,
-    /// The tuned profile's NAPI gro_flush_timeout (ns) and napi_defer_hard_irqs; 0 leaves the
-    /// kernel's default (no deferral). Off by default: on a veth queue a deferred NAPI waits
-    /// for its timer instead of the sender's notification, and the tuned HTTP row served at
-    /// about half the rate for twice the CPU per request (docs/INSTRUMENTS.md).
+    /// The tuned profile's NAPI gro_flush_timeout (ns) and napi_defer_hard_irqs, which is how
+    /// interrupt moderation acts on a veth queue: the sender no longer wakes a deferred NAPI,
+    /// its timer (or the application's busy poll) does. 0 leaves the kernel's default (no
+    /// deferral).
     pub gro_flush_timeout_ns: u64,
     pub napi_defer_hard_irqs: u32,
+    /// The roles whose veths get that deferral; empty: every node. The showdown moderates the
+    /// server's queue only: the load generator's host is the same in every row.
+    pub napi_defer_roles: Vec<String>,
     /// Where the tuned profile runs each node's receive.
     pub rx_model: RxModel,
 }
@@ -162,6 +168,7 @@ impl LabSpec {
             busy_poll_us: 50,
             gro_flush_timeout_ns: 0,
             napi_defer_hard_irqs: 0,
+            napi_defer_roles: Vec::new(),
             rx_model: RxModel::Napi,
         }
     }
@@ -472,7 +479,9 @@ impl Lab {
                     Err(e) => notes.push(format!("{}:{dev} gro: not applied ({e})", node.role)),
                 }
                 let mut writes = vec![];
-                if spec.napi_defer_hard_irqs > 0 {
+                let moderated =
+                    spec.napi_defer_roles.is_empty() || spec.napi_defer_roles.contains(&node.role);
+                if spec.napi_defer_hard_irqs > 0 && moderated {
                     writes.push((
                         format!("/sys/class/net/{dev}/gro_flush_timeout"),
                         spec.gro_flush_timeout_ns.to_string(),
@@ -523,10 +532,9 @@ impl Lab {
             notes.push(format!("{}: {n} packet sockets", node.role));
         }
         let v = spec.busy_poll_us.to_string();
-        for key in ["net.core.busy_poll", "net.core.busy_read"] {
-            state::set_host_sysctl(&l, &self.record.name, key, &v)?;
-            notes.push(format!("host {key}={v} (recorded, restored on down)"));
-        }
+        let key = "net.core.busy_poll";
+        state::set_host_sysctl(&l, &self.record.name, key, &v)?;
+        notes.push(format!("host {key}={v} (recorded, restored on down)"));
         self.tuning = notes;
         Ok(())
     }

@@ -65,7 +65,8 @@ struct UpArgs {
     /// CPUs that process a role's packets, e.g. --cpus s=1 --cpus c=0 (tuned profile).
     #[arg(long = "cpus")]
     cpus: Vec<String>,
-    /// Busy-poll budget in µs for net.core.busy_poll/busy_read (tuned profile).
+    /// Busy-poll time in µs for net.core.busy_poll: poll, select and epoll busy-poll the queue
+    /// before they sleep (tuned profile).
     #[arg(long, default_value_t = 50)]
     busy_poll_us: u32,
     /// Stay in the foreground and take the lab down on Ctrl-C / SIGTERM.

@@ -89,11 +89,12 @@ struct Common {
     /// seed's busy-poll setting.
     #[arg(long, value_name = "US", default_value_t = 0)]
     poll_us: u32,
-    /// Busy polling for this many microseconds: SO_BUSY_POLL and SO_PREFER_BUSY_POLL on every
-    /// socket, and NAPI busy polling on each shard's epoll instance or io_uring ring (the
-    /// shard polls its queue's NAPI itself before it sleeps). With --stack xdp: the same
-    /// options on each AF_XDP socket, whose wakeup syscalls then poll the queue. 0 turns it
-    /// off.
+    /// Busy polling for this many microseconds. Kernel stack: NAPI busy polling, preferred
+    /// over the queue's interrupt, on each shard's epoll instance or io_uring ring (the shard
+    /// polls its queue itself before it sleeps); not SO_BUSY_POLL on the sockets, which would
+    /// poll the queue on every read that finds nothing, once per request in an event loop.
+    /// With --stack xdp: SO_BUSY_POLL and SO_PREFER_BUSY_POLL on each AF_XDP socket, whose
+    /// wakeup syscalls then poll the queue. 0 turns it off.
     #[arg(long, value_name = "US", default_value_t = 0)]
     busy_poll_us: u32,
     /// --stack xdp: a shard whose AF_XDP queue has been idle this many microseconds sleeps
@@ -195,7 +196,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     LocalityArg::Cbpf => Locality::Cbpf,
                     LocalityArg::None => Locality::None,
                 },
-                busy_poll_us: common.busy_poll_us,
+                // The shards' epoll/io_uring instances busy-poll (`napi_busy_poll_us` above);
+                // SO_BUSY_POLL on these non-blocking sockets cost the tuned HTTP row 2.3x the
+                // CPU per request (docs/INSTRUMENTS.md).
+                busy_poll_us: 0,
                 ..ListenOptions::default()
             },
         })?,

@@ -93,12 +93,14 @@ pub struct Args {
     /// receive runs on the sending CPU). docs/INSTRUMENTS.md compares them.
     #[arg(long, default_value = "napi", value_parser = rx_model)]
     rx_model: RxModel,
-    /// Tuned rows: NAPI deferral, napi_defer_hard_irqs on every lab veth (0, the default,
-    /// leaves it off; docs/INSTRUMENTS.md has the measurement).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    /// Tuned rows: interrupt moderation on the server's queue, as napi_defer_hard_irqs (the
+    /// load generator's queue is left alone). 0 turns it off. docs/INSTRUMENTS.md has the
+    /// measurement.
+    #[arg(long, value_name = "N", default_value_t = MODERATION_DEFER_HARD_IRQS)]
     napi_defer_hard_irqs: u32,
-    /// Tuned rows with --napi-defer-hard-irqs: the NAPI's gro_flush_timeout in ns.
-    #[arg(long, value_name = "NS", default_value_t = 20_000)]
+    /// Tuned rows: the moderation's timer, the server queue's gro_flush_timeout in ns (the
+    /// kernel's documented pairing with preferred busy polling).
+    #[arg(long, value_name = "NS", default_value_t = MODERATION_GRO_FLUSH_TIMEOUT_NS)]
     gro_flush_timeout_ns: u64,
     /// The MTU of the echo rows' veths (8-11, both stacks alike), 1280..=9000. The HTTP rows
     /// keep 1500. A datacenter NIC runs 9000: there our stack sends jumbo frames through
@@ -429,6 +431,13 @@ fn spawn_until_listening(
     Ok(server)
 }
 
+/// The tuned rows' interrupt moderation on the server's queue: a deferred NAPI is run by its
+/// 200 µs timer or by the server's own busy poll instead of being woken by every packet. At
+/// 20 µs the timer wakes the queue's thread 50,000 times a second and the tuned rows lost
+/// (docs/INSTRUMENTS.md).
+pub(super) const MODERATION_DEFER_HARD_IRQS: u32 = 2;
+pub(super) const MODERATION_GRO_FLUSH_TIMEOUT_NS: u64 = 200_000;
+
 /// How long each row and round is traced with the BPF probes, after its measured interval.
 const TRACED_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -472,6 +481,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
     ls.rx_model = plan.rx_model;
     ls.napi_defer_hard_irqs = plan.napi_defer_hard_irqs;
     ls.gro_flush_timeout_ns = plan.gro_flush_timeout_ns;
+    ls.napi_defer_roles = vec!["s".into()];
     ls.cpus.insert("c".into(), vec![CLIENT_CPU]);
     ls.cpus.insert("s".into(), vec![SERVER_CPU]);
     let lab = Lab::up(&ls).context("lab up")?;

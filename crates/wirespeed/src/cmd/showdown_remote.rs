@@ -165,16 +165,16 @@ impl HostTuning {
         t.ethtool(iface, "gro", "generic-receive-offload", "on", "off");
         let dev = Path::new("/sys/class/net").join(iface);
         let mut writes = vec![];
-        if lab.napi_defer_hard_irqs > 0 {
-            writes.push((
-                dev.join("gro_flush_timeout"),
-                lab.gro_flush_timeout_ns.to_string(),
-            ));
-            writes.push((
-                dev.join("napi_defer_hard_irqs"),
-                lab.napi_defer_hard_irqs.to_string(),
-            ));
-        }
+        // Interrupt moderation as the lab's tuned rows have it (the one-machine showdown's
+        // defaults; this host is the server, so it is moderated).
+        writes.push((
+            dev.join("gro_flush_timeout"),
+            super::MODERATION_GRO_FLUSH_TIMEOUT_NS.to_string(),
+        ));
+        writes.push((
+            dev.join("napi_defer_hard_irqs"),
+            super::MODERATION_DEFER_HARD_IRQS.to_string(),
+        ));
         let irqs = device_irqs(iface);
         if irqs.is_empty() {
             // No interrupts to steer: the lab's model, NAPI in threads pinned like an IRQ.
@@ -214,12 +214,10 @@ impl HostTuning {
                 ));
             }
         }
-        for key in ["busy_poll", "busy_read"] {
-            writes.push((
-                Path::new("/proc/sys/net/core").join(key),
-                lab.busy_poll_us.to_string(),
-            ));
-        }
+        writes.push((
+            Path::new("/proc/sys/net/core").join("busy_poll"),
+            lab.busy_poll_us.to_string(),
+        ));
         let napi_before: Vec<u32> = napi::napi_threads().iter().map(|n| n.pid).collect();
         for (path, value) in writes {
             let old = std::fs::read_to_string(&path).map(|s| s.trim().to_string());
