@@ -369,6 +369,8 @@ fn start_server(
                 listen.clone(),
                 "--busy-poll-us".into(),
                 busy_poll_us.to_string(),
+                "--idle-sleep-us".into(),
+                BYPASS_IDLE_SLEEP_US.to_string(),
             ];
             let mut c = ns.command(exe.to_str().context("binary path")?);
             c.args(&args);
@@ -430,6 +432,12 @@ fn spawn_until_listening(
     // ip netns exec and taskset exec the server, so this pid is the server's.
     Ok(server)
 }
+
+/// The bypass rows' shard sleeps on its AF_XDP socket after this long without work, so the
+/// kernel's receive thread for its queue (which copies frames into the socket) can run on the
+/// server's CPU instead of beside the load generator. Measured against spinning (0) in
+/// docs/INSTRUMENTS.md.
+const BYPASS_IDLE_SLEEP_US: u32 = 20;
 
 /// The tuned rows' interrupt moderation on the server's queue: a deferred NAPI is run by its
 /// 200 µs timer or by the server's own busy poll instead of being woken by every packet. At
