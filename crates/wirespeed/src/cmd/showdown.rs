@@ -45,8 +45,9 @@ mod remote;
 mod rows;
 
 use rows::{
-    fill_from_ladder, ladder, with_base_rows, RowSpec, Server, Workload, ECHO_SIZE,
-    PINGPONG_CONNECTIONS, STREAM_CONNECTIONS, STREAM_DEPTH,
+    fill_from_ladder, ladder, with_base_rows, RowSpec, Server, Workload, BYPASS_IDLE_SLEEP_US,
+    ECHO_SIZE, MODERATION_DEFER_HARD_IRQS, MODERATION_GRO_FLUSH_TIMEOUT_NS, PINGPONG_CONNECTIONS,
+    STREAM_CONNECTIONS, STREAM_DEPTH,
 };
 
 const LAB: &str = "sd";
@@ -432,19 +433,6 @@ fn spawn_until_listening(
     // ip netns exec and taskset exec the server, so this pid is the server's.
     Ok(server)
 }
-
-/// The bypass rows' shard sleeps on its AF_XDP socket after this long without work, so the
-/// kernel's receive thread for its queue (which copies frames into the socket) can run on the
-/// server's CPU instead of beside the load generator. Measured against spinning (0) in
-/// docs/INSTRUMENTS.md.
-const BYPASS_IDLE_SLEEP_US: u32 = 20;
-
-/// The tuned rows' interrupt moderation on the server's queue: a deferred NAPI is run by its
-/// 200 µs timer or by the server's own busy poll instead of being woken by every packet. At
-/// 20 µs the timer wakes the queue's thread 50,000 times a second and the tuned rows lost
-/// (docs/INSTRUMENTS.md).
-pub(super) const MODERATION_DEFER_HARD_IRQS: u32 = 2;
-pub(super) const MODERATION_GRO_FLUSH_TIMEOUT_NS: u64 = 200_000;
 
 /// How long each row and round is traced with the BPF probes, after its measured interval.
 const TRACED_INTERVAL: Duration = Duration::from_secs(1);

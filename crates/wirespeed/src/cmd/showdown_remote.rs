@@ -169,11 +169,11 @@ impl HostTuning {
         // defaults; this host is the server, so it is moderated).
         writes.push((
             dev.join("gro_flush_timeout"),
-            super::MODERATION_GRO_FLUSH_TIMEOUT_NS.to_string(),
+            super::rows::MODERATION_GRO_FLUSH_TIMEOUT_NS.to_string(),
         ));
         writes.push((
             dev.join("napi_defer_hard_irqs"),
-            super::MODERATION_DEFER_HARD_IRQS.to_string(),
+            super::rows::MODERATION_DEFER_HARD_IRQS.to_string(),
         ));
         let irqs = device_irqs(iface);
         if irqs.is_empty() {

@@ -57,6 +57,19 @@ impl Workload {
     }
 }
 
+/// The bypass rows' shard sleeps on its AF_XDP socket after this long without work, so the
+/// kernel's receive thread for its queue (which copies frames into the socket) can run on the
+/// server's CPU instead of beside the load generator. Measured against spinning (0) in
+/// docs/INSTRUMENTS.md.
+pub(super) const BYPASS_IDLE_SLEEP_US: u32 = 20;
+
+/// The tuned rows' interrupt moderation on the server's queue: a deferred NAPI is run by its
+/// 200 µs timer or by the server's own busy poll instead of being woken by every packet. At
+/// 20 µs the timer wakes the queue's thread 50,000 times a second and the tuned rows lost
+/// (docs/INSTRUMENTS.md).
+pub(super) const MODERATION_DEFER_HARD_IRQS: u32 = 2;
+pub(super) const MODERATION_GRO_FLUSH_TIMEOUT_NS: u64 = 200_000;
+
 pub(super) const ECHO_SIZE: usize = 512;
 pub(super) const PINGPONG_CONNECTIONS: usize = 64;
 pub(super) const STREAM_CONNECTIONS: usize = 4;
