@@ -14,7 +14,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use socket2::{Domain, Protocol, SockAddr, Socket as RawSocket, Type};
 use wirespeed_rt::io::Socket;
-use wirespeed_sys::socket::{attach_reuseport_cbpf, set_int_option};
+use wirespeed_sys::socket::attach_reuseport_cbpf;
 
 /// How connections are spread over the shards' listeners.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,8 +30,6 @@ pub enum Locality {
 pub struct ListenOptions {
     pub backlog: i32,
     pub locality: Locality,
-    /// SO_BUSY_POLL on each socket (µs); 0 leaves it off. SO_PREFER_BUSY_POLL goes with it.
-    pub busy_poll_us: u32,
     pub nodelay: bool,
 }
 
@@ -40,7 +38,6 @@ impl Default for ListenOptions {
         ListenOptions {
             backlog: 4096,
             locality: Locality::Cbpf,
-            busy_poll_us: 0,
             nodelay: true,
         }
     }
@@ -113,23 +110,6 @@ pub fn locality_program(cpus: &[usize]) -> Vec<libc::sock_filter> {
     prog
 }
 
-fn set_busy_poll(fd: &impl AsRawFd, us: u32) -> Result<(), BindError> {
-    if us == 0 {
-        return Ok(());
-    }
-    let opt = |option, source| BindError::Option {
-        option,
-        err: source,
-    };
-    set_int_option(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, us as i32)
-        .map_err(|e| opt("SO_BUSY_POLL", e))?;
-    set_int_option(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1)
-        .map_err(|e| opt("SO_PREFER_BUSY_POLL", e))?;
-    set_int_option(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, 64)
-        .map_err(|e| opt("SO_BUSY_POLL_BUDGET", e))?;
-    Ok(())
-}
-
 /// Opens one listener per shard on `addr`, in shard order, as one SO_REUSEPORT group.
 /// `cpus[i]` is the CPU of shard i. Port 0 picks one free port for the whole group.
 pub fn bind_group(
@@ -161,7 +141,6 @@ pub fn bind_group(
         if opts.nodelay {
             s.set_nodelay(true).map_err(|e| opt("TCP_NODELAY", e))?;
         }
-        set_busy_poll(&s, opts.busy_poll_us)?;
         s.bind(&SockAddr::from(addr)).map_err(|source| {
             let hint = match source.kind() {
                 io::ErrorKind::AddrInUse => {
@@ -211,8 +190,10 @@ impl Listener {
 
     pub async fn accept(&self) -> io::Result<Stream> {
         let fd = self.sock.accept().await?;
-        // Accepted sockets inherit TCP_NODELAY and the busy-poll options from the listener
-        // (the kernel clones the listener's sock), so nothing is set here per connection.
+        // Accepted sockets inherit TCP_NODELAY from the listener (the kernel clones the
+        // listener's sock), so nothing is set here per connection. No SO_BUSY_POLL: on a
+        // non-blocking socket it polls the queue on every read that finds nothing, once per
+        // request in an event loop; the shard's engine busy-polls instead (docs/INSTRUMENTS.md).
         Stream::register(fd)
     }
 

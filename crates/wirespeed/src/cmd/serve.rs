@@ -196,10 +196,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     LocalityArg::Cbpf => Locality::Cbpf,
                     LocalityArg::None => Locality::None,
                 },
-                // The shards' epoll/io_uring instances busy-poll (`napi_busy_poll_us` above);
-                // SO_BUSY_POLL on these non-blocking sockets cost the tuned HTTP row 2.3x the
-                // CPU per request (docs/INSTRUMENTS.md).
-                busy_poll_us: 0,
                 ..ListenOptions::default()
             },
         })?,
