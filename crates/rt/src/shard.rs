@@ -288,6 +288,7 @@ pub(crate) struct ShardCtx {
     pub(crate) n: usize,
     pub(crate) engine: EngineKind,
     pub(crate) poll_us: u32,
+    idle_sleep_us: u32,
     pub(crate) mesh: Arc<Mesh>,
     now: Cell<Instant>,
     shutdown_seen: Cell<bool>,
@@ -366,6 +367,12 @@ pub fn poll_us() -> u32 {
     with_ctx(|c| c.poll_us)
 }
 
+/// [`RuntimeBuilder::idle_sleep_us`] of this shard: 0 when its pollers spin for ever, so a
+/// poller need not register a wake-up fd or work out its deadlines.
+pub fn idle_sleep_us() -> u32 {
+    with_ctx(|c| c.idle_sleep_us)
+}
+
 /// The shard's clock, read once per loop turn (cheaper than `Instant::now()` per request).
 /// Outside a shard it is the real time.
 pub fn now() -> Instant {
@@ -431,6 +438,14 @@ pub(crate) fn mesh_and_id<R>(f: impl FnOnce(&Mesh, usize) -> R) -> R {
     with_ctx(|c| f(&c.mesh, c.id))
 }
 
+/// The earlier of two optional deadlines (None: no deadline).
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Runs the pollers once each.
 fn run_pollers() -> PollersTurn {
     // Pollers are taken out while they run so that they may spawn or register more.
@@ -447,12 +462,7 @@ fn run_pollers() -> PollersTurn {
         turn.can_sleep &= p.can_sleep;
         match (p.run)() {
             Polled::Worked => turn.worked = true,
-            Polled::Idle { until } => {
-                turn.until = match (turn.until, until) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
-            }
+            Polled::Idle { until } => turn.until = earliest(turn.until, until),
         }
     }
     with_ctx(|c| {
@@ -487,6 +497,7 @@ fn shard_main<Fut: Future + 'static>(
         n: cfg.n,
         engine: cfg.engine,
         poll_us: cfg.poll_us,
+        idle_sleep_us: cfg.idle_sleep_us,
         mesh: mesh.clone(),
         now: Cell::new(Instant::now()),
         shutdown_seen: Cell::new(false),
@@ -567,10 +578,7 @@ fn shard_loop<T>(
         let wait = if busy {
             Some(Duration::ZERO)
         } else {
-            let next = match (time::next_deadline(), pollers.until) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let next = earliest(time::next_deadline(), pollers.until);
             let until_timer = next.map(|d| d.saturating_duration_since(Instant::now()));
             match (until_timer, poll_cap) {
                 (Some(t), Some(p)) => Some(t.min(p)),

@@ -299,17 +299,28 @@ impl BypassStack {
             next_device_check: tcpip::Instant::ZERO,
         }));
         let poller = inner.clone();
-        let wake_fd = inner.borrow().dev.wake_fd();
-        let sleeping = wake_fd.map(|fd| {
+        let wake_fd = inner
+            .borrow()
+            .dev
+            .wake_fd()
+            .filter(|_| wirespeed_rt::idle_sleep_us() > 0);
+        let sleeps = match wake_fd.map(|fd| {
             wirespeed_rt::add_poller_with_wakeup(fd, move || poller.borrow_mut().poll_or_deadline())
-        });
-        match sleeping {
-            Some(Ok(())) => {}
-            // No fd, or the engine refused it: spin, as every bypass shard did before.
-            _ => {
-                let poller = inner.clone();
-                wirespeed_rt::add_poller(move || poller.borrow_mut().poll());
+        }) {
+            Some(Ok(())) => true,
+            Some(Err(e)) => {
+                eprintln!(
+                    "wirespeed: shard {} cannot sleep on its AF_XDP socket ({e}); it spins instead",
+                    wirespeed_rt::shard_id()
+                );
+                false
             }
+            // A shard that never sleeps, or a driver without an fd (DPDK).
+            None => false,
+        };
+        if !sleeps {
+            let poller = inner.clone();
+            wirespeed_rt::add_poller(move || poller.borrow_mut().poll());
         }
         BypassStack { inner }
     }
