@@ -160,6 +160,26 @@ fn check_pattern(r: &mut impl Read, seed: u64, total: usize) -> Result<(), Strin
     Ok(())
 }
 
+/// Sends `total` pattern bytes from the client to our echo server at OUR_IP:8080, then a FIN,
+/// and checks that the same bytes come back.
+fn echo_pattern(lab: &Lab, seed: u64, total: usize) -> Result<(), String> {
+    lab.client
+        .run(move || {
+            let s = StdStream::connect((OUR_IP, 8080)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let mut w = s.try_clone().unwrap();
+            let writer = std::thread::spawn(move || {
+                send_pattern(&mut w, seed, total);
+                w.shutdown(std::net::Shutdown::Write).unwrap();
+            });
+            let mut r = s;
+            let checked = check_pattern(&mut r, seed, total);
+            writer.join().unwrap();
+            checked
+        })
+        .unwrap()
+}
+
 #[test]
 fn linux_clients_against_our_stack_through_loss_reorder_and_duplication() {
     let lab = lab("a");
@@ -191,23 +211,7 @@ fn linux_clients_against_our_stack_through_loss_reorder_and_duplication() {
     let srv = Serve::start_with(&lab, "echo", &["--busy-poll-us", "50"]);
     assert!(srv.1.contains("busy poll 50 us"), "{}", srv.1);
     let started = std::time::Instant::now();
-    let result = lab
-        .client
-        .run(|| {
-            let s = StdStream::connect((OUR_IP, 8080)).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-            let mut w = s.try_clone().unwrap();
-            let writer = std::thread::spawn(move || {
-                send_pattern(&mut w, 0x9e37_79b9, 256 * MIB);
-                w.shutdown(std::net::Shutdown::Write).unwrap();
-            });
-            let mut r = s;
-            let checked = check_pattern(&mut r, 0x9e37_79b9, 256 * MIB);
-            writer.join().unwrap();
-            checked
-        })
-        .unwrap();
-    result.expect("256 MiB echo through our stack");
+    echo_pattern(&lab, 0x9e37_79b9, 256 * MIB).expect("256 MiB echo through our stack");
     eprintln!(
         "256 MiB each way through our echo server in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -232,23 +236,8 @@ fn a_shard_that_sleeps_when_idle_wakes_for_frames_and_timers() {
     let lab = lab("i");
     let srv = Serve::start_with(&lab, "echo", &["--idle-sleep-us", "1"]);
     for round in 0..2 {
-        let result = lab
-            .client
-            .run(|| {
-                let s = StdStream::connect((OUR_IP, 8080)).unwrap();
-                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-                let mut w = s.try_clone().unwrap();
-                let writer = std::thread::spawn(move || {
-                    send_pattern(&mut w, 0x51ee9, 32 * MIB);
-                    w.shutdown(std::net::Shutdown::Write).unwrap();
-                });
-                let mut r = s;
-                let checked = check_pattern(&mut r, 0x51ee9, 32 * MIB);
-                writer.join().unwrap();
-                checked
-            })
-            .unwrap();
-        result.unwrap_or_else(|e| panic!("round {round}: 32 MiB echo with a sleeping shard: {e}"));
+        echo_pattern(&lab, 0x51ee9, 32 * MIB)
+            .unwrap_or_else(|e| panic!("round {round}: 32 MiB echo with a sleeping shard: {e}"));
         // Idle between rounds: the shard should sleep, not spin.
         let before = cpu_ticks(srv.0.id());
         std::thread::sleep(Duration::from_secs(1));
