@@ -327,3 +327,68 @@ fn write_vectored_sends_every_slice() {
         .unwrap();
     assert_eq!(out[0], b"head body tail".to_vec());
 }
+
+/// Ports that complete TCP checksums as a device with checksum offload does (AF_XDP TX
+/// metadata): each stack sees `tx_checksum_offload` on its queue and leaves only the
+/// pseudo-header sum, the port completes it, and the receiving stack, which takes no partial
+/// checksum, accepts every segment. Were a stack to leave partial sums on a port that does not
+/// complete them, every segment would count as a bad checksum and the connect would time out.
+#[test]
+fn echo_over_ports_that_complete_tcp_checksums() {
+    use wirespeed_nic::mem::MemConfig;
+    let out = Runtime::builder()
+        .cpus(vec![0])
+        .engine(EngineKind::Epoll)
+        .run(|| async {
+            let (a, b) = MemPair::with_config(MemConfig {
+                tx_checksum_offload: true,
+                ..MemConfig::default()
+            });
+            let server_stack = BypassStack::start(&cfg(2), a);
+            let client_stack = BypassStack::start(&cfg(1), b);
+            let listener = TcpListener::from(server_stack.listen(7, 16).unwrap());
+            wirespeed_rt::spawn(async move {
+                let mut conn = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 8192];
+                loop {
+                    let n = conn.read(&mut buf).await.unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    conn.write_all(&buf[..n]).await.unwrap();
+                }
+            });
+            let s = wirespeed_rt::timeout(
+                std::time::Duration::from_secs(5),
+                client_stack.connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7)),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("connect timed out: {:?}", server_stack.stats()))
+            .unwrap();
+            let mut s = TcpStream::from(s);
+            let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7) as u8).collect();
+            let (mut back, mut buf) = (Vec::new(), vec![0u8; 16384]);
+            for chunk in data.chunks(10_000) {
+                s.write_all(chunk).await.unwrap();
+                let want = back.len() + chunk.len();
+                while back.len() < want {
+                    let n =
+                        wirespeed_rt::timeout(std::time::Duration::from_secs(5), s.read(&mut buf))
+                            .await
+                            .expect("read stalled")
+                            .unwrap();
+                    assert!(n > 0, "early EOF");
+                    back.extend_from_slice(&buf[..n]);
+                }
+            }
+            assert!(back == data, "echo mismatch");
+            (client_stack.stats(), server_stack.stats())
+        })
+        .unwrap();
+    let (client, server) = &out[0];
+    for st in [client, server] {
+        assert_eq!(st.tcp_bad_checksum, 0, "{st:?}");
+        assert_eq!(st.tcp_rx_csum_partial, 0, "{st:?}");
+        assert!(st.tcp_segments_in > 20, "{st:?}");
+    }
+}

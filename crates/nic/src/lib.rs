@@ -129,6 +129,14 @@ pub trait FrameIo {
         0
     }
 
+    /// True when the driver completes the TCP checksum of every IPv4 TCP frame it sends
+    /// (AF_XDP TX metadata; the in-memory port when asked to): the builder then writes only
+    /// the pseudo-header sum into the field (`wire::tcp::fill_partial_checksum`), and must do
+    /// so for every such frame. False: frames leave exactly as built.
+    fn tx_checksum_offload(&self) -> bool {
+        false
+    }
+
     /// Counters since the driver was created.
     fn stats(&self) -> &Stats;
 }
@@ -192,6 +200,9 @@ impl<T: FrameIo + ?Sized> FrameIo for &mut T {
     fn frame_capacity(&self) -> usize {
         (**self).frame_capacity()
     }
+    fn tx_checksum_offload(&self) -> bool {
+        (**self).tx_checksum_offload()
+    }
     fn stats(&self) -> &Stats {
         (**self).stats()
     }
@@ -247,6 +258,9 @@ impl FrameIo for AnyQueue {
     }
     fn rx_oversized_since_last(&mut self) -> u64 {
         each_driver!(self, q => q.rx_oversized_since_last())
+    }
+    fn tx_checksum_offload(&self) -> bool {
+        each_driver!(self, q => q.tx_checksum_offload())
     }
     fn stats(&self) -> &Stats {
         each_driver!(self, q => q.stats())

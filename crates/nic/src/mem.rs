@@ -38,6 +38,10 @@ pub struct MemConfig {
     pub seed: u64,
     pub a_to_b: Impairments,
     pub b_to_a: Impairments,
+    /// Both ports complete the TCP checksum of each IPv4 TCP frame they send, in software, as
+    /// a device with checksum offload does ([`FrameIo::tx_checksum_offload`] says so to the
+    /// stack above, which then leaves only the pseudo-header sum).
+    pub tx_checksum_offload: bool,
 }
 
 impl Default for MemConfig {
@@ -49,6 +53,7 @@ impl Default for MemConfig {
             seed: 1,
             a_to_b: Impairments::default(),
             b_to_a: Impairments::default(),
+            tx_checksum_offload: false,
         }
     }
 }
@@ -207,6 +212,7 @@ pub struct MemPort {
     burst: Vec<Vec<u8>>,
     tx_ring: usize,
     capacity: usize,
+    checksum_offload: bool,
     stats: Stats,
 }
 
@@ -219,6 +225,7 @@ impl MemPort {
             burst: Vec::with_capacity(cfg.queue_depth),
             tx_ring: cfg.tx_ring.max(1),
             capacity: cfg.frame_capacity,
+            checksum_offload: cfg.tx_checksum_offload,
             stats: Stats::default(),
         }
     }
@@ -296,6 +303,11 @@ impl FrameIo for MemPort {
             return len == 0;
         }
         buf.truncate(len);
+        if self.checksum_offload {
+            if let Some((start, offset)) = wirespeed_wire::tcp::checksum_offload_at(&buf) {
+                wirespeed_wire::tcp::complete_checksum(&mut buf, start, offset);
+            }
+        }
         self.pending.push(buf);
         true
     }
@@ -314,6 +326,10 @@ impl FrameIo for MemPort {
 
     fn frame_capacity(&self) -> usize {
         self.capacity
+    }
+
+    fn tx_checksum_offload(&self) -> bool {
+        self.checksum_offload
     }
 
     fn stats(&self) -> &Stats {

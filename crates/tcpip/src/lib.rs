@@ -158,6 +158,13 @@ pub struct Config {
     /// checksums. Counted in `tcp_rx_csum_partial` / `udp_rx_csum_partial` when taken and
     /// in `*_bad_checksum_partial` when dropped; see `docs/TCPIP.md`.
     pub accept_partial_checksums: bool,
+    /// The device completes the TCP checksum of every IPv4 frame it sends (AF_XDP TX
+    /// metadata in copy mode, a NIC's checksum offload): the stack writes only the
+    /// pseudo-header sum into the field (`wire::tcp::fill_partial_checksum`) and never reads
+    /// a segment's payload for it. Every IPv4 TCP frame, data and control alike, so the
+    /// device can request completion for all of them (`wire::tcp::checksum_offload_at`).
+    /// Off (the default): full checksums.
+    pub tx_checksum_offload: bool,
 }
 
 impl Config {
@@ -192,6 +199,7 @@ impl Config {
             ephemeral_ports: (32768, 60999),
             secret: 0x5eed_cafe_f00d_d00d,
             accept_partial_checksums: false,
+            tx_checksum_offload: false,
         }
     }
 }

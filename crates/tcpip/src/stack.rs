@@ -9,7 +9,7 @@ use crate::tcp::{Actions, Ctx, OutputReady, Tcp};
 use crate::udp::Udp;
 use crate::{Config, Event, Handle, Instant, Stats, TxSink};
 use std::collections::VecDeque;
-use wirespeed_wire::tcp::fill_checksum;
+use wirespeed_wire::tcp::{fill_checksum, fill_partial_checksum};
 use wirespeed_wire::{
     arp, ethernet, ipv4, ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetFrame, EthernetRepr,
     Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr, MacAddr, TcpRepr,
@@ -561,6 +561,7 @@ impl Stack {
         let ip = self.ip_repr(dst, IpProtocol::Tcp, repr.header_len());
         let src = self.cfg.ipv4;
         let e = self.eth_len;
+        let offload = self.cfg.tx_checksum_offload;
         let build = move |buf: &mut [u8]| -> usize {
             let t = e + ipv4::HEADER_LEN;
             let end = t + repr.header_len();
@@ -569,7 +570,11 @@ impl Stack {
             }
             let _ = ip.emit(&mut buf[e..]);
             let _ = repr.emit(&mut buf[t..]);
-            fill_checksum(&mut buf[t..end], src, dst);
+            if offload {
+                fill_partial_checksum(&mut buf[t..end], src, dst);
+            } else {
+                fill_checksum(&mut buf[t..end], src, dst);
+            }
             end
         };
         match mac {

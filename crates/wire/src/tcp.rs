@@ -412,6 +412,61 @@ pub fn fill_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
     put_u16(segment, field::CHECKSUM.start, c);
 }
 
+/// Stores the partial checksum of a segment whose device completes it (TX checksum offload):
+/// the pseudo-header sum over its length, which the device folds the segment's bytes into
+/// ([`checksum::partial_v4`], what Linux leaves in a `CHECKSUM_PARTIAL` skb). No byte of the
+/// payload is read.
+pub fn fill_partial_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
+    if segment.len() < HEADER_LEN {
+        return;
+    }
+    let c = checksum::partial_v4(src, dst, 6, segment.len() as u16);
+    put_u16(segment, field::CHECKSUM.start, c);
+}
+
+/// Where a device completes the TCP checksum of an Ethernet `frame`: (offset of the TCP header
+/// in the frame, offset of the checksum field in that header), as AF_XDP TX metadata and skb
+/// `csum_start`/`csum_offset` take them. Some only for IPv4 TCP (behind at most one 802.1Q
+/// tag) that is not a fragment and whose header fits the frame; None for every other frame.
+pub fn checksum_offload_at(frame: &[u8]) -> Option<(u16, u16)> {
+    use crate::ethernet::field as eth;
+    use crate::ipv4::field as ip;
+    let be16 = |at: usize| {
+        frame
+            .get(at..at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    let l3 = match be16(eth::ETHERTYPE.start)? {
+        0x0800 => eth::ETHERTYPE.end,
+        0x8100 if be16(eth::VLAN_ETHERTYPE.start)? == 0x0800 => eth::VLAN_ETHERTYPE.end,
+        _ => return None,
+    };
+    let ver_ihl = *frame.get(l3 + ip::VER_IHL)?;
+    let ihl = usize::from(ver_ihl & 0x0f) * 4;
+    let fragment = be16(l3 + ip::FLAGS_FRAG.start)? & 0x3fff != 0;
+    if ver_ihl >> 4 != 4 || ihl < 20 || *frame.get(l3 + ip::PROTOCOL)? != 6 || fragment {
+        return None;
+    }
+    let start = l3 + ihl;
+    if frame.len() < start + HEADER_LEN {
+        return None;
+    }
+    Some((start as u16, field::CHECKSUM.start as u16))
+}
+
+/// Completes in software the checksum a device would: folds the bytes of `frame` from
+/// `start` (the field holding the partial sum included) and stores the complement at
+/// `start + offset` (Linux's `skb_checksum_help`). For drivers without the offload in
+/// hardware and for tests.
+pub fn complete_checksum(frame: &mut [u8], start: u16, offset: u16) {
+    let (start, at) = (usize::from(start), usize::from(start) + usize::from(offset));
+    if at + 2 > frame.len() {
+        return;
+    }
+    let c = !checksum::fold(checksum::accumulate(0, &frame[start..]));
+    put_u16(frame, at, c);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,5 +580,89 @@ mod tests {
         assert_eq!(b.diff(a), 20);
         assert_eq!(b.sub(20), a);
         assert_eq!(a.max(b), b);
+    }
+
+    /// An Ethernet + IPv4 + TCP frame (header only, then `payload`), optionally 802.1Q-tagged.
+    fn tcp_frame(vlan: bool, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        if vlan {
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+        }
+        f.extend_from_slice(&[0x08, 0x00]);
+        let total = (20 + HEADER_LEN + payload.len()) as u16;
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[6] = 0x40; // DF: not a fragment
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&S.0);
+        ip[16..20].copy_from_slice(&D.0);
+        f.extend_from_slice(&ip);
+        let mut th = [0u8; HEADER_LEN];
+        th[12] = 0x50;
+        th[13] = flags::ACK | flags::PSH;
+        f.extend_from_slice(&th);
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn a_partial_checksum_completed_as_a_device_would_equals_the_full_one() {
+        // Odd and even payload lengths: the device sums an odd tail as a padded word.
+        for len in [0usize, 1, 511, 512, 8948] {
+            let payload: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            for vlan in [false, true] {
+                let mut full = tcp_frame(vlan, &payload);
+                let l4 = if vlan { 38 } else { 34 };
+                fill_checksum(&mut full[l4..], S, D);
+                let mut partial = tcp_frame(vlan, &payload);
+                fill_partial_checksum(&mut partial[l4..], S, D);
+                assert_ne!(
+                    partial, full,
+                    "len {len}: the partial sum is not the checksum"
+                );
+                let (start, offset) = checksum_offload_at(&partial).expect("an IPv4 TCP frame");
+                assert_eq!((usize::from(start), offset), (l4, 16));
+                complete_checksum(&mut partial, start, offset);
+                assert_eq!(partial, full, "len {len} vlan {vlan}");
+                let seg = TcpPacket::new_checked(&full[l4..]).unwrap();
+                assert!(seg.verify_checksum(S, D));
+            }
+        }
+    }
+
+    #[test]
+    fn only_unfragmented_ipv4_tcp_frames_are_offloaded() {
+        let tcp = tcp_frame(false, b"x");
+        assert_eq!(checksum_offload_at(&tcp), Some((34, 16)));
+        let mut udp = tcp.clone();
+        udp[23] = 17;
+        assert_eq!(checksum_offload_at(&udp), None);
+        let mut more_fragments = tcp.clone();
+        more_fragments[20] = 0x20;
+        assert_eq!(checksum_offload_at(&more_fragments), None);
+        let mut later_fragment = tcp.clone();
+        later_fragment[21] = 0x01;
+        assert_eq!(checksum_offload_at(&later_fragment), None);
+        let mut arp = tcp.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(checksum_offload_at(&arp), None);
+        let mut ipv6_version = tcp.clone();
+        ipv6_version[14] = 0x65;
+        assert_eq!(checksum_offload_at(&ipv6_version), None);
+        let mut short_ihl = tcp.clone();
+        short_ihl[14] = 0x44;
+        assert_eq!(checksum_offload_at(&short_ihl), None);
+        let mut options = tcp.clone();
+        options[14] = 0x46;
+        options.splice(34..34, [1u8, 1, 1, 0]);
+        assert_eq!(checksum_offload_at(&options), Some((38, 16)));
+        // Truncated anywhere: never a location past the end.
+        for cut in 0..54 {
+            assert_eq!(checksum_offload_at(&tcp[..cut]), None, "cut at {cut}");
+        }
+        let mut vlan_arp = tcp_frame(true, b"");
+        vlan_arp[16..18].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(checksum_offload_at(&vlan_arp), None);
     }
 }

@@ -544,6 +544,64 @@ fn bypass_server_answers_a_peer_with_default_offloads() {
     assert_partials_taken(&log);
 }
 
+/// The peer's count of TCP segments it dropped for a bad checksum (`nstat`).
+fn peer_csum_errors(ns: &PlainNs) -> u64 {
+    let out = ns
+        .command("nstat")
+        .args(["-az", "TcpInCsumErrors"])
+        .output()
+        .unwrap();
+    counter(&String::from_utf8_lossy(&out.stdout), "TcpInCsumErrors")
+}
+
+/// TX checksum offload through AF_XDP TX metadata, where the device under our socket cannot
+/// checksum (`ethtool -K IF tx off`, as on a NIC without the offload): the stack leaves only
+/// the pseudo-header sum and asks the kernel to complete it, which it must do in software
+/// before the frame leaves, or the peer (which trusts nothing it did not see summed) drops
+/// every segment. 16 MiB each way are echoed and checked byte for byte, and the peer counts no
+/// bad checksum. Where the kernel cannot complete copy-mode requests (before 6.18), serve says
+/// so and sums in software, and the same must hold.
+#[test]
+fn bypass_server_on_a_device_without_checksum_offload_sends_complete_checksums() {
+    let pair = UserPair::new("o", 64);
+    let off = pair
+        .a
+        .command("ethtool")
+        .args(["-K", &pair.a_if, "tx", "off"])
+        .output()
+        .unwrap();
+    assert!(off.status.success(), "ethtool tx off: {off:?}");
+    let ours = pair.ours();
+    let srv = serve_xdp(&pair.a, &pair.a_if, &ours, "echo");
+    let said = srv.said();
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let new_kernel = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok())
+        .take(2)
+        .collect::<Vec<_>>()
+        >= vec![6, 18];
+    let offloaded = said.contains("TCP checksums completed by the kernel/NIC");
+    assert_eq!(
+        offloaded, new_kernel,
+        "kernel {release}: offload expected only from 6.18\n{said}"
+    );
+    let before = peer_csum_errors(&pair.b);
+    let addr = format!("{ours}:8080");
+    let echoed = pair
+        .b
+        .run(move || echo_checked(&addr, 0x5eed_0016, 16 * MIB));
+    let log = srv.stop();
+    echoed
+        .unwrap_or_else(|e| panic!("16 MiB echo, our device without TX checksumming: {e}\n{log}"));
+    assert_eq!(
+        peer_csum_errors(&pair.b),
+        before,
+        "the peer saw bad checksums\n{log}"
+    );
+    assert_partials_taken(&log);
+}
+
 /// A macvlan over the veth (the software device a container often gets) passes the peer's
 /// partial checksums on too (XDP runs in generic mode there): requests are served the same way.
 /// But the veth under it runs no XDP, so the kernel leaves the peer's TSO on and a bulk

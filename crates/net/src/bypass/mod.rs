@@ -188,6 +188,12 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
         if queue == 0 && socket.busy_poll_us() > 0 {
             description.push_str(&format!(", busy poll {} us", socket.busy_poll_us()));
         }
+        if queue == 0 {
+            match socket.tx_checksum_software() {
+                None => description.push_str(", TCP checksums completed by the kernel/NIC"),
+                Some(why) => description.push_str(&format!(", TCP checksums in software ({why})")),
+            }
+        }
         if !socket.busy_poll_missing().is_empty() {
             notes.push(format!(
                 "queue {queue}: busy polling without {} (the kernel refused them)",

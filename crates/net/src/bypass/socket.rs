@@ -287,6 +287,9 @@ impl BypassStack {
         }
         c.secret = random_u64();
         c.accept_partial_checksums = cfg.accept_partial_checksums;
+        // The device completes TCP checksums where it can (AF_XDP TX metadata): the stack then
+        // leaves the pseudo-header sum and never reads a payload to sum it.
+        c.tx_checksum_offload = dev.tx_checksum_offload();
         let stack = Stack::new(c);
         let inner = Rc::new(RefCell::new(Inner {
             stack,

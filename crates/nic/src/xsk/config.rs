@@ -58,6 +58,10 @@ pub struct XskConfig {
     /// (a received frame is gathered into one buffer of this size; a longer one is dropped
     /// and counted in `Stats::rx_oversized`). None: one chunk per frame, no copy.
     pub max_frame: Option<u32>,
+    /// Ask the kernel to complete transmitted TCP checksums (AF_XDP TX metadata), where it
+    /// does so exactly on every device; see `offload.rs`. Whether it took:
+    /// [`XskSocket::tx_checksum_software`](super::XskSocket::tx_checksum_software).
+    pub tx_checksum_offload: bool,
 }
 
 impl Default for XskConfig {
@@ -70,6 +74,7 @@ impl Default for XskConfig {
             need_wakeup: true,
             busy_poll: None,
             max_frame: None,
+            tx_checksum_offload: true,
         }
     }
 }

@@ -23,11 +23,13 @@ use std::ptr::NonNull;
 
 mod chain;
 mod config;
+mod offload;
 mod sockopt;
 
 pub use config::{BindMode, BusyPoll, XskConfig};
 
 use chain::{MultiBuffer, RxGather, TxRuns};
+use offload::TxChecksum;
 use sockopt::{getsockopt, setsockopt};
 
 use crate::ring::{Consumer, Producer, RawRing};
@@ -187,6 +189,8 @@ pub struct XskSocket {
     oversized_seen: u64,
     /// Multi-buffer state, when the socket binds with `XDP_USE_SG`.
     multi: Option<MultiBuffer>,
+    /// Whether transmitted TCP frames carry a checksum request (`offload.rs`).
+    tx_checksum: TxChecksum,
 }
 
 // SAFETY: the socket owns its mappings and rings outright; moving it to another thread moves
@@ -280,21 +284,19 @@ impl XskSocket {
 
         let frames = (cfg.rx_frames + cfg.tx_frames) as usize;
         let umem = Mapping::anonymous(frames * cfg.frame_size as usize)?;
-        // Every field spelled out, so no padding byte reaches the kernel: kernels before 6.8
-        // read the first 28 bytes, later ones all 32 (`tx_metadata_len`, which must be 0).
-        let reg = libc::xdp_umem_reg {
-            addr: umem.ptr.as_ptr() as u64,
-            len: umem.len as u64,
-            chunk_size: cfg.frame_size,
-            headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
+        let tx_checksum = offload::register_umem(
+            fdr,
+            umem.ptr.as_ptr() as u64,
+            umem.len as u64,
+            cfg.frame_size,
+            cfg.tx_checksum_offload,
+            zero_copy,
+            cfg.chunks_per_frame().is_some(),
+        )?;
         let os = |what: &str| {
             let what = what.to_string();
             move |source| Error::Os { what, err: source }
         };
-        setsockopt(fdr, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(os("register UMEM"))?;
         setsockopt(fdr, libc::SOL_XDP, libc::XDP_UMEM_FILL_RING, &cfg.rx_frames)
             .map_err(os("size fill ring"))?;
         setsockopt(
@@ -502,6 +504,7 @@ impl XskSocket {
             kernel_seen: no_kernel_stats(),
             oversized_seen: 0,
             multi,
+            tx_checksum,
         })
     }
 
@@ -772,7 +775,8 @@ impl FrameIo for XskSocket {
             self.stats.tx_ring_full += 1;
             return false;
         };
-        let len = f(self.umem_mut(addr, self.capacity()));
+        let frame_at = addr + self.tx_head();
+        let len = f(self.umem_mut(frame_at, self.capacity()));
         if len == 0 || len > self.capacity() {
             if len > 0 {
                 self.stats.tx_invalid += 1;
@@ -782,12 +786,13 @@ impl FrameIo for XskSocket {
             self.tx_free.push(addr);
             return len == 0;
         }
+        let options = self.tx_options(addr, frame_at, len);
         self.tx.write(
             slot,
             libc::xdp_desc {
-                addr,
+                addr: frame_at,
                 len: len as u32,
-                options: 0,
+                options,
             },
         );
         self.tx_queued += 1;
@@ -818,6 +823,10 @@ impl FrameIo for XskSocket {
 
     fn frame_capacity(&self) -> usize {
         self.capacity()
+    }
+
+    fn tx_checksum_offload(&self) -> bool {
+        self.tx_head() > 0
     }
 
     /// The kernel counts a frame longer than a chunk in `rx_dropped` (copy mode and zero-copy
@@ -855,15 +864,6 @@ impl FrameIo for XskSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn abi_layouts_match_the_kernel_headers() {
-        assert_eq!(std::mem::size_of::<libc::sockaddr_xdp>(), 16);
-        assert_eq!(std::mem::size_of::<libc::xdp_umem_reg>(), 32, "no padding");
-        assert_eq!(std::mem::size_of::<libc::xdp_mmap_offsets>(), 128);
-        assert_eq!(std::mem::size_of::<libc::xdp_desc>(), 16);
-        assert_eq!(std::mem::size_of::<KernelStats>(), 48);
-    }
 
     #[test]
     fn configs_are_validated_before_any_syscall() {

@@ -48,3 +48,15 @@ pub(super) fn getsockopt<T: Copy>(
         Err(std::io::Error::last_os_error())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn abi_layouts_match_the_kernel_headers() {
+        assert_eq!(std::mem::size_of::<libc::sockaddr_xdp>(), 16);
+        assert_eq!(std::mem::size_of::<libc::xdp_umem_reg>(), 32, "no padding");
+        assert_eq!(std::mem::size_of::<libc::xdp_mmap_offsets>(), 128);
+        assert_eq!(std::mem::size_of::<libc::xdp_desc>(), 16);
+        assert_eq!(std::mem::size_of::<super::super::KernelStats>(), 48);
+    }
+}

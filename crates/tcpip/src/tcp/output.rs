@@ -8,7 +8,7 @@ use super::rtt::karn;
 use super::sack::next_hole;
 use super::{dur_us, Ctx, Tcb, Tcp, TcpState};
 use crate::{Error, Instant, TxSink};
-use wirespeed_wire::tcp::{fill_checksum, flags};
+use wirespeed_wire::tcp::{fill_checksum, fill_partial_checksum, flags};
 use wirespeed_wire::{ipv4, EtherType, IpProtocol, MacAddr, SeqNumber, TcpOptions, TcpRepr};
 
 /// Whether a connection on the pending-output list can send now.
@@ -390,6 +390,7 @@ impl Tcp {
         let (src_ip, dst_ip) = (cx.cfg.ipv4, t.remote_ip);
         let mut too_small = false;
         let send_buf = &t.send;
+        let offload = cx.cfg.tx_checksum_offload;
         let ok = sink.tx_frame(&mut |buf: &mut [u8]| {
             if buf.len() < end {
                 // A sink with buffers below max_frame_len() is misconfigured: the segment is
@@ -401,7 +402,11 @@ impl Tcp {
             let _ = eth.emit(buf);
             let _ = ip.emit(&mut buf[e..]);
             let _ = repr.emit(&mut buf[th..]);
-            fill_checksum(&mut buf[th..end], src_ip, dst_ip);
+            if offload {
+                fill_partial_checksum(&mut buf[th..end], src_ip, dst_ip);
+            } else {
+                fill_checksum(&mut buf[th..end], src_ip, dst_ip);
+            }
             end
         });
         if !ok {
