@@ -315,14 +315,12 @@ fn server_command(
     })
 }
 
-/// Starts the row's server; what it changes in the lab on the way (beyond the profile) goes
-/// into `settings`.
+/// Starts the row's server (on the lab as its profile left it).
 fn start_server(
     spec: &RowSpec,
     lab: &Lab,
     log: &Path,
     workdir: &Path,
-    settings: &mut Vec<String>,
 ) -> anyhow::Result<(ServerProc, String)> {
     let ns = lab.ns("s").context("lab has no server node")?;
     let addr = serve_addr(spec, lab)?;
@@ -343,18 +341,10 @@ fn start_server(
                 .and_then(|n| n.ifaces.first())
                 .map(|i| i.name.clone())
                 .context("server interface")?;
-            // AF_XDP sees frames as the peer built them: with TX checksum or segmentation
-            // offload on, the client's veth would hand over unchecksummed or oversized frames.
-            for (role, n) in [("c", lab.node("c")), ("s", lab.node("s"))] {
-                if let (Some(ns), Some(i)) = (lab.ns(role), n.and_then(|n| n.ifaces.first())) {
-                    ns.exec(
-                        "ethtool",
-                        &["-K", &i.name, "tx", "off", "tso", "off", "gso", "off"],
-                    )
-                    .context("turn off TX offloads for the bypass row")?;
-                    settings.push(format!("{role}:{} tx off tso off gso off", i.name));
-                }
-            }
+            // The same devices as the kernel rows: the profile turned the client's TSO off
+            // (and the kernel keeps a veth's TSO off while XDP runs on its peer), its checksum
+            // offload stays on, so our stack takes its partial checksums as on any veth, and
+            // leaves its own to the kernel through AF_XDP TX metadata where it can.
             let args: Vec<String> = vec![
                 "serve".into(),
                 app.to_string(),
@@ -497,7 +487,6 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
         &lab,
         &out.join("showdown-server.log"),
         Path::new(NGINX_DIR),
-        &mut settings,
     )?;
 
     let addr = serve_addr(spec, &lab)?;
