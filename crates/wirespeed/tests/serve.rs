@@ -472,3 +472,32 @@ fn clear_errors_for_bad_flags() {
         "{err}"
     );
 }
+
+/// `--idle-sleep-us` only acts on AF_XDP shards: with the kernel stack serve says so in one
+/// line, and serves as usual.
+#[test]
+fn idle_sleep_on_the_kernel_stack_is_said_to_do_nothing() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wirespeed"))
+        .args(["serve", "http", "--listen", "127.0.0.1:0", "--cpus", "0"])
+        .args(["--idle-sleep-us", "20"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start wirespeed serve");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("listening on") {
+        if stderr.read_line(&mut said).unwrap() == 0 {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(said.contains("listening on"), "{said}");
+    assert_eq!(
+        said.matches("--idle-sleep-us applies to --stack xdp only")
+            .count(),
+        1,
+        "{said}"
+    );
+}

@@ -160,6 +160,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if common.max_conns == 0 {
         bail!("--max-conns must be at least 1");
     }
+    // Accepted so that one command line serves every stack, but said once where it does
+    // nothing: only an AF_XDP socket gives a shard something to sleep on.
+    if common.idle_sleep_us > 0 && common.stack != StackArg::Xdp {
+        let why = match common.stack {
+            StackArg::Dpdk => "a DPDK queue has no fd to sleep on, so its shard spins",
+            _ => "kernel-stack shards already sleep in epoll/io_uring",
+        };
+        eprintln!("wirespeed serve: --idle-sleep-us applies to --stack xdp only; {why}");
+    }
     let engine = match common.engine {
         EngineArg::Epoll => EngineKind::Epoll,
         EngineArg::Uring => EngineKind::Uring,
