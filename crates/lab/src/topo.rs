@@ -53,12 +53,13 @@ pub enum Profile {
     /// Changes nothing beyond links and addresses.
     Default,
     /// An untuned NIC as the receive model stands it in: with `napi`, each veth queue gets
-    /// the NAPI a NIC queue has (GRO on, TSO off, threaded) on the kernel's default CPUs, as
+    /// the NAPI a NIC queue has (GRO on, TSO off, threaded) and the qdisc a NIC gets (the
+    /// kernel's default) on the kernel's default CPUs, as
     /// a NIC's interrupt lands wherever its default affinity puts it; nothing is pinned,
     /// deferred or busy-polled. With `rps` or `sender` it is `default`.
     Nic,
-    /// GRO, each queue's receive on its node's CPU (threaded NAPI pinned, or RPS: see
-    /// [`RxModel`]), XPS, epoll busy polling (`net.core.busy_poll`, host-wide, restored); NAPI
+    /// GRO, the kernel's default qdisc, each queue's receive on its node's CPU (threaded NAPI
+    /// pinned, or RPS: see [`RxModel`]), XPS, epoll busy polling (`net.core.busy_poll`, host-wide, restored); NAPI
     /// deferral (interrupt moderation) only when [`LabSpec::napi_defer_hard_irqs`] is set.
     Tuned,
 }
@@ -322,6 +323,25 @@ fn tso_off(ns: &Netns, role: &str, dev: &str) -> String {
     }
 }
 
+/// A NIC comes up with the kernel's default qdisc (`net.core.default_qdisc`, under `mq` when
+/// it has several TX queues); a veth comes up with none (`noqueue`), so when its peer's
+/// receive ring (256 frames) is full it drops the frame, which a NIC's qdisc would have held,
+/// and a lost response waits some 200 ms for TCP's tail-loss probe. With a qdisc the veth
+/// stops its queue instead until the peer drains (the qdisc counts it in `requeues`).
+fn nic_qdisc(ns: &Netns, role: &str, dev: &str, queues: u32) -> String {
+    let kind = if queues > 1 {
+        "mq".to_string()
+    } else {
+        std::fs::read_to_string("/proc/sys/net/core/default_qdisc")
+            .map(|k| k.trim().to_string())
+            .unwrap_or_else(|_| "pfifo_fast".to_string())
+    };
+    match ns.exec("tc", &["qdisc", "replace", "dev", dev, "root", &kind]) {
+        Ok(_) => format!("{role}:{dev} qdisc {kind}"),
+        Err(e) => format!("{role}:{dev} qdisc: not applied ({e}); a full peer ring drops frames"),
+    }
+}
+
 pub fn validate_name(name: &str) -> Result<()> {
     if name.is_empty()
         || name.len() > 6
@@ -450,7 +470,7 @@ impl Lab {
             }
             match spec.profile {
                 Profile::Tuned => lab.tune(spec)?,
-                Profile::Nic if spec.rx_model == RxModel::Napi => lab.untuned_nic()?,
+                Profile::Nic if spec.rx_model == RxModel::Napi => lab.untuned_nic(spec)?,
                 Profile::Nic | Profile::Default => {}
             }
             Ok(())
@@ -478,6 +498,7 @@ impl Lab {
                     Ok(_) => notes.push(format!("{}:{dev} gro on", node.role)),
                     Err(e) => notes.push(format!("{}:{dev} gro: not applied ({e})", node.role)),
                 }
+                notes.push(nic_qdisc(ns, &node.role, dev, spec.queues));
                 let mut writes = vec![];
                 let moderated =
                     spec.napi_defer_roles.is_empty() || spec.napi_defer_roles.contains(&node.role);
@@ -540,7 +561,7 @@ impl Lab {
     }
 
     /// The `nic` profile with the `napi` model: every queue gets a NAPI thread, none pinned.
-    fn untuned_nic(&mut self) -> Result<()> {
+    fn untuned_nic(&mut self, spec: &LabSpec) -> Result<()> {
         let mut notes = vec!["receive model: napi, untuned (threads on the default CPUs)".into()];
         let _l = state::lock()?;
         for (node, ns) in self.record.nodes.iter().zip(&self.namespaces) {
@@ -551,6 +572,7 @@ impl Lab {
                     Err(e) => notes.push(format!("{}:{dev} gro: not applied ({e})", node.role)),
                 }
                 notes.push(tso_off(ns, &node.role, dev));
+                notes.push(nic_qdisc(ns, &node.role, dev, spec.queues));
                 let (note, pids) = crate::napi::threaded(ns, &node.role, dev, None);
                 notes.push(note);
                 self.napi_threads

@@ -295,3 +295,99 @@ fn napi_deferral_goes_only_on_the_roles_asked_for() {
     assert_eq!(read("c", "napi_defer_hard_irqs"), "0", "{:?}", lab.tuning);
     assert_eq!(read("c", "gro_flush_timeout"), "0", "{:?}", lab.tuning);
 }
+
+/// The `nic` profile gives each veth the qdisc a NIC gets (the kernel's default), so a burst
+/// that fills the peer's 256-frame receive ring stops the queue instead of dropping frames.
+/// 256 connections each answered with 256 KiB at once: without a qdisc (the veth's own
+/// `noqueue`) the server's veth drops frames there (counted in `tx_dropped`), with the
+/// profile's none.
+#[test]
+fn a_nic_lab_holds_a_burst_that_fills_the_peer_ring_instead_of_dropping_it() {
+    require_root();
+    let burst_drops = |lab: &Lab| -> u64 {
+        use std::io::{Read, Write};
+        const CONNS: usize = 256;
+        const ANSWER: usize = 256 * 1024;
+        let limit = Duration::from_secs(30);
+        let s = lab.node("s").unwrap();
+        let addr = s.addr4().unwrap();
+        // Bound before the client starts, so no connect can race it.
+        let listener =
+            wirespeed_sys::netns::in_netns(&s.ns, move || std::net::TcpListener::bind((addr, 9)))
+                .unwrap()
+                .unwrap();
+        let server = std::thread::spawn(move || {
+            let conns: Vec<_> = (0..CONNS)
+                .map_while(|_| listener.accept().ok().map(|(c, _)| c))
+                .collect();
+            // Every answer at once, from as many threads as connections.
+            let writers: Vec<_> = conns
+                .into_iter()
+                .map(|mut c| {
+                    c.set_write_timeout(Some(limit)).unwrap();
+                    std::thread::spawn(move || c.write_all(&vec![7u8; ANSWER]).is_ok())
+                })
+                .collect();
+            writers
+                .into_iter()
+                .map(|w| w.join().unwrap())
+                .filter(|ok| *ok)
+                .count()
+        });
+        let ns_c = lab.node("c").unwrap().ns.clone();
+        let read = wirespeed_sys::netns::in_netns(&ns_c, move || {
+            let conns: Vec<_> = (0..CONNS)
+                .map(|_| std::net::TcpStream::connect((addr, 9)).unwrap())
+                .collect();
+            let readers: Vec<_> = conns
+                .into_iter()
+                .map(|mut c| {
+                    c.set_read_timeout(Some(limit)).unwrap();
+                    std::thread::spawn(move || {
+                        let mut buf = vec![0u8; ANSWER];
+                        c.read_exact(&mut buf).is_ok()
+                    })
+                })
+                .collect();
+            readers
+                .into_iter()
+                .map(|r| r.join().unwrap())
+                .filter(|ok| *ok)
+                .count()
+        })
+        .unwrap();
+        assert_eq!(read, CONNS, "every answer read in full");
+        assert_eq!(server.join().unwrap(), CONNS, "every answer written");
+        let dropped = lab
+            .ns("s")
+            .unwrap()
+            .exec("cat", &["/sys/class/net/eth0/statistics/tx_dropped"])
+            .unwrap();
+        dropped.trim().parse().unwrap()
+    };
+    let n = name("q");
+    let mut spec = LabSpec::new(&n, Topology::Pair);
+    spec.profile = Profile::Nic;
+    let lab = Lab::up(&spec).unwrap();
+    let qdisc = lab
+        .ns("s")
+        .unwrap()
+        .exec("tc", &["qdisc", "show", "dev", "eth0"])
+        .unwrap();
+    assert!(!qdisc.contains("noqueue"), "{qdisc}\n{:?}", lab.tuning);
+    assert_eq!(burst_drops(&lab), 0, "{:?}", lab.tuning);
+    // The same lab with the veth's own noqueue: the same burst is dropped in part.
+    for role in ["s", "c"] {
+        lab.ns(role)
+            .unwrap()
+            .exec(
+                "tc",
+                &["qdisc", "replace", "dev", "eth0", "root", "noqueue"],
+            )
+            .unwrap();
+    }
+    assert!(
+        burst_drops(&lab) > 0,
+        "noqueue: expected drops at the full ring"
+    );
+}
