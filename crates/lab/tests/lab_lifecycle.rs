@@ -296,6 +296,15 @@ fn napi_deferral_goes_only_on_the_roles_asked_for() {
     assert_eq!(read("c", "gro_flush_timeout"), "0", "{:?}", lab.tuning);
 }
 
+/// How many of `threads` returned true.
+fn succeeded(threads: Vec<std::thread::JoinHandle<bool>>) -> usize {
+    threads
+        .into_iter()
+        .filter_map(|t| t.join().ok())
+        .filter(|ok| *ok)
+        .count()
+}
+
 /// The `nic` profile gives each veth the qdisc a NIC gets (the kernel's default), so a burst
 /// that fills the peer's 256-frame receive ring stops the queue instead of dropping frames.
 /// 256 connections each answered with 256 KiB at once: without a qdisc (the veth's own
@@ -328,11 +337,7 @@ fn a_nic_lab_holds_a_burst_that_fills_the_peer_ring_instead_of_dropping_it() {
                     std::thread::spawn(move || c.write_all(&vec![7u8; ANSWER]).is_ok())
                 })
                 .collect();
-            writers
-                .into_iter()
-                .map(|w| w.join().unwrap())
-                .filter(|ok| *ok)
-                .count()
+            succeeded(writers)
         });
         let ns_c = lab.node("c").unwrap().ns.clone();
         let read = wirespeed_sys::netns::in_netns(&ns_c, move || {
@@ -349,11 +354,7 @@ fn a_nic_lab_holds_a_burst_that_fills_the_peer_ring_instead_of_dropping_it() {
                     })
                 })
                 .collect();
-            readers
-                .into_iter()
-                .map(|r| r.join().unwrap())
-                .filter(|ok| *ok)
-                .count()
+            succeeded(readers)
         })
         .unwrap();
         assert_eq!(read, CONNS, "every answer read in full");

@@ -22,6 +22,39 @@ fn cfg(last: u8) -> StackConfig {
     }
 }
 
+/// Echoes everything `conn` sends until it closes; returns the bytes echoed.
+async fn echo_until_eof(mut conn: TcpStream) -> usize {
+    let (mut buf, mut total) = (vec![0u8; 8192], 0);
+    loop {
+        let n = conn.read(&mut buf).await.unwrap();
+        if n == 0 {
+            return total;
+        }
+        conn.write_all(&buf[..n]).await.unwrap();
+        total += n;
+    }
+}
+
+/// Sends `data` in 10 kB pieces, each echoed back before the next goes out; returns what came
+/// back.
+async fn echo_lockstep(s: &mut TcpStream, data: &[u8]) -> Vec<u8> {
+    let mut back = Vec::with_capacity(data.len());
+    let mut buf = vec![0u8; 16384];
+    for chunk in data.chunks(10_000) {
+        s.write_all(chunk).await.unwrap();
+        let want = back.len() + chunk.len();
+        while back.len() < want {
+            let n = wirespeed_rt::timeout(std::time::Duration::from_secs(10), s.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("read stalled at {} bytes", back.len()))
+                .unwrap();
+            assert!(n > 0, "early EOF");
+            back.extend_from_slice(&buf[..n]);
+        }
+    }
+    back
+}
+
 #[test]
 fn echo_through_two_user_stacks() {
     let out = Runtime::builder()
@@ -35,16 +68,7 @@ fn echo_through_two_user_stacks() {
             let server = wirespeed_rt::spawn(async move {
                 let mut total = 0usize;
                 for _ in 0..3 {
-                    let mut conn = listener.accept().await.unwrap();
-                    let mut buf = vec![0u8; 8192];
-                    loop {
-                        let n = conn.read(&mut buf).await.unwrap();
-                        if n == 0 {
-                            break;
-                        }
-                        conn.write_all(&buf[..n]).await.unwrap();
-                        total += n;
-                    }
+                    total += echo_until_eof(listener.accept().await.unwrap()).await;
                 }
                 total
             });
@@ -65,26 +89,8 @@ fn echo_through_two_user_stacks() {
                 .unwrap();
                 let mut s = TcpStream::from(s);
                 let data: Vec<u8> = (0..300_000u32).map(|i| (i as u8) ^ round).collect();
-                let mut back = Vec::with_capacity(data.len());
-                let mut buf = vec![0u8; 16384];
-                // Lock-step in 10 kB pieces: each piece is echoed before the next goes out.
-                for chunk in data.chunks(10_000) {
-                    s.write_all(chunk).await.unwrap();
-                    let want = back.len() + chunk.len();
-                    while back.len() < want {
-                        let n = wirespeed_rt::timeout(
-                            std::time::Duration::from_secs(10),
-                            s.read(&mut buf),
-                        )
-                        .await
-                        .unwrap_or_else(|_| {
-                            panic!("round {round}: read stalled at {} bytes", back.len())
-                        })
-                        .unwrap();
-                        assert!(n > 0, "early EOF");
-                        back.extend_from_slice(&buf[..n]);
-                    }
-                }
+                let back = echo_lockstep(&mut s, &data).await;
+                let mut buf = [0u8; 16];
                 s.shutdown_write().unwrap();
                 let n = wirespeed_rt::timeout(std::time::Duration::from_secs(10), s.read(&mut buf))
                     .await
@@ -347,17 +353,9 @@ fn echo_over_ports_that_complete_tcp_checksums() {
             let server_stack = BypassStack::start(&cfg(2), a);
             let client_stack = BypassStack::start(&cfg(1), b);
             let listener = TcpListener::from(server_stack.listen(7, 16).unwrap());
-            wirespeed_rt::spawn(async move {
-                let mut conn = listener.accept().await.unwrap();
-                let mut buf = vec![0u8; 8192];
-                loop {
-                    let n = conn.read(&mut buf).await.unwrap();
-                    if n == 0 {
-                        break;
-                    }
-                    conn.write_all(&buf[..n]).await.unwrap();
-                }
-            });
+            wirespeed_rt::spawn(
+                async move { echo_until_eof(listener.accept().await.unwrap()).await },
+            );
             let s = wirespeed_rt::timeout(
                 std::time::Duration::from_secs(5),
                 client_stack.connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7)),
@@ -367,21 +365,7 @@ fn echo_over_ports_that_complete_tcp_checksums() {
             .unwrap();
             let mut s = TcpStream::from(s);
             let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7) as u8).collect();
-            let (mut back, mut buf) = (Vec::new(), vec![0u8; 16384]);
-            for chunk in data.chunks(10_000) {
-                s.write_all(chunk).await.unwrap();
-                let want = back.len() + chunk.len();
-                while back.len() < want {
-                    let n =
-                        wirespeed_rt::timeout(std::time::Duration::from_secs(5), s.read(&mut buf))
-                            .await
-                            .expect("read stalled")
-                            .unwrap();
-                    assert!(n > 0, "early EOF");
-                    back.extend_from_slice(&buf[..n]);
-                }
-            }
-            assert!(back == data, "echo mismatch");
+            assert!(echo_lockstep(&mut s, &data).await == data, "echo mismatch");
             (client_stack.stats(), server_stack.stats())
         })
         .unwrap();

@@ -635,24 +635,17 @@ mod tests {
     fn only_unfragmented_ipv4_tcp_frames_are_offloaded() {
         let tcp = tcp_frame(false, b"x");
         assert_eq!(checksum_offload_at(&tcp), Some((34, 16)));
-        let mut udp = tcp.clone();
-        udp[23] = 17;
-        assert_eq!(checksum_offload_at(&udp), None);
-        let mut more_fragments = tcp.clone();
-        more_fragments[20] = 0x20;
-        assert_eq!(checksum_offload_at(&more_fragments), None);
-        let mut later_fragment = tcp.clone();
-        later_fragment[21] = 0x01;
-        assert_eq!(checksum_offload_at(&later_fragment), None);
-        let mut arp = tcp.clone();
-        arp[12..14].copy_from_slice(&[0x08, 0x06]);
-        assert_eq!(checksum_offload_at(&arp), None);
-        let mut ipv6_version = tcp.clone();
-        ipv6_version[14] = 0x65;
-        assert_eq!(checksum_offload_at(&ipv6_version), None);
-        let mut short_ihl = tcp.clone();
-        short_ihl[14] = 0x44;
-        assert_eq!(checksum_offload_at(&short_ihl), None);
+        let altered = |at: usize, bytes: &[u8]| {
+            let mut f = tcp.clone();
+            f[at..at + bytes.len()].copy_from_slice(bytes);
+            checksum_offload_at(&f)
+        };
+        assert_eq!(altered(23, &[17]), None, "UDP");
+        assert_eq!(altered(20, &[0x20]), None, "more fragments");
+        assert_eq!(altered(21, &[0x01]), None, "a later fragment");
+        assert_eq!(altered(12, &[0x08, 0x06]), None, "ARP");
+        assert_eq!(altered(14, &[0x65]), None, "IP version 6");
+        assert_eq!(altered(14, &[0x44]), None, "IHL below 5");
         let mut options = tcp.clone();
         options[14] = 0x46;
         options.splice(34..34, [1u8, 1, 1, 0]);

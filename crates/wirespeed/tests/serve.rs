@@ -15,6 +15,8 @@ struct Server {
     child: Child,
     addr: SocketAddr,
     stderr: BufReader<std::process::ChildStderr>,
+    /// What it said up to and including its listening line.
+    said: String,
 }
 
 impl Server {
@@ -27,19 +29,24 @@ impl Server {
             .spawn()
             .expect("start wirespeed serve");
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        stderr.read_line(&mut line).unwrap();
-        let addr = line
+        let mut said = String::new();
+        while !said.contains("listening on ") {
+            if stderr.read_line(&mut said).unwrap() == 0 {
+                panic!("no listening line: {said:?}");
+            }
+        }
+        let addr = said
             .split("listening on ")
             .nth(1)
             .and_then(|r| r.split(';').next())
-            .unwrap_or_else(|| panic!("no listening line: {line:?}"))
+            .unwrap()
             .parse()
             .unwrap();
         Server {
             child,
             addr,
             stderr,
+            said,
         }
     }
 
@@ -477,27 +484,11 @@ fn clear_errors_for_bad_flags() {
 /// line, and serves as usual.
 #[test]
 fn idle_sleep_on_the_kernel_stack_is_said_to_do_nothing() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wirespeed"))
-        .args(["serve", "http", "--listen", "127.0.0.1:0", "--cpus", "0"])
-        .args(["--idle-sleep-us", "20"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start wirespeed serve");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    while !said.contains("listening on") {
-        if stderr.read_line(&mut said).unwrap() == 0 {
-            break;
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(said.contains("listening on"), "{said}");
-    assert_eq!(
-        said.matches("--idle-sleep-us applies to --stack xdp only")
-            .count(),
-        1,
-        "{said}"
-    );
+    let srv = Server::start("http", &["--idle-sleep-us", "20"]);
+    let told = "--idle-sleep-us applies to --stack xdp only";
+    assert_eq!(srv.said.matches(told).count(), 1, "{}", srv.said);
+    let mut s = srv.connect();
+    s.write_all(&get("/plaintext")).unwrap();
+    let (code, _, body) = read_response(&mut BufReader::new(s)).unwrap();
+    assert_eq!((code, body.as_slice()), (200, &b"Hello, World!"[..]));
 }
