@@ -563,7 +563,20 @@ fn peer_csum_errors(ns: &PlainNs) -> u64 {
 /// so and sums in software, and the same must hold.
 #[test]
 fn bypass_server_on_a_device_without_checksum_offload_sends_complete_checksums() {
-    let pair = UserPair::new("o", 64);
+    echo_with_checksums_left_to_a_device_without_offload(UserPair::new("o", 64));
+}
+
+/// The same at a 9000-byte MTU, where every full frame is chained over three UMEM chunks and
+/// the request travels in front of the first of them (an unaligned UMEM, `offload.rs`).
+#[test]
+fn bypass_server_without_device_checksums_at_a_jumbo_mtu_sends_complete_checksums() {
+    let pair = UserPair::new("q", 67);
+    pair.a.ip(&["link", "set", &pair.a_if, "mtu", "9000"]);
+    pair.b.ip(&["link", "set", "qb0", "mtu", "9000"]);
+    echo_with_checksums_left_to_a_device_without_offload(pair);
+}
+
+fn echo_with_checksums_left_to_a_device_without_offload(pair: UserPair) {
     let off = pair
         .a
         .command("ethtool")

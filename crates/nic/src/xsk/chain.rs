@@ -140,16 +140,26 @@ impl TxRuns {
         self.base + u64::from(run) * u64::from(self.per_run) * self.chunk
     }
 
-    /// Descriptors a frame of `len` bytes needs (one per chunk it touches).
-    pub(super) fn descriptors(&self, len: usize) -> u32 {
-        (len as u64).div_ceil(self.chunk).max(1) as u32
+    /// Descriptors a frame of `len` bytes needs: one per chunk it touches, or with `head`
+    /// bytes of TX metadata in front (an unaligned UMEM), one per `chunk - head` bytes, since
+    /// the kernel counts the metadata's room into each descriptor's chunk length.
+    pub(super) fn descriptors(&self, head: u64, len: usize) -> u32 {
+        (len as u64).div_ceil(self.chunk - head).max(1) as u32
     }
 
-    /// The descriptors of frame `len` bytes long in run `run`: (address, length, options).
-    pub(super) fn pieces(&self, run: u32, len: usize) -> impl Iterator<Item = (u64, u32, u32)> {
-        let addr = self.addr(run);
-        let n = self.descriptors(len);
-        let chunk = self.chunk;
+    /// The descriptors of a frame `len` bytes long that starts `head` bytes into run `run`:
+    /// (address, length, options). With a head (TX metadata, an unaligned UMEM) the pieces
+    /// are `chunk - head` long and straddle chunk boundaries: the kernel wants each, with the
+    /// metadata room in front of it, no longer than a chunk.
+    pub(super) fn pieces(
+        &self,
+        run: u32,
+        head: u64,
+        len: usize,
+    ) -> impl Iterator<Item = (u64, u32, u32)> {
+        let addr = self.addr(run) + head;
+        let n = self.descriptors(head, len);
+        let chunk = self.chunk - head;
         (0..n).map(move |i| {
             let off = u64::from(i) * chunk;
             let piece = (len as u64 - off).min(chunk) as u32;
@@ -237,7 +247,7 @@ pub(super) fn rx_gathered<F: FnMut(&[u8])>(
             Step::Oversized => stats.rx_oversized += 1,
             Step::Invalid => stats.rx_dropped += 1,
         }
-        addrs.push(d.addr & chunk_mask);
+        addrs.push(super::offload::rx_addr(d.addr) & chunk_mask);
     }
     delivered
 }
@@ -266,7 +276,9 @@ impl XskSocket {
             self.stats.tx_ring_full += 1;
             return false;
         };
-        let len = f(self.umem_mut(addr, max_frame));
+        // The frame lies after its metadata (offload.rs), contiguous over the run's chunks.
+        let head = self.tx_head();
+        let len = f(self.umem_mut(addr + head, max_frame));
         let Some(multi) = self.multi.as_mut() else {
             return false;
         };
@@ -279,9 +291,16 @@ impl XskSocket {
             multi.runs.put_back(run);
             return len == 0;
         }
-        let used = multi.runs.descriptors(len);
+        let used = multi.runs.descriptors(head, len);
         self.tx.unreserve(per_run - used);
-        for (i, (addr, piece, options)) in multi.runs.pieces(run, len).enumerate() {
+        let request = self.tx_options(addr, addr + head, len);
+        let Some(multi) = self.multi.as_mut() else {
+            return false;
+        };
+        for (i, (addr, piece, mut options)) in multi.runs.pieces(run, head, len).enumerate() {
+            if i == 0 {
+                options |= request;
+            }
             self.tx.write(
                 slot.wrapping_add(i as u32),
                 libc::xdp_desc {
@@ -344,7 +363,7 @@ mod tests {
         let c = libc::XDP_PKT_CONTD;
         let base = runs.addr(1);
         assert_eq!(
-            runs.pieces(1, 9014).collect::<Vec<_>>(),
+            runs.pieces(1, 0, 9014).collect::<Vec<_>>(),
             vec![
                 (base, 4096, c),
                 (base + 4096, 4096, c),
@@ -352,11 +371,38 @@ mod tests {
             ]
         );
         assert_eq!(
-            runs.pieces(1, 4096).collect::<Vec<_>>(),
+            runs.pieces(1, 0, 4096).collect::<Vec<_>>(),
             vec![(base, 4096, 0)]
         );
-        assert_eq!(runs.descriptors(60), 1);
-        assert_eq!(runs.descriptors(4097), 2);
+        assert_eq!(runs.descriptors(0, 60), 1);
+        assert_eq!(runs.descriptors(0, 4097), 2);
+        assert_eq!(runs.descriptors(32, 4064), 1);
+        assert_eq!(runs.descriptors(32, 4065), 2);
+    }
+
+    #[test]
+    fn with_metadata_in_front_the_pieces_straddle_chunks_and_complete_in_their_run() {
+        let mut runs = TxRuns::new(1 << 20, 4096, 16, 3);
+        let c = libc::XDP_PKT_CONTD;
+        let run = runs.take().unwrap();
+        let at = runs.addr(run) + 32;
+        let pieces: Vec<_> = runs.pieces(run, 32, 9014).collect();
+        assert_eq!(
+            pieces,
+            vec![
+                (at, 4064, c),
+                (at + 4064, 4064, c),
+                (at + 8128, 9014 - 8128, 0)
+            ]
+        );
+        // The last piece ends inside the run (3 chunks hold 32 + 9014 bytes).
+        assert!(at + 9014 <= runs.addr(run) + 3 * 4096);
+        runs.posted(run, 3);
+        let before = runs.free_runs();
+        for (addr, _, _) in pieces {
+            assert!(runs.completed(addr), "{addr:#x} belongs to run {run}");
+        }
+        assert_eq!(runs.free_runs(), before + 1);
     }
 
     #[test]
@@ -369,7 +415,7 @@ mod tests {
         assert_eq!(runs.take(), None);
         runs.posted(a, 3);
         runs.posted(b, 1);
-        let pa: Vec<u64> = runs.pieces(a, 9000).map(|p| p.0).collect();
+        let pa: Vec<u64> = runs.pieces(a, 0, 9000).map(|p| p.0).collect();
         assert!(runs.completed(runs.addr(b)));
         assert_eq!(runs.free_runs(), 1, "b's only descriptor completed");
         assert!(runs.completed(pa[2]));

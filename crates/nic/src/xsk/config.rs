@@ -102,9 +102,13 @@ impl XskConfig {
     }
 
     /// Chunks in one transmit run when frames span several chunks (multi-buffer), else None.
+    /// A run also holds the TX metadata in front of its frame, which shortens every piece
+    /// of it by as much (`offload.rs`, `TxRuns::pieces`).
     pub(super) fn chunks_per_frame(&self) -> Option<u32> {
         match self.max_frame {
-            Some(max) if max > self.frame_size - RX_HEADROOM => Some(max.div_ceil(self.frame_size)),
+            Some(max) if max > self.frame_size - RX_HEADROOM => {
+                Some(max.div_ceil(self.frame_size - super::offload::TX_METADATA_LEN))
+            }
             _ => None,
         }
     }

@@ -680,6 +680,7 @@ impl XskSocket {
 
 /// A received frame's bytes, or None when its descriptor points outside the UMEM.
 fn rx_frame(umem: &Mapping, addr: u64, len: u32) -> Option<&[u8]> {
+    let addr = offload::rx_addr(addr);
     let start = usize::try_from(addr).ok()?;
     let end = start.checked_add(len as usize)?;
     if end > umem.len {
@@ -742,7 +743,7 @@ impl FrameIo for XskSocket {
                     }
                     None => self.stats.rx_dropped += 1,
                 }
-                addrs.push(self.chunk_base(d.addr));
+                addrs.push(self.chunk_base(offload::rx_addr(d.addr)));
             }
         }
         self.rx.release();

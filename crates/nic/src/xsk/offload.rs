@@ -7,10 +7,14 @@
 //! the kernel does in software (`skb_checksum_help`) for a device without one, and a veth hands
 //! it on unfinished as it does a local sender's. Either way the stack never sums a payload.
 //!
-//! Only for sockets whose frames fit one chunk: the kernel wants `tx_metadata_len` bytes in
-//! front of every descriptor inside its chunk, continuation descriptors of a multi-buffer
-//! frame included, so a frame chained over chunks (`chain.rs`, MTU above 3826) could not lie
-//! contiguous; those sockets checksum in software.
+//! A frame chained over chunks (`chain.rs`, MTU above 3826) lies contiguous in its run of
+//! chunks, the metadata in front of its first descriptor. An aligned UMEM refuses that: the
+//! kernel wants `tx_metadata_len` bytes in front of every descriptor *within its chunk*,
+//! continuation descriptors included. So a multi-buffer socket that offloads registers its
+//! UMEM unaligned (`XDP_UMEM_UNALIGNED_CHUNK_FLAG`), where a descriptor may start anywhere and
+//! only has to stay within the UMEM and one chunk's length; the kernel reads the metadata of a
+//! frame's first descriptor only. Received descriptors then carry their offset in the top
+//! 16 bits of the address (`rx_addr` in `mod.rs` decodes it).
 //!
 //! Used only where the result is exact on every device: copy mode on Linux 6.18 and later,
 //! where the generic transmit path honours the request for every driver (before it, drivers
@@ -73,9 +77,9 @@ impl XskSocket {
 }
 
 /// Registers `umem` (`len` bytes at `addr`, chunks of `chunk_size`) on socket `fd`, with room
-/// for TX metadata when `wanted`, each frame fits one chunk, and this kernel completes
-/// checksums for every device in this bind mode; a kernel that refuses the metadata gets a
-/// plain registration.
+/// for TX metadata when `wanted` and this kernel completes checksums for every device in this
+/// bind mode (unaligned when frames are chained, `multi_buffer`); a kernel that refuses the
+/// metadata gets a plain, aligned registration.
 pub(super) fn register_umem(
     fd: RawFd,
     addr: u64,
@@ -103,10 +107,6 @@ pub(super) fn register_umem(
     };
     let why_not = if !wanted {
         Some("not asked for".to_string())
-    } else if multi_buffer {
-        // The kernel checks every descriptor for metadata room in front of it within its
-        // chunk, so a frame chained over chunks could not lie contiguous in the UMEM.
-        Some("frames span several UMEM chunks (MTU above 3826)".to_string())
     } else if zero_copy {
         Some("zero-copy: the driver's own TX metadata support is not checked".to_string())
     } else {
@@ -116,8 +116,14 @@ pub(super) fn register_umem(
         register(&plain).map_err(os)?;
         return Ok(TxChecksum::Software(why));
     }
+    // Unaligned when frames are chained: see the module docs.
+    let unaligned = if multi_buffer {
+        libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG
+    } else {
+        0
+    };
     let with_metadata = libc::xdp_umem_reg {
-        flags: libc::XDP_UMEM_TX_METADATA_LEN,
+        flags: libc::XDP_UMEM_TX_METADATA_LEN | unaligned,
         tx_metadata_len: TX_METADATA_LEN,
         ..plain
     };
@@ -132,6 +138,13 @@ pub(super) fn register_umem(
         }
         Err(e) => Err(os(e)),
     }
+}
+
+/// A received descriptor's address as a UMEM offset. An unaligned UMEM gives the frame's
+/// offset from its buffer in the top 16 bits (see the module docs); an aligned one leaves
+/// them 0.
+pub(super) fn rx_addr(raw: u64) -> u64 {
+    (raw & libc::XSK_UNALIGNED_BUF_ADDR_MASK) + (raw >> libc::XSK_UNALIGNED_BUF_OFFSET_SHIFT)
 }
 
 fn kernel_release() -> String {
@@ -170,6 +183,14 @@ pub(super) fn request(meta: &mut [u8], frame: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn received_addresses_decode_the_unaligned_offset_and_leave_aligned_ones_alone() {
+        assert_eq!(rx_addr(0x3000 + 256), 0x3000 + 256);
+        // Unaligned: buffer 0x3000, frame 256 bytes into it (XDP_PACKET_HEADROOM).
+        assert_eq!(rx_addr(0x3000 | (256 << 48)), 0x3000 + 256);
+        assert_eq!(rx_addr(u64::MAX), (1 << 48) - 1 + 0xffff);
+    }
 
     #[test]
     fn only_kernels_that_complete_copy_mode_requests_on_every_device_offload() {
