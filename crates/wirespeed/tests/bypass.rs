@@ -206,10 +206,16 @@ fn linux_clients_against_our_stack_through_loss_reorder_and_duplication() {
         .expect("kernel address unreachable");
     drop(srv);
 
-    // 256 MiB each way through our echo server, checked byte for byte, with the shard
-    // busy-polling its queue (what the kernel took is in the listening line).
+    // 256 MiB each way through our echo server, checked byte for byte, with busy polling
+    // asked for: the listening line says what the kernel took, or why it cannot busy-poll
+    // (a copy-mode socket on Linux 6.13+ has no NAPI ID; nic's lab test
+    // `the_largest_received_frame_is_frame_capacity` checks the claim against the kernel).
     let srv = Serve::start_with(&lab, "echo", &["--busy-poll-us", "50"]);
-    assert!(srv.1.contains("busy poll 50 us"), "{}", srv.1);
+    assert!(
+        srv.1.contains("busy poll 50 us") || srv.1.contains("no busy poll (copy mode"),
+        "{}",
+        srv.1
+    );
     let started = std::time::Instant::now();
     echo_pattern(&lab, 0x9e37_79b9, 256 * MIB).expect("256 MiB echo through our stack");
     eprintln!(

@@ -67,7 +67,8 @@ pub struct BypassConfig {
     pub log_prefix: &'static str,
     /// AF_XDP: busy poll each socket's queue for this many microseconds (`SO_BUSY_POLL`,
     /// `SO_PREFER_BUSY_POLL`): the shard's own wakeup syscalls run the queue's NAPI, so its
-    /// receive work runs on the shard's CPU and not in an interrupt or a NAPI thread. 0: off.
+    /// receive work runs on the shard's CPU and not in an interrupt or a NAPI thread (where the
+    /// kernel can: not in copy mode on Linux 6.13+, `XskSocket::busy_poll_impossible`). 0: off.
     pub busy_poll_us: u32,
 }
 
@@ -184,9 +185,13 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
         if let Some(why) = socket.fallback() {
             notes.push(format!("queue {queue}: copy mode ({why})"));
         }
-        // What the kernel took, not what was asked for.
-        if queue == 0 && socket.busy_poll_us() > 0 {
-            description.push_str(&format!(", busy poll {} us", socket.busy_poll_us()));
+        // What the kernel took, not what was asked for, and whether it can act on it.
+        if queue == 0 {
+            if let Some(why) = socket.busy_poll_impossible() {
+                description.push_str(&format!(", no busy poll ({why})"));
+            } else if socket.busy_poll_us() > 0 {
+                description.push_str(&format!(", busy poll {} us", socket.busy_poll_us()));
+            }
         }
         if queue == 0 {
             match socket.tx_checksum_software() {

@@ -21,6 +21,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
+mod busy_poll;
 mod chain;
 mod config;
 mod offload;
@@ -180,6 +181,8 @@ pub struct XskSocket {
     zero_copy: bool,
     fallback: Option<String>,
     busy_poll_missing: Vec<&'static str>,
+    /// Why the busy polling asked for cannot work (`busy_poll.rs`).
+    busy_poll_impossible: Option<String>,
     ifname: String,
     queue: u32,
     stats: Stats,
@@ -393,29 +396,10 @@ impl XskSocket {
             .map(|i| u64::from(i) * u64::from(cfg.frame_size))
             .collect();
 
-        let mut busy_poll_missing = Vec::new();
-        if let Some(bp) = cfg.busy_poll {
-            let opts: [(&'static str, libc::c_int, libc::c_int); 3] = [
-                ("SO_PREFER_BUSY_POLL", libc::SO_PREFER_BUSY_POLL, 1),
-                ("SO_BUSY_POLL", libc::SO_BUSY_POLL, bp.usecs as libc::c_int),
-                (
-                    "SO_BUSY_POLL_BUDGET",
-                    libc::SO_BUSY_POLL_BUDGET,
-                    libc::c_int::from(bp.budget),
-                ),
-            ];
-            for (name, opt, value) in opts {
-                if let Err(source) = setsockopt(fdr, libc::SOL_SOCKET, opt, &value) {
-                    if bp.required {
-                        return Err(Error::Os {
-                            what: format!("set {name}"),
-                            err: source,
-                        });
-                    }
-                    busy_poll_missing.push(name);
-                }
-            }
-        }
+        let busy_poll_missing = match &cfg.busy_poll {
+            Some(bp) => busy_poll::set_options(fdr, bp)?,
+            None => Vec::new(),
+        };
 
         let mut flags = if zero_copy {
             libc::XDP_ZEROCOPY
@@ -479,6 +463,13 @@ impl XskSocket {
         let zero_copy = opts
             .map(|o| o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
             .unwrap_or(zero_copy);
+        let busy_poll_impossible = cfg.busy_poll.and_then(|_| {
+            busy_poll::impossible(
+                &offload::kernel_release(),
+                zero_copy,
+                busy_poll::napi_id(fdr),
+            )
+        });
 
         Ok(XskSocket {
             fd,
@@ -494,7 +485,9 @@ impl XskSocket {
             tx_queued_bytes: 0,
             rx_addrs: Vec::with_capacity(cfg.rx_frames as usize),
             need_wakeup: cfg.need_wakeup,
-            busy_poll: cfg.busy_poll.is_some(),
+            // No wakeup calls for a busy poll that cannot happen.
+            busy_poll: cfg.busy_poll.is_some() && busy_poll_impossible.is_none(),
+            busy_poll_impossible,
             zero_copy,
             fallback: None,
             busy_poll_missing,

@@ -147,22 +147,32 @@ pub(super) fn rx_addr(raw: u64) -> u64 {
     (raw & libc::XSK_UNALIGNED_BUF_ADDR_MASK) + (raw >> libc::XSK_UNALIGNED_BUF_OFFSET_SHIFT)
 }
 
-fn kernel_release() -> String {
+pub(super) fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default()
 }
 
 /// None when the kernel `release` (e.g. "6.18.44-fc") completes copy-mode checksum requests
 /// on every device; else why not.
 fn kernel_lacks_copy_mode_offload(release: &str) -> Option<String> {
-    let release = release.trim();
+    if release_at_least(release, (6, 18)) {
+        return None;
+    }
+    Some(format!(
+        "kernel {:?} is older than 6.18, the first to complete copy-mode checksum requests on every device",
+        release.trim()
+    ))
+}
+
+/// Whether the kernel `release` (e.g. "6.18.44-fc") is at least `major.minor`; false when it
+/// cannot be read.
+pub(super) fn release_at_least(release: &str, (major, minor): (u32, u32)) -> bool {
     let mut numbers = release
+        .trim()
         .split(|c: char| !c.is_ascii_digit())
         .map(|n| n.parse::<u32>().ok());
     match (numbers.next().flatten(), numbers.next().flatten()) {
-        (Some(major), Some(minor)) if (major, minor) >= (6, 18) => None,
-        _ => Some(format!(
-            "kernel {release:?} is older than 6.18, the first to complete copy-mode checksum requests on every device"
-        )),
+        (Some(a), Some(b)) => (a, b) >= (major, minor),
+        _ => false,
     }
 }
 

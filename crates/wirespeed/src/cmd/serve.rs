@@ -94,7 +94,8 @@ struct Common {
     /// polls its queue itself before it sleeps); not SO_BUSY_POLL on the sockets, which would
     /// poll the queue on every read that finds nothing, once per request in an event loop.
     /// With --stack xdp: SO_BUSY_POLL and SO_PREFER_BUSY_POLL on each AF_XDP socket, whose
-    /// wakeup syscalls then poll the queue. 0 turns it off.
+    /// wakeup syscalls then poll the queue; in copy mode on Linux 6.13+ the kernel cannot
+    /// (the socket has no NAPI ID), and the listening line says so. 0 turns it off.
     #[arg(long, value_name = "US", default_value_t = 0)]
     busy_poll_us: u32,
     /// --stack xdp: a shard whose AF_XDP queue has been idle this many microseconds sleeps
