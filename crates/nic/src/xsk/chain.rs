@@ -279,10 +279,16 @@ impl XskSocket {
         // The frame lies after its metadata (offload.rs), contiguous over the run's chunks.
         let head = self.tx_head();
         let len = f(self.umem_mut(addr + head, max_frame));
+        let valid = len > 0 && len <= max_frame;
+        let request = if valid {
+            self.tx_options(addr, addr + head, len)
+        } else {
+            0
+        };
         let Some(multi) = self.multi.as_mut() else {
             return false;
         };
-        if len == 0 || len > max_frame {
+        if !valid {
             if len > 0 {
                 self.stats.tx_invalid += 1;
             }
@@ -293,10 +299,6 @@ impl XskSocket {
         }
         let used = multi.runs.descriptors(head, len);
         self.tx.unreserve(per_run - used);
-        let request = self.tx_options(addr, addr + head, len);
-        let Some(multi) = self.multi.as_mut() else {
-            return false;
-        };
         for (i, (addr, piece, mut options)) in multi.runs.pieces(run, head, len).enumerate() {
             if i == 0 {
                 options |= request;
