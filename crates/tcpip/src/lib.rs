@@ -429,6 +429,8 @@ pub struct Stats {
     pub tcp_ooo_segments: u64,
     pub tcp_ooo_dropped: u64,
     pub tcp_duplicate_segments: u64,
+    /// ACKs that reported a duplicate as their first SACK block (RFC 2883 D-SACK).
+    pub tcp_dsacks_sent: u64,
     pub tcp_retransmits: u64,
     /// Tail loss probes sent (a retransmission at SND.UNA after ~2 RTTs without an ACK).
     pub tcp_loss_probes: u64,

@@ -1,7 +1,7 @@
 //! Received data in the synchronized states: in-order bytes into the receive ring,
 //! out-of-order ranges beside it (`sack.rs`), delayed and immediate ACKs.
 
-use super::sack::{insert_ooo, merge_ooo};
+use super::sack::{held_already, insert_ooo, merge_ooo};
 use super::tcb::Owner;
 use super::{Ctx, Tcp, TcpState};
 use crate::{Error, EventKind, Instant};
@@ -36,6 +36,14 @@ impl Tcp {
         ) {
             if !payload.is_empty() {
                 let skip = t.rcv_nxt.diff(seq).max(0) as usize;
+                if skip > 0 {
+                    // Some or all of it arrived before: report what was duplicated, at once
+                    // (the sender is waiting to learn whether its retransmission was needed).
+                    t.dsack = Some((seq, seq.add(skip.min(payload.len()))));
+                    t.ack_now = true;
+                    self.mark_dirty(idx, gen);
+                }
+                let t = &mut self.conns[idx as usize];
                 if skip < payload.len() {
                     let data = &payload[skip..];
                     let seg_seq = seq.add(skip);
@@ -59,6 +67,9 @@ impl Tcp {
                             self.conn_event(cx, idx, EventKind::Readable);
                         } else {
                             cx.stats.tcp_ooo_segments += 1;
+                            if let Some(dup) = held_already(t, seg_seq, data.len()) {
+                                t.dsack = Some(dup);
+                            }
                             if !insert_ooo(t, seg_seq, data) {
                                 cx.stats.tcp_ooo_dropped += 1;
                             }

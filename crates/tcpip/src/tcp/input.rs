@@ -152,6 +152,9 @@ impl Tcp {
             if !has_rst {
                 if seq.add(seg_len).le(rcv_nxt) && seg_len > 0 {
                     cx.stats.tcp_duplicate_segments += 1;
+                    if !payload.is_empty() {
+                        t.dsack = Some((seq, seq.add(payload.len())));
+                    }
                 } else {
                     cx.stats.tcp_out_of_window += 1;
                 }

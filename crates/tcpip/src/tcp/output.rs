@@ -320,23 +320,23 @@ impl Tcp {
             if t.ts_enabled {
                 opts.timestamps = Some((ts_now, t.ts_recent));
             }
-            if t.sack_ok && t.ooo_len > 0 {
-                // RFC 2018: the first block holds the most recently received data; the
-                // others follow in sequence order.
+            if t.sack_ok {
+                // RFC 2883: a D-SACK block, when there is one, goes first; then (RFC 2018)
+                // the most recently received out-of-order data, the others in sequence order.
                 let ranges = &t.ooo[..t.ooo_len as usize];
                 let latest = ranges
                     .iter()
                     .position(|&(s, e)| t.ooo_last.ge(s) && t.ooo_last.lt(e))
                     .unwrap_or(0);
-                let mut n = 0;
-                for i in std::iter::once(latest)
+                let ooo = std::iter::once(latest)
                     .chain((0..ranges.len()).filter(|&i| i != latest))
-                    .take(3)
-                {
-                    opts.sack_blocks[n] = (ranges[i].0 .0, ranges[i].1 .0);
-                    n += 1;
+                    .filter(|&i| i < ranges.len())
+                    .map(|i| ranges[i]);
+                cx.stats.tcp_dsacks_sent += t.dsack.is_some() as u64;
+                for (n, (s, e)) in t.dsack.into_iter().chain(ooo).take(3).enumerate() {
+                    opts.sack_blocks[n] = (s.0, e.0);
+                    opts.sack_count = n as u8 + 1;
                 }
-                opts.sack_count = n as u8;
             }
         }
         // Receiver-side silly window avoidance (RFC 9293 3.8.6.2.2): move the right edge
@@ -421,6 +421,7 @@ impl Tcp {
         let t = &mut self.conns[idx as usize];
         if ack.is_some() {
             t.ack_now = false;
+            t.dsack = None;
             t.delack_at = Instant::NEVER;
             t.unacked_segs = 0;
             t.last_adv_wnd = (window as u32) << if syn { 0 } else { t.rcv_wscale };

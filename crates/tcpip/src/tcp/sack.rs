@@ -128,6 +128,16 @@ pub(super) fn insert_ooo(t: &mut Tcb, seq: SeqNumber, data: &[u8]) -> bool {
     true
 }
 
+/// The part of `len` bytes at `seq` that an out-of-order range already holds (the first such
+/// overlap), for a D-SACK.
+pub(super) fn held_already(t: &Tcb, seq: SeqNumber, len: usize) -> Option<(SeqNumber, SeqNumber)> {
+    let end = seq.add(len);
+    t.ooo[..t.ooo_len as usize].iter().find_map(|&(s, e)| {
+        let (lo, hi) = (seq.max(s), end.min(e));
+        hi.gt(lo).then_some((lo, hi))
+    })
+}
+
 /// After in-order data advanced `rcv_nxt`, absorbs out-of-order ranges it now reaches.
 pub(super) fn merge_ooo(t: &mut Tcb) {
     while t.ooo_len > 0 {

@@ -129,6 +129,10 @@ pub(crate) struct Tcb {
     pub(crate) ooo_len: u8,
     /// Start of the most recently received out-of-order segment (reported first in SACK).
     pub(crate) ooo_last: SeqNumber,
+    /// A duplicate range to report once as the first SACK block of the next ACK (RFC 2883
+    /// D-SACK), so the sender learns its retransmission was spurious and undoes the
+    /// congestion response (Linux does so for a tail loss probe only with a D-SACK).
+    pub(crate) dsack: Option<(SeqNumber, SeqNumber)>,
     pub(crate) fin_received: bool,
     pub(crate) last_adv_wnd: u32,
     /// Right edge of the window last advertised.
@@ -215,6 +219,7 @@ impl Tcb {
             ooo: [(SeqNumber(0), SeqNumber(0)); MAX_OOO],
             ooo_len: 0,
             ooo_last: SeqNumber(0),
+            dsack: None,
             fin_received: false,
             last_adv_wnd: 0,
             rcv_adv: SeqNumber(0),

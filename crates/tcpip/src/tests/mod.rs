@@ -290,6 +290,54 @@ fn segment(sport: u16, dport: u16, seq: u32, ack: Option<u32>, fl: u8, payload: 
     f
 }
 
+/// A connection accepted on port 80 from a peer (port 1000, ISN 500) that offered SACK.
+/// Returns it and our ISS.
+fn accept_with_sack(s: &mut Stack, now: Instant) -> (ConnId, u32) {
+    let l = s.tcp_listen(80, 4).unwrap();
+    let repr = TcpRepr {
+        src_port: 1000,
+        dst_port: 80,
+        seq: SeqNumber(500),
+        ack: None,
+        flags: flags::SYN,
+        window: 65535,
+        options: TcpOptions {
+            mss: Some(1460),
+            sack_permitted: true,
+            ..Default::default()
+        },
+    };
+    let hl = repr.header_len();
+    let mut syn = vec![0u8; 34 + hl];
+    EthernetRepr {
+        dst: MAC_B,
+        src: MAC_A,
+        vlan_id: None,
+        ethertype: EtherType::Ipv4,
+    }
+    .emit(&mut syn)
+    .unwrap();
+    Ipv4Repr {
+        src: IP_A,
+        dst: IP_B,
+        protocol: IpProtocol::Tcp,
+        payload_len: hl,
+        ttl: 64,
+        ident: 1,
+        dont_frag: true,
+    }
+    .emit(&mut syn[14..])
+    .unwrap();
+    repr.emit(&mut syn[34..]).unwrap();
+    fill_checksum(&mut syn[34..], IP_A, IP_B);
+    s.receive(now, &syn);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let iss = parse_out(&sink.frames[0]).0.seq.0;
+    s.receive(now, &segment(1000, 80, 501, Some(iss + 1), flags::ACK, &[]));
+    (s.tcp_accept(l).unwrap(), iss)
+}
+
 fn parse_out(f: &[u8]) -> (TcpRepr, Vec<u8>) {
     let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
     let t = TcpPacket::new_checked(ip.payload()).unwrap();

@@ -132,54 +132,8 @@ fn sack_recovers_several_holes_in_one_window() {
 #[test]
 fn sack_blocks_report_the_latest_segment_first() {
     let mut s = Stack::new(config(1));
-    let l = s.tcp_listen(80, 4).unwrap();
     let now = Instant::from_millis(5);
-    // A SYN offering SACK-permitted.
-    let syn = {
-        let repr = TcpRepr {
-            src_port: 1000,
-            dst_port: 80,
-            seq: SeqNumber(500),
-            ack: None,
-            flags: flags::SYN,
-            window: 65535,
-            options: TcpOptions {
-                mss: Some(1460),
-                sack_permitted: true,
-                ..Default::default()
-            },
-        };
-        let hl = repr.header_len();
-        let mut f = vec![0u8; 34 + hl];
-        EthernetRepr {
-            dst: MAC_B,
-            src: MAC_A,
-            vlan_id: None,
-            ethertype: EtherType::Ipv4,
-        }
-        .emit(&mut f)
-        .unwrap();
-        Ipv4Repr {
-            src: IP_A,
-            dst: IP_B,
-            protocol: IpProtocol::Tcp,
-            payload_len: hl,
-            ttl: 64,
-            ident: 1,
-            dont_frag: true,
-        }
-        .emit(&mut f[14..])
-        .unwrap();
-        repr.emit(&mut f[34..]).unwrap();
-        fill_checksum(&mut f[34..], IP_A, IP_B);
-        f
-    };
-    s.receive(now, &syn);
-    let mut sink = VecSink::new();
-    s.transmit(now, &mut sink);
-    let iss = parse_out(&sink.frames[0]).0.seq.0;
-    s.receive(now, &segment(1000, 80, 501, Some(iss + 1), flags::ACK, &[]));
-    let _c = s.tcp_accept(l).unwrap();
+    let (_c, iss) = accept_with_sack(&mut s, now);
     // Two disjoint out-of-order segments; the later-arriving one is lower in sequence.
     s.receive(
         now,
@@ -195,6 +149,42 @@ fn sack_blocks_report_the_latest_segment_first() {
     assert_eq!(r.options.sack_count, 2);
     assert_eq!(r.options.sack_blocks[0], (521, 531));
     assert_eq!(r.options.sack_blocks[1], (601, 611));
+}
+
+/// RFC 2883: a duplicate (a retransmission of data we hold, such as a tail loss probe after a
+/// stall) is reported once, as the first SACK block of the next ACK, so the sender can undo
+/// its congestion response. Whole, partial and out-of-order duplicates.
+#[test]
+fn duplicates_are_reported_once_as_a_dsack_block() {
+    let mut s = Stack::new(config(1));
+    let now = Instant::from_millis(5);
+    let (_c, iss) = accept_with_sack(&mut s, now);
+    let ack = Some(iss + 1);
+    // The SACK blocks of the ACK that answers `len` bytes at `seq` (None: no ACK yet).
+    let answer = |s: &mut Stack, seq: u32, len: usize| {
+        s.receive(
+            now,
+            &segment(1000, 80, seq, ack, flags::ACK, &vec![3u8; len]),
+        );
+        let mut sink = VecSink::new();
+        s.transmit(now, &mut sink);
+        let (r, _) = parse_out(sink.frames.last()?);
+        Some(r.options.sack_blocks[..r.options.sack_count as usize].to_vec())
+    };
+    // In order: 501..521; the first is ACKed with a delay, the second at once.
+    assert_eq!(answer(&mut s, 501, 10), None);
+    assert_eq!(answer(&mut s, 511, 10), Some(vec![]));
+    // The same bytes again.
+    assert_eq!(answer(&mut s, 511, 10), Some(vec![(511, 521)]));
+    // Half old, half new: only the old half is a duplicate.
+    assert_eq!(answer(&mut s, 516, 10), Some(vec![(516, 521)]));
+    assert_eq!(s.stats().tcp_dsacks_sent, 2);
+    // Out of order, then again: D-SACK first, then the block that holds it.
+    assert_eq!(answer(&mut s, 601, 10), Some(vec![(601, 611)]));
+    assert_eq!(answer(&mut s, 601, 10), Some(vec![(601, 611), (601, 611)]));
+    // Reported once: the next ACK carries only the out-of-order blocks.
+    assert_eq!(answer(&mut s, 621, 10), Some(vec![(621, 631), (601, 611)]));
+    assert_eq!(s.stats().tcp_dsacks_sent, 3);
 }
 
 #[test]
