@@ -38,6 +38,7 @@ pub mod bifurcate;
 pub mod dpdk;
 pub mod iface;
 pub mod mem;
+pub mod napi;
 pub mod ring;
 pub mod rss;
 pub mod xsk;
@@ -238,6 +239,15 @@ impl AnyQueue {
     pub fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
         match self {
             AnyQueue::Xsk(q) => Some(std::os::fd::AsRawFd::as_raw_fd(q)),
+            _ => None,
+        }
+    }
+
+    /// The queue's NAPI ID, for a shard to busy-poll by ID where its socket cannot
+    /// (`XskSocket::queue_napi_id`).
+    pub fn queue_napi_id(&self) -> Option<u32> {
+        match self {
+            AnyQueue::Xsk(q) => q.queue_napi_id(),
             _ => None,
         }
     }

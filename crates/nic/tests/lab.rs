@@ -424,6 +424,12 @@ fn the_largest_received_frame_is_frame_capacity() {
             Some(why) => {
                 assert_eq!(s.napi_id(), 0, "said impossible, yet a NAPI ID: {why}");
                 assert_eq!(s.stats().wakeups, 0, "wakeups for nothing: {why}");
+                // The queue's NAPI (the veth runs one while XDP is attached) is still found,
+                // for an io_uring to poll by ID.
+                assert!(
+                    s.queue_napi_id().is_some_and(|id| id > 0),
+                    "no NAPI ID found for the queue of a veth with XDP: {why}"
+                );
             }
             None => assert!(
                 s.stats().wakeups > 0,

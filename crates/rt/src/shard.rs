@@ -434,6 +434,13 @@ pub fn add_poller_with_wakeup(
     Ok(())
 }
 
+/// Makes this shard busy-poll NAPI `id` for the runtime's NAPI busy-poll time whenever it
+/// waits in its I/O engine (io_uring only; an error says why not). For a sleeping poller whose
+/// fd names no NAPI: the copy-mode AF_XDP socket's queue.
+pub fn busy_poll_napi(id: u32) -> std::io::Result<()> {
+    io::with(|r| r.busy_poll_napi(id))
+}
+
 pub(crate) fn mesh_and_id<R>(f: impl FnOnce(&Mesh, usize) -> R) -> R {
     with_ctx(|c| f(&c.mesh, c.id))
 }

@@ -257,6 +257,32 @@ fn a_shard_that_sleeps_when_idle_wakes_for_frames_and_timers() {
     }
 }
 
+/// Busy polling where the socket cannot (copy mode on Linux 6.13+): a shard that waits in
+/// io_uring polls its queue's NAPI by ID, says so on the listening line, and still carries a
+/// checked echo both ways.
+#[test]
+fn a_waiting_uring_shard_busy_polls_its_queues_napi_by_id() {
+    let lab = lab("n");
+    let srv = Serve::start_with(
+        &lab,
+        "echo",
+        &[
+            "--engine",
+            "uring",
+            "--idle-sleep-us",
+            "1",
+            "--busy-poll-us",
+            "50",
+        ],
+    );
+    assert!(
+        srv.1.contains("busy poll 50 us of the queue's NAPI") || srv.1.contains("busy poll 50 us,"),
+        "{}",
+        srv.1
+    );
+    echo_pattern(&lab, 0x4a91, 8 * MIB).expect("8 MiB echo with the queue's NAPI busy-polled");
+}
+
 #[test]
 fn our_stack_as_client_against_a_linux_server() {
     let lab = lab("b");

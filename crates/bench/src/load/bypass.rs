@@ -98,6 +98,7 @@ pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P, x: &BypassClient) -> R
         opens_connections: true,
         log_prefix: "wirespeed bench",
         busy_poll_us: 0,
+        waits_in_io_uring: false,
     })
     .map_err(|e| invalid(e.to_string()))?;
     for note in stack.notes() {

@@ -70,6 +70,10 @@ pub struct BypassConfig {
     /// receive work runs on the shard's CPU and not in an interrupt or a NAPI thread (where the
     /// kernel can: not in copy mode on Linux 6.13+, `XskSocket::busy_poll_impossible`). 0: off.
     pub busy_poll_us: u32,
+    /// The shards sleep in io_uring when idle (`--engine uring` with `--idle-sleep-us`): where
+    /// a socket cannot busy-poll its queue, the ring then polls the queue's NAPI by ID while
+    /// the shard waits (`wirespeed_rt::busy_poll_napi`).
+    pub waits_in_io_uring: bool,
 }
 
 /// One shard's part: its driver queue and its stack's configuration.
@@ -188,7 +192,16 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
         // What the kernel took, not what was asked for, and whether it can act on it.
         if queue == 0 {
             if let Some(why) = socket.busy_poll_impossible() {
-                description.push_str(&format!(", no busy poll ({why})"));
+                description.push_str(&match socket.queue_napi_id() {
+                    Some(id) if cfg.waits_in_io_uring => format!(
+                        ", busy poll {} us of the queue's NAPI {id} from each shard's io_uring while it waits (not through the socket: {why})",
+                        cfg.busy_poll_us
+                    ),
+                    Some(_) => format!(
+                        ", no busy poll ({why}; with --engine uring and --idle-sleep-us a waiting shard polls the queue's NAPI by ID)"
+                    ),
+                    None => format!(", no busy poll ({why})"),
+                });
             } else if socket.busy_poll_us() > 0 {
                 description.push_str(&format!(", busy poll {} us", socket.busy_poll_us()));
             }
@@ -373,6 +386,7 @@ mod tests {
             opens_connections: false,
             log_prefix: "test",
             busy_poll_us: 0,
+            waits_in_io_uring: false,
         };
         let err = open(&cfg).unwrap_err();
         assert!(err.to_string().contains("at least one shard"), "{err}");
@@ -393,6 +407,7 @@ mod tests {
             opens_connections: true,
             log_prefix: "test",
             busy_poll_us: 0,
+            waits_in_io_uring: false,
         };
         let unknown = RssModel::Unknown("veth".into());
         let err = refuse_unpredictable_rss(&cfg, &unknown, "wp0").unwrap_err();

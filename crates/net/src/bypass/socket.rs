@@ -321,6 +321,16 @@ impl BypassStack {
             // A shard that never sleeps, or a driver without an fd (DPDK).
             None => false,
         };
+        if let Some(id) = inner.borrow().dev.queue_napi_id().filter(|_| sleeps) {
+            if wirespeed_rt::engine_kind() == wirespeed_rt::EngineKind::Uring {
+                if let Err(e) = wirespeed_rt::busy_poll_napi(id) {
+                    eprintln!(
+                        "wirespeed: shard {} cannot busy-poll its queue's NAPI {id} ({e}); its queue runs in the kernel's NAPI context instead",
+                        wirespeed_rt::shard_id()
+                    );
+                }
+            }
+        }
         if !sleeps {
             let poller = inner.clone();
             wirespeed_rt::add_poller(move || poller.borrow_mut().poll());

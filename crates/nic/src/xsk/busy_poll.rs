@@ -77,6 +77,12 @@ impl XskSocket {
         self.busy_poll_impossible.as_deref()
     }
 
+    /// The NAPI ID of the socket's queue, looked up when the socket itself cannot busy-poll
+    /// it: an io_uring can still poll that NAPI by ID (`wirespeed_rt::busy_poll_napi`).
+    pub fn queue_napi_id(&self) -> Option<u32> {
+        self.queue_napi
+    }
+
     /// The NAPI ID the kernel holds for this socket (`SO_INCOMING_NAPI_ID`); 0: none, so
     /// nothing to busy-poll.
     pub fn napi_id(&self) -> u32 {

@@ -183,6 +183,8 @@ pub struct XskSocket {
     busy_poll_missing: Vec<&'static str>,
     /// Why the busy polling asked for cannot work (`busy_poll.rs`).
     busy_poll_impossible: Option<String>,
+    /// The queue's NAPI ID, where the socket cannot busy-poll it (`busy_poll.rs`).
+    queue_napi: Option<u32>,
     ifname: String,
     queue: u32,
     stats: Stats,
@@ -470,6 +472,9 @@ impl XskSocket {
                 busy_poll::napi_id(fdr),
             )
         });
+        let queue_napi = busy_poll_impossible
+            .as_ref()
+            .and_then(|_| crate::napi::rx_queue_napi_id(index, queue).ok().flatten());
 
         Ok(XskSocket {
             fd,
@@ -488,6 +493,7 @@ impl XskSocket {
             // No wakeup calls for a busy poll that cannot happen.
             busy_poll: cfg.busy_poll.is_some() && busy_poll_impossible.is_none(),
             busy_poll_impossible,
+            queue_napi,
             zero_copy,
             fallback: None,
             busy_poll_missing,

@@ -57,6 +57,18 @@ impl Reactor {
         }
     }
 
+    /// Busy-polls NAPI `id` while waiting (io_uring only: epoll polls only the NAPIs of the
+    /// sockets it watches).
+    pub(crate) fn busy_poll_napi(&mut self, id: u32) -> io::Result<()> {
+        match self {
+            Reactor::Epoll(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "epoll busy-polls only the NAPIs of its own sockets; --engine uring polls one by ID",
+            )),
+            Reactor::Uring(u) => u.busy_poll_napi(id),
+        }
+    }
+
     /// Waits up to `timeout` (None: until an event) and wakes the tasks whose I/O progressed.
     pub(crate) fn poll(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
         match self {

@@ -178,6 +178,7 @@ pub(crate) struct Uring {
     bufs: BufRing,
     doorbell: RawFd,
     wake_fds: Vec<RawFd>,
+    napi_busy_poll_us: u32,
 }
 
 fn user_data(t: Token, op: u64) -> u64 {
@@ -220,7 +221,26 @@ impl Uring {
             bufs,
             doorbell: -1,
             wake_fds: Vec::new(),
+            napi_busy_poll_us,
         })
+    }
+
+    /// Busy-polls the NAPI `id` while the ring waits for completions (static tracking,
+    /// Linux 6.13+), in place of the NAPIs of the ring's own sockets: for a queue that no
+    /// socket of ours names, such as a copy-mode AF_XDP socket's.
+    pub(crate) fn busy_poll_napi(&mut self, id: u32) -> io::Result<()> {
+        if self.napi_busy_poll_us == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no busy-poll time was set for this shard",
+            ));
+        }
+        let mut napi = types::Napi::new()
+            .set_busy_poll_timeout(self.napi_busy_poll_us)
+            .set_prefer_busy_poll(true)
+            .set_tracking(types::NapiTracking::Static);
+        self.ring.submitter().register_napi(&mut napi)?;
+        self.ring.submitter().register_napi_add_id(id)
     }
 
     fn push(&mut self, e: squeue::Entry) {

@@ -95,7 +95,9 @@ struct Common {
     /// poll the queue on every read that finds nothing, once per request in an event loop.
     /// With --stack xdp: SO_BUSY_POLL and SO_PREFER_BUSY_POLL on each AF_XDP socket, whose
     /// wakeup syscalls then poll the queue; in copy mode on Linux 6.13+ the kernel cannot
-    /// (the socket has no NAPI ID), and the listening line says so. 0 turns it off.
+    /// (the socket has no NAPI ID), so with --engine uring and --idle-sleep-us a waiting
+    /// shard's ring polls the queue's NAPI by ID instead; the listening line says which.
+    /// 0 turns it off.
     #[arg(long, value_name = "US", default_value_t = 0)]
     busy_poll_us: u32,
     /// --stack xdp: a shard whose AF_XDP queue has been idle this many microseconds sleeps
@@ -370,5 +372,6 @@ fn bypass_config(common: &Common, shards: usize) -> anyhow::Result<BypassConfig>
         opens_connections: false,
         log_prefix: "wirespeed serve",
         busy_poll_us: common.busy_poll_us,
+        waits_in_io_uring: common.engine == EngineArg::Uring && common.idle_sleep_us > 0,
     })
 }
