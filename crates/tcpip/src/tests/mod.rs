@@ -263,6 +263,11 @@ fn segment(sport: u16, dport: u16, seq: u32, ack: Option<u32>, fl: u8, payload: 
         window: 65535,
         options: TcpOptions::default(),
     };
+    frame(&repr, payload)
+}
+
+/// `repr` and `payload` in an Ethernet/IPv4 frame from A to B, checksummed.
+fn frame(repr: &TcpRepr, payload: &[u8]) -> Vec<u8> {
     let hl = repr.header_len();
     let mut f = vec![0u8; 14 + 20 + hl + payload.len()];
     EthernetRepr {
@@ -307,30 +312,7 @@ fn accept_with_sack(s: &mut Stack, now: Instant) -> (ConnId, u32) {
             ..Default::default()
         },
     };
-    let hl = repr.header_len();
-    let mut syn = vec![0u8; 34 + hl];
-    EthernetRepr {
-        dst: MAC_B,
-        src: MAC_A,
-        vlan_id: None,
-        ethertype: EtherType::Ipv4,
-    }
-    .emit(&mut syn)
-    .unwrap();
-    Ipv4Repr {
-        src: IP_A,
-        dst: IP_B,
-        protocol: IpProtocol::Tcp,
-        payload_len: hl,
-        ttl: 64,
-        ident: 1,
-        dont_frag: true,
-    }
-    .emit(&mut syn[14..])
-    .unwrap();
-    repr.emit(&mut syn[34..]).unwrap();
-    fill_checksum(&mut syn[34..], IP_A, IP_B);
-    s.receive(now, &syn);
+    s.receive(now, &frame(&repr, &[]));
     let mut sink = VecSink::new();
     s.transmit(now, &mut sink);
     let iss = parse_out(&sink.frames[0]).0.seq.0;

@@ -40,30 +40,7 @@ fn sack_marks_duplicate_acks_despite_window_changes() {
             window,
             options,
         };
-        let hl = repr.header_len();
-        let mut f = vec![0u8; 14 + 20 + hl];
-        EthernetRepr {
-            dst: MAC_B,
-            src: MAC_A,
-            vlan_id: None,
-            ethertype: EtherType::Ipv4,
-        }
-        .emit(&mut f)
-        .unwrap();
-        Ipv4Repr {
-            src: IP_A,
-            dst: IP_B,
-            protocol: IpProtocol::Tcp,
-            payload_len: hl,
-            ttl: 64,
-            ident: 1,
-            dont_frag: true,
-        }
-        .emit(&mut f[14..])
-        .unwrap();
-        repr.emit(&mut f[34..]).unwrap();
-        fill_checksum(&mut f[34..], IP_A, IP_B);
-        f
+        frame(&repr, &[])
     };
     let syn_opts = TcpOptions {
         mss: Some(1460),
