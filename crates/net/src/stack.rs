@@ -113,7 +113,8 @@ impl Stack {
         })
     }
 
-    /// Our TCP/IP stack on a device taken over for it (AF_XDP or DPDK): one queue per shard.
+    /// Our TCP/IP stack on a device taken over for it (AF_XDP or DPDK): one queue per shard,
+    /// and (AF_XDP) the device's further rx queues shared out among the shards.
     pub fn bypass(cfg: &BypassConfig) -> Result<Stack, StackError> {
         let mut b = bypass::open(cfg)?;
         let parts = std::mem::take(&mut b.shards)
@@ -186,8 +187,12 @@ impl Shards {
                 listener: RefCell::new(listener),
                 options,
             },
-            ShardPart::Bypass(ShardDevice { queue, stack }) => {
-                let stack = BypassStack::start(&stack, queue);
+            ShardPart::Bypass(ShardDevice {
+                queue,
+                rx_only,
+                stack,
+            }) => {
+                let stack = BypassStack::start_with_rx_queues(&stack, queue, rx_only);
                 if let Some((iface, prefix)) = self.common.drops_on.clone() {
                     stack.on_drop_cause(move |cause| {
                         bypass::tell_drop_cause_once(prefix, cause, &iface)

@@ -122,7 +122,7 @@ fn connect_picks_ports_that_hash_to_the_own_queue() {
         let client_cfg = StackConfig {
             rx_steering: Some(RxSteering {
                 model: model.clone(),
-                queue,
+                queues: vec![queue],
             }),
             ..cfg(1)
         };

@@ -417,14 +417,16 @@ pub fn add_poller(mut f: impl FnMut() -> bool + 'static) {
     });
 }
 
-/// Like [`add_poller`], with an fd that is readable when the poller has work (an AF_XDP
-/// socket with frames on its rx ring). With [`RuntimeBuilder::idle_sleep_us`] set, the shard
-/// sleeps on it once every poller has been idle that long; otherwise it spins as before.
+/// Like [`add_poller`], with fds of which one is readable when the poller has work (AF_XDP
+/// sockets with frames on their rx rings). With [`RuntimeBuilder::idle_sleep_us`] set, the
+/// shard sleeps on them once every poller has been idle that long; otherwise it spins as before.
 pub fn add_poller_with_wakeup(
-    fd: std::os::fd::RawFd,
+    fds: &[std::os::fd::RawFd],
     f: impl FnMut() -> Polled + 'static,
 ) -> std::io::Result<()> {
-    io::with(|r| r.add_wake_fd(fd))?;
+    for &fd in fds {
+        io::with(|r| r.add_wake_fd(fd))?;
+    }
     with_ctx(|c| {
         c.pollers.borrow_mut().push(Poller {
             run: Box::new(f),

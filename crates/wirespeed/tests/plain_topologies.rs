@@ -94,7 +94,14 @@ struct UserPair {
 
 impl UserPair {
     fn new(tag: &str, net: u8) -> UserPair {
+        UserPair::with_queues(tag, net, 1)
+    }
+
+    /// A pair whose veths have `queues` tx and rx queues each (`ip link add ... numtxqueues N
+    /// numrxqueues N`), as a multi-queue NIC has: the sender's flow hash picks the queue.
+    fn with_queues(tag: &str, net: u8, queues: u32) -> UserPair {
         require_root();
+        let q = queues.to_string();
         let id = std::process::id();
         let a = PlainNs::add(format!("wsplain-{id}-{tag}a"));
         let b = PlainNs::add(format!("wsplain-{id}-{tag}b"));
@@ -103,11 +110,19 @@ impl UserPair {
             "link",
             "add",
             &a_if,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
             "type",
             "veth",
             "peer",
             "name",
             &b_if,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
             "netns",
             b.name(),
         ]);
@@ -136,6 +151,18 @@ impl UserPair {
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `wirespeed serve http` on the kernel stack in the peer namespace, and where it listens.
+    fn kernel_server(&self) -> (Wirespeed, String) {
+        let listen = format!("{}:8080", self.peer());
+        let server = Wirespeed::start(
+            &self.b,
+            &["serve", "http", "--cpus", "0", "--listen", &listen],
+            "listening on",
+        )
+        .expect("kernel server");
+        (server, listen)
     }
 
     /// EAL arguments for a net_af_packet port on `a`'s veth, without hugepages.
@@ -330,9 +357,12 @@ fn bench_bypass(ns: &PlainNs, url: &str, args: &[&str]) -> Result<serde_json::Va
         .command(env!("CARGO_BIN_EXE_wirespeed"))
         .args(["bench", "http", url])
         .args(args)
-        .args([
-            "--cpus", "0", "-c", "4", "--warmup", "500ms", "-d", "1s", "--json",
-        ])
+        .args(if args.contains(&"-c") {
+            &[][..]
+        } else {
+            &["-c", "4"]
+        })
+        .args(["--cpus", "0", "--warmup", "500ms", "-d", "1s", "--json"])
         .arg(&json)
         .output()
         .unwrap();
@@ -355,13 +385,7 @@ fn assert_clean_load(v: &serde_json::Value) {
 #[test]
 fn bench_xdp_outside_a_lab_namespace_needs_allow_host_and_then_loads_a_kernel_server() {
     let pair = UserPair::new("k", 66);
-    let listen = format!("{}:8080", pair.peer());
-    let _server = Wirespeed::start(
-        &pair.b,
-        &["serve", "http", "--cpus", "0", "--listen", &listen],
-        "listening on",
-    )
-    .expect("kernel server");
+    let (_server, listen) = pair.kernel_server();
     let url = format!("http://{listen}/plaintext");
     let ip = format!("{}/24", pair.ours());
     let args = ["--stack", "xdp", "--iface", &pair.a_if, "--ip", &ip];
@@ -382,13 +406,7 @@ fn bench_xdp_outside_a_lab_namespace_needs_allow_host_and_then_loads_a_kernel_se
 #[test]
 fn bench_dpdk_loads_a_kernel_server_in_the_peer_namespace() {
     let pair = UserPair::new("b", 65);
-    let listen = format!("{}:8080", pair.peer());
-    let _server = Wirespeed::start(
-        &pair.b,
-        &["serve", "http", "--cpus", "0", "--listen", &listen],
-        "listening on",
-    )
-    .expect("kernel server");
+    let (_server, listen) = pair.kernel_server();
     let ip = format!("{}/24", pair.ours());
     let eal = pair.dpdk_args();
     let v = bench_bypass(
@@ -454,8 +472,14 @@ fn echo_checked(addr: &str, seed: u64, total: usize) -> Result<(), String> {
         }
         got += n;
     };
-    let _ = r.shutdown(Shutdown::Both);
+    // Every byte back means every byte was written: let the writer send its FIN before the
+    // socket closes under it (else its shutdown may meet a closed socket). On an error it may
+    // be blocked writing, so close first.
+    if checked.is_err() {
+        let _ = r.shutdown(Shutdown::Both);
+    }
     let written = writer.join().unwrap();
+    let _ = r.shutdown(Shutdown::Both);
     checked.and(written.map_err(|e| format!("write: {e}")))
 }
 
@@ -680,4 +704,118 @@ fn bypass_server_echoes_at_a_jumbo_mtu() {
         segments_in > 0 && segments_in < (16 * MIB / 3000) as u64,
         "the peer's segments were not jumbo: {segments_in} in\n{log}"
     );
+}
+
+// ---- A device with more rx queues than shards ----
+
+/// How many of `iface`'s rx queues redirected frames to AF_XDP (`ethtool -S` on a veth).
+fn queues_redirecting(ns: &PlainNs, iface: &str) -> usize {
+    let out = ns.command("ethtool").args(["-S", iface]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("_xdp_redirect:") && !l.trim_end().ends_with(": 0"))
+        .count()
+}
+
+/// A multi-queue device (a veth made with 4 queues, as a NIC has several) under one shard:
+/// the peer's flow hash spreads connections over all four queues, and the XDP program can
+/// hand a frame only to its own queue's socket, so every queue needs a socket. Before serve
+/// opened one per queue (the extra ones receive-only, in the shard's poller), the connections
+/// hashed to queues 1-3 never completed a handshake, and nothing said why.
+#[test]
+fn bypass_server_with_one_shard_serves_every_queue_of_a_multiqueue_device() {
+    let pair = UserPair::with_queues("n", 68, 4);
+    let ours = pair.ours();
+    let srv = serve_xdp(&pair.a, &pair.a_if, &ours, "echo");
+    assert!(
+        srv.said().contains("rx queues 0-3 on 1 shard(s)"),
+        "{}",
+        srv.said()
+    );
+    let addr = format!("{ours}:8080");
+    let echoed = pair.b.run(move || {
+        (0..16u64)
+            .map(|i| {
+                echo_checked(&addr, 0x4e_0000 + i, 256 * 1024)
+                    .map_err(|e| format!("connection {i}: {e}"))
+            })
+            .collect::<Result<Vec<()>, String>>()
+    });
+    let used = queues_redirecting(&pair.a, &pair.a_if);
+    let log = srv.stop();
+    echoed.unwrap_or_else(|e| panic!("16 checked echoes over a 4-queue veth: {e}\n{log}"));
+    // The flows really spread (else this test would not cover the case).
+    assert!(
+        used >= 2,
+        "all 16 connections landed on one queue ({used})\n{log}"
+    );
+    assert!(!log.contains("dropping"), "{log}");
+}
+
+/// The same for a client: `bench --stack xdp` with one thread on a 4-queue veth, against a
+/// kernel server whose host sends every reply on its tx queue 2 (XPS: every CPU to queue 2),
+/// so they all arrive on our rx queue 2, a queue no shard owns. Before, no connection got
+/// past its SYN.
+#[test]
+fn bench_xdp_with_one_thread_takes_replies_on_a_queue_no_shard_owns() {
+    let pair = UserPair::with_queues("r", 69, 4);
+    let (_server, listen) = pair.kernel_server();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for q in 0..4 {
+        let mask = if q == 2 { cpu_mask(cpus) } else { "0".into() };
+        let path = format!("/sys/class/net/rb0/queues/tx-{q}/xps_cpus");
+        let out = pair
+            .b
+            .command("sh")
+            .args(["-c", &format!("echo {mask} > {path}")])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{path}: {out:?}");
+    }
+    let ip = format!("{}/24", pair.ours());
+    let url = format!("http://{listen}/plaintext");
+    let args = [
+        "--stack",
+        "xdp",
+        "--iface",
+        &pair.a_if,
+        "--ip",
+        &ip,
+        "--allow-host",
+        "-c",
+        "16",
+    ];
+    let v = bench_bypass(&pair.a, &url, &args).unwrap_or_else(|e| panic!("bench --stack xdp: {e}"));
+    assert_clean_load(&v);
+    assert_eq!(v["connections"].as_u64(), Some(16), "{v}");
+    let out = pair
+        .a
+        .command("ethtool")
+        .args(["-S", &pair.a_if])
+        .output()
+        .unwrap();
+    let stats = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        counter(&stats, "rx_queue_2_xdp_redirect: ") > 0,
+        "the replies did not come in on queue 2:\n{stats}"
+    );
+}
+
+/// A CPU mask (sysfs format: 32-bit hex groups, comma-separated) of CPUs `0..n`.
+fn cpu_mask(n: usize) -> String {
+    let mut groups: Vec<String> = (0..n.div_ceil(32))
+        .map(|g| {
+            let bits = (n - g * 32).min(32);
+            format!(
+                "{:08x}",
+                if bits == 32 {
+                    u32::MAX
+                } else {
+                    (1u32 << bits) - 1
+                }
+            )
+        })
+        .collect();
+    groups.reverse();
+    groups.join(",")
 }

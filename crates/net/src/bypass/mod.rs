@@ -7,7 +7,10 @@
 //!
 //! - [`Device::Xdp`]: the flow-bifurcation XDP program on the interface (only the served
 //!   address's ports, ARP for it and optionally ICMP go to us; the kernel keeps the rest) and
-//!   one AF_XDP socket per shard, shard i on rx queue i. Outside a `ws-*` lab namespace the
+//!   one AF_XDP socket per rx queue: shard i owns queue i (it also transmits there), and the
+//!   queues beyond the shard count go round to the shards, receive only (queue q to shard
+//!   q mod shards), since the device spreads flows over all of its queues and an XDP program
+//!   cannot hand a frame to another queue's socket. Outside a `ws-*` lab namespace the
 //!   attach needs [`AttachScope::AnyNamespace`] (the operator's `--allow-host`).
 //! - [`Device::Dpdk`]: the EAL started with the operator's arguments (once per process), the
 //!   one port it found, one queue per shard. Needs the cargo feature `dpdk`. The operator names
@@ -33,7 +36,7 @@ use socket::{DropCause, RxSteering, StackConfig};
 /// The device the bypass stack takes over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Device {
-    /// AF_XDP sockets on rx queues `0..shards` of `iface`, behind the bifurcation program.
+    /// AF_XDP sockets on every rx queue of `iface`, behind the bifurcation program.
     Xdp { iface: String, scope: AttachScope },
     /// A DPDK port. `eal_args` are the EAL's arguments without the program name, e.g.
     /// `--no-huge -m 256 --no-pci --vdev=net_af_packet0,iface=eth1`; the EAL must find
@@ -76,10 +79,12 @@ pub struct BypassConfig {
     pub waits_in_io_uring: bool,
 }
 
-/// One shard's part: its driver queue and its stack's configuration.
+/// One shard's part: its driver queue, the rx queues it serves besides, and its stack's
+/// configuration.
 #[derive(Debug)]
 pub(crate) struct ShardDevice {
     pub(crate) queue: AnyQueue,
+    pub(crate) rx_only: Vec<AnyQueue>,
     pub(crate) stack: StackConfig,
 }
 
@@ -184,34 +189,39 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
             ..BusyPoll::default()
         });
     }
-    for queue in 0..cfg.shards as u32 {
-        let socket = XskSocket::open(iface, queue, &xsk)?;
-        if let Some(why) = socket.fallback() {
+    // Receive-only sockets send nothing: the fewest transmit chunks that hold two frames.
+    let rx_only_xsk = XskConfig {
+        tx_frames: 8,
+        ..xsk.clone()
+    };
+    if info.rx_queues as usize > cfg.shards {
+        description.push_str(&format!(
+            ", rx queues 0-{} on {} shard(s)",
+            info.rx_queues - 1,
+            cfg.shards
+        ));
+    }
+    let mut busy_poll = Ok(0);
+    let mut checksums = String::new();
+    let mut napi_ids = Vec::new();
+    for queue in 0..info.rx_queues {
+        let own = (queue as usize) < cfg.shards;
+        let socket = XskSocket::open(iface, queue, if own { &xsk } else { &rx_only_xsk })?;
+        if let (Some(why), true) = (socket.fallback(), own) {
             notes.push(format!("queue {queue}: copy mode ({why})"));
         }
         // What the kernel took, not what was asked for, and whether it can act on it.
         if queue == 0 {
-            if let Some(why) = socket.busy_poll_impossible() {
-                description.push_str(&match socket.queue_napi_id() {
-                    Some(id) if cfg.waits_in_io_uring => format!(
-                        ", busy poll {} us of the queue's NAPI {id} from each shard's io_uring while it waits (not through the socket: {why})",
-                        cfg.busy_poll_us
-                    ),
-                    Some(_) => format!(
-                        ", no busy poll ({why}; with --engine uring and --idle-sleep-us a waiting shard polls the queue's NAPI by ID)"
-                    ),
-                    None => format!(", no busy poll ({why})"),
-                });
-            } else if socket.busy_poll_us() > 0 {
-                description.push_str(&format!(", busy poll {} us", socket.busy_poll_us()));
-            }
+            busy_poll = match socket.busy_poll_impossible() {
+                Some(why) => Err(why.to_string()),
+                None => Ok(socket.busy_poll_us()),
+            };
+            checksums = match socket.tx_checksum_software() {
+                None => ", TCP checksums completed by the kernel/NIC".to_string(),
+                Some(why) => format!(", TCP checksums in software ({why})"),
+            };
         }
-        if queue == 0 {
-            match socket.tx_checksum_software() {
-                None => description.push_str(", TCP checksums completed by the kernel/NIC"),
-                Some(why) => description.push_str(&format!(", TCP checksums in software ({why})")),
-            }
-        }
+        napi_ids.extend(socket.queue_napi_id());
         if !socket.busy_poll_missing().is_empty() {
             notes.push(format!(
                 "queue {queue}: busy polling without {} (the kernel refused them)",
@@ -219,16 +229,48 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
             ));
         }
         program.register(&socket)?;
+        if !own {
+            let shard: &mut ShardDevice = &mut shards[queue as usize % cfg.shards];
+            shard.rx_only.push(AnyQueue::from(socket));
+            if let Some(s) = shard.stack.rx_steering.as_mut() {
+                s.queues.push(queue);
+            }
+            continue;
+        }
         let mut stack = base.clone();
         stack.rx_steering = Some(RxSteering {
             model: model.clone(),
-            queue,
+            queues: vec![queue],
         });
         shards.push(ShardDevice {
             queue: AnyQueue::from(socket),
+            rx_only: Vec::new(),
             stack,
         });
     }
+    let ids = napi_ids
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let whose = if napi_ids.len() > 1 {
+        "queues' NAPIs"
+    } else {
+        "queue's NAPI"
+    };
+    description.push_str(&match busy_poll {
+        Err(why) if napi_ids.is_empty() => format!(", no busy poll ({why})"),
+        Err(why) if cfg.waits_in_io_uring => format!(
+            ", busy poll {} us of the {whose} {ids} from each shard's io_uring while it waits (not through the socket: {why})",
+            cfg.busy_poll_us
+        ),
+        Err(why) => format!(
+            ", no busy poll ({why}; with --engine uring and --idle-sleep-us a waiting shard polls the queue's NAPI by ID)"
+        ),
+        Ok(0) => String::new(),
+        Ok(us) => format!(", busy poll {us} us"),
+    });
+    description.push_str(&checksums);
     Ok(Bypass {
         shards,
         description,
@@ -301,10 +343,11 @@ fn open_dpdk(cfg: &BypassConfig, eal_args: &[String]) -> Result<Bypass, BypassEr
         let mut stack = base.clone();
         stack.rx_steering = Some(RxSteering {
             model: model.clone(),
-            queue: u32::from(queue),
+            queues: vec![u32::from(queue)],
         });
         shards_out.push(ShardDevice {
             queue: AnyQueue::from(port.queue(queue)?),
+            rx_only: Vec::new(),
             stack,
         });
     }

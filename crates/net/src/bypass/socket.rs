@@ -1,10 +1,13 @@
-//! The bypass stack's sockets: our TCP/IP (`wirespeed-tcpip`) over one driver queue
+//! The bypass stack's sockets: our TCP/IP (`wirespeed-tcpip`) over a shard's driver queues
 //! (`wirespeed_nic::AnyQueue`), one instance per shard.
 //!
-//! Each shard owns one [`BypassStack`]: a `tcpip::Stack` and one driver queue. A runtime poller
-//! (`rt::add_poller`) runs every loop turn: receive a burst, hand each frame to the stack, wake
-//! the tasks whose sockets have events, then let the stack emit into the driver's TX ring and
-//! flush. The tasks call into the same stack through their socket handles; both sides run on
+//! Each shard owns one [`BypassStack`]: a `tcpip::Stack`, its own driver queue (receive and
+//! transmit) and, where the device has more rx queues than there are shards, the rx queues no
+//! shard owns, shared out among the shards (receive only: a flow's frames all arrive on one
+//! queue, so its connection lives in that queue's shard). A runtime poller (`rt::add_poller`)
+//! runs every loop turn: receive a burst from each queue, hand each frame to the stack, wake
+//! the tasks whose sockets have events, then let the stack emit into its own queue's TX ring
+//! and flush. The tasks call into the same stack through their socket handles; both sides run on
 //! the shard's thread, so the stack sits in an `Rc<RefCell<_>>` and nothing is locked.
 
 use std::cell::RefCell;
@@ -49,7 +52,10 @@ fn wake(list: &mut [Option<Waker>], index: usize) {
 
 struct Inner {
     stack: Stack,
+    /// The shard's own queue: frames in and every frame out.
     dev: AnyQueue,
+    /// Further rx queues this shard serves (none unless the device has more than shards).
+    rx_only: Vec<AnyQueue>,
     wakers: Wakers,
     epoch: StdInstant,
     rx_steering: Option<RxSteering>,
@@ -134,13 +140,17 @@ impl Inner {
         let Inner {
             stack,
             dev,
+            rx_only,
             wakers,
             on_drop_cause,
             drop_causes_told,
             next_device_check,
             ..
         } = self;
-        let received = dev.rx_burst(RX_BURST, |frame| stack.receive(now, frame));
+        let mut received = dev.rx_burst(RX_BURST, |frame| stack.receive(now, frame));
+        for q in rx_only.iter_mut() {
+            received += q.rx_burst(RX_BURST, |frame| stack.receive(now, frame));
+        }
         if let Some(tell) = on_drop_cause {
             let mut told = |cause: DropCause| {
                 if *drop_causes_told & cause.bit() == 0 {
@@ -154,7 +164,11 @@ impl Inner {
             }
             if now >= *next_device_check {
                 *next_device_check = now.add_micros(DEVICE_CHECK_US);
-                if dev.rx_oversized_since_last() > 0 {
+                let oversized = std::iter::once(&mut *dev)
+                    .chain(rx_only.iter_mut())
+                    .map(|q| q.rx_oversized_since_last())
+                    .sum::<u64>();
+                if oversized > 0 {
                     told(DropCause::OversizedFrames {
                         capacity: dev.frame_capacity(),
                     });
@@ -199,8 +213,8 @@ pub struct StackConfig {
     /// Local ports for connections this stack opens (None: the stack's default range). The
     /// flow bifurcation program must steer them to this shard's socket.
     pub ephemeral_ports: Option<(u16, u16)>,
-    /// The rx queue this shard's socket serves and how the NIC picks queues: `connect`
-    /// chooses local ports whose replies land on this queue.
+    /// The rx queues this shard serves and how the NIC picks queues: `connect` chooses local
+    /// ports whose replies land on one of them.
     pub rx_steering: Option<RxSteering>,
     /// Take TCP/UDP segments with partial checksums (`tcpip::Config::accept_partial_checksums`):
     /// only for a device that passes them on (a software device: veth, macvlan, ...).
@@ -233,17 +247,17 @@ impl StackConfig {
     }
 }
 
-/// A shard's receive queue and the interface's RSS model.
+/// A shard's receive queues and the interface's RSS model.
 #[derive(Debug, Clone)]
 pub struct RxSteering {
     pub model: RssModel,
-    pub queue: u32,
+    pub queues: Vec<u32>,
 }
 
 impl RxSteering {
-    /// Whether the replies of `local:port <-> remote:remote_port` arrive on our queue. A model
-    /// that cannot tell (veth, an unknown hash) accepts every port: then the XDP program
-    /// steers, which works only where one queue (one shard) carries the flow's replies.
+    /// Whether the replies of `local:port <-> remote:remote_port` arrive on one of our queues.
+    /// A model that cannot tell (veth, an unknown hash) accepts every port: then the XDP
+    /// program steers, which works only where one shard serves every queue.
     pub fn port_ok(&self, local: Ipv4Addr, remote: SocketAddrV4, port: u16) -> bool {
         let replies = FourTuple {
             src: *remote.ip(),
@@ -252,7 +266,7 @@ impl RxSteering {
             dst_port: port,
         };
         match self.model.queue_for(&replies) {
-            Some(q) => q == self.queue,
+            Some(q) => self.queues.contains(&q),
             None => true,
         }
     }
@@ -272,11 +286,21 @@ pub struct BypassStack {
 }
 
 impl BypassStack {
-    /// Builds the stack over `driver` and registers its poller with the current shard.
+    /// Builds the stack over `queue` and registers its poller with the current shard.
     pub fn start(cfg: &StackConfig, queue: impl Into<AnyQueue>) -> BypassStack {
+        BypassStack::start_with_rx_queues(cfg, queue.into(), Vec::new())
+    }
+
+    /// Like [`BypassStack::start`], also taking frames from `rx_only` (rx queues that no shard
+    /// owns; nothing is sent on them).
+    pub fn start_with_rx_queues(
+        cfg: &StackConfig,
+        queue: AnyQueue,
+        rx_only: Vec<AnyQueue>,
+    ) -> BypassStack {
         let mut c = tcpip::Config::new(tcpip::MacAddr(cfg.mac), cfg.ip.into(), cfg.prefix_len);
         c.gateway = cfg.gateway.map(Into::into);
-        let dev: AnyQueue = queue.into();
+        let dev = queue;
         // Never build a frame the driver cannot send: an MTU above what its buffers hold
         // (e.g. a jumbo interface over single-chunk AF_XDP) is cut to what they hold.
         let driver_mtu = dev.frame_capacity().saturating_sub(ETHERNET_HEADER);
@@ -294,6 +318,7 @@ impl BypassStack {
         let inner = Rc::new(RefCell::new(Inner {
             stack,
             dev,
+            rx_only,
             wakers: Wakers::default(),
             epoch: StdInstant::now(),
             rx_steering: cfg.rx_steering.clone(),
@@ -302,13 +327,19 @@ impl BypassStack {
             next_device_check: tcpip::Instant::ZERO,
         }));
         let poller = inner.clone();
-        let wake_fd = inner
-            .borrow()
-            .dev
-            .wake_fd()
-            .filter(|_| wirespeed_rt::idle_sleep_us() > 0);
-        let sleeps = match wake_fd.map(|fd| {
-            wirespeed_rt::add_poller_with_wakeup(fd, move || poller.borrow_mut().poll_or_deadline())
+        let (wake_fds, napi_ids): (Option<Vec<_>>, Vec<_>) = {
+            let i = inner.borrow();
+            let queues = || std::iter::once(&i.dev).chain(&i.rx_only);
+            (
+                queues().map(AnyQueue::wake_fd).collect(),
+                queues().filter_map(AnyQueue::queue_napi_id).collect(),
+            )
+        };
+        let wake_fds = wake_fds.filter(|_| wirespeed_rt::idle_sleep_us() > 0);
+        let sleeps = match wake_fds.map(|fds| {
+            wirespeed_rt::add_poller_with_wakeup(&fds, move || {
+                poller.borrow_mut().poll_or_deadline()
+            })
         }) {
             Some(Ok(())) => true,
             Some(Err(e)) => {
@@ -321,7 +352,7 @@ impl BypassStack {
             // A shard that never sleeps, or a driver without an fd (DPDK).
             None => false,
         };
-        if let Some(id) = inner.borrow().dev.queue_napi_id().filter(|_| sleeps) {
+        for id in napi_ids.into_iter().filter(|_| sleeps) {
             if wirespeed_rt::engine_kind() == wirespeed_rt::EngineKind::Uring {
                 if let Err(e) = wirespeed_rt::busy_poll_napi(id) {
                     eprintln!(
@@ -621,7 +652,7 @@ mod tests {
         let remote = SocketAddrV4::new(Ipv4Addr::new(66, 9, 149, 187), 2794);
         let on = |queue| RxSteering {
             model: model.clone(),
-            queue,
+            queues: vec![queue],
         };
         assert!(on(0).port_ok(local, remote, 1766));
         for q in 1..4 {
@@ -634,10 +665,22 @@ mod tests {
                 .count();
             assert_eq!(n, 1, "port {port}");
         }
+        // A shard that serves two queues takes the ports of both.
+        let two = RxSteering {
+            model: model.clone(),
+            queues: vec![1, 3],
+        };
+        for port in 40_000..40_256 {
+            assert_eq!(
+                two.port_ok(local, remote, port),
+                on(1).port_ok(local, remote, port) || on(3).port_ok(local, remote, port),
+                "port {port}"
+            );
+        }
         // A model that cannot tell leaves the choice to the XDP program: any port.
         let unknown = RxSteering {
             model: RssModel::Unknown("veth".into()),
-            queue: 3,
+            queues: vec![3],
         };
         assert!(unknown.port_ok(local, remote, 1766));
     }

@@ -42,9 +42,10 @@ enum App {
 enum StackArg {
     /// The Linux TCP/IP stack through epoll or io_uring.
     Kernel,
-    /// Kernel bypass: our TCP/IP stack on an AF_XDP socket per shard (shard i owns rx queue i
-    /// of --iface); an XDP program sends only --ip's traffic for the served port (and ARP for
-    /// --ip) to the shards, everything else stays with the kernel.
+    /// Kernel bypass: our TCP/IP stack on an AF_XDP socket per rx queue of --iface (shard i
+    /// owns queue i; queues beyond the shard count are shared out among the shards); an XDP
+    /// program sends only --ip's traffic for the served port (and ARP for --ip) to the shards,
+    /// everything else stays with the kernel.
     Xdp,
     /// Kernel bypass: our TCP/IP stack on a DPDK port (the one that --dpdk-args gives the
     /// EAL), one queue per shard. Needs a binary built with the `dpdk` feature.
