@@ -127,39 +127,14 @@ pub fn hostport(ip: IpAddr, port: u16) -> String {
     SocketAddr::new(ip, port).to_string()
 }
 
-/// splitmix64: a seeded generator, so a failing run can be repeated with its seed.
-pub struct Rng(u64);
+#[path = "../seeded/mod.rs"]
+mod seeded;
+pub use seeded::Rng;
 
 impl Rng {
     /// The seed from `WS_LB_SEED`, else from the clock; printed either way.
     pub fn from_env(test: &str) -> Rng {
-        let seed = std::env::var("WS_LB_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64 % 1_000_000)
-                    .unwrap_or(1)
-            });
-        println!("{test}: seed {seed} (repeat with WS_LB_SEED={seed})");
-        Rng(seed)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    pub fn coin(&mut self) -> bool {
-        self.next() & 1 == 1
+        Rng::seeded("WS_LB_SEED", test)
     }
 }
 
