@@ -1,5 +1,6 @@
 //! `wirespeed bench http|echo`: the load generators (see crates/bench).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -205,7 +206,38 @@ fn spec(
     })
 }
 
-fn finish(s: &Summary, json: Option<&PathBuf>) -> anyhow::Result<()> {
+/// The one line to print when no request completed: a run of zeros with no error counted
+/// (every connection still in its handshake) otherwise looks like a quiet success.
+fn nothing_completed(s: &Summary, addr: SocketAddr, unit: &str) -> Option<String> {
+    if s.requests > 0 {
+        return None;
+    }
+    let why = if s.errors.connect > 0 {
+        format!(
+            "every connect failed ({} times): is a server listening at {addr}?",
+            s.errors.connect
+        )
+    } else if s.errors.total() > 0 {
+        format!(
+            "the connections failed ({} errors above): does {addr} speak this protocol?",
+            s.errors.total()
+        )
+    } else {
+        format!(
+            "no connection finished its handshake or got an answer: nothing answered at {addr} \
+             (with --stack xdp|dpdk: do the replies reach the interface we took over?)"
+        )
+    };
+    Some(format!(
+        "wirespeed bench: no {unit} completed in {:.2}s; {why}",
+        s.duration_s
+    ))
+}
+
+fn finish(s: &Summary, json: Option<&PathBuf>, addr: SocketAddr, unit: &str) -> anyhow::Result<()> {
+    if let Some(line) = nothing_completed(s, addr, unit) {
+        eprintln!("{line}");
+    }
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(s)?;
         std::fs::write(path, text + "\n").with_context(|| format!("write {}", path.display()))?;
@@ -230,7 +262,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     "req"
                 )
             );
-            finish(&s, a.common.json.as_ref())
+            finish(&s, a.common.json.as_ref(), target.addr, "request")
         }
         Kind::Echo(a) => {
             let addr = Target::parse(&format!("http://{}/", a.addr))?.addr;
@@ -253,7 +285,46 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     "msg"
                 )
             );
-            finish(&s, a.common.json.as_ref())
+            finish(&s, a.common.json.as_ref(), addr, "message")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_completed_nothing_says_why_in_one_line() {
+        let addr: SocketAddr = "198.18.0.2:8080".parse().unwrap();
+        let mut s = Summary::from_result(&load::LoadResult {
+            hist: wirespeed_bench::hist::LatencyHist::new(),
+            requests: 10,
+            bytes_read: 100,
+            bytes_written: 50,
+            duration: Duration::from_secs(1),
+            errors: load::Errors::default(),
+            client_cpu: Duration::from_millis(500),
+            open_loop: false,
+            threads: 1,
+            connections: 4,
+            engine: load::Engine::Epoll,
+        });
+        assert_eq!(nothing_completed(&s, addr, "request"), None);
+        s.requests = 0;
+        let quiet = nothing_completed(&s, addr, "request").unwrap();
+        assert!(quiet.contains("no request completed in 1.00s"), "{quiet}");
+        assert!(
+            quiet.contains("no connection finished its handshake"),
+            "{quiet}"
+        );
+        s.errors.connect = 3;
+        let refused = nothing_completed(&s, addr, "message").unwrap();
+        assert!(
+            refused.contains("every connect failed (3 times)"),
+            "{refused}"
+        );
+        assert!(refused.contains("198.18.0.2:8080"), "{refused}");
+        assert!(!refused.contains('\n'));
     }
 }
