@@ -93,19 +93,7 @@ fn link_kind(index: u32, ifname: &str) -> Result<(Option<String>, bool)> {
         what: format!("{what} (rtnetlink, link kind of `{ifname}`)"),
         err: std::io::Error::last_os_error(),
     };
-    // SAFETY: plain socket(2); owned at once.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    };
-    if fd < 0 {
-        return Err(os("socket"));
-    }
-    // SAFETY: fresh fd that nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let sock = netlink_socket(libc::NETLINK_ROUTE).map_err(|_| os("socket"))?;
 
     // nlmsghdr + ifinfomsg, host byte order as netlink wants.
     let mut req = [0u8; NLMSG_HDR + IFINFO];
@@ -220,6 +208,23 @@ fn rx_queue_count(sock: &OwnedFd, ifname: &str) -> Result<u32> {
 }
 
 pub(crate) const SIOCETHTOOL: libc::c_ulong = 0x8946;
+
+/// A netlink socket of `protocol` (`NETLINK_ROUTE`, `NETLINK_GENERIC`, ...).
+pub(crate) fn netlink_socket(protocol: libc::c_int) -> std::io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); owned at once.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            protocol,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
 
 pub(crate) fn control_socket() -> Result<OwnedFd> {
     // SAFETY: plain socket(2); owned at once.

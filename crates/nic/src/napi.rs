@@ -4,7 +4,7 @@
 //! io_uring that tracks it statically (`IO_URING_NAPI_STATIC_ADD_ID`).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 const GENL_ID_CTRL: u16 = 0x10;
 const CTRL_CMD_GETFAMILY: u8 = 3;
@@ -90,19 +90,7 @@ struct Genl(OwnedFd);
 
 impl Genl {
     fn open() -> io::Result<Genl> {
-        // SAFETY: plain socket(2); owned at once.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_GENERIC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh fd that nothing else owns.
-        Ok(Genl(unsafe { OwnedFd::from_raw_fd(fd) }))
+        crate::iface::netlink_socket(libc::NETLINK_GENERIC).map(Genl)
     }
 
     fn netdev_family(&self) -> io::Result<u16> {

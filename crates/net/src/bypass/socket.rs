@@ -291,16 +291,15 @@ impl BypassStack {
         BypassStack::start_with_rx_queues(cfg, queue.into(), Vec::new())
     }
 
-    /// Like [`BypassStack::start`], also taking frames from `rx_only` (rx queues that no shard
+    /// Like [`BypassStack::start`] over `dev`, also taking frames from `rx_only` (rx queues that no shard
     /// owns; nothing is sent on them).
     pub fn start_with_rx_queues(
         cfg: &StackConfig,
-        queue: AnyQueue,
+        dev: AnyQueue,
         rx_only: Vec<AnyQueue>,
     ) -> BypassStack {
         let mut c = tcpip::Config::new(tcpip::MacAddr(cfg.mac), cfg.ip.into(), cfg.prefix_len);
         c.gateway = cfg.gateway.map(Into::into);
-        let dev = queue;
         // Never build a frame the driver cannot send: an MTU above what its buffers hold
         // (e.g. a jumbo interface over single-chunk AF_XDP) is cut to what they hold.
         let driver_mtu = dev.frame_capacity().saturating_sub(ETHERNET_HEADER);
