@@ -156,7 +156,8 @@ impl Tcp {
         // Window update (RFC 9293 3.10.7.4, SND.WL1/WL2 rule).
         if t.snd_wl1.lt(seq) || (t.snd_wl1 == seq && t.snd_wl2.le(ack)) {
             let was_zero = t.snd_wnd == 0;
-            t.snd_wnd = (repr.window as u32) << t.snd_wscale;
+            let w = (repr.window as u32) << t.snd_wscale;
+            t.set_snd_wnd(w);
             t.snd_wl1 = seq;
             t.snd_wl2 = ack;
             if was_zero && t.snd_wnd > 0 {

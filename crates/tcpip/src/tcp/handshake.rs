@@ -57,7 +57,7 @@ impl Tcp {
         t.rcv_nxt = repr.seq.add(1);
         t.rcv_wup = t.rcv_nxt;
         negotiate(t, &repr.options, ws, ts, sack, mtu);
-        t.snd_wnd = repr.window as u32;
+        t.set_snd_wnd(repr.window as u32);
         t.snd_wl1 = repr.seq;
         if let Some(ack) = repr.ack {
             t.snd_wl2 = ack;
@@ -136,7 +136,8 @@ impl Tcp {
         let t = &mut self.conns[idx as usize];
         let mss = t.mss;
         t.cc.on_established(mss);
-        t.snd_wnd = (repr.window as u32) << t.snd_wscale;
+        let w = (repr.window as u32) << t.snd_wscale;
+        t.set_snd_wnd(w);
         t.snd_wl1 = seq;
         t.snd_wl2 = ack;
         if let Some(k) = cx.cfg.keepalive {

@@ -250,7 +250,7 @@ impl Tcp {
         if ack == t.snd_una || (ack.gt(t.snd_una) && ack.le(t.snd_max)) {
             let w = (repr.window as u32) << t.snd_wscale;
             if t.snd_wnd == 0 && w > 0 {
-                t.snd_wnd = w;
+                t.set_snd_wnd(w);
                 t.persist = false;
                 t.persist_backoff = 0;
                 let g = t.gen;

@@ -64,7 +64,7 @@ impl Tcp {
             t.rcv_nxt = repr.seq.add(1);
             t.rcv_wup = t.rcv_nxt;
             negotiate(t, &repr.options, wscale_ok, ts_ok, sack_ok, mtu);
-            t.snd_wnd = repr.window as u32; // never scaled in a SYN
+            t.set_snd_wnd(repr.window as u32); // never scaled in a SYN
             t.snd_wl1 = repr.seq;
             let _ = keep;
             let g = t.gen;

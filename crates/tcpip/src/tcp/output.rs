@@ -168,7 +168,7 @@ impl Tcp {
                     }
                     return true;
                 }
-                let len = buffered.min(t.mss as usize);
+                let len = buffered.min(t.seg_limit() as usize);
                 let fin = t.fin_queued && len == buffered && t.fin_sent();
                 if len > 0 || fin {
                     cx.stats.tcp_retransmits += 1;
@@ -215,7 +215,7 @@ impl Tcp {
             let in_flight = t.snd_nxt.diff(t.snd_una).max(0) as u32;
             let wnd = t.snd_wnd.min(t.cc.cwnd());
             let avail = wnd.saturating_sub(in_flight) as usize;
-            let len = unsent.min(avail).min(t.mss as usize);
+            let len = unsent.min(avail).min(t.seg_limit() as usize);
             let can_fin = matches!(
                 t.state,
                 TcpState::FinWait1 | TcpState::Closing | TcpState::LastAck

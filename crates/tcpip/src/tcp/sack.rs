@@ -76,7 +76,7 @@ pub(super) fn next_hole(t: &Tcb) -> Option<(SeqNumber, usize)> {
         .unwrap_or(high);
     let buffered_end = t.snd_una.add(t.send.len());
     let limit = next_sacked.min(buffered_end);
-    let len = (limit.diff(s).max(0) as usize).min(t.mss as usize);
+    let len = (limit.diff(s).max(0) as usize).min(t.seg_limit() as usize);
     (len > 0).then_some((s, len))
 }
 

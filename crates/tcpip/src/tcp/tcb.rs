@@ -6,6 +6,9 @@ use crate::ring::Ring;
 use crate::{ConnId, Error, Instant};
 use wirespeed_wire::{Ipv4Addr, MacAddr, SeqNumber};
 
+/// The smallest segment [`Tcb::seg_limit`] cuts to, however small the peer's window.
+const MIN_SEGMENT: u32 = 64;
+
 /// Connection states (RFC 9293). LISTEN is not here: listeners are separate objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TcpState {
@@ -88,7 +91,10 @@ pub(crate) struct Tcb {
     pub(crate) snd_una: SeqNumber,
     pub(crate) snd_nxt: SeqNumber,
     pub(crate) snd_max: SeqNumber,
+    /// Set only through [`Tcb::set_snd_wnd`], which keeps `max_snd_wnd`.
     pub(crate) snd_wnd: u32,
+    /// The largest window the peer has offered (RFC 9293's Max(SND.WND)); bounds our segments.
+    pub(crate) max_snd_wnd: u32,
     pub(crate) snd_wl1: SeqNumber,
     pub(crate) snd_wl2: SeqNumber,
     pub(crate) snd_wscale: u8,
@@ -190,6 +196,7 @@ impl Tcb {
             snd_nxt: SeqNumber(0),
             snd_max: SeqNumber(0),
             snd_wnd: 0,
+            max_snd_wnd: 0,
             snd_wl1: SeqNumber(0),
             snd_wl2: SeqNumber(0),
             snd_wscale: 0,
@@ -264,6 +271,32 @@ impl Tcb {
 
     pub(crate) fn fin_sent(&self) -> bool {
         self.fin_queued && self.snd_max.gt(self.fin_seq())
+    }
+
+    /// Takes the peer's window (unscaled bytes) from a segment we accepted.
+    pub(crate) fn set_snd_wnd(&mut self, window: u32) {
+        self.snd_wnd = window;
+        self.max_snd_wnd = self.max_snd_wnd.max(window);
+    }
+
+    /// The largest segment we send: the MSS, but no more than half the largest window the
+    /// peer has offered once that window is above the default MSS (as Linux's sender bounds
+    /// its own). A receiver whose whole window is about one of our segments otherwise gets
+    /// one segment per round trip at best, and a Linux receiver without window scaling
+    /// rounds its window down to a multiple of the largest segment it has seen: when its
+    /// receive buffer's accounting puts the window under that size, it offers zero and never
+    /// reopens, since only arriving data would grow it (docs/TCPIP.md, "Segment size").
+    pub(crate) fn seg_limit(&self) -> u32 {
+        let bound = if self.max_snd_wnd > u32::from(DEFAULT_MSS) {
+            self.max_snd_wnd / 2
+        } else {
+            self.max_snd_wnd
+        };
+        if bound == 0 {
+            self.mss
+        } else {
+            self.mss.min(bound.max(MIN_SEGMENT))
+        }
     }
 
     /// Window to advertise, unscaled bytes.

@@ -266,6 +266,20 @@ fn segment(sport: u16, dport: u16, seq: u32, ack: Option<u32>, fl: u8, payload: 
     frame(&repr, payload)
 }
 
+/// A bare segment (no payload) from the peer's port 1000 to our port 80.
+fn peer_segment(seq: u32, ack: Option<u32>, fl: u8, window: u16, options: TcpOptions) -> Vec<u8> {
+    let repr = TcpRepr {
+        src_port: 1000,
+        dst_port: 80,
+        seq: SeqNumber(seq),
+        ack: ack.map(SeqNumber),
+        flags: fl,
+        window,
+        options,
+    };
+    frame(&repr, &[])
+}
+
 /// `repr` and `payload` in an Ethernet/IPv4 frame from A to B, checksummed.
 fn frame(repr: &TcpRepr, payload: &[u8]) -> Vec<u8> {
     let hl = repr.header_len();

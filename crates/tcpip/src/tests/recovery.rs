@@ -30,24 +30,12 @@ fn sack_marks_duplicate_acks_despite_window_changes() {
     let mut s = Stack::new(config(1));
     let _l = s.tcp_listen(80, 4).unwrap();
     let now = Instant::from_millis(5);
-    let seg = |seq: u32, ack: Option<u32>, fl: u8, window: u16, options: TcpOptions| {
-        let repr = TcpRepr {
-            src_port: 1000,
-            dst_port: 80,
-            seq: SeqNumber(seq),
-            ack: ack.map(SeqNumber),
-            flags: fl,
-            window,
-            options,
-        };
-        frame(&repr, &[])
-    };
     let syn_opts = TcpOptions {
         mss: Some(1460),
         sack_permitted: true,
         ..Default::default()
     };
-    s.receive(now, &seg(100, None, flags::SYN, 65535, syn_opts));
+    s.receive(now, &peer_segment(100, None, flags::SYN, 65535, syn_opts));
     let mut sink = VecSink::new();
     s.transmit(now, &mut sink);
     let (synack, _) = parse_out(&sink.frames[0]);
@@ -55,7 +43,7 @@ fn sack_marks_duplicate_acks_despite_window_changes() {
     let iss = synack.seq.0;
     s.receive(
         now,
-        &seg(101, Some(iss + 1), flags::ACK, 65535, TcpOptions::default()),
+        &peer_segment(101, Some(iss + 1), flags::ACK, 65535, TcpOptions::default()),
     );
     let c = s.tcp_accept(_l).unwrap();
     s.tcp_send(c, &[7u8; 8 * 1460]).unwrap();
@@ -68,7 +56,10 @@ fn sack_marks_duplicate_acks_despite_window_changes() {
         let mut o = TcpOptions::default();
         o.sack_blocks[0] = (iss + 1 + 1460, iss + 1 + 1460 * (2 + i as u32));
         o.sack_count = 1;
-        s.receive(now, &seg(101, Some(iss + 1), flags::ACK, window, o));
+        s.receive(
+            now,
+            &peer_segment(101, Some(iss + 1), flags::ACK, window, o),
+        );
     }
     assert_eq!(s.stats().tcp_fast_retransmits, 1);
     let mut sink = VecSink::new();

@@ -360,3 +360,50 @@ fn option_negotiation_and_small_mtu() {
     );
     assert_eq!(ta.mss, 1448);
 }
+
+/// A peer whose whole window is about one of our segments (a Linux host with an 8 KiB receive
+/// buffer and no window scaling, MTU 4000, offers 3960) gets segments of at most half the
+/// largest window it has offered; once it offers more, full-sized ones.
+#[test]
+fn segments_are_bounded_by_half_the_largest_window_the_peer_offered() {
+    let mut cfg = config(1);
+    cfg.mtu = 4000;
+    let mut s = Stack::new(cfg);
+    let l = s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(5);
+    let syn_opts = TcpOptions {
+        mss: Some(3960),
+        ..Default::default()
+    };
+    s.receive(now, &peer_segment(500, None, flags::SYN, 3960, syn_opts));
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let iss = parse_out(&sink.frames[0]).0.seq.0;
+    s.receive(
+        now,
+        &peer_segment(501, Some(iss + 1), flags::ACK, 3960, TcpOptions::default()),
+    );
+    let c = s.tcp_accept(l).unwrap();
+    assert_eq!(s.tcp_info(c).unwrap().mss, 3960);
+    assert_eq!(s.tcp_send(c, &[1u8; 20000]), Ok(20000));
+    let sent = |s: &mut Stack| {
+        let mut sink = VecSink::new();
+        s.transmit(now, &mut sink);
+        let lens: Vec<usize> = sink.frames.iter().map(|f| parse_out(f).1.len()).collect();
+        lens
+    };
+    assert_eq!(sent(&mut s), vec![1980, 1980]);
+    // The peer takes both and offers 64 KiB: the bound is then above the MSS.
+    s.receive(
+        now,
+        &peer_segment(
+            501,
+            Some(iss + 1 + 3960),
+            flags::ACK,
+            65535,
+            TcpOptions::default(),
+        ),
+    );
+    let lens = sent(&mut s);
+    assert!(lens.len() > 1 && lens[0] == 3960, "{lens:?}");
+}
