@@ -13,6 +13,10 @@ use wirespeed_bench::report::Summary;
 use wirespeed_bench::{cpu, parse_duration};
 
 #[derive(clap::Args)]
+#[command(
+    after_help = "Exit status 1 when no request (message) completed: the figures are still \
+                  printed (and written by --json), and stderr says why in one line."
+)]
 pub struct Args {
     #[command(subcommand)]
     kind: Kind,
@@ -229,20 +233,22 @@ fn nothing_completed(s: &Summary, addr: SocketAddr, unit: &str) -> Option<String
         )
     };
     Some(format!(
-        "wirespeed bench: no {unit} completed in {:.2}s; {why}",
+        "bench: no {unit} completed in {:.2}s; {why}",
         s.duration_s
     ))
 }
 
 fn finish(s: &Summary, json: Option<&PathBuf>, addr: SocketAddr, unit: &str) -> anyhow::Result<()> {
-    if let Some(line) = nothing_completed(s, addr, unit) {
-        eprintln!("{line}");
-    }
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(s)?;
         std::fs::write(path, text + "\n").with_context(|| format!("write {}", path.display()))?;
     }
-    Ok(())
+    // The figures (and the JSON) are still written, for the error counts; the exit status says
+    // the run failed, so a script does not take the zeros for a measurement.
+    match nothing_completed(s, addr, unit) {
+        Some(line) => Err(anyhow::anyhow!(line)),
+        None => Ok(()),
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
