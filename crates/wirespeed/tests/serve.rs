@@ -1,5 +1,6 @@
 //! `wirespeed serve` driven from outside, as a user would: the release binary on loopback,
-//! checked with curl and with raw sockets. Every test runs on both engines.
+//! checked with curl, with raw sockets and with `wirespeed bench`. Every serve test runs on
+//! both engines.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -443,6 +444,44 @@ fn echo_returns_every_byte() {
             data.len()
         );
     }
+}
+
+/// bench's exit status says whether it measured anything: 0 against a server, 1 with one line
+/// on stderr saying why when nothing completed (here a closed port).
+#[test]
+fn bench_fails_in_one_line_when_nothing_completed() {
+    let bench = |url: &str| {
+        Command::new(env!("CARGO_BIN_EXE_wirespeed"))
+            .args(["bench", "http", url, "-c", "1", "--cpus", "0"])
+            .args(["--warmup", "0s", "-d", "300ms"])
+            .output()
+            .expect("run wirespeed bench")
+    };
+    let srv = Server::start("http", &[]);
+    let ok = bench(&format!("http://{}/plaintext", srv.addr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    drop(srv);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let out = bench(&format!("http://{addr}/"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let said: Vec<&str> = stderr.lines().collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].starts_with("wirespeed: bench: no request completed")
+            && said[0].contains("every connect failed"),
+        "{stderr}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("0 reqs"),
+        "the figures are still printed"
+    );
 }
 
 #[test]
