@@ -876,7 +876,15 @@ fn draw_count(default: usize) -> usize {
 fn random_pair(rng: &mut Rng, draw: usize) -> (UserPair, String, String) {
     let queues = *rng.pick(&[&1u32, &1, &2, &4]);
     let pair = UserPair::with_queues(&format!("z{draw}"), 71, queues);
-    let mtu = *rng.pick(&[&1280u32, &1500, &1500, &2000, &4000, &9000]);
+    let mtus = [&1280u32, &1500, &1500, &2000, &4000, &9000];
+    let mtu = *rng.pick(&mtus);
+    // Half the time the peer's end keeps another MTU, as when a user sets only one end.
+    let mut other = rng.fork();
+    let peer_mtu = if other.coin() {
+        mtu
+    } else {
+        *other.pick(&mtus)
+    };
     pair.a
         .ip(&["link", "set", &pair.a_if, "mtu", &mtu.to_string()]);
     pair.b.ip(&[
@@ -884,9 +892,9 @@ fn random_pair(rng: &mut Rng, draw: usize) -> (UserPair, String, String) {
         "set",
         &format!("z{draw}b0"),
         "mtu",
-        &mtu.to_string(),
+        &peer_mtu.to_string(),
     ]);
-    let mut line = format!("queues {queues}, mtu {mtu}");
+    let mut line = format!("queues {queues}, mtu {mtu}, peer mtu {peer_mtu}");
     for (ns, dev) in [
         (&pair.a, pair.a_if.clone()),
         (&pair.b, format!("z{draw}b0")),

@@ -39,6 +39,12 @@ impl Rng {
         self.next() & 1 == 1
     }
 
+    /// A second generator derived from this one's state, which it leaves as it was: a draw
+    /// added later takes from a fork, so the draws an old seed made stay the same.
+    pub fn fork(&self) -> Rng {
+        Rng(self.0 ^ 0x6a09_e667_f3bc_c908)
+    }
+
     /// One of `choices`, each as likely.
     pub fn pick<'a, T: ?Sized>(&mut self, choices: &[&'a T]) -> &'a T {
         choices[self.below(choices.len())]
