@@ -195,7 +195,7 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     // Receive-only sockets send nothing: the fewest transmit chunks that hold two frames.
     // Under RSS each carries its share of the flows, so a quarter of a shard's receive
     // chunks (8 NAPI polls of 64 frames) is room enough, and a 64-queue NIC under one shard
-    // pins 63 x 2-4 MiB of UMEM rather than 63 x 8-16 MiB.
+    // pins 63 x 1-2 MiB of UMEM (2 or 4 KiB chunks) rather than 63 x 4-8 MiB.
     let rx_only_xsk = XskConfig {
         rx_frames: (xsk.rx_frames / 4).max(RX_ONLY_MIN_FRAMES),
         tx_frames: 8,
