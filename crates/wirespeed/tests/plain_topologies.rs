@@ -720,6 +720,66 @@ fn bypass_server_on_a_macvlan_over_a_default_veth() {
     assert_eq!(counter(&log, "(partial "), 0, "{log}");
 }
 
+/// Clients a user's Linux host may run that our stack does not speak: MPTCP (its SYN carries
+/// MP_CAPABLE) and TCP Fast Open (data in the SYN, no cookie asked: `tcp_fastopen` 5). Both
+/// must fall back to plain TCP: we answer without MP_CAPABLE, and we acknowledge the SYN but
+/// not its data, which the client sends again. Each echo is checked, and the peer's own
+/// counters show that the fallback, not a plain connection, happened.
+#[test]
+fn bypass_server_answers_mptcp_and_fast_open_clients_as_plain_tcp() {
+    let pair = UserPair::new("f", 70);
+    let mptcp = sh_in(&pair.b, "sysctl -qw net.mptcp.enabled=1");
+    assert!(mptcp, "net.mptcp.enabled in the peer's namespace");
+    assert!(sh_in(&pair.b, "sysctl -qw net.ipv4.tcp_fastopen=5"));
+    let ours = pair.ours();
+    let srv = serve_xdp(&pair.a, &pair.a_if, &ours, "echo");
+    let addr: std::net::SocketAddr = format!("{ours}:8080").parse().unwrap();
+    let echoed = pair.b.run(move || -> Result<(), String> {
+        use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+        let sa = SockAddr::from(addr);
+        let echo = |s: Socket, what: &str, sent: &[u8]| -> Result<(), String> {
+            let mut s = TcpStream::from(s);
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut back = vec![0u8; sent.len()];
+            s.read_exact(&mut back)
+                .map_err(|e| format!("{what}: read: {e}"))?;
+            if back != sent {
+                return Err(format!("{what}: the echo differs"));
+            }
+            Ok(())
+        };
+        for i in 0..4u8 {
+            let msg = vec![b'm' + i; 30_000];
+            let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::MPTCP))
+                .map_err(|e| format!("an MPTCP socket: {e}"))?;
+            s.connect_timeout(&sa, Duration::from_secs(5))
+                .map_err(|e| format!("MPTCP connect: {e}"))?;
+            s.send(&msg).map_err(|e| format!("MPTCP send: {e}"))?;
+            echo(s, "MPTCP", &msg)?;
+            let msg = vec![b'f' + i; 1000];
+            let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+            let sent = s
+                .send_to_with_flags(&msg, &sa, libc::MSG_FASTOPEN)
+                .map_err(|e| format!("a Fast Open connect: {e}"))?;
+            if sent < msg.len() {
+                s.send(&msg[sent..])
+                    .map_err(|e| format!("Fast Open send: {e}"))?;
+            }
+            echo(s, "Fast Open", &msg)?;
+        }
+        Ok(())
+    });
+    let log = srv.stop();
+    echoed.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    assert_eq!(
+        nstat(&pair.b, "MPTcpExtMPCapableFallbackSYNACK"),
+        4,
+        "{log}"
+    );
+    assert_eq!(nstat(&pair.b, "TcpExtTCPFastOpenActiveFail"), 4, "{log}");
+    assert_eq!(peer_syn_retransmits(&pair.b), 0, "{log}");
+}
+
 /// A jumbo MTU (9000 on both ends, every offload at its default): the bifurcation program is
 /// an xdp.frags program, so the veth keeps the MTU with it attached, and serve opens
 /// multi-buffer sockets, so 16 MiB each way are echoed in segments of up to 8960 bytes (the
