@@ -988,6 +988,9 @@ fn random_pair(rng: &mut Rng, draw: usize) -> (UserPair, String, String) {
     .map(|k| (k, rng.pick(&["1", "1", "0"]).to_string()))
     .collect();
     sysctls.push(("tcp_ecn", rng.pick(&["0", "1", "2"]).to_string()));
+    // Drawn from the fork, as the peer's MTU: SYN cookies always (2) or under pressure only
+    // (1, the default), for the draws in which the peer is the server.
+    sysctls.push(("tcp_syncookies", other.pick(&["1", "2"]).to_string()));
     if !allowed.is_empty() {
         sysctls.push(("tcp_congestion_control", rng.pick(&allowed).to_string()));
     }
