@@ -27,6 +27,19 @@ pub struct InterfaceInfo {
     pub loopback: bool,
 }
 
+/// The interface's MTU now (one ioctl on a fresh socket, in the calling thread's network
+/// namespace): for following a change made while we run, not per packet.
+pub fn mtu(ifname: &str) -> Result<u32> {
+    read_mtu(&control_socket()?, ifname)
+}
+
+fn read_mtu(sock: &OwnedFd, ifname: &str) -> Result<u32> {
+    let mut ifr = ifreq(ifname)?;
+    ioctl(sock, libc::SIOCGIFMTU, &mut ifr, ifname, "read MTU")?;
+    // SAFETY: SIOCGIFMTU filled the mtu member of the union.
+    Ok(unsafe { ifr.ifr_ifru.ifru_mtu }.max(0) as u32)
+}
+
 impl InterfaceInfo {
     pub fn query(ifname: &str) -> Result<InterfaceInfo> {
         let index = crate::xsk::ifindex(ifname)?;
@@ -47,11 +60,7 @@ impl InterfaceInfo {
             *m = *b as u8;
         }
 
-        let mut ifr = ifreq(ifname)?;
-        ioctl(&sock, libc::SIOCGIFMTU, &mut ifr, ifname, "read MTU")?;
-        // SAFETY: SIOCGIFMTU filled the mtu member of the union.
-        let mtu = unsafe { ifr.ifr_ifru.ifru_mtu }.max(0) as u32;
-
+        let mtu = read_mtu(&sock, ifname)?;
         let rx_queues = rx_queue_count(&sock, ifname)?;
         let driver = crate::rss::driver_name(ifname)?;
         let (kind, loopback) = link_kind(index, ifname)?;

@@ -130,6 +130,13 @@ pub trait FrameIo {
         0
     }
 
+    /// The MTU of the kernel interface under the queue now, where a user can change it while
+    /// we run (AF_XDP); None where the driver owns the device (DPDK) or has none. A syscall:
+    /// call it rarely (the socket layer asks once a second).
+    fn link_mtu(&self) -> Option<u32> {
+        None
+    }
+
     /// True when the driver completes the TCP checksum of every IPv4 TCP frame it sends
     /// (AF_XDP TX metadata; the in-memory port when asked to): the builder then writes only
     /// the pseudo-header sum into the field (`wire::tcp::fill_partial_checksum`), and must do
@@ -201,6 +208,12 @@ impl<T: FrameIo + ?Sized> FrameIo for &mut T {
     fn frame_capacity(&self) -> usize {
         (**self).frame_capacity()
     }
+    fn rx_oversized_since_last(&mut self) -> u64 {
+        (**self).rx_oversized_since_last()
+    }
+    fn link_mtu(&self) -> Option<u32> {
+        (**self).link_mtu()
+    }
     fn tx_checksum_offload(&self) -> bool {
         (**self).tx_checksum_offload()
     }
@@ -268,6 +281,9 @@ impl FrameIo for AnyQueue {
     }
     fn rx_oversized_since_last(&mut self) -> u64 {
         each_driver!(self, q => q.rx_oversized_since_last())
+    }
+    fn link_mtu(&self) -> Option<u32> {
+        each_driver!(self, q => q.link_mtu())
     }
     fn tx_checksum_offload(&self) -> bool {
         each_driver!(self, q => q.tx_checksum_offload())

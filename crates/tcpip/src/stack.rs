@@ -23,6 +23,9 @@ const PENDING_FRAMES: usize = 32;
 /// A per-shard TCP/IP stack. See the crate documentation for how to drive it.
 pub struct Stack {
     pub(crate) cfg: Config,
+    /// The MTU the stack was made with: its frame buffers hold that much, so
+    /// [`Stack::set_mtu`] never goes above it.
+    mtu_limit: usize,
     pub(crate) stats: Stats,
     pub(crate) now: Instant,
     pub(crate) eth_len: usize,
@@ -67,8 +70,17 @@ impl Stack {
             stats: Stats::default(),
             now: Instant::ZERO,
             eth_len,
+            mtu_limit: cfg.mtu,
             cfg,
         }
+    }
+
+    /// Follows a change of the link's MTU: connections opened from now on offer and use an
+    /// MSS for `mtu`, at most the MTU the stack was made with (its buffers' size), at least
+    /// 576. Open connections keep the MSS they agreed. Returns the MTU now in use.
+    pub fn set_mtu(&mut self, mtu: usize) -> usize {
+        self.cfg.mtu = mtu.clamp(576, self.mtu_limit);
+        self.cfg.mtu
     }
 
     pub fn config(&self) -> &Config {

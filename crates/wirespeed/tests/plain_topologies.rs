@@ -780,6 +780,33 @@ fn bypass_server_answers_mptcp_and_fast_open_clients_as_plain_tcp() {
     assert_eq!(peer_syn_retransmits(&pair.b), 0, "{log}");
 }
 
+/// A user lowers the MTU of the interface we serve on while we run (`ip link set IF mtu
+/// 1280`, the peer's end left at 1500). Connections opened afterwards must offer the new MSS,
+/// or the device drops every full-sized segment the peer sends them: serve follows the MTU
+/// within a second and says so in one line.
+#[test]
+fn bypass_server_follows_an_mtu_lowered_while_it_runs() {
+    let pair = UserPair::new("u", 72);
+    let ours = pair.ours();
+    let srv = serve_xdp(&pair.a, &pair.a_if, &ours, "echo");
+    let addr = format!("{ours}:8080");
+    let before = addr.clone();
+    let echoed = pair
+        .b
+        .run(move || echo_checked(&before, 0x1500, 256 * 1024));
+    echoed.unwrap_or_else(|e| panic!("before the change: {e}\n{}", srv.said()));
+    pair.a.ip(&["link", "set", &pair.a_if, "mtu", "1280"]);
+    let told = "'s MTU is now 1280: connections opened from now on use it";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !srv.said().contains(told) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let echoed = pair.b.run(move || echo_checked(&addr, 0x1280, 256 * 1024));
+    let log = srv.stop();
+    echoed.unwrap_or_else(|e| panic!("after the MTU went down: {e}\n{log}"));
+    assert_eq!(log.matches(told).count(), 1, "{log}");
+}
+
 /// A jumbo MTU (9000 on both ends, every offload at its default): the bifurcation program is
 /// an xdp.frags program, so the veth keeps the MTU with it attached, and serve opens
 /// multi-buffer sockets, so 16 MiB each way are echoed in segments of up to 8960 bytes (the

@@ -126,12 +126,17 @@ pub(crate) fn open(cfg: &BypassConfig) -> Result<Bypass, BypassError> {
     }
 }
 
-/// Says on stderr why the bypass stack drops traffic: one line per cause for the whole
-/// process, however many shards see it.
+/// Says on stderr why the bypass stack drops traffic: one line per cause (per new MTU, for a
+/// changed one) for the whole process, however many shards see it.
 pub(crate) fn tell_drop_cause_once(prefix: &str, cause: DropCause, iface: &str) {
     use std::sync::atomic::{AtomicU32, Ordering};
     static TOLD: AtomicU32 = AtomicU32::new(0);
-    if TOLD.fetch_or(cause.bit(), Ordering::Relaxed) & cause.bit() == 0 {
+    static MTU_TOLD: AtomicU32 = AtomicU32::new(0);
+    let new = match cause {
+        DropCause::LinkMtuChanged { mtu, .. } => MTU_TOLD.swap(mtu, Ordering::Relaxed) != mtu,
+        _ => TOLD.fetch_or(cause.bit(), Ordering::Relaxed) & cause.bit() == 0,
+    };
+    if new {
         eprintln!("{prefix}: {}", cause.explain(iface));
     }
 }

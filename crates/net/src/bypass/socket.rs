@@ -63,11 +63,14 @@ struct Inner {
     on_drop_cause: Option<Box<dyn Fn(DropCause)>>,
     /// Causes already told (`DropCause::bit`).
     drop_causes_told: u32,
-    /// When to ask the driver next about frames it lost for their size.
+    /// When to ask the driver next about frames it lost for their size, and its link's MTU.
     next_device_check: tcpip::Instant,
+    /// The link's MTU when last asked (None: the driver owns its device, or cannot tell).
+    link_mtu: Option<u32>,
 }
 
-/// How often the poller asks the driver about lost frames (a syscall for AF_XDP).
+/// How often the poller asks the driver about lost frames and its link's MTU (syscalls for
+/// AF_XDP).
 const DEVICE_CHECK_US: u64 = 1_000_000;
 
 /// Traffic the stack drops although a user would expect it taken: the peer is configured for
@@ -86,6 +89,11 @@ pub enum DropCause {
     /// checksums (`tcp_bad_checksum_partial`,
     /// `udp_bad_checksum_partial`).
     PartialChecksums,
+    /// The interface's MTU changed to `mtu` while we run; connections opened from now on use
+    /// `used` (the new MTU, or the one our buffers were sized for at start when it is
+    /// larger). Told on every change, not once: open connections keep the MSS they agreed,
+    /// and after a lower MTU the device drops their segments above it.
+    LinkMtuChanged { mtu: u32, used: u32 },
 }
 
 impl DropCause {
@@ -94,6 +102,7 @@ impl DropCause {
         match self {
             DropCause::PartialChecksums => 1,
             DropCause::OversizedFrames { .. } => 2,
+            DropCause::LinkMtuChanged { .. } => 4,
         }
     }
 
@@ -112,6 +121,15 @@ impl DropCause {
                  segmentation offload off on the sending interface \
                  (`ethtool -K PEER tso off gso off`)"
             ),
+            DropCause::LinkMtuChanged { mtu, used } if used < mtu => format!(
+                "{iface}'s MTU is now {mtu}, above the {used} our buffers were sized for: \
+                 connections opened from now on use {used}, open ones keep their MSS; restart \
+                 to use {mtu}"
+            ),
+            DropCause::LinkMtuChanged { mtu, .. } => format!(
+                "{iface}'s MTU is now {mtu}: connections opened from now on use it; open ones \
+                 keep the MSS they agreed, and lose their segments above {mtu} if it went down"
+            ),
         }
     }
 }
@@ -127,10 +145,13 @@ impl Inner {
         if self.poll() {
             return wirespeed_rt::Polled::Worked;
         }
-        let until = self
+        // Wake for the device check too, so an idle shard sees a changed MTU before the next
+        // connection's SYN.
+        let at = self
             .stack
             .poll_at()
-            .and_then(|at| std::time::Instant::now().checked_add(at.since(self.now())));
+            .map_or(self.next_device_check, |at| at.min(self.next_device_check));
+        let until = std::time::Instant::now().checked_add(at.since(self.now()));
         wirespeed_rt::Polled::Idle { until }
     }
 
@@ -145,8 +166,26 @@ impl Inner {
             on_drop_cause,
             drop_causes_told,
             next_device_check,
+            link_mtu,
             ..
         } = self;
+        let device_check = now >= *next_device_check;
+        if device_check {
+            *next_device_check = now.add_micros(DEVICE_CHECK_US);
+            // A user may change the MTU under us (`ip link set IF mtu N`): follow it for new
+            // connections (before this round's frames: a SYN may be what woke us), or after a
+            // lower one the device drops every segment they send.
+            let mtu = dev.link_mtu();
+            if let (Some(was), Some(mtu)) = (*link_mtu, mtu) {
+                if mtu != was {
+                    let used = stack.set_mtu(mtu as usize) as u32;
+                    if let Some(tell) = on_drop_cause {
+                        tell(DropCause::LinkMtuChanged { mtu, used });
+                    }
+                }
+            }
+            *link_mtu = mtu.or(*link_mtu);
+        }
         let mut received = dev.rx_burst(RX_BURST, |frame| stack.receive(now, frame));
         for q in rx_only.iter_mut() {
             received += q.rx_burst(RX_BURST, |frame| stack.receive(now, frame));
@@ -162,8 +201,7 @@ impl Inner {
             if received > 0 && st.tcp_bad_checksum_partial + st.udp_bad_checksum_partial > 0 {
                 told(DropCause::PartialChecksums);
             }
-            if now >= *next_device_check {
-                *next_device_check = now.add_micros(DEVICE_CHECK_US);
+            if device_check {
                 let oversized = std::iter::once(&mut *dev)
                     .chain(rx_only.iter_mut())
                     .map(|q| q.rx_oversized_since_last())
@@ -324,6 +362,7 @@ impl BypassStack {
             on_drop_cause: None,
             drop_causes_told: 0,
             next_device_check: tcpip::Instant::ZERO,
+            link_mtu: None,
         }));
         let poller = inner.clone();
         let (wake_fds, napi_ids): (Option<Vec<_>>, Vec<_>) = {

@@ -829,6 +829,10 @@ impl FrameIo for XskSocket {
         self.tx_head() > 0
     }
 
+    fn link_mtu(&self) -> Option<u32> {
+        crate::iface::mtu(&self.ifname).ok()
+    }
+
     /// The kernel counts a frame longer than a chunk in `rx_dropped` (copy mode and zero-copy
     /// alike, without XDP_USE_SG), and so it counts a frame that found the fill ring empty;
     /// the latter also counts in `rx_fill_ring_empty_descs`. So drops in an interval where the
