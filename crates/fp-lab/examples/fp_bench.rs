@@ -306,7 +306,7 @@ fn main() {
     }
     let partial: [u8; Gen::FRAME_LEN] = partial.as_slice().try_into().expect("60-byte frame");
     type Config<'a> = (&'a str, bool, &'a [[u8; Gen::FRAME_LEN]], &'a dyn Fn());
-    let configs: [Config; 6] = [
+    let configs: [Config; 7] = [
         ("router (50 prefixes)", true, &[], &|| {}),
         (
             "router at XDP, partial UDP checksums (to the kernel)",
@@ -383,6 +383,22 @@ fn main() {
                 )
                 .unwrap();
         }),
+        // Debian's default (sysctl.d/50-default.conf), which new namespaces inherit: the
+        // router checks each packet's source with a second FIB lookup. The rules go first,
+        // so that this row compares with the first.
+        (
+            "router, rp_filter 2 (loose: Debian's default)",
+            true,
+            &[],
+            &|| {
+                lab.dut.exec("iptables-nft", &["-F", "FORWARD"]).unwrap();
+                for dev in ["d0", "d1"] {
+                    lab.dut
+                        .sysctl(&format!("net.ipv4.conf.{dev}.rp_filter"), "2")
+                        .unwrap();
+                }
+            },
+        ),
     ];
     let ends = Ends {
         src: &lab.src,

@@ -467,8 +467,69 @@ fn route_cache_answers_until_invalidated_and_never_past_a_longer_packet() {
                 "permanent",
             ]);
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), moved);
-            prog.set_ctl(false, false, &prog.features, false).unwrap();
+            prog.set_ctl(false, false, &prog.features, false, false)
+                .unwrap();
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+        })
+        .unwrap();
+}
+
+/// rp_filter on (Debian's default, loose, which a new namespace inherits): a source that the
+/// FIB routes back out the ingress port is forwarded; one routed out another port, or not by
+/// a unicast route at all, goes to the kernel, which accepts or drops it as its mode says.
+/// The route cache, keyed by destination, never stands in for the source's check.
+#[test]
+fn reverse_path_filter_fast_paths_only_sources_routed_back_out_the_ingress_port() {
+    let lab = lab("r");
+    let (in_idx, out_idx, in_mac, out_mac) = (lab.in_idx, lab.out_idx, lab.in_mac, lab.out_mac);
+    lab.ns
+        .ip(&["route", "add", "blackhole", "198.18.77.0/24"])
+        .unwrap();
+    lab.ns
+        .run(move || {
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let from = |src: [u8; 4]| pkt::ipv4(in_mac, PEER_MAC, src, DST4, 64, &[], &udp());
+            let forwarded = |src: [u8; 4]| {
+                (
+                    XDP_REDIRECT,
+                    pkt::ipv4(NEXT_HOP_MAC, out_mac, src, DST4, 63, &[], &udp()),
+                )
+            };
+            let via_out0 = [198, 18, 2, 77];
+            let blackholed = [198, 18, 77, 1];
+            let unrouted = [198, 19, 9, 9];
+            for cache in [true, false] {
+                prog.set_ctl(false, false, &prog.features, cache, true)
+                    .unwrap();
+                // Twice each: the second may be answered from the route cache.
+                for _ in 0..2 {
+                    assert_eq!(prog.test_run(&from(SRC4), in_idx).unwrap(), forwarded(SRC4));
+                    for (name, src) in [
+                        ("routed out out0", via_out0),
+                        ("blackholed", blackholed),
+                        ("no route", unrouted),
+                    ] {
+                        let before = prog.counters().unwrap().get(Reason::PassRpFilter);
+                        assert_eq!(
+                            prog.test_run(&from(src), in_idx).unwrap(),
+                            (XDP_PASS, from(src)),
+                            "{name} (cache {cache}): the kernel's to decide"
+                        );
+                        assert_eq!(
+                            prog.counters().unwrap().get(Reason::PassRpFilter),
+                            before + 1,
+                            "{name}: counted as pass_rp_filter"
+                        );
+                    }
+                }
+            }
+            // With rp_filter off the source is not looked at, as in the kernel.
+            prog.set_ctl(false, false, &prog.features, true, false)
+                .unwrap();
+            for src in [via_out0, unrouted] {
+                assert_eq!(prog.test_run(&from(src), in_idx).unwrap(), forwarded(src));
+            }
         })
         .unwrap();
 }

@@ -46,6 +46,7 @@ enum fp_reason {
 	FP_FORWARDED_CACHED, /* redirected by the router on the route cache's answer */
 	FP_PASS_GSO,         /* TC: a GSO skb the router cannot size per segment */
 	FP_PASS_CSUM_PARTIAL,/* XDP: the L4 checksum may still be partial (local sender) */
+	FP_PASS_RP_FILTER,   /* rp_filter on and the source not routed back out this port */
 	FP_NR_REASONS,
 };
 

@@ -40,7 +40,10 @@ struct fp_ctl {
 	/* Zero while the kernel's answer could depend on more than the destination, TOS and
 	 * ingress port (multipath routes, nexthop objects): every packet asks the FIB. */
 	__u8 route_cache_v4;
-	__u8 unused[3];
+	/* net.ipv4.conf.{all,<port>}.rp_filter is on (strict or loose): every packet's source
+	 * must route back out this port (router_v4). */
+	__u8 rp_filter_v4;
+	__u8 unused[2];
 };
 
 struct {

@@ -61,6 +61,28 @@ static __always_inline int egress_ok(struct bpf_fib_lookup *fib, __u32 in_ifinde
 	return 1;
 }
 
+/* The kernel's reverse-path filter (fib_validate_source) on a port with rp_filter on, strict
+ * or loose: a packet whose source the FIB routes back out the port it came in on, by a
+ * unicast route, passes both. Anything else is the kernel's: a source routed out another
+ * port may still pass (loose mode, or another nexthop of a multipath route), and one with no
+ * unicast route is the kernel's to drop and count (IPReversePathFilter). With the policy
+ * rules at the kernel's defaults (else router4 is off) the lookup depends on nothing else. */
+static __always_inline int rp_filter_ok_v4(const struct rt_in *in, const struct iphdr *iph)
+{
+	struct bpf_fib_lookup rev = {};
+	int rc;
+
+	rev.family = AF_INET;
+	rev.tos = iph->tos;
+	rev.ipv4_src = iph->daddr;
+	rev.ipv4_dst = iph->saddr;
+	rev.ifindex = in->in_if;
+	rc = bpf_fib_lookup(in->ctx, &rev, sizeof(rev), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return 0;
+	return rev.ifindex == in->in_if;
+}
+
 static __always_inline void rewrite_macs(struct ethhdr *eth, struct bpf_fib_lookup *fib)
 {
 	__builtin_memcpy(eth->h_dest, fib->dmac, ETH_ALEN);
@@ -171,6 +193,12 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 			__builtin_memcpy(hop->dmac, fib.dmac, ETH_ALEN);
 			__builtin_memcpy(hop->smac, fib.smac, ETH_ALEN);
 		}
+	}
+	/* After the forward answer, as the kernel validates the source only of a packet it
+	 * routes; per packet, since the route cache is keyed by destination. */
+	if (c->rp_filter_v4 && !rp_filter_ok_v4(in, iph)) {
+		*why = FP_PASS_RP_FILTER;
+		return RT_PASS;
 	}
 	if (cfg_filter_v4 && c->filter_v4) {
 		int f = filter_v4(p, iph, fib.ifindex, c);

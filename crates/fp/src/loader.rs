@@ -237,7 +237,7 @@ impl Program {
         };
         // Standalone use (tests, benchmarks): the filter runs as the features describe it,
         // the route cache on.
-        prog.set_ctl(false, false, features, true)?;
+        prog.set_ctl(false, false, features, true, false)?;
         Ok(prog)
     }
 
@@ -252,14 +252,16 @@ impl Program {
     }
 
     /// Sets the run-time switches: a family handed to the kernel, the filter as `want`
-    /// describes it (on or off, fields, policies) within what this program compiled in, and
-    /// the IPv4 route cache. Every write starts a new route generation.
+    /// describes it (on or off, fields, policies) within what this program compiled in, the
+    /// IPv4 route cache, and the IPv4 reverse-path filter. Every write starts a new route
+    /// generation.
     pub fn set_ctl(
         &self,
         off_v4: bool,
         off_v6: bool,
         want: &Features,
         route_cache_v4: bool,
+        rp_filter_v4: bool,
     ) -> Result<()> {
         self.write_ctl(types::fp_ctl {
             off_v4: off_v4 as u32,
@@ -271,7 +273,8 @@ impl Program {
             policy_drop_v6: want.policy_drop_v6 as u8,
             route_gen: 0, // set by write_ctl
             route_cache_v4: route_cache_v4 as u8,
-            unused: [0; 3],
+            rp_filter_v4: rp_filter_v4 as u8,
+            unused: [0; 2],
         })
     }
 
@@ -672,7 +675,7 @@ mod tests {
     #[test]
     fn map_types_are_their_fields_and_nothing_else() {
         use std::mem::size_of;
-        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 1 + 3);
+        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 1 + 1 + 2);
         assert_eq!(size_of::<types::br_port>(), 4 + 4 + 2 + 1 + 1 + 1 + 3);
         assert_eq!(size_of::<types::br_vlan_key>(), 4 + 2 + 2);
         assert_eq!(size_of::<types::br_fdb_key>(), 4 + 2 + 6);

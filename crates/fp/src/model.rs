@@ -204,6 +204,9 @@ pub struct PortPlan {
     pub off_v6: bool,
     /// The IPv4 router answers from its route cache (fp_maps.h) where it can.
     pub route_cache_v4: bool,
+    /// rp_filter is on for this port (strict or loose): the IPv4 router fast-paths a packet
+    /// only if its source routes back out this port, and hands the rest to the kernel.
+    pub rp_filter_v4: bool,
     /// Egress ports this port's program may redirect to (ifindexes).
     pub tx_ports: Vec<u32>,
     /// Why a module is off, and which hook forwards and why, for status.
@@ -416,6 +419,7 @@ impl Model {
                 off_v4: false,
                 off_v6: false,
                 route_cache_v4: false,
+                rp_filter_v4: false,
                 tx_ports,
                 notes,
             },
@@ -517,9 +521,15 @@ impl Model {
                 off_v4 = true;
                 notes.push("router4 -> kernel: IPv4 forwarding disabled".into());
             }
-            if self.sysctls.rp_filter.get(&l.name).copied().unwrap_or(0) != 0 {
-                off_v4 = true;
-                notes.push("router4 -> kernel: rp_filter on".into());
+            // Debian's and systemd's default (net.ipv4.conf.default.rp_filter = 2), which
+            // every new namespace inherits: handing IPv4 to the kernel for it would leave most
+            // users' routers without a fast path.
+            let rp_filter_v4 = self.sysctls.rp_filter.get(&l.name).copied().unwrap_or(0) != 0;
+            if rp_filter_v4 {
+                notes.push(
+                    "router4: rp_filter on: a source not routed back out this port goes to the kernel"
+                        .into(),
+                );
             }
             if self.custom_rules_v6 > 0 {
                 off_v6 = true;
@@ -575,6 +585,7 @@ impl Model {
                     off_v4,
                     off_v6,
                     route_cache_v4,
+                    rp_filter_v4,
                     tx_ports: routed_tx.clone(),
                     notes,
                 },
@@ -703,8 +714,10 @@ mod tests {
         m.sysctls.rp_filter.insert("d1".into(), 1);
         let p = m.plan();
         assert!(!p.ports.contains_key(&4));
-        assert!(p.ports[&2].off_v4 && p.ports[&3].off_v4);
+        assert!(p.ports[&2].off_v4 && !p.ports[&3].off_v4);
         assert!(!p.ports[&3].off_v6);
+        // rp_filter keeps the router, checking each source, on its port only.
+        assert!(p.ports[&3].rp_filter_v4 && !p.ports[&2].rp_filter_v4);
     }
 
     #[test]

@@ -210,6 +210,7 @@ mod tests {
             off_v4: false,
             off_v6: false,
             route_cache_v4: true,
+            rp_filter_v4: false,
             tx_ports: vec![2, 3],
             notes: Vec::new(),
         }

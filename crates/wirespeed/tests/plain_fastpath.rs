@@ -292,7 +292,7 @@ impl Digest {
 /// Not a test of its own: the traffic end that the tests above start inside a namespace.
 /// Jobs (WS_PLAIN_JOB): `tcp-recv ADDR` (prints bytes and digest), `tcp-send ADDR BYTES`,
 /// `udp-recv ADDR COUNT` (prints datagrams received and receive-buffer overflows),
-/// `udp-send ADDR COUNT SIZE PPS`.
+/// `udp-send ADDR COUNT SIZE PPS [SRC]`.
 #[test]
 #[ignore = "run by the other tests inside a namespace"]
 fn traffic_child() {
@@ -360,10 +360,11 @@ fn traffic_child() {
                 w[3].parse().unwrap(),
                 w[4].parse().unwrap(),
             );
-            let bind: SocketAddr = if addr.is_ipv4() {
-                "0.0.0.0:0".parse().unwrap()
-            } else {
-                "[::]:0".parse().unwrap()
+            // An optional source address: one the router's reverse-path filter may refuse.
+            let bind: SocketAddr = match w.get(5) {
+                Some(src) => format!("{src}:0").parse().unwrap(),
+                None if addr.is_ipv4() => "0.0.0.0:0".parse().unwrap(),
+                None => "[::]:0".parse().unwrap(),
             };
             let s = UdpSocket::bind(bind).unwrap();
             let buf = vec![0x5au8; size];
@@ -429,11 +430,24 @@ fn tcp_transfer(from: &str, to_ns: &str, addr: &str, bytes: u64) -> ((u64, u64),
 /// arrived, with those the receiving host dropped for a full socket buffer (a slow receiver
 /// on this shared machine, not the path).
 fn udp_burst(from: &str, to_ns: &str, addr: &str, count: u64, size: usize, pps: u64) -> u64 {
+    udp_burst_from(from, None, to_ns, addr, count, size, pps)
+}
+
+/// [`udp_burst`] from the source address `src`, where given.
+fn udp_burst_from(
+    from: &str,
+    src: Option<&str>,
+    to_ns: &str,
+    addr: &str,
+    count: u64,
+    size: usize,
+    pps: u64,
+) -> u64 {
     let mut rx = spawn_job(to_ns, &format!("udp-recv {addr} {count}"));
     let out = ready(&mut rx);
     job_result(spawn_job(
         from,
-        &format!("udp-send {addr} {count} {size} {pps}"),
+        &format!("udp-send {addr} {count} {size} {pps} {}", src.unwrap_or("")),
     ));
     let (got, overflowed) = rest_result(out, rx);
     if overflowed > 0 {
@@ -547,6 +561,80 @@ fn a_line_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_withou
         "most of the routed traffic should be fast-pathed: {fast} fast-pathed, {passed} passed"
     );
     fp.stop();
+}
+
+/// Debian, like every distribution with systemd's sysctl.d/50-default.conf, sets
+/// `net.ipv4.conf.default.rp_filter = 2`, and a namespace made afterwards inherits it on every
+/// interface. The fast path keeps routing IPv4 there (it used to hand all of it to the kernel)
+/// and refuses what Linux refuses: a source with no route back (both modes), and one routed
+/// back out the other port (strict only).
+#[test]
+fn a_line_with_debians_rp_filter_routes_fast_and_refuses_the_sources_linux_refuses() {
+    for mode in ["2", "1"] {
+        let ns = plain_line();
+        let (s, d, k) = (ns.name(0), ns.name(1), ns.name(2));
+        for dev in ["d0", "d1"] {
+            exec(
+                d,
+                "sysctl",
+                &["-qw", &format!("net.ipv4.conf.{dev}.rp_filter={mode}")],
+            );
+        }
+        // Sources the sender may use: one in the far subnet (routed back out d1), one the
+        // DUT has no route to.
+        let (far, unrouted) = ("198.18.1.77", "198.19.200.1");
+        for a in [far, unrouted] {
+            exec(s, "ip", &["addr", "add", &format!("{a}/32"), "dev", "v0"]);
+        }
+        let traffic = |ns: &Namespaces| {
+            let spoofed = |src| udp_burst_from(s, Some(src), k, "198.18.1.2:5003", 200, 200, 2_000);
+            (line_traffic(ns), spoofed(far), spoofed(unrouted))
+        };
+        let linux = traffic(&ns);
+        let far_expected = if mode == "2" { 200 } else { 0 };
+        assert_eq!(
+            (linux.1, linux.2),
+            (far_expected, 0),
+            "rp_filter {mode}: Linux alone"
+        );
+        assert_eq!(linux.0.ping4, 20, "rp_filter {mode}: Linux alone routes");
+
+        let fp = FastPath::start(d);
+        let st = fp.wait_for("both ports attached", |s| {
+            s.ports.len() == 2 && s.ports.iter().all(|p| !p.modules.is_empty())
+        });
+        for p in &st.ports {
+            assert!(
+                p.modules.iter().any(|m| m == "router4"),
+                "rp_filter {mode}: {} must keep the IPv4 router: {:?} {:?}",
+                p.name,
+                p.modules,
+                p.notes
+            );
+        }
+        let with_fp = traffic(&ns);
+        let st = fp.fresh_status();
+        assert_eq!(
+            with_fp, linux,
+            "rp_filter {mode}: the fast path delivered otherwise than Linux"
+        );
+        let (fast, passed) = totals(&st);
+        let refused: u64 = st
+            .ports
+            .iter()
+            .filter_map(|p| p.reasons.get("pass_rp_filter"))
+            .sum();
+        println!("rp_filter {mode}: fast-pathed {fast}, passed {passed}, of them pass_rp_filter {refused}");
+        assert!(
+            fast > passed,
+            "rp_filter {mode}: {fast} fast-pathed, {passed} passed"
+        );
+        assert!(
+            refused >= 400,
+            "rp_filter {mode}: the 400 spoofed datagrams go to the kernel as pass_rp_filter, got {refused}"
+        );
+        fp.stop();
+    }
 }
 
 /// Streams UDP through a fresh line while both peers' GRO is switched on and off twice:
