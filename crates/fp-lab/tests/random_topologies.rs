@@ -117,6 +117,9 @@ struct Topo {
     filter: Filter,
     udp_sizes: Vec<usize>,
     tcp_bytes: usize,
+    /// The DUT's net.ipv4.conf.all.rp_filter: 2 is Debian's default, which every new
+    /// namespace there inherits.
+    rp_filter: u32,
 }
 
 const MTUS: [u32; 8] = [1280, 1400, 1500, 1500, 1500, 2000, 4000, 9000];
@@ -203,6 +206,8 @@ fn draw(seed: u64) -> Topo {
         filter,
         udp_sizes,
         tcp_bytes: r.pick(&[64 << 10, 256 << 10, 1 << 20]),
+        // Drawn last, so that an older seed draws everything else as it did.
+        rp_filter: r.pick(&[0, 0, 1, 2]),
     }
 }
 
@@ -219,9 +224,9 @@ fn features(f: Features) -> String {
 /// The configuration in a few lines, as printed with a divergence.
 fn describe(t: &Topo) -> String {
     let mut s = format!(
-        "{:?}, filter {:?}, UDP sizes {:?}, TCP {} bytes
+        "{:?}, filter {:?}, UDP sizes {:?}, TCP {} bytes, rp_filter {}
 ",
-        t.shape, t.filter, t.udp_sizes, t.tcp_bytes
+        t.shape, t.filter, t.udp_sizes, t.tcp_bytes, t.rp_filter
     );
     for (i, l) in t.links.iter().enumerate() {
         let far = if i == 0 {
@@ -404,6 +409,11 @@ fn build(t: &Topo) -> Lab {
         sysctl(&lab.dut, "net.ipv4.ip_forward", "1");
         sysctl(&lab.dut, "net.ipv6.conf.all.forwarding", "1");
     }
+    sysctl(
+        &lab.dut,
+        "net.ipv4.conf.all.rp_filter",
+        &t.rp_filter.to_string(),
+    );
 
     for i in 0..t.links.len() {
         let ns = lab.far(i);
