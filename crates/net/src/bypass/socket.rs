@@ -126,6 +126,11 @@ impl DropCause {
                  connections opened from now on use {used}, open ones keep their MSS; restart \
                  to use {mtu}"
             ),
+            DropCause::LinkMtuChanged { mtu, used } if used > mtu => format!(
+                "{iface}'s MTU is now {mtu}, below the 576 bytes every IPv4 link must carry: \
+                 connections opened from now on use {used} and lose their segments above \
+                 {mtu}; set the MTU to 576 or more (`ip link set {iface} mtu 1500`)"
+            ),
             DropCause::LinkMtuChanged { mtu, .. } => format!(
                 "{iface}'s MTU is now {mtu}: connections opened from now on use it; open ones \
                  keep the MSS they agreed, and lose their segments above {mtu} if it went down"
@@ -676,6 +681,25 @@ impl Drop for BypassStream {
 mod tests {
     use super::*;
     use wirespeed_nic::rss::DEFAULT_TOEPLITZ_KEY;
+
+    /// The MTU line says what the stack uses, which is the new MTU only within [576, the
+    /// MTU we started with].
+    #[test]
+    fn the_mtu_line_names_the_mtu_new_connections_use() {
+        let line = |mtu, used| DropCause::LinkMtuChanged { mtu, used }.explain("eth0");
+        assert!(line(1280, 1280).contains("connections opened from now on use it"));
+        let above = line(9000, 1500);
+        assert!(
+            above.contains("use 1500") && above.contains("restart"),
+            "{above}"
+        );
+        let below = line(500, 576);
+        assert!(
+            below.contains("use 576") && below.contains("lose their segments above 500"),
+            "{below}"
+        );
+        assert!(!below.contains("use it"), "{below}");
+    }
 
     /// The Microsoft RSS verification vector: 66.9.149.187:2794 -> 161.142.100.80:1766
     /// hashes to 0x51ccc178, so with a 128-entry table of `i % 4` its replies land on queue
