@@ -534,6 +534,70 @@ fn reverse_path_filter_fast_paths_only_sources_routed_back_out_the_ingress_port(
         .unwrap();
 }
 
+/// A source that is one of the router's own addresses is a martian to the kernel, which drops
+/// it even with rp_filter off; the FIB lookup on the destination cannot tell, so the fast
+/// path hands it over, with the route cache on or off.
+#[test]
+fn a_source_that_is_one_of_our_addresses_goes_to_the_kernel() {
+    let lab = lab("l");
+    let (in_idx, out_idx, in_mac, out_mac) = (lab.in_idx, lab.out_idx, lab.in_mac, lab.out_mac);
+    lab.ns
+        .run(move || {
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let ours = [[198, 18, 1, 1], [198, 18, 2, 1]];
+            prog.set_local_v4(&ours).unwrap();
+            let from = |src: [u8; 4]| pkt::ipv4(in_mac, PEER_MAC, src, DST4, 64, &[], &udp());
+            for cache in [true, false] {
+                prog.set_ctl(false, false, &prog.features, cache, false)
+                    .unwrap();
+                for _ in 0..2 {
+                    assert_eq!(
+                        prog.test_run(&from(SRC4), in_idx).unwrap(),
+                        (
+                            XDP_REDIRECT,
+                            pkt::ipv4(NEXT_HOP_MAC, out_mac, SRC4, DST4, 63, &[], &udp())
+                        )
+                    );
+                    for src in ours {
+                        let before = prog.counters().unwrap().get(Reason::PassMartian);
+                        assert_eq!(
+                            prog.test_run(&from(src), in_idx).unwrap(),
+                            (XDP_PASS, from(src)),
+                            "source {src:?} (cache {cache})"
+                        );
+                        assert_eq!(
+                            prog.counters().unwrap().get(Reason::PassMartian),
+                            before + 1
+                        );
+                    }
+                }
+            }
+            // More addresses than the ctl value holds: the program asks the hash instead.
+            let many: Vec<[u8; 4]> = (1..=10u8).map(|i| [198, 18, 50, i]).chain(ours).collect();
+            prog.set_local_v4(&many).unwrap();
+            for src in [ours[0], [198, 18, 50, 10]] {
+                assert_eq!(
+                    prog.test_run(&from(src), in_idx).unwrap(),
+                    (XDP_PASS, from(src)),
+                    "{src:?} among {} addresses",
+                    many.len()
+                );
+            }
+            // An address removed is forwarded again; a route-generation write and a switches
+            // write keep the rest.
+            prog.set_local_v4(&ours[1..]).unwrap();
+            prog.invalidate_routes().unwrap();
+            let verdict = |src| prog.test_run(&from(src), in_idx).unwrap().0;
+            assert_eq!(verdict(ours[0]), XDP_REDIRECT);
+            assert_eq!(verdict(ours[1]), XDP_PASS);
+            prog.set_ctl(false, false, &prog.features, true, false)
+                .unwrap();
+            assert_eq!(verdict(ours[1]), XDP_PASS);
+        })
+        .unwrap();
+}
+
 /// The folded, uncomplemented one's-complement sum of the pseudo-header: what a sender with
 /// checksum offload leaves in the TCP/UDP checksum field (CHECKSUM_PARTIAL), as bytes.
 fn partial_checksum(src: &[u8], dst: &[u8], proto: u8, l4_len: usize) -> [u8; 2] {

@@ -30,7 +30,7 @@ enum fp_reason {
 	FP_PASS_IP_OPTIONS,  /* IPv4 options or IPv6 hop-by-hop header */
 	FP_PASS_FRAGMENT,    /* IPv4 fragment */
 	FP_PASS_TTL,         /* TTL / hop limit <= 1: kernel sends ICMP time exceeded */
-	FP_PASS_MARTIAN,     /* special source/destination (multicast, loopback, link-local) */
+	FP_PASS_MARTIAN,     /* special source/destination (multicast, loopback, link-local), or a local source */
 	FP_PASS_DISABLED,    /* this family is not fast-pathed (policy rules, no forwarding) */
 	FP_PASS_NOT_FWDED,   /* local, broadcast or no route: not a forwarding decision */
 	FP_PASS_UNREACHABLE, /* blackhole/unreachable/prohibit route: kernel answers */

@@ -21,6 +21,8 @@ struct {
 /* Runtime switches that change often (policy rules appear, forwarding or rp_filter toggled):
  * flipping a word here takes microseconds, where swapping a program waits for the kernel's XDP
  * dispatcher update. Nonzero: hand that family to the kernel. */
+#define LOCAL_V4_INLINE 8
+
 struct fp_ctl {
 	__u32 off_v4;
 	__u32 off_v6;
@@ -43,7 +45,13 @@ struct fp_ctl {
 	/* net.ipv4.conf.{all,<port>}.rp_filter is on (strict or loose): every packet's source
 	 * must route back out this port (router_v4). */
 	__u8 rp_filter_v4;
-	__u8 unused[2];
+	/* This namespace's IPv4 addresses (a forwarded packet from one is the kernel's): up to
+	 * LOCAL_V4_INLINE of them here, compared in turn with the ctl value the packet has
+	 * already loaded; with more, local_v4_in_map, and the local_v4 hash holds them all. A
+	 * hash lookup on every packet cost the router about 60 ns (docs/BENCHMARKS.md, §6). */
+	__u8 local_v4_n;
+	__u8 local_v4_in_map;
+	__be32 local_v4[LOCAL_V4_INLINE];
 };
 
 struct {
@@ -52,6 +60,19 @@ struct {
 	__type(key, __u32);
 	__type(value, struct fp_ctl);
 } ctl SEC(".maps");
+
+/* This namespace's own IPv4 addresses (IFA_LOCAL), keyed in network order, when there are more
+ * than fp_ctl holds. The kernel drops a packet to be forwarded whose source is one of them
+ * (fib_validate_source: a martian source, even with rp_filter off), and the FIB lookup on the
+ * destination cannot see that. */
+#define LOCAL_V4_MAX 1024
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LOCAL_V4_MAX);
+	__type(key, __be32);
+	__type(value, __u8);
+} local_v4 SEC(".maps");
 
 /* The kernel FIB's answers for recent IPv4 destinations, per CPU and direct-mapped: one
  * array slot per hashed destination, no locks, a collision only costs a FIB lookup. This

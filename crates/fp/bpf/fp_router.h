@@ -83,6 +83,18 @@ static __always_inline int rp_filter_ok_v4(const struct rt_in *in, const struct 
 	return rev.ifindex == in->in_if;
 }
 
+/* Whether `saddr` is one of this namespace's IPv4 addresses (fp_ctl.local_v4). */
+static __always_inline int local_source_v4(const struct fp_ctl *c, __be32 saddr)
+{
+	if (c->local_v4_in_map)
+		return bpf_map_lookup_elem(&local_v4, &saddr) != NULL;
+#pragma unroll
+	for (int i = 0; i < LOCAL_V4_INLINE; i++)
+		if (i < c->local_v4_n && c->local_v4[i] == saddr)
+			return 1;
+	return 0;
+}
+
 static __always_inline void rewrite_macs(struct ethhdr *eth, struct bpf_fib_lookup *fib)
 {
 	__builtin_memcpy(eth->h_dest, fib->dmac, ETH_ALEN);
@@ -135,6 +147,12 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 		return RT_PASS;
 	}
 	if (ipv4_martian(iph->saddr) || ipv4_martian(iph->daddr)) {
+		*why = FP_PASS_MARTIAN;
+		return RT_PASS;
+	}
+	/* A source that is one of our own addresses: the kernel drops it (or, with accept_local,
+	 * forwards it); either way it is the kernel's. */
+	if (local_source_v4(c, iph->saddr)) {
 		*why = FP_PASS_MARTIAN;
 		return RT_PASS;
 	}

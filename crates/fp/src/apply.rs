@@ -156,6 +156,7 @@ impl Dataplane {
         port.prog
             .set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4, pp.rp_filter_v4)?;
         port.prog.set_tx_ports(&pp.tx_ports)?;
+        port.prog.set_local_v4(&pp.local_v4)?;
         if port.tables != tables {
             if let Some(t) = &tables {
                 port.prog.write_filter_over(port.tables.as_ref(), t)?;
@@ -180,6 +181,7 @@ impl Dataplane {
         };
         prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4, pp.rp_filter_v4)?;
         prog.set_tx_ports(&pp.tx_ports)?;
+        prog.set_local_v4(&pp.local_v4)?;
         if let Some(t) = &tables {
             if old_tables.as_ref() != Some(t) {
                 prog.write_filter_over(old_tables.as_ref(), t)?;
@@ -209,6 +211,7 @@ impl Dataplane {
         let prog = Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?;
         prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache_v4, pp.rp_filter_v4)?;
         prog.set_tx_ports(&pp.tx_ports)?;
+        prog.set_local_v4(&pp.local_v4)?;
         if let Some(t) = &tables {
             prog.write_filter(t)?;
         }

@@ -81,6 +81,8 @@ struct Pending {
     /// Route or link state changed: cached FIB answers are stale.
     rtnl: bool,
     routes4: bool,
+    /// Addresses changed: the router's local-source set is read again.
+    addrs4: bool,
     rules4: bool,
     rules6: bool,
     sysctls: bool,
@@ -96,7 +98,13 @@ struct Pending {
 
 impl Pending {
     fn reads_anything(&self) -> bool {
-        self.resync || self.rules4 || self.rules6 || self.sysctls || self.filter || self.bridge
+        self.resync
+            || self.addrs4
+            || self.rules4
+            || self.rules6
+            || self.sysctls
+            || self.filter
+            || self.bridge
     }
 }
 
@@ -175,6 +183,7 @@ impl Daemon {
         self.kernel.links(&mut self.model)?;
         self.kernel.xdp_features(&mut self.model)?;
         self.kernel.routes_v4(&mut self.model)?;
+        self.kernel.addrs_v4(&mut self.model)?;
         self.kernel.rules(&mut self.model, 2)?;
         self.kernel.rules(&mut self.model, 10)?;
         self.br_netfilter = kernel::read_sysctls(&mut self.model);
@@ -272,6 +281,7 @@ impl Daemon {
         p.changed |= plan_may_change;
         match ev {
             Event::Route { .. } if plan_may_change => p.routes4 = true,
+            Event::Addr => p.addrs4 = true,
             Event::Rules { family: 2 } => p.rules4 = true,
             Event::Rules { .. } => p.rules6 = true,
             Event::Netconf => p.sysctls = true,
@@ -320,6 +330,9 @@ impl Daemon {
         }
         if p.routes4 {
             self.kernel.routes_v4(&mut self.model)?;
+        }
+        if p.addrs4 {
+            self.kernel.addrs_v4(&mut self.model)?;
         }
         if p.rules4 {
             self.kernel.rules(&mut self.model, 2)?;

@@ -88,6 +88,11 @@ impl KernelReader {
         Ok(())
     }
 
+    pub fn addrs_v4(&mut self, model: &mut Model) -> Result<()> {
+        model.local_v4 = netlink::dump_addrs_v4(&mut self.dump)?;
+        Ok(())
+    }
+
     pub fn rules(&mut self, model: &mut Model, family: u8) -> Result<()> {
         let rules = netlink::dump_rules(&mut self.dump, family)?;
         model.set_rules(family, &rules);

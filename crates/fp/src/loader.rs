@@ -31,6 +31,7 @@ pub struct Maps {
     pub f_actions: MapHandle,
     pub f_paused: MapHandle,
     pub ctl: MapHandle,
+    pub local_v4: MapHandle,
     pub bridge: BridgeMaps,
 }
 
@@ -215,6 +216,7 @@ impl Program {
             f_actions: handle(&m.f_actions, "f_actions")?,
             f_paused: handle(&m.f_paused, "f_paused")?,
             ctl: handle(&m.ctl, "ctl")?,
+            local_v4: handle(&m.local_v4, "local_v4")?,
             bridge: BridgeMaps {
                 ports: handle(&m.br_ports, "br_ports")?,
                 vlans: handle(&m.br_vlans, "br_vlans")?,
@@ -251,6 +253,37 @@ impl Program {
         })
     }
 
+    /// Sets the namespace's IPv4 addresses for the router's local-source check: up to
+    /// LOCAL_V4_INLINE in the ctl value, else all of them in the local_v4 hash, written
+    /// before the ctl value points the program at it.
+    pub fn set_local_v4(&self, addrs: &[[u8; 4]]) -> Result<()> {
+        let map = &self.maps.local_v4;
+        let old: Vec<Vec<u8>> = map.keys().collect();
+        for k in &old {
+            if !addrs.iter().any(|a| a[..] == k[..]) {
+                let _ = map.delete(k);
+            }
+        }
+        for a in addrs {
+            map.update(a, &[1], MapFlags::ANY)
+                .map_err(bpf(format!("add {a:?} to local_v4")))?;
+        }
+        let mut v = *self.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        let inline = v.local_v4.len();
+        v.local_v4 = Default::default();
+        if addrs.len() <= inline {
+            for (slot, a) in v.local_v4.iter_mut().zip(addrs) {
+                *slot = u32::from_ne_bytes(*a);
+            }
+            v.local_v4_n = addrs.len() as u8;
+            v.local_v4_in_map = 0;
+        } else {
+            v.local_v4_n = 0;
+            v.local_v4_in_map = 1;
+        }
+        self.write_ctl(v)
+    }
+
     /// Sets the run-time switches: a family handed to the kernel, the filter as `want`
     /// describes it (on or off, fields, policies) within what this program compiled in, the
     /// IPv4 route cache, and the IPv4 reverse-path filter. Every write starts a new route
@@ -274,8 +307,19 @@ impl Program {
             route_gen: 0, // set by write_ctl
             route_cache_v4: route_cache_v4 as u8,
             rp_filter_v4: rp_filter_v4 as u8,
-            unused: [0; 2],
+            ..self.local_v4_ctl()
         })
+    }
+
+    /// The last ctl value's local addresses (set_local_v4), the rest zero: kept by set_ctl.
+    fn local_v4_ctl(&self) -> types::fp_ctl {
+        let last = *self.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        types::fp_ctl {
+            local_v4_n: last.local_v4_n,
+            local_v4_in_map: last.local_v4_in_map,
+            local_v4: last.local_v4,
+            ..Default::default()
+        }
     }
 
     /// Drops every cached FIB answer (a new route generation): after any change to routes,
@@ -675,7 +719,7 @@ mod tests {
     #[test]
     fn map_types_are_their_fields_and_nothing_else() {
         use std::mem::size_of;
-        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 1 + 1 + 2);
+        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 4 + 8 * 4);
         assert_eq!(size_of::<types::br_port>(), 4 + 4 + 2 + 1 + 1 + 1 + 3);
         assert_eq!(size_of::<types::br_vlan_key>(), 4 + 2 + 2);
         assert_eq!(size_of::<types::br_fdb_key>(), 4 + 2 + 6);

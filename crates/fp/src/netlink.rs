@@ -16,6 +16,7 @@ pub const RTM_DELLINK: u16 = 17;
 pub const RTM_GETLINK: u16 = 18;
 pub const RTM_NEWADDR: u16 = 20;
 pub const RTM_DELADDR: u16 = 21;
+pub const RTM_GETADDR: u16 = 22;
 pub const RTM_NEWROUTE: u16 = 24;
 pub const RTM_DELROUTE: u16 = 25;
 pub const RTM_GETROUTE: u16 = 26;
@@ -544,6 +545,36 @@ pub fn dump_fdb(s: &mut Socket) -> Result<Vec<FdbEntry>> {
         .collect())
 }
 
+const IFA_ADDRESS: u16 = 1;
+const IFA_LOCAL: u16 = 2;
+
+/// The local address of an IPv4 address message (ifaddrmsg): IFA_LOCAL, else IFA_ADDRESS (the
+/// same on a broadcast link; IFA_ADDRESS is the peer's on a point-to-point one).
+pub fn parse_addr_v4(payload: &[u8]) -> Option<[u8; 4]> {
+    if payload.len() < 8 || payload[0] != 2 {
+        return None; // not AF_INET
+    }
+    let attrs = attrs(&payload[8..]);
+    let get = |ty: u16| {
+        attrs
+            .iter()
+            .find(|(t, _)| *t == ty)
+            .and_then(|(_, v)| v.get(..4)?.try_into().ok())
+    };
+    get(IFA_LOCAL).or_else(|| get(IFA_ADDRESS))
+}
+
+/// Dumps this namespace's IPv4 addresses.
+pub fn dump_addrs_v4(s: &mut Socket) -> Result<std::collections::BTreeSet<[u8; 4]>> {
+    let mut hdr = [0u8; 8]; // ifaddrmsg
+    hdr[0] = 2; // AF_INET
+    Ok(s.dump(RTM_GETADDR, &hdr)?
+        .iter()
+        .filter(|(t, _)| *t == RTM_NEWADDR)
+        .filter_map(|(_, p)| parse_addr_v4(p))
+        .collect())
+}
+
 /// Dumps the policy rules of one family.
 pub fn dump_rules(s: &mut Socket, family: u8) -> Result<Vec<RuleKey>> {
     let mut hdr = [0u8; 12]; // fib_rule_hdr
@@ -571,6 +602,31 @@ pub(crate) fn attr(ty: u16, v: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An ifaddrmsg for `family` with the given attributes.
+    fn addr_msg(family: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
+        let mut p = vec![family, 24, 0, 0];
+        p.extend_from_slice(&3u32.to_ne_bytes());
+        attrs.iter().for_each(|a| p.extend_from_slice(a));
+        p
+    }
+
+    #[test]
+    fn an_address_message_gives_its_local_address() {
+        let local = [198, 18, 0, 1];
+        let peer = [198, 18, 0, 2];
+        // Point-to-point: IFA_LOCAL is ours, IFA_ADDRESS the peer's.
+        let ptp = addr_msg(2, &[attr(IFA_ADDRESS, &peer), attr(IFA_LOCAL, &local)]);
+        assert_eq!(parse_addr_v4(&ptp), Some(local));
+        let only_address = addr_msg(2, &[attr(IFA_ADDRESS, &local)]);
+        assert_eq!(parse_addr_v4(&only_address), Some(local));
+        assert_eq!(
+            parse_addr_v4(&addr_msg(10, &[attr(IFA_LOCAL, &[0; 16])])),
+            None
+        );
+        assert_eq!(parse_addr_v4(&addr_msg(2, &[])), None);
+        assert_eq!(parse_addr_v4(&[2, 24]), None);
+    }
 
     fn msg(ty: u16, payload: &[u8]) -> Vec<u8> {
         let mut m = Vec::new();

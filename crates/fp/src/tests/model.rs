@@ -1,0 +1,312 @@
+//! The model's unit tests: events in, plan out.
+
+use super::*;
+
+fn link(index: u32, name: &str) -> Link {
+    Link {
+        index,
+        name: name.into(),
+        kind: "veth".into(),
+        mac: Some([2, 0, 0, 0, 0, index as u8]),
+        mtu: 1500,
+        master: None,
+        up: true,
+        loopback: false,
+        bridge: None,
+    }
+}
+
+/// The kernel's report for a device that takes XDP-redirected frames.
+fn takes_xdp(ifindex: u32) -> Event {
+    Event::XdpFeatures {
+        ifindex,
+        features: Some(NETDEV_XDP_ACT_NDO_XMIT | 0x3),
+    }
+}
+
+fn forwarding_model() -> Model {
+    let mut m = Model::default();
+    for (i, n) in [(1, "lo"), (2, "d0"), (3, "d1")] {
+        let mut l = link(i, n);
+        if n == "lo" {
+            l.loopback = true;
+            l.mac = None;
+        }
+        m.apply(&Event::LinkNew(l));
+        m.apply(&takes_xdp(i));
+        m.sysctls.v4_forwarding.insert(n.into(), true);
+    }
+    m.sysctls.v6_forwarding = true;
+    m
+}
+
+#[test]
+fn routers_on_every_ethernet_port() {
+    let p = forwarding_model().plan();
+    assert_eq!(p.ports[&2].tx_ports, vec![2, 3]);
+    assert_eq!(p.ports.len(), 2);
+    assert!(
+        !p.ports[&2].features.tc,
+        "every egress takes XDP frames: XDP"
+    );
+    assert!(p.ports[&2].features.router_v4 && p.ports[&2].features.router_v6);
+    assert_eq!(p.ports[&3].features.mac, [2, 0, 0, 0, 0, 3]);
+}
+
+#[test]
+fn policy_rules_send_the_family_to_the_kernel() {
+    let mut m = forwarding_model();
+    let custom = RuleKey {
+        family: 2,
+        priority: 100,
+        table: 100,
+        default: false,
+        detail: String::new(),
+    };
+    m.set_rules(2, &[custom]);
+    let p = m.plan();
+    assert!(p.ports[&2].off_v4 && p.ports[&2].features.router_v4);
+    assert!(!p.ports[&2].off_v6);
+    assert!(p.ports[&2].notes[0].contains("policy rules"));
+    m.set_rules(2, &[]);
+    assert!(!m.plan().ports[&2].off_v4);
+}
+
+#[test]
+fn link_down_leaves_the_tx_ports_and_delete_leaves_the_plan() {
+    let mut m = forwarding_model();
+    let mut l = link(3, "d1");
+    l.up = false;
+    assert!(m.apply(&Event::LinkNew(l)));
+    let p = m.plan();
+    assert_eq!(p.ports[&3].tx_ports, vec![2]);
+    assert!(p.ports.contains_key(&3), "a down link stays attached");
+    assert!(p.ports[&3].notes.iter().any(|n| n.contains("link down")));
+    assert!(m.apply(&Event::LinkDel(2)));
+    assert_eq!(m.plan().ports.keys().copied().collect::<Vec<_>>(), vec![3]);
+    assert!(m.apply(&Event::LinkDel(3)));
+    assert!(m.plan().ports.is_empty());
+    assert!(!m.apply(&Event::Route {
+        family: 2,
+        uncacheable: false
+    }));
+    assert!(m.apply(&Event::Route {
+        family: 2,
+        uncacheable: true
+    }));
+}
+
+#[test]
+fn bridge_ports_forwarding_off_and_rp_filter_are_respected() {
+    let mut m = forwarding_model();
+    let mut l = link(4, "p0");
+    l.master = Some(9);
+    m.apply(&Event::LinkNew(l));
+    m.sysctls.v4_forwarding.insert("d0".into(), false);
+    m.sysctls.rp_filter.insert("d1".into(), 1);
+    let p = m.plan();
+    assert!(!p.ports.contains_key(&4));
+    assert!(p.ports[&2].off_v4 && !p.ports[&3].off_v4);
+    assert!(!p.ports[&3].off_v6);
+    // rp_filter keeps the router, checking each source, on its port only.
+    assert!(p.ports[&3].rp_filter_v4 && !p.ports[&2].rp_filter_v4);
+}
+
+#[test]
+fn the_local_addresses_reach_every_routed_port_and_too_many_hand_ipv4_over() {
+    let mut m = forwarding_model();
+    m.local_v4 = [[198, 18, 0, 2], [198, 18, 1, 1]].into_iter().collect();
+    let p = m.plan();
+    for pp in p.ports.values() {
+        assert_eq!(pp.local_v4, vec![[198, 18, 0, 2], [198, 18, 1, 1]]);
+        assert!(!pp.off_v4);
+    }
+    m.local_v4 = (0..=LOCAL_V4_MAX as u32)
+        .map(|i| (0xc612_0000 + i).to_be_bytes())
+        .collect();
+    assert!(m.plan().ports.values().all(|pp| pp.off_v4));
+}
+
+#[test]
+fn selection_limits_the_ports() {
+    let mut m = forwarding_model();
+    m.only = Some(vec!["d1".into()]);
+    assert_eq!(m.plan().ports.keys().copied().collect::<Vec<_>>(), vec![3]);
+}
+
+fn bridged_model(filtering: bool) -> Model {
+    let mut m = forwarding_model();
+    let mut br = link(9, "br0");
+    br.kind = "bridge".into();
+    br.bridge = Some(BridgeAttrs {
+        vlan_filtering: filtering,
+        vlan_protocol: 0x8100,
+        ..BridgeAttrs::default()
+    });
+    m.apply(&Event::LinkNew(br));
+    for (i, kind) in [(4, "veth"), (5, "eth")] {
+        let mut p = link(i, &format!("p{i}"));
+        p.kind = kind.into();
+        p.master = Some(9);
+        m.apply(&Event::LinkNew(p));
+        m.apply(&takes_xdp(i));
+        m.bridge_ports.insert(
+            i,
+            BridgePort {
+                index: i,
+                bridge: 9,
+                mtu: 1500,
+                state: BR_STATE_FORWARDING,
+                vlans: [
+                    (1, BRIDGE_VLAN_INFO_PVID | BRIDGE_VLAN_INFO_UNTAGGED),
+                    (7, 0),
+                ]
+                .into(),
+                unsupported: vec![],
+            },
+        );
+    }
+    m
+}
+
+#[test]
+fn bridge_ports_get_the_bridge_module_and_their_tables() {
+    let m = bridged_model(true);
+    let p = m.plan();
+    assert!(
+        !p.ports.contains_key(&9),
+        "the bridge device itself is not served"
+    );
+    for i in [4, 5] {
+        let f = p.ports[&i].features;
+        assert!(f.bridge && !f.router_v4 && !f.router_v6);
+        assert!(f.tc, "a bridge with a veth port is served at TC");
+    }
+    assert_eq!(
+        p.bridge_ports[&4],
+        BrPortVal {
+            bridge: 9,
+            mtu: 1500,
+            pvid: 1,
+            state: 3,
+            vlan_filtering: true,
+            ip_check: 0,
+        }
+    );
+    assert_eq!(p.bridge_vlans.len(), 4);
+    assert!(p.ports[&4].tx_ports.contains(&4) && p.ports[&4].tx_ports.contains(&5));
+    // Without filtering, no VLAN table; with a forced hook, XDP.
+    let mut m = bridged_model(false);
+    m.bridge_hook = BridgeHook::Xdp;
+    let p = m.plan();
+    assert!(p.bridge_vlans.is_empty() && !p.ports[&4].features.tc);
+}
+
+#[test]
+fn bridge_ports_the_module_cannot_serve_go_to_the_kernel() {
+    let mut m = bridged_model(false);
+    m.bridge_ports.get_mut(&4).unwrap().state = 2;
+    m.bridge_ports.get_mut(&5).unwrap().unsupported = vec!["isolated"];
+    let p = m.plan();
+    assert!(p.bridge_ports.is_empty());
+    assert!(p.ports[&4].notes[0].contains("STP state learning"));
+    assert!(p.ports[&5].notes[0].contains("isolated"));
+    let mut m = bridged_model(false);
+    m.bridge_kernel = Some("br_netfilter".into());
+    assert!(m.plan().bridge_ports.is_empty());
+    let mut m = bridged_model(true);
+    m.links
+        .get_mut(&9)
+        .unwrap()
+        .bridge
+        .as_mut()
+        .unwrap()
+        .vlan_protocol = 0x88a8;
+    assert!(m.plan().ports[&4].notes[0].contains("0x88a8"));
+    // An FDB event is a map write, not a plan change.
+    let mut m = bridged_model(false);
+    let entry = FdbEntry {
+        key: FdbKey {
+            bridge: 9,
+            vid: 0,
+            mac: [2, 0, 0, 0, 0, 1],
+        },
+        port: 4,
+    };
+    assert!(!m.apply(&Event::Fdb { add: true, entry }));
+    assert_eq!(m.fdb.get(&entry.key), Some(&4));
+    assert!(!m.apply(&Event::Fdb { add: false, entry }));
+    assert!(m.fdb.is_empty());
+}
+
+#[test]
+fn an_egress_without_xdp_delivery_moves_the_router_to_tc() {
+    let mut m = forwarding_model();
+    // The sink-side veth's peer turns GRO off: the kernel clears NDO_XMIT on d1.
+    assert!(m.apply(&Event::XdpFeatures {
+        ifindex: 3,
+        features: Some(0x3),
+    }));
+    let p = m.plan();
+    for idx in [2, 3] {
+        assert!(p.ports[&idx].features.tc, "port {idx} routes at TC");
+        assert_eq!(p.ports[&idx].tx_ports, vec![2, 3]);
+        assert!(p.ports[&idx]
+            .notes
+            .iter()
+            .any(|n| n.contains("router at TC: egress d1") && n.contains("veth peer")));
+    }
+    // GRO back on: XDP again.
+    assert!(m.apply(&takes_xdp(3)));
+    assert!(!m.plan().ports[&2].features.tc);
+    // The same report again changes nothing.
+    assert!(!m.apply(&takes_xdp(3)));
+}
+
+#[test]
+fn unknown_xdp_features_mean_tc() {
+    let mut m = forwarding_model();
+    m.xdp_features = None;
+    let p = m.plan();
+    assert!(p.ports[&2].features.tc);
+    assert!(p.ports[&2].notes.iter().any(|n| n.contains("Linux < 6.3")));
+    // A device the report does not list is no XDP target either.
+    let mut m = forwarding_model();
+    m.apply(&Event::LinkNew(link(7, "d7")));
+    assert!(m.plan().ports[&2].features.tc);
+}
+
+#[test]
+fn a_down_port_does_not_decide_the_hook() {
+    let mut m = forwarding_model();
+    let mut l = link(3, "d1");
+    l.up = false;
+    m.apply(&Event::LinkNew(l));
+    m.apply(&Event::XdpFeatures {
+        ifindex: 3,
+        features: Some(0),
+    });
+    assert!(!m.plan().ports[&2].features.tc);
+}
+
+#[test]
+fn a_forced_xdp_bridge_never_redirects_into_a_port_without_xdp_delivery() {
+    let mut m = bridged_model(false);
+    m.bridge_hook = BridgeHook::Xdp;
+    m.apply(&Event::XdpFeatures {
+        ifindex: 5,
+        features: None,
+    });
+    let p = m.plan();
+    assert!(!p.ports[&4].features.tc);
+    assert_eq!(p.ports[&4].tx_ports, vec![4]);
+    assert!(p.ports[&5]
+        .notes
+        .iter()
+        .any(|n| n.contains("not an XDP redirect target")));
+    // Auto puts that bridge at TC, where every port takes the redirect.
+    m.bridge_hook = BridgeHook::Auto;
+    let p = m.plan();
+    assert!(p.ports[&4].features.tc && p.ports[&5].features.tc);
+    assert_eq!(p.ports[&5].tx_ports, vec![4, 5]);
+}
