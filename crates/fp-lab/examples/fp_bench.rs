@@ -321,7 +321,28 @@ fn main() {
             &spread,
             &|| {},
         ),
+        // Debian's default (sysctl.d/50-default.conf), which new namespaces inherit: the
+        // router checks each packet's source with a second FIB lookup. Before the gateway
+        // rows, which set it back to 0 and build on each other's rules (the ipset is what the
+        // response times poll).
+        (
+            "router, rp_filter 2 (loose: Debian's default)",
+            true,
+            &[],
+            &|| {
+                for dev in ["d0", "d1"] {
+                    lab.dut
+                        .sysctl(&format!("net.ipv4.conf.{dev}.rp_filter"), "2")
+                        .unwrap();
+                }
+            },
+        ),
         ("gateway (100 iptables rules)", true, &[], &|| {
+            for dev in ["d0", "d1"] {
+                lab.dut
+                    .sysctl(&format!("net.ipv4.conf.{dev}.rp_filter"), "0")
+                    .unwrap();
+            }
             let mut rules = String::from("*filter\n:FORWARD ACCEPT [0:0]\n");
             for x in 0..100 {
                 rules.push_str(&format!(
@@ -383,22 +404,6 @@ fn main() {
                 )
                 .unwrap();
         }),
-        // Debian's default (sysctl.d/50-default.conf), which new namespaces inherit: the
-        // router checks each packet's source with a second FIB lookup. The rules go first,
-        // so that this row compares with the first.
-        (
-            "router, rp_filter 2 (loose: Debian's default)",
-            true,
-            &[],
-            &|| {
-                lab.dut.exec("iptables-nft", &["-F", "FORWARD"]).unwrap();
-                for dev in ["d0", "d1"] {
-                    lab.dut
-                        .sysctl(&format!("net.ipv4.conf.{dev}.rp_filter"), "2")
-                        .unwrap();
-                }
-            },
-        ),
     ];
     let ends = Ends {
         src: &lab.src,
@@ -557,6 +562,14 @@ fn main() {
             i,
             &["route", "add", "198.19.100.0/24", "via", "198.18.1.2"],
             &["route", "del", "198.19.100.0/24"],
+        )
+    });
+    // The window in which a new address of ours is not yet a local source to the router.
+    responses(&d, "ip addr add/del", "addr", 20, &|i| {
+        alternate(
+            i,
+            &["addr", "add", "198.18.7.1/32", "dev", "d1"],
+            &["addr", "del", "198.18.7.1/32", "dev", "d1"],
         )
     });
     responses(&d, "ip rule add/del", "rule", 20, &|i| {
