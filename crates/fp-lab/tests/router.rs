@@ -534,6 +534,62 @@ fn reverse_path_filter_fast_paths_only_sources_routed_back_out_the_ingress_port(
         .unwrap();
 }
 
+/// The sources that passed the reverse-path check are cached like next hops: under the route
+/// generation, so a route change the daemon has reported (a new generation) is seen by the
+/// next packet, and never with the route cache off.
+#[test]
+fn reverse_path_answers_are_cached_until_the_routes_change() {
+    let lab = lab("s");
+    let (in_idx, out_idx, in_mac, out_mac) = (lab.in_idx, lab.out_idx, lab.in_mac, lab.out_mac);
+    lab.ns
+        .ip(&["route", "add", "198.18.50.0/24", "via", "198.18.1.9"])
+        .unwrap();
+    lab.ns
+        .run(move || {
+            pin_to_first_allowed_cpu();
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let src = [198, 18, 50, 5];
+            let frame = pkt::ipv4(in_mac, PEER_MAC, src, DST4, 64, &[], &udp());
+            let forwarded = (
+                XDP_REDIRECT,
+                pkt::ipv4(NEXT_HOP_MAC, out_mac, src, DST4, 63, &[], &udp()),
+            );
+            let passed = (XDP_PASS, frame.clone());
+            let rp_passes = || prog.counters().unwrap().get(Reason::PassRpFilter);
+            prog.set_ctl(false, false, &prog.features, true, true)
+                .unwrap();
+            // Routed back out in0: checked by the FIB once, then from the cache.
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+
+            // The source's route moves to out0. Until a new generation the cached pass
+            // stands (the window the daemon's response time bounds, as for next hops): the
+            // FIB alone would now refuse it.
+            ip_here(&["route", "replace", "198.18.50.0/24", "via", "198.18.2.2"]);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+            prog.invalidate_routes().unwrap();
+            let before = rp_passes();
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), passed);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), passed);
+            assert_eq!(rp_passes(), before + 2, "a refused source is never cached");
+
+            // Back in0, reported: forwarded, and cached again.
+            ip_here(&["route", "replace", "198.18.50.0/24", "via", "198.18.1.9"]);
+            prog.invalidate_routes().unwrap();
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+
+            // With the route cache off (multipath, nexthop objects) every packet asks the
+            // FIB: the same unreported move is seen at once.
+            prog.set_ctl(false, false, &prog.features, false, true)
+                .unwrap();
+            ip_here(&["route", "replace", "198.18.50.0/24", "via", "198.18.2.2"]);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), passed);
+        })
+        .unwrap();
+}
+
 /// A source that is one of the router's own addresses is a martian to the kernel, which drops
 /// it even with rp_filter off; the FIB lookup on the destination cannot tell, so the fast
 /// path hands it over, with the route cache on or off.

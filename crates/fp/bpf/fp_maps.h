@@ -101,4 +101,27 @@ struct {
 	__type(value, struct route_cache_v4);
 } route_cache_v4 SEC(".maps");
 
+/* Sources that passed the reverse-path check (rp_filter_v4), per CPU and direct-mapped like
+ * the route cache, under the same generation: the check is a second FIB lookup, which cost
+ * the router with Debian's default rp_filter about 120 ns a packet (docs/BENCHMARKS.md, §6).
+ * Only passes are kept; a source that fails is the kernel's every time. Used only where the
+ * route cache is (no multipath, no nexthop objects, default policy rules): then the answer
+ * depends on nothing but the source, the TOS and the ingress port. */
+#define RP_CACHE_BITS 10
+
+struct rp_cache_v4 {
+	__u32 gen;
+	__be32 src;
+	__u32 in_ifindex;
+	__u8 tos;
+	__u8 unused[3];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << RP_CACHE_BITS);
+	__type(key, __u32);
+	__type(value, struct rp_cache_v4);
+} rp_cache_v4 SEC(".maps");
+
 #endif

@@ -83,6 +83,32 @@ static __always_inline int rp_filter_ok_v4(const struct rt_in *in, const struct 
 	return rev.ifindex == in->in_if;
 }
 
+/* rp_filter_ok_v4 through the source cache (rp_cache_v4) when `cache` is set: a source that
+ * passed under generation `gen`, read before any FIB lookup of this packet, passes again. */
+static __always_inline int rp_filter_cached_ok_v4(const struct rt_in *in, const struct iphdr *iph,
+						  int cache, __u32 gen)
+{
+	struct rp_cache_v4 *seen = NULL;
+
+	if (cache) {
+		__u32 slot = (bpf_ntohl(iph->saddr) * 0x9E3779B1u) >> (32 - RP_CACHE_BITS);
+
+		seen = bpf_map_lookup_elem(&rp_cache_v4, &slot);
+		if (seen && seen->gen == gen && seen->src == iph->saddr &&
+		    seen->in_ifindex == in->in_if && seen->tos == iph->tos)
+			return 1;
+	}
+	if (!rp_filter_ok_v4(in, iph))
+		return 0;
+	if (seen) {
+		seen->gen = gen;
+		seen->src = iph->saddr;
+		seen->in_ifindex = in->in_if;
+		seen->tos = iph->tos;
+	}
+	return 1;
+}
+
 /* Whether `saddr` is one of this namespace's IPv4 addresses (fp_ctl.local_v4). */
 static __always_inline int local_source_v4(const struct fp_ctl *c, __be32 saddr)
 {
@@ -171,8 +197,10 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	struct route_cache_v4 *hop = NULL;
 	enum fp_reason forwarded = FP_FORWARDED;
 	__u32 gen = 0;
+	/* Read once: both caches must agree on whether `gen` was read. */
+	int cache = *(volatile __u8 *)&c->route_cache_v4;
 
-	if (c->route_cache_v4) {
+	if (cache) {
 		__u32 slot = (bpf_ntohl(iph->daddr) * 0x9E3779B1u) >> (32 - ROUTE_CACHE_BITS);
 
 		/* Read before the FIB is asked: an answer stored under it is stale once a
@@ -213,8 +241,9 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 		}
 	}
 	/* After the forward answer, as the kernel validates the source only of a packet it
-	 * routes; per packet, since the route cache is keyed by destination. */
-	if (c->rp_filter_v4 && !rp_filter_ok_v4(in, iph)) {
+	 * routes; per packet, since the route cache is keyed by destination (the source cache
+	 * keeps the sources that passed). */
+	if (c->rp_filter_v4 && !rp_filter_cached_ok_v4(in, iph, cache, gen)) {
 		*why = FP_PASS_RP_FILTER;
 		return RT_PASS;
 	}

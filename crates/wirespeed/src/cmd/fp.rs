@@ -37,7 +37,8 @@ enum Cmd {
         #[arg(long, value_enum, default_value_t = BridgeHookArg::Auto)]
         bridge_hook: BridgeHookArg,
         /// Ask the kernel's FIB for every IPv4 packet instead of answering repeat
-        /// destinations from the route cache. The cache forwards on the old answer from a
+        /// destinations (and, with rp_filter on, repeat sources) from the route cache. The
+        /// cache forwards on the old answer from a
         /// route, neighbour or link change until the daemon has seen its event (the
         /// response time `fp status` shows); without it the fast path is exact at every
         /// packet, and slower.
