@@ -449,6 +449,58 @@ fn main() {
                 .unwrap(),
         );
     }
+    // IPv6: one flow to fd00:c::7 (routed via the sink, fd00:b::2), 64-byte frames (the
+    // smallest UDP datagram with 2 bytes of payload). The generator writes the first 60
+    // bytes of each frame from its table; the other 4 are the run's own input frame, the
+    // same frame. The IPv6 router always asks the FIB (no route cache).
+    let name = "router, IPv6 (1 prefix)";
+    if wanted(name) {
+        for (dev, addr, m) in [("d1", "fd00:b::2", sink_mac), ("d0", "fd00:a::1", src_mac)] {
+            lab.dut
+                .ip(&[
+                    "-6",
+                    "neigh",
+                    "replace",
+                    addr,
+                    "lladdr",
+                    &fmt(m),
+                    "dev",
+                    dev,
+                    "nud",
+                    "permanent",
+                ])
+                .unwrap();
+        }
+        let frame6 = pkt::ipv6(
+            dut_mac,
+            src_mac,
+            "fd00:a::1".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+            "fd00:c::7".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+            64,
+            false,
+            &L4::Udp {
+                sport: 1000,
+                dport: 2000,
+                payload: vec![0; 2],
+            },
+        );
+        let head: [u8; Gen::FRAME_LEN] = frame6[..Gen::FRAME_LEN].try_into().unwrap();
+        gen.set_frames(&[head]).unwrap();
+        let fp = Fp {
+            hook: BridgeHook::Auto,
+            route_cache: true,
+        };
+        println!(
+            "{}",
+            compare(name, rounds, &lab.dut, fp, &|| measure(
+                &ends, &gen, &frame6, warm, secs
+            ))
+        );
+        local_rows.push(compare(name, rounds, &lab.dut, fp, &|| {
+            measure_local(&ends, d0, &gen, &frame6, warm, secs)
+        }));
+        gen.set_frames(&[]).unwrap();
+    }
     for (name, route_cache, frames, setup) in configs {
         setup();
         if !wanted(name) {
