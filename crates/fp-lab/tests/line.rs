@@ -96,6 +96,52 @@ fn routes_fifty_prefixes_and_follows_changes() {
     d.wait_for("route cache on again", |s| !cache_off(s));
     assert!(ping(&lab.src, "198.19.7.1"));
 
+    // IPv6 has its own cache, which a source-specific route (`from`: the answer depends on
+    // the source) turns off, as a multipath one does; IPv4's stays on.
+    let v6_cache_off = |s: &Status| {
+        s.ports.iter().all(|p| {
+            p.notes
+                .iter()
+                .any(|n| n.contains("IPv6 multipath, nexthop-object or source-specific"))
+                && !p.maps.contains_key("route_cache_v6_slots")
+                && p.maps.contains_key("route_cache_v4_slots")
+        })
+    };
+    let s = d.status().unwrap();
+    assert!(
+        s.ports
+            .iter()
+            .all(|p| p.maps.get("route_cache_v6_slots") == Some(&1024)),
+        "{:?}",
+        s.ports
+    );
+    let from_route = [
+        "-6",
+        "route",
+        "add",
+        "fd00:d::/64",
+        "from",
+        "fd00:a::/64",
+        "via",
+        "fd00:b::2",
+    ];
+    lab.dut.ip(&from_route).unwrap();
+    d.wait_for("IPv6 route cache off", v6_cache_off);
+    let before = forwarded(&d.status().unwrap(), "d0");
+    assert!(ping(&lab.src, "fd00:c::1"), "IPv6 unreachable, cache off");
+    d.wait_for("IPv6 fast-pathed, cache off", |s| {
+        forwarded(s, "d0") > before
+    });
+    lab.dut
+        .ip(&["-6", "route", "del", "fd00:d::/64", "from", "fd00:a::/64"])
+        .unwrap();
+    d.wait_for("IPv6 route cache on again", |s| {
+        s.ports
+            .iter()
+            .all(|p| p.maps.get("route_cache_v6_slots") == Some(&1024))
+    });
+    assert!(ping(&lab.src, "fd00:c::1"));
+
     // A policy rule: the family goes to the kernel, which applies the rule.
     lab.dut
         .ip(&[

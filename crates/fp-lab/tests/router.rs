@@ -2,7 +2,7 @@
 //! output bytes. The FIB the program consults is a real one, in a lab namespace.
 
 use wirespeed_fp::counters::Reason;
-use wirespeed_fp::features::Features;
+use wirespeed_fp::features::{Features, RouteCache};
 use wirespeed_fp::loader::{Program, XDP_PASS, XDP_REDIRECT};
 use wirespeed_fp_lab::pkt::{self, L4};
 use wirespeed_lab::Netns;
@@ -467,9 +467,96 @@ fn route_cache_answers_until_invalidated_and_never_past_a_longer_packet() {
                 "permanent",
             ]);
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), moved);
-            prog.set_ctl(false, false, &prog.features, false, false)
+            prog.set_ctl(false, false, &prog.features, RouteCache::both(false), false)
                 .unwrap();
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+        })
+        .unwrap();
+}
+
+/// IPv6 has its own route cache, under the same generation and the same rules.
+#[test]
+fn ipv6_route_cache_answers_until_invalidated() {
+    let lab = lab("6");
+    let (in_idx, out_idx, in_mac, out_mac) = (lab.in_idx, lab.out_idx, lab.in_mac, lab.out_mac);
+    lab.ns
+        .run(move || {
+            pin_to_first_allowed_cpu();
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let (src, dst) = (v6(2, 1), v6(7, 0x100));
+            let frame = pkt::ipv6(in_mac, PEER_MAC, src, dst, 64, false, &udp());
+            let via = |mac: [u8; 6]| pkt::ipv6(mac, out_mac, src, dst, 63, false, &udp());
+            let forwarded = (XDP_REDIRECT, via(NEXT_HOP_MAC));
+            let counts = || {
+                let c = prog.counters().unwrap();
+                (c.get(Reason::Forwarded), c.get(Reason::ForwardedCached))
+            };
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+            assert_eq!(counts(), (1, 1), "the FIB once, then the cache");
+
+            // The next hop moves: the cached answer stands until a new generation.
+            ip_here(&[
+                "-6",
+                "neigh",
+                "replace",
+                "fd00:2::2",
+                "lladdr",
+                "02:00:00:00:02:99",
+                "dev",
+                "out0",
+                "nud",
+                "permanent",
+            ]);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+            prog.invalidate_routes().unwrap();
+            let moved = (XDP_REDIRECT, via([0x02, 0, 0, 0, 0x02, 0x99]));
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), moved);
+
+            // A longer packet than the cached answer's asks the FIB (its MTU check).
+            ip_here(&["link", "set", "out0", "mtu", "1280"]);
+            let big = L4::Udp {
+                sport: 1000,
+                dport: 2000,
+                payload: vec![0xab; 1300],
+            };
+            let big_frame = pkt::ipv6(in_mac, PEER_MAC, src, dst, 64, false, &big);
+            let before = prog.counters().unwrap().get(Reason::PassFragNeeded);
+            assert_eq!(
+                prog.test_run(&big_frame, in_idx).unwrap(),
+                (XDP_PASS, big_frame.clone())
+            );
+            assert_eq!(
+                prog.counters().unwrap().get(Reason::PassFragNeeded),
+                before + 1
+            );
+
+            // IPv6 off, IPv4 on: every IPv6 packet asks the FIB, and sees the move back at
+            // once.
+            ip_here(&[
+                "-6",
+                "neigh",
+                "replace",
+                "fd00:2::2",
+                "lladdr",
+                "02:00:00:00:02:02",
+                "dev",
+                "out0",
+                "nud",
+                "permanent",
+            ]);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), moved);
+            let v4_only = RouteCache {
+                v4: true,
+                v6: false,
+            };
+            prog.set_ctl(false, false, &prog.features, v4_only, false)
+                .unwrap();
+            let (fib, cached) = counts();
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+            assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
+            assert_eq!(counts(), (fib + 2, cached));
         })
         .unwrap();
 }
@@ -500,7 +587,7 @@ fn reverse_path_filter_fast_paths_only_sources_routed_back_out_the_ingress_port(
             let blackholed = [198, 18, 77, 1];
             let unrouted = [198, 19, 9, 9];
             for cache in [true, false] {
-                prog.set_ctl(false, false, &prog.features, cache, true)
+                prog.set_ctl(false, false, &prog.features, RouteCache::both(cache), true)
                     .unwrap();
                 // Twice each: the second may be answered from the route cache.
                 for _ in 0..2 {
@@ -525,7 +612,7 @@ fn reverse_path_filter_fast_paths_only_sources_routed_back_out_the_ingress_port(
                 }
             }
             // With rp_filter off the source is not looked at, as in the kernel.
-            prog.set_ctl(false, false, &prog.features, true, false)
+            prog.set_ctl(false, false, &prog.features, RouteCache::both(true), false)
                 .unwrap();
             for src in [via_out0, unrouted] {
                 assert_eq!(prog.test_run(&from(src), in_idx).unwrap(), forwarded(src));
@@ -557,7 +644,7 @@ fn reverse_path_answers_are_cached_until_the_routes_change() {
             );
             let passed = (XDP_PASS, frame.clone());
             let rp_passes = || prog.counters().unwrap().get(Reason::PassRpFilter);
-            prog.set_ctl(false, false, &prog.features, true, true)
+            prog.set_ctl(false, false, &prog.features, RouteCache::both(true), true)
                 .unwrap();
             // Routed back out in0: checked by the FIB once, then from the cache.
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
@@ -582,7 +669,7 @@ fn reverse_path_answers_are_cached_until_the_routes_change() {
 
             // With the route cache off (multipath, nexthop objects) every packet asks the
             // FIB: the same unreported move is seen at once.
-            prog.set_ctl(false, false, &prog.features, false, true)
+            prog.set_ctl(false, false, &prog.features, RouteCache::both(false), true)
                 .unwrap();
             ip_here(&["route", "replace", "198.18.50.0/24", "via", "198.18.2.2"]);
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), passed);
@@ -605,7 +692,7 @@ fn a_source_that_is_one_of_our_addresses_goes_to_the_kernel() {
             prog.set_local_v4(&ours).unwrap();
             let from = |src: [u8; 4]| pkt::ipv4(in_mac, PEER_MAC, src, DST4, 64, &[], &udp());
             for cache in [true, false] {
-                prog.set_ctl(false, false, &prog.features, cache, false)
+                prog.set_ctl(false, false, &prog.features, RouteCache::both(cache), false)
                     .unwrap();
                 for _ in 0..2 {
                     assert_eq!(
@@ -647,7 +734,7 @@ fn a_source_that_is_one_of_our_addresses_goes_to_the_kernel() {
             let verdict = |src| prog.test_run(&from(src), in_idx).unwrap().0;
             assert_eq!(verdict(ours[0]), XDP_REDIRECT);
             assert_eq!(verdict(ours[1]), XDP_PASS);
-            prog.set_ctl(false, false, &prog.features, true, false)
+            prog.set_ctl(false, false, &prog.features, RouteCache::both(true), false)
                 .unwrap();
             assert_eq!(verdict(ours[1]), XDP_PASS);
         })

@@ -42,6 +42,9 @@ struct fp_ctl {
 	/* Zero while the kernel's answer could depend on more than the destination, TOS and
 	 * ingress port (multipath routes, nexthop objects): every packet asks the FIB. */
 	__u8 route_cache_v4;
+	/* The same for IPv6 (route_cache_v6): zero while an IPv6 route is multipath, uses a
+	 * nexthop object or is source-specific (`from`). */
+	__u8 route_cache_v6;
 	/* net.ipv4.conf.{all,<port>}.rp_filter is on (strict or loose): every packet's source
 	 * must route back out this port (router_v4). */
 	__u8 rp_filter_v4;
@@ -51,6 +54,7 @@ struct fp_ctl {
 	 * hash lookup on every packet cost the router about 60 ns (docs/BENCHMARKS.md, §6). */
 	__u8 local_v4_n;
 	__u8 local_v4_in_map;
+	__u8 unused[3]; /* explicit: the Rust side writes the value as bytes */
 	__be32 local_v4[LOCAL_V4_INLINE];
 };
 
@@ -100,6 +104,28 @@ struct {
 	__type(key, __u32);
 	__type(value, struct route_cache_v4);
 } route_cache_v4 SEC(".maps");
+
+/* The same for IPv6 destinations, under the same generation. With no policy rules (else
+ * router6 is off), no multipath, nexthop-object or source-specific route, the FIB's answer
+ * depends on the destination and the ingress port alone. An IPv6 lookup walks the fib6 tree
+ * and costs more than IPv4's (docs/BENCHMARKS.md, §6). */
+struct route_cache_v6 {
+	__u32 gen;
+	__u32 in_ifindex;
+	__u32 oif;
+	__u16 max_len;
+	__u8 dmac[ETH_ALEN];
+	__u8 smac[ETH_ALEN];
+	__u8 unused[2];
+	struct in6_addr dst;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << ROUTE_CACHE_BITS);
+	__type(key, __u32);
+	__type(value, struct route_cache_v6);
+} route_cache_v6 SEC(".maps");
 
 /* Sources that passed the reverse-path check (rp_filter_v4), per CPU and direct-mapped like
  * the route cache, under the same generation: the check is a second FIB lookup, which cost

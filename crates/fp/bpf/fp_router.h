@@ -285,6 +285,14 @@ static __always_inline int ipv6_special(const struct in6_addr *a)
 	return 0;
 }
 
+static __always_inline int ipv6_addr_equal(const struct in6_addr *a, const struct in6_addr *b)
+{
+	return ((a->in6_u.u6_addr32[0] ^ b->in6_u.u6_addr32[0]) |
+		(a->in6_u.u6_addr32[1] ^ b->in6_u.u6_addr32[1]) |
+		(a->in6_u.u6_addr32[2] ^ b->in6_u.u6_addr32[2]) |
+		(a->in6_u.u6_addr32[3] ^ b->in6_u.u6_addr32[3])) == 0;
+}
+
 static __always_inline enum router_verdict router_v6(const struct rt_in *in, struct fp_pkt *p,
 						     const struct fp_ctl *c, __u32 *oif,
 						     enum fp_reason *why)
@@ -320,20 +328,52 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 		return RT_PASS;
 	}
 
-	fib.family = AF_INET6;
-	fib.flowinfo = *(__be32 *)ip6h & bpf_htonl(0x0FFFFFFF);
-	fib.l4_protocol = ip6h->nexthdr;
-	fib.tot_len = in->mtu_len ? in->mtu_len : sizeof(*ip6h) + payload_len;
-	__builtin_memcpy(fib.ipv6_src, &ip6h->saddr, sizeof(fib.ipv6_src));
-	__builtin_memcpy(fib.ipv6_dst, &ip6h->daddr, sizeof(fib.ipv6_dst));
-	fib.ifindex = in->in_if;
-	rc = bpf_fib_lookup(in->ctx, &fib, sizeof(fib), 0);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
-		*why = fib_reason(rc);
-		return RT_PASS;
+	/* As router_v4's cache: same destination and ingress port, no longer a packet than
+	 * the FIB passed, the current generation. */
+	__u32 in_if = in->in_if;
+	__u16 mtu_len = in->mtu_len ? in->mtu_len : sizeof(*ip6h) + payload_len;
+	struct route_cache_v6 *hop = NULL;
+	enum fp_reason forwarded = FP_FORWARDED;
+	__u32 gen = 0;
+
+	if (*(volatile __u8 *)&c->route_cache_v6) {
+		__u32 h = ip6h->daddr.in6_u.u6_addr32[2] ^ ip6h->daddr.in6_u.u6_addr32[3];
+		__u32 slot = (bpf_ntohl(h) * 0x9E3779B1u) >> (32 - ROUTE_CACHE_BITS);
+
+		gen = *(volatile __u32 *)&c->route_gen;
+		hop = bpf_map_lookup_elem(&route_cache_v6, &slot);
 	}
-	if (!egress_ok(&fib, in->in_if, why))
-		return RT_PASS;
+	if (hop && hop->gen == gen && hop->in_ifindex == in_if && mtu_len <= hop->max_len &&
+	    ipv6_addr_equal(&hop->dst, &ip6h->daddr)) {
+		fib.ifindex = hop->oif;
+		__builtin_memcpy(fib.dmac, hop->dmac, ETH_ALEN);
+		__builtin_memcpy(fib.smac, hop->smac, ETH_ALEN);
+		forwarded = FP_FORWARDED_CACHED;
+	} else {
+		fib.family = AF_INET6;
+		fib.flowinfo = *(__be32 *)ip6h & bpf_htonl(0x0FFFFFFF);
+		fib.l4_protocol = ip6h->nexthdr;
+		fib.tot_len = mtu_len;
+		__builtin_memcpy(fib.ipv6_src, &ip6h->saddr, sizeof(fib.ipv6_src));
+		__builtin_memcpy(fib.ipv6_dst, &ip6h->daddr, sizeof(fib.ipv6_dst));
+		fib.ifindex = in_if;
+		rc = bpf_fib_lookup(in->ctx, &fib, sizeof(fib), 0);
+		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+			*why = fib_reason(rc);
+			return RT_PASS;
+		}
+		if (!egress_ok(&fib, in_if, why))
+			return RT_PASS;
+		if (hop) {
+			hop->gen = gen;
+			hop->in_ifindex = in_if;
+			hop->oif = fib.ifindex;
+			hop->max_len = mtu_len;
+			__builtin_memcpy(hop->dmac, fib.dmac, ETH_ALEN);
+			__builtin_memcpy(hop->smac, fib.smac, ETH_ALEN);
+			__builtin_memcpy(&hop->dst, &ip6h->daddr, sizeof(hop->dst));
+		}
+	}
 	if (cfg_filter_v6 && c->filter_v6) {
 		int f = filter_v6(p, ip6h, fib.ifindex, c);
 
@@ -360,7 +400,7 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 	}
 	rewrite_macs(p->eth, &fib);
 	*oif = fib.ifindex;
-	*why = FP_FORWARDED;
+	*why = forwarded;
 	return RT_REDIRECT;
 }
 

@@ -80,7 +80,7 @@ struct Pending {
     resync: bool,
     /// Route or link state changed: cached FIB answers are stale.
     rtnl: bool,
-    routes4: bool,
+    routes: bool,
     /// Addresses changed: the router's local-source set is read again.
     addrs4: bool,
     rules4: bool,
@@ -182,7 +182,7 @@ impl Daemon {
     fn sync_all(&mut self) -> Result<()> {
         self.kernel.links(&mut self.model)?;
         self.kernel.xdp_features(&mut self.model)?;
-        self.kernel.routes_v4(&mut self.model)?;
+        self.kernel.routes(&mut self.model)?;
         self.kernel.addrs_v4(&mut self.model)?;
         self.kernel.rules(&mut self.model, 2)?;
         self.kernel.rules(&mut self.model, 10)?;
@@ -280,7 +280,7 @@ impl Daemon {
         let plan_may_change = self.model.apply(&ev);
         p.changed |= plan_may_change;
         match ev {
-            Event::Route { .. } if plan_may_change => p.routes4 = true,
+            Event::Route { .. } if plan_may_change => p.routes = true,
             Event::Addr => p.addrs4 = true,
             Event::Rules { family: 2 } => p.rules4 = true,
             Event::Rules { .. } => p.rules6 = true,
@@ -328,8 +328,8 @@ impl Daemon {
             self.sync_all()?;
             p.changed = true;
         }
-        if p.routes4 {
-            self.kernel.routes_v4(&mut self.model)?;
+        if p.routes {
+            self.kernel.routes(&mut self.model)?;
         }
         if p.addrs4 {
             self.kernel.addrs_v4(&mut self.model)?;

@@ -27,6 +27,21 @@ pub struct Features {
     pub ifindex: u32,
 }
 
+/// Which families' routers answer repeat destinations from their route cache (fp_maps.h):
+/// a run-time switch in the ctl value, not a load-time constant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct RouteCache {
+    pub v4: bool,
+    pub v6: bool,
+}
+
+impl RouteCache {
+    /// Both families on, or both off.
+    pub const fn both(on: bool) -> RouteCache {
+        RouteCache { v4: on, v6: on }
+    }
+}
+
 /// Every filter field (classify::FIELD_*).
 pub const FIELDS_ALL: u8 = 0x3f;
 

@@ -83,8 +83,10 @@ impl KernelReader {
         Ok(())
     }
 
-    pub fn routes_v4(&mut self, model: &mut Model) -> Result<()> {
-        model.uncacheable_v4_routes = netlink::count_uncacheable_v4_routes(&mut self.dump)?;
+    /// Recounts the routes the route caches cannot stand for, both families.
+    pub fn routes(&mut self, model: &mut Model) -> Result<()> {
+        model.uncacheable_v4_routes = netlink::count_uncacheable_routes(&mut self.dump, 2)?;
+        model.uncacheable_v6_routes = netlink::count_uncacheable_routes(&mut self.dump, 10)?;
         Ok(())
     }
 

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::bpf::{types, FpSkelBuilder};
 use crate::counters::{Counters, Reason};
 use crate::error::{bpf, io, Result};
-use crate::features::Features;
+use crate::features::{Features, RouteCache};
 use wirespeed_sys::bpf::bytes_of;
 
 /// The maps of one loaded program, as owned handles.
@@ -239,7 +239,7 @@ impl Program {
         };
         // Standalone use (tests, benchmarks): the filter runs as the features describe it,
         // the route cache on.
-        prog.set_ctl(false, false, features, true, false)?;
+        prog.set_ctl(false, false, features, RouteCache::both(true), false)?;
         Ok(prog)
     }
 
@@ -286,14 +286,14 @@ impl Program {
 
     /// Sets the run-time switches: a family handed to the kernel, the filter as `want`
     /// describes it (on or off, fields, policies) within what this program compiled in, the
-    /// IPv4 route cache, and the IPv4 reverse-path filter. Every write starts a new route
+    /// route caches, and the IPv4 reverse-path filter. Every write starts a new route
     /// generation.
     pub fn set_ctl(
         &self,
         off_v4: bool,
         off_v6: bool,
         want: &Features,
-        route_cache_v4: bool,
+        route_cache: RouteCache,
         rp_filter_v4: bool,
     ) -> Result<()> {
         self.write_ctl(types::fp_ctl {
@@ -305,7 +305,8 @@ impl Program {
             policy_drop_v4: want.policy_drop_v4 as u8,
             policy_drop_v6: want.policy_drop_v6 as u8,
             route_gen: 0, // set by write_ctl
-            route_cache_v4: route_cache_v4 as u8,
+            route_cache_v4: route_cache.v4 as u8,
+            route_cache_v6: route_cache.v6 as u8,
             rp_filter_v4: rp_filter_v4 as u8,
             ..self.local_v4_ctl()
         })
@@ -719,7 +720,7 @@ mod tests {
     #[test]
     fn map_types_are_their_fields_and_nothing_else() {
         use std::mem::size_of;
-        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 4 + 8 * 4);
+        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 8 + 8 * 4);
         assert_eq!(size_of::<types::br_port>(), 4 + 4 + 2 + 1 + 1 + 1 + 3);
         assert_eq!(size_of::<types::br_vlan_key>(), 4 + 2 + 2);
         assert_eq!(size_of::<types::br_fdb_key>(), 4 + 2 + 6);

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::features::{Features, NETDEV_XDP_ACT_NDO_XMIT};
+use crate::features::{Features, RouteCache, NETDEV_XDP_ACT_NDO_XMIT};
 use crate::filter::{FamilyFilter, FilterPlan};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -189,6 +189,8 @@ pub struct Model {
     /// IPv4 routes the route cache cannot stand for (netlink::route_uncacheable), all
     /// tables: while there are any, every IPv4 packet asks the FIB.
     pub uncacheable_v4_routes: usize,
+    /// The same for IPv6, where a source-specific route (`from`) is one too.
+    pub uncacheable_v6_routes: usize,
     /// The route cache is switched off (`fp run --no-route-cache`).
     pub no_route_cache: bool,
     /// This namespace's IPv4 addresses: a forwarded packet from one of them is the kernel's.
@@ -208,8 +210,8 @@ pub struct PortPlan {
     /// Families handed to the kernel at run time (a map flag, no program swap).
     pub off_v4: bool,
     pub off_v6: bool,
-    /// The IPv4 router answers from its route cache (fp_maps.h) where it can.
-    pub route_cache_v4: bool,
+    /// Which routers answer from their route cache (fp_maps.h).
+    pub route_cache: RouteCache,
     /// rp_filter is on for this port (strict or loose): the IPv4 router fast-paths a packet
     /// only if its source routes back out this port, and hands the rest to the kernel.
     pub rp_filter_v4: bool,
@@ -247,7 +249,11 @@ impl Model {
             Event::Route {
                 family,
                 uncacheable,
-            } => *family == 2 && (*uncacheable || self.uncacheable_v4_routes > 0),
+            } => match family {
+                2 => *uncacheable || self.uncacheable_v4_routes > 0,
+                10 => *uncacheable || self.uncacheable_v6_routes > 0,
+                _ => false,
+            },
             Event::Addr | Event::Neigh => false,
             Event::Bridge => true,
             Event::Fdb { add, entry } => {
@@ -426,7 +432,7 @@ impl Model {
                 features: f,
                 off_v4: false,
                 off_v6: false,
-                route_cache_v4: false,
+                route_cache: RouteCache::default(),
                 rp_filter_v4: false,
                 local_v4: Vec::new(),
                 tx_ports,
@@ -582,14 +588,25 @@ impl Model {
             if f.filter_v4 || f.filter_v6 {
                 f.filter_fields = self.filter.fields();
             }
-            let route_cache_v4 = self.uncacheable_v4_routes == 0 && !self.no_route_cache;
+            let route_cache = RouteCache {
+                v4: self.uncacheable_v4_routes == 0 && !self.no_route_cache,
+                v6: self.uncacheable_v6_routes == 0 && !self.no_route_cache,
+            };
             if self.no_route_cache {
                 notes.push("route cache off: --no-route-cache".into());
-            } else if !route_cache_v4 {
-                notes.push(format!(
-                    "route cache off: {} IPv4 multipath or nexthop-object routes",
-                    self.uncacheable_v4_routes
-                ));
+            } else {
+                if !route_cache.v4 {
+                    notes.push(format!(
+                        "route cache off: {} IPv4 multipath or nexthop-object routes",
+                        self.uncacheable_v4_routes
+                    ));
+                }
+                if !route_cache.v6 {
+                    notes.push(format!(
+                        "route cache off: {} IPv6 multipath, nexthop-object or source-specific routes",
+                        self.uncacheable_v6_routes
+                    ));
+                }
             }
             plan.ports.insert(
                 l.index,
@@ -599,7 +616,7 @@ impl Model {
                     features: f,
                     off_v4,
                     off_v6,
-                    route_cache_v4,
+                    route_cache,
                     rp_filter_v4,
                     tx_ports: routed_tx.clone(),
                     local_v4: self.local_v4.iter().copied().collect(),

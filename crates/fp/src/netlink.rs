@@ -337,18 +337,21 @@ const RTA_NH_ID: u16 = 30;
 
 /// Whether an RTM_NEWROUTE/DELROUTE payload (rtmsg and attributes) is a route for which the
 /// FIB's answer depends on more than the destination: multipath (the flow's hash picks the
-/// next hop), or a nexthop object (which changes without route events).
+/// next hop), a nexthop object (which changes without route events), or a source prefix
+/// (an IPv6 `from` route: the answer depends on the source).
 pub fn route_uncacheable(payload: &[u8]) -> bool {
     payload.len() >= 12
-        && attrs(&payload[12..])
-            .iter()
-            .any(|(ty, _)| *ty == RTA_MULTIPATH || *ty == RTA_NH_ID)
+        && (payload[2] != 0 // rtm_src_len
+            || attrs(&payload[12..])
+                .iter()
+                .any(|(ty, _)| *ty == RTA_MULTIPATH || *ty == RTA_NH_ID))
 }
 
-/// Dumps every IPv4 route (all tables) and counts those `route_uncacheable` finds.
-pub fn count_uncacheable_v4_routes(s: &mut Socket) -> Result<usize> {
+/// Dumps every route of `family` (AF_INET or AF_INET6, all tables) and counts those
+/// `route_uncacheable` finds.
+pub fn count_uncacheable_routes(s: &mut Socket, family: u8) -> Result<usize> {
     let mut hdr = [0u8; 12]; // rtmsg
-    hdr[0] = 2; // AF_INET
+    hdr[0] = family;
     Ok(s.dump(RTM_GETROUTE, &hdr)?
         .iter()
         .filter(|(t, p)| *t == RTM_NEWROUTE && route_uncacheable(p))
@@ -793,6 +796,13 @@ mod tests {
         assert!(route_uncacheable(&multipath));
         let nhid = [rtmsg.clone(), attr(RTA_NH_ID, &7u32.to_ne_bytes())].concat();
         assert!(route_uncacheable(&nhid));
+        // `ip -6 route add fd00:c::/64 from fd00:a::/64 via ...`: source-specific.
+        let from = [
+            vec![10u8, 64, 64, 0, 254, 3, 0, 1, 0, 0, 0, 0],
+            attr(5, &[0xfd; 16]),
+        ]
+        .concat();
+        assert!(route_uncacheable(&from));
         rtmsg.truncate(5);
         assert!(!route_uncacheable(&rtmsg));
         let ev = parse_event(&Msg {

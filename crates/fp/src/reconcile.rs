@@ -209,7 +209,7 @@ mod tests {
             },
             off_v4: false,
             off_v6: false,
-            route_cache_v4: true,
+            route_cache: crate::features::RouteCache::both(true),
             rp_filter_v4: false,
             local_v4: Vec::new(),
             tx_ports: vec![2, 3],

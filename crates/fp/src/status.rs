@@ -168,8 +168,11 @@ fn port_statuses(dp: &Dataplane) -> Vec<PortStatus> {
         // switched off at run time).
         let pp = plan.ports.get(idx);
         let features: Features = pp.map(|pp| pp.features).unwrap_or(p.prog.features);
-        if pp.is_some_and(|pp| pp.route_cache_v4) && features.router_v4 {
+        if pp.is_some_and(|pp| pp.route_cache.v4) && features.router_v4 {
             maps.insert("route_cache_v4_slots".into(), p.prog.route_cache_slots());
+        }
+        if pp.is_some_and(|pp| pp.route_cache.v6) && features.router_v6 {
+            maps.insert("route_cache_v6_slots".into(), p.prog.route_cache_slots());
         }
         if features.bridge {
             let (ports, vlans, fdb) = dp.bridge_maps().counts();

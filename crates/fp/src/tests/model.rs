@@ -113,6 +113,47 @@ fn bridge_ports_forwarding_off_and_rp_filter_are_respected() {
 }
 
 #[test]
+fn each_familys_route_cache_goes_off_with_its_own_uncacheable_routes() {
+    let mut m = forwarding_model();
+    assert_eq!(m.plan().ports[&2].route_cache, RouteCache::both(true));
+    // An IPv6 route event may now turn the IPv6 cache off (the watcher recounts).
+    assert!(m.apply(&Event::Route {
+        family: 10,
+        uncacheable: true
+    }));
+    m.uncacheable_v6_routes = 1;
+    let p = m.plan();
+    assert_eq!(
+        p.ports[&2].route_cache,
+        RouteCache {
+            v4: true,
+            v6: false
+        }
+    );
+    assert!(p.ports[&2]
+        .notes
+        .iter()
+        .any(|n| n.contains("1 IPv6 multipath, nexthop-object or source-specific")));
+    // With one counted, any IPv6 route event recounts (it may be its removal).
+    assert!(m.apply(&Event::Route {
+        family: 10,
+        uncacheable: false
+    }));
+    m.uncacheable_v4_routes = 2;
+    m.uncacheable_v6_routes = 0;
+    assert_eq!(
+        m.plan().ports[&2].route_cache,
+        RouteCache {
+            v4: false,
+            v6: true
+        }
+    );
+    m.no_route_cache = true;
+    m.uncacheable_v4_routes = 0;
+    assert_eq!(m.plan().ports[&2].route_cache, RouteCache::both(false));
+}
+
+#[test]
 fn the_local_addresses_reach_every_routed_port_and_too_many_hand_ipv4_over() {
     let mut m = forwarding_model();
     m.local_v4 = [[198, 18, 0, 2], [198, 18, 1, 1]].into_iter().collect();
