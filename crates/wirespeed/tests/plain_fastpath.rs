@@ -19,8 +19,14 @@ struct Namespaces(Vec<String>);
 
 impl Namespaces {
     fn new(tag: &str, roles: &[&str]) -> Namespaces {
+        // Unique per test too: tests of one binary may run side by side.
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = std::process::id() % 100_000;
-        let names: Vec<String> = roles.iter().map(|r| format!("plain{tag}{id}{r}")).collect();
+        let names: Vec<String> = roles
+            .iter()
+            .map(|r| format!("plain{tag}{id}-{n}{r}"))
+            .collect();
         let mut made = Namespaces(Vec::new());
         for n in &names {
             ip(&["netns", "add", n]);
