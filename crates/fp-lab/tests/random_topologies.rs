@@ -120,6 +120,11 @@ struct Topo {
     /// The DUT's net.ipv4.conf.all.rp_filter: 2 is Debian's default, which every new
     /// namespace there inherits.
     rp_filter: u32,
+    /// Routed shapes: a source-specific IPv6 route on the DUT, a blackhole for part of sink
+    /// 1's prefix from the run's probe sources only (on the /64 itself, a `from` route made
+    /// the plain route unreachable for every source). The FIB's answer then depends on the
+    /// source, which a route cache keyed by destination cannot stand for.
+    v6_source_route: bool,
 }
 
 const MTUS: [u32; 8] = [1280, 1400, 1500, 1500, 1500, 2000, 4000, 9000];
@@ -208,6 +213,7 @@ fn draw(seed: u64) -> Topo {
         tcp_bytes: r.pick(&[64 << 10, 256 << 10, 1 << 20]),
         // Drawn last, so that an older seed draws everything else as it did.
         rp_filter: r.pick(&[0, 0, 1, 2]),
+        v6_source_route: r.percent(30) && shape != Shape::Bridge,
     }
 }
 
@@ -224,9 +230,9 @@ fn features(f: Features) -> String {
 /// The configuration in a few lines, as printed with a divergence.
 fn describe(t: &Topo) -> String {
     let mut s = format!(
-        "{:?}, filter {:?}, UDP sizes {:?}, TCP {} bytes, rp_filter {}
+        "{:?}, filter {:?}, UDP sizes {:?}, TCP {} bytes, rp_filter {}, IPv6 source route {}
 ",
-        t.shape, t.filter, t.udp_sizes, t.tcp_bytes, t.rp_filter
+        t.shape, t.filter, t.udp_sizes, t.tcp_bytes, t.rp_filter, t.v6_source_route
     );
     for (i, l) in t.links.iter().enumerate() {
         let far = if i == 0 {
@@ -402,6 +408,9 @@ fn build(t: &Topo) -> Lab {
                     "route add 198.19.{v4}.0/24 via 198.18.{i}.2\nroute add fd00:{v6}::/64 via fd00:{i}::2\n"
                 ));
             }
+        }
+        if t.v6_source_route {
+            dut_batch.push_str("route add blackhole fd00:c1::/96 from fd00::10/127\n");
         }
     }
     ip_batch(&lab.dut, &dut_batch);
@@ -829,6 +838,34 @@ fn traffic(t: &Topo, lab: &Lab, run: usize) -> Observed {
             let key = |what: &str| format!("sink{i} {fam} {what}");
             o.insert(key("udp"), step("udp", || udp(t, &lab.src, sink, &dst)));
             o.insert(key("tcp"), step("tcp", || tcp(t, &lab.src, sink, &dst)));
+        }
+    }
+    if routed && t.v6_source_route {
+        // Pings from the main source, then from one the blackhole matches, which Linux
+        // drops, back to back on one CPU: the second meets the next hop the first had the
+        // FIB answer (the caches are per CPU) if a cache stood for this route.
+        let dst = target(t, 1, run, true, false);
+        let from6 = format!("fd00:0::{}", 10 + run);
+        for (what, from) in [("main source", None), ("blackholed source", Some(&from6))] {
+            let mut args = vec![
+                "-c", "0", "ping", "-6", "-c", "3", "-i", "0.02", "-W", "0.3",
+            ];
+            if let Some(from) = from {
+                args.extend(["-I", from.as_str()]);
+            }
+            args.push(&dst);
+            let child = lab
+                .src
+                .command("taskset")
+                .args(&args)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            o.insert(
+                format!("sink1 v6 ping past the source-specific blackhole, {what}"),
+                ping_result(child),
+            );
         }
     }
     let csum_after: u64 = lab.all().map(csum_errors).sum();
