@@ -413,6 +413,21 @@ fn main() {
     };
     let d0 = ifindex(&lab.dut, "d0");
     let mut local_rows = Vec::new();
+    // A routed row both ways: through the veths, printed now, and on the DUT, printed with
+    // the others at the end.
+    let mut both_ways = |name: &str, fp: Fp, frame: &[u8]| {
+        let row = compare(name, rounds, &lab.dut, fp, &|| {
+            measure(&ends, &gen, frame, warm, secs)
+        });
+        println!("{row}");
+        local_rows.push(compare(name, rounds, &lab.dut, fp, &|| {
+            measure_local(&ends, d0, &gen, frame, warm, secs)
+        }));
+    };
+    const ROUTED: Fp = Fp {
+        hook: BridgeHook::Auto,
+        route_cache: true,
+    };
 
     // The sink's veth as the kernel leaves it (no XDP program, GRO off): an XDP redirect
     // into d1 would be dropped, so the fast path routes at TC ingress. Counted by a TC sink.
@@ -426,19 +441,7 @@ fn main() {
         let tc_sink = spawn_in_ns(lab.sink.name(), move || g.attach_sink_tc(sink_if).unwrap())
             .join()
             .unwrap();
-        let fp = Fp {
-            hook: BridgeHook::Auto,
-            route_cache: true,
-        };
-        println!(
-            "{}",
-            compare(name, rounds, &lab.dut, fp, &|| measure(
-                &ends, &gen, &frame, warm, secs
-            ))
-        );
-        local_rows.push(compare(name, rounds, &lab.dut, fp, &|| {
-            measure_local(&ends, d0, &gen, &frame, warm, secs)
-        }));
+        both_ways(name, ROUTED, &frame);
         drop(tc_sink);
         lab.sink
             .exec("ethtool", &["-K", "s0", "gro", "on"])
@@ -453,7 +456,7 @@ fn main() {
     // IPv6: one flow to fd00:c::7 (routed via the sink, fd00:b::2), 64-byte frames (the
     // smallest UDP datagram with 2 bytes of payload). The generator writes the first 60
     // bytes of each frame from its table; the other 4 are the run's own input frame, the
-    // same frame. The IPv6 router always asks the FIB (no route cache).
+    // same frame.
     let name = "router, IPv6 (1 prefix)";
     if wanted(name) {
         for (dev, addr, m) in [("d1", "fd00:b::2", sink_mac), ("d0", "fd00:a::1", src_mac)] {
@@ -487,19 +490,7 @@ fn main() {
         );
         let head: [u8; Gen::FRAME_LEN] = frame6[..Gen::FRAME_LEN].try_into().unwrap();
         gen.set_frames(&[head]).unwrap();
-        let fp = Fp {
-            hook: BridgeHook::Auto,
-            route_cache: true,
-        };
-        println!(
-            "{}",
-            compare(name, rounds, &lab.dut, fp, &|| measure(
-                &ends, &gen, &frame6, warm, secs
-            ))
-        );
-        local_rows.push(compare(name, rounds, &lab.dut, fp, &|| {
-            measure_local(&ends, d0, &gen, &frame6, warm, secs)
-        }));
+        both_ways(name, ROUTED, &frame6);
         gen.set_frames(&[]).unwrap();
     }
     for (name, route_cache, frames, setup) in configs {
@@ -512,13 +503,7 @@ fn main() {
             hook: BridgeHook::Auto,
             route_cache,
         };
-        let row = compare(name, rounds, &lab.dut, fp, &|| {
-            measure(&ends, &gen, &frame, warm, secs)
-        });
-        println!("{row}");
-        local_rows.push(compare(name, rounds, &lab.dut, fp, &|| {
-            measure_local(&ends, d0, &gen, &frame, warm, secs)
-        }));
+        both_ways(name, fp, &frame);
     }
     gen.set_frames(&[]).unwrap();
     drop(sink);

@@ -385,6 +385,21 @@ fn pin_to_first_allowed_cpu() {
     wirespeed_sys::process::set_affinity(&[cpu]).unwrap();
 }
 
+/// Points the permanent neighbour `addr` on out0 (a next hop) at `mac`.
+fn next_hop_mac_is(addr: &str, mac: &str) {
+    ip_here(&[
+        "neigh",
+        "replace",
+        addr,
+        "lladdr",
+        mac,
+        "dev",
+        "out0",
+        "nud",
+        "permanent",
+    ]);
+}
+
 /// `ip` in the calling thread's namespace (the closure of `Netns::run`).
 fn ip_here(args: &[&str]) {
     let out = std::process::Command::new("ip")
@@ -419,17 +434,7 @@ fn route_cache_answers_until_invalidated_and_never_past_a_longer_packet() {
             // The next hop moves. Until a new generation the cached answer stands: the
             // window that the daemon's response time bounds.
             let new_mac = [0x02, 0, 0, 0, 0x02, 0x99];
-            ip_here(&[
-                "neigh",
-                "replace",
-                "198.18.2.2",
-                "lladdr",
-                "02:00:00:00:02:99",
-                "dev",
-                "out0",
-                "nud",
-                "permanent",
-            ]);
+            next_hop_mac_is("198.18.2.2", "02:00:00:00:02:99");
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
             prog.invalidate_routes().unwrap();
             let moved = (XDP_REDIRECT, via(new_mac));
@@ -455,17 +460,7 @@ fn route_cache_answers_until_invalidated_and_never_past_a_longer_packet() {
             );
 
             // Switched off, every packet asks the FIB.
-            ip_here(&[
-                "neigh",
-                "replace",
-                "198.18.2.2",
-                "lladdr",
-                "02:00:00:00:02:02",
-                "dev",
-                "out0",
-                "nud",
-                "permanent",
-            ]);
+            next_hop_mac_is("198.18.2.2", "02:00:00:00:02:02");
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), moved);
             prog.set_ctl(false, false, &prog.features, RouteCache::both(false), false)
                 .unwrap();
@@ -497,18 +492,7 @@ fn ipv6_route_cache_answers_until_invalidated() {
             assert_eq!(counts(), (1, 1), "the FIB once, then the cache");
 
             // The next hop moves: the cached answer stands until a new generation.
-            ip_here(&[
-                "-6",
-                "neigh",
-                "replace",
-                "fd00:2::2",
-                "lladdr",
-                "02:00:00:00:02:99",
-                "dev",
-                "out0",
-                "nud",
-                "permanent",
-            ]);
+            next_hop_mac_is("fd00:2::2", "02:00:00:00:02:99");
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
             prog.invalidate_routes().unwrap();
             let moved = (XDP_REDIRECT, via([0x02, 0, 0, 0, 0x02, 0x99]));
@@ -534,18 +518,7 @@ fn ipv6_route_cache_answers_until_invalidated() {
 
             // IPv6 off, IPv4 on: every IPv6 packet asks the FIB, and sees the move back at
             // once.
-            ip_here(&[
-                "-6",
-                "neigh",
-                "replace",
-                "fd00:2::2",
-                "lladdr",
-                "02:00:00:00:02:02",
-                "dev",
-                "out0",
-                "nud",
-                "permanent",
-            ]);
+            next_hop_mac_is("fd00:2::2", "02:00:00:00:02:02");
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), moved);
             let v4_only = RouteCache {
                 v4: true,
