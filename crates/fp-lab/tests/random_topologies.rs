@@ -125,6 +125,12 @@ struct Topo {
     /// the plain route unreachable for every source). The FIB's answer then depends on the
     /// source, which a route cache keyed by destination cannot stand for.
     v6_source_route: bool,
+    /// Two sinks: a multipath route over both, for IPv4 and IPv6, with the DUT's
+    /// fib_multipath_hash_policy (both families) set to this value (0, the default: addresses
+    /// and, for IPv6, flow label and next header; 1: the five-tuple). Linux picks one next
+    /// hop per flow by a hash; the fast path must pick the same one, or a flow changes path
+    /// when the daemon starts or stops, or when one of its packets goes to the kernel.
+    multipath: Option<u8>,
 }
 
 const MTUS: [u32; 8] = [1280, 1400, 1500, 1500, 1500, 2000, 4000, 9000];
@@ -214,6 +220,7 @@ fn draw(seed: u64) -> Topo {
         // Drawn last, so that an older seed draws everything else as it did.
         rp_filter: r.pick(&[0, 0, 1, 2]),
         v6_source_route: r.percent(30) && shape != Shape::Bridge,
+        multipath: (r.percent(50) && shape == Shape::TwoSinks).then(|| r.pick(&[0, 1])),
     }
 }
 
@@ -230,9 +237,15 @@ fn features(f: Features) -> String {
 /// The configuration in a few lines, as printed with a divergence.
 fn describe(t: &Topo) -> String {
     let mut s = format!(
-        "{:?}, filter {:?}, UDP sizes {:?}, TCP {} bytes, rp_filter {}, IPv6 source route {}
+        "{:?}, filter {:?}, UDP sizes {:?}, TCP {} bytes, rp_filter {}, IPv6 source route {}, multipath hash policy {:?}
 ",
-        t.shape, t.filter, t.udp_sizes, t.tcp_bytes, t.rp_filter, t.v6_source_route
+        t.shape,
+        t.filter,
+        t.udp_sizes,
+        t.tcp_bytes,
+        t.rp_filter,
+        t.v6_source_route,
+        t.multipath
     );
     for (i, l) in t.links.iter().enumerate() {
         let far = if i == 0 {
@@ -371,8 +384,11 @@ fn build(t: &Topo) -> Lab {
     }
     // ICMP errors are rate-limited per destination with a token bucket that both runs drain:
     // off, the second run gets the same errors as the first.
-    sysctl(&lab.dut, "net.ipv4.icmp_ratelimit", "0");
-    sysctl(&lab.dut, "net.ipv6.icmp.ratelimit", "0");
+    // The source answers the multipath ICMP probes (port unreachable) the same way.
+    for ns in [&lab.dut, &lab.src] {
+        sysctl(ns, "net.ipv4.icmp_ratelimit", "0");
+        sysctl(ns, "net.ipv6.icmp.ratelimit", "0");
+    }
 
     let bridged = t.shape == Shape::Bridge;
     let mut dut_batch = String::new();
@@ -412,8 +428,39 @@ fn build(t: &Topo) -> Lab {
         if t.v6_source_route {
             dut_batch.push_str("route add blackhole fd00:c1::/96 from fd00::10/127\n");
         }
+        if t.multipath.is_some() {
+            // The multipath prefixes, and prefixes behind the source (which refuses them) for
+            // the ICMP errors that come back through them.
+            dut_batch.push_str(
+                "route add 198.19.200.0/24 nexthop via 198.18.1.2 nexthop via 198.18.2.2\n\
+                 route add fd00:e::/64 nexthop via fd00:1::2 nexthop via fd00:2::2\n\
+                 route add 198.19.77.0/24 via 198.18.0.2\nroute add fd00:77::/64 via fd00::2\n",
+            );
+        }
     }
     ip_batch(&lab.dut, &dut_batch);
+    if let Some(policy) = t.multipath {
+        for family in ["ipv4", "ipv6"] {
+            sysctl(
+                &lab.dut,
+                &format!("net.{family}.fib_multipath_hash_policy"),
+                &policy.to_string(),
+            );
+        }
+        // The source routes 198.19.77.0/24 and fd00:77::/64 to `prohibit`: it answers what
+        // the sinks send there with "administratively prohibited", from its own address.
+        sysctl(&lab.src, "net.ipv4.ip_forward", "1");
+        sysctl(&lab.src, "net.ipv6.conf.all.forwarding", "1");
+        ip_batch(
+            &lab.src,
+            "route add prohibit 198.19.77.0/24\nroute add prohibit fd00:77::/64\n",
+        );
+        // The kernel hashes an ICMPv6 error by the packet it quotes, flow label included, and
+        // a connected socket's automatic label is random: both runs must quote the same.
+        for ns in &lab.sinks {
+            sysctl(ns, "net.ipv6.auto_flowlabels", "0");
+        }
+    }
     if !bridged {
         sysctl(&lab.dut, "net.ipv4.ip_forward", "1");
         sysctl(&lab.dut, "net.ipv6.conf.all.forwarding", "1");
@@ -450,6 +497,13 @@ fn build(t: &Topo) -> Lab {
                     b.push_str(&format!(
                         "addr add 198.18.0.{h}/24 dev eth0\n\
                          addr add fd00:0::{h}/64 dev eth0 nodad preferred_lft 0\n"
+                    ));
+                }
+            }
+            if i > 0 && t.multipath.is_some() {
+                for h in 1..=MULTIPATH_HOSTS {
+                    b.push_str(&format!(
+                        "addr add 198.19.200.{h}/32 dev lo\naddr add fd00:e::{h}/128 dev lo\n"
                     ));
                 }
             }
@@ -728,6 +782,110 @@ fn tcp(t: &Topo, src: &Netns, sink: &Netns, dst: &str) -> String {
     format!("{} bytes, intact {}", got.len(), fnv(&got) == want)
 }
 
+/// Addresses both sinks hold on lo in the multipath prefix (198.19.200.0/24, fd00:e::/64).
+const MULTIPATH_HOSTS: u16 = 8;
+/// Source ports of the multipath flows: fixed, so that both runs send the same five-tuples.
+const MULTIPATH_PORTS: [u16; 4] = [41001, 41002, 41003, 41004];
+
+/// One datagram per flow (each multipath address from each source port): for each sink, the
+/// flows that reached it. Both runs send the same flows, so Linux's next hop for each flow
+/// is what the fast path must match.
+fn multipath(lab: &Lab, v6: bool) -> String {
+    let any = move |port: u16| -> SocketAddr {
+        if v6 {
+            SocketAddr::new("::".parse().unwrap(), port)
+        } else {
+            SocketAddr::new("0.0.0.0".parse().unwrap(), port)
+        }
+    };
+    let sinks: Vec<UdpSocket> = (1..=2)
+        .map(|i| {
+            let rx = in_ns(lab.far(i), move || UdpSocket::bind(any(7003))).unwrap();
+            rx.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            rx
+        })
+        .collect();
+    let mut sent = 0;
+    for port in MULTIPATH_PORTS {
+        let tx = in_ns(&lab.src, move || UdpSocket::bind(any(port))).unwrap();
+        for h in 1..=MULTIPATH_HOSTS {
+            let dst: IpAddr = if v6 {
+                format!("fd00:e::{h}").parse().unwrap()
+            } else {
+                format!("198.19.200.{h}").parse().unwrap()
+            };
+            let flow = format!("{h}:{port}");
+            if tx
+                .send_to(flow.as_bytes(), SocketAddr::new(dst, 7003))
+                .is_ok()
+            {
+                sent += 1;
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut received = 0;
+    for (i, rx) in sinks.iter().enumerate() {
+        let mut flows = BTreeSet::new();
+        let mut buf = [0u8; 64];
+        // (each sink reads until 300 ms of silence)
+        while received < sent {
+            let Ok(n) = rx.recv(&mut buf) else { break };
+            received += 1;
+            flows.insert(String::from_utf8_lossy(&buf[..n]).to_string());
+        }
+        out.push_str(&format!("sink{}: {flows:?}; ", i + 1));
+    }
+    out.push_str(&format!("{received} of {sent} arrived; "));
+    out.push_str(&multipath_icmp_errors(lab, v6));
+    out
+}
+
+/// ICMP errors through the multipath route: each sink sends from each multipath address to a
+/// prefix the source refuses, and the source's "administratively prohibited" comes back through
+/// the DUT. The kernel hashes an ICMP error by the packet it quotes (here from the multipath
+/// address to 198.19.77.1), not by its own header (from the source); the sink that sent the
+/// datagram sees the error (EACCES) only if the error took the path back to it.
+fn multipath_icmp_errors(lab: &Lab, v6: bool) -> String {
+    let refused: IpAddr = if v6 {
+        "fd00:77::1".parse().unwrap()
+    } else {
+        "198.19.77.1".parse().unwrap()
+    };
+    let mut socks = Vec::new();
+    for i in 1..=2usize {
+        for h in 1..=MULTIPATH_HOSTS {
+            let from: IpAddr = if v6 {
+                format!("fd00:e::{h}").parse().unwrap()
+            } else {
+                format!("198.19.200.{h}").parse().unwrap()
+            };
+            let s = in_ns(lab.far(i), move || -> std::io::Result<UdpSocket> {
+                let s = UdpSocket::bind(SocketAddr::new(from, 41010 + i as u16))?;
+                s.connect(SocketAddr::new(refused, 7009))?;
+                Ok(s)
+            })
+            .unwrap();
+            let _ = s.send(b"prohibited");
+            socks.push((i, h, s));
+        }
+    }
+    let mut reached = Vec::new();
+    for (i, h, s) in socks {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut buf = [0u8; 16];
+        if let Err(e) = s.recv(&mut buf) {
+            if e.kind() != std::io::ErrorKind::WouldBlock
+                && e.kind() != std::io::ErrorKind::TimedOut
+            {
+                reached.push(format!("{h} at sink{i}: {:?}", e.kind()));
+            }
+        }
+    }
+    format!("ICMP errors back at the sender: {reached:?}")
+}
+
 /// The sum of every InCsumErrors counter of a namespace (IP, ICMP, UDP, TCP, both families).
 fn csum_errors(ns: &Netns) -> u64 {
     in_ns(ns, || {
@@ -865,6 +1023,15 @@ fn traffic(t: &Topo, lab: &Lab, run: usize) -> Observed {
             o.insert(
                 format!("sink1 v6 ping past the source-specific blackhole, {what}"),
                 ping_result(child),
+            );
+        }
+    }
+    if t.multipath.is_some() {
+        for v6 in [false, true] {
+            let fam = if v6 { "v6" } else { "v4" };
+            o.insert(
+                format!("{fam} multipath: the sink each flow reached"),
+                step("multipath", || multipath(lab, v6)),
             );
         }
     }

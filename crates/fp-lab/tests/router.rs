@@ -140,6 +140,20 @@ fn udp() -> L4 {
     }
 }
 
+/// An ICMP error of `ty` quoting an IPv4 UDP header (checksum left 0: the router reads only
+/// the type).
+fn icmp_error(ty: u8) -> L4 {
+    let mut payload = vec![ty, 0, 0, 0, 0, 0, 0, 0, 0x45, 0, 0, 28];
+    payload.resize(8 + 28, 0);
+    L4::Raw { proto: 1, payload }
+}
+
+fn icmp6_error(ty: u8) -> L4 {
+    let mut payload = vec![ty, 0, 0, 0, 0, 0, 0x05, 0xdc, 0x60];
+    payload.resize(8 + 48, 0);
+    L4::Raw { proto: 58, payload }
+}
+
 #[test]
 fn forwards_ipv4_and_ipv6_like_the_kernel() {
     let lab = lab("a");
@@ -180,8 +194,17 @@ fn forwards_ipv4_and_ipv6_like_the_kernel() {
                 (XDP_REDIRECT, expect)
             );
 
+            // ICMP that is not an error (echo) is forwarded like any datagram.
+            let echo = L4::Icmp {
+                payload: vec![7; 24],
+            };
+            let input = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &echo);
+            assert_eq!(prog.test_run(&input, in_idx).unwrap().0, XDP_REDIRECT);
+            let input = pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, false, &echo);
+            assert_eq!(prog.test_run(&input, in_idx).unwrap().0, XDP_REDIRECT);
+
             let c = prog.counters().unwrap();
-            assert_eq!(c.forwarded(), 3);
+            assert_eq!(c.forwarded(), 5);
         })
         .unwrap();
 }
@@ -276,6 +299,31 @@ fn hands_the_kernel_everything_it_must_decide() {
                     "back out the same port",
                     pkt::ipv4(in_mac, PEER_MAC, SRC4, [198, 18, 1, 9], 64, &[], &udp()),
                     Reason::PassSameIf,
+                ),
+                // The kernel hashes an ICMP error by the packet it quotes among multipath
+                // next hops; the FIB helper cannot be asked that way.
+                (
+                    "icmp time exceeded",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &icmp_error(11)),
+                    Reason::PassIcmpError,
+                ),
+                (
+                    "icmp destination unreachable",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &icmp_error(3)),
+                    Reason::PassIcmpError,
+                ),
+                (
+                    "icmpv6 packet too big",
+                    pkt::ipv6(
+                        in_mac,
+                        PEER_MAC,
+                        v6(2, 1),
+                        v6(9, 0x100),
+                        64,
+                        false,
+                        &icmp6_error(2),
+                    ),
+                    Reason::PassIcmpError,
                 ),
             ];
             for (name, frame, reason) in &cases {

@@ -10,6 +10,7 @@
 #define AF_INET 2
 #define AF_INET6 10
 #define IPPROTO_HOPOPTS 0
+#define IPPROTO_ICMP 1
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
 #define IPPROTO_ICMPV6 58
@@ -47,6 +48,7 @@ enum fp_reason {
 	FP_PASS_GSO,         /* TC: a GSO skb the router cannot size per segment */
 	FP_PASS_CSUM_PARTIAL,/* XDP: the L4 checksum may still be partial (local sender) */
 	FP_PASS_RP_FILTER,   /* rp_filter on and the source not routed back out this port */
+	FP_PASS_ICMP_ERROR,  /* an ICMP error: the kernel hashes it by the packet it quotes */
 	FP_NR_REASONS,
 };
 

@@ -127,6 +127,30 @@ static __always_inline void rewrite_macs(struct ethhdr *eth, struct bpf_fib_look
 	__builtin_memcpy(eth->h_source, fib->smac, ETH_ALEN);
 }
 
+/* ICMP errors, the types icmp_is_err and icmpv6_is_err name. Among a multipath route's next
+ * hops the kernel picks for an error by hashing the packet it quotes (ip_multipath_l3_keys,
+ * ip6_multipath_l3_keys), which a remote router's error does not share addresses with; the FIB
+ * helper hashes the header it is given. Errors are rare: the kernel forwards them all. */
+static __always_inline int icmp_error_v4(const struct iphdr *iph, void *data_end)
+{
+	const __u8 *type = (const void *)(iph + 1); /* ihl is 5 here */
+
+	if (iph->protocol != IPPROTO_ICMP || (void *)(type + 1) > data_end)
+		return 0;
+	/* destination unreachable, source quench, redirect, time exceeded, parameter problem */
+	return *type == 3 || *type == 4 || *type == 5 || *type == 11 || *type == 12;
+}
+
+static __always_inline int icmp_error_v6(const struct ipv6hdr *ip6h, void *data_end)
+{
+	const __u8 *type = (const void *)(ip6h + 1);
+
+	if (ip6h->nexthdr != IPPROTO_ICMPV6 || (void *)(type + 1) > data_end)
+		return 0;
+	/* destination unreachable, packet too big, time exceeded, parameter problem */
+	return *type >= 1 && *type <= 4;
+}
+
 /* IPv4 source or destination the kernel treats specially (0/8, 127/8, multicast, class E,
  * limited broadcast): never fast-pathed. */
 static __always_inline int ipv4_martian(__be32 addr)
@@ -185,6 +209,10 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	/* An skb keeps its checksum state across a TC redirect; an XDP frame does not. */
 	if (!in->tc && ws_l4_csum_may_be_partial_v4(iph, p->data_end)) {
 		*why = FP_PASS_CSUM_PARTIAL;
+		return RT_PASS;
+	}
+	if (icmp_error_v4(iph, p->data_end)) {
+		*why = FP_PASS_ICMP_ERROR;
 		return RT_PASS;
 	}
 
@@ -325,6 +353,10 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 	}
 	if (!in->tc && ws_l4_csum_may_be_partial_v6(ip6h, p->data_end)) {
 		*why = FP_PASS_CSUM_PARTIAL;
+		return RT_PASS;
+	}
+	if (icmp_error_v6(ip6h, p->data_end)) {
+		*why = FP_PASS_ICMP_ERROR;
 		return RT_PASS;
 	}
 

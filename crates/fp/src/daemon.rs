@@ -305,8 +305,13 @@ impl Daemon {
         }
     }
 
-    /// The state with no events: x_tables presence and ipset members.
+    /// The state with no events: x_tables presence, ipset members and the multipath hash
+    /// policies.
     fn poll(&mut self, p: &mut Pending) {
+        if kernel::read_multipath_hash_policy() != self.model.sysctls.multipath_hash_policy {
+            p.sysctls = true;
+            p.kinds.push("multipath-hash-policy");
+        }
         let legacy = ruleset::legacy_tables();
         if legacy != self.ruleset.legacy {
             self.ruleset.legacy = legacy;

@@ -83,10 +83,15 @@ impl KernelReader {
         Ok(())
     }
 
-    /// Recounts the routes the route caches cannot stand for, both families.
+    /// Recounts the routes the route caches cannot stand for and the multipath ones, both
+    /// families.
     pub fn routes(&mut self, model: &mut Model) -> Result<()> {
-        model.uncacheable_v4_routes = netlink::count_uncacheable_routes(&mut self.dump, 2)?;
-        model.uncacheable_v6_routes = netlink::count_uncacheable_routes(&mut self.dump, 10)?;
+        let v4 = netlink::count_routes(&mut self.dump, 2)?;
+        let v6 = netlink::count_routes(&mut self.dump, 10)?;
+        model.uncacheable_v4_routes = v4.uncacheable;
+        model.uncacheable_v6_routes = v6.uncacheable;
+        model.multipath_v4_routes = v4.multipath;
+        model.multipath_v6_routes = v6.multipath;
         Ok(())
     }
 
@@ -100,6 +105,13 @@ impl KernelReader {
         model.set_rules(family, &rules);
         Ok(())
     }
+}
+
+/// net.ipv4 and net.ipv6 fib_multipath_hash_policy (0 where a kernel has no such switch).
+/// They change without an event: the daemon polls them.
+pub fn read_multipath_hash_policy() -> [u32; 2] {
+    ["ipv4", "ipv6"]
+        .map(|f| read_sysctl(&format!("/proc/sys/net/{f}/fib_multipath_hash_policy")).unwrap_or(0))
 }
 
 /// Forwarding, rp_filter and br_netfilter switches, into the model.
@@ -120,6 +132,7 @@ pub fn read_sysctls(model: &mut Model) -> BrNetfilter {
         s.rp_filter.insert(l.name.clone(), rp);
     }
     s.v6_forwarding = read_sysctl("/proc/sys/net/ipv6/conf/all/forwarding") == Some(1);
+    s.multipath_hash_policy = read_multipath_hash_policy();
     let brnf = |name: &str| read_sysctl(&format!("/proc/sys/net/bridge/{name}")) == Some(1);
     model.br_nf_v4 = brnf("bridge-nf-call-iptables");
     model.br_nf_v6 = brnf("bridge-nf-call-ip6tables");

@@ -162,6 +162,9 @@ pub struct Sysctls {
     pub rp_filter: BTreeMap<String, u32>,
     /// net.ipv6.conf.all.forwarding
     pub v6_forwarding: bool,
+    /// net.ipv4 and net.ipv6 fib_multipath_hash_policy: 0 hashes addresses (and the IPv6
+    /// flow label), which the fast path gives the FIB helper; see Model::plan.
+    pub multipath_hash_policy: [u32; 2],
 }
 
 #[derive(Debug, Default)]
@@ -191,6 +194,9 @@ pub struct Model {
     pub uncacheable_v4_routes: usize,
     /// The same for IPv6, where a source-specific route (`from`) is one too.
     pub uncacheable_v6_routes: usize,
+    /// IPv4 and IPv6 routes whose next hop the FIB picks by a flow hash (netlink::route_multipath).
+    pub multipath_v4_routes: usize,
+    pub multipath_v6_routes: usize,
     /// The route cache is switched off (`fp run --no-route-cache`).
     pub no_route_cache: bool,
     /// This namespace's IPv4 addresses: a forwarded packet from one of them is the kernel's.
@@ -562,6 +568,30 @@ impl Model {
             if !self.sysctls.v6_forwarding {
                 off_v6 = true;
                 notes.push("router6 -> kernel: IPv6 forwarding disabled".into());
+            }
+            // Any hash policy but 0 can pick a next hop from what the FIB helper is not given:
+            // policy 1 uses the hash an skb arrives with (a NIC's receive hash, or across a veth
+            // the sending socket's random one) before its ports, 2 and 3 may hash inner headers.
+            for (off, family, routes, policy) in [
+                (
+                    &mut off_v4,
+                    4,
+                    self.multipath_v4_routes,
+                    self.sysctls.multipath_hash_policy[0],
+                ),
+                (
+                    &mut off_v6,
+                    6,
+                    self.multipath_v6_routes,
+                    self.sysctls.multipath_hash_policy[1],
+                ),
+            ] {
+                if routes > 0 && policy != 0 {
+                    *off = true;
+                    notes.push(format!(
+                        "router{family} -> kernel: {routes} multipath routes hashed by fib_multipath_hash_policy {policy} (only 0 is hashed as the kernel does)"
+                    ));
+                }
             }
             match &self.filter.v4 {
                 FamilyFilter::Open => {}

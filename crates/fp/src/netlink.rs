@@ -347,15 +347,39 @@ pub fn route_uncacheable(payload: &[u8]) -> bool {
                 .any(|(ty, _)| *ty == RTA_MULTIPATH || *ty == RTA_NH_ID))
 }
 
+/// Whether a route payload may pick among several next hops by a flow hash: multipath, or
+/// a nexthop object (which may be a group, and may become one without a route event).
+pub fn route_multipath(payload: &[u8]) -> bool {
+    payload.len() >= 12
+        && attrs(&payload[12..])
+            .iter()
+            .any(|(ty, _)| *ty == RTA_MULTIPATH || *ty == RTA_NH_ID)
+}
+
+/// Routes of one family that the fast path treats apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteCounts {
+    /// `route_uncacheable`: the route cache cannot stand for them.
+    pub uncacheable: usize,
+    /// `route_multipath`: the FIB picks their next hop by the packet's hash.
+    pub multipath: usize,
+}
+
 /// Dumps every route of `family` (AF_INET or AF_INET6, all tables) and counts those
-/// `route_uncacheable` finds.
-pub fn count_uncacheable_routes(s: &mut Socket, family: u8) -> Result<usize> {
+/// `route_uncacheable` and `route_multipath` find.
+pub fn count_routes(s: &mut Socket, family: u8) -> Result<RouteCounts> {
     let mut hdr = [0u8; 12]; // rtmsg
     hdr[0] = family;
-    Ok(s.dump(RTM_GETROUTE, &hdr)?
+    let mut c = RouteCounts::default();
+    for (_, p) in s
+        .dump(RTM_GETROUTE, &hdr)?
         .iter()
-        .filter(|(t, p)| *t == RTM_NEWROUTE && route_uncacheable(p))
-        .count())
+        .filter(|(t, _)| *t == RTM_NEWROUTE)
+    {
+        c.uncacheable += route_uncacheable(p) as usize;
+        c.multipath += route_multipath(p) as usize;
+    }
+    Ok(c)
 }
 
 /// Classifies one event message; dumps of links and rules go through the same parsers.
@@ -803,8 +827,11 @@ mod tests {
         ]
         .concat();
         assert!(route_uncacheable(&from));
+        // Multipath: the two that pick a next hop by hash, not the source-specific one.
+        assert!(route_multipath(&multipath) && route_multipath(&nhid));
+        assert!(!route_multipath(&from) && !route_multipath(&plain));
         rtmsg.truncate(5);
-        assert!(!route_uncacheable(&rtmsg));
+        assert!(!route_uncacheable(&rtmsg) && !route_multipath(&rtmsg));
         let ev = parse_event(&Msg {
             ty: RTM_NEWROUTE,
             flags: 0,

@@ -154,6 +154,32 @@ fn each_familys_route_cache_goes_off_with_its_own_uncacheable_routes() {
 }
 
 #[test]
+fn a_multipath_hash_policy_other_than_0_hands_its_family_to_the_kernel_with_multipath_routes() {
+    let mut m = forwarding_model();
+    // Policy 0 (the default): the FIB helper hashes as the kernel's forwarding does.
+    m.multipath_v4_routes = 1;
+    m.multipath_v6_routes = 1;
+    let p = m.plan();
+    assert!(p.ports.values().all(|pp| !pp.off_v4 && !pp.off_v6));
+    // Policy 1 for IPv4 only: IPv4 goes to the kernel, with the reason; IPv6 stays.
+    m.sysctls.multipath_hash_policy = [1, 0];
+    let p = m.plan();
+    for pp in p.ports.values() {
+        assert!(pp.off_v4 && !pp.off_v6);
+        assert!(pp.notes.iter().any(|n| n
+            == "router4 -> kernel: 1 multipath routes hashed by fib_multipath_hash_policy 1 (only 0 is hashed as the kernel does)"));
+    }
+    // Any policy but 0, either family.
+    m.sysctls.multipath_hash_policy = [0, 3];
+    assert!(m.plan().ports.values().all(|pp| !pp.off_v4 && pp.off_v6));
+    // Without multipath routes the policy picks nothing.
+    m.multipath_v4_routes = 0;
+    m.multipath_v6_routes = 0;
+    m.sysctls.multipath_hash_policy = [2, 1];
+    assert!(m.plan().ports.values().all(|pp| !pp.off_v4 && !pp.off_v6));
+}
+
+#[test]
 fn the_local_addresses_reach_every_routed_port_and_too_many_hand_ipv4_over() {
     let mut m = forwarding_model();
     m.local_v4 = [[198, 18, 0, 2], [198, 18, 1, 1]].into_iter().collect();
