@@ -163,6 +163,10 @@ pub struct Showdown {
     pub command: String,
     pub date: String,
     pub uname_r: String,
+    /// The kernel stack's congestion control in the lab's namespaces, which take the host's
+    /// default when they are made (`net.ipv4.tcp_congestion_control`); our stack's is NewReno.
+    #[serde(default)]
+    pub tcp_congestion_control: String,
     pub nproc: usize,
     pub commit: String,
     pub client_cpus: String,
@@ -274,7 +278,8 @@ impl Showdown {
         let _ = writeln!(s, "Command: `{}`\n", self.command);
         let _ = writeln!(
             s,
-            "Date {}; kernel {}; {} CPUs; commit {}. Client on CPU {}, server on CPU {}; {} round(s) \
+            "Date {}; kernel {}, TCP congestion control {} (the kernel stack's; ours is NewReno); \
+             {} CPUs; commit {}. Client on CPU {}, server on CPU {}; {} round(s) \
              alternating the rows; {:.1} s warm-up then {:.1} s measured per row and round. Figures \
              are medians over the rounds; `vs base row` is the median (min-max) of the per-round \
              req/s ratios against row 1, or against the row named in the configuration (echo rows: \
@@ -288,6 +293,7 @@ impl Showdown {
              by default), the HTTP rows at 1500.\n",
             self.date,
             self.uname_r,
+            self.tcp_congestion_control,
             self.nproc,
             self.commit,
             self.client_cpus,

@@ -846,6 +846,12 @@ fn measure(
             .unwrap_or_default()
             .trim()
             .to_string(),
+        tcp_congestion_control: std::fs::read_to_string(
+            "/proc/sys/net/ipv4/tcp_congestion_control",
+        )
+        .unwrap_or_default()
+        .trim()
+        .to_string(),
         nproc: std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
