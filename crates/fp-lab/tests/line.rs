@@ -1,6 +1,6 @@
 //! The router in a `line` lab: 50 prefixes forwarded through the fast path, and
-//! configuration changes (route add/del, multipath, policy rule add/del, link down) taking
-//! effect.
+//! configuration changes (route add/del, multipath and its hash policy, policy rule add/del,
+//! link down) taking effect.
 
 mod common;
 
@@ -90,6 +90,42 @@ fn routes_fifty_prefixes_and_follows_changes() {
         "multipath route not forwarded"
     );
     d.wait_for("multipath fast-pathed", |s| forwarded(s, "d0") > before);
+    // A hash policy other than 0 may pick from what the FIB helper is not given: IPv4 goes
+    // to the kernel while a multipath route exists. The policy changes without an event;
+    // the daemon reads it when idle.
+    let policy_note = "router4 -> kernel: 1 multipath routes hashed by fib_multipath_hash_policy 1";
+    let v4_to_kernel = |s: &Status| {
+        s.ports
+            .iter()
+            .all(|p| p.notes.iter().any(|n| n.starts_with(policy_note)))
+    };
+    lab.dut
+        .sysctl("net.ipv4.fib_multipath_hash_policy", "1")
+        .unwrap();
+    d.wait_for("IPv4 to the kernel under hash policy 1", v4_to_kernel);
+    let s = d.status().unwrap();
+    let passed = |s: &Status| {
+        s.ports
+            .iter()
+            .find(|p| p.name == "d0")
+            .and_then(|p| p.reasons.get("pass_disabled").copied())
+            .unwrap_or(0)
+    };
+    let (fast, kernel) = (forwarded(&s, "d0"), passed(&s));
+    assert!(
+        ping(&lab.src, "198.19.7.1"),
+        "multipath route not forwarded by the kernel"
+    );
+    let s = d.wait_for("ping passed to the kernel", |s| passed(s) > kernel);
+    assert_eq!(forwarded(&s, "d0"), fast, "fast-pathed under hash policy 1");
+    lab.dut
+        .sysctl("net.ipv4.fib_multipath_hash_policy", "0")
+        .unwrap();
+    d.wait_for("IPv4 fast-pathed again under hash policy 0", |s| {
+        !s.ports
+            .iter()
+            .any(|p| p.notes.iter().any(|n| n.starts_with(policy_note)))
+    });
     lab.dut
         .ip(&["route", "replace", "198.19.7.0/24", "via", "198.18.1.2"])
         .unwrap();
