@@ -2,7 +2,7 @@
 //! output bytes. The FIB the program consults is a real one, in a lab namespace.
 
 use wirespeed_fp::counters::Reason;
-use wirespeed_fp::features::{Features, RouteCache};
+use wirespeed_fp::features::{Features, RouteCache, Switches};
 use wirespeed_fp::loader::{Program, XDP_PASS, XDP_REDIRECT};
 use wirespeed_fp_lab::pkt::{self, L4};
 use wirespeed_lab::Netns;
@@ -510,8 +510,14 @@ fn route_cache_answers_until_invalidated_and_never_past_a_longer_packet() {
             // Switched off, every packet asks the FIB.
             next_hop_mac_is("198.18.2.2", "02:00:00:00:02:02");
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), moved);
-            prog.set_ctl(false, false, &prog.features, RouteCache::both(false), false)
-                .unwrap();
+            prog.set_ctl(
+                &prog.features,
+                Switches {
+                    route_cache: RouteCache::both(false),
+                    ..Switches::default()
+                },
+            )
+            .unwrap();
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
         })
         .unwrap();
@@ -572,8 +578,14 @@ fn ipv6_route_cache_answers_until_invalidated() {
                 v4: true,
                 v6: false,
             };
-            prog.set_ctl(false, false, &prog.features, v4_only, false)
-                .unwrap();
+            prog.set_ctl(
+                &prog.features,
+                Switches {
+                    route_cache: v4_only,
+                    ..Switches::default()
+                },
+            )
+            .unwrap();
             let (fib, cached) = counts();
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
@@ -608,8 +620,15 @@ fn reverse_path_filter_fast_paths_only_sources_routed_back_out_the_ingress_port(
             let blackholed = [198, 18, 77, 1];
             let unrouted = [198, 19, 9, 9];
             for cache in [true, false] {
-                prog.set_ctl(false, false, &prog.features, RouteCache::both(cache), true)
-                    .unwrap();
+                prog.set_ctl(
+                    &prog.features,
+                    Switches {
+                        route_cache: RouteCache::both(cache),
+                        rp_filter_v4: true,
+                        ..Switches::default()
+                    },
+                )
+                .unwrap();
                 // Twice each: the second may be answered from the route cache.
                 for _ in 0..2 {
                     assert_eq!(prog.test_run(&from(SRC4), in_idx).unwrap(), forwarded(SRC4));
@@ -633,8 +652,7 @@ fn reverse_path_filter_fast_paths_only_sources_routed_back_out_the_ingress_port(
                 }
             }
             // With rp_filter off the source is not looked at, as in the kernel.
-            prog.set_ctl(false, false, &prog.features, RouteCache::both(true), false)
-                .unwrap();
+            prog.set_ctl(&prog.features, Switches::default()).unwrap();
             for src in [via_out0, unrouted] {
                 assert_eq!(prog.test_run(&from(src), in_idx).unwrap(), forwarded(src));
             }
@@ -665,8 +683,14 @@ fn reverse_path_answers_are_cached_until_the_routes_change() {
             );
             let passed = (XDP_PASS, frame.clone());
             let rp_passes = || prog.counters().unwrap().get(Reason::PassRpFilter);
-            prog.set_ctl(false, false, &prog.features, RouteCache::both(true), true)
-                .unwrap();
+            prog.set_ctl(
+                &prog.features,
+                Switches {
+                    rp_filter_v4: true,
+                    ..Switches::default()
+                },
+            )
+            .unwrap();
             // Routed back out in0: checked by the FIB once, then from the cache.
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), forwarded);
@@ -690,8 +714,15 @@ fn reverse_path_answers_are_cached_until_the_routes_change() {
 
             // With the route cache off (multipath, nexthop objects) every packet asks the
             // FIB: the same unreported move is seen at once.
-            prog.set_ctl(false, false, &prog.features, RouteCache::both(false), true)
-                .unwrap();
+            prog.set_ctl(
+                &prog.features,
+                Switches {
+                    route_cache: RouteCache::both(false),
+                    rp_filter_v4: true,
+                    ..Switches::default()
+                },
+            )
+            .unwrap();
             ip_here(&["route", "replace", "198.18.50.0/24", "via", "198.18.2.2"]);
             assert_eq!(prog.test_run(&frame, in_idx).unwrap(), passed);
         })
@@ -713,8 +744,14 @@ fn a_source_that_is_one_of_our_addresses_goes_to_the_kernel() {
             prog.set_local_v4(&ours).unwrap();
             let from = |src: [u8; 4]| pkt::ipv4(in_mac, PEER_MAC, src, DST4, 64, &[], &udp());
             for cache in [true, false] {
-                prog.set_ctl(false, false, &prog.features, RouteCache::both(cache), false)
-                    .unwrap();
+                prog.set_ctl(
+                    &prog.features,
+                    Switches {
+                        route_cache: RouteCache::both(cache),
+                        ..Switches::default()
+                    },
+                )
+                .unwrap();
                 for _ in 0..2 {
                     assert_eq!(
                         prog.test_run(&from(SRC4), in_idx).unwrap(),
@@ -755,8 +792,7 @@ fn a_source_that_is_one_of_our_addresses_goes_to_the_kernel() {
             let verdict = |src| prog.test_run(&from(src), in_idx).unwrap().0;
             assert_eq!(verdict(ours[0]), XDP_REDIRECT);
             assert_eq!(verdict(ours[1]), XDP_PASS);
-            prog.set_ctl(false, false, &prog.features, RouteCache::both(true), false)
-                .unwrap();
+            prog.set_ctl(&prog.features, Switches::default()).unwrap();
             assert_eq!(verdict(ours[1]), XDP_PASS);
         })
         .unwrap();

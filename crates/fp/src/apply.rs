@@ -153,8 +153,7 @@ impl Dataplane {
             return Ok(());
         };
         let f = pp.features;
-        port.prog
-            .set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache, pp.rp_filter_v4)?;
+        port.prog.set_ctl(&f, pp.switches())?;
         port.prog.set_tx_ports(&pp.tx_ports)?;
         port.prog.set_local_v4(&pp.local_v4)?;
         if port.tables != tables {
@@ -179,7 +178,7 @@ impl Dataplane {
                 None,
             ),
         };
-        prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache, pp.rp_filter_v4)?;
+        prog.set_ctl(&f, pp.switches())?;
         prog.set_tx_ports(&pp.tx_ports)?;
         prog.set_local_v4(&pp.local_v4)?;
         if let Some(t) = &tables {
@@ -209,7 +208,7 @@ impl Dataplane {
             loader::remove_stale_xdp(idx);
         }
         let prog = Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?;
-        prog.set_ctl(pp.off_v4, pp.off_v6, &f, pp.route_cache, pp.rp_filter_v4)?;
+        prog.set_ctl(&f, pp.switches())?;
         prog.set_tx_ports(&pp.tx_ports)?;
         prog.set_local_v4(&pp.local_v4)?;
         if let Some(t) = &tables {

@@ -42,6 +42,30 @@ impl RouteCache {
     }
 }
 
+/// The run-time switches of one program (its `fp_ctl` value, beside the filter's own, which
+/// come from its Features): what the kernel must decide and which shortcuts the routers take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switches {
+    /// Hand every IPv4 / IPv6 packet to the kernel.
+    pub off_v4: bool,
+    pub off_v6: bool,
+    pub route_cache: RouteCache,
+    /// Check each IPv4 source as rp_filter does (strict or loose).
+    pub rp_filter_v4: bool,
+}
+
+impl Default for Switches {
+    /// Both families fast-pathed, both route caches on, no source check.
+    fn default() -> Switches {
+        Switches {
+            off_v4: false,
+            off_v6: false,
+            route_cache: RouteCache::both(true),
+            rp_filter_v4: false,
+        }
+    }
+}
+
 /// Every filter field (classify::FIELD_*).
 pub const FIELDS_ALL: u8 = 0x3f;
 

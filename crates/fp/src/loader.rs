@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::bpf::{types, FpSkelBuilder};
 use crate::counters::{Counters, Reason};
 use crate::error::{bpf, io, Result};
-use crate::features::{Features, RouteCache};
+use crate::features::{Features, Switches};
 use wirespeed_sys::bpf::bytes_of;
 
 /// The maps of one loaded program, as owned handles.
@@ -239,7 +239,7 @@ impl Program {
         };
         // Standalone use (tests, benchmarks): the filter runs as the features describe it,
         // the route cache on.
-        prog.set_ctl(false, false, features, RouteCache::both(true), false)?;
+        prog.set_ctl(features, Switches::default())?;
         Ok(prog)
     }
 
@@ -288,26 +288,19 @@ impl Program {
     /// describes it (on or off, fields, policies) within what this program compiled in, the
     /// route caches, and the IPv4 reverse-path filter. Every write starts a new route
     /// generation.
-    pub fn set_ctl(
-        &self,
-        off_v4: bool,
-        off_v6: bool,
-        want: &Features,
-        route_cache: RouteCache,
-        rp_filter_v4: bool,
-    ) -> Result<()> {
+    pub fn set_ctl(&self, want: &Features, s: Switches) -> Result<()> {
         self.write_ctl(types::fp_ctl {
-            off_v4: off_v4 as u32,
-            off_v6: off_v6 as u32,
+            off_v4: s.off_v4 as u32,
+            off_v6: s.off_v6 as u32,
             filter_fields: want.filter_fields as u32,
             filter_v4: want.filter_v4 as u8,
             filter_v6: want.filter_v6 as u8,
             policy_drop_v4: want.policy_drop_v4 as u8,
             policy_drop_v6: want.policy_drop_v6 as u8,
             route_gen: 0, // set by write_ctl
-            route_cache_v4: route_cache.v4 as u8,
-            route_cache_v6: route_cache.v6 as u8,
-            rp_filter_v4: rp_filter_v4 as u8,
+            route_cache_v4: s.route_cache.v4 as u8,
+            route_cache_v6: s.route_cache.v6 as u8,
+            rp_filter_v4: s.rp_filter_v4 as u8,
             ..self.local_v4_ctl()
         })
     }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::features::{Features, RouteCache, NETDEV_XDP_ACT_NDO_XMIT};
+use crate::features::{Features, RouteCache, Switches, NETDEV_XDP_ACT_NDO_XMIT};
 use crate::filter::{FamilyFilter, FilterPlan};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -227,6 +227,18 @@ pub struct PortPlan {
     pub local_v4: Vec<[u8; 4]>,
     /// Why a module is off, and which hook forwards and why, for status.
     pub notes: Vec<String>,
+}
+
+impl PortPlan {
+    /// The program's run-time switches for this plan.
+    pub fn switches(&self) -> Switches {
+        Switches {
+            off_v4: self.off_v4,
+            off_v6: self.off_v6,
+            route_cache: self.route_cache,
+            rp_filter_v4: self.rp_filter_v4,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
