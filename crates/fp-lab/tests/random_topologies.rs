@@ -131,6 +131,16 @@ struct Topo {
     /// hop per flow by a hash; the fast path must pick the same one, or a flow changes path
     /// when the daemon starts or stops, or when one of its packets goes to the kernel.
     multipath: Option<u8>,
+    /// How the multipath routes are written: next hops inline, or a nexthop object that is a
+    /// group (hash-threshold or resilient).
+    multipath_form: MultipathForm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MultipathForm {
+    Inline,
+    Group,
+    ResilientGroup,
 }
 
 const MTUS: [u32; 8] = [1280, 1400, 1500, 1500, 1500, 2000, 4000, 9000];
@@ -221,6 +231,11 @@ fn draw(seed: u64) -> Topo {
         rp_filter: r.pick(&[0, 0, 1, 2]),
         v6_source_route: r.percent(30) && shape != Shape::Bridge,
         multipath: (r.percent(50) && shape == Shape::TwoSinks).then(|| r.pick(&[0, 1])),
+        multipath_form: r.pick(&[
+            MultipathForm::Inline,
+            MultipathForm::Group,
+            MultipathForm::ResilientGroup,
+        ]),
     }
 }
 
@@ -237,7 +252,7 @@ fn features(f: Features) -> String {
 /// The configuration in a few lines, as printed with a divergence.
 fn describe(t: &Topo) -> String {
     let mut s = format!(
-        "{:?}, filter {:?}, UDP sizes {:?}, TCP {} bytes, rp_filter {}, IPv6 source route {}, multipath hash policy {:?}
+        "{:?}, filter {:?}, UDP sizes {:?}, TCP {} bytes, rp_filter {}, IPv6 source route {}, multipath hash policy {:?} ({:?})
 ",
         t.shape,
         t.filter,
@@ -245,7 +260,8 @@ fn describe(t: &Topo) -> String {
         t.tcp_bytes,
         t.rp_filter,
         t.v6_source_route,
-        t.multipath
+        t.multipath,
+        t.multipath_form
     );
     for (i, l) in t.links.iter().enumerate() {
         let far = if i == 0 {
@@ -368,6 +384,45 @@ fn target(t: &Topo, sink: usize, run: usize, v6: bool, filtered: bool) -> String
     }
 }
 
+/// The multipath routes on the DUT: added once the sinks' ends are up, since a nexthop object
+/// needs its device's carrier.
+fn multipath_routes(t: &Topo, lab: &Lab) {
+    // The multipath prefixes, and prefixes behind the source (which refuses them) for the
+    // ICMP errors that come back through them.
+    let mut batch = String::new();
+    let group = |id: u32, hops: [&str; 2], resilient: bool| {
+        format!(
+            "nexthop add id {} via {} dev d1\nnexthop add id {} via {} dev d2\n\
+             nexthop add id {id} group {}/{}{}\n",
+            id + 1,
+            hops[0],
+            id + 2,
+            hops[1],
+            id + 1,
+            id + 2,
+            if resilient {
+                " type resilient buckets 32"
+            } else {
+                ""
+            }
+        )
+    };
+    match t.multipath_form {
+        MultipathForm::Inline => batch.push_str(
+            "route add 198.19.200.0/24 nexthop via 198.18.1.2 nexthop via 198.18.2.2\n\
+             route add fd00:e::/64 nexthop via fd00:1::2 nexthop via fd00:2::2\n",
+        ),
+        form => {
+            let resilient = form == MultipathForm::ResilientGroup;
+            batch.push_str(&group(40, ["198.18.1.2", "198.18.2.2"], resilient));
+            batch.push_str(&group(60, ["fd00:1::2", "fd00:2::2"], resilient));
+            batch.push_str("route add 198.19.200.0/24 nhid 40\nroute add fd00:e::/64 nhid 60\n");
+        }
+    }
+    batch.push_str("route add 198.19.77.0/24 via 198.18.0.2\nroute add fd00:77::/64 via fd00::2\n");
+    ip_batch(&lab.dut, &batch);
+}
+
 fn build(t: &Topo) -> Lab {
     wirespeed_lab::require_root();
     let id = std::process::id() % 100000;
@@ -383,8 +438,8 @@ fn build(t: &Topo) -> Lab {
         sysctl(ns, "net.ipv6.conf.default.accept_dad", "0");
     }
     // ICMP errors are rate-limited per destination with a token bucket that both runs drain:
-    // off, the second run gets the same errors as the first.
-    // The source answers the multipath ICMP probes (port unreachable) the same way.
+    // off, the second run gets the same errors as the first. The source sends some too (the
+    // multipath probes' "prohibited").
     for ns in [&lab.dut, &lab.src] {
         sysctl(ns, "net.ipv4.icmp_ratelimit", "0");
         sysctl(ns, "net.ipv6.icmp.ratelimit", "0");
@@ -427,15 +482,6 @@ fn build(t: &Topo) -> Lab {
         }
         if t.v6_source_route {
             dut_batch.push_str("route add blackhole fd00:c1::/96 from fd00::10/127\n");
-        }
-        if t.multipath.is_some() {
-            // The multipath prefixes, and prefixes behind the source (which refuses them) for
-            // the ICMP errors that come back through them.
-            dut_batch.push_str(
-                "route add 198.19.200.0/24 nexthop via 198.18.1.2 nexthop via 198.18.2.2\n\
-                 route add fd00:e::/64 nexthop via fd00:1::2 nexthop via fd00:2::2\n\
-                 route add 198.19.77.0/24 via 198.18.0.2\nroute add fd00:77::/64 via fd00::2\n",
-            );
         }
     }
     ip_batch(&lab.dut, &dut_batch);
@@ -518,6 +564,10 @@ fn build(t: &Topo) -> Lab {
             }
         }
         ip_batch(ns, &b);
+    }
+
+    if t.multipath.is_some() {
+        multipath_routes(t, &lab);
     }
 
     let onoff = |b: bool| if b { "on" } else { "off" };
