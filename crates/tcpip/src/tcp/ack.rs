@@ -157,6 +157,7 @@ impl Tcp {
         if t.snd_wl1.lt(seq) || (t.snd_wl1 == seq && t.snd_wl2.le(ack)) {
             let was_zero = t.snd_wnd == 0;
             let w = (repr.window as u32) << t.snd_wscale;
+            let grew = w > t.snd_wnd;
             t.set_snd_wnd(w);
             t.snd_wl1 = seq;
             t.snd_wl2 = ack;
@@ -166,6 +167,9 @@ impl Tcp {
                 if t.snd_max.le(t.snd_una) {
                     t.rto_at = Instant::NEVER;
                 }
+            }
+            // A wider window may let held data go (silly-window avoidance waits for one).
+            if grew {
                 self.mark_dirty(idx, gen);
             }
         }

@@ -150,6 +150,14 @@ impl Tcp {
             if t.retransmit_one {
                 t.retransmit_one = false;
                 let una = t.snd_una;
+                if t.persist && t.snd_wnd > 0 {
+                    // The persist timer ran out on a window that is open but smaller than
+                    // silly-window avoidance waits for: the override timeout (RFC 9293
+                    // 3.8.6.2.1) sends what fits.
+                    t.persist = false;
+                    t.sws_override = true;
+                    continue;
+                }
                 if t.persist {
                     // Zero-window probe, as Linux sends it: no data, SEQ = SND.UNA - 1. The
                     // peer must answer with an ACK carrying its current window, and no
@@ -215,7 +223,18 @@ impl Tcp {
             let in_flight = t.snd_nxt.diff(t.snd_una).max(0) as u32;
             let wnd = t.snd_wnd.min(t.cc.cwnd());
             let avail = wnd.saturating_sub(in_flight) as usize;
-            let len = unsent.min(avail).min(t.seg_limit() as usize);
+            let seg_limit = t.seg_limit() as usize;
+            let len = unsent.min(avail).min(seg_limit);
+            // Sender-side silly-window avoidance (RFC 9293 3.8.6.2.1): less than a full
+            // segment goes only when it is all that is queued or at least half the largest
+            // window the peer has offered. Otherwise an ACK in flight or a window update
+            // brings us back, or, with nothing in flight, the persist timer's override.
+            let overridden = std::mem::take(&mut t.sws_override);
+            let silly = !overridden
+                && len < unsent
+                && len < seg_limit
+                && (avail as u64) * 2 < u64::from(t.max_snd_wnd);
+            let len = if silly { 0 } else { len };
             let can_fin = matches!(
                 t.state,
                 TcpState::FinWait1 | TcpState::Closing | TcpState::LastAck
@@ -256,9 +275,9 @@ impl Tcp {
                 sent += 1;
                 continue;
             }
-            // Nothing sendable. A zero window with data waiting and nothing in flight
-            // starts the persist timer.
-            if unsent > 0 && t.snd_wnd == 0 && in_flight == 0 && !t.persist {
+            // Nothing sendable. A zero window, or one too small to use, with data waiting
+            // and nothing in flight starts the persist timer.
+            if unsent > 0 && (t.snd_wnd == 0 || silly) && in_flight == 0 && !t.persist {
                 t.persist = true;
                 t.persist_backoff = 0;
                 t.rto_at = now.add_micros(t.rto as u64);

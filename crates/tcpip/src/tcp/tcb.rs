@@ -165,6 +165,9 @@ pub(crate) struct Tcb {
     pub(crate) tlp_probes: u8,
     pub(crate) persist: bool,
     pub(crate) persist_backoff: u8,
+    /// The persist timer ran out on a small open window: the next output sends what fits,
+    /// past silly-window avoidance (once).
+    pub(crate) sws_override: bool,
     pub(crate) delack_at: Instant,
     pub(crate) keep_at: Instant,
     pub(crate) keep_probes: u8,
@@ -241,6 +244,7 @@ impl Tcb {
             tlp_probes: 0,
             persist: false,
             persist_backoff: 0,
+            sws_override: false,
             delack_at: Instant::NEVER,
             keep_at: Instant::NEVER,
             keep_probes: 0,

@@ -152,8 +152,11 @@ impl Tcp {
             t.rto_at = Instant::NEVER;
             t.tlp_at = Instant::NEVER;
             if t.persist {
-                // Zero-window probe: push one byte past the window; backoff like the RTO.
-                cx.stats.tcp_zero_window_probes += 1;
+                // Zero-window probe (or, on a small open window, the silly-window override
+                // that output sends instead); backoff like the RTO.
+                if t.snd_wnd == 0 {
+                    cx.stats.tcp_zero_window_probes += 1;
+                }
                 t.persist_backoff = t.persist_backoff.saturating_add(1).min(16);
                 t.retransmit_one = true; // output sends a 1-byte probe while persisting
                 self.mark_dirty(idx, gen);

@@ -407,3 +407,84 @@ fn segments_are_bounded_by_half_the_largest_window_the_peer_offered() {
     let lens = sent(&mut s);
     assert!(lens.len() > 1 && lens[0] == 3960, "{lens:?}");
 }
+
+/// Sender-side silly-window avoidance (RFC 9293 3.8.6.2.1). A receiver that opens its window
+/// a few bytes at a time (a naive stack, or one driven to it on purpose) must not get a
+/// segment per opening: we send only a full segment, all that is queued, or half the largest
+/// window it has offered; with nothing in flight to bring an ACK, the override timeout sends
+/// what fits, and a window update that makes room sends at once.
+#[test]
+fn sender_avoids_silly_windows() {
+    let mut s = Stack::new(config(1));
+    let mut now = Instant::from_millis(5);
+    let (c, iss) = accept_with_sack(&mut s, now);
+    let ack = Some(iss + 1);
+    // The handshake offered 65,535 bytes; now the peer offers 100.
+    s.receive(
+        now,
+        &peer_segment(501, ack, flags::ACK, 100, TcpOptions::default()),
+    );
+    assert_eq!(s.tcp_send(c, &[9u8; 5000]), Ok(5000));
+    let data_out = |s: &mut Stack, now: Instant| -> Vec<(u32, usize)> {
+        let mut sink = VecSink::new();
+        s.transmit(now, &mut sink);
+        sink.frames
+            .iter()
+            .map(|f| parse_out(f))
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(r, p)| (r.seq.0, p.len()))
+            .collect()
+    };
+    assert_eq!(data_out(&mut s, now), vec![], "100 bytes of window: hold");
+    // The window opens by a few bytes: still less than a segment, all data or half of 65,535.
+    s.receive(
+        now,
+        &peer_segment(501, ack, flags::ACK, 400, TcpOptions::default()),
+    );
+    assert_eq!(data_out(&mut s, now), vec![]);
+    // Room for two full segments: both leave at once, and not the 80 bytes beyond them.
+    s.receive(
+        now,
+        &peer_segment(501, ack, flags::ACK, 3000, TcpOptions::default()),
+    );
+    assert_eq!(
+        data_out(&mut s, now),
+        vec![(iss + 1, 1460), (iss + 1 + 1460, 1460)]
+    );
+    // The peer takes them but offers only 100 more, and never updates it: with nothing in
+    // flight, the override timeout sends the 100 bytes, not a zero-window probe.
+    s.receive(
+        now,
+        &peer_segment(
+            501,
+            Some(iss + 1 + 2920),
+            flags::ACK,
+            100,
+            TcpOptions::default(),
+        ),
+    );
+    assert_eq!(data_out(&mut s, now), vec![]);
+    let mut sent = Vec::new();
+    for _ in 0..50 {
+        now = now.add(Duration::from_millis(100));
+        sent.extend(data_out(&mut s, now));
+        if !sent.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(sent, vec![(iss + 1 + 2920, 100)]);
+    assert_eq!(s.stats().tcp_zero_window_probes, 0, "{:?}", s.stats());
+    // All that is queued fits the window: it goes, however small.
+    s.receive(
+        now,
+        &peer_segment(
+            501,
+            Some(iss + 1 + 3020),
+            flags::ACK,
+            65535,
+            TcpOptions::default(),
+        ),
+    );
+    let rest: usize = data_out(&mut s, now).iter().map(|&(_, n)| n).sum();
+    assert_eq!(rest, 5000 - 3020);
+}
