@@ -118,6 +118,41 @@ fn routes_fifty_prefixes_and_follows_changes() {
     );
     let s = d.wait_for("ping passed to the kernel", |s| passed(s) > kernel);
     assert_eq!(forwarded(&s, "d0"), fast, "fast-pathed under hash policy 1");
+    // Through a nexthop object with one next hop there is no hash to take: IPv4 stays fast
+    // under policy 1. A group object counts even with one member, since members change
+    // without a route event.
+    lab.dut
+        .ip(&[
+            "nexthop",
+            "add",
+            "id",
+            "71",
+            "via",
+            "198.18.1.2",
+            "dev",
+            "d1",
+        ])
+        .unwrap();
+    lab.dut
+        .ip(&["nexthop", "add", "id", "72", "group", "71"])
+        .unwrap();
+    lab.dut
+        .ip(&["route", "replace", "198.19.7.0/24", "nhid", "71"])
+        .unwrap();
+    d.wait_for("IPv4 fast through a single-hop nexthop object", |s| {
+        !s.ports
+            .iter()
+            .any(|p| p.notes.iter().any(|n| n.starts_with(policy_note)))
+    });
+    let before = forwarded(&d.status().unwrap(), "d0");
+    assert!(ping(&lab.src, "198.19.7.1"), "nexthop object not forwarded");
+    d.wait_for("nexthop object fast-pathed", |s| {
+        forwarded(s, "d0") > before
+    });
+    lab.dut
+        .ip(&["route", "replace", "198.19.7.0/24", "nhid", "72"])
+        .unwrap();
+    d.wait_for("IPv4 to the kernel through a group object", v4_to_kernel);
     lab.dut
         .sysctl("net.ipv4.fib_multipath_hash_policy", "0")
         .unwrap();
@@ -129,6 +164,8 @@ fn routes_fifty_prefixes_and_follows_changes() {
     lab.dut
         .ip(&["route", "replace", "198.19.7.0/24", "via", "198.18.1.2"])
         .unwrap();
+    lab.dut.ip(&["nexthop", "del", "id", "72"]).unwrap();
+    lab.dut.ip(&["nexthop", "del", "id", "71"]).unwrap();
     d.wait_for("route cache on again", |s| !cache_off(s));
     assert!(ping(&lab.src, "198.19.7.1"));
 

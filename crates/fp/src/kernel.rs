@@ -86,8 +86,11 @@ impl KernelReader {
     /// Recounts the routes the route caches cannot stand for and the multipath ones, both
     /// families.
     pub fn routes(&mut self, model: &mut Model) -> Result<()> {
-        let v4 = netlink::count_routes(&mut self.dump, 2)?;
-        let v6 = netlink::count_routes(&mut self.dump, 10)?;
+        // Should the dump fail (a kernel without nexthop objects refuses it), every nexthop
+        // object counts as a possible group.
+        let groups = netlink::dump_nexthop_groups(&mut self.dump).ok();
+        let v4 = netlink::count_routes(&mut self.dump, 2, groups.as_ref())?;
+        let v6 = netlink::count_routes(&mut self.dump, 10, groups.as_ref())?;
         model.uncacheable_v4_routes = v4.uncacheable;
         model.uncacheable_v6_routes = v6.uncacheable;
         model.multipath_v4_routes = v4.multipath;

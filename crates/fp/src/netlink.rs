@@ -1,6 +1,7 @@
 //! A small NETLINK_ROUTE / NETLINK_NETFILTER reader: multicast event sockets and dump
 //! requests. Parsing is pure (`parse_*`), unit-tested on byte fixtures; only `Socket` does I/O.
 
+use std::collections::BTreeSet;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use crate::error::{Error, Result};
@@ -348,12 +349,47 @@ pub fn route_uncacheable(payload: &[u8]) -> bool {
 }
 
 /// Whether a route payload may pick among several next hops by a flow hash: multipath, or
-/// a nexthop object (which may be a group, and may become one without a route event).
-pub fn route_multipath(payload: &[u8]) -> bool {
+/// a nexthop object that is a group. `groups` holds the ids of the group objects
+/// ([`dump_nexthop_groups`]); None counts every nexthop object as a possible group.
+///
+/// A group's members change without a route event, so a group counts even with one member;
+/// an object never turns from a single next hop into a group or back (the kernel refuses
+/// that replace), so a route through a single-hop object is never multipath.
+pub fn route_multipath(payload: &[u8], groups: Option<&BTreeSet<u32>>) -> bool {
     payload.len() >= 12
-        && attrs(&payload[12..])
-            .iter()
-            .any(|(ty, _)| *ty == RTA_MULTIPATH || *ty == RTA_NH_ID)
+        && attrs(&payload[12..]).iter().any(|(ty, v)| match *ty {
+            RTA_MULTIPATH => true,
+            RTA_NH_ID => match (groups, u32_of(v)) {
+                (Some(g), Some(id)) => g.contains(&id),
+                _ => true,
+            },
+            _ => false,
+        })
+}
+
+const RTM_NEWNEXTHOP: u16 = 104;
+const RTM_GETNEXTHOP: u16 = 106;
+const NHA_GROUP: u16 = 2;
+const NHA_ID: u16 = 1;
+
+/// RTM_NEWNEXTHOP payload (nhmsg and attributes) -> the object's id, if it is a group.
+pub fn parse_nexthop_group(payload: &[u8]) -> Option<u32> {
+    let a = attrs(payload.get(8..)?);
+    let id = a
+        .iter()
+        .find(|(ty, _)| *ty == NHA_ID)
+        .and_then(|(_, v)| u32_of(v))?;
+    a.iter().any(|(ty, _)| *ty == NHA_GROUP).then_some(id)
+}
+
+/// The ids of every nexthop object that is a group (all families).
+pub fn dump_nexthop_groups(s: &mut Socket) -> Result<BTreeSet<u32>> {
+    let nhmsg = [0u8; 8]; // AF_UNSPEC: every family
+    Ok(s.dump(RTM_GETNEXTHOP, &nhmsg)?
+        .iter()
+        .filter(|(t, _)| *t == RTM_NEWNEXTHOP)
+        .filter_map(|(_, p)| parse_nexthop_group(p))
+        .collect())
 }
 
 /// Routes of one family that the fast path treats apart.
@@ -366,8 +402,12 @@ pub struct RouteCounts {
 }
 
 /// Dumps every route of `family` (AF_INET or AF_INET6, all tables) and counts those
-/// `route_uncacheable` and `route_multipath` find.
-pub fn count_routes(s: &mut Socket, family: u8) -> Result<RouteCounts> {
+/// `route_uncacheable` and `route_multipath` find (`groups` as for the latter).
+pub fn count_routes(
+    s: &mut Socket,
+    family: u8,
+    groups: Option<&BTreeSet<u32>>,
+) -> Result<RouteCounts> {
     let mut hdr = [0u8; 12]; // rtmsg
     hdr[0] = family;
     let mut c = RouteCounts::default();
@@ -377,7 +417,7 @@ pub fn count_routes(s: &mut Socket, family: u8) -> Result<RouteCounts> {
         .filter(|(t, _)| *t == RTM_NEWROUTE)
     {
         c.uncacheable += route_uncacheable(p) as usize;
-        c.multipath += route_multipath(p) as usize;
+        c.multipath += route_multipath(p, groups) as usize;
     }
     Ok(c)
 }
@@ -827,11 +867,16 @@ mod tests {
         ]
         .concat();
         assert!(route_uncacheable(&from));
-        // Multipath: the two that pick a next hop by hash, not the source-specific one.
-        assert!(route_multipath(&multipath) && route_multipath(&nhid));
-        assert!(!route_multipath(&from) && !route_multipath(&plain));
+        // Multipath: the two that pick a next hop by hash, not the source-specific one; a
+        // nexthop object only when it is a group (or when groups are unknown).
+        assert!(route_multipath(&multipath, None) && route_multipath(&nhid, None));
+        assert!(!route_multipath(&from, None) && !route_multipath(&plain, None));
+        let groups: BTreeSet<u32> = [7].into();
+        assert!(route_multipath(&nhid, Some(&groups)));
+        assert!(!route_multipath(&nhid, Some(&BTreeSet::new())));
+        assert!(route_multipath(&multipath, Some(&BTreeSet::new())));
         rtmsg.truncate(5);
-        assert!(!route_uncacheable(&rtmsg) && !route_multipath(&rtmsg));
+        assert!(!route_uncacheable(&rtmsg) && !route_multipath(&rtmsg, None));
         let ev = parse_event(&Msg {
             ty: RTM_NEWROUTE,
             flags: 0,
@@ -844,5 +889,32 @@ mod tests {
                 uncacheable: true
             })
         ));
+    }
+
+    #[test]
+    fn tells_nexthop_groups_from_single_next_hops() {
+        let nhmsg = vec![2u8, 0, 4, 0, 0, 0, 0, 0];
+        // `ip nexthop add id 11 via 198.18.1.2 dev d1`
+        let single = [
+            nhmsg.clone(),
+            attr(NHA_ID, &11u32.to_ne_bytes()),
+            attr(6, &[198, 18, 1, 2]),
+        ]
+        .concat();
+        assert_eq!(parse_nexthop_group(&single), None);
+        // `ip nexthop add id 20 group 11/12`: two struct nexthop_grp of 8 bytes.
+        let group = [
+            vec![0u8; 8],
+            attr(NHA_ID, &20u32.to_ne_bytes()),
+            attr(
+                NHA_GROUP,
+                &[11, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0],
+            ),
+        ]
+        .concat();
+        assert_eq!(parse_nexthop_group(&group), Some(20));
+        for cut in 0..group.len() {
+            let _ = parse_nexthop_group(&group[..cut]);
+        }
     }
 }
