@@ -1,0 +1,251 @@
+//! Unit tests of the netlink parsers, on hand-built messages.
+
+use super::*;
+
+/// An ifaddrmsg for `family` with the given attributes.
+fn addr_msg(family: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
+    let mut p = vec![family, 24, 0, 0];
+    p.extend_from_slice(&3u32.to_ne_bytes());
+    attrs.iter().for_each(|a| p.extend_from_slice(a));
+    p
+}
+
+#[test]
+fn an_address_message_gives_its_local_address() {
+    let local = [198, 18, 0, 1];
+    let peer = [198, 18, 0, 2];
+    // Point-to-point: IFA_LOCAL is ours, IFA_ADDRESS the peer's.
+    let ptp = addr_msg(2, &[attr(IFA_ADDRESS, &peer), attr(IFA_LOCAL, &local)]);
+    assert_eq!(parse_addr_v4(&ptp), Some(local));
+    let only_address = addr_msg(2, &[attr(IFA_ADDRESS, &local)]);
+    assert_eq!(parse_addr_v4(&only_address), Some(local));
+    assert_eq!(
+        parse_addr_v4(&addr_msg(10, &[attr(IFA_LOCAL, &[0; 16])])),
+        None
+    );
+    assert_eq!(parse_addr_v4(&addr_msg(2, &[])), None);
+    assert_eq!(parse_addr_v4(&[2, 24]), None);
+}
+
+fn msg(ty: u16, payload: &[u8]) -> Vec<u8> {
+    let mut m = Vec::new();
+    m.extend_from_slice(&((16 + payload.len()) as u32).to_ne_bytes());
+    m.extend_from_slice(&ty.to_ne_bytes());
+    m.extend_from_slice(&[0; 10]);
+    m.extend_from_slice(payload);
+    m
+}
+
+fn link_payload() -> Vec<u8> {
+    let mut p = vec![0u8; 16];
+    p[4..8].copy_from_slice(&7i32.to_ne_bytes());
+    p[8..12].copy_from_slice(&(IFF_UP | IFF_LOWER_UP).to_ne_bytes());
+    p.extend(attr(IFLA_IFNAME, b"d0\0"));
+    p.extend(attr(IFLA_ADDRESS, &[2, 0, 0, 0, 0, 9]));
+    p.extend(attr(IFLA_MTU, &1500u32.to_ne_bytes()));
+    p.extend(attr(IFLA_LINKINFO, &attr(IFLA_INFO_KIND, b"veth\0")));
+    p
+}
+
+#[test]
+fn parses_a_link_message() {
+    let buf = msg(RTM_NEWLINK, &link_payload());
+    let msgs = messages(&buf);
+    assert_eq!(msgs.len(), 1);
+    match parse_event(&msgs[0]) {
+        Some(Event::LinkNew(l)) => {
+            assert_eq!(
+                (l.index, l.name.as_str(), l.kind.as_str(), l.mtu, l.up),
+                (7, "d0", "veth", 1500, true)
+            );
+            assert_eq!(l.mac, Some([2, 0, 0, 0, 0, 9]));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn truncated_input_never_panics() {
+    let buf = msg(RTM_NEWLINK, &link_payload());
+    for cut in 0..buf.len() {
+        for m in messages(&buf[..cut]) {
+            let _ = parse_event(&m);
+        }
+        let _ = parse_link(&buf[16.min(cut)..cut]);
+        let _ = parse_rule(&buf[16.min(cut)..cut]);
+    }
+}
+
+fn rule(priority: u32, table: u32, extra: &[u8]) -> Vec<u8> {
+    let mut p = vec![2u8, 0, 0, 0, table.min(255) as u8, 0, 0, 1, 0, 0, 0, 0];
+    p.extend(attr(FRA_PRIORITY, &priority.to_ne_bytes()));
+    p.extend(attr(FRA_TABLE, &table.to_ne_bytes()));
+    p.extend_from_slice(extra);
+    p
+}
+
+#[test]
+fn tells_default_rules_from_custom_ones() {
+    assert!(parse_rule(&rule(0, 255, &[])).unwrap().default);
+    assert!(parse_rule(&rule(32766, 254, &[])).unwrap().default);
+    assert!(parse_rule(&rule(32767, 253, &[])).unwrap().default);
+    assert!(!parse_rule(&rule(100, 100, &[])).unwrap().default);
+    // same priority and table as main, but with an iif selector
+    assert!(
+        !parse_rule(&rule(32766, 254, &attr(3, b"d0\0")))
+            .unwrap()
+            .default
+    );
+}
+
+fn bridge_port_payload() -> Vec<u8> {
+    let mut p = vec![0u8; 16];
+    p[0] = AF_BRIDGE;
+    p[4..8].copy_from_slice(&4i32.to_ne_bytes());
+    p.extend(attr(IFLA_MASTER, &9u32.to_ne_bytes()));
+    p.extend(attr(IFLA_MTU, &1500u32.to_ne_bytes()));
+    let mut prot = attr(IFLA_BRPORT_STATE, &[3]);
+    prot.extend(attr(IFLA_BRPORT_ISOLATED, &[0]));
+    p.extend(attr(IFLA_PROTINFO | 0x8000, &prot));
+    let vlan = |flags: u16, vid: u16| {
+        let mut v = flags.to_ne_bytes().to_vec();
+        v.extend_from_slice(&vid.to_ne_bytes());
+        attr(IFLA_BRIDGE_VLAN_INFO, &v)
+    };
+    let mut spec = vlan(2 | 4, 10);
+    spec.extend(vlan(BRIDGE_VLAN_INFO_RANGE_BEGIN, 20));
+    spec.extend(vlan(BRIDGE_VLAN_INFO_RANGE_END, 22));
+    p.extend(attr(IFLA_AF_SPEC | 0x8000, &spec));
+    p
+}
+
+#[test]
+fn parses_a_bridge_port_with_vlans_and_ranges() {
+    let port = parse_bridge_port(&bridge_port_payload()).unwrap();
+    assert_eq!(
+        (port.index, port.bridge, port.mtu, port.state),
+        (4, 9, 1500, 3)
+    );
+    assert!(port.unsupported.is_empty());
+    let vids: Vec<(u16, u16)> = port.vlans.into_iter().collect();
+    assert_eq!(vids, vec![(10, 6), (20, 0), (21, 0), (22, 0)]);
+    // The same message is an event that asks for a resync, not a link.
+    let buf = msg(RTM_NEWLINK, &bridge_port_payload());
+    assert_eq!(parse_event(&messages(&buf)[0]), Some(Event::Bridge));
+    // An isolated port is noted as unsupported.
+    let mut p = bridge_port_payload();
+    p.extend(attr(IFLA_PROTINFO, &attr(IFLA_BRPORT_ISOLATED, &[1])));
+    assert_eq!(parse_bridge_port(&p).unwrap().unsupported, vec!["isolated"]);
+    p.extend(attr(IFLA_PROTINFO, &attr(IFLA_BRPORT_NEIGH_SUPPRESS, &[1])));
+    assert_eq!(
+        parse_bridge_port(&p).unwrap().unsupported,
+        vec!["isolated", "neigh_suppress"]
+    );
+}
+
+fn fdb_payload(ifindex: i32, state: u16, master: Option<u32>) -> Vec<u8> {
+    let mut p = vec![0u8; 12];
+    p[0] = AF_BRIDGE;
+    p[4..8].copy_from_slice(&ifindex.to_ne_bytes());
+    p[8..10].copy_from_slice(&state.to_ne_bytes());
+    p.extend(attr(NDA_LLADDR, &[2, 0, 0, 0, 0, 7]));
+    p.extend(attr(NDA_VLAN, &10u16.to_ne_bytes()));
+    if let Some(m) = master {
+        p.extend(attr(NDA_MASTER, &m.to_ne_bytes()));
+    }
+    p
+}
+
+#[test]
+fn parses_fdb_entries_and_tells_local_ones() {
+    let e = parse_fdb(&fdb_payload(4, 0x02, Some(9))).unwrap();
+    assert_eq!(
+        (e.key.bridge, e.key.vid, e.key.mac, e.port),
+        (9, 10, [2, 0, 0, 0, 0, 7], 4)
+    );
+    assert_eq!(
+        parse_fdb(&fdb_payload(4, NUD_PERMANENT, Some(9)))
+            .unwrap()
+            .port,
+        0
+    );
+    assert_eq!(parse_fdb(&fdb_payload(9, 0x02, Some(9))).unwrap().port, 0);
+    // A device's own address list ("self", no master) is not the bridge's FDB.
+    assert!(parse_fdb(&fdb_payload(4, NUD_PERMANENT, None)).is_none());
+    let buf = msg(RTM_DELNEIGH, &fdb_payload(4, 0x02, Some(9)));
+    match parse_event(&messages(&buf)[0]) {
+        Some(Event::Fdb { add: false, entry }) => assert_eq!(entry.port, 4),
+        other => panic!("unexpected {other:?}"),
+    }
+    for cut in 0..fdb_payload(4, 2, Some(9)).len() {
+        let _ = parse_fdb(&fdb_payload(4, 2, Some(9))[..cut]);
+        let _ = parse_bridge_port(&bridge_port_payload()[..cut]);
+    }
+}
+
+#[test]
+fn tells_multipath_and_nexthop_object_routes() {
+    let mut rtmsg = vec![2u8, 24, 0, 0, 254, 3, 0, 1, 0, 0, 0, 0];
+    let plain = [rtmsg.clone(), attr(5, &[198, 18, 1, 2])].concat(); // RTA_GATEWAY
+    assert!(!route_uncacheable(&plain));
+    let multipath = [rtmsg.clone(), attr(RTA_MULTIPATH, &[0; 8])].concat();
+    assert!(route_uncacheable(&multipath));
+    let nhid = [rtmsg.clone(), attr(RTA_NH_ID, &7u32.to_ne_bytes())].concat();
+    assert!(route_uncacheable(&nhid));
+    // `ip -6 route add fd00:c::/64 from fd00:a::/64 via ...`: source-specific.
+    let from = [
+        vec![10u8, 64, 64, 0, 254, 3, 0, 1, 0, 0, 0, 0],
+        attr(5, &[0xfd; 16]),
+    ]
+    .concat();
+    assert!(route_uncacheable(&from));
+    // Multipath: the two that pick a next hop by hash, not the source-specific one; a
+    // nexthop object only when it is a group (or when groups are unknown).
+    assert!(route_multipath(&multipath, None) && route_multipath(&nhid, None));
+    assert!(!route_multipath(&from, None) && !route_multipath(&plain, None));
+    let groups: BTreeSet<u32> = [7].into();
+    assert!(route_multipath(&nhid, Some(&groups)));
+    assert!(!route_multipath(&nhid, Some(&BTreeSet::new())));
+    assert!(route_multipath(&multipath, Some(&BTreeSet::new())));
+    rtmsg.truncate(5);
+    assert!(!route_uncacheable(&rtmsg) && !route_multipath(&rtmsg, None));
+    let ev = parse_event(&Msg {
+        ty: RTM_NEWROUTE,
+        flags: 0,
+        payload: &multipath,
+    });
+    assert!(matches!(
+        ev,
+        Some(Event::Route {
+            family: 2,
+            uncacheable: true
+        })
+    ));
+}
+
+#[test]
+fn tells_nexthop_groups_from_single_next_hops() {
+    let nhmsg = vec![2u8, 0, 4, 0, 0, 0, 0, 0];
+    // `ip nexthop add id 11 via 198.18.1.2 dev d1`
+    let single = [
+        nhmsg.clone(),
+        attr(NHA_ID, &11u32.to_ne_bytes()),
+        attr(6, &[198, 18, 1, 2]),
+    ]
+    .concat();
+    assert_eq!(parse_nexthop_group(&single), None);
+    // `ip nexthop add id 20 group 11/12`: two struct nexthop_grp of 8 bytes.
+    let group = [
+        vec![0u8; 8],
+        attr(NHA_ID, &20u32.to_ne_bytes()),
+        attr(
+            NHA_GROUP,
+            &[11, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0],
+        ),
+    ]
+    .concat();
+    assert_eq!(parse_nexthop_group(&group), Some(20));
+    for cut in 0..group.len() {
+        let _ = parse_nexthop_group(&group[..cut]);
+    }
+}
