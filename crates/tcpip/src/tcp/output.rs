@@ -225,15 +225,20 @@ impl Tcp {
             let avail = wnd.saturating_sub(in_flight) as usize;
             let seg_limit = t.seg_limit() as usize;
             let len = unsent.min(avail).min(seg_limit);
-            // Sender-side silly-window avoidance (RFC 9293 3.8.6.2.1): less than a full
-            // segment goes only when it is all that is queued or at least half the largest
-            // window the peer has offered. Otherwise an ACK in flight or a window update
-            // brings us back, or, with nothing in flight, the persist timer's override.
+            // Sender-side silly-window avoidance (RFC 9293 3.8.6.2.1): when the peer's
+            // window is what keeps a segment short, it goes only if it is all that is
+            // queued or at least half the largest window the peer has offered. Otherwise an
+            // ACK in flight or a window update brings us back, or, with nothing in flight,
+            // the persist timer's override. A segment that only the congestion window keeps
+            // short still goes (Linux, counting that window in segments, would send a whole
+            // one): holding it leaves fewer segments in flight to bring the duplicate ACKs
+            // that repair a loss, and a lossy 256 MiB echo took 166 s instead of 99.
+            let usable = t.snd_wnd.saturating_sub(in_flight) as usize;
             let overridden = std::mem::take(&mut t.sws_override);
             let silly = !overridden
-                && len < unsent
-                && len < seg_limit
-                && (avail as u64) * 2 < u64::from(t.max_snd_wnd);
+                && usable < unsent
+                && usable < seg_limit
+                && (usable as u64) * 2 < u64::from(t.max_snd_wnd);
             let len = if silly { 0 } else { len };
             let can_fin = matches!(
                 t.state,
