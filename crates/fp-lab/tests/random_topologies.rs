@@ -132,7 +132,9 @@ struct Topo {
     /// when the daemon starts or stops, or when one of its packets goes to the kernel.
     multipath: Option<u8>,
     /// How the multipath routes are written: next hops inline, or a nexthop object that is a
-    /// group (hash-threshold or resilient).
+    /// group (hash-threshold or resilient); or, instead, a route through a nexthop object
+    /// with one next hop (the first sink), which has no hash to take and stays fast under
+    /// every policy.
     multipath_form: MultipathForm,
 }
 
@@ -141,6 +143,7 @@ enum MultipathForm {
     Inline,
     Group,
     ResilientGroup,
+    SingleHopObject,
 }
 
 const MTUS: [u32; 8] = [1280, 1400, 1500, 1500, 1500, 2000, 4000, 9000];
@@ -235,6 +238,7 @@ fn draw(seed: u64) -> Topo {
             MultipathForm::Inline,
             MultipathForm::Group,
             MultipathForm::ResilientGroup,
+            MultipathForm::SingleHopObject,
         ]),
     }
 }
@@ -411,6 +415,10 @@ fn multipath_routes(t: &Topo, lab: &Lab) {
         MultipathForm::Inline => batch.push_str(
             "route add 198.19.200.0/24 nexthop via 198.18.1.2 nexthop via 198.18.2.2\n\
              route add fd00:e::/64 nexthop via fd00:1::2 nexthop via fd00:2::2\n",
+        ),
+        MultipathForm::SingleHopObject => batch.push_str(
+            "nexthop add id 41 via 198.18.1.2 dev d1\nnexthop add id 61 via fd00:1::2 dev d1\n\
+             route add 198.19.200.0/24 nhid 41\nroute add fd00:e::/64 nhid 61\n",
         ),
         form => {
             let resilient = form == MultipathForm::ResilientGroup;
@@ -1155,13 +1163,31 @@ fn run_config(t: &Topo) -> Outcome {
             );
         }
     }
-    let diffs = linux
+    let mut diffs: Vec<_> = linux
         .iter()
         .filter_map(|(k, a)| {
             let b = fp.get(k).cloned().unwrap_or_default();
             (a != &b).then(|| (k.clone(), a.clone(), b))
         })
         .collect();
+    if t.multipath.is_some() && t.multipath_form == MultipathForm::SingleHopObject {
+        // One next hop, no hash to take: whatever the policy, no family goes to the kernel
+        // for it (the flows agree either way; this checks that they were fast-pathed).
+        let handed: Vec<String> = s
+            .ports
+            .iter()
+            .flat_map(|p| &p.notes)
+            .filter(|n| n.contains("multipath routes hashed by"))
+            .cloned()
+            .collect();
+        if !handed.is_empty() {
+            diffs.push((
+                "single-hop nexthop object".into(),
+                "routers stay on".into(),
+                handed.join("; "),
+            ));
+        }
+    }
     drop(d);
     step("teardown", || drop(lab));
     Outcome {
