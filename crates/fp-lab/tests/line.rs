@@ -119,36 +119,76 @@ fn routes_fifty_prefixes_and_follows_changes() {
     let s = d.wait_for("ping passed to the kernel", |s| passed(s) > kernel);
     assert_eq!(forwarded(&s, "d0"), fast, "fast-pathed under hash policy 1");
     // Through a nexthop object with one next hop there is no hash to take: IPv4 stays fast
-    // under policy 1. A group object counts even with one member, since members change
-    // without a route event.
-    lab.dut
-        .ip(&[
-            "nexthop",
-            "add",
-            "id",
-            "71",
-            "via",
-            "198.18.1.2",
-            "dev",
-            "d1",
-        ])
-        .unwrap();
-    lab.dut
-        .ip(&["nexthop", "add", "id", "72", "group", "71"])
-        .unwrap();
-    lab.dut
-        .ip(&["route", "replace", "198.19.7.0/24", "nhid", "71"])
-        .unwrap();
-    d.wait_for("IPv4 fast through a single-hop nexthop object", |s| {
-        !s.ports
+    // under policy 1, and the route cache stands for the route.
+    let ip = |args: &str| {
+        lab.dut
+            .ip(&args.split(' ').collect::<Vec<_>>())
+            .unwrap_or_else(|e| panic!("ip {args}: {e:?}"))
+    };
+    ip("nexthop add id 71 via 198.18.1.2 dev d1");
+    ip("route replace 198.19.7.0/24 nhid 71");
+    let v4_fast_and_cached = |s: &Status| {
+        s.ports.iter().all(|p| {
+            !p.notes
+                .iter()
+                .any(|n| n.starts_with(policy_note) || n.contains("IPv4 multipath"))
+                && p.maps.get("route_cache_v4_slots") == Some(&1024)
+        })
+    };
+    d.wait_for(
+        "IPv4 fast and its route cache on through a single-hop nexthop object",
+        v4_fast_and_cached,
+    );
+    let cached = |s: &Status| {
+        s.ports
             .iter()
-            .any(|p| p.notes.iter().any(|n| n.starts_with(policy_note)))
+            .find(|p| p.name == "d0")
+            .and_then(|p| p.reasons.get("forwarded_cached").copied())
+            .unwrap_or(0)
+    };
+    let before = cached(&d.status().unwrap());
+    // Several echoes: the caches are per CPU, and the first on each CPU asks the FIB.
+    lab.src
+        .exec("ping", &["-c", "6", "-i", "0.1", "-W", "1", "198.19.7.1"])
+        .expect("nexthop object not forwarded");
+    d.wait_for("nexthop object fast-pathed from the route cache", |s| {
+        cached(s) > before
     });
+    // Deleting the object deletes its IPv4 routes with no route event (`ip monitor` shows
+    // only the nexthop's): the nexthop event must drop the cached answer, or the fast path
+    // goes on forwarding a destination the kernel no longer routes.
+    let seen = answered(&d);
+    ip("nexthop del id 71");
+    d.wait_for("nexthop del answered", |s| {
+        s.responses
+            .iter()
+            .take(s.response_count.saturating_sub(seen))
+            .any(|r| r.events.contains("nexthop"))
+    });
+    assert!(
+        !ping_once(&lab.src, "198.19.7.1"),
+        "198.19.7.0/24 forwarded after its nexthop object and so its route were deleted (a \
+         stale route-cache answer)"
+    );
+    // A replace comes with route events for the routes through the object.
+    ip("nexthop add id 71 via 198.18.1.9 dev d1");
+    ip("route add 198.19.7.0/24 nhid 71");
+    assert!(
+        !ping_once(&lab.src, "198.19.7.1"),
+        "forwarded through 198.18.1.9, which does not exist"
+    );
+    ip("nexthop replace id 71 via 198.18.1.2 dev d1");
     let before = forwarded(&d.status().unwrap(), "d0");
-    assert!(ping(&lab.src, "198.19.7.1"), "nexthop object not forwarded");
+    assert!(
+        ping(&lab.src, "198.19.7.1"),
+        "nexthop object not forwarded after a replace"
+    );
     d.wait_for("nexthop object fast-pathed", |s| {
         forwarded(s, "d0") > before
     });
+    // A group object counts as multipath even with one member: a resilient group moves its
+    // buckets without any event.
+    ip("nexthop add id 72 group 71");
     lab.dut
         .ip(&["route", "replace", "198.19.7.0/24", "nhid", "72"])
         .unwrap();
@@ -175,7 +215,7 @@ fn routes_fifty_prefixes_and_follows_changes() {
         s.ports.iter().all(|p| {
             p.notes
                 .iter()
-                .any(|n| n.contains("IPv6 multipath, nexthop-object or source-specific"))
+                .any(|n| n.contains("IPv6 multipath, nexthop-group or source-specific"))
                 && !p.maps.contains_key("route_cache_v6_slots")
                 && p.maps.contains_key("route_cache_v4_slots")
         })

@@ -1172,12 +1172,13 @@ fn run_config(t: &Topo) -> Outcome {
         .collect();
     if t.multipath.is_some() && t.multipath_form == MultipathForm::SingleHopObject {
         // One next hop, no hash to take: whatever the policy, no family goes to the kernel
-        // for it (the flows agree either way; this checks that they were fast-pathed).
+        // for it, and IPv4's route cache stays on (the flows agree either way; this checks
+        // that they were fast-pathed from the cache).
         let handed: Vec<String> = s
             .ports
             .iter()
             .flat_map(|p| &p.notes)
-            .filter(|n| n.contains("multipath routes hashed by"))
+            .filter(|n| n.contains("multipath routes hashed by") || n.contains("IPv4 multipath"))
             .cloned()
             .collect();
         if !handed.is_empty() {

@@ -280,7 +280,7 @@ impl Daemon {
         let plan_may_change = self.model.apply(&ev);
         p.changed |= plan_may_change;
         match ev {
-            Event::Route { .. } if plan_may_change => p.routes = true,
+            Event::Route { .. } | Event::Nexthop if plan_may_change => p.routes = true,
             Event::Addr => p.addrs4 = true,
             Event::Rules { family: 2 } => p.rules4 = true,
             Event::Rules { .. } => p.rules6 = true,

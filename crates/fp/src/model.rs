@@ -115,9 +115,13 @@ pub enum Event {
     Netconf,
     Route {
         family: u8,
-        /// Multipath or a nexthop object: see netlink::route_uncacheable.
+        /// Multipath, through a nexthop object (which may be a group) or source-specific:
+        /// see netlink::route_uncacheable.
         uncacheable: bool,
     },
+    /// A nexthop object was added, replaced or deleted: the FIB's answers for routes through
+    /// it change without a route event.
+    Nexthop,
     Addr,
     Neigh,
     Nft,
@@ -143,6 +147,7 @@ impl Event {
             Event::Rules { .. } => "rule",
             Event::Netconf => "netconf",
             Event::Route { .. } => "route",
+            Event::Nexthop => "nexthop",
             Event::Addr => "addr",
             Event::Neigh => "neigh",
             Event::Nft => "nftables",
@@ -272,6 +277,9 @@ impl Model {
                 10 => *uncacheable || self.uncacheable_v6_routes > 0,
                 _ => false,
             },
+            // Deleting an object deletes its IPv4 routes without a route event: recount
+            // while any route counts.
+            Event::Nexthop => self.uncacheable_v4_routes > 0 || self.uncacheable_v6_routes > 0,
             Event::Addr | Event::Neigh => false,
             Event::Bridge => true,
             Event::Fdb { add, entry } => {
@@ -639,13 +647,13 @@ impl Model {
             } else {
                 if !route_cache.v4 {
                     notes.push(format!(
-                        "route cache off: {} IPv4 multipath or nexthop-object routes",
+                        "route cache off: {} IPv4 multipath or nexthop-group routes",
                         self.uncacheable_v4_routes
                     ));
                 }
                 if !route_cache.v6 {
                     notes.push(format!(
-                        "route cache off: {} IPv6 multipath, nexthop-object or source-specific routes",
+                        "route cache off: {} IPv6 multipath, nexthop-group or source-specific routes",
                         self.uncacheable_v6_routes
                     ));
                 }

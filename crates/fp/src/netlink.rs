@@ -36,7 +36,7 @@ const NLM_F_REQUEST: u16 = 1;
 const NLM_F_DUMP: u16 = 0x300;
 
 /// rtnetlink multicast groups the watcher joins (RTNLGRP_*).
-pub const ROUTE_GROUPS: [u32; 11] = [
+pub const ROUTE_GROUPS: [u32; 12] = [
     1,  // LINK
     3,  // NEIGH
     5,  // IPV4_IFADDR
@@ -47,6 +47,7 @@ pub const ROUTE_GROUPS: [u32; 11] = [
     19, // IPV6_RULE
     24, // IPV4_NETCONF
     25, // IPV6_NETCONF
+    32, // NEXTHOP
     33, // BRVLAN
 ];
 /// NFNLGRP_NFTABLES: every nftables ruleset change (iptables-nft included).
@@ -337,15 +338,17 @@ const RTA_MULTIPATH: u16 = 9;
 const RTA_NH_ID: u16 = 30;
 
 /// Whether an RTM_NEWROUTE/DELROUTE payload (rtmsg and attributes) is a route for which the
-/// FIB's answer depends on more than the destination: multipath (the flow's hash picks the
-/// next hop), a nexthop object (which changes without route events), or a source prefix
-/// (an IPv6 `from` route: the answer depends on the source).
-pub fn route_uncacheable(payload: &[u8]) -> bool {
+/// FIB's answer depends on more than the destination: one that may pick its next hop by the
+/// flow's hash ([`route_multipath`], `groups` as there), or a source prefix (an IPv6 `from`
+/// route: the answer depends on the source).
+///
+/// A route through a single-hop nexthop object is cacheable: the object changes without a
+/// route event, but with a nexthop event (RTNLGRP_NEXTHOP, which the watcher joins), and
+/// every event drops the cached answers.
+pub fn route_uncacheable(payload: &[u8], groups: Option<&BTreeSet<u32>>) -> bool {
     payload.len() >= 12
         && (payload[2] != 0 // rtm_src_len
-            || attrs(&payload[12..])
-                .iter()
-                .any(|(ty, _)| *ty == RTA_MULTIPATH || *ty == RTA_NH_ID))
+            || route_multipath(payload, groups))
 }
 
 /// Whether a route payload may pick among several next hops by a flow hash: multipath, or
@@ -368,6 +371,7 @@ pub fn route_multipath(payload: &[u8], groups: Option<&BTreeSet<u32>>) -> bool {
 }
 
 const RTM_NEWNEXTHOP: u16 = 104;
+const RTM_DELNEXTHOP: u16 = 105;
 const RTM_GETNEXTHOP: u16 = 106;
 const NHA_GROUP: u16 = 2;
 const NHA_ID: u16 = 1;
@@ -416,7 +420,7 @@ pub fn count_routes(
         .iter()
         .filter(|(t, _)| *t == RTM_NEWROUTE)
     {
-        c.uncacheable += route_uncacheable(p) as usize;
+        c.uncacheable += route_uncacheable(p, groups) as usize;
         c.multipath += route_multipath(p, groups) as usize;
     }
     Ok(c)
@@ -441,10 +445,13 @@ pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
             Some(Event::Rules { family })
         }
         RTM_NEWNETCONF | RTM_DELNETCONF => Some(Event::Netconf),
+        // Without the objects at hand, every nexthop object may be a group: such a route
+        // may turn the route cache off, so the watcher recounts.
         RTM_NEWROUTE | RTM_DELROUTE => Some(Event::Route {
             family: *msg.payload.first()?,
-            uncacheable: route_uncacheable(msg.payload),
+            uncacheable: route_uncacheable(msg.payload, None),
         }),
+        RTM_NEWNEXTHOP | RTM_DELNEXTHOP => Some(Event::Nexthop),
         RTM_NEWADDR | RTM_DELADDR => Some(Event::Addr),
         RTM_NEWNEIGH | RTM_DELNEIGH => Some(Event::Neigh),
         _ => None,

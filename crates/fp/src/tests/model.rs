@@ -116,6 +116,9 @@ fn bridge_ports_forwarding_off_and_rp_filter_are_respected() {
 fn each_familys_route_cache_goes_off_with_its_own_uncacheable_routes() {
     let mut m = forwarding_model();
     assert_eq!(m.plan().ports[&2].route_cache, RouteCache::both(true));
+    // With nothing counted, a nexthop event changes no count (a route through a new object
+    // comes with its own route event); the watcher drops the cached answers all the same.
+    assert!(!m.apply(&Event::Nexthop));
     // An IPv6 route event may now turn the IPv6 cache off (the watcher recounts).
     assert!(m.apply(&Event::Route {
         family: 10,
@@ -133,12 +136,14 @@ fn each_familys_route_cache_goes_off_with_its_own_uncacheable_routes() {
     assert!(p.ports[&2]
         .notes
         .iter()
-        .any(|n| n.contains("1 IPv6 multipath, nexthop-object or source-specific")));
-    // With one counted, any IPv6 route event recounts (it may be its removal).
+        .any(|n| n.contains("1 IPv6 multipath, nexthop-group or source-specific")));
+    // With one counted, any IPv6 route event recounts (it may be its removal), and so does
+    // a nexthop event (deleting an object deletes its routes without a route event).
     assert!(m.apply(&Event::Route {
         family: 10,
         uncacheable: false
     }));
+    assert!(m.apply(&Event::Nexthop));
     m.uncacheable_v4_routes = 2;
     m.uncacheable_v6_routes = 0;
     assert_eq!(

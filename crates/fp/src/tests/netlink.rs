@@ -187,40 +187,54 @@ fn parses_fdb_entries_and_tells_local_ones() {
 fn tells_multipath_and_nexthop_object_routes() {
     let mut rtmsg = vec![2u8, 24, 0, 0, 254, 3, 0, 1, 0, 0, 0, 0];
     let plain = [rtmsg.clone(), attr(5, &[198, 18, 1, 2])].concat(); // RTA_GATEWAY
-    assert!(!route_uncacheable(&plain));
     let multipath = [rtmsg.clone(), attr(RTA_MULTIPATH, &[0; 8])].concat();
-    assert!(route_uncacheable(&multipath));
     let nhid = [rtmsg.clone(), attr(RTA_NH_ID, &7u32.to_ne_bytes())].concat();
-    assert!(route_uncacheable(&nhid));
     // `ip -6 route add fd00:c::/64 from fd00:a::/64 via ...`: source-specific.
     let from = [
         vec![10u8, 64, 64, 0, 254, 3, 0, 1, 0, 0, 0, 0],
         attr(5, &[0xfd; 16]),
     ]
     .concat();
-    assert!(route_uncacheable(&from));
-    // Multipath: the two that pick a next hop by hash, not the source-specific one; a
-    // nexthop object only when it is a group (or when groups are unknown).
-    assert!(route_multipath(&multipath, None) && route_multipath(&nhid, None));
-    assert!(!route_multipath(&from, None) && !route_multipath(&plain, None));
-    let groups: BTreeSet<u32> = [7].into();
-    assert!(route_multipath(&nhid, Some(&groups)));
-    assert!(!route_multipath(&nhid, Some(&BTreeSet::new())));
-    assert!(route_multipath(&multipath, Some(&BTreeSet::new())));
+    let no_groups = BTreeSet::new();
+    let group_7: BTreeSet<u32> = [7].into();
+    for groups in [None, Some(&no_groups), Some(&group_7)] {
+        assert!(!route_uncacheable(&plain, groups));
+        assert!(route_uncacheable(&multipath, groups));
+        assert!(route_uncacheable(&from, groups));
+        assert!(route_multipath(&multipath, groups));
+        assert!(!route_multipath(&from, groups) && !route_multipath(&plain, groups));
+    }
+    // A nexthop object is multipath, and so uncacheable, only when it is a group, or when
+    // the groups are unknown (as in an event).
+    assert!(route_multipath(&nhid, None) && route_uncacheable(&nhid, None));
+    assert!(route_multipath(&nhid, Some(&group_7)) && route_uncacheable(&nhid, Some(&group_7)));
+    assert!(!route_multipath(&nhid, Some(&no_groups)));
+    assert!(!route_uncacheable(&nhid, Some(&no_groups)));
     rtmsg.truncate(5);
-    assert!(!route_uncacheable(&rtmsg) && !route_multipath(&rtmsg, None));
-    let ev = parse_event(&Msg {
-        ty: RTM_NEWROUTE,
-        flags: 0,
-        payload: &multipath,
-    });
-    assert!(matches!(
-        ev,
-        Some(Event::Route {
-            family: 2,
-            uncacheable: true
-        })
-    ));
+    assert!(!route_uncacheable(&rtmsg, None) && !route_multipath(&rtmsg, None));
+    for (payload, uncacheable) in [(&multipath, true), (&nhid, true), (&plain, false)] {
+        let ev = parse_event(&Msg {
+            ty: RTM_NEWROUTE,
+            flags: 0,
+            payload,
+        });
+        assert_eq!(
+            ev,
+            Some(Event::Route {
+                family: 2,
+                uncacheable
+            })
+        );
+    }
+    // Nexthop objects come as their own events, whatever the payload.
+    for ty in [104, 105] {
+        let ev = parse_event(&Msg {
+            ty,
+            flags: 0,
+            payload: &[],
+        });
+        assert_eq!(ev, Some(Event::Nexthop));
+    }
 }
 
 #[test]
