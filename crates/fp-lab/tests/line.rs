@@ -1,5 +1,6 @@
 //! The router in a `line` lab: 50 prefixes forwarded through the fast path, and
-//! configuration changes (route add/del, multipath and its hash policy, policy rule add/del,
+//! configuration changes (route add/del, multipath and its hash policy, nexthop objects, policy
+//! rules the FIB helper evaluates and one it cannot,
 //! link down) taking effect.
 
 mod common;
@@ -255,33 +256,35 @@ fn routes_fifty_prefixes_and_follows_changes() {
     });
     assert!(ping(&lab.src, "fd00:c::1"));
 
-    // A policy rule: the family goes to the kernel, which applies the rule.
-    lab.dut
-        .ip(&[
-            "route",
-            "add",
-            "unreachable",
-            "198.19.3.0/24",
-            "table",
-            "100",
-        ])
-        .unwrap();
-    lab.dut
-        .ip(&[
-            "rule",
-            "add",
-            "to",
-            "198.19.3.0/24",
-            "table",
-            "100",
-            "pref",
-            "100",
-        ])
-        .unwrap();
-    d.wait_for("router4 off", |s| {
-        s.ports
-            .iter()
-            .all(|p| !p.modules.contains(&"router4".to_string()))
+    // A policy rule the FIB helper evaluates (a destination selector): the router stays on
+    // and applies it, with the route cache off (a rule may look at the source or ports).
+    ip("route add unreachable 198.19.3.0/24 table 100");
+    ip("rule add to 198.19.3.0/24 table 100 pref 100");
+    let rules_cache_off = |s: &Status| {
+        s.ports.iter().all(|p| {
+            p.modules.contains(&"router4".to_string())
+                && p.notes
+                    .iter()
+                    .any(|n| n.contains("route cache off: 1 IPv4 policy rules"))
+                && !p.maps.contains_key("route_cache_v4_slots")
+        })
+    };
+    d.wait_for("router4 on beside the rule, its cache off", rules_cache_off);
+    assert!(!ping_once(&lab.src, "198.19.3.1"), "policy rule ignored");
+    let before = forwarded(&d.status().unwrap(), "d0");
+    assert!(ping(&lab.src, "198.19.4.1"), "no route past the rule");
+    d.wait_for("fast-pathed beside the rule", |s| {
+        forwarded(s, "d0") > before
+    });
+    // One the helper cannot see as the kernel does (a mark): the family goes to the kernel.
+    ip("rule add fwmark 7 table 100 pref 99");
+    d.wait_for("router4 off for a fwmark rule", |s| {
+        s.ports.iter().all(|p| {
+            !p.modules.contains(&"router4".to_string())
+                && p.notes.iter().any(|n| {
+                    n.starts_with("router4 -> kernel: 1 IPv4 policy rules with a selector")
+                })
+        })
     });
     assert!(!ping_once(&lab.src, "198.19.3.1"), "policy rule ignored");
     assert!(ping(&lab.src, "198.19.4.1"), "kernel path broken");
@@ -290,12 +293,10 @@ fn routes_fifty_prefixes_and_follows_changes() {
             .iter()
             .any(|p| p.reasons.get("pass_disabled").copied().unwrap_or(0) > 0)
     });
-    lab.dut.ip(&["rule", "del", "pref", "100"]).unwrap();
-    d.wait_for("router4 back", |s| {
-        s.ports
-            .iter()
-            .all(|p| p.modules.contains(&"router4".to_string()))
-    });
+    ip("rule del pref 99");
+    d.wait_for("router4 back", rules_cache_off);
+    ip("rule del pref 100");
+    d.wait_for("route cache on again without rules", |s| !cache_off(s));
     let before = forwarded(&d.status().unwrap(), "d0");
     assert!(ping(&lab.src, "198.19.3.1"));
     d.wait_for("fast path again", |s| forwarded(s, "d0") > before);

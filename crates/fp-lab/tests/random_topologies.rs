@@ -136,7 +136,44 @@ struct Topo {
     /// with one next hop (the first sink), which has no hash to take and stays fast under
     /// every policy.
     multipath_form: MultipathForm,
+    /// With the multipath routes: policy rules that send some of the multipath flows to table
+    /// 100, which routes the multipath prefixes through sink 2 alone (a bit each, POLICY_RULES).
+    /// All but the fwmark rule are ones the FIB helper evaluates; the last checks that the
+    /// source check asks as the kernel does, from the egress port.
+    policy_rules: u8,
 }
+
+/// The rules `Topo::policy_rules` draws from, one per bit: (IPv4 rules, IPv6 rules).
+const POLICY_RULES: [(&str, &str); 6] = [
+    (
+        "rule add ipproto udp sport 41001-41002 table 100 pref 100",
+        "-6 rule add ipproto udp sport 41001-41002 table 100 pref 100",
+    ),
+    (
+        "rule add to 198.19.200.4/30 table 100 pref 101",
+        "-6 rule add to fd00:e::4/126 table 100 pref 101",
+    ),
+    (
+        "rule add from 198.18.0.0/24 dport 7003 sport 41004 table 100 pref 102",
+        "-6 rule add from fd00::/64 dport 7003 sport 41004 table 100 pref 102",
+    ),
+    (
+        "rule add iif d0 sport 41003 to 198.19.200.0/29 table 100 pref 103",
+        "-6 rule add iif d0 sport 41003 to fd00:e::/125 table 100 pref 103",
+    ),
+    // A mark: the family goes to the kernel.
+    (
+        "rule add fwmark 7 table 100 pref 104",
+        "-6 rule add fwmark 7 table 100 pref 104",
+    ),
+    // Only the source check of a packet to a multipath address forwarded out d1 comes from
+    // d1 (the kernel's fib_validate_source asks from the egress port): table 101 sends the
+    // source's prefix out d2, which strict rp_filter refuses.
+    (
+        "rule add iif d1 from 198.19.200.0/24 table 101 pref 105",
+        "",
+    ),
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MultipathForm {
@@ -240,6 +277,18 @@ fn draw(seed: u64) -> Topo {
             MultipathForm::ResilientGroup,
             MultipathForm::SingleHopObject,
         ]),
+        policy_rules: if r.percent(50) {
+            let rules = r.below(1 << POLICY_RULES.len()) as u8;
+            // The fwmark rule hands the families to the kernel, where the others are not
+            // the fast path's: in one draw in eight.
+            if r.percent(75) {
+                rules & !(1 << 4)
+            } else {
+                rules
+            }
+        } else {
+            0
+        },
     }
 }
 
@@ -267,6 +316,9 @@ fn describe(t: &Topo) -> String {
         t.multipath,
         t.multipath_form
     );
+    for (v4, v6) in policy_rules(t) {
+        s.push_str(&format!("    ip {v4}; ip {v6}\n"));
+    }
     for (i, l) in t.links.iter().enumerate() {
         let far = if i == 0 {
             "src".to_string()
@@ -428,7 +480,38 @@ fn multipath_routes(t: &Topo, lab: &Lab) {
         }
     }
     batch.push_str("route add 198.19.77.0/24 via 198.18.0.2\nroute add fd00:77::/64 via fd00::2\n");
+    if !policy_rules(t).is_empty() {
+        batch.push_str(
+            "route add 198.19.200.0/24 via 198.18.2.2 table 100\n\
+             route add fd00:e::/64 via fd00:2::2 table 100\n\
+             route add 198.18.0.0/24 via 198.18.2.2 table 101\n",
+        );
+    }
+    for (v4, _) in policy_rules(t) {
+        batch.push_str(v4);
+        batch.push('\n');
+    }
     ip_batch(&lab.dut, &batch);
+    // (`ip -batch` takes no `-6`)
+    for (_, v6) in policy_rules(t).into_iter().filter(|(_, v6)| !v6.is_empty()) {
+        lab.dut
+            .ip(&v6.split(' ').collect::<Vec<_>>())
+            .unwrap_or_else(|e| panic!("ip {v6}: {e:?}"));
+    }
+}
+
+/// The policy rules a configuration draws (only with the multipath routes, whose flows show
+/// where each rule sent them).
+fn policy_rules(t: &Topo) -> Vec<(&'static str, &'static str)> {
+    if t.multipath.is_none() {
+        return Vec::new();
+    }
+    POLICY_RULES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| t.policy_rules & (1 << i) != 0)
+        .map(|(_, r)| *r)
+        .collect()
 }
 
 fn build(t: &Topo) -> Lab {
@@ -1170,6 +1253,25 @@ fn run_config(t: &Topo) -> Outcome {
             (a != &b).then(|| (k.clone(), a.clone(), b))
         })
         .collect();
+    let rules = policy_rules(t);
+    if !rules.is_empty() && t.policy_rules & (1 << 4) == 0 {
+        // Every rule drawn is one the FIB helper evaluates: no family goes to the kernel for
+        // them (the flows agree either way; this checks that the routers stayed on).
+        let handed: Vec<String> = s
+            .ports
+            .iter()
+            .flat_map(|p| &p.notes)
+            .filter(|n| n.contains("policy rules with a selector"))
+            .cloned()
+            .collect();
+        if !handed.is_empty() {
+            diffs.push((
+                "policy rules the helper evaluates".into(),
+                "routers stay on".into(),
+                handed.join("; "),
+            ));
+        }
+    }
     if t.multipath.is_some() && t.multipath_form == MultipathForm::SingleHopObject {
         // One next hop, no hash to take: whatever the policy, no family goes to the kernel
         // for it, and IPv4's route cache stays on (the flows agree either way; this checks

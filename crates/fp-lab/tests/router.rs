@@ -2,7 +2,7 @@
 //! output bytes. The FIB the program consults is a real one, in a lab namespace.
 
 use wirespeed_fp::counters::Reason;
-use wirespeed_fp::features::{Features, RouteCache, Switches};
+use wirespeed_fp::features::{Features, PolicyRules, RouteCache, Switches};
 use wirespeed_fp::loader::{Program, XDP_PASS, XDP_REDIRECT};
 use wirespeed_fp_lab::pkt::{self, L4};
 use wirespeed_lab::Netns;
@@ -888,6 +888,177 @@ fn a_partial_checksum_goes_to_the_kernel_at_every_length() {
             }
             let c = prog.counters().unwrap();
             assert_eq!(c.get(Reason::PassCsumPartial), partial + passed_complete);
+        })
+        .unwrap();
+}
+
+/// Policy rules that select by protocol, ports, source and ingress port keep the router on:
+/// the program passes the FIB helper the ports the kernel's flow dissector would find, and
+/// asks the reverse question as fib_validate_source does, from the egress port with the ports
+/// swapped (an `iif out0` rule applies to it, as in the kernel).
+#[test]
+fn policy_rules_pick_the_next_hop_by_ports_source_and_ingress() {
+    let lab = lab("p");
+    let (in_idx, out_idx, in_mac, out_mac) = (lab.in_idx, lab.out_idx, lab.in_mac, lab.out_mac);
+    let ns = &lab.ns;
+    let nh2 = "02:00:00:00:02:03";
+    for args in [
+        "neigh add 198.18.2.3 lladdr 02:00:00:00:02:03 dev out0 nud permanent",
+        "-6 neigh add fd00:2::3 lladdr 02:00:00:00:02:03 dev out0 nud permanent",
+        "route add 198.18.100.0/24 via 198.18.2.3 table 100",
+        "-6 route add fd00:100::/64 via fd00:2::3 table 100",
+        "rule add ipproto udp dport 2000 table 100 pref 100",
+        "rule add from 198.18.1.77 table 100 pref 101",
+        "rule add iif in0 to 198.18.100.8 table 100 pref 102",
+        "-6 rule add ipproto udp sport 1000 table 100 pref 100",
+        // The source check of a packet forwarded out out0 asks from out0 (not lo, not in0):
+        // table 102 sends 198.18.1.66 and .67 back out out0, and .68 too, but only from lo.
+        "route add 198.18.1.66 via 198.18.2.2 table 102",
+        "route add 198.18.1.67 via 198.18.2.2 table 102",
+        "route add 198.18.1.68 via 198.18.2.2 table 102",
+        "rule add iif out0 from 198.18.100.0/24 to 198.18.1.66 table 102 pref 103",
+        "rule add iif in0 from 198.18.100.0/24 to 198.18.1.67 table 102 pref 104",
+        "rule add iif lo from 198.18.100.0/24 to 198.18.1.68 table 102 pref 105",
+    ] {
+        ns.ip(&args.split(' ').collect::<Vec<_>>()).unwrap();
+    }
+    let nh2 = pkt::parse_mac(nh2).unwrap();
+    lab.ns
+        .run(move || {
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let switches = |rp_filter_v4: bool| Switches {
+                route_cache: RouteCache::both(false),
+                rp_filter_v4,
+                policy_rules: PolicyRules { v4: true, v6: true },
+                ..Switches::default()
+            };
+            prog.set_ctl(&prog.features, switches(false)).unwrap();
+            let flow = |src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16| {
+                let l4 = L4::Udp {
+                    sport,
+                    dport,
+                    payload: vec![0xab; 18],
+                };
+                (
+                    pkt::ipv4(in_mac, PEER_MAC, src, dst, 64, &[], &l4),
+                    move |mac: [u8; 6]| pkt::ipv4(mac, out_mac, src, dst, 63, &[], &l4),
+                )
+            };
+            let dst8 = [198, 18, 100, 8];
+            for (what, src, dst, sport, dport, via) in [
+                ("dport 2000", SRC4, DST4, 1000, 2000, nh2),
+                ("dport 2001", SRC4, DST4, 1000, 2001, NEXT_HOP_MAC),
+                ("from 198.18.1.77", [198, 18, 1, 77], DST4, 5, 6, nh2),
+                ("iif in0 to .8", SRC4, dst8, 5, 6, nh2),
+            ] {
+                let (input, output) = flow(src, dst, sport, dport);
+                assert_eq!(
+                    prog.test_run(&input, in_idx).unwrap(),
+                    (XDP_REDIRECT, output(via)),
+                    "{what}"
+                );
+            }
+            // The ports of TCP too, and none for ICMP (a `dport` rule never matches it).
+            let tcp = L4::Tcp {
+                sport: 1000,
+                dport: 2000,
+                payload: vec![],
+            };
+            let input = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &tcp);
+            assert_eq!(
+                prog.test_run(&input, in_idx).unwrap(),
+                (
+                    XDP_REDIRECT,
+                    pkt::ipv4(NEXT_HOP_MAC, out_mac, SRC4, DST4, 63, &[], &tcp)
+                ),
+                "TCP dport 2000 is not `ipproto udp`"
+            );
+            let udp6 = |sport: u16| L4::Udp {
+                sport,
+                dport: 7,
+                payload: vec![1; 8],
+            };
+            for (sport, via) in [(1000, nh2), (1001, NEXT_HOP_MAC)] {
+                let input = pkt::ipv6(
+                    in_mac,
+                    PEER_MAC,
+                    v6(2, 1),
+                    v6(9, 0x100),
+                    64,
+                    false,
+                    &udp6(sport),
+                );
+                let output = pkt::ipv6(
+                    via,
+                    out_mac,
+                    v6(2, 1),
+                    v6(9, 0x100),
+                    63,
+                    false,
+                    &udp6(sport),
+                );
+                assert_eq!(
+                    prog.test_run(&input, in_idx).unwrap(),
+                    (XDP_REDIRECT, output),
+                    "IPv6 sport {sport}"
+                );
+            }
+            // A fragment header (an atomic fragment) before the UDP header: the kernel's
+            // dissector walks it to the ports, so with IPv6 rules the packet is the kernel's.
+            // (Routing and destination-options headers already are, at XDP: their UDP
+            // checksum may be partial.)
+            let mut frag = vec![17u8, 0, 0, 0, 0, 0, 0, 9]; // next UDP, offset 0, M 0, id 9
+            frag.extend_from_slice(&[0x03, 0xe8, 0, 7, 0, 16, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]);
+            let behind = L4::Raw {
+                proto: 44,
+                payload: frag,
+            };
+            let input = pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, false, &behind);
+            let before = prog.counters().unwrap().get(Reason::PassIpOptions);
+            assert_eq!(
+                prog.test_run(&input, in_idx).unwrap(),
+                (XDP_PASS, input.clone()),
+                "ports behind an IPv6 extension header"
+            );
+            assert_eq!(
+                prog.counters().unwrap().get(Reason::PassIpOptions),
+                before + 1,
+                "{:?}",
+                prog.counters().unwrap().nonzero()
+            );
+            // With policy rules the kernel checks the source even with rp_filter off, and
+            // drops one it finds broadcast (198.18.1.255): the kernel's to decide.
+            let (input, _) = flow([198, 18, 1, 255], DST4, 5, 6);
+            assert_eq!(
+                prog.test_run(&input, in_idx).unwrap(),
+                (XDP_PASS, input.clone()),
+                "a broadcast source under policy rules"
+            );
+            // rp_filter: 198.18.1.66-68 route back out in0 in the main table, but the kernel's
+            // reverse lookup (from the egress port, out0) meets the `iif out0` rule for .66
+            // and goes out out0: the kernel's. The `iif in0` and `iif lo` rules never apply.
+            prog.set_ctl(&prog.features, switches(true)).unwrap();
+            let (input, _) = flow([198, 18, 1, 66], DST4, 5, 6);
+            assert_eq!(
+                prog.test_run(&input, in_idx).unwrap(),
+                (XDP_PASS, input.clone()),
+                "reverse path through the `iif out0` rule"
+            );
+            for src in [[198, 18, 1, 67], [198, 18, 1, 68]] {
+                let (input, output) = flow(src, DST4, 5, 6);
+                assert_eq!(
+                    prog.test_run(&input, in_idx).unwrap(),
+                    (XDP_REDIRECT, output(NEXT_HOP_MAC)),
+                    "{src:?}: `iif in0` and `iif lo` do not see the source check"
+                );
+            }
+            let (input, output) = flow(SRC4, DST4, 5, 6);
+            assert_eq!(
+                prog.test_run(&input, in_idx).unwrap(),
+                (XDP_REDIRECT, output(NEXT_HOP_MAC)),
+                "a source routed back out in0 still passes"
+            );
         })
         .unwrap();
 }

@@ -13,7 +13,15 @@
 #define IPPROTO_ICMP 1
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
+#define IPPROTO_DCCP 33
+#define IPPROTO_ROUTING 43
+#define IPPROTO_FRAGMENT 44
+#define IPPROTO_ESP 50
+#define IPPROTO_AH 51
 #define IPPROTO_ICMPV6 58
+#define IPPROTO_DSTOPTS 60
+#define IPPROTO_SCTP 132
+#define IPPROTO_UDPLITE 136
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1FFF
 #define TC_ACT_OK 0
@@ -28,7 +36,7 @@ enum fp_reason {
 	FP_PASS_VLAN,        /* tagged frame and no bridge module on this port */
 	FP_PASS_NOT_HOST,    /* L2 destination is not this interface (kernel drops or floods) */
 	FP_PASS_BAD_HEADER,  /* truncated, bad checksum or length mismatch: kernel decides */
-	FP_PASS_IP_OPTIONS,  /* IPv4 options or IPv6 hop-by-hop header */
+	FP_PASS_IP_OPTIONS,  /* IPv4 options or IPv6 hop-by-hop header (any extension header with IPv6 policy rules) */
 	FP_PASS_FRAGMENT,    /* IPv4 fragment */
 	FP_PASS_TTL,         /* TTL / hop limit <= 1: kernel sends ICMP time exceeded */
 	FP_PASS_MARTIAN,     /* special source/destination (multicast, loopback, link-local), or a local source */
@@ -47,7 +55,7 @@ enum fp_reason {
 	FP_FORWARDED_CACHED, /* redirected by the router on the route cache's answer */
 	FP_PASS_GSO,         /* TC: a GSO skb the router cannot size per segment */
 	FP_PASS_CSUM_PARTIAL,/* XDP: the L4 checksum may still be partial (local sender) */
-	FP_PASS_RP_FILTER,   /* rp_filter on and the source not routed back out this port */
+	FP_PASS_RP_FILTER,   /* rp_filter on and the source not routed back out this port (with policy rules: or not by a unicast route) */
 	FP_PASS_ICMP_ERROR,  /* an ICMP error: the kernel hashes it by the packet it quotes */
 	FP_NR_REASONS,
 };

@@ -40,10 +40,11 @@ struct fp_ctl {
 	 * neighbour, link, address, netconf, rule), never reusing one. */
 	__u32 route_gen;
 	/* Zero while the kernel's answer could depend on more than the destination, TOS and
-	 * ingress port (multipath routes, nexthop objects): every packet asks the FIB. */
+	 * ingress port (multipath routes, nexthop groups, policy rules): every packet asks the
+	 * FIB. */
 	__u8 route_cache_v4;
 	/* The same for IPv6 (route_cache_v6): zero while an IPv6 route is multipath, uses a
-	 * nexthop object or is source-specific (`from`). */
+	 * nexthop group or is source-specific (`from`), or there are IPv6 policy rules. */
 	__u8 route_cache_v6;
 	/* net.ipv4.conf.{all,<port>}.rp_filter is on (strict or loose): every packet's source
 	 * must route back out this port (router_v4). */
@@ -54,7 +55,15 @@ struct fp_ctl {
 	 * hash lookup on every packet cost the router about 60 ns (docs/BENCHMARKS.md, §6). */
 	__u8 local_v4_n;
 	__u8 local_v4_in_map;
-	__u8 unused[3]; /* explicit: the Rust side writes the value as bytes */
+	/* Policy rules beyond the kernel's defaults, all of them ones the FIB helper evaluates
+	 * as the kernel's input path does (else the family is off): the lookups then carry the
+	 * packet's ports as the kernel's flow dissector finds them, the source check asks as
+	 * fib_validate_source does (from the egress port, ports swapped, even with rp_filter
+	 * off), and an IPv6 packet
+	 * whose ports sit behind an extension header goes to the kernel. */
+	__u8 policy_rules_v4;
+	__u8 policy_rules_v6;
+	__u8 unused[1]; /* explicit: the Rust side writes the value as bytes */
 	__be32 local_v4[LOCAL_V4_INLINE];
 };
 

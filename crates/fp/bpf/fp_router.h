@@ -44,6 +44,40 @@ static __always_inline enum fp_reason fib_reason(int rc)
 	}
 }
 
+/* The ports the kernel's flow dissector reports for a transport header at `l4` (the
+ * fib_rules_require_fldissect lookups: __skb_flow_get_ports, proto_ports_offset): the
+ * first four bytes for TCP, UDP, UDP-Lite, DCCP, SCTP and ESP (its SPI), the next four for
+ * AH, none for anything else or a header cut short (`end`: the packet's last byte + 1). */
+static __always_inline void flow_ports(__u8 proto, const void *l4, const void *end,
+				       const void *data_end, __be16 *sport, __be16 *dport)
+{
+	const __be16 *ports;
+	int off;
+
+	*sport = 0;
+	*dport = 0;
+	switch (proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_UDPLITE:
+	case IPPROTO_DCCP:
+	case IPPROTO_SCTP:
+	case IPPROTO_ESP:
+		off = 0;
+		break;
+	case IPPROTO_AH:
+		off = 4;
+		break;
+	default:
+		return;
+	}
+	ports = l4 + off;
+	if ((const void *)(ports + 2) > end || (const void *)(ports + 2) > data_end)
+		return;
+	*sport = ports[0];
+	*dport = ports[1];
+}
+
 /* Checks the FIB answer against our egress ports, then rewrites the MACs. The caller has
  * already made every check that could still turn the packet back to the kernel. */
 static __always_inline int egress_ok(struct bpf_fib_lookup *fib, __u32 in_ifindex, enum fp_reason *why)
@@ -61,13 +95,22 @@ static __always_inline int egress_ok(struct bpf_fib_lookup *fib, __u32 in_ifinde
 	return 1;
 }
 
-/* The kernel's reverse-path filter (fib_validate_source) on a port with rp_filter on, strict
- * or loose: a packet whose source the FIB routes back out the port it came in on, by a
- * unicast route, passes both. Anything else is the kernel's: a source routed out another
- * port may still pass (loose mode, or another nexthop of a multipath route), and one with no
- * unicast route is the kernel's to drop and count (IPReversePathFilter). With the policy
- * rules at the kernel's defaults (else router4 is off) the lookup depends on nothing else. */
-static __always_inline int rp_filter_ok_v4(const struct rt_in *in, const struct iphdr *iph)
+/* The kernel's source check (fib_validate_source) on a port with rp_filter on, strict or
+ * loose: a packet whose source the FIB routes back out the port it came in on, by a unicast
+ * route, passes both. Anything else is the kernel's: a source routed out another port may
+ * still pass (loose mode, or another nexthop of a multipath route), and one with no unicast
+ * route is the kernel's to drop and count (IPReversePathFilter). With the policy rules at the
+ * kernel's defaults the lookup depends on nothing else.
+ *
+ * With other policy rules the kernel asks the reverse question even with rp_filter off, and
+ * drops a source it finds local or broadcast; and it asks as a rule sees it: from the
+ * forward answer's egress port (a rule's `iif` sees that port), with the protocol and, where
+ * a rule looks at ports, the ports swapped (older kernels did not swap them: both are asked,
+ * and the packet is fast-pathed only if both pass). The helper refuses a lookup from a port
+ * that does not forward (FWD_DISABLED); the kernel then decides. */
+static __always_inline int source_lookup_ok_v4(const struct rt_in *in, const struct iphdr *iph,
+					       const struct fp_ctl *c, __u32 out_if,
+					       __be16 rev_sport, __be16 rev_dport)
 {
 	struct bpf_fib_lookup rev = {};
 	int rc;
@@ -77,16 +120,34 @@ static __always_inline int rp_filter_ok_v4(const struct rt_in *in, const struct 
 	rev.ipv4_src = iph->daddr;
 	rev.ipv4_dst = iph->saddr;
 	rev.ifindex = in->in_if;
+	if (c->policy_rules_v4) {
+		rev.ifindex = out_if;
+		rev.l4_protocol = iph->protocol;
+		rev.sport = rev_sport;
+		rev.dport = rev_dport;
+	}
 	rc = bpf_fib_lookup(in->ctx, &rev, sizeof(rev), 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return 0;
-	return rev.ifindex == in->in_if;
+	return !c->rp_filter_v4 || rev.ifindex == in->in_if;
+}
+
+static __always_inline int rp_filter_ok_v4(const struct rt_in *in, const struct iphdr *iph,
+					   const struct fp_ctl *c, __u32 out_if, __be16 sport,
+					   __be16 dport)
+{
+	if (!source_lookup_ok_v4(in, iph, c, out_if, dport, sport))
+		return 0;
+	return !c->policy_rules_v4 || sport == dport ||
+	       source_lookup_ok_v4(in, iph, c, out_if, sport, dport);
 }
 
 /* rp_filter_ok_v4 through the source cache (rp_cache_v4) when `cache` is set: a source that
  * passed under generation `gen`, read before any FIB lookup of this packet, passes again. */
 static __always_inline int rp_filter_cached_ok_v4(const struct rt_in *in, const struct iphdr *iph,
-						  int cache, __u32 gen)
+						  const struct fp_ctl *c, __u32 out_if,
+						  __be16 sport, __be16 dport, int cache,
+						  __u32 gen)
 {
 	struct rp_cache_v4 *seen = NULL;
 
@@ -98,7 +159,7 @@ static __always_inline int rp_filter_cached_ok_v4(const struct rt_in *in, const 
 		    seen->in_ifindex == in->in_if && seen->tos == iph->tos)
 			return 1;
 	}
-	if (!rp_filter_ok_v4(in, iph))
+	if (!rp_filter_ok_v4(in, iph, c, out_if, sport, dport))
 		return 0;
 	if (seen) {
 		seen->gen = gen;
@@ -223,6 +284,11 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	__u32 in_if = in->in_if;
 	__u16 mtu_len = in->mtu_len ? in->mtu_len : tot_len;
 	struct route_cache_v4 *hop = NULL;
+	__be16 sport, dport;
+
+	/* Only a policy rule looks at them; the multipath hashes the helper may take (policy
+	 * 0) do not. */
+	flow_ports(iph->protocol, iph + 1, (void *)iph + tot_len, p->data_end, &sport, &dport);
 	enum fp_reason forwarded = FP_FORWARDED;
 	__u32 gen = 0;
 	/* Read once: both caches must agree on whether `gen` was read. */
@@ -249,6 +315,8 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 		fib.tot_len = mtu_len;
 		fib.ipv4_src = iph->saddr;
 		fib.ipv4_dst = iph->daddr;
+		fib.sport = sport;
+		fib.dport = dport;
 		fib.ifindex = in_if;
 		rc = bpf_fib_lookup(in->ctx, &fib, sizeof(fib), 0);
 		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
@@ -271,7 +339,8 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	/* After the forward answer, as the kernel validates the source only of a packet it
 	 * routes; per packet, since the route cache is keyed by destination (the source cache
 	 * keeps the sources that passed). */
-	if (c->rp_filter_v4 && !rp_filter_cached_ok_v4(in, iph, cache, gen)) {
+	if ((c->rp_filter_v4 || c->policy_rules_v4) &&
+	    !rp_filter_cached_ok_v4(in, iph, c, fib.ifindex, sport, dport, cache, gen)) {
 		*why = FP_PASS_RP_FILTER;
 		return RT_PASS;
 	}
@@ -359,6 +428,14 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 		*why = FP_PASS_ICMP_ERROR;
 		return RT_PASS;
 	}
+	/* The flow dissector walks routing, destination-options and fragment headers to the
+	 * ports a policy rule may match; with rules, such a packet is the kernel's. */
+	if (*(volatile __u8 *)&c->policy_rules_v6 &&
+	    (ip6h->nexthdr == IPPROTO_ROUTING || ip6h->nexthdr == IPPROTO_DSTOPTS ||
+	     ip6h->nexthdr == IPPROTO_FRAGMENT)) {
+		*why = FP_PASS_IP_OPTIONS;
+		return RT_PASS;
+	}
 
 	/* As router_v4's cache: same destination and ingress port, no longer a packet than
 	 * the FIB passed, the current generation. */
@@ -388,6 +465,8 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 		fib.tot_len = mtu_len;
 		__builtin_memcpy(fib.ipv6_src, &ip6h->saddr, sizeof(fib.ipv6_src));
 		__builtin_memcpy(fib.ipv6_dst, &ip6h->daddr, sizeof(fib.ipv6_dst));
+		flow_ports(ip6h->nexthdr, ip6h + 1, (void *)(ip6h + 1) + payload_len, p->data_end,
+			   &fib.sport, &fib.dport);
 		fib.ifindex = in_if;
 		rc = bpf_fib_lookup(in->ctx, &fib, sizeof(fib), 0);
 		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {

@@ -42,6 +42,15 @@ impl RouteCache {
     }
 }
 
+/// Which families have policy rules beyond the kernel's defaults, all of them ones the FIB
+/// helper evaluates (fp_ctl.policy_rules_v4/v6): the routers then ask as the kernel's input
+/// path does, ports and all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct PolicyRules {
+    pub v4: bool,
+    pub v6: bool,
+}
+
 /// The run-time switches of one program (its `fp_ctl` value, beside the filter's own, which
 /// come from its Features): what the kernel must decide and which shortcuts the routers take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +61,7 @@ pub struct Switches {
     pub route_cache: RouteCache,
     /// Check each IPv4 source as rp_filter does (strict or loose).
     pub rp_filter_v4: bool,
+    pub policy_rules: PolicyRules,
 }
 
 impl Default for Switches {
@@ -62,6 +72,7 @@ impl Default for Switches {
             off_v6: false,
             route_cache: RouteCache::both(true),
             rp_filter_v4: false,
+            policy_rules: PolicyRules::default(),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::features::{Features, RouteCache, Switches, NETDEV_XDP_ACT_NDO_XMIT};
+use crate::features::{Features, PolicyRules, RouteCache, Switches, NETDEV_XDP_ACT_NDO_XMIT};
 use crate::filter::{FamilyFilter, FilterPlan};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -99,6 +99,9 @@ pub struct RuleKey {
     pub priority: u32,
     pub table: u32,
     pub default: bool,
+    /// bpf_fib_lookup evaluates this rule as the kernel's input path does, given the
+    /// packet's ports (netlink::parse_rule): the routers may stay on beside it.
+    pub helper_exact: bool,
     pub detail: String,
 }
 
@@ -175,8 +178,15 @@ pub struct Sysctls {
 #[derive(Debug, Default)]
 pub struct Model {
     pub links: BTreeMap<u32, Link>,
+    /// Policy rules beyond the kernel's defaults, per family: while there are any, the route
+    /// caches are off (a rule may look at the source or the ports) and the routers pass the
+    /// helper what the rules look at.
     pub custom_rules_v4: usize,
     pub custom_rules_v6: usize,
+    /// Of those, the rules the FIB helper cannot evaluate as the kernel does (fwmark, ...):
+    /// while there are any, the family goes to the kernel.
+    pub kernel_rules_v4: usize,
+    pub kernel_rules_v6: usize,
     pub sysctls: Sysctls,
     pub filter: FilterPlan,
     /// Interfaces to serve by name; None: every eligible one.
@@ -208,6 +218,10 @@ pub struct Model {
     pub local_v4: BTreeSet<[u8; 4]>,
 }
 
+/// Why a policy rule hands its family to the kernel, for status.
+const KERNEL_RULES: &str =
+    "with a selector or action the FIB helper does not see as the kernel does (fwmark, uidrange, tos/dscp, l3mdev, tun_id, realms)";
+
 /// The most local IPv4 addresses the router's map holds (LOCAL_V4_MAX in fp_maps.h); with
 /// more, IPv4 goes to the kernel.
 pub const LOCAL_V4_MAX: usize = 1024;
@@ -226,6 +240,8 @@ pub struct PortPlan {
     /// rp_filter is on for this port (strict or loose): the IPv4 router fast-paths a packet
     /// only if its source routes back out this port, and hands the rest to the kernel.
     pub rp_filter_v4: bool,
+    /// Which families have policy rules (all of them ones the helper evaluates).
+    pub policy_rules: PolicyRules,
     /// Egress ports this port's program may redirect to (ifindexes).
     pub tx_ports: Vec<u32>,
     /// The namespace's IPv4 addresses, for the router's local-source check.
@@ -242,6 +258,7 @@ impl PortPlan {
             off_v6: self.off_v6,
             route_cache: self.route_cache,
             rp_filter_v4: self.rp_filter_v4,
+            policy_rules: self.policy_rules,
         }
     }
 }
@@ -460,6 +477,7 @@ impl Model {
                 off_v6: false,
                 route_cache: RouteCache::default(),
                 rp_filter_v4: false,
+                policy_rules: PolicyRules::default(),
                 local_v4: Vec::new(),
                 tx_ports,
                 notes,
@@ -469,10 +487,16 @@ impl Model {
 
     pub fn set_rules(&mut self, family: u8, rules: &[RuleKey]) {
         let custom = rules.iter().filter(|r| !r.default).count();
+        let kernel = rules
+            .iter()
+            .filter(|r| !r.default && !r.helper_exact)
+            .count();
         if family == 2 {
             self.custom_rules_v4 = custom;
+            self.kernel_rules_v4 = kernel;
         } else {
             self.custom_rules_v6 = custom;
+            self.kernel_rules_v6 = kernel;
         }
     }
 
@@ -545,11 +569,11 @@ impl Model {
             f.router_v6 = true;
             let mut off_v4 = false;
             let mut off_v6 = false;
-            if self.custom_rules_v4 > 0 {
+            if self.kernel_rules_v4 > 0 {
                 off_v4 = true;
                 notes.push(format!(
-                    "router4 -> kernel: {} IPv4 policy rules",
-                    self.custom_rules_v4
+                    "router4 -> kernel: {} IPv4 policy rules {KERNEL_RULES}",
+                    self.kernel_rules_v4
                 ));
             }
             if !self
@@ -578,11 +602,11 @@ impl Model {
                         .into(),
                 );
             }
-            if self.custom_rules_v6 > 0 {
+            if self.kernel_rules_v6 > 0 {
                 off_v6 = true;
                 notes.push(format!(
-                    "router6 -> kernel: {} IPv6 policy rules",
-                    self.custom_rules_v6
+                    "router6 -> kernel: {} IPv6 policy rules {KERNEL_RULES}",
+                    self.kernel_rules_v6
                 ));
             }
             if !self.sysctls.v6_forwarding {
@@ -639,23 +663,34 @@ impl Model {
                 f.filter_fields = self.filter.fields();
             }
             let route_cache = RouteCache {
-                v4: self.uncacheable_v4_routes == 0 && !self.no_route_cache,
-                v6: self.uncacheable_v6_routes == 0 && !self.no_route_cache,
+                v4: self.uncacheable_v4_routes == 0
+                    && self.custom_rules_v4 == 0
+                    && !self.no_route_cache,
+                v6: self.uncacheable_v6_routes == 0
+                    && self.custom_rules_v6 == 0
+                    && !self.no_route_cache,
             };
             if self.no_route_cache {
                 notes.push("route cache off: --no-route-cache".into());
             } else {
-                if !route_cache.v4 {
+                if self.uncacheable_v4_routes > 0 {
                     notes.push(format!(
                         "route cache off: {} IPv4 multipath or nexthop-group routes",
                         self.uncacheable_v4_routes
                     ));
                 }
-                if !route_cache.v6 {
+                if self.uncacheable_v6_routes > 0 {
                     notes.push(format!(
                         "route cache off: {} IPv6 multipath, nexthop-group or source-specific routes",
                         self.uncacheable_v6_routes
                     ));
+                }
+                for (family, rules) in [(4, self.custom_rules_v4), (6, self.custom_rules_v6)] {
+                    if rules > 0 {
+                        notes.push(format!(
+                            "route cache off: {rules} IPv{family} policy rules (the answer may depend on the source or ports)"
+                        ));
+                    }
                 }
             }
             plan.ports.insert(
@@ -668,6 +703,10 @@ impl Model {
                     off_v6,
                     route_cache,
                     rp_filter_v4,
+                    policy_rules: PolicyRules {
+                        v4: self.custom_rules_v4 > 0,
+                        v6: self.custom_rules_v6 > 0,
+                    },
                     tx_ports: routed_tx.clone(),
                     local_v4: self.local_v4.iter().copied().collect(),
                     notes,

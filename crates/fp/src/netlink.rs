@@ -94,6 +94,17 @@ const IFF_LOOPBACK: u32 = 1 << 3;
 
 const FRA_PRIORITY: u16 = 6;
 const FRA_TABLE: u16 = 15;
+/// Rule selectors that bpf_fib_lookup evaluates as the kernel's input path does, given the
+/// packet's protocol and ports: dst, src, iifname, goto, suppress_ifgroup,
+/// suppress_prefixlength, oifname (never matches a forwarded packet, in either), ip_proto,
+/// sport and dport ranges and their masks (a single port is dumped with mask 0xffff since
+/// Linux 6.16). Left out: fwmark and its mask (an skb's mark may be set before routing; XDP
+/// has none), realms, tunnel id, l3mdev (VRFs), uid range, dscp, flow label, and anything
+/// newer than this list.
+const HELPER_EXACT_SELECTORS: [u16; 12] = [1, 2, 3, 4, 13, 14, 17, 22, 23, 24, 28, 29];
+/// FR_ACT_TO_TBL, FR_ACT_GOTO, FR_ACT_NOP, FR_ACT_BLACKHOLE, FR_ACT_UNREACHABLE,
+/// FR_ACT_PROHIBIT: the kernel's fib_rules_lookup, which the helper calls too.
+const HELPER_EXACT_ACTIONS: [u8; 6] = [1, 2, 3, 6, 7, 8];
 
 /// One netlink message: type and payload (after the 16-byte header).
 #[derive(Debug)]
@@ -325,11 +336,19 @@ pub fn parse_rule(payload: &[u8]) -> Option<RuleKey> {
     let plain = dst_len == 0 && src_len == 0 && tos == 0 && action == 1 && selectors.is_empty();
     let default = plain && matches!((priority, table), (0, 255) | (32766, 254))
         || (plain && family == 2 && (priority, table) == (32767, 253));
+    // (A TOS selector is left out: the helper has masked the TOS byte differently from the
+    // input path in some kernels.)
+    let helper_exact = tos == 0
+        && HELPER_EXACT_ACTIONS.contains(&action)
+        && selectors
+            .iter()
+            .all(|(ty, _)| HELPER_EXACT_SELECTORS.contains(ty));
     Some(RuleKey {
         family,
         priority,
         table,
         default,
+        helper_exact,
         detail: format!("{dst_len}/{src_len}/{tos}/{action}/{selectors:?}"),
     })
 }

@@ -211,6 +211,7 @@ mod tests {
             off_v6: false,
             route_cache: crate::features::RouteCache::both(true),
             rp_filter_v4: false,
+            policy_rules: crate::features::PolicyRules::default(),
             local_v4: Vec::new(),
             tx_ports: vec![2, 3],
             notes: Vec::new(),

@@ -54,22 +54,61 @@ fn routers_on_every_ethernet_port() {
 }
 
 #[test]
-fn policy_rules_send_the_family_to_the_kernel() {
+fn policy_rules_the_helper_cannot_evaluate_send_the_family_to_the_kernel() {
     let mut m = forwarding_model();
-    let custom = RuleKey {
+    let rule = |helper_exact: bool| RuleKey {
         family: 2,
         priority: 100,
         table: 100,
         default: false,
+        helper_exact,
         detail: String::new(),
     };
-    m.set_rules(2, &[custom]);
+    m.set_rules(2, &[rule(true), rule(false)]);
     let p = m.plan();
     assert!(p.ports[&2].off_v4 && p.ports[&2].features.router_v4);
     assert!(!p.ports[&2].off_v6);
-    assert!(p.ports[&2].notes[0].contains("policy rules"));
+    assert!(p.ports[&2].notes[0].contains("1 IPv4 policy rules with a selector"));
     m.set_rules(2, &[]);
     assert!(!m.plan().ports[&2].off_v4);
+}
+
+#[test]
+fn policy_rules_the_helper_evaluates_keep_the_router_and_turn_the_route_cache_off() {
+    let mut m = forwarding_model();
+    let rule = |family: u8| RuleKey {
+        family,
+        priority: 100,
+        table: 100,
+        default: false,
+        helper_exact: true,
+        detail: String::new(),
+    };
+    m.set_rules(10, &[rule(10), rule(10)]);
+    let p = &m.plan().ports[&2];
+    assert!(!p.off_v4 && !p.off_v6);
+    assert_eq!(
+        (p.route_cache, p.policy_rules),
+        (
+            RouteCache {
+                v4: true,
+                v6: false
+            },
+            PolicyRules {
+                v4: false,
+                v6: true
+            }
+        )
+    );
+    assert!(p.notes.iter().any(|n| n.contains("2 IPv6 policy rules")));
+    assert_eq!(p.switches().policy_rules, p.policy_rules);
+    m.set_rules(2, &[rule(2)]);
+    m.set_rules(10, &[]);
+    let p = &m.plan().ports[&2];
+    assert_eq!(
+        (p.route_cache.v4, p.policy_rules.v4, p.route_cache.v6),
+        (false, true, true)
+    );
 }
 
 #[test]

@@ -98,6 +98,56 @@ fn tells_default_rules_from_custom_ones() {
     );
 }
 
+#[test]
+fn tells_rules_the_fib_helper_evaluates_from_the_rest() {
+    let exact = |payload: &[u8]| parse_rule(payload).unwrap().helper_exact;
+    let with_header = |dst_len: u8, src_len: u8, tos: u8, action: u8, extra: &[u8]| {
+        let mut p = rule(100, 100, extra);
+        p[1..4].copy_from_slice(&[dst_len, src_len, tos]);
+        p[7] = action;
+        p
+    };
+    // `from 198.18.5.0/24`, `to ...`, `iif d0`, `oif d1`, `ipproto udp`, `sport 1-2`,
+    // `dport 7003`, `suppress_prefixlength 0`, `goto 200`, `not from ...` (a header flag)
+    for (src_len, dst_len, extra) in [
+        (24, 0, attr(2, &[198, 18, 5, 0])),
+        (0, 25, attr(1, &[198, 19, 200, 0])),
+        (0, 0, attr(3, b"d0\0")),
+        (0, 0, attr(17, b"d1\0")),
+        (0, 0, attr(22, &[17])),
+        (0, 0, attr(23, &[0, 1, 0, 2])),
+        (0, 0, attr(24, &[0x1b, 0x5b, 0x1b, 0x5b])),
+        (0, 0, attr(28, &[0xff, 0xff])),
+        (0, 0, attr(29, &[0xff, 0xff])),
+        (0, 0, attr(14, &0u32.to_ne_bytes())),
+        (0, 0, attr(4, &200u32.to_ne_bytes())),
+    ] {
+        assert!(
+            exact(&with_header(dst_len, src_len, 0, 1, &extra)),
+            "{extra:?}"
+        );
+    }
+    let mut inverted = with_header(0, 24, 0, 1, &attr(2, &[198, 18, 5, 0]));
+    inverted[8..12].copy_from_slice(&2u32.to_ne_bytes()); // FIB_RULE_INVERT
+    assert!(exact(&inverted));
+    // blackhole, unreachable, prohibit, nop, goto: the kernel's own rule lookup answers
+    for action in [2, 3, 6, 7, 8] {
+        assert!(exact(&with_header(0, 0, 0, action, &[])), "action {action}");
+    }
+    // fwmark (and its mask), realms, tun_id, l3mdev (a VRF), uidrange, dscp, flowlabel, an
+    // attribute not yet known; a TOS selector; an unknown action.
+    for ty in [10u16, 16, 11, 12, 19, 20, 25, 26, 99] {
+        assert!(
+            !exact(&with_header(0, 0, 0, 1, &attr(ty, &1u32.to_ne_bytes()))),
+            "attribute {ty}"
+        );
+    }
+    assert!(!exact(&with_header(0, 0, 0x10, 1, &[])));
+    assert!(!exact(&with_header(0, 0, 0, 4, &[])));
+    // The defaults are exact too (they change nothing either way).
+    assert!(exact(&rule(32766, 254, &[])));
+}
+
 fn bridge_port_payload() -> Vec<u8> {
     let mut p = vec![0u8; 16];
     p[0] = AF_BRIDGE;
