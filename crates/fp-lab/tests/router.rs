@@ -930,7 +930,11 @@ fn policy_rules_pick_the_next_hop_by_ports_source_and_ingress() {
             let switches = |rp_filter_v4: bool| Switches {
                 route_cache: RouteCache::both(false),
                 rp_filter_v4,
-                policy_rules: PolicyRules { v4: true, v6: true },
+                policy_rules: PolicyRules {
+                    v4: true,
+                    v6: true,
+                    v4_ports: true,
+                },
                 ..Switches::default()
             };
             prog.set_ctl(&prog.features, switches(false)).unwrap();

@@ -59,8 +59,8 @@ struct fp_ctl {
 	 * as the kernel's input path does (else the family is off): the lookups then carry the
 	 * packet's ports as the kernel's flow dissector finds them, the source check asks as
 	 * fib_validate_source does (from the egress port, ports swapped, even with rp_filter
-	 * off), and an IPv6 packet
-	 * whose ports sit behind an extension header goes to the kernel. */
+	 * off), and an IPv6 packet whose ports sit behind an extension header goes to the
+	 * kernel. policy_rules_v4 is 2 where some IPv4 rule selects by protocol or ports. */
 	__u8 policy_rules_v4;
 	__u8 policy_rules_v6;
 	__u8 unused[1]; /* explicit: the Rust side writes the value as bytes */

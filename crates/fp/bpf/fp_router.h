@@ -105,8 +105,8 @@ static __always_inline int egress_ok(struct bpf_fib_lookup *fib, __u32 in_ifinde
  * With other policy rules the kernel asks the reverse question even with rp_filter off, and
  * drops a source it finds local or broadcast; and it asks as a rule sees it: from the
  * forward answer's egress port (a rule's `iif` sees that port), with the protocol and, where
- * a rule looks at ports, the ports swapped (older kernels did not swap them: both are asked,
- * and the packet is fast-pathed only if both pass). The helper refuses a lookup from a port
+ * a rule looks at ports, the ports swapped (older kernels did not swap them: where a rule
+ * looks at ports, both are asked, and the packet is fast-pathed only if both pass). The helper refuses a lookup from a port
  * that does not forward (FWD_DISABLED); the kernel then decides. */
 static __always_inline int source_lookup_ok_v4(const struct rt_in *in, const struct iphdr *iph,
 					       const struct fp_ctl *c, __u32 out_if,
@@ -138,7 +138,7 @@ static __always_inline int rp_filter_ok_v4(const struct rt_in *in, const struct 
 {
 	if (!source_lookup_ok_v4(in, iph, c, out_if, dport, sport))
 		return 0;
-	return !c->policy_rules_v4 || sport == dport ||
+	return c->policy_rules_v4 < 2 || sport == dport ||
 	       source_lookup_ok_v4(in, iph, c, out_if, sport, dport);
 }
 
@@ -284,11 +284,13 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	__u32 in_if = in->in_if;
 	__u16 mtu_len = in->mtu_len ? in->mtu_len : tot_len;
 	struct route_cache_v4 *hop = NULL;
-	__be16 sport, dport;
+	__be16 sport = 0, dport = 0;
 
-	/* Only a policy rule looks at them; the multipath hashes the helper may take (policy
-	 * 0) do not. */
-	flow_ports(iph->protocol, iph + 1, (void *)iph + tot_len, p->data_end, &sport, &dport);
+	/* Only a policy rule looks at them (the multipath hashes the helper may take, policy
+	 * 0, do not): without rules no packet pays for reading them. */
+	if (c->policy_rules_v4)
+		flow_ports(iph->protocol, iph + 1, (void *)iph + tot_len, p->data_end, &sport,
+			   &dport);
 	enum fp_reason forwarded = FP_FORWARDED;
 	__u32 gen = 0;
 	/* Read once: both caches must agree on whether `gen` was read. */
@@ -465,8 +467,9 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 		fib.tot_len = mtu_len;
 		__builtin_memcpy(fib.ipv6_src, &ip6h->saddr, sizeof(fib.ipv6_src));
 		__builtin_memcpy(fib.ipv6_dst, &ip6h->daddr, sizeof(fib.ipv6_dst));
-		flow_ports(ip6h->nexthdr, ip6h + 1, (void *)(ip6h + 1) + payload_len, p->data_end,
-			   &fib.sport, &fib.dport);
+		if (c->policy_rules_v6)
+			flow_ports(ip6h->nexthdr, ip6h + 1, (void *)(ip6h + 1) + payload_len,
+				   p->data_end, &fib.sport, &fib.dport);
 		fib.ifindex = in_if;
 		rc = bpf_fib_lookup(in->ctx, &fib, sizeof(fib), 0);
 		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {

@@ -49,6 +49,8 @@ impl RouteCache {
 pub struct PolicyRules {
     pub v4: bool,
     pub v6: bool,
+    /// Some IPv4 rule selects by protocol or ports.
+    pub v4_ports: bool,
 }
 
 /// The run-time switches of one program (its `fp_ctl` value, beside the filter's own, which

@@ -301,7 +301,8 @@ impl Program {
             route_cache_v4: s.route_cache.v4 as u8,
             route_cache_v6: s.route_cache.v6 as u8,
             rp_filter_v4: s.rp_filter_v4 as u8,
-            policy_rules_v4: s.policy_rules.v4 as u8,
+            policy_rules_v4: s.policy_rules.v4 as u8
+                + (s.policy_rules.v4 && s.policy_rules.v4_ports) as u8,
             policy_rules_v6: s.policy_rules.v6 as u8,
             ..self.local_v4_ctl()
         })

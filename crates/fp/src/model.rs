@@ -102,6 +102,8 @@ pub struct RuleKey {
     /// bpf_fib_lookup evaluates this rule as the kernel's input path does, given the
     /// packet's ports (netlink::parse_rule): the routers may stay on beside it.
     pub helper_exact: bool,
+    /// It selects by protocol or ports (fib_rules_require_fldissect).
+    pub looks_at_ports: bool,
     pub detail: String,
 }
 
@@ -187,6 +189,9 @@ pub struct Model {
     /// while there are any, the family goes to the kernel.
     pub kernel_rules_v4: usize,
     pub kernel_rules_v6: usize,
+    /// IPv4 rules that select by protocol or ports (the kernel's source check then swaps
+    /// the ports, in the kernels that do).
+    pub port_rules_v4: usize,
     pub sysctls: Sysctls,
     pub filter: FilterPlan,
     /// Interfaces to serve by name; None: every eligible one.
@@ -494,6 +499,10 @@ impl Model {
         if family == 2 {
             self.custom_rules_v4 = custom;
             self.kernel_rules_v4 = kernel;
+            self.port_rules_v4 = rules
+                .iter()
+                .filter(|r| !r.default && r.looks_at_ports)
+                .count();
         } else {
             self.custom_rules_v6 = custom;
             self.kernel_rules_v6 = kernel;
@@ -706,6 +715,7 @@ impl Model {
                     policy_rules: PolicyRules {
                         v4: self.custom_rules_v4 > 0,
                         v6: self.custom_rules_v6 > 0,
+                        v4_ports: self.port_rules_v4 > 0,
                     },
                     tx_ports: routed_tx.clone(),
                     local_v4: self.local_v4.iter().copied().collect(),

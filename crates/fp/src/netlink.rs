@@ -343,12 +343,17 @@ pub fn parse_rule(payload: &[u8]) -> Option<RuleKey> {
         && selectors
             .iter()
             .all(|(ty, _)| HELPER_EXACT_SELECTORS.contains(ty));
+    // ip_proto, sport/dport ranges and masks: the kernel then dissects each packet's ports.
+    let looks_at_ports = selectors
+        .iter()
+        .any(|(ty, _)| matches!(ty, 22 | 23 | 24 | 28 | 29));
     Some(RuleKey {
         family,
         priority,
         table,
         default,
         helper_exact,
+        looks_at_ports,
         detail: format!("{dst_len}/{src_len}/{tos}/{action}/{selectors:?}"),
     })
 }

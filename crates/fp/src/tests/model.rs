@@ -62,6 +62,7 @@ fn policy_rules_the_helper_cannot_evaluate_send_the_family_to_the_kernel() {
         table: 100,
         default: false,
         helper_exact,
+        looks_at_ports: false,
         detail: String::new(),
     };
     m.set_rules(2, &[rule(true), rule(false)]);
@@ -82,6 +83,7 @@ fn policy_rules_the_helper_evaluates_keep_the_router_and_turn_the_route_cache_of
         table: 100,
         default: false,
         helper_exact: true,
+        looks_at_ports: family == 2,
         detail: String::new(),
     };
     m.set_rules(10, &[rule(10), rule(10)]);
@@ -96,7 +98,8 @@ fn policy_rules_the_helper_evaluates_keep_the_router_and_turn_the_route_cache_of
             },
             PolicyRules {
                 v4: false,
-                v6: true
+                v6: true,
+                v4_ports: false
             }
         )
     );
@@ -106,8 +109,13 @@ fn policy_rules_the_helper_evaluates_keep_the_router_and_turn_the_route_cache_of
     m.set_rules(10, &[]);
     let p = &m.plan().ports[&2];
     assert_eq!(
-        (p.route_cache.v4, p.policy_rules.v4, p.route_cache.v6),
-        (false, true, true)
+        (
+            p.route_cache.v4,
+            p.policy_rules.v4,
+            p.policy_rules.v4_ports,
+            p.route_cache.v6
+        ),
+        (false, true, true, true)
     );
 }
 

@@ -143,6 +143,16 @@ fn tells_rules_the_fib_helper_evaluates_from_the_rest() {
         );
     }
     assert!(!exact(&with_header(0, 0, 0x10, 1, &[])));
+    // Which look at the protocol or ports (the kernel then dissects every packet).
+    let ports = |extra: &[u8]| {
+        parse_rule(&with_header(0, 0, 0, 1, extra))
+            .unwrap()
+            .looks_at_ports
+    };
+    for ty in [22u16, 23, 24, 28, 29] {
+        assert!(ports(&attr(ty, &[0, 1, 0, 2])), "attribute {ty}");
+    }
+    assert!(!ports(&attr(2, &[198, 18, 5, 0])) && !ports(&attr(3, b"d0\0")));
     assert!(!exact(&with_header(0, 0, 0, 4, &[])));
     // The defaults are exact too (they change nothing either way).
     assert!(exact(&rule(32766, 254, &[])));
