@@ -114,8 +114,8 @@ struct {
 	__type(value, struct route_cache_v4);
 } route_cache_v4 SEC(".maps");
 
-/* The same for IPv6 destinations, under the same generation. With no policy rules (else
- * router6 is off), no multipath, nexthop-group or source-specific route, the FIB's answer
+/* The same for IPv6 destinations, under the same generation. With no policy rules (with
+ * them the cache is off), no multipath, nexthop-group or source-specific route, the FIB's answer
  * depends on the destination and the ingress port alone. An IPv6 lookup walks the fib6 tree
  * and costs more than IPv4's (docs/BENCHMARKS.md, §6). */
 struct route_cache_v6 {

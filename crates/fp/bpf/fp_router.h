@@ -104,10 +104,10 @@ static __always_inline int egress_ok(struct bpf_fib_lookup *fib, __u32 in_ifinde
  *
  * With other policy rules the kernel asks the reverse question even with rp_filter off, and
  * drops a source it finds local or broadcast; and it asks as a rule sees it: from the
- * forward answer's egress port (a rule's `iif` sees that port), with the protocol and, where
- * a rule looks at ports, the ports swapped (older kernels did not swap them: where a rule
- * looks at ports, both are asked, and the packet is fast-pathed only if both pass). The helper refuses a lookup from a port
- * that does not forward (FWD_DISABLED); the kernel then decides. */
+ * forward answer's egress port (a rule's `iif` sees that port), with the protocol and the
+ * ports swapped. Older kernels did not swap them: where a rule looks at ports, both are
+ * asked, and the packet is fast-pathed only if both pass. The helper refuses a lookup from a
+ * port that does not forward (FWD_DISABLED); the kernel then decides. */
 static __always_inline int source_lookup_ok_v4(const struct rt_in *in, const struct iphdr *iph,
 					       const struct fp_ctl *c, __u32 out_if,
 					       __be16 rev_sport, __be16 rev_dport)
@@ -285,16 +285,16 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	__u16 mtu_len = in->mtu_len ? in->mtu_len : tot_len;
 	struct route_cache_v4 *hop = NULL;
 	__be16 sport = 0, dport = 0;
+	enum fp_reason forwarded = FP_FORWARDED;
+	__u32 gen = 0;
+	/* Read once: both caches must agree on whether `gen` was read. */
+	int cache = *(volatile __u8 *)&c->route_cache_v4;
 
 	/* Only a policy rule looks at them (the multipath hashes the helper may take, policy
 	 * 0, do not): without rules no packet pays for reading them. */
 	if (c->policy_rules_v4)
 		flow_ports(iph->protocol, iph + 1, (void *)iph + tot_len, p->data_end, &sport,
 			   &dport);
-	enum fp_reason forwarded = FP_FORWARDED;
-	__u32 gen = 0;
-	/* Read once: both caches must agree on whether `gen` was read. */
-	int cache = *(volatile __u8 *)&c->route_cache_v4;
 
 	if (cache) {
 		__u32 slot = (bpf_ntohl(iph->daddr) * 0x9E3779B1u) >> (32 - ROUTE_CACHE_BITS);
