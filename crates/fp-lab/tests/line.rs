@@ -39,15 +39,20 @@ fn routes_fifty_prefixes_and_follows_changes() {
 
     // route del / add: the program asks the kernel FIB through its route cache, which the
     // daemon invalidates on each route event; a change applies once the daemon answered it.
-    let answered = |d: &RunningDaemon| d.status().map(|s| s.response_count).unwrap_or(0);
-    let seen = answered(&d);
-    lab.dut.ip(&["route", "del", "198.19.7.0/24"]).unwrap();
-    // (a response to this route event, not to a neighbour event of the pings before)
-    d.wait_for("route del answered", |s| {
-        s.responses
-            .iter()
-            .take(s.response_count.saturating_sub(seen))
-            .any(|r| r.events.contains("route"))
+    // Runs `change`, then waits for the daemon's response to an event of `kind` (not to one
+    // of the pings before, say a neighbour's).
+    let answered = |d: &RunningDaemon, kind: &str, change: &dyn Fn()| {
+        let seen = d.status().map(|s| s.response_count).unwrap_or(0);
+        change();
+        d.wait_for(&format!("{kind} event answered"), |s| {
+            s.responses
+                .iter()
+                .take(s.response_count.saturating_sub(seen))
+                .any(|r| r.events.contains(kind))
+        });
+    };
+    answered(&d, "route", &|| {
+        lab.dut.ip(&["route", "del", "198.19.7.0/24"]).unwrap();
     });
     assert!(
         !ping_once(&lab.src, "198.19.7.1"),
@@ -158,13 +163,8 @@ fn routes_fifty_prefixes_and_follows_changes() {
     // Deleting the object deletes its IPv4 routes with no route event (`ip monitor` shows
     // only the nexthop's): the nexthop event must drop the cached answer, or the fast path
     // goes on forwarding a destination the kernel no longer routes.
-    let seen = answered(&d);
-    ip("nexthop del id 71");
-    d.wait_for("nexthop del answered", |s| {
-        s.responses
-            .iter()
-            .take(s.response_count.saturating_sub(seen))
-            .any(|r| r.events.contains("nexthop"))
+    answered(&d, "nexthop", &|| {
+        ip("nexthop del id 71");
     });
     assert!(
         !ping_once(&lab.src, "198.19.7.1"),
