@@ -983,25 +983,15 @@ fn policy_rules_pick_the_next_hop_by_ports_source_and_ingress() {
                 dport: 7,
                 payload: vec![1; 8],
             };
+            // fd00:1::2 -> fd00:100::9 from the peer, or as forwarded through `via`.
+            let ipv6_in =
+                |l4: &L4| pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, false, l4);
+            let ipv6_out = |via: [u8; 6], l4: &L4| {
+                pkt::ipv6(via, out_mac, v6(2, 1), v6(9, 0x100), 63, false, l4)
+            };
             for (sport, via) in [(1000, nh2), (1001, NEXT_HOP_MAC)] {
-                let input = pkt::ipv6(
-                    in_mac,
-                    PEER_MAC,
-                    v6(2, 1),
-                    v6(9, 0x100),
-                    64,
-                    false,
-                    &udp6(sport),
-                );
-                let output = pkt::ipv6(
-                    via,
-                    out_mac,
-                    v6(2, 1),
-                    v6(9, 0x100),
-                    63,
-                    false,
-                    &udp6(sport),
-                );
+                let input = ipv6_in(&udp6(sport));
+                let output = ipv6_out(via, &udp6(sport));
                 assert_eq!(
                     prog.test_run(&input, in_idx).unwrap(),
                     (XDP_REDIRECT, output),
@@ -1018,7 +1008,7 @@ fn policy_rules_pick_the_next_hop_by_ports_source_and_ingress() {
                 proto: 44,
                 payload: frag,
             };
-            let input = pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, false, &behind);
+            let input = ipv6_in(&behind);
             let before = prog.counters().unwrap().get(Reason::PassIpOptions);
             assert_eq!(
                 prog.test_run(&input, in_idx).unwrap(),
