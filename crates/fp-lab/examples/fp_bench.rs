@@ -8,10 +8,13 @@
 //!   cargo run --release -p wirespeed-fp-lab --example fp_bench -- [secs] [rounds] [row]
 //! `row`: only the pps rows whose name contains it, nothing else (for profiling); `pod`:
 //! only the pod-to-pod part; `scrape`: only the router row with and without a Prometheus-like
-//! scrape of `--metrics` every second, side by side (scrape/mod.rs).
+//! scrape of `--metrics` every second, side by side (scrape/mod.rs); `routes`: only the
+//! response to a route change beside a full table of routes through nexthop objects
+//! (fulltable/mod.rs).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod fulltable;
 mod pod;
 mod scrape;
 
@@ -193,6 +196,10 @@ fn main() {
     }
 
     let lab = line("b");
+    if only.as_deref() == Some("routes") {
+        fulltable::run(&lab.dut);
+        return;
+    }
     let (src_mac, dut_mac, sink_mac) = (
         mac(&lab.src, "v0"),
         mac(&lab.dut, "d0"),
@@ -671,6 +678,7 @@ fn main() {
             .unwrap();
     });
     drop(d);
+    fulltable::run(&lab.dut);
 
     // Bridge commands, on the bridge lab.
     let d = RunningDaemon::start_with(&br.dut, None, BridgeHook::Xdp);

@@ -15,6 +15,7 @@ use crate::metrics::FpMetrics;
 use crate::model::{BridgeHook, Event, Model};
 use crate::nftevent::{self, NftMsg};
 use crate::reconcile::{self, Actions};
+use crate::routes::Recount;
 use crate::ruleset::{self, Ruleset};
 use crate::status::{self, Status, StatusLog};
 use crate::watch::{Change, Watchers};
@@ -25,6 +26,10 @@ const STATUS_PERIOD: Duration = Duration::from_millis(500);
 /// After rule events applied from their decoding, this long without events ends the burst
 /// and the ruleset is read back to check them.
 const CHECK_DELAY: Duration = Duration::from_millis(20);
+/// Route counts that events may have left too high (routes::RouteLedger) are settled by a
+/// dump at most this often: on a full table a dump costs tens of milliseconds per 65,000
+/// routes, and a count too high only keeps a route cache off.
+pub const ROUTE_RECOUNT_PERIOD: Duration = Duration::from_secs(5);
 
 /// The name of the lab namespace (/run/netns/ws-*) the calling thread is in, if any.
 pub fn lab_netns() -> Option<String> {
@@ -99,6 +104,7 @@ struct Pending {
 impl Pending {
     fn reads_anything(&self) -> bool {
         self.resync
+            || self.routes
             || self.addrs4
             || self.rules4
             || self.rules6
@@ -119,6 +125,10 @@ pub struct Daemon {
     /// The model's FDB was replaced by a dump: diff it against the map.
     fdb_resynced: bool,
     metrics: FpMetrics,
+    /// A route count may be too high: recount once ROUTE_RECOUNT_PERIOD has passed since
+    /// `last_recount`.
+    recount_due: bool,
+    last_recount: Option<Instant>,
 }
 
 impl Daemon {
@@ -139,6 +149,8 @@ impl Daemon {
             br_netfilter: BrNetfilter::default(),
             fdb_resynced: false,
             metrics: FpMetrics::default(),
+            recount_due: false,
+            last_recount: None,
         })
     }
 
@@ -182,7 +194,7 @@ impl Daemon {
     fn sync_all(&mut self) -> Result<()> {
         self.kernel.links(&mut self.model)?;
         self.kernel.xdp_features(&mut self.model)?;
-        self.kernel.routes(&mut self.model)?;
+        self.recount_routes()?;
         self.kernel.addrs_v4(&mut self.model)?;
         self.kernel.rules(&mut self.model, 2)?;
         self.kernel.rules(&mut self.model, 10)?;
@@ -216,6 +228,13 @@ impl Daemon {
     fn execute(&mut self, actions: Actions) -> &'static str {
         let log = &mut self.log;
         self.dataplane.execute(actions, &mut |e| log.note_error(e))
+    }
+
+    fn recount_routes(&mut self) -> Result<()> {
+        self.recount_due = false;
+        self.last_recount = Some(Instant::now());
+        self.log.route_dumps += 1;
+        self.kernel.routes(&mut self.model)
     }
 
     fn invalidate_routes(&mut self) {
@@ -280,13 +299,20 @@ impl Daemon {
         let plan_may_change = self.model.apply(&ev);
         p.changed |= plan_may_change;
         match ev {
-            Event::Route { .. } | Event::Nexthop if plan_may_change => p.routes = true,
-            Event::Addr => p.addrs4 = true,
+            Event::Addr => {
+                p.addrs4 = true;
+                // An address deleted flushes the IPv4 routes through it, with no route event.
+                self.model.routes.routes_may_be_flushed();
+            }
             Event::Rules { family: 2 } => p.rules4 = true,
             Event::Rules { .. } => p.rules6 = true,
             Event::Netconf => p.sysctls = true,
             Event::LinkNew(ref l) => {
                 p.sysctls = true;
+                // So does a link going down.
+                if !l.up {
+                    self.model.routes.routes_may_be_flushed();
+                }
                 // Bridge state needs a dump only where a bridge is involved.
                 p.bridge |= l.kind == "bridge"
                     || l.master.is_some()
@@ -301,13 +327,28 @@ impl Daemon {
                     applied: None,
                 });
             }
+            Event::LinkDel(_) => self.model.routes.routes_may_be_flushed(),
             _ => {}
+        }
+        match self.model.routes.take_recount() {
+            Recount::Now => p.routes = true,
+            Recount::Soon => self.recount_due = true,
+            Recount::No => {}
         }
     }
 
     /// The state with no events: x_tables presence, ipset members and the multipath hash
     /// policies.
     fn poll(&mut self, p: &mut Pending) {
+        if self.recount_due
+            && !p.routes
+            && self
+                .last_recount
+                .is_none_or(|t| t.elapsed() >= ROUTE_RECOUNT_PERIOD)
+        {
+            p.routes = true;
+            p.kinds.push("route-recount");
+        }
         if kernel::read_multipath_hash_policy() != self.model.sysctls.multipath_hash_policy {
             p.sysctls = true;
             p.kinds.push("multipath-hash-policy");
@@ -334,7 +375,7 @@ impl Daemon {
             p.changed = true;
         }
         if p.routes {
-            self.kernel.routes(&mut self.model)?;
+            self.recount_routes()?;
         }
         if p.addrs4 {
             self.kernel.addrs_v4(&mut self.model)?;

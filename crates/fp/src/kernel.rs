@@ -91,10 +91,7 @@ impl KernelReader {
         let groups = netlink::dump_nexthop_groups(&mut self.dump).ok();
         let v4 = netlink::count_routes(&mut self.dump, 2, groups.as_ref())?;
         let v6 = netlink::count_routes(&mut self.dump, 10, groups.as_ref())?;
-        model.uncacheable_v4_routes = v4.uncacheable;
-        model.uncacheable_v6_routes = v6.uncacheable;
-        model.multipath_v4_routes = v4.multipath;
-        model.multipath_v6_routes = v6.multipath;
+        model.routes.set(groups, v4, v6);
         Ok(())
     }
 

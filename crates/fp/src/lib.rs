@@ -18,6 +18,7 @@ pub mod model;
 pub mod netlink;
 pub mod nftevent;
 pub mod reconcile;
+pub mod routes;
 pub mod rules;
 pub mod ruleset;
 pub mod status;

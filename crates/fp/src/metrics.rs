@@ -119,6 +119,12 @@ impl FpMetrics {
         );
         w.sample(&[], rule.unchecked);
         w.family(
+            "wirespeed_fp_route_dumps_total",
+            Kind::Counter,
+            "Dumps of every route made to count the multipath and source-specific ones (at start, where events could not say, on resync).",
+        );
+        w.sample(&[], status.route_dumps);
+        w.family(
             "wirespeed_fp_errors",
             Kind::Gauge,
             "Errors the daemon keeps in its status (the last 32).",
@@ -153,6 +159,7 @@ mod tests {
                 mismatches: 1,
                 ..RuleEventCounts::default()
             },
+            route_dumps: 4,
             ..Status::default()
         };
         let mut m = FpMetrics::default();
@@ -181,6 +188,7 @@ mod tests {
             "wirespeed_fp_response_seconds_count 1",
             "wirespeed_fp_nft_ruleset_readbacks_total{outcome=\"match\"} 1",
             "wirespeed_fp_nft_rule_events_decoded_total 3",
+            "wirespeed_fp_route_dumps_total 4",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::features::{Features, PolicyRules, RouteCache, Switches, NETDEV_XDP_ACT_NDO_XMIT};
 use crate::filter::{FamilyFilter, FilterPlan};
+use crate::routes::{NexthopChange, RouteChange, RouteLedger};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Link {
@@ -118,15 +119,10 @@ pub enum Event {
         family: u8,
     },
     Netconf,
-    Route {
-        family: u8,
-        /// Multipath, through a nexthop object (which may be a group) or source-specific:
-        /// see netlink::route_uncacheable.
-        uncacheable: bool,
-    },
+    Route(RouteChange),
     /// A nexthop object was added, replaced or deleted: the FIB's answers for routes through
     /// it change without a route event.
-    Nexthop,
+    Nexthop(NexthopChange),
     Addr,
     Neigh,
     Nft,
@@ -151,8 +147,8 @@ impl Event {
             Event::LinkDel(_) => "link",
             Event::Rules { .. } => "rule",
             Event::Netconf => "netconf",
-            Event::Route { .. } => "route",
-            Event::Nexthop => "nexthop",
+            Event::Route(_) => "route",
+            Event::Nexthop(_) => "nexthop",
             Event::Addr => "addr",
             Event::Neigh => "neigh",
             Event::Nft => "nftables",
@@ -209,14 +205,10 @@ pub struct Model {
     /// XDP features per ifindex (netdev genetlink). None: this kernel does not report them
     /// (before Linux 6.3), so no device is known to take XDP-redirected frames.
     pub xdp_features: Option<BTreeMap<u32, u64>>,
-    /// IPv4 routes the route cache cannot stand for (netlink::route_uncacheable), all
-    /// tables: while there are any, every IPv4 packet asks the FIB.
-    pub uncacheable_v4_routes: usize,
-    /// The same for IPv6, where a source-specific route (`from`) is one too.
-    pub uncacheable_v6_routes: usize,
-    /// IPv4 and IPv6 routes whose next hop the FIB picks by a flow hash (netlink::route_multipath).
-    pub multipath_v4_routes: usize,
-    pub multipath_v6_routes: usize,
+    /// Per family, the routes the route cache cannot stand for, and those whose next hop the
+    /// FIB picks by a flow hash, all tables (routes::RouteLedger): while a family has any of
+    /// the first, every packet of it asks the FIB.
+    pub routes: RouteLedger,
     /// The route cache is switched off (`fp run --no-route-cache`).
     pub no_route_cache: bool,
     /// This namespace's IPv4 addresses: a forwarded packet from one of them is the kernel's.
@@ -289,19 +281,14 @@ impl Model {
             // Resynced by the watcher (rule dumps, sysctls, ruleset), which then sets fields.
             Event::Rules { .. } | Event::Netconf | Event::Nft => true,
             // The program asks the kernel's FIB (through its route cache, which the watcher
-            // invalidates on every event), so routes change no plan, unless one may turn the
-            // route cache on or off; the watcher then recounts them.
-            Event::Route {
-                family,
-                uncacheable,
-            } => match family {
-                2 => *uncacheable || self.uncacheable_v4_routes > 0,
-                10 => *uncacheable || self.uncacheable_v6_routes > 0,
-                _ => false,
-            },
-            // Deleting an object deletes its IPv4 routes without a route event: recount
-            // while any route counts.
-            Event::Nexthop => self.uncacheable_v4_routes > 0 || self.uncacheable_v6_routes > 0,
+            // invalidates on every event), so routes change no plan, unless one turns a
+            // family's route cache off; one that may turn it back on asks for a dump
+            // (routes.recount), which the watcher makes.
+            Event::Route(c) => self.routes.route(c),
+            Event::Nexthop(c) => {
+                self.routes.nexthop(c);
+                false
+            }
             Event::Addr | Event::Neigh => false,
             Event::Bridge => true,
             Event::Fdb { add, entry } => {
@@ -629,13 +616,13 @@ impl Model {
                 (
                     &mut off_v4,
                     4,
-                    self.multipath_v4_routes,
+                    self.routes.v4.multipath,
                     self.sysctls.multipath_hash_policy[0],
                 ),
                 (
                     &mut off_v6,
                     6,
-                    self.multipath_v6_routes,
+                    self.routes.v6.multipath,
                     self.sysctls.multipath_hash_policy[1],
                 ),
             ] {
@@ -672,26 +659,26 @@ impl Model {
                 f.filter_fields = self.filter.fields();
             }
             let route_cache = RouteCache {
-                v4: self.uncacheable_v4_routes == 0
+                v4: self.routes.v4.uncacheable == 0
                     && self.custom_rules_v4 == 0
                     && !self.no_route_cache,
-                v6: self.uncacheable_v6_routes == 0
+                v6: self.routes.v6.uncacheable == 0
                     && self.custom_rules_v6 == 0
                     && !self.no_route_cache,
             };
             if self.no_route_cache {
                 notes.push("route cache off: --no-route-cache".into());
             } else {
-                if self.uncacheable_v4_routes > 0 {
+                if self.routes.v4.uncacheable > 0 {
                     notes.push(format!(
                         "route cache off: {} IPv4 multipath or nexthop-group routes",
-                        self.uncacheable_v4_routes
+                        self.routes.v4.uncacheable
                     ));
                 }
-                if self.uncacheable_v6_routes > 0 {
+                if self.routes.v6.uncacheable > 0 {
                     notes.push(format!(
                         "route cache off: {} IPv6 multipath, nexthop-group or source-specific routes",
-                        self.uncacheable_v6_routes
+                        self.routes.v6.uncacheable
                     ));
                 }
                 for (family, rules) in [(4, self.custom_rules_v4), (6, self.custom_rules_v6)] {

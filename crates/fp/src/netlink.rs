@@ -6,6 +6,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use crate::error::{Error, Result};
 use crate::model::{BridgeAttrs, BridgePort, Event, FdbEntry, FdbKey, Link, RuleKey};
+use crate::routes::{NexthopChange, RouteChange, RouteCounts};
 
 pub const NETLINK_ROUTE: i32 = 0;
 pub const NETLINK_NETFILTER: i32 = 12;
@@ -358,56 +359,52 @@ pub fn parse_rule(payload: &[u8]) -> Option<RuleKey> {
     })
 }
 
-const RTA_MULTIPATH: u16 = 9;
-const RTA_NH_ID: u16 = 30;
-
-/// Whether an RTM_NEWROUTE/DELROUTE payload (rtmsg and attributes) is a route for which the
-/// FIB's answer depends on more than the destination: one that may pick its next hop by the
-/// flow's hash ([`route_multipath`], `groups` as there), or a source prefix (an IPv6 `from`
-/// route: the answer depends on the source).
-///
-/// A route through a single-hop nexthop object is cacheable: the object changes without a
-/// route event, but with a nexthop event (RTNLGRP_NEXTHOP, which the watcher joins), and
-/// every event drops the cached answers.
-pub fn route_uncacheable(payload: &[u8], groups: Option<&BTreeSet<u32>>) -> bool {
-    payload.len() >= 12
-        && (payload[2] != 0 // rtm_src_len
-            || route_multipath(payload, groups))
-}
-
-/// Whether a route payload may pick among several next hops by a flow hash: multipath, or
-/// a nexthop object that is a group. `groups` holds the ids of the group objects
-/// ([`dump_nexthop_groups`]); None counts every nexthop object as a possible group.
-///
-/// A group's members change without a route event, so a group counts even with one member;
-/// an object never turns from a single next hop into a group or back (the kernel refuses
-/// that replace), so a route through a single-hop object is never multipath.
-pub fn route_multipath(payload: &[u8], groups: Option<&BTreeSet<u32>>) -> bool {
-    payload.len() >= 12
-        && attrs(&payload[12..]).iter().any(|(ty, v)| match *ty {
-            RTA_MULTIPATH => true,
-            RTA_NH_ID => match (groups, u32_of(v)) {
-                (Some(g), Some(id)) => g.contains(&id),
-                _ => true,
-            },
-            _ => false,
-        })
-}
-
 const RTM_NEWNEXTHOP: u16 = 104;
 const RTM_DELNEXTHOP: u16 = 105;
 const RTM_GETNEXTHOP: u16 = 106;
-const NHA_GROUP: u16 = 2;
+const RTA_MULTIPATH: u16 = 9;
+const RTA_NH_ID: u16 = 30;
 const NHA_ID: u16 = 1;
+const NHA_GROUP: u16 = 2;
+const NLM_F_REPLACE: u16 = 0x100;
 
-/// RTM_NEWNEXTHOP payload (nhmsg and attributes) -> the object's id, if it is a group.
-pub fn parse_nexthop_group(payload: &[u8]) -> Option<u32> {
-    let a = attrs(payload.get(8..)?);
-    let id = a
-        .iter()
-        .find(|(ty, _)| *ty == NHA_ID)
-        .and_then(|(_, v)| u32_of(v))?;
-    a.iter().any(|(ty, _)| *ty == NHA_GROUP).then_some(id)
+/// An RTM_NEWROUTE/DELROUTE payload (rtmsg and attributes) and its header's flags -> what it
+/// says about its route.
+pub fn parse_route(payload: &[u8], delete: bool, flags: u16) -> Option<RouteChange> {
+    if payload.len() < 12 {
+        return None;
+    }
+    let mut c = RouteChange {
+        family: payload[0],
+        delete,
+        replace: flags & NLM_F_REPLACE != 0,
+        source_specific: payload[2] != 0, // rtm_src_len
+        multipath: false,
+        nhid: None,
+    };
+    for (ty, v) in attrs(&payload[12..]) {
+        match ty {
+            RTA_MULTIPATH => c.multipath = true,
+            // An id that does not parse counts as a group.
+            RTA_NH_ID => c.nhid = Some(u32_of(v).unwrap_or(u32::MAX)),
+            _ => {}
+        }
+    }
+    Some(c)
+}
+
+/// An RTM_NEWNEXTHOP/DELNEXTHOP payload (nhmsg and attributes) -> the object's id and
+/// whether it is a group.
+pub fn parse_nexthop(payload: &[u8], delete: bool) -> NexthopChange {
+    let a = payload.get(8..).map(attrs).unwrap_or_default();
+    NexthopChange {
+        delete,
+        id: a
+            .iter()
+            .find(|(ty, _)| *ty == NHA_ID)
+            .and_then(|(_, v)| u32_of(v)),
+        group: a.iter().any(|(ty, _)| *ty == NHA_GROUP),
+    }
 }
 
 /// The ids of every nexthop object that is a group (all families).
@@ -416,21 +413,13 @@ pub fn dump_nexthop_groups(s: &mut Socket) -> Result<BTreeSet<u32>> {
     Ok(s.dump(RTM_GETNEXTHOP, &nhmsg)?
         .iter()
         .filter(|(t, _)| *t == RTM_NEWNEXTHOP)
-        .filter_map(|(_, p)| parse_nexthop_group(p))
+        .map(|(_, p)| parse_nexthop(p, false))
+        .filter_map(|c| c.id.filter(|_| c.group))
         .collect())
 }
 
-/// Routes of one family that the fast path treats apart.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RouteCounts {
-    /// `route_uncacheable`: the route cache cannot stand for them.
-    pub uncacheable: usize,
-    /// `route_multipath`: the FIB picks their next hop by the packet's hash.
-    pub multipath: usize,
-}
-
-/// Dumps every route of `family` (AF_INET or AF_INET6, all tables) and counts those
-/// `route_uncacheable` and `route_multipath` find (`groups` as for the latter).
+/// Dumps every route of `family` (AF_INET or AF_INET6, all tables) and counts the
+/// uncacheable and the hashed ones ([`RouteChange`], `groups` as there).
 pub fn count_routes(
     s: &mut Socket,
     family: u8,
@@ -444,8 +433,10 @@ pub fn count_routes(
         .iter()
         .filter(|(t, _)| *t == RTM_NEWROUTE)
     {
-        c.uncacheable += route_uncacheable(p, groups) as usize;
-        c.multipath += route_multipath(p, groups) as usize;
+        if let Some(r) = parse_route(p, false, 0) {
+            c.uncacheable += r.uncacheable(groups) as usize;
+            c.multipath += r.hashed(groups) as usize;
+        }
     }
     Ok(c)
 }
@@ -469,13 +460,14 @@ pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
             Some(Event::Rules { family })
         }
         RTM_NEWNETCONF | RTM_DELNETCONF => Some(Event::Netconf),
-        // Without the objects at hand, every nexthop object may be a group: such a route
-        // may turn the route cache off, so the watcher recounts.
-        RTM_NEWROUTE | RTM_DELROUTE => Some(Event::Route {
-            family: *msg.payload.first()?,
-            uncacheable: route_uncacheable(msg.payload, None),
-        }),
-        RTM_NEWNEXTHOP | RTM_DELNEXTHOP => Some(Event::Nexthop),
+        // Classified against the nexthop groups the model keeps (routes::RouteLedger).
+        RTM_NEWROUTE | RTM_DELROUTE => {
+            parse_route(msg.payload, msg.ty == RTM_DELROUTE, msg.flags).map(Event::Route)
+        }
+        RTM_NEWNEXTHOP | RTM_DELNEXTHOP => Some(Event::Nexthop(parse_nexthop(
+            msg.payload,
+            msg.ty == RTM_DELNEXTHOP,
+        ))),
         RTM_NEWADDR | RTM_DELADDR => Some(Event::Addr),
         RTM_NEWNEIGH | RTM_DELNEIGH => Some(Event::Neigh),
         _ => None,

@@ -71,6 +71,10 @@ pub struct Status {
     pub responses: Vec<Response>,
     #[serde(default)]
     pub nft_rule_events: RuleEventCounts,
+    /// Dumps of every route made to count those the route cache cannot stand for: at start,
+    /// where events could not say (routes::RouteLedger), and on resync.
+    #[serde(default)]
+    pub route_dumps: u64,
 }
 
 /// nftables rule events applied without reading the ruleset, and how the read-back compared.
@@ -95,6 +99,7 @@ pub struct RuleEventCounts {
 pub struct StatusLog {
     responses: VecDeque<Response>,
     errors: Vec<String>,
+    pub route_dumps: u64,
 }
 
 impl StatusLog {
@@ -145,6 +150,7 @@ impl StatusLog {
             response_p99_us: percentile(&us, 0.99),
             responses: self.responses.iter().rev().take(50).cloned().collect(),
             nft_rule_events: rule_events,
+            route_dumps: self.route_dumps,
         }
     }
 }

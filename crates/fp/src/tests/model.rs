@@ -1,6 +1,7 @@
 //! The model's unit tests: events in, plan out.
 
 use super::*;
+use crate::routes::Recount;
 
 fn link(index: u32, name: &str) -> Link {
     Link {
@@ -133,14 +134,19 @@ fn link_down_leaves_the_tx_ports_and_delete_leaves_the_plan() {
     assert_eq!(m.plan().ports.keys().copied().collect::<Vec<_>>(), vec![3]);
     assert!(m.apply(&Event::LinkDel(3)));
     assert!(m.plan().ports.is_empty());
-    assert!(!m.apply(&Event::Route {
+    let plain = RouteChange {
         family: 2,
-        uncacheable: false
-    }));
-    assert!(m.apply(&Event::Route {
-        family: 2,
-        uncacheable: true
-    }));
+        delete: false,
+        replace: false,
+        source_specific: false,
+        multipath: false,
+        nhid: None,
+    };
+    assert!(!m.apply(&Event::Route(plain)));
+    assert!(m.apply(&Event::Route(RouteChange {
+        multipath: true,
+        ..plain
+    })));
 }
 
 #[test]
@@ -165,13 +171,23 @@ fn each_familys_route_cache_goes_off_with_its_own_uncacheable_routes() {
     assert_eq!(m.plan().ports[&2].route_cache, RouteCache::both(true));
     // With nothing counted, a nexthop event changes no count (a route through a new object
     // comes with its own route event); the watcher drops the cached answers all the same.
-    assert!(!m.apply(&Event::Nexthop));
-    // An IPv6 route event may now turn the IPv6 cache off (the watcher recounts).
-    assert!(m.apply(&Event::Route {
+    let nexthop = NexthopChange {
+        delete: false,
+        id: Some(71),
+        group: true,
+    };
+    assert!(!m.apply(&Event::Nexthop(nexthop)));
+    // An IPv6 route through that group turns the IPv6 cache off, without a dump.
+    let through_group = RouteChange {
         family: 10,
-        uncacheable: true
-    }));
-    m.uncacheable_v6_routes = 1;
+        delete: false,
+        replace: false,
+        source_specific: false,
+        multipath: false,
+        nhid: Some(71),
+    };
+    assert!(m.apply(&Event::Route(through_group)));
+    assert_eq!(m.routes.take_recount(), Recount::No);
     let p = m.plan();
     assert_eq!(
         p.ports[&2].route_cache,
@@ -184,15 +200,14 @@ fn each_familys_route_cache_goes_off_with_its_own_uncacheable_routes() {
         .notes
         .iter()
         .any(|n| n.contains("1 IPv6 multipath, nexthop-group or source-specific")));
-    // With one counted, any IPv6 route event recounts (it may be its removal), and so does
-    // a nexthop event (deleting an object deletes its routes without a route event).
-    assert!(m.apply(&Event::Route {
-        family: 10,
-        uncacheable: false
-    }));
-    assert!(m.apply(&Event::Nexthop));
-    m.uncacheable_v4_routes = 2;
-    m.uncacheable_v6_routes = 0;
+    // Its deletion may be the last: the watcher dumps before the cache is on again.
+    assert!(!m.apply(&Event::Route(RouteChange {
+        delete: true,
+        ..through_group
+    })));
+    assert_eq!(m.routes.take_recount(), Recount::Now);
+    m.routes.v4.uncacheable = 2;
+    m.routes.v6.uncacheable = 0;
     assert_eq!(
         m.plan().ports[&2].route_cache,
         RouteCache {
@@ -201,7 +216,7 @@ fn each_familys_route_cache_goes_off_with_its_own_uncacheable_routes() {
         }
     );
     m.no_route_cache = true;
-    m.uncacheable_v4_routes = 0;
+    m.routes.v4.uncacheable = 0;
     assert_eq!(m.plan().ports[&2].route_cache, RouteCache::both(false));
 }
 
@@ -209,8 +224,8 @@ fn each_familys_route_cache_goes_off_with_its_own_uncacheable_routes() {
 fn a_multipath_hash_policy_other_than_0_hands_its_family_to_the_kernel_with_multipath_routes() {
     let mut m = forwarding_model();
     // Policy 0 (the default): the FIB helper hashes as the kernel's forwarding does.
-    m.multipath_v4_routes = 1;
-    m.multipath_v6_routes = 1;
+    m.routes.v4.multipath = 1;
+    m.routes.v6.multipath = 1;
     let p = m.plan();
     assert!(p.ports.values().all(|pp| !pp.off_v4 && !pp.off_v6));
     // Policy 1 for IPv4 only: IPv4 goes to the kernel, with the reason; IPv6 stays.
@@ -225,8 +240,8 @@ fn a_multipath_hash_policy_other_than_0_hands_its_family_to_the_kernel_with_mult
     m.sysctls.multipath_hash_policy = [0, 3];
     assert!(m.plan().ports.values().all(|pp| !pp.off_v4 && pp.off_v6));
     // Without multipath routes the policy picks nothing.
-    m.multipath_v4_routes = 0;
-    m.multipath_v6_routes = 0;
+    m.routes.v4.multipath = 0;
+    m.routes.v6.multipath = 0;
     m.sysctls.multipath_hash_policy = [2, 1];
     assert!(m.plan().ports.values().all(|pp| !pp.off_v4 && !pp.off_v6));
 }

@@ -1,6 +1,7 @@
 //! Unit tests of the netlink parsers, on hand-built messages.
 
 use super::*;
+use crate::routes::RouteChange;
 
 /// An ifaddrmsg for `family` with the given attributes.
 fn addr_msg(family: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
@@ -243,71 +244,72 @@ fn parses_fdb_entries_and_tells_local_ones() {
     }
 }
 
+fn rtmsg(family: u8, src_len: u8) -> Vec<u8> {
+    vec![family, 24, src_len, 0, 254, 3, 0, 1, 0, 0, 0, 0]
+}
+
+fn change(payload: &[u8]) -> RouteChange {
+    parse_route(payload, false, 0).unwrap()
+}
+
 #[test]
 fn tells_multipath_and_nexthop_object_routes() {
-    let mut rtmsg = vec![2u8, 24, 0, 0, 254, 3, 0, 1, 0, 0, 0, 0];
-    let plain = [rtmsg.clone(), attr(5, &[198, 18, 1, 2])].concat(); // RTA_GATEWAY
-    let multipath = [rtmsg.clone(), attr(RTA_MULTIPATH, &[0; 8])].concat();
-    let nhid = [rtmsg.clone(), attr(RTA_NH_ID, &7u32.to_ne_bytes())].concat();
+    let plain = [rtmsg(2, 0), attr(5, &[198, 18, 1, 2])].concat(); // RTA_GATEWAY
+    let multipath = [rtmsg(2, 0), attr(RTA_MULTIPATH, &[0; 8])].concat();
+    let nhid = [rtmsg(2, 0), attr(RTA_NH_ID, &7u32.to_ne_bytes())].concat();
     // `ip -6 route add fd00:c::/64 from fd00:a::/64 via ...`: source-specific.
-    let from = [
-        vec![10u8, 64, 64, 0, 254, 3, 0, 1, 0, 0, 0, 0],
-        attr(5, &[0xfd; 16]),
-    ]
-    .concat();
+    let from = [rtmsg(10, 64), attr(5, &[0xfd; 16])].concat();
     let no_groups = BTreeSet::new();
     let group_7: BTreeSet<u32> = [7].into();
     for groups in [None, Some(&no_groups), Some(&group_7)] {
-        assert!(!route_uncacheable(&plain, groups));
-        assert!(route_uncacheable(&multipath, groups));
-        assert!(route_uncacheable(&from, groups));
-        assert!(route_multipath(&multipath, groups));
-        assert!(!route_multipath(&from, groups) && !route_multipath(&plain, groups));
+        assert!(!change(&plain).uncacheable(groups));
+        assert!(change(&multipath).uncacheable(groups) && change(&multipath).hashed(groups));
+        assert!(change(&from).uncacheable(groups) && !change(&from).hashed(groups));
+        assert!(!change(&plain).hashed(groups));
     }
-    // A nexthop object is multipath, and so uncacheable, only when it is a group, or when
-    // the groups are unknown (as in an event).
-    assert!(route_multipath(&nhid, None) && route_uncacheable(&nhid, None));
-    assert!(route_multipath(&nhid, Some(&group_7)) && route_uncacheable(&nhid, Some(&group_7)));
-    assert!(!route_multipath(&nhid, Some(&no_groups)));
-    assert!(!route_uncacheable(&nhid, Some(&no_groups)));
-    rtmsg.truncate(5);
-    assert!(!route_uncacheable(&rtmsg, None) && !route_multipath(&rtmsg, None));
-    for (payload, uncacheable) in [(&multipath, true), (&nhid, true), (&plain, false)] {
-        let ev = parse_event(&Msg {
-            ty: RTM_NEWROUTE,
-            flags: 0,
-            payload,
-        });
-        assert_eq!(
-            ev,
-            Some(Event::Route {
-                family: 2,
-                uncacheable
-            })
-        );
-    }
-    // Nexthop objects come as their own events, whatever the payload.
-    for ty in [104, 105] {
-        let ev = parse_event(&Msg {
-            ty,
-            flags: 0,
-            payload: &[],
-        });
-        assert_eq!(ev, Some(Event::Nexthop));
-    }
+    // A nexthop object is hashed, and so uncacheable, only when it is a group, or when the
+    // groups are not known.
+    let nh = change(&nhid);
+    assert!(nh.hashed(None) && nh.uncacheable(None));
+    assert!(nh.hashed(Some(&group_7)) && nh.uncacheable(Some(&group_7)));
+    assert!(!nh.hashed(Some(&no_groups)) && !nh.uncacheable(Some(&no_groups)));
+    assert_eq!(parse_route(&rtmsg(2, 0)[..5], false, 0), None);
+    // Events carry what the message says, with the header's replace flag and the kind.
+    let ev = parse_event(&Msg {
+        ty: 24, // RTM_NEWROUTE
+        flags: 0x100 | 0x400,
+        payload: &nhid,
+    });
+    assert_eq!(
+        ev,
+        Some(Event::Route(RouteChange {
+            family: 2,
+            delete: false,
+            replace: true,
+            source_specific: false,
+            multipath: false,
+            nhid: Some(7),
+        }))
+    );
+    let ev = parse_event(&Msg {
+        ty: 25, // RTM_DELROUTE
+        flags: 0,
+        payload: &multipath,
+    });
+    assert!(matches!(ev, Some(Event::Route(c)) if c.delete && c.multipath && !c.replace));
 }
 
 #[test]
 fn tells_nexthop_groups_from_single_next_hops() {
-    let nhmsg = vec![2u8, 0, 4, 0, 0, 0, 0, 0];
     // `ip nexthop add id 11 via 198.18.1.2 dev d1`
     let single = [
-        nhmsg.clone(),
+        vec![2u8, 0, 4, 0, 0, 0, 0, 0],
         attr(NHA_ID, &11u32.to_ne_bytes()),
         attr(6, &[198, 18, 1, 2]),
     ]
     .concat();
-    assert_eq!(parse_nexthop_group(&single), None);
+    let c = parse_nexthop(&single, false);
+    assert_eq!((c.id, c.group), (Some(11), false));
     // `ip nexthop add id 20 group 11/12`: two struct nexthop_grp of 8 bytes.
     let group = [
         vec![0u8; 8],
@@ -318,8 +320,17 @@ fn tells_nexthop_groups_from_single_next_hops() {
         ),
     ]
     .concat();
-    assert_eq!(parse_nexthop_group(&group), Some(20));
+    let c = parse_nexthop(&group, true);
+    assert_eq!((c.id, c.group, c.delete), (Some(20), true, true));
     for cut in 0..group.len() {
-        let _ = parse_nexthop_group(&group[..cut]);
+        let _ = parse_nexthop(&group[..cut], false);
     }
+    assert_eq!(
+        parse_event(&Msg {
+            ty: 105, // RTM_DELNEXTHOP
+            flags: 0,
+            payload: &group,
+        }),
+        Some(Event::Nexthop(c))
+    );
 }

@@ -163,6 +163,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 e.decoded, e.checks, e.mismatches
             );
             println!(
+                "route table dumps (to count multipath and source-specific routes): {}",
+                s.route_dumps
+            );
+            println!(
                 "{:<10} {:<14} {:<36} {:>12} {:>12}  maps",
                 "iface", "hook", "modules", "fast-pathed", "passed"
             );

@@ -1,0 +1,216 @@
+//! The routes the route cache cannot stand for, counted from route and nexthop events.
+//!
+//! A family's route cache is on only while it has no multipath, nexthop-group or (IPv6)
+//! source-specific route. Counting them takes a dump of every route, which on a router with
+//! a full table (FRR installs every route through a nexthop object) is tens of milliseconds
+//! per 65,000 routes. So the counts are kept from the events themselves, under one
+//! invariant: a count is never below the truth, and it reaches zero only through a dump.
+//! - A route event that adds or replaces an uncacheable route adds one at once, without
+//!   a dump: the cache goes off with the event.
+//! - A deleted uncacheable route takes one off; at zero, a dump confirms it before the
+//!   cache comes back on.
+//! - Where an event may remove one without saying so (a route replaced by a cacheable one, a
+//!   nexthop object deleted, which deletes its IPv4 routes with no route event, a link or
+//!   address gone, which flushes IPv4 routes the same way), the count may stay too high: the
+//!   cache stays off until a later dump, which the watcher makes at most every
+//!   [`crate::daemon`] recount period.
+
+use std::collections::BTreeSet;
+
+/// What a route message (event or dump) says about its route (`netlink::parse_route`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteChange {
+    pub family: u8,
+    /// RTM_DELROUTE.
+    pub delete: bool,
+    /// NLM_F_REPLACE: the route took the place of another, whose kind the event does not say.
+    pub replace: bool,
+    /// A source prefix (`from`): the answer depends on the source.
+    pub source_specific: bool,
+    /// RTA_MULTIPATH.
+    pub multipath: bool,
+    /// RTA_NH_ID: through a nexthop object, a group or a single next hop.
+    pub nhid: Option<u32>,
+}
+
+impl RouteChange {
+    /// Whether the FIB may pick among several next hops by the flow's hash: multipath, or a
+    /// nexthop object that is a group. `groups` holds the ids of the group objects; None
+    /// counts every object as a possible group.
+    ///
+    /// A group's members change without a route event, so a group counts even with one
+    /// member; an object never turns from a single next hop into a group or back (the
+    /// kernel refuses that replace), so a route through a single-hop object never is.
+    pub fn hashed(&self, groups: Option<&BTreeSet<u32>>) -> bool {
+        self.multipath
+            || self
+                .nhid
+                .is_some_and(|id| groups.is_none_or(|g| g.contains(&id)))
+    }
+
+    /// Whether the FIB's answer depends on more than the destination: [`Self::hashed`], or
+    /// a source prefix. A route through a single-hop nexthop object is cacheable: the object
+    /// changes with a nexthop event, and every event drops the cached answers.
+    pub fn uncacheable(&self, groups: Option<&BTreeSet<u32>>) -> bool {
+        self.source_specific || self.hashed(groups)
+    }
+}
+
+/// A nexthop object added, replaced or deleted (`netlink::parse_nexthop`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NexthopChange {
+    pub delete: bool,
+    /// None: the message carried no readable id.
+    pub id: Option<u32>,
+    pub group: bool,
+}
+
+/// One family's routes that the fast path treats apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteCounts {
+    /// [`RouteChange::uncacheable`]: the route cache cannot stand for them.
+    pub uncacheable: usize,
+    /// [`RouteChange::hashed`]: the FIB picks their next hop by the packet's hash.
+    pub multipath: usize,
+}
+
+impl RouteCounts {
+    fn zeros(&self) -> (bool, bool) {
+        (self.uncacheable == 0, self.multipath == 0)
+    }
+}
+
+/// What the counts need after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Recount {
+    #[default]
+    No,
+    /// A count may be too high: a dump within the recount period settles it.
+    Soon,
+    /// A count reached zero (or would go below): a dump confirms it before the cache is on.
+    Now,
+}
+
+/// Both families' counts and the nexthop groups they are counted against.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteLedger {
+    pub v4: RouteCounts,
+    pub v6: RouteCounts,
+    /// The ids of the nexthop objects that are groups, from the last dump and the nexthop
+    /// events since. None: not known (the dump failed, or none was made yet), so every
+    /// object counts as a group.
+    pub groups: Option<BTreeSet<u32>>,
+    /// What the events since the last dump ask for; [`RouteLedger::take_recount`] clears it.
+    pub recount: Recount,
+}
+
+impl RouteLedger {
+    pub fn family(&self, family: u8) -> Option<&RouteCounts> {
+        match family {
+            2 => Some(&self.v4),
+            10 => Some(&self.v6),
+            _ => None,
+        }
+    }
+
+    fn family_mut(&mut self, family: u8) -> Option<&mut RouteCounts> {
+        match family {
+            2 => Some(&mut self.v4),
+            10 => Some(&mut self.v6),
+            _ => None,
+        }
+    }
+
+    fn ask(&mut self, r: Recount) {
+        self.recount = self.recount.max(r);
+    }
+
+    fn any_counted(&self) -> bool {
+        self.v4 != RouteCounts::default() || self.v6 != RouteCounts::default()
+    }
+
+    /// Applies one route event; returns true when a count went from zero to more (the
+    /// plan changes: a cache goes off).
+    pub fn route(&mut self, c: &RouteChange) -> bool {
+        let groups = self.groups.clone();
+        let (uncacheable, hashed) = (c.uncacheable(groups.as_ref()), c.hashed(groups.as_ref()));
+        let Some(n) = self.family_mut(c.family) else {
+            return false;
+        };
+        let before = n.zeros();
+        let mut recount = Recount::No;
+        if c.delete {
+            for (count, is) in [
+                (&mut n.uncacheable, uncacheable),
+                (&mut n.multipath, hashed),
+            ] {
+                if is {
+                    match *count {
+                        0 | 1 => recount = Recount::Now,
+                        _ => *count -= 1,
+                    }
+                }
+            }
+        } else {
+            // A replaced route may have been one of them: never taken off without a dump.
+            if c.replace && *n != RouteCounts::default() {
+                recount = Recount::Soon;
+            }
+            n.uncacheable += uncacheable as usize;
+            n.multipath += hashed as usize;
+        }
+        let after = n.zeros();
+        self.ask(recount);
+        before != after
+    }
+
+    /// Applies one nexthop event. Counts never change here (a route through a new object
+    /// comes with its own route event), but deleting an object deletes its IPv4 routes with
+    /// no route event.
+    pub fn nexthop(&mut self, c: &NexthopChange) {
+        let Some(id) = c.id else {
+            // Which object changed is unknown: dump the objects again.
+            self.ask(Recount::Now);
+            return;
+        };
+        let was_group = self.groups.as_ref().is_none_or(|g| g.contains(&id));
+        if let Some(g) = self.groups.as_mut() {
+            if c.group && !c.delete {
+                g.insert(id);
+            } else {
+                g.remove(&id);
+            }
+        }
+        if c.delete && self.any_counted() {
+            // A group's routes were all counted: they may have been the last.
+            self.ask(if was_group {
+                Recount::Now
+            } else {
+                Recount::Soon
+            });
+        }
+    }
+
+    /// A link or address change, which may flush IPv4 routes without route events.
+    pub fn routes_may_be_flushed(&mut self) {
+        if self.any_counted() {
+            self.ask(Recount::Soon);
+        }
+    }
+
+    /// The counts of a dump, and the groups they were counted against.
+    pub fn set(&mut self, groups: Option<BTreeSet<u32>>, v4: RouteCounts, v6: RouteCounts) {
+        self.groups = groups;
+        self.v4 = v4;
+        self.v6 = v6;
+        self.recount = Recount::No;
+    }
+
+    pub fn take_recount(&mut self) -> Recount {
+        std::mem::take(&mut self.recount)
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/routes.rs"]
+mod tests;

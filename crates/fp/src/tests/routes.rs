@@ -1,0 +1,250 @@
+//! Unit tests of the route classification and of the counts kept from events.
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+fn route(family: u8, delete: bool, replace: bool, multipath: bool) -> RouteChange {
+    RouteChange {
+        family,
+        delete,
+        replace,
+        source_specific: false,
+        multipath,
+        nhid: None,
+    }
+}
+
+#[test]
+fn events_count_up_at_once_and_down_to_zero_only_through_a_dump() {
+    let mut l = RouteLedger {
+        groups: Some(BTreeSet::new()),
+        ..RouteLedger::default()
+    };
+    // The first multipath route turns the IPv4 cache off: the plan changes, no dump.
+    assert!(l.route(&route(2, false, false, true)));
+    assert_eq!(
+        l.v4,
+        RouteCounts {
+            uncacheable: 1,
+            multipath: 1
+        }
+    );
+    assert_eq!(l.take_recount(), Recount::No);
+    assert!(!l.route(&route(2, false, false, true)));
+    assert!(!l.route(&route(2, false, false, false)), "a plain route");
+    assert_eq!(l.v4.uncacheable, 2);
+    assert_eq!(l.v6, RouteCounts::default());
+    // A deletion takes one off, but not the last: a dump confirms that one.
+    assert!(!l.route(&route(2, true, false, true)));
+    assert_eq!((l.v4.uncacheable, l.take_recount()), (1, Recount::No));
+    assert!(!l.route(&route(2, true, false, true)));
+    assert_eq!((l.v4.uncacheable, l.take_recount()), (1, Recount::Now));
+    // A plain route replacing a route of the same key may have replaced a counted one.
+    assert!(!l.route(&route(2, false, true, false)));
+    assert_eq!(l.take_recount(), Recount::Soon);
+    // ...which a plain deletion never did.
+    l.route(&route(2, true, false, false));
+    assert_eq!(l.take_recount(), Recount::No);
+    // Nothing counted: a replace asks for nothing.
+    l.set(
+        Some(BTreeSet::new()),
+        RouteCounts::default(),
+        RouteCounts::default(),
+    );
+    l.route(&route(10, false, true, false));
+    assert_eq!(l.take_recount(), Recount::No);
+    // Routes of other families (multicast tables) are not counted.
+    assert!(!l.route(&route(128, false, false, true)));
+}
+
+#[test]
+fn nexthop_events_keep_the_groups_and_deletions_ask_for_a_dump() {
+    let mut l = RouteLedger {
+        groups: Some(BTreeSet::new()),
+        ..RouteLedger::default()
+    };
+    let nh = |id, group, delete| NexthopChange {
+        delete,
+        id: Some(id),
+        group,
+    };
+    let through = |id| RouteChange {
+        nhid: Some(id),
+        ..route(2, false, false, false)
+    };
+    l.nexthop(&nh(1, false, false));
+    l.nexthop(&nh(3, true, false));
+    assert_eq!(l.take_recount(), Recount::No, "nothing counted yet");
+    // FRR's routes through a single next hop leave the cache on, without a dump.
+    assert!(!l.route(&through(1)));
+    assert_eq!(l.v4, RouteCounts::default());
+    assert!(l.route(&through(3)));
+    assert_eq!(
+        l.v4,
+        RouteCounts {
+            uncacheable: 1,
+            multipath: 1
+        }
+    );
+    // Deleting an object deletes its IPv4 routes without route events: a group's were
+    // counted, and may have been the last.
+    l.nexthop(&nh(1, false, true));
+    assert_eq!(l.take_recount(), Recount::Soon);
+    l.nexthop(&nh(3, true, true));
+    assert_eq!(l.take_recount(), Recount::Now);
+    assert_eq!(l.groups, Some(BTreeSet::new()));
+    // An id reused by a single next hop is no group any more.
+    l.nexthop(&nh(5, true, false));
+    l.nexthop(&nh(5, false, true));
+    l.nexthop(&nh(5, false, false));
+    assert!(!l.route(&through(5)) && l.v4.uncacheable == 1);
+    // Unreadable: dump the objects again.
+    l.nexthop(&NexthopChange {
+        delete: false,
+        id: None,
+        group: false,
+    });
+    assert_eq!(l.take_recount(), Recount::Now);
+    // Groups not known: every object counts as one.
+    l.set(None, RouteCounts::default(), RouteCounts::default());
+    assert!(l.route(&through(1)));
+    l.routes_may_be_flushed();
+    assert_eq!(l.take_recount(), Recount::Soon);
+    l.set(None, RouteCounts::default(), RouteCounts::default());
+    l.routes_may_be_flushed();
+    assert_eq!(l.take_recount(), Recount::No);
+}
+
+/// splitmix64: the same sequence on every machine.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A model kernel: routes by key, each plain, multipath or through a nexthop object, and
+/// the objects. It answers with the events the kernel sends, including none where the
+/// kernel sends none (an object deleted takes its routes with it).
+#[derive(Default)]
+struct ModelKernel {
+    /// key -> (multipath, nhid)
+    routes: BTreeMap<u8, (bool, Option<u32>)>,
+    /// id -> group
+    objects: BTreeMap<u32, bool>,
+}
+
+impl ModelKernel {
+    fn counts(&self) -> RouteCounts {
+        let groups = self.groups();
+        let n = self
+            .routes
+            .values()
+            .filter(|(mp, nhid)| route_of(*mp, *nhid, false, false).hashed(Some(&groups)))
+            .count();
+        RouteCounts {
+            uncacheable: n,
+            multipath: n,
+        }
+    }
+
+    fn groups(&self) -> BTreeSet<u32> {
+        self.objects
+            .iter()
+            .filter(|(_, g)| **g)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+}
+
+fn route_of(multipath: bool, nhid: Option<u32>, delete: bool, replace: bool) -> RouteChange {
+    RouteChange {
+        nhid,
+        ..route(2, delete, replace, multipath)
+    }
+}
+
+#[test]
+fn counts_from_events_are_never_zero_while_a_route_counts() {
+    for seed in 0..200u64 {
+        let mut rng = seed;
+        let mut k = ModelKernel::default();
+        let mut l = RouteLedger {
+            groups: Some(BTreeSet::new()),
+            ..RouteLedger::default()
+        };
+        for step in 0..300 {
+            let key = (next(&mut rng) % 8) as u8;
+            let id = 1 + (next(&mut rng) % 4) as u32;
+            let what = next(&mut rng) % 10;
+            // The route this step may write: plain, multipath or through object `id`.
+            let kind = next(&mut rng) % 3;
+            let (mp, nhid) = match kind {
+                0 => (false, None),
+                1 => (true, None),
+                _ => (false, k.objects.contains_key(&id).then_some(id)),
+            };
+            match what {
+                0..=3 if !k.routes.contains_key(&key) => {
+                    k.routes.insert(key, (mp, nhid));
+                    l.route(&route_of(mp, nhid, false, false));
+                }
+                0..=3 => {
+                    k.routes.insert(key, (mp, nhid));
+                    l.route(&route_of(mp, nhid, false, true));
+                }
+                4 | 5 => {
+                    if let Some((mp, nhid)) = k.routes.remove(&key) {
+                        l.route(&route_of(mp, nhid, true, false));
+                    }
+                }
+                6 if !k.objects.contains_key(&id) => {
+                    let group = next(&mut rng).is_multiple_of(2);
+                    k.objects.insert(id, group);
+                    l.nexthop(&NexthopChange {
+                        delete: false,
+                        id: Some(id),
+                        group,
+                    });
+                }
+                6 => {
+                    // No route events for the routes it takes along.
+                    let group = k.objects.remove(&id).unwrap();
+                    k.routes.retain(|_, (_, nhid)| *nhid != Some(id));
+                    l.nexthop(&NexthopChange {
+                        delete: true,
+                        id: Some(id),
+                        group,
+                    });
+                }
+                _ => l.routes_may_be_flushed(),
+            }
+            let truth = k.counts();
+            for (kept, true_n) in [
+                (l.v4.uncacheable, truth.uncacheable),
+                (l.v4.multipath, truth.multipath),
+            ] {
+                assert!(
+                    kept >= true_n,
+                    "seed {seed} step {step}: counted {kept}, the kernel has {true_n}"
+                );
+            }
+            // The watcher dumps when asked to now, and sometimes when asked to soon.
+            let dump = match l.take_recount() {
+                Recount::Now => true,
+                Recount::Soon => next(&mut rng).is_multiple_of(4),
+                Recount::No => false,
+            };
+            if dump {
+                l.set(Some(k.groups()), truth, RouteCounts::default());
+            }
+            assert!(
+                l.v4.uncacheable >= truth.uncacheable,
+                "seed {seed} step {step}"
+            );
+            assert_eq!(l.groups, Some(k.groups()), "seed {seed} step {step}");
+        }
+    }
+}
