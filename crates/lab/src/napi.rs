@@ -34,15 +34,31 @@ pub fn napi_threads() -> Vec<NapiThread> {
 
 /// Pins the kthread `pid` to `cpu`.
 pub fn pin(pid: u32, cpu: usize) -> crate::Result<()> {
-    sh("taskset", &["-pc", &cpu.to_string(), &pid.to_string()]).map(|_| ())
+    confine(pid, &[cpu])
 }
 
-/// Switches `dev` (in `ns`) to threaded NAPI and, with `cpus`, pins its threads (queue q to
-/// `cpus[q % len]`: the threads appear in queue order, which their NAPI ids keep); without,
-/// they stay on the kernel's default CPUs. The caller holds the lab lock, so the threads that
-/// appear meanwhile are this device's. Returns a note of what was done, or why not, and the
-/// threads' pids.
-pub fn threaded(ns: &Netns, role: &str, dev: &str, cpus: Option<&[usize]>) -> (String, Vec<u32>) {
+/// Lets the kthread `pid` run on `cpus` only.
+pub fn confine(pid: u32, cpus: &[usize]) -> crate::Result<()> {
+    let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+    sh("taskset", &["-pc", &list.join(","), &pid.to_string()]).map(|_| ())
+}
+
+/// Where a device's NAPI threads run.
+#[derive(Clone, Copy, Debug)]
+pub enum Placement<'a> {
+    /// Where the kernel puts them.
+    Default,
+    /// Queue q's thread on `cpus[q % len]`, as IRQ affinity pins each queue's interrupt.
+    OnePerQueue(&'a [usize]),
+    /// Every thread anywhere among `cpus`: a host's interrupts stay on that host.
+    Among(&'a [usize]),
+}
+
+/// Switches `dev` (in `ns`) to threaded NAPI and places its threads (the threads appear in
+/// queue order, which their NAPI ids keep). The caller holds the lab lock, so the threads
+/// that appear meanwhile are this device's. Returns a note of what was done, or why not, and
+/// the threads' pids.
+pub fn threaded(ns: &Netns, role: &str, dev: &str, placement: Placement) -> (String, Vec<u32>) {
     let before: Vec<u32> = napi_threads().into_iter().map(|t| t.pid).collect();
     let path = format!("/sys/class/net/{dev}/threaded");
     if let Err(e) = ns.exec("sh", &["-c", &format!("echo 1 > {path}")]) {
@@ -62,14 +78,17 @@ pub fn threaded(ns: &Netns, role: &str, dev: &str, cpus: Option<&[usize]>) -> (S
     let placed: Vec<String> = mine
         .iter()
         .enumerate()
-        .map(|(q, t)| match cpus {
-            None => format!("napi {} (pid {}) on the default CPUs", t.id, t.pid),
-            Some(cpus) => {
-                let cpu = cpus[q % cpus.len()];
-                match pin(t.pid, cpu) {
-                    Ok(()) => format!("napi {} (pid {}) on CPU {cpu}", t.id, t.pid),
-                    Err(e) => format!("napi {} (pid {}): not pinned ({e})", t.id, t.pid),
+        .map(|(q, t)| {
+            let cpus: &[usize] = match placement {
+                Placement::Default => {
+                    return format!("napi {} (pid {}) on the default CPUs", t.id, t.pid)
                 }
+                Placement::OnePerQueue(cpus) => &[cpus[q % cpus.len()]],
+                Placement::Among(cpus) => cpus,
+            };
+            match confine(t.pid, cpus) {
+                Ok(()) => format!("napi {} (pid {}) on CPU {cpus:?}", t.id, t.pid),
+                Err(e) => format!("napi {} (pid {}): not placed ({e})", t.id, t.pid),
             }
         })
         .collect();

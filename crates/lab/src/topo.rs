@@ -95,6 +95,10 @@ pub enum RxModel {
     /// packet and, unless the NAPI is already scheduled or deferred, wakes that thread.
     /// NAPI deferral and busy polling then act on it as on a NIC's queue.
     Napi,
+    /// `Napi`, and in the untuned (`nic`) profile too each queue's thread stays on its node's
+    /// CPUs, as a host's interrupts stay on that host: the server's receive never borrows
+    /// the load generator's CPU, nor the other way round.
+    NapiHost,
     /// RPS to the node's CPUs: the sender's softirq hands every packet over to the node's CPU
     /// with an inter-processor interrupt.
     Rps,
@@ -106,10 +110,11 @@ impl RxModel {
     pub fn parse(s: &str) -> Result<RxModel> {
         match s {
             "napi" => Ok(RxModel::Napi),
+            "napi-host" => Ok(RxModel::NapiHost),
             "rps" => Ok(RxModel::Rps),
             "sender" => Ok(RxModel::Sender),
             _ => Err(Error::Invalid(format!(
-                "unknown receive model `{s}` (napi, rps, sender)"
+                "unknown receive model `{s}` (napi, napi-host, rps, sender)"
             ))),
         }
     }
@@ -117,9 +122,15 @@ impl RxModel {
     pub fn name(self) -> &'static str {
         match self {
             RxModel::Napi => "napi",
+            RxModel::NapiHost => "napi-host",
             RxModel::Rps => "rps",
             RxModel::Sender => "sender",
         }
+    }
+
+    /// Each queue's NAPI polls in a thread of its own.
+    pub fn threaded_napi(self) -> bool {
+        matches!(self, RxModel::Napi | RxModel::NapiHost)
     }
 }
 
@@ -470,7 +481,7 @@ impl Lab {
             }
             match spec.profile {
                 Profile::Tuned => lab.tune(spec)?,
-                Profile::Nic if spec.rx_model == RxModel::Napi => lab.untuned_nic(spec)?,
+                Profile::Nic if spec.rx_model.threaded_napi() => lab.untuned_nic(spec)?,
                 Profile::Nic | Profile::Default => {}
             }
             Ok(())
@@ -537,9 +548,14 @@ impl Lab {
                         Err(e) => notes.push(format!("{}:{path}: not applied ({e})", node.role)),
                     }
                 }
-                if spec.rx_model == RxModel::Napi {
+                if spec.rx_model.threaded_napi() {
                     notes.push(tso_off(ns, &node.role, dev));
-                    let (note, pids) = crate::napi::threaded(ns, &node.role, dev, Some(&node.cpus));
+                    let (note, pids) = crate::napi::threaded(
+                        ns,
+                        &node.role,
+                        dev,
+                        crate::napi::Placement::OnePerQueue(&node.cpus),
+                    );
                     notes.push(note);
                     self.napi_threads
                         .entry(node.role.clone())
@@ -560,9 +576,16 @@ impl Lab {
         Ok(())
     }
 
-    /// The `nic` profile with the `napi` model: every queue gets a NAPI thread, none pinned.
+    /// The `nic` profile with a threaded-NAPI model: every queue gets a NAPI thread, on the
+    /// kernel's default CPUs (`napi`) or on its node's CPUs (`napi-host`), none pinned to one
+    /// CPU of its own.
     fn untuned_nic(&mut self, spec: &LabSpec) -> Result<()> {
-        let mut notes = vec!["receive model: napi, untuned (threads on the default CPUs)".into()];
+        let host = spec.rx_model == RxModel::NapiHost;
+        let mut notes = vec![if host {
+            "receive model: napi-host, untuned (threads on their node's CPUs)".into()
+        } else {
+            "receive model: napi, untuned (threads on the default CPUs)".into()
+        }];
         let _l = state::lock()?;
         for (node, ns) in self.record.nodes.iter().zip(&self.namespaces) {
             for ifc in &node.ifaces {
@@ -573,7 +596,12 @@ impl Lab {
                 }
                 notes.push(tso_off(ns, &node.role, dev));
                 notes.push(nic_qdisc(ns, &node.role, dev, spec.queues));
-                let (note, pids) = crate::napi::threaded(ns, &node.role, dev, None);
+                let placement = if host {
+                    crate::napi::Placement::Among(&node.cpus)
+                } else {
+                    crate::napi::Placement::Default
+                };
+                let (note, pids) = crate::napi::threaded(ns, &node.role, dev, placement);
                 notes.push(note);
                 self.napi_threads
                     .entry(node.role.clone())

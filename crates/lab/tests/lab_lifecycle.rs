@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use wirespeed_lab::state::{self, read_sysctl};
 use wirespeed_lab::topo::{self, list_namespaces};
-use wirespeed_lab::{require_root, sh, Lab, LabSpec, Profile, Topology};
+use wirespeed_lab::{require_root, sh, Lab, LabSpec, Profile, RxModel, Topology};
 
 const HOST_KEYS: [&str; 1] = ["net.core.busy_poll"];
 
@@ -179,6 +179,32 @@ fn the_nic_profile_gives_each_queue_an_unpinned_napi_thread() {
             .unwrap()
             .exec("ping", &["-c1", "-W2", &dst])
             .unwrap();
+        lab.down().unwrap();
+    }
+    // napi-host: each node's threads stay on that node's CPUs, as a host's interrupts do.
+    spec.rx_model = RxModel::NapiHost;
+    {
+        let lab = Lab::up(&spec).unwrap();
+        for role in ["c", "s"] {
+            let cpus = &lab.node(role).unwrap().cpus;
+            for &pid in lab.napi_threads(role) {
+                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+                // "1", or "0-3,6" where a node has several CPUs.
+                let allowed: Vec<usize> = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                    .unwrap()
+                    .trim()
+                    .split(',')
+                    .flat_map(|part| {
+                        let (a, b) = part.split_once('-').unwrap_or((part, part));
+                        a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap()
+                    })
+                    .collect();
+                assert_eq!(&allowed, cpus, "{role}: pid {pid}: {:?}", lab.tuning);
+            }
+            assert_eq!(lab.napi_threads(role).len(), 2, "{:?}", lab.tuning);
+        }
         lab.down().unwrap();
     }
     let mut plain = LabSpec::new(&name("p"), Topology::Pair);

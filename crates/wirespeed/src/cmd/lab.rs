@@ -52,8 +52,9 @@ struct UpArgs {
     #[arg(long, default_value = "default")]
     profile: String,
     /// Tuned and nic profiles: where each node's receive runs. napi (each queue's NAPI in a thread
-    /// pinned to the node's CPU, as IRQ affinity pins a NIC queue), rps (RPS hand-over by
-    /// IPI), sender (the veth default: on the sending CPU).
+    /// pinned to the node's CPU, as IRQ affinity pins a NIC queue; nic: on the default CPUs),
+    /// napi-host (the same; nic: on the node's CPUs), rps (RPS hand-over by IPI), sender (the
+    /// veth default: on the sending CPU).
     #[arg(long, default_value = "napi")]
     rx_model: String,
     /// lb: number of client namespaces.

@@ -88,10 +88,12 @@ pub struct Args {
     #[arg(long)]
     no_bpf: bool,
     /// How the lab stands in for a NIC's receive queues: `napi` (each veth queue's NAPI polls
-    /// in a thread, on the default CPUs in the untuned rows 1 and 7 and pinned to its side's
-    /// CPU in the tuned rows, as IRQ affinity pins a NIC queue), `rps` (tuned rows: the
-    /// sender's softirq hands each packet over by IPI), `sender` (the veth default: the
-    /// receive runs on the sending CPU). docs/INSTRUMENTS.md compares them.
+    /// in a thread, on the default CPUs in the untuned rows 1 and 7-11 and pinned to its side's
+    /// CPU in the tuned rows, as IRQ affinity pins a NIC queue), `napi-host` (the same, with
+    /// the untuned rows' threads kept on their side's CPUs, as a host's interrupts stay on
+    /// that host), `rps` (tuned rows: the sender's softirq hands each packet over by IPI),
+    /// `sender` (the veth default: the receive runs on the sending CPU). docs/INSTRUMENTS.md
+    /// compares them.
     #[arg(long, default_value = "napi", value_parser = rx_model)]
     rx_model: RxModel,
     /// Tuned rows: interrupt moderation on the server's queue, as napi_defer_hard_irqs (the
