@@ -9,6 +9,14 @@ use wirespeed_lab::{require_root, sh, Lab, LabSpec, Profile, RxModel, Topology};
 
 const HOST_KEYS: [&str; 1] = ["net.core.busy_poll"];
 
+/// The tests compare host-wide values before and after, which another test's tuned lab
+/// changes meanwhile: they take turns (CI runs one test at a time anyway).
+static HOST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    HOST.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn host_values() -> Vec<String> {
     HOST_KEYS.iter().map(|k| read_sysctl(k).unwrap()).collect()
 }
@@ -37,6 +45,7 @@ fn name(tag: &str) -> String {
 
 #[test]
 fn every_topology_comes_up_routes_and_goes_away() {
+    let _turn = one_at_a_time();
     require_root();
     let before = (host_values(), host_links());
     for (topo, a, b) in [
@@ -122,6 +131,7 @@ fn every_topology_comes_up_routes_and_goes_away() {
 /// host-wide changes. The threads' pids are what a probe charges to the node.
 #[test]
 fn the_nic_profile_gives_each_queue_an_unpinned_napi_thread() {
+    let _turn = one_at_a_time();
     require_root();
     let before = host_values();
     let n = name("n");
@@ -220,6 +230,7 @@ fn the_nic_profile_gives_each_queue_an_unpinned_napi_thread() {
 
 #[test]
 fn dropping_a_lab_restores_too() {
+    let _turn = one_at_a_time();
     require_root();
     let before = host_values();
     let n = name("d");
@@ -253,6 +264,7 @@ fn child_builds_a_lab_and_hangs() {
 
 #[test]
 fn sigkill_then_down_all_recovers() {
+    let _turn = one_at_a_time();
     require_root();
     let before = (host_values(), host_links());
     let n = name("k");
@@ -300,6 +312,7 @@ fn sigkill_then_down_all_recovers() {
 /// showdown moderates the server's queue and leaves the load generator's as in every row.
 #[test]
 fn napi_deferral_goes_only_on_the_roles_asked_for() {
+    let _turn = one_at_a_time();
     require_root();
     let n = name("m");
     let mut spec = LabSpec::new(&n, Topology::Pair);
@@ -338,6 +351,7 @@ fn succeeded(threads: Vec<std::thread::JoinHandle<bool>>) -> usize {
 /// profile's none.
 #[test]
 fn a_nic_lab_holds_a_burst_that_fills_the_peer_ring_instead_of_dropping_it() {
+    let _turn = one_at_a_time();
     require_root();
     let burst_drops = |lab: &Lab| -> u64 {
         use std::io::{Read, Write};
