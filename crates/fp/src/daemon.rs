@@ -347,7 +347,8 @@ impl Daemon {
                 .is_none_or(|t| t.elapsed() >= ROUTE_RECOUNT_PERIOD)
         {
             p.routes = true;
-            p.kinds.push("route-recount");
+            // Not "route-...": waiting for a "route" response must not take this one.
+            p.kinds.push("recount");
         }
         if kernel::read_multipath_hash_policy() != self.model.sysctls.multipath_hash_policy {
             p.sysctls = true;

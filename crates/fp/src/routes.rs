@@ -7,13 +7,16 @@
 //! invariant: a count is never below the truth, and it reaches zero only through a dump.
 //! - A route event that adds or replaces an uncacheable route adds one at once, without
 //!   a dump: the cache goes off with the event.
-//! - A deleted uncacheable route takes one off; at zero, a dump confirms it before the
-//!   cache comes back on.
-//! - Where an event may remove one without saying so (a route replaced by a cacheable one, a
-//!   nexthop object deleted, which deletes its IPv4 routes with no route event, a link or
-//!   address gone, which flushes IPv4 routes the same way), the count may stay too high: the
-//!   cache stays off until a later dump, which the watcher makes at most every
-//!   [`crate::daemon`] recount period.
+//! - A deleted uncacheable route takes one off, except the last: a dump confirms that one
+//!   before the cache comes back on.
+//! - A count can run above the truth: a route counted twice (its event queued while the
+//!   start's dump ran, or an IPv6 next hop appended to a multipath route, which the kernel
+//!   reports as the whole route again), or one gone without saying so (replaced, its nexthop
+//!   object deleted, which deletes its IPv4 routes with no route event, or flushed with a
+//!   link or address). That only keeps the cache off; each such event, and each deletion
+//!   that leaves a count above zero, asks for a dump within the daemon's recount period
+//!   (`daemon::ROUTE_RECOUNT_PERIOD`), so the cache comes back on within it once the last
+//!   such route is gone.
 
 use std::collections::BTreeSet;
 
@@ -132,8 +135,8 @@ impl RouteLedger {
     /// Applies one route event; returns true when a count went from zero to more (the
     /// plan changes: a cache goes off).
     pub fn route(&mut self, c: &RouteChange) -> bool {
-        let groups = self.groups.clone();
-        let (uncacheable, hashed) = (c.uncacheable(groups.as_ref()), c.hashed(groups.as_ref()));
+        let groups = self.groups.as_ref();
+        let (uncacheable, hashed) = (c.uncacheable(groups), c.hashed(groups));
         let Some(n) = self.family_mut(c.family) else {
             return false;
         };
@@ -145,9 +148,12 @@ impl RouteLedger {
                 (&mut n.multipath, hashed),
             ] {
                 if is {
-                    match *count {
-                        0 | 1 => recount = Recount::Now,
-                        _ => *count -= 1,
+                    if *count <= 1 {
+                        recount = Recount::Now;
+                    } else {
+                        // It may have been counted twice: settle it within the period.
+                        *count -= 1;
+                        recount = recount.max(Recount::Soon);
                     }
                 }
             }
