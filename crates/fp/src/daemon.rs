@@ -231,10 +231,13 @@ impl Daemon {
     }
 
     fn recount_routes(&mut self) -> Result<()> {
-        self.recount_due = false;
         self.last_recount = Some(Instant::now());
         self.log.route_dumps += 1;
-        self.kernel.routes(&mut self.model)
+        let counted = self.kernel.routes(&mut self.model);
+        // A dump that failed left the counts as they were (never below the truth): try again
+        // within the period.
+        self.recount_due = counted.is_err();
+        counted
     }
 
     fn invalidate_routes(&mut self) {
