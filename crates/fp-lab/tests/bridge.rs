@@ -208,13 +208,26 @@ fn pod_network_at_tc_forwards_and_follows_changes() {
         .unwrap()
         .trim()
         .to_string();
-    let fdb_before = port(&d.status().unwrap(), "vpod0").maps["bridge_fdb"];
+    let s = d.status().unwrap();
+    let (fdb_before, seen) = (port(&s, "vpod0").maps["bridge_fdb"], s.response_count);
     net.node
         .exec("bridge", &["fdb", "del", &mac, "dev", "vpod1", "master"])
         .unwrap();
-    d.wait_for("FDB entry gone", |s| {
-        s.responses.iter().any(|r| r.events.contains("fdb"))
-            && port(s, "vpod0").maps["bridge_fdb"] < fdb_before
+    // Any frame from the pod (an ARP probe of a stale neighbour) teaches the bridge its MAC
+    // again, sometimes in the same batch of events as the deletion (seen once in CI): then
+    // the kernel has the entry again, and so may the fast path.
+    let learned_again = || {
+        net.node
+            .exec("bridge", &["fdb", "show", "dev", "vpod1"])
+            .unwrap()
+            .contains(&mac)
+    };
+    d.wait_for("FDB entry gone, or learned again", |s| {
+        s.responses
+            .iter()
+            .take(s.response_count.saturating_sub(seen))
+            .any(|r| r.events.contains("fdb"))
+            && (port(s, "vpod0").maps["bridge_fdb"] < fdb_before || learned_again())
     });
     tcp_ping_pong(&net, 1, 0, 50, 512);
 
