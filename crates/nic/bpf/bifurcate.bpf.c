@@ -107,7 +107,10 @@ int xdp_bifurcate(struct xdp_md *ctx)
 		count(CNT_PASS_OTHER);
 		return XDP_PASS;
 	}
-	/* With no socket on this queue the lower bits (XDP_PASS) are the verdict. */
+	/* With no socket on this queue the lower bits (XDP_PASS) are the verdict. Never add
+	 * XDP metadata (bpf_xdp_adjust_meta) to a redirected frame: in copy mode the kernel
+	 * would write it in front of each piece, over the previous piece's tail in the
+	 * receive strip of a multi-buffer socket (src/xsk/chain.rs). */
 	action = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 	count(action == XDP_REDIRECT ? CNT_REDIRECT : CNT_PASS_NO_SOCKET);
 	return action;

@@ -166,6 +166,10 @@ pub struct Stats {
     /// Frames longer than the frame capacity that the driver itself dropped (an AF_XDP
     /// multi-buffer socket: a chain longer than `max_frame`).
     pub rx_oversized: u64,
+    /// Frames the driver reassembled by copying their pieces into one buffer (an AF_XDP
+    /// multi-buffer socket, where the pieces do not lie end to end in the UMEM: `xsk/chain.rs`);
+    /// every other frame is lent to `rx_burst` where it lies.
+    pub rx_gathered: u64,
     /// `tx_frame` calls refused because no buffer or ring slot was free.
     pub tx_ring_full: u64,
     /// Frames whose builder returned a length above the frame capacity.
@@ -187,6 +191,7 @@ impl std::ops::AddAssign<&Stats> for Stats {
         self.tx_bytes += o.tx_bytes;
         self.rx_dropped += o.rx_dropped;
         self.rx_oversized += o.rx_oversized;
+        self.rx_gathered += o.rx_gathered;
         self.tx_ring_full += o.tx_ring_full;
         self.tx_invalid += o.tx_invalid;
         self.tx_dropped += o.tx_dropped;

@@ -736,6 +736,45 @@ fn jumbo_frames_cross_a_veth_both_ways_and_an_oversized_one_is_counted() {
     // One flow, one queue: the short socket below sits on it.
     let queue = got[0].0;
 
+    // Many more, each frame's payload its own byte, in rounds that the sockets drain: round
+    // the receive strip several times (2048 buffers, 3 per 9014-byte frame). Frames whose
+    // pieces lie end to end are lent from the UMEM; only those that wrap round the strip or
+    // that a 64-descriptor burst cuts are gathered by copying.
+    const STRIP_ROUNDS: usize = 24;
+    const STRIP_PER_ROUND: usize = 100;
+    let lens = [9014, 100, 5000, 9014, 7681, 3840, 3841];
+    let before: u64 = socks.iter().map(|s| s.stats().rx_gathered).sum();
+    let mut multi_piece = 0;
+    for round in 0..STRIP_ROUNDS {
+        let frames: Vec<(usize, u8)> = (0..STRIP_PER_ROUND)
+            .map(|i| {
+                let n = round * STRIP_PER_ROUND + i;
+                (lens[n % lens.len()], (n % 251) as u8)
+            })
+            .collect();
+        multi_piece += frames.iter().filter(|(len, _)| *len > 3840).count();
+        lab_send(&peer, frames.clone());
+        let got = collect(&mut socks, frames.len(), |f| parse_udp(f).is_some());
+        let seen: Vec<(usize, u8)> = got
+            .iter()
+            .map(|(_, f)| (f.len(), parse_udp(f).unwrap().3[0]))
+            .collect();
+        assert_eq!(seen, frames, "round {round}: every frame whole, in order");
+        for (_, f) in &got {
+            let payload = parse_udp(f).unwrap().3;
+            assert!(
+                payload.iter().all(|&b| b == payload[0]),
+                "round {round}: a {}-byte frame's bytes are its own",
+                f.len()
+            );
+        }
+    }
+    let gathered = socks.iter().map(|s| s.stats().rx_gathered).sum::<u64>() - before;
+    assert!(
+        gathered * 4 <= multi_piece as u64,
+        "{gathered} of {multi_piece} multi-piece frames gathered by copying: the strip does not hold"
+    );
+
     // Send: from queue 0's socket, enough rounds to reuse every run of chunks several times.
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let receiver_ns = peer.clone();
@@ -815,14 +854,22 @@ fn jumbo_frames_cross_a_veth_both_ways_and_an_oversized_one_is_counted() {
 /// Sends one UDP datagram per frame length (Ethernet + IPv4 + UDP = 42 bytes of headers) from
 /// the peer's namespace, on CPU 0 (so they arrive in order on one queue).
 fn lab_send_lens(peer_ns: &str, lens: Vec<usize>) {
+    lab_send(peer_ns, lens.into_iter().map(|len| (len, 7)).collect());
+}
+
+/// [`lab_send_lens`] with each frame's payload byte.
+fn lab_send(peer_ns: &str, frames: Vec<(usize, u8)>) {
     let peer_ns = peer_ns.to_string();
     std::thread::spawn(move || {
         wirespeed_sys::netns::enter(&peer_ns).unwrap();
         pin_to_cpu(0);
         let s = UdpSocket::bind(SocketAddrV4::new(PEER, 5600)).unwrap();
-        for len in lens {
-            s.send_to(&vec![7u8; len - 42], SocketAddrV4::new(SERVED, SERVED_PORT))
-                .unwrap();
+        for (len, byte) in frames {
+            s.send_to(
+                &vec![byte; len - 42],
+                SocketAddrV4::new(SERVED, SERVED_PORT),
+            )
+            .unwrap();
         }
     })
     .join()

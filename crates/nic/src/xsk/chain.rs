@@ -1,11 +1,23 @@
 //! Multi-buffer AF_XDP (`XDP_USE_SG`): frames longer than one UMEM chunk.
 //!
-//! Receiving, the kernel splits such a frame over several rx descriptors, each in a chunk of
-//! its own (after the chunk's 256 bytes of headroom), every one but the last flagged
-//! `XDP_PKT_CONTD`. [`RxGather`] copies the pieces into one per-socket buffer, so the stack
-//! still gets one contiguous `&[u8]`; a frame longer than that buffer is dropped whole and
-//! counted in `Stats::rx_oversized`, never truncated. A frame that fits one descriptor is lent
-//! straight from the UMEM, as on a socket without multi-buffer.
+//! Receiving, the kernel splits such a frame over several rx descriptors, each in a buffer
+//! taken from the fill ring (256 bytes after the buffer's address, `XDP_PACKET_HEADROOM`),
+//! every one but the last flagged `XDP_PKT_CONTD`. The stack wants one contiguous `&[u8]`:
+//! - In copy mode the UMEM is unaligned ([`RxLayout::Strip`]): the fill addresses are not
+//!   chunks but a strip, `room` = chunk - 256 bytes apart, so a piece's bytes end exactly where
+//!   the next fill address's piece begins. The kernel takes fill addresses in ring order and
+//!   we give them back in the order they came (rx order), so the ring keeps the strip's
+//!   order, and a frame's pieces lie end to end unless the frame wraps from the strip's end
+//!   to its start. Such a frame is lent straight from the UMEM, its pieces checked end to end
+//!   by address ([`end_to_end`]); nothing is assumed. In copy mode the kernel writes only a
+//!   piece's bytes, never the 256 bytes in front of it (which hold the previous piece's tail):
+//!   it would write XDP metadata there, which our program never adds.
+//! - Otherwise (the wrap, a frame whose pieces span two bursts, zero-copy's aligned chunks)
+//!   [`RxGather`] copies the pieces into one per-socket buffer.
+//!
+//! Either way a frame longer than `max_frame` is dropped whole and counted in
+//! `Stats::rx_oversized`, never truncated. A frame that fits one descriptor is lent straight
+//! from the UMEM, as on a socket without multi-buffer.
 //!
 //! Sending, the transmit chunks are grouped into [`TxRuns`]: runs of consecutive chunks, each
 //! long enough for the largest frame. `tx_frame` lends a whole run as one contiguous buffer
@@ -13,7 +25,7 @@
 //! `XDP_PKT_CONTD`; the run is free again once the kernel has completed every one of them
 //! (completions are matched by address, so their order does not matter).
 
-use super::{rx_frame, Mapping, XskSocket};
+use super::{Mapping, XskSocket};
 use crate::ring::Consumer;
 use crate::Stats;
 
@@ -94,6 +106,11 @@ impl RxGather {
 
     pub(super) fn frame(&self) -> &[u8] {
         &self.frame
+    }
+
+    /// Pieces of a frame have been taken and its last has not.
+    pub(super) fn in_frame(&self) -> bool {
+        self.in_frame
     }
 }
 
@@ -207,15 +224,93 @@ pub(super) struct MultiBuffer {
     pub(super) runs: TxRuns,
 }
 
+/// Where a socket's receive buffers lie in its UMEM, and how a received descriptor's address
+/// leads back to the fill-ring address it was given as. See the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RxLayout {
+    /// One chunk of `frame_size` bytes per fill address (an aligned UMEM, or one frame per
+    /// chunk): a descriptor's buffer is its chunk.
+    Chunks { frame_size: u32 },
+    /// Fill addresses `room` bytes apart in an unaligned UMEM: a descriptor carries its fill
+    /// address in the low 48 bits.
+    Strip { room: u32 },
+}
+
+impl RxLayout {
+    /// The layout for a socket with chunks of `frame_size` bytes that chains frames over them
+    /// (`chained`) or not, in zero-copy mode or copy mode. Chained frames in copy mode get a
+    /// strip; zero-copy keeps whole chunks, since what a driver does with unaligned buffers
+    /// varies.
+    pub(super) fn new(frame_size: u32, chained: bool, zero_copy: bool) -> RxLayout {
+        if chained && !zero_copy {
+            RxLayout::Strip {
+                room: frame_size - super::XDP_PACKET_HEADROOM as u32,
+            }
+        } else {
+            RxLayout::Chunks { frame_size }
+        }
+    }
+
+    /// Whether the UMEM must be registered unaligned for this layout.
+    pub(super) fn unaligned(self) -> bool {
+        matches!(self, RxLayout::Strip { .. })
+    }
+
+    /// The `k`-th receive buffer's fill address.
+    pub(super) fn fill_addr(self, k: u32) -> u64 {
+        match self {
+            RxLayout::Chunks { frame_size } => u64::from(k) * u64::from(frame_size),
+            RxLayout::Strip { room } => u64::from(k) * u64::from(room),
+        }
+    }
+
+    /// The fill address a received descriptor's buffer was given as.
+    pub(super) fn returned(self, raw: u64) -> u64 {
+        match self {
+            RxLayout::Chunks { frame_size } => {
+                super::offload::rx_addr(raw) & !(u64::from(frame_size) - 1)
+            }
+            RxLayout::Strip { .. } => raw & libc::XSK_UNALIGNED_BUF_ADDR_MASK,
+        }
+    }
+}
+
+/// The frame whose first descriptor is `desc(from)`, when its pieces (up to `desc(to - 1)`)
+/// lie end to end in the UMEM and it ends by `to` within `max` bytes: (UMEM offset of its
+/// first byte, its length, the descriptors it took). None: gather it by copying.
+pub(super) fn end_to_end(
+    desc: impl Fn(u32) -> libc::xdp_desc,
+    from: u32,
+    to: u32,
+    max: usize,
+) -> Option<(u64, usize, u32)> {
+    let start = super::offload::rx_addr(desc(from).addr);
+    let mut end = start;
+    for j in from..to {
+        let d = desc(j);
+        if super::offload::rx_addr(d.addr) != end {
+            return None;
+        }
+        end += u64::from(d.len);
+        if end - start > max as u64 {
+            return None;
+        }
+        if d.options & libc::XDP_PKT_CONTD == 0 {
+            return Some((start, (end - start) as usize, j - from + 1));
+        }
+    }
+    None
+}
+
 /// The rx descriptors `first..first + n` of a multi-buffer socket: calls `f` for each
-/// complete frame and pushes every descriptor's chunk onto `addrs` (for the fill ring).
-/// Returns the frames delivered.
+/// complete frame and pushes every descriptor's fill address onto `addrs` (for the fill ring),
+/// in rx order. Returns the frames delivered.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn rx_gathered<F: FnMut(&[u8])>(
     gather: &mut RxGather,
     rx: &Consumer<libc::xdp_desc>,
     umem: &Mapping,
-    chunk_mask: u64,
+    layout: RxLayout,
     stats: &mut Stats,
     first: u32,
     n: u32,
@@ -223,10 +318,25 @@ pub(super) fn rx_gathered<F: FnMut(&[u8])>(
     f: &mut F,
 ) -> usize {
     let mut delivered = 0;
-    for i in 0..n {
-        let d = rx.read(first.wrapping_add(i));
-        let piece = rx_frame(umem, d.addr, d.len);
+    let desc = |i: u32| rx.read(first.wrapping_add(i));
+    let mut i = 0;
+    while i < n {
+        let d = desc(i);
         let continued = d.options & libc::XDP_PKT_CONTD != 0;
+        if continued && !gather.in_frame() {
+            if let Some((at, len, pieces)) = end_to_end(desc, i, n, gather.max) {
+                if let Some(frame) = super::rx_frame(umem, at, len as u32) {
+                    stats.rx_frames += 1;
+                    stats.rx_bytes += len as u64;
+                    f(frame);
+                    delivered += 1;
+                    addrs.extend((i..i + pieces).map(|j| layout.returned(desc(j).addr)));
+                    i += pieces;
+                    continue;
+                }
+            }
+        }
+        let piece = super::rx_frame(umem, d.addr, d.len);
         match gather.step(piece, continued) {
             Step::Whole => {
                 if let Some(frame) = piece {
@@ -240,6 +350,7 @@ pub(super) fn rx_gathered<F: FnMut(&[u8])>(
             Step::Gathered => {
                 let frame = gather.frame();
                 stats.rx_frames += 1;
+                stats.rx_gathered += 1;
                 stats.rx_bytes += frame.len() as u64;
                 f(frame);
                 delivered += 1;
@@ -247,7 +358,8 @@ pub(super) fn rx_gathered<F: FnMut(&[u8])>(
             Step::Oversized => stats.rx_oversized += 1,
             Step::Invalid => stats.rx_dropped += 1,
         }
-        addrs.push(super::offload::rx_addr(d.addr) & chunk_mask);
+        addrs.push(layout.returned(d.addr));
+        i += 1;
     }
     delivered
 }
@@ -355,6 +467,61 @@ mod tests {
         assert_eq!(g.step(Some(b"cd"), false), Step::Invalid);
         assert_eq!(g.step(None, false), Step::Invalid, "a lone bad descriptor");
         assert_eq!(g.step(Some(b"ok"), false), Step::Whole);
+    }
+
+    fn desc(addr: u64, len: u32, options: u32) -> libc::xdp_desc {
+        libc::xdp_desc { addr, len, options }
+    }
+
+    #[test]
+    fn the_strip_puts_fill_addresses_a_pieces_room_apart_and_returns_them_from_the_low_bits() {
+        let strip = RxLayout::new(4096, true, false);
+        assert_eq!(strip, RxLayout::Strip { room: 3840 });
+        assert!(strip.unaligned());
+        for (chained, zero_copy) in [(false, false), (true, true), (false, true)] {
+            let layout = RxLayout::new(4096, chained, zero_copy);
+            assert_eq!(layout, RxLayout::Chunks { frame_size: 4096 });
+            assert!(!layout.unaligned());
+        }
+        assert_eq!(strip.fill_addr(0), 0);
+        assert_eq!(strip.fill_addr(2), 7680);
+        // An unaligned descriptor: fill address 7680, its bytes 256 after it.
+        assert_eq!(strip.returned(7680 | (256 << 48)), 7680);
+        let chunks = RxLayout::Chunks { frame_size: 4096 };
+        assert_eq!(chunks.fill_addr(2), 8192);
+        assert_eq!(chunks.returned(8192 + 256), 8192, "aligned: the chunk");
+        assert_eq!(chunks.returned(8192 | (256 << 48)), 8192);
+    }
+
+    #[test]
+    fn a_frame_is_lent_only_when_its_pieces_lie_end_to_end_within_the_burst_and_the_limit() {
+        let c = libc::XDP_PKT_CONTD;
+        let at = |fill: u64| fill | (256 << 48);
+        // Three pieces from consecutive strip addresses: 3840 + 3840 + 1334 = 9014 bytes.
+        let frame = [
+            desc(at(0), 3840, c),
+            desc(at(3840), 3840, c),
+            desc(at(7680), 1334, 0),
+            desc(at(11520), 60, 0),
+        ];
+        let get = |d: &[libc::xdp_desc]| {
+            let d = d.to_vec();
+            move |i: u32| d[i as usize]
+        };
+        assert_eq!(end_to_end(get(&frame), 0, 4, 9014), Some((256, 9014, 3)));
+        assert_eq!(end_to_end(get(&frame), 3, 4, 9014), Some((11776, 60, 1)));
+        assert_eq!(end_to_end(get(&frame), 0, 4, 9013), None, "over the limit");
+        assert_eq!(
+            end_to_end(get(&frame), 0, 2, 9014),
+            None,
+            "its end is in the next burst"
+        );
+        // The strip wrapped: the second piece starts at the strip's first address.
+        let wrapped = [desc(at(7680), 3840, c), desc(at(0), 100, 0)];
+        assert_eq!(end_to_end(get(&wrapped), 0, 2, 9014), None);
+        // Aligned chunks: each piece 256 bytes into its own chunk, a gap between them.
+        let chunks = [desc(4096 + 256, 3840, c), desc(8192 + 256, 100, 0)];
+        assert_eq!(end_to_end(get(&chunks), 0, 2, 9014), None);
     }
 
     #[test]

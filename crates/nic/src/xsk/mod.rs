@@ -1,8 +1,9 @@
 //! The AF_XDP driver: one socket on one (interface, rx queue), with its own UMEM.
 //!
 //! Layout of a socket's UMEM: `rx_frames + tx_frames` chunks of `frame_size` bytes. The first
-//! `rx_frames` chunks circulate between the fill ring, the kernel and the rx ring; the others
-//! are the transmit pool (a free stack, the tx ring and the completion ring). Every ring is as
+//! `rx_frames` chunks hold the `rx_frames` receive buffers, which circulate between the fill
+//! ring, the kernel and the rx ring (one per chunk, or a strip across them for a copy-mode
+//! socket that chains frames: `chain.rs`); the others are the transmit pool (a free stack, the tx ring and the completion ring). Every ring is as
 //! large as the chunks that can be in it, so a reservation for a chunk we hold never fails.
 //!
 //! Frames longer than a chunk (jumbo MTUs): with [`XskConfig::max_frame`] above a chunk's
@@ -29,7 +30,7 @@ mod sockopt;
 
 pub use config::{BindMode, BusyPoll, XskConfig};
 
-use chain::{MultiBuffer, RxGather, TxRuns};
+use chain::{MultiBuffer, RxGather, RxLayout, TxRuns};
 use offload::TxChecksum;
 use sockopt::{getsockopt, setsockopt};
 
@@ -174,8 +175,10 @@ pub struct XskSocket {
     /// Chunks written by `tx_frame` since the last `flush`, with their lengths (for stats).
     tx_queued: u32,
     tx_queued_bytes: u64,
-    /// Chunk addresses taken from the rx ring in the current burst.
+    /// Fill addresses taken from the rx ring in the current burst.
     rx_addrs: Vec<u64>,
+    /// Where the receive buffers lie (`chain.rs`).
+    rx_layout: RxLayout,
     need_wakeup: bool,
     busy_poll: bool,
     zero_copy: bool,
@@ -289,6 +292,7 @@ impl XskSocket {
 
         let frames = (cfg.rx_frames + cfg.tx_frames) as usize;
         let umem = Mapping::anonymous(frames * cfg.frame_size as usize)?;
+        let rx_layout = RxLayout::new(cfg.frame_size, cfg.chunks_per_frame().is_some(), zero_copy);
         let tx_checksum = offload::register_umem(
             fdr,
             umem.ptr.as_ptr() as u64,
@@ -296,7 +300,7 @@ impl XskSocket {
             cfg.frame_size,
             cfg.tx_checksum_offload,
             zero_copy,
-            cfg.chunks_per_frame().is_some(),
+            rx_layout.unaligned(),
         )?;
         let os = |what: &str| {
             let what = what.to_string();
@@ -382,15 +386,14 @@ impl XskSocket {
             )
         };
 
-        // Every receive chunk starts in the fill ring.
+        // Every receive buffer starts in the fill ring, in order (a strip depends on that).
+        // The strip's last buffer ends at (rx_frames - 1) * room + frame_size, inside the
+        // receive chunks.
         let first = fill
             .reserve(cfg.rx_frames)
             .ok_or_else(|| Error::Config("fresh fill ring is not empty".into()))?;
         for i in 0..cfg.rx_frames {
-            fill.write(
-                first.wrapping_add(i),
-                u64::from(i) * u64::from(cfg.frame_size),
-            );
+            fill.write(first.wrapping_add(i), rx_layout.fill_addr(i));
         }
         fill.submit();
         let tx_free = (cfg.rx_frames..cfg.rx_frames + cfg.tx_frames)
@@ -489,6 +492,7 @@ impl XskSocket {
             tx_queued: 0,
             tx_queued_bytes: 0,
             rx_addrs: Vec::with_capacity(cfg.rx_frames as usize),
+            rx_layout,
             need_wakeup: cfg.need_wakeup,
             // No wakeup calls for a busy poll that cannot happen.
             busy_poll: cfg.busy_poll.is_some() && busy_poll_impossible.is_none(),
@@ -724,7 +728,7 @@ impl FrameIo for XskSocket {
                 &mut multi.gather,
                 &self.rx,
                 &self.umem,
-                !(u64::from(self.frame_size) - 1),
+                self.rx_layout,
                 &mut self.stats,
                 first,
                 n,
@@ -742,7 +746,7 @@ impl FrameIo for XskSocket {
                     }
                     None => self.stats.rx_dropped += 1,
                 }
-                addrs.push(self.chunk_base(offload::rx_addr(d.addr)));
+                addrs.push(self.rx_layout.returned(d.addr));
             }
         }
         self.rx.release();

@@ -10,11 +10,12 @@
 //! A frame chained over chunks (`chain.rs`, MTU above 3826) lies contiguous in its run of
 //! chunks, the metadata in front of its first descriptor. An aligned UMEM refuses that: the
 //! kernel wants `tx_metadata_len` bytes in front of every descriptor *within its chunk*,
-//! continuation descriptors included. So a multi-buffer socket that offloads registers its
-//! UMEM unaligned (`XDP_UMEM_UNALIGNED_CHUNK_FLAG`), where a descriptor may start anywhere and
-//! only has to stay within the UMEM and one chunk's length; the kernel reads the metadata of a
-//! frame's first descriptor only. Received descriptors then carry their offset in the top
-//! 16 bits of the address (`rx_addr` in `mod.rs` decodes it).
+//! continuation descriptors included. So a multi-buffer socket in copy mode registers its
+//! UMEM unaligned (`XDP_UMEM_UNALIGNED_CHUNK_FLAG`; its receive strip, `chain.rs`, needs that
+//! too), where a descriptor may start anywhere and only has to stay within the UMEM and one
+//! chunk's length; the kernel reads the metadata of a frame's first descriptor only. Received
+//! descriptors then carry their offset in the top 16 bits of the address (`rx_addr` decodes
+//! it) and the fill-ring address they came from in the low 48.
 //!
 //! Used only where the result is exact on every device: copy mode on Linux 6.18 and later,
 //! where the generic transmit path honours the request for every driver (before it, drivers
@@ -78,8 +79,10 @@ impl XskSocket {
 
 /// Registers `umem` (`len` bytes at `addr`, chunks of `chunk_size`) on socket `fd`, with room
 /// for TX metadata when `wanted` and this kernel completes checksums for every device in this
-/// bind mode (unaligned when frames are chained, `multi_buffer`); a kernel that refuses the
-/// metadata gets a plain, aligned registration.
+/// bind mode; a kernel that refuses the metadata gets a registration without it. `unaligned`
+/// (`XDP_UMEM_UNALIGNED_CHUNK_FLAG`) holds either way: a socket that chains frames over
+/// chunks in copy mode needs it for both the metadata of its chained frames and the receive
+/// strip (`chain.rs`).
 pub(super) fn register_umem(
     fd: RawFd,
     addr: u64,
@@ -87,7 +90,7 @@ pub(super) fn register_umem(
     chunk_size: u32,
     wanted: bool,
     zero_copy: bool,
-    multi_buffer: bool,
+    unaligned: bool,
 ) -> Result<TxChecksum> {
     // Every field spelled out, so no padding byte reaches the kernel: kernels before 6.8 read
     // the first 28 bytes, later ones all 32.
@@ -96,7 +99,11 @@ pub(super) fn register_umem(
         len,
         chunk_size,
         headroom: 0,
-        flags: 0,
+        flags: if unaligned {
+            libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG
+        } else {
+            0
+        },
         tx_metadata_len: 0,
     };
     let register =
@@ -116,14 +123,8 @@ pub(super) fn register_umem(
         register(&plain).map_err(os)?;
         return Ok(TxChecksum::Software(why));
     }
-    // Unaligned when frames are chained: see the module docs.
-    let unaligned = if multi_buffer {
-        libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG
-    } else {
-        0
-    };
     let with_metadata = libc::xdp_umem_reg {
-        flags: libc::XDP_UMEM_TX_METADATA_LEN | unaligned,
+        flags: libc::XDP_UMEM_TX_METADATA_LEN | plain.flags,
         tx_metadata_len: TX_METADATA_LEN,
         ..plain
     };
