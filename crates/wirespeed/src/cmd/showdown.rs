@@ -7,8 +7,12 @@
 //! (results/showdown.svg, showdown-echo.svg, showdown-lb.svg, each with its PNG).
 //!
 //! Adding a row (the bypass rows: AF_XDP, DPDK) means adding a [`Server`] variant that knows
-//! how to start that server in the server namespace (`start_server`), and a [`RowSpec`] in
-//! [`ladder`] (`showdown_rows.rs`).
+//! how to start that server in the server namespace (`start_server`, `showdown_server.rs`),
+//! and a [`RowSpec`] in [`ladder`] (`showdown_rows.rs`).
+//!
+//! Rows 14-19 scale rows 4 and 7 to 2, 4 and 8 shards, one CPU and one veth queue per shard
+//! and as many load generator threads on CPUs of their own ([`Placement`]); a machine with
+//! fewer than twice as many CPUs skips them, saying so.
 //!
 //! Rows 12 and 13 are the L4 load balancer's: full-NAT pps through nftables and through
 //! `wirespeed lb`, measured on an `lb` lab of their own by lb_bench's code (`showdown_lb.rs`).
@@ -17,13 +21,12 @@
 //! client drives the load and the rounds, the server starts each row's server and probes it
 //! (`showdown_remote.rs`).
 
-use std::fs::File;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use wirespeed_bench::echo::EchoParser;
@@ -34,8 +37,8 @@ use wirespeed_bench::probe::{Probe, ProbeOpts, ProbeReport};
 use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
 use wirespeed_bench::showdown_chart;
 use wirespeed_lab::topo::{self, Lab, LabSpec, RxModel, Topology};
-use wirespeed_sys::signal::{CommandExt as _, Signal, Signals};
-use wirespeed_sys::{netns, process};
+use wirespeed_sys::netns;
+use wirespeed_sys::signal::Signals;
 
 #[path = "showdown_lb.rs"]
 mod lb_rows;
@@ -43,14 +46,18 @@ mod lb_rows;
 mod remote;
 #[path = "showdown_rows.rs"]
 mod rows;
+#[path = "showdown_server.rs"]
+mod server;
 
 use rows::{
-    fill_from_ladder, ladder, with_base_rows, RowSpec, Server, Workload, BYPASS_IDLE_SLEEP_US,
+    fill_from_ladder, ladder, too_few_cpus, with_base_rows, Placement, RowSpec, Server, Workload,
     ECHO_SIZE, MODERATION_DEFER_HARD_IRQS, MODERATION_GRO_FLUSH_TIMEOUT_NS, PINGPONG_CONNECTIONS,
     STREAM_CONNECTIONS, STREAM_DEPTH,
 };
+use server::start_server;
 
 const LAB: &str = "sd";
+/// The server's CPU in every one-shard row, and on a server host (`--role server`).
 const SERVER_CPU: usize = 1;
 const CLIENT_CPU: usize = 0;
 const PORT: u16 = 8080;
@@ -81,7 +88,9 @@ pub struct Args {
     /// chosen row's base row, e.g. 8 for 9). HTTP: 1 untuned
     /// kernel, 2 tuned kernel, 3 + perfect locality, 4 + busy poll, 5 io_uring, 6 nginx,
     /// 7 bypass; echo: 8 ping-pong kernel, 9 ping-pong bypass, 10 stream kernel, 11 stream
-    /// bypass; L4 load balancer, full-NAT pps of 64-byte TCP: 12 nftables, 13 wirespeed lb.
+    /// bypass; L4 load balancer, full-NAT pps of 64-byte TCP: 12 nftables, 13 wirespeed lb;
+    /// scaling (a CPU per shard on each side; skipped without 2 CPUs per shard): 14, 16, 18
+    /// row 4 on 2, 4, 8 shards, 15, 17, 19 row 7 on as many.
     #[arg(long)]
     rows: Option<String>,
     /// Skip the BPF probes (no syscall or locality figures).
@@ -212,220 +221,6 @@ fn shell(cmd: &str) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// A running server process, stopped (SIGINT, then SIGKILL) on drop.
-struct ServerProc {
-    child: Child,
-}
-
-impl ServerProc {
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        let _ = process::kill(self.child.id(), Signal::Interrupt);
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(3) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn nginx_conf(dir: &Path, listen: &str) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(dir.join("logs"))?;
-    let conf = dir.join("nginx.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "worker_processes 1;\nmaster_process off;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log;\n\
-             events {{ worker_connections 4096; }}\nhttp {{\n  access_log off;\n  keepalive_requests 100000000;\n  \
-             client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  \
-             scgi_temp_path {d}/tmp;\n  server {{\n    listen {listen};\n    location /plaintext {{ default_type text/plain; return 200 \"Hello, World!\"; }}\n  \
-             }}\n}}\n",
-            d = dir.display()
-        ),
-    )?;
-    std::fs::create_dir_all(dir.join("tmp"))?;
-    Ok(conf)
-}
-
-/// The command line of a row whose server is ours on the kernel stack or nginx, listening on
-/// `listen`, made with `command` (in the lab: `ip netns exec` into the server namespace; on
-/// a server host: plainly). The bypass and load balancer rows are lab-only (`start_server`).
-fn server_command(
-    spec: &RowSpec,
-    listen: &str,
-    workdir: &Path,
-    command: &dyn Fn(&str) -> Command,
-) -> anyhow::Result<(Command, String)> {
-    Ok(match &spec.server {
-        Server::Wirespeed {
-            app,
-            engine,
-            poll_us,
-            busy_poll_us,
-            locality,
-        } => {
-            let exe = std::env::current_exe()?;
-            let args: Vec<String> = vec![
-                "serve".into(),
-                app.to_string(),
-                "--stack".into(),
-                "kernel".into(),
-                "--cpus".into(),
-                SERVER_CPU.to_string(),
-                "--listen".into(),
-                listen.to_string(),
-                "--engine".into(),
-                engine.to_string(),
-                "--poll-us".into(),
-                poll_us.to_string(),
-                "--busy-poll-us".into(),
-                busy_poll_us.to_string(),
-                "--locality".into(),
-                locality.to_string(),
-            ];
-            let mut c = command(exe.to_str().context("binary path")?);
-            c.args(&args);
-            (c, format!("wirespeed {}", args.join(" ")))
-        }
-        Server::Nginx => {
-            let conf = nginx_conf(workdir, listen)?;
-            let mut c = command("taskset");
-            c.args(["-c", &SERVER_CPU.to_string(), "nginx", "-c"])
-                .arg(&conf)
-                .arg("-p")
-                .arg(workdir);
-            (
-                c,
-                format!(
-                    "taskset -c {SERVER_CPU} nginx (1 worker, master_process off, access_log off)"
-                ),
-            )
-        }
-        Server::WirespeedXdp { .. } | Server::LoadBalancer { .. } => bail!(
-            "row `{}` takes over a lab interface: it runs only in the one-machine lab",
-            spec.name
-        ),
-    })
-}
-
-/// Starts the row's server (on the lab as its profile left it).
-fn start_server(
-    spec: &RowSpec,
-    lab: &Lab,
-    log: &Path,
-    workdir: &Path,
-) -> anyhow::Result<(ServerProc, String)> {
-    let ns = lab.ns("s").context("lab has no server node")?;
-    let addr = serve_addr(spec, lab)?;
-    let listen = format!("{addr}:{PORT}");
-    let logf = File::options()
-        .create(true)
-        .append(true)
-        .open(log)
-        .with_context(|| format!("open {}", log.display()))?;
-    let (cmd, line) = match &spec.server {
-        Server::Wirespeed { .. } | Server::Nginx => {
-            server_command(spec, &listen, workdir, &|prog| ns.command(prog))?
-        }
-        Server::WirespeedXdp { app, busy_poll_us } => {
-            let exe = std::env::current_exe()?;
-            let iface = lab
-                .node("s")
-                .and_then(|n| n.ifaces.first())
-                .map(|i| i.name.clone())
-                .context("server interface")?;
-            // The same devices as the kernel rows: the profile turned the client's TSO off
-            // (and the kernel keeps a veth's TSO off while XDP runs on its peer), its checksum
-            // offload stays on, so our stack takes its partial checksums as on any veth, and
-            // leaves its own to the kernel through AF_XDP TX metadata where it can.
-            let args: Vec<String> = vec![
-                "serve".into(),
-                app.to_string(),
-                "--stack".into(),
-                "xdp".into(),
-                "--iface".into(),
-                iface,
-                "--ip".into(),
-                format!("{addr}/24"),
-                "--cpus".into(),
-                SERVER_CPU.to_string(),
-                "--listen".into(),
-                listen.clone(),
-                "--busy-poll-us".into(),
-                busy_poll_us.to_string(),
-                "--idle-sleep-us".into(),
-                BYPASS_IDLE_SLEEP_US.to_string(),
-            ];
-            let mut c = ns.command(exe.to_str().context("binary path")?);
-            c.args(&args);
-            (c, format!("wirespeed {}", args.join(" ")))
-        }
-        Server::LoadBalancer { .. } => {
-            bail!("the load balancer rows start no server (run_row measures them)")
-        }
-    };
-    // Ready when a connection from the client namespace succeeds.
-    let target: SocketAddr = listen.parse()?;
-    let client = lab.ns("c").context("lab has no client node")?;
-    let server = spawn_until_listening(cmd, &line, target, log, logf, &|| {
-        client
-            .run(move || TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_ok())
-            .unwrap_or(false)
-    })?;
-    Ok((server, line))
-}
-
-/// Starts `cmd` (the server `line`, logging to `logf`) and waits until `ready` (a connection
-/// to `listen` succeeds), for 10 s at most.
-fn spawn_until_listening(
-    mut cmd: Command,
-    line: &str,
-    listen: SocketAddr,
-    log: &Path,
-    logf: File,
-    ready: &dyn Fn() -> bool,
-) -> anyhow::Result<ServerProc> {
-    let child = cmd
-        .unblock_signals()
-        .stdin(Stdio::null())
-        .stdout(logf.try_clone()?)
-        .stderr(logf)
-        .spawn()
-        .with_context(|| format!("start `{line}`"))?;
-    let mut server = ServerProc { child };
-    let t = Instant::now();
-    loop {
-        check_interrupt()?;
-        if ready() {
-            break;
-        }
-        if let Ok(Some(st)) = server.child.try_wait() {
-            bail!(
-                "`{line}` exited with {st} before listening; see {}",
-                log.display()
-            );
-        }
-        if t.elapsed() > Duration::from_secs(10) {
-            bail!(
-                "`{line}` did not accept connections on {listen} within 10 s; see {}",
-                log.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // ip netns exec and taskset exec the server, so this pid is the server's.
-    Ok(server)
-}
-
 /// How long each row and round is traced with the BPF probes, after its measured interval.
 const TRACED_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -453,10 +248,15 @@ struct RoundRun {
 }
 
 fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> {
+    run_row_at(spec, &Placement::for_shards(spec.shards), plan, out)
+}
+
+/// [`run_row`] on the CPUs of `at`, one veth queue per server CPU.
+fn run_row_at(spec: &RowSpec, at: &Placement, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> {
     check_interrupt()?;
     if let Server::LoadBalancer { xdp } = spec.server {
         let (figures, server) =
-            lb_rows::round(xdp, SERVER_CPU, CLIENT_CPU, plan.warmup, plan.duration)?;
+            lb_rows::round(xdp, at.server[0], at.client[0], plan.warmup, plan.duration)?;
         return Ok(RoundRun {
             figures,
             server,
@@ -470,12 +270,15 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
     ls.napi_defer_hard_irqs = plan.napi_defer_hard_irqs;
     ls.gro_flush_timeout_ns = plan.gro_flush_timeout_ns;
     ls.napi_defer_roles = vec!["s".into()];
-    ls.cpus.insert("c".into(), vec![CLIENT_CPU]);
-    ls.cpus.insert("s".into(), vec![SERVER_CPU]);
+    ls.queues = at.server.len() as u32;
+    ls.cpus.insert("c".into(), at.client.clone());
+    ls.cpus.insert("s".into(), at.server.clone());
     let lab = Lab::up(&ls).context("lab up")?;
     let mut settings = vec![format!(
-        "lab {}: client CPU {CLIENT_CPU}, server CPU {SERVER_CPU}, {} queue(s) per veth, profile {}",
+        "lab {}: client CPUs {}, server CPUs {}, {} queue(s) per veth, profile {}",
         ls.topology.name(),
+        at.client_list(),
+        at.server_list(),
         ls.queues,
         ls.profile.name()
     )];
@@ -486,6 +289,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
     let mtu = link_mtu(&lab, "s");
     let (server, line) = start_server(
         spec,
+        &at.server_list(),
         &lab,
         &out.join("showdown-server.log"),
         Path::new(NGINX_DIR),
@@ -495,7 +299,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
     let client_ns = Some(format!("ws-{LAB}-c"));
     let probe_opts = |bpf| ProbeOpts {
         pid: server.pid(),
-        cpus: Some(vec![SERVER_CPU]),
+        cpus: Some(at.server.clone()),
         bpf,
         receive_threads: lab.napi_threads("s").to_vec(),
     };
@@ -504,7 +308,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
     // figures come from an untraced interval, and the syscall and locality figures from a
     // short traced one after it, on the same server.
     let mut probe = LocalProbe(Some(Probe::prepare(&probe_opts(false))?));
-    let mut figures = drive(spec, plan, addr, client_ns.clone(), &mut probe)?;
+    let mut figures = drive(spec, plan, at, addr, client_ns.clone(), &mut probe)?;
     if plan.bpf {
         let traced_plan = Plan {
             warmup: Duration::from_millis(200),
@@ -512,7 +316,7 @@ fn run_row(spec: &RowSpec, plan: &Plan, out: &Path) -> anyhow::Result<RoundRun> 
             ..*plan
         };
         let mut traced = LocalProbe(Some(Probe::prepare(&probe_opts(true))?));
-        let t = drive(spec, &traced_plan, addr, client_ns, &mut traced)?;
+        let t = drive(spec, &traced_plan, at, addr, client_ns, &mut traced)?;
         figures.syscalls_per_req = t.syscalls_per_req;
         figures.locality_pct = t.locality_pct;
     }
@@ -570,11 +374,12 @@ impl ServerProbe for LocalProbe {
 }
 
 /// The client's side of one round: the row's load against `addr` (from namespace `ns` when
-/// given, else from here), the server's probe snapshotted at the edges of the measured
-/// interval, the figures of both sides.
+/// given, else from here) on the client CPUs of `at`, one thread on each, the server's probe
+/// snapshotted at the edges of the measured interval, the figures of both sides.
 fn drive(
     spec: &RowSpec,
     plan: &Plan,
+    at: &Placement,
     addr: std::net::Ipv4Addr,
     ns: Option<String>,
     probe: &mut dyn ServerProbe,
@@ -582,7 +387,11 @@ fn drive(
     let target = Target::parse(&format!("http://{addr}:{PORT}/plaintext"))?;
     let phase = Arc::new(AtomicU8::new(0));
     let (connections, depth, request) = match spec.workload {
-        Workload::Http => (plan.connections, 1, build_request("GET", &target, &[])?),
+        Workload::Http => (
+            plan.connections * spec.shards,
+            1,
+            build_request("GET", &target, &[])?,
+        ),
         Workload::EchoPingPong => (
             PINGPONG_CONNECTIONS,
             1,
@@ -598,8 +407,8 @@ fn drive(
     let load_spec = LoadSpec {
         addr: target.addr,
         connections,
-        threads: 1,
-        cpus: Some(vec![CLIENT_CPU]),
+        threads: at.client.len(),
+        cpus: Some(at.client.clone()),
         warmup: plan.warmup,
         duration: plan.duration,
         depth,
@@ -726,10 +535,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     block_signals()?;
     // A lab left by a crashed run would make `lab up` refuse.
     let _ = topo::down(LAB);
+    let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let result = measure(
         &a,
         &SERVER_CPU.to_string(),
-        &nginx_missing,
+        &|spec| nginx_missing(spec).or_else(|| too_few_cpus(spec, ncpus)),
         &mut |_, spec, plan, out| run_row(spec, plan, out),
     );
     let _ = topo::down(LAB);
@@ -801,7 +611,7 @@ fn measure(
     }
 
     eprintln!(
-        "showdown: {} rows x {rounds} round(s), {:.1}s warm-up + {:.1}s each, {} connections; client CPU {CLIENT_CPU}, server CPU {SERVER_CPU}",
+        "showdown: {} rows x {rounds} round(s), {:.1}s warm-up + {:.1}s each, {} connections; client CPU {CLIENT_CPU}, server CPU {SERVER_CPU} (scaling rows: a CPU per shard on each side)",
         rows.len(),
         plan.warmup.as_secs_f64(),
         plan.duration.as_secs_f64(),
@@ -883,6 +693,64 @@ fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The scaling rows' plumbing, on any machine: rows 14 and 15 (2 shards) with the two
+    /// shards on CPUs 0 and 1 and the load generator on CPU 0, overlapping (a figure from
+    /// this says nothing; that the lab gets two queues, the server two shards that both
+    /// serve, and the load two threads' worth of connections, does).
+    #[test]
+    fn a_two_shard_row_runs_two_shards_on_two_queues() {
+        assert!(
+            wirespeed_lab::is_root(),
+            "this test builds a lab: run it as root"
+        );
+        let _ = topo::down(LAB);
+        let ladder = ladder();
+        let out = std::env::temp_dir().join(format!("ws-showdown-test-{}", std::process::id()));
+        std::fs::create_dir_all(&out).unwrap();
+        let plan = Plan {
+            connections: 8,
+            rx_model: RxModel::Napi,
+            napi_defer_hard_irqs: MODERATION_DEFER_HARD_IRQS,
+            gro_flush_timeout_ns: MODERATION_GRO_FLUSH_TIMEOUT_NS,
+            echo_mtu: 1500,
+            warmup: Duration::from_millis(200),
+            duration: Duration::from_millis(800),
+            bpf: false,
+        };
+        let at = Placement {
+            client: vec![0],
+            server: vec![0, 1],
+        };
+        for row in [14, 15] {
+            let spec = &ladder[row - 1];
+            assert_eq!(spec.shards, 2, "{}", spec.name);
+            let log = out.join("showdown-server.log");
+            let _ = std::fs::remove_file(&log);
+            let run = run_row_at(spec, &at, &plan, &out).unwrap();
+            assert!(run.server.contains("--cpus 0,1"), "{}", run.server);
+            assert!(
+                run.settings[0].contains("server CPUs 0,1, 2 queue(s) per veth"),
+                "{:?}",
+                run.settings
+            );
+            let fig = &run.figures;
+            assert!(fig.rps > 0.0 && fig.errors == 0, "row {row}: {fig:?}");
+            if matches!(spec.server, Server::WirespeedXdp { .. }) {
+                // Each shard's queue got frames: `shard N stack: rx FRAMES ...` at exit.
+                let text = std::fs::read_to_string(&log).unwrap();
+                for shard in 0..2 {
+                    let rx = text
+                        .lines()
+                        .find_map(|l| l.split(&format!("shard {shard} stack: rx ")).nth(1))
+                        .and_then(|rest| rest.split_whitespace().next())
+                        .and_then(|n| n.parse::<u64>().ok());
+                    assert!(rx.is_some_and(|n| n > 0), "shard {shard} idle:\n{text}");
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
 
     #[test]
     fn the_echo_mtu_is_a_jumbo_or_ordinary_mtu_or_a_one_line_refusal() {

@@ -29,11 +29,9 @@ use wirespeed_bench::probe::{Probe, ProbeOpts, ProbeReport};
 use wirespeed_lab::napi;
 use wirespeed_lab::topo::{LabSpec, Profile, Topology};
 
-use super::rows::{ladder, RowSpec, Server};
-use super::{
-    check_interrupt, drive, server_command, spawn_until_listening, Plan, RoundRun, ServerProbe,
-    ServerProc, NGINX_DIR, PORT, SERVER_CPU,
-};
+use super::rows::{ladder, Placement, RowSpec, Server};
+use super::server::{server_command, spawn_until_listening, ServerProc};
+use super::{check_interrupt, drive, Plan, RoundRun, ServerProbe, NGINX_DIR, PORT, SERVER_CPU};
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -59,6 +57,9 @@ enum Reply {
 
 /// Rows that cannot run between two hosts, and why.
 pub(super) fn lab_only(spec: &RowSpec) -> Option<String> {
+    if spec.shards > 1 {
+        return Some("runs only in the one-machine lab (two hosts run one shard)".into());
+    }
     matches!(
         spec.server,
         Server::WirespeedXdp { .. } | Server::LoadBalancer { .. }
@@ -383,9 +384,14 @@ impl Host {
             settings.extend(t.notes.iter().cloned());
         }
         let data = SocketAddr::new(self.ip, PORT);
-        let (cmd, line) = server_command(&spec, &data.to_string(), Path::new(NGINX_DIR), &|p| {
-            Command::new(p)
-        })?;
+        let cpus = SERVER_CPU.to_string();
+        let (cmd, line) = server_command(
+            &spec,
+            &cpus,
+            &data.to_string(),
+            Path::new(NGINX_DIR),
+            &|p| Command::new(p),
+        )?;
         let logf = File::options()
             .create(true)
             .append(true)
@@ -550,7 +556,7 @@ impl Control {
         let IpAddr::V4(addr) = data.ip() else {
             bail!("the load generator speaks IPv4: give the server an IPv4 --listen address");
         };
-        let figures = drive(spec, plan, addr, None, self);
+        let figures = drive(spec, plan, &Placement::for_shards(1), addr, None, self);
         let stopped = self.ask(&Request::Stop);
         let figures = figures?;
         stopped?;

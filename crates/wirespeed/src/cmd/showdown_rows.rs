@@ -85,6 +85,9 @@ pub(super) struct RowSpec {
     pub(super) base_row: usize,
     /// The seed's figure for the same step over the seed's own base, where it has one.
     pub(super) seed: Option<SeedRatio>,
+    /// The server's shards, each on a CPU and a queue of its own, against as many load
+    /// generator threads ([`Placement`]): 1 but in the scaling rows.
+    pub(super) shards: usize,
 }
 
 fn http(name: &'static str, profile: Profile, server: Server, seed: Option<SeedRatio>) -> RowSpec {
@@ -95,7 +98,103 @@ fn http(name: &'static str, profile: Profile, server: Server, seed: Option<SeedR
         workload: Workload::Http,
         base_row: 1,
         seed,
+        shards: 1,
     }
+}
+
+/// Where a row runs on this machine: the load generator's CPUs, then one CPU per server
+/// shard after them. One shard is the ladder's placement: load generator on CPU 0, server on
+/// CPU 1. The lab gives the veth one queue per shard, and pins queue q's NAPI thread (tuned)
+/// and its XPS to each side's q-th CPU, as RSS and IRQ affinity spread a NIC's queues.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Placement {
+    pub(super) client: Vec<usize>,
+    pub(super) server: Vec<usize>,
+}
+
+impl Placement {
+    pub(super) fn for_shards(shards: usize) -> Placement {
+        let shards = shards.max(1);
+        Placement {
+            client: (0..shards).collect(),
+            server: (shards..2 * shards).collect(),
+        }
+    }
+
+    /// The server's CPUs as a `--cpus` list.
+    pub(super) fn server_list(&self) -> String {
+        cpu_list(&self.server)
+    }
+
+    pub(super) fn client_list(&self) -> String {
+        cpu_list(&self.client)
+    }
+}
+
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Why a row cannot run on a machine with `ncpus` CPUs: its placement needs more.
+pub(super) fn too_few_cpus(spec: &RowSpec, ncpus: usize) -> Option<String> {
+    let need = 2 * spec.shards;
+    (need > ncpus).then(|| {
+        format!(
+            "needs {need} CPUs ({} for the server's shards, as many for the load generator); this machine has {ncpus}",
+            spec.shards
+        )
+    })
+}
+
+/// The scaling rows' shard counts beyond one (rows 4 and 7 are the one-shard pair).
+pub(super) const SCALING_SHARDS: [usize; 3] = [2, 4, 8];
+
+/// The scaling rows (14 on): for each count in [`SCALING_SHARDS`], the tuned kernel server of
+/// row 4 on that many shards (compared with row 4, one shard) and the bypass server of row 7
+/// on as many (compared with the kernel row of its width). HTTP with `--connections` per
+/// shard, so each shard sees the one-shard rows' load.
+fn scaling(first_row: usize, kernel: &RowSpec, bypass: &RowSpec) -> Vec<RowSpec> {
+    const NAMES: [[&str; 2]; 3] = [
+        [
+            "tuned kernel + busy poll, 2 shards (vs row 4)",
+            "bypass, 2 shards (vs the kernel's 2)",
+        ],
+        [
+            "tuned kernel + busy poll, 4 shards (vs row 4)",
+            "bypass, 4 shards (vs the kernel's 4)",
+        ],
+        [
+            "tuned kernel + busy poll, 8 shards (vs row 4)",
+            "bypass, 8 shards (vs the kernel's 8)",
+        ],
+    ];
+    SCALING_SHARDS
+        .iter()
+        .zip(NAMES)
+        .enumerate()
+        .flat_map(|(i, (&shards, [k, b]))| {
+            let kernel_row = first_row + 2 * i;
+            [
+                RowSpec {
+                    name: k,
+                    base_row: 4,
+                    seed: None,
+                    shards,
+                    ..kernel.clone()
+                },
+                RowSpec {
+                    name: b,
+                    base_row: kernel_row,
+                    seed: None,
+                    shards,
+                    ..bypass.clone()
+                },
+            ]
+        })
+        .collect()
 }
 
 /// The echo servers' busy polling, kernel and bypass alike (Photon's table busy-polls both).
@@ -111,8 +210,8 @@ fn echo_kernel() -> Server {
     }
 }
 
-/// The seed ladder (rows 1-6), the bypass stack (7), Photon's echo table (8-11), and the L4
-/// load balancer against nftables (12-13).
+/// The seed ladder (rows 1-6), the bypass stack (7), Photon's echo table (8-11), the L4
+/// load balancer against nftables (12-13), and the scaling rows (14-19, [`scaling`]).
 pub(super) fn ladder() -> Vec<RowSpec> {
     let ws = |engine, poll_us, busy_poll_us, locality| Server::Wirespeed {
         app: "http",
@@ -121,7 +220,7 @@ pub(super) fn ladder() -> Vec<RowSpec> {
         busy_poll_us,
         locality,
     };
-    vec![
+    let mut rows = vec![
         // Row 1 is an untuned NIC, not the veth default: a veth's default receive runs inside
         // the sender's syscall, on the sender's CPU and at the sender's expense, which no NIC
         // does (docs/INSTRUMENTS.md, receive models).
@@ -180,6 +279,7 @@ pub(super) fn ladder() -> Vec<RowSpec> {
             workload: Workload::EchoPingPong,
             base_row: 8,
             seed: Some(seed::ECHO_PINGPONG_KERNEL),
+            shards: 1,
         },
         RowSpec {
             name: "echo ping-pong 512 B: bypass (vs row 8)",
@@ -191,6 +291,7 @@ pub(super) fn ladder() -> Vec<RowSpec> {
             workload: Workload::EchoPingPong,
             base_row: 8,
             seed: Some(seed::ECHO_PINGPONG_BYPASS),
+            shards: 1,
         },
         RowSpec {
             name: "echo stream 512 B: kernel (epoll, busy poll)",
@@ -199,6 +300,7 @@ pub(super) fn ladder() -> Vec<RowSpec> {
             workload: Workload::EchoStream,
             base_row: 10,
             seed: Some(seed::ECHO_STREAM_KERNEL),
+            shards: 1,
         },
         RowSpec {
             name: "echo stream 512 B: bypass (vs row 10)",
@@ -210,6 +312,7 @@ pub(super) fn ladder() -> Vec<RowSpec> {
             workload: Workload::EchoStream,
             base_row: 10,
             seed: Some(seed::ECHO_STREAM_BYPASS),
+            shards: 1,
         },
         // The L4 load balancer (issue 17): full-NAT pps, on the DUT, against nftables. The
         // DPVS seed gives no kernel figure to divide DPVS's by, so these rows have no seed
@@ -221,6 +324,7 @@ pub(super) fn ladder() -> Vec<RowSpec> {
             workload: Workload::LbFullNatPps,
             base_row: 12,
             seed: None,
+            shards: 1,
         },
         RowSpec {
             name: "L4 LB full-NAT 64 B TCP pps: wirespeed lb (vs row 12)",
@@ -229,22 +333,33 @@ pub(super) fn ladder() -> Vec<RowSpec> {
             workload: Workload::LbFullNatPps,
             base_row: 12,
             seed: None,
+            shards: 1,
         },
-    ]
+    ];
+    let widths = scaling(rows.len() + 1, &rows[3], &rows[6]);
+    rows.extend(widths);
+    rows
 }
 
-/// The chosen rows (1-based) and the base row each is compared with: without its base, a
-/// row's ratio would be taken against row 1, another workload.
+/// The chosen rows (1-based) and the base row each is compared with, and its base in turn:
+/// without its base, a row's ratio would be taken against row 1, another workload.
 pub(super) fn with_base_rows(ladder: &[RowSpec], mut rows: Vec<usize>) -> Vec<usize> {
-    let bases: Vec<usize> = rows
-        .iter()
-        .filter_map(|r| ladder.get(r.checked_sub(1)?))
-        .map(|s| s.base_row)
-        .collect();
-    rows.extend(bases);
     rows.sort_unstable();
     rows.dedup();
-    rows
+    loop {
+        let before = rows.len();
+        let bases: Vec<usize> = rows
+            .iter()
+            .filter_map(|r| ladder.get(r.checked_sub(1)?))
+            .map(|s| s.base_row)
+            .collect();
+        rows.extend(bases);
+        rows.sort_unstable();
+        rows.dedup();
+        if rows.len() == before {
+            return rows;
+        }
+    }
 }
 
 /// Fills what results from before a field existed lack, from the ladder row of the same
@@ -291,10 +406,57 @@ mod tests {
     }
 
     #[test]
-    fn a_chosen_row_brings_its_base_row() {
+    fn a_chosen_row_brings_its_base_row_and_that_rows_base() {
         let ladder = ladder();
         assert_eq!(with_base_rows(&ladder, vec![9, 2]), [1, 2, 8, 9]);
         assert_eq!(with_base_rows(&ladder, vec![13, 0, 99]), [0, 12, 13, 99]);
+        // The bypass on 4 shards: the kernel's 4 shards, its one-shard row 4, row 1.
+        assert_eq!(with_base_rows(&ladder, vec![17, 17]), [1, 4, 16, 17]);
+    }
+
+    #[test]
+    fn scaling_rows_widen_rows_4_and_7_and_compare_like_with_like() {
+        let ladder = ladder();
+        assert_eq!(ladder.len(), 19);
+        let (kernel, bypass) = (&ladder[3], &ladder[6]);
+        assert_eq!((kernel.shards, bypass.shards), (1, 1));
+        for (i, &shards) in SCALING_SHARDS.iter().enumerate() {
+            let k = &ladder[13 + 2 * i];
+            let b = &ladder[14 + 2 * i];
+            assert_eq!((k.shards, b.shards), (shards, shards));
+            assert!(k.name.contains(&format!("{shards} shards")), "{}", k.name);
+            assert_eq!(k.base_row, 4, "{}", k.name);
+            assert_eq!(b.base_row, 14 + 2 * i, "{}: its kernel row", b.name);
+            assert_eq!(format!("{:?}", k.server), format!("{:?}", kernel.server));
+            assert_eq!(format!("{:?}", b.server), format!("{:?}", bypass.server));
+            assert_eq!((k.profile, b.profile), (kernel.profile, bypass.profile));
+        }
+        assert!(ladder[..13].iter().all(|s| s.shards == 1));
+    }
+
+    #[test]
+    fn a_row_takes_a_cpu_per_shard_on_each_side_or_says_what_it_lacks() {
+        assert_eq!(
+            Placement::for_shards(1),
+            Placement {
+                client: vec![0],
+                server: vec![1]
+            }
+        );
+        let four = Placement::for_shards(4);
+        assert_eq!(
+            (four.client_list(), four.server_list()),
+            ("0,1,2,3".into(), "4,5,6,7".into())
+        );
+        let ladder = ladder();
+        assert_eq!(too_few_cpus(&ladder[6], 2), None);
+        let eight = &ladder[17];
+        assert_eq!(too_few_cpus(eight, 16), None);
+        let why = too_few_cpus(eight, 2).unwrap();
+        assert!(
+            why.contains("needs 16 CPUs") && why.contains("has 2"),
+            "{why}"
+        );
     }
 
     #[test]
