@@ -315,6 +315,48 @@ fn routes_fifty_prefixes_and_follows_changes() {
     assert!(ping(&lab.src, "198.19.3.1"));
     d.wait_for("fast path again", |s| forwarded(s, "d0") > before);
 
+    // A VRF's rule, which the kernel adds to both families with the first VRF device (this
+    // kernel has no VRF driver, so the test adds it as the driver does): it matches only
+    // flows under a VRF, and no served port is, so both routers and their route caches stay
+    // on and the rule changes no answer.
+    answered(&d, "rule", &|| {
+        ip("rule add l3mdev pref 1000");
+        ip("-6 rule add l3mdev pref 1000");
+    });
+    let caches_on = |s: &Status| {
+        s.ports.iter().all(|p| {
+            p.modules.contains(&"router4".to_string())
+                && p.modules.contains(&"router6".to_string())
+                && p.maps.get("route_cache_v4_slots") == Some(&1024)
+                && p.maps.get("route_cache_v6_slots") == Some(&1024)
+        })
+    };
+    d.wait_for("routers and caches on beside a VRF's rule", caches_on);
+    let before = forwarded(&d.status().unwrap(), "d0");
+    assert!(ping(&lab.src, "198.19.3.1") && ping(&lab.src, "fd00:c::1"));
+    d.wait_for("fast-pathed beside a VRF's rule", |s| {
+        forwarded(s, "d0") >= before + 2
+    });
+    // Inverted, it matches every lookup the fast path makes, in the helper as in the kernel,
+    // and then has no table to look in (a VRF's rule takes its table from the VRF), so the
+    // lookup goes on to the next rule in both. The routers stay on with the policy rules'
+    // machinery (their caches off) and forward as before.
+    answered(&d, "rule", &|| {
+        ip("rule add not l3mdev pref 1001");
+    });
+    d.wait_for(
+        "router4 on beside an inverted VRF rule, its cache off",
+        rules_cache_off,
+    );
+    let before = forwarded(&d.status().unwrap(), "d0");
+    assert!(ping(&lab.src, "198.19.3.1"));
+    d.wait_for("fast-pathed beside an inverted VRF rule", |s| {
+        forwarded(s, "d0") > before
+    });
+    ip("rule del pref 1001");
+    ip("rule del pref 1000");
+    ip("-6 rule del pref 1000");
+
     // Link down: the port stays attached but stops being a redirect target; back up, it is
     // one again and traffic flows.
     let d1_down = |s: &Status| {

@@ -138,13 +138,14 @@ struct Topo {
     multipath_form: MultipathForm,
     /// With the multipath routes: policy rules that send some of the multipath flows to table
     /// 100, which routes the multipath prefixes through sink 2 alone (a bit each, POLICY_RULES).
-    /// All but the fwmark rule are ones the FIB helper evaluates; the last checks that the
-    /// source check asks as the kernel does, from the egress port.
+    /// All but the fwmark rule are ones the FIB helper evaluates; the sixth checks that the
+    /// source check asks as the kernel does, from the egress port; the last two are a VRF's
+    /// rule, plain and inverted.
     policy_rules: u8,
 }
 
 /// The rules `Topo::policy_rules` draws from, one per bit: (IPv4 rules, IPv6 rules).
-const POLICY_RULES: [(&str, &str); 6] = [
+const POLICY_RULES: [(&str, &str); 8] = [
     (
         "rule add ipproto udp sport 41001-41002 table 100 pref 100",
         "-6 rule add ipproto udp sport 41001-41002 table 100 pref 100",
@@ -172,6 +173,14 @@ const POLICY_RULES: [(&str, &str); 6] = [
     (
         "rule add iif d1 from 198.19.200.0/24 table 101 pref 105",
         "",
+    ),
+    // A VRF's rule, as the kernel adds it with the first VRF device: it matches no flow the
+    // fast path routes, which keeps its route caches.
+    ("rule add l3mdev pref 98", "-6 rule add l3mdev pref 98"),
+    // Inverted, it matches all of them and then has no table to look in.
+    (
+        "rule add not l3mdev pref 97",
+        "-6 rule add not l3mdev pref 97",
     ),
 ];
 

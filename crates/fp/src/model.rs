@@ -99,6 +99,8 @@ pub struct RuleKey {
     pub family: u8,
     pub priority: u32,
     pub table: u32,
+    /// One of the kernel's default rules (local, main, default lookups without selectors), or
+    /// a rule that matches no lookup the fast path makes (a VRF's: `netlink::FRA_L3MDEV`).
     pub default: bool,
     /// bpf_fib_lookup evaluates this rule as the kernel's input path does, given the
     /// packet's ports (netlink::parse_rule): the routers may stay on beside it.
@@ -217,7 +219,7 @@ pub struct Model {
 
 /// Why a policy rule hands its family to the kernel, for status.
 const KERNEL_RULES: &str =
-    "with a selector or action the FIB helper does not see as the kernel does (fwmark, uidrange, tos/dscp, l3mdev, tun_id, realms)";
+    "with a selector or action the FIB helper does not see as the kernel does (fwmark, uidrange, tos/dscp, tun_id, realms)";
 
 /// The most local IPv4 addresses the router's map holds (LOCAL_V4_MAX in fp_maps.h); with
 /// more, IPv4 goes to the kernel.
@@ -502,6 +504,9 @@ impl Model {
         }
         if l.kind == "bridge" {
             return Err("a bridge device: its ports are served");
+        }
+        if l.kind == "vrf" {
+            return Err("a VRF device: the kernel routes for it");
         }
         if let Some(m) = l.master {
             if self.links.get(&m).map(|b| b.kind.as_str()) != Some("bridge") {

@@ -100,9 +100,19 @@ const FRA_TABLE: u16 = 15;
 /// suppress_prefixlength, oifname (never matches a forwarded packet, in either), ip_proto,
 /// sport and dport ranges and their masks (a single port is dumped with mask 0xffff since
 /// Linux 6.16). Left out: fwmark and its mask (an skb's mark may be set before routing; XDP
-/// has none), realms, tunnel id, l3mdev (VRFs), uid range, dscp, flow label, and anything
-/// newer than this list.
-const HELPER_EXACT_SELECTORS: [u16; 12] = [1, 2, 3, 4, 13, 14, 17, 22, 23, 24, 28, 29];
+/// has none), realms, tunnel id, uid range, dscp, flow label, and anything newer than this
+/// list. l3mdev (19, a VRF's rule) is exact for another reason: see [`FRA_L3MDEV`].
+const HELPER_EXACT_SELECTORS: [u16; 13] = [1, 2, 3, 4, 13, 14, 17, 19, 22, 23, 24, 28, 29];
+/// The selector of a VRF's rule (`1000: from all lookup [l3mdev-table]`, which the kernel adds
+/// to both families with the first VRF device). It matches a flow whose input or output
+/// interface has an l3 master device (a VRF) among its masters, master of master included
+/// (`l3mdev_update_flow`, which the FIB helper's lookup runs too). The fast path routes only
+/// from ports with no master at all (`model::eligible` refuses any master but a bridge, and a
+/// bridge port's routed frames go up the bridge to the kernel) and only to such ports (the tx
+/// ports), so for every lookup it makes the selector matches neither in the helper nor in
+/// the kernel: the rule changes no answer, and counts as a default rule unless inverted.
+const FRA_L3MDEV: u16 = 19;
+const FIB_RULE_INVERT: u32 = 0x2;
 /// FR_ACT_TO_TBL, FR_ACT_GOTO, FR_ACT_NOP, FR_ACT_BLACKHOLE, FR_ACT_UNREACHABLE,
 /// FR_ACT_PROHIBIT: the kernel's fib_rules_lookup, which the helper calls too.
 const HELPER_EXACT_ACTIONS: [u8; 6] = [1, 2, 3, 6, 7, 8];
@@ -335,8 +345,14 @@ pub fn parse_rule(payload: &[u8]) -> Option<RuleKey> {
         }
     }
     let plain = dst_len == 0 && src_len == 0 && tos == 0 && action == 1 && selectors.is_empty();
+    let inverted = u32_of(&payload[8..12]).unwrap_or(0) & FIB_RULE_INVERT != 0;
+    let vrf_only = selectors
+        .iter()
+        .any(|(ty, v)| *ty == FRA_L3MDEV && v.first().is_some_and(|&b| b != 0))
+        && !inverted;
     let default = plain && matches!((priority, table), (0, 255) | (32766, 254))
-        || (plain && family == 2 && (priority, table) == (32767, 253));
+        || (plain && family == 2 && (priority, table) == (32767, 253))
+        || vrf_only;
     // (A TOS selector is left out: the helper has masked the TOS byte differently from the
     // input path in some kernels.)
     let helper_exact = tos == 0

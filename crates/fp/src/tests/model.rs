@@ -55,6 +55,25 @@ fn routers_on_every_ethernet_port() {
 }
 
 #[test]
+fn a_vrf_and_its_ports_are_not_served() {
+    // The invariant behind counting a VRF's rule as a default (netlink::FRA_L3MDEV): no
+    // served port has a VRF among its masters, and a VRF device is no port.
+    let mut m = forwarding_model();
+    let mut vrf = link(4, "mgmt");
+    vrf.kind = "vrf".into();
+    let mut port = link(5, "m0");
+    port.master = Some(4);
+    for l in [vrf, port] {
+        let i = l.index;
+        m.apply(&Event::LinkNew(l));
+        m.apply(&takes_xdp(i));
+    }
+    let p = m.plan();
+    assert_eq!(p.ports.keys().copied().collect::<Vec<_>>(), [2, 3]);
+    assert_eq!(p.ports[&2].tx_ports, vec![2, 3]);
+}
+
+#[test]
 fn policy_rules_the_helper_cannot_evaluate_send_the_family_to_the_kernel() {
     let mut m = forwarding_model();
     let rule = |helper_exact: bool| RuleKey {

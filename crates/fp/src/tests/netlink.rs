@@ -100,6 +100,31 @@ fn tells_default_rules_from_custom_ones() {
 }
 
 #[test]
+fn a_vrfs_rule_counts_as_a_default_unless_inverted() {
+    // `1000: from all lookup [l3mdev-table]`: FRA_L3MDEV 1 (a u8), table 0.
+    let vrf = rule(1000, 0, &attr(19, &[1]));
+    let r = parse_rule(&vrf).unwrap();
+    assert!(r.default && r.helper_exact, "{r:?}");
+    let mut inverted = vrf.clone();
+    inverted[8..12].copy_from_slice(&2u32.to_ne_bytes()); // FIB_RULE_INVERT
+    let r = parse_rule(&inverted).unwrap();
+    assert!(
+        !r.default && r.helper_exact,
+        "inverted, it matches every lookup: {r:?}"
+    );
+    // With another selector beside it, it still matches nothing the fast path asks.
+    let mut both = rule(900, 10, &attr(19, &[1]));
+    both.extend(attr(3, b"d0\0"));
+    assert!(parse_rule(&both).unwrap().default);
+    // FRA_L3MDEV 0 selects nothing: a plain rule.
+    assert!(
+        !parse_rule(&rule(1000, 10, &attr(19, &[0])))
+            .unwrap()
+            .default
+    );
+}
+
+#[test]
 fn tells_rules_the_fib_helper_evaluates_from_the_rest() {
     let exact = |payload: &[u8]| parse_rule(payload).unwrap().helper_exact;
     let with_header = |dst_len: u8, src_len: u8, tos: u8, action: u8, extra: &[u8]| {
@@ -135,9 +160,9 @@ fn tells_rules_the_fib_helper_evaluates_from_the_rest() {
     for action in [2, 3, 6, 7, 8] {
         assert!(exact(&with_header(0, 0, 0, action, &[])), "action {action}");
     }
-    // fwmark (and its mask), realms, tun_id, l3mdev (a VRF), uidrange, dscp, flowlabel, an
-    // attribute not yet known; a TOS selector; an unknown action.
-    for ty in [10u16, 16, 11, 12, 19, 20, 25, 26, 99] {
+    // fwmark (and its mask), realms, tun_id, uidrange, dscp, flowlabel, an attribute not yet
+    // known; a TOS selector; an unknown action.
+    for ty in [10u16, 16, 11, 12, 20, 25, 26, 99] {
         assert!(
             !exact(&with_header(0, 0, 0, 1, &attr(ty, &1u32.to_ne_bytes()))),
             "attribute {ty}"
