@@ -43,14 +43,17 @@ pub enum Family {
     Http,
     Echo,
     Lb,
+    /// The scaling rows: the HTTP rows 4 and 7 on more shards.
+    Scaling,
 }
 
 impl Family {
-    pub const ALL: [Family; 3] = [Family::Http, Family::Echo, Family::Lb];
+    pub const ALL: [Family; 4] = [Family::Http, Family::Echo, Family::Lb, Family::Scaling];
 
     pub fn of(row: &Row) -> Family {
         match row.workload.as_str() {
             "http" => Family::Http,
+            "http-scaling" => Family::Scaling,
             w if w.starts_with("echo") => Family::Echo,
             w if w.starts_with("lb") => Family::Lb,
             // Results written before rows named their workload: the HTTP ladder is compared
@@ -67,6 +70,7 @@ impl Family {
             Family::Http => "showdown",
             Family::Echo => "showdown-echo",
             Family::Lb => "showdown-lb",
+            Family::Scaling => "showdown-scaling",
         }
     }
 
@@ -79,6 +83,7 @@ impl Family {
                 "packets/s",
                 "packet",
             ),
+            Family::Scaling => ("HTTP plaintext on more shards", "req/s", "request"),
         }
     }
 }
@@ -137,10 +142,11 @@ fn base_description(sd: &Showdown, rows: &[&Row]) -> String {
     }
 }
 
-/// The SVG text of one family's chart, or None when the results have no row of it.
+/// The SVG text of one family's chart, or None when the results have no row of it that ran
+/// (the scaling rows on a machine with too few CPUs: the table says why).
 pub fn svg(sd: &Showdown, family: Family) -> Result<Option<String>> {
     let rows = rows_of(sd, family);
-    if rows.is_empty() {
+    if rows.iter().all(|r| r.skipped.is_some()) {
         return Ok(None);
     }
     let n = rows.len();
@@ -410,7 +416,8 @@ fn draw_legend<DB: DrawingBackend>(
 }
 
 /// Writes each family's SVG under `dir` (`showdown.svg`, `showdown-echo.svg`,
-/// `showdown-lb.svg`, those with rows) and returns their paths.
+/// `showdown-lb.svg`, `showdown-scaling.svg`, those with rows that ran) and returns their
+/// paths.
 pub fn write_svgs(sd: &Showdown, dir: &Path) -> Result<Vec<PathBuf>> {
     let mut written = vec![];
     for family in Family::ALL {
@@ -582,6 +589,51 @@ mod tests {
         assert!(http.contains("skipped: nginx is not installed"));
         assert!(http.contains("over row 1 (untuned kernel)"));
         assert!(echo.contains("messages/s over row 6"));
+    }
+
+    #[test]
+    fn scaling_rows_get_their_own_chart_only_when_one_of_them_ran() {
+        let mut sd = fixture();
+        let mut wide = [
+            row(9, "tuned kernel, 2 shards", "http-scaling", 4, [0.0; 3]),
+            row(10, "bypass, 2 shards", "http-scaling", 9, [0.0; 3]),
+        ];
+        for r in wide.iter_mut() {
+            r.skipped = Some("needs 4 CPUs".into());
+            r.rounds.clear();
+        }
+        sd.rows.extend(wide);
+        assert!(svg(&sd, Family::Scaling).unwrap().is_none(), "all skipped");
+        let http = svg(&sd, Family::Http).unwrap().unwrap();
+        assert!(
+            !http.contains("shards"),
+            "scaling rows stay off the ladder's chart"
+        );
+        // On a machine with the CPUs: measured, charted apart.
+        sd.rows.truncate(sd.rows.len() - 2);
+        let ran = [
+            row(
+                9,
+                "tuned kernel, 2 shards",
+                "http-scaling",
+                4,
+                [190.0, 200.0, 210.0],
+            ),
+            row(
+                10,
+                "bypass, 2 shards",
+                "http-scaling",
+                9,
+                [300.0, 320.0, 310.0],
+            ),
+        ];
+        sd.rows.extend(ran.iter().cloned());
+        let chart = svg(&sd, Family::Scaling).unwrap().unwrap();
+        assert!(chart.contains("HTTP plaintext on more shards"));
+        for r in &ran {
+            assert!(chart.contains(&escaped(&label(r))), "{} missing", r.name);
+        }
+        assert_eq!(Family::Scaling.file_stem(), "showdown-scaling");
     }
 
     #[test]

@@ -598,7 +598,7 @@ fn measure(
                 base_row: spec.base_row,
                 name: spec.name.into(),
                 profile: spec.profile.name().into(),
-                workload: spec.workload.name().into(),
+                workload: spec.workload_name().into(),
                 seed_ratio: spec.seed.map(|s| s.ratio),
                 seed_source: spec.seed.map(|s| s.source.into()),
                 ..Default::default()

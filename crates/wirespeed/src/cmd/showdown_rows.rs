@@ -90,6 +90,17 @@ pub(super) struct RowSpec {
     pub(super) shards: usize,
 }
 
+impl RowSpec {
+    /// As the results name the row's workload (`Row::workload`; the charts group rows by it):
+    /// the scaling rows' HTTP is `http-scaling`, charted apart from the one-shard ladder.
+    pub(super) fn workload_name(&self) -> &'static str {
+        match self.workload {
+            Workload::Http if self.shards > 1 => "http-scaling",
+            w => w.name(),
+        }
+    }
+}
+
 fn http(name: &'static str, profile: Profile, server: Server, seed: Option<SeedRatio>) -> RowSpec {
     RowSpec {
         name,
@@ -371,7 +382,7 @@ pub(super) fn fill_from_ladder(sd: &mut Showdown) {
             continue;
         };
         if row.workload.is_empty() {
-            row.workload = spec.workload.name().into();
+            row.workload = spec.workload_name().into();
         }
         if row.seed_ratio.is_none() {
             if let Some(seed) = spec.seed {
@@ -432,6 +443,10 @@ mod tests {
             assert_eq!((k.profile, b.profile), (kernel.profile, bypass.profile));
         }
         assert!(ladder[..13].iter().all(|s| s.shards == 1));
+        assert_eq!(ladder[3].workload_name(), "http");
+        assert!(ladder[13..]
+            .iter()
+            .all(|s| s.workload_name() == "http-scaling"));
     }
 
     #[test]
