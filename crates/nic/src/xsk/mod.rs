@@ -3,7 +3,8 @@
 //! Layout of a socket's UMEM: `rx_frames + tx_frames` chunks of `frame_size` bytes. The first
 //! `rx_frames` chunks hold the `rx_frames` receive buffers, which circulate between the fill
 //! ring, the kernel and the rx ring (one per chunk, or a strip across them for a copy-mode
-//! socket that chains frames: `chain.rs`); the others are the transmit pool (a free stack, the tx ring and the completion ring). Every ring is as
+//! socket that chains frames: `chain.rs`); the others are the transmit pool (a free stack,
+//! the tx ring and the completion ring). Every ring is as
 //! large as the chunks that can be in it, so a reservation for a chunk we hold never fails.
 //!
 //! Frames longer than a chunk (jumbo MTUs): with [`XskConfig::max_frame`] above a chunk's
