@@ -892,6 +892,54 @@ fn a_partial_checksum_goes_to_the_kernel_at_every_length() {
         .unwrap();
 }
 
+/// With its TC stage attached (fp_ctl.tc_stage), the XDP router hands a partial-checksum
+/// frame to the kernel's receive path marked in its metadata, for the stage to route, and
+/// leaves the counting to the stage; the stage passes, uncounted, anything unmarked.
+#[test]
+fn a_partial_checksum_is_marked_for_the_tc_stage_when_one_is_attached() {
+    const MARK: [u8; 4] = 0x77737463u32.to_ne_bytes();
+    let lab = lab("q");
+    let (in_idx, out_idx, in_mac) = (lab.in_idx, lab.out_idx, lab.in_mac);
+    lab.ns
+        .run(move || {
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let payload = vec![7u8; 100];
+            let l4 = L4::Udp {
+                sport: 1000,
+                dport: 2000,
+                payload,
+            };
+            let mut frame = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &l4);
+            let l4_len = frame.len() - 14 - 20;
+            let field = 14 + 20 + 6;
+            frame[field..field + 2].copy_from_slice(&partial_checksum(&SRC4, &DST4, 17, l4_len));
+
+            // No stage attached: the kernel's, counted here.
+            let (verdict, out) = prog.test_run(&frame, in_idx).unwrap();
+            assert_eq!((verdict, out.as_slice()), (XDP_PASS, frame.as_slice()));
+            assert_eq!(prog.counters().unwrap().get(Reason::PassCsumPartial), 1);
+
+            prog.set_tc_stage(true).unwrap();
+            let (verdict, out) = prog.test_run(&frame, in_idx).unwrap();
+            assert_eq!(verdict, XDP_PASS);
+            assert_eq!(out[..4], MARK, "no mark in the metadata");
+            assert_eq!(&out[4..], frame.as_slice(), "the frame itself changed");
+            let c = prog.counters().unwrap();
+            assert_eq!(c.get(Reason::PassCsumPartial), 1, "counted at XDP: {c:?}");
+            // A complete checksum is still redirected at XDP, unmarked.
+            let mut complete = frame.clone();
+            complete[field..field + 2].copy_from_slice(&[0, 0]);
+            assert_eq!(prog.test_run(&complete, in_idx).unwrap().0, XDP_REDIRECT);
+
+            // The stage, on an skb without the mark: the kernel's, not counted again.
+            let before = prog.counters().unwrap();
+            assert_eq!(prog.test_run_tc_stage(&frame).unwrap(), Some(0)); // TC_ACT_OK
+            assert_eq!(prog.counters().unwrap(), before);
+        })
+        .unwrap();
+}
+
 /// Policy rules that select by protocol, ports, source and ingress port keep the router on:
 /// the program passes the FIB helper the ports the kernel's flow dissector would find, and
 /// asks the reverse question as fib_validate_source does, from the egress port with the ports

@@ -55,6 +55,24 @@ static __always_inline enum router_verdict route(const struct rt_in *in, struct 
 	return RT_PASS;
 }
 
+/* The mark an XDP router leaves in a frame's metadata for its TC stage (fp_ctl.tc_stage):
+ * "route this skb". Metadata rides from XDP_PASS into the skb on veth, generic XDP and most
+ * NIC drivers; where a driver has none, the frame goes to the kernel unmarked. */
+#define FP_META_TC_STAGE 0x77737463u /* "wstc" */
+
+static __always_inline int mark_for_tc_stage(struct xdp_md *ctx)
+{
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u32)))
+		return 0;
+
+	__u32 *meta = (void *)(long)ctx->data_meta;
+
+	if ((void *)(meta + 1) > (void *)(long)ctx->data)
+		return 0;
+	*meta = FP_META_TC_STAGE;
+	return 1;
+}
+
 SEC("xdp")
 int fp_xdp(struct xdp_md *ctx)
 {
@@ -83,6 +101,11 @@ int fp_xdp(struct xdp_md *ctx)
 	};
 
 	v = route(&in, &p, &oif, &why);
+	if (v == RT_TC_STAGE) {
+		if (mark_for_tc_stage(ctx))
+			return XDP_PASS; /* the TC stage counts its verdict */
+		v = RT_PASS;
+	}
 	count(why);
 	if (v == RT_REDIRECT)
 		return bpf_redirect_map(&tx_ports, oif, XDP_PASS);
@@ -205,13 +228,24 @@ static __always_inline int router_tc(struct __sk_buff *skb)
 
 /* The same modules at TC ingress, for ports whose egress takes no XDP-redirected frames
  * (the veths of a pod network, any veth whose peer runs no NAPI): a TC redirect transmits an
- * skb, which every device takes. */
+ * skb, which every device takes. Also the TC stage behind an XDP router (cfg_tc_stage). */
 SEC("tc")
 int fp_tc(struct __sk_buff *skb)
 {
 	enum fp_reason why = FP_PASS_DISABLED;
 	__u32 oif = 0;
 
+	/* The TC stage behind an XDP router takes only the frames that router marked; the rest
+	 * it passed are the kernel's, and were counted there. The mark is wiped: an skb may keep
+	 * its metadata through a redirect into the next namespace, whose own stage must not read
+	 * it as its router's. */
+	if (cfg_tc_stage) {
+		__u32 *meta = (void *)(long)skb->data_meta;
+
+		if ((void *)(meta + 1) > (void *)(long)skb->data || *meta != FP_META_TC_STAGE)
+			return TC_ACT_OK;
+		*meta = 0;
+	}
 	if (!cfg_bridge)
 		return router_tc(skb);
 	oif = bridge_tc(skb, &why);

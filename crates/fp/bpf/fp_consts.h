@@ -54,7 +54,7 @@ enum fp_reason {
 	FP_PASS_BRIDGE,      /* bridge: no FDB entry, local MAC, STP state or VLAN miss */
 	FP_FORWARDED_CACHED, /* redirected by the router on the route cache's answer */
 	FP_PASS_GSO,         /* TC: a GSO skb the router cannot size per segment */
-	FP_PASS_CSUM_PARTIAL,/* XDP: the L4 checksum may still be partial (local sender) */
+	FP_PASS_CSUM_PARTIAL,/* XDP: the L4 checksum may still be partial (local sender), no TC stage */
 	FP_PASS_RP_FILTER,   /* rp_filter on and the source not routed back out this port (with policy rules: or not by a unicast route) */
 	FP_PASS_ICMP_ERROR,  /* an ICMP error: the kernel hashes it by the packet it quotes */
 	FP_NR_REASONS,
@@ -77,5 +77,8 @@ const volatile __u32 cfg_ifindex = 0;
  * out. The controller compiles all of them in and switches them at run time (fp_ctl), so
  * that rule edits never need a new program. */
 const volatile __u8 cfg_filter_fields = 0xff;
+/* fp_tc is the TC stage behind this port's XDP router (loaded from the same object, so the
+ * two share every map): it routes only the frames the XDP program marked for it. */
+const volatile __u8 cfg_tc_stage = 0;
 
 #endif

@@ -63,7 +63,10 @@ struct fp_ctl {
 	 * kernel. policy_rules_v4 is 2 where some IPv4 rule selects by protocol or ports. */
 	__u8 policy_rules_v4;
 	__u8 policy_rules_v6;
-	__u8 unused[1]; /* explicit: the Rust side writes the value as bytes */
+	/* This XDP program's fp_tc twin is attached at TC ingress behind it (the TC stage): a
+	 * frame whose L4 checksum a local sender left partial is marked in its metadata and
+	 * routed there, as an skb that keeps the checksum state, instead of by the kernel. */
+	__u8 tc_stage;
 	__be32 local_v4[LOCAL_V4_INLINE];
 };
 

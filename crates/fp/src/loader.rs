@@ -135,6 +135,10 @@ impl BridgeMaps {
 /// A loaded (verified) program, not yet attached anywhere.
 pub struct Program {
     fd: OwnedFd,
+    /// A router at XDP: its fp_tc twin from the same object (every map shared), to attach at
+    /// TC ingress behind it as the TC stage, which routes the frames whose L4 checksum a
+    /// local sender left partial (an XDP redirect would deliver them corrupt).
+    tc_stage: Option<OwnedFd>,
     pub maps: Maps,
     pub features: Features,
     /// The fp_ctl value last written, so that a new route generation keeps the switches.
@@ -181,9 +185,11 @@ impl Program {
                 .reuse_fd(b.fdb.as_fd())
                 .map_err(bpf("reuse br_fdb"))?;
         }
-        // Only the program for this port's hook is verified and loaded.
+        // Only the programs for this port's hooks are verified and loaded: a router at XDP
+        // brings its TC stage.
+        let tc_stage = !features.tc && !features.bridge;
         open.progs.fp_xdp.set_autoload(!features.tc);
-        open.progs.fp_tc.set_autoload(features.tc);
+        open.progs.fp_tc.set_autoload(features.tc || tc_stage);
         let ro = &mut open.maps.rodata_data;
         ro.cfg_router_v4 = features.router_v4 as u8;
         ro.cfg_router_v6 = features.router_v6 as u8;
@@ -193,6 +199,7 @@ impl Program {
         ro.cfg_ifindex = features.ifindex;
         ro.cfg_filter_fields = features.filter_fields;
         ro.cfg_bridge = features.bridge as u8;
+        ro.cfg_tc_stage = tc_stage as u8;
         let skel = open.load().map_err(bpf("load fp program (verifier)"))?;
         let prog = if features.tc {
             skel.progs.fp_tc.as_fd()
@@ -200,6 +207,12 @@ impl Program {
             skel.progs.fp_xdp.as_fd()
         };
         let fd = prog.try_clone_to_owned().map_err(io("dup program fd"))?;
+        let tc_stage = if tc_stage {
+            let stage = skel.progs.fp_tc.as_fd();
+            Some(stage.try_clone_to_owned().map_err(io("dup program fd"))?)
+        } else {
+            None
+        };
         let m = &skel.maps;
         let maps = Maps {
             tx_ports: handle(&m.tx_ports, "tx_ports")?,
@@ -227,6 +240,7 @@ impl Program {
         // fds we hold and, once attached, through the link.
         let prog = Program {
             fd,
+            tc_stage,
             maps,
             features: *features,
             ctl: std::sync::Mutex::new(types::fp_ctl::default()),
@@ -304,19 +318,37 @@ impl Program {
             policy_rules_v4: s.policy_rules.v4 as u8
                 + (s.policy_rules.v4 && s.policy_rules.v4_ports) as u8,
             policy_rules_v6: s.policy_rules.v6 as u8,
-            ..self.local_v4_ctl()
+            ..self.kept_ctl()
         })
     }
 
-    /// The last ctl value's local addresses (set_local_v4), the rest zero: kept by set_ctl.
-    fn local_v4_ctl(&self) -> types::fp_ctl {
+    /// The last ctl value's local addresses (set_local_v4) and TC stage switch
+    /// (set_tc_stage), the rest zero: kept by set_ctl.
+    fn kept_ctl(&self) -> types::fp_ctl {
         let last = *self.ctl.lock().unwrap_or_else(|e| e.into_inner());
         types::fp_ctl {
             local_v4_n: last.local_v4_n,
             local_v4_in_map: last.local_v4_in_map,
             local_v4: last.local_v4,
+            tc_stage: last.tc_stage,
             ..Default::default()
         }
+    }
+
+    /// Whether the XDP router marks partial-checksum frames for its TC stage: on only while
+    /// the stage is attached, so that without it they go to the kernel counted as
+    /// `pass_csum_partial`.
+    pub fn set_tc_stage(&self, on: bool) -> Result<()> {
+        let v = *self.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        self.write_ctl(types::fp_ctl {
+            tc_stage: on as u8,
+            ..v
+        })
+    }
+
+    /// This program's TC stage (a router at XDP), if it has one.
+    pub fn tc_stage_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.tc_stage.as_ref().map(|fd| fd.as_fd())
     }
 
     /// Drops every cached FIB answer (a new route generation): after any change to routes,
@@ -380,6 +412,19 @@ impl Program {
         Ok((verdict, out))
     }
 
+    /// Runs the TC stage once on `frame` through BPF_PROG_TEST_RUN (an skb with no metadata,
+    /// as the test run builds it): its verdict, or None for a program without a stage.
+    pub fn test_run_tc_stage(&self, frame: &[u8]) -> Result<Option<u32>> {
+        let Some(stage) = self.tc_stage_fd() else {
+            return Ok(None);
+        };
+        let mut out = vec![0u8; frame.len() + 256];
+        let ctx = vec![0u8; std::mem::size_of::<crate::bpf::types::__sk_buff>()];
+        let (verdict, _) = wirespeed_sys::bpf::test_run(stage, frame, &ctx, &mut out)
+            .map_err(io("BPF_PROG_TEST_RUN (TC stage)"))?;
+        Ok(Some(verdict))
+    }
+
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
     }
@@ -400,6 +445,11 @@ pub struct Attachment {
     link: OwnedFd,
     pub ifindex: u32,
     pub hook: Hook,
+    /// The TC stage's tcx link, behind a router at XDP.
+    tc_stage: Option<OwnedFd>,
+    /// Why a router at XDP has no TC stage (the tcx attach failed): its partial-checksum
+    /// frames then go to the kernel.
+    pub tc_stage_error: Option<String>,
 }
 
 const BPF_XDP: u32 = 37; // enum bpf_attach_type
@@ -407,9 +457,37 @@ const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 impl Attachment {
-    /// Attaches `prog` at XDP on `ifindex`: native mode if the driver has it, else generic.
+    /// Attaches `prog` at XDP on `ifindex`: native mode if the driver has it, else generic;
+    /// then its TC stage, if it has one, at TC ingress behind it.
     pub fn xdp(prog: &Program, ifindex: u32) -> Result<Attachment> {
-        Self::xdp_fd(prog.fd.as_fd(), ifindex)
+        let mut att = Self::xdp_fd(prog.fd.as_fd(), ifindex)?;
+        att.follow_tc_stage(prog)?;
+        Ok(att)
+    }
+
+    /// Makes the TC stage behind this XDP attachment `prog`'s (attached, replaced or
+    /// removed) and switches the marking in `prog` to match.
+    fn follow_tc_stage(&mut self, prog: &Program) -> Result<()> {
+        self.tc_stage_error = None;
+        match (prog.tc_stage_fd(), &self.tc_stage) {
+            (Some(stage), Some(link)) => {
+                wirespeed_sys::bpf::link_update(link.as_fd(), stage).map_err(io(format!(
+                    "bpf_link_update of the TC stage on ifindex {}",
+                    self.ifindex
+                )))?;
+            }
+            (Some(stage), None) => match Self::tc_fd(stage, self.ifindex) {
+                Ok(tc) => self.tc_stage = Some(tc.link),
+                Err(e) => self.tc_stage_error = Some(e.to_string()),
+            },
+            (None, _) => self.tc_stage = None,
+        }
+        prog.set_tc_stage(self.tc_stage.is_some())
+    }
+
+    /// Whether a TC stage runs behind this XDP attachment.
+    pub fn has_tc_stage(&self) -> bool {
+        self.tc_stage.is_some()
     }
 
     /// As `xdp`, for any loaded XDP program.
@@ -419,6 +497,8 @@ impl Attachment {
                 link,
                 ifindex,
                 hook: Hook::XdpNative,
+                tc_stage: None,
+                tc_stage_error: None,
             }),
             Err(_) => {
                 let link = Self::xdp_mode(prog, ifindex, XDP_FLAGS_SKB_MODE).map_err(io(
@@ -428,6 +508,8 @@ impl Attachment {
                     link,
                     ifindex,
                     hook: Hook::XdpGeneric,
+                    tc_stage: None,
+                    tc_stage_error: None,
                 })
             }
         }
@@ -452,6 +534,8 @@ impl Attachment {
             link,
             ifindex,
             hook: Hook::Tc,
+            tc_stage: None,
+            tc_stage_error: None,
         })
     }
 
@@ -463,10 +547,15 @@ impl Attachment {
         wirespeed_sys::bpf::link_create(prog, ifindex, BPF_XDP, flags)
     }
 
-    /// Swaps in a re-specialized program atomically: no packet sees no program.
+    /// Swaps in a re-specialized program atomically: no packet sees no program. At XDP its
+    /// TC stage follows (until then the old stage routes what the new program marks: both
+    /// mark alike).
     pub fn replace(&mut self, prog: &Program) -> Result<()> {
         wirespeed_sys::bpf::link_update(self.link.as_fd(), prog.fd.as_fd())
             .map_err(io(format!("bpf_link_update on ifindex {}", self.ifindex)))?;
+        if self.hook != Hook::Tc {
+            self.follow_tc_stage(prog)?;
+        }
         Ok(())
     }
 }

@@ -209,7 +209,12 @@ fn port_statuses(dp: &Dataplane) -> Vec<PortStatus> {
                     }
                 })
                 .collect(),
-            notes: pp.map(|pp| pp.notes.clone()).unwrap_or_default(),
+            notes: pp
+                .map(|pp| pp.notes.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .chain(tc_stage_note(&p.att))
+                .collect(),
             maps,
             fast_pathed: c.fast_pathed(),
             passed: c.passed(),
@@ -222,6 +227,17 @@ fn port_statuses(dp: &Dataplane) -> Vec<PortStatus> {
         });
     }
     ports
+}
+
+/// What becomes of a router at XDP's partial-checksum frames: its TC stage, or the kernel.
+fn tc_stage_note(att: &crate::loader::Attachment) -> Option<String> {
+    if att.has_tc_stage() {
+        Some("partial checksums (a local sender's offload) routed at TC behind XDP".into())
+    } else {
+        att.tc_stage_error
+            .as_ref()
+            .map(|e| format!("partial checksums -> kernel: no TC stage ({e})"))
+    }
 }
 
 fn filter_text(f: &FamilyFilter) -> String {

@@ -233,6 +233,11 @@ impl Drop for FastPath {
     }
 }
 
+/// Packets the ports counted under `reason` (e.g. `pass_martian`).
+fn reason_total(s: &Status, reason: &str) -> u64 {
+    s.ports.iter().filter_map(|p| p.reasons.get(reason)).sum()
+}
+
 fn totals(s: &Status) -> (u64, u64) {
     (
         s.ports.iter().map(|p| p.fast_pathed).sum(),
@@ -521,12 +526,10 @@ fn line_traffic(ns: &Namespaces) -> Delivered {
     }
 }
 
-#[test]
-fn a_line_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_without() {
-    let ns = plain_line();
-    let linux = line_traffic(&ns);
+/// Linux alone delivers all of `line_traffic` in this lab, or the lab is broken.
+fn assert_everything_delivered(linux: &Delivered) {
     assert_eq!(
-        linux,
+        *linux,
         Delivered {
             ping4: 20,
             ping6: 20,
@@ -536,6 +539,31 @@ fn a_line_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_withou
         },
         "Linux alone must deliver everything in this lab"
     );
+}
+
+/// `line_traffic` with the fast path running in the lab: it must deliver as Linux alone did,
+/// and fast-path most of it. The status after it.
+fn line_traffic_fast(ns: &Namespaces, fp: &FastPath, linux: &Delivered) -> Status {
+    let with_fp = line_traffic(ns);
+    let st = fp.fresh_status();
+    assert_eq!(
+        &with_fp, linux,
+        "the fast path delivered otherwise than Linux"
+    );
+    let (fast, passed) = totals(&st);
+    println!("fast-pathed {fast}, passed {passed}: {:?}", st.ports);
+    assert!(
+        fast > passed,
+        "most of the routed traffic should be fast-pathed: {fast} fast-pathed, {passed} passed"
+    );
+    st
+}
+
+#[test]
+fn a_line_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_without() {
+    let ns = plain_line();
+    let linux = line_traffic(&ns);
+    assert_everything_delivered(&linux);
 
     let fp = FastPath::start(ns.name(1));
     let s = fp.wait_for("both ports attached", |s| {
@@ -554,17 +582,46 @@ fn a_line_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_withou
             p.notes
         );
     }
-    let with_fp = line_traffic(&ns);
-    let st = fp.fresh_status();
+    line_traffic_fast(&ns, &fp, &linux);
+    fp.stop();
+}
+
+/// GRO on both outer peers (as a container runtime or `ethtool -K gro on` leaves them) puts
+/// the router at XDP, while every offload stays at its default: the senders' TCP and UDP
+/// checksums arrive partial, which an XDP redirect would deliver corrupt. The XDP router marks
+/// those frames and its TC stage routes them as skbs, so they are fast-pathed, not handed to
+/// the kernel (before the TC stage, all of them went to the kernel as `pass_csum_partial`).
+#[test]
+fn a_line_with_gro_routes_partial_checksums_at_the_tc_stage_behind_xdp() {
+    let ns = plain_line();
+    let (s, d, k) = (ns.name(0), ns.name(1), ns.name(2));
+    exec(s, "ethtool", &["-K", "v0", "gro", "on"]);
+    exec(k, "ethtool", &["-K", "s0", "gro", "on"]);
+    let linux = line_traffic(&ns);
+    assert_everything_delivered(&linux);
+
+    let fp = FastPath::start(d);
+    let st = fp.wait_for("both ports at XDP", |s| {
+        s.ports.len() == 2
+            && s.ports
+                .iter()
+                .all(|p| p.hook == "xdp (native)" && !p.modules.is_empty())
+    });
+    for p in &st.ports {
+        assert!(
+            p.notes
+                .iter()
+                .any(|n| n.contains("routed at TC behind XDP")),
+            "{}: no TC stage: {:?}",
+            p.name,
+            p.notes
+        );
+    }
+    let st = line_traffic_fast(&ns, &fp, &linux);
     assert_eq!(
-        with_fp, linux,
-        "the fast path delivered otherwise than Linux"
-    );
-    let (fast, passed) = totals(&st);
-    println!("fast-pathed {fast}, passed {passed}: {:?}", st.ports);
-    assert!(
-        fast > passed,
-        "most of the routed traffic should be fast-pathed: {fast} fast-pathed, {passed} passed"
+        reason_total(&st, "pass_csum_partial"),
+        0,
+        "partial checksums went to the kernel"
     );
     fp.stop();
 }
@@ -625,11 +682,7 @@ fn a_line_with_debians_rp_filter_routes_fast_and_refuses_the_sources_linux_refus
             "rp_filter {mode}: the fast path delivered otherwise than Linux"
         );
         let (fast, passed) = totals(&st);
-        let refused: u64 = st
-            .ports
-            .iter()
-            .filter_map(|p| p.reasons.get("pass_rp_filter"))
-            .sum();
+        let refused: u64 = reason_total(&st, "pass_rp_filter");
         println!("rp_filter {mode}: fast-pathed {fast}, passed {passed}, of them pass_rp_filter {refused}");
         assert!(
             fast > passed,
@@ -697,11 +750,7 @@ fn a_line_refuses_sources_that_are_the_routers_own_addresses_like_linux() {
         with_fp, linux,
         "the fast path delivered otherwise than Linux"
     );
-    let martians: u64 = st
-        .ports
-        .iter()
-        .filter_map(|p| p.reasons.get("pass_martian"))
-        .sum();
+    let martians: u64 = reason_total(&st, "pass_martian");
     let (fast, _) = totals(&st);
     println!("fast-pathed {fast}, pass_martian {martians}");
     assert!(fast >= 20, "the pings are fast-pathed: {fast}");
