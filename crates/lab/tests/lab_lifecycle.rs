@@ -347,8 +347,8 @@ fn succeeded(threads: Vec<std::thread::JoinHandle<bool>>) -> usize {
 /// The `nic` profile gives each veth the qdisc a NIC gets (the kernel's default), so a burst
 /// that fills the peer's 256-frame receive ring stops the queue instead of dropping frames.
 /// 256 connections each answered with 256 KiB at once: without a qdisc (the veth's own
-/// `noqueue`) the server's veth drops frames there (counted in `tx_dropped`), with the
-/// profile's none.
+/// `noqueue`) the server's veth drops frames there (counted in `tx_dropped`, a cumulative
+/// count, so a later burst sees every earlier drop), with the profile's none.
 #[test]
 fn a_nic_lab_holds_a_burst_that_fills_the_peer_ring_instead_of_dropping_it() {
     let _turn = one_at_a_time();
@@ -427,8 +427,13 @@ fn a_nic_lab_holds_a_burst_that_fills_the_peer_ring_instead_of_dropping_it() {
             )
             .unwrap();
     }
+    // Whether one burst overruns the ring depends on how the receiving NAPI thread is
+    // scheduled against the 256 writers; a few bursts make the control reliable (one CI run
+    // saw a single burst drop nothing).
+    let tries = 5;
+    let control = (1..=tries).find(|_| burst_drops(&lab) > 0);
     assert!(
-        burst_drops(&lab) > 0,
-        "noqueue: expected drops at the full ring"
+        control.is_some(),
+        "noqueue: expected drops at the full ring in one of {tries} bursts"
     );
 }
