@@ -55,13 +55,20 @@ static __always_inline enum router_verdict route(const struct rt_in *in, struct 
 	return RT_PASS;
 }
 
-/* The mark an XDP router leaves in a frame's metadata for its TC stage (fp_ctl.tc_stage):
- * "route this skb". Metadata rides from XDP_PASS into the skb on veth, generic XDP and most
+/* The mark an XDP program leaves in a frame's metadata for its TC stage (fp_ctl.tc_stage):
+ * "forward this skb". Metadata rides from XDP_PASS into the skb on veth, generic XDP and most
  * NIC drivers; where a driver has none, the frame goes to the kernel unmarked. */
 #define FP_META_TC_STAGE 0x77737463u /* "wstc" */
 
+/* A frame whose checksum may be partial goes to the TC stage when one is attached
+ * (fp_ctl.tc_stage) and the driver keeps metadata: marked here, 1. Else 0: the kernel's. */
 static __always_inline int mark_for_tc_stage(struct xdp_md *ctx)
 {
+	__u32 zero = 0;
+	struct fp_ctl *c = bpf_map_lookup_elem(&ctl, &zero);
+
+	if (!c || !c->tc_stage)
+		return 0;
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u32)))
 		return 0;
 
@@ -88,6 +95,8 @@ int fp_xdp(struct xdp_md *ctx)
 	 * the bridge module passes (local delivery included) is the kernel's. */
 	if (cfg_bridge) {
 		oif = bridge_xdp(ctx, &why);
+		if (!oif && why == FP_PASS_CSUM_PARTIAL && mark_for_tc_stage(ctx))
+			return XDP_PASS; /* the TC stage counts its verdict */
 		count(why);
 		if (oif)
 			return bpf_redirect_map(&tx_ports, oif, XDP_DROP);
@@ -101,11 +110,8 @@ int fp_xdp(struct xdp_md *ctx)
 	};
 
 	v = route(&in, &p, &oif, &why);
-	if (v == RT_TC_STAGE) {
-		if (mark_for_tc_stage(ctx))
-			return XDP_PASS; /* the TC stage counts its verdict */
-		v = RT_PASS;
-	}
+	if (v == RT_PASS && why == FP_PASS_CSUM_PARTIAL && mark_for_tc_stage(ctx))
+		return XDP_PASS; /* the TC stage counts its verdict */
 	count(why);
 	if (v == RT_REDIRECT)
 		return bpf_redirect_map(&tx_ports, oif, XDP_PASS);
@@ -228,14 +234,14 @@ static __always_inline int router_tc(struct __sk_buff *skb)
 
 /* The same modules at TC ingress, for ports whose egress takes no XDP-redirected frames
  * (the veths of a pod network, any veth whose peer runs no NAPI): a TC redirect transmits an
- * skb, which every device takes. Also the TC stage behind an XDP router (cfg_tc_stage). */
+ * skb, which every device takes. Also the TC stage behind an XDP program (cfg_tc_stage). */
 SEC("tc")
 int fp_tc(struct __sk_buff *skb)
 {
 	enum fp_reason why = FP_PASS_DISABLED;
 	__u32 oif = 0;
 
-	/* The TC stage behind an XDP router takes only the frames that router marked; the rest
+	/* The TC stage behind an XDP program takes only the frames that program marked; the rest
 	 * it passed are the kernel's, and were counted there. The mark is wiped: an skb may keep
 	 * its metadata through a redirect into the next namespace, whose own stage must not read
 	 * it as its router's. */

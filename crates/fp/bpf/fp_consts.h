@@ -77,8 +77,8 @@ const volatile __u32 cfg_ifindex = 0;
  * out. The controller compiles all of them in and switches them at run time (fp_ctl), so
  * that rule edits never need a new program. */
 const volatile __u8 cfg_filter_fields = 0xff;
-/* fp_tc is the TC stage behind this port's XDP router (loaded from the same object, so the
- * two share every map): it routes only the frames the XDP program marked for it. */
+/* fp_tc is the TC stage behind this port's XDP program (loaded from the same object, so the
+ * two share every map): it forwards only the frames the XDP program marked for it. */
 const volatile __u8 cfg_tc_stage = 0;
 
 #endif

@@ -65,7 +65,7 @@ struct fp_ctl {
 	__u8 policy_rules_v6;
 	/* This XDP program's fp_tc twin is attached at TC ingress behind it (the TC stage): a
 	 * frame whose L4 checksum a local sender left partial is marked in its metadata and
-	 * routed there, as an skb that keeps the checksum state, instead of by the kernel. */
+	 * forwarded there, as an skb that keeps the checksum state, instead of by the kernel. */
 	__u8 tc_stage;
 	__be32 local_v4[LOCAL_V4_INLINE];
 };

@@ -9,8 +9,6 @@ enum router_verdict {
 	RT_REDIRECT,
 	RT_DROP,
 	RT_PASS,
-	/* XDP: a frame the TC stage routes (fp_ctl.tc_stage); without the stage, RT_PASS. */
-	RT_TC_STAGE,
 };
 
 /* What the router needs from the hook it runs at (XDP or TC ingress). */
@@ -272,7 +270,7 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	/* An skb keeps its checksum state across a TC redirect; an XDP frame does not. */
 	if (!in->tc && ws_l4_csum_may_be_partial_v4(iph, p->data_end)) {
 		*why = FP_PASS_CSUM_PARTIAL;
-		return c->tc_stage ? RT_TC_STAGE : RT_PASS;
+		return RT_PASS;
 	}
 	if (icmp_error_v4(iph, p->data_end)) {
 		*why = FP_PASS_ICMP_ERROR;
@@ -426,7 +424,7 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 	}
 	if (!in->tc && ws_l4_csum_may_be_partial_v6(ip6h, p->data_end)) {
 		*why = FP_PASS_CSUM_PARTIAL;
-		return c->tc_stage ? RT_TC_STAGE : RT_PASS;
+		return RT_PASS;
 	}
 	if (icmp_error_v6(ip6h, p->data_end)) {
 		*why = FP_PASS_ICMP_ERROR;

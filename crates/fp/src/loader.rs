@@ -135,8 +135,8 @@ impl BridgeMaps {
 /// A loaded (verified) program, not yet attached anywhere.
 pub struct Program {
     fd: OwnedFd,
-    /// A router at XDP: its fp_tc twin from the same object (every map shared), to attach at
-    /// TC ingress behind it as the TC stage, which routes the frames whose L4 checksum a
+    /// A program at XDP: its fp_tc twin from the same object (every map shared), to attach
+    /// at TC ingress behind it as the TC stage, which forwards the frames whose L4 checksum a
     /// local sender left partial (an XDP redirect would deliver them corrupt).
     tc_stage: Option<OwnedFd>,
     pub maps: Maps,
@@ -185,9 +185,9 @@ impl Program {
                 .reuse_fd(b.fdb.as_fd())
                 .map_err(bpf("reuse br_fdb"))?;
         }
-        // Only the programs for this port's hooks are verified and loaded: a router at XDP
-        // brings its TC stage.
-        let tc_stage = !features.tc && !features.bridge;
+        // Only the programs for this port's hooks are verified and loaded: XDP brings its TC
+        // stage.
+        let tc_stage = !features.tc;
         open.progs.fp_xdp.set_autoload(!features.tc);
         open.progs.fp_tc.set_autoload(features.tc || tc_stage);
         let ro = &mut open.maps.rodata_data;
@@ -335,7 +335,7 @@ impl Program {
         }
     }
 
-    /// Whether the XDP router marks partial-checksum frames for its TC stage: on only while
+    /// Whether the XDP program marks partial-checksum frames for its TC stage: on only while
     /// the stage is attached, so that without it they go to the kernel counted as
     /// `pass_csum_partial`.
     pub fn set_tc_stage(&self, on: bool) -> Result<()> {
@@ -346,7 +346,7 @@ impl Program {
         })
     }
 
-    /// This program's TC stage (a router at XDP), if it has one.
+    /// This program's TC stage (a program at XDP), if it has one.
     pub fn tc_stage_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.tc_stage.as_ref().map(|fd| fd.as_fd())
     }
@@ -445,9 +445,9 @@ pub struct Attachment {
     link: OwnedFd,
     pub ifindex: u32,
     pub hook: Hook,
-    /// The TC stage's tcx link, behind a router at XDP.
+    /// The TC stage's tcx link, behind a program at XDP.
     tc_stage: Option<OwnedFd>,
-    /// Why a router at XDP has no TC stage (the tcx attach failed): its partial-checksum
+    /// Why a program at XDP has no TC stage (the tcx attach failed): its partial-checksum
     /// frames then go to the kernel.
     pub tc_stage_error: Option<String>,
 }

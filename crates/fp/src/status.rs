@@ -229,10 +229,10 @@ fn port_statuses(dp: &Dataplane) -> Vec<PortStatus> {
     ports
 }
 
-/// What becomes of a router at XDP's partial-checksum frames: its TC stage, or the kernel.
+/// What becomes of the partial-checksum frames of a port at XDP: its TC stage, or the kernel.
 fn tc_stage_note(att: &crate::loader::Attachment) -> Option<String> {
     if att.has_tc_stage() {
-        Some("partial checksums (a local sender's offload) routed at TC behind XDP".into())
+        Some("partial checksums (a local sender's offload) forwarded at TC behind XDP".into())
     } else {
         att.tc_stage_error
             .as_ref()

@@ -175,6 +175,11 @@ struct FastPath {
 
 impl FastPath {
     fn start(ns: &str) -> FastPath {
+        Self::start_with(ns, &[])
+    }
+
+    /// As `start`, with more `fp run` arguments.
+    fn start_with(ns: &str, args: &[&str]) -> FastPath {
         let status = std::env::temp_dir().join(format!("ws-plain-fp-{ns}.json"));
         let _ = std::fs::remove_file(&status);
         let child = Command::new("ip")
@@ -182,6 +187,7 @@ impl FastPath {
             .arg(env!("CARGO_BIN_EXE_wirespeed"))
             .args(["fp", "run", "--allow-host", "--status"])
             .arg(&status)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -609,9 +615,7 @@ fn a_line_with_gro_routes_partial_checksums_at_the_tc_stage_behind_xdp() {
     });
     for p in &st.ports {
         assert!(
-            p.notes
-                .iter()
-                .any(|n| n.contains("routed at TC behind XDP")),
+            p.notes.iter().any(|n| n.contains("at TC behind XDP")),
             "{}: no TC stage: {:?}",
             p.name,
             p.notes
@@ -816,10 +820,17 @@ fn the_hook_follows_a_peers_gro_and_loses_no_more_than_linux() {
     );
 }
 
-#[test]
-fn a_bridge_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_without() {
+/// The plain bridge's traffic (TCP, pings, UDP) with and without the fast path: it must
+/// deliver as Linux alone does and fast-path most of it. `xdp`: GRO on at the outer peers and
+/// `--bridge-hook xdp`, so the ports run at XDP, where the senders' partial checksums go to the
+/// TC stage.
+fn bridge_delivers_as_linux(xdp: bool) {
     let ns = plain_bridge();
     let (a, d, b) = (ns.name(0), ns.name(1), ns.name(2));
+    if xdp {
+        exec(a, "ethtool", &["-K", "v0", "gro", "on"]);
+        exec(b, "ethtool", &["-K", "v1", "gro", "on"]);
+    }
     let traffic = || {
         let ((_, sent), (got, digest)) = tcp_transfer(a, b, "198.18.2.2:5001", TCP_BYTES);
         (
@@ -831,10 +842,25 @@ fn a_bridge_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_with
     };
     let linux = traffic();
     assert_eq!(linux, (20, 2000, TCP_BYTES, true), "Linux alone");
-    let fp = FastPath::start(d);
-    fp.wait_for("both bridge ports attached", |s| {
+    let fp = if xdp {
+        FastPath::start_with(d, &["--bridge-hook", "xdp"])
+    } else {
+        FastPath::start(d)
+    };
+    let st = fp.wait_for("both bridge ports attached", |s| {
         s.ports.len() == 2 && s.ports.iter().all(|p| p.modules == ["bridge"])
     });
+    if xdp {
+        for p in &st.ports {
+            assert!(
+                p.hook.starts_with("xdp") && p.notes.iter().any(|n| n.contains("behind XDP")),
+                "{}: {} {:?}",
+                p.name,
+                p.hook,
+                p.notes
+            );
+        }
+    }
     let with_fp = traffic();
     let st = fp.fresh_status();
     assert_eq!(
@@ -844,5 +870,20 @@ fn a_bridge_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_with
     let (fast, passed) = totals(&st);
     println!("fast-pathed {fast}, passed {passed}: {:?}", st.ports);
     assert!(fast > passed, "{fast} fast-pathed, {passed} passed");
+    assert_eq!(
+        reason_total(&st, "pass_csum_partial"),
+        0,
+        "partial checksums went to the kernel"
+    );
     fp.stop();
+}
+
+#[test]
+fn a_bridge_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_without() {
+    bridge_delivers_as_linux(false);
+}
+
+#[test]
+fn a_bridge_forced_to_xdp_forwards_partial_checksums_at_the_tc_stage() {
+    bridge_delivers_as_linux(true);
 }
