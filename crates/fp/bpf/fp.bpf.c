@@ -186,7 +186,7 @@ static __always_inline int router_tc(struct __sk_buff *skb)
 	/* A tag the device took off is in the skb's metadata, not the data. */
 	if (skb->vlan_present) {
 		count(FP_PASS_VLAN);
-		return TC_ACT_OK;
+		return FP_TC_KERNEL;
 	}
 	if (skb->data_end - skb->data < want)
 		bpf_skb_pull_data(skb, want);
@@ -211,7 +211,7 @@ static __always_inline int router_tc(struct __sk_buff *skb)
 			in.mtu_len = gso_segment_len(skb, &p);
 		if (!in.mtu_len) {
 			count(FP_PASS_GSO);
-			return TC_ACT_OK;
+			return FP_TC_KERNEL;
 		}
 	}
 	v = route(&in, &p, &oif, &why);
@@ -219,7 +219,7 @@ static __always_inline int router_tc(struct __sk_buff *skb)
 	if (v == RT_DROP)
 		return TC_ACT_SHOT;
 	if (v != RT_REDIRECT)
-		return TC_ACT_OK;
+		return FP_TC_KERNEL;
 	/* What ip_forward() does to the skb besides the header: priority from the TOS, no
 	 * receive timestamp carried into the egress qdisc. */
 	if (p.proto == ETH_P_IP) {
@@ -244,12 +244,12 @@ int fp_tc(struct __sk_buff *skb)
 	/* The TC stage behind an XDP program takes only the frames that program marked; the rest
 	 * it passed are the kernel's, and were counted there. The mark is wiped: an skb may keep
 	 * its metadata through a redirect into the next namespace, whose own stage must not read
-	 * it as its router's. */
+	 * it as its own program's. */
 	if (cfg_tc_stage) {
 		__u32 *meta = (void *)(long)skb->data_meta;
 
 		if ((void *)(meta + 1) > (void *)(long)skb->data || *meta != FP_META_TC_STAGE)
-			return TC_ACT_OK;
+			return FP_TC_KERNEL;
 		*meta = 0;
 	}
 	if (!cfg_bridge)
@@ -258,5 +258,5 @@ int fp_tc(struct __sk_buff *skb)
 	count(why);
 	if (oif)
 		return bpf_redirect(oif, 0);
-	return TC_ACT_OK;
+	return FP_TC_KERNEL;
 }

@@ -24,8 +24,11 @@
 #define IPPROTO_UDPLITE 136
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1FFF
-#define TC_ACT_OK 0
 #define TC_ACT_SHOT 2
+/* What the TC programs return for a packet they leave to the kernel: tcx's TCX_NEXT (the
+ * same -1 as TC_ACT_UNSPEC), so that the programs and classifiers behind ours at TC ingress
+ * still see it, as they would without the fast path. TC_ACT_OK would end the chain there. */
+#define FP_TC_KERNEL (-1)
 
 /* Why a packet was fast-pathed, dropped or handed to the kernel. build.rs generates the Rust
  * side (Reason in src/counters.rs) from this list: one FP_ name per line, values implicit. */

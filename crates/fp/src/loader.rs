@@ -155,6 +155,9 @@ static ROUTE_GEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::n
 pub const XDP_DROP: u32 = 1;
 pub const XDP_PASS: u32 = 2;
 pub const XDP_REDIRECT: u32 = 4;
+/// What the TC programs return for a packet they leave to the kernel, as a test run reports
+/// it: tcx's TCX_NEXT (-1), so that the programs and classifiers behind them still run.
+pub const TC_KERNEL: u32 = u32::MAX;
 
 fn handle(map: &libbpf_rs::MapMut<'_>, name: &str) -> Result<MapHandle> {
     MapHandle::try_from(map).map_err(bpf(format!("dup map {name}")))
