@@ -418,3 +418,69 @@ fn vlan_filtering_by_test_run() {
     .join()
     .unwrap();
 }
+
+/// The bridge at TC, checked on the program itself: a frame larger than the egress MTU is the
+/// kernel's, but a GSO skb of the same size (a TSO sender's super-frame) is forwarded, as the
+/// kernel's bridge forwards any GSO skb (`is_skb_forwardable`).
+#[test]
+fn bridge_at_tc_forwards_gso_skbs_of_any_size_by_test_run() {
+    use wirespeed_fp::features::Features;
+    use wirespeed_fp::loader::{Program, TC_KERNEL, TC_REDIRECT};
+    use wirespeed_fp::model::{BrPortVal, FdbKey};
+
+    wirespeed_lab::require_root();
+    let ns =
+        wirespeed_lab::Netns::create(&format!("ws-bg{}", std::process::id() % 100000)).unwrap();
+    let _veth = wirespeed_lab::Veth::create(&ns, "x0", &ns, "x1", 1).unwrap();
+    let name = ns.name().to_string();
+    spawn_in_ns(&name, || {
+        let idx = |n: &str| wirespeed_sys::packet::if_index(n).unwrap();
+        let (inp, out) = (idx("x0"), idx("x1"));
+        let prog = Program::load(&Features {
+            bridge: true,
+            tc: true,
+            ..Features::default()
+        })
+        .unwrap();
+        let b = &prog.maps.bridge;
+        let port = BrPortVal {
+            bridge: 100,
+            mtu: 1500,
+            pvid: 0,
+            state: 3,
+            vlan_filtering: false,
+            ip_check: 0,
+        };
+        b.set_port(inp, &port).unwrap();
+        b.set_port(out, &port).unwrap();
+        for (mac, port) in [(SMAC, inp), (DMAC, out)] {
+            b.set_fdb(
+                &FdbKey {
+                    bridge: 100,
+                    vid: 0,
+                    mac,
+                },
+                port,
+            )
+            .unwrap();
+        }
+        prog.set_tx_ports(&[out]).unwrap();
+        let run = |payload: usize, gso: u32| prog.test_run_skb(&frame(None, payload), inp, gso);
+
+        assert_eq!(run(1500, 0).unwrap().0, TC_REDIRECT, "a frame that fits");
+        assert_eq!(run(1501, 0).unwrap().0, TC_KERNEL, "one byte over the MTU");
+        // (A test run's skb holds at most a page.)
+        assert_eq!(
+            run(3000, 0).unwrap().0,
+            TC_KERNEL,
+            "two segments' worth, not GSO"
+        );
+        let (v, o) = run(3000, 1448).unwrap();
+        assert_eq!(v, TC_REDIRECT, "a GSO skb over the MTU");
+        assert_eq!(o, frame(None, 3000), "the super-frame left as it came");
+        let c = prog.counters().unwrap();
+        assert_eq!(c.get(wirespeed_fp::counters::Reason::Bridged), 2);
+    })
+    .join()
+    .unwrap();
+}

@@ -77,6 +77,7 @@ struct br_frame {
 	__be16 proto;   /* EtherType of l3 */
 	__u32 l2_payload; /* bytes after the Ethernet header and any tag */
 	__u8 tagged;      /* an 802.1Q tag came with the frame */
+	__u8 gso;         /* a GSO skb (TC only): its size is no bar, as for the kernel's bridge */
 	__u16 vid;        /* its VID when tagged */
 };
 
@@ -156,7 +157,9 @@ static __always_inline __u32 bridge_decide(const struct br_frame *f, enum br_tag
 	out = bpf_map_lookup_elem(&br_ports, &oif);
 	if (!out || out->bridge != in->bridge || out->state != BR_STATE_FORWARDING)
 		return 0;
-	if (f->l2_payload > out->mtu)
+	/* The kernel's bridge forwards a GSO skb whatever its size or the egress MTU
+	 * (is_skb_forwardable): the egress device segments it, or takes it whole. */
+	if (f->l2_payload > out->mtu && !f->gso)
 		return 0;
 	if (in->ip_check && !f->tagged && !br_ip_clean(f, in->ip_check))
 		return 0;
@@ -297,6 +300,7 @@ static __always_inline __u32 bridge_tc(struct __sk_buff *skb, enum fp_reason *wh
 	f.smac = eth->h_source;
 	/* At TC ingress skb->len counts the Ethernet header but not an offloaded tag. */
 	f.l2_payload = skb->len - sizeof(*eth);
+	f.gso = skb->gso_size != 0;
 	oif = bridge_decide(&f, &tag, &vid);
 	if (!oif)
 		return 0;

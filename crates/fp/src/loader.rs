@@ -158,6 +158,8 @@ pub const XDP_REDIRECT: u32 = 4;
 /// What the TC programs return for a packet they leave to the kernel, as a test run reports
 /// it: tcx's TCX_NEXT (-1), so that the programs and classifiers behind them still run.
 pub const TC_KERNEL: u32 = u32::MAX;
+/// TC_ACT_REDIRECT: what a TC program's `bpf_redirect` returns.
+pub const TC_REDIRECT: u32 = 7;
 
 fn handle(map: &libbpf_rs::MapMut<'_>, name: &str) -> Result<MapHandle> {
     MapHandle::try_from(map).map_err(bpf(format!("dup map {name}")))
@@ -411,6 +413,28 @@ impl Program {
         let ctx: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
         let (verdict, len) = wirespeed_sys::bpf::test_run(self.fd.as_fd(), frame, &ctx, &mut out)
             .map_err(io("BPF_PROG_TEST_RUN"))?;
+        out.truncate(len);
+        Ok((verdict, out))
+    }
+
+    /// Runs a TC program (loaded with `Features::tc`) once on `frame` through
+    /// BPF_PROG_TEST_RUN, as an skb received on `ifindex` (0: none) in the calling thread's
+    /// network namespace, a GSO skb when `gso_size` is not 0. Returns the verdict and the
+    /// frame as the program left it.
+    pub fn test_run_skb(
+        &self,
+        frame: &[u8],
+        ifindex: u32,
+        gso_size: u32,
+    ) -> Result<(u32, Vec<u8>)> {
+        use crate::bpf::types::__sk_buff;
+        let mut ctx = vec![0u8; std::mem::size_of::<__sk_buff>()];
+        let mut put = |at: usize, v: u32| ctx[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        put(std::mem::offset_of!(__sk_buff, ifindex), ifindex);
+        put(std::mem::offset_of!(__sk_buff, gso_size), gso_size);
+        let mut out = vec![0u8; frame.len() + 256];
+        let (verdict, len) = wirespeed_sys::bpf::test_run(self.fd.as_fd(), frame, &ctx, &mut out)
+            .map_err(io("BPF_PROG_TEST_RUN (skb)"))?;
         out.truncate(len);
         Ok((verdict, out))
     }
