@@ -71,7 +71,8 @@ pub struct FdbEntry {
 /// Which hook bridge ports get.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum BridgeHook {
-    /// TC where a port of the bridge is a veth (its frames end in a container), else XDP.
+    /// TC where a port of the bridge is a veth (its frames end in a container) or a tap (a
+    /// VM's), else XDP.
     #[default]
     Auto,
     Xdp,
@@ -352,6 +353,15 @@ impl Model {
                     if p.kind == "veth" {
                         Some(format!(
                             "port {} is a veth (its frames end in a container)",
+                            p.name
+                        ))
+                    } else if p.kind == "tun" {
+                        // A guest's TSO super-frames reach a tap's XDP program as skbs
+                        // (generic XDP), copied whole into one buffer first and then left to
+                        // the kernel, too large to redirect; at TC they are forwarded as
+                        // they are.
+                        Some(format!(
+                            "port {} is a tap (its VM's TSO frames would take generic XDP)",
                             p.name
                         ))
                     } else {

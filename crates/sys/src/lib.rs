@@ -15,3 +15,4 @@ pub mod process;
 pub mod random;
 pub mod signal;
 pub mod socket;
+pub mod tap;

@@ -33,7 +33,8 @@ enum Cmd {
         allow_host: bool,
         /// Hook for bridge ports: `auto` puts a bridge's ports at TC ingress when one of
         /// them is a veth (its frames end in a container, where an XDP redirect would need a
-        /// program on the peer), else at XDP; `xdp` and `tc` force one.
+        /// program on the peer), a tap (a VM's TSO super-frames are forwarded whole only at
+        /// TC) or takes no XDP-redirected frames, else at XDP; `xdp` and `tc` force one.
         #[arg(long, value_enum, default_value_t = BridgeHookArg::Auto)]
         bridge_hook: BridgeHookArg,
         /// Ask the kernel's FIB for every IPv4 packet instead of answering repeat
