@@ -283,29 +283,42 @@ fn frame(tag: Option<(u16, u16)>, payload: usize) -> Vec<u8> {
     f
 }
 
+/// Loads a program with `features` in a fresh namespace holding a veth pair x0-x1 and runs
+/// `f` there with it and the two ends' ifindexes.
+fn on_two_ports(
+    tag: &str,
+    features: wirespeed_fp::features::Features,
+    f: impl FnOnce(&wirespeed_fp::loader::Program, u32, u32) + Send + 'static,
+) {
+    wirespeed_lab::require_root();
+    let ns =
+        wirespeed_lab::Netns::create(&format!("ws-{tag}{}", std::process::id() % 100000)).unwrap();
+    let _veth = wirespeed_lab::Veth::create(&ns, "x0", &ns, "x1", 1).unwrap();
+    let name = ns.name().to_string();
+    spawn_in_ns(&name, move || {
+        // sysfs shows the mount namespace's devices; the thread's netns is what counts.
+        let idx = |n: &str| wirespeed_sys::packet::if_index(n).unwrap();
+        let prog = wirespeed_fp::loader::Program::load(&features).unwrap();
+        f(&prog, idx("x0"), idx("x1"));
+    })
+    .join()
+    .unwrap();
+}
+
 /// VLAN filtering, checked on the XDP program itself: this lab's kernel cannot build a
 /// VLAN-filtering bridge (no CONFIG_BRIDGE_VLAN_FILTERING), so the tables are filled by hand
 /// as the daemon would fill them for one, and each frame is run with BPF_PROG_TEST_RUN.
 #[test]
 fn vlan_filtering_by_test_run() {
     use wirespeed_fp::features::Features;
-    use wirespeed_fp::loader::{Program, XDP_PASS, XDP_REDIRECT};
+    use wirespeed_fp::loader::{XDP_PASS, XDP_REDIRECT};
     use wirespeed_fp::model::{BrPortVal, FdbKey};
 
-    wirespeed_lab::require_root();
-    let ns =
-        wirespeed_lab::Netns::create(&format!("ws-bt{}", std::process::id() % 100000)).unwrap();
-    let _veth = wirespeed_lab::Veth::create(&ns, "x0", &ns, "x1", 1).unwrap();
-    let name = ns.name().to_string();
-    spawn_in_ns(&name, || {
-        // sysfs shows the mount namespace's devices; the thread's netns is what counts.
-        let idx = |n: &str| wirespeed_sys::packet::if_index(n).unwrap();
-        let (inp, out) = (idx("x0"), idx("x1"));
-        let prog = Program::load(&Features {
-            bridge: true,
-            ..Features::default()
-        })
-        .unwrap();
+    let features = Features {
+        bridge: true,
+        ..Features::default()
+    };
+    on_two_ports("bt", features, |prog, inp, out| {
         let b = &prog.maps.bridge;
         let port = |pvid, state, mtu| BrPortVal {
             bridge: 100,
@@ -414,9 +427,7 @@ fn vlan_filtering_by_test_run() {
         assert_eq!(run(&bcast).0, XDP_PASS);
         let c = prog.counters().unwrap();
         assert_eq!(c.get(wirespeed_fp::counters::Reason::Bridged), 5);
-    })
-    .join()
-    .unwrap();
+    });
 }
 
 /// The bridge at TC, checked on the program itself: a frame larger than the egress MTU is the
@@ -425,23 +436,15 @@ fn vlan_filtering_by_test_run() {
 #[test]
 fn bridge_at_tc_forwards_gso_skbs_of_any_size_by_test_run() {
     use wirespeed_fp::features::Features;
-    use wirespeed_fp::loader::{Program, TC_KERNEL, TC_REDIRECT};
+    use wirespeed_fp::loader::{TC_KERNEL, TC_REDIRECT};
     use wirespeed_fp::model::{BrPortVal, FdbKey};
 
-    wirespeed_lab::require_root();
-    let ns =
-        wirespeed_lab::Netns::create(&format!("ws-bg{}", std::process::id() % 100000)).unwrap();
-    let _veth = wirespeed_lab::Veth::create(&ns, "x0", &ns, "x1", 1).unwrap();
-    let name = ns.name().to_string();
-    spawn_in_ns(&name, || {
-        let idx = |n: &str| wirespeed_sys::packet::if_index(n).unwrap();
-        let (inp, out) = (idx("x0"), idx("x1"));
-        let prog = Program::load(&Features {
-            bridge: true,
-            tc: true,
-            ..Features::default()
-        })
-        .unwrap();
+    let features = Features {
+        bridge: true,
+        tc: true,
+        ..Features::default()
+    };
+    on_two_ports("bg", features, |prog, inp, out| {
         let b = &prog.maps.bridge;
         let port = BrPortVal {
             bridge: 100,
@@ -480,7 +483,5 @@ fn bridge_at_tc_forwards_gso_skbs_of_any_size_by_test_run() {
         assert_eq!(o, frame(None, 3000), "the super-frame left as it came");
         let c = prog.counters().unwrap();
         assert_eq!(c.get(wirespeed_fp::counters::Reason::Bridged), 2);
-    })
-    .join()
-    .unwrap();
+    });
 }
