@@ -890,6 +890,50 @@ fn udp(t: &Topo, src: &Netns, sink: &Netns, dst: &str) -> String {
     format!("intact/corrupt by size {got:?}")
 }
 
+/// UDP super-datagrams as a QUIC stack sends them (UDP_SEGMENT: one send, cut into segments
+/// of one size by GSO, on the way or at the egress): 6 segments of 1,000 bytes, 4 of 1,200
+/// (both fit the smallest MTU drawn), then 3 of 1,400, which do not fit the smaller ones: the
+/// sender refuses them, or a router answers "fragmentation needed" / "packet too big". Per
+/// size, how many segments arrived intact and how many did not, and the sender's errors.
+fn udp_gso(src: &Netns, sink: &Netns, dst: &str) -> String {
+    let ip: IpAddr = dst.parse().unwrap();
+    let to = SocketAddr::new(ip, 7004);
+    let rx = in_ns(sink, move || UdpSocket::bind(to)).unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let any: SocketAddr = if ip.is_ipv6() {
+        "[::]:0".parse().unwrap()
+    } else {
+        "0.0.0.0:0".parse().unwrap()
+    };
+    let tx = in_ns(src, move || UdpSocket::bind(any)).unwrap();
+    let mut sent = Vec::new();
+    let mut errors = Vec::new();
+    for (segment, count) in [(1000usize, 6usize), (1200, 4), (1400, 3)] {
+        // linux/udp.h: UDP_SEGMENT at SOL_UDP.
+        wirespeed_sys::socket::set_int_option(&tx, libc::SOL_UDP, 103, segment as i32).unwrap();
+        let data = pattern(segment * count, segment as u64);
+        match tx.send_to(&data, to) {
+            Ok(_) => sent.extend(data.chunks(segment).map(<[u8]>::to_vec)),
+            Err(e) => errors.push(format!("{segment} x {count}: {e}")),
+        }
+    }
+    let mut got: BTreeMap<usize, (u32, u32)> = BTreeMap::new();
+    let mut buf = vec![0u8; 65536];
+    let mut received = 0;
+    while received < sent.len() {
+        let Ok(n) = rx.recv(&mut buf) else { break };
+        received += 1;
+        let e = got.entry(n).or_default();
+        if sent.iter().any(|s| s[..] == buf[..n]) {
+            e.0 += 1;
+        } else {
+            e.1 += 1;
+        }
+    }
+    format!("intact/corrupt by size {got:?}, send errors {errors:?}")
+}
+
 /// A bulk TCP transfer: bytes received and whether they are the bytes sent.
 fn tcp(t: &Topo, src: &Netns, sink: &Netns, dst: &str) -> String {
     let ip: IpAddr = dst.parse().unwrap();
@@ -1148,6 +1192,10 @@ fn traffic(t: &Topo, lab: &Lab, run: usize) -> Observed {
             let dst = target(t, i, run, v6, false);
             let key = |what: &str| format!("sink{i} {fam} {what}");
             o.insert(key("udp"), step("udp", || udp(t, &lab.src, sink, &dst)));
+            o.insert(
+                key("udp gso"),
+                step("udp gso", || udp_gso(&lab.src, sink, &dst)),
+            );
             o.insert(key("tcp"), step("tcp", || tcp(t, &lab.src, sink, &dst)));
         }
     }

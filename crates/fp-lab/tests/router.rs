@@ -3,7 +3,7 @@
 
 use wirespeed_fp::counters::Reason;
 use wirespeed_fp::features::{Features, PolicyRules, RouteCache, Switches};
-use wirespeed_fp::loader::{Program, TC_KERNEL, XDP_PASS, XDP_REDIRECT};
+use wirespeed_fp::loader::{Program, TC_KERNEL, TC_REDIRECT, XDP_PASS, XDP_REDIRECT};
 use wirespeed_fp_lab::pkt::{self, L4};
 use wirespeed_lab::Netns;
 
@@ -1097,6 +1097,60 @@ fn policy_rules_pick_the_next_hop_by_ports_source_and_ingress() {
                 (XDP_REDIRECT, output(NEXT_HOP_MAC)),
                 "a source routed back out in0 still passes"
             );
+        })
+        .unwrap();
+}
+
+/// At TC a GSO skb is measured by its segments, as `ip_forward` measures it
+/// (skb_gso_validate_network_len): a TCP or UDP super-frame whose segments fit the egress MTU
+/// is routed whatever its total length, one whose segments do not is the kernel's, and so is
+/// the same frame as one packet (over the MTU, DF set).
+#[test]
+fn gso_skbs_at_tc_are_sized_by_their_segments() {
+    let lab = lab("g");
+    let (in_idx, out_idx, in_mac, out_mac) = (lab.in_idx, lab.out_idx, lab.in_mac, lab.out_mac);
+    lab.ns
+        .run(move || {
+            let prog = Program::load(&Features {
+                tc: true,
+                ..router_features(in_mac)
+            })
+            .unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let payload = vec![0xab; 2800];
+            let (sport, dport) = (1000, 2000);
+            let tcp = L4::Tcp {
+                sport,
+                dport,
+                payload: payload.clone(),
+            };
+            let udp = L4::Udp {
+                sport,
+                dport,
+                payload,
+            };
+            // The egress MTU is 1500: IPv4 20 bytes, then the L4 header.
+            for (name, l4, l4_header) in [("TCP", tcp, 20u32), ("UDP", udp, 8)] {
+                let frame = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &l4);
+                let routed = pkt::ipv4(NEXT_HOP_MAC, out_mac, SRC4, DST4, 63, &[], &l4);
+                let largest = 1500 - 20 - l4_header;
+                assert_eq!(
+                    prog.test_run_skb(&frame, in_idx, largest).unwrap(),
+                    (TC_REDIRECT, routed),
+                    "{name}: segments of exactly the MTU"
+                );
+                assert_eq!(
+                    prog.test_run_skb(&frame, in_idx, largest + 1).unwrap().0,
+                    TC_KERNEL,
+                    "{name}: segments one byte over"
+                );
+                assert_eq!(
+                    prog.test_run_skb(&frame, in_idx, 0).unwrap().0,
+                    TC_KERNEL,
+                    "{name}: not GSO"
+                );
+            }
+            assert_eq!(prog.counters().unwrap().get(Reason::PassGso), 0);
         })
         .unwrap();
 }

@@ -141,8 +141,12 @@ static __always_inline __u32 tos_priority(__u8 tos)
 }
 
 /* The network-layer length of each segment of a GSO skb, which is what the kernel checks
- * against the egress MTU when it forwards one: L3 and TCP headers plus gso_size. 0 for
- * anything but plain TCP over IPv4 or IPv6 (no options or extension headers): the kernel's. */
+ * against the egress MTU when it forwards one (skb_gso_validate_network_len): the L3 and L4
+ * headers plus gso_size. UDP counts its 8-byte header, as for a UDP_SEGMENT sender's skb
+ * (QUIC stacks send so); a guest's UFO skb, the other UDP kind, counts gso_size from the UDP
+ * header on, so this is the larger of the two lengths: what it lets through fits either way,
+ * and what it finds too long goes to the kernel, which decides. 0 for anything but plain TCP
+ * or UDP over IPv4 or IPv6 (no options or extension headers): the kernel's. */
 static __always_inline __u32 gso_segment_len(struct __sk_buff *skb, const struct fp_pkt *p)
 {
 	__u32 l3 = 0;
@@ -163,6 +167,8 @@ static __always_inline __u32 gso_segment_len(struct __sk_buff *skb, const struct
 		l3 = sizeof(*ip6h);
 		proto = ip6h->nexthdr;
 	}
+	if (proto == IPPROTO_UDP)
+		return l3 + sizeof(struct udphdr) + skb->gso_size;
 	if (proto != IPPROTO_TCP)
 		return 0;
 

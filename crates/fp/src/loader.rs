@@ -431,6 +431,7 @@ impl Program {
         let mut ctx = vec![0u8; std::mem::size_of::<__sk_buff>()];
         let mut put = |at: usize, v: u32| ctx[at..at + 4].copy_from_slice(&v.to_ne_bytes());
         put(std::mem::offset_of!(__sk_buff, ifindex), ifindex);
+        put(std::mem::offset_of!(__sk_buff, ingress_ifindex), ifindex);
         put(std::mem::offset_of!(__sk_buff, gso_size), gso_size);
         let mut out = vec![0u8; frame.len() + 256];
         let (verdict, len) = wirespeed_sys::bpf::test_run(self.fd.as_fd(), frame, &ctx, &mut out)
