@@ -132,6 +132,72 @@ fn plain_line() -> Namespaces {
     ns
 }
 
+/// `plain_line` with the DUT's far side an overlay, as Flannel or a Docker overlay network
+/// builds one: d1 is a VXLAN device (VNI 42, MTU 1450 as the kernel sets it) over an
+/// underlay veth u0 -- u1 into the sink, whose end of the tunnel holds the sink's addresses.
+fn plain_line_over_vxlan() -> Namespaces {
+    require_root();
+    let ns = Namespaces::new("x", &["s", "d", "k"]);
+    let (s, d, k) = (ns.name(0), ns.name(1), ns.name(2));
+    ip(&[
+        "link", "add", "v0", "netns", s, "type", "veth", "peer", "d0", "netns", d,
+    ]);
+    ip(&[
+        "link", "add", "u0", "netns", d, "type", "veth", "peer", "u1", "netns", k,
+    ]);
+    for (n, dev, addr) in [(d, "u0", "198.18.9.1/24"), (k, "u1", "198.18.9.2/24")] {
+        exec(n, "ip", &["addr", "add", addr, "dev", dev]);
+        exec(n, "ip", &["link", "set", dev, "up"]);
+    }
+    for (n, dev, local, remote, under) in [
+        (d, "d1", "198.18.9.1", "198.18.9.2", "u0"),
+        (k, "s0", "198.18.9.2", "198.18.9.1", "u1"),
+    ] {
+        exec(
+            n,
+            "ip",
+            &[
+                "link", "add", dev, "type", "vxlan", "id", "42", "local", local, "remote", remote,
+                "dstport", "4789", "dev", under,
+            ],
+        );
+    }
+    for (n, dev, addrs) in [
+        (s, "v0", ["198.18.0.1/24", "fd00:a::1/64"]),
+        (d, "d0", ["198.18.0.2/24", "fd00:a::2/64"]),
+        (d, "d1", ["198.18.1.1/24", "fd00:b::1/64"]),
+        (k, "s0", ["198.18.1.2/24", "fd00:b::2/64"]),
+    ] {
+        for a in addrs {
+            exec(n, "ip", &["addr", "add", a, "dev", dev]);
+        }
+        exec(n, "ip", &["link", "set", dev, "up"]);
+        exec(n, "ip", &["link", "set", "lo", "up"]);
+    }
+    exec(s, "ip", &["route", "add", "default", "via", "198.18.0.2"]);
+    exec(
+        s,
+        "ip",
+        &["-6", "route", "add", "default", "via", "fd00:a::2"],
+    );
+    exec(
+        k,
+        "ip",
+        &["route", "add", "198.18.0.0/24", "via", "198.18.1.1"],
+    );
+    exec(
+        k,
+        "ip",
+        &["-6", "route", "add", "fd00:a::/64", "via", "fd00:b::1"],
+    );
+    exec(d, "sysctl", &["-qw", "net.ipv4.ip_forward=1"]);
+    exec(d, "sysctl", &["-qw", "net.ipv6.conf.all.forwarding=1"]);
+    for n in [s, d, k] {
+        wait_for_dad(n);
+    }
+    ns
+}
+
 /// Two hosts on one bridge in the DUT: a (v0) -- (p0) br0 (p1) -- (v1) b.
 fn plain_bridge() -> Namespaces {
     require_root();
@@ -589,6 +655,31 @@ fn a_line_at_kernel_defaults_delivers_with_the_fast_path_what_it_delivers_withou
         );
     }
     line_traffic_fast(&ns, &fp, &linux);
+    fp.stop();
+}
+
+/// The far side an overlay (VXLAN, which takes no XDP-redirected frames): the router runs at
+/// TC, forwards into the tunnel, and delivers as Linux alone does, with the path MTU the
+/// tunnel lowers (1450) found as Linux finds it.
+#[test]
+fn a_line_into_a_vxlan_overlay_delivers_with_the_fast_path_what_it_delivers_without() {
+    let ns = plain_line_over_vxlan();
+    let linux = line_traffic(&ns);
+    assert_everything_delivered(&linux);
+    let fp = FastPath::start(ns.name(1));
+    let st = fp.wait_for("the three ports attached", |s| {
+        s.ports.len() == 3 && s.ports.iter().all(|p| !p.modules.is_empty())
+    });
+    for p in &st.ports {
+        assert_eq!(p.hook, "tc (ingress)", "{}: {:?}", p.name, p.notes);
+    }
+    let st = line_traffic_fast(&ns, &fp, &linux);
+    let into_tunnel = st
+        .ports
+        .iter()
+        .find(|p| p.name == "d0")
+        .map_or(0, |p| p.fast_pathed);
+    assert!(into_tunnel > 0, "nothing was routed into the tunnel");
     fp.stop();
 }
 
