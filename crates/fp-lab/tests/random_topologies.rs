@@ -848,11 +848,11 @@ fn in_ns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) 
     spawn_in_ns(ns.name(), f).join().unwrap()
 }
 
-/// Datagrams of each drawn size, 5 of each: per size, how many arrived intact and how many
-/// did not.
-fn udp(t: &Topo, src: &Netns, sink: &Netns, dst: &str) -> String {
+/// A receiving socket on `dst`:`port` in `sink` (reads time out after 300 ms of silence) and
+/// a sending socket of the same family in `src`.
+fn udp_pair(src: &Netns, sink: &Netns, dst: &str, port: u16) -> (UdpSocket, UdpSocket, SocketAddr) {
     let ip: IpAddr = dst.parse().unwrap();
-    let to = SocketAddr::new(ip, 7001);
+    let to = SocketAddr::new(ip, port);
     let rx = in_ns(sink, move || UdpSocket::bind(to)).unwrap();
     rx.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
@@ -862,6 +862,13 @@ fn udp(t: &Topo, src: &Netns, sink: &Netns, dst: &str) -> String {
         "0.0.0.0:0".parse().unwrap()
     };
     let tx = in_ns(src, move || UdpSocket::bind(any)).unwrap();
+    (tx, rx, to)
+}
+
+/// Datagrams of each drawn size, 5 of each: per size, how many arrived intact and how many
+/// did not.
+fn udp(t: &Topo, src: &Netns, sink: &Netns, dst: &str) -> String {
+    let (tx, rx, to) = udp_pair(src, sink, dst, 7001);
     for &size in &t.udp_sizes {
         for n in 0..5u64 {
             let mut d = pattern(size, n + size as u64);
@@ -896,17 +903,7 @@ fn udp(t: &Topo, src: &Netns, sink: &Netns, dst: &str) -> String {
 /// sender refuses them, or a router answers "fragmentation needed" / "packet too big". Per
 /// size, how many segments arrived intact and how many did not, and the sender's errors.
 fn udp_gso(src: &Netns, sink: &Netns, dst: &str) -> String {
-    let ip: IpAddr = dst.parse().unwrap();
-    let to = SocketAddr::new(ip, 7004);
-    let rx = in_ns(sink, move || UdpSocket::bind(to)).unwrap();
-    rx.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    let any: SocketAddr = if ip.is_ipv6() {
-        "[::]:0".parse().unwrap()
-    } else {
-        "0.0.0.0:0".parse().unwrap()
-    };
-    let tx = in_ns(src, move || UdpSocket::bind(any)).unwrap();
+    let (tx, rx, to) = udp_pair(src, sink, dst, 7004);
     let mut sent = Vec::new();
     let mut errors = Vec::new();
     for (segment, count) in [(1000usize, 6usize), (1200, 4), (1400, 3)] {

@@ -100,6 +100,15 @@ fn plain_line() -> Namespaces {
     ip(&[
         "link", "add", "d1", "netns", d, "type", "veth", "peer", "s0", "netns", k,
     ]);
+    address_line(&ns);
+    ns
+}
+
+/// The line's addresses and routes on devices v0 (source), d0 and d1 (DUT) and s0 (sink)
+/// that exist already: 198.18.0.0/24 and fd00:a::/64 on the source's side, 198.18.1.0/24
+/// and fd00:b::/64 on the sink's, the DUT forwarding.
+fn address_line(ns: &Namespaces) {
+    let (s, d, k) = (ns.name(0), ns.name(1), ns.name(2));
     for (n, dev, addrs) in [
         (s, "v0", ["198.18.0.1/24", "fd00:a::1/64"]),
         (d, "d0", ["198.18.0.2/24", "fd00:a::2/64"]),
@@ -129,7 +138,6 @@ fn plain_line() -> Namespaces {
     for n in [s, d, k] {
         wait_for_dad(n);
     }
-    ns
 }
 
 /// `plain_line` with the DUT's far side an overlay, as Flannel or a Docker overlay network
@@ -162,39 +170,7 @@ fn plain_line_over_vxlan() -> Namespaces {
             ],
         );
     }
-    for (n, dev, addrs) in [
-        (s, "v0", ["198.18.0.1/24", "fd00:a::1/64"]),
-        (d, "d0", ["198.18.0.2/24", "fd00:a::2/64"]),
-        (d, "d1", ["198.18.1.1/24", "fd00:b::1/64"]),
-        (k, "s0", ["198.18.1.2/24", "fd00:b::2/64"]),
-    ] {
-        for a in addrs {
-            exec(n, "ip", &["addr", "add", a, "dev", dev]);
-        }
-        exec(n, "ip", &["link", "set", dev, "up"]);
-        exec(n, "ip", &["link", "set", "lo", "up"]);
-    }
-    exec(s, "ip", &["route", "add", "default", "via", "198.18.0.2"]);
-    exec(
-        s,
-        "ip",
-        &["-6", "route", "add", "default", "via", "fd00:a::2"],
-    );
-    exec(
-        k,
-        "ip",
-        &["route", "add", "198.18.0.0/24", "via", "198.18.1.1"],
-    );
-    exec(
-        k,
-        "ip",
-        &["-6", "route", "add", "fd00:a::/64", "via", "fd00:b::1"],
-    );
-    exec(d, "sysctl", &["-qw", "net.ipv4.ip_forward=1"]);
-    exec(d, "sysctl", &["-qw", "net.ipv6.conf.all.forwarding=1"]);
-    for n in [s, d, k] {
-        wait_for_dad(n);
-    }
+    address_line(&ns);
     ns
 }
 
