@@ -10,13 +10,15 @@
 //! only the pod-to-pod part; `scrape`: only the router row with and without a Prometheus-like
 //! scrape of `--metrics` every second, side by side (scrape/mod.rs); `routes`: only the
 //! response to a route change beside a full table of routes through nexthop objects
-//! (fulltable/mod.rs).
+//! (fulltable/mod.rs); `vm`: only a bridge of two VM taps, Linux against the bridge module
+//! at XDP and at TC (vm/mod.rs).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 mod fulltable;
 mod pod;
 mod scrape;
+mod vm;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -192,6 +194,10 @@ fn main() {
     let warm = Duration::from_secs(1);
     if only.as_deref() == Some("pod") {
         pod::pod_to_pod(secs, rounds);
+        return;
+    }
+    if only.as_deref() == Some("vm") {
+        vm::vm_bridge(secs, rounds);
         return;
     }
 

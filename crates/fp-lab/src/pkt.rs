@@ -144,6 +144,20 @@ pub fn ipv4(
     f
 }
 
+/// Turns an `ipv4` frame's TCP or UDP checksum (no IP options) into what a sender with
+/// checksum offload hands over: the pseudo-header sum alone, for the device to finish.
+/// Returns where the checksum's coverage starts and where the field is from there, as a
+/// virtio-net header says them (csum_start, csum_offset).
+pub fn make_l4_checksum_partial_v4(frame: &mut [u8]) -> (u16, u16) {
+    let l4 = 14 + 20;
+    let proto = frame[14 + 9];
+    let at = if proto == 17 { 6 } else { 16 };
+    let len = (frame.len() - l4) as u64;
+    let pseudo = accumulate(accumulate(0, &frame[26..30]), &frame[30..34]) + proto as u64 + len;
+    frame[l4 + at..l4 + at + 2].copy_from_slice(&fold(pseudo).to_be_bytes());
+    (l4 as u16, at as u16)
+}
+
 /// Ethernet + IPv6 (+ a hop-by-hop header when `hbh`) + L4.
 pub fn ipv6(
     dst_mac: [u8; 6],
