@@ -6,7 +6,7 @@
 //! bridge (partial checksums, 64 KiB TCP segments) reaches the bridge as it would from a VM.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Duration;
 
@@ -158,30 +158,36 @@ impl Tap {
         &self.name
     }
 
-    /// Hands one frame to the kernel as the guest's transmission.
+    /// Hands one frame to the kernel as the guest's transmission (one `writev`: the header,
+    /// then the frame).
     pub fn send(&self, header: VnetHeader, frame: &[u8]) -> io::Result<()> {
-        let mut buf = Vec::with_capacity(VnetHeader::LEN + frame.len());
-        buf.extend_from_slice(&header.to_bytes());
-        buf.extend_from_slice(frame);
-        let n = (&self.file).write(&buf)?;
-        if n != buf.len() {
+        let head = header.to_bytes();
+        let n = (&self.file).write_vectored(&[IoSlice::new(&head), IoSlice::new(frame)])?;
+        if n != head.len() + frame.len() {
             return Err(io::Error::other(format!(
                 "{}: wrote {n} of {} bytes",
                 self.name,
-                buf.len()
+                head.len() + frame.len()
             )));
         }
         Ok(())
     }
 
-    /// The next frame the kernel sent to the guest, waiting at most `timeout`; `None` when
-    /// nothing came in time.
-    pub fn recv(&self, timeout: Duration) -> io::Result<Option<(VnetHeader, Vec<u8>)>> {
+    /// The next frame the kernel sent to the guest, into `buf` (one `readv`: the header, then
+    /// the frame), waiting at most `timeout`: its header and length, or `None` when nothing
+    /// came in time. A frame longer than `buf` is cut short.
+    pub fn recv_into(
+        &self,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> io::Result<Option<(VnetHeader, usize)>> {
         if !crate::bpf::poll_readable(&[Some(self.file.as_fd())], timeout)[0] {
             return Ok(None);
         }
-        let mut buf = vec![0u8; VnetHeader::LEN + 65_536];
-        let n = match (&self.file).read(&mut buf) {
+        let mut head = [0u8; VnetHeader::LEN];
+        let n = match (&self.file)
+            .read_vectored(&mut [IoSliceMut::new(&mut head), IoSliceMut::new(buf)])
+        {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
             Err(e) => return Err(e),
@@ -189,11 +195,16 @@ impl Tap {
         if n < VnetHeader::LEN {
             return Err(io::Error::other(format!("{}: a {n}-byte read", self.name)));
         }
-        let mut head = [0u8; VnetHeader::LEN];
-        head.copy_from_slice(&buf[..VnetHeader::LEN]);
-        buf.truncate(n);
-        buf.drain(..VnetHeader::LEN);
-        Ok(Some((VnetHeader::from_bytes(&head), buf)))
+        Ok(Some((VnetHeader::from_bytes(&head), n - VnetHeader::LEN)))
+    }
+
+    /// As [`Tap::recv_into`], into a new buffer as long as the frame.
+    pub fn recv(&self, timeout: Duration) -> io::Result<Option<(VnetHeader, Vec<u8>)>> {
+        let mut buf = vec![0u8; 65_536];
+        Ok(self.recv_into(&mut buf, timeout)?.map(|(h, n)| {
+            buf.truncate(n);
+            (h, buf)
+        }))
     }
 }
 
