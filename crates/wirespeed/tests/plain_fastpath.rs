@@ -968,24 +968,10 @@ fn a_bridge_forced_to_xdp_forwards_partial_checksums_at_the_tc_stage() {
 // --- a bridge of VM taps -----------------------------------------------------------------------
 
 use wirespeed_sys::tap::{GuestOffloads, Tap, VnetHeader};
+use wirespeed_wire::checksum::{accumulate, fold};
 
 const VM_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
 const VM_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
-
-/// The one's-complement sum of `b` added to `sum` (unfolded).
-fn ones_sum(mut sum: u32, b: &[u8]) -> u32 {
-    for c in b.chunks(2) {
-        sum += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
-    }
-    sum
-}
-
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
 
 /// An IPv4 frame from VM A to VM B (198.18.2.1 -> 198.18.2.2) carrying `l4` (UDP or TCP,
 /// checksum field zero). `partial`: the checksum field gets the pseudo-header sum and the
@@ -1006,13 +992,11 @@ fn vm_frame(proto: u8, mut l4: Vec<u8>, partial: bool, gso_size: u16) -> (VnetHe
     ip[9] = proto;
     ip[12..16].copy_from_slice(&src);
     ip[16..20].copy_from_slice(&dst);
-    let c = !fold(ones_sum(0, &ip));
+    let c = !fold(accumulate(0, &ip));
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     f.extend_from_slice(&ip);
     let check_at = if proto == 17 { 6 } else { 16 };
-    let mut pseudo = ones_sum(0, &src);
-    pseudo = ones_sum(pseudo, &dst);
-    pseudo += proto as u32 + l4.len() as u32;
+    let pseudo = accumulate(accumulate(0, &src), &dst) + proto as u64 + l4.len() as u64;
     let mut hdr = VnetHeader::default();
     if partial || gso_size > 0 {
         l4[check_at..check_at + 2].copy_from_slice(&fold(pseudo).to_be_bytes());
@@ -1020,7 +1004,7 @@ fn vm_frame(proto: u8, mut l4: Vec<u8>, partial: bool, gso_size: u16) -> (VnetHe
         hdr.csum_start = 34;
         hdr.csum_offset = check_at as u16;
     } else {
-        let mut c = !fold(ones_sum(pseudo, &l4));
+        let mut c = !fold(accumulate(pseudo, &l4));
         if proto == 17 && c == 0 {
             c = 0xffff;
         }
@@ -1065,22 +1049,9 @@ fn vm_traffic() -> Vec<(VnetHeader, Vec<u8>)> {
             0 => vm_frame(17, udp(i, 18 + (i as usize * 37) % 1400), false, 0),
             1 => vm_frame(17, udp(i, 18 + (i as usize * 53) % 1400), true, 0),
             2 => vm_frame(6, tcp(i, 1 + (i as usize * 29) % 1400), true, 0),
-            _ => vm_frame(6, tcp(i, 3000 + (i as usize * 101) % 20_000), true, 0).then_gso(1448),
+            _ => vm_frame(6, tcp(i, 3000 + (i as usize * 101) % 20_000), true, 1448),
         })
         .collect()
-}
-
-trait ThenGso {
-    fn then_gso(self, gso_size: u16) -> Self;
-}
-
-impl ThenGso for (VnetHeader, Vec<u8>) {
-    fn then_gso(mut self, gso_size: u16) -> Self {
-        self.0.gso_type = VnetHeader::GSO_TCPV4;
-        self.0.gso_size = gso_size;
-        self.0.hdr_len = 54;
-        self
-    }
 }
 
 /// Everything VM B's tap hands over from VM A until it is quiet for 300 ms.
