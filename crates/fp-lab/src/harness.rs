@@ -101,6 +101,9 @@ pub fn generate(t: &Targets, seed: u64, n: usize) -> Vec<Vec<u8>> {
                     f[20] &= !0x40;
                     fix_ipv4_csum(&mut f);
                 }
+                // A middle and a last fragment (the bytes behind the IP header are payload)
+                4 => pkt::make_ipv4_fragment(&mut f, 185, true),
+                5 => pkt::make_ipv4_fragment(&mut f, 185, false),
                 _ => {}
             }
             out.push(f);

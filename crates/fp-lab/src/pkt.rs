@@ -144,6 +144,17 @@ pub fn ipv4(
     f
 }
 
+/// Makes an `ipv4` frame (no VLAN tag) a fragment: `offset` in 8-byte units, `more` for MF,
+/// DF cleared as on every fragment; the header checksum follows.
+pub fn make_ipv4_fragment(frame: &mut [u8], offset: u16, more: bool) {
+    let flags_offset = offset & 0x1fff | if more { 0x2000 } else { 0 };
+    frame[20..22].copy_from_slice(&flags_offset.to_be_bytes());
+    frame[24..26].fill(0);
+    let ihl = usize::from(frame[14] & 0x0f) * 4;
+    let c = checksum(&frame[14..14 + ihl]);
+    frame[24..26].copy_from_slice(&c.to_be_bytes());
+}
+
 /// Turns an `ipv4` frame's TCP or UDP checksum (no IP options) into what a sender with
 /// checksum offload hands over: the pseudo-header sum alone, for the device to finish.
 /// Returns where the checksum's coverage starts and where the field is from there, as a

@@ -2,7 +2,7 @@
 //! output bytes. The FIB the program consults is a real one, in a lab namespace.
 
 use wirespeed_fp::counters::Reason;
-use wirespeed_fp::features::{Features, PolicyRules, RouteCache, Switches};
+use wirespeed_fp::features::{Features, PolicyRules, Reassembly, RouteCache, Switches};
 use wirespeed_fp::loader::{Program, TC_KERNEL, TC_REDIRECT, XDP_PASS, XDP_REDIRECT};
 use wirespeed_fp_lab::pkt::{self, L4};
 use wirespeed_lab::Netns;
@@ -1151,6 +1151,174 @@ fn gso_skbs_at_tc_are_sized_by_their_segments() {
                 );
             }
             assert_eq!(prog.counters().unwrap().get(Reason::PassGso), 0);
+        })
+        .unwrap();
+}
+
+/// IPv4 fragments are routed as the kernel routes them when nothing in it would reassemble
+/// them: first, middle and last alike, and a non-first ICMP fragment whose payload starts like
+/// an error's type. A policy rule on ports sees a fragment's as 0, as the kernel's flow
+/// dissector does (it reads none from any fragment). Where conntrack may reassemble them
+/// (`reassembly`) they are the kernel's, counted as pass_fragment, while whole datagrams are
+/// still routed; an IPv6 fragment likewise.
+#[test]
+fn fragments_are_routed_unless_the_kernel_would_reassemble_them() {
+    let lab = lab("g");
+    let (in_idx, out_idx, in_mac, out_mac) = (lab.in_idx, lab.out_idx, lab.in_mac, lab.out_mac);
+    lab.ns
+        .run(move || {
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let cut = |mut f: Vec<u8>, shape: Option<(u16, bool)>| {
+                if let Some((offset, more)) = shape {
+                    pkt::make_ipv4_fragment(&mut f, offset, more);
+                }
+                f
+            };
+            let input =
+                |l4: &L4, shape| cut(pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], l4), shape);
+            let routed = |l4: &L4, shape| {
+                (
+                    XDP_REDIRECT,
+                    cut(
+                        pkt::ipv4(NEXT_HOP_MAC, out_mac, SRC4, DST4, 63, &[], l4),
+                        shape,
+                    ),
+                )
+            };
+            let passed = |l4: &L4, shape| (XDP_PASS, input(l4, shape));
+            // Payload bytes that read as "destination unreachable" where a header would be.
+            let like_an_error = L4::Raw {
+                proto: 1,
+                payload: vec![3, 1, 0, 0, 0, 0, 0, 0, 0x45, 0, 0, 28],
+            };
+            let whole = None;
+            let fragments = [Some((0, true)), Some((185, true)), Some((185, false))];
+            let frag6 = L4::Raw {
+                proto: 44,
+                // next UDP, offset 185, M 1, id 9; then what would follow in the datagram
+                payload: vec![
+                    17, 0, 0x05, 0xc9, 0, 0, 0, 9, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab,
+                ],
+            };
+            let input6 = pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, false, &frag6);
+            let routed6 = (
+                XDP_REDIRECT,
+                pkt::ipv6(
+                    NEXT_HOP_MAC,
+                    out_mac,
+                    v6(2, 1),
+                    v6(9, 0x100),
+                    63,
+                    false,
+                    &frag6,
+                ),
+            );
+            let fragment_passes = || prog.counters().unwrap().get(Reason::PassFragment);
+
+            for shape in fragments {
+                assert_eq!(
+                    prog.test_run(&input(&udp(), shape), in_idx).unwrap(),
+                    routed(&udp(), shape),
+                    "{shape:?}"
+                );
+            }
+            for shape in &fragments[1..] {
+                assert_eq!(
+                    prog.test_run(&input(&like_an_error, *shape), in_idx)
+                        .unwrap(),
+                    routed(&like_an_error, *shape),
+                    "a non-first ICMP fragment {shape:?} carries no ICMP header"
+                );
+            }
+            assert_eq!(
+                prog.test_run(&input6, in_idx).unwrap(),
+                routed6,
+                "an IPv6 fragment"
+            );
+            assert_eq!(fragment_passes(), 0);
+
+            // A rule on udp's (2000) that makes 198.18.100.0/24 unreachable: it takes the
+            // whole datagram, never a fragment, the first one included.
+            ip_here(&[
+                "rule", "add", "pref", "100", "ipproto", "udp", "dport", "2000", "table", "100",
+            ]);
+            ip_here(&[
+                "route",
+                "add",
+                "unreachable",
+                "198.18.100.0/24",
+                "table",
+                "100",
+            ]);
+            prog.set_ctl(
+                &prog.features,
+                Switches {
+                    route_cache: RouteCache::both(false),
+                    policy_rules: PolicyRules {
+                        v4: true,
+                        v6: false,
+                        v4_ports: true,
+                    },
+                    ..Switches::default()
+                },
+            )
+            .unwrap();
+            prog.invalidate_routes().unwrap();
+            assert_eq!(
+                prog.test_run(&input(&udp(), whole), in_idx).unwrap(),
+                passed(&udp(), whole),
+                "the rule's: unreachable, the kernel's to answer"
+            );
+            for shape in fragments {
+                assert_eq!(
+                    prog.test_run(&input(&udp(), shape), in_idx).unwrap(),
+                    routed(&udp(), shape),
+                    "policy rules: {shape:?} has no ports"
+                );
+            }
+            ip_here(&["rule", "del", "pref", "100"]);
+            ip_here(&[
+                "route",
+                "del",
+                "unreachable",
+                "198.18.100.0/24",
+                "table",
+                "100",
+            ]);
+
+            prog.set_ctl(
+                &prog.features,
+                Switches {
+                    reassembly: Reassembly { v4: true, v6: true },
+                    ..Switches::default()
+                },
+            )
+            .unwrap();
+            prog.invalidate_routes().unwrap();
+            for shape in fragments {
+                assert_eq!(
+                    prog.test_run(&input(&udp(), shape), in_idx).unwrap(),
+                    passed(&udp(), shape),
+                    "conntrack may reassemble: {shape:?}"
+                );
+            }
+            assert_eq!(
+                prog.test_run(&input6, in_idx).unwrap(),
+                (XDP_PASS, input6.clone()),
+                "conntrack may reassemble: IPv6"
+            );
+            assert_eq!(
+                fragment_passes(),
+                4,
+                "{:?}",
+                prog.counters().unwrap().nonzero()
+            );
+            assert_eq!(
+                prog.test_run(&input(&udp(), whole), in_idx).unwrap(),
+                routed(&udp(), whole),
+                "a whole datagram"
+            );
         })
         .unwrap();
 }

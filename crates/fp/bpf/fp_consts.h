@@ -40,7 +40,7 @@ enum fp_reason {
 	FP_PASS_NOT_HOST,    /* L2 destination is not this interface (kernel drops or floods) */
 	FP_PASS_BAD_HEADER,  /* truncated, bad checksum or length mismatch: kernel decides */
 	FP_PASS_IP_OPTIONS,  /* IPv4 options or IPv6 hop-by-hop header (any extension header with IPv6 policy rules) */
-	FP_PASS_FRAGMENT,    /* IPv4 fragment */
+	FP_PASS_FRAGMENT,    /* a fragment conntrack may reassemble */
 	FP_PASS_TTL,         /* TTL / hop limit <= 1: kernel sends ICMP time exceeded */
 	FP_PASS_MARTIAN,     /* special source/destination (multicast, loopback, link-local), or a local source */
 	FP_PASS_DISABLED,    /* this family is not fast-pathed (policy rules, no forwarding) */

@@ -67,6 +67,12 @@ struct fp_ctl {
 	 * frame whose L4 checksum a local sender left partial is marked in its metadata and
 	 * forwarded there, as an skb that keeps the checksum state, instead of by the kernel. */
 	__u8 tc_stage;
+	/* Conntrack may reassemble this family's fragments before the kernel routes them (some
+	 * rule of the ruleset uses it, or does what we cannot read): a fragment is then the
+	 * kernel's, which holds it until its datagram is whole and sends it on cut as it came. */
+	__u8 reassembly_v4;
+	__u8 reassembly_v6;
+	__u8 unused[2];
 	__be32 local_v4[LOCAL_V4_INLINE];
 };
 

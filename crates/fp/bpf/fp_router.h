@@ -196,7 +196,10 @@ static __always_inline int icmp_error_v4(const struct iphdr *iph, void *data_end
 {
 	const __u8 *type = (const void *)(iph + 1); /* ihl is 5 here */
 
-	if (iph->protocol != IPPROTO_ICMP || (void *)(type + 1) > data_end)
+	/* A non-first fragment starts with payload, not a type, and the kernel hashes it by
+	 * its own addresses (ip_multipath_l3_keys). */
+	if (iph->protocol != IPPROTO_ICMP || (iph->frag_off & bpf_htons(IP_OFFSET)) ||
+	    (void *)(type + 1) > data_end)
 		return 0;
 	/* destination unreachable, source quench, redirect, time exceeded, parameter problem */
 	return *type == 3 || *type == 4 || *type == 5 || *type == 11 || *type == 12;
@@ -229,6 +232,7 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	struct bpf_fib_lookup fib = {};
 	__u16 tot_len;
 	__u32 check;
+	int fragment;
 	int rc;
 
 	if ((void *)(iph + 1) > p->data_end) {
@@ -249,7 +253,13 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 		*why = FP_PASS_BAD_HEADER;
 		return RT_PASS;
 	}
-	if (iph->frag_off & bpf_htons(IP_MF | IP_OFFSET)) {
+	/* Without conntrack the kernel forwards a fragment as it is, and so does the router: a
+	 * policy rule sees its ports as 0 (below), and nftables reads a non-first fragment's
+	 * "ports" from the bytes behind its IP header as it reads any packet's, which the filter
+	 * does too. With conntrack its defrag holds every fragment until the datagram is whole
+	 * (reassembly_v4): the kernel's. */
+	fragment = (iph->frag_off & bpf_htons(IP_MF | IP_OFFSET)) != 0;
+	if (fragment && *(volatile __u8 *)&c->reassembly_v4) {
 		*why = FP_PASS_FRAGMENT;
 		return RT_PASS;
 	}
@@ -267,8 +277,9 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 		*why = FP_PASS_MARTIAN;
 		return RT_PASS;
 	}
-	/* An skb keeps its checksum state across a TC redirect; an XDP frame does not. */
-	if (!in->tc && ws_l4_csum_may_be_partial_v4(iph, p->data_end)) {
+	/* An skb keeps its checksum state across a TC redirect; an XDP frame does not. A
+	 * fragment's is complete: the kernel finishes a checksum before it fragments. */
+	if (!in->tc && !fragment && ws_l4_csum_may_be_partial_v4(iph, p->data_end)) {
 		*why = FP_PASS_CSUM_PARTIAL;
 		return RT_PASS;
 	}
@@ -291,8 +302,9 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	int cache = *(volatile __u8 *)&c->route_cache_v4;
 
 	/* Only a policy rule looks at them (the multipath hashes the helper may take, policy
-	 * 0, do not): without rules no packet pays for reading them. */
-	if (c->policy_rules_v4)
+	 * 0, do not): without rules no packet pays for reading them. The kernel's flow
+	 * dissector reads none from a fragment, the first one included, so neither do we. */
+	if (c->policy_rules_v4 && !fragment)
 		flow_ports(iph->protocol, iph + 1, (void *)iph + tot_len, p->data_end, &sport,
 			   &dport);
 
@@ -428,6 +440,13 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 	}
 	if (icmp_error_v6(ip6h, p->data_end)) {
 		*why = FP_PASS_ICMP_ERROR;
+		return RT_PASS;
+	}
+	/* As for IPv4, conntrack's defrag holds a fragment (behind these headers too). */
+	if (*(volatile __u8 *)&c->reassembly_v6 &&
+	    (ip6h->nexthdr == IPPROTO_ROUTING || ip6h->nexthdr == IPPROTO_DSTOPTS ||
+	     ip6h->nexthdr == IPPROTO_FRAGMENT)) {
+		*why = ip6h->nexthdr == IPPROTO_FRAGMENT ? FP_PASS_FRAGMENT : FP_PASS_IP_OPTIONS;
 		return RT_PASS;
 	}
 	/* The flow dissector walks routing, destination-options and fragment headers to the

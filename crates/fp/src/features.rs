@@ -53,6 +53,15 @@ pub struct PolicyRules {
     pub v4_ports: bool,
 }
 
+/// Which families' fragments conntrack may reassemble before the kernel routes them
+/// (fp_ctl.reassembly_v4/v6): the routers then hand every fragment of that family to the
+/// kernel, which holds it until its datagram is whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Reassembly {
+    pub v4: bool,
+    pub v6: bool,
+}
+
 /// The run-time switches of one program (its `fp_ctl` value, beside the filter's own, which
 /// come from its Features): what the kernel must decide and which shortcuts the routers take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +73,7 @@ pub struct Switches {
     /// Check each IPv4 source as rp_filter does (strict or loose).
     pub rp_filter_v4: bool,
     pub policy_rules: PolicyRules,
+    pub reassembly: Reassembly,
 }
 
 impl Default for Switches {
@@ -75,6 +85,7 @@ impl Default for Switches {
             route_cache: RouteCache::both(true),
             rp_filter_v4: false,
             policy_rules: PolicyRules::default(),
+            reassembly: Reassembly::default(),
         }
     }
 }

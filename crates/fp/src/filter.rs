@@ -88,6 +88,10 @@ pub struct FilterPlan {
     /// The forward chain rules of each family (an inet chain appears in both).
     pub rules_v4: Vec<Rule>,
     pub rules_v6: Vec<Rule>,
+    /// Why conntrack may reassemble each family's fragments before the kernel routes them
+    /// ([`reassembly`]); None: no rule of the ruleset needs it.
+    pub reassembly_v4: Option<String>,
+    pub reassembly_v6: Option<String>,
 }
 
 impl FilterPlan {
@@ -144,8 +148,42 @@ impl FilterPlan {
         };
         plan.rules_v4 = r4;
         plan.rules_v6 = r6;
+        plan.reassembly_v4 = reassembly(items, "ip");
+        plan.reassembly_v6 = reassembly(items, "ip6");
         plan
     }
+}
+
+/// Why conntrack may be on for family `fam` ("ip" or "ip6") in this namespace: the first rule
+/// of that family or of "inet", in any chain (input and output too), that matches on a
+/// conntrack key (`ct state`, ...), uses an iptables-nft match or target other than
+/// `-m set`, or holds an expression we do not read. Conntrack's first user in a namespace
+/// registers its defrag hook, which reassembles every fragment of the family before routing
+/// (forwarded ones too): the kernel then holds a fragment until its datagram is whole, and
+/// drops one whose datagram never completes.
+fn reassembly(objects: &[Object], fam: &str) -> Option<String> {
+    objects.iter().find_map(|o| match o {
+        Object::Rule(r) if r.at.family == fam || r.at.family == "inet" => r
+            .expr
+            .iter()
+            .find_map(|e| match e {
+                Expr::Match {
+                    key: Key::Other(what),
+                    ..
+                } => Some(format!("a match on {what}")),
+                Expr::Xt(Xt::Other) => Some("an iptables-nft match or target".to_string()),
+                Expr::Unsupported(why) => Some(why.clone()),
+                _ => None,
+            })
+            .map(|what| {
+                format!(
+                    "{} table {} chain {}: {what}",
+                    r.at.family, r.at.table, r.chain
+                )
+            }),
+        Object::Unreadable(why) => Some(format!("ruleset: {why}")),
+        _ => None,
+    })
 }
 
 /// `fam` is "ip" or "ip6"; tables of that family and of "inet" apply.

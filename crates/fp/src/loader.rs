@@ -323,6 +323,8 @@ impl Program {
             policy_rules_v4: s.policy_rules.v4 as u8
                 + (s.policy_rules.v4 && s.policy_rules.v4_ports) as u8,
             policy_rules_v6: s.policy_rules.v6 as u8,
+            reassembly_v4: s.reassembly.v4 as u8,
+            reassembly_v6: s.reassembly.v6 as u8,
             ..self.kept_ctl()
         })
     }
@@ -833,7 +835,7 @@ mod tests {
     #[test]
     fn map_types_are_their_fields_and_nothing_else() {
         use std::mem::size_of;
-        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 8 + 8 * 4);
+        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 12 + 8 * 4);
         assert_eq!(size_of::<types::br_port>(), 4 + 4 + 2 + 1 + 1 + 1 + 3);
         assert_eq!(size_of::<types::br_vlan_key>(), 4 + 2 + 2);
         assert_eq!(size_of::<types::br_fdb_key>(), 4 + 2 + 6);

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::features::{Features, PolicyRules, RouteCache, Switches, NETDEV_XDP_ACT_NDO_XMIT};
+use crate::features::{
+    Features, PolicyRules, Reassembly, RouteCache, Switches, NETDEV_XDP_ACT_NDO_XMIT,
+};
 use crate::filter::{FamilyFilter, FilterPlan};
 use crate::routes::{NexthopChange, RouteChange, RouteLedger};
 
@@ -242,6 +244,8 @@ pub struct PortPlan {
     pub rp_filter_v4: bool,
     /// Which families have policy rules (all of them ones the helper evaluates).
     pub policy_rules: PolicyRules,
+    /// Which families' fragments conntrack may reassemble: those go to the kernel.
+    pub reassembly: Reassembly,
     /// Egress ports this port's program may redirect to (ifindexes).
     pub tx_ports: Vec<u32>,
     /// The namespace's IPv4 addresses, for the router's local-source check.
@@ -259,6 +263,7 @@ impl PortPlan {
             route_cache: self.route_cache,
             rp_filter_v4: self.rp_filter_v4,
             policy_rules: self.policy_rules,
+            reassembly: self.reassembly,
         }
     }
 }
@@ -482,6 +487,7 @@ impl Model {
                 route_cache: RouteCache::default(),
                 rp_filter_v4: false,
                 policy_rules: PolicyRules::default(),
+                reassembly: Reassembly::default(),
                 local_v4: Vec::new(),
                 tx_ports,
                 notes,
@@ -673,6 +679,20 @@ impl Model {
             if f.filter_v4 || f.filter_v6 {
                 f.filter_fields = self.filter.fields();
             }
+            let reassembly = Reassembly {
+                v4: self.filter.reassembly_v4.is_some(),
+                v6: self.filter.reassembly_v6.is_some(),
+            };
+            for (family, off, why) in [
+                (4, off_v4, &self.filter.reassembly_v4),
+                (6, off_v6, &self.filter.reassembly_v6),
+            ] {
+                if let (false, Some(why)) = (off, why) {
+                    notes.push(format!(
+                        "router{family}: fragments -> kernel: conntrack may reassemble them ({why})"
+                    ));
+                }
+            }
             let route_cache = RouteCache {
                 v4: self.routes.v4.uncacheable == 0
                     && self.custom_rules_v4 == 0
@@ -719,6 +739,7 @@ impl Model {
                         v6: self.custom_rules_v6 > 0,
                         v4_ports: self.port_rules_v4 > 0,
                     },
+                    reassembly,
                     tx_ports: routed_tx.clone(),
                     local_v4: self.local_v4.iter().copied().collect(),
                     notes,

@@ -212,6 +212,7 @@ mod tests {
             route_cache: crate::features::RouteCache::both(true),
             rp_filter_v4: false,
             policy_rules: crate::features::PolicyRules::default(),
+            reassembly: crate::features::Reassembly::default(),
             local_v4: Vec::new(),
             tx_ports: vec![2, 3],
             notes: Vec::new(),

@@ -659,6 +659,73 @@ fn a_line_into_a_vxlan_overlay_delivers_with_the_fast_path_what_it_delivers_with
     fp.stop();
 }
 
+/// Datagrams larger than the path MTU, which a plain UDP socket's host fragments (4,000 bytes:
+/// three fragments each at MTU 1500). Across a plain line the router forwards the fragments
+/// as Linux does. A host firewall's conntrack rule on the router's input chain turns on
+/// conntrack's defrag, which reassembles every fragment before routing, forwarded ones too:
+/// the fast path then leaves the fragments to the kernel, and still delivers as Linux does.
+#[test]
+fn a_line_forwards_fragments_as_linux_does_and_leaves_them_to_conntrack_where_it_reassembles() {
+    let ns = plain_line();
+    let (s, k) = (ns.name(0), ns.name(2));
+    const DATAGRAMS: u64 = 300;
+    let fragmented = || {
+        (
+            udp_burst(s, k, "198.18.1.2:5003", DATAGRAMS, 4000, 2_000),
+            udp_burst(s, k, "[fd00:b::2]:5003", DATAGRAMS, 4000, 2_000),
+        )
+    };
+    let linux = fragmented();
+    assert_eq!(
+        linux,
+        (DATAGRAMS, DATAGRAMS),
+        "Linux alone must deliver every datagram in this lab"
+    );
+    let fp = FastPath::start(ns.name(1));
+    let st = fp.wait_for("both ports attached", |s| {
+        s.ports.len() == 2 && s.ports.iter().all(|p| !p.modules.is_empty())
+    });
+    let fragments = 2 * 3 * DATAGRAMS;
+
+    let (fast_before, _) = totals(&st);
+    assert_eq!(fragmented(), linux, "the fast path delivered otherwise");
+    let st = fp.fresh_status();
+    let fast = totals(&st).0 - fast_before;
+    println!("fast-pathed {fast}: {:?}", st.ports);
+    assert_eq!(reason_total(&st, "pass_fragment"), 0, "{:?}", st.ports);
+    assert!(
+        fast >= fragments,
+        "{fast} fast-pathed of {fragments} fragments"
+    );
+
+    exec(
+        ns.name(1),
+        "nft",
+        &["add table inet host; add chain inet host in { type filter hook input priority 0; policy accept; }; add rule inet host in ct state established,related accept"],
+    );
+    let st = fp.wait_for("the fragments handed to conntrack", |s| {
+        s.ports.iter().all(|p| {
+            ["router4", "router6"].iter().all(|r| {
+                p.notes
+                    .iter()
+                    .any(|n| n.starts_with(&format!("{r}: fragments -> kernel: conntrack")))
+            })
+        })
+    });
+    let passed_before = reason_total(&st, "pass_fragment");
+    assert_eq!(
+        fragmented(),
+        linux,
+        "with conntrack, the fast path delivered otherwise"
+    );
+    let passed = reason_total(&fp.fresh_status(), "pass_fragment") - passed_before;
+    assert!(
+        passed >= fragments,
+        "{passed} of {fragments} fragments left to conntrack"
+    );
+    fp.stop();
+}
+
 /// GRO on both outer peers (as a container runtime or `ethtool -K gro on` leaves them) puts
 /// the router at XDP, while every offload stays at its default: the senders' TCP and UDP
 /// checksums arrive partial, which an XDP redirect would deliver corrupt. The XDP router marks

@@ -235,3 +235,30 @@ fn ranges_split_into_aligned_prefixes() {
         vec![(0, 0)]
     );
 }
+
+#[test]
+fn a_conntrack_rule_in_any_chain_says_the_family_may_be_reassembled() {
+    // An input chain only (the filter stays open) with the commonest host rule.
+    let host = r#"{"nftables": [
+      {"chain": {"family": "ip", "table": "host", "name": "in", "type": "filter", "hook": "input", "prio": 0, "policy": "accept"}},
+      {"rule": {"family": "ip", "table": "host", "chain": "in", "expr": [
+        {"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["established", "related"]}}, {"accept": null}]}}]}"#;
+    let p = FilterPlan::from_nft_json(host, false, false).unwrap();
+    assert_eq!((p.v4, p.v6), (FamilyFilter::Open, FamilyFilter::Open));
+    let why = p.reassembly_v4.expect("a ct rule may reassemble IPv4");
+    assert!(
+        why.contains("ip table host chain in") && why.contains("ct"),
+        "{why}"
+    );
+    assert_eq!(p.reassembly_v6, None, "an ip table does not touch IPv6");
+    // inet: both families; in the forward chain as well.
+    let p = FilterPlan::from_nft_json(RULESET, false, false).unwrap();
+    assert!(p.reassembly_v4.is_some() && p.reassembly_v6.is_some());
+    // Rules on addresses and ports only, in any chain: nothing reassembles.
+    let plain = r#"{"nftables": [
+      {"chain": {"family": "inet", "table": "t", "name": "in", "type": "filter", "hook": "input", "prio": 0, "policy": "accept"}},
+      {"rule": {"family": "inet", "table": "t", "chain": "in", "expr": [
+        {"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 22}}, {"accept": null}]}}]}"#;
+    let p = FilterPlan::from_nft_json(plain, false, false).unwrap();
+    assert_eq!((p.reassembly_v4, p.reassembly_v6), (None, None));
+}

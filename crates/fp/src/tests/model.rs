@@ -266,6 +266,31 @@ fn a_multipath_hash_policy_other_than_0_hands_its_family_to_the_kernel_with_mult
 }
 
 #[test]
+fn a_ruleset_that_may_run_conntrack_sends_its_familys_fragments_to_the_kernel() {
+    let mut m = forwarding_model();
+    let p = m.plan();
+    assert!(p
+        .ports
+        .values()
+        .all(|pp| pp.reassembly == Reassembly::default()));
+    m.filter.reassembly_v4 = Some("ip table host chain in: a match on ct".into());
+    let p = m.plan();
+    for pp in p.ports.values() {
+        assert_eq!(
+            pp.reassembly,
+            Reassembly {
+                v4: true,
+                v6: false
+            }
+        );
+        assert_eq!(pp.switches().reassembly, pp.reassembly);
+        assert!(!pp.off_v4, "only the fragments go to the kernel");
+        assert!(pp.notes.iter().any(|n| n
+            == "router4: fragments -> kernel: conntrack may reassemble them (ip table host chain in: a match on ct)"));
+    }
+}
+
+#[test]
 fn the_local_addresses_reach_every_routed_port_and_too_many_hand_ipv4_over() {
     let mut m = forwarding_model();
     m.local_v4 = [[198, 18, 0, 2], [198, 18, 1, 1]].into_iter().collect();
