@@ -320,13 +320,24 @@ fn main() {
         partial[40..42].copy_from_slice(&(sum as u16).to_be_bytes());
     }
     let partial: [u8; Gen::FRAME_LEN] = partial.as_slice().try_into().expect("60-byte frame");
+    // The same flow's datagrams cut by their sender: a middle fragment (offset 1,480, more to
+    // come), which carries no ports. Linux forwards it as it is, without conntrack.
+    let mut fragment = frame.clone();
+    pkt::make_ipv4_fragment(&mut fragment, 185, true);
+    let fragment: [u8; Gen::FRAME_LEN] = fragment.as_slice().try_into().expect("60-byte frame");
     type Config<'a> = (&'a str, bool, &'a [[u8; Gen::FRAME_LEN]], &'a dyn Fn());
-    let configs: [Config; 8] = [
+    let configs: [Config; 9] = [
         ("router (50 prefixes)", true, &[], &|| {}),
         (
             "router at XDP, partial UDP checksums (TC stage)",
             true,
             std::slice::from_ref(&partial),
+            &|| {},
+        ),
+        (
+            "router, IPv4 fragments",
+            true,
+            std::slice::from_ref(&fragment),
             &|| {},
         ),
         ("router, route cache off", false, &[], &|| {}),
