@@ -114,7 +114,14 @@ pub fn generate(t: &Targets, seed: u64, n: usize) -> Vec<Vec<u8>> {
                 _ => *r.pick(&t.special6),
             };
             let hbh = r.below(12) == 0;
-            out.push(pkt::ipv6(t.dut_mac, t.src_mac, t.src6, dst, ttl, hbh, &l4));
+            let mut f = pkt::ipv6(t.dut_mac, t.src_mac, t.src6, dst, ttl, hbh, &l4);
+            // A quarter of the rest behind a fragment header: first, middle or last (from
+            // draws already made, so a seed draws what it drew before).
+            if !hbh && payload_len % 4 == 3 {
+                let (offset, more) = [(0, true), (185, true), (185, false)][sport as usize % 3];
+                pkt::make_ipv6_fragment(&mut f, offset, more);
+            }
+            out.push(f);
         }
     }
     out

@@ -200,6 +200,22 @@ pub fn ipv6(
     f
 }
 
+/// Makes an `ipv6` frame without extension headers a fragment: an 8-byte fragment header
+/// (identification 9) goes in front of its upper-layer header, `offset` in 8-byte units,
+/// `more` for M.
+pub fn make_ipv6_fragment(frame: &mut Vec<u8>, offset: u16, more: bool) {
+    const AT: usize = 14 + 40;
+    let next = frame[14 + 6];
+    let offset_more = (offset << 3) | u16::from(more);
+    let mut header = vec![next, 0];
+    header.extend_from_slice(&offset_more.to_be_bytes());
+    header.extend_from_slice(&9u32.to_be_bytes());
+    frame.splice(AT..AT, header);
+    frame[14 + 6] = 44;
+    let len = u16::from_be_bytes([frame[18], frame[19]]) + 8;
+    frame[18..20].copy_from_slice(&len.to_be_bytes());
+}
+
 /// A gratuitous ARP request, for "not IP" cases.
 pub fn arp(src_mac: [u8; 6], ip: [u8; 4]) -> Vec<u8> {
     let mut f = eth([0xff; 6], src_mac, ETH_P_ARP);
