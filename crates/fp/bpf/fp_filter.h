@@ -251,6 +251,15 @@ static __always_inline int filter_v4(struct fp_pkt *p, struct iphdr *iph, __u32 
 		if (!s || and_field(&acc, s, FF_DST) < 0)
 			return FILTER_KERNEL;
 	}
+	/* A non-first fragment carries no transport header, and whether a rule on its protocol
+	 * or ports takes it depends on the kernel: nft_payload has read no transport header of
+	 * one since 5.17, but its fast path for short loads (nft_payload_fast_eval) still does
+	 * on 6.18, where such rules match the payload's bytes (the differential harness); a fix
+	 * was posted to netfilter-devel in April 2026. Rules on addresses and interfaces alone
+	 * judge it the same way in all of them. */
+	if ((iph->frag_off & bpf_htons(IP_OFFSET)) &&
+	    (fields & (FIELD_PROTO | FIELD_SPORT | FIELD_DPORT)))
+		return FILTER_KERNEL;
 	if (filter_l4(p, &acc, 0, iph->protocol, iph + 1, oif, fields) < 0)
 		return FILTER_KERNEL;
 	return filter_decide(&acc, c->policy_drop_v4);
@@ -270,8 +279,8 @@ static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u
 	if (filter_paused())
 		return FILTER_KERNEL;
 	/* A first fragment's header: nftables (ipv6_find_hdr) walks past it to the transport
-	 * header. A later fragment it matches otherwise than an IPv4 one (the differential
-	 * harness: no port rule took one), and we do not model that: the kernel's. */
+	 * header. A later one has no transport header (nftables marks it so: no rule on its
+	 * protocol or ports takes it), which we do not model: the kernel's. */
 	if (nh == 44) {
 		const __u8 *frag = l4;
 

@@ -254,10 +254,9 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 		return RT_PASS;
 	}
 	/* Without conntrack the kernel forwards a fragment as it is, and so does the router: a
-	 * policy rule sees its ports as 0 (below), and nftables reads a non-first fragment's
-	 * "ports" from the bytes behind its IP header as it reads any packet's, which the filter
-	 * does too. With conntrack its defrag holds every fragment until the datagram is whole
-	 * (reassembly_v4): the kernel's. */
+	 * policy rule sees its ports as 0 (below), the filter takes it as nftables does
+	 * (filter_v4). With conntrack its defrag holds every fragment until the datagram is
+	 * whole (reassembly_v4): the kernel's. */
 	fragment = (iph->frag_off & bpf_htons(IP_MF | IP_OFFSET)) != 0;
 	if (fragment && *(volatile __u8 *)&c->reassembly_v4) {
 		*why = FP_PASS_FRAGMENT;
