@@ -279,8 +279,9 @@ static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u
 	if (filter_paused())
 		return FILTER_KERNEL;
 	/* A first fragment's header: nftables (ipv6_find_hdr) walks past it to the transport
-	 * header. A later one has no transport header (nftables marks it so: no rule on its
-	 * protocol or ports takes it), which we do not model: the kernel's. */
+	 * header. A later one has none, and no port rule took one in the differential harness
+	 * (reading its payload as ports dropped 15 that Linux forwarded); we do not model how
+	 * nftables takes it: the kernel's. */
 	if (nh == 44) {
 		const __u8 *frag = l4;
 
