@@ -18,6 +18,12 @@ struct Slot {
     fd: RawFd,
     generation: u32,
     live: bool,
+    /// The last `recv` returned less than it asked for, and no read event has come since:
+    /// the receive queue was empty then, and any byte (or FIN, or error) that arrived after
+    /// it brings an edge. So the next `recv` waits for that edge instead of making a syscall
+    /// that would only return EAGAIN (epoll(7) on stream sockets). Without it a server makes
+    /// two `recv` per request, the second always empty.
+    drained: bool,
     reader: Option<Waker>,
     writer: Option<Waker>,
 }
@@ -95,6 +101,7 @@ impl Epoll {
                     fd: -1,
                     generation: 0,
                     live: false,
+                    drained: false,
                     reader: None,
                     writer: None,
                 });
@@ -104,6 +111,7 @@ impl Epoll {
         let s = &mut self.slots[slot as usize];
         s.fd = raw;
         s.live = true;
+        s.drained = false;
         let token = Token {
             slot,
             generation: s.generation,
@@ -200,11 +208,37 @@ impl Epoll {
         cx: &Context<'_>,
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
+        if self.is_drained(t) {
+            self.park(t, cx, false);
+            return Poll::Pending;
+        }
+        let want = buf.len();
         // recv, not read: the socket layer's own entry point, no VFS detour (seed 000).
         // SAFETY: buf is valid for writes of buf.len() bytes.
-        self.attempt(t, cx, false, || {
+        let r = self.attempt(t, cx, false, || {
             cvt_size(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) })
-        })
+        });
+        // A short read emptied the queue; 0 (end of stream) is not short: it stays readable.
+        if let Poll::Ready(Ok(n)) = r {
+            if n > 0 && n < want {
+                self.set_drained(t);
+            }
+        }
+        r
+    }
+
+    fn is_drained(&self, t: Token) -> bool {
+        self.slots
+            .get(t.slot as usize)
+            .is_some_and(|s| s.generation == t.generation && s.drained)
+    }
+
+    fn set_drained(&mut self, t: Token) {
+        if let Some(s) = self.slots.get_mut(t.slot as usize) {
+            if s.generation == t.generation {
+                s.drained = true;
+            }
+        }
     }
 
     pub(crate) fn poll_send(
@@ -346,6 +380,7 @@ impl Epoll {
             }
             let err_or_hup = bits & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
             if err_or_hup || bits & (libc::EPOLLIN | libc::EPOLLRDHUP) as u32 != 0 {
+                s.drained = false;
                 if let Some(w) = s.reader.take() {
                     w.wake();
                 }
@@ -400,6 +435,61 @@ mod tests {
         let rc = unsafe { libc::ioctl(ep.epfd.as_raw_fd(), libc::EPIOCGPARAMS, &mut p) };
         assert_eq!(rc, 0, "{}", io::Error::last_os_error());
         p
+    }
+
+    /// A connected loopback pair: the far end as a std stream, the near end registered.
+    fn registered_pair(ep: &mut Epoll) -> (std::net::TcpStream, Token, RawFd) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let far = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (near, _) = l.accept().unwrap();
+        near.set_nonblocking(true).unwrap();
+        let fd = near.as_raw_fd();
+        let t = ep.register(OwnedFd::from(near)).unwrap();
+        (far, t, fd)
+    }
+
+    fn recv_now(ep: &mut Epoll, t: Token, fd: RawFd, want: usize) -> Poll<io::Result<usize>> {
+        let mut buf = vec![0u8; want];
+        let cx = Context::from_waker(Waker::noop());
+        ep.poll_recv(t, fd, &cx, &mut buf)
+    }
+
+    /// Waits until the engine has harvested the events of the bytes just sent.
+    fn harvest(ep: &mut Epoll) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while ep.poll(Some(Duration::from_millis(10))).unwrap() == 0 {
+            assert!(std::time::Instant::now() < deadline, "no event came");
+        }
+    }
+
+    /// After a short read the next recv waits for the next edge instead of asking the kernel
+    /// (it would say EAGAIN); the edge of new bytes, or of the peer's FIN, ends the wait, and a
+    /// read that filled its buffer does not count as short.
+    #[test]
+    fn a_short_read_waits_for_the_next_edge_without_a_syscall() {
+        use std::io::Write;
+        let mut ep = Epoll::new(0).unwrap();
+        let (mut far, t, fd) = registered_pair(&mut ep);
+        far.write_all(&[1; 10]).unwrap();
+        harvest(&mut ep);
+        assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(10))));
+        // Bytes arrive, but the engine has not seen their edge yet: no syscall is made, so
+        // they wait (a recv would have returned them).
+        far.write_all(&[2; 5]).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(recv_now(&mut ep, t, fd, 100).is_pending());
+        harvest(&mut ep);
+        assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(5))));
+        // A full buffer is not a short read: the rest is read at once.
+        far.write_all(&[3; 100]).unwrap();
+        harvest(&mut ep);
+        assert!(matches!(recv_now(&mut ep, t, fd, 60), Poll::Ready(Ok(60))));
+        assert!(matches!(recv_now(&mut ep, t, fd, 60), Poll::Ready(Ok(40))));
+        // The peer's FIN after a short read brings its own edge: end of stream is seen.
+        far.shutdown(std::net::Shutdown::Write).unwrap();
+        harvest(&mut ep);
+        assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(0))));
+        assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(0))));
     }
 
     /// Busy polling asked for reaches the epoll instance, preferred over the queue's own
