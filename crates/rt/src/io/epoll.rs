@@ -18,11 +18,14 @@ struct Slot {
     fd: RawFd,
     generation: u32,
     live: bool,
-    /// The last `recv` returned less than it asked for, and no read event has come since:
-    /// the receive queue was empty then, and any byte (or FIN, or error) that arrived after
-    /// it brings an edge. So the next `recv` waits for that edge instead of making a syscall
-    /// that would only return EAGAIN (epoll(7) on stream sockets). Without it a server makes
-    /// two `recv` per request, the second always empty.
+    /// A stream socket: a `recv` that returns less than it asked for has emptied the queue
+    /// (epoll(7)). Not so for a datagram socket, whose `recv` returns one datagram of many.
+    stream: bool,
+    /// The last `recv` of a stream socket returned less than it asked for, and no read event
+    /// has come since: the receive queue was empty then, and any byte (or FIN, or error) that
+    /// arrived after it brings an edge. So the next `recv` waits for that edge instead of
+    /// making a syscall that would only return EAGAIN. Without it a server makes two `recv`
+    /// per request, the second always empty.
     drained: bool,
     reader: Option<Waker>,
     writer: Option<Waker>,
@@ -101,6 +104,7 @@ impl Epoll {
                     fd: -1,
                     generation: 0,
                     live: false,
+                    stream: false,
                     drained: false,
                     reader: None,
                     writer: None,
@@ -111,6 +115,7 @@ impl Epoll {
         let s = &mut self.slots[slot as usize];
         s.fd = raw;
         s.live = true;
+        s.stream = is_stream_socket(raw);
         s.drained = false;
         let token = Token {
             slot,
@@ -235,7 +240,7 @@ impl Epoll {
 
     fn set_drained(&mut self, t: Token) {
         if let Some(s) = self.slots.get_mut(t.slot as usize) {
-            if s.generation == t.generation {
+            if s.generation == t.generation && s.stream {
                 s.drained = true;
             }
         }
@@ -413,6 +418,23 @@ impl Drop for Epoll {
     }
 }
 
+/// Whether `fd` is a `SOCK_STREAM` socket (once per registration, not per read).
+fn is_stream_socket(fd: RawFd) -> bool {
+    let mut ty: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: reads an int-sized option into `ty`; a non-socket fd fails with ENOTSOCK.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            &mut ty as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    rc == 0 && ty == libc::SOCK_STREAM
+}
+
 struct BorrowedRaw(RawFd);
 impl AsRawFd for BorrowedRaw {
     fn as_raw_fd(&self) -> RawFd {
@@ -490,6 +512,27 @@ mod tests {
         harvest(&mut ep);
         assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(0))));
         assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(0))));
+    }
+
+    /// A datagram socket's `recv` returns one datagram, short however many wait behind it:
+    /// each is read at once, with no edge in between.
+    #[test]
+    fn a_datagram_socket_reads_every_queued_datagram_without_waiting() {
+        let mut ep = Epoll::new(0).unwrap();
+        let near = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let far = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        far.connect(near.local_addr().unwrap()).unwrap();
+        near.set_nonblocking(true).unwrap();
+        let fd = near.as_raw_fd();
+        let t = ep.register(OwnedFd::from(near)).unwrap();
+        for n in [10, 20, 30] {
+            far.send(&vec![n as u8; n]).unwrap();
+        }
+        harvest(&mut ep);
+        for n in [10, 20, 30] {
+            assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(m)) if m == n));
+        }
+        assert!(recv_now(&mut ep, t, fd, 100).is_pending());
     }
 
     /// Busy polling asked for reaches the epoll instance, preferred over the queue's own
