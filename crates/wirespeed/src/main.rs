@@ -64,8 +64,68 @@ fn main() {
         }
     };
     if let Err(e) = result {
-        // One line, the whole cause chain: "what failed: why".
-        eprintln!("wirespeed: {e:#}");
+        eprintln!("wirespeed: {}", one_line(&e));
         std::process::exit(1);
+    }
+}
+
+/// One line, the whole cause chain: "what failed: why". A cause that an error's own message
+/// already ends with (a library error that prints its source and also names it as its
+/// source) is said once, not twice.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    /// Prints its source and names it as its source, as `#[error("{what}: {source}")]` does.
+    #[derive(Debug)]
+    struct Io {
+        what: &'static str,
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for Io {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}: {}", self.what, self.source)
+        }
+    }
+
+    impl std::error::Error for Io {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn a_cause_the_message_already_gives_is_said_once() {
+        let io = std::io::Error::from_raw_os_error(libc::ESRCH);
+        let e = anyhow::Error::new(Io {
+            what: "sched_getaffinity(9)",
+            source: io,
+        })
+        .context("probe pid 9");
+        assert_eq!(
+            one_line(&e),
+            format!(
+                "probe pid 9: sched_getaffinity(9): {}",
+                std::io::Error::from_raw_os_error(libc::ESRCH)
+            )
+        );
+        let plain = anyhow::anyhow!("no route").context("connect 198.18.0.1");
+        assert_eq!(one_line(&plain), "connect 198.18.0.1: no route");
     }
 }
