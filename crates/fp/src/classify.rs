@@ -63,12 +63,7 @@ fn lpm_entries<A: Copy + Ord + std::hash::Hash>(
         .collect()
 }
 
-pub const FIELD_SRC: u8 = 1 << 0;
-pub const FIELD_DST: u8 = 1 << 1;
-pub const FIELD_PROTO: u8 = 1 << 2;
-pub const FIELD_SPORT: u8 = 1 << 3;
-pub const FIELD_DPORT: u8 = 1 << 4;
-pub const FIELD_OIF: u8 = 1 << 5;
+pub use crate::consts::{FIELD_DPORT, FIELD_DST, FIELD_OIF, FIELD_PROTO, FIELD_SPORT, FIELD_SRC};
 
 impl FilterPlan {
     /// Whether some rule matches on the input interface: only then do two ports' tables

@@ -91,7 +91,10 @@ impl Default for Switches {
 }
 
 /// Every filter field (classify::FIELD_*).
-pub const FIELDS_ALL: u8 = 0x3f;
+pub const FIELDS_ALL: u8 = {
+    use crate::consts::*;
+    FIELD_SRC | FIELD_DST | FIELD_PROTO | FIELD_SPORT | FIELD_DPORT | FIELD_OIF
+};
 
 impl Features {
     /// Whether a program loaded with these features can run `want` through run-time

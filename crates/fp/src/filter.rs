@@ -18,8 +18,8 @@ use crate::rules::{self, Object, Ruleset};
 
 pub use crate::xt::{xt_rules, xt_rules_of, IpsetInfo, XtByHandle, XtRule};
 
-pub const MAX_RULES: usize = 256;
-pub type Bits = [u64; 4];
+pub const MAX_RULES: usize = crate::consts::FILTER_MAX_RULES;
+pub type Bits = [u64; crate::consts::FILTER_WORDS];
 
 /// Rule index -> its prefixes on one field (None: any).
 

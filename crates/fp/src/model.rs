@@ -93,8 +93,7 @@ pub struct BrPortVal {
     pub ip_check: u8,
 }
 
-pub const BR_CHECK_IPV4: u8 = 1;
-pub const BR_CHECK_IPV6: u8 = 2;
+pub use crate::consts::{BR_CHECK_IPV4, BR_CHECK_IPV6};
 
 /// A policy routing rule, as far as telling the kernel's defaults from the rest goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,7 +225,7 @@ const KERNEL_RULES: &str =
 
 /// The most local IPv4 addresses the router's map holds (LOCAL_V4_MAX in fp_maps.h); with
 /// more, IPv4 goes to the kernel.
-pub const LOCAL_V4_MAX: usize = 1024;
+pub use crate::consts::LOCAL_V4_MAX;
 
 /// What one interface should run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

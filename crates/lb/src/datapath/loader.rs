@@ -10,6 +10,7 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
 use super::{AttachConfig, ModeSet};
 use crate::bpf::{types, LbSkelBuilder};
+use crate::consts::{FLOW_FWD, MAX_LADDRS, PORT_LO, PORT_RANGE};
 use crate::error::Error;
 use crate::Result;
 
@@ -19,13 +20,6 @@ pub const XDP_PASS: u32 = 2;
 pub const XDP_TX: u32 = 3;
 pub const XDP_REDIRECT: u32 = 4;
 
-/// Full-NAT local ports: each CPU owns `PORT_RANGE / nr_cpus` of them from `PORT_LO` on
-/// (LB_PORT_LO, LB_PORT_RANGE in bpf/lb_consts.h).
-pub const PORT_LO: u32 = 1024;
-pub const PORT_RANGE: u32 = 65536 - PORT_LO;
-/// Full-NAT local addresses per service (LB_MAX_LADDRS).
-pub const MAX_LADDRS: u32 = 16;
-
 pub(crate) fn bpf(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> Error {
     let what = what.into();
     move |e| Error::DataPath(format!("{what}: {e}"))
@@ -33,7 +27,7 @@ pub(crate) fn bpf(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> E
 
 /// Whether a key of the `rev` map is a forward entry's: `lb_flow.pad[0]` is LB_FLOW_FWD.
 pub fn is_forward_key(k: &[u8]) -> bool {
-    k.get(std::mem::offset_of!(types::lb_flow, pad)) == Some(&1)
+    k.get(std::mem::offset_of!(types::lb_flow, pad)) == Some(&FLOW_FWD)
 }
 
 /// The maps of the loaded program.

@@ -7,22 +7,16 @@ use std::net::{IpAddr, SocketAddr};
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::loader::{bpf, Program, Shape, MAX_LADDRS};
+use super::loader::{bpf, Program, Shape};
 use crate::bpf::types;
+use crate::consts::{
+    AF_INET, AF_INET6, IPPROTO_ICMP, IPPROTO_ICMPV6, MAX_LADDRS, MODE_DR, MODE_FNAT, MODE_NAT,
+    MODE_TUNNEL, SCHED_MH, SCHED_RR, TUN_CSUM, VIP_ECHO, VIP_TOA,
+};
 use crate::error::Error;
 use crate::model::{Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, Tunnel};
 use crate::Result;
 use wirespeed_sys::bpf::bytes_of;
-
-const AF_INET: u8 = 2;
-const AF_INET6: u8 = 10;
-const IPPROTO_ICMP: u8 = 1;
-const IPPROTO_ICMPV6: u8 = 58;
-/// lb_vip.flags (LB_VIP_* in bpf/lb_consts.h).
-const VIP_TOA: u8 = 0x01;
-const VIP_ECHO: u8 = 0x02;
-/// lb_real.tun_flags (LB_TUN_* in bpf/lb_consts.h).
-const TUN_CSUM: u8 = 0x01;
 
 /// An address as the maps hold it: family, IPv4 in the first four bytes.
 pub fn addr_bytes(a: IpAddr) -> (u8, [u8; 16]) {
@@ -39,10 +33,10 @@ pub fn addr_bytes(a: IpAddr) -> (u8, [u8; 16]) {
 /// The data path's number for a mode (LB_MODE_* in bpf/lb_consts.h).
 pub fn mode_number(m: Mode) -> u8 {
     match m {
-        Mode::Dr => 0,
-        Mode::Tunnel => 1,
-        Mode::Nat => 2,
-        Mode::FullNat => 3,
+        Mode::Dr => MODE_DR,
+        Mode::Tunnel => MODE_TUNNEL,
+        Mode::Nat => MODE_NAT,
+        Mode::FullNat => MODE_FNAT,
     }
 }
 
@@ -87,8 +81,8 @@ fn vip_value(id: u32, s: &PlannedService) -> types::lb_vip {
         id,
         lookup_len: s.lookup.len() as u32,
         sched: match s.scheduler {
-            Scheduler::Mh => 0,
-            Scheduler::Rr | Scheduler::Wrr => 1,
+            Scheduler::Mh => SCHED_MH,
+            Scheduler::Rr | Scheduler::Wrr => SCHED_RR,
         },
         flags: if s.toa { VIP_TOA } else { 0 },
         laddr_count: s.laddrs.len() as u8,
@@ -331,7 +325,7 @@ pub fn apply(prog: &Program, old: Option<&Plan>, plan: &Plan) -> Result<()> {
         let v = types::lb_vip {
             id: *id,
             lookup_len: 0,
-            sched: 0,
+            sched: SCHED_MH,
             flags: VIP_ECHO,
             laddr_count: 0,
             pad: 0,

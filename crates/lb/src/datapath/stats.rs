@@ -10,6 +10,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::loader::{bpf, Program};
 use super::maps::zero_percpu;
 use crate::bpf::types;
+use crate::consts::{IPPROTO_TCP, REV_CLOSED, REV_FNAT, REV_FWD};
 use crate::error::Error;
 use crate::model::{ConnCounts, Counters, Plan, Stats};
 use crate::Result;
@@ -86,11 +87,6 @@ pub fn zero(prog: &Program) -> Result<()> {
     Ok(())
 }
 
-/// lb_rev.flags (LB_REV_* in bpf/lb_consts.h).
-const REV_FNAT: u8 = 0x01;
-const REV_CLOSED: u8 = 0x02;
-const REV_FWD: u8 = 0x04;
-const IPPROTO_TCP: u8 = 6;
 const NS: u64 = 1_000_000_000;
 /// How long a connection counts after it was last seen: the data path's idle times
 /// (cfg_idle_tcp_s, cfg_idle_udp_s in bpf/lb_consts.h), and for a closed TCP connection
