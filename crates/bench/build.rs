@@ -16,12 +16,31 @@ fn main() {
         .clang_arg("-Wno-unused-function");
     bpf.skeleton("bpf/probe.bpf.c", "probe.skel.rs");
     bpf.skeleton("bpf/xdpgen.bpf.c", "xdpgen.skel.rs");
+    bpf.defines(
+        "bpf/xdpgen.bpf.c",
+        "",
+        &[("GEN_", "usize"), ("SINK_", "usize")],
+        "xdpgen_consts.rs",
+    );
+    bpf.defines(
+        "bpf/probe_maps.h",
+        "",
+        &[("MAX_SYSCALLS", "usize")],
+        "probe_consts.rs",
+    );
     let out = bpf.out_dir();
 
     // Syscall names: parsed from the uapi header so the table matches this architecture.
     let header = format!("/usr/include/{arch}-linux-gnu/asm/unistd_64.h");
     let text = std::fs::read_to_string(&header).unwrap_or_default();
-    let mut names = vec![String::new(); 512];
+    // As many as the probe's syscall map holds (MAX_SYSCALLS in bpf/probe_maps.h).
+    let max_syscalls: usize = std::fs::read_to_string("bpf/probe_maps.h")
+        .expect("read bpf/probe_maps.h")
+        .lines()
+        .find_map(|l| l.strip_prefix("#define MAX_SYSCALLS "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("bpf/probe_maps.h defines MAX_SYSCALLS as a number");
+    let mut names = vec![String::new(); max_syscalls];
     for line in text.lines() {
         let mut it = line.split_whitespace();
         if let (Some("#define"), Some(name), Some(num)) = (it.next(), it.next(), it.next()) {
@@ -36,7 +55,7 @@ fn main() {
     std::fs::write(
         out.join("syscall_names.rs"),
         format!(
-            "pub const SYSCALL_NAMES: [&str; 512] = [{}];\n",
+            "pub const SYSCALL_NAMES: [&str; {max_syscalls}] = [{}];\n",
             table.join(",")
         ),
     )

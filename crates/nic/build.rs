@@ -5,7 +5,13 @@ fn main() {
     wirespeed_bpf_build::Bpf::new()
         .uapi()
         .clang_arg("-Wno-unused-function")
-        .skeleton("bpf/bifurcate.bpf.c", "bifurcate.skel.rs");
+        .skeleton("bpf/bifurcate.bpf.c", "bifurcate.skel.rs")
+        .defines(
+            "bpf/maps.h",
+            "",
+            &[("MAX_QUEUES", "u32"), ("MAX_SERVED_PORTS", "usize")],
+            "bifurcate_consts.rs",
+        );
 
     #[cfg(feature = "dpdk")]
     build_dpdk_shim();

@@ -23,6 +23,7 @@ mod skel {
 
 mod names {
     include!(concat!(env!("OUT_DIR"), "/syscall_names.rs"));
+    include!(concat!(env!("OUT_DIR"), "/probe_consts.rs"));
 }
 
 /// The name of syscall number `nr` on this architecture.
@@ -141,7 +142,7 @@ impl Session {
     /// Reads the counters (they keep running).
     pub fn counts(&self) -> Result<BpfCounts> {
         let mut c = BpfCounts::default();
-        for nr in 0..512u32 {
+        for nr in 0..names::MAX_SYSCALLS as u32 {
             let n = Self::sum_percpu(&self.skel.maps.syscalls, nr)?;
             if n > 0 {
                 c.syscalls.insert(syscall_name(nr as usize), n);
