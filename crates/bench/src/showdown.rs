@@ -221,17 +221,17 @@ impl Showdown {
         let seed = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}x"));
         let _ = writeln!(
             s,
-            "| # | configuration | req/s | vs base row | seed | p50 us | p99 us | p99.99 us | CPU-us/req | syscalls/req | ctx sw/s | locality % | client CPU-us/req | client CPU % | server CPU % | errors |"
+            "| # | configuration | req/s | vs base row | seed | p50 us | p99 us | p99.99 us | CPU-us/req | CPU vs base row | syscalls/req | ctx sw/s | locality % | client CPU-us/req | client CPU % | server CPU % | errors |"
         );
         let _ = writeln!(
             s,
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for r in &self.rows {
             if let Some(why) = &r.skipped {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | skipped: {why} | | {} | | | | | | | | | | | |",
+                    "| {} | {} | skipped: {why} | | {} | | | | | | | | | | | | |",
                     r.row,
                     r.name,
                     seed(r.seed_ratio)
@@ -243,7 +243,7 @@ impl Showdown {
             let measured = |v: f64, prec: usize| opt((!r.packet_rate()).then_some(v), prec);
             let _ = writeln!(
                 s,
-                "| {} | {}{}{} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
+                "| {} | {}{}{} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
                 r.row,
                 r.name,
                 r.mtu.map_or(String::new(), |m| format!(", MTU {m}")),
@@ -255,6 +255,7 @@ impl Showdown {
                 measured(r.p99_us, 0),
                 measured(r.p9999_us, 0),
                 opt(r.cpu_us_per_req, 2),
+                ratio(r.cpu_per_req_vs_row1),
                 opt(r.syscalls_per_req, 2),
                 measured(r.ctx_switches_per_s, 0),
                 opt(r.locality_pct, 1),
@@ -284,7 +285,9 @@ impl Showdown {
              are medians over the rounds; `vs base row` is the median (min-max) of the per-round \
              req/s ratios against row 1, or against the row named in the configuration (echo rows: \
              req/s is messages/s). Latency: {}. CPU-us/req is the server's user+sys plus the softirq time on its \
-             CPU not already inside it, per request; client CPU-us/req is the load generator's \
+             CPU not already inside it, per request, and `CPU vs base row` the median (min-max) of its \
+             per-round ratios against the base row's (rounds run side by side, so a slow stretch of \
+             the machine moves both); client CPU-us/req is the load generator's \
              (on veth, packet work a configuration moves off the server's CPU lands there). \
              `seed` is the seed's own figure for the same step over its own base, where it has one: \
              seed 000 (Linux kernel vs DPDK, HTTP) for rows against row 1, the Photon seed for the \
@@ -390,6 +393,8 @@ mod tests {
         );
         assert_eq!(s.rows[1].cpu_per_req_vs_row1.unwrap().median, 0.5);
         let md = s.markdown();
+        let row2 = md.lines().find(|l| l.starts_with("| 2 | row2")).unwrap();
+        assert!(row2.contains("| 0.50x (0.50-0.50) |"), "{row2}");
         assert!(
             md.contains("| 2 | row2, MTU 9000 | 200 | 2.00x (2.00-2.00) | - |"),
             "{md}"
@@ -403,7 +408,7 @@ mod tests {
         assert!(md.contains("| 4 | lb | 3000000 | "), "{md}");
         let lb_line = md.lines().find(|l| l.starts_with("| 4 | lb |")).unwrap();
         assert!(
-            lb_line.contains("| - | n/a | n/a | n/a | 0.33 |"),
+            lb_line.contains("| - | n/a | n/a | n/a | 0.33 | "),
             "{lb_line}"
         );
         // Every line of the table has the header's number of cells.
