@@ -21,6 +21,11 @@ struct Slot {
     /// A stream socket: a `recv` that returns less than it asked for has emptied the queue
     /// (epoll(7)). Not so for a datagram socket, whose `recv` returns one datagram of many.
     stream: bool,
+    /// An event has said the peer closed its side, or the connection failed (RDHUP, HUP,
+    /// ERR). End of stream and an error last: their edge has come and gone, and a short read
+    /// that takes the last bytes before the FIN leaves `recv` returning 0 with no edge to
+    /// come. So such a socket always asks the kernel.
+    closing: bool,
     /// The last `recv` of a stream socket returned less than it asked for, and no read event
     /// has come since: the receive queue was empty then, and any byte (or FIN, or error) that
     /// arrived after it brings an edge. So the next `recv` waits for that edge instead of
@@ -105,6 +110,7 @@ impl Epoll {
                     generation: 0,
                     live: false,
                     stream: false,
+                    closing: false,
                     drained: false,
                     reader: None,
                     writer: None,
@@ -116,6 +122,7 @@ impl Epoll {
         s.fd = raw;
         s.live = true;
         s.stream = is_stream_socket(raw);
+        s.closing = false;
         s.drained = false;
         let token = Token {
             slot,
@@ -240,7 +247,7 @@ impl Epoll {
 
     fn set_drained(&mut self, t: Token) {
         if let Some(s) = self.slots.get_mut(t.slot as usize) {
-            if s.generation == t.generation && s.stream {
+            if s.generation == t.generation && s.stream && !s.closing {
                 s.drained = true;
             }
         }
@@ -384,6 +391,9 @@ impl Epoll {
                 continue;
             }
             let err_or_hup = bits & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
+            if err_or_hup || bits & libc::EPOLLRDHUP as u32 != 0 {
+                s.closing = true;
+            }
             if err_or_hup || bits & (libc::EPOLLIN | libc::EPOLLRDHUP) as u32 != 0 {
                 s.drained = false;
                 if let Some(w) = s.reader.take() {
@@ -512,6 +522,35 @@ mod tests {
         harvest(&mut ep);
         assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(0))));
         assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(0))));
+    }
+
+    /// The peer sends its last bytes and its FIN, and the engine sees their one edge before
+    /// the read: the short read that takes the bytes also passes the FIN, and no edge follows,
+    /// so the next recv must ask the kernel (it returns 0) rather than wait. The same holds
+    /// after a reset.
+    #[test]
+    fn after_the_peer_closed_a_short_read_does_not_wait_for_an_edge() {
+        use std::io::Write;
+        let mut ep = Epoll::new(0).unwrap();
+        let (mut far, t, fd) = registered_pair(&mut ep);
+        far.write_all(&[7; 10]).unwrap();
+        far.shutdown(std::net::Shutdown::Write).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        harvest(&mut ep);
+        assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(10))));
+        assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(0))));
+
+        // Bytes, then a reset (linger 0), both seen in one harvest: the bytes, then the error.
+        let (mut far, t, fd) = registered_pair(&mut ep);
+        socket2::SockRef::from(&far)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        far.write_all(&[8; 10]).unwrap();
+        drop(far);
+        std::thread::sleep(Duration::from_millis(20));
+        harvest(&mut ep);
+        assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(10))));
+        assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Err(_))));
     }
 
     /// A datagram socket's `recv` returns one datagram, short however many wait behind it:
