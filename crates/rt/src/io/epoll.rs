@@ -21,11 +21,12 @@ struct Slot {
     /// A stream socket: a `recv` that returns less than it asked for has emptied the queue
     /// (epoll(7)). Not so for a datagram socket, whose `recv` returns one datagram of many.
     stream: bool,
-    /// An event has said the peer closed its side, or the connection failed (RDHUP, HUP,
-    /// ERR). End of stream and an error last: their edge has come and gone, and a short read
-    /// that takes the last bytes before the FIN leaves `recv` returning 0 with no edge to
-    /// come. So such a socket always asks the kernel.
-    closing: bool,
+    /// An event has said the peer closed its side, the connection failed (RDHUP, HUP, ERR),
+    /// or urgent data came (PRI). End of stream and an error last: their edge has come and
+    /// gone, and a short read that takes the last bytes before the FIN leaves `recv`
+    /// returning 0 with no edge to come. A read stops short at the urgent mark with bytes
+    /// still queued behind it. So such a socket always asks the kernel.
+    always_ask: bool,
     /// The last `recv` of a stream socket returned less than it asked for, and no read event
     /// has come since: the receive queue was empty then, and any byte (or FIN, or error) that
     /// arrived after it brings an edge. So the next `recv` waits for that edge instead of
@@ -110,7 +111,7 @@ impl Epoll {
                     generation: 0,
                     live: false,
                     stream: false,
-                    closing: false,
+                    always_ask: false,
                     drained: false,
                     reader: None,
                     writer: None,
@@ -122,13 +123,16 @@ impl Epoll {
         s.fd = raw;
         s.live = true;
         s.stream = is_stream_socket(raw);
-        s.closing = false;
+        s.always_ask = false;
         s.drained = false;
         let token = Token {
             slot,
             generation: s.generation,
         };
-        let events = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
+        // PRI: urgent data, after which a read can stop short with bytes still queued.
+        let events =
+            (libc::EPOLLIN | libc::EPOLLPRI | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET)
+                as u32;
         if let Err(e) = self.ctl(libc::EPOLL_CTL_ADD, raw, events, data(token)) {
             self.release(slot);
             return Err(e); // `fd` drops here and closes
@@ -247,7 +251,7 @@ impl Epoll {
 
     fn set_drained(&mut self, t: Token) {
         if let Some(s) = self.slots.get_mut(t.slot as usize) {
-            if s.generation == t.generation && s.stream && !s.closing {
+            if s.generation == t.generation && s.stream && !s.always_ask {
                 s.drained = true;
             }
         }
@@ -391,10 +395,10 @@ impl Epoll {
                 continue;
             }
             let err_or_hup = bits & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
-            if err_or_hup || bits & libc::EPOLLRDHUP as u32 != 0 {
-                s.closing = true;
-            }
-            if err_or_hup || bits & (libc::EPOLLIN | libc::EPOLLRDHUP) as u32 != 0 {
+            // A state that lasts past its one edge (see `Slot::always_ask`).
+            let lasting = err_or_hup || bits & (libc::EPOLLRDHUP | libc::EPOLLPRI) as u32 != 0;
+            s.always_ask |= lasting;
+            if lasting || bits & libc::EPOLLIN as u32 != 0 {
                 s.drained = false;
                 if let Some(w) = s.reader.take() {
                     w.wake();
@@ -551,6 +555,24 @@ mod tests {
         harvest(&mut ep);
         assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(10))));
         assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Err(_))));
+    }
+
+    /// A peer's urgent byte (MSG_OOB) makes a read stop short at its mark with bytes queued
+    /// behind it: the engine saw PRI, so the next recv asks the kernel and gets them.
+    #[test]
+    fn after_urgent_data_a_short_read_does_not_wait_for_an_edge() {
+        use std::io::Write;
+        let mut ep = Epoll::new(0).unwrap();
+        let (mut far, t, fd) = registered_pair(&mut ep);
+        far.write_all(&[1; 5]).unwrap();
+        // SAFETY: sends one byte from a valid buffer on a connected socket.
+        let sent = unsafe { libc::send(far.as_raw_fd(), [b'!'].as_ptr().cast(), 1, libc::MSG_OOB) };
+        assert_eq!(sent, 1, "{}", io::Error::last_os_error());
+        far.write_all(&[2; 5]).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        harvest(&mut ep);
+        assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(5))));
+        assert!(matches!(recv_now(&mut ep, t, fd, 100), Poll::Ready(Ok(5))));
     }
 
     /// A datagram socket's `recv` returns one datagram, short however many wait behind it:
