@@ -18,14 +18,13 @@ struct Slot {
     fd: RawFd,
     generation: u32,
     live: bool,
-    /// A stream socket: a `recv` that returns less than it asked for has emptied the queue
-    /// (epoll(7)). Not so for a datagram socket, whose `recv` returns one datagram of many.
-    stream: bool,
-    /// An event has said the peer closed its side, the connection failed (RDHUP, HUP, ERR),
-    /// or urgent data came (PRI). End of stream and an error last: their edge has come and
-    /// gone, and a short read that takes the last bytes before the FIN leaves `recv`
-    /// returning 0 with no edge to come. A read stops short at the urgent mark with bytes
-    /// still queued behind it. So such a socket always asks the kernel.
+    /// A short `recv` says nothing about what is left: the socket is not a stream socket (a
+    /// datagram socket's `recv` returns one datagram of many), or an event has said the peer
+    /// closed its side, the connection failed (RDHUP, HUP, ERR) or urgent data came (PRI).
+    /// End of stream and an error last: their edge has come and gone, and a short read that
+    /// takes the last bytes before the FIN leaves `recv` returning 0 with no edge to come. A
+    /// read stops short at the urgent mark with bytes still queued behind it. So such a
+    /// socket always asks the kernel.
     always_ask: bool,
     /// The last `recv` of a stream socket returned less than it asked for, and no read event
     /// has come since: the receive queue was empty then, and any byte (or FIN, or error) that
@@ -110,8 +109,7 @@ impl Epoll {
                     fd: -1,
                     generation: 0,
                     live: false,
-                    stream: false,
-                    always_ask: false,
+                    always_ask: true,
                     drained: false,
                     reader: None,
                     writer: None,
@@ -122,8 +120,7 @@ impl Epoll {
         let s = &mut self.slots[slot as usize];
         s.fd = raw;
         s.live = true;
-        s.stream = is_stream_socket(raw);
-        s.always_ask = false;
+        s.always_ask = !is_stream_socket(raw);
         s.drained = false;
         let token = Token {
             slot,
@@ -251,7 +248,7 @@ impl Epoll {
 
     fn set_drained(&mut self, t: Token) {
         if let Some(s) = self.slots.get_mut(t.slot as usize) {
-            if s.generation == t.generation && s.stream && !s.always_ask {
+            if s.generation == t.generation && !s.always_ask {
                 s.drained = true;
             }
         }
