@@ -6,6 +6,7 @@
 fn main() {
     let bpf = wirespeed_bpf_build::Bpf::new().vmlinux();
     bpf.skeleton("bpf/fp.bpf.c", "fp.skel.rs");
+    bpf.skeleton("bpf/fp_sysctl.bpf.c", "fp_sysctl.skel.rs");
     bpf.map_types("fp.skel.rs", &MAP_TYPES, "fp_map_types.rs");
     bpf.reasons(
         "bpf/fp_consts.h",
@@ -39,8 +40,9 @@ fn main() {
 /// generates them from BTF: the loader writes them through these types, never at hand-kept
 /// offsets. Each is checked to be in the skeleton; MapBytes holds because libbpf-cargo spells
 /// every padding byte out as a field.
-const MAP_TYPES: [&str; 8] = [
+const MAP_TYPES: [&str; 9] = [
     "fp_ctl",
+    "sysctl_gate",
     "lpm_v4",
     "lpm_v6",
     "rule_set",

@@ -253,7 +253,7 @@ fn pod_network_at_tc_forwards_and_follows_changes() {
             (0..3)
                 .map(|i| {
                     let idx = wirespeed_sys::packet::if_index(&format!("vpod{i}")).unwrap();
-                    wirespeed_fp::loader::tcx_ingress_count(idx).unwrap()
+                    wirespeed_fp::attach::tcx_ingress_count(idx).unwrap()
                 })
                 .collect::<Vec<_>>()
         })

@@ -17,6 +17,20 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* A family's multipath hash policy was written and the daemon has not read it back yet (its
+ * sysctl gate is closed): the kernel hashes the flow as the new value says. */
+static __always_inline bool hash_policy_unread(int family, enum fp_reason *why)
+{
+	__u32 w = GATE_WRITES, a = GATE_ACKED;
+	struct sysctl_gate *writes = bpf_map_lookup_elem(&sysctl_gate, &w);
+	struct sysctl_gate *acked = bpf_map_lookup_elem(&sysctl_gate, &a);
+
+	if (writes && acked && writes->count[family & 1] == acked->count[family & 1])
+		return false;
+	*why = FP_PASS_HASH_POLICY;
+	return true;
+}
+
 /* The routers behind the checks both hooks make: Ethernet, no tag, IP, to this port's MAC,
  * the family switched on. */
 static __always_inline enum router_verdict route(const struct rt_in *in, struct fp_pkt *p,
@@ -46,13 +60,17 @@ static __always_inline enum router_verdict route(const struct rt_in *in, struct 
 	if (!c)
 		return RT_PASS;
 	if (p->proto == ETH_P_IP) {
-		if (cfg_router_v4 && !c->off_v4)
-			return router_v4(in, p, c, oif, why);
-	} else {
-		if (cfg_router_v6 && !c->off_v6)
-			return router_v6(in, p, c, oif, why);
+		if (!cfg_router_v4 || c->off_v4)
+			return RT_PASS;
+		if (c->multipath_v4 && hash_policy_unread(0, why))
+			return RT_PASS;
+		return router_v4(in, p, c, oif, why);
 	}
-	return RT_PASS;
+	if (!cfg_router_v6 || c->off_v6)
+		return RT_PASS;
+	if (c->multipath_v6 && hash_policy_unread(1, why))
+		return RT_PASS;
+	return router_v6(in, p, c, oif, why);
 }
 
 /* The mark an XDP program leaves in a frame's metadata for its TC stage (fp_ctl.tc_stage):

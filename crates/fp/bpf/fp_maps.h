@@ -72,8 +72,15 @@ struct fp_ctl {
 	 * kernel's, which holds it until its datagram is whole and sends it on cut as it came. */
 	__u8 reassembly_v4;
 	__u8 reassembly_v6;
-	__u8 unused[2];
+	/* This family has multipath routes (inline or through a nexthop group): while its sysctl
+	 * gate is closed (fp_sysctl_gate.h) the kernel hashes its flows. */
+	__u8 multipath_v4;
+	__u8 multipath_v6;
 	__be32 local_v4[LOCAL_V4_INLINE];
+	/* The smallest MTU of an IPv4 route that has one of its own, unlocked (`ip route add ...
+	 * mtu N`; 0: none). The kernel's forwarding honours it (ip_dst_mtu_maybe_forward); the FIB
+	 * helper checks only a locked one. A longer packet is the kernel's, whatever its route. */
+	__u32 route_mtu_v4;
 };
 
 struct {
@@ -167,5 +174,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rp_cache_v4);
 } rp_cache_v4 SEC(".maps");
+
+#include "fp_sysctl_gate.h"
 
 #endif

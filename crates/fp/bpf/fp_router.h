@@ -294,6 +294,11 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	__u32 in_if = in->in_if;
 	__u16 mtu_len = in->mtu_len ? in->mtu_len : tot_len;
 	struct route_cache_v4 *hop = NULL;
+
+	if (c->route_mtu_v4 && mtu_len > c->route_mtu_v4) {
+		*why = FP_PASS_FRAG_NEEDED;
+		return RT_PASS;
+	}
 	__be16 sport = 0, dport = 0;
 	enum fp_reason forwarded = FP_FORWARDED;
 	__u32 gen = 0;

@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::attach::{self, Attachment};
 use crate::classify::Tables;
 use crate::counters::{Counters, PortCounters};
 use crate::error::Result;
 use crate::features::Features;
 use crate::filter::FilterPlan;
-use crate::loader::{self, Attachment, BridgeMaps, Program};
+use crate::loader::{BridgeMaps, Program, SharedMaps};
 use crate::model::{FdbKey, Plan, PortPlan};
 use crate::reconcile::{Action, Actions, Current};
 
@@ -37,8 +38,8 @@ impl Port {
 
 /// What the fast path holds in the kernel.
 pub struct Dataplane {
-    /// The bridge module's tables, shared by every port's program.
-    bridge_maps: BridgeMaps,
+    /// The bridge module's tables and the sysctl gate, shared by every port's program.
+    shared: SharedMaps,
     ports: BTreeMap<u32, Port>,
     /// The ports' program features, as reconcile reads them.
     features: BTreeMap<u32, Features>,
@@ -49,10 +50,10 @@ pub struct Dataplane {
 
 impl Dataplane {
     pub fn new() -> Result<Dataplane> {
-        // One program's bridge maps become everyone's (loading the program verifies it too).
-        let bridge_maps = Program::load(&Features::default())?.maps.bridge.share()?;
+        // One program's shared maps become everyone's (loading the program verifies it too).
+        let shared = Program::load(&Features::default())?.maps.share()?;
         Ok(Dataplane {
-            bridge_maps,
+            shared,
             ports: BTreeMap::new(),
             features: BTreeMap::new(),
             applied: Plan::default(),
@@ -79,7 +80,12 @@ impl Dataplane {
     }
 
     pub fn bridge_maps(&self) -> &BridgeMaps {
-        &self.bridge_maps
+        &self.shared.bridge
+    }
+
+    /// The sysctl gate every port's program reads (`sysctl_hook`).
+    pub fn sysctl_gate(&self) -> &libbpf_rs::MapHandle {
+        &self.shared.sysctl_gate
     }
 
     /// Runs `actions`; returns what it did (none, maps, detach, swap, attach: the last port
@@ -94,14 +100,14 @@ impl Dataplane {
             match action {
                 Action::SetFdb { key, port } => {
                     what = "maps";
-                    if let Err(e) = self.bridge_maps.set_fdb(&key, port) {
+                    if let Err(e) = self.shared.bridge.set_fdb(&key, port) {
                         error(e.to_string());
                     }
                     self.applied_fdb.insert(key, port);
                 }
                 Action::DelFdb { key } => {
                     what = "maps";
-                    self.bridge_maps.del_fdb(&key);
+                    self.shared.bridge.del_fdb(&key);
                     self.applied_fdb.remove(&key);
                 }
                 Action::SetBridgeVlan {
@@ -109,17 +115,17 @@ impl Dataplane {
                     vid,
                     flags,
                 } => {
-                    if let Err(e) = self.bridge_maps.set_vlan(ifindex, vid, flags) {
+                    if let Err(e) = self.shared.bridge.set_vlan(ifindex, vid, flags) {
                         error(e.to_string());
                     }
                 }
                 Action::SetBridgePort { ifindex, port } => {
-                    if let Err(e) = self.bridge_maps.set_port(ifindex, &port) {
+                    if let Err(e) = self.shared.bridge.set_port(ifindex, &port) {
                         error(e.to_string());
                     }
                 }
-                Action::DelBridgePort { ifindex } => self.bridge_maps.del_port(ifindex),
-                Action::DelBridgeVlan { ifindex, vid } => self.bridge_maps.del_vlan(ifindex, vid),
+                Action::DelBridgePort { ifindex } => self.shared.bridge.del_port(ifindex),
+                Action::DelBridgeVlan { ifindex, vid } => self.shared.bridge.del_vlan(ifindex, vid),
                 Action::Detach { ifindex } => {
                     // Dropping the port closes its link: the kernel detaches the program.
                     self.ports.remove(&ifindex);
@@ -174,7 +180,7 @@ impl Dataplane {
         let (prog, old_tables) = match hit {
             Some(i) => port.spare.swap_remove(i),
             None => (
-                Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?,
+                Program::load_shared(&f.to_load(), Some(&self.shared))?,
                 None,
             ),
         };
@@ -205,9 +211,9 @@ impl Dataplane {
     fn attach(&mut self, pp: &PortPlan, tables: Option<Tables>) -> Result<()> {
         let (idx, f) = (pp.ifindex, pp.features);
         if !f.tc {
-            loader::remove_stale_xdp(idx);
+            attach::remove_stale_xdp(idx);
         }
-        let prog = Program::load_shared(&f.to_load(), Some(&self.bridge_maps))?;
+        let prog = Program::load_shared(&f.to_load(), Some(&self.shared))?;
         prog.set_ctl(&f, pp.switches())?;
         prog.set_tx_ports(&pp.tx_ports)?;
         prog.set_local_v4(&pp.local_v4)?;

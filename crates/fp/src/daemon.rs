@@ -18,6 +18,7 @@ use crate::reconcile::{self, Actions};
 use crate::routes::Recount;
 use crate::ruleset::{self, Ruleset};
 use crate::status::{self, Status, StatusLog};
+use crate::sysctl_hook::{Gate, Settle, SysctlHook};
 use crate::watch::{Change, Watchers};
 
 /// State with no change events (ipset members, x_tables presence): polled at this period.
@@ -91,6 +92,8 @@ struct Pending {
     rules4: bool,
     rules6: bool,
     sysctls: bool,
+    xfrm: bool,
+    tc: bool,
     bridge: bool,
     /// FDB entries were written as their events came.
     fdb: bool,
@@ -99,6 +102,9 @@ struct Pending {
     nft_msgs: Vec<NftMsg>,
     /// New ipset members (polled).
     members: Option<String>,
+    /// Hash-policy writes the hook counted, to acknowledge once the routers are set by the
+    /// values read after them.
+    gate_ack: Option<[Option<u32>; 2]>,
 }
 
 impl Pending {
@@ -109,6 +115,8 @@ impl Pending {
             || self.rules4
             || self.rules6
             || self.sysctls
+            || self.xfrm
+            || self.tc
             || self.filter
             || self.bridge
     }
@@ -129,6 +137,10 @@ pub struct Daemon {
     /// `last_recount`.
     recount_due: bool,
     last_recount: Option<Instant>,
+    /// The sysctl hook (None: it could not attach; then model.hash_policy_unwatched says why)
+    /// and the daemon's side of its gate.
+    _hook: Option<SysctlHook>,
+    gate: Gate,
 }
 
 impl Daemon {
@@ -139,10 +151,19 @@ impl Daemon {
             no_route_cache: !cfg.route_cache,
             ..Model::default()
         };
+        let mut model = model;
+        let dataplane = Dataplane::new()?;
+        let hook = match SysctlHook::attach(dataplane.sysctl_gate()) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                model.hash_policy_unwatched = Some(format!("no sysctl hook ({e})"));
+                None
+            }
+        };
         Ok(Daemon {
             cfg,
             model,
-            dataplane: Dataplane::new()?,
+            dataplane,
             kernel: KernelReader::open()?,
             ruleset: Ruleset::default(),
             log: StatusLog::default(),
@@ -151,6 +172,8 @@ impl Daemon {
             metrics: FpMetrics::default(),
             recount_due: false,
             last_recount: None,
+            _hook: hook,
+            gate: Gate::new(),
         })
     }
 
@@ -198,6 +221,8 @@ impl Daemon {
         self.kernel.addrs_v4(&mut self.model)?;
         self.kernel.rules(&mut self.model, 2)?;
         self.kernel.rules(&mut self.model, 10)?;
+        self.kernel.xfrm(&mut self.model)?;
+        self.kernel.tc(&mut self.model)?;
         self.br_netfilter = kernel::read_sysctls(&mut self.model);
         self.sync_bridge()?;
         self.ruleset.legacy = ruleset::legacy_tables();
@@ -286,6 +311,10 @@ impl Daemon {
                     p.rtnl = true;
                     p.changed |= self.model.apply(&ev);
                 }
+                Change::Xfrm => {
+                    p.kinds.push("xfrm");
+                    p.xfrm = true;
+                }
                 Change::Rtnl(ev) => self.take_rtnl(ev, p),
             }
         }
@@ -310,6 +339,7 @@ impl Daemon {
             Event::Rules { family: 2 } => p.rules4 = true,
             Event::Rules { .. } => p.rules6 = true,
             Event::Netconf => p.sysctls = true,
+            Event::Tc => p.tc = true,
             Event::LinkNew(ref l) => {
                 p.sysctls = true;
                 // So does a link going down.
@@ -372,6 +402,22 @@ impl Daemon {
         }
     }
 
+    /// The sysctl gate: hash-policy writes the hook saw, read back once they have landed.
+    fn look_at_gate(&mut self, p: &mut Pending) {
+        match self
+            .gate
+            .settle(self.dataplane.sysctl_gate(), Instant::now())
+        {
+            Ok(Settle::Read(ready)) => {
+                p.sysctls = true;
+                p.kinds.push("multipath-hash-policy");
+                p.gate_ack = Some(ready);
+            }
+            Ok(_) => {}
+            Err(e) => self.log.note_error(e.to_string()),
+        }
+    }
+
     /// Reads again what the changes point at.
     fn reread(&mut self, p: &mut Pending) -> Result<()> {
         if p.resync {
@@ -389,6 +435,12 @@ impl Daemon {
         }
         if p.rules6 {
             self.kernel.rules(&mut self.model, 10)?;
+        }
+        if p.xfrm {
+            self.kernel.xfrm(&mut self.model)?;
+        }
+        if p.tc {
+            self.kernel.tc(&mut self.model)?;
         }
         if p.sysctls {
             self.br_netfilter = kernel::read_sysctls(&mut self.model);
@@ -468,6 +520,7 @@ impl Daemon {
                 // outlives the change these events report.
                 self.invalidate_routes();
             }
+            self.look_at_gate(&mut p);
             // Polling spawns processes (ipset save): never in front of an event's response,
             // unless events keep coming for five periods.
             let idle = p.kinds.is_empty() && !p.resync;
@@ -499,6 +552,12 @@ impl Daemon {
                 }
                 if (p.rtnl || p.resync) && action == "none" {
                     action = "route cache";
+                }
+                if let Some(writes) = p.gate_ack {
+                    // The routers are set by the policies read after these writes.
+                    if let Err(e) = self.gate.ack(self.dataplane.sysctl_gate(), writes) {
+                        self.log.note_error(e.to_string());
+                    }
                 }
                 self.record(p.kinds.join(","), action, t_event);
                 self.write_status(true);

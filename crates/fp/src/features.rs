@@ -62,6 +62,15 @@ pub struct Reassembly {
     pub v6: bool,
 }
 
+/// Which families have multipath routes (fp_ctl.multipath_v4/v6): while a family's sysctl
+/// gate is closed (a hash policy written, not yet read back: `sysctl_hook`), its packets are
+/// the kernel's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Multipath {
+    pub v4: bool,
+    pub v6: bool,
+}
+
 /// The run-time switches of one program (its `fp_ctl` value, beside the filter's own, which
 /// come from its Features): what the kernel must decide and which shortcuts the routers take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +83,9 @@ pub struct Switches {
     pub rp_filter_v4: bool,
     pub policy_rules: PolicyRules,
     pub reassembly: Reassembly,
+    pub multipath: Multipath,
+    /// The smallest unlocked MTU of an IPv4 route (0: none): longer packets go to the kernel.
+    pub route_mtu_v4: u32,
 }
 
 impl Default for Switches {
@@ -86,6 +98,8 @@ impl Default for Switches {
             rp_filter_v4: false,
             policy_rules: PolicyRules::default(),
             reassembly: Reassembly::default(),
+            multipath: Multipath::default(),
+            route_mtu_v4: 0,
         }
     }
 }

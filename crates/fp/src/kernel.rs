@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::genl::{self, NetdevFamily, NETLINK_GENERIC};
 use crate::model::{Event, Model};
 use crate::netlink::{self, Socket, NETLINK_ROUTE};
+use crate::{tc, xfrm};
 
 /// The dump sockets.
 pub struct KernelReader {
@@ -14,6 +15,8 @@ pub struct KernelReader {
     /// The netdev generic-netlink family and a socket to dump it (None: the kernel has no
     /// such family, so no device's XDP features are known).
     netdev: Option<(Socket, NetdevFamily)>,
+    /// NETLINK_XFRM (None: a kernel without xfrm_user, where no policy can exist).
+    xfrm: Option<Socket>,
 }
 
 /// br_netfilter's switches beyond what the model keeps (`br_nf_v4`, `br_nf_v6`).
@@ -34,6 +37,7 @@ impl KernelReader {
         Ok(KernelReader {
             dump: Socket::open(NETLINK_ROUTE)?,
             netdev: Self::open_netdev(),
+            xfrm: Socket::open(xfrm::NETLINK_XFRM).ok(),
         })
     }
 
@@ -97,6 +101,20 @@ impl KernelReader {
 
     pub fn addrs_v4(&mut self, model: &mut Model) -> Result<()> {
         model.local_v4 = netlink::dump_addrs_v4(&mut self.dump)?;
+        Ok(())
+    }
+
+    /// Every port's qdiscs and tc classifiers.
+    pub fn tc(&mut self, model: &mut Model) -> Result<()> {
+        model.tc = tc::read(&mut self.dump)?;
+        Ok(())
+    }
+
+    /// The IPsec policies and default policies.
+    pub fn xfrm(&mut self, model: &mut Model) -> Result<()> {
+        if let Some(s) = &mut self.xfrm {
+            model.xfrm = xfrm::read(s)?;
+        }
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 #![deny(unsafe_code)]
 
 pub mod apply;
+pub mod attach;
 pub mod classify;
 pub mod counters;
 pub mod daemon;
@@ -22,7 +23,10 @@ pub mod routes;
 pub mod rules;
 pub mod ruleset;
 pub mod status;
+pub mod sysctl_hook;
+pub mod tc;
 pub mod watch;
+pub mod xfrm;
 pub mod xt;
 
 pub use error::{Error, Result};
@@ -40,4 +44,10 @@ pub mod consts {
 pub mod bpf {
     include!(concat!(env!("OUT_DIR"), "/fp.skel.rs"));
     include!(concat!(env!("OUT_DIR"), "/fp_map_types.rs"));
+}
+
+/// The sysctl hook's skeleton (bpf/fp_sysctl.bpf.c; `sysctl_hook` loads it).
+#[allow(clippy::all, missing_docs, unused, unsafe_code, unsafe_op_in_unsafe_fn)]
+pub mod bpf_sysctl {
+    include!(concat!(env!("OUT_DIR"), "/fp_sysctl.skel.rs"));
 }

@@ -1,13 +1,12 @@
-//! Loads the precompiled fast-path object, specialized by its load-time constants, and
-//! attaches it through BPF links (never pinned: when the daemon dies, the kernel detaches the
-//! program and traffic keeps flowing through the slow path).
+//! Loads the precompiled fast-path object, specialized by its load-time constants, and fills
+//! its maps (switches, egress ports, filter tables, the shared bridge tables). Where it runs
+//! is `attach`.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
-use serde::Serialize;
 
 use crate::bpf::{types, FpSkelBuilder};
 use crate::counters::{Counters, Reason};
@@ -33,6 +32,24 @@ pub struct Maps {
     pub ctl: MapHandle,
     pub local_v4: MapHandle,
     pub bridge: BridgeMaps,
+    pub sysctl_gate: MapHandle,
+}
+
+/// The maps of which one set serves every port's program (libbpf map reuse): the bridge
+/// tables, and the sysctl gate the sysctl hook closes (`sysctl_hook`).
+pub struct SharedMaps {
+    pub bridge: BridgeMaps,
+    pub sysctl_gate: MapHandle,
+}
+
+impl Maps {
+    /// Another handle set on this program's shared maps, for the next programs to reuse.
+    pub fn share(&self) -> Result<SharedMaps> {
+        Ok(SharedMaps {
+            bridge: self.bridge.share()?,
+            sysctl_gate: MapHandle::try_from(&self.sysctl_gate).map_err(bpf("dup sysctl_gate"))?,
+        })
+    }
 }
 
 /// The bridge module's tables. One set serves every port's program (libbpf map reuse): the
@@ -172,14 +189,21 @@ impl Program {
         Self::load_shared(features, None)
     }
 
-    /// As `load`, with the bridge tables of `bridge` instead of fresh ones.
-    pub fn load_shared(features: &Features, bridge: Option<&BridgeMaps>) -> Result<Program> {
+    /// As `load`, with the maps of `shared` instead of fresh ones.
+    pub fn load_shared(features: &Features, shared: Option<&SharedMaps>) -> Result<Program> {
         let mut storage = MaybeUninit::uninit();
         let mut open = FpSkelBuilder::default()
             .open(&mut storage)
             .map_err(bpf("open fp object"))?;
-        if let Some(b) = bridge {
+        if let Some(SharedMaps {
+            bridge: b,
+            sysctl_gate,
+        }) = shared
+        {
             let m = &mut open.maps;
+            m.sysctl_gate
+                .reuse_fd(sysctl_gate.as_fd())
+                .map_err(bpf("reuse sysctl_gate"))?;
             m.br_ports
                 .reuse_fd(b.ports.as_fd())
                 .map_err(bpf("reuse br_ports"))?;
@@ -240,6 +264,7 @@ impl Program {
                 vlans: handle(&m.br_vlans, "br_vlans")?,
                 fdb: handle(&m.br_fdb, "br_fdb")?,
             },
+            sysctl_gate: handle(&m.sysctl_gate, "sysctl_gate")?,
         };
         // The skeleton (and its object) drops here; the program and maps live on through the
         // fds we hold and, once attached, through the link.
@@ -325,6 +350,9 @@ impl Program {
             policy_rules_v6: s.policy_rules.v6 as u8,
             reassembly_v4: s.reassembly.v4 as u8,
             reassembly_v6: s.reassembly.v6 as u8,
+            multipath_v4: s.multipath.v4 as u8,
+            multipath_v6: s.multipath.v6 as u8,
+            route_mtu_v4: s.route_mtu_v4,
             ..self.kept_ctl()
         })
     }
@@ -457,136 +485,6 @@ impl Program {
 
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
-    }
-}
-
-/// Where a program is attached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Hook {
-    XdpNative,
-    XdpGeneric,
-    /// TC ingress through a tcx link.
-    Tc,
-}
-
-/// An attachment through a BPF link: closing it detaches the program.
-pub struct Attachment {
-    link: OwnedFd,
-    pub ifindex: u32,
-    pub hook: Hook,
-    /// The TC stage's tcx link, behind a program at XDP.
-    tc_stage: Option<OwnedFd>,
-    /// Why a program at XDP has no TC stage (the tcx attach failed): its partial-checksum
-    /// frames then go to the kernel.
-    pub tc_stage_error: Option<String>,
-}
-
-const BPF_XDP: u32 = 37; // enum bpf_attach_type
-const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
-
-impl Attachment {
-    /// Attaches `prog` at XDP on `ifindex`: native mode if the driver has it, else generic;
-    /// then its TC stage, if it has one, at TC ingress behind it.
-    pub fn xdp(prog: &Program, ifindex: u32) -> Result<Attachment> {
-        let mut att = Self::xdp_fd(prog.fd.as_fd(), ifindex)?;
-        att.follow_tc_stage(prog)?;
-        Ok(att)
-    }
-
-    /// Makes the TC stage behind this XDP attachment `prog`'s (attached, replaced or
-    /// removed) and switches the marking in `prog` to match.
-    fn follow_tc_stage(&mut self, prog: &Program) -> Result<()> {
-        self.tc_stage_error = None;
-        match (prog.tc_stage_fd(), &self.tc_stage) {
-            (Some(stage), Some(link)) => {
-                wirespeed_sys::bpf::link_update(link.as_fd(), stage).map_err(io(format!(
-                    "bpf_link_update of the TC stage on ifindex {}",
-                    self.ifindex
-                )))?;
-            }
-            (Some(stage), None) => match Self::tc_fd(stage, self.ifindex) {
-                Ok(tc) => self.tc_stage = Some(tc.link),
-                Err(e) => self.tc_stage_error = Some(e.to_string()),
-            },
-            (None, _) => self.tc_stage = None,
-        }
-        prog.set_tc_stage(self.tc_stage.is_some())
-    }
-
-    /// Whether a TC stage runs behind this XDP attachment.
-    pub fn has_tc_stage(&self) -> bool {
-        self.tc_stage.is_some()
-    }
-
-    /// As `xdp`, for any loaded XDP program.
-    pub fn xdp_fd(prog: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> Result<Attachment> {
-        match Self::xdp_mode(prog, ifindex, XDP_FLAGS_DRV_MODE) {
-            Ok(link) => Ok(Attachment {
-                link,
-                ifindex,
-                hook: Hook::XdpNative,
-                tc_stage: None,
-                tc_stage_error: None,
-            }),
-            Err(_) => {
-                let link = Self::xdp_mode(prog, ifindex, XDP_FLAGS_SKB_MODE).map_err(io(
-                    format!("attach XDP to ifindex {ifindex} (native and generic both refused)"),
-                ))?;
-                Ok(Attachment {
-                    link,
-                    ifindex,
-                    hook: Hook::XdpGeneric,
-                    tc_stage: None,
-                    tc_stage_error: None,
-                })
-            }
-        }
-    }
-
-    /// Attaches `prog` (an fp_tc program) at TC ingress on `ifindex` through a tcx link, in
-    /// front of any classifier already there.
-    pub fn tc(prog: &Program, ifindex: u32) -> Result<Attachment> {
-        Self::tc_fd(prog.fd.as_fd(), ifindex)
-    }
-
-    /// As `tc`, for any loaded TC program.
-    pub fn tc_fd(prog: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> Result<Attachment> {
-        let link = wirespeed_sys::bpf::link_create(
-            prog,
-            ifindex,
-            libbpf_rs::libbpf_sys::BPF_TCX_INGRESS,
-            libbpf_rs::libbpf_sys::BPF_F_BEFORE,
-        )
-        .map_err(io(format!("attach TC ingress (tcx) to ifindex {ifindex}")))?;
-        Ok(Attachment {
-            link,
-            ifindex,
-            hook: Hook::Tc,
-            tc_stage: None,
-            tc_stage_error: None,
-        })
-    }
-
-    fn xdp_mode(
-        prog: std::os::fd::BorrowedFd<'_>,
-        ifindex: u32,
-        flags: u32,
-    ) -> std::io::Result<OwnedFd> {
-        wirespeed_sys::bpf::link_create(prog, ifindex, BPF_XDP, flags)
-    }
-
-    /// Swaps in a re-specialized program atomically: no packet sees no program. At XDP its
-    /// TC stage follows (until then the old stage routes what the new program marks: both
-    /// mark alike).
-    pub fn replace(&mut self, prog: &Program) -> Result<()> {
-        wirespeed_sys::bpf::link_update(self.link.as_fd(), prog.fd.as_fd())
-            .map_err(io(format!("bpf_link_update on ifindex {}", self.ifindex)))?;
-        if self.hook != Hook::Tc {
-            self.follow_tc_stage(prog)?;
-        }
-        Ok(())
     }
 }
 
@@ -792,39 +690,6 @@ fn table_diff(
     }
 }
 
-/// How many programs are attached at TC ingress (tcx) on `ifindex` in the calling thread's
-/// namespace, ours or anyone's.
-pub fn tcx_ingress_count(ifindex: u32) -> Result<u32> {
-    wirespeed_sys::bpf::prog_count(ifindex, libbpf_rs::libbpf_sys::BPF_TCX_INGRESS).map_err(io(
-        format!("query TC ingress programs of ifindex {ifindex}"),
-    ))
-}
-
-/// Detaches a non-link XDP program named like ours left on `ifindex` (e.g. by a tool that
-/// attached our object by hand). Link-based attachments die with their owner and are never
-/// stale. Returns true when one was removed.
-pub fn remove_stale_xdp(ifindex: u32) -> bool {
-    let Ok(q) = wirespeed_sys::bpf::xdp_query(ifindex) else {
-        return false;
-    };
-    if q.prog_id == 0 {
-        return false;
-    }
-    let Ok(fd) = libbpf_rs::Program::fd_from_id(q.prog_id) else {
-        return false;
-    };
-    if wirespeed_sys::bpf::prog_name(fd.as_fd()).ok().as_deref() != Some(b"fp_xdp") {
-        return false;
-    }
-    let mode_flags = match q.attach_mode as u32 {
-        1 => XDP_FLAGS_DRV_MODE,
-        2 => XDP_FLAGS_SKB_MODE,
-        _ => 0,
-    };
-    // Fails harmlessly (EBUSY) if a link owns the attachment.
-    wirespeed_sys::bpf::xdp_detach(ifindex, mode_flags).is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -835,7 +700,8 @@ mod tests {
     #[test]
     fn map_types_are_their_fields_and_nothing_else() {
         use std::mem::size_of;
-        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 12 + 8 * 4);
+        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 12 + 8 * 4 + 4);
+        assert_eq!(size_of::<types::sysctl_gate>(), 2 * 4);
         assert_eq!(size_of::<types::br_port>(), 4 + 4 + 2 + 1 + 1 + 1 + 3);
         assert_eq!(size_of::<types::br_vlan_key>(), 4 + 2 + 2);
         assert_eq!(size_of::<types::br_fdb_key>(), 4 + 2 + 6);

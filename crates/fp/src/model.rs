@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::features::{
-    Features, PolicyRules, Reassembly, RouteCache, Switches, NETDEV_XDP_ACT_NDO_XMIT,
+    Features, Multipath, PolicyRules, Reassembly, RouteCache, Switches, NETDEV_XDP_ACT_NDO_XMIT,
 };
 use crate::filter::{FamilyFilter, FilterPlan};
 use crate::routes::{NexthopChange, RouteChange, RouteLedger};
@@ -142,6 +142,8 @@ pub enum Event {
         ifindex: u32,
         features: Option<u64>,
     },
+    /// A qdisc, class, filter or chain changed: resynced from a dump.
+    Tc,
 }
 
 impl Event {
@@ -159,8 +161,44 @@ impl Event {
             Event::Bridge => "bridge",
             Event::Fdb { .. } => "fdb",
             Event::XdpFeatures { .. } => "xdp-features",
+            Event::Tc => "tc",
         }
     }
+}
+
+/// What of the namespace's xfrm state can touch a forwarded packet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XfrmState {
+    /// `out` and `fwd` policies by selector family: [IPv4, IPv6].
+    pub policies: [usize; 2],
+    /// The `fwd` or `out` default policy blocks what no policy matches.
+    pub default_block: bool,
+}
+
+impl XfrmState {
+    /// Why family `v6` (false: IPv4) must be forwarded by the kernel, if it must.
+    pub fn hands_off(&self, v6: bool) -> Option<String> {
+        if self.default_block {
+            return Some(
+                "an xfrm default policy blocks forwarded packets that no policy matches".into(),
+            );
+        }
+        let n = self.policies[usize::from(v6)];
+        (n > 0).then(|| {
+            format!(
+                "{n} IPsec (xfrm) out/fwd policies, which the kernel applies to forwarded packets"
+            )
+        })
+    }
+}
+
+/// What tc does on one port, as far as the fast path must step aside for it (`tc.rs` reads it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortTc {
+    /// Why this port's received packets must meet tc ingress (None: nothing there).
+    pub ingress: Option<String>,
+    /// Why packets sent out of this port must go through `dev_queue_xmit`.
+    pub egress: Option<String>,
 }
 
 /// Per-interface and global sysctls that decide whether forwarding may be fast-pathed.
@@ -217,6 +255,14 @@ pub struct Model {
     pub no_route_cache: bool,
     /// This namespace's IPv4 addresses: a forwarded packet from one of them is the kernel's.
     pub local_v4: BTreeSet<[u8; 4]>,
+    /// The IPsec policies a forwarded packet may meet: while a family has any, the kernel
+    /// forwards it.
+    pub xfrm: XfrmState,
+    /// Ports with tc classifiers or a qdisc of their own, by ifindex.
+    pub tc: BTreeMap<u32, PortTc>,
+    /// Why no sysctl hook sees the multipath hash policies change (None: one does): then
+    /// a family with multipath routes is the kernel's, its policy never read stale.
+    pub hash_policy_unwatched: Option<String>,
 }
 
 /// Why a policy rule hands its family to the kernel, for status.
@@ -245,6 +291,10 @@ pub struct PortPlan {
     pub policy_rules: PolicyRules,
     /// Which families' fragments conntrack may reassemble: those go to the kernel.
     pub reassembly: Reassembly,
+    /// Which families have multipath routes (their packets wait for the sysctl gate).
+    pub multipath: Multipath,
+    /// IPv4 packets longer than this go to the kernel: a route's own MTU (0: none).
+    pub route_mtu_v4: u32,
     /// Egress ports this port's program may redirect to (ifindexes).
     pub tx_ports: Vec<u32>,
     /// The namespace's IPv4 addresses, for the router's local-source check.
@@ -263,6 +313,8 @@ impl PortPlan {
             rp_filter_v4: self.rp_filter_v4,
             policy_rules: self.policy_rules,
             reassembly: self.reassembly,
+            multipath: self.multipath,
+            route_mtu_v4: self.route_mtu_v4,
         }
     }
 }
@@ -286,7 +338,7 @@ impl Model {
             }
             Event::LinkDel(i) => self.links.remove(i).is_some(),
             // Resynced by the watcher (rule dumps, sysctls, ruleset), which then sets fields.
-            Event::Rules { .. } | Event::Netconf | Event::Nft => true,
+            Event::Rules { .. } | Event::Netconf | Event::Nft | Event::Tc => true,
             // The program asks the kernel's FIB (through its route cache, which the watcher
             // invalidates on every event), so routes change no plan, unless one turns a
             // family's route cache off; one that may turn it back on asks for a dump
@@ -319,6 +371,9 @@ impl Model {
     /// Why the bridge module must not forward for bridge port `l`, if it must not.
     fn bridge_off(&self, l: &Link, port: Option<&BridgePort>) -> Option<String> {
         if let Some(why) = &self.bridge_kernel {
+            return Some(why.clone());
+        }
+        if let Some(why) = self.tc.get(&l.index).and_then(|t| t.ingress.as_ref()) {
             return Some(why.clone());
         }
         let br = l.master.and_then(|m| self.links.get(&m))?;
@@ -370,7 +425,7 @@ impl Model {
                         ))
                     } else {
                         let why = self.xdp_egress(p).err()?;
-                        Some(format!("port {} takes no XDP frames: {why}", p.name))
+                        Some(format!("port {} {why}", p.name))
                     }
                 }),
         }
@@ -381,16 +436,22 @@ impl Model {
     /// peer runs NAPI (an XDP program or GRO on the peer); without it the kernel drops
     /// redirected frames silently. A TC redirect (an skb) is delivered into any device.
     pub fn xdp_egress(&self, l: &Link) -> Result<(), String> {
+        // An XDP redirect goes to the driver, past the port's egress tc and qdisc (tc.rs).
+        if let Some(why) = self.tc.get(&l.index).and_then(|t| t.egress.as_ref()) {
+            return Err(format!("has {why}, which an XDP redirect would skip"));
+        }
         let Some(known) = &self.xdp_features else {
-            return Err("the kernel reports no XDP features (Linux < 6.3)".into());
+            return Err(
+                "takes no XDP frames: the kernel reports no XDP features (Linux < 6.3)".into(),
+            );
         };
         match known.get(&l.index) {
             Some(f) if f & NETDEV_XDP_ACT_NDO_XMIT != 0 => Ok(()),
-            _ if l.kind == "veth" => {
-                Err("its veth peer runs no NAPI (no XDP program, GRO off)".into())
-            }
+            _ if l.kind == "veth" => Err(
+                "takes no XDP frames: its veth peer runs no NAPI (no XDP program, GRO off)".into(),
+            ),
             _ => Err(format!(
-                "its driver ({}) takes no XDP-redirected frames",
+                "takes no XDP frames: its driver ({}) has no ndo_xdp_xmit",
                 if l.kind.is_empty() {
                     "physical"
                 } else {
@@ -487,6 +548,8 @@ impl Model {
                 rp_filter_v4: false,
                 policy_rules: PolicyRules::default(),
                 reassembly: Reassembly::default(),
+                multipath: Multipath::default(),
+                route_mtu_v4: 0,
                 local_v4: Vec::new(),
                 tx_ports,
                 notes,
@@ -574,9 +637,7 @@ impl Model {
                 ..Features::default()
             };
             if let Some((name, why)) = &router_tc {
-                notes.push(format!(
-                    "router at TC: egress {name} takes no XDP frames: {why}"
-                ));
+                notes.push(format!("router at TC: egress {name} {why}"));
             }
 
             // Compiled in: the routers always (switched at run time), the filter when a
@@ -629,6 +690,17 @@ impl Model {
                 off_v6 = true;
                 notes.push("router6 -> kernel: IPv6 forwarding disabled".into());
             }
+            if let Some(why) = self.tc.get(&l.index).and_then(|t| t.ingress.as_ref()) {
+                off_v4 = true;
+                off_v6 = true;
+                notes.push(format!("router -> kernel: {why}"));
+            }
+            for (off, family, v6) in [(&mut off_v4, 4, false), (&mut off_v6, 6, true)] {
+                if let Some(why) = self.xfrm.hands_off(v6) {
+                    *off = true;
+                    notes.push(format!("router{family} -> kernel: {why}"));
+                }
+            }
             // Any hash policy but 0 can pick a next hop from what the FIB helper is not given:
             // policy 1 uses the hash an skb arrives with (a NIC's receive hash, or across a veth
             // the sending socket's random one) before its ports, 2 and 3 may hash inner headers.
@@ -646,7 +718,14 @@ impl Model {
                     self.sysctls.multipath_hash_policy[1],
                 ),
             ] {
-                if routes > 0 && policy != 0 {
+                if routes > 0 && policy == 0 {
+                    if let Some(why) = &self.hash_policy_unwatched {
+                        *off = true;
+                        notes.push(format!(
+                            "router{family} -> kernel: {routes} multipath routes, and {why} to see fib_multipath_hash_policy change"
+                        ));
+                    }
+                } else if routes > 0 {
                     *off = true;
                     notes.push(format!(
                         "router{family} -> kernel: {routes} multipath routes hashed by fib_multipath_hash_policy {policy} (only 0 is hashed as the kernel does)"
@@ -691,6 +770,12 @@ impl Model {
                         "router{family}: fragments -> kernel: conntrack may reassemble them ({why})"
                     ));
                 }
+            }
+            if self.routes.v4.min_mtu > 0 {
+                notes.push(format!(
+                    "router4: packets over {} bytes -> kernel: {} routes with an MTU of their own (the kernel's forwarding honours it, the FIB helper does not)",
+                    self.routes.v4.min_mtu, self.routes.v4.mtu_routes
+                ));
             }
             let route_cache = RouteCache {
                 v4: self.routes.v4.uncacheable == 0
@@ -739,6 +824,11 @@ impl Model {
                         v4_ports: self.port_rules_v4 > 0,
                     },
                     reassembly,
+                    multipath: Multipath {
+                        v4: self.routes.v4.multipath > 0,
+                        v6: self.routes.v6.multipath > 0,
+                    },
+                    route_mtu_v4: self.routes.v4.min_mtu,
                     tx_ports: routed_tx.clone(),
                     local_v4: self.local_v4.iter().copied().collect(),
                     notes,

@@ -1,4 +1,4 @@
-//! A small NETLINK_ROUTE / NETLINK_NETFILTER reader: multicast event sockets and dump
+//! A small NETLINK_ROUTE / NETLINK_NETFILTER / NETLINK_XFRM reader: multicast event sockets and dump
 //! requests. Parsing is pure (`parse_*`), unit-tested on byte fixtures; only `Socket` does I/O.
 
 use std::collections::BTreeSet;
@@ -32,14 +32,25 @@ pub const RTM_NEWNETCONF: u16 = 80;
 pub const RTM_NEWVLAN: u16 = 112;
 pub const RTM_DELVLAN: u16 = 113;
 pub const RTM_DELNETCONF: u16 = 81;
+/// tc: qdiscs, classes, filters (classifiers) and their chains.
+pub const RTM_NEWQDISC: u16 = 36;
+pub const RTM_DELQDISC: u16 = 37;
+pub const RTM_NEWTCLASS: u16 = 40;
+pub const RTM_DELTCLASS: u16 = 41;
+pub const RTM_NEWTFILTER: u16 = 44;
+pub const RTM_DELTFILTER: u16 = 45;
+pub const RTM_NEWCHAIN: u16 = 100;
+pub const RTM_DELCHAIN: u16 = 101;
 
 const NLM_F_REQUEST: u16 = 1;
+const NLM_F_ACK: u16 = 4;
 const NLM_F_DUMP: u16 = 0x300;
 
 /// rtnetlink multicast groups the watcher joins (RTNLGRP_*).
-pub const ROUTE_GROUPS: [u32; 12] = [
+pub const ROUTE_GROUPS: [u32; 13] = [
     1,  // LINK
     3,  // NEIGH
+    4,  // TC
     5,  // IPV4_IFADDR
     7,  // IPV4_ROUTE
     8,  // IPV4_RULE
@@ -378,6 +389,9 @@ pub fn parse_rule(payload: &[u8]) -> Option<RuleKey> {
 const RTM_NEWNEXTHOP: u16 = 104;
 const RTM_DELNEXTHOP: u16 = 105;
 const RTM_GETNEXTHOP: u16 = 106;
+const RTA_METRICS: u16 = 8;
+const RTAX_LOCK: u16 = 1;
+const RTAX_MTU: u16 = 2;
 const RTA_MULTIPATH: u16 = 9;
 const RTA_NH_ID: u16 = 30;
 const NHA_ID: u16 = 1;
@@ -397,16 +411,31 @@ pub fn parse_route(payload: &[u8], delete: bool, flags: u16) -> Option<RouteChan
         source_specific: payload[2] != 0, // rtm_src_len
         multipath: false,
         nhid: None,
+        mtu: None,
     };
     for (ty, v) in attrs(&payload[12..]) {
         match ty {
             RTA_MULTIPATH => c.multipath = true,
+            RTA_METRICS => c.mtu = unlocked_mtu(v),
             // An id that does not parse counts as a group.
             RTA_NH_ID => c.nhid = Some(u32_of(v).unwrap_or(u32::MAX)),
             _ => {}
         }
     }
     Some(c)
+}
+
+/// A route's own MTU from its RTA_METRICS (nested RTAX_* attributes), unless RTAX_LOCK
+/// locks it.
+fn unlocked_mtu(metrics: &[u8]) -> Option<u32> {
+    let m = attrs(metrics);
+    let get = |ty: u16| {
+        m.iter()
+            .find(|(t, _)| *t == ty)
+            .and_then(|(_, v)| u32_of(v))
+    };
+    let locked = get(RTAX_LOCK).unwrap_or(0) & (1 << RTAX_MTU) != 0;
+    get(RTAX_MTU).filter(|&mtu| mtu != 0 && !locked)
 }
 
 /// An RTM_NEWNEXTHOP/DELNEXTHOP payload (nhmsg and attributes) -> the object's id and
@@ -450,8 +479,7 @@ pub fn count_routes(
         .filter(|(t, _)| *t == RTM_NEWROUTE)
     {
         if let Some(r) = parse_route(p, false, 0) {
-            c.uncacheable += r.uncacheable(groups) as usize;
-            c.multipath += r.hashed(groups) as usize;
+            c.add(&r, groups);
         }
     }
     Ok(c)
@@ -485,6 +513,8 @@ pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
             msg.ty == RTM_DELNEXTHOP,
         ))),
         RTM_NEWADDR | RTM_DELADDR => Some(Event::Addr),
+        RTM_NEWQDISC | RTM_DELQDISC | RTM_NEWTCLASS | RTM_DELTCLASS | RTM_NEWTFILTER
+        | RTM_DELTFILTER | RTM_NEWCHAIN | RTM_DELCHAIN => Some(Event::Tc),
         RTM_NEWNEIGH | RTM_DELNEIGH => Some(Event::Neigh),
         _ => None,
     }
@@ -564,12 +594,23 @@ impl Socket {
     /// Sends a dump request (`ty` with the family header `hdr`) and returns each reply
     /// message's (type, payload) until NLMSG_DONE.
     pub fn dump(&mut self, ty: u16, hdr: &[u8]) -> Result<Vec<(u16, Vec<u8>)>> {
+        self.exchange(ty, NLM_F_REQUEST | NLM_F_DUMP, hdr)
+    }
+
+    /// Sends one request that is not a dump (a get), asking for an acknowledgement, and
+    /// returns its reply messages.
+    pub fn get(&mut self, ty: u16, hdr: &[u8]) -> Result<Vec<(u16, Vec<u8>)>> {
+        self.exchange(ty, NLM_F_REQUEST | NLM_F_ACK, hdr)
+    }
+
+    /// One request and its replies, up to NLMSG_DONE or the acknowledgement.
+    fn exchange(&mut self, ty: u16, flags: u16, hdr: &[u8]) -> Result<Vec<(u16, Vec<u8>)>> {
         self.seq = self.seq.wrapping_add(1);
         let len = 16 + hdr.len();
         let mut req = Vec::with_capacity(len);
         req.extend_from_slice(&(len as u32).to_ne_bytes());
         req.extend_from_slice(&ty.to_ne_bytes());
-        req.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+        req.extend_from_slice(&flags.to_ne_bytes());
         req.extend_from_slice(&self.seq.to_ne_bytes());
         req.extend_from_slice(&0u32.to_ne_bytes());
         req.extend_from_slice(hdr);
@@ -604,7 +645,7 @@ impl Socket {
                             .map(|b| i32::from_ne_bytes(b.try_into().unwrap_or([0; 4])));
                         if errno != Some(0) {
                             return Err(Error::Netlink(format!(
-                                "dump {ty} failed: errno {errno:?}"
+                                "request {ty} failed: errno {errno:?}"
                             )));
                         }
                         return Ok(out);

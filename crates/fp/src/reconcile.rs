@@ -213,6 +213,8 @@ mod tests {
             rp_filter_v4: false,
             policy_rules: crate::features::PolicyRules::default(),
             reassembly: crate::features::Reassembly::default(),
+            multipath: crate::features::Multipath::default(),
+            route_mtu_v4: 0,
             local_v4: Vec::new(),
             tx_ports: vec![2, 3],
             notes: Vec::new(),

@@ -17,6 +17,10 @@
 //!   that leaves a count above zero, asks for a dump within the daemon's recount period
 //!   (`daemon::ROUTE_RECOUNT_PERIOD`), so the cache comes back on within it once the last
 //!   such route is gone.
+//!
+//! The same counts, under the same invariant, keep the IPv4 routes with an MTU of their own
+//! (`ip route add ... mtu N`), which the kernel's forwarding honours and the FIB helper does
+//! not; their smallest MTU never runs above the truth until a dump.
 
 use std::collections::BTreeSet;
 
@@ -34,6 +38,9 @@ pub struct RouteChange {
     pub multipath: bool,
     /// RTA_NH_ID: through a nexthop object, a group or a single next hop.
     pub nhid: Option<u32>,
+    /// The route's own MTU (RTA_METRICS RTAX_MTU), unless locked: IPv4 forwarding honours it
+    /// (`ip_dst_mtu_maybe_forward`), `bpf_fib_lookup` checks only a locked one.
+    pub mtu: Option<u32>,
 }
 
 impl RouteChange {
@@ -75,11 +82,33 @@ pub struct RouteCounts {
     pub uncacheable: usize,
     /// [`RouteChange::hashed`]: the FIB picks their next hop by the packet's hash.
     pub multipath: usize,
+    /// Routes with an unlocked MTU of their own, and the smallest of those MTUs (0: none).
+    pub mtu_routes: usize,
+    pub min_mtu: u32,
 }
 
 impl RouteCounts {
-    fn zeros(&self) -> (bool, bool) {
-        (self.uncacheable == 0, self.multipath == 0)
+    /// What the plan depends on.
+    fn shape(&self) -> (bool, bool, u32) {
+        (self.uncacheable == 0, self.multipath == 0, self.min_mtu)
+    }
+
+    /// Counts one route of a dump.
+    pub fn add(&mut self, c: &RouteChange, groups: Option<&BTreeSet<u32>>) {
+        self.count(c.uncacheable(groups), c.hashed(groups), c.mtu);
+    }
+
+    fn count(&mut self, uncacheable: bool, hashed: bool, mtu: Option<u32>) {
+        self.uncacheable += uncacheable as usize;
+        self.multipath += hashed as usize;
+        if let Some(m) = mtu {
+            self.mtu_routes += 1;
+            self.min_mtu = if self.min_mtu == 0 {
+                m
+            } else {
+                self.min_mtu.min(m)
+            };
+        }
     }
 }
 
@@ -140,12 +169,15 @@ impl RouteLedger {
         let Some(n) = self.family_mut(c.family) else {
             return false;
         };
-        let before = n.zeros();
+        let before = n.shape();
         let mut recount = Recount::No;
         if c.delete {
+            // A deleted MTU leaves the smallest as it was (never above the truth): the dump
+            // that a deletion asks for settles it.
             for (count, is) in [
                 (&mut n.uncacheable, uncacheable),
                 (&mut n.multipath, hashed),
+                (&mut n.mtu_routes, c.mtu.is_some()),
             ] {
                 if is {
                     if *count <= 1 {
@@ -162,10 +194,9 @@ impl RouteLedger {
             if c.replace && *n != RouteCounts::default() {
                 recount = Recount::Soon;
             }
-            n.uncacheable += uncacheable as usize;
-            n.multipath += hashed as usize;
+            n.count(uncacheable, hashed, c.mtu);
         }
-        let after = n.zeros();
+        let after = n.shape();
         self.ask(recount);
         before != after
     }

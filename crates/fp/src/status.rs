@@ -9,10 +9,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::apply::Dataplane;
+use crate::attach::Hook;
 use crate::error::{io, Error, Result};
 use crate::features::Features;
 use crate::filter::{FamilyFilter, FilterPlan};
-use crate::loader::Hook;
 
 pub const STATUS_DIR: &str = "/run/wirespeed/fp";
 const RESPONSES_KEPT: usize = 4096;
@@ -230,7 +230,7 @@ fn port_statuses(dp: &Dataplane) -> Vec<PortStatus> {
 }
 
 /// What becomes of the partial-checksum frames of a port at XDP: its TC stage, or the kernel.
-fn tc_stage_note(att: &crate::loader::Attachment) -> Option<String> {
+fn tc_stage_note(att: &crate::attach::Attachment) -> Option<String> {
     if att.has_tc_stage() {
         Some("partial checksums (a local sender's offload) forwarded at TC behind XDP".into())
     } else {

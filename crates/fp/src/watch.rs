@@ -1,4 +1,5 @@
-//! Watchers: the kernel's change notifications (rtnetlink, netdev generic netlink, nftables),
+//! Watchers: the kernel's change notifications (rtnetlink, netdev generic netlink, nftables,
+//! xfrm),
 //! read without blocking and yielded as typed changes. Nothing here changes the model; the
 //! daemon applies the changes.
 
@@ -10,6 +11,7 @@ use crate::genl::{self, NetdevFamily, NETLINK_GENERIC};
 use crate::model::Event;
 use crate::netlink::{self, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
 use crate::nftevent::{self, NftMsg};
+use crate::xfrm;
 
 /// One change the kernel reported.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +27,8 @@ pub enum Change {
     Overrun,
     /// The nftables queue overflowed: the ruleset is read again.
     NftOverrun,
+    /// An IPsec policy or default policy changed (or its events were lost): read them again.
+    Xfrm,
 }
 
 /// The event sockets, subscribed before the first dump so that a change between the two is
@@ -33,6 +37,8 @@ pub struct Watchers {
     rtnl: Socket,
     nft: Socket,
     netdev: Option<(Socket, NetdevFamily)>,
+    /// None where the kernel has no xfrm_user.
+    xfrm: Option<Socket>,
     buf: Vec<u8>,
 }
 
@@ -52,10 +58,18 @@ impl Watchers {
             }
             None => None,
         };
+        let xfrm = match Socket::open(xfrm::NETLINK_XFRM) {
+            Ok(s) => {
+                s.join(xfrm::XFRMNLGRP_POLICY)?;
+                Some(s)
+            }
+            Err(_) => None,
+        };
         Ok(Watchers {
             rtnl,
             nft,
             netdev,
+            xfrm,
             buf: vec![0u8; 256 * 1024],
         })
     }
@@ -67,6 +81,7 @@ impl Watchers {
             Some(self.rtnl.as_fd()),
             Some(self.nft.as_fd()),
             self.netdev.as_ref().map(|(s, _)| s.as_fd()),
+            self.xfrm.as_ref().map(|s| s.as_fd()),
         ];
         fds.extend(also.iter().map(|fd| Some(*fd)));
         wirespeed_sys::bpf::poll_readable(&fds, timeout);
@@ -77,7 +92,7 @@ impl Watchers {
         wirespeed_sys::bpf::readable(self.nft.as_fd())
     }
 
-    /// Every change queued now, rtnetlink first, then XDP features, then nftables.
+    /// Every change queued now, rtnetlink first, then XDP features, xfrm, then nftables.
     pub fn drain(&mut self) -> Result<Vec<Change>> {
         let mut out = Vec::new();
         while let Some(n) = self.rtnl.recv(&mut self.buf)? {
@@ -100,6 +115,16 @@ impl Watchers {
                         genl::parse_netdev_msg(family.id, m.ty, m.payload).map(Change::XdpFeatures),
                     );
                 }
+            }
+        }
+        if let Some(s) = &self.xfrm {
+            // What changed matters not: the policies are few, and read again whole.
+            let mut any = false;
+            while s.recv(&mut self.buf)?.is_some() {
+                any = true;
+            }
+            if any {
+                out.push(Change::Xfrm);
             }
         }
         while let Some(n) = self.nft.recv(&mut self.buf)? {

@@ -160,6 +160,7 @@ fn link_down_leaves_the_tx_ports_and_delete_leaves_the_plan() {
         source_specific: false,
         multipath: false,
         nhid: None,
+        mtu: None,
     };
     assert!(!m.apply(&Event::Route(plain)));
     assert!(m.apply(&Event::Route(RouteChange {
@@ -204,6 +205,7 @@ fn each_familys_route_cache_goes_off_with_its_own_uncacheable_routes() {
         source_specific: false,
         multipath: false,
         nhid: Some(71),
+        mtu: None,
     };
     assert!(m.apply(&Event::Route(through_group)));
     assert_eq!(m.routes.take_recount(), Recount::No);

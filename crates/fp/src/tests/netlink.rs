@@ -314,6 +314,7 @@ fn tells_multipath_and_nexthop_object_routes() {
             source_specific: false,
             multipath: false,
             nhid: Some(7),
+            mtu: None,
         }))
     );
     let ev = parse_event(&Msg {
@@ -358,4 +359,18 @@ fn tells_nexthop_groups_from_single_next_hops() {
         }),
         Some(Event::Nexthop(c))
     );
+}
+
+#[test]
+fn reads_a_routes_own_mtu_unless_it_is_locked() {
+    let metrics = |m: &[Vec<u8>]| [rtmsg(2, 0), attr(RTA_METRICS, &m.concat())].concat();
+    let mtu = attr(RTAX_MTU, &1400u32.to_ne_bytes());
+    assert_eq!(change(&metrics(std::slice::from_ref(&mtu))).mtu, Some(1400));
+    let locked = attr(RTAX_LOCK, &(1u32 << RTAX_MTU).to_ne_bytes());
+    assert_eq!(change(&metrics(&[locked, mtu.clone()])).mtu, None);
+    let other_lock = attr(RTAX_LOCK, &(1u32 << 4).to_ne_bytes());
+    assert_eq!(change(&metrics(&[other_lock, mtu])).mtu, Some(1400));
+    let advmss = attr(8, &1360u32.to_ne_bytes()); // RTAX_ADVMSS, no MTU
+    assert_eq!(change(&metrics(&[advmss])).mtu, None);
+    assert_eq!(change(&rtmsg(2, 0)).mtu, None);
 }

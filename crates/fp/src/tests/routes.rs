@@ -12,6 +12,7 @@ fn route(family: u8, delete: bool, replace: bool, multipath: bool) -> RouteChang
         source_specific: false,
         multipath,
         nhid: None,
+        mtu: None,
     }
 }
 
@@ -27,7 +28,8 @@ fn events_count_up_at_once_and_down_to_zero_only_through_a_dump() {
         l.v4,
         RouteCounts {
             uncacheable: 1,
-            multipath: 1
+            multipath: 1,
+            ..RouteCounts::default()
         }
     );
     assert_eq!(l.take_recount(), Recount::No);
@@ -85,7 +87,8 @@ fn nexthop_events_keep_the_groups_and_deletions_ask_for_a_dump() {
         l.v4,
         RouteCounts {
             uncacheable: 1,
-            multipath: 1
+            multipath: 1,
+            ..RouteCounts::default()
         }
     );
     // Deleting an object deletes its IPv4 routes without route events: a group's were
@@ -148,6 +151,7 @@ impl ModelKernel {
         RouteCounts {
             uncacheable: n,
             multipath: n,
+            ..RouteCounts::default()
         }
     }
 
@@ -270,4 +274,35 @@ fn counts_from_events_are_never_below_the_truth_and_settle_after_the_last_route(
             assert_eq!(l.groups, Some(k.groups()), "seed {seed} step {step}");
         }
     }
+}
+
+#[test]
+fn the_smallest_route_mtu_never_runs_above_the_truth() {
+    let mut l = RouteLedger {
+        groups: Some(BTreeSet::new()),
+        ..RouteLedger::default()
+    };
+    let with_mtu = |delete: bool, mtu: u32| RouteChange {
+        mtu: Some(mtu),
+        ..route(2, delete, false, false)
+    };
+    assert!(
+        l.route(&with_mtu(false, 1400)),
+        "the first MTU changes the plan"
+    );
+    assert!(l.route(&with_mtu(false, 1280)), "a smaller one too");
+    assert!(!l.route(&with_mtu(false, 9000)));
+    assert_eq!((l.v4.mtu_routes, l.v4.min_mtu), (3, 1280));
+    // A deletion keeps the smallest (it may be the one deleted: the dump says).
+    assert!(!l.route(&with_mtu(true, 1280)));
+    assert_eq!((l.v4.min_mtu, l.take_recount()), (1280, Recount::Soon));
+    l.route(&with_mtu(true, 1400));
+    l.route(&with_mtu(true, 9000));
+    assert_eq!((l.v4.mtu_routes, l.take_recount()), (1, Recount::Now));
+    l.set(
+        Some(BTreeSet::new()),
+        RouteCounts::default(),
+        RouteCounts::default(),
+    );
+    assert_eq!(l.v4.min_mtu, 0);
 }

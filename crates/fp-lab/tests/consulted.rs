@@ -1,0 +1,283 @@
+//! What the kernel's forwarding path consults beyond routes, neighbours, bridges and nftables,
+//! with the fast path attached, answered as Linux alone answers: IPsec (xfrm) policies and
+//! default policies, a route's own MTU, tc classifiers on a port's ingress and egress and an
+//! egress qdisc (the router at XDP, then at TC), and a multipath hash policy written under
+//! traffic. Each is set
+//! with the commands a user types (`ip xfrm`, `tc`, `sysctl`). docs/FASTPATH.md, "What the
+//! forwarding path consults".
+
+mod common;
+
+use common::*;
+use wirespeed_fp::status::Status;
+use wirespeed_lab::Netns;
+
+fn run(ns: &Netns, cmd: &str) {
+    let mut words = cmd.split(' ');
+    let program = words.next().unwrap();
+    let args: Vec<&str> = words.collect();
+    ns.exec(program, &args)
+        .unwrap_or_else(|e| panic!("{cmd} in {}: {e:?}", ns.name()));
+}
+
+fn noted(s: &Status, port: &str, text: &str) -> bool {
+    s.ports
+        .iter()
+        .any(|p| p.name == port && p.notes.iter().any(|n| n.contains(text)))
+}
+
+fn hooks(s: &Status) -> Vec<String> {
+    s.ports.iter().map(|p| p.hook.clone()).collect()
+}
+
+/// A status written after now (the daemon rewrites it every 500 ms): counters read after
+/// every packet sent before the call.
+fn fresh(d: &RunningDaemon) -> Status {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    d.wait_for("a fresh status", |s| s.updated_unix_ms > now)
+}
+
+/// Sum of the packets both ports fast-pathed.
+fn fast(s: &Status) -> u64 {
+    forwarded(s, "d0") + forwarded(s, "d1")
+}
+
+/// Pings `dst` until the fast path forwards a packet (bounded): a sysctl gate closed by a
+/// write stays closed until the daemon has read the value back, a poll period or two.
+fn until_fast(lab: &Line, d: &RunningDaemon, dst: &str) {
+    let before = fast(&d.status().unwrap());
+    for _ in 0..40 {
+        assert!(ping_once(&lab.src, dst), "{dst} unreachable");
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        if fast(&d.status().unwrap()) > before {
+            return;
+        }
+    }
+    panic!(
+        "{dst}: nothing fast-pathed in 40 pings; last status {:?}",
+        d.status()
+    );
+}
+
+/// `hook` is what the routers run at without tc of their own ("xdp (native)" or "tc
+/// (ingress)").
+fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
+    let at_hook = |s: &Status| s.ports.len() == 2 && hooks(s).iter().all(|h| h == hook);
+    d.wait_for(&format!("both ports at {hook}"), at_hook);
+    assert!(ping(&lab.src, "198.19.3.1") && ping(&lab.src, "fd00:c::1"));
+
+    // IPsec: a policy that blocks forwarded packets (one that required encryption would be
+    // bypassed the same way). Linux drops them and counts them in IPInDiscards.
+    run(
+        &lab.dut,
+        "ip xfrm policy add dst 198.19.3.0/24 dir fwd action block",
+    );
+    run(
+        &lab.dut,
+        "ip -6 xfrm policy add dst fd00:c::/64 dir fwd action block",
+    );
+    d.wait_for("both families to the kernel under xfrm policies", |s| {
+        noted(s, "d0", "router4 -> kernel: 1 IPsec (xfrm)")
+            && noted(s, "d0", "router6 -> kernel: 1 IPsec (xfrm)")
+    });
+    assert!(
+        !ping_once(&lab.src, "198.19.3.1"),
+        "an xfrm block policy was bypassed (IPv4)"
+    );
+    assert!(
+        !ping_once(&lab.src, "fd00:c::1"),
+        "an xfrm block policy was bypassed (IPv6)"
+    );
+    assert!(ping(&lab.src, "198.19.4.1"), "a prefix no policy selects");
+    run(&lab.dut, "ip xfrm policy flush");
+    d.wait_for("both families back after the flush", |s| {
+        !noted(s, "d0", "IPsec") && at_hook(s)
+    });
+    let before = fast(&d.status().unwrap());
+    assert!(ping(&lab.src, "198.19.3.1") && ping(&lab.src, "fd00:c::1"));
+    d.wait_for("fast-pathed again", |s| fast(s) > before);
+    // A default policy (Linux 5.16+) blocks what no policy matches.
+    run(&lab.dut, "ip xfrm policy setdefault fwd block");
+    d.wait_for("to the kernel under a blocking default", |s| {
+        noted(s, "d1", "xfrm default policy blocks")
+    });
+    assert!(
+        !ping_once(&lab.src, "198.19.3.1"),
+        "a blocking default policy was bypassed"
+    );
+    run(&lab.dut, "ip xfrm policy setdefault fwd accept");
+    d.wait_for("back under an accepting default", |s| {
+        !noted(s, "d1", "xfrm default") && at_hook(s)
+    });
+
+    // A route with an MTU of its own: the kernel's forwarding honours it (frag needed for a
+    // DF packet over it), the FIB helper checks only a locked one. Each DF ping goes to a host
+    // of its own: the source keeps what it learns of a path per destination.
+    let h = if hook == "xdp (native)" { 1 } else { 3 };
+    run(
+        &lab.dut,
+        "ip route replace 198.19.70.0/24 via 198.18.1.2 mtu 1400",
+    );
+    d.wait_for("IPv4 over 1400 bytes to the kernel", |s| {
+        noted(
+            s,
+            "d0",
+            "router4: packets over 1400 bytes -> kernel: 1 routes",
+        )
+    });
+    // 1,422 bytes of payload: a 1,450-byte packet, DF set.
+    let big = |host: u32| {
+        let out = lab
+            .src
+            .command("ping")
+            .args(["-M", "do", "-s", "1422", "-c1", "-W1"])
+            .arg(format!("198.19.70.{host}"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.success(), text)
+    };
+    let (ok, text) = big(h);
+    assert!(
+        !ok && text.contains("mtu = 1400"),
+        "a route's MTU was skipped: {text}"
+    );
+    assert!(
+        ping(&lab.src, "198.19.70.1"),
+        "a packet within the route's MTU"
+    );
+    run(&lab.dut, "ip route del 198.19.70.0/24");
+    d.wait_for("no route MTU left", |s| !noted(s, "d0", "packets over"));
+    run(&lab.dut, "ip route add 198.19.70.0/24 via 198.18.1.2");
+    let (ok, text) = big(h + 1);
+    assert!(ok, "1,450 bytes through the device's MTU of 1,500: {text}");
+
+    // tc on ingress: a classifier on d0 that diverts one destination (mirred into a veth
+    // whose peer is down, where it is dropped). It runs after XDP and after tcx programs, so
+    // d0 is left to the kernel while it is there.
+    run(&lab.dut, "tc qdisc add dev d0 clsact");
+    run(
+        &lab.dut,
+        "tc filter add dev d0 ingress protocol ip prio 1 u32 match ip dst 198.19.4.1/32 action mirred egress redirect dev dz",
+    );
+    d.wait_for("d0 to the kernel under its ingress filter", |s| {
+        noted(s, "d0", "router -> kernel: tc classifiers on ingress")
+    });
+    assert!(
+        !ping_once(&lab.src, "198.19.4.1"),
+        "an ingress tc filter was bypassed"
+    );
+    assert!(
+        ping(&lab.src, "198.19.5.1"),
+        "a destination the filter skips"
+    );
+    run(&lab.dut, "tc qdisc del dev d0 clsact");
+    d.wait_for("d0 back without its filter", |s| {
+        !noted(s, "d0", "tc classifiers") && at_hook(s)
+    });
+
+    // tc on egress: the same classifier on d1's egress. A TC redirect passes through it; an
+    // XDP redirect would not, so the routers run at TC while it is there.
+    run(&lab.dut, "tc qdisc add dev d1 clsact");
+    run(
+        &lab.dut,
+        "tc filter add dev d1 egress protocol ip prio 1 u32 match ip dst 198.19.5.1/32 action mirred egress redirect dev dz",
+    );
+    // At TC already (the TC phase), the data path has nothing to change for it.
+    d.wait_for("routers at TC under d1's egress filter", |s| {
+        hooks(s).iter().all(|h| h == "tc (ingress)")
+            && (hook != "xdp (native)" || noted(s, "d0", "egress d1 has tc classifiers on egress"))
+    });
+    assert!(
+        !ping_once(&lab.src, "198.19.5.1"),
+        "an egress tc filter was bypassed"
+    );
+    let before = fast(&d.status().unwrap());
+    assert!(
+        ping(&lab.src, "198.19.4.1"),
+        "a destination the filter skips"
+    );
+    d.wait_for("the rest fast-pathed at TC", |s| fast(s) > before);
+    run(&lab.dut, "tc qdisc del dev d1 clsact");
+    d.wait_for("routers back without the egress filter", |s| {
+        !noted(s, "d0", "tc classifiers") && at_hook(s)
+    });
+
+    // An egress qdisc that drops everything (a FIFO of no packets, which the kernel never
+    // bypasses): forwarded packets meet it at TC, never from XDP.
+    run(&lab.dut, "tc qdisc add dev d1 root pfifo limit 0");
+    d.wait_for("routers at TC under d1's qdisc", |s| {
+        hooks(s).iter().all(|h| h == "tc (ingress)")
+            && (hook != "xdp (native)" || noted(s, "d0", "egress d1 has an egress qdisc pfifo"))
+    });
+    assert!(
+        !ping_once(&lab.src, "198.19.5.1"),
+        "an egress qdisc was bypassed"
+    );
+    run(&lab.dut, "tc qdisc del dev d1 root");
+    d.wait_for("routers back without the qdisc", |s| {
+        !noted(s, "d0", "qdisc") && at_hook(s)
+    });
+    assert!(ping(&lab.src, "198.19.5.1"));
+}
+
+#[test]
+fn the_router_answers_xfrm_tc_and_the_hash_policy_as_linux_does() {
+    let lab = line("k");
+    // A veth whose peer is down: a packet redirected into dz is dropped. Not served.
+    run(&lab.dut, "ip link add dz type veth peer name dzp");
+    run(&lab.dut, "ip link set dz up");
+    for h in 1..=4 {
+        run(&lab.sink, &format!("ip addr add 198.19.70.{h}/32 dev lo"));
+    }
+    let mut d = RunningDaemon::start(&lab.dut, Some(vec!["d0".into(), "d1".into()]));
+    each_consulted_state(&lab, &d, "xdp (native)");
+
+    // The multipath hash policy, which changes with no event. Written under traffic, no
+    // packet after the write is hashed by the fast path on the old policy: the sysctl hook
+    // closes the gate before the kernel applies the write.
+    run(
+        &lab.dut,
+        "ip route add 198.19.60.0/24 nexthop via 198.18.1.2 nexthop via 198.18.1.2",
+    );
+    run(&lab.sink, "ip addr add 198.19.60.1/32 dev lo");
+    d.wait_for("route cache off for the multipath route", |s| {
+        noted(s, "d0", "route cache off: 1 IPv4 multipath")
+    });
+    let before = fast(&d.status().unwrap());
+    assert!(ping(&lab.src, "198.19.60.1"));
+    d.wait_for("multipath fast-pathed under policy 0", |s| fast(s) > before);
+    let s = fresh(&d);
+    lab.dut
+        .sysctl("net.ipv4.fib_multipath_hash_policy", "1")
+        .unwrap();
+    // At once, before any poll could have seen the write.
+    run(&lab.src, "ping -q -c 20 -i 0.002 -W 1 198.19.60.1");
+    let after = fresh(&d);
+    assert_eq!(
+        fast(&after),
+        fast(&s),
+        "packets fast-pathed right after the hash policy changed"
+    );
+    d.wait_for("IPv4 to the kernel under policy 1", |s| {
+        noted(s, "d0", "hashed by fib_multipath_hash_policy 1")
+    });
+    lab.dut
+        .sysctl("net.ipv4.fib_multipath_hash_policy", "0")
+        .unwrap();
+    d.wait_for("IPv4 back under policy 0", |s| {
+        !noted(s, "d0", "fib_multipath_hash_policy")
+    });
+    until_fast(&lab, &d, "198.19.60.1");
+    run(&lab.dut, "ip route del 198.19.60.0/24");
+
+    // The same at TC: the outer peers without NAPI (GRO off, the kernel's default).
+    for (ns, dev) in [(&lab.src, "v0"), (&lab.sink, "s0")] {
+        ns.exec("ethtool", &["-K", dev, "gro", "off"]).unwrap();
+    }
+    each_consulted_state(&lab, &d, "tc (ingress)");
+    d.stop();
+}
