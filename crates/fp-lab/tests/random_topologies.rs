@@ -142,6 +142,79 @@ struct Topo {
     /// source check asks as the kernel does, from the egress port; the last two are a VRF's
     /// rule, plain and inverted.
     policy_rules: u8,
+    /// What the kernel's forwarding path consults beyond routes and the filter.
+    consulted: Consulted,
+}
+
+/// State the kernel's forwarding path consults beyond routes, neighbours and the filter
+/// (docs/FASTPATH.md, "What the forwarding path consults"), drawn after everything else so
+/// that an older seed draws the rest as it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Consulted {
+    /// Routed: an IPsec policy that blocks sink 1's filtered prefix (and part of the
+    /// multipath prefix), both families.
+    xfrm: Xfrm,
+    /// A qdisc of the user's at one DUT port's egress: (link, what follows `root`).
+    egress_qdisc: Option<(usize, &'static str)>,
+    /// A tc classifier on one DUT port that matches everything and only counts (u32, no
+    /// action): (link, on ingress rather than egress).
+    classifier: Option<(usize, bool)>,
+    /// Routed: a lightweight tunnel on one of sink 1's routes.
+    encap: Encap,
+    /// Routed: sink 1's prefix with an MTU of its own.
+    route_mtu: Option<u32>,
+    /// With the multipath routes: the hash policy written to the other value right before
+    /// the multipath flows (each run starts from the drawn one).
+    flip_hash_policy: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Xfrm {
+    None,
+    FwdBlock,
+    OutBlock,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encap {
+    None,
+    /// `encap ip` on sink 1's main prefix: metadata for a tunnel device, and past a veth the
+    /// packet leaves unchanged.
+    Ip,
+    /// `encap seg6` on sink 1's filtered prefix: IPv6 with a segment routing header around
+    /// it, which the sink does not take.
+    Seg6,
+}
+
+const QDISCS: [&str; 4] = [
+    "pfifo limit 1000",
+    "bfifo limit 4000000",
+    "tbf rate 10gbit burst 4mb latency 100ms",
+    "htb default 0",
+];
+
+fn draw_consulted(r: &mut Rng, shape: Shape, links: usize, multipath: bool) -> Consulted {
+    let routed = shape != Shape::Bridge;
+    Consulted {
+        xfrm: if routed && r.percent(25) {
+            r.pick(&[Xfrm::FwdBlock, Xfrm::OutBlock])
+        } else {
+            Xfrm::None
+        },
+        egress_qdisc: r
+            .percent(25)
+            .then(|| (r.below(links as u64) as usize, r.pick(&QDISCS))),
+        classifier: r
+            .percent(20)
+            .then(|| (r.below(links as u64) as usize, r.percent(50))),
+        encap: if routed && r.percent(25) {
+            r.pick(&[Encap::Ip, Encap::Seg6])
+        } else {
+            Encap::None
+        },
+        route_mtu: (routed && r.percent(20)).then(|| r.pick(&[1280, 1400])),
+        flip_hash_policy: multipath && r.percent(50),
+    }
 }
 
 /// The rules `Topo::policy_rules` draws from, one per bit: (IPv4 rules, IPv6 rules).
@@ -269,7 +342,7 @@ fn draw(seed: u64) -> Topo {
         udp_sizes.push(sizes.remove(r.below(sizes.len() as u64) as usize));
     }
     udp_sizes.sort();
-    Topo {
+    let mut t = Topo {
         seed,
         shape,
         links,
@@ -298,7 +371,17 @@ fn draw(seed: u64) -> Topo {
         } else {
             0
         },
-    }
+        consulted: Consulted {
+            xfrm: Xfrm::None,
+            egress_qdisc: None,
+            classifier: None,
+            encap: Encap::None,
+            route_mtu: None,
+            flip_hash_policy: false,
+        },
+    };
+    t.consulted = draw_consulted(&mut r, t.shape, t.links.len(), t.multipath.is_some());
+    t
 }
 
 fn features(f: Features) -> String {
@@ -327,6 +410,12 @@ fn describe(t: &Topo) -> String {
     );
     for (v4, v6) in policy_rules(t) {
         s.push_str(&format!("    ip {v4}; ip {v6}\n"));
+    }
+    for cmd in consulted_commands(t) {
+        s.push_str(&format!("    {cmd}\n"));
+    }
+    if t.consulted.flip_hash_policy {
+        s.push_str("    the hash policy flipped before the multipath flows\n");
     }
     for (i, l) in t.links.iter().enumerate() {
         let far = if i == 0 {
@@ -728,13 +817,71 @@ fn build(t: &Topo) -> Lab {
             pipe_in(&lab.dut, "ip6tables-nft-restore", &[], &rules("wsblock6"));
         }
     }
+    for cmd in consulted_commands(t) {
+        let words: Vec<&str> = cmd.split(' ').collect();
+        sh_in(&lab.dut, words[0], &words[1..]);
+    }
     lab
+}
+
+/// The commands that set up `t.consulted` on the DUT, as a user types them.
+fn consulted_commands(t: &Topo) -> Vec<String> {
+    let c = &t.consulted;
+    let mut out = Vec::new();
+    let dir = match c.xfrm {
+        Xfrm::None => None,
+        Xfrm::FwdBlock => Some("fwd"),
+        Xfrm::OutBlock => Some("out"),
+    };
+    if let Some(dir) = dir {
+        let mut dsts = vec!["198.19.101.0/30", "fd00:d1::/126"];
+        if t.multipath.is_some() {
+            dsts.extend(["198.19.200.0/30", "fd00:e::/126"]);
+        }
+        for dst in dsts {
+            out.push(format!(
+                "ip xfrm policy add dst {dst} dir {dir} action block"
+            ));
+        }
+    }
+    let mtu = c.route_mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
+    match c.encap {
+        Encap::Ip => out.push(format!(
+            "ip route replace 198.19.1.0/24 encap ip id 1 dst 198.18.1.2 via 198.18.1.2 dev d1{mtu}"
+        )),
+        Encap::Seg6 => {
+            out.push(
+                "ip route replace 198.19.101.0/24 encap seg6 mode encap segs fd00:1::2 dev d1"
+                    .into(),
+            );
+        }
+        Encap::None => {}
+    }
+    if c.encap != Encap::Ip && c.route_mtu.is_some() {
+        out.push(format!(
+            "ip route replace 198.19.1.0/24 via 198.18.1.2{mtu}"
+        ));
+    }
+    if let Some((i, qdisc)) = c.egress_qdisc {
+        out.push(format!("tc qdisc add dev d{i} root {qdisc}"));
+    }
+    if let Some((i, ingress)) = c.classifier {
+        out.push(format!("tc qdisc add dev d{i} clsact"));
+        out.push(format!(
+            "tc filter add dev d{i} {} protocol all prio 1 u32 match u32 0 0",
+            if ingress { "ingress" } else { "egress" }
+        ));
+    }
+    out
 }
 
 /// Puts the neighbour and FDB state back to what was drawn, so that both runs start alike.
 fn prepare_run(t: &Topo, lab: &Lab) {
     for ns in lab.all() {
         ip_batch(ns, "neigh flush all\n");
+    }
+    if let (Some(policy), true) = (t.multipath, t.consulted.flip_hash_policy) {
+        set_hash_policy(lab, policy);
     }
     if t.shape == Shape::Bridge {
         sh_in(
@@ -783,6 +930,16 @@ fn prepare_run(t: &Topo, lab: &Lab) {
     }
     if !b.is_empty() {
         ip_batch(&lab.dut, &b);
+    }
+}
+
+fn set_hash_policy(lab: &Lab, policy: u8) {
+    for family in ["ipv4", "ipv6"] {
+        sysctl(
+            &lab.dut,
+            &format!("net.{family}.fib_multipath_hash_policy"),
+            &policy.to_string(),
+        );
     }
 }
 
@@ -1239,7 +1396,12 @@ fn traffic(t: &Topo, lab: &Lab, run: usize) -> Observed {
             );
         }
     }
-    if t.multipath.is_some() {
+    if let Some(policy) = t.multipath {
+        if t.consulted.flip_hash_policy {
+            // The flows follow at once: the fast path must hash them by the new policy
+            // (its sysctl hook), or leave them to the kernel.
+            set_hash_policy(lab, 1 - policy);
+        }
         for v6 in [false, true] {
             let fam = if v6 { "v6" } else { "v4" };
             o.insert(
