@@ -40,6 +40,41 @@ fn fresh(d: &RunningDaemon) -> Status {
     d.wait_for("a fresh status", |s| s.updated_unix_ms > now)
 }
 
+/// Packets forwarded, per family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Forwarded {
+    v4: u64,
+    v6: u64,
+}
+
+impl Forwarded {
+    fn since(self, before: Forwarded) -> Forwarded {
+        Forwarded {
+            v4: self.v4 - before.v4,
+            v6: self.v6 - before.v6,
+        }
+    }
+}
+
+/// The kernel's own counts in `ns`: `IpForwDatagrams` (/proc/net/snmp) and
+/// `Ip6OutForwDatagrams` (/proc/net/snmp6), as `nstat` reads them.
+fn forwarding_counters(ns: &Netns) -> Forwarded {
+    let snmp = ns.exec("cat", &["/proc/net/snmp"]).unwrap();
+    let mut lines = snmp.lines().filter(|l| l.starts_with("Ip: "));
+    let (names, values) = (lines.next().unwrap(), lines.next().unwrap());
+    let at = names.split(' ').position(|n| n == "ForwDatagrams").unwrap();
+    let v4 = values.split(' ').nth(at).unwrap().parse().unwrap();
+    let snmp6 = ns.exec("cat", &["/proc/net/snmp6"]).unwrap();
+    let v6 = snmp6
+        .lines()
+        .find_map(|l| l.strip_prefix("Ip6OutForwDatagrams"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    Forwarded { v4, v6 }
+}
+
 /// Sum of the packets both ports fast-pathed.
 fn fast(s: &Status) -> u64 {
     forwarded(s, "d0") + forwarded(s, "d1")
@@ -233,7 +268,43 @@ fn the_router_answers_xfrm_tc_and_the_hash_policy_as_linux_does() {
     for h in 1..=4 {
         run(&lab.sink, &format!("ip addr add 198.19.70.{h}/32 dev lo"));
     }
+    // The counters a user reads: what Linux alone counts as forwarded, the kernel's count
+    // plus the fast path's with it attached, one family at a time (the fast path counts by
+    // verdict, not by family; docs/FASTPATH.md, "Counters").
+    let pings = |dst: &str, n: usize| {
+        let v6 = if dst.contains(':') { "-6" } else { "-4" };
+        let n = n.to_string();
+        lab.src
+            .exec("ping", &[v6, "-q", "-c", &n, "-i", "0.01", "-W", "1", dst])
+            .unwrap_or_else(|e| panic!("ping {dst}: {e:?}"));
+    };
+    let family = |f: Forwarded, dst: &str| if dst.contains(':') { f.v6 } else { f.v4 };
+    let mut linux = Vec::new();
+    for dst in ["198.19.9.1", "fd00:c::1"] {
+        pings(dst, 1); // neighbours resolved, on both sides
+        let before = forwarding_counters(&lab.dut);
+        pings(dst, 20);
+        linux.push(family(forwarding_counters(&lab.dut).since(before), dst));
+    }
+    assert_eq!(
+        linux,
+        [40, 40],
+        "Linux alone: 20 requests and 20 replies a family"
+    );
     let mut d = RunningDaemon::start(&lab.dut, Some(vec!["d0".into(), "d1".into()]));
+    d.wait_for("both ports attached", |s| s.ports.len() == 2);
+    for (dst, linux) in ["198.19.9.1", "fd00:c::1"].into_iter().zip(linux) {
+        let (kernel_before, ours_before) = (forwarding_counters(&lab.dut), fast(&fresh(&d)));
+        pings(dst, 20);
+        let ours = fast(&fresh(&d)) - ours_before;
+        let kernel = family(forwarding_counters(&lab.dut).since(kernel_before), dst);
+        assert_eq!(
+            kernel + ours,
+            linux,
+            "{dst}: the kernel counted {kernel} forwarded, the fast path {ours}"
+        );
+        assert!(ours > 0, "{dst}: nothing fast-pathed");
+    }
     each_consulted_state(&lab, &d, "xdp (native)");
 
     // The multipath hash policy, which changes with no event. Written under traffic, no
