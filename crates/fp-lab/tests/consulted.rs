@@ -1,10 +1,10 @@
 //! What the kernel's forwarding path consults beyond routes, neighbours, bridges and nftables,
-//! with the fast path attached, answered as Linux alone answers: IPsec (xfrm) policies and
-//! default policies, a route's own MTU, tc classifiers on a port's ingress and egress and an
-//! egress qdisc (the router at XDP, then at TC), and a multipath hash policy written under
-//! traffic. Each is set
-//! with the commands a user types (`ip xfrm`, `tc`, `sysctl`). docs/FASTPATH.md, "What the
-//! forwarding path consults".
+//! with the fast path attached, answered as Linux alone answers: the forwarding counters,
+//! IPsec (xfrm) policies and default policies, IPv6 disabled on the ingress port, a route's
+//! own MTU, tc classifiers on a port's ingress and egress and an egress qdisc (the router at
+//! XDP, then at TC), and a multipath hash policy written under traffic. Each is set with the
+//! commands a user types (`ip xfrm`, `tc`, `sysctl`). docs/FASTPATH.md, "What the forwarding
+//! path consults".
 
 mod common;
 
@@ -147,6 +147,27 @@ fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
     d.wait_for("back under an accepting default", |s| {
         !noted(s, "d1", "xfrm default") && at_hook(s)
     });
+
+    // IPv6 disabled on the ingress port (disable_ipv6, which takes the port's IPv6 addresses
+    // with it): Linux drops every IPv6 packet d0 receives, which the FIB helper does not ask.
+    lab.dut
+        .sysctl("net.ipv6.conf.d0.disable_ipv6", "1")
+        .unwrap();
+    d.wait_for("IPv6 to the kernel on d0", |s| {
+        noted(s, "d0", "router6 -> kernel: IPv6 disabled on d0")
+    });
+    assert!(
+        !ping_once(&lab.src, "fd00:c::1"),
+        "IPv6 forwarded from a port where it is disabled"
+    );
+    lab.dut
+        .sysctl("net.ipv6.conf.d0.disable_ipv6", "0")
+        .unwrap();
+    run(&lab.dut, "ip addr add fd00:a::2/64 dev d0 nodad");
+    d.wait_for("IPv6 back on d0", |s| {
+        !noted(s, "d0", "disable_ipv6") && at_hook(s)
+    });
+    assert!(ping(&lab.src, "fd00:c::1"));
 
     // A route with an MTU of its own: the kernel's forwarding honours it (frag needed for a
     // DF packet over it), the FIB helper checks only a locked one. Each DF ping goes to a host

@@ -1372,3 +1372,60 @@ fn fragments_are_routed_unless_the_kernel_would_reassemble_them() {
         })
         .unwrap();
 }
+
+/// Two switches for what `ip6_forward` and `ip_forward` consult beyond the FIB's answer:
+/// with `proxy_ndp` on, an NDP message (ICMPv6 133-137) is the kernel's (it delivers one to a
+/// proxied address locally); with a route's own MTU, a longer IPv4 packet is (frag needed).
+#[test]
+fn proxy_ndp_and_a_route_mtu_leave_their_packets_to_the_kernel() {
+    let lab = lab("n");
+    let (in_idx, out_idx, in_mac, out_mac) = (lab.in_idx, lab.out_idx, lab.in_mac, lab.out_mac);
+    lab.ns
+        .run(move || {
+            let prog = Program::load(&router_features(in_mac)).unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let (src, dst) = (v6(2, 1), v6(7, 0x100));
+            // A neighbour solicitation to a global address, as a NUD probe sends it.
+            let mut ns = vec![135, 0, 0, 0, 0, 0, 0, 0];
+            ns.extend_from_slice(&dst);
+            let ns = L4::Raw {
+                proto: 58,
+                payload: ns,
+            };
+            let solicit = pkt::ipv6(in_mac, PEER_MAC, src, dst, 255, false, &ns);
+            let forwarded = pkt::ipv6(NEXT_HOP_MAC, out_mac, src, dst, 254, false, &ns);
+            assert_eq!(
+                prog.test_run(&solicit, in_idx).unwrap(),
+                (XDP_REDIRECT, forwarded),
+                "proxy_ndp off: routed as any packet"
+            );
+            let udp4 = |len: usize| {
+                let l4 = L4::Udp {
+                    sport: 1000,
+                    dport: 2000,
+                    payload: vec![0; len - 28],
+                };
+                pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &l4)
+            };
+            let switches = Switches {
+                proxy_ndp: true,
+                route_mtu_v4: 1400,
+                ..Switches::default()
+            };
+            prog.set_ctl(&prog.features, switches).unwrap();
+            assert_eq!(
+                prog.test_run(&solicit, in_idx).unwrap(),
+                (XDP_PASS, solicit.clone()),
+                "proxy_ndp on: the kernel's"
+            );
+            let before = prog.counters().unwrap().get(Reason::PassFragNeeded);
+            let (fits, over) = (udp4(1400), udp4(1401));
+            assert_eq!(prog.test_run(&fits, in_idx).unwrap().0, XDP_REDIRECT);
+            assert_eq!(prog.test_run(&over, in_idx).unwrap(), (XDP_PASS, over));
+            assert_eq!(
+                prog.counters().unwrap().get(Reason::PassFragNeeded),
+                before + 1
+            );
+        })
+        .unwrap();
+}

@@ -81,6 +81,10 @@ struct fp_ctl {
 	 * mtu N`; 0: none). The kernel's forwarding honours it (ip_dst_mtu_maybe_forward); the FIB
 	 * helper checks only a locked one. A longer packet is the kernel's, whatever its route. */
 	__u32 route_mtu_v4;
+	/* net.ipv6.conf.all.proxy_ndp is on: ip6_forward delivers an NDP message to a proxied
+	 * address locally (ip6_forward_proxy_check), so NDP is the kernel's. */
+	__u8 proxy_ndp;
+	__u8 unused[3];
 };
 
 struct {

@@ -215,6 +215,16 @@ static __always_inline int icmp_error_v6(const struct ipv6hdr *ip6h, void *data_
 	return *type >= 1 && *type <= 4;
 }
 
+/* Router and neighbour solicitations and advertisements, and redirects (ICMPv6 133-137). */
+static __always_inline int ndisc_v6(const struct ipv6hdr *ip6h, void *data_end)
+{
+	const __u8 *type = (const void *)(ip6h + 1);
+
+	if (ip6h->nexthdr != IPPROTO_ICMPV6 || (void *)(type + 1) > data_end)
+		return 0;
+	return *type >= 133 && *type <= 137;
+}
+
 /* IPv4 source or destination the kernel treats specially (0/8, 127/8, multicast, class E,
  * limited broadcast): never fast-pathed. */
 static __always_inline int ipv4_martian(__be32 addr)
@@ -444,6 +454,10 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 	}
 	if (icmp_error_v6(ip6h, p->data_end)) {
 		*why = FP_PASS_ICMP_ERROR;
+		return RT_PASS;
+	}
+	if (c->proxy_ndp && ndisc_v6(ip6h, p->data_end)) {
+		*why = FP_PASS_NOT_FWDED;
 		return RT_PASS;
 	}
 	/* As for IPv4, conntrack's defrag holds a fragment (behind these headers too). */

@@ -333,6 +333,9 @@ impl Daemon {
         match ev {
             Event::Addr => {
                 p.addrs4 = true;
+                // disable_ipv6 comes with no netconf event; setting or clearing it removes
+                // or adds the interface's IPv6 addresses, whose events come.
+                p.sysctls = true;
                 // An address deleted flushes the IPv4 routes through it, with no route event.
                 self.model.routes.routes_may_be_flushed();
             }

@@ -86,6 +86,8 @@ pub struct Switches {
     pub multipath: Multipath,
     /// The smallest unlocked MTU of an IPv4 route (0: none): longer packets go to the kernel.
     pub route_mtu_v4: u32,
+    /// net.ipv6.conf.all.proxy_ndp: NDP messages go to the kernel.
+    pub proxy_ndp: bool,
 }
 
 impl Default for Switches {
@@ -100,6 +102,7 @@ impl Default for Switches {
             reassembly: Reassembly::default(),
             multipath: Multipath::default(),
             route_mtu_v4: 0,
+            proxy_ndp: false,
         }
     }
 }

@@ -137,6 +137,7 @@ pub fn read_sysctls(model: &mut Model) -> BrNetfilter {
     let s = &mut model.sysctls;
     s.v4_forwarding.clear();
     s.rp_filter.clear();
+    s.v6_disabled.clear();
     let all_rp = read_sysctl("/proc/sys/net/ipv4/conf/all/rp_filter").unwrap_or(0);
     for l in model.links.values() {
         let base = format!("/proc/sys/net/ipv4/conf/{}", l.name);
@@ -148,8 +149,13 @@ pub fn read_sysctls(model: &mut Model) -> BrNetfilter {
             .unwrap_or(0)
             .max(all_rp);
         s.rp_filter.insert(l.name.clone(), rp);
+        let v6 = format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", l.name);
+        if read_sysctl(&v6) == Some(1) {
+            s.v6_disabled.insert(l.name.clone());
+        }
     }
     s.v6_forwarding = read_sysctl("/proc/sys/net/ipv6/conf/all/forwarding") == Some(1);
+    s.proxy_ndp = read_sysctl("/proc/sys/net/ipv6/conf/all/proxy_ndp").unwrap_or(0) != 0;
     s.multipath_hash_policy = read_multipath_hash_policy();
     let brnf = |name: &str| read_sysctl(&format!("/proc/sys/net/bridge/{name}")) == Some(1);
     model.br_nf_v4 = brnf("bridge-nf-call-iptables");

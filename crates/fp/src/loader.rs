@@ -353,6 +353,7 @@ impl Program {
             multipath_v4: s.multipath.v4 as u8,
             multipath_v6: s.multipath.v6 as u8,
             route_mtu_v4: s.route_mtu_v4,
+            proxy_ndp: s.proxy_ndp as u8,
             ..self.kept_ctl()
         })
     }
@@ -700,7 +701,10 @@ mod tests {
     #[test]
     fn map_types_are_their_fields_and_nothing_else() {
         use std::mem::size_of;
-        assert_eq!(size_of::<types::fp_ctl>(), 3 * 4 + 4 + 4 + 12 + 8 * 4 + 4);
+        assert_eq!(
+            size_of::<types::fp_ctl>(),
+            3 * 4 + 4 + 4 + 12 + 8 * 4 + 4 + 4
+        );
         assert_eq!(size_of::<types::sysctl_gate>(), 2 * 4);
         assert_eq!(size_of::<types::br_port>(), 4 + 4 + 2 + 1 + 1 + 1 + 3);
         assert_eq!(size_of::<types::br_vlan_key>(), 4 + 2 + 2);

@@ -210,6 +210,11 @@ pub struct Sysctls {
     pub rp_filter: BTreeMap<String, u32>,
     /// net.ipv6.conf.all.forwarding
     pub v6_forwarding: bool,
+    /// Interfaces with net.ipv6.conf.<if>.disable_ipv6 set: the kernel drops every IPv6
+    /// packet they receive (ip6_rcv_core), which the FIB helper does not check.
+    pub v6_disabled: BTreeSet<String>,
+    /// net.ipv6.conf.all.proxy_ndp: NDP messages to a proxied address are delivered locally.
+    pub proxy_ndp: bool,
     /// net.ipv4 and net.ipv6 fib_multipath_hash_policy: 0 hashes addresses (and the IPv6
     /// flow label), which the fast path gives the FIB helper; see Model::plan.
     pub multipath_hash_policy: [u32; 2],
@@ -295,6 +300,8 @@ pub struct PortPlan {
     pub multipath: Multipath,
     /// IPv4 packets longer than this go to the kernel: a route's own MTU (0: none).
     pub route_mtu_v4: u32,
+    /// NDP messages go to the kernel (proxy_ndp).
+    pub proxy_ndp: bool,
     /// Egress ports this port's program may redirect to (ifindexes).
     pub tx_ports: Vec<u32>,
     /// The namespace's IPv4 addresses, for the router's local-source check.
@@ -315,6 +322,7 @@ impl PortPlan {
             reassembly: self.reassembly,
             multipath: self.multipath,
             route_mtu_v4: self.route_mtu_v4,
+            proxy_ndp: self.proxy_ndp,
         }
     }
 }
@@ -550,6 +558,7 @@ impl Model {
                 reassembly: Reassembly::default(),
                 multipath: Multipath::default(),
                 route_mtu_v4: 0,
+                proxy_ndp: false,
                 local_v4: Vec::new(),
                 tx_ports,
                 notes,
@@ -690,6 +699,19 @@ impl Model {
                 off_v6 = true;
                 notes.push("router6 -> kernel: IPv6 forwarding disabled".into());
             }
+            if self.sysctls.proxy_ndp {
+                notes.push(
+                    "router6: NDP messages -> kernel: proxy_ndp on (ip6_forward delivers those to a proxied address)"
+                        .into(),
+                );
+            }
+            if self.sysctls.v6_disabled.contains(&l.name) {
+                off_v6 = true;
+                notes.push(format!(
+                    "router6 -> kernel: IPv6 disabled on {} (disable_ipv6)",
+                    l.name
+                ));
+            }
             if let Some(why) = self.tc.get(&l.index).and_then(|t| t.ingress.as_ref()) {
                 off_v4 = true;
                 off_v6 = true;
@@ -829,6 +851,7 @@ impl Model {
                         v6: self.routes.v6.multipath > 0,
                     },
                     route_mtu_v4: self.routes.v4.min_mtu,
+                    proxy_ndp: self.sysctls.proxy_ndp,
                     tx_ports: routed_tx.clone(),
                     local_v4: self.local_v4.iter().copied().collect(),
                     notes,

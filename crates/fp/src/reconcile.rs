@@ -215,6 +215,7 @@ mod tests {
             reassembly: crate::features::Reassembly::default(),
             multipath: crate::features::Multipath::default(),
             route_mtu_v4: 0,
+            proxy_ndp: false,
             local_v4: Vec::new(),
             tx_ports: vec![2, 3],
             notes: Vec::new(),
