@@ -213,14 +213,18 @@ fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
 
     // tc on ingress: a classifier on d0 that diverts one destination (mirred into a veth
     // whose peer is down, where it is dropped). It runs after XDP and after tcx programs, so
-    // d0 is left to the kernel while it is there.
+    // d0 is left to the kernel while its clsact qdisc is there, before the classifier comes.
     run(&lab.dut, "tc qdisc add dev d0 clsact");
     run(
         &lab.dut,
         "tc filter add dev d0 ingress protocol ip prio 1 u32 match ip dst 198.19.4.1/32 action mirred egress redirect dev dz",
     );
     d.wait_for("d0 to the kernel under its ingress filter", |s| {
-        noted(s, "d0", "router -> kernel: tc classifiers on ingress")
+        noted(
+            s,
+            "d0",
+            "router -> kernel: a clsact qdisc (its ingress classifiers",
+        )
     });
     assert!(
         !ping_once(&lab.src, "198.19.4.1"),
@@ -232,7 +236,7 @@ fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
     );
     run(&lab.dut, "tc qdisc del dev d0 clsact");
     d.wait_for("d0 back without its filter", |s| {
-        !noted(s, "d0", "tc classifiers") && at_hook(s)
+        !noted(s, "d0", "clsact") && at_hook(s)
     });
 
     // tc on egress: the same classifier on d1's egress. A TC redirect passes through it; an
@@ -245,7 +249,12 @@ fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
     // At TC already (the TC phase), the data path has nothing to change for it.
     d.wait_for("routers at TC under d1's egress filter", |s| {
         hooks(s).iter().all(|h| h == "tc (ingress)")
-            && (hook != "xdp (native)" || noted(s, "d0", "egress d1 has tc classifiers on egress"))
+            && (hook != "xdp (native)"
+                || noted(
+                    s,
+                    "d0",
+                    "egress d1 has a clsact qdisc (its egress classifiers",
+                ))
     });
     assert!(
         !ping_once(&lab.src, "198.19.5.1"),
@@ -259,7 +268,7 @@ fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
     d.wait_for("the rest fast-pathed at TC", |s| fast(s) > before);
     run(&lab.dut, "tc qdisc del dev d1 clsact");
     d.wait_for("routers back without the egress filter", |s| {
-        !noted(s, "d0", "tc classifiers") && at_hook(s)
+        !noted(s, "d0", "clsact") && at_hook(s)
     });
 
     // An egress qdisc that drops everything (a FIFO of no packets, which the kernel never

@@ -1,29 +1,24 @@
 //! Traffic control that the kernel runs around a forwarded packet, read over rtnetlink.
 //!
 //! On receive, tc ingress classifiers run after XDP and after tcx programs (ours among them),
-//! so whatever the fast path forwards skips them: a port with classifiers of its own on
-//! ingress is left to the kernel. On transmit, an XDP redirect goes straight to the driver
-//! (`ndo_xdp_xmit`), past the egress classifiers and the qdisc, where a TC redirect
-//! (`bpf_redirect`) enters `dev_queue_xmit` and meets both, as the kernel's own forwarding
-//! does: a port with egress classifiers or a qdisc the kernel did not attach by itself takes no
-//! XDP redirects. docs/FASTPATH.md, "tc classifiers and qdiscs".
+//! so whatever the fast path forwards skips them: a port with an `ingress` or `clsact` qdisc,
+//! which holds such classifiers, is left to the kernel. On transmit, an XDP redirect goes
+//! straight to the driver (`ndo_xdp_xmit`), past the egress classifiers and the qdisc, where
+//! a TC redirect (`bpf_redirect`) enters `dev_queue_xmit` and meets both, as the kernel's own
+//! forwarding does: a port with a `clsact` qdisc or a qdisc the kernel did not attach by
+//! itself takes no XDP redirects. docs/FASTPATH.md, "What the forwarding path consults".
 
 use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::model::PortTc;
-use crate::netlink::{self, Socket, RTM_NEWQDISC, RTM_NEWTFILTER};
+use crate::netlink::{self, Socket, RTM_NEWQDISC};
 
 const RTM_GETQDISC: u16 = 38;
-const RTM_GETTFILTER: u16 = 46;
 
 const TCA_KIND: u16 = 1;
 /// The parent of the `ingress` and `clsact` qdiscs (TC_H_INGRESS, TC_H_CLSACT).
 const TC_H_INGRESS: u32 = 0xffff_fff1;
-/// Their classifier blocks: TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS / TC_H_MIN_EGRESS). The
-/// `ingress` qdisc answers for the first too.
-const TC_PARENT_INGRESS: u32 = 0xffff_fff2;
-const TC_PARENT_EGRESS: u32 = 0xffff_fff3;
 const TCMSG_LEN: usize = 20;
 
 /// One qdisc as a dump reports it.
@@ -67,49 +62,40 @@ fn handle_name(h: u32) -> String {
     format!("{:x}:", h >> 16)
 }
 
-/// Each port's tc state from its qdiscs and the number of filter messages in its ingress and
-/// egress blocks (`filters(ifindex, parent)`; a u32 classifier reports its hash tables too, so
-/// only none or some is told). The kernel attaches its default qdiscs with
-/// handle 0 (`attach_default_qdiscs`: noqueue, or mq over the default qdisc); one a user adds
-/// gets a handle of its own.
-pub fn port_states(
-    qdiscs: &[Qdisc],
-    mut filters: impl FnMut(u32, u32) -> Result<usize>,
-) -> Result<BTreeMap<u32, PortTc>> {
+/// Each port's tc state from its qdiscs. An `ingress` or `clsact` qdisc counts, whether it
+/// holds classifiers yet or not: `tc filter add` returns before the daemon can step aside
+/// (the kernel's router.sh adds a filter and sends at once; with the fast path at XDP, its
+/// first packets skipped the new filter), while the qdisc comes first, with its own event.
+/// The kernel attaches its default qdiscs with handle 0 (`attach_default_qdiscs`: noqueue,
+/// or mq over the default qdisc); one a user adds gets a handle of its own.
+pub fn port_states(qdiscs: &[Qdisc]) -> BTreeMap<u32, PortTc> {
     let mut out: BTreeMap<u32, PortTc> = BTreeMap::new();
     for q in qdiscs {
+        let port = out.entry(q.ifindex).or_default();
         if q.parent == TC_H_INGRESS {
-            let n = filters(q.ifindex, TC_PARENT_INGRESS)?;
-            if n > 0 {
-                out.entry(q.ifindex).or_default().ingress = Some(format!(
-                    "tc classifiers on ingress ({} qdisc), which run after an XDP or tcx program",
-                    q.kind
-                ));
-            }
+            let article = if q.kind == "ingress" { "an" } else { "a" };
+            port.ingress = Some(format!(
+                "{article} {} qdisc (its ingress classifiers run after an XDP or tcx program)",
+                q.kind
+            ));
             if q.kind == "clsact" {
-                let n = filters(q.ifindex, TC_PARENT_EGRESS)?;
-                if n > 0 {
-                    out.entry(q.ifindex)
-                        .or_default()
-                        .egress
-                        .get_or_insert("tc classifiers on egress".into());
-                }
+                port.egress.get_or_insert(
+                    "a clsact qdisc (its egress classifiers run in dev_queue_xmit)".into(),
+                );
             }
         } else if q.handle != 0 {
-            out.entry(q.ifindex)
-                .or_default()
-                .egress
-                .get_or_insert(format!(
-                    "an egress qdisc {} (handle {})",
-                    q.kind,
-                    handle_name(q.handle)
-                ));
+            port.egress.get_or_insert(format!(
+                "an egress qdisc {} (handle {})",
+                q.kind,
+                handle_name(q.handle)
+            ));
         }
     }
-    Ok(out)
+    out.retain(|_, t| *t != PortTc::default());
+    out
 }
 
-/// Reads every port's tc state: one qdisc dump, and a classifier dump per ingress block.
+/// Reads every port's tc state: one qdisc dump.
 pub fn read(s: &mut Socket) -> Result<BTreeMap<u32, PortTc>> {
     let qdiscs: Vec<Qdisc> = s
         .dump(RTM_GETQDISC, &[0u8; TCMSG_LEN])?
@@ -117,15 +103,7 @@ pub fn read(s: &mut Socket) -> Result<BTreeMap<u32, PortTc>> {
         .filter(|(t, _)| *t == RTM_NEWQDISC)
         .filter_map(|(_, p)| parse_qdisc(p))
         .collect();
-    port_states(&qdiscs, |ifindex, parent| {
-        let mut hdr = [0u8; TCMSG_LEN];
-        hdr[4..8].copy_from_slice(&ifindex.to_ne_bytes());
-        hdr[12..16].copy_from_slice(&parent.to_ne_bytes());
-        Ok(s.dump(RTM_GETTFILTER, &hdr)?
-            .iter()
-            .filter(|(t, _)| *t == RTM_NEWTFILTER)
-            .count())
-    })
+    Ok(port_states(&qdiscs))
 }
 
 #[cfg(test)]
@@ -142,44 +120,44 @@ mod tests {
     }
 
     #[test]
-    fn default_qdiscs_and_empty_blocks_leave_a_port_alone() {
+    fn default_qdiscs_leave_a_port_alone() {
         let qs = [
             q(2, 0, 0xffff_ffff, "noqueue"),
             q(3, 0, 0xffff_ffff, "mq"),
             q(3, 0, 0x0001, "fq_codel"),
-            q(4, 0xffff_0000, TC_H_INGRESS, "clsact"),
         ];
-        let got = port_states(&qs, |_, _| Ok(0)).unwrap();
-        assert!(got.is_empty(), "{got:?}");
+        assert!(port_states(&qs).is_empty());
     }
 
     #[test]
-    fn classifiers_and_a_users_qdisc_are_seen_on_their_side() {
+    fn a_clsact_or_ingress_qdisc_and_a_users_qdisc_are_seen_on_their_side() {
         let qs = [
             q(2, 0xffff_0000, TC_H_INGRESS, "clsact"),
             q(3, 0xffff_0000, TC_H_INGRESS, "ingress"),
             q(4, 0x8001_0000, 0xffff_ffff, "tbf"),
         ];
-        let got = port_states(&qs, |ifindex, parent| {
-            Ok(match (ifindex, parent) {
-                (2, TC_PARENT_EGRESS) => 2,
-                (3, TC_PARENT_INGRESS) => 1,
-                _ => 0,
-            })
-        })
-        .unwrap();
-        assert_eq!(got[&2].ingress, None);
-        assert_eq!(got[&2].egress.as_deref(), Some("tc classifiers on egress"));
+        let got = port_states(&qs);
+        assert!(got[&2]
+            .ingress
+            .as_ref()
+            .unwrap()
+            .starts_with("a clsact qdisc"));
+        assert!(got[&2]
+            .egress
+            .as_ref()
+            .unwrap()
+            .starts_with("a clsact qdisc"));
         assert!(got[&3]
             .ingress
             .as_ref()
             .unwrap()
-            .starts_with("tc classifiers on ingress (ingress"));
+            .starts_with("an ingress qdisc"));
         assert_eq!(got[&3].egress, None);
         assert_eq!(
             got[&4].egress.as_deref(),
             Some("an egress qdisc tbf (handle 8001:)")
         );
+        assert_eq!(got[&4].ingress, None);
     }
 
     #[test]
