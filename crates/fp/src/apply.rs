@@ -71,6 +71,18 @@ impl Dataplane {
         }
     }
 
+    /// The tcx programs that are not ours on each of `ifindexes`: (at ingress, at egress).
+    pub fn tcx_others(&self, ifindexes: impl Iterator<Item = u32>) -> BTreeMap<u32, (u32, u32)> {
+        ifindexes
+            .filter_map(|idx| {
+                let (ingress, egress) = attach::tcx_counts(idx).ok()?;
+                let own = self.ports.get(&idx).map_or(0, |p| p.att.own_tcx_ingress());
+                let others = ingress.saturating_sub(own);
+                (others > 0 || egress > 0).then_some((idx, (others, egress)))
+            })
+            .collect()
+    }
+
     pub fn ports(&self) -> impl Iterator<Item = (&u32, &Port)> {
         self.ports.iter()
     }

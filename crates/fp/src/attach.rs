@@ -148,6 +148,22 @@ pub fn tcx_ingress_count(ifindex: u32) -> Result<u32> {
     ))
 }
 
+/// How many programs are attached through tcx on `ifindex`, at ingress and at egress, ours
+/// or anyone's.
+pub fn tcx_counts(ifindex: u32) -> Result<(u32, u32)> {
+    let egress = wirespeed_sys::bpf::prog_count(ifindex, libbpf_rs::libbpf_sys::BPF_TCX_EGRESS)
+        .map_err(io(format!("query TC egress programs of ifindex {ifindex}")))?;
+    Ok((tcx_ingress_count(ifindex)?, egress))
+}
+
+impl Attachment {
+    /// How many tcx programs at ingress are ours here: the router or bridge at TC, or the TC
+    /// stage behind XDP.
+    pub fn own_tcx_ingress(&self) -> u32 {
+        (self.hook == Hook::Tc || self.has_tc_stage()) as u32
+    }
+}
+
 /// Detaches a non-link XDP program named like ours left on `ifindex` (e.g. by a tool that
 /// attached our object by hand). Link-based attachments die with their owner and are never
 /// stale. Returns true when one was removed.

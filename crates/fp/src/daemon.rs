@@ -223,6 +223,7 @@ impl Daemon {
         self.kernel.rules(&mut self.model, 10)?;
         self.kernel.xfrm(&mut self.model)?;
         self.kernel.tc(&mut self.model)?;
+        self.model.tcx_others = self.tcx_others();
         self.br_netfilter = kernel::read_sysctls(&mut self.model);
         self.sync_bridge()?;
         self.ruleset.legacy = ruleset::legacy_tables();
@@ -373,8 +374,8 @@ impl Daemon {
         }
     }
 
-    /// The state with no events: x_tables presence, ipset members and the multipath hash
-    /// policies.
+    /// The state with no events: x_tables presence, ipset members, other owners' tcx
+    /// programs and the multipath hash policies.
     fn poll(&mut self, p: &mut Pending) {
         if self.recount_due
             && !p.routes
@@ -385,6 +386,13 @@ impl Daemon {
             p.routes = true;
             // Not "route-...": waiting for a "route" response must not take this one.
             p.kinds.push("recount");
+        }
+        // tcx links come with no event.
+        let tcx = self.tcx_others();
+        if tcx != self.model.tcx_others {
+            self.model.tcx_others = tcx;
+            p.changed = true;
+            p.kinds.push("tcx");
         }
         if kernel::read_multipath_hash_policy() != self.model.sysctls.multipath_hash_policy {
             p.sysctls = true;
@@ -403,6 +411,16 @@ impl Daemon {
                 p.kinds.push("ipset");
             }
         }
+    }
+
+    /// Other owners' tcx programs on every Ethernet link (those the fast path may serve).
+    fn tcx_others(&self) -> std::collections::BTreeMap<u32, (u32, u32)> {
+        let links = self.model.links.values();
+        self.dataplane.tcx_others(
+            links
+                .filter(|l| l.mac.is_some() && !l.loopback)
+                .map(|l| l.index),
+        )
     }
 
     /// The sysctl gate: hash-policy writes the hook saw, read back once they have landed.

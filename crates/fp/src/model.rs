@@ -265,6 +265,9 @@ pub struct Model {
     pub xfrm: XfrmState,
     /// Ports with tc classifiers or a qdisc of their own, by ifindex.
     pub tc: BTreeMap<u32, PortTc>,
+    /// Served ports with tcx programs that are not ours, by ifindex: (at ingress, at egress).
+    /// tcx links come with no event: polled.
+    pub tcx_others: BTreeMap<u32, (u32, u32)>,
     /// Why no sysctl hook sees the multipath hash policies change (None: one does): then
     /// a family with multipath routes is the kernel's, its policy never read stale.
     pub hash_policy_unwatched: Option<String>,
@@ -376,13 +379,37 @@ impl Model {
         }
     }
 
+    /// Why port `ifindex`'s received packets must meet tc ingress (tc.rs), if they must.
+    fn tc_ingress(&self, ifindex: u32) -> Option<String> {
+        if let Some(why) = self.tc.get(&ifindex).and_then(|t| t.ingress.clone()) {
+            return Some(why);
+        }
+        match self.tcx_others.get(&ifindex) {
+            Some(&(n, _)) if n > 0 => Some(format!(
+                "{n} tcx programs of others at ingress (behind ours, they would not see what we forward)"
+            )),
+            _ => None,
+        }
+    }
+
+    /// Why packets sent out of port `ifindex` must go through `dev_queue_xmit`, if they must.
+    fn tc_egress(&self, ifindex: u32) -> Option<String> {
+        if let Some(why) = self.tc.get(&ifindex).and_then(|t| t.egress.clone()) {
+            return Some(why);
+        }
+        match self.tcx_others.get(&ifindex) {
+            Some(&(_, n)) if n > 0 => Some(format!("{n} tcx programs at egress")),
+            _ => None,
+        }
+    }
+
     /// Why the bridge module must not forward for bridge port `l`, if it must not.
     fn bridge_off(&self, l: &Link, port: Option<&BridgePort>) -> Option<String> {
         if let Some(why) = &self.bridge_kernel {
             return Some(why.clone());
         }
-        if let Some(why) = self.tc.get(&l.index).and_then(|t| t.ingress.as_ref()) {
-            return Some(why.clone());
+        if let Some(why) = self.tc_ingress(l.index) {
+            return Some(why);
         }
         let br = l.master.and_then(|m| self.links.get(&m))?;
         let attrs = br.bridge.unwrap_or_default();
@@ -445,7 +472,7 @@ impl Model {
     /// redirected frames silently. A TC redirect (an skb) is delivered into any device.
     pub fn xdp_egress(&self, l: &Link) -> Result<(), String> {
         // An XDP redirect goes to the driver, past the port's egress tc and qdisc (tc.rs).
-        if let Some(why) = self.tc.get(&l.index).and_then(|t| t.egress.as_ref()) {
+        if let Some(why) = self.tc_egress(l.index) {
             return Err(format!("has {why}, which an XDP redirect would skip"));
         }
         let Some(known) = &self.xdp_features else {
@@ -712,7 +739,7 @@ impl Model {
                     l.name
                 ));
             }
-            if let Some(why) = self.tc.get(&l.index).and_then(|t| t.ingress.as_ref()) {
+            if let Some(why) = self.tc_ingress(l.index) {
                 off_v4 = true;
                 off_v6 = true;
                 notes.push(format!("router -> kernel: {why}"));
