@@ -223,7 +223,7 @@ fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
         noted(
             s,
             "d0",
-            "router -> kernel: a clsact qdisc (its ingress classifiers",
+            "router4 -> kernel: a clsact qdisc (its ingress classifiers",
         )
     });
     assert!(

@@ -63,7 +63,7 @@ fn a_tc_program_of_someone_elses_sees_every_packet_as_without_the_fast_path() {
             && s.ports.iter().any(|p| {
                 p.name == "d0"
                     && p.notes.iter().any(|n| {
-                        n.starts_with("router -> kernel: 1 tcx programs of others at ingress")
+                        n.starts_with("router4 -> kernel: 1 tcx programs of others at ingress")
                     })
             })
     });

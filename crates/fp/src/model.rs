@@ -635,6 +635,129 @@ impl Model {
         Ok(())
     }
 
+    /// Why each family ([IPv4, IPv6]) of routed port `l` must be the kernel's, if it must:
+    /// what the FIB helper cannot evaluate as the kernel does.
+    fn families_to_kernel(&self, l: &Link) -> [Vec<String>; 2] {
+        let mut why: [Vec<String>; 2] = Default::default();
+        for (i, rules) in [self.kernel_rules_v4, self.kernel_rules_v6]
+            .into_iter()
+            .enumerate()
+        {
+            if rules > 0 {
+                why[i].push(format!(
+                    "{rules} IPv{} policy rules {KERNEL_RULES}",
+                    4 + 2 * i
+                ));
+            }
+        }
+        if !self
+            .sysctls
+            .v4_forwarding
+            .get(&l.name)
+            .copied()
+            .unwrap_or(false)
+        {
+            why[0].push("IPv4 forwarding disabled".into());
+        }
+        if self.local_v4.len() > LOCAL_V4_MAX {
+            why[0].push(format!("more than {LOCAL_V4_MAX} local IPv4 addresses"));
+        }
+        if !self.sysctls.v6_forwarding {
+            why[1].push("IPv6 forwarding disabled".into());
+        }
+        if self.sysctls.v6_disabled.contains(&l.name) {
+            why[1].push(format!("IPv6 disabled on {} (disable_ipv6)", l.name));
+        }
+        if let Some(t) = self.tc_ingress(l.index) {
+            why[0].push(t.clone());
+            why[1].push(t);
+        }
+        for (i, family) in [(0, &self.filter.v4), (1, &self.filter.v6)] {
+            if let Some(x) = self.xfrm.hands_off(i == 1) {
+                why[i].push(x);
+            }
+            if let FamilyFilter::Kernel(f) = family {
+                why[i].push(f.clone());
+            }
+            // Any hash policy but 0 can pick a next hop from what the FIB helper is not
+            // given: policy 1 uses the hash an skb arrives with (a NIC's receive hash, or
+            // across a veth the sending socket's random one) before its ports, 2 and 3 may
+            // hash inner headers.
+            let routes = [self.routes.v4.multipath, self.routes.v6.multipath][i];
+            let policy = self.sysctls.multipath_hash_policy[i];
+            match (&self.hash_policy_unwatched, routes, policy) {
+                (_, 0, _) => {}
+                (Some(w), _, 0) => why[i].push(format!(
+                    "{routes} multipath routes, and {w} to see fib_multipath_hash_policy change"
+                )),
+                (None, _, 0) => {}
+                _ => why[i].push(format!(
+                    "{routes} multipath routes hashed by fib_multipath_hash_policy {policy} (only 0 is hashed as the kernel does)"
+                )),
+            }
+        }
+        why
+    }
+
+    /// What a routed port's status says besides the families handed over (`off`): what goes
+    /// to the kernel packet by packet, and why the route caches are off.
+    fn router_notes(&self, rp_filter_v4: bool, off: [bool; 2]) -> Vec<String> {
+        let mut notes = Vec::new();
+        if rp_filter_v4 {
+            notes.push(
+                "router4: rp_filter on: a source not routed back out this port goes to the kernel"
+                    .into(),
+            );
+        }
+        if self.sysctls.proxy_ndp {
+            notes.push(
+                "router6: NDP messages -> kernel: proxy_ndp on (ip6_forward delivers those to a proxied address)"
+                    .into(),
+            );
+        }
+        for (i, why) in [&self.filter.reassembly_v4, &self.filter.reassembly_v6]
+            .into_iter()
+            .enumerate()
+        {
+            if let (false, Some(why)) = (off[i], why) {
+                notes.push(format!(
+                    "router{}: fragments -> kernel: conntrack may reassemble them ({why})",
+                    4 + 2 * i
+                ));
+            }
+        }
+        if self.routes.v4.min_mtu > 0 {
+            notes.push(format!(
+                "router4: packets over {} bytes -> kernel: {} routes with an MTU of their own (the kernel's forwarding honours it, the FIB helper does not)",
+                self.routes.v4.min_mtu, self.routes.v4.mtu_routes
+            ));
+        }
+        if self.no_route_cache {
+            notes.push("route cache off: --no-route-cache".into());
+            return notes;
+        }
+        if self.routes.v4.uncacheable > 0 {
+            notes.push(format!(
+                "route cache off: {} IPv4 multipath or nexthop-group routes",
+                self.routes.v4.uncacheable
+            ));
+        }
+        if self.routes.v6.uncacheable > 0 {
+            notes.push(format!(
+                "route cache off: {} IPv6 multipath, nexthop-group or source-specific routes",
+                self.routes.v6.uncacheable
+            ));
+        }
+        for (family, rules) in [(4, self.custom_rules_v4), (6, self.custom_rules_v6)] {
+            if rules > 0 {
+                notes.push(format!(
+                    "route cache off: {rules} IPv{family} policy rules (the answer may depend on the source or ports)"
+                ));
+            }
+        }
+        notes
+    }
+
     pub fn plan(&self) -> Plan {
         let mut plan = Plan::default();
         // Routed ports: what the router may redirect to, and the hook it runs at. At XDP only
@@ -680,152 +803,33 @@ impl Model {
             // chain is compiled. Switched off at run time: whatever the kernel must decide.
             f.router_v4 = true;
             f.router_v6 = true;
-            let mut off_v4 = false;
-            let mut off_v6 = false;
-            if self.kernel_rules_v4 > 0 {
-                off_v4 = true;
-                notes.push(format!(
-                    "router4 -> kernel: {} IPv4 policy rules {KERNEL_RULES}",
-                    self.kernel_rules_v4
-                ));
-            }
-            if !self
-                .sysctls
-                .v4_forwarding
-                .get(&l.name)
-                .copied()
-                .unwrap_or(false)
-            {
-                off_v4 = true;
-                notes.push("router4 -> kernel: IPv4 forwarding disabled".into());
-            }
-            // Debian's and systemd's default (net.ipv4.conf.default.rp_filter = 2), which
-            // every new namespace inherits: handing IPv4 to the kernel for it would leave most
-            // users' routers without a fast path.
-            let rp_filter_v4 = self.sysctls.rp_filter.get(&l.name).copied().unwrap_or(0) != 0;
-            if self.local_v4.len() > LOCAL_V4_MAX {
-                off_v4 = true;
-                notes.push(format!(
-                    "router4 -> kernel: more than {LOCAL_V4_MAX} local IPv4 addresses"
-                ));
-            }
-            if rp_filter_v4 {
-                notes.push(
-                    "router4: rp_filter on: a source not routed back out this port goes to the kernel"
-                        .into(),
-                );
-            }
-            if self.kernel_rules_v6 > 0 {
-                off_v6 = true;
-                notes.push(format!(
-                    "router6 -> kernel: {} IPv6 policy rules {KERNEL_RULES}",
-                    self.kernel_rules_v6
-                ));
-            }
-            if !self.sysctls.v6_forwarding {
-                off_v6 = true;
-                notes.push("router6 -> kernel: IPv6 forwarding disabled".into());
-            }
-            if self.sysctls.proxy_ndp {
-                notes.push(
-                    "router6: NDP messages -> kernel: proxy_ndp on (ip6_forward delivers those to a proxied address)"
-                        .into(),
-                );
-            }
-            if self.sysctls.v6_disabled.contains(&l.name) {
-                off_v6 = true;
-                notes.push(format!(
-                    "router6 -> kernel: IPv6 disabled on {} (disable_ipv6)",
-                    l.name
-                ));
-            }
-            if let Some(why) = self.tc_ingress(l.index) {
-                off_v4 = true;
-                off_v6 = true;
-                notes.push(format!("router -> kernel: {why}"));
-            }
-            for (off, family, v6) in [(&mut off_v4, 4, false), (&mut off_v6, 6, true)] {
-                if let Some(why) = self.xfrm.hands_off(v6) {
-                    *off = true;
-                    notes.push(format!("router{family} -> kernel: {why}"));
-                }
-            }
-            // Any hash policy but 0 can pick a next hop from what the FIB helper is not given:
-            // policy 1 uses the hash an skb arrives with (a NIC's receive hash, or across a veth
-            // the sending socket's random one) before its ports, 2 and 3 may hash inner headers.
-            for (off, family, routes, policy) in [
-                (
-                    &mut off_v4,
-                    4,
-                    self.routes.v4.multipath,
-                    self.sysctls.multipath_hash_policy[0],
-                ),
-                (
-                    &mut off_v6,
-                    6,
-                    self.routes.v6.multipath,
-                    self.sysctls.multipath_hash_policy[1],
-                ),
+            for (family, on, drop) in [
+                (&self.filter.v4, &mut f.filter_v4, &mut f.policy_drop_v4),
+                (&self.filter.v6, &mut f.filter_v6, &mut f.policy_drop_v6),
             ] {
-                if routes > 0 && policy == 0 {
-                    if let Some(why) = &self.hash_policy_unwatched {
-                        *off = true;
-                        notes.push(format!(
-                            "router{family} -> kernel: {routes} multipath routes, and {why} to see fib_multipath_hash_policy change"
-                        ));
-                    }
-                } else if routes > 0 {
-                    *off = true;
-                    notes.push(format!(
-                        "router{family} -> kernel: {routes} multipath routes hashed by fib_multipath_hash_policy {policy} (only 0 is hashed as the kernel does)"
-                    ));
-                }
-            }
-            match &self.filter.v4 {
-                FamilyFilter::Open => {}
-                FamilyFilter::Compiled { policy_drop, .. } => {
-                    f.filter_v4 = true;
-                    f.policy_drop_v4 = *policy_drop;
-                }
-                FamilyFilter::Kernel(why) => {
-                    off_v4 = true;
-                    notes.push(format!("router4 -> kernel: {why}"));
-                }
-            }
-            match &self.filter.v6 {
-                FamilyFilter::Open => {}
-                FamilyFilter::Compiled { policy_drop, .. } => {
-                    f.filter_v6 = true;
-                    f.policy_drop_v6 = *policy_drop;
-                }
-                FamilyFilter::Kernel(why) => {
-                    off_v6 = true;
-                    notes.push(format!("router6 -> kernel: {why}"));
+                if let FamilyFilter::Compiled { policy_drop, .. } = family {
+                    (*on, *drop) = (true, *policy_drop);
                 }
             }
             if f.filter_v4 || f.filter_v6 {
                 f.filter_fields = self.filter.fields();
             }
+            let to_kernel = self.families_to_kernel(l);
+            for (family, whys) in [(4, &to_kernel[0]), (6, &to_kernel[1])] {
+                for why in whys {
+                    notes.push(format!("router{family} -> kernel: {why}"));
+                }
+            }
+            let (off_v4, off_v6) = (!to_kernel[0].is_empty(), !to_kernel[1].is_empty());
+            // Debian's and systemd's default (net.ipv4.conf.default.rp_filter = 2), which
+            // every new namespace inherits: handing IPv4 to the kernel for it would leave most
+            // users' routers without a fast path.
+            let rp_filter_v4 = self.sysctls.rp_filter.get(&l.name).copied().unwrap_or(0) != 0;
+            notes.extend(self.router_notes(rp_filter_v4, [off_v4, off_v6]));
             let reassembly = Reassembly {
                 v4: self.filter.reassembly_v4.is_some(),
                 v6: self.filter.reassembly_v6.is_some(),
             };
-            for (family, off, why) in [
-                (4, off_v4, &self.filter.reassembly_v4),
-                (6, off_v6, &self.filter.reassembly_v6),
-            ] {
-                if let (false, Some(why)) = (off, why) {
-                    notes.push(format!(
-                        "router{family}: fragments -> kernel: conntrack may reassemble them ({why})"
-                    ));
-                }
-            }
-            if self.routes.v4.min_mtu > 0 {
-                notes.push(format!(
-                    "router4: packets over {} bytes -> kernel: {} routes with an MTU of their own (the kernel's forwarding honours it, the FIB helper does not)",
-                    self.routes.v4.min_mtu, self.routes.v4.mtu_routes
-                ));
-            }
             let route_cache = RouteCache {
                 v4: self.routes.v4.uncacheable == 0
                     && self.custom_rules_v4 == 0
@@ -834,29 +838,6 @@ impl Model {
                     && self.custom_rules_v6 == 0
                     && !self.no_route_cache,
             };
-            if self.no_route_cache {
-                notes.push("route cache off: --no-route-cache".into());
-            } else {
-                if self.routes.v4.uncacheable > 0 {
-                    notes.push(format!(
-                        "route cache off: {} IPv4 multipath or nexthop-group routes",
-                        self.routes.v4.uncacheable
-                    ));
-                }
-                if self.routes.v6.uncacheable > 0 {
-                    notes.push(format!(
-                        "route cache off: {} IPv6 multipath, nexthop-group or source-specific routes",
-                        self.routes.v6.uncacheable
-                    ));
-                }
-                for (family, rules) in [(4, self.custom_rules_v4), (6, self.custom_rules_v6)] {
-                    if rules > 0 {
-                        notes.push(format!(
-                            "route cache off: {rules} IPv{family} policy rules (the answer may depend on the source or ports)"
-                        ));
-                    }
-                }
-            }
             plan.ports.insert(
                 l.index,
                 PortPlan {
