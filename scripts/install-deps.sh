@@ -11,6 +11,7 @@ PKGS=(
   libdpdk-dev                                                        # DPDK driver (feature)
   dpkg-dev python3-jsonschema python3-yaml                           # make deb; the manifest schema check
   prometheus                                                         # scrapes --metrics in the lab test; promtool
+  netsniff-ng jq bc smcroute traceroute                              # the kernel's forwarding selftests (mausezahn)
 )
 
 missing=()
@@ -41,8 +42,8 @@ fi
 
 # nginx and redis-server are peers that we start ourselves; the packaged services must not hold
 # ports 80 and 6379. Nor may a packaged prometheus run host-wide: the lab test starts its own,
-# with a generated config and temporary storage.
-for svc in nginx redis-server prometheus; do
+# with a generated config and temporary storage. The selftests start their own smcrouted.
+for svc in nginx redis-server prometheus smcroute; do
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
     systemctl stop "$svc" || true
     systemctl disable "$svc" >/dev/null 2>&1 || true

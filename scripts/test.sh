@@ -19,6 +19,12 @@ start=$(date +%s)
 # (crates/nic/tests/dpdk.rs) and `serve --stack dpdk` run too.
 cargo test --profile ci --workspace --features wirespeed/dpdk,wirespeed-net/dpdk,wirespeed-nic/dpdk -- --test-threads=1
 
+# The kernel's own forwarding selftests (tools/testing/selftests/net/forwarding), without and
+# with the fast path, at the veths' defaults (router at TC) and with GRO on (router at XDP):
+# a check that passes without fp and fails with it fails the suite. Reduced through their
+# own settings (--quick); tests/kernel-selftests/README.md.
+bash tests/kernel-selftests/run.sh --quick
+
 # The TCP/IP stack and the packet parsers under libFuzzer: 60 s on the stack target (whole
 # frames into a stack with a listener), 20 s on the wire parsers.
 bash scripts/fuzz.sh 80
