@@ -17,6 +17,7 @@
 mod common;
 mod fulltable;
 mod pod;
+mod responses;
 mod scrape;
 mod vm;
 
@@ -326,7 +327,7 @@ fn main() {
     pkt::make_ipv4_fragment(&mut fragment, 185, true);
     let fragment: [u8; Gen::FRAME_LEN] = fragment.as_slice().try_into().expect("60-byte frame");
     type Config<'a> = (&'a str, bool, &'a [[u8; Gen::FRAME_LEN]], &'a dyn Fn());
-    let configs: [Config; 9] = [
+    let configs: [Config; 11] = [
         ("router (50 prefixes)", true, &[], &|| {}),
         (
             "router at XDP, partial UDP checksums (TC stage)",
@@ -341,11 +342,58 @@ fn main() {
             &|| {},
         ),
         ("router, route cache off", false, &[], &|| {}),
+        // The flow's route with two next hops (the same one twice): every packet asks the
+        // FIB, and reads the sysctl gate that a hash policy write closes (docs/FASTPATH.md,
+        // "ECMP").
+        (
+            "router, ECMP route (the sysctl gate read)",
+            true,
+            &[],
+            &|| {
+                lab.dut
+                    .ip(&[
+                        "route",
+                        "replace",
+                        "198.19.7.0/24",
+                        "nexthop",
+                        "via",
+                        "198.18.1.2",
+                        "nexthop",
+                        "via",
+                        "198.18.1.2",
+                    ])
+                    .unwrap();
+            },
+        ),
+        // A tc classifier of the user's on d0's ingress (it matches everything and only
+        // counts): it runs after XDP, so d0's packets are the kernel's.
+        (
+            "router, a tc classifier on d0's ingress (to the kernel)",
+            true,
+            &[],
+            &|| {
+                lab.dut
+                    .ip(&["route", "replace", "198.19.7.0/24", "via", "198.18.1.2"])
+                    .unwrap();
+                for cmd in [
+                    "qdisc add dev d0 clsact",
+                    "filter add dev d0 ingress protocol all prio 1 u32 match u32 0 0",
+                ] {
+                    lab.dut
+                        .exec("tc", &cmd.split(' ').collect::<Vec<_>>())
+                        .unwrap();
+                }
+            },
+        ),
         (
             "router, 4,096 destinations round robin",
             true,
             &spread,
-            &|| {},
+            &|| {
+                lab.dut
+                    .exec("tc", &["qdisc", "del", "dev", "d0", "clsact"])
+                    .unwrap();
+            },
         ),
         // Debian's default (sysctl.d/50-default.conf), which new namespaces inherit: the
         // router checks each packet's source with a second FIB lookup. Before the gateway
@@ -633,128 +681,9 @@ fn main() {
     }
     pod::pod_to_pod(secs, rounds);
 
-    // Response time: kernel event received -> data path updated, as the daemon records it.
-    println!();
-    println!("| command | n | median us | p99 us | of it reading the ruleset, median us | daemon action |");
-    println!("|---|---|---|---|---|---|");
-    let d = RunningDaemon::start(&lab.dut, None);
-    d.wait_for("attached", |s| s.ports.len() == 2);
-    let ip = |args: &[&str]| {
-        lab.dut.ip(args).unwrap();
-    };
-    let alternate = |i: usize, a: &[&str], b: &[&str]| ip(if i.is_multiple_of(2) { a } else { b });
-    responses(&d, "ip route add/del", "route", 50, &|i| {
-        alternate(
-            i,
-            &["route", "add", "198.19.100.0/24", "via", "198.18.1.2"],
-            &["route", "del", "198.19.100.0/24"],
-        )
-    });
-    // The window in which a new address of ours is not yet a local source to the router.
-    responses(&d, "ip addr add/del", "addr", 20, &|i| {
-        alternate(
-            i,
-            &["addr", "add", "198.18.7.1/32", "dev", "d1"],
-            &["addr", "del", "198.18.7.1/32", "dev", "d1"],
-        )
-    });
-    responses(&d, "ip rule add/del", "rule", 20, &|i| {
-        alternate(
-            i,
-            &[
-                "rule",
-                "add",
-                "to",
-                "198.19.3.0/24",
-                "table",
-                "100",
-                "pref",
-                "100",
-            ],
-            &["rule", "del", "pref", "100"],
-        )
-    });
-    responses(&d, "ip link set d1 down/up", "link", 10, &|i| {
-        alternate(
-            i,
-            &["link", "set", "d1", "down"],
-            &["link", "set", "d1", "up"],
-        )
-    });
-    responses(&d, "ipset add (polled)", "ipset", 20, &|i| {
-        lab.dut
-            .exec("ipset", &["add", "blk", &format!("198.18.150.{i}")])
-            .unwrap();
-    });
-    responses(&d, "iptables -A/-D FORWARD", "nftables", 20, &|i| {
-        let op = if i % 2 == 0 { "-A" } else { "-D" };
-        lab.dut
-            .exec(
-                "iptables-nft",
-                &[op, "FORWARD", "-d", "198.19.44.1/32", "-j", "DROP"],
-            )
-            .unwrap();
-    });
-    drop(d);
+    responses::routed(&lab.dut);
     fulltable::run(&lab.dut);
-
-    // Bridge commands, on the bridge lab.
-    let d = RunningDaemon::start_with(&br.dut, None, BridgeHook::Xdp);
-    d.wait_for("bridge attached", |s| s.ports.len() == 2);
-    let bridge = |args: &[&str]| {
-        br.dut.exec("bridge", args).unwrap();
-    };
-    responses(&d, "bridge fdb add/del (static)", "fdb", 50, &|i| {
-        let op = if i % 2 == 0 { "add" } else { "del" };
-        bridge(&[
-            "fdb",
-            op,
-            "02:cc:00:00:00:01",
-            "dev",
-            "d1",
-            "master",
-            "static",
-        ]);
-    });
-    responses(
-        &d,
-        "bridge link set state learning/forwarding",
-        "bridge",
-        20,
-        &|i| {
-            let state = if i % 2 == 0 { "2" } else { "3" };
-            bridge(&["link", "set", "dev", "d1", "state", state]);
-        },
-    );
-}
-
-/// Runs `command(i)` `n` times and prints the daemon's response time to the event of kind
-/// `kind` each caused (median, p99) and what it did.
-fn responses(d: &RunningDaemon, label: &str, kind: &str, n: usize, command: &dyn Fn(usize)) {
-    let mut us = Vec::new();
-    let mut read_us = Vec::new();
-    let mut actions = std::collections::BTreeSet::new();
-    for i in 0..n {
-        let before = d.status().map(|s| s.response_count).unwrap_or(0);
-        command(i);
-        let s = d.wait_for(label, |s| {
-            s.responses
-                .iter()
-                .take(s.response_count.saturating_sub(before))
-                .any(|r| r.events.contains(kind))
-        });
-        if let Some(r) = s
-            .responses
-            .iter()
-            .take(s.response_count - before)
-            .find(|r| r.events.contains(kind))
-        {
-            us.push(r.micros);
-            read_us.push(r.ruleset_read_micros);
-            actions.insert(r.action.clone());
-        }
-    }
-    report(label, &mut us, &mut read_us, &actions);
+    responses::bridged(&br.dut);
 }
 
 /// Runs `f` with the daemon attached in `dut`, checking that something was fast-pathed.
@@ -789,9 +718,12 @@ fn with_daemon<T>(dut: &wirespeed_lab::Netns, fp: Fp, name: &str, f: impl FnOnce
         );
     }
     d.stop();
+    // A row that says so in its name measures what the fast path leaves to the kernel.
+    let to_kernel = name.contains("(to the kernel)");
     assert!(
-        s.ports.iter().any(|p| p.fast_pathed > 0),
-        "{name}: nothing fast-pathed: {:?}",
+        s.ports.iter().any(|p| p.fast_pathed > 0) != to_kernel,
+        "{name}: fast-pathed {}: {:?}",
+        s.ports.iter().map(|p| p.fast_pathed).sum::<u64>(),
         s.ports
     );
     // Rows of partial checksums at XDP say so in their name: the TC stage behind the XDP
@@ -849,26 +781,4 @@ fn compare(
 fn pct(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[((v.len() as f64 - 1.0) * q).round() as usize]
-}
-
-fn report(
-    label: &str,
-    us: &mut [f64],
-    read_us: &mut [f64],
-    actions: &std::collections::BTreeSet<String>,
-) {
-    let acts: Vec<&str> = actions.iter().map(String::as_str).collect();
-    let read = pct(read_us, 0.5);
-    println!(
-        "| {label} | {} | {:.1} | {:.1} | {} | {} |",
-        us.len(),
-        pct(us, 0.5),
-        pct(us, 0.99),
-        if read > 0.0 {
-            format!("{read:.1}")
-        } else {
-            "-".into()
-        },
-        acts.join(", ")
-    );
 }

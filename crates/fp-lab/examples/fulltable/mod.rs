@@ -7,6 +7,7 @@
 //! made one.
 
 use super::*;
+use crate::responses::responses;
 
 const ROUTES: u32 = 65_000;
 
