@@ -13,6 +13,9 @@ use crate::netlink::{self, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
 use crate::nftevent::{self, NftMsg};
 use crate::xfrm;
 
+/// How long a drain that ended inside an nftables batch waits for the batch's end.
+const NFT_BATCH_END: Duration = Duration::from_millis(5);
+
 /// One change the kernel reported.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
@@ -127,16 +130,27 @@ impl Watchers {
                 out.push(Change::Xfrm);
             }
         }
-        while let Some(n) = self.nft.recv(&mut self.buf)? {
-            if n == 0 {
-                out.push(Change::NftOverrun);
+        let mut waited = false;
+        loop {
+            while let Some(n) = self.nft.recv(&mut self.buf)? {
+                if n == 0 {
+                    out.push(Change::NftOverrun);
+                }
+                out.extend(
+                    netlink::messages(&self.buf[..n])
+                        .iter()
+                        .map(|m| Change::Nft(nftevent::decode(m))),
+                );
             }
-            out.extend(
-                netlink::messages(&self.buf[..n])
-                    .iter()
-                    .map(|m| Change::Nft(nftevent::decode(m))),
-            );
+            // Drained between a batch's rules and its NEWGEN, which follows at once: wait for
+            // the end of the batch (once, briefly), so that it is applied from its events
+            // rather than by reading the whole ruleset.
+            let mid_batch = matches!(out.last(), Some(Change::Nft(NftMsg::Rule(_))));
+            if !mid_batch || waited {
+                return Ok(out);
+            }
+            waited = true;
+            wirespeed_sys::bpf::poll_readable(&[Some(self.nft.as_fd())], NFT_BATCH_END);
         }
-        Ok(out)
     }
 }
