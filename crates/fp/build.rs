@@ -34,15 +34,22 @@ fn main() {
         &[("LOCAL_V4_", "usize")],
         "fp_maps_consts.rs",
     );
+    bpf.defines(
+        "bpf/fp_neigh.h",
+        "",
+        &[("NEIGH_STALE_", "u32")],
+        "fp_neigh_consts.rs",
+    );
 }
 
 /// The structs of bpf/fp_maps.h and fp_filter.h that are map keys and values, as the skeleton
 /// generates them from BTF: the loader writes them through these types, never at hand-kept
 /// offsets. Each is checked to be in the skeleton; MapBytes holds because libbpf-cargo spells
 /// every padding byte out as a field.
-const MAP_TYPES: [&str; 9] = [
+const MAP_TYPES: [&str; 10] = [
     "fp_ctl",
     "sysctl_gate",
+    "neigh_key",
     "lpm_v4",
     "lpm_v6",
     "rule_set",

@@ -1,8 +1,8 @@
 //! What the kernel's forwarding path consults beyond routes, neighbours, bridges and nftables,
 //! with the fast path attached, answered as Linux alone answers: the forwarding counters,
 //! IPsec (xfrm) policies and default policies, IPv6 disabled on the ingress port, a route's
-//! own MTU, tc classifiers on a port's ingress and egress and an egress qdisc (the router at
-//! XDP, then at TC), and a multipath hash policy written under traffic. Each is set with the
+//! own MTU, tc classifiers on a port's ingress and egress and an egress qdisc, a next hop gone
+//! STALE (the router at XDP, then at TC), and a multipath hash policy written under traffic. Each is set with the
 //! commands a user types (`ip xfrm`, `tc`, `sysctl`). docs/FASTPATH.md, "What the forwarding
 //! path consults".
 
@@ -97,12 +97,59 @@ fn until_fast(lab: &Line, d: &RunningDaemon, dst: &str) {
     );
 }
 
+/// A next hop gone STALE with an address nobody answers to any more (its host's NIC was
+/// swapped, say). Linux's first forwarded packet moves the entry to DELAY, a unicast probe
+/// fails it, and a later packet resolves the neighbour afresh; the FIB helper alone would
+/// send to the dead address for as long as the entry stood. The sysctls shorten the
+/// kernel's waits (DELAY 1 s, one probe, 100 ms).
+fn stale_next_hop_is_probed(lab: &Line, d: &RunningDaemon, hop: &str, dst: &str) {
+    let fam = if hop.contains(':') { "ipv6" } else { "ipv4" };
+    let knobs = [
+        ("delay_first_probe_time", "1", "5"),
+        ("ucast_solicit", "1", "3"),
+        ("retrans_time_ms", "100", "1000"),
+    ];
+    for (k, short, _) in knobs {
+        lab.dut
+            .sysctl(&format!("net.{fam}.neigh.d1.{k}"), short)
+            .unwrap();
+    }
+    let before = d.status().unwrap().stale_neighbours;
+    run(
+        &lab.dut,
+        &format!("ip neigh replace {hop} lladdr 02:00:00:00:00:99 dev d1 nud stale"),
+    );
+    d.wait_for(&format!("{hop} STALE"), |s| s.stale_neighbours > before);
+    // Lost, as under Linux alone: it goes to the address the entry holds.
+    let _ = ping_once(&lab.src, dst);
+    let entry = lab
+        .dut
+        .exec("ip", &["neigh", "show", hop, "dev", "d1"])
+        .unwrap();
+    assert!(
+        !entry.contains("STALE"),
+        "{hop}: a forwarded packet left its next hop STALE: {entry}"
+    );
+    assert!(
+        (0..10).any(|_| ping_once(&lab.src, dst)),
+        "{hop}: the next hop was never resolved again: {}",
+        lab.dut.exec("ip", &["neigh", "show", "dev", "d1"]).unwrap()
+    );
+    for (k, _, default) in knobs {
+        lab.dut
+            .sysctl(&format!("net.{fam}.neigh.d1.{k}"), default)
+            .unwrap();
+    }
+}
+
 /// `hook` is what the routers run at without tc of their own ("xdp (native)" or "tc
 /// (ingress)").
 fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
     let at_hook = |s: &Status| s.ports.len() == 2 && hooks(s).iter().all(|h| h == hook);
     d.wait_for(&format!("both ports at {hook}"), at_hook);
     assert!(ping(&lab.src, "198.19.3.1") && ping(&lab.src, "fd00:c::1"));
+    stale_next_hop_is_probed(lab, d, "198.18.1.2", "198.19.3.1");
+    stale_next_hop_is_probed(lab, d, "fd00:b::2", "fd00:c::1");
 
     // IPsec: a policy that blocks forwarded packets (one that required encryption would be
     // bypassed the same way). Linux drops them and counts them in IPInDiscards.

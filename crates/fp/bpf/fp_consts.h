@@ -61,6 +61,7 @@ enum fp_reason {
 	FP_PASS_RP_FILTER,   /* rp_filter on and the source not routed back out this port (with policy rules: or not by a unicast route) */
 	FP_PASS_ICMP_ERROR,  /* an ICMP error: the kernel hashes it by the packet it quotes */
 	FP_PASS_HASH_POLICY, /* multipath routes, and a hash policy written that the daemon has not read back */
+	FP_PASS_NEIGH_STALE, /* the next hop's neighbour entry is STALE: the kernel's packet moves it on */
 	FP_NR_REASONS,
 };
 

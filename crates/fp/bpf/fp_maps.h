@@ -180,5 +180,6 @@ struct {
 } rp_cache_v4 SEC(".maps");
 
 #include "fp_sysctl_gate.h"
+#include "fp_neigh.h"
 
 #endif

@@ -311,6 +311,8 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	}
 	__be16 sport = 0, dport = 0;
 	enum fp_reason forwarded = FP_FORWARDED;
+	enum stale_hop stale = HOP_FRESH;
+	__u64 *handed = NULL;
 	__u32 gen = 0;
 	/* Read once: both caches must agree on whether `gen` was read. */
 	int cache = *(volatile __u8 *)&c->route_cache_v4;
@@ -353,7 +355,8 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 		}
 		if (!egress_ok(&fib, in_if, why))
 			return RT_PASS;
-		if (hop) {
+		stale = stale_next_hop(&fib, &handed);
+		if (hop && stale == HOP_FRESH) {
 			hop->gen = gen;
 			hop->dst = iph->daddr;
 			hop->in_ifindex = in_if;
@@ -383,6 +386,12 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 			*why = FP_PASS_FILTER;
 			return RT_PASS;
 		}
+	}
+	/* Last: a packet the kernel would not have forwarded does not drive the neighbour. */
+	if (stale == HOP_STALE) {
+		hand_stale(handed);
+		*why = FP_PASS_NEIGH_STALE;
+		return RT_PASS;
 	}
 
 	/* The kernel's own ip_decrease_ttl(): same bytes out as the slow path. The header's
@@ -482,6 +491,8 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 	__u16 mtu_len = in->mtu_len ? in->mtu_len : sizeof(*ip6h) + payload_len;
 	struct route_cache_v6 *hop = NULL;
 	enum fp_reason forwarded = FP_FORWARDED;
+	enum stale_hop stale = HOP_FRESH;
+	__u64 *handed = NULL;
 	__u32 gen = 0;
 
 	if (*(volatile __u8 *)&c->route_cache_v6) {
@@ -515,7 +526,8 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 		}
 		if (!egress_ok(&fib, in_if, why))
 			return RT_PASS;
-		if (hop) {
+		stale = stale_next_hop(&fib, &handed);
+		if (hop && stale == HOP_FRESH) {
 			hop->gen = gen;
 			hop->in_ifindex = in_if;
 			hop->oif = fib.ifindex;
@@ -536,6 +548,11 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 			*why = FP_PASS_FILTER;
 			return RT_PASS;
 		}
+	}
+	if (stale == HOP_STALE) {
+		hand_stale(handed);
+		*why = FP_PASS_NEIGH_STALE;
+		return RT_PASS;
 	}
 
 	if (in->tc) {

@@ -95,6 +95,11 @@ impl Dataplane {
         &self.shared.bridge
     }
 
+    /// The STALE next hops every port's program reads (`neigh`).
+    pub fn neigh_maps(&self) -> &crate::neigh::NeighMaps {
+        &self.shared.neigh
+    }
+
     /// The sysctl gate every port's program reads (`sysctl_hook`).
     pub fn sysctl_gate(&self) -> &libbpf_rs::MapHandle {
         &self.shared.sysctl_gate

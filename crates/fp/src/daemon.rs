@@ -13,6 +13,7 @@ use crate::error::{io, Result};
 use crate::kernel::{self, BrNetfilter, KernelReader};
 use crate::metrics::FpMetrics;
 use crate::model::{BridgeHook, Event, Model};
+use crate::neigh::StaleNeighbours;
 use crate::nftevent::{self, NftMsg};
 use crate::reconcile::{self, Actions};
 use crate::routes::Recount;
@@ -141,6 +142,8 @@ pub struct Daemon {
     /// and the daemon's side of its gate.
     _hook: Option<SysctlHook>,
     gate: Gate,
+    /// Next hops in the STALE state, which the kernel's packets must drive (`neigh`).
+    stale: StaleNeighbours,
 }
 
 impl Daemon {
@@ -174,6 +177,7 @@ impl Daemon {
             last_recount: None,
             _hook: hook,
             gate: Gate::new(),
+            stale: StaleNeighbours::default(),
         })
     }
 
@@ -223,6 +227,8 @@ impl Daemon {
         self.kernel.rules(&mut self.model, 10)?;
         self.kernel.xfrm(&mut self.model)?;
         self.kernel.tc(&mut self.model)?;
+        let stale = self.kernel.stale_neighbours()?;
+        self.stale.replace(stale, self.dataplane.neigh_maps())?;
         self.model.tcx_others = self.tcx_others();
         self.br_netfilter = kernel::read_sysctls(&mut self.model);
         self.sync_bridge()?;
@@ -279,12 +285,14 @@ impl Daemon {
     }
 
     pub fn status(&self, running: bool) -> Status {
-        self.log.status(
+        let mut s = self.log.status(
             &self.dataplane,
             &self.model.filter,
             self.ruleset.rule_events,
             running,
-        )
+        );
+        s.stale_neighbours = self.stale.len();
+        s
     }
 
     fn write_status(&self, running: bool) {
@@ -365,6 +373,12 @@ impl Daemon {
                 });
             }
             Event::LinkDel(_) => self.model.routes.routes_may_be_flushed(),
+            Event::Neigh(Some(n)) => {
+                // Before the new route generation (p.rtnl): see `neigh`.
+                if let Err(e) = self.stale.apply(n, self.dataplane.neigh_maps()) {
+                    self.log.note_error(e.to_string());
+                }
+            }
             _ => {}
         }
         match self.model.routes.take_recount() {

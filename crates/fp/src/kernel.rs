@@ -110,6 +110,13 @@ impl KernelReader {
         Ok(())
     }
 
+    /// The IPv4 and IPv6 neighbours that are STALE.
+    pub fn stale_neighbours(
+        &mut self,
+    ) -> Result<std::collections::BTreeSet<crate::neigh::NeighKey>> {
+        netlink::dump_stale_neighbours(&mut self.dump)
+    }
+
     /// The IPsec policies and default policies.
     pub fn xfrm(&mut self, model: &mut Model) -> Result<()> {
         if let Some(s) = &mut self.xfrm {

@@ -16,6 +16,7 @@ pub mod kernel;
 pub mod loader;
 pub mod metrics;
 pub mod model;
+pub mod neigh;
 pub mod netlink;
 pub mod nftevent;
 pub mod reconcile;
@@ -38,6 +39,7 @@ pub mod consts {
     include!(concat!(env!("OUT_DIR"), "/fp_filter_consts.rs"));
     include!(concat!(env!("OUT_DIR"), "/fp_bridge_consts.rs"));
     include!(concat!(env!("OUT_DIR"), "/fp_maps_consts.rs"));
+    include!(concat!(env!("OUT_DIR"), "/fp_neigh_consts.rs"));
 }
 
 #[allow(clippy::all, missing_docs, unused, unsafe_code, unsafe_op_in_unsafe_fn)]

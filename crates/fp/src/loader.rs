@@ -12,6 +12,7 @@ use crate::bpf::{types, FpSkelBuilder};
 use crate::counters::{Counters, Reason};
 use crate::error::{bpf, io, Result};
 use crate::features::{Features, Switches};
+use crate::neigh::NeighMaps;
 use wirespeed_sys::bpf::bytes_of;
 
 /// The maps of one loaded program, as owned handles.
@@ -33,13 +34,16 @@ pub struct Maps {
     pub local_v4: MapHandle,
     pub bridge: BridgeMaps,
     pub sysctl_gate: MapHandle,
+    pub neigh: NeighMaps,
 }
 
 /// The maps of which one set serves every port's program (libbpf map reuse): the bridge
-/// tables, and the sysctl gate the sysctl hook closes (`sysctl_hook`).
+/// tables, the sysctl gate the sysctl hook closes (`sysctl_hook`) and the STALE next hops
+/// (`neigh`).
 pub struct SharedMaps {
     pub bridge: BridgeMaps,
     pub sysctl_gate: MapHandle,
+    pub neigh: NeighMaps,
 }
 
 impl Maps {
@@ -48,6 +52,7 @@ impl Maps {
         Ok(SharedMaps {
             bridge: self.bridge.share()?,
             sysctl_gate: MapHandle::try_from(&self.sysctl_gate).map_err(bpf("dup sysctl_gate"))?,
+            neigh: self.neigh.share()?,
         })
     }
 }
@@ -198,9 +203,16 @@ impl Program {
         if let Some(SharedMaps {
             bridge: b,
             sysctl_gate,
+            neigh,
         }) = shared
         {
             let m = &mut open.maps;
+            m.neigh_stale
+                .reuse_fd(neigh.stale.as_fd())
+                .map_err(bpf("reuse neigh_stale"))?;
+            m.neigh_stale_n
+                .reuse_fd(neigh.count.as_fd())
+                .map_err(bpf("reuse neigh_stale_n"))?;
             m.sysctl_gate
                 .reuse_fd(sysctl_gate.as_fd())
                 .map_err(bpf("reuse sysctl_gate"))?;
@@ -265,6 +277,10 @@ impl Program {
                 fdb: handle(&m.br_fdb, "br_fdb")?,
             },
             sysctl_gate: handle(&m.sysctl_gate, "sysctl_gate")?,
+            neigh: NeighMaps {
+                stale: handle(&m.neigh_stale, "neigh_stale")?,
+                count: handle(&m.neigh_stale_n, "neigh_stale_n")?,
+            },
         };
         // The skeleton (and its object) drops here; the program and maps live on through the
         // fds we hold and, once attached, through the link.

@@ -128,7 +128,8 @@ pub enum Event {
     /// it change without a route event.
     Nexthop(NexthopChange),
     Addr,
-    Neigh,
+    /// An IPv4 or IPv6 neighbour's state (None: another family, or a proxy entry).
+    Neigh(Option<crate::neigh::NeighState>),
     Nft,
     /// A bridge port's state or VLANs changed: resynced from a dump.
     Bridge,
@@ -156,7 +157,7 @@ impl Event {
             Event::Route(_) => "route",
             Event::Nexthop(_) => "nexthop",
             Event::Addr => "addr",
-            Event::Neigh => "neigh",
+            Event::Neigh(_) => "neigh",
             Event::Nft => "nftables",
             Event::Bridge => "bridge",
             Event::Fdb { .. } => "fdb",
@@ -359,7 +360,7 @@ impl Model {
                 self.routes.nexthop(c);
                 false
             }
-            Event::Addr | Event::Neigh => false,
+            Event::Addr | Event::Neigh(_) => false,
             Event::Bridge => true,
             Event::Fdb { add, entry } => {
                 if *add {

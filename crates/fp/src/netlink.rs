@@ -6,6 +6,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use crate::error::{Error, Result};
 use crate::model::{BridgeAttrs, BridgePort, Event, FdbEntry, FdbKey, Link, RuleKey};
+use crate::neigh::{NeighKey, NeighState};
 use crate::routes::{NexthopChange, RouteChange, RouteCounts};
 
 pub const NETLINK_ROUTE: i32 = 0;
@@ -485,6 +486,64 @@ pub fn count_routes(
     Ok(c)
 }
 
+/// The neighbour states (`include/net/neighbour.h` NUD_*).
+const NUD_STALE: u16 = 0x04;
+const NDA_DST: u16 = 1;
+/// A proxy entry (`ip neigh add proxy`): an address answered for, not a next hop.
+const NTF_PROXY: u8 = 0x08;
+
+/// Parses an IPv4 or IPv6 neighbour message (ndmsg and its attributes); None for any other
+/// family, a proxy entry or a message cut short.
+pub fn parse_neigh(payload: &[u8], delete: bool) -> Option<NeighState> {
+    // struct ndmsg { u8 family, pad1; u16 pad2; s32 ifindex; u16 state; u8 flags, type; }
+    let hdr = payload.get(..12)?;
+    let family = hdr[0];
+    let len = match family {
+        2 => 4,   // AF_INET
+        10 => 16, // AF_INET6
+        _ => return None,
+    };
+    if hdr[10] & NTF_PROXY != 0 {
+        return None;
+    }
+    let ifindex = u32::from_ne_bytes(hdr[4..8].try_into().ok()?);
+    let state = u16::from_ne_bytes(hdr[8..10].try_into().ok()?);
+    let dst = attrs(&payload[12..])
+        .into_iter()
+        .find(|(ty, v)| *ty == NDA_DST && v.len() == len)?
+        .1;
+    let mut addr = [0u8; 16];
+    addr[..len].copy_from_slice(dst);
+    Some(NeighState {
+        key: NeighKey {
+            ifindex,
+            family,
+            addr,
+        },
+        stale: !delete && state & NUD_STALE != 0,
+    })
+}
+
+/// Every IPv4 and IPv6 neighbour that is STALE now.
+pub fn dump_stale_neighbours(s: &mut Socket) -> Result<std::collections::BTreeSet<NeighKey>> {
+    let mut out = std::collections::BTreeSet::new();
+    for family in [2u8, 10]
+    /* AF_INET, AF_INET6 */
+    {
+        let mut req = [0u8; 12]; // ndmsg
+        req[0] = family;
+        for (ty, payload) in s.dump(RTM_GETNEIGH, &req)? {
+            if ty != RTM_NEWNEIGH {
+                continue;
+            }
+            if let Some(n) = parse_neigh(&payload, false).filter(|n| n.stale) {
+                out.insert(n.key);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Classifies one event message; dumps of links and rules go through the same parsers.
 pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
     match msg.ty {
@@ -515,7 +574,10 @@ pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
         RTM_NEWADDR | RTM_DELADDR => Some(Event::Addr),
         RTM_NEWQDISC | RTM_DELQDISC | RTM_NEWTCLASS | RTM_DELTCLASS | RTM_NEWTFILTER
         | RTM_DELTFILTER | RTM_NEWCHAIN | RTM_DELCHAIN => Some(Event::Tc),
-        RTM_NEWNEIGH | RTM_DELNEIGH => Some(Event::Neigh),
+        RTM_NEWNEIGH | RTM_DELNEIGH => Some(Event::Neigh(parse_neigh(
+            msg.payload,
+            msg.ty == RTM_DELNEIGH,
+        ))),
         _ => None,
     }
 }

@@ -75,6 +75,10 @@ pub struct Status {
     /// where events could not say (routes::RouteLedger), and on resync.
     #[serde(default)]
     pub route_dumps: u64,
+    /// Next hops whose neighbour entry is STALE: a packet to one goes to the kernel, which
+    /// drives the entry (`pass_neigh_stale`; docs/FASTPATH.md, "Neighbours").
+    #[serde(default)]
+    pub stale_neighbours: usize,
 }
 
 /// nftables rule events applied without reading the ruleset, and how the read-back compared.
@@ -151,6 +155,7 @@ impl StatusLog {
             responses: self.responses.iter().rev().take(50).cloned().collect(),
             nft_rule_events: rule_events,
             route_dumps: self.route_dumps,
+            stale_neighbours: 0,
         }
     }
 }

@@ -374,3 +374,48 @@ fn reads_a_routes_own_mtu_unless_it_is_locked() {
     assert_eq!(change(&metrics(&[advmss])).mtu, None);
     assert_eq!(change(&rtmsg(2, 0)).mtu, None);
 }
+
+#[test]
+fn reads_which_neighbours_are_stale() {
+    use crate::neigh::NeighKey;
+    let parse = parse_neigh;
+    let ndmsg = |family: u8, ifindex: u32, state: u16, flags: u8| {
+        let mut m = vec![family, 0, 0, 0];
+        m.extend_from_slice(&ifindex.to_ne_bytes());
+        m.extend_from_slice(&state.to_ne_bytes());
+        m.extend_from_slice(&[flags, 1]);
+        m
+    };
+    const NDA_DST: u16 = 1;
+    let v4 = [ndmsg(2, 7, 0x04, 0), attr(NDA_DST, &[198, 18, 1, 2])].concat();
+    let n = parse(&v4, false).unwrap();
+    let mut addr = [0u8; 16];
+    addr[..4].copy_from_slice(&[198, 18, 1, 2]);
+    assert_eq!(
+        n.key,
+        NeighKey {
+            ifindex: 7,
+            family: 2,
+            addr
+        }
+    );
+    assert!(n.stale);
+    assert!(!parse(&v4, true).unwrap().stale, "deleted");
+    let delay = [ndmsg(2, 7, 0x08, 0), attr(NDA_DST, &[198, 18, 1, 2])].concat();
+    assert!(!parse(&delay, false).unwrap().stale);
+    let mut a6 = [0u8; 16];
+    a6[0] = 0xfd;
+    a6[15] = 2;
+    let v6 = [ndmsg(10, 3, 0x04, 0), attr(NDA_DST, &a6)].concat();
+    assert_eq!(parse(&v6, false).unwrap().key.addr, a6);
+    // A proxy entry, a bridge FDB entry, an address of the wrong length: not next hops.
+    let proxy = [ndmsg(2, 7, 0x04, 0x08), attr(NDA_DST, &[198, 18, 1, 2])].concat();
+    assert_eq!(parse(&proxy, false), None);
+    let fdb = [ndmsg(7, 7, 0x04, 0), attr(NDA_DST, &[198, 18, 1, 2])].concat();
+    assert_eq!(parse(&fdb, false), None);
+    let short = [ndmsg(10, 3, 0x04, 0), attr(NDA_DST, &[198, 18, 1, 2])].concat();
+    assert_eq!(parse(&short, false), None);
+    for cut in 0..v6.len() {
+        let _ = parse(&v6[..cut], false);
+    }
+}

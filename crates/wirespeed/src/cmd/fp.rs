@@ -168,6 +168,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 s.route_dumps
             );
             println!(
+                "STALE next hops (their packets go to the kernel, which probes them): {}",
+                s.stale_neighbours
+            );
+            println!(
                 "{:<10} {:<14} {:<36} {:>12} {:>12}  maps",
                 "iface", "hook", "modules", "fast-pathed", "passed"
             );
