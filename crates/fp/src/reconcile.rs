@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use crate::classify::Tables;
 use crate::features::Features;
 use crate::filter::FilterPlan;
-use crate::model::{BrPortVal, FdbKey, Plan, PortPlan};
+use crate::model::{BrPortVal, FdbKey};
+use crate::plan::{Plan, PortPlan};
 
 /// One step of making the data path match the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,8 @@
 //! The model's unit tests: events in, plan out.
 
 use super::*;
+use crate::features::*;
+use crate::plan::*;
 use crate::routes::Recount;
 
 fn link(index: u32, name: &str) -> Link {

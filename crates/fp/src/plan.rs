@@ -1,0 +1,565 @@
+//! The per-interface plan: what each port runs (modules, hook, run-time switches, egress
+//! ports) given the model of the kernel's state, and why, for status. Pure code: model in,
+//! plan out.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::features::{
+    Features, Multipath, PolicyRules, Reassembly, RouteCache, Switches, NETDEV_XDP_ACT_NDO_XMIT,
+};
+use crate::filter::FamilyFilter;
+use crate::model::{
+    BrPortVal, BridgeHook, BridgePort, Link, Model, BRIDGE_VLAN_INFO_PVID, BR_CHECK_IPV4,
+    BR_CHECK_IPV6, BR_STATE_FORWARDING,
+};
+
+/// Why a policy rule hands its family to the kernel, for status.
+const KERNEL_RULES: &str =
+    "with a selector or action the FIB helper does not see as the kernel does (fwmark, uidrange, tos/dscp, tun_id, realms)";
+
+/// The most local IPv4 addresses the router's map holds (LOCAL_V4_MAX in fp_maps.h); with
+/// more, IPv4 goes to the kernel.
+pub use crate::consts::LOCAL_V4_MAX;
+
+/// What one interface should run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PortPlan {
+    pub ifindex: u32,
+    pub name: String,
+    pub features: Features,
+    /// Families handed to the kernel at run time (a map flag, no program swap).
+    pub off_v4: bool,
+    pub off_v6: bool,
+    /// Which routers answer from their route cache (fp_maps.h).
+    pub route_cache: RouteCache,
+    /// rp_filter is on for this port (strict or loose): the IPv4 router fast-paths a packet
+    /// only if its source routes back out this port, and hands the rest to the kernel.
+    pub rp_filter_v4: bool,
+    /// Which families have policy rules (all of them ones the helper evaluates).
+    pub policy_rules: PolicyRules,
+    /// Which families' fragments conntrack may reassemble: those go to the kernel.
+    pub reassembly: Reassembly,
+    /// Which families have multipath routes (their packets wait for the sysctl gate).
+    pub multipath: Multipath,
+    /// IPv4 packets longer than this go to the kernel: a route's own MTU (0: none).
+    pub route_mtu_v4: u32,
+    /// NDP messages go to the kernel (proxy_ndp).
+    pub proxy_ndp: bool,
+    /// Egress ports this port's program may redirect to (ifindexes).
+    pub tx_ports: Vec<u32>,
+    /// The namespace's IPv4 addresses, for the router's local-source check.
+    pub local_v4: Vec<[u8; 4]>,
+    /// Why a module is off, and which hook forwards and why, for status.
+    pub notes: Vec<String>,
+}
+
+impl PortPlan {
+    /// The program's run-time switches for this plan.
+    pub fn switches(&self) -> Switches {
+        Switches {
+            off_v4: self.off_v4,
+            off_v6: self.off_v6,
+            route_cache: self.route_cache,
+            rp_filter_v4: self.rp_filter_v4,
+            policy_rules: self.policy_rules,
+            reassembly: self.reassembly,
+            multipath: self.multipath,
+            route_mtu_v4: self.route_mtu_v4,
+            proxy_ndp: self.proxy_ndp,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub ports: BTreeMap<u32, PortPlan>,
+    /// The bridge module's port table and VLAN membership ((port, vid) -> flags).
+    pub bridge_ports: BTreeMap<u32, BrPortVal>,
+    pub bridge_vlans: BTreeMap<(u32, u16), u16>,
+}
+
+impl Model {
+    /// Why port `ifindex`'s received packets must meet tc ingress (tc.rs), if they must.
+    fn tc_ingress(&self, ifindex: u32) -> Option<String> {
+        if let Some(why) = self.tc.get(&ifindex).and_then(|t| t.ingress.clone()) {
+            return Some(why);
+        }
+        match self.tcx_others.get(&ifindex) {
+            Some(&(n, _)) if n > 0 => Some(format!(
+                "{n} tcx programs of others at ingress (behind ours, they would not see what we forward)"
+            )),
+            _ => None,
+        }
+    }
+
+    /// Why packets sent out of port `ifindex` must go through `dev_queue_xmit`, if they must.
+    fn tc_egress(&self, ifindex: u32) -> Option<String> {
+        if let Some(why) = self.tc.get(&ifindex).and_then(|t| t.egress.clone()) {
+            return Some(why);
+        }
+        match self.tcx_others.get(&ifindex) {
+            Some(&(_, n)) if n > 0 => Some(format!("{n} tcx programs at egress")),
+            _ => None,
+        }
+    }
+
+    /// Why the bridge module must not forward for bridge port `l`, if it must not.
+    fn bridge_off(&self, l: &Link, port: Option<&BridgePort>) -> Option<String> {
+        if let Some(why) = &self.bridge_kernel {
+            return Some(why.clone());
+        }
+        if let Some(why) = self.tc_ingress(l.index) {
+            return Some(why);
+        }
+        let br = l.master.and_then(|m| self.links.get(&m))?;
+        let attrs = br.bridge.unwrap_or_default();
+        if attrs.mst {
+            return Some("multiple spanning tree instances (per-VLAN port states)".into());
+        }
+        if attrs.vlan_filtering && attrs.vlan_protocol != 0x8100 {
+            return Some(format!("VLAN protocol {:#06x}", attrs.vlan_protocol));
+        }
+        if !br.up {
+            return Some("bridge down".into());
+        }
+        let Some(port) = port else {
+            return Some("no bridge port state yet".into());
+        };
+        if !port.unsupported.is_empty() {
+            return Some(port.unsupported.join(", "));
+        }
+        if port.state != BR_STATE_FORWARDING {
+            return Some(format!("STP state {}", stp_state_name(port.state)));
+        }
+        None
+    }
+
+    /// Why bridge `bridge` runs at TC ingress; None: at XDP.
+    fn bridge_tc_reason(&self, bridge: u32) -> Option<String> {
+        match self.bridge_hook {
+            BridgeHook::Tc => Some("--bridge-hook tc".into()),
+            BridgeHook::Xdp => None,
+            BridgeHook::Auto => self
+                .links
+                .values()
+                .filter(|p| p.master == Some(bridge))
+                .find_map(|p| {
+                    if p.kind == "veth" {
+                        Some(format!(
+                            "port {} is a veth (its frames end in a container)",
+                            p.name
+                        ))
+                    } else if p.kind == "tun" {
+                        // A guest's TSO super-frames reach a tap's XDP program as skbs
+                        // (generic XDP), copied whole into one buffer first and then left to
+                        // the kernel, too large to redirect; at TC they are forwarded as
+                        // they are.
+                        Some(format!(
+                            "port {} is a tap (its VM's TSO frames would take generic XDP)",
+                            p.name
+                        ))
+                    } else {
+                        let why = self.xdp_egress(p).err()?;
+                        Some(format!("port {} {why}", p.name))
+                    }
+                }),
+        }
+    }
+
+    /// Whether a frame redirected from XDP into `l` is delivered, or why not. The kernel's
+    /// own answer: the device's NETDEV_XDP_ACT_NDO_XMIT bit. A veth sets it only while its
+    /// peer runs NAPI (an XDP program or GRO on the peer); without it the kernel drops
+    /// redirected frames silently. A TC redirect (an skb) is delivered into any device.
+    pub fn xdp_egress(&self, l: &Link) -> Result<(), String> {
+        // An XDP redirect goes to the driver, past the port's egress tc and qdisc (tc.rs).
+        if let Some(why) = self.tc_egress(l.index) {
+            return Err(format!("has {why}, which an XDP redirect would skip"));
+        }
+        let Some(known) = &self.xdp_features else {
+            return Err(
+                "takes no XDP frames: the kernel reports no XDP features (Linux < 6.3)".into(),
+            );
+        };
+        match known.get(&l.index) {
+            Some(f) if f & NETDEV_XDP_ACT_NDO_XMIT != 0 => Ok(()),
+            _ if l.kind == "veth" => Err(
+                "takes no XDP frames: its veth peer runs no NAPI (no XDP program, GRO off)".into(),
+            ),
+            _ => Err(format!(
+                "takes no XDP frames: its driver ({}) has no ndo_xdp_xmit",
+                if l.kind.is_empty() {
+                    "physical"
+                } else {
+                    &l.kind
+                }
+            )),
+        }
+    }
+
+    fn plan_bridge_port(&self, l: &Link, bridge: u32, plan: &mut Plan) {
+        let port = self.bridge_ports.get(&l.index);
+        let mut notes = Vec::new();
+        match self.bridge_off(l, port) {
+            Some(why) => notes.push(format!("bridge -> kernel: {why}")),
+            None => {
+                let port = port.expect("bridge_off checks the port");
+                let attrs = self
+                    .links
+                    .get(&bridge)
+                    .and_then(|b| b.bridge)
+                    .unwrap_or_default();
+                let filtering = attrs.vlan_filtering;
+                let mut ip_check = 0;
+                if self.br_nf_v4 || attrs.nf_call_v4 {
+                    ip_check |= BR_CHECK_IPV4;
+                }
+                if self.br_nf_v6 || attrs.nf_call_v6 {
+                    ip_check |= BR_CHECK_IPV6;
+                }
+                let pvid = port
+                    .vlans
+                    .iter()
+                    .find(|(_, f)| *f & BRIDGE_VLAN_INFO_PVID != 0)
+                    .map(|(v, _)| *v)
+                    .unwrap_or(0);
+                plan.bridge_ports.insert(
+                    l.index,
+                    BrPortVal {
+                        bridge,
+                        mtu: l.mtu,
+                        pvid,
+                        state: port.state,
+                        vlan_filtering: filtering,
+                        ip_check,
+                    },
+                );
+                if filtering {
+                    for (vid, flags) in &port.vlans {
+                        plan.bridge_vlans.insert((l.index, *vid), *flags);
+                    }
+                }
+            }
+        }
+        if !l.up {
+            notes.push("link down: not a redirect target".to_string());
+        }
+        let tc_reason = self.bridge_tc_reason(bridge);
+        let tc = tc_reason.is_some();
+        if let Some(why) = tc_reason {
+            notes.push(format!("bridge at TC: {why}"));
+        }
+        let mut tx_ports = Vec::new();
+        for p in self.links.values() {
+            if p.master != Some(bridge) || !p.up || self.eligible(p).is_err() {
+                continue;
+            }
+            match self.xdp_egress(p) {
+                Err(why) if !tc => {
+                    if p.index == l.index {
+                        notes.push(format!(
+                            "not an XDP redirect target ({why}): frames to it go to the kernel"
+                        ));
+                    }
+                }
+                _ => tx_ports.push(p.index),
+            }
+        }
+        let f = Features {
+            mac: l.mac.unwrap_or_default(),
+            ifindex: l.index,
+            bridge: true,
+            tc,
+            ..Features::default()
+        };
+        plan.ports.insert(
+            l.index,
+            PortPlan {
+                ifindex: l.index,
+                name: l.name.clone(),
+                features: f,
+                off_v4: false,
+                off_v6: false,
+                route_cache: RouteCache::default(),
+                rp_filter_v4: false,
+                policy_rules: PolicyRules::default(),
+                reassembly: Reassembly::default(),
+                multipath: Multipath::default(),
+                route_mtu_v4: 0,
+                proxy_ndp: false,
+                local_v4: Vec::new(),
+                tx_ports,
+                notes,
+            },
+        );
+    }
+
+    fn eligible(&self, l: &Link) -> Result<(), &'static str> {
+        if l.loopback || l.mac.is_none() {
+            return Err("not an Ethernet interface");
+        }
+        if l.kind == "bridge" {
+            return Err("a bridge device: its ports are served");
+        }
+        if l.kind == "vrf" {
+            return Err("a VRF device: the kernel routes for it");
+        }
+        if let Some(m) = l.master {
+            if self.links.get(&m).map(|b| b.kind.as_str()) != Some("bridge") {
+                return Err("enslaved to a non-bridge master (bond, VRF, ...)");
+            }
+        }
+        if let Some(only) = &self.only {
+            if !only.contains(&l.name) {
+                return Err("not selected");
+            }
+        }
+        Ok(())
+    }
+
+    /// Why each family ([IPv4, IPv6]) of routed port `l` must be the kernel's, if it must:
+    /// what the FIB helper cannot evaluate as the kernel does.
+    fn families_to_kernel(&self, l: &Link) -> [Vec<String>; 2] {
+        let mut why: [Vec<String>; 2] = Default::default();
+        for (i, rules) in [self.kernel_rules_v4, self.kernel_rules_v6]
+            .into_iter()
+            .enumerate()
+        {
+            if rules > 0 {
+                why[i].push(format!(
+                    "{rules} IPv{} policy rules {KERNEL_RULES}",
+                    4 + 2 * i
+                ));
+            }
+        }
+        if !self
+            .sysctls
+            .v4_forwarding
+            .get(&l.name)
+            .copied()
+            .unwrap_or(false)
+        {
+            why[0].push("IPv4 forwarding disabled".into());
+        }
+        if self.local_v4.len() > LOCAL_V4_MAX {
+            why[0].push(format!("more than {LOCAL_V4_MAX} local IPv4 addresses"));
+        }
+        if !self.sysctls.v6_forwarding {
+            why[1].push("IPv6 forwarding disabled".into());
+        }
+        if self.sysctls.v6_disabled.contains(&l.name) {
+            why[1].push(format!("IPv6 disabled on {} (disable_ipv6)", l.name));
+        }
+        if let Some(t) = self.tc_ingress(l.index) {
+            why[0].push(t.clone());
+            why[1].push(t);
+        }
+        for (i, family) in [(0, &self.filter.v4), (1, &self.filter.v6)] {
+            if let Some(x) = self.xfrm.hands_off(i == 1) {
+                why[i].push(x);
+            }
+            if let FamilyFilter::Kernel(f) = family {
+                why[i].push(f.clone());
+            }
+            // Any hash policy but 0 can pick a next hop from what the FIB helper is not
+            // given: policy 1 uses the hash an skb arrives with (a NIC's receive hash, or
+            // across a veth the sending socket's random one) before its ports, 2 and 3 may
+            // hash inner headers.
+            let routes = [self.routes.v4.multipath, self.routes.v6.multipath][i];
+            let policy = self.sysctls.multipath_hash_policy[i];
+            match (&self.hash_policy_unwatched, routes, policy) {
+                (_, 0, _) => {}
+                (Some(w), _, 0) => why[i].push(format!(
+                    "{routes} multipath routes, and {w} to see fib_multipath_hash_policy change"
+                )),
+                (None, _, 0) => {}
+                _ => why[i].push(format!(
+                    "{routes} multipath routes hashed by fib_multipath_hash_policy {policy} (only 0 is hashed as the kernel does)"
+                )),
+            }
+        }
+        why
+    }
+
+    /// What a routed port's status says besides the families handed over (`off`): what goes
+    /// to the kernel packet by packet, and why the route caches are off.
+    fn router_notes(&self, rp_filter_v4: bool, off: [bool; 2]) -> Vec<String> {
+        let mut notes = Vec::new();
+        if rp_filter_v4 {
+            notes.push(
+                "router4: rp_filter on: a source not routed back out this port goes to the kernel"
+                    .into(),
+            );
+        }
+        if self.sysctls.proxy_ndp {
+            notes.push(
+                "router6: NDP messages -> kernel: proxy_ndp on (ip6_forward delivers those to a proxied address)"
+                    .into(),
+            );
+        }
+        for (i, why) in [&self.filter.reassembly_v4, &self.filter.reassembly_v6]
+            .into_iter()
+            .enumerate()
+        {
+            if let (false, Some(why)) = (off[i], why) {
+                notes.push(format!(
+                    "router{}: fragments -> kernel: conntrack may reassemble them ({why})",
+                    4 + 2 * i
+                ));
+            }
+        }
+        if self.routes.v4.min_mtu > 0 {
+            notes.push(format!(
+                "router4: packets over {} bytes -> kernel: {} routes with an MTU of their own (the kernel's forwarding honours it, the FIB helper does not)",
+                self.routes.v4.min_mtu, self.routes.v4.mtu_routes
+            ));
+        }
+        if self.no_route_cache {
+            notes.push("route cache off: --no-route-cache".into());
+            return notes;
+        }
+        if self.routes.v4.uncacheable > 0 {
+            notes.push(format!(
+                "route cache off: {} IPv4 multipath or nexthop-group routes",
+                self.routes.v4.uncacheable
+            ));
+        }
+        if self.routes.v6.uncacheable > 0 {
+            notes.push(format!(
+                "route cache off: {} IPv6 multipath, nexthop-group or source-specific routes",
+                self.routes.v6.uncacheable
+            ));
+        }
+        for (family, rules) in [(4, self.custom_rules_v4), (6, self.custom_rules_v6)] {
+            if rules > 0 {
+                notes.push(format!(
+                    "route cache off: {rules} IPv{family} policy rules (the answer may depend on the source or ports)"
+                ));
+            }
+        }
+        notes
+    }
+
+    pub fn plan(&self) -> Plan {
+        let mut plan = Plan::default();
+        // Routed ports: what the router may redirect to, and the hook it runs at. At XDP only
+        // while every one of them takes XDP-redirected frames; otherwise at TC ingress, whose
+        // redirect (an skb) every device takes. One hook for all, since any routed port may
+        // be the egress of any other.
+        let routed: Vec<&Link> = self
+            .links
+            .values()
+            .filter(|l| l.master.is_none() && l.up && self.eligible(l).is_ok())
+            .collect();
+        let routed_tx: Vec<u32> = routed.iter().map(|l| l.index).collect();
+        let router_tc = routed
+            .iter()
+            .find_map(|l| self.xdp_egress(l).err().map(|why| (l.name.clone(), why)));
+        for l in self.links.values() {
+            if self.eligible(l).is_err() {
+                continue;
+            }
+            if let Some(bridge) = l.master {
+                self.plan_bridge_port(l, bridge, &mut plan);
+                continue;
+            }
+            // A down link keeps its program: it receives nothing while down, and an XDP
+            // attachment survives admin down/up, so going down and coming back are a tx-port
+            // map update (microseconds) instead of a detach and a verifier load (milliseconds).
+            // It only stops being a redirect target; traffic routed to it goes to the kernel.
+            let mut notes = Vec::new();
+            if !l.up {
+                notes.push("link down: not a redirect target".to_string());
+            }
+            let mut f = Features {
+                mac: l.mac.unwrap_or_default(),
+                ifindex: l.index,
+                tc: router_tc.is_some(),
+                ..Features::default()
+            };
+            if let Some((name, why)) = &router_tc {
+                notes.push(format!("router at TC: egress {name} {why}"));
+            }
+
+            // Compiled in: the routers always (switched at run time), the filter when a
+            // chain is compiled. Switched off at run time: whatever the kernel must decide.
+            f.router_v4 = true;
+            f.router_v6 = true;
+            for (family, on, drop) in [
+                (&self.filter.v4, &mut f.filter_v4, &mut f.policy_drop_v4),
+                (&self.filter.v6, &mut f.filter_v6, &mut f.policy_drop_v6),
+            ] {
+                if let FamilyFilter::Compiled { policy_drop, .. } = family {
+                    (*on, *drop) = (true, *policy_drop);
+                }
+            }
+            if f.filter_v4 || f.filter_v6 {
+                f.filter_fields = self.filter.fields();
+            }
+            let to_kernel = self.families_to_kernel(l);
+            for (family, whys) in [(4, &to_kernel[0]), (6, &to_kernel[1])] {
+                for why in whys {
+                    notes.push(format!("router{family} -> kernel: {why}"));
+                }
+            }
+            let (off_v4, off_v6) = (!to_kernel[0].is_empty(), !to_kernel[1].is_empty());
+            // Debian's and systemd's default (net.ipv4.conf.default.rp_filter = 2), which
+            // every new namespace inherits: handing IPv4 to the kernel for it would leave most
+            // users' routers without a fast path.
+            let rp_filter_v4 = self.sysctls.rp_filter.get(&l.name).copied().unwrap_or(0) != 0;
+            notes.extend(self.router_notes(rp_filter_v4, [off_v4, off_v6]));
+            let reassembly = Reassembly {
+                v4: self.filter.reassembly_v4.is_some(),
+                v6: self.filter.reassembly_v6.is_some(),
+            };
+            let route_cache = RouteCache {
+                v4: self.routes.v4.uncacheable == 0
+                    && self.custom_rules_v4 == 0
+                    && !self.no_route_cache,
+                v6: self.routes.v6.uncacheable == 0
+                    && self.custom_rules_v6 == 0
+                    && !self.no_route_cache,
+            };
+            plan.ports.insert(
+                l.index,
+                PortPlan {
+                    ifindex: l.index,
+                    name: l.name.clone(),
+                    features: f,
+                    off_v4,
+                    off_v6,
+                    route_cache,
+                    rp_filter_v4,
+                    policy_rules: PolicyRules {
+                        v4: self.custom_rules_v4 > 0,
+                        v6: self.custom_rules_v6 > 0,
+                        v4_ports: self.port_rules_v4 > 0,
+                    },
+                    reassembly,
+                    multipath: Multipath {
+                        v4: self.routes.v4.multipath > 0,
+                        v6: self.routes.v6.multipath > 0,
+                    },
+                    route_mtu_v4: self.routes.v4.min_mtu,
+                    proxy_ndp: self.sysctls.proxy_ndp,
+                    tx_ports: routed_tx.clone(),
+                    local_v4: self.local_v4.iter().copied().collect(),
+                    notes,
+                },
+            );
+        }
+        plan
+    }
+}
+
+pub fn stp_state_name(state: u8) -> &'static str {
+    match state {
+        0 => "disabled",
+        1 => "listening",
+        2 => "learning",
+        3 => "forwarding",
+        4 => "blocking",
+        _ => "unknown",
+    }
+}
