@@ -2,7 +2,7 @@
 //! with the fast path attached, answered as Linux alone answers: the forwarding counters,
 //! IPsec (xfrm) policies and default policies, IPv6 disabled on the ingress port, a route's
 //! own MTU, tc classifiers on a port's ingress and egress and an egress qdisc, a next hop gone
-//! STALE (the router at XDP, then at TC), and a multipath hash policy written under traffic. Each is set with the
+//! STALE (the router at XDP, then at TC), route realms and a user's local route, and a multipath hash policy written under traffic. Each is set with the
 //! commands a user types (`ip xfrm`, `tc`, `sysctl`). docs/FASTPATH.md, "What the forwarding
 //! path consults".
 
@@ -140,6 +140,75 @@ fn stale_next_hop_is_probed(lab: &Line, d: &RunningDaemon, hop: &str, dst: &str)
             .sysctl(&format!("net.{fam}.neigh.d1.{k}"), default)
             .unwrap();
     }
+}
+
+/// A counter of `ns`'s /proc/net/snmp line `group` (`Ip`, `Icmp`, ...), by name.
+fn snmp(ns: &Netns, group: &str, name: &str) -> u64 {
+    let snmp = ns.exec("cat", &["/proc/net/snmp"]).unwrap();
+    let prefix = format!("{group}: ");
+    let mut lines = snmp.lines().filter(|l| l.starts_with(&prefix));
+    let (names, values) = (lines.next().unwrap(), lines.next().unwrap());
+    let at = names.split(' ').position(|n| n == name).unwrap();
+    values.split(' ').nth(at).unwrap().parse().unwrap()
+}
+
+/// Packets routed to realm `realm` (/proc/net/rt_acct: 256 realms of o_bytes, o_packets,
+/// i_bytes, i_packets, 32-bit each; the kernel's, across namespaces).
+fn realm_packets(ns: &Netns, realm: usize) -> u32 {
+    let out = ns.command("cat").arg("/proc/net/rt_acct").output().unwrap();
+    let at = realm * 16 + 4;
+    u32::from_ne_bytes(out.stdout[at..at + 4].try_into().unwrap())
+}
+
+/// Route realms, which the kernel accounts packet by packet (rt_acct); and a local route of
+/// the user's, after which the kernel checks every source in full and drops one that routes
+/// back as local, rp_filter or not (`fib_has_custom_local_routes`, never cleared).
+fn realms_and_local_routes(lab: &Line, d: &RunningDaemon) {
+    run(&lab.sink, "ip addr add 198.19.81.1/32 dev lo");
+    run(
+        &lab.dut,
+        "ip route add 198.19.81.0/24 via 198.18.1.2 realm 5",
+    );
+    d.wait_for("IPv4 to the kernel under a realm", |s| {
+        noted(s, "d0", "router4 -> kernel: 1 routes with a realm")
+    });
+    let before = realm_packets(&lab.dut, 5);
+    run(&lab.src, "ping -q -c 5 -i 0.01 -W 1 198.19.81.1");
+    let counted = realm_packets(&lab.dut, 5).wrapping_sub(before);
+    assert!(counted >= 5, "realm 5 counted {counted} of 5 requests");
+    run(&lab.dut, "ip route del 198.19.81.0/24");
+    d.wait_for("IPv4 back without realms", |s| !noted(s, "d0", "realm"));
+
+    // A source the DUT routes to no one in particular: forwarded, until a local route of the
+    // user's covers it. Its echo requests are counted where they land.
+    run(&lab.src, "ip addr add 198.19.80.5/32 dev lo");
+    let echoes = |n: usize| {
+        let before = snmp(&lab.sink, "Icmp", "InEchos");
+        let _ = lab.src.exec(
+            "ping",
+            &[
+                "-q",
+                "-c",
+                &n.to_string(),
+                "-i",
+                "0.01",
+                "-W",
+                "1",
+                "-I",
+                "198.19.80.5",
+                "198.19.3.1",
+            ],
+        );
+        snmp(&lab.sink, "Icmp", "InEchos") - before
+    };
+    assert_eq!(echoes(3), 3, "a source with no route back is forwarded");
+    run(&lab.dut, "ip route add local 198.19.80.0/24 dev lo");
+    d.wait_for("the full source check", |s| {
+        noted(s, "d0", "router4: a local route of a user's")
+    });
+    assert_eq!(echoes(3), 0, "a source routed back as local was forwarded");
+    run(&lab.dut, "ip route del local 198.19.80.0/24 dev lo");
+    assert_eq!(echoes(3), 3, "the source routed nowhere again");
 }
 
 /// `hook` is what the routers run at without tc of their own ("xdp (native)" or "tc
@@ -421,6 +490,7 @@ fn the_router_answers_xfrm_tc_and_the_hash_policy_as_linux_does() {
     });
     until_fast(&lab, &d, "198.19.60.1");
     run(&lab.dut, "ip route del 198.19.60.0/24");
+    realms_and_local_routes(&lab, &d);
 
     // The same at TC: the outer peers without NAPI (GRO off, the kernel's default).
     for (ns, dev) in [(&lab.src, "v0"), (&lab.sink, "s0")] {

@@ -84,7 +84,11 @@ struct fp_ctl {
 	/* net.ipv6.conf.all.proxy_ndp is on: ip6_forward delivers an NDP message to a proxied
 	 * address locally (ip6_forward_proxy_check), so NDP is the kernel's. */
 	__u8 proxy_ndp;
-	__u8 unused[3];
+	/* A user added a local route (`ip route add local ...`): from then on the kernel checks
+	 * every source in full, rp_filter or not (fib_has_custom_local_routes, never cleared), and
+	 * drops one routed back as local or broadcast. */
+	__u8 source_check_v4;
+	__u8 unused[2];
 };
 
 struct {

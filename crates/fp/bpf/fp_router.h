@@ -102,8 +102,9 @@ static __always_inline int egress_ok(struct bpf_fib_lookup *fib, __u32 in_ifinde
  * route is the kernel's to drop and count (IPReversePathFilter). With the policy rules at the
  * kernel's defaults the lookup depends on nothing else.
  *
- * With other policy rules the kernel asks the reverse question even with rp_filter off, and
- * drops a source it finds local or broadcast; and it asks as a rule sees it: from the
+ * With other policy rules, or once a user has added a local route (ctl.source_check_v4), the
+ * kernel asks the reverse question even with rp_filter off, and drops a source it finds local
+ * or broadcast; and it asks as a rule sees it: from the
  * forward answer's egress port (a rule's `iif` sees that port), with the protocol and the
  * ports swapped. Older kernels did not swap them: where a rule looks at ports, both are
  * asked, and the packet is fast-pathed only if both pass. The helper refuses a lookup from a
@@ -370,7 +371,7 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	/* After the forward answer, as the kernel validates the source only of a packet it
 	 * routes; per packet, since the route cache is keyed by destination (the source cache
 	 * keeps the sources that passed). */
-	if ((c->rp_filter_v4 || c->policy_rules_v4) &&
+	if ((c->rp_filter_v4 || c->policy_rules_v4 || c->source_check_v4) &&
 	    !rp_filter_cached_ok_v4(in, iph, c, fib.ifindex, sport, dport, cache, gen)) {
 		*why = FP_PASS_RP_FILTER;
 		return RT_PASS;

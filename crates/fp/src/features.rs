@@ -88,6 +88,8 @@ pub struct Switches {
     pub route_mtu_v4: u32,
     /// net.ipv6.conf.all.proxy_ndp: NDP messages go to the kernel.
     pub proxy_ndp: bool,
+    /// Check every IPv4 source as the kernel's full check does (a user's local route).
+    pub source_check_v4: bool,
 }
 
 impl Default for Switches {
@@ -103,6 +105,7 @@ impl Default for Switches {
             multipath: Multipath::default(),
             route_mtu_v4: 0,
             proxy_ndp: false,
+            source_check_v4: false,
         }
     }
 }

@@ -370,6 +370,7 @@ impl Program {
             multipath_v6: s.multipath.v6 as u8,
             route_mtu_v4: s.route_mtu_v4,
             proxy_ndp: s.proxy_ndp as u8,
+            source_check_v4: s.source_check_v4 as u8,
             ..self.kept_ctl()
         })
     }

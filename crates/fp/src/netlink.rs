@@ -394,6 +394,9 @@ const RTA_METRICS: u16 = 8;
 const RTAX_LOCK: u16 = 1;
 const RTAX_MTU: u16 = 2;
 const RTA_MULTIPATH: u16 = 9;
+const RTA_FLOW: u16 = 11;
+const RTN_LOCAL: u8 = 2;
+const RTPROT_KERNEL: u8 = 2;
 const RTA_NH_ID: u16 = 30;
 const NHA_ID: u16 = 1;
 const NHA_GROUP: u16 = 2;
@@ -413,10 +416,17 @@ pub fn parse_route(payload: &[u8], delete: bool, flags: u16) -> Option<RouteChan
         multipath: false,
         nhid: None,
         mtu: None,
+        realm: false,
+        // rtm_type RTN_LOCAL, rtm_protocol not RTPROT_KERNEL (the kernel's own for addresses)
+        custom_local: payload[0] == 2 && payload[7] == RTN_LOCAL && payload[5] != RTPROT_KERNEL,
     };
     for (ty, v) in attrs(&payload[12..]) {
         match ty {
-            RTA_MULTIPATH => c.multipath = true,
+            RTA_MULTIPATH => {
+                c.multipath = true;
+                c.realm |= next_hops_have_realms(v);
+            }
+            RTA_FLOW => c.realm |= u32_of(v).is_some_and(|f| f != 0),
             RTA_METRICS => c.mtu = unlocked_mtu(v),
             // An id that does not parse counts as a group.
             RTA_NH_ID => c.nhid = Some(u32_of(v).unwrap_or(u32::MAX)),
@@ -424,6 +434,25 @@ pub fn parse_route(payload: &[u8], delete: bool, flags: u16) -> Option<RouteChan
         }
     }
     Some(c)
+}
+
+/// Whether a next hop of RTA_MULTIPATH (struct rtnexthop, 8 bytes, then its attributes)
+/// carries a realm.
+fn next_hops_have_realms(mut v: &[u8]) -> bool {
+    while v.len() >= 8 {
+        let len = (u16::from_ne_bytes([v[0], v[1]]) as usize).min(v.len());
+        if len < 8 {
+            return false;
+        }
+        if attrs(&v[8..len])
+            .iter()
+            .any(|(ty, f)| *ty == RTA_FLOW && u32_of(f).is_some_and(|f| f != 0))
+        {
+            return true;
+        }
+        v = v.get((len + 3) & !3..).unwrap_or_default();
+    }
+    false
 }
 
 /// A route's own MTU from its RTA_METRICS (nested RTAX_* attributes), unless RTAX_LOCK

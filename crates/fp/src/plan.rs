@@ -47,6 +47,8 @@ pub struct PortPlan {
     pub route_mtu_v4: u32,
     /// NDP messages go to the kernel (proxy_ndp).
     pub proxy_ndp: bool,
+    /// A user's local route was seen: every IPv4 source is checked as the kernel does.
+    pub source_check_v4: bool,
     /// Egress ports this port's program may redirect to (ifindexes).
     pub tx_ports: Vec<u32>,
     /// The namespace's IPv4 addresses, for the router's local-source check.
@@ -68,6 +70,7 @@ impl PortPlan {
             multipath: self.multipath,
             route_mtu_v4: self.route_mtu_v4,
             proxy_ndp: self.proxy_ndp,
+            source_check_v4: self.source_check_v4,
         }
     }
 }
@@ -288,6 +291,7 @@ impl Model {
                 multipath: Multipath::default(),
                 route_mtu_v4: 0,
                 proxy_ndp: false,
+                source_check_v4: false,
                 local_v4: Vec::new(),
                 tx_ports,
                 notes,
@@ -342,6 +346,12 @@ impl Model {
         {
             why[0].push("IPv4 forwarding disabled".into());
         }
+        if self.routes.v4.realms > 0 {
+            why[0].push(format!(
+                "{} routes with a realm (the kernel accounts each packet to it, rt_acct)",
+                self.routes.v4.realms
+            ));
+        }
         if self.local_v4.len() > LOCAL_V4_MAX {
             why[0].push(format!("more than {LOCAL_V4_MAX} local IPv4 addresses"));
         }
@@ -389,6 +399,12 @@ impl Model {
         if rp_filter_v4 {
             notes.push(
                 "router4: rp_filter on: a source not routed back out this port goes to the kernel"
+                    .into(),
+            );
+        }
+        if self.routes.custom_local_v4 {
+            notes.push(
+                "router4: a local route of a user's was added (since then the kernel checks every source in full): a source not unicast-routed goes to the kernel"
                     .into(),
             );
         }
@@ -543,6 +559,7 @@ impl Model {
                     },
                     route_mtu_v4: self.routes.v4.min_mtu,
                     proxy_ndp: self.sysctls.proxy_ndp,
+                    source_check_v4: self.routes.custom_local_v4,
                     tx_ports: routed_tx.clone(),
                     local_v4: self.local_v4.iter().copied().collect(),
                     notes,

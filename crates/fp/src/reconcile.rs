@@ -217,6 +217,7 @@ mod tests {
             multipath: crate::features::Multipath::default(),
             route_mtu_v4: 0,
             proxy_ndp: false,
+            source_check_v4: false,
             local_v4: Vec::new(),
             tx_ports: vec![2, 3],
             notes: Vec::new(),

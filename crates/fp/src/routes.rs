@@ -41,6 +41,14 @@ pub struct RouteChange {
     /// The route's own MTU (RTA_METRICS RTAX_MTU), unless locked: IPv4 forwarding honours it
     /// (`ip_dst_mtu_maybe_forward`), `bpf_fib_lookup` checks only a locked one.
     pub mtu: Option<u32>,
+    /// A realm (RTA_FLOW, on the route or one of its next hops): the kernel accounts each
+    /// packet to it (/proc/net/rt_acct, tc's route classifier) and checks every source in full
+    /// while any exists (`fib_num_tclassid_users`).
+    pub realm: bool,
+    /// An IPv4 local route added by a user (`ip route add local ...`, any protocol but the
+    /// kernel's): from then on the kernel checks every source in full
+    /// (`fib_has_custom_local_routes`, which is never cleared).
+    pub custom_local: bool,
 }
 
 impl RouteChange {
@@ -85,22 +93,33 @@ pub struct RouteCounts {
     /// Routes with an unlocked MTU of their own, and the smallest of those MTUs (0: none).
     pub mtu_routes: usize,
     pub min_mtu: u32,
+    /// [`RouteChange::realm`].
+    pub realms: usize,
+    /// [`RouteChange::custom_local`], as a dump finds them.
+    pub custom_local: usize,
 }
 
 impl RouteCounts {
     /// What the plan depends on.
-    fn shape(&self) -> (bool, bool, u32) {
-        (self.uncacheable == 0, self.multipath == 0, self.min_mtu)
+    fn shape(&self) -> (bool, bool, u32, bool) {
+        (
+            self.uncacheable == 0,
+            self.multipath == 0,
+            self.min_mtu,
+            self.realms == 0,
+        )
     }
 
     /// Counts one route of a dump.
     pub fn add(&mut self, c: &RouteChange, groups: Option<&BTreeSet<u32>>) {
-        self.count(c.uncacheable(groups), c.hashed(groups), c.mtu);
+        self.count(c.uncacheable(groups), c.hashed(groups), c.mtu, c.realm);
+        self.custom_local += c.custom_local as usize;
     }
 
-    fn count(&mut self, uncacheable: bool, hashed: bool, mtu: Option<u32>) {
+    fn count(&mut self, uncacheable: bool, hashed: bool, mtu: Option<u32>, realm: bool) {
         self.uncacheable += uncacheable as usize;
         self.multipath += hashed as usize;
+        self.realms += realm as usize;
         if let Some(m) = mtu {
             self.mtu_routes += 1;
             self.min_mtu = if self.min_mtu == 0 {
@@ -134,6 +153,9 @@ pub struct RouteLedger {
     pub groups: Option<BTreeSet<u32>>,
     /// What the events since the last dump ask for; [`RouteLedger::take_recount`] clears it.
     pub recount: Recount,
+    /// A user's IPv4 local route was seen, by an event or a dump (sticky, as the kernel's
+    /// `fib_has_custom_local_routes`): every IPv4 source is checked as the kernel does.
+    pub custom_local_v4: bool,
 }
 
 impl RouteLedger {
@@ -166,6 +188,7 @@ impl RouteLedger {
     pub fn route(&mut self, c: &RouteChange) -> bool {
         let groups = self.groups.as_ref();
         let (uncacheable, hashed) = (c.uncacheable(groups), c.hashed(groups));
+        let custom_local = c.custom_local && c.family == 2 && !c.delete && !self.custom_local_v4;
         let Some(n) = self.family_mut(c.family) else {
             return false;
         };
@@ -178,6 +201,7 @@ impl RouteLedger {
                 (&mut n.uncacheable, uncacheable),
                 (&mut n.multipath, hashed),
                 (&mut n.mtu_routes, c.mtu.is_some()),
+                (&mut n.realms, c.realm),
             ] {
                 if is {
                     if *count <= 1 {
@@ -194,11 +218,12 @@ impl RouteLedger {
             if c.replace && *n != RouteCounts::default() {
                 recount = Recount::Soon;
             }
-            n.count(uncacheable, hashed, c.mtu);
+            n.count(uncacheable, hashed, c.mtu, c.realm);
         }
         let after = n.shape();
         self.ask(recount);
-        before != after
+        self.custom_local_v4 |= custom_local;
+        before != after || custom_local
     }
 
     /// Applies one nexthop event. Counts never change here (a route through a new object
@@ -238,6 +263,7 @@ impl RouteLedger {
     /// The counts of a dump, and the groups they were counted against.
     pub fn set(&mut self, groups: Option<BTreeSet<u32>>, v4: RouteCounts, v6: RouteCounts) {
         self.groups = groups;
+        self.custom_local_v4 |= v4.custom_local > 0;
         self.v4 = v4;
         self.v6 = v6;
         self.recount = Recount::No;

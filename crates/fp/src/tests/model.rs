@@ -163,6 +163,8 @@ fn link_down_leaves_the_tx_ports_and_delete_leaves_the_plan() {
         multipath: false,
         nhid: None,
         mtu: None,
+        realm: false,
+        custom_local: false,
     };
     assert!(!m.apply(&Event::Route(plain)));
     assert!(m.apply(&Event::Route(RouteChange {
@@ -208,6 +210,8 @@ fn each_familys_route_cache_goes_off_with_its_own_uncacheable_routes() {
         multipath: false,
         nhid: Some(71),
         mtu: None,
+        realm: false,
+        custom_local: false,
     };
     assert!(m.apply(&Event::Route(through_group)));
     assert_eq!(m.routes.take_recount(), Recount::No);

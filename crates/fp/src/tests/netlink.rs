@@ -315,6 +315,8 @@ fn tells_multipath_and_nexthop_object_routes() {
             multipath: false,
             nhid: Some(7),
             mtu: None,
+            realm: false,
+            custom_local: false,
         }))
     );
     let ev = parse_event(&Msg {
@@ -418,4 +420,40 @@ fn reads_which_neighbours_are_stale() {
     for cut in 0..v6.len() {
         let _ = parse(&v6[..cut], false);
     }
+}
+
+#[test]
+fn reads_realms_and_a_users_local_routes() {
+    const RTA_FLOW: u16 = 11;
+    let realm = attr(RTA_FLOW, &5u32.to_ne_bytes());
+    assert!(change(&[rtmsg(2, 0), realm.clone()].concat()).realm);
+    assert!(!change(&[rtmsg(2, 0), attr(RTA_FLOW, &[0; 4])].concat()).realm);
+    // A next hop of a multipath route with a realm of its own: rtnexthop, then attributes.
+    let hop = |attrs: &[u8]| {
+        let mut h = ((8 + attrs.len()) as u16).to_ne_bytes().to_vec();
+        h.extend_from_slice(&[0, 0, 3, 0, 0, 0]);
+        h.extend_from_slice(attrs);
+        h
+    };
+    let gw = attr(5, &[198, 18, 1, 2]);
+    let hops = [hop(&gw), hop(&[gw.clone(), realm].concat())].concat();
+    let c = change(&[rtmsg(2, 0), attr(RTA_MULTIPATH, &hops)].concat());
+    assert!(c.multipath && c.realm);
+    let c = change(&[rtmsg(2, 0), attr(RTA_MULTIPATH, &hop(&gw))].concat());
+    assert!(c.multipath && !c.realm);
+    for cut in 0..hops.len() {
+        let _ = change(&[rtmsg(2, 0), attr(RTA_MULTIPATH, &hops[..cut])].concat());
+    }
+    // rtm_type RTN_LOCAL (2): a user's (protocol boot, 3) counts; the kernel's own for an
+    // address (protocol kernel, 2) does not, nor an IPv6 one.
+    let local = |family: u8, protocol: u8| {
+        let mut m = rtmsg(family, 0);
+        m[5] = protocol;
+        m[7] = 2;
+        change(&m).custom_local
+    };
+    assert!(local(2, 3));
+    assert!(!local(2, 2));
+    assert!(!local(10, 3));
+    assert!(!change(&rtmsg(2, 0)).custom_local);
 }

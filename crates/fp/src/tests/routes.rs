@@ -13,6 +13,8 @@ fn route(family: u8, delete: bool, replace: bool, multipath: bool) -> RouteChang
         multipath,
         nhid: None,
         mtu: None,
+        realm: false,
+        custom_local: false,
     }
 }
 
@@ -284,6 +286,8 @@ fn the_smallest_route_mtu_never_runs_above_the_truth() {
     };
     let with_mtu = |delete: bool, mtu: u32| RouteChange {
         mtu: Some(mtu),
+        realm: false,
+        custom_local: false,
         ..route(2, delete, false, false)
     };
     assert!(
@@ -305,4 +309,39 @@ fn the_smallest_route_mtu_never_runs_above_the_truth() {
         RouteCounts::default(),
     );
     assert_eq!(l.v4.min_mtu, 0);
+}
+
+#[test]
+fn realms_count_like_the_rest_and_a_users_local_route_sticks() {
+    let mut l = RouteLedger::default();
+    let realm = RouteChange {
+        realm: true,
+        ..route(2, false, false, false)
+    };
+    assert!(l.route(&realm), "the first realm changes the plan");
+    assert_eq!(l.v4.realms, 1);
+    assert!(!l.route(&RouteChange {
+        delete: true,
+        ..realm
+    }));
+    assert_eq!(l.take_recount(), Recount::Now, "the last one only through a dump");
+    let local = RouteChange {
+        custom_local: true,
+        ..route(2, false, false, false)
+    };
+    assert!(l.route(&local) && l.custom_local_v4);
+    assert!(!l.route(&local), "already set");
+    l.route(&RouteChange {
+        delete: true,
+        ..local
+    });
+    l.set(None, RouteCounts::default(), RouteCounts::default());
+    assert!(l.custom_local_v4, "never cleared, as the kernel's flag");
+    let mut fresh = RouteLedger::default();
+    let dumped = RouteCounts {
+        custom_local: 1,
+        ..RouteCounts::default()
+    };
+    fresh.set(None, dumped, RouteCounts::default());
+    assert!(fresh.custom_local_v4, "a dump finds one too");
 }
