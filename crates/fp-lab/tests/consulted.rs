@@ -211,6 +211,35 @@ fn realms_and_local_routes(lab: &Line, d: &RunningDaemon) {
     assert_eq!(echoes(3), 3, "the source routed nowhere again");
 }
 
+/// A stateful forward chain, as a home router has: what comes in on d0 is let out, and only
+/// replies come back. Linux tracks the request, so its reply is `established`; the reply
+/// alone, unseen by conntrack, would be dropped. And with conntrack on at all (any rule
+/// using it, on any chain), Linux tracks every forwarded packet (`conntrack -L`).
+fn conntrack_sees_every_forwarded_packet(lab: &Line, d: &RunningDaemon) {
+    run(&lab.dut, "nft add table inet fw");
+    run(
+        &lab.dut,
+        "nft add chain inet fw through { type filter hook forward priority 0 ; policy drop ; }",
+    );
+    run(&lab.dut, "nft add rule inet fw through iifname d0 accept");
+    run(
+        &lab.dut,
+        "nft add rule inet fw through ct state established,related accept",
+    );
+    d.wait_for("both families to the kernel under conntrack", |s| {
+        noted(s, "d0", "router4 -> kernel: conntrack")
+            && noted(s, "d0", "router6 -> kernel: conntrack")
+    });
+    assert!(
+        ping(&lab.src, "198.19.3.1") && ping(&lab.src, "fd00:c::1"),
+        "replies a stateful forward chain lets back"
+    );
+    run(&lab.dut, "nft delete table inet fw");
+    d.wait_for("both families back without conntrack", |s| {
+        !noted(s, "d0", "conntrack")
+    });
+}
+
 /// `hook` is what the routers run at without tc of their own ("xdp (native)" or "tc
 /// (ingress)").
 fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
@@ -219,6 +248,7 @@ fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
     assert!(ping(&lab.src, "198.19.3.1") && ping(&lab.src, "fd00:c::1"));
     stale_next_hop_is_probed(lab, d, "198.18.1.2", "198.19.3.1");
     stale_next_hop_is_probed(lab, d, "fd00:b::2", "fd00:c::1");
+    conntrack_sees_every_forwarded_packet(lab, d);
 
     // IPsec: a policy that blocks forwarded packets (one that required encryption would be
     // bypassed the same way). Linux drops them and counts them in IPInDiscards.

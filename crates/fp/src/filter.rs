@@ -88,8 +88,9 @@ pub struct FilterPlan {
     /// The forward chain rules of each family (an inet chain appears in both).
     pub rules_v4: Vec<Rule>,
     pub rules_v6: Vec<Rule>,
-    /// Why conntrack may reassemble each family's fragments before the kernel routes them
-    /// ([`reassembly`]); None: no rule of the ruleset needs it.
+    /// Why conntrack may be on for each family ([`reassembly`]): it then tracks every
+    /// forwarded packet and reassembles its fragments before the kernel routes them, so the
+    /// family is the kernel's; None: no rule of the ruleset needs it.
     pub reassembly_v4: Option<String>,
     pub reassembly_v6: Option<String>,
 }

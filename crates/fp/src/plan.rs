@@ -372,6 +372,14 @@ impl Model {
             if let FamilyFilter::Kernel(f) = family {
                 why[i].push(f.clone());
             }
+            // Conntrack's first user in a namespace starts it for every packet of the family,
+            // forwarded ones too: each gets an entry (`conntrack -L`, the table's limit), its
+            // fragments are reassembled, and a forward rule's `ct state` of a reply depends on
+            // having seen the request.
+            let conntrack = [&self.filter.reassembly_v4, &self.filter.reassembly_v6][i];
+            if let Some(c) = conntrack {
+                why[i].push(format!("conntrack tracks every forwarded packet ({c})"));
+            }
             // Any hash policy but 0 can pick a next hop from what the FIB helper is not
             // given: policy 1 uses the hash an skb arrives with (a NIC's receive hash, or
             // across a veth the sending socket's random one) before its ports, 2 and 3 may
@@ -392,9 +400,9 @@ impl Model {
         why
     }
 
-    /// What a routed port's status says besides the families handed over (`off`): what goes
+    /// What a routed port's status says besides the families handed over: what goes
     /// to the kernel packet by packet, and why the route caches are off.
-    fn router_notes(&self, rp_filter_v4: bool, off: [bool; 2]) -> Vec<String> {
+    fn router_notes(&self, rp_filter_v4: bool) -> Vec<String> {
         let mut notes = Vec::new();
         if rp_filter_v4 {
             notes.push(
@@ -413,17 +421,6 @@ impl Model {
                 "router6: NDP messages -> kernel: proxy_ndp on (ip6_forward delivers those to a proxied address)"
                     .into(),
             );
-        }
-        for (i, why) in [&self.filter.reassembly_v4, &self.filter.reassembly_v6]
-            .into_iter()
-            .enumerate()
-        {
-            if let (false, Some(why)) = (off[i], why) {
-                notes.push(format!(
-                    "router{}: fragments -> kernel: conntrack may reassemble them ({why})",
-                    4 + 2 * i
-                ));
-            }
         }
         if self.routes.v4.min_mtu > 0 {
             notes.push(format!(
@@ -524,7 +521,7 @@ impl Model {
             // every new namespace inherits: handing IPv4 to the kernel for it would leave most
             // users' routers without a fast path.
             let rp_filter_v4 = self.sysctls.rp_filter.get(&l.name).copied().unwrap_or(0) != 0;
-            notes.extend(self.router_notes(rp_filter_v4, [off_v4, off_v6]));
+            notes.extend(self.router_notes(rp_filter_v4));
             let reassembly = Reassembly {
                 v4: self.filter.reassembly_v4.is_some(),
                 v6: self.filter.reassembly_v6.is_some(),

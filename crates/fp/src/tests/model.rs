@@ -274,13 +274,13 @@ fn a_multipath_hash_policy_other_than_0_hands_its_family_to_the_kernel_with_mult
 }
 
 #[test]
-fn a_ruleset_that_may_run_conntrack_sends_its_familys_fragments_to_the_kernel() {
+fn a_ruleset_that_may_run_conntrack_hands_its_family_to_the_kernel() {
     let mut m = forwarding_model();
     let p = m.plan();
     assert!(p
         .ports
         .values()
-        .all(|pp| pp.reassembly == Reassembly::default()));
+        .all(|pp| pp.reassembly == Reassembly::default() && !pp.off_v4));
     m.filter.reassembly_v4 = Some("ip table host chain in: a match on ct".into());
     let p = m.plan();
     for pp in p.ports.values() {
@@ -292,9 +292,12 @@ fn a_ruleset_that_may_run_conntrack_sends_its_familys_fragments_to_the_kernel() 
             }
         );
         assert_eq!(pp.switches().reassembly, pp.reassembly);
-        assert!(!pp.off_v4, "only the fragments go to the kernel");
+        assert!(
+            pp.off_v4 && !pp.off_v6,
+            "conntrack tracks every IPv4 packet"
+        );
         assert!(pp.notes.iter().any(|n| n
-            == "router4: fragments -> kernel: conntrack may reassemble them (ip table host chain in: a match on ct)"));
+            == "router4 -> kernel: conntrack tracks every forwarded packet (ip table host chain in: a match on ct)"));
     }
 }
 

@@ -324,7 +324,11 @@ fn realms_count_like_the_rest_and_a_users_local_route_sticks() {
         delete: true,
         ..realm
     }));
-    assert_eq!(l.take_recount(), Recount::Now, "the last one only through a dump");
+    assert_eq!(
+        l.take_recount(),
+        Recount::Now,
+        "the last one only through a dump"
+    );
     let local = RouteChange {
         custom_local: true,
         ..route(2, false, false, false)
