@@ -35,6 +35,12 @@ fn main() {
         "fp_maps_consts.rs",
     );
     bpf.defines(
+        "bpf/fp_sysctl_gate.h",
+        "",
+        &[("GATE_", "usize")],
+        "fp_gate_consts.rs",
+    );
+    bpf.defines(
         "bpf/fp_neigh.h",
         "",
         &[("NEIGH_STALE_", "u32")],

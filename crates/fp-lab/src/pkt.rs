@@ -116,6 +116,15 @@ fn eth(dst: [u8; 6], src: [u8; 6], proto: u16) -> Vec<u8> {
 }
 
 /// Ethernet + IPv4 (+ `options`, a multiple of 4 bytes) + L4.
+/// Sets the TOS byte of an IPv4 frame built by [`ipv4`] and its header checksum again.
+pub fn set_tos(frame: &mut [u8], tos: u8) {
+    let ip = &mut frame[14..34];
+    ip[1] = tos;
+    ip[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum(ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
 pub fn ipv4(
     dst_mac: [u8; 6],
     src_mac: [u8; 6],

@@ -104,6 +104,21 @@ fn until_fast(lab: &Line, d: &RunningDaemon, dst: &str) {
 /// kernel's waits (DELAY 1 s, one probe, 100 ms).
 fn stale_next_hop_is_probed(lab: &Line, d: &RunningDaemon, hop: &str, dst: &str) {
     let fam = if hop.contains(':') { "ipv6" } else { "ipv4" };
+    // The sink's own resolution of the DUT would refresh the DUT's entry (a request from it
+    // carries its address): pinned while this runs.
+    let dut = if hop.contains(':') {
+        "fd00:b::1"
+    } else {
+        "198.18.1.1"
+    };
+    let mac = lab.dut.exec("cat", &["/sys/class/net/d1/address"]).unwrap();
+    run(
+        &lab.sink,
+        &format!(
+            "ip neigh replace {dut} lladdr {} dev s0 nud permanent",
+            mac.trim()
+        ),
+    );
     let knobs = [
         ("delay_first_probe_time", "1", "5"),
         ("ucast_solicit", "1", "3"),
@@ -140,6 +155,7 @@ fn stale_next_hop_is_probed(lab: &Line, d: &RunningDaemon, hop: &str, dst: &str)
             .sysctl(&format!("net.{fam}.neigh.d1.{k}"), default)
             .unwrap();
     }
+    run(&lab.sink, &format!("ip neigh del {dut} dev s0"));
 }
 
 /// A counter of `ns`'s /proc/net/snmp line `group` (`Ip`, `Icmp`, ...), by name.
@@ -240,6 +256,53 @@ fn conntrack_sees_every_forwarded_packet(lab: &Line, d: &RunningDaemon) {
     });
 }
 
+/// An IPv6 device's MTU written through its sysctl (`net.ipv6.conf.d1.mtu`), which changes
+/// what forwarding lets through (ip6_forward reads it) with no event: a length the route cache
+/// let through before must not pass after. Each run asks a host of its own, since the source
+/// keeps the path MTU it learns.
+fn ipv6_mtu_without_an_event(lab: &Line, d: &RunningDaemon, host: &str) {
+    // 1,352 bytes of payload: a 1,400-byte packet, which IPv6 routers never fragment.
+    let big = || {
+        let out = lab
+            .src
+            .command("ping")
+            .args(["-6", "-M", "do", "-s", "1352", "-c1", "-W1", host])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.success(), text)
+    };
+    let before = fast(&d.status().unwrap());
+    assert!(big().0 && big().0, "1,400 bytes through an MTU of 1,500");
+    d.wait_for("the large packets fast-pathed", |s| fast(s) > before);
+    lab.dut.sysctl("net.ipv6.conf.d1.mtu", "1300").unwrap();
+    let (ok, text) = big();
+    assert!(
+        !ok && text.contains("mtu=1300"),
+        "1,400 bytes forwarded past an MTU of 1,300: {text}"
+    );
+    lab.dut.sysctl("net.ipv6.conf.d1.mtu", "1500").unwrap();
+}
+
+/// ip_forward_use_pmtu, written under traffic: from the write on, IPv4 is the kernel's (its
+/// forwarding then honours path MTUs it learns, with no event), before any poll could see it.
+fn use_pmtu_at_once(lab: &Line, d: &RunningDaemon) {
+    let s = fresh(d);
+    lab.dut.sysctl("net.ipv4.ip_forward_use_pmtu", "1").unwrap();
+    run(&lab.src, "ping -q -c 20 -i 0.002 -W 1 198.19.3.1");
+    assert_eq!(
+        fast(&fresh(d)),
+        fast(&s),
+        "packets fast-pathed right after ip_forward_use_pmtu was set"
+    );
+    d.wait_for("IPv4 to the kernel under ip_forward_use_pmtu", |s| {
+        noted(s, "d0", "router4 -> kernel: ip_forward_use_pmtu on")
+    });
+    lab.dut.sysctl("net.ipv4.ip_forward_use_pmtu", "0").unwrap();
+    d.wait_for("IPv4 back", |s| !noted(s, "d0", "ip_forward_use_pmtu"));
+    until_fast(lab, d, "198.19.3.1");
+}
+
 /// `hook` is what the routers run at without tc of their own ("xdp (native)" or "tc
 /// (ingress)").
 fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
@@ -249,6 +312,12 @@ fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
     stale_next_hop_is_probed(lab, d, "198.18.1.2", "198.19.3.1");
     stale_next_hop_is_probed(lab, d, "fd00:b::2", "fd00:c::1");
     conntrack_sees_every_forwarded_packet(lab, d);
+    let host = if hook == "xdp (native)" {
+        "fd00:c::10"
+    } else {
+        "fd00:c::11"
+    };
+    ipv6_mtu_without_an_event(lab, d, host);
 
     // IPsec: a policy that blocks forwarded packets (one that required encryption would be
     // bypassed the same way). Linux drops them and counts them in IPInDiscards.
@@ -444,6 +513,9 @@ fn the_router_answers_xfrm_tc_and_the_hash_policy_as_linux_does() {
     for h in 1..=4 {
         run(&lab.sink, &format!("ip addr add 198.19.70.{h}/32 dev lo"));
     }
+    for h in ["fd00:c::10", "fd00:c::11"] {
+        run(&lab.sink, &format!("ip addr add {h}/128 dev lo"));
+    }
     // The counters a user reads: what Linux alone counts as forwarded, the kernel's count
     // plus the fast path's with it attached, one family at a time (the fast path counts by
     // verdict, not by family; docs/FASTPATH.md, "Counters").
@@ -521,6 +593,7 @@ fn the_router_answers_xfrm_tc_and_the_hash_policy_as_linux_does() {
     until_fast(&lab, &d, "198.19.60.1");
     run(&lab.dut, "ip route del 198.19.60.0/24");
     realms_and_local_routes(&lab, &d);
+    use_pmtu_at_once(&lab, &d);
 
     // The same at TC: the outer peers without NAPI (GRO off, the kernel's default).
     for (ns, dev) in [(&lab.src, "v0"), (&lab.sink, "s0")] {

@@ -1205,6 +1205,50 @@ fn gso_skbs_at_tc_are_sized_by_their_segments() {
         .unwrap();
 }
 
+/// What `ip_forward` does to an skb's priority: set from the TOS (rt_tos2priority: TOS 0x10,
+/// low delay, is TC_PRIO_INTERACTIVE, 6), unless net.ipv4.ip_forward_update_priority is 0,
+/// when the packet keeps the one it came with.
+#[test]
+fn the_tc_router_sets_the_priority_from_the_tos_unless_told_not_to() {
+    let lab = lab("q");
+    let (in_idx, out_idx, in_mac) = (lab.in_idx, lab.out_idx, lab.in_mac);
+    lab.ns
+        .run(move || {
+            let prog = Program::load(&Features {
+                tc: true,
+                ..router_features(in_mac)
+            })
+            .unwrap();
+            prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+            let l4 = L4::Udp {
+                sport: 1000,
+                dport: 2000,
+                payload: vec![0; 32],
+            };
+            let mut frame = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &l4);
+            pkt::set_tos(&mut frame, 0x10);
+            assert_eq!(
+                prog.test_run_skb_priority(&frame, in_idx, 3).unwrap(),
+                (TC_REDIRECT, 6),
+                "the priority from the TOS"
+            );
+            prog.set_ctl(
+                &prog.features,
+                Switches {
+                    keep_priority: true,
+                    ..Switches::default()
+                },
+            )
+            .unwrap();
+            assert_eq!(
+                prog.test_run_skb_priority(&frame, in_idx, 3).unwrap(),
+                (TC_REDIRECT, 3),
+                "ip_forward_update_priority 0: the priority it came with"
+            );
+        })
+        .unwrap();
+}
+
 /// IPv4 fragments are routed as the kernel routes them when nothing in it would reassemble
 /// them: first, middle and last alike, and a non-first ICMP fragment whose payload starts like
 /// an error's type. A policy rule on ports sees a fragment's as 0, as the kernel's flow

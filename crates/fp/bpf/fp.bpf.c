@@ -17,18 +17,17 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* A family's multipath hash policy was written and the daemon has not read it back yet (its
- * sysctl gate is closed): the kernel hashes the flow as the new value says. */
-static __always_inline bool hash_policy_unread(int family, enum fp_reason *why)
+/* A sysctl of gate class `class` was written and the daemon has not read it back yet (the
+ * class is closed): the kernel decides as the new value says. */
+static __always_inline bool sysctl_unread(__u32 class)
 {
 	__u32 w = GATE_WRITES, a = GATE_ACKED;
 	struct sysctl_gate *writes = bpf_map_lookup_elem(&sysctl_gate, &w);
 	struct sysctl_gate *acked = bpf_map_lookup_elem(&sysctl_gate, &a);
 
-	if (writes && acked && writes->count[family & 1] == acked->count[family & 1])
-		return false;
-	*why = FP_PASS_HASH_POLICY;
-	return true;
+	if (class >= GATE_CLASSES)
+		return true;
+	return !writes || !acked || writes->count[class] != acked->count[class];
 }
 
 /* The routers behind the checks both hooks make: Ethernet, no tag, IP, to this port's MAC,
@@ -62,14 +61,26 @@ static __always_inline enum router_verdict route(const struct rt_in *in, struct 
 	if (p->proto == ETH_P_IP) {
 		if (!cfg_router_v4 || c->off_v4)
 			return RT_PASS;
-		if (c->multipath_v4 && hash_policy_unread(0, why))
+		if (c->multipath_v4 && sysctl_unread(GATE_CLASS_HASH_V4)) {
+			*why = FP_PASS_HASH_POLICY;
 			return RT_PASS;
+		}
+		if (sysctl_unread(GATE_CLASS_FWD_V4)) {
+			*why = FP_PASS_SYSCTL_UNREAD;
+			return RT_PASS;
+		}
 		return router_v4(in, p, c, oif, why);
 	}
 	if (!cfg_router_v6 || c->off_v6)
 		return RT_PASS;
-	if (c->multipath_v6 && hash_policy_unread(1, why))
+	if (c->multipath_v6 && sysctl_unread(GATE_CLASS_HASH_V6)) {
+		*why = FP_PASS_HASH_POLICY;
 		return RT_PASS;
+	}
+	if (sysctl_unread(GATE_CLASS_MTU_V6)) {
+		*why = FP_PASS_SYSCTL_UNREAD;
+		return RT_PASS;
+	}
 	return router_v6(in, p, c, oif, why);
 }
 
@@ -112,6 +123,11 @@ int fp_xdp(struct xdp_md *ctx)
 	/* A bridge port: bridging is all this port's traffic may get from the fast path; what
 	 * the bridge module passes (local delivery included) is the kernel's. */
 	if (cfg_bridge) {
+		/* A bridge-nf-* switch written and not read back: br_netfilter may filter now. */
+		if (sysctl_unread(GATE_CLASS_BRIDGE)) {
+			count(FP_PASS_SYSCTL_UNREAD);
+			return XDP_PASS;
+		}
 		oif = bridge_xdp(ctx, &why);
 		if (!oif && why == FP_PASS_CSUM_PARTIAL && mark_for_tc_stage(ctx))
 			return XDP_PASS; /* the TC stage counts its verdict */
@@ -244,9 +260,13 @@ static __always_inline int router_tc(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	if (v != RT_REDIRECT)
 		return FP_TC_KERNEL;
-	/* What ip_forward() does to the skb besides the header: priority from the TOS, no
-	 * receive timestamp carried into the egress qdisc. */
-	if (p.proto == ETH_P_IP) {
+	/* What ip_forward() does to the skb besides the header: priority from the TOS (unless
+	 * net.ipv4.ip_forward_update_priority is 0), no receive timestamp carried into the egress
+	 * qdisc. */
+	__u32 zero = 0;
+	struct fp_ctl *c = bpf_map_lookup_elem(&ctl, &zero);
+
+	if (p.proto == ETH_P_IP && c && !c->keep_priority) {
 		struct iphdr *iph = p.l3;
 
 		if ((void *)(iph + 1) <= p.data_end)
@@ -278,6 +298,10 @@ int fp_tc(struct __sk_buff *skb)
 	}
 	if (!cfg_bridge)
 		return router_tc(skb);
+	if (sysctl_unread(GATE_CLASS_BRIDGE)) {
+		count(FP_PASS_SYSCTL_UNREAD);
+		return FP_TC_KERNEL;
+	}
 	oif = bridge_tc(skb, &why);
 	count(why);
 	if (oif)

@@ -62,6 +62,7 @@ enum fp_reason {
 	FP_PASS_ICMP_ERROR,  /* an ICMP error: the kernel hashes it by the packet it quotes */
 	FP_PASS_HASH_POLICY, /* multipath routes, and a hash policy written that the daemon has not read back */
 	FP_PASS_NEIGH_STALE, /* the next hop's neighbour entry is STALE: the kernel's packet moves it on */
+	FP_PASS_SYSCTL_UNREAD, /* a sysctl the path reads was written, and the daemon has not read it back */
 	FP_NR_REASONS,
 };
 

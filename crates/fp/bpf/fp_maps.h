@@ -88,7 +88,9 @@ struct fp_ctl {
 	 * every source in full, rp_filter or not (fib_has_custom_local_routes, never cleared), and
 	 * drops one routed back as local or broadcast. */
 	__u8 source_check_v4;
-	__u8 unused[2];
+	/* net.ipv4.ip_forward_update_priority is 0: a forwarded skb keeps its priority. */
+	__u8 keep_priority;
+	__u8 unused;
 };
 
 struct {

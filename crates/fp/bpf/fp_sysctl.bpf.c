@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The sysctl hook: a cgroup/sysctl program on the cgroup2 root, so it runs for every write to
- * /proc/sys from any process, before the kernel applies it. A write to
- * net/ipv4/fib_multipath_hash_* or net/ipv6/fib_multipath_hash_* (any network namespace: the
- * hook cannot tell which, so every daemon re-reads its own) closes that family's sysctl gate
- * (fp_sysctl_gate.h). It never refuses a write. */
+ * /proc/sys from any process, before the kernel applies it. A write to one of the sysctls the
+ * fast path reads that come with no event (any network namespace: the hook cannot tell which,
+ * so every daemon re-reads its own) closes that class of the sysctl gate (fp_sysctl_gate.h).
+ * It never refuses a write. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
@@ -11,32 +11,73 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define NAME_LEN 40
+#define NAME_LEN 64
+
+/* Whether `name` starts with the `n` bytes of `prefix`; `wild` is a position that matches any
+ * byte (-1: none). */
+static __always_inline int starts_with(const char *name, const char *prefix, int n, int wild)
+{
+	for (int i = 0; i < n && i < NAME_LEN; i++)
+		if (i != wild && name[i] != prefix[i])
+			return 0;
+	return 1;
+}
+
+/* Whether the `len` bytes of `name` end in "/mtu". */
+static __always_inline int ends_in_mtu(const char *name, long len)
+{
+	for (int i = 0; i + 4 <= NAME_LEN; i++)
+		if (i + 4 == len)
+			return name[i] == '/' && name[i + 1] == 'm' && name[i + 2] == 't' &&
+			       name[i + 3] == 'u';
+	return 0;
+}
+
+/* The gate class a write to `name` closes, or -1. The prefixes live on the stack: a static
+ * string would land where libbpf looks for no data. */
+static __always_inline int gate_class(const char *name, long len)
+{
+	char hash[] = "net/ipvX/fib_multipath_hash_"; /* byte 7: the family */
+	char fwd[] = "net/ipv4/ip_forward_u";        /* update_priority, use_pmtu */
+	char conf6[] = "net/ipv6/conf/";
+	char brnf[] = "net/bridge/bridge-nf-";
+
+	if (len >= (long)sizeof(hash) - 1 && starts_with(name, hash, sizeof(hash) - 1, 7)) {
+		if (name[7] == '4')
+			return GATE_CLASS_HASH_V4;
+		if (name[7] == '6')
+			return GATE_CLASS_HASH_V6;
+		return -1;
+	}
+	if (len >= (long)sizeof(fwd) - 1 && starts_with(name, fwd, sizeof(fwd) - 1, -1))
+		return GATE_CLASS_FWD_V4;
+	if (len > (long)sizeof(conf6) - 1 && starts_with(name, conf6, sizeof(conf6) - 1, -1) &&
+	    ends_in_mtu(name, len))
+		return GATE_CLASS_MTU_V6;
+	if (len >= (long)sizeof(brnf) - 1 && starts_with(name, brnf, sizeof(brnf) - 1, -1))
+		return GATE_CLASS_BRIDGE;
+	return -1;
+}
 
 SEC("cgroup/sysctl")
 int fp_sysctl(struct bpf_sysctl *ctx)
 {
-	/* "net/ipv4/fib_multipath_hash_" or the same with ipv6; byte 7 is the family. On the
-	 * stack: a static string would land where libbpf looks for no data. */
-	char prefix[] = "net/ipvX/fib_multipath_hash_";
 	char name[NAME_LEN] = {};
-	__u32 key = GATE_WRITES, family;
+	__u32 key = GATE_WRITES;
+	long len;
+	int class;
 
 	if (!ctx->write)
 		return 1;
-	if (bpf_sysctl_get_name(ctx, name, sizeof(name), 0) < (long)sizeof(prefix) - 1)
+	/* A name longer than the buffer (-E2BIG) is none of ours. */
+	len = bpf_sysctl_get_name(ctx, name, sizeof(name), 0);
+	if (len <= 0)
 		return 1;
-	for (int i = 0; i < (int)sizeof(prefix) - 1; i++)
-		if (i != 7 && name[i] != prefix[i])
-			return 1;
-	if (name[7] == '4')
-		family = 0;
-	else if (name[7] == '6')
-		family = 1;
-	else
+	class = gate_class(name, len);
+	if (class < 0 || class >= GATE_CLASSES)
 		return 1;
 	struct sysctl_gate *g = bpf_map_lookup_elem(&sysctl_gate, &key);
 	if (g)
-		__sync_fetch_and_add(&g->count[family], 1);
+		__sync_fetch_and_add(&g->count[class], 1);
 	return 1;
 }

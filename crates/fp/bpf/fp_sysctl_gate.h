@@ -1,19 +1,27 @@
-/* The sysctl gate: writes to the sysctls the routers depend on that the kernel reports with no
- * event, the multipath hash policies and fields of each family. The sysctl hook
- * (fp_sysctl.bpf.c) counts every write in entry GATE_WRITES before the kernel applies it; the
- * daemon copies the count into entry GATE_ACKED once it has read the new value back and set
- * the routers by it (two entries, so that neither side's write can undo the other's). While
- * the two differ, a family with multipath routes is the kernel's: no flow is hashed on a
- * policy that no longer holds (docs/FASTPATH.md, "ECMP"). One map, shared by the hook and
- * every port's program. */
+/* The sysctl gate: writes to the sysctls the fast path depends on that the kernel reports with
+ * no event. The sysctl hook (fp_sysctl.bpf.c) counts every write in entry GATE_WRITES, by
+ * class, before the kernel applies it; the daemon copies a class's count into entry
+ * GATE_ACKED once it has read the new values back and set the data path by them (two
+ * entries, so that neither side's write can undo the other's). While a class's two counts
+ * differ, what depends on it is the kernel's: nothing is forwarded on a value that no longer
+ * holds (docs/FASTPATH.md, "Sysctls without events"). One map, shared by the hook and every
+ * port's program. */
 #ifndef FP_SYSCTL_GATE_H
 #define FP_SYSCTL_GATE_H
 
 #define GATE_WRITES 0
 #define GATE_ACKED 1
 
+/* The classes: what a write closes. */
+#define GATE_CLASS_HASH_V4 0 /* net/ipv4/fib_multipath_hash_*: IPv4 with multipath routes */
+#define GATE_CLASS_HASH_V6 1 /* net/ipv6/fib_multipath_hash_*: IPv6 with multipath routes */
+#define GATE_CLASS_FWD_V4 2  /* net/ipv4/ip_forward_update_priority, ip_forward_use_pmtu: IPv4 */
+#define GATE_CLASS_MTU_V6 3  /* net/ipv6/conf/<dev>/mtu: IPv6 (the route cache's lengths) */
+#define GATE_CLASS_BRIDGE 4  /* net/bridge/bridge-nf-*: the bridge module */
+#define GATE_CLASSES 5
+
 struct sysctl_gate {
-	__u32 count[2]; /* [IPv4, IPv6] */
+	__u32 count[GATE_CLASSES];
 };
 
 struct {

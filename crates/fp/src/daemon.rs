@@ -105,7 +105,7 @@ struct Pending {
     members: Option<String>,
     /// Hash-policy writes the hook counted, to acknowledge once the routers are set by the
     /// values read after them.
-    gate_ack: Option<[Option<u32>; 2]>,
+    gate_ack: Option<[Option<u32>; crate::sysctl_hook::CLASSES]>,
 }
 
 impl Pending {
@@ -408,9 +408,11 @@ impl Daemon {
             p.changed = true;
             p.kinds.push("tcx");
         }
-        if kernel::read_multipath_hash_policy() != self.model.sysctls.multipath_hash_policy {
+        // Without the hook these are all the daemon sees of them (and module loads, which
+        // write nothing: br_netfilter's switches appear set).
+        if kernel::read_unevented() != self.model.sysctls.unevented {
             p.sysctls = true;
-            p.kinds.push("multipath-hash-policy");
+            p.kinds.push("sysctl");
         }
         let legacy = ruleset::legacy_tables();
         if legacy != self.ruleset.legacy {
@@ -437,7 +439,7 @@ impl Daemon {
         )
     }
 
-    /// The sysctl gate: hash-policy writes the hook saw, read back once they have landed.
+    /// The sysctl gate: writes the hook saw, read back once they have landed.
     fn look_at_gate(&mut self, p: &mut Pending) {
         match self
             .gate
@@ -445,8 +447,10 @@ impl Daemon {
         {
             Ok(Settle::Read(ready)) => {
                 p.sysctls = true;
-                p.kinds.push("multipath-hash-policy");
+                p.kinds.push("sysctl");
                 p.gate_ack = Some(ready);
+                // An IPv6 device's mtu may have changed: no cached length may outlive it.
+                self.invalidate_routes();
             }
             Ok(_) => {}
             Err(e) => self.log.note_error(e.to_string()),

@@ -90,6 +90,8 @@ pub struct Switches {
     pub proxy_ndp: bool,
     /// Check every IPv4 source as the kernel's full check does (a user's local route).
     pub source_check_v4: bool,
+    /// net.ipv4.ip_forward_update_priority is 0: the TC router leaves skb->priority alone.
+    pub keep_priority: bool,
 }
 
 impl Default for Switches {
@@ -106,6 +108,7 @@ impl Default for Switches {
             route_mtu_v4: 0,
             proxy_ndp: false,
             source_check_v4: false,
+            keep_priority: false,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::genl::{self, NetdevFamily, NETLINK_GENERIC};
-use crate::model::{Event, Model};
+use crate::model::{Event, Model, Unevented};
 use crate::netlink::{self, Socket, NETLINK_ROUTE};
 use crate::{tc, xfrm};
 
@@ -132,11 +132,23 @@ impl KernelReader {
     }
 }
 
-/// net.ipv4 and net.ipv6 fib_multipath_hash_policy (0 where a kernel has no such switch).
-/// They change without an event: the daemon polls them.
-pub fn read_multipath_hash_policy() -> [u32; 2] {
-    ["ipv4", "ipv6"]
-        .map(|f| read_sysctl(&format!("/proc/sys/net/{f}/fib_multipath_hash_policy")).unwrap_or(0))
+/// The sysctls that change without an event, read now.
+pub fn read_unevented() -> Unevented {
+    let br = |n: &str| read_sysctl(&format!("/proc/sys/net/bridge/bridge-nf-{n}"));
+    Unevented {
+        multipath_hash_policy: ["ipv4", "ipv6"].map(|f| {
+            read_sysctl(&format!("/proc/sys/net/{f}/fib_multipath_hash_policy")).unwrap_or(0)
+        }),
+        ip_forward_update_priority: read_sysctl("/proc/sys/net/ipv4/ip_forward_update_priority"),
+        ip_forward_use_pmtu: read_sysctl("/proc/sys/net/ipv4/ip_forward_use_pmtu"),
+        bridge_nf: [
+            br("call-iptables"),
+            br("call-ip6tables"),
+            br("call-arptables"),
+            br("filter-vlan-tagged"),
+            br("filter-pppoe-tagged"),
+        ],
+    }
 }
 
 /// Forwarding, rp_filter and br_netfilter switches, into the model.
@@ -163,13 +175,15 @@ pub fn read_sysctls(model: &mut Model) -> BrNetfilter {
     }
     s.v6_forwarding = read_sysctl("/proc/sys/net/ipv6/conf/all/forwarding") == Some(1);
     s.proxy_ndp = read_sysctl("/proc/sys/net/ipv6/conf/all/proxy_ndp").unwrap_or(0) != 0;
-    s.multipath_hash_policy = read_multipath_hash_policy();
-    let brnf = |name: &str| read_sysctl(&format!("/proc/sys/net/bridge/{name}")) == Some(1);
-    model.br_nf_v4 = brnf("bridge-nf-call-iptables");
-    model.br_nf_v6 = brnf("bridge-nf-call-ip6tables");
+    let u = read_unevented();
+    s.unevented = u;
+    s.multipath_hash_policy = u.multipath_hash_policy;
+    let brnf = |i: usize| u.bridge_nf[i] == Some(1);
+    model.br_nf_v4 = brnf(0);
+    model.br_nf_v6 = brnf(1);
     BrNetfilter {
-        on: model.br_nf_v4 || model.br_nf_v6 || brnf("bridge-nf-call-arptables"),
+        on: model.br_nf_v4 || model.br_nf_v6 || brnf(2),
         // Tagged frames through the IP hooks: more than the header checks we mirror.
-        tagged: brnf("bridge-nf-filter-vlan-tagged") || brnf("bridge-nf-filter-pppoe-tagged"),
+        tagged: brnf(3) || brnf(4),
     }
 }

@@ -41,6 +41,7 @@ pub mod consts {
     include!(concat!(env!("OUT_DIR"), "/fp_bridge_consts.rs"));
     include!(concat!(env!("OUT_DIR"), "/fp_maps_consts.rs"));
     include!(concat!(env!("OUT_DIR"), "/fp_neigh_consts.rs"));
+    include!(concat!(env!("OUT_DIR"), "/fp_gate_consts.rs"));
 }
 
 #[allow(clippy::all, missing_docs, unused, unsafe_code, unsafe_op_in_unsafe_fn)]

@@ -371,6 +371,7 @@ impl Program {
             route_mtu_v4: s.route_mtu_v4,
             proxy_ndp: s.proxy_ndp as u8,
             source_check_v4: s.source_check_v4 as u8,
+            keep_priority: s.keep_priority as u8,
             ..self.kept_ctl()
         })
     }
@@ -486,6 +487,32 @@ impl Program {
             .map_err(io("BPF_PROG_TEST_RUN (skb)"))?;
         out.truncate(len);
         Ok((verdict, out))
+    }
+
+    /// As `test_run_skb` (no GSO), with the skb's priority set to `priority` going in: the
+    /// verdict and the priority the program left.
+    pub fn test_run_skb_priority(
+        &self,
+        frame: &[u8],
+        ifindex: u32,
+        priority: u32,
+    ) -> Result<(u32, u32)> {
+        use crate::bpf::types::__sk_buff;
+        let at = std::mem::offset_of!(__sk_buff, priority);
+        let mut ctx = vec![0u8; std::mem::size_of::<__sk_buff>()];
+        let mut put = |at: usize, v: u32| ctx[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        put(std::mem::offset_of!(__sk_buff, ifindex), ifindex);
+        put(std::mem::offset_of!(__sk_buff, ingress_ifindex), ifindex);
+        put(at, priority);
+        let mut out = vec![0u8; frame.len() + 256];
+        let mut ctx_out = vec![0u8; ctx.len()];
+        let (verdict, _) =
+            wirespeed_sys::bpf::test_run_ctx(self.fd.as_fd(), frame, &ctx, &mut out, &mut ctx_out)
+                .map_err(io("BPF_PROG_TEST_RUN (skb)"))?;
+        Ok((
+            verdict,
+            u32::from_ne_bytes(ctx_out[at..at + 4].try_into().unwrap_or_default()),
+        ))
     }
 
     /// Runs the TC stage once on `frame` through BPF_PROG_TEST_RUN (an skb with no metadata,
@@ -722,7 +749,10 @@ mod tests {
             size_of::<types::fp_ctl>(),
             3 * 4 + 4 + 4 + 12 + 8 * 4 + 4 + 4
         );
-        assert_eq!(size_of::<types::sysctl_gate>(), 2 * 4);
+        assert_eq!(
+            size_of::<types::sysctl_gate>(),
+            crate::consts::GATE_CLASSES * 4
+        );
         assert_eq!(size_of::<types::br_port>(), 4 + 4 + 2 + 1 + 1 + 1 + 3);
         assert_eq!(size_of::<types::br_vlan_key>(), 4 + 2 + 2);
         assert_eq!(size_of::<types::br_fdb_key>(), 4 + 2 + 6);

@@ -216,6 +216,23 @@ pub struct Sysctls {
     /// net.ipv4 and net.ipv6 fib_multipath_hash_policy: 0 hashes addresses (and the IPv6
     /// flow label), which the fast path gives the FIB helper; see Model::plan.
     pub multipath_hash_policy: [u32; 2],
+    /// Those and the other sysctls that change with no event, as last read: net.ipv4
+    /// ip_forward_update_priority (0: a forwarded packet keeps its priority) and
+    /// ip_forward_use_pmtu (1: forwarding honours learned path MTUs), br_netfilter's.
+    pub unevented: Unevented,
+}
+
+/// The sysctls that change without an event (the sysctl hook sees their writes; the daemon
+/// also polls them): `None` where this kernel has no such switch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unevented {
+    /// net.ipv4 and net.ipv6 fib_multipath_hash_policy (0 where absent).
+    pub multipath_hash_policy: [u32; 2],
+    pub ip_forward_update_priority: Option<u32>,
+    pub ip_forward_use_pmtu: Option<u32>,
+    /// net.bridge.bridge-nf-call-{iptables,ip6tables,arptables}, -filter-{vlan,pppoe}-tagged
+    /// (absent until br_netfilter is loaded).
+    pub bridge_nf: [Option<u32>; 5],
 }
 
 #[derive(Debug, Default)]

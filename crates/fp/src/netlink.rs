@@ -48,7 +48,7 @@ const NLM_F_ACK: u16 = 4;
 const NLM_F_DUMP: u16 = 0x300;
 
 /// rtnetlink multicast groups the watcher joins (RTNLGRP_*).
-pub const ROUTE_GROUPS: [u32; 13] = [
+pub const ROUTE_GROUPS: [u32; 14] = [
     1,  // LINK
     3,  // NEIGH
     4,  // TC
@@ -57,6 +57,7 @@ pub const ROUTE_GROUPS: [u32; 13] = [
     8,  // IPV4_RULE
     9,  // IPV6_IFADDR
     11, // IPV6_ROUTE
+    12, // IPV6_IFINFO: an RA's MTU, which sets the device's IPv6 MTU with no other event
     19, // IPV6_RULE
     24, // IPV4_NETCONF
     25, // IPV6_NETCONF
@@ -578,6 +579,9 @@ pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
     match msg.ty {
         // The bridge reports its ports' STP state and VLANs as AF_BRIDGE link messages.
         RTM_NEWLINK | RTM_DELLINK if msg.payload.first() == Some(&AF_BRIDGE) => Some(Event::Bridge),
+        // IPv6's per-device state (RTNLGRP_IPV6_IFINFO: RA flags, an RA's MTU): read as
+        // netconf, which rereads the switches and drops every cached answer.
+        RTM_NEWLINK if msg.payload.first() == Some(&10) => Some(Event::Netconf),
         RTM_NEWVLAN | RTM_DELVLAN => Some(Event::Bridge),
         RTM_NEWLINK => parse_link(msg.payload).map(Event::LinkNew),
         RTM_DELLINK => parse_link(msg.payload).map(|l| Event::LinkDel(l.index)),

@@ -49,6 +49,8 @@ pub struct PortPlan {
     pub proxy_ndp: bool,
     /// A user's local route was seen: every IPv4 source is checked as the kernel does.
     pub source_check_v4: bool,
+    /// net.ipv4.ip_forward_update_priority is 0: a forwarded skb keeps its priority.
+    pub keep_priority: bool,
     /// Egress ports this port's program may redirect to (ifindexes).
     pub tx_ports: Vec<u32>,
     /// The namespace's IPv4 addresses, for the router's local-source check.
@@ -71,6 +73,7 @@ impl PortPlan {
             route_mtu_v4: self.route_mtu_v4,
             proxy_ndp: self.proxy_ndp,
             source_check_v4: self.source_check_v4,
+            keep_priority: self.keep_priority,
         }
     }
 }
@@ -292,6 +295,7 @@ impl Model {
                 route_mtu_v4: 0,
                 proxy_ndp: false,
                 source_check_v4: false,
+                keep_priority: false,
                 local_v4: Vec::new(),
                 tx_ports,
                 notes,
@@ -345,6 +349,17 @@ impl Model {
             .unwrap_or(false)
         {
             why[0].push("IPv4 forwarding disabled".into());
+        }
+        if self
+            .sysctls
+            .unevented
+            .ip_forward_use_pmtu
+            .is_some_and(|v| v != 0)
+        {
+            why[0].push(
+                "ip_forward_use_pmtu on (forwarding then honours path MTUs the kernel learns, with no event)"
+                    .into(),
+            );
         }
         if self.routes.v4.realms > 0 {
             why[0].push(format!(
@@ -557,6 +572,7 @@ impl Model {
                     route_mtu_v4: self.routes.v4.min_mtu,
                     proxy_ndp: self.sysctls.proxy_ndp,
                     source_check_v4: self.routes.custom_local_v4,
+                    keep_priority: self.sysctls.unevented.ip_forward_update_priority == Some(0),
                     tx_ports: routed_tx.clone(),
                     local_v4: self.local_v4.iter().copied().collect(),
                     notes,

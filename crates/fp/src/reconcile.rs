@@ -218,6 +218,7 @@ mod tests {
             route_mtu_v4: 0,
             proxy_ndp: false,
             source_check_v4: false,
+            keep_priority: false,
             local_v4: Vec::new(),
             tx_ports: vec![2, 3],
             notes: Vec::new(),

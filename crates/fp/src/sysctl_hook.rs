@@ -1,14 +1,16 @@
-//! The sysctl hook: sees the multipath hash policies change, which the kernel reports with no
-//! event.
+//! The sysctl hook: sees the sysctls change that the kernel reports with no event, and that
+//! the fast path depends on: the multipath hash policies, `ip_forward_update_priority` and
+//! `ip_forward_use_pmtu`, each IPv6 device's `mtu`, and br_netfilter's `bridge-nf-*`.
 //!
 //! `bpf_fib_lookup` hashes a multipath route's flows by what the program gives it, which is
 //! the kernel's own hash only under `fib_multipath_hash_policy` 0; under any other policy the
-//! family is the kernel's (`Model::plan`). Polling the value left a window of up to a poll
-//! period in which flows were hashed on the old policy. The hook (bpf/fp_sysctl.bpf.c), a
-//! cgroup/sysctl program on the cgroup2 root, runs inside every write to /proc/sys before the
-//! kernel applies it and closes the family's gate (bpf/fp_sysctl_gate.h); the routers then
-//! leave a family with multipath routes to the kernel until the daemon has read the value back
-//! and acknowledged the write (`Gate::settle`). docs/FASTPATH.md, "ECMP".
+//! family is the kernel's (`plan`). Polling the value left a window of up to a poll period in
+//! which flows were hashed on the old policy; so for the others. The hook
+//! (bpf/fp_sysctl.bpf.c), a cgroup/sysctl program on the cgroup2 root, runs inside every write
+//! to /proc/sys before the kernel applies it and closes that class of the gate
+//! (bpf/fp_sysctl_gate.h); the data path then leaves what depends on it to the kernel until
+//! the daemon has read the values back and acknowledged the write (`Gate::settle`).
+//! docs/FASTPATH.md, "Sysctls without events".
 
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
@@ -81,9 +83,12 @@ impl SysctlHook {
 /// The daemon's side of the gate: which writes it has acknowledged, and since when it has
 /// seen the ones it has not.
 pub struct Gate {
-    /// Per family, the write count first seen unacknowledged and when.
-    seen: [Option<(u32, Instant)>; 2],
+    /// Per class, the write count first seen unacknowledged and when.
+    seen: [Option<(u32, Instant)>; CLASSES],
 }
+
+/// The gate's classes (bpf/fp_sysctl_gate.h GATE_CLASS_*).
+pub const CLASSES: usize = crate::consts::GATE_CLASSES;
 
 /// What `Gate::settle` found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,16 +98,16 @@ pub enum Settle {
     /// Writes the daemon has seen for less than the settling time: the write itself may not
     /// have landed yet (the hook runs before it).
     Waiting,
-    /// Per family, the write count seen long enough to have landed: read the policies, set
-    /// the routers by them, then `ack` these.
-    Read([Option<u32>; 2]),
+    /// Per class, the write count seen long enough to have landed: read the values, set the
+    /// data path by them, then `ack` these.
+    Read([Option<u32>; CLASSES]),
 }
 
 /// The gate's entries (bpf/fp_sysctl_gate.h): the hook's count, the daemon's.
 const GATE_WRITES: u32 = 0;
 const GATE_ACKED: u32 = 1;
 
-fn read(map: &MapHandle, key: u32) -> Result<[u32; 2]> {
+fn read(map: &MapHandle, key: u32) -> Result<[u32; CLASSES]> {
     let v = map
         .lookup(&key.to_ne_bytes(), MapFlags::ANY)
         .map_err(bpf("read sysctl_gate"))?
@@ -116,16 +121,18 @@ impl Gate {
     pub const SETTLE: Duration = Duration::from_millis(100);
 
     pub fn new() -> Gate {
-        Gate { seen: [None; 2] }
+        Gate {
+            seen: [None; CLASSES],
+        }
     }
 
     /// Looks at the gate: what the daemon must do now.
     pub fn settle(&mut self, map: &MapHandle, now: Instant) -> Result<Settle> {
         let writes = read(map, GATE_WRITES)?;
         let acked = read(map, GATE_ACKED)?;
-        let mut ready = [None; 2];
+        let mut ready = [None; CLASSES];
         let mut waiting = false;
-        for f in 0..2 {
+        for f in 0..CLASSES {
             if writes[f] == acked[f] {
                 self.seen[f] = None;
                 continue;
@@ -156,10 +163,10 @@ impl Gate {
 
     /// Acknowledges the write counts in `ready` (from `settle`), once the routers are set by
     /// the values read after them: the gate opens unless more writes came since.
-    pub fn ack(&mut self, map: &MapHandle, ready: [Option<u32>; 2]) -> Result<()> {
+    pub fn ack(&mut self, map: &MapHandle, ready: [Option<u32>; CLASSES]) -> Result<()> {
         // Only the daemon writes this entry.
         let mut acked = read(map, GATE_ACKED)?;
-        for f in 0..2 {
+        for f in 0..CLASSES {
             if let Some(w) = ready[f] {
                 acked[f] = w;
                 self.seen[f] = None;

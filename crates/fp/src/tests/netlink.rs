@@ -457,3 +457,16 @@ fn reads_realms_and_a_users_local_routes() {
     assert!(!local(10, 3));
     assert!(!change(&rtmsg(2, 0)).custom_local);
 }
+
+#[test]
+fn ipv6_device_info_counts_as_netconf() {
+    let mut ifinfo = vec![0u8; 16];
+    ifinfo[0] = 10; // AF_INET6
+    ifinfo[4..8].copy_from_slice(&3u32.to_ne_bytes());
+    let m = Msg {
+        ty: RTM_NEWLINK,
+        flags: 0,
+        payload: &ifinfo,
+    };
+    assert_eq!(parse_event(&m), Some(Event::Netconf));
+}
