@@ -21,6 +21,16 @@ pub struct Link {
     pub loopback: bool,
     /// For a bridge device: its VLAN settings.
     pub bridge: Option<BridgeAttrs>,
+    /// IFLA_PROMISCUITY > 0 (a user's `promisc on`, or a capture's): a bridge device then
+    /// gets a copy of every frame its ports forward (`br_handle_frame_finish`, local_rcv).
+    pub promisc: bool,
+    /// IFLA_PHYS_SWITCH_ID: a switchdev port, whose hardware may already have forwarded.
+    pub switchdev: bool,
+    /// IFLA_LINK in this namespace (no IFLA_LINK_NETNSID): the device this one sits on.
+    pub lower: Option<u32>,
+    /// An upper that shares its lower's MAC and claims frames in its rx_handler, after XDP
+    /// and tc ingress have run on the lower: ipvlan, ipvtap, macsec, macvlan passthru.
+    pub claims_lower: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

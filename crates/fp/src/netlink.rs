@@ -72,6 +72,12 @@ const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
 const IFLA_MASTER: u16 = 10;
 const IFLA_LINKINFO: u16 = 18;
+const IFLA_LINK: u16 = 5;
+const IFLA_PROMISCUITY: u16 = 30;
+const IFLA_PHYS_SWITCH_ID: u16 = 36;
+const IFLA_LINK_NETNSID: u16 = 37;
+const IFLA_MACVLAN_MODE: u16 = 1;
+const MACVLAN_MODE_PASSTHRU: u32 = 8;
 const IFLA_INFO_KIND: u16 = 1;
 const IFLA_INFO_DATA: u16 = 2;
 const IFLA_PROTINFO: u16 = 12;
@@ -197,8 +203,13 @@ pub fn parse_link(payload: &[u8]) -> Option<Link> {
         loopback: flags & IFF_LOOPBACK != 0,
         ..Link::default()
     };
+    let mut other_netns = false;
     for (ty, v) in attrs(&payload[16..]) {
         match ty {
+            IFLA_LINK => link.lower = u32_of(v).filter(|l| *l != 0 && *l != link.index),
+            IFLA_LINK_NETNSID => other_netns = true,
+            IFLA_PROMISCUITY => link.promisc = u32_of(v).is_some_and(|p| p > 0),
+            IFLA_PHYS_SWITCH_ID => link.switchdev = !v.is_empty(),
             IFLA_IFNAME => link.name = cstr(v),
             IFLA_ADDRESS if v.len() == 6 => link.mac = Some(v.try_into().ok()?),
             IFLA_MTU => link.mtu = u32_of(v).unwrap_or(0),
@@ -212,6 +223,16 @@ pub fn parse_link(payload: &[u8]) -> Option<Link> {
                         _ => {}
                     }
                 }
+                let passthru = || {
+                    data.map(attrs).unwrap_or_default().iter().any(|(t, m)| {
+                        *t == IFLA_MACVLAN_MODE && u32_of(m) == Some(MACVLAN_MODE_PASSTHRU)
+                    })
+                };
+                link.claims_lower = match link.kind.as_str() {
+                    "ipvlan" | "ipvtap" | "macsec" => true,
+                    "macvlan" | "macvtap" => passthru(),
+                    _ => false,
+                };
                 if let (Some(data), "bridge") = (data, link.kind.as_str()) {
                     let mut b = BridgeAttrs {
                         vlan_protocol: 0x8100,
@@ -242,6 +263,10 @@ pub fn parse_link(payload: &[u8]) -> Option<Link> {
             }
             _ => {}
         }
+    }
+    if other_netns {
+        // Its lower's index is another namespace's.
+        link.lower = None;
     }
     Some(link)
 }

@@ -130,6 +130,12 @@ impl Model {
         if !br.up {
             return Some("bridge down".into());
         }
+        if br.promisc {
+            return Some(format!(
+                "{} is promiscuous (it gets a copy of every frame its ports forward)",
+                br.name
+            ));
+        }
         let Some(port) = port else {
             return Some("no bridge port state yet".into());
         };
@@ -312,6 +318,18 @@ impl Model {
         }
         if l.kind == "vrf" {
             return Err("a VRF device: the kernel routes for it");
+        }
+        if l.switchdev {
+            return Err("a switchdev port: its hardware may have forwarded a frame already");
+        }
+        if self
+            .links
+            .values()
+            .any(|u| u.claims_lower && u.lower == Some(l.index))
+        {
+            return Err(
+                "an ipvlan, macsec or passthru macvlan on it claims its frames after XDP and tc",
+            );
         }
         if let Some(m) = l.master {
             if self.links.get(&m).map(|b| b.kind.as_str()) != Some("bridge") {

@@ -16,6 +16,7 @@ fn link(index: u32, name: &str) -> Link {
         up: true,
         loopback: false,
         bridge: None,
+        ..Link::default()
     }
 }
 
@@ -498,4 +499,32 @@ fn a_forced_xdp_bridge_never_redirects_into_a_port_without_xdp_delivery() {
     let p = m.plan();
     assert!(p.ports[&4].features.tc && p.ports[&5].features.tc);
     assert_eq!(p.ports[&5].tx_ports, vec![4, 5]);
+}
+
+#[test]
+fn ports_whose_frames_others_claim_first_are_not_served() {
+    // A promiscuous bridge device gets a copy of every frame its ports forward.
+    let mut m = bridged_model(false);
+    m.links.get_mut(&9).unwrap().promisc = true;
+    let p = m.plan();
+    assert!(p.bridge_ports.is_empty());
+    assert!(p.ports[&4].notes[0].contains("promiscuous"));
+    // A switchdev port: the hardware may have forwarded already.
+    let mut m = forwarding_model();
+    m.links.get_mut(&2).unwrap().switchdev = true;
+    assert!(!m.plan().ports.contains_key(&2));
+    // An ipvlan on d1 (same namespace) takes frames for its addresses in its rx_handler.
+    let mut m = forwarding_model();
+    let mut upper = link(7, "ipv0");
+    upper.kind = "ipvlan".into();
+    upper.lower = Some(3);
+    upper.claims_lower = true;
+    m.links.insert(7, upper.clone());
+    let p = m.plan();
+    assert!(!p.ports.contains_key(&3) && p.ports.contains_key(&2));
+    // A macvlan in its own MAC's modes claims nothing the router would take.
+    upper.kind = "macvlan".into();
+    upper.claims_lower = false;
+    m.links.insert(7, upper);
+    assert!(m.plan().ports.contains_key(&3));
 }

@@ -470,3 +470,43 @@ fn ipv6_device_info_counts_as_netconf() {
     };
     assert_eq!(parse_event(&m), Some(Event::Netconf));
 }
+
+#[test]
+fn reads_what_claims_a_links_frames() {
+    let ifinfo = |index: u32| {
+        let mut m = vec![0u8; 16];
+        m[4..8].copy_from_slice(&index.to_ne_bytes());
+        m
+    };
+    let kind = |k: &str, data: &[u8]| {
+        let mut nested = attr(1, format!("{k}\0").as_bytes()); // IFLA_INFO_KIND
+        if !data.is_empty() {
+            nested.extend(attr(2, data)); // IFLA_INFO_DATA
+        }
+        attr(18, &nested) // IFLA_LINKINFO
+    };
+    let lower = attr(5, &3u32.to_ne_bytes()); // IFLA_LINK
+    let ipvlan = parse_link(&[ifinfo(7), lower.clone(), kind("ipvlan", &[])].concat()).unwrap();
+    assert_eq!((ipvlan.lower, ipvlan.claims_lower), (Some(3), true));
+    let passthru = attr(1, &8u32.to_ne_bytes()); // IFLA_MACVLAN_MODE passthru
+    let mv = parse_link(&[ifinfo(7), lower.clone(), kind("macvlan", &passthru)].concat()).unwrap();
+    assert!(mv.claims_lower);
+    let bridge_mode = attr(1, &4u32.to_ne_bytes());
+    let mv =
+        parse_link(&[ifinfo(7), lower.clone(), kind("macvlan", &bridge_mode)].concat()).unwrap();
+    assert!(!mv.claims_lower);
+    // Its lower in another namespace (IFLA_LINK_NETNSID): not one of ours.
+    let away = [
+        ifinfo(7),
+        lower,
+        attr(37, &0i32.to_ne_bytes()),
+        kind("ipvlan", &[]),
+    ]
+    .concat();
+    assert_eq!(parse_link(&away).unwrap().lower, None);
+    let sw = parse_link(&[ifinfo(2), attr(36, &[1, 2, 3, 4])].concat()).unwrap();
+    assert!(sw.switchdev);
+    let promisc = parse_link(&[ifinfo(9), attr(30, &1u32.to_ne_bytes())].concat()).unwrap();
+    assert!(promisc.promisc);
+    assert!(!parse_link(&ifinfo(9)).unwrap().promisc);
+}
