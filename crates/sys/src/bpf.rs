@@ -80,24 +80,7 @@ pub fn test_run(
     ctx: &[u8],
     out: &mut [u8],
 ) -> io::Result<(u32, usize)> {
-    let mut opts = libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
-        data_in: frame.as_ptr().cast(),
-        data_size_in: frame.len() as u32,
-        data_out: out.as_mut_ptr().cast(),
-        data_size_out: out.len() as u32,
-        ctx_in: ctx.as_ptr().cast(),
-        ctx_size_in: ctx.len() as u32,
-        repeat: 1,
-        ..Default::default()
-    };
-    // SAFETY: opts points to `frame` and `ctx` (read) and `out` (written, at most its stated
-    // length), all borrowed across the call; `prog` is an open program fd.
-    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(-rc));
-    }
-    Ok((opts.retval, (opts.data_size_out as usize).min(out.len())))
+    test_run_ctx(prog, frame, ctx, out, &mut [])
 }
 
 /// As [`test_run`], with the context as the program left it written into `ctx_out` (an skb's
@@ -117,12 +100,18 @@ pub fn test_run_ctx(
         data_size_out: out.len() as u32,
         ctx_in: ctx.as_ptr().cast(),
         ctx_size_in: ctx.len() as u32,
-        ctx_out: ctx_out.as_mut_ptr().cast(),
+        // Empty: nothing is written back.
+        ctx_out: if ctx_out.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            ctx_out.as_mut_ptr().cast()
+        },
         ctx_size_out: ctx_out.len() as u32,
         repeat: 1,
         ..Default::default()
     };
-    // SAFETY: as test_run, and `ctx_out` is written, at most its stated length.
+    // SAFETY: opts points to `frame` and `ctx` (read) and `out` and `ctx_out` (written, at
+    // most their stated lengths), all borrowed across the call; `prog` is an open program fd.
     let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(-rc));
