@@ -175,7 +175,9 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        kill(child.id(), Signal::Interrupt).unwrap();
+        // SIGTERM: a job started in the background by a non-interactive shell inherits
+        // SIGINT ignored, and so would this child.
+        kill(child.id(), Signal::Terminate).unwrap();
         let status = child.wait().unwrap();
         assert!(!status.success());
         assert!(!alive(child.id()));
