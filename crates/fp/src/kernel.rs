@@ -177,7 +177,6 @@ pub fn read_sysctls(model: &mut Model) -> BrNetfilter {
     s.proxy_ndp = read_sysctl("/proc/sys/net/ipv6/conf/all/proxy_ndp").unwrap_or(0) != 0;
     let u = read_unevented();
     s.unevented = u;
-    s.multipath_hash_policy = u.multipath_hash_policy;
     let brnf = |i: usize| u.bridge_nf[i] == Some(1);
     model.br_nf_v4 = brnf(0);
     model.br_nf_v6 = brnf(1);

@@ -223,10 +223,9 @@ pub struct Sysctls {
     pub v6_disabled: BTreeSet<String>,
     /// net.ipv6.conf.all.proxy_ndp: NDP messages to a proxied address are delivered locally.
     pub proxy_ndp: bool,
-    /// net.ipv4 and net.ipv6 fib_multipath_hash_policy: 0 hashes addresses (and the IPv6
-    /// flow label), which the fast path gives the FIB helper; see Model::plan.
-    pub multipath_hash_policy: [u32; 2],
-    /// Those and the other sysctls that change with no event, as last read: net.ipv4
+    /// The sysctls that change with no event, as last read: net.ipv4 and net.ipv6
+    /// fib_multipath_hash_policy (0 hashes addresses and the IPv6 flow label, which the fast
+    /// path gives the FIB helper; see `plan`), net.ipv4
     /// ip_forward_update_priority (0: a forwarded packet keeps its priority) and
     /// ip_forward_use_pmtu (1: forwarding honours learned path MTUs), br_netfilter's.
     pub unevented: Unevented,

@@ -418,7 +418,7 @@ impl Model {
             // across a veth the sending socket's random one) before its ports, 2 and 3 may
             // hash inner headers.
             let routes = [self.routes.v4.multipath, self.routes.v6.multipath][i];
-            let policy = self.sysctls.multipath_hash_policy[i];
+            let policy = self.sysctls.unevented.multipath_hash_policy[i];
             match (&self.hash_policy_unwatched, routes, policy) {
                 (_, 0, _) => {}
                 (Some(w), _, 0) => why[i].push(format!(

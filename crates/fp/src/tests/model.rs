@@ -257,7 +257,7 @@ fn a_multipath_hash_policy_other_than_0_hands_its_family_to_the_kernel_with_mult
     let p = m.plan();
     assert!(p.ports.values().all(|pp| !pp.off_v4 && !pp.off_v6));
     // Policy 1 for IPv4 only: IPv4 goes to the kernel, with the reason; IPv6 stays.
-    m.sysctls.multipath_hash_policy = [1, 0];
+    m.sysctls.unevented.multipath_hash_policy = [1, 0];
     let p = m.plan();
     for pp in p.ports.values() {
         assert!(pp.off_v4 && !pp.off_v6);
@@ -265,12 +265,12 @@ fn a_multipath_hash_policy_other_than_0_hands_its_family_to_the_kernel_with_mult
             == "router4 -> kernel: 1 multipath routes hashed by fib_multipath_hash_policy 1 (only 0 is hashed as the kernel does)"));
     }
     // Any policy but 0, either family.
-    m.sysctls.multipath_hash_policy = [0, 3];
+    m.sysctls.unevented.multipath_hash_policy = [0, 3];
     assert!(m.plan().ports.values().all(|pp| !pp.off_v4 && pp.off_v6));
     // Without multipath routes the policy picks nothing.
     m.routes.v4.multipath = 0;
     m.routes.v6.multipath = 0;
-    m.sysctls.multipath_hash_policy = [2, 1];
+    m.sysctls.unevented.multipath_hash_policy = [2, 1];
     assert!(m.plan().ports.values().all(|pp| !pp.off_v4 && !pp.off_v6));
 }
 
