@@ -2,7 +2,7 @@
 //! with the fast path attached, answered as Linux alone answers: the forwarding counters,
 //! IPsec (xfrm) policies and default policies, IPv6 disabled on the ingress port, a route's
 //! own MTU, tc classifiers on a port's ingress and egress and an egress qdisc, a next hop gone
-//! STALE (the router at XDP, then at TC), route realms and a user's local route, and a multipath hash policy written under traffic. Each is set with the
+//! STALE (the router at XDP, then at TC), packet sockets (tcpdump, a DHCP client's), route realms and a user's local route, and a multipath hash policy written under traffic. Each is set with the
 //! commands a user types (`ip xfrm`, `tc`, `sysctl`). docs/FASTPATH.md, "What the forwarding
 //! path consults".
 
@@ -303,12 +303,94 @@ fn use_pmtu_at_once(lab: &Line, d: &RunningDaemon) {
     until_fast(lab, d, "198.19.3.1");
 }
 
+/// Packet sockets on the DUT's ports see what they see under Linux alone: a capture
+/// (`tcpdump -i d1`, a socket of every protocol) gets each frame d1 receives before tc ingress
+/// and each one it sends, and a socket bound to IPv4 on d0 (a DHCP client's) each IPv4 frame
+/// d0 receives after the rx_handler. An XDP program runs before all of them, and an XDP
+/// redirect sends past them.
+fn taps_see_what_they_see_under_linux(lab: &Line, d: &RunningDaemon, hook: &str) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut capture = lab
+        .dut
+        .command("timeout")
+        .args(["15", "tcpdump", "-i", "d1", "-n", "-l", "-c", "10"])
+        .arg("icmp and host 198.19.3.1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(capture.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("listening on") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "tcpdump did not start"
+        );
+    }
+    if hook == "xdp (native)" {
+        d.wait_for("the routers at TC under the capture", |s| {
+            noted(s, "d0", "router at TC: egress d1 has 1 packet captures")
+        });
+    }
+    run(&lab.src, "ping -q -c 5 -i 0.05 -W 1 198.19.3.1");
+    let out = capture.wait_with_output().unwrap();
+    let seen = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert_eq!(
+        seen, 10,
+        "tcpdump on d1 saw {seen} of 5 requests and 5 replies"
+    );
+    d.wait_for("the capture gone", |s| !noted(s, "d0", "packet captures"));
+
+    // A socket bound to IPv4 on d0, counting the echo requests it gets (SOCK_DGRAM: from the
+    // IP header on); it stops at 5 or after 10 s.
+    let count = r#"import socket, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0800))
+s.bind(("d0", 0x0800)); s.settimeout(0.2); print("ready", flush=True)
+n, end = 0, time.time() + 10
+while n < 5 and time.time() < end:
+    try: p = s.recv(2048)
+    except socket.timeout: continue
+    n += p[9] == 1 and p[16:20] == bytes([198, 19, 3, 1])
+print(n, flush=True)
+"#;
+    let mut socket = lab
+        .dut
+        .command("python3")
+        .args(["-c", count])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(socket.stdout.take().unwrap());
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    d.wait_for("IPv4 on d0 to the kernel under the socket", |s| {
+        noted(s, "d0", "router4 -> kernel: 1 packet sockets bound to IPv4")
+    });
+    run(&lab.src, "ping -q -c 5 -i 0.05 -W 1 198.19.3.1");
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(
+        line.trim(),
+        "5",
+        "a socket bound to IPv4 on d0 saw {} of 5 requests",
+        line.trim()
+    );
+    socket.wait().unwrap();
+    d.wait_for("IPv4 back on d0", |s| {
+        !noted(s, "d0", "packet sockets") && s.ports.iter().all(|p| p.hook == hook)
+    });
+}
+
 /// `hook` is what the routers run at without tc of their own ("xdp (native)" or "tc
 /// (ingress)").
 fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
     let at_hook = |s: &Status| s.ports.len() == 2 && hooks(s).iter().all(|h| h == hook);
     d.wait_for(&format!("both ports at {hook}"), at_hook);
     assert!(ping(&lab.src, "198.19.3.1") && ping(&lab.src, "fd00:c::1"));
+    taps_see_what_they_see_under_linux(lab, d, hook);
     stale_next_hop_is_probed(lab, d, "198.18.1.2", "198.19.3.1");
     stale_next_hop_is_probed(lab, d, "fd00:b::2", "fd00:c::1");
     conntrack_sees_every_forwarded_packet(lab, d);

@@ -20,6 +20,7 @@ use crate::routes::Recount;
 use crate::ruleset::{self, Ruleset};
 use crate::status::{self, Status, StatusLog};
 use crate::sysctl_hook::{Gate, Settle, SysctlHook};
+use crate::taps::Taps;
 use crate::watch::{Change, Watchers};
 
 /// State with no change events (ipset members, x_tables presence): polled at this period.
@@ -230,6 +231,7 @@ impl Daemon {
         let stale = self.kernel.stale_neighbours()?;
         self.stale.replace(stale, self.dataplane.neigh_maps())?;
         self.model.tcx_others = self.tcx_others();
+        self.model.taps = Taps::read();
         self.br_netfilter = kernel::read_sysctls(&mut self.model);
         self.sync_bridge()?;
         self.ruleset.legacy = ruleset::legacy_tables();
@@ -389,7 +391,7 @@ impl Daemon {
     }
 
     /// The state with no events: x_tables presence, ipset members, other owners' tcx
-    /// programs and the multipath hash policies.
+    /// programs, packet sockets and the multipath hash policies.
     fn poll(&mut self, p: &mut Pending) {
         if self.recount_due
             && !p.routes
@@ -407,6 +409,13 @@ impl Daemon {
             self.model.tcx_others = tcx;
             p.changed = true;
             p.kinds.push("tcx");
+        }
+        // Packet sockets come and go with no event (tcpdump started on a port).
+        let taps = Taps::read();
+        if taps != self.model.taps {
+            self.model.taps = taps;
+            p.changed = true;
+            p.kinds.push("taps");
         }
         // Without the hook these are all the daemon sees of them (and module loads, which
         // write nothing: br_netfilter's switches appear set).

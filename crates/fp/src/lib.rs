@@ -26,6 +26,7 @@ pub mod rules;
 pub mod ruleset;
 pub mod status;
 pub mod sysctl_hook;
+pub mod taps;
 pub mod tc;
 pub mod watch;
 pub mod xfrm;

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::filter::FilterPlan;
 use crate::routes::{NexthopChange, RouteChange, RouteLedger};
+use crate::taps::Taps;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Link {
@@ -295,6 +296,8 @@ pub struct Model {
     /// Why no sysctl hook sees the multipath hash policies change (None: one does): then
     /// a family with multipath routes is the kernel's, its policy never read stale.
     pub hash_policy_unwatched: Option<String>,
+    /// Packet sockets that see the ports' frames (tcpdump, DHCP clients): polled.
+    pub taps: Taps,
 }
 
 impl Model {

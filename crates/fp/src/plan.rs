@@ -101,9 +101,17 @@ impl Model {
     }
 
     /// Why packets sent out of port `ifindex` must go through `dev_queue_xmit`, if they must.
+    /// A capture also sees what the port receives only before XDP, so such a port runs at TC
+    /// too: the one hook of its bridge or of every routed port follows from this.
     fn tc_egress(&self, ifindex: u32) -> Option<String> {
         if let Some(why) = self.tc.get(&ifindex).and_then(|t| t.egress.clone()) {
             return Some(why);
+        }
+        let captures = self.taps.on(ifindex).all;
+        if captures > 0 {
+            return Some(format!(
+                "{captures} packet captures (sockets of every protocol, as tcpdump opens)"
+            ));
         }
         match self.tcx_others.get(&ifindex) {
             Some(&(_, n)) if n > 0 => Some(format!("{n} tcx programs at egress")),
@@ -139,6 +147,11 @@ impl Model {
         let Some(port) = port else {
             return Some("no bridge port state yet".into());
         };
+        // A capture sees a port's frames after XDP would have taken them: forced to XDP, such
+        // a port's frames are the kernel's (at TC, the default, it sees them all).
+        if self.bridge_hook == BridgeHook::Xdp && self.taps.on(l.index).all > 0 {
+            return Some("a packet capture on it, which frames taken at XDP skip".into());
+        }
         if !port.unsupported.is_empty() {
             return Some(port.unsupported.join(", "));
         }
@@ -397,6 +410,16 @@ impl Model {
         if let Some(t) = self.tc_ingress(l.index) {
             why[0].push(t.clone());
             why[1].push(t);
+        }
+        let taps = self.taps.on(l.index);
+        for (i, n) in [taps.ipv4, taps.ipv6].into_iter().enumerate() {
+            if n > 0 {
+                why[i].push(format!(
+                    "{n} packet sockets bound to IPv{} see every such frame {} receives (/proc/net/packet)",
+                    4 + 2 * i,
+                    l.name
+                ));
+            }
         }
         for (i, family) in [(0, &self.filter.v4), (1, &self.filter.v6)] {
             if let Some(x) = self.xfrm.hands_off(i == 1) {

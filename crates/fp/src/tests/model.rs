@@ -528,3 +528,63 @@ fn ports_whose_frames_others_claim_first_are_not_served() {
     m.links.insert(7, upper);
     assert!(m.plan().ports.contains_key(&3));
 }
+
+#[test]
+fn a_capture_moves_its_ports_to_tc_and_a_socket_of_one_family_takes_that_family() {
+    use crate::taps::{TapCount, Taps};
+    let capture = TapCount {
+        all: 1,
+        ..TapCount::default()
+    };
+    // tcpdump -i d1: every routed port at TC (d1 takes no XDP redirect, nor may its frames
+    // be taken before the capture sees them), both families still fast.
+    let mut m = forwarding_model();
+    m.taps = Taps([(3, capture)].into());
+    let p = m.plan();
+    for idx in [2, 3] {
+        let port = &p.ports[&idx];
+        assert!(port.features.tc && !port.off_v4 && !port.off_v6);
+        assert!(
+            port.notes
+                .iter()
+                .any(|n| n.contains("router at TC: egress d1 has 1 packet captures")),
+            "{:?}",
+            port.notes
+        );
+    }
+    // tcpdump -i any: the same for every port.
+    m.taps = Taps([(0, capture)].into());
+    assert!(m.plan().ports[&2].features.tc);
+    // A DHCP client's socket bound to IPv4 on d0: IPv4 received there is the kernel's.
+    m.taps = Taps(
+        [(
+            2,
+            TapCount {
+                ipv4: 1,
+                ..TapCount::default()
+            },
+        )]
+        .into(),
+    );
+    let p = m.plan();
+    assert!(
+        !p.ports[&2].features.tc,
+        "a socket of one protocol sees no egress: XDP"
+    );
+    assert!(p.ports[&2].off_v4 && !p.ports[&2].off_v6 && !p.ports[&3].off_v4);
+    assert!(p.ports[&2]
+        .notes
+        .iter()
+        .any(|n| n.contains("router4 -> kernel: 1 packet sockets bound to IPv4")));
+    // A bridge port with a capture: its bridge at TC, and forced to XDP, the port is the
+    // kernel's.
+    let mut m = bridged_model(false);
+    m.taps = Taps([(5, capture)].into());
+    m.bridge_hook = BridgeHook::Auto;
+    let p = m.plan();
+    assert!(p.ports[&4].features.tc && p.bridge_ports.contains_key(&5));
+    m.bridge_hook = BridgeHook::Xdp;
+    let p = m.plan();
+    assert!(!p.bridge_ports.contains_key(&5) && p.bridge_ports.contains_key(&4));
+    assert!(p.ports[&5].notes[0].contains("a packet capture on it"));
+}
