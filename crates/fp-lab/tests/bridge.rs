@@ -50,15 +50,58 @@ fn bridge_at_xdp_forwards_and_follows_changes() {
     });
     assert!(port(&s, "d0").maps["bridge_fdb"] >= 4, "{s:?}");
     assert_eq!(port(&s, "d0").maps["bridge_ports"], 2, "{s:?}");
-    let before = bridged(&s, "d0");
+    // Bridged, or (one a second) handed to the kernel to refresh its FDB entries.
+    let decided = |s: &Status| {
+        bridged(s, "d0")
+            + port(s, "d0")
+                .reasons
+                .get("pass_fdb_refresh")
+                .copied()
+                .unwrap_or(0)
+    };
+    let before = decided(&s);
     for _ in 0..5 {
         assert!(ping_once(&lab.src, "198.18.2.2"));
     }
-    d.wait_for("every echo request bridged", |s| {
-        bridged(s, "d0") >= before + 5
-    });
+    d.wait_for("every echo request bridged", |s| decided(s) >= before + 5);
     // The bridge's own address is local delivery: the kernel's.
     assert!(ping(&lab.src, "198.18.2.3"), "bridge address unreachable");
+
+    // FDB ageing: under Linux alone an entry lives as long as its station sends (each frame
+    // refreshes it, br_fdb_update). With a 3 s ageing time, 5 s of pings each way must age
+    // out no entry: the kernel deletes one with an event, which `bridge monitor` prints.
+    lab.dut
+        .ip(&["link", "set", "br0", "type", "bridge", "ageing_time", "300"])
+        .unwrap();
+    let monitor = lab
+        .dut
+        .command("timeout")
+        .args(["6", "bridge", "monitor", "fdb"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    lab.src
+        .exec(
+            "ping",
+            &["-q", "-c", "250", "-i", "0.02", "-W", "1", "198.18.2.2"],
+        )
+        .unwrap();
+    let events = String::from_utf8_lossy(&monitor.wait_with_output().unwrap().stdout).into_owned();
+    assert!(
+        !events.contains("Deleted"),
+        "FDB entries aged out under traffic:\n{events}"
+    );
+    lab.dut
+        .ip(&[
+            "link",
+            "set",
+            "br0",
+            "type",
+            "bridge",
+            "ageing_time",
+            "30000",
+        ])
+        .unwrap();
 
     // STP: a port in the learning state forwards nothing, in the kernel or here. (This
     // kernel ignores a manual "blocking" without STP running; "learning" it keeps.)
@@ -164,8 +207,11 @@ fn bridge_at_xdp_forwards_and_follows_changes() {
         port(s, "d1").modules == ["bridge"] && !noted(s, "d1", "bridge ->")
     });
     assert!(ping(&lab.src, "198.18.2.2"), "no traffic after rejoining");
+    // The first frame to entries written anew refreshes the kernel's (FP_PASS_FDB_REFRESH).
     let before = bridged(&d.status().unwrap(), "d0");
-    assert!(ping(&lab.src, "198.18.2.2"));
+    for _ in 0..3 {
+        assert!(ping_once(&lab.src, "198.18.2.2"));
+    }
     d.wait_for("bridged again", |s| bridged(s, "d0") > before);
 }
 
@@ -356,6 +402,7 @@ fn vlan_filtering_by_test_run() {
             state,
             vlan_filtering: true,
             ip_check: 0,
+            fdb_refresh_ns: 0,
         };
         b.set_port(inp, &port(10, 3, 1500)).unwrap();
         b.set_port(out, &port(0, 3, 1500)).unwrap();
@@ -459,6 +506,84 @@ fn vlan_filtering_by_test_run() {
     });
 }
 
+/// What the bridge module leaves to the kernel besides its forwarding decision, checked on the
+/// program itself: one frame per refresh period, so that the kernel's FDB entries of its source
+/// and destination stay fresh (their ageing clocks, `updated` and `used`), and ring redundancy
+/// (MRP) and fault management (CFM) frames, which the bridge consumes where an instance runs.
+#[test]
+fn fdb_refresh_and_ring_frames_by_test_run() {
+    use wirespeed_fp::counters::Reason;
+    use wirespeed_fp::features::Features;
+    use wirespeed_fp::loader::{XDP_PASS, XDP_REDIRECT};
+    use wirespeed_fp::model::{BrPortVal, FdbKey};
+
+    let features = Features {
+        bridge: true,
+        ..Features::default()
+    };
+    on_two_ports("br", features, |prog, inp, out| {
+        let b = &prog.maps.bridge;
+        let port = BrPortVal {
+            bridge: 100,
+            mtu: 1500,
+            pvid: 0,
+            state: 3,
+            vlan_filtering: false,
+            ip_check: 0,
+            fdb_refresh_ns: wirespeed_fp::plan::fdb_refresh_ns(30000),
+        };
+        b.set_port(inp, &port).unwrap();
+        b.set_port(out, &port).unwrap();
+        let learn = |mac, port| {
+            b.set_fdb(
+                &FdbKey {
+                    bridge: 100,
+                    vid: 0,
+                    mac,
+                },
+                port,
+            )
+            .unwrap()
+        };
+        learn(SMAC, inp);
+        learn(DMAC, out);
+        prog.set_tx_ports(&[out]).unwrap();
+        let run = |f: &[u8]| prog.test_run(f, inp).unwrap().0;
+
+        // Entries just written: the first frame refreshes them, the next are forwarded.
+        assert_eq!(run(&frame(None, 46)), XDP_PASS);
+        for _ in 0..3 {
+            assert_eq!(run(&frame(None, 46)), XDP_REDIRECT);
+        }
+        // A frame to a destination not refreshed yet (another station) goes to the kernel.
+        const OTHER: [u8; 6] = [2, 0, 0, 0, 0, 0xc];
+        learn(OTHER, out);
+        let mut to_other = frame(None, 46);
+        to_other[..6].copy_from_slice(&OTHER);
+        assert_eq!(run(&to_other), XDP_PASS);
+        assert_eq!(run(&to_other), XDP_REDIRECT);
+        // An ageing time of 0 learns nothing: no refresh either.
+        b.set_port(
+            inp,
+            &BrPortVal {
+                fdb_refresh_ns: 0,
+                ..port
+            },
+        )
+        .unwrap();
+        learn(SMAC, inp);
+        assert_eq!(run(&frame(None, 46)), XDP_REDIRECT);
+        let c = prog.counters().unwrap();
+        assert_eq!(c.get(Reason::PassFdbRefresh), 2);
+        // MRP and CFM, unicast to a known station: the kernel's.
+        for ethertype in [0x88e3u16, 0x8902] {
+            let mut f = frame(None, 46);
+            f[12..14].copy_from_slice(&ethertype.to_be_bytes());
+            assert_eq!(run(&f), XDP_PASS, "ethertype {ethertype:#06x}");
+        }
+    });
+}
+
 /// The bridge at TC, checked on the program itself: a frame larger than the egress MTU is the
 /// kernel's, but a GSO skb of the same size (a TSO sender's super-frame) is forwarded, as the
 /// kernel's bridge forwards any GSO skb (`is_skb_forwardable`).
@@ -482,6 +607,7 @@ fn bridge_at_tc_forwards_gso_skbs_of_any_size_by_test_run() {
             state: 3,
             vlan_filtering: false,
             ip_check: 0,
+            fdb_refresh_ns: 0,
         };
         b.set_port(inp, &port).unwrap();
         b.set_port(out, &port).unwrap();

@@ -18,6 +18,9 @@ struct br_port {
 	__u8 vlan_filtering; /* the bridge's vlan_filtering */
 	__u8 ip_check;       /* BR_CHECK_*: br_netfilter validates these untagged frames */
 	__u8 pad[3];
+	/* How often a frame goes to the kernel to refresh the FDB entries it touches (0:
+	 * never, the bridge's ageing_time is 0): a fraction of the ageing time, at most 1 s. */
+	__u64 fdb_refresh_ns;
 };
 
 /* br_netfilter (bridge-nf-call-ip{,6}tables) validates untagged IP headers before the IP
@@ -38,6 +41,18 @@ struct br_fdb_key {
 	__u8 mac[ETH_ALEN];
 };
 
+/* An FDB entry: its port, and when a frame last went to the kernel from this MAC (which
+ * refreshes the kernel's `updated`, the entry's ageing clock: br_fdb_update) and to it
+ * (`used`, br_handle_frame_finish). Fast-pathed frames refresh neither, so one of them goes
+ * to the kernel every fdb_refresh_ns: an active station's entry never ages out, as under
+ * Linux alone. */
+struct br_fdb_val {
+	__u32 port; /* ifindex, 0: local to the bridge */
+	__u32 pad;
+	__u64 updated_ns;
+	__u64 used_ns;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -53,12 +68,12 @@ struct {
 	__type(value, __u16);
 } br_vlans SEC(".maps");
 
-/* The kernel's FDB: where a MAC lives, as a port ifindex (0: local to the bridge). */
+/* The kernel's FDB: where a MAC lives. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct br_fdb_key);
-	__type(value, __u32);
+	__type(value, struct br_fdb_val);
 } br_fdb SEC(".maps");
 
 /* What the hook must do to the frame's tag on the way out. */
@@ -112,13 +127,33 @@ static __always_inline int br_ip_clean(const struct br_frame *f, __u8 check)
 	return 1;
 }
 
+/* Whether the frame goes to the kernel to refresh the FDB entries of its source and
+ * destination (struct br_fdb_val): the first frame of each refresh period does, and the
+ * kernel bridges it as it would have. Racing CPUs may both pass one: harmless. */
+static __always_inline int fdb_refresh_due(const struct br_port *in, struct br_fdb_val *src,
+					   struct br_fdb_val *dst)
+{
+	__u64 now;
+
+	if (!in->fdb_refresh_ns)
+		return 0;
+	now = bpf_ktime_get_coarse_ns();
+	if (now - src->updated_ns < in->fdb_refresh_ns && now - dst->used_ns < in->fdb_refresh_ns)
+		return 0;
+	src->updated_ns = now;
+	dst->used_ns = now;
+	return 1;
+}
+
 /* Returns the egress port, or 0 with *why set when the kernel must handle the frame. */
-static __always_inline __u32 bridge_decide(const struct br_frame *f, enum br_tag *tag, __u16 *vid_out)
+static __always_inline __u32 bridge_decide(const struct br_frame *f, enum br_tag *tag, __u16 *vid_out,
+					   enum fp_reason *why)
 {
 	struct br_port *in, *out;
 	struct br_fdb_key k = {};
 	struct br_vlan_key vk = {};
-	__u32 *dst, *src, oif;
+	struct br_fdb_val *dst, *src;
+	__u32 oif;
 	__u16 vid = 0, *vflags;
 
 	*tag = BR_TAG_KEEP;
@@ -127,6 +162,11 @@ static __always_inline __u32 bridge_decide(const struct br_frame *f, enum br_tag
 		return 0;
 	if (mac_is_group(f->dmac) || mac_is_group(f->smac))
 		return 0; /* flooding, multicast and invalid sources are the kernel's */
+	/* Ring redundancy (MRP) and connectivity fault management (CFM) frames are consumed by
+	 * the bridge where an instance is configured (br_process_frame_type), else bridged: the
+	 * kernel does whichever applies. */
+	if (f->proto == bpf_htons(ETH_P_MRP) || f->proto == bpf_htons(ETH_P_CFM))
+		return 0;
 	if (in->vlan_filtering) {
 		if (f->tagged)
 			vid = f->vid;
@@ -145,13 +185,13 @@ static __always_inline __u32 bridge_decide(const struct br_frame *f, enum br_tag
 	 * moved) goes to it, and the FDB event then brings the entry here. */
 	__builtin_memcpy(k.mac, f->smac, ETH_ALEN);
 	src = bpf_map_lookup_elem(&br_fdb, &k);
-	if (!src || *src != f->in_ifindex)
+	if (!src || src->port != f->in_ifindex)
 		return 0;
 	__builtin_memcpy(k.mac, f->dmac, ETH_ALEN);
 	dst = bpf_map_lookup_elem(&br_fdb, &k);
 	if (!dst)
 		return 0; /* unknown unicast: the kernel floods */
-	oif = *dst;
+	oif = dst->port;
 	if (oif == 0 || oif == f->in_ifindex)
 		return 0; /* local delivery, or the kernel's hairpin rules */
 	out = bpf_map_lookup_elem(&br_ports, &oif);
@@ -172,6 +212,10 @@ static __always_inline __u32 bridge_decide(const struct br_frame *f, enum br_tag
 			*tag = f->tagged ? BR_TAG_POP : BR_TAG_KEEP;
 		else
 			*tag = f->tagged ? BR_TAG_KEEP : BR_TAG_PUSH;
+	}
+	if (fdb_refresh_due(in, src, dst)) {
+		*why = FP_PASS_FDB_REFRESH;
+		return 0;
 	}
 	*vid_out = vid;
 	return oif;
@@ -220,7 +264,7 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 	f.dmac = eth->h_dest;
 	f.smac = eth->h_source;
 	f.l2_payload = (__u32)(data_end - data) - hdr;
-	oif = bridge_decide(&f, &tag, &vid);
+	oif = bridge_decide(&f, &tag, &vid, why);
 	if (!oif)
 		return 0;
 	if (ws_csum_may_be_partial(f.proto, f.l3, data_end)) {
@@ -301,7 +345,7 @@ static __always_inline __u32 bridge_tc(struct __sk_buff *skb, enum fp_reason *wh
 	/* At TC ingress skb->len counts the Ethernet header but not an offloaded tag. */
 	f.l2_payload = skb->len - sizeof(*eth);
 	f.gso = skb->gso_size != 0;
-	oif = bridge_decide(&f, &tag, &vid);
+	oif = bridge_decide(&f, &tag, &vid, why);
 	if (!oif)
 		return 0;
 	if (tag == BR_TAG_POP && bpf_skb_vlan_pop(skb))

@@ -6,6 +6,8 @@
 #define ETH_P_IPV6 0x86DD
 #define ETH_P_8021Q 0x8100
 #define ETH_P_8021AD 0x88A8
+#define ETH_P_MRP 0x88E3
+#define ETH_P_CFM 0x8902
 #define ETH_ALEN 6
 #define AF_INET 2
 #define AF_INET6 10
@@ -63,6 +65,7 @@ enum fp_reason {
 	FP_PASS_HASH_POLICY, /* multipath routes, and a hash policy written that the daemon has not read back */
 	FP_PASS_NEIGH_STALE, /* the next hop's neighbour entry is STALE: the kernel's packet moves it on */
 	FP_PASS_SYSCTL_UNREAD, /* a sysctl the path reads was written, and the daemon has not read it back */
+	FP_PASS_FDB_REFRESH, /* bridge: the kernel's FDB entries of its source and destination are refreshed by this frame */
 	FP_NR_REASONS,
 };
 

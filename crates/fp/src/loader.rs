@@ -96,6 +96,7 @@ impl BridgeMaps {
             vlan_filtering: p.vlan_filtering as u8,
             ip_check: p.ip_check,
             pad: [0; 3],
+            fdb_refresh_ns: p.fdb_refresh_ns,
         };
         upd(
             &self.ports,
@@ -122,13 +123,13 @@ impl BridgeMaps {
         let _ = self.vlans.delete(bytes_of(&vlan_key(ifindex, vid)));
     }
 
+    /// Writes an entry with its refresh times at 0: its next frame refreshes the kernel's.
     pub fn set_fdb(&self, k: &crate::model::FdbKey, port: u32) -> Result<()> {
-        upd(
-            &self.fdb,
-            bytes_of(&fdb_key(k)),
-            &port.to_ne_bytes(),
-            "br_fdb",
-        )
+        let v = types::br_fdb_val {
+            port,
+            ..Default::default()
+        };
+        upd(&self.fdb, bytes_of(&fdb_key(k)), bytes_of(&v), "br_fdb")
     }
 
     pub fn del_fdb(&self, k: &crate::model::FdbKey) {
@@ -753,7 +754,8 @@ mod tests {
             size_of::<types::sysctl_gate>(),
             crate::consts::GATE_CLASSES * 4
         );
-        assert_eq!(size_of::<types::br_port>(), 4 + 4 + 2 + 1 + 1 + 1 + 3);
+        assert_eq!(size_of::<types::br_port>(), 4 + 4 + 2 + 1 + 1 + 1 + 3 + 8);
+        assert_eq!(size_of::<types::br_fdb_val>(), 4 + 4 + 8 + 8);
         assert_eq!(size_of::<types::br_vlan_key>(), 4 + 2 + 2);
         assert_eq!(size_of::<types::br_fdb_key>(), 4 + 2 + 6);
         assert_eq!(size_of::<types::lpm_v4>(), 4 + 4);

@@ -44,6 +44,9 @@ pub struct BridgeAttrs {
     pub nf_call_v6: bool,
     /// Multiple spanning trees: port states per VLAN group, not in the port's state.
     pub mst: bool,
+    /// IFLA_BR_AGEING_TIME, in centiseconds: how long a learned FDB entry outlives its
+    /// station's last frame (0: nothing is learned, the bridge floods).
+    pub ageing_cs: u32,
 }
 
 /// A bridge port as the bridge sees it (the AF_BRIDGE link dump).
@@ -99,6 +102,9 @@ pub struct BrPortVal {
     pub vlan_filtering: bool,
     /// BR_CHECK_* bits: br_netfilter validates these families' headers.
     pub ip_check: u8,
+    /// One frame per FDB entry goes to the kernel this often (0: never), which refreshes the
+    /// kernel's ageing clock of the entry (fp_bridge.h, struct br_fdb_val).
+    pub fdb_refresh_ns: u64,
 }
 
 pub use crate::consts::{BR_CHECK_IPV4, BR_CHECK_IPV6};

@@ -83,6 +83,7 @@ const IFLA_INFO_DATA: u16 = 2;
 const IFLA_PROTINFO: u16 = 12;
 const IFLA_AF_SPEC: u16 = 26;
 const IFLA_EXT_MASK: u16 = 29;
+const IFLA_BR_AGEING_TIME: u16 = 4;
 const IFLA_BR_VLAN_FILTERING: u16 = 7;
 const IFLA_BR_VLAN_PROTOCOL: u16 = 8;
 const IFLA_BR_NF_CALL_IPTABLES: u16 = 36;
@@ -240,6 +241,7 @@ pub fn parse_link(payload: &[u8]) -> Option<Link> {
                     };
                     for (bty, bv) in attrs(data) {
                         match bty {
+                            IFLA_BR_AGEING_TIME => b.ageing_cs = u32_of(bv).unwrap_or(0),
                             IFLA_BR_VLAN_FILTERING => {
                                 b.vlan_filtering = bv.first().is_some_and(|x| *x != 0)
                             }

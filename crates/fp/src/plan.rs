@@ -258,6 +258,7 @@ impl Model {
                         state: port.state,
                         vlan_filtering: filtering,
                         ip_check,
+                        fdb_refresh_ns: fdb_refresh_ns(attrs.ageing_cs),
                     },
                 );
                 if filtering {
@@ -622,6 +623,14 @@ impl Model {
         }
         plan
     }
+}
+
+/// How often a frame goes to the kernel to refresh the FDB entries it touches: a tenth of
+/// the ageing time, at most a second (so an entry whose station falls silent ages out at
+/// most that much before it would under Linux alone); 0 where the bridge learns nothing.
+pub fn fdb_refresh_ns(ageing_cs: u32) -> u64 {
+    // A centisecond is 10 ms; a tenth of it, 1 ms.
+    (u64::from(ageing_cs) * 1_000_000).min(1_000_000_000)
 }
 
 pub fn stp_state_name(state: u8) -> &'static str {

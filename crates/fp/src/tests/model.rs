@@ -381,6 +381,7 @@ fn bridge_ports_get_the_bridge_module_and_their_tables() {
             state: 3,
             vlan_filtering: true,
             ip_check: 0,
+            fdb_refresh_ns: 0,
         }
     );
     assert_eq!(p.bridge_vlans.len(), 4);
