@@ -135,8 +135,12 @@ fn bridge_at_xdp_forwards_and_follows_changes() {
     assert!(ping(&lab.src, "198.18.2.2"), "no traffic after FDB del");
 
     // A static entry pointing the sink's MAC at the wrong port: the kernel sends the frames
-    // there, and so must we (here: back out of d0, where nobody answers).
-    bridge(&["fdb", "replace", &mac, "dev", "d0", "master", "static"]);
+    // there, and so must we (here: back out of d0, where nobody answers). Sticky: any frame
+    // from the sink that reaches the kernel (an FDB refresh, its neighbour probes) would move
+    // a static entry that is not.
+    bridge(&[
+        "fdb", "replace", &mac, "dev", "d0", "master", "static", "sticky",
+    ]);
     d.wait_for("static FDB entry", |s| {
         s.responses
             .iter()
