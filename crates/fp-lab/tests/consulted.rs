@@ -396,6 +396,85 @@ print(n, flush=True)
     });
 }
 
+/// One eBPF instruction as the kernel reads it: opcode, registers, offset, immediate.
+fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
+    u64::from(code)
+        | u64::from(src << 4 | dst) << 8
+        | u64::from(off as u16) << 16
+        | u64::from(imm as u32) << 32
+}
+
+/// A sender that puts a VLAN tag into skb metadata, as a VLAN device over a veth or a
+/// VLAN-filtering bridge's tagged egress does: a tc egress classifier on the source's v0
+/// pushing VID 10 onto IPv4 packets to 198.19.7.1 (`bpf_skb_vlan_push`; the veth's tx-vlan
+/// offload keeps the tag out of the data). The classifier lives as long as the device.
+fn tag_in_metadata_from_the_source(lab: &Line) {
+    let ns = lab.src.name().to_string();
+    let r = spawn_in_ns(&ns, move || {
+        let dst = u32::from_ne_bytes([198, 19, 7, 1]) as i32;
+        let prog = [
+            insn(0x61, 2, 1, 16, 0),      // r2 = skb->protocol
+            insn(0x55, 2, 0, 13, 0x0008), // not IPv4 (network order): out
+            insn(0xbf, 6, 1, 0, 0),       // r6 = skb
+            insn(0xb7, 2, 0, 0, 30),      // r2 = 30, the destination address's offset
+            insn(0xbf, 3, 10, 0, 0),      // r3 = fp - 4
+            insn(0x07, 3, 0, 0, -4),
+            insn(0xb7, 4, 0, 0, 4),      // r4 = 4
+            insn(0x85, 0, 0, 0, 26),     // bpf_skb_load_bytes(skb, 30, fp - 4, 4)
+            insn(0x55, 0, 0, 6, 0),      // failed: out
+            insn(0x61, 1, 10, -4, 0),    // r1 = the destination
+            insn(0x55, 1, 0, 4, dst),    // another: out
+            insn(0xbf, 1, 6, 0, 0),      // r1 = skb
+            insn(0xb7, 2, 0, 0, 0x0081), // r2 = htons(ETH_P_8021Q)
+            insn(0xb7, 3, 0, 0, 10),     // r3 = VID 10
+            insn(0x85, 0, 0, 0, 18),     // bpf_skb_vlan_push
+            insn(0xb7, 0, 0, 0, 0),      // out: TC_ACT_OK
+            insn(0x95, 0, 0, 0, 0),
+        ];
+        let fd = wirespeed_sys::bpf::load_insns(
+            libbpf_rs::libbpf_sys::BPF_PROG_TYPE_SCHED_CLS,
+            c"ws_tag",
+            &prog,
+            0,
+        )
+        .map_err(|e| format!("load the tagging classifier: {e}"))?;
+        let ifindex = wirespeed_sys::packet::if_index("v0").map_err(|e| e.to_string())?;
+        let mut hook = libbpf_rs::TcHookBuilder::new(std::os::fd::AsFd::as_fd(&fd))
+            .ifindex(ifindex as i32)
+            .replace(true)
+            .handle(1)
+            .priority(1)
+            .hook(libbpf_rs::TC_EGRESS);
+        hook.create().map_err(|e| format!("clsact on v0: {e}"))?;
+        hook.attach()
+            .map_err(|e| format!("attach to v0 egress: {e}"))?;
+        Ok::<(), String>(())
+    })
+    .join()
+    .unwrap();
+    r.unwrap_or_else(|e| panic!("{e} in {ns}"));
+}
+
+/// A frame whose VLAN tag its device keeps in metadata reaches the router port d0, which
+/// has no VLAN device: Linux drops it (`__netif_receive_skb_core`: PACKET_OTHERHOST for a
+/// non-zero VID), where XDP, shown the frame without its tag, would have forwarded it.
+fn a_tag_in_metadata_is_the_kernels(lab: &Line, d: &RunningDaemon) {
+    let vlan = |s: &Status| {
+        s.ports
+            .iter()
+            .find(|p| p.name == "d0")
+            .and_then(|p| p.reasons.get("pass_vlan").copied())
+            .unwrap_or(0)
+    };
+    let before = vlan(&fresh(d));
+    assert!(
+        !ping_once(&lab.src, "198.19.7.1"),
+        "a frame tagged VID 10 in metadata was forwarded"
+    );
+    d.wait_for("the tagged frame counted", |s| vlan(s) > before);
+    assert!(ping(&lab.src, "198.19.3.1"), "an untagged destination");
+}
+
 /// `hook` is what the routers run at without tc of their own ("xdp (native)" or "tc
 /// (ingress)").
 fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
@@ -403,6 +482,7 @@ fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
     d.wait_for(&format!("both ports at {hook}"), at_hook);
     assert!(ping(&lab.src, "198.19.3.1") && ping(&lab.src, "fd00:c::1"));
     taps_see_what_they_see_under_linux(lab, d, hook);
+    a_tag_in_metadata_is_the_kernels(lab, d);
     stale_next_hop_is_probed(lab, d, "198.18.1.2", "198.19.3.1");
     stale_next_hop_is_probed(lab, d, "fd00:b::2", "fd00:c::1");
     conntrack_sees_every_forwarded_packet(lab, d);
@@ -610,6 +690,11 @@ fn the_router_answers_xfrm_tc_and_the_hash_policy_as_linux_does() {
     for h in ["fd00:c::10", "fd00:c::11"] {
         run(&lab.sink, &format!("ip addr add {h}/128 dev lo"));
     }
+    tag_in_metadata_from_the_source(&lab);
+    assert!(
+        !ping_once(&lab.src, "198.19.7.1"),
+        "Linux alone forwarded a frame tagged in metadata"
+    );
     // The counters a user reads: what Linux alone counts as forwarded, the kernel's count
     // plus the fast path's with it attached, one family at a time (the fast path counts by
     // verdict, not by family; docs/FASTPATH.md, "Counters").

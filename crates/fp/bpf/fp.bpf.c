@@ -109,8 +109,12 @@ static __always_inline int mark_for_tc_stage(struct xdp_md *ctx)
 	return 1;
 }
 
-SEC("xdp")
-int fp_xdp(struct xdp_md *ctx)
+/* The driver's copy of a VLAN tag it took off the frame (Linux 6.8+; weak: a program that
+ * calls it is loaded only where the device reports it, Features::vlan_meta). */
+extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
+					__u16 *vlan_tci) __ksym __weak;
+
+static __always_inline int fp_xdp_frame(struct xdp_md *ctx)
 {
 	struct fp_pkt p = {
 		.data = (void *)(long)ctx->data,
@@ -152,6 +156,30 @@ int fp_xdp(struct xdp_md *ctx)
 	if (v == RT_DROP)
 		return XDP_DROP;
 	return XDP_PASS;
+}
+
+SEC("xdp")
+int fp_xdp(struct xdp_md *ctx)
+{
+	return fp_xdp_frame(ctx);
+}
+
+/* fp_xdp for a device whose driver may have taken a frame's VLAN tag off and kept it in
+ * metadata (every veth; a NIC with rx-vlan-offload), bound to that device so that it may ask
+ * the driver. A frame that came tagged is the kernel's, which gives it to a VLAN device on the
+ * port or, with none, drops it (PACKET_OTHERHOST) or bridges it tag and all: the program
+ * would have taken it for untagged. Only "no tag" (-ENODATA) lets it on. */
+SEC("xdp")
+int fp_xdp_vlan(struct xdp_md *ctx)
+{
+	__be16 proto;
+	__u16 tci;
+
+	if (bpf_xdp_metadata_rx_vlan_tag(ctx, &proto, &tci) != -ENODATA) {
+		count(FP_PASS_VLAN);
+		return XDP_PASS;
+	}
+	return fp_xdp_frame(ctx);
 }
 
 /* Bytes the router reads from the start of an skb: Ethernet, the largest IPv4 header, and

@@ -27,6 +27,7 @@
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1FFF
 #define TC_ACT_SHOT 2
+#define ENODATA 61 /* the XDP metadata kfuncs' "not there" */
 /* What the TC programs return for a packet they leave to the kernel: tcx's TCX_NEXT (the
  * same -1 as TC_ACT_UNSPEC), so that the programs and classifiers behind ours at TC ingress
  * still see it, as they would without the fast path. TC_ACT_OK would end the chain there. */

@@ -334,8 +334,12 @@ impl Daemon {
         }
     }
 
-    fn take_rtnl(&mut self, ev: Event, p: &mut Pending) {
+    fn take_rtnl(&mut self, mut ev: Event, p: &mut Pending) {
         p.kinds.push(ev.kind());
+        // A link event carries no offloads; a change of them (ethtool -K) comes as one.
+        if let Event::LinkNew(l) = &mut ev {
+            self.kernel.offloads(l);
+        }
         // FDB entries (learning!) come and go all the time and never change what the FIB
         // answers for a port we redirect to.
         p.rtnl |= !matches!(ev, Event::Fdb { .. });

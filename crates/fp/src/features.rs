@@ -19,6 +19,10 @@ pub struct Features {
     pub bridge: bool,
     /// The program runs at TC ingress (fp_tc) instead of XDP (fp_xdp).
     pub tc: bool,
+    /// At XDP, the device's driver may have taken a frame's VLAN tag off (a veth, a NIC
+    /// with rx-vlan-offload): the program asks it (fp_xdp_vlan, bound to the device), and a
+    /// frame that came tagged is the kernel's.
+    pub vlan_meta: bool,
     /// MAC of the interface the program serves; frames to other MACs go to the kernel.
     #[serde(skip)]
     pub mac: [u8; 6],
@@ -169,3 +173,9 @@ impl Features {
 
 /// enum netdev_xdp_act: the driver implements ndo_xdp_xmit (takes XDP-redirected frames).
 pub const NETDEV_XDP_ACT_NDO_XMIT: u64 = 1 << 2;
+
+/// The driver hands an XDP program a frame's VLAN tag when it took it off
+/// (NETDEV_XDP_RX_METADATA_VLAN_TAG, from NETDEV_A_DEV_XDP_RX_METADATA_FEATURES; Linux 6.8+):
+/// kept above the XDP action bits, which use the low 32, so that one word per device says
+/// what the device does for XDP.
+pub const XDP_RX_VLAN_TAG: u64 = 1 << 32;

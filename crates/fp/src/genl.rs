@@ -4,6 +4,7 @@
 //! the kernel's own answer to "will an XDP redirect into this device be delivered?".
 
 use crate::error::{Error, Result};
+use crate::features::XDP_RX_VLAN_TAG;
 use crate::model::Event;
 use crate::netlink::{attrs, cstr, u32_of, Socket};
 
@@ -21,6 +22,8 @@ const NETDEV_CMD_DEV_DEL_NTF: u8 = 3;
 const NETDEV_CMD_DEV_CHANGE_NTF: u8 = 4;
 const NETDEV_A_DEV_IFINDEX: u16 = 1;
 const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
+const NETDEV_A_DEV_XDP_RX_METADATA_FEATURES: u16 = 5;
+const NETDEV_XDP_RX_METADATA_VLAN_TAG: u64 = 1 << 2;
 
 /// The netdev generic-netlink family as this kernel numbers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,11 +69,16 @@ pub fn parse_netdev_msg(family: u16, msg_ty: u16, payload: &[u8]) -> Option<Even
     let cmd = *payload.first()?;
     let a = attrs(payload.get(4..)?);
     let ifindex = u32_of(a.iter().find(|(t, _)| *t == NETDEV_A_DEV_IFINDEX)?.1)?;
-    let features = a
-        .iter()
-        .find(|(t, _)| *t == NETDEV_A_DEV_XDP_FEATURES)
-        .and_then(|(_, v)| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))
-        .unwrap_or(0);
+    let u64_attr = |ty| {
+        a.iter()
+            .find(|(t, _)| *t == ty)
+            .and_then(|(_, v)| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))
+            .unwrap_or(0)
+    };
+    let mut features = u64_attr(NETDEV_A_DEV_XDP_FEATURES);
+    if u64_attr(NETDEV_A_DEV_XDP_RX_METADATA_FEATURES) & NETDEV_XDP_RX_METADATA_VLAN_TAG != 0 {
+        features |= XDP_RX_VLAN_TAG;
+    }
     match cmd {
         NETDEV_CMD_DEV_GET | NETDEV_CMD_DEV_ADD_NTF | NETDEV_CMD_DEV_CHANGE_NTF => {
             Some(Event::XdpFeatures {
@@ -204,6 +212,19 @@ mod tests {
             None
         );
         assert_eq!(parse_netdev_msg(27, 27, &dev(9, 4, xmit)), None);
+        // A driver that hands XDP the VLAN tags it strips.
+        let mut msg = dev(NETDEV_CMD_DEV_GET, 4, xmit);
+        msg.extend_from_slice(&attr(
+            NETDEV_A_DEV_XDP_RX_METADATA_FEATURES,
+            &(NETDEV_XDP_RX_METADATA_VLAN_TAG | 1).to_ne_bytes(),
+        ));
+        assert_eq!(
+            parse_netdev_msg(27, 27, &msg),
+            Some(Event::XdpFeatures {
+                ifindex: 4,
+                features: Some(xmit | XDP_RX_VLAN_TAG)
+            })
+        );
         assert_eq!(
             parse_netdev_msg(27, 27, &genl(NETDEV_CMD_DEV_GET, &[])),
             None

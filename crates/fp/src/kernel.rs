@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::genl::{self, NetdevFamily, NETLINK_GENERIC};
-use crate::model::{Event, Model, Unevented};
+use crate::model::{Event, Link, Model, Unevented};
 use crate::netlink::{self, Socket, NETLINK_ROUTE};
 use crate::{tc, xfrm};
+use wirespeed_sys::ethtool::FeatureNames;
 
 /// The dump sockets.
 pub struct KernelReader {
@@ -17,6 +18,8 @@ pub struct KernelReader {
     netdev: Option<(Socket, NetdevFamily)>,
     /// NETLINK_XFRM (None: a kernel without xfrm_user, where no policy can exist).
     xfrm: Option<Socket>,
+    /// The kernel's offload feature names (`ethtool -k`), read once.
+    feature_names: Option<FeatureNames>,
 }
 
 /// br_netfilter's switches beyond what the model keeps (`br_nf_v4`, `br_nf_v6`).
@@ -38,6 +41,7 @@ impl KernelReader {
             dump: Socket::open(NETLINK_ROUTE)?,
             netdev: Self::open_netdev(),
             xfrm: Socket::open(xfrm::NETLINK_XFRM).ok(),
+            feature_names: None,
         })
     }
 
@@ -73,9 +77,34 @@ impl KernelReader {
     }
 
     pub fn links(&mut self, model: &mut Model) -> Result<()> {
-        let links = netlink::dump_links(&mut self.dump)?;
+        let mut links = netlink::dump_links(&mut self.dump)?;
+        for l in &mut links {
+            self.offloads(l);
+        }
         model.links = links.into_iter().map(|l| (l.index, l)).collect();
         Ok(())
+    }
+
+    /// Reads the receive offloads of link `l` that change what the fast path may see
+    /// (`Link::lro`, `Link::strips_vlan`); a link event carries none of them. Unread (the
+    /// device already gone, a kernel without the calls), a tag may be hidden and LRO is off.
+    pub fn offloads(&mut self, l: &mut Link) {
+        if l.loopback || l.mac.is_none() {
+            return;
+        }
+        if self.feature_names.is_none() {
+            self.feature_names = FeatureNames::read(&l.name).ok();
+        }
+        let on = self
+            .feature_names
+            .as_ref()
+            .and_then(|names| names.active(&l.name).ok());
+        let has = |f: &str| on.as_ref().is_some_and(|on| on.contains(f));
+        l.lro = has("rx-lro");
+        l.strips_vlan = l.kind == "veth"
+            || on.is_none()
+            || has("rx-vlan-hw-parse")
+            || has("rx-vlan-stag-hw-parse");
     }
 
     /// Bridge ports (state, VLANs) and the FDB.

@@ -230,8 +230,18 @@ impl Program {
         // Only the programs for this port's hooks are verified and loaded: XDP brings its TC
         // stage.
         let tc_stage = !features.tc;
-        open.progs.fp_xdp.set_autoload(!features.tc);
+        let vlan_meta = !features.tc && features.vlan_meta;
+        open.progs.fp_xdp.set_autoload(!features.tc && !vlan_meta);
+        open.progs.fp_xdp_vlan.set_autoload(vlan_meta);
         open.progs.fp_tc.set_autoload(features.tc || tc_stage);
+        if vlan_meta {
+            // Bound to its device: the only way to the driver's metadata kfuncs. Such a
+            // program attaches in native mode alone and cannot be test-run. (SEC("xdp") sets
+            // no other flag to keep.)
+            let p = &mut open.progs.fp_xdp_vlan;
+            p.set_ifindex(features.ifindex);
+            p.set_flags(libbpf_rs::libbpf_sys::BPF_F_XDP_DEV_BOUND_ONLY);
+        }
         let ro = &mut open.maps.rodata_data;
         ro.cfg_router_v4 = features.router_v4 as u8;
         ro.cfg_router_v6 = features.router_v6 as u8;
@@ -245,6 +255,8 @@ impl Program {
         let skel = open.load().map_err(bpf("load fp program (verifier)"))?;
         let prog = if features.tc {
             skel.progs.fp_tc.as_fd()
+        } else if vlan_meta {
+            skel.progs.fp_xdp_vlan.as_fd()
         } else {
             skel.progs.fp_xdp.as_fd()
         };

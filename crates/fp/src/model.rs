@@ -32,6 +32,13 @@ pub struct Link {
     /// An upper that shares its lower's MAC and claims frames in its rx_handler, after XDP
     /// and tc ingress have run on the lower: ipvlan, ipvtap, macsec, macvlan passthru.
     pub claims_lower: bool,
+    /// Large receive offload is on (ethtool `rx-lro`): the driver merges segments into skbs
+    /// that the forwarding path drops (`skb_warn_if_lro`).
+    pub lro: bool,
+    /// A received frame's VLAN tag may sit in the skb's metadata instead of the data, where
+    /// XDP does not see it: every veth (its peer's sender keeps the tag there), and any device
+    /// with rx-vlan-offload (`rx-vlan-hw-parse`, `rx-vlan-stag-hw-parse`).
+    pub strips_vlan: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

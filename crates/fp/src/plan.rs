@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::features::{
     Features, Multipath, PolicyRules, Reassembly, RouteCache, Switches, NETDEV_XDP_ACT_NDO_XMIT,
+    XDP_RX_VLAN_TAG,
 };
 use crate::filter::FamilyFilter;
 use crate::model::{
@@ -148,9 +149,15 @@ impl Model {
             return Some("no bridge port state yet".into());
         };
         // A capture sees a port's frames after XDP would have taken them: forced to XDP, such
-        // a port's frames are the kernel's (at TC, the default, it sees them all).
-        if self.bridge_hook == BridgeHook::Xdp && self.taps.on(l.index).all > 0 {
-            return Some("a packet capture on it, which frames taken at XDP skip".into());
+        // a port's frames are the kernel's (at TC, the default, it sees them all); so are
+        // those of a port whose tags XDP cannot see.
+        if self.bridge_hook == BridgeHook::Xdp {
+            if self.taps.on(l.index).all > 0 {
+                return Some("a packet capture on it, which frames taken at XDP skip".into());
+            }
+            if let Err(why) = self.xdp_ingress(l) {
+                return Some(why);
+            }
         }
         if !port.unsupported.is_empty() {
             return Some(port.unsupported.join(", "));
@@ -186,7 +193,7 @@ impl Model {
                             p.name
                         ))
                     } else {
-                        let why = self.xdp_egress(p).err()?;
+                        let why = self.xdp_egress(p).err().or(self.xdp_ingress(p).err())?;
                         Some(format!("port {} {why}", p.name))
                     }
                 }),
@@ -221,6 +228,34 @@ impl Model {
                 }
             )),
         }
+    }
+
+    /// Whether an XDP program on `l` sees every received frame as the kernel will, or why
+    /// not: a driver that took a frame's VLAN tag off keeps it in metadata, which the program
+    /// reads only where the driver hands it over (`bpf_xdp_metadata_rx_vlan_tag`); a frame the
+    /// program took for untagged would be forwarded where the kernel drops it or gives it to
+    /// a VLAN device.
+    pub fn xdp_ingress(&self, l: &Link) -> Result<(), String> {
+        if !l.strips_vlan || self.rx_vlan_tag(l) {
+            return Ok(());
+        }
+        Err(if l.kind == "veth" {
+            "may receive VLAN tags in metadata, which this kernel does not show XDP (Linux < 6.8)"
+                .into()
+        } else {
+            format!(
+                "strips VLAN tags (rx-vlan-offload), which its driver does not show XDP: `ethtool -K {} rxvlan off` lets it run at XDP",
+                l.name
+            )
+        })
+    }
+
+    /// The driver hands XDP the VLAN tag it took off (netdev XDP RX metadata).
+    fn rx_vlan_tag(&self, l: &Link) -> bool {
+        self.xdp_features
+            .as_ref()
+            .and_then(|k| k.get(&l.index))
+            .is_some_and(|f| f & XDP_RX_VLAN_TAG != 0)
     }
 
     fn plan_bridge_port(&self, l: &Link, bridge: u32, plan: &mut Plan) {
@@ -297,6 +332,7 @@ impl Model {
             ifindex: l.index,
             bridge: true,
             tc,
+            vlan_meta: !tc && l.strips_vlan,
             ..Features::default()
         };
         plan.ports.insert(
@@ -335,6 +371,11 @@ impl Model {
         }
         if l.switchdev {
             return Err("a switchdev port: its hardware may have forwarded a frame already");
+        }
+        if l.lro {
+            return Err(
+                "LRO on: the kernel drops what it would forward of its merged skbs (`ethtool -K <port> lro off`)",
+            );
         }
         if self
             .links
@@ -523,9 +564,13 @@ impl Model {
             .filter(|l| l.master.is_none() && l.up && self.eligible(l).is_ok())
             .collect();
         let routed_tx: Vec<u32> = routed.iter().map(|l| l.index).collect();
-        let router_tc = routed
-            .iter()
-            .find_map(|l| self.xdp_egress(l).err().map(|why| (l.name.clone(), why)));
+        let router_tc = routed.iter().find_map(|l| match self.xdp_egress(l) {
+            Err(why) => Some(format!("egress {} {why}", l.name)),
+            Ok(()) => self
+                .xdp_ingress(l)
+                .err()
+                .map(|why| format!("{} {why}", l.name)),
+        });
         for l in self.links.values() {
             if self.eligible(l).is_err() {
                 continue;
@@ -546,10 +591,11 @@ impl Model {
                 mac: l.mac.unwrap_or_default(),
                 ifindex: l.index,
                 tc: router_tc.is_some(),
+                vlan_meta: router_tc.is_none() && l.strips_vlan,
                 ..Features::default()
             };
-            if let Some((name, why)) = &router_tc {
-                notes.push(format!("router at TC: egress {name} {why}"));
+            if let Some(why) = &router_tc {
+                notes.push(format!("router at TC: {why}"));
             }
 
             // Compiled in: the routers always (switched at run time), the filter when a

@@ -335,6 +335,16 @@ pub fn map_walk_batch(
 /// immediate, little-endian) under `name`, GPL-licensed, with `prog_flags`
 /// (`BPF_F_XDP_HAS_FRAGS`, ...): for the few-instruction programs that need no object file.
 pub fn load_xdp_insns(name: &CStr, insns: &[u64], prog_flags: u32) -> io::Result<OwnedFd> {
+    load_insns(libbpf_sys::BPF_PROG_TYPE_XDP, name, insns, prog_flags)
+}
+
+/// `load_xdp_insns` for a program of any type (`BPF_PROG_TYPE_SCHED_CLS`, ...).
+pub fn load_insns(
+    prog_type: libbpf_sys::bpf_prog_type,
+    name: &CStr,
+    insns: &[u64],
+    prog_flags: u32,
+) -> io::Result<OwnedFd> {
     let mut opts = libbpf_sys::bpf_prog_load_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_prog_load_opts>() as _,
         prog_flags,
@@ -344,7 +354,7 @@ pub fn load_xdp_insns(name: &CStr, insns: &[u64], prog_flags: u32) -> io::Result
     // them into the kernel and keeps no pointer.
     let fd = unsafe {
         libbpf_sys::bpf_prog_load(
-            libbpf_sys::BPF_PROG_TYPE_XDP,
+            prog_type,
             name.as_ptr(),
             c"GPL".as_ptr(),
             insns.as_ptr().cast(),

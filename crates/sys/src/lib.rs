@@ -7,6 +7,7 @@
 
 pub mod alloc;
 pub mod bpf;
+pub mod ethtool;
 pub mod mount;
 pub mod netns;
 pub mod nftables;

@@ -589,3 +589,56 @@ fn a_capture_moves_its_ports_to_tc_and_a_socket_of_one_family_takes_that_family(
     assert!(!p.bridge_ports.contains_key(&5) && p.bridge_ports.contains_key(&4));
     assert!(p.ports[&5].notes[0].contains("a packet capture on it"));
 }
+
+#[test]
+fn receive_offloads_that_hide_what_xdp_sees_are_followed() {
+    // LRO: the forwarding path drops merged skbs; the port is not served.
+    let mut m = forwarding_model();
+    m.links.get_mut(&3).unwrap().lro = true;
+    let p = m.plan();
+    assert!(!p.ports.contains_key(&3) && p.ports.contains_key(&2));
+    // Tags in metadata (every veth): at XDP the program asks the driver for them.
+    let mut m = forwarding_model();
+    for l in m.links.values_mut() {
+        l.strips_vlan = !l.loopback;
+    }
+    for i in [2, 3] {
+        m.apply(&Event::XdpFeatures {
+            ifindex: i,
+            features: Some(NETDEV_XDP_ACT_NDO_XMIT | 0x3 | XDP_RX_VLAN_TAG),
+        });
+    }
+    let p = m.plan();
+    assert!(!p.ports[&2].features.tc && p.ports[&2].features.vlan_meta);
+    // A driver that strips tags and cannot show them: every routed port at TC, and the note
+    // says what to do.
+    m.links.get_mut(&3).unwrap().kind = "eth".into();
+    m.apply(&takes_xdp(3));
+    let p = m.plan();
+    for i in [2, 3] {
+        let port = &p.ports[&i];
+        assert!(port.features.tc && !port.features.vlan_meta);
+        assert!(
+            port.notes
+                .iter()
+                .any(|n| n.contains("router at TC: d1 strips VLAN tags")
+                    && n.contains("ethtool -K d1 rxvlan off")),
+            "{:?}",
+            port.notes
+        );
+    }
+    // A bridge port like it: its bridge at TC, or forced to XDP, the port is the kernel's.
+    let mut m = bridged_model(false);
+    m.links.get_mut(&5).unwrap().strips_vlan = true;
+    m.links.get_mut(&4).unwrap().kind = "eth".into();
+    let p = m.plan();
+    assert!(p.ports[&4].features.tc);
+    assert!(p.ports[&4]
+        .notes
+        .iter()
+        .any(|n| n.contains("port p5 strips VLAN tags")));
+    m.bridge_hook = BridgeHook::Xdp;
+    let p = m.plan();
+    assert!(!p.bridge_ports.contains_key(&5) && p.bridge_ports.contains_key(&4));
+    assert!(!p.ports[&4].features.vlan_meta, "p4 strips nothing");
+}
