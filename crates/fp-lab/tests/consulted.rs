@@ -30,16 +30,6 @@ fn hooks(s: &Status) -> Vec<String> {
     s.ports.iter().map(|p| p.hook.clone()).collect()
 }
 
-/// A status written after now (the daemon rewrites it every 500 ms): counters read after
-/// every packet sent before the call.
-fn fresh(d: &RunningDaemon) -> Status {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    d.wait_for("a fresh status", |s| s.updated_unix_ms > now)
-}
-
 /// Packets forwarded, per family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Forwarded {
@@ -475,6 +465,32 @@ fn a_tag_in_metadata_is_the_kernels(lab: &Line, d: &RunningDaemon) {
     assert!(ping(&lab.src, "198.19.3.1"), "an untagged destination");
 }
 
+/// iptables-legacy, written under traffic: its table is replaced by one setsockopt, which
+/// no event reports. From the write on, IPv4 is the kernel's (the write hook closes the gate
+/// before the kernel applies it), so the rule that drops 198.19.3.1 is never bypassed. The
+/// table stays for the namespace's life: run last.
+fn legacy_iptables_at_once(lab: &Line, d: &RunningDaemon) {
+    let s = fresh(d);
+    run(
+        &lab.dut,
+        "iptables-legacy -A FORWARD -d 198.19.3.1/32 -j DROP",
+    );
+    let out = lab.src.exec(
+        "ping",
+        &["-q", "-c", "20", "-i", "0.002", "-W", "1", "198.19.3.1"],
+    );
+    assert!(out.is_err(), "a legacy DROP rule was bypassed: {out:?}");
+    assert_eq!(
+        fast(&fresh(d)),
+        fast(&s),
+        "packets fast-pathed right after an iptables-legacy table was written"
+    );
+    d.wait_for("IPv4 to the kernel under iptables-legacy", |s| {
+        noted(s, "d0", "router4 -> kernel: iptables-legacy tables present")
+    });
+    assert!(ping(&lab.src, "198.19.4.1"), "a destination the rule skips");
+}
+
 /// `hook` is what the routers run at without tc of their own ("xdp (native)" or "tc
 /// (ingress)").
 fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
@@ -779,5 +795,6 @@ fn the_router_answers_xfrm_tc_and_the_hash_policy_as_linux_does() {
         ns.exec("ethtool", &["-K", dev, "gro", "off"]).unwrap();
     }
     each_consulted_state(&lab, &d, "tc (ingress)");
+    legacy_iptables_at_once(&lab, &d);
     d.stop();
 }

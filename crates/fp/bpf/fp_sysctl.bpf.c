@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The sysctl hook: a cgroup/sysctl program on the cgroup2 root, so it runs for every write to
- * /proc/sys from any process, before the kernel applies it. A write to one of the sysctls the
- * fast path reads that come with no event (any network namespace: the hook cannot tell which,
- * so every daemon re-reads its own) closes that class of the sysctl gate (fp_sysctl_gate.h).
- * It never refuses a write. */
+/* The write hooks: a cgroup/sysctl and a cgroup/setsockopt program on the cgroup2 root, so
+ * they run for every write to /proc/sys and every setsockopt from any process, before the
+ * kernel applies it. A write to one of the sysctls the fast path reads that come with no
+ * event, or a legacy x_tables table replaced (any network namespace: the hook cannot tell
+ * which, so every daemon re-reads its own), closes that class of the sysctl gate
+ * (fp_sysctl_gate.h). They never refuse a write. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
@@ -59,11 +60,19 @@ static __always_inline int gate_class(const char *name, long len)
 	return -1;
 }
 
+static __always_inline void close_class(int class)
+{
+	__u32 key = GATE_WRITES;
+	struct sysctl_gate *g = bpf_map_lookup_elem(&sysctl_gate, &key);
+
+	if (g && class >= 0 && class < GATE_CLASSES)
+		__sync_fetch_and_add(&g->count[class], 1);
+}
+
 SEC("cgroup/sysctl")
 int fp_sysctl(struct bpf_sysctl *ctx)
 {
 	char name[NAME_LEN] = {};
-	__u32 key = GATE_WRITES;
 	long len;
 	int class;
 
@@ -74,10 +83,48 @@ int fp_sysctl(struct bpf_sysctl *ctx)
 	if (len <= 0)
 		return 1;
 	class = gate_class(name, len);
-	if (class < 0 || class >= GATE_CLASSES)
-		return 1;
-	struct sysctl_gate *g = bpf_map_lookup_elem(&sysctl_gate, &key);
-	if (g)
-		__sync_fetch_and_add(&g->count[class], 1);
+	close_class(class);
+	return 1;
+}
+
+/* The legacy x_tables (iptables-legacy, ip6tables-legacy, ebtables-legacy) replace a table
+ * with one setsockopt on a raw socket, which no event reports: the matching classes close
+ * before the kernel applies it, as for a sysctl. Level and option numbers: the uapi headers'
+ * IPT_SO_SET_REPLACE (SOL_IP), IP6T_SO_SET_REPLACE (SOL_IPV6), EBT_SO_SET_ENTRIES (SOL_IP). */
+#define SOL_IP 0
+#define SOL_IPV6 41
+#define IPT_SO_SET_REPLACE 64
+#define EBT_SO_SET_ENTRIES 128
+#define PAGE_SIZE 4096
+
+/* Network namespaces (by cookie) in which an ebtables-legacy table was written: such a table,
+ * once there, filters every bridged frame until the namespace goes, and it cannot be read
+ * without being created (EBT_SO_GET_INFO instantiates it). A write that failed counts too. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, __u32);
+} ebtables_written SEC(".maps");
+
+SEC("cgroup/setsockopt")
+int fp_setsockopt(struct bpf_sockopt *ctx)
+{
+	/* A buffer past a page is not copied for the program: the kernel's own is used. */
+	if (ctx->optlen > PAGE_SIZE)
+		ctx->optlen = 0;
+	if (ctx->level == SOL_IP && ctx->optname == IPT_SO_SET_REPLACE) {
+		close_class(GATE_CLASS_FWD_V4);
+		close_class(GATE_CLASS_BRIDGE);
+	} else if (ctx->level == SOL_IPV6 && ctx->optname == IPT_SO_SET_REPLACE) {
+		close_class(GATE_CLASS_MTU_V6);
+		close_class(GATE_CLASS_BRIDGE);
+	} else if (ctx->level == SOL_IP && ctx->optname == EBT_SO_SET_ENTRIES) {
+		__u64 cookie = bpf_get_netns_cookie(ctx);
+		__u32 one = 1;
+
+		bpf_map_update_elem(&ebtables_written, &cookie, &one, BPF_ANY);
+		close_class(GATE_CLASS_BRIDGE);
+	}
 	return 1;
 }

@@ -15,9 +15,12 @@
 /* The classes: what a write closes. */
 #define GATE_CLASS_HASH_V4 0 /* net/ipv4/fib_multipath_hash_*: IPv4 with multipath routes */
 #define GATE_CLASS_HASH_V6 1 /* net/ipv6/fib_multipath_hash_*: IPv6 with multipath routes */
-#define GATE_CLASS_FWD_V4 2  /* net/ipv4/ip_forward_update_priority, ip_forward_use_pmtu: IPv4 */
-#define GATE_CLASS_MTU_V6 3  /* net/ipv6/conf/<dev>/mtu: IPv6 (the route cache's lengths) */
-#define GATE_CLASS_BRIDGE 4  /* net/bridge/bridge-nf-*: the bridge module */
+#define GATE_CLASS_FWD_V4 2  /* net/ipv4/ip_forward_update_priority, ip_forward_use_pmtu, an
+                              * iptables-legacy table replaced: IPv4 */
+#define GATE_CLASS_MTU_V6 3  /* net/ipv6/conf/<dev>/mtu (the route cache's lengths), an
+                              * ip6tables-legacy table replaced: IPv6 */
+#define GATE_CLASS_BRIDGE 4  /* net/bridge/bridge-nf-*, a legacy iptables, ip6tables or
+                              * ebtables table replaced: the bridge module */
 #define GATE_CLASSES 5
 
 struct sysctl_gate {

@@ -139,10 +139,15 @@ pub struct Daemon {
     /// `last_recount`.
     recount_due: bool,
     last_recount: Option<Instant>,
-    /// The sysctl hook (None: it could not attach; then model.hash_policy_unwatched says why)
-    /// and the daemon's side of its gate.
-    _hook: Option<SysctlHook>,
+    /// The write hooks (None: they could not attach; then model.hash_policy_unwatched says
+    /// why) and the daemon's side of their gate.
+    hook: Option<SysctlHook>,
     gate: Gate,
+    /// This namespace's cookie, by which the hook records ebtables-legacy writes.
+    netns_cookie: Option<u64>,
+    /// An ebtables-legacy table was written here: bridged frames are the kernel's from then
+    /// on, as its tables stay until the namespace goes.
+    ebtables_legacy: bool,
     /// Next hops in the STALE state, which the kernel's packets must drive (`neigh`).
     stale: StaleNeighbours,
 }
@@ -176,8 +181,10 @@ impl Daemon {
             metrics: FpMetrics::default(),
             recount_due: false,
             last_recount: None,
-            _hook: hook,
+            hook,
             gate: Gate::new(),
+            netns_cookie: wirespeed_sys::socket::netns_cookie().ok(),
+            ebtables_legacy: false,
             stale: StaleNeighbours::default(),
         })
     }
@@ -195,7 +202,9 @@ impl Daemon {
         // mirrors (BrPortVal::ip_check); with tables, the kernel must filter.
         let r = &self.ruleset;
         let l3 = r.l3_tables || r.legacy.0 || r.legacy.1;
-        if self.br_netfilter.on && l3 {
+        if self.ebtables_legacy {
+            Some("an ebtables-legacy table was written in this namespace (it filters every bridged frame)".into())
+        } else if self.br_netfilter.on && l3 {
             Some("br_netfilter passes bridged frames through the IP tables".into())
         } else if self.br_netfilter.tagged {
             Some("br_netfilter filters VLAN or PPPoE tagged frames".into())
@@ -427,18 +436,33 @@ impl Daemon {
             p.sysctls = true;
             p.kinds.push("sysctl");
         }
-        let legacy = ruleset::legacy_tables();
-        if legacy != self.ruleset.legacy {
-            self.ruleset.legacy = legacy;
-            p.filter = true;
-            p.kinds.push("x_tables");
-        }
+        self.look_at_legacy_tables(p);
         if self.ruleset.uses_ipset && !p.filter {
             let text = ruleset::ipset_save();
             if text != self.ruleset.ipset_text {
                 p.members = Some(text);
                 p.kinds.push("ipset");
             }
+        }
+    }
+
+    /// The legacy x_tables: iptables and ip6tables tables (their /proc names), an ebtables
+    /// table written (the write hook's record; it cannot be read without being created).
+    fn look_at_legacy_tables(&mut self, p: &mut Pending) {
+        let legacy = ruleset::legacy_tables();
+        if legacy != self.ruleset.legacy {
+            self.ruleset.legacy = legacy;
+            p.filter = true;
+            p.kinds.push("x_tables");
+        }
+        let ebtables = match (&self.hook, self.netns_cookie) {
+            (Some(h), Some(cookie)) => h.ebtables_written(cookie),
+            _ => false,
+        };
+        if ebtables && !self.ebtables_legacy {
+            self.ebtables_legacy = true;
+            p.changed = true;
+            p.kinds.push("ebtables");
         }
     }
 
@@ -461,6 +485,8 @@ impl Daemon {
             Ok(Settle::Read(ready)) => {
                 p.sysctls = true;
                 p.kinds.push("sysctl");
+                // Or a legacy table replaced: read before the gate opens.
+                self.look_at_legacy_tables(p);
                 p.gate_ack = Some(ready);
                 // An IPv6 device's mtu may have changed: no cached length may outlive it.
                 self.invalidate_routes();

@@ -24,9 +24,12 @@ use crate::bpf_sysctl::FpSysctlSkelBuilder;
 use crate::error::{bpf, io, Result};
 use wirespeed_sys::bpf::{bytes_of, from_bytes};
 
-/// The attached hook: dropping it detaches the program.
+/// The attached hooks: dropping them detaches the programs.
 pub struct SysctlHook {
-    _link: libbpf_rs::Link,
+    _sysctl: libbpf_rs::Link,
+    _setsockopt: libbpf_rs::Link,
+    /// The namespaces in which an ebtables-legacy table was written (fp_sysctl.bpf.c).
+    ebtables_written: MapHandle,
 }
 
 /// The mount point of the cgroup2 hierarchy, from /proc/self/mountinfo (the fields after " - "
@@ -71,12 +74,26 @@ impl SysctlHook {
         let skel = open
             .load()
             .map_err(bpf("load the sysctl hook (verifier)"))?;
-        let link = skel
-            .progs
-            .fp_sysctl
-            .attach_cgroup(cgroup.as_raw_fd())
-            .map_err(bpf(format!("attach the sysctl hook to {root}")))?;
-        Ok(SysctlHook { _link: link })
+        let attach = |p: &libbpf_rs::ProgramMut<'_>, what: &str| {
+            p.attach_cgroup(cgroup.as_raw_fd())
+                .map_err(bpf(format!("attach the {what} hook to {root}")))
+        };
+        Ok(SysctlHook {
+            _sysctl: attach(&skel.progs.fp_sysctl, "sysctl")?,
+            _setsockopt: attach(&skel.progs.fp_setsockopt, "setsockopt")?,
+            ebtables_written: MapHandle::try_from(&skel.maps.ebtables_written)
+                .map_err(bpf("dup ebtables_written"))?,
+        })
+    }
+
+    /// Whether an ebtables-legacy table was written in the network namespace `cookie`
+    /// (`wirespeed_sys::socket::netns_cookie`) since the hook was attached.
+    pub fn ebtables_written(&self, cookie: u64) -> bool {
+        matches!(
+            self.ebtables_written
+                .lookup(&cookie.to_ne_bytes(), MapFlags::ANY),
+            Ok(Some(_))
+        )
     }
 }
 

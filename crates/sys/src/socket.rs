@@ -55,6 +55,26 @@ pub fn int_option(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> i
     Ok(v)
 }
 
+/// The calling thread's network namespace cookie (SO_NETNS_COOKIE, Linux 5.14+): the number
+/// `bpf_get_netns_cookie` gives a BPF program for a socket of that namespace.
+pub fn netns_cookie() -> io::Result<u64> {
+    const SO_NETNS_COOKIE: libc::c_int = 71;
+    let sock = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::DGRAM, None)?;
+    let mut v: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into a live u64.
+    check(unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_NETNS_COOKIE,
+            &mut v as *mut u64 as *mut libc::c_void,
+            &mut len,
+        )
+    })?;
+    Ok(v)
+}
+
 /// Binds a netlink socket to a port id the kernel assigns (nl_pid 0), joining no group: the
 /// kernel skips multicast delivery to an unbound socket, and socket2 has no netlink address.
 pub fn bind_netlink(fd: &impl AsRawFd) -> io::Result<()> {

@@ -337,3 +337,13 @@ pub fn bridged(s: &Status, port: &str) -> u64 {
         .map(|p| p.reasons.get("bridged").copied().unwrap_or(0))
         .unwrap_or(0)
 }
+
+/// A status written after now (the daemon rewrites it every 500 ms): counters read after
+/// every packet sent before the call.
+pub fn fresh(d: &RunningDaemon) -> Status {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    d.wait_for("a fresh status", |s| s.updated_unix_ms > now)
+}
