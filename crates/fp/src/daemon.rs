@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::apply::Dataplane;
 use crate::error::{io, Result};
+use crate::forward_hooks::ForwardHooks;
 use crate::kernel::{self, BrNetfilter, KernelReader};
 use crate::metrics::FpMetrics;
 use crate::model::{BridgeHook, Event, Model};
@@ -202,8 +203,17 @@ impl Daemon {
         // mirrors (BrPortVal::ip_check); with tables, the kernel must filter.
         let r = &self.ruleset;
         let l3 = r.l3_tables || r.legacy.0 || r.legacy.1;
+        let hooked = self
+            .model
+            .forward_hooks
+            .hands_off(false)
+            .or(self.model.forward_hooks.hands_off(true));
         if self.ebtables_legacy {
             Some("an ebtables-legacy table was written in this namespace (it filters every bridged frame)".into())
+        } else if let (true, Some(h)) = (self.br_netfilter.on, hooked) {
+            Some(format!(
+                "br_netfilter passes bridged frames through the IP hooks: {h}"
+            ))
         } else if self.br_netfilter.on && l3 {
             Some("br_netfilter passes bridged frames through the IP tables".into())
         } else if self.br_netfilter.tagged {
@@ -241,6 +251,7 @@ impl Daemon {
         self.stale.replace(stale, self.dataplane.neigh_maps())?;
         self.model.tcx_others = self.tcx_others();
         self.model.taps = Taps::read();
+        self.model.forward_hooks = ForwardHooks::read();
         self.br_netfilter = kernel::read_sysctls(&mut self.model);
         self.sync_bridge()?;
         self.ruleset.legacy = ruleset::legacy_tables();
@@ -429,6 +440,13 @@ impl Daemon {
             self.model.taps = taps;
             p.changed = true;
             p.kinds.push("taps");
+        }
+        // Nor do IPVS services or a policy load.
+        let hooks = ForwardHooks::read();
+        if hooks != self.model.forward_hooks {
+            self.model.forward_hooks = hooks;
+            p.changed = true;
+            p.kinds.push("forward-hooks");
         }
         // Without the hook these are all the daemon sees of them (and module loads, which
         // write nothing: br_netfilter's switches appear set).

@@ -11,6 +11,7 @@ pub mod error;
 pub mod expr;
 pub mod features;
 pub mod filter;
+pub mod forward_hooks;
 pub mod genl;
 pub mod kernel;
 pub mod loader;

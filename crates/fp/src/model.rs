@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::filter::FilterPlan;
+use crate::forward_hooks::ForwardHooks;
 use crate::routes::{NexthopChange, RouteChange, RouteLedger};
 use crate::taps::Taps;
 
@@ -311,6 +312,8 @@ pub struct Model {
     pub hash_policy_unwatched: Option<String>,
     /// Packet sockets that see the ports' frames (tcpdump, DHCP clients): polled.
     pub taps: Taps,
+    /// IPVS's and SELinux's FORWARD hooks: polled.
+    pub forward_hooks: ForwardHooks,
 }
 
 impl Model {

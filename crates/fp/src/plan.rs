@@ -467,6 +467,9 @@ impl Model {
             if let Some(x) = self.xfrm.hands_off(i == 1) {
                 why[i].push(x);
             }
+            if let Some(h) = self.forward_hooks.hands_off(i == 1) {
+                why[i].push(h);
+            }
             if let FamilyFilter::Kernel(f) = family {
                 why[i].push(f.clone());
             }

@@ -642,3 +642,25 @@ fn receive_offloads_that_hide_what_xdp_sees_are_followed() {
     assert!(!p.bridge_ports.contains_key(&5) && p.bridge_ports.contains_key(&4));
     assert!(!p.ports[&4].features.vlan_meta, "p4 strips nothing");
 }
+
+#[test]
+fn ipvs_services_and_selinux_checking_everything_hand_their_families_over() {
+    use crate::forward_hooks::ForwardHooks;
+    let mut m = forwarding_model();
+    m.forward_hooks = ForwardHooks {
+        ipvs: [0, 2],
+        selinux_checks_all: false,
+    };
+    let p = &m.plan().ports[&2];
+    assert!(!p.off_v4 && p.off_v6);
+    assert!(p
+        .notes
+        .iter()
+        .any(|n| n.contains("router6 -> kernel: 2 IPVS virtual services")));
+    m.forward_hooks = ForwardHooks {
+        ipvs: [0, 0],
+        selinux_checks_all: true,
+    };
+    let p = &m.plan().ports[&2];
+    assert!(p.off_v4 && p.off_v6);
+}
