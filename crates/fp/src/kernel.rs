@@ -111,6 +111,11 @@ impl KernelReader {
     pub fn bridge(&mut self, model: &mut Model) -> Result<()> {
         let ports = netlink::dump_bridge_ports(&mut self.dump)?;
         model.bridge_ports = ports.into_iter().map(|p| (p.index, p)).collect();
+        for (ifindex, vid, state) in netlink::dump_vlan_states(&mut self.dump) {
+            if let Some(p) = model.bridge_ports.get_mut(&ifindex) {
+                p.vlan_states.insert(vid, state);
+            }
+        }
         let fdb = netlink::dump_fdb(&mut self.dump)?;
         model.fdb = fdb.into_iter().map(|e| (e.key, e.port)).collect();
         Ok(())

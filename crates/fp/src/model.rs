@@ -67,6 +67,9 @@ pub struct BridgePort {
     pub state: u8,
     /// VLAN id -> BRIDGE_VLAN_INFO_* flags.
     pub vlans: BTreeMap<u16, u16>,
+    /// VLANs whose own STP state is not forwarding (`bridge vlan set ... state`, with user
+    /// space STP), and that state.
+    pub vlan_states: BTreeMap<u16, u8>,
     /// Port features the bridge module does not implement (isolated, locked, ...).
     pub unsupported: Vec<&'static str>,
 }

@@ -100,6 +100,12 @@ const IFLA_BRPORT_BACKUP_PORT: u16 = 34;
 const IFLA_BRPORT_ISOLATED: u16 = 33;
 const IFLA_BRPORT_LOCKED: u16 = 39;
 const IFLA_BRPORT_MAB: u16 = 40;
+const IFLA_BRPORT_NEIGH_VLAN_SUPPRESS: u16 = 43;
+const RTM_GETVLAN: u16 = 114;
+const BRIDGE_VLANDB_ENTRY: u16 = 1;
+const BRIDGE_VLANDB_ENTRY_INFO: u16 = 1;
+const BRIDGE_VLANDB_ENTRY_RANGE: u16 = 2;
+const BRIDGE_VLANDB_ENTRY_STATE: u16 = 3;
 const IFLA_BRIDGE_VLAN_INFO: u16 = 2;
 const BRIDGE_VLAN_INFO_RANGE_BEGIN: u16 = 1 << 3;
 const BRIDGE_VLAN_INFO_RANGE_END: u16 = 1 << 4;
@@ -304,6 +310,9 @@ pub fn parse_bridge_port(payload: &[u8]) -> Option<BridgePort> {
                             port.unsupported.push("proxy ARP")
                         }
                         IFLA_BRPORT_NEIGH_SUPPRESS if on => port.unsupported.push("neigh_suppress"),
+                        IFLA_BRPORT_NEIGH_VLAN_SUPPRESS if on => {
+                            port.unsupported.push("per-VLAN neigh_suppress")
+                        }
                         _ => {}
                     }
                 }
@@ -801,6 +810,55 @@ pub fn dump_bridge_ports(s: &mut Socket) -> Result<Vec<BridgePort>> {
         .filter(|(t, _)| *t == RTM_NEWLINK)
         .filter_map(|(_, p)| parse_bridge_port(p))
         .collect())
+}
+
+/// The VLANs of one RTM_NEWVLAN message (br_vlan_msg: family, pad, ifindex; then
+/// BRIDGE_VLANDB_ENTRY attributes) that are not in the forwarding state: (ifindex, vid, state).
+pub fn parse_vlan_states(payload: &[u8]) -> Vec<(u32, u16, u8)> {
+    let mut out = Vec::new();
+    let Some(ifindex) = payload.get(4..8).and_then(u32_of) else {
+        return out;
+    };
+    for (ty, entry) in attrs(payload.get(8..).unwrap_or_default()) {
+        if ty != BRIDGE_VLANDB_ENTRY {
+            continue;
+        }
+        let (mut first, mut last, mut state) = (None, None, None);
+        for (ety, v) in attrs(entry) {
+            match ety {
+                BRIDGE_VLANDB_ENTRY_INFO if v.len() >= 4 => {
+                    first = Some(u16::from_ne_bytes([v[2], v[3]]) & 0x0fff)
+                }
+                BRIDGE_VLANDB_ENTRY_RANGE if v.len() >= 2 => {
+                    last = Some(u16::from_ne_bytes([v[0], v[1]]) & 0x0fff)
+                }
+                BRIDGE_VLANDB_ENTRY_STATE => state = v.first().copied(),
+                _ => {}
+            }
+        }
+        if let (Some(first), Some(state)) = (first, state) {
+            if state != crate::model::BR_STATE_FORWARDING {
+                for vid in first..=last.unwrap_or(first).max(first) {
+                    out.push((ifindex, vid, state));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The per-VLAN STP states of every bridge port that are not forwarding (RTM_GETVLAN,
+/// Linux 5.10+; a kernel without VLAN filtering has no such dump, and no per-VLAN state).
+pub fn dump_vlan_states(s: &mut Socket) -> Vec<(u32, u16, u8)> {
+    let req = [AF_BRIDGE, 0, 0, 0, 0, 0, 0, 0]; // br_vlan_msg, every device
+    s.dump(RTM_GETVLAN, &req)
+        .map(|msgs| {
+            msgs.iter()
+                .filter(|(t, _)| *t == RTM_NEWVLAN)
+                .flat_map(|(_, p)| parse_vlan_states(p))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Dumps every bridge's FDB.

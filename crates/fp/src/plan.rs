@@ -296,9 +296,14 @@ impl Model {
                         fdb_refresh_ns: fdb_refresh_ns(attrs.ageing_cs),
                     },
                 );
+                // A VLAN whose own STP state is not forwarding is left out: the module then
+                // hands its frames, in and out, to the kernel, which learns or drops them
+                // (br_allowed_ingress, br_allowed_egress).
                 if filtering {
                     for (vid, flags) in &port.vlans {
-                        plan.bridge_vlans.insert((l.index, *vid), *flags);
+                        if !port.vlan_states.contains_key(vid) {
+                            plan.bridge_vlans.insert((l.index, *vid), *flags);
+                        }
                     }
                 }
             }

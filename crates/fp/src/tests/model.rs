@@ -353,6 +353,7 @@ fn bridged_model(filtering: bool) -> Model {
                 ]
                 .into(),
                 unsupported: vec![],
+                vlan_states: Default::default(),
             },
         );
     }
@@ -385,6 +386,17 @@ fn bridge_ports_get_the_bridge_module_and_their_tables() {
         }
     );
     assert_eq!(p.bridge_vlans.len(), 4);
+    // A VLAN whose own STP state is learning leaves the module's table: its frames are the
+    // kernel's, on the way in and out.
+    let mut m2 = bridged_model(true);
+    m2.bridge_ports
+        .get_mut(&5)
+        .unwrap()
+        .vlan_states
+        .insert(7, 2);
+    let p2 = m2.plan();
+    assert!(p2.bridge_vlans.contains_key(&(4, 7)) && !p2.bridge_vlans.contains_key(&(5, 7)));
+    assert!(p2.bridge_vlans.contains_key(&(5, 1)));
     assert!(p.ports[&4].tx_ports.contains(&4) && p.ports[&4].tx_ports.contains(&5));
     // Without filtering, no VLAN table; with a forced hook, XDP.
     let mut m = bridged_model(false);

@@ -227,6 +227,41 @@ fn parses_a_bridge_port_with_vlans_and_ranges() {
         parse_bridge_port(&p).unwrap().unsupported,
         vec!["isolated", "neigh_suppress"]
     );
+    p.extend(attr(
+        IFLA_PROTINFO,
+        &attr(IFLA_BRPORT_NEIGH_VLAN_SUPPRESS, &[1]),
+    ));
+    assert_eq!(
+        parse_bridge_port(&p).unwrap().unsupported,
+        vec!["isolated", "neigh_suppress", "per-VLAN neigh_suppress"]
+    );
+}
+
+/// A VLAN dump's entries (RTM_NEWVLAN): a range's state applies to each of its VLANs, and
+/// forwarding ones are not listed.
+#[test]
+fn per_vlan_states_other_than_forwarding_are_read() {
+    let entry = |vid: u16, end: Option<u16>, state: u8| {
+        let mut info = 0u16.to_ne_bytes().to_vec();
+        info.extend_from_slice(&vid.to_ne_bytes());
+        let mut e = attr(BRIDGE_VLANDB_ENTRY_INFO, &info);
+        if let Some(end) = end {
+            e.extend(attr(BRIDGE_VLANDB_ENTRY_RANGE, &end.to_ne_bytes()));
+        }
+        e.extend(attr(BRIDGE_VLANDB_ENTRY_STATE, &[state]));
+        attr(BRIDGE_VLANDB_ENTRY | 0x8000, &e)
+    };
+    let mut p = vec![AF_BRIDGE, 0, 0, 0];
+    p.extend_from_slice(&4u32.to_ne_bytes());
+    p.extend(entry(10, None, 3));
+    p.extend(entry(20, Some(22), 2));
+    p.extend(entry(30, None, 4));
+    assert_eq!(
+        parse_vlan_states(&p),
+        vec![(4, 20, 2), (4, 21, 2), (4, 22, 2), (4, 30, 4)]
+    );
+    assert!(parse_vlan_states(&p[..6]).is_empty());
+    assert!(parse_vlan_states(&[]).is_empty());
 }
 
 fn fdb_payload(ifindex: i32, state: u16, master: Option<u32>) -> Vec<u8> {
