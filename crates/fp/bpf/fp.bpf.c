@@ -10,8 +10,8 @@
 
 #include "fp_consts.h"
 #include "fp_maps.h"
-#include "fp_stats.h"
 #include "fp_parse.h"
+#include "fp_stats.h"
 #include "fp_router.h"
 #include "fp_bridge.h"
 
@@ -151,8 +151,10 @@ static __always_inline int fp_xdp_frame(struct xdp_md *ctx)
 	if (v == RT_PASS && why == FP_PASS_CSUM_PARTIAL && mark_for_tc_stage(ctx))
 		return XDP_PASS; /* the TC stage counts its verdict */
 	count(why);
-	if (v == RT_REDIRECT)
+	if (v == RT_REDIRECT) {
+		count_mib(&p, in.l3_len, 1);
 		return bpf_redirect_map(&tx_ports, oif, XDP_PASS);
+	}
 	if (v == RT_DROP)
 		return XDP_DROP;
 	return XDP_PASS;
@@ -301,6 +303,7 @@ static __always_inline int router_tc(struct __sk_buff *skb)
 			skb->priority = tos_priority(iph->tos);
 	}
 	skb->tstamp = 0;
+	count_mib(&p, in.l3_len, skb->gso_segs ? skb->gso_segs : 1);
 	return bpf_redirect(oif, 0);
 }
 

@@ -18,6 +18,24 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+/* What the kernel's IP MIBs count of each packet it forwards, for the packets the routers
+ * forward instead, which it never sees: per CPU, one entry per family (0 IPv4, 1 IPv6). Linux
+ * alone counts each in InReceives and OutTransmits, its length in InOctets and OutOctets, and
+ * its ECN codepoint (once per segment) in In{NoECT,ECT1,ECT0,CE}Pkts: the kernel's count plus
+ * these is what Linux alone counts (docs/FASTPATH.md, "Counters"). */
+struct fp_mib {
+	__u64 packets;
+	__u64 octets;
+	__u64 ecn[4]; /* by codepoint: Not-ECT, ECT(1), ECT(0), CE */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct fp_mib);
+} mib SEC(".maps");
+
 /* Runtime switches that change often (policy rules appear, forwarding or rp_filter toggled):
  * flipping a word here takes microseconds, where swapping a program waits for the kernel's XDP
  * dispatcher update. Nonzero: hand that family to the kernel. */

@@ -13,11 +13,54 @@ impl Reason {
     }
 }
 
-/// Packet counts per reason, summed over CPUs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Counters(pub [u64; Reason::ALL.len()]);
+/// What the kernel's IP MIBs would have counted of the packets the routers forwarded, per
+/// family (bpf/fp_maps.h, struct fp_mib, in its order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mib {
+    Packets,
+    Octets,
+    NoEct,
+    Ect1,
+    Ect0,
+    Ce,
+}
+
+impl Mib {
+    pub const ALL: [Mib; 6] = [
+        Mib::Packets,
+        Mib::Octets,
+        Mib::NoEct,
+        Mib::Ect1,
+        Mib::Ect0,
+        Mib::Ce,
+    ];
+}
+
+/// Where the MIB counts sit in `Counters`: after the reasons, IPv4's then IPv6's.
+const MIB_BASE: usize = Reason::ALL.len();
+pub const SLOTS: usize = MIB_BASE + 2 * Mib::ALL.len();
+
+/// Packet counts per reason, and the forwarded packets' MIB counts per family, summed over
+/// CPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counters(pub [u64; SLOTS]);
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters([0; SLOTS])
+    }
+}
 
 impl Counters {
+    /// The slot of MIB count `m` of family `v6` (false: IPv4).
+    pub fn mib_slot(v6: bool, m: Mib) -> usize {
+        MIB_BASE + usize::from(v6) * Mib::ALL.len() + m as usize
+    }
+
+    pub fn mib(&self, v6: bool, m: Mib) -> u64 {
+        self.0[Self::mib_slot(v6, m)]
+    }
+
     pub fn get(&self, r: Reason) -> u64 {
         self.0[r as usize]
     }

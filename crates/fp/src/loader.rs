@@ -9,16 +9,18 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use crate::bpf::{types, FpSkelBuilder};
-use crate::counters::{Counters, Reason};
+use crate::counters::{Counters, Mib, Reason};
 use crate::error::{bpf, io, Result};
 use crate::features::{Features, Switches};
 use crate::neigh::NeighMaps;
-use wirespeed_sys::bpf::bytes_of;
+use wirespeed_sys::bpf::{bytes_of, from_bytes};
 
 /// The maps of one loaded program, as owned handles.
 pub struct Maps {
     pub tx_ports: MapHandle,
     pub counters: MapHandle,
+    /// The forwarded packets' IP MIB counts, per family (`Counters::mib`).
+    pub mib: MapHandle,
     pub f_src4: MapHandle,
     pub f_dst4: MapHandle,
     pub f_src6: MapHandle,
@@ -271,6 +273,7 @@ impl Program {
         let maps = Maps {
             tx_ports: handle(&m.tx_ports, "tx_ports")?,
             counters: handle(&m.counters, "counters")?,
+            mib: handle(&m.mib, "mib")?,
             f_src4: handle(&m.f_src4, "f_src4")?,
             f_dst4: handle(&m.f_dst4, "f_dst4")?,
             f_src6: handle(&m.f_src6, "f_src6")?,
@@ -459,6 +462,24 @@ impl Program {
                     .iter()
                     .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or([0; 8])))
                     .sum();
+            }
+        }
+        for v6 in [false, true] {
+            let key = u32::from(v6).to_ne_bytes();
+            let per_cpu = self
+                .maps
+                .mib
+                .lookup_percpu(&key, MapFlags::ANY)
+                .map_err(bpf("read mib"))?
+                .unwrap_or_default();
+            for cpu in &per_cpu {
+                let Some(m) = from_bytes::<types::fp_mib>(cpu) else {
+                    continue;
+                };
+                let values = [m.packets, m.octets, m.ecn[0], m.ecn[1], m.ecn[2], m.ecn[3]];
+                for (k, v) in Mib::ALL.into_iter().zip(values) {
+                    c.0[Counters::mib_slot(v6, k)] += v;
+                }
             }
         }
         Ok(c)

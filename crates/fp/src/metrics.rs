@@ -65,6 +65,31 @@ impl FpMetrics {
             }
         }
         w.family(
+            "wirespeed_fp_forwarded_mib_total",
+            Kind::Counter,
+            "What the kernel's IP MIBs would have counted of the packets a port's routers \
+             forwarded (it never saw them): add to its own for what Linux alone counts. \
+             counter=\"packets\" belongs in InReceives and OutTransmits, \"octets\" in \
+             InOctets and OutOctets, the ECN codepoints in In{NoECT,ECT1,ECT0,CE}Pkts.",
+        );
+        for p in &status.ports {
+            for (family, m) in [("ipv4", &p.mib_v4), ("ipv6", &p.mib_v6)] {
+                for (counter, n) in [
+                    ("packets", m.packets),
+                    ("octets", m.octets),
+                    ("not_ect", m.no_ect),
+                    ("ect1", m.ect1),
+                    ("ect0", m.ect0),
+                    ("ce", m.ce),
+                ] {
+                    w.sample(
+                        &[("port", &p.name), ("family", family), ("counter", counter)],
+                        n,
+                    );
+                }
+            }
+        }
+        w.family(
             "wirespeed_fp_program_swaps_total",
             Kind::Counter,
             "Re-specialized programs swapped in on a port (bpf_link_update).",

@@ -52,6 +52,9 @@ pub struct BridgeAttrs {
     pub nf_call_v6: bool,
     /// Multiple spanning trees: port states per VLAN group, not in the port's state.
     pub mst: bool,
+    /// Per-VLAN packet and byte counts (vlan_stats_enabled): with VLAN filtering the kernel
+    /// counts every frame it bridges in them.
+    pub vlan_stats: bool,
     /// IFLA_BR_AGEING_TIME, in centiseconds: how long a learned FDB entry outlives its
     /// station's last frame (0: nothing is learned, the bridge floods).
     pub ageing_cs: u32,

@@ -88,6 +88,7 @@ const IFLA_BR_VLAN_FILTERING: u16 = 7;
 const IFLA_BR_VLAN_PROTOCOL: u16 = 8;
 const IFLA_BR_NF_CALL_IPTABLES: u16 = 36;
 const IFLA_BR_NF_CALL_IP6TABLES: u16 = 37;
+const IFLA_BR_VLAN_STATS_ENABLED: u16 = 41;
 const IFLA_BR_MULTI_BOOLOPT: u16 = 46;
 /// BR_BOOLOPT_MST_ENABLE: per-VLAN spanning tree instances.
 const BR_BOOLOPT_MST: u32 = 1 << 2;
@@ -256,6 +257,9 @@ pub fn parse_link(payload: &[u8]) -> Option<Link> {
                             }
                             IFLA_BR_NF_CALL_IP6TABLES => {
                                 b.nf_call_v6 = bv.first().is_some_and(|x| *x != 0)
+                            }
+                            IFLA_BR_VLAN_STATS_ENABLED => {
+                                b.vlan_stats = bv.first().is_some_and(|x| *x != 0)
                             }
                             IFLA_BR_MULTI_BOOLOPT => {
                                 b.mst = u32_of(bv).is_some_and(|v| v & BR_BOOLOPT_MST != 0)

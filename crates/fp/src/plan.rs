@@ -133,6 +133,9 @@ impl Model {
         if attrs.mst {
             return Some("multiple spanning tree instances (per-VLAN port states)".into());
         }
+        if attrs.vlan_filtering && attrs.vlan_stats {
+            return Some("per-VLAN statistics on (vlan_stats_enabled)".into());
+        }
         if attrs.vlan_filtering && attrs.vlan_protocol != 0x8100 {
             return Some(format!("VLAN protocol {:#06x}", attrs.vlan_protocol));
         }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apply::Dataplane;
 use crate::attach::Hook;
+use crate::counters::{Counters, Mib};
 use crate::error::{io, Error, Result};
 use crate::features::Features;
 use crate::filter::{FamilyFilter, FilterPlan};
@@ -54,6 +55,38 @@ pub struct PortStatus {
     pub passed: u64,
     pub reasons: BTreeMap<String, u64>,
     pub swaps: u64,
+    /// What the kernel's IP MIBs would have counted of the packets this port's routers
+    /// forwarded, which it never saw: add to its own (`nstat`) for what Linux alone counts.
+    #[serde(default)]
+    pub mib_v4: ForwardedMib,
+    #[serde(default)]
+    pub mib_v6: ForwardedMib,
+}
+
+/// One family's share of the IP MIBs for forwarded packets (docs/FASTPATH.md, "Counters"):
+/// `packets` belongs in InReceives and OutTransmits, `octets` in InOctets and OutOctets, the
+/// rest in In{NoECT,ECT1,ECT0,CE}Pkts.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq, Eq)]
+pub struct ForwardedMib {
+    pub packets: u64,
+    pub octets: u64,
+    pub no_ect: u64,
+    pub ect1: u64,
+    pub ect0: u64,
+    pub ce: u64,
+}
+
+impl ForwardedMib {
+    fn of(c: &Counters, v6: bool) -> ForwardedMib {
+        ForwardedMib {
+            packets: c.mib(v6, Mib::Packets),
+            octets: c.mib(v6, Mib::Octets),
+            no_ect: c.mib(v6, Mib::NoEct),
+            ect1: c.mib(v6, Mib::Ect1),
+            ect0: c.mib(v6, Mib::Ect0),
+            ce: c.mib(v6, Mib::Ce),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -229,6 +262,8 @@ fn port_statuses(dp: &Dataplane) -> Vec<PortStatus> {
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
             swaps: p.swaps,
+            mib_v4: ForwardedMib::of(&c, false),
+            mib_v6: ForwardedMib::of(&c, true),
         });
     }
     ports

@@ -426,6 +426,15 @@ fn bridge_ports_the_module_cannot_serve_go_to_the_kernel() {
         .unwrap()
         .vlan_protocol = 0x88a8;
     assert!(m.plan().ports[&4].notes[0].contains("0x88a8"));
+    let mut m = bridged_model(true);
+    m.links
+        .get_mut(&9)
+        .unwrap()
+        .bridge
+        .as_mut()
+        .unwrap()
+        .vlan_stats = true;
+    assert!(m.plan().ports[&4].notes[0].contains("vlan_stats_enabled"));
     // An FDB event is a map write, not a plan change.
     let mut m = bridged_model(false);
     let entry = FdbEntry {

@@ -190,6 +190,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 if !why.is_empty() {
                     println!("{:<10} why: {}", "", why.join(" "));
                 }
+                for (family, m) in [("IPv4", &p.mib_v4), ("IPv6", &p.mib_v6)] {
+                    if m.packets > 0 {
+                        println!(
+                            "{:<10} {family} MIBs (add to nstat's): {} packets, {} octets, ECN not-ECT/ECT1/ECT0/CE {}/{}/{}/{}",
+                            "", m.packets, m.octets, m.no_ect, m.ect1, m.ect0, m.ce
+                        );
+                    }
+                }
                 for n in &p.notes {
                     println!("{:<10} note: {n}", "");
                 }
