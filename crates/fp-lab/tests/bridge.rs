@@ -218,6 +218,53 @@ fn bridge_at_xdp_forwards_and_follows_changes() {
     }
     d.wait_for("bridged again", |s| bridged(s, "d0") > before);
 
+    // A bridge-family nftables table: from NF_BR_PRE_ROUTING on, bridged frames meet it,
+    // so while it is there they are the kernel's.
+    let nft = |cmd: &str| lab.dut.exec("nft", &[cmd]).unwrap();
+    nft("add table bridge t");
+    nft("add chain bridge t pre { type filter hook prerouting priority 0 ; policy accept ; }");
+    d.wait_for("bridged frames to the kernel under a bridge table", |s| {
+        noted(
+            s,
+            "d0",
+            "bridge -> kernel: nftables bridge or netdev tables",
+        )
+    });
+    let before = bridged(&fresh(&d), "d0");
+    assert!(ping(&lab.src, "198.18.2.2"), "bridged by the kernel");
+    assert_eq!(
+        bridged(&fresh(&d), "d0"),
+        before,
+        "a bridge table was skipped"
+    );
+    nft("delete table bridge t");
+    d.wait_for("bridged again", |s| !noted(s, "d0", "bridge -> kernel"));
+
+    // br_netfilter's switches, written under traffic (no event): from the write on, bridged
+    // frames are the kernel's until the daemon has read the new value (here, for good: it
+    // filters tagged frames, which the module does not model).
+    let s = fresh(&d);
+    lab.dut
+        .sysctl("net.bridge.bridge-nf-filter-vlan-tagged", "1")
+        .unwrap();
+    let _ = lab.src.exec(
+        "ping",
+        &["-q", "-c", "20", "-i", "0.002", "-W", "1", "198.18.2.2"],
+    );
+    assert_eq!(
+        bridged(&fresh(&d), "d0"),
+        bridged(&s, "d0"),
+        "frames bridged right after a bridge-nf switch was written"
+    );
+    d.wait_for(
+        "bridged frames to the kernel under bridge-nf-filter-vlan-tagged",
+        |s| noted(s, "d0", "br_netfilter filters VLAN or PPPoE tagged frames"),
+    );
+    lab.dut
+        .sysctl("net.bridge.bridge-nf-filter-vlan-tagged", "0")
+        .unwrap();
+    d.wait_for("bridged again", |s| !noted(s, "d0", "bridge -> kernel"));
+
     // An ebtables-legacy table written (EBT_SO_SET_ENTRIES, the setsockopt ebtables-legacy
     // makes; this kernel has no legacy ebtables and refuses it, which the hook, running
     // first, does not know): it would filter every bridged frame, and it stays, so from the

@@ -3,7 +3,7 @@
 
 use wirespeed_fp::counters::Reason;
 use wirespeed_fp::features::{Features, PolicyRules, Reassembly, RouteCache, Switches};
-use wirespeed_fp::loader::{Program, TC_KERNEL, TC_REDIRECT, XDP_PASS, XDP_REDIRECT};
+use wirespeed_fp::loader::{Program, SkbMeta, TC_KERNEL, TC_REDIRECT, XDP_PASS, XDP_REDIRECT};
 use wirespeed_fp_lab::pkt::{self, L4};
 use wirespeed_lab::Netns;
 
@@ -103,6 +103,16 @@ fn lab(tag: &str) -> Lab {
         .unwrap();
     ns.ip(&["-6", "route", "add", "fd00:100::/64", "via", "fd00:2::2"])
         .unwrap();
+    // A station on the ingress side, routes that answer themselves and one with a
+    // lightweight tunnel (hands_the_kernel_everything_it_must_decide).
+    for cmd in [
+        "-6 neigh add fd00:1::9 lladdr 02:00:00:00:02:02 dev in0 nud permanent",
+        "route add blackhole 198.18.102.0/24",
+        "-6 route add blackhole fd00:102::/64",
+        "route add 198.18.103.0/24 encap ip id 1 dst 198.18.2.2 via 198.18.2.2 dev out0",
+    ] {
+        ns.ip(&cmd.split(' ').collect::<Vec<_>>()).unwrap();
+    }
     ns.sysctl("net.ipv4.ip_forward", "1").unwrap();
     ns.sysctl("net.ipv6.conf.all.forwarding", "1").unwrap();
     let in_idx = ifindex(&ns, "in0");
@@ -294,6 +304,26 @@ fn hands_the_kernel_everything_it_must_decide() {
                     "back out the same port",
                     pkt::ipv4(in_mac, PEER_MAC, SRC4, [198, 18, 1, 9], 64, &[], &udp()),
                     Reason::PassSameIf,
+                ),
+                (
+                    "back out the same port (IPv6: ndisc_send_redirect)",
+                    pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 1), 64, false, &udp()),
+                    Reason::PassSameIf,
+                ),
+                (
+                    "blackhole route (ip_error answers)",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, [198, 18, 102, 1], 64, &[], &udp()),
+                    Reason::PassUnreachable,
+                ),
+                (
+                    "blackhole route6",
+                    pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(1, 0x102), 64, false, &udp()),
+                    Reason::PassUnreachable,
+                ),
+                (
+                    "a route with a lightweight tunnel (encap ip)",
+                    pkt::ipv4(in_mac, PEER_MAC, SRC4, [198, 18, 103, 1], 64, &[], &udp()),
+                    Reason::PassFibOther,
                 ),
                 // The kernel hashes an ICMP error by the packet it quotes among multipath
                 // next hops; the FIB helper cannot be asked that way.
@@ -1227,10 +1257,34 @@ fn the_tc_router_sets_the_priority_from_the_tos_unless_told_not_to() {
             };
             let mut frame = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &l4);
             pkt::set_tos(&mut frame, 0x10);
+            let came = SkbMeta {
+                priority: 3,
+                tstamp: 123_456_789,
+            };
+            let run = |f: &[u8]| prog.test_run_skb_meta(f, in_idx, came).unwrap();
+            // The priority from the TOS; the receive timestamp cleared, as ip_forward_finish
+            // clears it (skb_clear_tstamp).
             assert_eq!(
-                prog.test_run_skb_priority(&frame, in_idx, 3).unwrap(),
-                (TC_REDIRECT, 6),
-                "the priority from the TOS"
+                run(&frame),
+                (
+                    TC_REDIRECT,
+                    SkbMeta {
+                        priority: 6,
+                        tstamp: 0
+                    }
+                ),
+            );
+            // ip6_forward sets no priority.
+            let v6 = pkt::ipv6(in_mac, PEER_MAC, v6(2, 1), v6(9, 0x100), 64, false, &l4);
+            assert_eq!(
+                run(&v6),
+                (
+                    TC_REDIRECT,
+                    SkbMeta {
+                        priority: 3,
+                        tstamp: 0
+                    }
+                ),
             );
             prog.set_ctl(
                 &prog.features,
@@ -1241,8 +1295,8 @@ fn the_tc_router_sets_the_priority_from_the_tos_unless_told_not_to() {
             )
             .unwrap();
             assert_eq!(
-                prog.test_run_skb_priority(&frame, in_idx, 3).unwrap(),
-                (TC_REDIRECT, 3),
+                run(&frame).1.priority,
+                3,
                 "ip_forward_update_priority 0: the priority it came with"
             );
         })

@@ -176,6 +176,14 @@ pub struct Program {
 /// answers under once another has been written, even after it served as a spare.
 static ROUTE_GEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
+/// What a test run's skb carries besides its data, in and out (`Program::test_run_skb_meta`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SkbMeta {
+    pub priority: u32,
+    /// The receive timestamp, which forwarding clears (`skb_clear_tstamp`).
+    pub tstamp: u64,
+}
+
 /// XDP verdicts, as returned by a test run.
 pub const XDP_DROP: u32 = 1;
 pub const XDP_PASS: u32 = 2;
@@ -523,29 +531,44 @@ impl Program {
         Ok((verdict, out))
     }
 
-    /// As `test_run_skb` (no GSO), with the skb's priority set to `priority` going in: the
-    /// verdict and the priority the program left.
-    pub fn test_run_skb_priority(
+    /// As `test_run_skb` (no GSO), with the skb's `meta` going in: the verdict and the
+    /// `meta` the program left.
+    pub fn test_run_skb_meta(
         &self,
         frame: &[u8],
         ifindex: u32,
-        priority: u32,
-    ) -> Result<(u32, u32)> {
+        meta: SkbMeta,
+    ) -> Result<(u32, SkbMeta)> {
         use crate::bpf::types::__sk_buff;
-        let at = std::mem::offset_of!(__sk_buff, priority);
+        let (prio, ts) = (
+            std::mem::offset_of!(__sk_buff, priority),
+            std::mem::offset_of!(__sk_buff, tstamp),
+        );
         let mut ctx = vec![0u8; std::mem::size_of::<__sk_buff>()];
-        let mut put = |at: usize, v: u32| ctx[at..at + 4].copy_from_slice(&v.to_ne_bytes());
-        put(std::mem::offset_of!(__sk_buff, ifindex), ifindex);
-        put(std::mem::offset_of!(__sk_buff, ingress_ifindex), ifindex);
-        put(at, priority);
+        let mut put = |at: usize, v: &[u8]| ctx[at..at + v.len()].copy_from_slice(v);
+        put(
+            std::mem::offset_of!(__sk_buff, ifindex),
+            &ifindex.to_ne_bytes(),
+        );
+        put(
+            std::mem::offset_of!(__sk_buff, ingress_ifindex),
+            &ifindex.to_ne_bytes(),
+        );
+        put(prio, &meta.priority.to_ne_bytes());
+        put(ts, &meta.tstamp.to_ne_bytes());
         let mut out = vec![0u8; frame.len() + 256];
         let mut ctx_out = vec![0u8; ctx.len()];
         let (verdict, _) =
             wirespeed_sys::bpf::test_run_ctx(self.fd.as_fd(), frame, &ctx, &mut out, &mut ctx_out)
                 .map_err(io("BPF_PROG_TEST_RUN (skb)"))?;
+        let u32_at = |at: usize| u32::from_ne_bytes(ctx_out[at..at + 4].try_into().unwrap());
+        let u64_at = |at: usize| u64::from_ne_bytes(ctx_out[at..at + 8].try_into().unwrap());
         Ok((
             verdict,
-            u32::from_ne_bytes(ctx_out[at..at + 4].try_into().unwrap_or_default()),
+            SkbMeta {
+                priority: u32_at(prio),
+                tstamp: u64_at(ts),
+            },
         ))
     }
 

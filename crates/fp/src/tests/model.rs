@@ -685,3 +685,20 @@ fn ipvs_services_and_selinux_checking_everything_hand_their_families_over() {
     let p = &m.plan().ports[&2];
     assert!(p.off_v4 && p.off_v6);
 }
+
+#[test]
+fn ipv6_forwarding_off_and_multiple_spanning_trees_go_to_the_kernel() {
+    let mut m = forwarding_model();
+    m.sysctls.v6_forwarding = false;
+    let p = &m.plan().ports[&2];
+    assert!(p.off_v6 && !p.off_v4);
+    assert!(p
+        .notes
+        .iter()
+        .any(|n| n == "router6 -> kernel: IPv6 forwarding disabled"));
+    let mut m = bridged_model(false);
+    m.links.get_mut(&9).unwrap().bridge.as_mut().unwrap().mst = true;
+    let p = m.plan();
+    assert!(p.bridge_ports.is_empty());
+    assert!(p.ports[&4].notes[0].contains("multiple spanning tree"));
+}
