@@ -63,6 +63,8 @@ pub struct Config {
     pub route_cache: bool,
     /// Serve Prometheus metrics on this address (`--metrics`), from the daemon's own loop.
     pub metrics: Option<SocketAddr>,
+    /// No SELinux secmark, NetLabel or labeled IPsec is in use (`--assume-no-selinux-labels`).
+    pub assume_no_selinux_labels: bool,
 }
 
 impl Default for Config {
@@ -73,6 +75,7 @@ impl Default for Config {
             bridge_hook: BridgeHook::Auto,
             route_cache: true,
             metrics: None,
+            assume_no_selinux_labels: false,
         }
     }
 }
@@ -159,6 +162,7 @@ impl Daemon {
             only: cfg.only.clone(),
             bridge_hook: cfg.bridge_hook,
             no_route_cache: !cfg.route_cache,
+            assume_no_selinux_labels: cfg.assume_no_selinux_labels,
             ..Model::default()
         };
         let mut model = model;
@@ -203,11 +207,13 @@ impl Daemon {
         // mirrors (BrPortVal::ip_check); with tables, the kernel must filter.
         let r = &self.ruleset;
         let l3 = r.l3_tables || r.legacy.0 || r.legacy.1;
-        let hooked = self
-            .model
-            .forward_hooks
-            .hands_off(false)
-            .or(self.model.forward_hooks.hands_off(true));
+        let (hooks, assume) = (
+            &self.model.forward_hooks,
+            self.model.assume_no_selinux_labels,
+        );
+        let hooked = hooks
+            .hands_off(false, assume)
+            .or(hooks.hands_off(true, assume));
         if self.ebtables_legacy {
             Some("an ebtables-legacy table was written in this namespace (it filters every bridged frame)".into())
         } else if let (true, Some(h)) = (self.br_netfilter.on, hooked) {

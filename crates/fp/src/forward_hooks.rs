@@ -6,8 +6,11 @@
 //! IPVS registers its hooks in a namespace, per family, while that family has a virtual
 //! service (`ip_vs_add_service`, Linux 5.9+); its FORWARD hooks rewrite the replies of the
 //! connections it NATs and the ICMP errors about them. SELinux registers a FORWARD hook in
-//! every namespace, which acts only where peer controls are on and secmark or peer labeling
-//! are in use (`selinux_ip_forward`); `always_check_network` turns both on.
+//! every namespace, which acts only where the policy's `network_peer_controls` is on and
+//! secmark or peer labeling is in use (`selinux_ip_forward`); `always_check_network` turns
+//! both on. Whether secmark rules (counted across every namespace), NetLabel labeling or
+//! labeled IPsec are in use cannot be read, so with peer controls on, the families are the
+//! kernel's unless the operator says none is (`fp run --assume-no-selinux-labels`).
 
 use std::path::Path;
 
@@ -17,9 +20,21 @@ pub struct ForwardHooks {
     /// IPVS virtual services, by family ([IPv4, IPv6]); a firewall-mark service, whose
     /// family /proc/net/ip_vs does not show, counts in both.
     pub ipvs: [u32; 2],
-    /// SELinux checks every forwarded packet (policy capabilities `network_peer_controls`
-    /// and `always_check_network`).
-    pub selinux_checks_all: bool,
+    /// What SELinux's FORWARD hook does.
+    pub selinux: Selinux,
+}
+
+/// SELinux's FORWARD hook, as its policy capabilities say (selinuxfs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Selinux {
+    /// Off, or peer controls off: the hook accepts every forwarded packet at once.
+    #[default]
+    Passes,
+    /// `network_peer_controls`: it checks forwarded packets where secmark, NetLabel or
+    /// labeled IPsec is in use, which cannot be read.
+    ChecksIfLabeled,
+    /// `network_peer_controls` and `always_check_network`: it checks every one.
+    ChecksAll,
 }
 
 impl ForwardHooks {
@@ -30,20 +45,30 @@ impl ForwardHooks {
             .unwrap_or_default();
         ForwardHooks {
             ipvs,
-            selinux_checks_all: selinux_checks_all(Path::new("/sys/fs/selinux")),
+            selinux: selinux(Path::new("/sys/fs/selinux")),
         }
     }
 
-    /// Why family `v6` (false: IPv4) must be forwarded by the kernel, if it must.
-    pub fn hands_off(&self, v6: bool) -> Option<String> {
+    /// Why family `v6` (false: IPv4) must be forwarded by the kernel, if it must; the
+    /// operator may have said no SELinux label is in use (`assume_no_labels`).
+    pub fn hands_off(&self, v6: bool, assume_no_labels: bool) -> Option<String> {
         let n = self.ipvs[usize::from(v6)];
         if n > 0 {
             return Some(format!(
                 "{n} IPVS virtual services (its FORWARD hooks rewrite the replies it NATs)"
             ));
         }
-        self.selinux_checks_all
-            .then(|| "SELinux checks every forwarded packet (always_check_network)".to_string())
+        match self.selinux {
+            Selinux::Passes => None,
+            Selinux::ChecksIfLabeled if assume_no_labels => None,
+            Selinux::ChecksIfLabeled => Some(
+                "SELinux's network_peer_controls may check forwarded packets (where secmark, NetLabel or labeled IPsec is in use, which fp cannot read: --assume-no-selinux-labels if none is)"
+                    .into(),
+            ),
+            Selinux::ChecksAll => {
+                Some("SELinux checks every forwarded packet (always_check_network)".into())
+            }
+        }
     }
 }
 
@@ -67,14 +92,20 @@ pub fn ipvs_services(text: &str) -> [u32; 2] {
     n
 }
 
-/// Whether SELinux, enabled, has both policy capabilities that make its FORWARD hook check
-/// every packet (selinuxfs at `root`: absent where SELinux is off or not mounted).
-pub fn selinux_checks_all(root: &Path) -> bool {
+/// What SELinux's FORWARD hook does, from selinuxfs at `root` (absent where SELinux is off; a
+/// mount namespace that hides it hides SELinux too: served as if it were off).
+pub fn selinux(root: &Path) -> Selinux {
     let cap = |name: &str| {
         std::fs::read_to_string(root.join("policy_capabilities").join(name))
             .is_ok_and(|v| v.trim() == "1")
     };
-    root.join("enforce").exists() && cap("network_peer_controls") && cap("always_check_network")
+    if !root.join("enforce").exists() || !cap("network_peer_controls") {
+        Selinux::Passes
+    } else if cap("always_check_network") {
+        Selinux::ChecksAll
+    } else {
+        Selinux::ChecksIfLabeled
+    }
 }
 
 #[cfg(test)]
@@ -95,31 +126,46 @@ mod tests {
         assert_eq!(ipvs_services(&header_only), [0, 0]);
         let h = ForwardHooks {
             ipvs: [1, 0],
-            selinux_checks_all: false,
+            selinux: Selinux::Passes,
         };
         assert!(h
-            .hands_off(false)
+            .hands_off(false, false)
             .unwrap()
             .contains("1 IPVS virtual services"));
-        assert_eq!(h.hands_off(true), None);
+        assert_eq!(h.hands_off(true, false), None);
     }
 
     #[test]
-    fn selinux_hands_off_only_with_both_capabilities() {
+    fn selinux_is_read_from_its_policy_capabilities() {
         let root = std::env::temp_dir().join(format!("ws-selinuxfs-{}", std::process::id()));
         let caps = root.join("policy_capabilities");
         std::fs::create_dir_all(&caps).unwrap();
         let set = |name: &str, v: &str| std::fs::write(caps.join(name), v).unwrap();
-        assert!(!selinux_checks_all(&root), "no enforce file: SELinux off");
-        std::fs::write(root.join("enforce"), "1").unwrap();
         set("network_peer_controls", "1");
+        assert_eq!(
+            selinux(&root),
+            Selinux::Passes,
+            "no enforce file: SELinux off"
+        );
+        std::fs::write(root.join("enforce"), "0").unwrap();
         set("always_check_network", "0");
-        assert!(!selinux_checks_all(&root));
+        assert_eq!(
+            selinux(&root),
+            Selinux::ChecksIfLabeled,
+            "permissive checks too"
+        );
         set("always_check_network", "1");
-        assert!(selinux_checks_all(&root));
+        assert_eq!(selinux(&root), Selinux::ChecksAll);
         set("network_peer_controls", "0");
-        assert!(!selinux_checks_all(&root));
+        assert_eq!(selinux(&root), Selinux::Passes);
         std::fs::remove_dir_all(&root).unwrap();
-        assert!(!selinux_checks_all(Path::new("/nonexistent")));
+        assert_eq!(selinux(Path::new("/nonexistent")), Selinux::Passes);
+        let h = |selinux| ForwardHooks {
+            ipvs: [0, 0],
+            selinux,
+        };
+        assert!(h(Selinux::ChecksIfLabeled).hands_off(true, false).is_some());
+        assert_eq!(h(Selinux::ChecksIfLabeled).hands_off(true, true), None);
+        assert!(h(Selinux::ChecksAll).hands_off(false, true).is_some());
     }
 }

@@ -320,6 +320,9 @@ pub struct Model {
     pub taps: Taps,
     /// IPVS's and SELinux's FORWARD hooks: polled.
     pub forward_hooks: ForwardHooks,
+    /// The operator says no SELinux secmark, NetLabel or labeled IPsec is in use
+    /// (`fp run --assume-no-selinux-labels`).
+    pub assume_no_selinux_labels: bool,
 }
 
 impl Model {

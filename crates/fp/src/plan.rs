@@ -475,7 +475,10 @@ impl Model {
             if let Some(x) = self.xfrm.hands_off(i == 1) {
                 why[i].push(x);
             }
-            if let Some(h) = self.forward_hooks.hands_off(i == 1) {
+            if let Some(h) = self
+                .forward_hooks
+                .hands_off(i == 1, self.assume_no_selinux_labels)
+            {
                 why[i].push(h);
             }
             if let FamilyFilter::Kernel(f) = family {

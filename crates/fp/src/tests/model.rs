@@ -666,11 +666,11 @@ fn receive_offloads_that_hide_what_xdp_sees_are_followed() {
 
 #[test]
 fn ipvs_services_and_selinux_checking_everything_hand_their_families_over() {
-    use crate::forward_hooks::ForwardHooks;
+    use crate::forward_hooks::{ForwardHooks, Selinux};
     let mut m = forwarding_model();
     m.forward_hooks = ForwardHooks {
         ipvs: [0, 2],
-        selinux_checks_all: false,
+        selinux: Selinux::Passes,
     };
     let p = &m.plan().ports[&2];
     assert!(!p.off_v4 && p.off_v6);
@@ -680,10 +680,15 @@ fn ipvs_services_and_selinux_checking_everything_hand_their_families_over() {
         .any(|n| n.contains("router6 -> kernel: 2 IPVS virtual services")));
     m.forward_hooks = ForwardHooks {
         ipvs: [0, 0],
-        selinux_checks_all: true,
+        selinux: Selinux::ChecksAll,
     };
     let p = &m.plan().ports[&2];
     assert!(p.off_v4 && p.off_v6);
+    // Peer controls alone: the kernel's, unless the operator says no label is in use.
+    m.forward_hooks.selinux = Selinux::ChecksIfLabeled;
+    assert!(m.plan().ports[&2].off_v4);
+    m.assume_no_selinux_labels = true;
+    assert!(!m.plan().ports[&2].off_v4 && !m.plan().ports[&2].off_v6);
 }
 
 #[test]

@@ -49,6 +49,12 @@ enum Cmd {
         /// 127.0.0.1:9101.
         #[arg(long, value_name = "ADDR:PORT")]
         metrics: Option<std::net::SocketAddr>,
+        /// Say that no SELinux secmark rule (in any namespace), NetLabel labeling or labeled
+        /// IPsec is in use. Where the policy has network_peer_controls, SELinux checks
+        /// forwarded packets only where one is, which fp cannot read: without this flag it
+        /// leaves forwarding to the kernel there.
+        #[arg(long)]
+        assume_no_selinux_labels: bool,
     },
     /// Per interface: hook, modules, map sizes, packets fast-pathed vs passed and why, and
     /// the response time from kernel event to updated data path.
@@ -80,6 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             bridge_hook,
             no_route_cache,
             metrics,
+            assume_no_selinux_labels,
         } => {
             if daemon::lab_netns().is_none() && !allow_host {
                 bail!(
@@ -108,6 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 },
                 route_cache: !no_route_cache,
                 metrics,
+                assume_no_selinux_labels,
             };
             eprintln!(
                 "wirespeed fp: running; status in {}{}",
