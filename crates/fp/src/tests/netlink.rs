@@ -1,5 +1,6 @@
 //! Unit tests of the netlink parsers, on hand-built messages.
 
+use super::bridge::*;
 use super::*;
 use crate::routes::RouteChange;
 
