@@ -151,13 +151,9 @@ impl Model {
         let Some(port) = port else {
             return Some("no bridge port state yet".into());
         };
-        // A capture sees a port's frames after XDP would have taken them: forced to XDP, such
-        // a port's frames are the kernel's (at TC, the default, it sees them all); so are
-        // those of a port whose tags XDP cannot see.
+        // Forced to XDP, a port whose frames XDP cannot take as the kernel would is the
+        // kernel's (auto moves its bridge to TC instead).
         if self.bridge_hook == BridgeHook::Xdp {
-            if self.taps.on(l.index).all > 0 {
-                return Some("a packet capture on it, which frames taken at XDP skip".into());
-            }
             if let Err(why) = self.xdp_ingress(l) {
                 return Some(why);
             }
@@ -233,12 +229,18 @@ impl Model {
         }
     }
 
-    /// Whether an XDP program on `l` sees every received frame as the kernel will, or why
-    /// not: a driver that took a frame's VLAN tag off keeps it in metadata, which the program
-    /// reads only where the driver hands it over (`bpf_xdp_metadata_rx_vlan_tag`); a frame the
-    /// program took for untagged would be forwarded where the kernel drops it or gives it to
-    /// a VLAN device.
+    /// Whether an XDP program on `l` may take its received frames as the kernel would, or
+    /// why not: a capture sees a frame before tc ingress, after XDP; and a driver that took a
+    /// frame's VLAN tag off keeps it in metadata, which the program reads only where the
+    /// driver hands it over (`bpf_xdp_metadata_rx_vlan_tag`): a frame it took for untagged
+    /// would be forwarded where the kernel drops it or gives it to a VLAN device.
     pub fn xdp_ingress(&self, l: &Link) -> Result<(), String> {
+        let captures = self.taps.on(l.index).all;
+        if captures > 0 {
+            return Err(format!(
+                "has {captures} packet captures, which see its frames only where XDP does not take them"
+            ));
+        }
         if !l.strips_vlan || self.rx_vlan_tag(l) {
             return Ok(());
         }

@@ -608,7 +608,7 @@ fn a_capture_moves_its_ports_to_tc_and_a_socket_of_one_family_takes_that_family(
     m.bridge_hook = BridgeHook::Xdp;
     let p = m.plan();
     assert!(!p.bridge_ports.contains_key(&5) && p.bridge_ports.contains_key(&4));
-    assert!(p.ports[&5].notes[0].contains("a packet capture on it"));
+    assert!(p.ports[&5].notes[0].contains("has 1 packet captures"));
 }
 
 #[test]
