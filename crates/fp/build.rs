@@ -52,7 +52,7 @@ fn main() {
 /// generates them from BTF: the loader writes them through these types, never at hand-kept
 /// offsets. Each is checked to be in the skeleton; MapBytes holds because libbpf-cargo spells
 /// every padding byte out as a field.
-const MAP_TYPES: [&str; 12] = [
+const MAP_TYPES: [&str; 14] = [
     "fp_ctl",
     "sysctl_gate",
     "neigh_key",
@@ -65,4 +65,6 @@ const MAP_TYPES: [&str; 12] = [
     "br_fdb_key",
     "br_fdb_val",
     "fp_mib",
+    "rule_action",
+    "filter_hits",
 ];

@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+
 use common::*;
 use wirespeed_fp::status::Status;
 
@@ -496,4 +498,106 @@ fn hundred_iptables_rules_then_one_set() {
     assert!(!ping_once(&lab.src, "198.19.31.1"), "ipset add not applied");
     let _ = lab.dut.exec("iptables-nft", &["-F", "FORWARD"]);
     let _ = lab.dut.exec("ipset", &["destroy", "blk2"]);
+}
+
+/// The kernel's counters of the `ip filter FORWARD` chain's rules in `ns`, by handle.
+fn kernel_rule_counts(ns: &wirespeed_lab::Netns) -> BTreeMap<u64, (u64, u64)> {
+    let mut out = BTreeMap::new();
+    let json = ns
+        .exec("nft", &["-j", "list", "chain", "ip", "filter", "FORWARD"])
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    for item in v["nftables"].as_array().unwrap() {
+        let Some(rule) = item.get("rule") else {
+            continue;
+        };
+        for e in rule["expr"].as_array().unwrap() {
+            if let Some(c) = e.get("counter") {
+                out.insert(
+                    rule["handle"].as_u64().unwrap(),
+                    (c["packets"].as_u64().unwrap(), c["bytes"].as_u64().unwrap()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The fast path's share of the same counters (status `filter_counts`).
+fn fast_rule_counts(s: &Status) -> BTreeMap<u64, (u64, u64)> {
+    s.filter_counts
+        .iter()
+        .filter(|c| (c.rule.family.as_str(), c.rule.chain.as_str()) == ("ip", "FORWARD"))
+        .map(|c| (c.rule.handle, (c.packets, c.bytes)))
+        .collect()
+}
+
+fn since(
+    after: &BTreeMap<u64, (u64, u64)>,
+    before: &BTreeMap<u64, (u64, u64)>,
+) -> BTreeMap<u64, (u64, u64)> {
+    after
+        .iter()
+        .map(|(k, (p, b))| {
+            let (p0, b0) = before.get(k).copied().unwrap_or_default();
+            (*k, (p - p0, b - b0))
+        })
+        .collect()
+}
+
+/// The counters a user reads with `iptables -L -v` (every iptables-nft rule has one): what
+/// Linux alone counts, and the kernel's count plus the fast path's with it attached (status
+/// `filter_counts`), for 10 pings each to a destination a rule drops, one a rule accepts and one
+/// the policy accepts. docs/FASTPATH.md, "Counters".
+#[test]
+fn rule_counters_add_up_to_what_linux_alone_counts() {
+    let lab = line("r");
+    for rule in [
+        "-A FORWARD -d 198.19.3.1/32 -j DROP",
+        "-A FORWARD -d 198.19.4.0/24 -j ACCEPT",
+    ] {
+        let args: Vec<&str> = rule.split(' ').collect();
+        lab.dut.exec("iptables-nft", &args).unwrap();
+    }
+    let pings = || {
+        for dst in ["198.19.3.1", "198.19.4.1", "198.19.5.1"] {
+            let _ = lab
+                .src
+                .exec("ping", &["-q", "-c", "10", "-i", "0.01", "-W", "1", dst]);
+        }
+    };
+    // Neighbours resolved on both sides, then Linux alone.
+    assert!(ping(&lab.src, "198.19.4.1") && ping(&lab.src, "198.19.5.1"));
+    let before = kernel_rule_counts(&lab.dut);
+    pings();
+    let linux = since(&kernel_rule_counts(&lab.dut), &before);
+    let counted: Vec<u64> = linux.values().map(|c| c.0).collect();
+    assert_eq!(counted, [10, 10], "Linux alone: {linux:?}");
+
+    let mut d = RunningDaemon::start(&lab.dut, None);
+    d.wait_for("the chain compiled", |s| {
+        s.filter_v4.contains("2 rules") && s.ports.len() == 2
+    });
+    assert!(ping(&lab.src, "198.19.4.1") && ping(&lab.src, "198.19.5.1"));
+    let (kernel_before, fast_before) = (kernel_rule_counts(&lab.dut), fast_rule_counts(&fresh(&d)));
+    pings();
+    let kernel = since(&kernel_rule_counts(&lab.dut), &kernel_before);
+    let fast = since(&fast_rule_counts(&fresh(&d)), &fast_before);
+    let sum: BTreeMap<u64, (u64, u64)> = linux
+        .keys()
+        .map(|k| {
+            let (kp, kb) = kernel.get(k).copied().unwrap_or_default();
+            let (fp, fb) = fast.get(k).copied().unwrap_or_default();
+            (*k, (kp + fp, kb + fb))
+        })
+        .collect();
+    assert_eq!(
+        sum, linux,
+        "the kernel counted {kernel:?}, the fast path {fast:?}"
+    );
+    assert!(
+        fast.values().map(|c| c.0).sum::<u64>() > 0,
+        "nothing judged by the fast path: {fast:?}"
+    );
+    d.stop();
 }

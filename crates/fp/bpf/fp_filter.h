@@ -108,13 +108,54 @@ struct {
 	__type(value, struct rule_set);
 } f_defaults SEC(".maps");
 
-/* Verdict of each rule, by position. */
+/* Verdict of each rule, by position, and the slot of f_hits that counts it. */
+struct rule_action {
+	__u32 verdict;
+	__u32 slot;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, FILTER_MAX_RULES);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct rule_action);
 } f_actions SEC(".maps");
+
+/* What the kernel's rule counters (`counter`, as iptables-nft puts on every rule) would have
+ * counted of the packets the filter judged and the fast path then finished: per CPU, one slot
+ * per rule (the daemon gives each nftables rule one for as long as it exists, whatever its
+ * position). Shared by every port's program. Counted only once the packet is finished here:
+ * one the kernel gets after the filter's verdict it counts itself. The chain policy has no
+ * counter in nftables. */
+#define FILTER_HIT_SLOTS 1024
+#define FILTER_HIT_NONE 0xffffffff
+
+struct filter_hits {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FILTER_HIT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct filter_hits);
+} f_hits SEC(".maps");
+
+/* A packet judged by slot `slot` (FILTER_HIT_NONE: not judged) was finished by the fast
+ * path: `len` bytes of it from the network header on, as the kernel's counters count. */
+static __always_inline void count_filter_hit(__u32 slot, __u32 len)
+{
+	struct filter_hits *h;
+
+	if (slot == FILTER_HIT_NONE)
+		return;
+	h = bpf_map_lookup_elem(&f_hits, &slot);
+	if (h) {
+		h->packets += 1;
+		h->bytes += len;
+	}
+}
 
 /* Nonzero while the controller rewrites the tables in place: meanwhile every packet the filter
  * would judge goes to the kernel, so no packet sees half-old, half-new tables. */
@@ -204,10 +245,11 @@ static __always_inline int filter_l4(struct fp_pkt *p, struct rule_set *acc, __u
 	return 0;
 }
 
-static __always_inline int filter_decide(struct rule_set *acc, __u8 policy_drop)
+/* The first rule that matches decides; with none, the chain policy. *slot: what counts it. */
+static __always_inline int filter_decide(struct rule_set *acc, __u8 policy_drop, __u32 *slot)
 {
 	__u32 rule = FILTER_MAX_RULES;
-	__u32 *action;
+	struct rule_action *action;
 	int i;
 
 #pragma unroll
@@ -220,11 +262,12 @@ static __always_inline int filter_decide(struct rule_set *acc, __u8 policy_drop)
 	action = bpf_map_lookup_elem(&f_actions, &rule);
 	if (!action)
 		return FILTER_KERNEL;
-	return *action;
+	*slot = action->slot;
+	return action->verdict;
 }
 
 static __always_inline int filter_v4(struct fp_pkt *p, struct iphdr *iph, __u32 oif,
-				     const struct fp_ctl *c)
+				     const struct fp_ctl *c, __u32 *slot)
 {
 	__u32 fields = cfg_filter_fields & c->filter_fields;
 	struct rule_set acc;
@@ -262,11 +305,11 @@ static __always_inline int filter_v4(struct fp_pkt *p, struct iphdr *iph, __u32 
 		return FILTER_KERNEL;
 	if (filter_l4(p, &acc, 0, iph->protocol, iph + 1, oif, fields) < 0)
 		return FILTER_KERNEL;
-	return filter_decide(&acc, c->policy_drop_v4);
+	return filter_decide(&acc, c->policy_drop_v4, slot);
 }
 
 static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u32 oif,
-				     const struct fp_ctl *c)
+				     const struct fp_ctl *c, __u32 *slot)
 {
 	__u32 fields = cfg_filter_fields & c->filter_fields;
 	struct rule_set acc;
@@ -312,7 +355,7 @@ static __always_inline int filter_v6(struct fp_pkt *p, struct ipv6hdr *ip6h, __u
 	}
 	if (filter_l4(p, &acc, 1, nh, l4, oif, fields) < 0)
 		return FILTER_KERNEL;
-	return filter_decide(&acc, c->policy_drop_v6);
+	return filter_decide(&acc, c->policy_drop_v6, slot);
 }
 
 #endif

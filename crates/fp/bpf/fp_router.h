@@ -241,6 +241,7 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 {
 	struct iphdr *iph = p->l3;
 	struct bpf_fib_lookup fib = {};
+	__u32 hit = FILTER_HIT_NONE;
 	__u16 tot_len;
 	__u32 check;
 	int fragment;
@@ -377,9 +378,10 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 		return RT_PASS;
 	}
 	if (cfg_filter_v4 && c->filter_v4) {
-		int f = filter_v4(p, iph, fib.ifindex, c);
+		int f = filter_v4(p, iph, fib.ifindex, c, &hit);
 
 		if (f == FILTER_DROP) {
+			count_filter_hit(hit, in->l3_len);
 			*why = FP_DROPPED_FILTER;
 			return RT_DROP;
 		}
@@ -402,6 +404,7 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	iph->check = (__u16)(check + (check >= 0xFFFF));
 	iph->ttl--;
 	rewrite_macs(p->eth, &fib);
+	count_filter_hit(hit, in->l3_len);
 	*oif = fib.ifindex;
 	*why = forwarded;
 	return RT_REDIRECT;
@@ -434,6 +437,7 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 {
 	struct ipv6hdr *ip6h = p->l3;
 	struct bpf_fib_lookup fib = {};
+	__u32 hit = FILTER_HIT_NONE;
 	__u16 payload_len;
 	int rc;
 
@@ -539,9 +543,10 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 		}
 	}
 	if (cfg_filter_v6 && c->filter_v6) {
-		int f = filter_v6(p, ip6h, fib.ifindex, c);
+		int f = filter_v6(p, ip6h, fib.ifindex, c, &hit);
 
 		if (f == FILTER_DROP) {
+			count_filter_hit(hit, in->l3_len);
 			*why = FP_DROPPED_FILTER;
 			return RT_DROP;
 		}
@@ -568,6 +573,7 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 		ip6h->hop_limit--;
 	}
 	rewrite_macs(p->eth, &fib);
+	count_filter_hit(hit, in->l3_len);
 	*oif = fib.ifindex;
 	*why = forwarded;
 	return RT_REDIRECT;

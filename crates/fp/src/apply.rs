@@ -1,12 +1,12 @@
 //! The loader's side of reconcile: executes the actions against the programs, their links and
 //! maps, and keeps what is in place (the ports' programs, the plan and FDB last applied).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::attach::{self, Attachment};
 use crate::classify::Tables;
 use crate::counters::{Counters, PortCounters};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::filter::FilterPlan;
 use crate::loader::{BridgeMaps, Program, SharedMaps};
@@ -47,6 +47,9 @@ pub struct Dataplane {
     applied: Plan,
     applied_filter: FilterPlan,
     applied_fdb: BTreeMap<FdbKey, u32>,
+    /// Ports whose driver refused a device-bound program in native mode: the plan must not
+    /// ask XDP of them where a VLAN tag may hide in metadata (`Model::xdp_ingress`).
+    native_refused: BTreeSet<u32>,
 }
 
 impl Dataplane {
@@ -59,6 +62,7 @@ impl Dataplane {
             features: BTreeMap::new(),
             applied: Plan::default(),
             applied_filter: FilterPlan::default(),
+            native_refused: BTreeSet::new(),
             applied_fdb: BTreeMap::new(),
         })
     }
@@ -99,6 +103,21 @@ impl Dataplane {
     /// The STALE next hops every port's program reads (`neigh`).
     pub fn neigh_maps(&self) -> &crate::neigh::NeighMaps {
         &self.shared.neigh
+    }
+
+    /// Ports whose driver refused a device-bound XDP program in native mode.
+    pub fn native_refused(&self) -> &BTreeSet<u32> {
+        &self.native_refused
+    }
+
+    /// Forgets that `ifindex` refused native XDP (its link changed: its peer's MTU, say).
+    pub fn retry_native(&mut self, ifindex: u32) {
+        self.native_refused.remove(&ifindex);
+    }
+
+    /// The maps every port's program shares.
+    pub fn shared(&self) -> &SharedMaps {
+        &self.shared
     }
 
     /// The sysctl gate every port's program reads (`sysctl_hook`).
@@ -241,7 +260,14 @@ impl Dataplane {
         let att = if f.tc {
             Attachment::tc(&prog, idx)?
         } else {
-            Attachment::xdp(&prog, idx)?
+            match Attachment::xdp(&prog, idx) {
+                Err(Error::NativeXdpRefused { .. }) => {
+                    // Not an error to report: the next plan runs this port elsewhere.
+                    self.native_refused.insert(idx);
+                    return Ok(());
+                }
+                other => other?,
+            }
         };
         self.features.insert(idx, prog.features);
         self.ports.insert(

@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use serde::Serialize;
 
-use crate::error::{io, Result};
+use crate::error::{io, Error, Result};
 use crate::loader::Program;
 
 /// Where a program is attached.
@@ -39,8 +39,21 @@ const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 impl Attachment {
     /// Attaches `prog` at XDP on `ifindex`: native mode if the driver has it, else generic;
     /// then its TC stage, if it has one, at TC ingress behind it.
+    /// A program bound to the device (Features::vlan_meta) attaches natively only.
     pub fn xdp(prog: &Program, ifindex: u32) -> Result<Attachment> {
-        let mut att = Self::xdp_fd(prog.fd(), ifindex)?;
+        let mut att = if prog.features.vlan_meta {
+            let link = Self::xdp_mode(prog.fd(), ifindex, XDP_FLAGS_DRV_MODE)
+                .map_err(|err| Error::NativeXdpRefused { ifindex, err })?;
+            Attachment {
+                link,
+                ifindex,
+                hook: Hook::XdpNative,
+                tc_stage: None,
+                tc_stage_error: None,
+            }
+        } else {
+            Self::xdp_fd(prog.fd(), ifindex)?
+        };
         att.follow_tc_stage(prog)?;
         Ok(att)
     }

@@ -5,7 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use crate::filter::{mask4, mask6, Action, Bits, FilterPlan, Rule, MAX_RULES};
+use crate::filter::{mask4, mask6, Action, Bits, FilterPlan, Rule, MAX_RULES, NO_SLOT};
+use crate::rule_counters::RuleSlots;
 
 /// The classifier tables for one ingress interface: every map of bpf/fp_filter.h.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,7 +24,8 @@ pub struct Tables {
     /// then the live IPv4 rules, the live IPv6 rules; then the wildcards of src and dst.
     /// Field entries above hold only the rules constraining their field.
     pub defaults: [Bits; 8],
-    pub actions: Vec<u32>,
+    /// Per rule: its verdict (filter_verdict) and the slot that counts it (`Rule::slot`).
+    pub actions: Vec<(u32, u32)>,
 }
 
 fn set_bit(b: &mut Bits, i: usize) {
@@ -102,8 +104,20 @@ impl FilterPlan {
     }
 
     /// Compiles both families' chains for traffic entering `iif`. `ifindex_of` resolves
-    /// oifname matches to interface indexes.
+    /// oifname matches to interface indexes. Nothing is counted (fixtures, benchmarks): see
+    /// `tables_counted`.
     pub fn tables(&self, iif: &str, ifindex_of: &dyn Fn(&str) -> Option<u32>) -> Tables {
+        self.tables_counted(iif, ifindex_of, &RuleSlots::default())
+    }
+
+    /// `tables`, with each rule counted in its slot of `slots` (rule_counters): a rule that
+    /// found none is the kernel's, which counts it.
+    pub fn tables_counted(
+        &self,
+        iif: &str,
+        ifindex_of: &dyn Fn(&str) -> Option<u32>,
+        slots: &RuleSlots,
+    ) -> Tables {
         let mut t = Tables {
             proto: vec![[0; 4]; 512],
             ..Tables::default()
@@ -174,7 +188,14 @@ impl FilterPlan {
                 }
                 None => set_bit(&mut d[PROTO], i),
             }
-            t.actions.push(r.action as u32);
+            let id = r.id.as_ref();
+            let slot = id.and_then(|id| slots.slot(id)).unwrap_or(NO_SLOT);
+            let action = if id.is_some_and(|id| slots.without_slot(id)) {
+                Action::Kernel
+            } else {
+                r.action
+            };
+            t.actions.push((action as u32, slot));
         }
         let ports = |pick: &dyn Fn(&Rule) -> Option<&Vec<(u8, u16)>>, wild: &mut Bits| {
             let mut by_key: BTreeMap<(u8, u16), Bits> = BTreeMap::new();
@@ -276,7 +297,7 @@ pub fn classify(
             & (ob[w] | wild[3][w]);
         if x != 0 {
             let rule = w * 64 + x.trailing_zeros() as usize;
-            return match t.actions.get(rule) {
+            return match t.actions.get(rule).map(|a| a.0) {
                 Some(0) => Action::Accept,
                 Some(1) => Action::Drop,
                 _ => Action::Kernel,

@@ -18,6 +18,7 @@ use crate::neigh::StaleNeighbours;
 use crate::nftevent::{self, NftMsg};
 use crate::reconcile::{self, Actions};
 use crate::routes::Recount;
+use crate::rule_counters::RuleSlots;
 use crate::ruleset::{self, Ruleset};
 use crate::status::{self, Status, StatusLog};
 use crate::sysctl_hook::{Gate, Settle, SysctlHook};
@@ -152,6 +153,8 @@ pub struct Daemon {
     /// An ebtables-legacy table was written here: bridged frames are the kernel's from then
     /// on, as its tables stay until the namespace goes.
     ebtables_legacy: bool,
+    /// Which slot of the shared rule counters counts each rule (`rule_counters`).
+    rule_slots: RuleSlots,
     /// Next hops in the STALE state, which the kernel's packets must drive (`neigh`).
     stale: StaleNeighbours,
 }
@@ -190,6 +193,7 @@ impl Daemon {
             gate: Gate::new(),
             netns_cookie: wirespeed_sys::socket::netns_cookie().ok(),
             ebtables_legacy: false,
+            rule_slots: RuleSlots::default(),
             stale: StaleNeighbours::default(),
         })
     }
@@ -271,13 +275,32 @@ impl Daemon {
 
     /// Makes the data path match the model. Returns what it did.
     fn reconcile(&mut self) -> &'static str {
+        let what = self.reconcile_once();
+        // A driver refused native XDP to a device-bound program: plan again, which asks no
+        // XDP of that port (once: the new plan cannot meet the refusal again).
+        if self.dataplane.native_refused() != &self.model.xdp_native_refused {
+            self.model.xdp_native_refused = self.dataplane.native_refused().clone();
+            return self.reconcile_once();
+        }
+        what
+    }
+
+    fn reconcile_once(&mut self) -> &'static str {
         self.model.bridge_kernel = self.bridge_kernel();
+        let shared = self.dataplane.shared();
+        let log = &mut self.log;
+        self.rule_slots.assign(&self.model.filter, |slot| {
+            if let Err(e) = shared.zero_filter_hits(slot) {
+                log.note_error(e.to_string());
+            }
+        });
         let fdb = std::mem::take(&mut self.fdb_resynced).then_some(&self.model.fdb);
         let model = &self.model;
         let ifindex_of = |n: &str| model.links.values().find(|l| l.name == n).map(|l| l.index);
         let actions = reconcile::reconcile(
             model.plan(),
             &model.filter,
+            &self.rule_slots,
             fdb,
             &ifindex_of,
             self.dataplane.current(),
@@ -320,6 +343,8 @@ impl Daemon {
             running,
         );
         s.stale_neighbours = self.stale.len();
+        let shared = self.dataplane.shared();
+        s.filter_counts = self.rule_slots.counts(|slot| shared.filter_hits(slot));
         s
     }
 
@@ -365,6 +390,9 @@ impl Daemon {
         // A link event carries no offloads; a change of them (ethtool -K) comes as one.
         if let Event::LinkNew(l) = &mut ev {
             self.kernel.offloads(l);
+            // Its peer's MTU may have changed too: native XDP is tried again.
+            self.dataplane.retry_native(l.index);
+            p.changed |= self.model.xdp_native_refused.remove(&l.index);
         }
         // FDB entries (learning!) come and go all the time and never change what the FIB
         // answers for a port we redirect to.

@@ -15,6 +15,11 @@ pub enum Error {
     Nft(String),
     #[error("{0}")]
     Invalid(String),
+    /// A program bound to its device (it asks the driver for VLAN tags) attaches natively or
+    /// not at all; the driver refused (a veth whose peer's MTU is past what a program without
+    /// multi-buffer support takes).
+    #[error("attach XDP natively to ifindex {ifindex} (a device-bound program has no generic mode): {err}")]
+    NativeXdpRefused { ifindex: u32, err: io::Error },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -131,6 +131,7 @@ impl Features {
             && self.router_v6 == want.router_v6
             && self.bridge == want.bridge
             && self.tc == want.tc
+            && self.vlan_meta == want.vlan_meta
             && self.mac == want.mac
             && self.ifindex == want.ifindex
             && (self.filter_v4 || !want.filter_v4)

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -30,6 +31,18 @@ pub enum Action {
     Kernel = 2,
 }
 
+/// Where a rule lives in the ruleset, as `nft -a list ruleset` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RuleId {
+    pub family: String,
+    pub table: String,
+    pub chain: String,
+    pub handle: u64,
+}
+
+/// A rule not counted by the fast path (fp_filter.h FILTER_HIT_NONE).
+pub const NO_SLOT: u32 = crate::consts::FILTER_HIT_NONE as u32;
+
 /// One rule of the forward chain, reduced to what the classifier can match. None: any.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
@@ -47,6 +60,8 @@ pub struct Rule {
     pub action: Action,
     /// Why the action is Kernel, for status.
     pub unsupported: Option<String>,
+    /// The nftables rule it came from (None: a rule built by hand, in tests).
+    pub id: Option<RuleId>,
 }
 
 impl Default for Rule {
@@ -65,6 +80,7 @@ impl Default for Rule {
             v6: true,
             action: Action::Accept,
             unsupported: None,
+            id: None,
         }
     }
 }
@@ -264,9 +280,16 @@ fn family_plan(objects: &[Object], fam: &str, ipsets: &IpsetInfo) -> (FamilyFilt
         })
         .collect();
     let mut rules = Vec::new();
+    let id = |handle| RuleId {
+        family: cf.to_string(),
+        table: ct.to_string(),
+        chain: cn.to_string(),
+        handle,
+    };
     for (position, r) in chain_rules(chain).enumerate() {
         let xt_set = ipsets.resolve(cf, ct, cn, position);
-        if let Some(rule) = parse_rule(&r.expr, &sets, xt_set) {
+        if let Some(mut rule) = parse_rule(&r.expr, &sets, xt_set) {
+            rule.id = r.handle.map(id);
             if (fam == "ip" && rule.v4) || (fam == "ip6" && rule.v6) {
                 rules.push(rule);
             }

@@ -23,6 +23,7 @@ pub mod nftevent;
 pub mod plan;
 pub mod reconcile;
 pub mod routes;
+pub mod rule_counters;
 pub mod rules;
 pub mod ruleset;
 pub mod status;

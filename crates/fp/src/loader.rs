@@ -21,6 +21,7 @@ pub struct Maps {
     pub counters: MapHandle,
     /// The forwarded packets' IP MIB counts, per family (`Counters::mib`).
     pub mib: MapHandle,
+    pub filter_hits: MapHandle,
     pub f_src4: MapHandle,
     pub f_dst4: MapHandle,
     pub f_src6: MapHandle,
@@ -46,6 +47,8 @@ pub struct SharedMaps {
     pub bridge: BridgeMaps,
     pub sysctl_gate: MapHandle,
     pub neigh: NeighMaps,
+    /// The filter's rule counters (`rule_counters`).
+    pub filter_hits: MapHandle,
 }
 
 impl Maps {
@@ -55,8 +58,37 @@ impl Maps {
             bridge: self.bridge.share()?,
             sysctl_gate: MapHandle::try_from(&self.sysctl_gate).map_err(bpf("dup sysctl_gate"))?,
             neigh: self.neigh.share()?,
+            filter_hits: MapHandle::try_from(&self.filter_hits).map_err(bpf("dup f_hits"))?,
         })
     }
+}
+
+impl SharedMaps {
+    /// What the filter counted in `slot`: packets and bytes, summed over CPUs.
+    pub fn filter_hits(&self, slot: u32) -> (u64, u64) {
+        let per_cpu = self
+            .filter_hits
+            .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        per_cpu
+            .iter()
+            .filter_map(|v| from_bytes::<types::filter_hits>(v))
+            .fold((0, 0), |(p, b), h| (p + h.packets, b + h.bytes))
+    }
+
+    /// Clears `slot` on every CPU, before another rule counts in it.
+    pub fn zero_filter_hits(&self, slot: u32) -> Result<()> {
+        let zero = vec![vec![0u8; std::mem::size_of::<types::filter_hits>()]; num_possible_cpus()?];
+        self.filter_hits
+            .update_percpu(&slot.to_ne_bytes(), &zero, MapFlags::ANY)
+            .map_err(bpf("zero f_hits"))
+    }
+}
+
+fn num_possible_cpus() -> Result<usize> {
+    libbpf_rs::num_possible_cpus().map_err(bpf("count the possible CPUs"))
 }
 
 /// The bridge module's tables. One set serves every port's program (libbpf map reuse): the
@@ -215,9 +247,13 @@ impl Program {
             bridge: b,
             sysctl_gate,
             neigh,
+            filter_hits,
         }) = shared
         {
             let m = &mut open.maps;
+            m.f_hits
+                .reuse_fd(filter_hits.as_fd())
+                .map_err(bpf("reuse f_hits"))?;
             m.neigh_stale
                 .reuse_fd(neigh.stale.as_fd())
                 .map_err(bpf("reuse neigh_stale"))?;
@@ -282,6 +318,7 @@ impl Program {
             tx_ports: handle(&m.tx_ports, "tx_ports")?,
             counters: handle(&m.counters, "counters")?,
             mib: handle(&m.mib, "mib")?,
+            filter_hits: handle(&m.f_hits, "f_hits")?,
             f_src4: handle(&m.f_src4, "f_src4")?,
             f_dst4: handle(&m.f_dst4, "f_dst4")?,
             f_src6: handle(&m.f_src6, "f_src6")?,
@@ -786,9 +823,13 @@ fn table_diff(
             bits,
         ),
         8 => indexed_diff(old.map(|o| &o.defaults[..]), &t.defaults, bits),
-        _ => indexed_diff(old.map(|o| &o.actions[..]), &t.actions, |a: &u32| {
-            a.to_ne_bytes().to_vec()
-        }),
+        _ => indexed_diff(
+            old.map(|o| &o.actions[..]),
+            &t.actions,
+            |&(verdict, slot): &(u32, u32)| {
+                bytes_of(&types::rule_action { verdict, slot }).to_vec()
+            },
+        ),
     }
 }
 

@@ -90,6 +90,29 @@ impl FpMetrics {
             }
         }
         w.family(
+            "wirespeed_fp_filter_rule_total",
+            Kind::Counter,
+            "What the filter counted for a forward-chain rule (its nftables handle) of the \
+             packets it judged and the fast path finished, which the kernel's rule counters \
+             miss: add them to its own.",
+        );
+        for c in &status.filter_counts {
+            let r = &c.rule;
+            let handle = r.handle.to_string();
+            for (counter, n) in [("packets", c.packets), ("bytes", c.bytes)] {
+                w.sample(
+                    &[
+                        ("family", &r.family),
+                        ("table", &r.table),
+                        ("chain", &r.chain),
+                        ("handle", &handle),
+                        ("counter", counter),
+                    ],
+                    n,
+                );
+            }
+        }
+        w.family(
             "wirespeed_fp_program_swaps_total",
             Kind::Counter,
             "Re-specialized programs swapped in on a port (bpf_link_update).",

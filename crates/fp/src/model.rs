@@ -318,6 +318,9 @@ pub struct Model {
     pub hash_policy_unwatched: Option<String>,
     /// Packet sockets that see the ports' frames (tcpdump, DHCP clients): polled.
     pub taps: Taps,
+    /// Ports whose driver refused a device-bound XDP program in native mode (the data path
+    /// says; a link event of the port clears it, to try again).
+    pub xdp_native_refused: BTreeSet<u32>,
     /// IPVS's and SELinux's FORWARD hooks: polled.
     pub forward_hooks: ForwardHooks,
     /// The operator says no SELinux secmark, NetLabel or labeled IPsec is in use

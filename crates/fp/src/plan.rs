@@ -241,7 +241,16 @@ impl Model {
                 "has {captures} packet captures, which see its frames only where XDP does not take them"
             ));
         }
-        if !l.strips_vlan || self.rx_vlan_tag(l) {
+        if !l.strips_vlan {
+            return Ok(());
+        }
+        if self.rx_vlan_tag(l) {
+            if self.xdp_native_refused.contains(&l.index) {
+                return Err(
+                    "refuses native XDP (a veth whose peer's MTU is past a page), and generic XDP does not show VLAN tags in metadata"
+                        .into(),
+                );
+            }
             return Ok(());
         }
         Err(if l.kind == "veth" {

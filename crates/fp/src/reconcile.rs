@@ -9,6 +9,7 @@ use crate::features::Features;
 use crate::filter::FilterPlan;
 use crate::model::{BrPortVal, FdbKey};
 use crate::plan::{Plan, PortPlan};
+use crate::rule_counters::RuleSlots;
 
 /// One step of making the data path match the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +86,7 @@ pub struct Actions {
 pub fn reconcile(
     plan: Plan,
     filter: &FilterPlan,
+    slots: &RuleSlots,
     fdb: Option<&BTreeMap<FdbKey, u32>>,
     ifindex_of: &dyn Fn(&str) -> Option<u32>,
     current: Current<'_>,
@@ -100,8 +102,12 @@ pub fn reconcile(
         };
     }
     bridge_tables(&plan, current.plan, &mut list);
+    // A program bound to its device (vlan_meta) is never swapped in over an attachment that
+    // may be generic, or out for one that is not: a new attachment, as for another hook.
+    let same_hook = |a: &Features, b: &Features| a.tc == b.tc && a.vlan_meta == b.vlan_meta;
     for (idx, features) in current.ports {
-        let same_hook = matches!(plan.ports.get(idx), Some(pp) if pp.features.tc == features.tc);
+        let same_hook =
+            matches!(plan.ports.get(idx), Some(pp) if same_hook(&pp.features, features));
         if !same_hook {
             list.push(Action::Detach { ifindex: *idx });
         }
@@ -111,7 +117,7 @@ pub fn reconcile(
     for (idx, pp) in &plan.ports {
         let f = pp.features;
         let tables = (f.filter_v4 || f.filter_v6).then(|| {
-            let compile = || filter.tables(&pp.name, ifindex_of);
+            let compile = || filter.tables_counted(&pp.name, ifindex_of, slots);
             match &shared {
                 Some(cell) => cell.get_or_init(compile).clone(),
                 None => compile(),
@@ -119,10 +125,10 @@ pub fn reconcile(
         });
         let port = pp.clone();
         list.push(match current.ports.get(idx) {
-            Some(running) if running.tc == f.tc && running.serves(&f) => {
+            Some(running) if same_hook(running, &f) && running.serves(&f) => {
                 Action::Update { port, tables }
             }
-            Some(running) if running.tc == f.tc => Action::Swap { port, tables },
+            Some(running) if same_hook(running, &f) => Action::Swap { port, tables },
             _ => Action::Attach { port, tables },
         });
     }
@@ -265,7 +271,14 @@ mod tests {
     #[test]
     fn nothing_changed_nothing_to_do() {
         let fx = Fixture::running(&[router(2, false), router(3, false)]);
-        let a = reconcile(fx.plan.clone(), &fx.filter, None, &no_names, fx.current());
+        let a = reconcile(
+            fx.plan.clone(),
+            &fx.filter,
+            &RuleSlots::default(),
+            None,
+            &no_names,
+            fx.current(),
+        );
         assert!(a.list.is_empty());
         assert!(a.applied.is_none());
     }
@@ -274,7 +287,14 @@ mod tests {
     fn new_port_is_attached_and_known_ones_updated() {
         let fx = Fixture::running(&[router(2, false)]);
         let want = plan_of(&[router(2, false), router(3, false)]);
-        let a = reconcile(want.clone(), &fx.filter, None, &no_names, fx.current());
+        let a = reconcile(
+            want.clone(),
+            &fx.filter,
+            &RuleSlots::default(),
+            None,
+            &no_names,
+            fx.current(),
+        );
         assert_eq!(
             a.list,
             vec![
@@ -297,6 +317,7 @@ mod tests {
         let a = reconcile(
             plan_of(&[router(2, true)]),
             &fx.filter,
+            &RuleSlots::default(),
             None,
             &no_names,
             fx.current(),
@@ -319,6 +340,7 @@ mod tests {
         let a = reconcile(
             plan_of(&[router(2, false)]),
             &fx.filter,
+            &RuleSlots::default(),
             None,
             &no_names,
             fx.current(),
@@ -335,6 +357,7 @@ mod tests {
         let a = reconcile(
             plan_of(&[p.clone()]),
             &fx.filter,
+            &RuleSlots::default(),
             None,
             &no_names,
             fx.current(),
@@ -356,6 +379,7 @@ mod tests {
         let a = reconcile(
             plan_of(&[p.clone()]),
             &fx.filter,
+            &RuleSlots::default(),
             None,
             &no_names,
             fx.current(),
@@ -384,6 +408,7 @@ mod tests {
         let a = reconcile(
             fx.plan.clone(),
             &fx.filter,
+            &RuleSlots::default(),
             Some(&want),
             &no_names,
             fx.current(),
@@ -406,6 +431,7 @@ mod tests {
         let a = reconcile(
             fx.plan.clone(),
             &fx.filter,
+            &RuleSlots::default(),
             Some(&want),
             &no_names,
             fx.current(),
@@ -419,7 +445,14 @@ mod tests {
         fx.plan.bridge_vlans.insert((5, 1), 0);
         let mut want = Plan::default();
         want.bridge_vlans.insert((6, 1), 0);
-        let a = reconcile(want, &fx.filter, None, &no_names, fx.current());
+        let a = reconcile(
+            want,
+            &fx.filter,
+            &RuleSlots::default(),
+            None,
+            &no_names,
+            fx.current(),
+        );
         assert_eq!(
             a.list,
             vec![

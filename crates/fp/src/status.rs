@@ -112,6 +112,10 @@ pub struct Status {
     /// drives the entry (`pass_neigh_stale`; docs/FASTPATH.md, "Neighbours").
     #[serde(default)]
     pub stale_neighbours: usize,
+    /// What the filter counted for each forward-chain rule and policy, which the kernel's
+    /// rule counters miss: add them (docs/FASTPATH.md, "Counters").
+    #[serde(default)]
+    pub filter_counts: Vec<crate::rule_counters::RuleCount>,
 }
 
 /// nftables rule events applied without reading the ruleset, and how the read-back compared.
@@ -189,6 +193,7 @@ impl StatusLog {
             nft_rule_events: rule_events,
             route_dumps: self.route_dumps,
             stale_neighbours: 0,
+            filter_counts: Vec::new(),
         }
     }
 }

@@ -36,19 +36,26 @@ fn parses_the_supported_subset_and_marks_the_rest_for_the_kernel() {
         p.v4,
         FamilyFilter::Compiled {
             policy_drop: false,
-            rules: 5
+            rules: 5,
         }
     );
     assert_eq!(
         p.v6,
         FamilyFilter::Compiled {
             policy_drop: false,
-            rules: 4
+            rules: 4,
         }
     );
     assert_eq!(p.rules_v4[1].dst4.as_ref().unwrap().len(), 3); // /24, /32, range -> /30
     assert_eq!(p.rules_v4[3].action, Action::Kernel);
     assert_eq!(p.rules_v4[2].dport, Some(vec![(6, 22), (6, 23)]));
+    // Each rule knows where it came from (its counter's handle), in both families.
+    assert_eq!(p.rules_v4[0].id.as_ref().map(|r| r.handle), Some(4));
+    let v6 = p.rules_v6[0].id.as_ref();
+    assert!(
+        v6.is_some() && p.rules_v4.iter().any(|r| r.id.as_ref() == v6),
+        "an inet rule is one rule, counted once, in both families"
+    );
 }
 
 #[test]
@@ -124,7 +131,7 @@ fn hundred_rules_compile_and_the_first_match_wins() {
         p.v4,
         FamilyFilter::Compiled {
             policy_drop: false,
-            rules: 100
+            rules: 100,
         }
     );
     let t = p.tables("d0", &|_| None);

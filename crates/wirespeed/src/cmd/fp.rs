@@ -210,6 +210,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     println!("{:<10} note: {n}", "");
                 }
             }
+            for c in s.filter_counts.iter().filter(|c| c.packets > 0) {
+                let r = &c.rule;
+                println!(
+                    "filter counter (add to the kernel's): {} {} {} handle {}: {} packets, {} bytes",
+                    r.family, r.table, r.chain, r.handle, c.packets, c.bytes
+                );
+            }
             for e in &s.errors {
                 println!("error: {e}");
             }
