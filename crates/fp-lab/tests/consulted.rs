@@ -528,6 +528,30 @@ fn legacy_iptables_at_once(lab: &Line, d: &RunningDaemon) {
     assert!(ping(&lab.src, "198.19.4.1"), "a destination the rule skips");
 }
 
+/// The write hooks see every setsockopt on the host and change none: an option whose
+/// handler writes into the caller's buffer still does. IPV6_FLOWLABEL_MGR returns the flow
+/// label the kernel chose (what `ping -F 0` sends, and the kernel's custom_multipath_hash.sh
+/// hashes by): with the hook handing the kernel its own copy, the caller read back 0.
+fn setsockopt_write_backs_reach_the_caller(ns: &Netns) {
+    let code = r#"import ctypes, socket, struct
+libc = ctypes.CDLL(None, use_errno=True)
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+req = ctypes.create_string_buffer(32)
+# in6_flowlabel_req: dst, label 0, IPV6_FL_A_GET, IPV6_FL_S_EXCL, IPV6_FL_F_CREATE
+struct.pack_into("16sIBBHHHI", req, 0, socket.inet_pton(socket.AF_INET6, "fd00:c::1"), 0, 0, 1, 1, 0, 0, 0)
+rc = libc.setsockopt(s.fileno(), 41, 32, req, 32)
+print(rc, struct.unpack_from("!I", req, 16)[0])
+"#;
+    let out = ns.exec("python3", &["-c", code]).unwrap();
+    let mut f = out.split_whitespace();
+    let (rc, label) = (f.next().unwrap(), f.next().unwrap());
+    assert_eq!(rc, "0", "IPV6_FLOWLABEL_MGR refused: {out}");
+    assert_ne!(
+        label, "0",
+        "the flow label the kernel chose never reached the caller"
+    );
+}
+
 /// `hook` is what the routers run at without tc of their own ("xdp (native)" or "tc
 /// (ingress)").
 fn each_consulted_state(lab: &Line, d: &RunningDaemon, hook: &str) {
@@ -797,6 +821,7 @@ fn the_router_answers_xfrm_tc_and_the_hash_policy_as_linux_does() {
     }
     let mut d = RunningDaemon::start(&lab.dut, Some(vec!["d0".into(), "d1".into()]));
     d.wait_for("both ports attached", |s| s.ports.len() == 2);
+    setsockopt_write_backs_reach_the_caller(&lab.src);
     for (dst, linux) in ["198.19.9.1", "fd00:c::1"].into_iter().zip(linux) {
         let v6 = dst.contains(':');
         let (kernel, fp) = quiet(v6, Some(&d), &|| pings(dst, 20));

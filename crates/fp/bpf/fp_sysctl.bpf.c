@@ -95,7 +95,6 @@ int fp_sysctl(struct bpf_sysctl *ctx)
 #define SOL_IPV6 41
 #define IPT_SO_SET_REPLACE 64
 #define EBT_SO_SET_ENTRIES 128
-#define PAGE_SIZE 4096
 
 /* Network namespaces (by cookie) in which an ebtables-legacy table was written: such a table,
  * once there, filters every bridged frame until the namespace goes, and it cannot be read
@@ -110,9 +109,11 @@ struct {
 SEC("cgroup/setsockopt")
 int fp_setsockopt(struct bpf_sockopt *ctx)
 {
-	/* A buffer past a page is not copied for the program: the kernel's own is used. */
-	if (ctx->optlen > PAGE_SIZE)
-		ctx->optlen = 0;
+	/* Whatever it reads, the program hands the kernel the caller's own buffer (optlen 0): an
+	 * option whose handler writes back into it (IPV6_FLOWLABEL_MGR returns the flow label it
+	 * chose) would otherwise write into the hook's copy, and `ping -F 0` would send label 0
+	 * (the kernel's custom_multipath_hash.sh selftest found it). */
+	ctx->optlen = 0;
 	if (ctx->level == SOL_IP && ctx->optname == IPT_SO_SET_REPLACE) {
 		close_class(GATE_CLASS_FWD_V4);
 		close_class(GATE_CLASS_BRIDGE);
