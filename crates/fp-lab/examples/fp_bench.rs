@@ -516,6 +516,10 @@ fn main() {
             measure(&ends, &gen, frame, warm, secs)
         });
         println!("{row}");
+        let fp = Fp {
+            unbound: true,
+            ..fp
+        };
         local_rows.push(compare(name, rounds, &lab.dut, fp, &|| {
             measure_local(&ends, d0, &gen, frame, warm, secs)
         }));
@@ -523,6 +527,7 @@ fn main() {
     const ROUTED: Fp = Fp {
         hook: BridgeHook::Auto,
         route_cache: true,
+        unbound: false,
     };
 
     // The sink's veth as the kernel leaves it (no XDP program, GRO off): an XDP redirect
@@ -598,6 +603,7 @@ fn main() {
         let fp = Fp {
             hook: BridgeHook::Auto,
             route_cache,
+            unbound: false,
         };
         both_ways(name, fp, &frame);
     }
@@ -649,12 +655,17 @@ fn main() {
         let fp = Fp {
             hook: BridgeHook::Xdp,
             route_cache: true,
+            unbound: false,
         };
         let row = compare(name, rounds, &br.dut, fp, &|| {
             measure(&br_ends, &bgen, &bframe, warm, secs)
         });
         println!("{row}");
         let bd0 = ifindex(&br.dut, "d0");
+        let fp = Fp {
+            unbound: true,
+            ..fp
+        };
         local_rows.push(compare(name, rounds, &br.dut, fp, &|| {
             measure_local(&br_ends, bd0, &bgen, &bframe, warm, secs)
         }));
@@ -692,6 +703,9 @@ fn main() {
 struct Fp {
     hook: BridgeHook,
     route_cache: bool,
+    /// On the DUT: the generator tail-calls the port's program, which a device-bound one (a
+    /// veth's, which asks the driver for VLAN tags) refuses, so the program is loaded unbound.
+    unbound: bool,
 }
 
 fn with_daemon<T>(dut: &wirespeed_lab::Netns, fp: Fp, name: &str, f: impl FnOnce() -> T) -> T {
@@ -700,6 +714,7 @@ fn with_daemon<T>(dut: &wirespeed_lab::Netns, fp: Fp, name: &str, f: impl FnOnce
         wirespeed_fp::daemon::Config {
             bridge_hook: fp.hook,
             route_cache: fp.route_cache,
+            unbound_xdp: fp.unbound,
             ..Default::default()
         },
     );

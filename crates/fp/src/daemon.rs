@@ -66,6 +66,10 @@ pub struct Config {
     pub metrics: Option<SocketAddr>,
     /// No SELinux secmark, NetLabel or labeled IPsec is in use (`--assume-no-selinux-labels`).
     pub assume_no_selinux_labels: bool,
+    /// Benchmarks only, never exact: XDP programs are not bound to their device, so a VLAN tag
+    /// a driver keeps in metadata goes unseen. The on-the-DUT benchmark tail-calls the port's
+    /// program, which a bound one refuses.
+    pub unbound_xdp: bool,
 }
 
 impl Default for Config {
@@ -77,6 +81,7 @@ impl Default for Config {
             route_cache: true,
             metrics: None,
             assume_no_selinux_labels: false,
+            unbound_xdp: false,
         }
     }
 }
@@ -166,6 +171,7 @@ impl Daemon {
             bridge_hook: cfg.bridge_hook,
             no_route_cache: !cfg.route_cache,
             assume_no_selinux_labels: cfg.assume_no_selinux_labels,
+            unbound_xdp: cfg.unbound_xdp,
             ..Model::default()
         };
         let mut model = model;

@@ -326,6 +326,8 @@ pub struct Model {
     /// The operator says no SELinux secmark, NetLabel or labeled IPsec is in use
     /// (`fp run --assume-no-selinux-labels`).
     pub assume_no_selinux_labels: bool,
+    /// Benchmarks only (daemon::Config::unbound_xdp): XDP programs are never device-bound.
+    pub unbound_xdp: bool,
 }
 
 impl Model {

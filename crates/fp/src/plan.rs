@@ -241,7 +241,7 @@ impl Model {
                 "has {captures} packet captures, which see its frames only where XDP does not take them"
             ));
         }
-        if !l.strips_vlan {
+        if !l.strips_vlan || self.unbound_xdp {
             return Ok(());
         }
         if self.rx_vlan_tag(l) {
@@ -351,7 +351,7 @@ impl Model {
             ifindex: l.index,
             bridge: true,
             tc,
-            vlan_meta: !tc && l.strips_vlan,
+            vlan_meta: !tc && l.strips_vlan && !self.unbound_xdp,
             ..Features::default()
         };
         plan.ports.insert(
@@ -616,7 +616,7 @@ impl Model {
                 mac: l.mac.unwrap_or_default(),
                 ifindex: l.index,
                 tc: router_tc.is_some(),
-                vlan_meta: router_tc.is_none() && l.strips_vlan,
+                vlan_meta: router_tc.is_none() && l.strips_vlan && !self.unbound_xdp,
                 ..Features::default()
             };
             if let Some(why) = &router_tc {

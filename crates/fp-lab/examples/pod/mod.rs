@@ -67,6 +67,7 @@ pub fn pod_to_pod(secs: Duration, rounds: usize) {
             Fp {
                 hook: BridgeHook::Auto,
                 route_cache: true,
+                unbound: false,
             },
             "pod-to-pod",
             || ping_pong(&net, secs),

@@ -116,6 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 route_cache: !no_route_cache,
                 metrics,
                 assume_no_selinux_labels,
+                unbound_xdp: false,
             };
             eprintln!(
                 "wirespeed fp: running; status in {}{}",
