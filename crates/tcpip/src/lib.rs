@@ -34,6 +34,7 @@
 
 mod arp;
 mod frame_queue;
+mod icmp;
 mod ring;
 mod sockets;
 mod stack;
@@ -381,13 +382,29 @@ pub struct Stats {
     pub arp_replies_sent: u64,
     pub arp_cache_full: u64,
     pub arp_pending_dropped: u64,
+    /// ARP messages from our own address or a martian one (Linux's `arp_process` checks the
+    /// sender as a route source): not answered, not learned.
+    pub arp_bad_sender: u64,
     pub ip_truncated: u64,
     pub ip_malformed: u64,
     pub ip_bad_checksum: u64,
     pub ip_fragments_dropped: u64,
     pub ip_not_for_us: u64,
     pub ip_unknown_protocol: u64,
+    /// Martian sources, as Linux's `ip_route_input_slow` and `fib_validate_source` judge
+    /// them: 0/8, 127/8, multicast, broadcast, our own address; and multicast source MACs.
     pub ip_bad_source: u64,
+    /// Source-routed datagrams (LSRR/SSRR), dropped as Linux drops them by default
+    /// (`accept_source_route` off for "all").
+    pub ip_source_routed: u64,
+    /// Datagrams with malformed options, answered with ICMP parameter problem.
+    pub ip_bad_options: u64,
+    /// TCP segments and ICMP requests from a source with no route back (off-link, no
+    /// gateway): Linux cannot answer them either, and takes no connection from one.
+    pub ip_no_route_back: u64,
+    pub icmp_errors_sent: u64,
+    /// ICMP errors not sent: over Linux's global budget (`icmp_msgs_per_sec`/`_burst`).
+    pub icmp_rate_limited: u64,
     pub icmp_malformed: u64,
     pub icmp_bad_checksum: u64,
     pub icmp_unsupported: u64,
@@ -412,8 +429,18 @@ pub struct Stats {
     pub tcp_bad_checksum_partial: u64,
     /// TCP segments taken with a partial checksum (`accept_partial_checksums` on).
     pub tcp_rx_csum_partial: u64,
+    /// Segments whose option list ended at a malformed option: taken, as Linux takes them,
+    /// with the options before it.
     pub tcp_bad_options: u64,
     pub tcp_no_listener: u64,
+    /// Segments that reached a listener without ACK and were not a SYN (FIN, NULL, Xmas
+    /// scans; SYN+FIN): dropped unanswered (RFC 9293 3.10.7.2).
+    pub tcp_listen_dropped: u64,
+    /// Segments for a socket that carry a TCP-MD5 signature: the stack holds no keys, and
+    /// Linux drops a signed segment for a socket without one.
+    pub tcp_md5_unexpected: u64,
+    /// TCP segments in a link-layer broadcast or multicast frame (Linux: not PACKET_HOST).
+    pub tcp_not_host_mac: u64,
     pub tcp_rst_sent: u64,
     pub tcp_backlog_full: u64,
     pub tcp_table_full: u64,
@@ -445,6 +472,8 @@ pub struct Stats {
     pub tcp_time_wait_reused: u64,
     /// Data arrived for a connection the application had closed: answered with RST.
     pub tcp_data_after_close: u64,
+    /// Data wholly past the peer's FIN: ignored, unanswered, as Linux ignores it.
+    pub tcp_data_after_fin: u64,
     pub tcp_segments_in: u64,
     pub tcp_segments_out: u64,
     pub ctrl_queue_full: u64,

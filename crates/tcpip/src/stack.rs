@@ -9,10 +9,11 @@ use crate::tcp::{Actions, Ctx, OutputReady, Tcp};
 use crate::udp::Udp;
 use crate::{Config, Event, Handle, Instant, Stats, TxSink};
 use std::collections::VecDeque;
+use wirespeed_wire::icmpv4::error_type;
 use wirespeed_wire::tcp::{fill_checksum, fill_partial_checksum};
 use wirespeed_wire::{
-    arp, ethernet, ipv4, ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetFrame, EthernetRepr,
-    Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr, MacAddr, TcpRepr,
+    arp, ethernet, ip_options, ipv4, ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetFrame,
+    EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr, MacAddr, TcpRepr,
 };
 
 /// Frames the stack can queue outside connections (ARP, ICMP, RSTs, SYN cookies, UDP).
@@ -38,6 +39,7 @@ pub struct Stack {
     /// What the last TCP call asked for; emptied by `apply_actions` right after it.
     actions: Actions,
     pub(crate) ip_ident: u16,
+    pub(crate) icmp_budget: crate::icmp::ErrorBudget,
 }
 
 impl Stack {
@@ -67,6 +69,7 @@ impl Stack {
             udp: Udp::new(&cfg),
             actions: Actions::with_capacity(64),
             ip_ident: cfg.secret as u16,
+            icmp_budget: Default::default(),
             stats: Stats::default(),
             now: Instant::ZERO,
             eth_len,
@@ -128,21 +131,26 @@ impl Stack {
             self.stats.eth_vlan_mismatch += 1;
             return;
         }
+        // Group addresses (broadcast, multicast) are taken as a device without a multicast
+        // filter takes them; TCP then refuses what was not sent to us alone.
         let dst = eth.dst();
-        if dst != self.cfg.mac && dst != MacAddr::BROADCAST {
+        let to_host = dst == self.cfg.mac;
+        if !to_host && !dst.is_multicast() {
             self.stats.eth_not_for_us += 1;
             return;
         }
         let src_mac = eth.src();
         match eth.ethertype() {
             EtherType::Arp => self.arp_input(eth.payload()),
-            EtherType::Ipv4 => self.ipv4_input(src_mac, eth.payload()),
+            EtherType::Ipv4 => self.ipv4_input(src_mac, to_host, eth.payload()),
             EtherType::Ipv6 => self.stats.ipv6_unsupported += 1,
             _ => self.stats.eth_unknown_type += 1,
         }
     }
 
-    fn ipv4_input(&mut self, src_mac: MacAddr, data: &[u8]) {
+    /// IPv4 input (`to_host`: the frame was sent to our MAC alone): the checks in Linux's
+    /// order (martians at the route lookup, then options, then the protocol's own).
+    fn ipv4_input(&mut self, src_mac: MacAddr, to_host: bool, data: &[u8]) {
         let pkt = match Ipv4Packet::new_checked(data) {
             Ok(p) => p,
             Err(wirespeed_wire::Error::Truncated) => {
@@ -165,11 +173,7 @@ impl Stack {
                 return;
             }
         };
-        if src_mac.is_multicast()
-            || ip.src.is_multicast()
-            || ip.src == Ipv4Addr::BROADCAST
-            || ip.src == self.cfg.ipv4
-        {
+        if src_mac.is_multicast() || martian_source(ip.src) || ip.src == self.cfg.ipv4 {
             self.stats.ip_bad_source += 1;
             return;
         }
@@ -177,8 +181,29 @@ impl Stack {
             self.stats.ip_not_for_us += 1;
             return;
         }
+        let header = &data[..pkt.header_len()];
+        match ip_options::check(&header[ipv4::HEADER_LEN..]) {
+            ip_options::Verdict::Accept => {}
+            ip_options::Verdict::SourceRouted => {
+                self.stats.ip_source_routed += 1;
+                return;
+            }
+            ip_options::Verdict::ParameterProblem(at) => {
+                self.stats.ip_bad_options += 1;
+                if to_host {
+                    let dgram = &data[..pkt.total_len()];
+                    let (ty, word) = (error_type::PARAMETER_PROBLEM, (at as u32) << 24);
+                    self.send_icmp_error(src_mac, &ip, dgram, ty, 0, word);
+                }
+                return;
+            }
+        }
         let payload = pkt.payload();
+        // Linux answers only along a route back, and opens no connection without one.
+        let answerable = self.next_hop(ip.src).is_some();
         match ip.protocol {
+            IpProtocol::Tcp if !to_host => self.stats.tcp_not_host_mac += 1,
+            IpProtocol::Tcp | IpProtocol::Icmp if !answerable => self.stats.ip_no_route_back += 1,
             IpProtocol::Tcp => self.with_tcp(|tcp, cx| tcp.input(cx, src_mac, &ip, payload)),
             IpProtocol::Udp => {
                 if let Some(ev) = self.udp.input(&self.cfg, &mut self.stats, &ip, payload) {
@@ -190,50 +215,10 @@ impl Stack {
         }
     }
 
-    fn icmp_input(&mut self, src_mac: MacAddr, ip: &Ipv4Repr, data: &[u8]) {
-        let pkt = match Icmpv4Packet::new_checked(data) {
-            Ok(p) => p,
-            Err(_) => {
-                self.stats.icmp_malformed += 1;
-                return;
-            }
-        };
-        match Icmpv4Repr::parse(&pkt) {
-            Ok(Icmpv4Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            }) => {
-                let reply = Icmpv4Repr::EchoReply {
-                    ident,
-                    seq_no,
-                    data,
-                };
-                let ip_out = self.ip_repr(ip.src, IpProtocol::Icmp, reply.buffer_len());
-                let eth = self.eth_repr(src_mac, EtherType::Ipv4);
-                let ok = self.ctrl.push_with(ip.src, |buf| {
-                    let e = eth.header_len();
-                    let need = e + ipv4::HEADER_LEN + reply.buffer_len();
-                    if buf.len() < need {
-                        return 0;
-                    }
-                    let _ = eth.emit(buf);
-                    let _ = ip_out.emit(&mut buf[e..]);
-                    let _ = reply.emit(&mut buf[e + ipv4::HEADER_LEN..]);
-                    need
-                });
-                if ok {
-                    self.stats.icmp_echo_replies += 1;
-                } else {
-                    self.stats.ctrl_queue_full += 1;
-                }
-            }
-            Ok(Icmpv4Repr::EchoReply { .. }) => self.stats.icmp_unsupported += 1,
-            Err(wirespeed_wire::Error::Checksum) => self.stats.icmp_bad_checksum += 1,
-            Err(_) => self.stats.icmp_unsupported += 1,
-        }
-    }
-
+    /// ARP input, with Linux's `arp_process` checks: a target that is multicast or loopback
+    /// is ignored; a probe (sender 0.0.0.0, RFC 5227) for our address is answered and
+    /// teaches nothing; a sender that is our own address or a martian one is neither
+    /// answered nor learned (Linux checks it as a route source).
     fn arp_input(&mut self, data: &[u8]) {
         let pkt = match ArpPacket::new_checked(data) {
             Ok(p) => p,
@@ -249,11 +234,18 @@ impl Stack {
                 return;
             }
         };
-        if a.sender_mac.is_multicast()
-            || a.sender_ip == Ipv4Addr::UNSPECIFIED
-            || a.sender_ip.is_multicast()
-        {
+        if a.sender_mac.is_multicast() || a.target_ip.is_multicast() || a.target_ip.0[0] == 127 {
             self.stats.arp_malformed += 1;
+            return;
+        }
+        if a.sender_ip == Ipv4Addr::UNSPECIFIED {
+            if a.operation == ArpOperation::Request && a.target_ip == self.cfg.ipv4 {
+                self.send_arp_reply(a.sender_mac, Ipv4Addr::UNSPECIFIED);
+            }
+            return;
+        }
+        if martian_source(a.sender_ip) || a.sender_ip == self.cfg.ipv4 {
+            self.stats.arp_bad_sender += 1;
             return;
         }
         let for_us = a.target_ip == self.cfg.ipv4;
@@ -268,22 +260,24 @@ impl Stack {
             }
         }
         if for_us && a.operation == ArpOperation::Request {
-            let reply = ArpRepr {
-                operation: ArpOperation::Reply,
-                sender_mac: self.cfg.mac,
-                sender_ip: self.cfg.ipv4,
-                target_mac: a.sender_mac,
-                target_ip: a.sender_ip,
-            };
-            let eth = self.eth_repr(a.sender_mac, EtherType::Arp);
-            if self
-                .ctrl
-                .push_with(a.sender_ip, |buf| emit_arp(buf, &eth, &reply))
-            {
-                self.stats.arp_replies_sent += 1;
-            } else {
-                self.stats.ctrl_queue_full += 1;
-            }
+            self.send_arp_reply(a.sender_mac, a.sender_ip);
+        }
+    }
+
+    /// Answers a request for our address from `mac`, which asked as `ip`.
+    fn send_arp_reply(&mut self, mac: MacAddr, ip: Ipv4Addr) {
+        let reply = ArpRepr {
+            operation: ArpOperation::Reply,
+            sender_mac: self.cfg.mac,
+            sender_ip: self.cfg.ipv4,
+            target_mac: mac,
+            target_ip: ip,
+        };
+        let eth = self.eth_repr(mac, EtherType::Arp);
+        if self.ctrl.push_with(ip, |buf| emit_arp(buf, &eth, &reply)) {
+            self.stats.arp_replies_sent += 1;
+        } else {
+            self.stats.ctrl_queue_full += 1;
         }
     }
 
@@ -674,4 +668,11 @@ impl TxSink for VecSink {
         }
         true
     }
+}
+
+/// Sources Linux's route lookup calls martian whatever the routes: "this network" (0/8),
+/// loopback (127/8, `route_localnet` off), multicast and the limited broadcast.
+fn martian_source(a: Ipv4Addr) -> bool {
+    let first = a.0[0];
+    first == 0 || first == 127 || a.is_multicast() || a == Ipv4Addr::BROADCAST
 }

@@ -1,4 +1,5 @@
-//! ICMPv4 (RFC 792): echo request/reply parsed; other types recognised by number only.
+//! ICMPv4 (RFC 792): echo request/reply parsed; errors (unreachable, time exceeded,
+//! parameter problem) built; other types recognised by number only.
 
 use crate::checksum;
 use crate::{get_u16, put_u16, Error, Result};
@@ -128,6 +129,46 @@ impl<'a> Icmpv4Repr<'a> {
     }
 }
 
+/// ICMP error types (RFC 792).
+pub mod error_type {
+    pub const DEST_UNREACHABLE: u8 = 3;
+    pub const SOURCE_QUENCH: u8 = 4;
+    pub const REDIRECT: u8 = 5;
+    pub const TIME_EXCEEDED: u8 = 11;
+    pub const PARAMETER_PROBLEM: u8 = 12;
+}
+
+/// An ICMP error message: `word` is the type-specific second word (a parameter problem's
+/// pointer in its top byte, a fragmentation-needed's MTU in its low half), `quoted` the start
+/// of the datagram it is about, IP header first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Icmpv4Error<'a> {
+    pub msg_type: u8,
+    pub code: u8,
+    pub word: u32,
+    pub quoted: &'a [u8],
+}
+
+impl Icmpv4Error<'_> {
+    pub fn buffer_len(&self) -> usize {
+        HEADER_LEN + self.quoted.len()
+    }
+
+    /// Writes the message with its checksum.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let len = self.buffer_len();
+        let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
+        b[field::TYPE] = self.msg_type;
+        b[field::CODE] = self.code;
+        put_u16(b, field::CHECKSUM.start, 0);
+        b[4..8].copy_from_slice(&self.word.to_be_bytes());
+        b[HEADER_LEN..].copy_from_slice(self.quoted);
+        let c = checksum::checksum(b);
+        put_u16(b, field::CHECKSUM.start, c);
+        Ok(len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +188,23 @@ mod tests {
         let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
         assert_eq!(Icmpv4Repr::parse(&p).unwrap_err(), Error::Checksum);
         assert!(Icmpv4Packet::new_checked(&b[..7]).is_err());
+    }
+
+    #[test]
+    fn an_error_quotes_the_datagram_and_sums_to_zero() {
+        let quoted = [0x45u8, 0, 0, 28, 1, 2, 3, 4];
+        let e = Icmpv4Error {
+            msg_type: error_type::PARAMETER_PROBLEM,
+            code: 0,
+            word: 22 << 24,
+            quoted: &quoted,
+        };
+        let mut b = [0u8; 16];
+        assert_eq!(e.emit(&mut b).unwrap(), 16);
+        assert_eq!(&b[..2], &[12, 0]);
+        assert_eq!(&b[4..8], &[22, 0, 0, 0]);
+        assert_eq!(&b[8..], &quoted);
+        assert!(Icmpv4Packet::new_checked(&b[..]).unwrap().verify_checksum());
+        assert_eq!(e.emit(&mut [0u8; 15]).unwrap_err(), Error::Truncated);
     }
 }

@@ -16,6 +16,7 @@ pub mod arp;
 pub mod checksum;
 pub mod ethernet;
 pub mod icmpv4;
+pub mod ip_options;
 pub mod ipv4;
 pub mod ipv6;
 pub mod tcp;
@@ -24,7 +25,7 @@ pub mod udp;
 
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr};
-pub use icmpv4::{Icmpv4Packet, Icmpv4Repr};
+pub use icmpv4::{Icmpv4Error, Icmpv4Packet, Icmpv4Repr};
 pub use ipv4::{IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
 pub use tcp::{SeqNumber, TcpControl, TcpOptions, TcpPacket, TcpRepr};

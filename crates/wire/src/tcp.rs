@@ -201,12 +201,18 @@ pub struct TcpOptions {
     pub sack_count: u8,
     /// (TSval, TSecr).
     pub timestamps: Option<(u32, u32)>,
+    /// A TCP-MD5 signature (RFC 2385: kind 19, length 18) is present. Never emitted.
+    pub md5_signature: bool,
+    /// The walk ended at a malformed option (a length below 2 or past the end); the options
+    /// before it stand. Never emitted.
+    pub malformed: bool,
 }
 
 impl TcpOptions {
-    /// Parses the options area. A malformed option list (a length running past the end or
-    /// below 2) is an error; a well-formed option with an unexpected length is ignored.
-    pub fn parse(mut opts: &[u8]) -> Result<Self> {
+    /// Parses the options area as Linux's `tcp_parse_options` does: a malformed option ends
+    /// the walk and what came before it stands (Linux answers such a SYN); an option with an
+    /// unexpected length is ignored.
+    pub fn parse(mut opts: &[u8]) -> Self {
         let mut o = TcpOptions::default();
         while let Some(&kind) = opts.first() {
             match kind {
@@ -217,30 +223,36 @@ impl TcpOptions {
                 }
                 _ => {}
             }
-            let len = *opts.get(1).ok_or(Error::Malformed)? as usize;
+            let len = opts.get(1).map_or(0, |&l| l as usize);
             if len < 2 || len > opts.len() {
-                return Err(Error::Malformed);
+                o.malformed = true;
+                break;
             }
-            let body = &opts[2..len];
-            match (kind, body.len()) {
-                (2, 2) => o.mss = Some(get_u16(body, 0)),
-                (3, 1) => o.window_scale = Some(body[0].min(14)),
-                (4, 0) => o.sack_permitted = true,
-                (5, n) if n % 8 == 0 => {
-                    for blk in body.chunks_exact(8) {
-                        // A second SACK option must not overflow the fixed array.
-                        if let Some(slot) = o.sack_blocks.get_mut(o.sack_count as usize) {
-                            *slot = (get_u32(blk, 0), get_u32(blk, 4));
-                            o.sack_count += 1;
-                        }
-                    }
-                }
-                (8, 8) => o.timestamps = Some((get_u32(body, 0), get_u32(body, 4))),
-                _ => {}
-            }
+            o.take(kind, &opts[2..len]);
             opts = &opts[len..];
         }
-        Ok(o)
+        o
+    }
+
+    /// Takes one well-formed option (`body`: after kind and length).
+    fn take(&mut self, kind: u8, body: &[u8]) {
+        match (kind, body.len()) {
+            (2, 2) => self.mss = Some(get_u16(body, 0)),
+            (3, 1) => self.window_scale = Some(body[0].min(14)),
+            (4, 0) => self.sack_permitted = true,
+            (5, n) if n > 0 && n % 8 == 0 => {
+                for blk in body.chunks_exact(8) {
+                    // A second SACK option must not overflow the fixed array.
+                    if let Some(slot) = self.sack_blocks.get_mut(self.sack_count as usize) {
+                        *slot = (get_u32(blk, 0), get_u32(blk, 4));
+                        self.sack_count += 1;
+                    }
+                }
+            }
+            (8, 8) => self.timestamps = Some((get_u32(body, 0), get_u32(body, 4))),
+            (19, 16) => self.md5_signature = true,
+            _ => {}
+        }
     }
 
     /// Bytes `emit` writes (padded to a multiple of 4).
@@ -341,28 +353,23 @@ impl TcpRepr {
         if !p.verify_checksum(src, dst) {
             return Err(Error::Checksum);
         }
-        Self::parse_unverified(p)
+        Ok(Self::parse_unverified(p))
     }
 
     /// Parses the header and options without looking at the checksum: for a caller that
-    /// judged it already ([`TcpPacket::checksum_state`]).
-    pub fn parse_unverified<T: AsRef<[u8]>>(p: &TcpPacket<T>) -> Result<Self> {
-        if p.src_port() == 0 || p.dst_port() == 0 {
-            return Err(Error::Malformed);
-        }
-        let f = p.flags();
-        if f & flags::SYN != 0 && f & (flags::FIN | flags::RST) != 0 {
-            return Err(Error::Malformed);
-        }
-        Ok(TcpRepr {
+    /// judged it already ([`TcpPacket::checksum_state`]). Any flag combination and port
+    /// parses: what to do with one is the receiver's rule (Linux answers SYN+FIN to a closed
+    /// port with a RST).
+    pub fn parse_unverified<T: AsRef<[u8]>>(p: &TcpPacket<T>) -> Self {
+        TcpRepr {
             src_port: p.src_port(),
             dst_port: p.dst_port(),
             seq: p.seq_number(),
             ack: p.ack().then(|| p.ack_number()),
-            flags: f,
+            flags: p.flags(),
             window: p.window_len(),
-            options: TcpOptions::parse(p.options())?,
-        })
+            options: TcpOptions::parse(p.options()),
+        }
     }
 
     pub fn control(&self) -> TcpControl {
@@ -527,7 +534,7 @@ mod tests {
             let n = o.emit(&mut b).unwrap();
             assert_eq!(n, o.len());
             assert_eq!(n % 4, 0);
-            let p = TcpOptions::parse(&b[..n]).unwrap();
+            let p = TcpOptions::parse(&b[..n]);
             let want = if ts.is_some() { 3 } else { 4 };
             assert_eq!(p.sack_count, want);
             assert_eq!(
@@ -539,26 +546,41 @@ mod tests {
     }
 
     #[test]
-    fn malformed_options_and_headers() {
-        assert_eq!(TcpOptions::parse(&[2, 1]).unwrap_err(), Error::Malformed);
-        assert_eq!(
-            TcpOptions::parse(&[2, 9, 0, 0]).unwrap_err(),
-            Error::Malformed
-        );
-        assert_eq!(TcpOptions::parse(&[8]).unwrap_err(), Error::Malformed);
-        assert_eq!(
-            TcpOptions::parse(&[1, 1, 0, 99]).unwrap(),
-            TcpOptions::default()
-        );
-        assert_eq!(
-            TcpOptions::parse(&[2, 3, 0]).unwrap(),
-            TcpOptions::default()
-        );
+    fn malformed_options_end_the_walk_and_keep_what_came_before() {
+        let malformed = TcpOptions {
+            malformed: true,
+            ..Default::default()
+        };
+        // Length 1, length past the end, a lone kind byte: nothing before them.
+        assert_eq!(TcpOptions::parse(&[2, 1]), malformed);
+        assert_eq!(TcpOptions::parse(&[2, 9, 0, 0]), malformed);
+        assert_eq!(TcpOptions::parse(&[8]), malformed);
+        // MSS, then an unknown option of length 255 and a window scale cut short: the MSS
+        // stands (Linux answers such a SYN with its MSS taken).
+        let mss = TcpOptions {
+            mss: Some(1400),
+            malformed: true,
+            ..Default::default()
+        };
+        assert_eq!(TcpOptions::parse(&[2, 4, 5, 120, 99, 255, 0, 0]), mss);
+        assert_eq!(TcpOptions::parse(&[2, 4, 5, 120, 1, 3, 3]), mss);
+        assert!(!TcpOptions::parse(&[2, 4, 5, 120, 0, 0]).malformed);
+        // EOL ends the walk; a well-formed option of the wrong length is ignored.
+        assert_eq!(TcpOptions::parse(&[1, 1, 0, 99]), TcpOptions::default());
+        assert_eq!(TcpOptions::parse(&[2, 3, 0]), TcpOptions::default());
+        let mut md5 = vec![1u8, 1, 19, 18];
+        md5.extend_from_slice(&[0; 16]);
+        assert!(TcpOptions::parse(&md5).md5_signature);
+        assert!(!TcpOptions::parse(&[19, 4, 0, 0]).md5_signature);
         let mut two_sacks = vec![5u8, 34];
         two_sacks.extend_from_slice(&[0; 32]);
         two_sacks.extend_from_slice(&[5, 34]);
         two_sacks.extend_from_slice(&[0; 32]);
-        assert_eq!(TcpOptions::parse(&two_sacks).unwrap().sack_count, 4);
+        assert_eq!(TcpOptions::parse(&two_sacks).sack_count, 4);
+    }
+
+    #[test]
+    fn malformed_headers() {
         let mut b = [0u8; 20];
         b[12] = 0x40;
         assert_eq!(

@@ -4,7 +4,7 @@
 
 use super::congestion::CongestionControl;
 use super::sack::{sack_update, sacks_above};
-use super::{dur_us, Ctx, Tcp, DUPACK_THRESHOLD};
+use super::{dur_us, Ctx, Tcp, TcpState, DUPACK_THRESHOLD};
 use crate::{EventKind, Instant};
 use wirespeed_wire::{SeqNumber, TcpRepr};
 
@@ -55,7 +55,22 @@ impl Tcp {
         let gen = self.conns[idx as usize].gen;
         let t = &mut self.conns[idx as usize];
         if ack.gt(t.snd_max) {
+            // An ACK for data never sent is dropped (RFC 9293 3.10.7.4); Linux answers it
+            // only outside ESTABLISHED, with a challenge ACK.
             cx.stats.tcp_bad_ack += 1;
+            if t.state != TcpState::Established {
+                cx.stats.tcp_challenge_acks += 1;
+                t.ack_now = true;
+                self.mark_dirty(idx, gen);
+            }
+            return None;
+        }
+        // RFC 5961 5.2: an ACK further behind SND.UNA than the peer can have seen us send
+        // (Linux: min(largest window, bytes acknowledged)) gets a challenge ACK, its data
+        // dropped: blind data injection guesses the sequence number but not the ACK.
+        let behind = t.snd_una.diff(ack);
+        if behind > 0 && behind as u64 > t.bytes_acked.min(u64::from(t.max_snd_wnd)) {
+            cx.stats.tcp_challenge_acks += 1;
             t.ack_now = true;
             self.mark_dirty(idx, gen);
             return None;
@@ -68,6 +83,7 @@ impl Tcp {
                 fin_acked = true;
             }
             t.send.consume(data_acked);
+            t.bytes_acked += data_acked as u64;
             t.snd_una = ack;
             if t.snd_nxt.lt(ack) {
                 t.snd_nxt = ack;

@@ -22,9 +22,15 @@ impl Tcp {
         let gen = self.conns[idx as usize].gen;
         let t = &mut self.conns[idx as usize];
         let mut fin_in_order = false;
-        if !payload.is_empty() && t.owner == Owner::Released && seq.add(payload.len()).gt(t.rcv_nxt)
-        {
-            // Nobody will read it: reset, as Linux does for data after close().
+        let new_data = !payload.is_empty() && seq.add(payload.len()).gt(t.rcv_nxt);
+        if new_data && t.fin_received && !seq.lt(t.rcv_nxt) {
+            // Wholly past the peer's FIN: ignored, unanswered, as Linux ignores it.
+            cx.stats.tcp_data_after_fin += 1;
+            return None;
+        }
+        if new_data && (t.owner == Owner::Released || t.fin_received) {
+            // Nobody will read it: reset, as Linux does for data after close() (and for data
+            // that straddles the peer's FIN).
             cx.stats.tcp_data_after_close += 1;
             self.abort_conn(cx, idx, Error::Aborted);
             return None;

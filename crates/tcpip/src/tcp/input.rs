@@ -40,25 +40,19 @@ impl Tcp {
                 return;
             }
         }
-        let repr = match TcpRepr::parse_unverified(&pkt) {
-            Ok(r) => r,
-            Err(wirespeed_wire::Error::Malformed)
-                if pkt.src_port() != 0
-                    && pkt.dst_port() != 0
-                    && !(pkt.syn() && (pkt.fin() || pkt.rst())) =>
-            {
-                cx.stats.tcp_bad_options += 1;
-                return;
-            }
-            Err(_) => {
-                cx.stats.tcp_malformed += 1;
-                return;
-            }
-        };
+        let repr = TcpRepr::parse_unverified(&pkt);
+        if repr.options.malformed {
+            // Counted, not dropped: as Linux, the options before the bad one stand.
+            cx.stats.tcp_bad_options += 1;
+        }
         cx.stats.tcp_segments_in += 1;
         let payload = pkt.payload();
         let key = flow_key(ip.src, repr.src_port, repr.dst_port);
         if let Some(&idx) = self.demux.get(&key) {
+            if repr.options.md5_signature {
+                cx.stats.tcp_md5_unexpected += 1;
+                return;
+            }
             let t = &self.conns[idx as usize];
             let is_new_syn = repr.flags & (flags::SYN | flags::ACK | flags::RST) == flags::SYN;
             if t.state == TcpState::TimeWait && is_new_syn {

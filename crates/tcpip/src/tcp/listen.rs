@@ -31,10 +31,22 @@ impl Tcp {
                 return;
             }
         };
-        if repr.control() == TcpControl::Rst {
+        // Linux (tcp_inbound_hash) drops a signed segment for a socket without a key.
+        if repr.options.md5_signature {
+            cx.stats.tcp_md5_unexpected += 1;
             return;
         }
-        let syn = repr.control() == TcpControl::Syn; // not RST (above); SYN+FIN never parses
+        let f = repr.flags;
+        if f & flags::RST != 0 {
+            return;
+        }
+        // RFC 9293 3.10.7.2: without ACK only a SYN is taken (Linux: not with FIN); anything
+        // else is dropped unanswered, so FIN, NULL and Xmas scans learn nothing.
+        if repr.ack.is_none() && (f & flags::SYN == 0 || f & flags::FIN != 0) {
+            cx.stats.tcp_listen_dropped += 1;
+            return;
+        }
+        let syn = f & flags::SYN != 0;
         if syn && repr.ack.is_none() {
             let l = &self.listeners[li as usize];
             if l.syn_rcvd + l.accept_queue.len() >= l.backlog {

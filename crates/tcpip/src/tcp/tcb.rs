@@ -95,6 +95,9 @@ pub(crate) struct Tcb {
     pub(crate) snd_wnd: u32,
     /// The largest window the peer has offered (RFC 9293's Max(SND.WND)); bounds our segments.
     pub(crate) max_snd_wnd: u32,
+    /// Bytes of ours the peer has acknowledged (Linux's `bytes_acked`): with `max_snd_wnd`,
+    /// how far behind SND.UNA an ACK may be (RFC 5961 5.2).
+    pub(crate) bytes_acked: u64,
     pub(crate) snd_wl1: SeqNumber,
     pub(crate) snd_wl2: SeqNumber,
     pub(crate) snd_wscale: u8,
@@ -200,6 +203,7 @@ impl Tcb {
             snd_max: SeqNumber(0),
             snd_wnd: 0,
             max_snd_wnd: 0,
+            bytes_acked: 0,
             snd_wl1: SeqNumber(0),
             snd_wl2: SeqNumber(0),
             snd_wscale: 0,

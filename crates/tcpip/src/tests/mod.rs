@@ -12,6 +12,7 @@ use wirespeed_wire::*;
 
 mod checksums;
 mod frames;
+mod input_rules;
 mod lifecycle;
 mod recovery;
 mod transfer;

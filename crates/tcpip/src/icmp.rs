@@ -1,0 +1,178 @@
+//! ICMP: echo replies, and the errors the receive path sends (parameter problem for a
+//! malformed IP option), under Linux's global budget for them.
+
+use crate::{Instant, Stack};
+use wirespeed_wire::icmpv4::error_type;
+use wirespeed_wire::{
+    ipv4, EtherType, Icmpv4Error, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Repr, MacAddr,
+};
+
+/// Linux's `icmp_msgs_per_sec` and `icmp_msgs_burst`: ICMP errors the host sends, at most.
+const ERRORS_PER_SEC: u64 = 1000;
+const ERRORS_BURST: u64 = 50;
+/// An error quotes the offending datagram up to a 576-byte message (RFC 1812 4.3.2.3; Linux
+/// `icmp_send`).
+const MAX_ERROR_MESSAGE: usize = 576;
+
+/// The token bucket of ICMP errors (Linux's `icmp_global_allow`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ErrorBudget {
+    credit: u64,
+    stamp: Instant,
+}
+
+impl Default for ErrorBudget {
+    fn default() -> Self {
+        ErrorBudget {
+            credit: ERRORS_BURST,
+            stamp: Instant::ZERO,
+        }
+    }
+}
+
+impl ErrorBudget {
+    /// Takes one error's credit if there is one.
+    fn allow(&mut self, now: Instant) -> bool {
+        let earned = now.micros().saturating_sub(self.stamp.micros()) * ERRORS_PER_SEC / 1_000_000;
+        if earned > 0 {
+            self.credit = (self.credit + earned).min(ERRORS_BURST);
+            self.stamp = now;
+        }
+        if self.credit == 0 {
+            return false;
+        }
+        self.credit -= 1;
+        true
+    }
+}
+
+impl Stack {
+    pub(crate) fn icmp_input(&mut self, src_mac: MacAddr, ip: &Ipv4Repr, data: &[u8]) {
+        let pkt = match Icmpv4Packet::new_checked(data) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.icmp_malformed += 1;
+                return;
+            }
+        };
+        match Icmpv4Repr::parse(&pkt) {
+            Ok(Icmpv4Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            }) => {
+                let reply = Icmpv4Repr::EchoReply {
+                    ident,
+                    seq_no,
+                    data,
+                };
+                let ok = self.queue_icmp(src_mac, ip.src, reply.buffer_len(), |b| {
+                    reply.emit(b).is_ok()
+                });
+                if ok {
+                    self.stats.icmp_echo_replies += 1;
+                }
+            }
+            Ok(Icmpv4Repr::EchoReply { .. }) => self.stats.icmp_unsupported += 1,
+            Err(wirespeed_wire::Error::Checksum) => self.stats.icmp_bad_checksum += 1,
+            Err(_) => self.stats.icmp_unsupported += 1,
+        }
+    }
+
+    /// Answers the datagram `dgram` (IP header first, as received) from `src_mac` with an
+    /// ICMP error. As Linux's `icmp_send`: never about an ICMP error or a later fragment,
+    /// and within the global budget.
+    pub(crate) fn send_icmp_error(
+        &mut self,
+        src_mac: MacAddr,
+        ip: &Ipv4Repr,
+        dgram: &[u8],
+        msg_type: u8,
+        code: u8,
+        word: u32,
+    ) {
+        if about_an_error_or_later_fragment(ip, dgram) {
+            return;
+        }
+        if !self.icmp_budget.allow(self.now) {
+            self.stats.icmp_rate_limited += 1;
+            return;
+        }
+        let room = MAX_ERROR_MESSAGE - ipv4::HEADER_LEN - wirespeed_wire::icmpv4::HEADER_LEN;
+        let err = Icmpv4Error {
+            msg_type,
+            code,
+            word,
+            quoted: &dgram[..dgram.len().min(room)],
+        };
+        if self.queue_icmp(src_mac, ip.src, err.buffer_len(), |b| err.emit(b).is_ok()) {
+            self.stats.icmp_errors_sent += 1;
+        }
+    }
+
+    /// Queues an ICMP message of `len` bytes (written by `emit`) to `dst` at `mac`.
+    fn queue_icmp(
+        &mut self,
+        mac: MacAddr,
+        dst: wirespeed_wire::Ipv4Addr,
+        len: usize,
+        emit: impl FnOnce(&mut [u8]) -> bool,
+    ) -> bool {
+        let ip_out = self.ip_repr(dst, IpProtocol::Icmp, len);
+        let eth = self.eth_repr(mac, EtherType::Ipv4);
+        let ok = self.ctrl.push_with(dst, |buf| {
+            let e = eth.header_len();
+            let need = e + ipv4::HEADER_LEN + len;
+            if buf.len() < need {
+                return 0;
+            }
+            let _ = eth.emit(buf);
+            let _ = ip_out.emit(&mut buf[e..]);
+            if !emit(&mut buf[e + ipv4::HEADER_LEN..need]) {
+                return 0;
+            }
+            need
+        });
+        if !ok {
+            self.stats.ctrl_queue_full += 1;
+        }
+        ok
+    }
+}
+
+/// Whether `dgram` is itself an ICMP error, or a fragment other than the first (RFC 1122
+/// 3.2.2: no error about either).
+fn about_an_error_or_later_fragment(ip: &Ipv4Repr, dgram: &[u8]) -> bool {
+    let Ok(pkt) = ipv4::Ipv4Packet::new_checked(dgram) else {
+        return true;
+    };
+    if pkt.frag_offset() != 0 {
+        return true;
+    }
+    ip.protocol == IpProtocol::Icmp
+        && pkt.payload().first().is_some_and(|&t| {
+            matches!(
+                t,
+                error_type::DEST_UNREACHABLE
+                    | error_type::SOURCE_QUENCH
+                    | error_type::REDIRECT
+                    | error_type::TIME_EXCEEDED
+                    | error_type::PARAMETER_PROBLEM
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_allows_a_burst_then_the_rate() {
+        let mut b = ErrorBudget::default();
+        let t0 = Instant::from_millis(1000);
+        assert_eq!((0..60).filter(|_| b.allow(t0)).count(), 50);
+        // 10 ms later: 10 more credits at 1000 per second.
+        let t1 = Instant::from_millis(1010);
+        assert_eq!((0..60).filter(|_| b.allow(t1)).count(), 10);
+    }
+}

@@ -1,0 +1,371 @@
+//! The receive path's rules as Linux has them (docs/TCPIP.md, "Input rules"): martian
+//! sources, link-layer group frames, IP options, segments a listener drops, lenient TCP
+//! options, MD5 without a key, ARP probes, RFC 5961's old ACKs, data past the peer's FIN.
+
+use super::*;
+
+/// A TCP segment from `src` in a frame to `dst_mac`, with raw IP options and raw TCP options
+/// (each padded to 4 bytes), checksummed.
+struct Crafted<'a> {
+    dst_mac: MacAddr,
+    src: Ipv4Addr,
+    ip_options: &'a [u8],
+    dport: u16,
+    seq: u32,
+    ack: Option<u32>,
+    flags: u8,
+    tcp_options: &'a [u8],
+    payload: &'a [u8],
+}
+
+impl Default for Crafted<'_> {
+    fn default() -> Self {
+        Crafted {
+            dst_mac: MAC_B,
+            src: IP_A,
+            ip_options: &[],
+            dport: 80,
+            seq: 500,
+            ack: None,
+            flags: flags::SYN,
+            tcp_options: &[],
+            payload: &[],
+        }
+    }
+}
+
+fn padded(b: &[u8]) -> Vec<u8> {
+    let mut v = b.to_vec();
+    while !v.len().is_multiple_of(4) {
+        v.push(0);
+    }
+    v
+}
+
+impl Crafted<'_> {
+    fn frame(&self) -> Vec<u8> {
+        let (ipo, tcpo) = (padded(self.ip_options), padded(self.tcp_options));
+        let (ihl, thl) = (20 + ipo.len(), 20 + tcpo.len());
+        let mut f = vec![0u8; 14 + ihl + thl + self.payload.len()];
+        EthernetRepr {
+            dst: self.dst_mac,
+            src: MAC_A,
+            vlan_id: None,
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut f)
+        .unwrap();
+        let ip = &mut f[14..14 + ihl];
+        ip[0] = 0x40 | (ihl / 4) as u8;
+        ip[2..4].copy_from_slice(&((ihl + thl + self.payload.len()) as u16).to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&self.src.0);
+        ip[16..20].copy_from_slice(&IP_B.0);
+        ip[20..].copy_from_slice(&ipo);
+        let sum = checksum::checksum(ip);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        let t = &mut f[14 + ihl..];
+        t[0..2].copy_from_slice(&1000u16.to_be_bytes());
+        t[2..4].copy_from_slice(&self.dport.to_be_bytes());
+        t[4..8].copy_from_slice(&self.seq.to_be_bytes());
+        t[8..12].copy_from_slice(&self.ack.unwrap_or(0).to_be_bytes());
+        t[12] = ((thl / 4) as u8) << 4;
+        t[13] = self.flags | if self.ack.is_some() { flags::ACK } else { 0 };
+        t[14..16].copy_from_slice(&65535u16.to_be_bytes());
+        t[20..thl].copy_from_slice(&tcpo);
+        t[thl..].copy_from_slice(self.payload);
+        fill_checksum(t, self.src, IP_B);
+        f
+    }
+}
+
+/// A stack for B listening on port 80, with a gateway unless `on_link_only`.
+fn listening(on_link_only: bool) -> Stack {
+    let mut c = config(1);
+    if !on_link_only {
+        c.gateway = Some(IP_A);
+    }
+    let mut s = Stack::new(c);
+    s.tcp_listen(80, 8).unwrap();
+    s
+}
+
+/// What `s` sends after taking `frame`.
+fn answer(s: &mut Stack, frame: &[u8]) -> Vec<Vec<u8>> {
+    let now = Instant::from_millis(1000);
+    s.receive(now, frame);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    sink.frames
+}
+
+/// What `s` sends now, with no frame taken.
+fn flush(s: &mut Stack) -> Vec<Vec<u8>> {
+    let mut sink = VecSink::new();
+    s.transmit(Instant::from_millis(1000), &mut sink);
+    sink.frames
+}
+
+fn tcp_flags_of(f: &[u8]) -> u8 {
+    parse_out(f).0.flags
+}
+
+#[test]
+fn martian_sources_are_not_answered() {
+    for src in [
+        Ipv4Addr::new(0, 1, 2, 3),
+        Ipv4Addr::new(127, 0, 0, 1),
+        Ipv4Addr::new(224, 0, 0, 1),
+        Ipv4Addr::BROADCAST,
+        IP_B,
+    ] {
+        let mut s = listening(false);
+        let syn = Crafted {
+            src,
+            ..Default::default()
+        };
+        assert!(answer(&mut s, &syn.frame()).is_empty(), "{src:?}");
+        assert_eq!(s.stats().ip_bad_source, 1, "{src:?}");
+    }
+    // 240/4 is no martian: answered along the default route, as Linux answers it.
+    let mut s = listening(false);
+    let syn = Crafted {
+        src: Ipv4Addr::new(240, 0, 0, 1),
+        ..Default::default()
+    };
+    assert_eq!(
+        tcp_flags_of(&answer(&mut s, &syn.frame())[0]),
+        flags::SYN | flags::ACK
+    );
+    // Without a route back (off-link, no gateway) nothing is answered.
+    let mut s = listening(true);
+    assert!(answer(&mut s, &syn.frame()).is_empty());
+    assert_eq!(s.stats().ip_no_route_back, 1);
+}
+
+#[test]
+fn tcp_in_a_group_frame_is_dropped_but_ping_is_answered() {
+    let mut s = listening(false);
+    let syn = Crafted {
+        dst_mac: MacAddr::BROADCAST,
+        ..Default::default()
+    };
+    assert!(answer(&mut s, &syn.frame()).is_empty());
+    assert_eq!(s.stats().tcp_not_host_mac, 1);
+    let multicast = Crafted {
+        dst_mac: MacAddr([1, 0, 0x5e, 0, 0, 1]),
+        ..Default::default()
+    };
+    assert!(answer(&mut s, &multicast.frame()).is_empty());
+    assert_eq!(s.stats().tcp_not_host_mac, 2);
+}
+
+#[test]
+fn source_routes_are_dropped_and_bad_options_get_a_parameter_problem() {
+    let mut s = listening(false);
+    let lsrr = Crafted {
+        ip_options: &[131, 7, 4, 198, 18, 0, 9],
+        ..Default::default()
+    };
+    assert!(answer(&mut s, &lsrr.frame()).is_empty());
+    assert_eq!(s.stats().ip_source_routed, 1);
+    for (opts, pointer) in [
+        (&[7u8, 0][..], 20u8),
+        (&[1, 7, 1][..], 21),
+        (&[7, 9, 4][..], 20),
+    ] {
+        let bad = Crafted {
+            ip_options: opts,
+            ..Default::default()
+        };
+        let sent = bad.frame();
+        let out = answer(&mut s, &sent);
+        assert_eq!(out.len(), 1, "{opts:?}");
+        let ip = Ipv4Packet::new_checked(&out[0][14..]).unwrap();
+        assert_eq!((ip.protocol(), ip.dst()), (IpProtocol::Icmp, IP_A));
+        let icmp = ip.payload();
+        assert_eq!((icmp[0], icmp[1], icmp[4]), (12, 0, pointer), "{opts:?}");
+        // It quotes the datagram from its IP header on.
+        assert_eq!(&icmp[8..], &sent[14..]);
+    }
+    // Record route and timestamp options are taken.
+    let rr = Crafted {
+        ip_options: &[7, 7, 4, 0, 0, 0, 0],
+        ..Default::default()
+    };
+    assert_eq!(
+        tcp_flags_of(&answer(&mut s, &rr.frame())[0]),
+        flags::SYN | flags::ACK
+    );
+}
+
+#[test]
+fn a_listener_drops_what_has_no_ack_and_is_no_syn() {
+    use flags::*;
+    for fl in [FIN, 0, PSH, URG, FIN | PSH | URG, SYN | FIN, 0x40, 0x80] {
+        let mut s = listening(false);
+        let seg = Crafted {
+            flags: fl,
+            ..Default::default()
+        };
+        assert!(answer(&mut s, &seg.frame()).is_empty(), "flags {fl:#x}");
+        assert_eq!(s.stats().tcp_listen_dropped, 1, "flags {fl:#x}");
+        // A closed port answers every one of them with a RST.
+        let closed = Crafted { dport: 81, ..seg };
+        let out = answer(&mut s, &closed.frame());
+        assert_eq!(tcp_flags_of(&out[0]) & RST, RST, "flags {fl:#x}");
+    }
+    // An ACK at a listener gets a RST; a RST gets nothing.
+    let mut s = listening(false);
+    let ack = Crafted {
+        flags: 0,
+        ack: Some(7),
+        ..Default::default()
+    };
+    assert_eq!(tcp_flags_of(&answer(&mut s, &ack.frame())[0]), flags::RST);
+    let rst = Crafted {
+        flags: flags::RST,
+        ..Default::default()
+    };
+    assert!(answer(&mut s, &rst.frame()).is_empty());
+}
+
+#[test]
+fn malformed_tcp_options_are_read_as_linux_reads_them() {
+    // MSS, then an unknown option claiming 255 bytes: the MSS stands, the SYN is answered.
+    let mut s = listening(false);
+    let syn = Crafted {
+        tcp_options: &[2, 4, 0x02, 0x18, 99, 255],
+        ..Default::default()
+    };
+    let out = answer(&mut s, &syn.frame());
+    assert_eq!(tcp_flags_of(&out[0]), flags::SYN | flags::ACK);
+    assert_eq!(s.stats().tcp_bad_options, 1);
+    for opts in [&[1u8, 0][..], &[1, 1, 1, 1, 3, 3][..], &[5, 1][..]] {
+        let mut s = listening(false);
+        let syn = Crafted {
+            tcp_options: opts,
+            ..Default::default()
+        };
+        let out = answer(&mut s, &syn.frame());
+        assert_eq!(tcp_flags_of(&out[0]), flags::SYN | flags::ACK, "{opts:?}");
+    }
+}
+
+#[test]
+fn an_md5_signature_without_a_key_is_dropped_by_a_socket_only() {
+    let mut md5 = vec![19u8, 18];
+    md5.extend_from_slice(&[0xab; 16]);
+    let mut s = listening(false);
+    let syn = Crafted {
+        tcp_options: &md5,
+        ..Default::default()
+    };
+    assert!(answer(&mut s, &syn.frame()).is_empty());
+    assert_eq!(s.stats().tcp_md5_unexpected, 1);
+    let closed = Crafted {
+        dport: 81,
+        tcp_options: &md5,
+        ..Default::default()
+    };
+    assert_eq!(
+        tcp_flags_of(&answer(&mut s, &closed.frame())[0]),
+        flags::RST | flags::ACK
+    );
+}
+
+fn arp_frame(op: ArpOperation, sender_ip: Ipv4Addr, target_ip: Ipv4Addr) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    EthernetRepr {
+        dst: MacAddr::BROADCAST,
+        src: MAC_A,
+        vlan_id: None,
+        ethertype: EtherType::Arp,
+    }
+    .emit(&mut f)
+    .unwrap();
+    ArpRepr {
+        operation: op,
+        sender_mac: MAC_A,
+        sender_ip,
+        target_mac: MacAddr::ZERO,
+        target_ip,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    f
+}
+
+#[test]
+fn arp_probes_are_answered_and_our_own_address_is_not() {
+    let mut s = Stack::new(config(1));
+    let probe = arp_frame(ArpOperation::Request, Ipv4Addr::UNSPECIFIED, IP_B);
+    let out = answer(&mut s, &probe);
+    assert_eq!(out.len(), 1);
+    assert_eq!(&out[0][..6], &MAC_A.0);
+    let a = ArpRepr::parse(&ArpPacket::new_checked(&out[0][14..]).unwrap()).unwrap();
+    assert_eq!(
+        (a.operation, a.sender_ip, a.target_mac, a.target_ip),
+        (ArpOperation::Reply, IP_B, MAC_A, Ipv4Addr::UNSPECIFIED)
+    );
+    // A probe for another address, and a request claiming our own address: nothing.
+    let other = arp_frame(ArpOperation::Request, Ipv4Addr::UNSPECIFIED, IP_A);
+    assert!(answer(&mut s, &other).is_empty());
+    let conflict = arp_frame(ArpOperation::Request, IP_B, IP_B);
+    assert!(answer(&mut s, &conflict).is_empty());
+    let loopback = arp_frame(ArpOperation::Request, Ipv4Addr::new(127, 0, 0, 1), IP_B);
+    assert!(answer(&mut s, &loopback).is_empty());
+    assert_eq!(s.stats().arp_bad_sender, 2);
+}
+
+/// A connection accepted from the peer's port 1000 (ISN 500); returns it and our ISS.
+fn established(s: &mut Stack) -> (ConnId, u32) {
+    let now = Instant::from_millis(1000);
+    let l = s.tcp_listen(80, 4).unwrap();
+    let syn = Crafted::default();
+    let out = answer(s, &syn.frame());
+    let iss = parse_out(&out[0]).0.seq.0;
+    s.receive(now, &segment(1000, 80, 501, Some(iss + 1), flags::ACK, &[]));
+    (s.tcp_accept(l).unwrap(), iss)
+}
+
+#[test]
+fn an_ack_far_behind_gets_a_challenge_ack_and_its_data_is_dropped() {
+    let mut s = Stack::new(config(1));
+    let (c, iss) = established(&mut s);
+    // Nothing of ours acknowledged yet: any ACK below SND.UNA is too old (RFC 5961 5.2).
+    let old = segment(
+        1000,
+        80,
+        501,
+        Some(iss.wrapping_sub(100)),
+        flags::ACK,
+        b"injected",
+    );
+    let out = answer(&mut s, &old);
+    assert_eq!(out.len(), 1);
+    assert_eq!(parse_out(&out[0]).0.ack, Some(SeqNumber(501)));
+    assert_eq!(s.tcp_recv(c, &mut [0u8; 64]), Err(Error::WouldBlock));
+    // ACK of data never sent: dropped, unanswered in ESTABLISHED.
+    let ahead = segment(1000, 80, 501, Some(iss + 1000), flags::ACK, b"ahead");
+    assert!(answer(&mut s, &ahead).is_empty());
+    assert_eq!(s.tcp_recv(c, &mut [0u8; 64]), Err(Error::WouldBlock));
+}
+
+#[test]
+fn data_past_the_peers_fin_is_ignored() {
+    let mut s = Stack::new(config(1));
+    let (c, iss) = established(&mut s);
+    let fin = segment(1000, 80, 501, Some(iss + 1), flags::FIN | flags::ACK, &[]);
+    let out = answer(&mut s, &fin);
+    assert_eq!(parse_out(&out[0]).0.ack, Some(SeqNumber(502)));
+    s.tcp_close(c).unwrap();
+    let out = flush(&mut s);
+    assert_eq!(tcp_flags_of(&out[0]) & flags::FIN, flags::FIN);
+    // LAST_ACK: data after the FIN draws no RST.
+    let late = segment(1000, 80, 502, Some(iss + 1), flags::ACK, b"late");
+    let out = answer(&mut s, &late);
+    assert!(out.iter().all(|f| tcp_flags_of(f) & flags::RST == 0));
+    assert_eq!(s.stats().tcp_data_after_fin, 1);
+}
