@@ -210,6 +210,11 @@ impl Daemon {
         self.kernel.netdev_family().is_some()
     }
 
+    /// Why the write hooks could not attach (None: they are attached).
+    pub fn write_hooks_missing(&self) -> Option<&str> {
+        self.model.hash_policy_unwatched.as_deref()
+    }
+
     /// Whether anything makes the kernel filter bridged frames.
     fn bridge_kernel(&self) -> Option<String> {
         // br_netfilter (often built in, on by default) hands bridged frames to the IP hooks.

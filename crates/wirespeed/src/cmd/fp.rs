@@ -133,6 +133,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                      ingress, whose redirect every device takes"
                 );
             }
+            // docs/FASTPATH.md, "Sysctls without events": what is lost without the hooks.
+            if let Some(why) = daemon.write_hooks_missing() {
+                eprintln!(
+                    "wirespeed fp: {why}: sysctl and iptables-legacy writes are seen only by \
+                     polling (up to {} ms late), an ebtables-legacy write not at all, and \
+                     multipath routes go to the kernel (they attach where cgroup2 is mounted, or \
+                     with CAP_SYS_ADMIN to mount it)",
+                    5 * daemon::POLL_PERIOD.as_millis()
+                );
+            }
             daemon.run(&STOP).context("fast-path daemon")?;
             Ok(())
         }
