@@ -218,6 +218,7 @@ fn partial_syn(src_port: u16) -> Vec<u8> {
         ttl: 64,
         ident: 1,
         dont_frag: true,
+        dscp_ecn: 0,
     }
     .emit(&mut f[14..])
     .unwrap();

@@ -35,6 +35,7 @@
 mod arp;
 mod frame_queue;
 mod icmp;
+mod reassembly;
 mod ring;
 mod sockets;
 mod stack;
@@ -126,6 +127,10 @@ pub struct Config {
     pub window_scaling: bool,
     pub timestamps: bool,
     pub sack_permitted: bool,
+    /// Answer an ECN-setup SYN (ECE and CWR, not itself ECT) with an ECN-setup SYN-ACK and
+    /// use ECN on that connection (RFC 3168), as Linux's default `tcp_ecn` = 2 does; active
+    /// opens never ask for it.
+    pub ecn: bool,
     /// Longest an ACK for received data is held back hoping to piggyback it.
     pub delayed_ack: Duration,
     pub initial_rto: Duration,
@@ -166,6 +171,18 @@ pub struct Config {
     /// device can request completion for all of them (`wire::tcp::checksum_offload_at`).
     /// Off (the default): full checksums.
     pub tx_checksum_offload: bool,
+    /// Most bytes the IPv4 reassembly queues may hold (Linux `ipfrag_high_thresh`, 4 MiB).
+    /// Above it every fragment is dropped (`ip_frag_mem_exceeded`) until queues complete or
+    /// time out, as in Linux since 4.17 (`ipfrag_low_thresh` and its eviction are gone).
+    /// 0 turns reassembly off: fragments are dropped (`ip_fragments_dropped`).
+    pub ipfrag_high_thresh: usize,
+    /// How long an incomplete datagram is kept from its first fragment (Linux `ipfrag_time`,
+    /// 30 s); then it is dropped, with ICMP time exceeded if its offset-0 fragment came.
+    pub ipfrag_time: Duration,
+    /// Linux `ipfrag_max_dist` (64): a queue that took no fragment while more than this many
+    /// fragments from its source arrived is restarted empty (it has probably lost some, and
+    /// its ident may come round again). 0: off.
+    pub ipfrag_max_dist: u32,
 }
 
 impl Config {
@@ -185,6 +202,7 @@ impl Config {
             window_scaling: true,
             timestamps: true,
             sack_permitted: true,
+            ecn: true,
             delayed_ack: Duration::from_millis(5),
             initial_rto: Duration::from_secs(1),
             min_rto: Duration::from_millis(200),
@@ -201,6 +219,9 @@ impl Config {
             secret: 0x5eed_cafe_f00d_d00d,
             accept_partial_checksums: false,
             tx_checksum_offload: false,
+            ipfrag_high_thresh: 4 * 1024 * 1024,
+            ipfrag_time: Duration::from_secs(30),
+            ipfrag_max_dist: 64,
         }
     }
 }
@@ -388,6 +409,7 @@ pub struct Stats {
     pub ip_truncated: u64,
     pub ip_malformed: u64,
     pub ip_bad_checksum: u64,
+    /// IPv4 fragments dropped because reassembly is off (`ipfrag_high_thresh` 0).
     pub ip_fragments_dropped: u64,
     pub ip_not_for_us: u64,
     pub ip_unknown_protocol: u64,
@@ -453,6 +475,12 @@ pub struct Stats {
     pub tcp_paws_rejected: u64,
     pub tcp_bad_ack: u64,
     pub tcp_challenge_acks: u64,
+    /// Connections that negotiated ECN (RFC 3168).
+    pub tcp_ecn_negotiated: u64,
+    /// Data segments taken with a CE mark: our ACKs echo it (ECE) until the peer's CWR.
+    pub tcp_ecn_ce_received: u64,
+    /// Congestion window reductions for an ECN echo (at most one per window of data).
+    pub tcp_ecn_reductions: u64,
     pub tcp_ooo_segments: u64,
     pub tcp_ooo_dropped: u64,
     pub tcp_duplicate_segments: u64,
@@ -477,4 +505,23 @@ pub struct Stats {
     pub tcp_segments_in: u64,
     pub tcp_segments_out: u64,
     pub ctrl_queue_full: u64,
+    /// IPv4 datagrams reassembled from fragments (Linux ReasmOKs).
+    pub ip_frag_reassembled: u64,
+    /// Fragments dropped as duplicates (inside one run of what their queue holds, Linux's
+    /// test); the queue is kept.
+    pub ip_frag_duplicate: u64,
+    /// Reassembly queues dropped, with the fragment that overlapped what they held
+    /// (RFC 5722; Linux ReasmOverlaps).
+    pub ip_frag_overlap_dropped: u64,
+    /// Reassembly queues dropped, with the fragment that contradicted them (a second last
+    /// fragment with another end, data past the last one, an empty fragment), or when whole
+    /// (over 65535 bytes, or not-ECT mixed with ECT/CE).
+    pub ip_frag_malformed: u64,
+    /// Fragments dropped because the queues held more than `ipfrag_high_thresh`.
+    pub ip_frag_mem_exceeded: u64,
+    /// Reassembly queues restarted empty by `ipfrag_max_dist` (what they held dropped).
+    pub ip_frag_too_far: u64,
+    /// Reassembly queues dropped incomplete after `ipfrag_time` (Linux ReasmTimeout); the
+    /// ICMP time exceeded sent for some is counted in `icmp_errors_sent`.
+    pub ip_frag_timeout: u64,
 }

@@ -40,6 +40,8 @@ pub struct Stack {
     actions: Actions,
     pub(crate) ip_ident: u16,
     pub(crate) icmp_budget: crate::icmp::ErrorBudget,
+    /// IPv4 reassembly queues (`reassembly.rs`).
+    pub(crate) frag: crate::reassembly::Reassembly,
 }
 
 impl Stack {
@@ -70,6 +72,7 @@ impl Stack {
             actions: Actions::with_capacity(64),
             ip_ident: cfg.secret as u16,
             icmp_budget: Default::default(),
+            frag: crate::reassembly::Reassembly::new(&cfg),
             stats: Stats::default(),
             now: Instant::ZERO,
             eth_len,
@@ -111,6 +114,12 @@ impl Stack {
         ok
     }
 
+    /// Bytes of TCP send and receive buffers held, by connections and spare; a half-open
+    /// connection holds none (docs/TCPIP.md, "Memory under attack").
+    pub fn tcp_buffer_bytes(&self) -> usize {
+        self.tcp.buffer_bytes()
+    }
+
     /// Number of TCP connections held (all states).
     pub fn connection_count(&self) -> usize {
         self.tcp.connection_count()
@@ -150,7 +159,7 @@ impl Stack {
 
     /// IPv4 input (`to_host`: the frame was sent to our MAC alone): the checks in Linux's
     /// order (martians at the route lookup, then options, then the protocol's own).
-    fn ipv4_input(&mut self, src_mac: MacAddr, to_host: bool, data: &[u8]) {
+    pub(crate) fn ipv4_input(&mut self, src_mac: MacAddr, to_host: bool, data: &[u8]) {
         let pkt = match Ipv4Packet::new_checked(data) {
             Ok(p) => p,
             Err(wirespeed_wire::Error::Truncated) => {
@@ -162,14 +171,15 @@ impl Stack {
                 return;
             }
         };
-        let ip = match Ipv4Repr::parse(&pkt) {
+        // Fragments too: checked like any datagram, then queued for reassembly below.
+        let ip = match Ipv4Repr::parse_fragment(&pkt) {
             Ok(r) => r,
             Err(wirespeed_wire::Error::Checksum) => {
                 self.stats.ip_bad_checksum += 1;
                 return;
             }
             Err(_) => {
-                self.stats.ip_fragments_dropped += 1;
+                self.stats.ip_malformed += 1;
                 return;
             }
         };
@@ -197,6 +207,9 @@ impl Stack {
                 }
                 return;
             }
+        }
+        if pkt.is_fragment() {
+            return self.ipv4_fragment(src_mac, to_host, &pkt);
         }
         let payload = pkt.payload();
         // Linux answers only along a route back, and opens no connection without one.
@@ -421,6 +434,7 @@ impl Stack {
             ttl: 64,
             ident: self.ip_ident,
             dont_frag: true,
+            dscp_ecn: 0,
         }
     }
 
@@ -468,6 +482,7 @@ impl Stack {
         let before = self.stats.tx_frames;
         self.with_tcp(|tcp, cx| tcp.run_timers(cx, now));
         self.arp_poll(now);
+        self.expire_fragments(now);
         while let Some((frame, _)) = self.ctrl.front() {
             let mut too_small = false;
             let ok = sink.tx_frame(&mut |buf: &mut [u8]| {
@@ -527,7 +542,12 @@ impl Stack {
             return Some(self.now);
         }
         let t = self.tcp.next_timer();
-        let a = self.arp.next_deadline();
+        let a = self
+            .arp
+            .next_deadline()
+            .into_iter()
+            .chain(self.frag.next_deadline())
+            .min();
         match (t, a) {
             (Some(x), Some(y)) => Some(x.min(y)),
             (x, y) => x.or(y),
@@ -544,6 +564,7 @@ impl Stack {
             now: self.now,
             ip_ident: &mut self.ip_ident,
             out: &mut self.actions,
+            ecn: ipv4::ecn::NOT_ECT,
         };
         let r = f(&mut self.tcp, &mut cx);
         if !self.actions.is_empty() {

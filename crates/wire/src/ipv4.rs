@@ -89,6 +89,14 @@ impl From<IpProtocol> for u8 {
 /// Header length without options.
 pub const HEADER_LEN: usize = 20;
 
+/// ECN codepoints (RFC 3168 5): the low two bits of the DS field.
+pub mod ecn {
+    pub const NOT_ECT: u8 = 0;
+    pub const ECT1: u8 = 1;
+    pub const ECT0: u8 = 2;
+    pub const CE: u8 = 3;
+}
+
 /// Byte ranges of the fixed header's fields (options, if any, follow `DST`).
 pub mod field {
     use core::ops::Range;
@@ -195,6 +203,10 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn payload(&self) -> &[u8] {
         &self.b()[self.header_len()..self.total_len()]
     }
+    /// The header as received, options included.
+    pub fn header(&self) -> &[u8] {
+        &self.b()[..self.header_len()]
+    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
@@ -220,17 +232,26 @@ pub struct Ipv4Repr {
     pub ttl: u8,
     pub ident: u16,
     pub dont_frag: bool,
+    /// The DS field (RFC 2474) with ECN in its low two bits (RFC 3168, [`ecn`]).
+    pub dscp_ecn: u8,
 }
 
 impl Ipv4Repr {
     /// Parses a checked view; verifies the header checksum. Fragments are reported as
-    /// `Unsupported` (the stack does not reassemble).
+    /// `Unsupported`: a caller that reassembles uses [`Ipv4Repr::parse_fragment`].
     pub fn parse<T: AsRef<[u8]>>(p: &Ipv4Packet<T>) -> Result<Self> {
-        if !p.verify_checksum() {
-            return Err(Error::Checksum);
-        }
+        let r = Self::parse_fragment(p)?;
         if p.is_fragment() {
             return Err(Error::Unsupported);
+        }
+        Ok(r)
+    }
+
+    /// Like [`Ipv4Repr::parse`], but takes fragments too: then `payload_len` is this
+    /// fragment's, and the view's `more_frags` and `frag_offset` place it in its datagram.
+    pub fn parse_fragment<T: AsRef<[u8]>>(p: &Ipv4Packet<T>) -> Result<Self> {
+        if !p.verify_checksum() {
+            return Err(Error::Checksum);
         }
         Ok(Ipv4Repr {
             src: p.src(),
@@ -240,6 +261,7 @@ impl Ipv4Repr {
             ttl: p.ttl(),
             ident: p.ident(),
             dont_frag: p.dont_frag(),
+            dscp_ecn: p.dscp_ecn(),
         })
     }
 
@@ -255,7 +277,7 @@ impl Ipv4Repr {
         }
         let b = buf.get_mut(..HEADER_LEN).ok_or(Error::Truncated)?;
         b[field::VER_IHL] = 0x45;
-        b[field::DSCP_ECN] = 0;
+        b[field::DSCP_ECN] = self.dscp_ecn;
         put_u16(b, field::TOTAL_LEN.start, total as u16);
         put_u16(b, field::IDENT.start, self.ident);
         put_u16(
@@ -287,6 +309,7 @@ mod tests {
             ttl: 64,
             ident: 0x1234,
             dont_frag: true,
+            dscp_ecn: 0,
         }
     }
 
@@ -298,6 +321,7 @@ mod tests {
         assert_eq!(Ipv4Repr::parse(&p).unwrap(), sample());
         assert_eq!(p.payload().len(), 4);
         assert_eq!(p.options_len(), 0);
+        assert_eq!(p.header(), &b[..20]);
     }
 
     #[test]
@@ -352,6 +376,19 @@ mod tests {
         let p = Ipv4Packet::new_checked(&b[..]).unwrap();
         assert!(p.is_fragment());
         assert_eq!(Ipv4Repr::parse(&p).unwrap_err(), Error::Unsupported);
+        let f = Ipv4Repr::parse_fragment(&p).unwrap();
+        assert_eq!(
+            f,
+            Ipv4Repr {
+                dont_frag: false, // 0x20 replaced DF with MF
+                dscp_ecn: 0,
+                ..sample()
+            }
+        );
+        assert!(p.more_frags() && p.frag_offset() == 0);
+        b[7] = 3; // offset 24 bytes, checksum now stale
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Ipv4Repr::parse_fragment(&p).unwrap_err(), Error::Checksum);
     }
 
     #[test]

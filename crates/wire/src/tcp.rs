@@ -84,6 +84,9 @@ pub mod flags {
     pub const PSH: u8 = 0x08;
     pub const ACK: u8 = 0x10;
     pub const URG: u8 = 0x20;
+    /// ECN-Echo and Congestion Window Reduced (RFC 3168).
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
 }
 
 /// The connection-control part of a segment (at most one of SYN, FIN, RST is meaningful).

@@ -6,6 +6,7 @@ use super::congestion::CongestionControl;
 use super::sack::{sack_update, sacks_above};
 use super::{dur_us, Ctx, Tcp, TcpState, DUPACK_THRESHOLD};
 use crate::{EventKind, Instant};
+use wirespeed_wire::tcp::flags;
 use wirespeed_wire::{SeqNumber, TcpRepr};
 
 impl Tcp {
@@ -166,6 +167,15 @@ impl Tcp {
             }
         }
         let t = &mut self.conns[idx as usize];
+        // RFC 3168 6.1.2: an echoed mark reduces the window once per window of data, and
+        // the next new data says so with CWR.
+        if t.ecn && repr.flags & flags::ECE != 0 && !t.in_recovery && t.snd_una.ge(t.ecn_recover) {
+            let (flight, mss) = (t.flight(), t.mss);
+            t.cc.on_ecn_echo(flight, mss);
+            t.ecn_cwr = true;
+            t.ecn_recover = t.snd_max;
+            cx.stats.tcp_ecn_reductions += 1;
+        }
         if t.sack_ok && (t.sacked_len > 0 || repr.options.sack_count > 0) {
             sack_update(t, &repr.options);
         }

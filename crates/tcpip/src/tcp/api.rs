@@ -147,6 +147,7 @@ impl Tcp {
         let idx = self
             .alloc_tcb(cx, remote, remote_port, local_port)
             .ok_or(Error::TableFull)?;
+        self.attach_buffers(cx, idx);
         let offer_wscale = cx.cfg.window_scaling;
         let t = &mut self.conns[idx as usize];
         t.state = TcpState::SynSent;

@@ -26,6 +26,9 @@ pub(crate) trait CongestionControl {
     fn on_recovery_end(&mut self, flight: u32, mss: u32);
     /// The retransmission timer expired with `flight` in flight.
     fn on_rto(&mut self, flight: u32, mss: u32);
+    /// The peer echoed a congestion mark (ECE) with `flight` in flight: at most once per
+    /// window (the caller's rule).
+    fn on_ecn_echo(&mut self, flight: u32, mss: u32);
 }
 
 /// NewReno: slow start, congestion avoidance, and fast recovery with window inflation.
@@ -100,5 +103,11 @@ impl CongestionControl for NewReno {
         // RFC 5681 3.1 eq. 4; the window restarts at one segment.
         self.ssthresh = (flight / 2).max(2 * mss);
         self.cwnd = mss;
+    }
+
+    fn on_ecn_echo(&mut self, flight: u32, mss: u32) {
+        // RFC 3168 6.1.2: as for a loss, without the retransmission or window inflation.
+        self.ssthresh = (flight / 2).max(2 * mss);
+        self.cwnd = self.ssthresh;
     }
 }

@@ -118,6 +118,8 @@ impl Tcp {
             cx.send_ctrl(ip, Some(src_mac), &out);
             return false;
         }
+        self.attach_buffers(cx, idx);
+        let t = &mut self.conns[idx as usize];
         t.state = TcpState::Established;
         // The ACK covers our SYN; whatever else it covers is data, for `ack_input`.
         if t.rtt_active && t.retries == 0 {

@@ -7,11 +7,12 @@ use super::{flow_key, Ctx, Tcp, TcpState};
 use crate::Error;
 use wirespeed_wire::checksum::TransportChecksum;
 use wirespeed_wire::tcp::flags;
-use wirespeed_wire::{Ipv4Repr, MacAddr, SeqNumber, TcpOptions, TcpPacket, TcpRepr};
+use wirespeed_wire::{ipv4, Ipv4Repr, MacAddr, SeqNumber, TcpOptions, TcpPacket, TcpRepr};
 
 impl Tcp {
     /// One TCP segment addressed to the stack (`data`: the IPv4 payload).
     pub(crate) fn input(&mut self, cx: &mut Ctx<'_>, src_mac: MacAddr, ip: &Ipv4Repr, data: &[u8]) {
+        cx.ecn = ip.dscp_ecn & 3;
         let pkt = match TcpPacket::new_checked(data) {
             Ok(p) => p,
             Err(_) => {
@@ -217,6 +218,10 @@ impl Tcp {
         }
 
         let Some(ack) = repr.ack else { return };
+        if t.ecn && ecn_input(cx, t, repr, payload) {
+            self.mark_dirty(idx, gen);
+        }
+        let t = &mut self.conns[idx as usize];
 
         if t.ts_enabled {
             if let Some((tsval, _)) = repr.options.timestamps {
@@ -252,4 +257,22 @@ impl Tcp {
             }
         }
     }
+}
+
+/// RFC 3168 6.1.3, as Linux: the peer's CWR ends our echo; a CE-marked data segment starts
+/// it. Either is acknowledged at once when it carries data (the sender's window may be down
+/// to one segment): returns whether to.
+fn ecn_input(cx: &mut Ctx<'_>, t: &mut super::tcb::Tcb, repr: &TcpRepr, payload: &[u8]) -> bool {
+    let mut ack_at_once = false;
+    if repr.flags & flags::CWR != 0 {
+        t.ecn_echo = false;
+        ack_at_once = !payload.is_empty();
+    }
+    if !payload.is_empty() && cx.ecn == ipv4::ecn::CE {
+        cx.stats.tcp_ecn_ce_received += 1;
+        t.ecn_echo = true;
+        ack_at_once = true;
+    }
+    t.ack_now |= ack_at_once;
+    ack_at_once
 }

@@ -6,7 +6,7 @@ use super::tcb::Owner;
 use super::{flow_key, Ctx, Tcp, TcpState, DEFAULT_MSS};
 use crate::util::keyed_hash;
 use wirespeed_wire::tcp::flags;
-use wirespeed_wire::{Ipv4Addr, MacAddr, SeqNumber, TcpControl, TcpOptions, TcpRepr};
+use wirespeed_wire::{ipv4, Ipv4Addr, MacAddr, SeqNumber, TcpControl, TcpOptions, TcpRepr};
 
 /// SYN-cookie MSS table (3 bits in the cookie).
 const COOKIE_MSS: [u16; 8] = [536, 1200, 1360, 1400, 1440, 1460, 4036, 8960];
@@ -58,7 +58,12 @@ impl Tcp {
                 return;
             }
             let Some(idx) = self.alloc_tcb(cx, src, repr.src_port, repr.dst_port) else {
-                return; // table full: the peer retries
+                // The table is full (of half-open connections, under a flood): a cookie
+                // holds no slot, and a real client's handshake still completes.
+                if cx.cfg.syn_cookies {
+                    self.send_syn_cookie(cx, src_mac, src, repr);
+                }
+                return;
             };
             self.listeners[li as usize].syn_rcvd += 1;
             let (wscale_ok, ts_ok, sack_ok) = (
@@ -76,6 +81,11 @@ impl Tcp {
             t.rcv_nxt = repr.seq.add(1);
             t.rcv_wup = t.rcv_nxt;
             negotiate(t, &repr.options, wscale_ok, ts_ok, sack_ok, mtu);
+            // RFC 3168 6.1.1: an ECN-setup SYN has ECE and CWR, and is itself not ECT.
+            let ecn_setup = flags::ECE | flags::CWR;
+            t.ecn = cx.cfg.ecn && f & ecn_setup == ecn_setup && cx.ecn == ipv4::ecn::NOT_ECT;
+            t.ecn_recover = t.iss;
+            cx.stats.tcp_ecn_negotiated += t.ecn as u64;
             t.set_snd_wnd(repr.window as u32); // never scaled in a SYN
             t.snd_wl1 = repr.seq;
             let _ = keep;

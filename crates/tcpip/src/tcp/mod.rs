@@ -105,6 +105,9 @@ pub(crate) struct Ctx<'a> {
     /// The stack's IPv4 identification counter (connection output numbers its frames).
     pub(crate) ip_ident: &'a mut u16,
     pub(crate) out: &'a mut Actions,
+    /// The ECN codepoint of the datagram whose segment is being taken (`ipv4::ecn`;
+    /// NOT_ECT outside input).
+    pub(crate) ecn: u8,
 }
 
 impl Ctx<'_> {

@@ -365,7 +365,13 @@ impl Tcp {
         }
         // Receiver-side silly window avoidance (RFC 9293 3.8.6.2.2): move the right edge
         // only by at least min(MSS, buffer/2); the edge never moves left.
-        let free = t.rcv_window();
+        // A passive open's rings come with its handshake's end: its SYN-ACK offers the
+        // buffer it will have.
+        let free = if t.recv.capacity() == 0 {
+            cx.cfg.recv_buffer.min(u32::MAX as usize) as u32
+        } else {
+            t.rcv_window()
+        };
         let cur = (t.rcv_adv.diff(t.rcv_nxt).max(0) as u32).min(free);
         let step = t.mss.min(t.recv.capacity() as u32 / 2);
         let adv = if syn || free >= cur.saturating_add(step) {
@@ -383,6 +389,7 @@ impl Tcp {
         } else {
             Some(t.rcv_nxt)
         };
+        let (fl, dscp_ecn) = ecn_marks(t, fl, seq, len);
         let repr = TcpRepr {
             src_port: t.local_port,
             dst_port: t.remote_port,
@@ -410,6 +417,7 @@ impl Tcp {
             ttl: 64,
             ident: *cx.ip_ident,
             dont_frag: true,
+            dscp_ecn,
         };
         let (src_ip, dst_ip) = (cx.cfg.ipv4, t.remote_ip);
         let mut too_small = false;
@@ -443,6 +451,9 @@ impl Tcp {
         cx.stats.tx_frames += 1;
         cx.stats.tcp_segments_out += 1;
         let t = &mut self.conns[idx as usize];
+        if fl & flags::CWR != 0 {
+            t.ecn_cwr = false;
+        }
         if ack.is_some() {
             t.ack_now = false;
             t.dsack = None;
@@ -454,6 +465,24 @@ impl Tcp {
         }
         Some(())
     }
+}
+
+/// The ECN marks of a segment of `t` (RFC 3168 6.1, as Linux's `tcp_ecn_send`): ECE on an
+/// ECN-setup SYN-ACK and, while we echo a mark, on every segment; new data goes ECT(0), the
+/// first after a reduction with CWR; retransmissions and bare ACKs go Not-ECT.
+fn ecn_marks(t: &Tcb, fl: u8, seq: SeqNumber, len: usize) -> (u8, u8) {
+    if !t.ecn {
+        return (fl, ipv4::ecn::NOT_ECT);
+    }
+    if fl & flags::SYN != 0 {
+        return (fl | flags::ECE, ipv4::ecn::NOT_ECT);
+    }
+    let fl = if t.ecn_echo { fl | flags::ECE } else { fl };
+    if len > 0 && seq.ge(t.snd_max) {
+        let cwr = if t.ecn_cwr { flags::CWR } else { 0 };
+        return (fl | cwr, ipv4::ecn::ECT0);
+    }
+    (fl, ipv4::ecn::NOT_ECT)
 }
 
 /// SEQ for segments without data (ACKs, RSTs): SND.MAX, but never beyond the right edge of

@@ -9,7 +9,45 @@ use crate::{Error, EventKind, Handle, Instant};
 use wirespeed_wire::tcp::flags;
 use wirespeed_wire::{Ipv4Addr, SeqNumber, TcpOptions, TcpRepr};
 
+/// Spare send and receive rings kept for the next connections (each kind).
+const POOL_SPARE: usize = 64;
+
 impl Tcp {
+    /// Bytes of send and receive rings held, by connections and spare.
+    pub(crate) fn buffer_bytes(&self) -> usize {
+        let held: usize = (self.conns.iter())
+            .map(|t| t.send.capacity() + t.recv.capacity())
+            .sum();
+        let spare: usize = (self.send_pool.iter().chain(self.recv_pool.iter()))
+            .map(|b| b.len())
+            .sum();
+        held + spare
+    }
+
+    /// Gives connection `idx` its send and receive rings, from the pools when they hold
+    /// some. A passive open gets them only when its handshake completes: a half-open
+    /// connection holds no buffer, so a SYN flood costs a slot per SYN and nothing more.
+    pub(super) fn attach_buffers(&mut self, cx: &Ctx<'_>, idx: u32) {
+        if self.conns[idx as usize].recv.capacity() != 0 {
+            return; // an active open has had them from the start
+        }
+        let send = self
+            .send_pool
+            .pop()
+            .map(Ring::from_box)
+            .unwrap_or_else(|| Ring::new(cx.cfg.send_buffer));
+        let recv = self
+            .recv_pool
+            .pop()
+            .map(Ring::from_box)
+            .unwrap_or_else(|| Ring::new(cx.cfg.recv_buffer));
+        let t = &mut self.conns[idx as usize];
+        t.send = send;
+        t.recv = recv;
+        t.send.clear();
+        t.recv.clear();
+    }
+
     pub(super) fn alloc_tcb(
         &mut self,
         cx: &mut Ctx<'_>,
@@ -28,16 +66,6 @@ impl Tcp {
                 (self.conns.len() - 1) as u32
             }
         };
-        let send = self
-            .send_pool
-            .pop()
-            .map(Ring::from_box)
-            .unwrap_or_else(|| Ring::new(cx.cfg.send_buffer));
-        let recv = self
-            .recv_pool
-            .pop()
-            .map(Ring::from_box)
-            .unwrap_or_else(|| Ring::new(cx.cfg.recv_buffer));
         let now = cx.now;
         let secret = cx.cfg.secret;
         let key = flow_key(remote, rport, lport);
@@ -56,10 +84,6 @@ impl Tcp {
         t.remote_ip = remote;
         t.remote_port = rport;
         t.local_port = lport;
-        t.send = send;
-        t.recv = recv;
-        t.send.clear();
-        t.recv.clear();
         t.iss = SeqNumber(isn);
         t.snd_una = t.iss;
         t.snd_nxt = t.iss;
@@ -96,10 +120,12 @@ impl Tcp {
         if self.demux.get(&key) == Some(&idx) {
             self.demux.remove(&key);
         }
-        if send.capacity() == cx.cfg.send_buffer {
+        // Spare rings beyond POOL_SPARE go back to the allocator: a burst of connections
+        // leaves no lasting footprint (docs/TCPIP.md, "Memory under attack").
+        if send.capacity() == cx.cfg.send_buffer && self.send_pool.len() < POOL_SPARE {
             self.send_pool.push(send.into_box());
         }
-        if recv.capacity() == cx.cfg.recv_buffer {
+        if recv.capacity() == cx.cfg.recv_buffer && self.recv_pool.len() < POOL_SPARE {
             self.recv_pool.push(recv.into_box());
         }
         self.free_conns.push(idx);

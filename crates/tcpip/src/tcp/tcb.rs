@@ -154,6 +154,14 @@ pub(crate) struct Tcb {
     pub(crate) ts_recent: u32,
     pub(crate) ts_offset: u32,
     pub(crate) sack_ok: bool,
+    /// ECN negotiated (RFC 3168): new data goes ECT(0).
+    pub(crate) ecn: bool,
+    /// A CE mark was taken: our segments carry ECE until the peer's CWR.
+    pub(crate) ecn_echo: bool,
+    /// The window was reduced for an ECN echo: the next new data carries CWR.
+    pub(crate) ecn_cwr: bool,
+    /// No second reduction for an echo until SND.UNA reaches this (one per window).
+    pub(crate) ecn_recover: SeqNumber,
     /// Offer window scaling in our SYN / SYN-ACK.
     pub(crate) offer_wscale: bool,
 
@@ -242,6 +250,10 @@ impl Tcb {
             ts_recent: 0,
             ts_offset: 0,
             sack_ok: false,
+            ecn: false,
+            ecn_echo: false,
+            ecn_cwr: false,
+            ecn_recover: SeqNumber(0),
             offer_wscale: false,
             rto_at: Instant::NEVER,
             tlp_at: Instant::NEVER,

@@ -41,6 +41,7 @@ fn udp_round_trip_and_icmp_echo() {
         ttl: 64,
         ident: 9,
         dont_frag: false,
+        dscp_ecn: 0,
     }
     .emit(&mut f[14..])
     .unwrap();
@@ -68,7 +69,9 @@ fn udp_round_trip_and_icmp_echo() {
 
 #[test]
 fn arp_reply_and_fragment_drop_and_counters() {
-    let mut s = Stack::new(config(1));
+    let mut cfg = config(1);
+    cfg.ipfrag_high_thresh = 0; // reassembly off
+    let mut s = Stack::new(cfg);
     let now = Instant::from_millis(1);
     let mut f = vec![0u8; 60];
     EthernetRepr {
@@ -97,7 +100,7 @@ fn arp_reply_and_fragment_drop_and_counters() {
         (a.operation, a.sender_mac, a.target_ip),
         (ArpOperation::Reply, MAC_B, IP_A)
     );
-    // A fragment is dropped and counted.
+    // With reassembly off, a fragment is dropped and counted.
     let mut f = vec![0u8; 14 + 28];
     EthernetRepr {
         dst: MAC_B,
@@ -115,6 +118,7 @@ fn arp_reply_and_fragment_drop_and_counters() {
         ttl: 64,
         ident: 1,
         dont_frag: false,
+        dscp_ecn: 0,
     }
     .emit(&mut f[14..])
     .unwrap();
@@ -323,4 +327,86 @@ fn static_arp_entry_skips_resolution() {
     let (c, _s, _) = p.connect();
     assert_eq!(p.st[0].stats().arp_requests_sent, 0);
     assert_eq!(p.st[0].tcp_state(c), Ok(TcpState::Established));
+}
+
+/// The IPv4 datagram in `frame` (Ethernet first) cut in two fragments at payload offset
+/// `at` (a multiple of 8), each checksummed.
+fn split_frame(frame: &[u8], at: usize) -> [Vec<u8>; 2] {
+    let hl = Ipv4Packet::new_checked(&frame[14..]).unwrap().header_len();
+    let payload = &frame[14 + hl..];
+    let piece = |from: usize, to: usize, more: bool| {
+        let mut f = frame[..14 + hl].to_vec();
+        f.extend_from_slice(&payload[from..to]);
+        f[16..18].copy_from_slice(&((hl + to - from) as u16).to_be_bytes());
+        let word = (from / 8) as u16 | if more { 0x2000 } else { 0 };
+        f[20..22].copy_from_slice(&word.to_be_bytes());
+        f[24..26].fill(0);
+        let c = checksum::checksum(&f[14..14 + hl]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f
+    };
+    [piece(0, at, true), piece(at, payload.len(), false)]
+}
+
+fn syn_frame(ident: u16) -> Vec<u8> {
+    let syn = TcpRepr {
+        src_port: 1000,
+        dst_port: 80,
+        seq: SeqNumber(500),
+        ack: None,
+        flags: flags::SYN,
+        window: 65535,
+        options: TcpOptions {
+            mss: Some(1460),
+            ..Default::default()
+        },
+    };
+    let mut f = frame(&syn, &[]);
+    f[18..20].copy_from_slice(&ident.to_be_bytes());
+    f
+}
+
+#[test]
+fn a_syn_in_two_fragments_gets_a_syn_ack() {
+    let mut s = Stack::new(config(1));
+    s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(5);
+    // The first fragment holds only the ports and the sequence number; the last comes first.
+    let [first, last] = split_frame(&syn_frame(7), 8);
+    s.receive(now, &last);
+    assert_eq!(s.stats().tcp_segments_in, 0);
+    s.receive(now, &first);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let (r, _) = parse_out(&sink.frames[0]);
+    assert_eq!(r.flags & (flags::SYN | flags::ACK), flags::SYN | flags::ACK);
+    assert_eq!(r.ack, Some(SeqNumber(501)));
+    assert_eq!(s.stats().ip_frag_reassembled, 1);
+}
+
+#[test]
+fn an_unfinished_datagram_times_out_with_icmp_time_exceeded() {
+    let mut s = Stack::new(config(1));
+    let now = Instant::from_millis(5);
+    // Datagram 1 lacks its last fragment, datagram 2 its first: only 1 is answered.
+    let [first, _] = split_frame(&syn_frame(1), 8);
+    let [_, last] = split_frame(&syn_frame(2), 8);
+    s.receive(now, &first);
+    s.receive(now, &last);
+    let due = now.add(Duration::from_secs(30));
+    assert_eq!(s.poll_at(), Some(due));
+    let mut sink = VecSink::new();
+    s.transmit(now.add(Duration::from_millis(29_999)), &mut sink);
+    assert!(sink.frames.is_empty());
+    s.transmit(due, &mut sink);
+    assert_eq!(sink.frames.len(), 1);
+    let ip = Ipv4Packet::new_checked(&sink.frames[0][14..]).unwrap();
+    assert_eq!((ip.dst(), ip.protocol()), (IP_A, IpProtocol::Icmp));
+    let icmp = ip.payload();
+    assert!(Icmpv4Packet::new_checked(icmp).unwrap().verify_checksum());
+    // Time exceeded, fragment reassembly; the first fragment quoted whole (28 bytes).
+    assert_eq!((icmp[0], icmp[1]), (11, 1));
+    assert_eq!(&icmp[8..], &first[14..]);
+    assert_eq!(s.stats().ip_frag_timeout, 2);
+    assert_eq!(s.poll_at(), None);
 }

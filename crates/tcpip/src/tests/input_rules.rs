@@ -1,6 +1,7 @@
 //! The receive path's rules as Linux has them (docs/TCPIP.md, "Input rules"): martian
 //! sources, link-layer group frames, IP options, segments a listener drops, lenient TCP
-//! options, MD5 without a key, ARP probes, RFC 5961's old ACKs, data past the peer's FIN.
+//! options, MD5 without a key, ARP probes, RFC 5961's old ACKs, data past the peer's FIN,
+//! ECN (RFC 3168).
 
 use super::*;
 
@@ -9,6 +10,7 @@ use super::*;
 struct Crafted<'a> {
     dst_mac: MacAddr,
     src: Ipv4Addr,
+    dscp_ecn: u8,
     ip_options: &'a [u8],
     dport: u16,
     seq: u32,
@@ -23,6 +25,7 @@ impl Default for Crafted<'_> {
         Crafted {
             dst_mac: MAC_B,
             src: IP_A,
+            dscp_ecn: 0,
             ip_options: &[],
             dport: 80,
             seq: 500,
@@ -57,6 +60,7 @@ impl Crafted<'_> {
         .unwrap();
         let ip = &mut f[14..14 + ihl];
         ip[0] = 0x40 | (ihl / 4) as u8;
+        ip[1] = self.dscp_ecn;
         ip[2..4].copy_from_slice(&((ihl + thl + self.payload.len()) as u16).to_be_bytes());
         ip[8] = 64;
         ip[9] = 6;
@@ -368,4 +372,153 @@ fn data_past_the_peers_fin_is_ignored() {
     let out = answer(&mut s, &late);
     assert!(out.iter().all(|f| tcp_flags_of(f) & flags::RST == 0));
     assert_eq!(s.stats().tcp_data_after_fin, 1);
+}
+
+#[test]
+fn an_ecn_setup_syn_gets_an_ecn_setup_syn_ack() {
+    let ecn_setup = flags::ECE | flags::CWR;
+    let answered = |fl: u8, dscp_ecn: u8| {
+        let mut s = listening(false);
+        let syn = Crafted {
+            flags: flags::SYN | fl,
+            dscp_ecn,
+            ..Default::default()
+        };
+        tcp_flags_of(&answer(&mut s, &syn.frame())[0])
+    };
+    let syn_ack = flags::SYN | flags::ACK;
+    assert_eq!(answered(ecn_setup, 0), syn_ack | flags::ECE);
+    // Not with ECE alone, nor from a SYN that is itself ECT (RFC 3168 6.1.1).
+    assert_eq!(answered(flags::ECE, 0), syn_ack);
+    assert_eq!(answered(ecn_setup, ipv4::ecn::ECT0), syn_ack);
+    assert_eq!(answered(0, 0), syn_ack);
+}
+
+/// An ECN connection from the peer's port 1000; returns it and our ISS.
+fn ecn_established(s: &mut Stack) -> (ConnId, u32) {
+    let now = Instant::from_millis(1000);
+    let l = s.tcp_listen(80, 4).unwrap();
+    let syn = Crafted {
+        flags: flags::SYN | flags::ECE | flags::CWR,
+        ..Default::default()
+    };
+    let iss = parse_out(&answer(s, &syn.frame())[0]).0.seq.0;
+    s.receive(now, &segment(1000, 80, 501, Some(iss + 1), flags::ACK, &[]));
+    (s.tcp_accept(l).unwrap(), iss)
+}
+
+fn ecn_field(f: &[u8]) -> u8 {
+    f[15] & 3
+}
+
+#[test]
+fn ecn_marks_are_echoed_until_cwr_and_new_data_is_ect() {
+    let mut s = Stack::new(config(1));
+    let (c, iss) = ecn_established(&mut s);
+    assert_eq!(s.stats().tcp_ecn_negotiated, 1);
+    s.tcp_send(c, b"response").unwrap();
+    let out = flush(&mut s);
+    assert_eq!(ecn_field(&out[0]), ipv4::ecn::ECT0);
+    assert_eq!(tcp_flags_of(&out[0]) & (flags::ECE | flags::CWR), 0);
+    // A CE-marked request: acknowledged at once with ECE, and ECE stays until CWR.
+    let ce = Crafted {
+        flags: flags::PSH,
+        ack: Some(iss + 9),
+        seq: 501,
+        dscp_ecn: ipv4::ecn::CE,
+        payload: b"marked",
+        ..Default::default()
+    };
+    let out = answer(&mut s, &ce.frame());
+    assert_eq!(tcp_flags_of(&out[0]) & flags::ECE, flags::ECE);
+    assert_eq!(
+        ecn_field(&out[0]),
+        ipv4::ecn::NOT_ECT,
+        "a bare ACK is not ECT"
+    );
+    let more = segment(
+        1000,
+        80,
+        507,
+        Some(iss + 9),
+        flags::ACK | flags::PSH,
+        b"more",
+    );
+    // Not CE itself: its ACK goes out delayed, still with ECE.
+    s.receive(Instant::from_millis(1000), &more);
+    let mut sink = VecSink::new();
+    s.transmit(Instant::from_millis(1500), &mut sink);
+    let out = sink.frames;
+    assert_eq!(tcp_flags_of(&out[0]) & flags::ECE, flags::ECE);
+    let cwr = segment(
+        1000,
+        80,
+        511,
+        Some(iss + 9),
+        flags::ACK | flags::CWR,
+        b"cwr",
+    );
+    let out = answer(&mut s, &cwr);
+    assert_eq!(tcp_flags_of(&out[0]) & flags::ECE, 0);
+    assert_eq!(s.stats().tcp_ecn_ce_received, 1);
+}
+
+#[test]
+fn an_echo_reduces_the_window_once_and_the_next_data_says_cwr() {
+    let mut s = Stack::new(config(1));
+    let (c, iss) = ecn_established(&mut s);
+    s.tcp_send(c, &[7u8; 4000]).unwrap();
+    let sent = flush(&mut s);
+    assert!(sent.len() > 2);
+    let before = s.tcp_info(c).unwrap().cwnd;
+    // The peer echoes a mark on the ACKs of the first and second segments: one reduction
+    // for the window, then the ACK of everything.
+    let seg = parse_out(&sent[0]).1.len() as u32;
+    for n in [1, 2] {
+        let ece = segment(
+            1000,
+            80,
+            501,
+            Some(iss + 1 + n * seg),
+            flags::ACK | flags::ECE,
+            &[],
+        );
+        s.receive(Instant::from_millis(1000), &ece);
+    }
+    assert_eq!(s.stats().tcp_ecn_reductions, 1);
+    assert!(s.tcp_info(c).unwrap().cwnd < before);
+    s.receive(
+        Instant::from_millis(1000),
+        &segment(1000, 80, 501, Some(iss + 4001), flags::ACK, &[]),
+    );
+    s.tcp_send(c, &[8u8; 100]).unwrap();
+    let out = flush(&mut s);
+    let first_new = out
+        .iter()
+        .find(|f| !parse_out(f).1.is_empty())
+        .expect("new data");
+    assert_eq!(tcp_flags_of(first_new) & flags::CWR, flags::CWR);
+}
+
+#[test]
+fn half_open_connections_hold_no_buffers() {
+    let mut s = Stack::new(config(1));
+    let l = s.tcp_listen(80, 4096).unwrap();
+    let now = Instant::from_millis(1000);
+    for port in 1000..2000u16 {
+        let syn = segment(port, 80, 500, None, flags::SYN, &[]);
+        s.receive(now, &syn);
+    }
+    flush(&mut s);
+    assert_eq!(s.connection_count(), 1000);
+    assert_eq!(s.tcp_buffer_bytes(), 0);
+    // One completes its handshake: it alone gets its rings.
+    let syn = segment(3000, 80, 500, None, flags::SYN, &[]);
+    let out = answer(&mut s, &syn);
+    let iss = parse_out(&out[0]).0.seq.0;
+    s.receive(now, &segment(3000, 80, 501, Some(iss + 1), flags::ACK, &[]));
+    let c = s.tcp_accept(l).unwrap();
+    let want = s.config().send_buffer + s.config().recv_buffer;
+    assert_eq!(s.tcp_buffer_bytes(), want);
+    s.tcp_send(c, b"ok").unwrap();
 }

@@ -301,6 +301,7 @@ fn frame(repr: &TcpRepr, payload: &[u8]) -> Vec<u8> {
         ttl: 64,
         ident: 1,
         dont_frag: true,
+        dscp_ecn: 0,
     }
     .emit(&mut f[14..])
     .unwrap();
@@ -378,6 +379,7 @@ fn inject_rst(p: &mut Pair, side: usize, conn: ConnId) {
         ttl: 64,
         ident: 7,
         dont_frag: true,
+        dscp_ecn: 0,
     }
     .emit(&mut f[14..])
     .unwrap();
