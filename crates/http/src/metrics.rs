@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wirespeed_metrics::request::{self, MAX_REQUEST};
-use wirespeed_metrics::{Kind, Writer};
+use wirespeed_metrics::{Counter, Kind, Writer};
 use wirespeed_rt::io::Socket;
 use wirespeed_rt::Either;
 
@@ -17,20 +17,32 @@ use crate::server::Stats;
 /// A scraper that has not sent its request, or not taken the answer, in this long is closed.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The counters of every shard, indexed by shard.
+/// The counters of every shard, indexed by shard, and the names of the stack's counters.
 #[derive(Clone, Debug)]
-pub struct ServeStats(Arc<[Stats]>);
+pub struct ServeStats {
+    shards: Arc<[Stats]>,
+    stack_names: &'static [&'static str],
+}
 
 impl ServeStats {
-    pub fn new(shards: usize) -> ServeStats {
-        ServeStats((0..shards).map(|_| Stats::default()).collect())
+    /// `stack`: the names of the bypass stack's counters each shard publishes (none on the
+    /// kernel stack).
+    pub fn new(shards: usize, stack: &'static [&'static str]) -> ServeStats {
+        let shard = || Stats {
+            stack: stack.iter().map(|_| Counter::default()).collect(),
+            ..Stats::default()
+        };
+        ServeStats {
+            shards: (0..shards).map(|_| shard()).collect(),
+            stack_names: stack,
+        }
     }
 
     /// Shard `i`'s counters, for that shard to write.
     pub fn shard(&self, i: usize) -> ShardStats {
-        assert!(i < self.0.len(), "shard {i} of {}", self.0.len());
+        assert!(i < self.shards.len(), "shard {i} of {}", self.shards.len());
         ShardStats {
-            all: self.0.clone(),
+            all: self.shards.clone(),
             me: i,
         }
     }
@@ -39,7 +51,7 @@ impl ServeStats {
     pub fn render(&self) -> String {
         let mut w = Writer::new();
         let shards: Vec<(String, &Stats)> = self
-            .0
+            .shards
             .iter()
             .enumerate()
             .map(|(i, s)| (i.to_string(), s))
@@ -99,7 +111,27 @@ impl ServeStats {
                 w.sample(&[("shard", i), ("kind", kind)], n);
             }
         }
+        self.render_stack(&mut w, &shards);
         w.finish()
+    }
+
+    /// The bypass stack's counters, one family labelled by shard and counter (each
+    /// `tcpip::Stats` field, docs/TCPIP.md), as the shards last published them.
+    fn render_stack(&self, w: &mut Writer, shards: &[(String, &Stats)]) {
+        if self.stack_names.is_empty() {
+            return;
+        }
+        w.family(
+            "wirespeed_serve_stack_events_total",
+            Kind::Counter,
+            "The bypass stack's counters (frames, segments, and every drop and answer by \
+             reason), by shard and counter; published every 250 ms.",
+        );
+        for (i, s) in shards {
+            for (name, c) in self.stack_names.iter().zip(s.stack.iter()) {
+                w.sample(&[("shard", i), ("counter", name)], c.get());
+            }
+        }
     }
 }
 
@@ -108,6 +140,16 @@ impl ServeStats {
 pub struct ShardStats {
     all: Arc<[Stats]>,
     me: usize,
+}
+
+impl ShardStats {
+    /// Copies the stack's counters in (`values` in the order of the names given to
+    /// `ServeStats::new`); only this shard may call it.
+    pub fn publish_stack(&self, values: impl Iterator<Item = u64>) {
+        for (c, v) in self.stack.iter().zip(values) {
+            c.set(v);
+        }
+    }
 }
 
 impl std::ops::Deref for ShardStats {
@@ -178,8 +220,9 @@ mod tests {
 
     #[test]
     fn every_shard_is_labelled_and_written_by_its_own_handle() {
-        let stats = ServeStats::new(2);
+        let stats = ServeStats::new(2, &["tcp_listen_dropped", "rx_frames"]);
         let (s0, s1) = (stats.shard(0), stats.shard(1));
+        s1.publish_stack([3, 40].into_iter());
         std::thread::scope(|sc| {
             sc.spawn(|| (0..5).for_each(|_| s0.requests.bump()));
             sc.spawn(|| {
@@ -195,6 +238,9 @@ mod tests {
             "wirespeed_serve_errors_total{shard=\"1\",kind=\"not_found\"} 1",
             "wirespeed_serve_errors_total{shard=\"0\",kind=\"not_found\"} 0",
             "wirespeed_serve_open_connections{shard=\"1\"} 1",
+            "wirespeed_serve_stack_events_total{shard=\"1\",counter=\"tcp_listen_dropped\"} 3",
+            "wirespeed_serve_stack_events_total{shard=\"1\",counter=\"rx_frames\"} 40",
+            "wirespeed_serve_stack_events_total{shard=\"0\",counter=\"rx_frames\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }

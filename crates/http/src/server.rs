@@ -37,6 +37,9 @@ pub struct Stats {
     pub refused: Counter,
     /// Connections open now (a gauge), refused ones excepted.
     pub open: Counter,
+    /// The bypass stack's counters, in the order of `ServeStats::new`'s names, copied in by
+    /// the shard (`ShardStats::publish_stack`); empty on the kernel stack.
+    pub stack: Box<[Counter]>,
 }
 
 fn bump(c: &Counter) {

@@ -274,6 +274,14 @@ impl ShardStack {
         }
     }
 
+    /// This shard's bypass stack, shared (None on the kernel stack).
+    pub fn bypass(&self) -> Option<crate::bypass::socket::BypassStack> {
+        match &self.inner {
+            Inner::Kernel { .. } => None,
+            Inner::Bypass(s) => Some(s.clone()),
+        }
+    }
+
     /// The bypass stack's counters (None on the kernel stack).
     pub fn bypass_stats(&self) -> Option<tcpip::Stats> {
         match &self.inner {

@@ -382,6 +382,28 @@ impl<F: FnMut(&mut dyn FnMut(&mut [u8]) -> usize) -> bool> TxSink for F {
     }
 }
 
+/// Declares the counters struct and, from the same list, its names in order: `--metrics`
+/// exports every counter under its field's name, so a new one is exported as it is added.
+macro_rules! counters {
+    ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* pub $field:ident: u64,)* }) => {
+        $(#[$m])*
+        pub struct $name {
+            $($(#[$fm])* pub $field: u64,)*
+        }
+
+        impl $name {
+            /// Every counter's name, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            /// Every counter's value, in the order of [`Self::NAMES`].
+            pub fn values(&self) -> impl Iterator<Item = u64> {
+                [$(self.$field),*].into_iter()
+            }
+        }
+    };
+}
+
+counters! {
 /// Per-reason counters. Every frame that is dropped increments exactly one `*_dropped`-style
 /// reason here; nothing from the network panics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -524,4 +546,5 @@ pub struct Stats {
     /// Reassembly queues dropped incomplete after `ipfrag_time` (Linux ReasmTimeout); the
     /// ICMP time exceeded sent for some is counted in `icmp_errors_sent`.
     pub ip_frag_timeout: u64,
+}
 }

@@ -320,10 +320,33 @@ fn serve_xdp_outside_a_lab_namespace_needs_allow_host_and_then_answers_curl() {
         "{refused}"
     );
 
-    args.push("--allow-host");
+    // --metrics exports the bypass stack's counters (docs/METRICS.md).
+    pair.a.ip(&["link", "set", "lo", "up"]);
+    args.extend(["--allow-host", "--metrics", "127.0.0.1:9119"]);
     let _serve = Wirespeed::start(&pair.a, &args, "listening on").expect("serve --allow-host");
     let body = curl_until_answered(&pair, &format!("http://{listen}/plaintext"));
     assert_eq!(body, "Hello, World!");
+    std::thread::sleep(std::time::Duration::from_millis(600)); // a publication period passes
+    let out = pair
+        .a
+        .command("curl")
+        .args(["-sS", "--max-time", "5", "http://127.0.0.1:9119/metrics"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let segments_in = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(
+                r#"wirespeed_serve_stack_events_total{shard="0",counter="tcp_segments_in"} "#,
+            )
+        })
+        .unwrap_or_else(|| panic!("no stack counters in /metrics: {text}"));
+    assert!(segments_in.parse::<u64>().unwrap() > 0, "{text}");
+    assert!(
+        text.contains(r#"counter="tcp_listen_dropped"} 0"#),
+        "{text}"
+    );
     // The kernel keeps the peer side: a ping to the peer's own address is Linux's business.
     let out = pair
         .b

@@ -33,6 +33,9 @@ use wirespeed_nic::{
 
 use socket::{DropCause, RxSteering, StackConfig};
 
+/// The bypass stack's counters (`--metrics` exports each under its name).
+pub use wirespeed_tcpip::Stats as BypassStats;
+
 /// The device the bypass stack takes over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Device {

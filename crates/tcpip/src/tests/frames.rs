@@ -410,3 +410,22 @@ fn an_unfinished_datagram_times_out_with_icmp_time_exceeded() {
     assert_eq!(s.stats().ip_frag_timeout, 2);
     assert_eq!(s.poll_at(), None);
 }
+
+#[test]
+fn every_counter_is_named_once_in_order() {
+    let st = Stats {
+        tcp_listen_dropped: 7,
+        ..Default::default()
+    };
+    let names = Stats::NAMES;
+    assert_eq!(names.len(), st.values().count());
+    let at = names
+        .iter()
+        .position(|&n| n == "tcp_listen_dropped")
+        .unwrap();
+    assert_eq!(st.values().nth(at), Some(7));
+    let mut sorted = names.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), names.len());
+}

@@ -9,7 +9,8 @@ use serde::Serialize;
 use wirespeed_http::metrics::{self, ServeStats};
 use wirespeed_http::server;
 use wirespeed_http::shard::{self, ShardSummary};
-use wirespeed_net::bypass::BypassConfig;
+use wirespeed_net::bypass::socket::BypassStack;
+use wirespeed_net::bypass::{BypassConfig, BypassStats};
 use wirespeed_net::kernel::{ListenOptions, Locality};
 use wirespeed_net::{KernelConfig, Stack};
 use wirespeed_rt::{EngineKind, Runtime};
@@ -244,7 +245,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Kind::Echo => shard::App::Echo,
     };
     let max_conns = common.max_conns;
-    let stats = ServeStats::new(cpus.len());
+    let stack_counters = match common.stack {
+        StackArg::Kernel => &[][..],
+        StackArg::Xdp | StackArg::Dpdk => BypassStats::NAMES,
+    };
+    let stats = ServeStats::new(cpus.len(), stack_counters);
     let shards = stack.shards();
     let per_shard = rt.run(move || {
         let (shards, cfg) = (shards.clone(), cfg.clone());
@@ -264,6 +269,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let listener = net.listen(bound).map_err(|e| e.to_string())?;
             if let Some((l, all)) = scrapes {
                 wirespeed_rt::spawn(metrics::serve(l, all));
+            }
+            if let Some(bypass) = net.bypass() {
+                wirespeed_rt::spawn(publish_stack_counters(bypass, my_stats.clone()));
             }
             let summary = shard::serve(listener, cfg, shard_app, max_conns, my_stats).await;
             if let Some(s) = net.bypass_stats() {
@@ -383,4 +391,16 @@ fn bypass_config(common: &Common, shards: usize) -> anyhow::Result<BypassConfig>
         busy_poll_us: common.busy_poll_us,
         waits_in_io_uring: common.engine == EngineArg::Uring && common.idle_sleep_us > 0,
     })
+}
+
+/// How often a shard copies its bypass stack's counters where `--metrics` reads them.
+const STACK_COUNTERS_PERIOD: Duration = Duration::from_millis(250);
+
+/// Copies the shard's stack counters for `--metrics` every STACK_COUNTERS_PERIOD: the
+/// stack is the shard's alone, so the scraping shard reads a copy, never the stack.
+async fn publish_stack_counters(stack: BypassStack, into: metrics::ShardStats) {
+    loop {
+        into.publish_stack(stack.stats().values());
+        wirespeed_rt::sleep(STACK_COUNTERS_PERIOD).await;
+    }
 }
