@@ -10,6 +10,9 @@ use wirespeed_wire::{
 /// Linux's `icmp_msgs_per_sec` and `icmp_msgs_burst`: ICMP errors the host sends, at most.
 const ERRORS_PER_SEC: u64 = 1000;
 const ERRORS_BURST: u64 = 50;
+/// ICMP errors go with precedence "internetwork control" (Linux `icmp_send`:
+/// IPTOS_PREC_INTERNETCONTROL).
+const ERROR_TOS: u8 = 0xc0;
 /// An error quotes the offending datagram up to a 576-byte message (RFC 1812 4.3.2.3; Linux
 /// `icmp_send`).
 const MAX_ERROR_MESSAGE: usize = 576;
@@ -66,7 +69,9 @@ impl Stack {
                     seq_no,
                     data,
                 };
-                let ok = self.queue_icmp(src_mac, ip.src, reply.buffer_len(), |b| {
+                // Linux's reply keeps the request's TOS byte, ECN bits included.
+                let tos = ip.dscp_ecn;
+                let ok = self.queue_icmp(src_mac, ip.src, tos, reply.buffer_len(), |b| {
                     reply.emit(b).is_ok()
                 });
                 if ok {
@@ -105,20 +110,29 @@ impl Stack {
             word,
             quoted: &dgram[..dgram.len().min(room)],
         };
-        if self.queue_icmp(src_mac, ip.src, err.buffer_len(), |b| err.emit(b).is_ok()) {
+        let tos = ERROR_TOS;
+        if self.queue_icmp(src_mac, ip.src, tos, err.buffer_len(), |b| {
+            err.emit(b).is_ok()
+        }) {
             self.stats.icmp_errors_sent += 1;
         }
     }
 
-    /// Queues an ICMP message of `len` bytes (written by `emit`) to `dst` at `mac`.
+    /// Queues an ICMP message of `len` bytes (written by `emit`) to `dst` at `mac`, with DS
+    /// field `tos` and without DF, as Linux's ICMP socket sends it (no PMTU discovery).
     fn queue_icmp(
         &mut self,
         mac: MacAddr,
         dst: wirespeed_wire::Ipv4Addr,
+        tos: u8,
         len: usize,
         emit: impl FnOnce(&mut [u8]) -> bool,
     ) -> bool {
-        let ip_out = self.ip_repr(dst, IpProtocol::Icmp, len);
+        let ip_out = Ipv4Repr {
+            dont_frag: false,
+            dscp_ecn: tos,
+            ..self.ip_repr(dst, IpProtocol::Icmp, len)
+        };
         let eth = self.eth_repr(mac, EtherType::Ipv4);
         let ok = self.ctrl.push_with(dst, |buf| {
             let e = eth.header_len();

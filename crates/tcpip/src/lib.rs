@@ -480,8 +480,9 @@ pub struct Stats {
     /// Segments that reached a listener without ACK and were not a SYN (FIN, NULL, Xmas
     /// scans; SYN+FIN): dropped unanswered (RFC 9293 3.10.7.2).
     pub tcp_listen_dropped: u64,
-    /// Segments for a socket that carry a TCP-MD5 signature: the stack holds no keys, and
-    /// Linux drops a signed segment for a socket without one.
+    /// Segments for a socket that carry a TCP-MD5 signature, or options Linux's signature
+    /// walk refuses (`TcpOptions::auth_malformed`): the stack holds no keys, and Linux drops
+    /// both for a socket without one.
     pub tcp_md5_unexpected: u64,
     /// TCP segments in a link-layer broadcast or multicast frame (Linux: not PACKET_HOST).
     pub tcp_not_host_mac: u64,

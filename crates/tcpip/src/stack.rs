@@ -691,9 +691,9 @@ impl TxSink for VecSink {
     }
 }
 
-/// Sources Linux's route lookup calls martian whatever the routes: "this network" (0/8),
-/// loopback (127/8, `route_localnet` off), multicast and the limited broadcast.
+/// Sources Linux's route lookup calls martian whatever the routes: 0.0.0.0 (the rest of
+/// 0/8 is unicast since Linux 5.3), loopback (127/8, `route_localnet` off), multicast and
+/// the limited broadcast.
 fn martian_source(a: Ipv4Addr) -> bool {
-    let first = a.0[0];
-    first == 0 || first == 127 || a.is_multicast() || a == Ipv4Addr::BROADCAST
+    a == Ipv4Addr::UNSPECIFIED || a.0[0] == 127 || a.is_multicast() || a == Ipv4Addr::BROADCAST
 }

@@ -209,6 +209,10 @@ pub struct TcpOptions {
     /// The walk ended at a malformed option (a length below 2 or past the end); the options
     /// before it stand. Never emitted.
     pub malformed: bool,
+    /// Linux's walk for signatures (`tcp_do_parse_auth_options`, while 18 bytes or more
+    /// remain) met a bad length, an MD5 option not 18 long, or a second MD5 option: a
+    /// socket drops such a segment. Never emitted.
+    pub auth_malformed: bool,
 }
 
 impl TcpOptions {
@@ -216,7 +220,10 @@ impl TcpOptions {
     /// the walk and what came before it stands (Linux answers such a SYN); an option with an
     /// unexpected length is ignored.
     pub fn parse(mut opts: &[u8]) -> Self {
-        let mut o = TcpOptions::default();
+        let mut o = TcpOptions {
+            auth_malformed: auth_options_malformed(opts),
+            ..TcpOptions::default()
+        };
         while let Some(&kind) = opts.first() {
             match kind {
                 0 => break,
@@ -336,6 +343,32 @@ impl TcpOptions {
         }
         Ok(i)
     }
+}
+
+/// Linux's `tcp_do_parse_auth_options` without TCP-AO: it looks only while an MD5 option
+/// (18 bytes) still fits, and refuses what it cannot walk there.
+fn auth_options_malformed(mut opts: &[u8]) -> bool {
+    const MD5_LEN: usize = 18;
+    let mut md5 = false;
+    while opts.len() >= MD5_LEN {
+        match opts[0] {
+            0 => return false,
+            1 => {
+                opts = &opts[1..];
+                continue;
+            }
+            _ => {}
+        }
+        let len = opts[1] as usize;
+        if len < 2 || len > opts.len() {
+            return true;
+        }
+        if opts[0] == 19 && (len != MD5_LEN || std::mem::replace(&mut md5, true)) {
+            return true;
+        }
+        opts = &opts[len..];
+    }
+    false
 }
 
 /// A parsed TCP header (payload not included: take it from the packet view).
@@ -575,6 +608,16 @@ mod tests {
         md5.extend_from_slice(&[0; 16]);
         assert!(TcpOptions::parse(&md5).md5_signature);
         assert!(!TcpOptions::parse(&[19, 4, 0, 0]).md5_signature);
+        // Linux's signature walk looks only while 18 bytes remain: a bad length there (or an
+        // MD5 option of another length) is refused; a short area is not walked.
+        let mut long = vec![99u8, 255];
+        long.extend_from_slice(&[1; 18]);
+        assert!(TcpOptions::parse(&long).auth_malformed);
+        assert!(!TcpOptions::parse(&[99, 255, 1, 1]).auth_malformed);
+        let mut md5_short = vec![19u8, 4, 0, 0];
+        md5_short.extend_from_slice(&[1; 16]);
+        assert!(TcpOptions::parse(&md5_short).auth_malformed);
+        assert!(!TcpOptions::parse(&md5).auth_malformed);
         let mut two_sacks = vec![5u8, 34];
         two_sacks.extend_from_slice(&[0; 32]);
         two_sacks.extend_from_slice(&[5, 34]);

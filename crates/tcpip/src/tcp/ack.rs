@@ -4,7 +4,7 @@
 
 use super::congestion::CongestionControl;
 use super::sack::{sack_update, sacks_above};
-use super::{dur_us, Ctx, Tcp, TcpState, DUPACK_THRESHOLD};
+use super::{dur_us, Ctx, Tcp, DUPACK_THRESHOLD};
 use crate::{EventKind, Instant};
 use wirespeed_wire::tcp::flags;
 use wirespeed_wire::{SeqNumber, TcpRepr};
@@ -56,14 +56,11 @@ impl Tcp {
         let gen = self.conns[idx as usize].gen;
         let t = &mut self.conns[idx as usize];
         if ack.gt(t.snd_max) {
-            // An ACK for data never sent is dropped (RFC 9293 3.10.7.4); Linux answers it
-            // only outside ESTABLISHED, with a challenge ACK.
+            // An ACK for data never sent: ACK, drop the segment (RFC 9293 3.10.7.4), as
+            // Linux does in every state (the conformance harness, docs/TCPIP.md).
             cx.stats.tcp_bad_ack += 1;
-            if t.state != TcpState::Established {
-                cx.stats.tcp_challenge_acks += 1;
-                t.ack_now = true;
-                self.mark_dirty(idx, gen);
-            }
+            t.ack_now = true;
+            self.mark_dirty(idx, gen);
             return None;
         }
         // RFC 5961 5.2: an ACK further behind SND.UNA than the peer can have seen us send

@@ -50,7 +50,7 @@ impl Tcp {
         let payload = pkt.payload();
         let key = flow_key(ip.src, repr.src_port, repr.dst_port);
         if let Some(&idx) = self.demux.get(&key) {
-            if repr.options.md5_signature {
+            if repr.options.md5_signature || repr.options.auth_malformed {
                 cx.stats.tcp_md5_unexpected += 1;
                 return;
             }

@@ -32,7 +32,7 @@ impl Tcp {
             }
         };
         // Linux (tcp_inbound_hash) drops a signed segment for a socket without a key.
-        if repr.options.md5_signature {
+        if repr.options.md5_signature || repr.options.auth_malformed {
             cx.stats.tcp_md5_unexpected += 1;
             return;
         }

@@ -118,7 +118,7 @@ fn tcp_flags_of(f: &[u8]) -> u8 {
 #[test]
 fn martian_sources_are_not_answered() {
     for src in [
-        Ipv4Addr::new(0, 1, 2, 3),
+        Ipv4Addr::UNSPECIFIED,
         Ipv4Addr::new(127, 0, 0, 1),
         Ipv4Addr::new(224, 0, 0, 1),
         Ipv4Addr::BROADCAST,
@@ -132,8 +132,17 @@ fn martian_sources_are_not_answered() {
         assert!(answer(&mut s, &syn.frame()).is_empty(), "{src:?}");
         assert_eq!(s.stats().ip_bad_source, 1, "{src:?}");
     }
-    // 240/4 is no martian: answered along the default route, as Linux answers it.
+    // The rest of 0/8 (unicast since Linux 5.3) and 240/4 are no martians: answered along
+    // the default route, as Linux answers them.
     let mut s = listening(false);
+    let syn = Crafted {
+        src: Ipv4Addr::new(0, 1, 2, 3),
+        ..Default::default()
+    };
+    assert_eq!(
+        tcp_flags_of(&answer(&mut s, &syn.frame())[0]),
+        flags::SYN | flags::ACK
+    );
     let syn = Crafted {
         src: Ipv4Addr::new(240, 0, 0, 1),
         ..Default::default()
@@ -258,6 +267,22 @@ fn malformed_tcp_options_are_read_as_linux_reads_them() {
 }
 
 #[test]
+fn a_bad_length_where_a_signature_would_fit_is_dropped() {
+    // Linux walks for an MD5 option while 18 bytes remain: an unknown option claiming 255
+    // bytes there makes the listener drop the SYN (the harness's 18-byte case).
+    let opts = [
+        99u8, 255, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7, 1, 1,
+    ];
+    let mut s = listening(false);
+    let syn = Crafted {
+        tcp_options: &opts,
+        ..Default::default()
+    };
+    assert!(answer(&mut s, &syn.frame()).is_empty());
+    assert_eq!(s.stats().tcp_md5_unexpected, 1);
+}
+
+#[test]
 fn an_md5_signature_without_a_key_is_dropped_by_a_socket_only() {
     let mut md5 = vec![19u8, 18];
     md5.extend_from_slice(&[0xab; 16]);
@@ -351,9 +376,11 @@ fn an_ack_far_behind_gets_a_challenge_ack_and_its_data_is_dropped() {
     assert_eq!(out.len(), 1);
     assert_eq!(parse_out(&out[0]).0.ack, Some(SeqNumber(501)));
     assert_eq!(s.tcp_recv(c, &mut [0u8; 64]), Err(Error::WouldBlock));
-    // ACK of data never sent: dropped, unanswered in ESTABLISHED.
+    // ACK of data never sent: answered with an ACK, its data dropped (RFC 9293, Linux).
     let ahead = segment(1000, 80, 501, Some(iss + 1000), flags::ACK, b"ahead");
-    assert!(answer(&mut s, &ahead).is_empty());
+    let out = answer(&mut s, &ahead);
+    assert_eq!(out.len(), 1);
+    assert_eq!(tcp_flags_of(&out[0]), flags::ACK);
     assert_eq!(s.tcp_recv(c, &mut [0u8; 64]), Err(Error::WouldBlock));
 }
 
