@@ -1,0 +1,302 @@
+//! Frame builders for crafted input: every field is the caller's, malformed ones included
+//! (IPv4 options of any length, TCP data offsets and option lengths that lie), and checksums
+//! are computed with `wirespeed_wire::checksum` unless the caller spoils them afterwards.
+//!
+//! The twin labs' addresses live here too: both twins use exactly these, so a reply's
+//! addresses compare byte for byte.
+
+use wirespeed_wire::checksum;
+use wirespeed_wire::Ipv4Addr as WireIp;
+
+/// The address both DUTs answer for: our stack through `serve --ip` in twin A, the kernel's
+/// own address in twin B.
+pub const DUT_IP: [u8; 4] = [198, 18, 0, 2];
+/// Prefix of the DUTs' subnet: 198.18.0.0/15, the whole benchmarking range, so every crafted
+/// peer address is on-link.
+pub const PREFIX_LEN: u8 = 15;
+/// The DUTs' default gateway (answered by the harness's ARP responder, owned by nobody).
+pub const GATEWAY: [u8; 4] = [198, 18, 0, 1];
+/// The DUT end's MAC in both twins (set explicitly, locally administered).
+pub const DUT_MAC: [u8; 6] = [0x02, 0x77, 0x73, 0x00, 0x00, 0x02];
+/// The peer end's MAC in both twins; crafted frames come from it and ARP answers name it.
+pub const PEER_MAC: [u8; 6] = [0x02, 0x77, 0x73, 0x00, 0x00, 0x01];
+/// The listening port (HTTP) on both DUTs.
+pub const HTTP_PORT: u16 = 8080;
+/// A port nobody listens on.
+pub const CLOSED_PORT: u16 = 8081;
+
+pub const ETH_IPV4: u16 = 0x0800;
+pub const ETH_ARP: u16 = 0x0806;
+pub const PROTO_ICMP: u8 = 1;
+pub const PROTO_TCP: u8 = 6;
+pub const PROTO_UDP: u8 = 17;
+
+/// TCP flag bits.
+pub const FIN: u8 = 0x01;
+pub const SYN: u8 = 0x02;
+pub const RST: u8 = 0x04;
+pub const PSH: u8 = 0x08;
+pub const ACK: u8 = 0x10;
+pub const URG: u8 = 0x20;
+pub const ECE: u8 = 0x40;
+pub const CWR: u8 = 0x80;
+
+/// The crafted peer address of case `index`: one per case (198.19.16.0 onwards, a pool of
+/// 4000 that the index wraps around), which the peer kernel does not own, so the DUTs'
+/// replies reach nobody but the harness, and a late retransmission for an earlier case
+/// cannot be taken for a reply in a later one.
+pub fn peer_ip(index: usize) -> [u8; 4] {
+    let n = 16 * 256 + (index % 4000) as u32;
+    [198, 19, (n >> 8) as u8, n as u8]
+}
+
+/// The crafted source port of case `index` (unique within a run of up to 50 000 cases).
+pub fn peer_port(index: usize) -> u16 {
+    10_000 + (index % 50_000) as u16
+}
+
+/// An Ethernet II frame.
+pub fn eth(dst: [u8; 6], src: [u8; 6], ethertype: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(14 + payload.len());
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// An IPv4 header's fields, options as raw bytes (padded with zeros, EOL, to a multiple of 4).
+#[derive(Debug, Clone)]
+pub struct Ip4 {
+    pub src: [u8; 4],
+    pub dst: [u8; 4],
+    pub ttl: u8,
+    pub tos: u8,
+    pub id: u16,
+    pub df: bool,
+    pub mf: bool,
+    /// Fragment offset in 8-byte units.
+    pub frag: u16,
+    pub proto: u8,
+    pub options: Vec<u8>,
+}
+
+impl Ip4 {
+    /// A plain header from `src` to `dst`: TTL 64, DF, no options.
+    pub fn new(src: [u8; 4], dst: [u8; 4], proto: u8) -> Ip4 {
+        Ip4 {
+            src,
+            dst,
+            ttl: 64,
+            tos: 0,
+            id: 0x1234,
+            df: true,
+            mf: false,
+            frag: 0,
+            proto,
+            options: Vec::new(),
+        }
+    }
+
+    /// The header followed by `payload`, header checksum filled in.
+    pub fn packet(&self, payload: &[u8]) -> Vec<u8> {
+        let mut opts = self.options.clone();
+        while !opts.len().is_multiple_of(4) {
+            opts.push(0);
+        }
+        let hl = 20 + opts.len().min(40);
+        let mut p = vec![0u8; hl];
+        p[0] = 0x40 | (hl / 4) as u8;
+        p[1] = self.tos;
+        p[2..4].copy_from_slice(&((hl + payload.len()) as u16).to_be_bytes());
+        p[4..6].copy_from_slice(&self.id.to_be_bytes());
+        let flags = (u16::from(self.df) << 14) | (u16::from(self.mf) << 13);
+        p[6..8].copy_from_slice(&(flags | (self.frag & 0x1fff)).to_be_bytes());
+        p[8] = self.ttl;
+        p[9] = self.proto;
+        p[12..16].copy_from_slice(&self.src);
+        p[16..20].copy_from_slice(&self.dst);
+        p[20..hl].copy_from_slice(&opts[..hl - 20]);
+        fix_ip_checksum(&mut p);
+        p.extend_from_slice(payload);
+        p
+    }
+}
+
+/// Recomputes the header checksum of the IPv4 packet `p` (after an edit).
+pub fn fix_ip_checksum(p: &mut [u8]) {
+    let hl = ((p[0] & 0x0f) as usize * 4).min(p.len());
+    p[10] = 0;
+    p[11] = 0;
+    let c = checksum::checksum(&p[..hl]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
+/// A TCP segment's fields; options raw (padded with zeros to a multiple of 4), `doff`
+/// overrides the data offset the options imply (to make it lie).
+#[derive(Debug, Clone, Default)]
+pub struct Tcp {
+    pub sport: u16,
+    pub dport: u16,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub window: u16,
+    pub urgent: u16,
+    pub options: Vec<u8>,
+    pub payload: Vec<u8>,
+    pub doff: Option<u8>,
+}
+
+impl Tcp {
+    /// The segment with its checksum for `src` -> `dst`.
+    pub fn segment(&self, src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
+        let mut opts = self.options.clone();
+        while !opts.len().is_multiple_of(4) {
+            opts.push(0);
+        }
+        opts.truncate(40);
+        let hl = 20 + opts.len();
+        let mut s = vec![0u8; hl];
+        s[0..2].copy_from_slice(&self.sport.to_be_bytes());
+        s[2..4].copy_from_slice(&self.dport.to_be_bytes());
+        s[4..8].copy_from_slice(&self.seq.to_be_bytes());
+        s[8..12].copy_from_slice(&self.ack.to_be_bytes());
+        s[12] = self.doff.unwrap_or((hl / 4) as u8) << 4;
+        s[13] = self.flags;
+        s[14..16].copy_from_slice(&self.window.to_be_bytes());
+        s[18..20].copy_from_slice(&self.urgent.to_be_bytes());
+        s[20..].copy_from_slice(&opts);
+        s.extend_from_slice(&self.payload);
+        let c = checksum::transport_v4(WireIp(src), WireIp(dst), PROTO_TCP, &s);
+        s[16..18].copy_from_slice(&c.to_be_bytes());
+        s
+    }
+}
+
+/// TCP option encodings.
+pub mod opt {
+    pub fn mss(v: u16) -> Vec<u8> {
+        let b = v.to_be_bytes();
+        vec![2, 4, b[0], b[1]]
+    }
+    pub fn ws(shift: u8) -> Vec<u8> {
+        vec![1, 3, 3, shift]
+    }
+    pub fn sack_perm() -> Vec<u8> {
+        vec![1, 1, 4, 2]
+    }
+    pub fn ts(val: u32, ecr: u32) -> Vec<u8> {
+        let mut o = vec![1, 1, 8, 10];
+        o.extend_from_slice(&val.to_be_bytes());
+        o.extend_from_slice(&ecr.to_be_bytes());
+        o
+    }
+    /// The options Linux puts in a SYN: MSS, SACK-permitted, timestamps, window scale.
+    pub fn linux_syn(mss_v: u16, tsval: u32, shift: u8) -> Vec<u8> {
+        let mut o = mss(mss_v);
+        o.extend_from_slice(&[4, 2, 8, 10]);
+        o.extend_from_slice(&tsval.to_be_bytes());
+        o.extend_from_slice(&[0, 0, 0, 0]);
+        o.extend_from_slice(&ws(shift));
+        o
+    }
+}
+
+/// An ICMP message: type, code, the 4 bytes after the checksum, and data; checksum filled.
+pub fn icmp(ty: u8, code: u8, rest: [u8; 4], data: &[u8]) -> Vec<u8> {
+    let mut m = vec![ty, code, 0, 0];
+    m.extend_from_slice(&rest);
+    m.extend_from_slice(data);
+    let c = checksum::checksum(&m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    m
+}
+
+/// A UDP datagram with its checksum.
+pub fn udp(sport: u16, dport: u16, payload: &[u8], src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
+    let mut d = Vec::with_capacity(8 + payload.len());
+    d.extend_from_slice(&sport.to_be_bytes());
+    d.extend_from_slice(&dport.to_be_bytes());
+    d.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    d.extend_from_slice(&[0, 0]);
+    d.extend_from_slice(payload);
+    let c = checksum::transport_v4(WireIp(src), WireIp(dst), PROTO_UDP, &d);
+    d[6..8].copy_from_slice(&c.to_be_bytes());
+    d
+}
+
+/// An ARP packet for Ethernet/IPv4.
+pub fn arp(op: u16, sha: [u8; 6], spa: [u8; 4], tha: [u8; 6], tpa: [u8; 4]) -> Vec<u8> {
+    let mut a = vec![0, 1, 8, 0, 6, 4];
+    a.extend_from_slice(&op.to_be_bytes());
+    a.extend_from_slice(&sha);
+    a.extend_from_slice(&spa);
+    a.extend_from_slice(&tha);
+    a.extend_from_slice(&tpa);
+    a
+}
+
+/// `packet` (a whole IPv4 packet) cut into fragments at the given payload offsets (multiples
+/// of 8 except for the last piece's end), each piece with its own header: offset, MF and
+/// checksum set. Pieces are `(start, end)` byte ranges of the payload and may overlap.
+pub fn fragments(h: &Ip4, payload: &[u8], pieces: &[(usize, usize)]) -> Vec<Vec<u8>> {
+    pieces
+        .iter()
+        .map(|&(start, end)| {
+            let end = end.min(payload.len());
+            let mut part = h.clone();
+            part.df = false;
+            part.frag = (start / 8) as u16;
+            part.mf = end < payload.len();
+            if start > 0 {
+                // The crafted options (none has the copy bit) go in the first fragment only.
+                part.options.clear();
+            }
+            part.packet(&payload[start..end])
+        })
+        .collect()
+}
+
+/// Pads `frame` with zeros to the 60 bytes a NIC would send at least.
+pub fn pad_to_minimum(frame: &mut Vec<u8>) {
+    if frame.len() < 60 {
+        frame.resize(60, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_packets_verify() {
+        let t = Tcp {
+            sport: 1,
+            dport: 2,
+            flags: SYN,
+            options: opt::linux_syn(1460, 7, 7),
+            ..Tcp::default()
+        };
+        let seg = t.segment(peer_ip(0), DUT_IP);
+        assert_eq!(seg.len(), 40);
+        let sum = checksum::transport_v4(WireIp(peer_ip(0)), WireIp(DUT_IP), PROTO_TCP, &seg);
+        assert_eq!(sum, 0, "a filled checksum verifies to zero");
+        let mut h = Ip4::new(peer_ip(0), DUT_IP, PROTO_TCP);
+        h.options = vec![7, 7, 4, 0, 0, 0, 0];
+        let p = h.packet(&seg);
+        assert_eq!(p[0], 0x47);
+        assert_eq!(checksum::checksum(&p[..28]), 0);
+    }
+
+    #[test]
+    fn fragments_cover_the_payload() {
+        let h = Ip4::new(peer_ip(1), DUT_IP, PROTO_TCP);
+        let payload = [7u8; 40];
+        let f = fragments(&h, &payload, &[(0, 16), (16, 40)]);
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0][6] & 0x20, 0x20, "first has MF");
+        assert_eq!(u16::from_be_bytes([f[1][6], f[1][7]]) & 0x1fff, 2);
+        assert_eq!(f[1].len(), 20 + 24);
+    }
+}

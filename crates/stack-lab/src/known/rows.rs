@@ -1,0 +1,282 @@
+//! The rows. Keep docs/TCPIP.md ("Conformance against Linux") in step: a unit test checks
+//! that it names every row with its kind.
+
+use super::{align_field, all, Kind, Known, Match};
+use crate::cases::{Case, Class, Script};
+use crate::compare::Outcome;
+use crate::craft::CLOSED_PORT;
+use crate::flow::{Edge, State};
+use crate::normalize::Reply;
+
+pub const TABLE: &[Known] = &[
+    // Parts of a case, removed or aligned before the rest is compared.
+    Known {
+        id: "early-tail-loss-probe",
+        kind: Kind::StackGap,
+        reason: "with one segment (or a FIN) unacknowledged, our tail loss probe fires after max(2 SRTT, 10 ms) and repeats the segment inside the window; Linux adds the delayed-ACK allowance (2 SRTT + 200 ms, tcp_schedule_loss_probe), as RFC 8985 does (docs/TCPIP.md, Not supported)",
+        matches: Match::Part(strip_early_probes),
+    },
+    Known {
+        id: "fin-acked-separately",
+        kind: Kind::StackGap,
+        reason: "a peer's FIN: Linux delays its ACK (pingpong after tcp_fin) and the application's close sends one FIN+ACK; our stack sends the ACK at once and the FIN after it, one segment more",
+        matches: Match::Part(strip_separate_fin_ack),
+    },
+    Known {
+        id: "ip-options-not-echoed",
+        kind: Kind::StackGap,
+        reason: "Linux echoes a received record-route or timestamp option in its answer (ip_options_echo: SYN-ACK, RST, echo reply); the stack sends no IP options",
+        matches: Match::Part(|_, a, b| {
+            align_field(a, b, "ip.opts", |ours, linux| {
+                ours == "-" && (linux.starts_with("7/") || linux.starts_with("68/"))
+            })
+        }),
+    },
+    Known {
+        id: "broadcast-source-answered-unicast",
+        kind: Kind::StackGap,
+        reason: "Linux takes its subnet's broadcast address as a source (not a martian, ip_route_input_slow) and answers it to ff:ff:ff:ff:ff:ff, the address's link-layer form; the stack answers to the sender's MAC",
+        matches: Match::Part(|c, a, b| {
+            c.peer_ip == [198, 19, 255, 255]
+                && align_field(a, b, "eth.dst", |ours, linux| {
+                    ours != linux && linux == "ff:ff:ff:ff:ff:ff"
+                })
+        }),
+    },
+    Known {
+        id: "no-sack-for-out-of-order-fin",
+        kind: Kind::StackGap,
+        reason: "a FIN beyond RCV.NXT: Linux queues it out of order and its duplicate ACK carries a SACK block for it; the stack keeps no out-of-order range for a FIN alone, so its ACK has no SACK block",
+        matches: Match::Part(|c, a, b| {
+            matches!(&c.script, Script::Flow(f) if f.edge == Edge::FinAhead)
+                && align_field(a, b, "tcp.opts", |ours, linux| {
+                    linux.contains("sack(") && without_sack(linux) == ours
+                })
+        }),
+    },
+    Known {
+        id: "no-sack-on-handshake-completing-segment",
+        kind: Kind::StackGap,
+        reason: "data beyond RCV.NXT on the segment that completes the handshake (SYN_RECV): Linux queues it out of order and its ACK carries a SACK block; the stack's ACK has none",
+        matches: Match::Part(|c, a, b| {
+            matches!(&c.script, Script::Flow(f) if f.state == State::SynRecv && f.edge == Edge::DataAhead)
+                && align_field(a, b, "tcp.opts", |ours, linux| {
+                    linux.contains("sack(") && without_sack(linux) == ours
+                })
+        }),
+    },
+    // Whole cases.
+    Known {
+        id: "unserved-port-silent",
+        kind: Kind::StackGap,
+        reason: "a TCP segment to a port the server does not serve gets an RST from Linux (RFC 9293 3.10.7.1); the XDP program passes unserved ports to the kernel, which does not own --ip, so nothing answers",
+        matches: Match::Case(|s| {
+            s.case.class == Class::TcpClosed
+                && s.case.dport == CLOSED_PORT
+                && s.ours_silent()
+                && all(&s.linux.replies, is_rst)
+        }),
+    },
+    Known {
+        id: "fragments-not-reassembled",
+        kind: Kind::StackGap,
+        reason: "Linux reassembles fragments addressed to it and answers the datagram; the XDP program passes every fragment to the kernel, which does not own --ip, so the stack (which reassembles) never sees them",
+        matches: Match::Case(|s| {
+            s.case.class == Class::Fragments && s.ours_silent() && !s.linux_silent()
+        }),
+    },
+    Known {
+        id: "no-icmp-unreachable",
+        kind: Kind::StackGap,
+        reason: "Linux answers UDP to a closed port and unknown IP protocols with ICMP destination unreachable (port / protocol); the XDP program passes them to the kernel, which does not own --ip, so nothing answers",
+        matches: Match::Case(|s| {
+            s.case.class == Class::OtherProto
+                && s.ours_silent()
+                && all(&s.linux.replies, |r| r.icmp_type() == Some(3))
+        }),
+    },
+    Known {
+        id: "echo-code-ignored",
+        kind: Kind::StackGap,
+        reason: "Linux answers an echo request whatever its code (icmp_echo copies the header, code included); the stack answers code 0 only",
+        matches: Match::Case(|s| {
+            s.case.class == Class::Icmp
+                && s.case.what.starts_with("echo with code")
+                && s.ours_silent()
+                && all(&s.linux.replies, |r| r.icmp_type() == Some(0))
+        }),
+    },
+    Known {
+        id: "arp-multicast-sender-ignored",
+        kind: Kind::StackGap,
+        reason: "Linux answers an ARP request whose sender MAC is a multicast address (arp_process does not look at it) and sends the reply to that address; the stack drops such requests",
+        matches: Match::Case(|s| {
+            s.case.class == Class::Arp
+                && s.case.what.contains("multicast sender MAC")
+                && s.ours_silent()
+                && all(&s.linux.replies, |r| r.get("arp.op") == Some("2"))
+        }),
+    },
+    Known {
+        id: "arp-ieee802-hardware-type-ignored",
+        kind: Kind::StackGap,
+        reason: "Linux answers an ARP request for its address whose hardware type is 6 (IEEE 802) on Ethernet (arp_rcv takes ARPHRD_ETHER and ARPHRD_IEEE802 alike); the XDP program steers only hardware type 1 to the stack and passes the rest to the kernel, which does not own --ip",
+        matches: Match::Case(|s| {
+            s.case.class == Class::Arp
+                && s.case.what.contains("hardware type 6")
+                && s.ours_silent()
+                && all(&s.linux.replies, |r| r.get("arp.op") == Some("2"))
+        }),
+    },
+    Known {
+        id: "syn-in-window-on-half-open",
+        kind: Kind::StackGap,
+        reason: "a SYN other than the first (or a SYN+ACK) on a half-open connection (SYN_RECV): Linux resets it with an RST (tcp_check_req, embryonic_reset, RFC 793); the stack answers a challenge ACK and keeps the connection",
+        matches: Match::Case(|s| {
+            matches!(s.flow(), Some((State::SynRecv, Edge::SynInWindow | Edge::SynAck)))
+                && all(&s.linux.replies, is_rst)
+                && all(&s.ours.replies, |r| r.tcp_flags() == Some("A"))
+        }),
+    },
+    Known {
+        id: "rst-in-window-on-half-open-unanswered",
+        kind: Kind::StackGap,
+        reason: "an RST inside the window but not at RCV.NXT on a half-open connection (SYN_RECV): Linux answers it with an ACK (RFC 5961 3.2's challenge ACK); the stack drops it silently",
+        matches: Match::Case(|s| {
+            matches!(s.flow(), Some((State::SynRecv, Edge::RstInWindow))) && s.only_linux_acks()
+        }),
+    },
+    Known {
+        id: "syn-recv-old-segment-answered-as-established",
+        kind: Kind::StackGap,
+        reason: "a segment below the window on a half-open connection (SYN_RECV): Linux answers with a bare ACK that echoes the SYN's timestamp (tcp_check_req, send_ack); the stack answers as in ESTABLISHED, with a D-SACK block and its TS.Recent moved to the unacceptable segment's TSval",
+        matches: Match::Case(|s| {
+            matches!(s.flow(), Some((State::SynRecv, Edge::KeepaliveByte | Edge::OldData | Edge::PartlyOldData)))
+                && s.only_fields(&["tcp.opts"])
+        }),
+    },
+    Known {
+        id: "ts-recent-moved-by-unacceptable-ack",
+        kind: Kind::StackGap,
+        reason: "a segment whose ACK is unacceptable (older than SND.UNA or beyond SND.NXT) outside ESTABLISHED: both answer with an ACK, but the stack has already taken the segment's TSval as TS.Recent and echoes it; Linux drops the segment before the timestamp update (tcp_rcv_state_process, tcp_ack without FLAG_UPDATE_TS_RECENT) and echoes the previous one (RFC 7323 4.3: only acceptable segments update TS.Recent)",
+        matches: Match::Case(|s| {
+            matches!(s.flow(), Some((_, Edge::OldAck | Edge::AncientAck | Edge::AckOfUnsentData | Edge::AckOfPart)))
+                && s.only_fields(&["tcp.opts"])
+                && s.diffs.iter().all(|d| tsecr_one_ahead(d))
+        }),
+    },
+    Known {
+        id: "last-ack-unacceptable-not-acked",
+        kind: Kind::StackGap,
+        reason: "an unacceptable segment after both FINs (LAST_ACK: data beyond the window, a zero-window probe): Linux answers with a duplicate ACK (tcp_validate_incoming, tcp_send_dupack); the stack drops it silently",
+        matches: Match::Case(|s| {
+            matches!(s.flow(), Some((State::LastAck, Edge::DataBeyondWindow | Edge::ZeroWindowProbe)))
+                && s.only_linux_acks()
+        }),
+    },
+    Known {
+        id: "icmp-timestamp-ignored",
+        kind: Kind::StackGap,
+        reason: "Linux answers an ICMP timestamp request with a timestamp reply (icmp_timestamp); the stack ignores it (ICMP other than echo request is not answered, docs/TCPIP.md)",
+        matches: Match::Case(|s| {
+            s.case.class == Class::Icmp
+                && s.case.what == "timestamp request"
+                && s.ours_silent()
+                && all(&s.linux.replies, |r| r.icmp_type() == Some(14))
+        }),
+    },
+];
+
+/// `tcp.opts: ours ts(ecr=t+N), linux ts(ecr=t+M)` with N = M + 1.
+fn tsecr_one_ahead(diff: &str) -> bool {
+    let ecr = |side: &str| -> Option<i64> {
+        let at = diff.find(side)? + side.len();
+        let rest = &diff[at..];
+        let v = rest.strip_prefix("ts(ecr=t")?;
+        v[..v.find(')')?].parse().ok()
+    };
+    matches!((ecr("ours "), ecr("linux ")), (Some(o), Some(l)) if o == l + 1)
+}
+
+/// SACK blocks removed from an option set (`mss=1460,sack(..),ts(..)` without the sack).
+fn without_sack(opts: &str) -> String {
+    let kept: Vec<&str> = opts
+        .split(',')
+        .filter(|o| !o.starts_with("sack("))
+        .collect();
+    if kept.is_empty() {
+        "-".into()
+    } else {
+        kept.join(",")
+    }
+}
+
+fn is_rst(r: &Reply) -> bool {
+    r.tcp_flags().is_some_and(|f| f.contains('R'))
+}
+
+/// The ports and the sequence range [start, end) that a data or FIN segment of ours covers
+/// (from its ISN-relative SEQ, `d+N`).
+fn seg_range(r: &Reply) -> Option<(String, i64, i64)> {
+    if !r.carries_data_or_fin() {
+        return None;
+    }
+    let seq: i64 = r.get("tcp.seq")?.strip_prefix('d')?.parse().ok()?;
+    let len: i64 = r.get("tcp.len")?.parse().ok()?;
+    let fin = i64::from(r.tcp_flags()?.contains('F'));
+    Some((r.get("tcp.ports")?.to_string(), seq, seq + len + fin))
+}
+
+/// Our segments whose bytes (or FIN) we had already sent, in the setup or earlier in the
+/// window: retransmissions. Each one that Linux also retransmitted (the same range, beyond
+/// its first sending) stays; the rest go.
+fn strip_early_probes(_: &Case, a: &mut Outcome, b: &mut Outcome) -> bool {
+    let covered = |sent: &[(String, i64, i64)], k: &(String, i64, i64)| {
+        sent.iter().any(|s| s.0 == k.0 && s.1 <= k.1 && k.2 <= s.2)
+    };
+    let mut linux: Vec<_> = b.replies.iter().filter_map(seg_range).collect();
+    let mut sent: Vec<_> = a.setup.iter().filter_map(seg_range).collect();
+    let mut kept = Vec::new();
+    let mut removed = 0;
+    for r in &a.replies {
+        match seg_range(r) {
+            Some(k) if covered(&sent, &k) => match linux.iter().position(|x| *x == k) {
+                Some(i) => {
+                    linux.remove(i);
+                    kept.push(r.clone());
+                }
+                None => removed += 1,
+            },
+            Some(k) => {
+                // A first sending: Linux's own first sending of it is its counterpart.
+                if let Some(i) = linux.iter().position(|x| *x == k) {
+                    linux.remove(i);
+                }
+                sent.push(k);
+                kept.push(r.clone());
+            }
+            None => kept.push(r.clone()),
+        }
+    }
+    a.replies = kept;
+    removed > 0
+}
+
+/// Our pure ACK of the peer's FIN, where we also sent a FIN with the same SEQ and ACK and
+/// Linux sent that FIN (carrying the ACK) and not the pure ACK.
+fn strip_separate_fin_ack(_: &Case, a: &mut Outcome, b: &mut Outcome) -> bool {
+    let fin_like = |x: &Reply, v: &[Reply]| {
+        v.iter().any(|y| {
+            y.tcp_flags().is_some_and(|f| f.contains('F'))
+                && y.get("tcp.ack") == x.get("tcp.ack")
+                && y.get("tcp.seq") == x.get("tcp.seq")
+        })
+    };
+    let before = a.replies.len();
+    let ours = a.replies.clone();
+    a.replies.retain(|x| {
+        let pure_ack = x.tcp_flags() == Some("A") && x.get("tcp.len") == Some("0");
+        !(pure_ack && fin_like(x, &ours) && fin_like(x, &b.replies) && !b.replies.contains(x))
+    });
+    a.replies.len() != before
+}

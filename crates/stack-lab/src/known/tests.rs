@@ -1,0 +1,114 @@
+use super::*;
+use crate::cases::{one, Class};
+
+fn reply(pairs: &[(&'static str, &str)]) -> Reply {
+    Reply {
+        fields: pairs.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+    }
+}
+
+fn outcome(replies: Vec<Reply>) -> Outcome {
+    Outcome {
+        replies,
+        ..Outcome::default()
+    }
+}
+
+fn tcp(flags: &str, seq: &str, ack: &str, len: &str) -> Reply {
+    reply(&[
+        ("eth.type", "ipv4"),
+        ("ip.proto", "tcp"),
+        ("tcp.ports", "8080>10001"),
+        ("tcp.flags", flags),
+        ("tcp.seq", seq),
+        ("tcp.ack", ack),
+        ("tcp.len", len),
+    ])
+}
+
+#[test]
+fn every_row_has_a_unique_id_and_a_reason() {
+    for (i, k) in TABLE.iter().enumerate() {
+        assert!(k.reason.len() > 40, "{}: say why", k.id);
+        assert!(TABLE[..i].iter().all(|o| o.id != k.id), "{} twice", k.id);
+    }
+}
+
+#[test]
+fn docs_list_every_row_with_its_kind() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/TCPIP.md");
+    let doc = std::fs::read_to_string(path).expect("docs/TCPIP.md");
+    let section = doc
+        .split("## Conformance against Linux")
+        .nth(1)
+        .expect("docs/TCPIP.md has a section \"Conformance against Linux\"");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    for k in TABLE {
+        let line = section
+            .lines()
+            .find(|l| l.contains(&format!("`{}`", k.id)))
+            .unwrap_or_else(|| panic!("docs/TCPIP.md does not list `{}`", k.id));
+        let kind = if k.kind == Kind::Accepted {
+            "accepted"
+        } else {
+            "known stack gap"
+        };
+        assert!(
+            line.contains(kind),
+            "docs/TCPIP.md: `{}` is {kind}: {line}",
+            k.id
+        );
+    }
+}
+
+#[test]
+fn a_row_explains_only_its_pattern() {
+    let closed = one(3, 8, Class::TcpClosed);
+    let rst = tcp("RA", "0x00000000", "p+1", "0");
+    let v = |c: &Case, a: &Outcome, b: &Outcome| verdict(c, a, b, &compare::differences(a, b)).0;
+    let silent = outcome(vec![]);
+    assert_eq!(
+        v(&closed, &silent, &outcome(vec![rst.clone()])),
+        Verdict::KnownGap(vec!["unserved-port-silent"])
+    );
+    // The same difference in another class is not explained.
+    let listen = one(3, 2, Class::TcpListen);
+    assert_eq!(
+        v(&listen, &silent, &outcome(vec![rst.clone()])),
+        Verdict::Unexplained
+    );
+    // Nor is an answer other than an RST.
+    let ack = tcp("A", "d+1", "p+1", "0");
+    assert_eq!(
+        v(&closed, &silent, &outcome(vec![ack])),
+        Verdict::Unexplained
+    );
+    assert_eq!(
+        v(&closed, &outcome(vec![rst.clone()]), &outcome(vec![rst])),
+        Verdict::Same
+    );
+}
+
+#[test]
+fn parts_combine_and_leave_the_rest_to_fail() {
+    let c = one(3, 1, Class::TcpState);
+    let data = tcp("PA", "d+1", "p+37", "134");
+    let ack = tcp("A", "d+135", "p+38", "0");
+    let fin = tcp("FA", "d+135", "p+38", "0");
+    let mut ours = outcome(vec![ack.clone(), fin.clone(), fin.clone(), data.clone()]);
+    ours.setup = vec![data.clone()];
+    let linux = outcome(vec![fin.clone()]);
+    let d = compare::differences(&ours, &linux);
+    let (verdict_, rest) = verdict(&c, &ours, &linux, &d);
+    assert_eq!(
+        verdict_,
+        Verdict::KnownGap(vec!["early-tail-loss-probe", "fin-acked-separately"]),
+        "{rest:?}"
+    );
+    // A repeat Linux also sent is no surplus; an RST more on our side is not explained.
+    let mut ours = outcome(vec![data.clone(), tcp("R", "d+1", "-", "0")]);
+    ours.setup = vec![data.clone()];
+    let linux = outcome(vec![data]);
+    let d = compare::differences(&ours, &linux);
+    assert_eq!(verdict(&c, &ours, &linux, &d).0, Verdict::Unexplained);
+}

@@ -1,0 +1,282 @@
+//! The twin labs: two identical veth pairs, each between a peer namespace (where the harness
+//! injects and captures) and a DUT namespace. Same interface names, MACs and addresses:
+//!
+//! ```text
+//!  twin A:  ws-cf<T>pa [p0 02:77:73:00:00:01] <-> [d0 02:77:73:00:00:02] ws-cf<T>da
+//!           wirespeed serve http --stack xdp --ip 198.18.0.2/15 --gateway 198.18.0.1
+//!  twin B:  ws-cf<T>pb [p0 02:77:73:00:00:01] <-> [d0 02:77:73:00:00:02] ws-cf<T>db
+//!           Linux: 198.18.0.2/15 on d0, default via 198.18.0.1, a std TcpListener on :8080
+//! ```
+//!
+//! Veths at the kernel's defaults; the peers own no address (crafted sources are nobody's,
+//! so the peer kernels neither answer nor reset). Everything is removed on drop.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use wirespeed_lab::Netns;
+use wirespeed_sys::packet::PacketSocket;
+use wirespeed_sys::signal::Signal;
+
+use crate::craft::{DUT_IP, DUT_MAC, GATEWAY, HTTP_PORT, PEER_MAC, PREFIX_LEN};
+use crate::responder::Responder;
+use crate::Error;
+
+/// Twin B's sysctls the report shows (the kernel's defaults in a new namespace, except the
+/// per-device IPv4 settings, which a new namespace copies from the host's; rp_filter is set
+/// to the kernel's default 0 so the host's choice does not change the reference).
+pub const SHOWN_SYSCTLS: [&str; 13] = [
+    "net.ipv4.tcp_ecn",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.tcp_timestamps",
+    "net.ipv4.tcp_sack",
+    "net.ipv4.tcp_window_scaling",
+    "net.ipv4.tcp_dsack",
+    "net.ipv4.tcp_challenge_ack_limit",
+    "net.ipv4.tcp_invalid_ratelimit",
+    "net.ipv4.icmp_echo_ignore_broadcasts",
+    "net.ipv4.conf.all.rp_filter",
+    "net.ipv4.conf.all.accept_source_route",
+    "net.ipv4.conf.all.arp_ignore",
+    "net.ipv4.conf.all.arp_accept",
+];
+
+/// Where the twins run and with what.
+#[derive(Debug, Clone)]
+pub struct TwinConfig {
+    /// The `wirespeed` binary for twin A.
+    pub wirespeed: PathBuf,
+    /// The CPU of twin A's one shard.
+    pub serve_cpu: usize,
+}
+
+/// One twin's namespaces (peer first: dropped last).
+struct Pair {
+    peer: Netns,
+    dut: Netns,
+}
+
+/// `wirespeed serve` in twin A; SIGINT on drop.
+struct Serve {
+    child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = wirespeed_sys::process::kill(self.child.id(), Signal::Interrupt);
+        let _ = self.child.wait();
+    }
+}
+
+/// Both twins, up and serving.
+pub struct Twins {
+    serve: Option<Serve>,
+    responder: Option<Responder>,
+    // Namespaces last: the processes and sockets in them go first.
+    a: Pair,
+    b: Pair,
+    /// Twin B's settings, as `SHOWN_SYSCTLS` reads.
+    pub linux_settings: Vec<(String, String)>,
+}
+
+impl Twins {
+    pub fn up(cfg: &TwinConfig) -> Result<Twins, Error> {
+        if !wirespeed_sys::process::is_root() {
+            return Err(Error::Setup(
+                "the twins are network namespaces with XDP: run as root (e.g. sudo)".into(),
+            ));
+        }
+        if !cfg.wirespeed.exists() {
+            return Err(Error::Setup(format!(
+                "{} does not exist: build it (`cargo build --release`) or pass --wirespeed PATH",
+                cfg.wirespeed.display()
+            )));
+        }
+        let tag = std::process::id() % 100_000;
+        let a = pair(tag, 'a')?;
+        let b = pair(tag, 'b')?;
+        linux_dut(&b.dut)?;
+        let linux_settings = SHOWN_SYSCTLS
+            .iter()
+            .map(|k| {
+                let v = b
+                    .dut
+                    .exec("sysctl", &["-n", k])
+                    .unwrap_or_else(|e| e.to_string());
+                (k.to_string(), v.trim().to_string())
+            })
+            .collect();
+        let listener = b
+            .dut
+            .run(|| TcpListener::bind((std::net::Ipv4Addr::from(DUT_IP), HTTP_PORT)))
+            .map_err(lab)?
+            .map_err(|e| Error::Setup(format!("twin B: listen on 198.18.0.2:{HTTP_PORT}: {e}")))?;
+        let responder = Responder::start(listener)
+            .map_err(|e| Error::Setup(format!("twin B responder: {e}")))?;
+        let serve = serve(&a.dut, &cfg.wirespeed, cfg.serve_cpu)?;
+        Ok(Twins {
+            serve: Some(serve),
+            responder: Some(responder),
+            a,
+            b,
+            linux_settings,
+        })
+    }
+
+    /// A packet socket on the peer end of twin A (`'a'`) or B (`'b'`).
+    pub fn peer_socket(&self, twin: char) -> Result<PacketSocket, Error> {
+        let ns = if twin == 'a' {
+            &self.a.peer
+        } else {
+            &self.b.peer
+        };
+        ns.run(|| PacketSocket::bind("p0"))
+            .map_err(lab)?
+            .map_err(|e| Error::Setup(format!("AF_PACKET on {}/p0: {e}", ns.name())))
+    }
+
+    /// What `wirespeed serve` said so far (for errors and the report).
+    pub fn serve_log(&self) -> String {
+        self.serve
+            .as_ref()
+            .map(|s| s.log.lock().map(|l| l.clone()).unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// Stops twin A's server and returns everything it said (its exit summary included).
+    pub fn stop_serve(&mut self) -> String {
+        let log = self.serve.as_ref().map(|s| s.log.clone());
+        drop(self.serve.take());
+        std::thread::sleep(Duration::from_millis(50));
+        log.map(|l| l.lock().map(|l| l.clone()).unwrap_or_default())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Twins {
+    fn drop(&mut self) {
+        drop(self.serve.take());
+        drop(self.responder.take());
+    }
+}
+
+fn lab(e: wirespeed_lab::Error) -> Error {
+    Error::Setup(e.to_string())
+}
+
+fn mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// One twin's namespaces and veth, MACs set, links up.
+fn pair(tag: u32, twin: char) -> Result<Pair, Error> {
+    let peer = Netns::create(&format!("ws-cf{tag}p{twin}")).map_err(lab)?;
+    let dut = Netns::create(&format!("ws-cf{tag}d{twin}")).map_err(lab)?;
+    let (dm, pm) = (mac(DUT_MAC), mac(PEER_MAC));
+    dut.ip(&[
+        "link",
+        "add",
+        "d0",
+        "address",
+        &dm,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "p0",
+        "address",
+        &pm,
+        "netns",
+        peer.name(),
+    ])
+    .map_err(lab)?;
+    dut.ip(&["link", "set", "d0", "up"]).map_err(lab)?;
+    peer.ip(&["link", "set", "p0", "up"]).map_err(lab)?;
+    Ok(Pair { peer, dut })
+}
+
+/// Twin B's DUT: Linux owns the address, with the default route and rp_filter at 0.
+fn linux_dut(dut: &Netns) -> Result<(), Error> {
+    let cidr = format!("198.18.0.2/{PREFIX_LEN}");
+    dut.ip(&["addr", "add", &cidr, "dev", "d0"]).map_err(lab)?;
+    let gw = std::net::Ipv4Addr::from(GATEWAY).to_string();
+    dut.ip(&["route", "add", "default", "via", &gw])
+        .map_err(lab)?;
+    for dev in ["all", "default", "d0"] {
+        dut.sysctl(&format!("net.ipv4.conf.{dev}.rp_filter"), "0")
+            .map_err(lab)?;
+    }
+    Ok(())
+}
+
+/// Starts `wirespeed serve http --stack xdp` in twin A's DUT namespace and waits until it
+/// listens.
+fn serve(dut: &Netns, bin: &Path, cpu: usize) -> Result<Serve, Error> {
+    let cidr = format!("198.18.0.2/{PREFIX_LEN}");
+    let gw = std::net::Ipv4Addr::from(GATEWAY).to_string();
+    let listen = format!("198.18.0.2:{HTTP_PORT}");
+    let cpu = cpu.to_string();
+    let args = [
+        "serve",
+        "http",
+        "--stack",
+        "xdp",
+        "--iface",
+        "d0",
+        "--cpus",
+        &cpu,
+        "--ip",
+        &cidr,
+        "--gateway",
+        &gw,
+        "--listen",
+        &listen,
+        "--idle-sleep-us",
+        "200",
+    ];
+    let mut child = dut
+        .command(&bin.display().to_string())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Setup(format!("start {}: {e}", bin.display())))?;
+    let mut err = BufReader::new(child.stderr.take().expect("piped"));
+    let mut seen = String::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.wait();
+            let said = seen.trim().replace('\n', " | ");
+            return Err(Error::Setup(format!(
+                "twin A: `wirespeed {}` exited: {said}",
+                args.join(" ")
+            )));
+        }
+        seen.push_str(&line);
+        if line.contains("listening on") {
+            break;
+        }
+    }
+    let log = Arc::new(Mutex::new(seen));
+    let kept = log.clone();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while err.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            if let Ok(mut l) = kept.lock() {
+                l.push_str(&line);
+            }
+            line.clear();
+        }
+    });
+    Ok(Serve { child, log })
+}
