@@ -247,7 +247,8 @@ impl Stack {
                 return;
             }
         };
-        if a.sender_mac.is_multicast() || a.target_ip.is_multicast() || a.target_ip.0[0] == 127 {
+        // Linux's arp_process does not look at the sender's MAC: a group address is answered.
+        if a.target_ip.is_multicast() || a.target_ip.0[0] == 127 {
             self.stats.arp_malformed += 1;
             return;
         }

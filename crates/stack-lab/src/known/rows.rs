@@ -107,17 +107,6 @@ pub const TABLE: &[Known] = &[
         }),
     },
     Known {
-        id: "arp-multicast-sender-ignored",
-        kind: Kind::StackGap,
-        reason: "Linux answers an ARP request whose sender MAC is a multicast address (arp_process does not look at it) and sends the reply to that address; the stack drops such requests",
-        matches: Match::Case(|s| {
-            s.case.class == Class::Arp
-                && s.case.what.contains("multicast sender MAC")
-                && s.ours_silent()
-                && all(&s.linux.replies, |r| r.get("arp.op") == Some("2"))
-        }),
-    },
-    Known {
         id: "arp-ieee802-hardware-type-ignored",
         kind: Kind::StackGap,
         reason: "Linux answers an ARP request for its address whose hardware type is 6 (IEEE 802) on Ethernet (arp_rcv takes ARPHRD_ETHER and ARPHRD_IEEE802 alike); the XDP program steers only hardware type 1 to the stack and passes the rest to the kernel, which does not own --ip",
