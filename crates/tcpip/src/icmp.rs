@@ -60,11 +60,13 @@ impl Stack {
         };
         match Icmpv4Repr::parse(&pkt) {
             Ok(Icmpv4Repr::EchoRequest {
+                code,
                 ident,
                 seq_no,
                 data,
             }) => {
                 let reply = Icmpv4Repr::EchoReply {
+                    code,
                     ident,
                     seq_no,
                     data,

@@ -58,12 +58,15 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
 /// A parsed echo message (type 8 request or 0 reply); `data` borrows the payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Icmpv4Repr<'a> {
+    /// `code` is 0 by RFC 792; another is taken, and its reply keeps it, as Linux does.
     EchoRequest {
+        code: u8,
         ident: u16,
         seq_no: u16,
         data: &'a [u8],
     },
     EchoReply {
+        code: u8,
         ident: u16,
         seq_no: u16,
         data: &'a [u8],
@@ -78,15 +81,18 @@ impl<'a> Icmpv4Repr<'a> {
         }
         let b: &'a [u8] = p.buffer;
         let data = &b[HEADER_LEN..];
-        match (p.msg_type(), p.code()) {
-            (8, 0) => Ok(Icmpv4Repr::EchoRequest {
-                ident: p.echo_ident(),
-                seq_no: p.echo_seq_no(),
+        let (code, ident, seq_no) = (p.code(), p.echo_ident(), p.echo_seq_no());
+        match p.msg_type() {
+            8 => Ok(Icmpv4Repr::EchoRequest {
+                code,
+                ident,
+                seq_no,
                 data,
             }),
-            (0, 0) => Ok(Icmpv4Repr::EchoReply {
-                ident: p.echo_ident(),
-                seq_no: p.echo_seq_no(),
+            0 => Ok(Icmpv4Repr::EchoReply {
+                code,
+                ident,
+                seq_no,
                 data,
             }),
             _ => Err(Error::Unsupported),
@@ -103,22 +109,24 @@ impl<'a> Icmpv4Repr<'a> {
 
     /// Writes the message with its checksum.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        let (ty, ident, seq_no, data) = match *self {
+        let (ty, code, ident, seq_no, data) = match *self {
             Icmpv4Repr::EchoRequest {
+                code,
                 ident,
                 seq_no,
                 data,
-            } => (8, ident, seq_no, data),
+            } => (8, code, ident, seq_no, data),
             Icmpv4Repr::EchoReply {
+                code,
                 ident,
                 seq_no,
                 data,
-            } => (0, ident, seq_no, data),
+            } => (0, code, ident, seq_no, data),
         };
         let len = HEADER_LEN + data.len();
         let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
         b[field::TYPE] = ty;
-        b[field::CODE] = 0;
+        b[field::CODE] = code;
         put_u16(b, field::CHECKSUM.start, 0);
         put_u16(b, field::ECHO_IDENT.start, ident);
         put_u16(b, field::ECHO_SEQ_NO.start, seq_no);
@@ -176,6 +184,7 @@ mod tests {
     #[test]
     fn roundtrip() {
         let r = Icmpv4Repr::EchoRequest {
+            code: 0,
             ident: 7,
             seq_no: 9,
             data: b"ping!",

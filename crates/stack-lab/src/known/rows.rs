@@ -96,17 +96,6 @@ pub const TABLE: &[Known] = &[
         }),
     },
     Known {
-        id: "echo-code-ignored",
-        kind: Kind::StackGap,
-        reason: "Linux answers an echo request whatever its code (icmp_echo copies the header, code included); the stack answers code 0 only",
-        matches: Match::Case(|s| {
-            s.case.class == Class::Icmp
-                && s.case.what.starts_with("echo with code")
-                && s.ours_silent()
-                && all(&s.linux.replies, |r| r.icmp_type() == Some(0))
-        }),
-    },
-    Known {
         id: "arp-ieee802-hardware-type-ignored",
         kind: Kind::StackGap,
         reason: "Linux answers an ARP request for its address whose hardware type is 6 (IEEE 802) on Ethernet (arp_rcv takes ARPHRD_ETHER and ARPHRD_IEEE802 alike); the XDP program steers only hardware type 1 to the stack and passes the rest to the kernel, which does not own --ip",

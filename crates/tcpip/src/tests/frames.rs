@@ -20,6 +20,7 @@ fn udp_round_trip_and_icmp_echo() {
     // ICMP echo request to b, crafted by hand.
     let data = b"abcdefgh";
     let icmp = Icmpv4Repr::EchoRequest {
+        code: 5,
         ident: 1,
         seq_no: 2,
         data,
@@ -60,6 +61,7 @@ fn udp_round_trip_and_icmp_echo() {
     assert_eq!(
         r,
         Icmpv4Repr::EchoReply {
+            code: 5,
             ident: 1,
             seq_no: 2,
             data
