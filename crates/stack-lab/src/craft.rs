@@ -32,14 +32,7 @@ pub const PROTO_TCP: u8 = 6;
 pub const PROTO_UDP: u8 = 17;
 
 /// TCP flag bits.
-pub const FIN: u8 = 0x01;
-pub const SYN: u8 = 0x02;
-pub const RST: u8 = 0x04;
-pub const PSH: u8 = 0x08;
-pub const ACK: u8 = 0x10;
-pub const URG: u8 = 0x20;
-pub const ECE: u8 = 0x40;
-pub const CWR: u8 = 0x80;
+pub use wirespeed_wire::tcp::flags::{ACK, CWR, ECE, FIN, PSH, RST, SYN, URG};
 
 /// The crafted peer address of case `index`: one per case (198.19.16.0 onwards, a pool of
 /// 4000 that the index wraps around), which the peer kernel does not own, so the DUTs'
