@@ -75,24 +75,7 @@ fn arp_reply_and_fragment_drop_and_counters() {
     cfg.ipfrag_high_thresh = 0; // reassembly off
     let mut s = Stack::new(cfg);
     let now = Instant::from_millis(1);
-    let mut f = vec![0u8; 60];
-    EthernetRepr {
-        dst: MacAddr::BROADCAST,
-        src: MAC_A,
-        vlan_id: None,
-        ethertype: EtherType::Arp,
-    }
-    .emit(&mut f)
-    .unwrap();
-    ArpRepr {
-        operation: ArpOperation::Request,
-        sender_mac: MAC_A,
-        sender_ip: IP_A,
-        target_mac: MacAddr::ZERO,
-        target_ip: IP_B,
-    }
-    .emit(&mut f[14..])
-    .unwrap();
+    let f = arp_frame(ArpOperation::Request, IP_A, IP_B);
     s.receive(now, &f);
     let mut sink = VecSink::new();
     s.transmit(now, &mut sink);
@@ -256,25 +239,7 @@ fn closure_sink_and_full_sink_keep_output() {
     let now = Instant::from_millis(1);
     // Two ARP requests to answer; a sink with no room keeps them queued.
     for ip in [IP_A, Ipv4Addr::new(198, 18, 0, 3)] {
-        let mut f = vec![0u8; 60];
-        EthernetRepr {
-            dst: MacAddr::BROADCAST,
-            src: MAC_A,
-            vlan_id: None,
-            ethertype: EtherType::Arp,
-        }
-        .emit(&mut f)
-        .unwrap();
-        ArpRepr {
-            operation: ArpOperation::Request,
-            sender_mac: MAC_A,
-            sender_ip: ip,
-            target_mac: MacAddr::ZERO,
-            target_ip: IP_B,
-        }
-        .emit(&mut f[14..])
-        .unwrap();
-        s.receive(now, &f);
+        s.receive(now, &arp_frame(ArpOperation::Request, ip, IP_B));
     }
     assert_eq!(
         s.transmit(now, &mut |_: &mut dyn FnMut(&mut [u8]) -> usize| false),

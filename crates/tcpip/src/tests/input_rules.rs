@@ -304,28 +304,6 @@ fn an_md5_signature_without_a_key_is_dropped_by_a_socket_only() {
     );
 }
 
-fn arp_frame(op: ArpOperation, sender_ip: Ipv4Addr, target_ip: Ipv4Addr) -> Vec<u8> {
-    let mut f = vec![0u8; 60];
-    EthernetRepr {
-        dst: MacAddr::BROADCAST,
-        src: MAC_A,
-        vlan_id: None,
-        ethertype: EtherType::Arp,
-    }
-    .emit(&mut f)
-    .unwrap();
-    ArpRepr {
-        operation: op,
-        sender_mac: MAC_A,
-        sender_ip,
-        target_mac: MacAddr::ZERO,
-        target_ip,
-    }
-    .emit(&mut f[14..])
-    .unwrap();
-    f
-}
-
 #[test]
 fn arp_probes_are_answered_and_our_own_address_is_not() {
     let mut s = Stack::new(config(1));

@@ -253,6 +253,29 @@ fn send_through_losses(p: &mut Pair, c: ConnId, s: ConnId, lost: usize) {
     }));
 }
 
+/// A broadcast ARP message from A (MAC_A) as `sender_ip`, asking for `target_ip`.
+fn arp_frame(op: ArpOperation, sender_ip: Ipv4Addr, target_ip: Ipv4Addr) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    EthernetRepr {
+        dst: MacAddr::BROADCAST,
+        src: MAC_A,
+        vlan_id: None,
+        ethertype: EtherType::Arp,
+    }
+    .emit(&mut f)
+    .unwrap();
+    ArpRepr {
+        operation: op,
+        sender_mac: MAC_A,
+        sender_ip,
+        target_mac: MacAddr::ZERO,
+        target_ip,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    f
+}
+
 /// A hand-built TCP segment from A to B.
 fn segment(sport: u16, dport: u16, seq: u32, ack: Option<u32>, fl: u8, payload: &[u8]) -> Vec<u8> {
     let repr = TcpRepr {
