@@ -179,20 +179,35 @@ impl RunningDaemon {
         read_status_file(&self.status_path).ok()
     }
 
-    /// Waits (bounded) until the daemon's status satisfies `pred`.
+    /// Waits (bounded) until the daemon's status satisfies `pred`. The bound is generous:
+    /// a change that swaps programs waits for the verifier, seconds on a loaded 2-CPU host.
     pub fn wait_for(&self, what: &str, pred: impl Fn(&Status) -> bool) -> Status {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(s) = self.status() {
                 if pred(&s) {
                     return s;
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for: {what}; last status {:?}",
-                self.status()
-            );
+            if Instant::now() >= deadline {
+                // The whole status goes to stderr; the panic line stays short enough to read.
+                let last = self.status();
+                eprintln!("last status: {last:#?}");
+                let brief = last.map(|s| {
+                    format!(
+                        "running {}, {} ports, filter_v4 {:?}, filter_v6 {:?}, rule events {:?}, \
+                         last response {:?}, errors {:?}",
+                        s.running,
+                        s.ports.len(),
+                        s.filter_v4,
+                        s.filter_v6,
+                        s.nft_rule_events,
+                        s.responses.first(),
+                        s.errors.last()
+                    )
+                });
+                panic!("timed out waiting for: {what}; {brief:?}");
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
