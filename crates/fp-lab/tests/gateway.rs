@@ -29,8 +29,15 @@ fn apply(
     change: impl FnOnce(),
     done: impl Fn(&Status) -> bool,
 ) -> Status {
+    let t = std::time::Instant::now();
     change();
-    d.wait_for(what, done)
+    let r = d.wait_for(what, done);
+    eprintln!(
+        "TIMING {what} {:?} {:?}",
+        t.elapsed(),
+        r.responses.iter().take(3).collect::<Vec<_>>()
+    );
+    r
 }
 
 fn lpm_entries(s: &Status) -> usize {
@@ -58,6 +65,15 @@ fn hundred_iptables_rules_then_one_set() {
         ));
     }
     rules.push_str("COMMIT\n");
+    // The first rules compile the filter in: a new program, seconds in the verifier, during
+    // which the running one stands by and the kernel takes this traffic.
+    let mut traffic = lab
+        .src
+        .command("ping")
+        .args(["-q", "-c", "2500", "-i", "0.002", "-W", "1", "198.19.30.1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let s = apply(
         &d,
         "100 rules compiled",
@@ -74,8 +90,17 @@ fn hundred_iptables_rules_then_one_set() {
         },
         |s| s.filter_v4.contains("100 rules") && s.nft_rule_events.unchecked == 0,
     );
+    let _ = traffic.kill();
+    let _ = traffic.wait();
     assert!(filtered(&s), "{:?}", s.ports);
     assert!(s.filter_v4.contains("100 rules"), "{}", s.filter_v4);
+    assert!(
+        s.ports
+            .iter()
+            .any(|p| p.reasons.get("pass_standby").copied().unwrap_or(0) > 0),
+        "no port stood by while its filter program was loaded: {:?}",
+        s.ports
+    );
 
     // (the first packets resolve neighbours through the kernel)
     assert!(ping(&lab.src, "198.19.30.1"), "allowed prefix unreachable");

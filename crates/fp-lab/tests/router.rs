@@ -397,6 +397,63 @@ fn egress_outside_the_port_set_and_disabled_families_pass() {
         .unwrap();
 }
 
+/// While the daemon loads a port's next program, the running one stands by: every frame is
+/// the kernel's, at XDP and at TC, until the next ctl write takes it back.
+#[test]
+fn a_program_standing_by_hands_every_frame_to_the_kernel() {
+    let lab = lab("s");
+    let (in_idx, out_idx, in_mac, out_mac) = (lab.in_idx, lab.out_idx, lab.in_mac, lab.out_mac);
+    lab.ns
+        .run(move || {
+            let frame = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &udp());
+            let routed = pkt::ipv4(NEXT_HOP_MAC, out_mac, SRC4, DST4, 63, &[], &udp());
+            let xdp = Program::load(&router_features(in_mac)).unwrap();
+            let tc = Program::load(&Features {
+                tc: true,
+                ..router_features(in_mac)
+            })
+            .unwrap();
+            for prog in [&xdp, &tc] {
+                prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
+                prog.set_ctl(&router_features(in_mac), Switches::default())
+                    .unwrap();
+            }
+            assert_eq!(
+                xdp.test_run(&frame, in_idx).unwrap(),
+                (XDP_REDIRECT, routed.clone())
+            );
+            assert_eq!(
+                tc.test_run_skb(&frame, in_idx, 0).unwrap(),
+                (TC_REDIRECT, routed.clone())
+            );
+
+            for prog in [&xdp, &tc] {
+                prog.stand_by().unwrap();
+                // A new route generation keeps it standing by.
+                prog.invalidate_routes().unwrap();
+            }
+            assert_eq!(
+                xdp.test_run(&frame, in_idx).unwrap(),
+                (XDP_PASS, frame.clone())
+            );
+            assert_eq!(tc.test_run_skb(&frame, in_idx, 0).unwrap().0, TC_KERNEL);
+            for prog in [&xdp, &tc] {
+                assert_eq!(prog.counters().unwrap().get(Reason::PassStandby), 1);
+                prog.set_ctl(&router_features(in_mac), Switches::default())
+                    .unwrap();
+            }
+            assert_eq!(
+                xdp.test_run(&frame, in_idx).unwrap(),
+                (XDP_REDIRECT, routed.clone())
+            );
+            assert_eq!(
+                tc.test_run_skb(&frame, in_idx, 0).unwrap(),
+                (TC_REDIRECT, routed)
+            );
+        })
+        .unwrap();
+}
+
 #[test]
 fn filter_drops_accepts_and_defers_like_the_chain() {
     use wirespeed_fp::filter::FilterPlan;

@@ -114,6 +114,15 @@ static __always_inline int mark_for_tc_stage(struct xdp_md *ctx)
 extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
 					__u16 *vlan_tci) __ksym __weak;
 
+/* ctl.standby: the port's successor is being loaded, and the kernel carries every frame. */
+static __always_inline bool standing_by(void)
+{
+	__u32 zero = 0;
+	struct fp_ctl *c = bpf_map_lookup_elem(&ctl, &zero);
+
+	return !c || c->standby;
+}
+
 static __always_inline int fp_xdp_frame(struct xdp_md *ctx)
 {
 	struct fp_pkt p = {
@@ -124,6 +133,10 @@ static __always_inline int fp_xdp_frame(struct xdp_md *ctx)
 	enum router_verdict v;
 	__u32 oif = 0;
 
+	if (standing_by()) {
+		count(FP_PASS_STANDBY);
+		return XDP_PASS;
+	}
 	/* A bridge port: bridging is all this port's traffic may get from the fast path; what
 	 * the bridge module passes (local delivery included) is the kernel's. */
 	if (cfg_bridge) {
@@ -326,6 +339,10 @@ int fp_tc(struct __sk_buff *skb)
 		if ((void *)(meta + 1) > (void *)(long)skb->data || *meta != FP_META_TC_STAGE)
 			return FP_TC_KERNEL;
 		*meta = 0;
+	}
+	if (standing_by()) {
+		count(FP_PASS_STANDBY);
+		return FP_TC_KERNEL;
 	}
 	if (!cfg_bridge)
 		return router_tc(skb);

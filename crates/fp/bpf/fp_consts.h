@@ -67,6 +67,7 @@ enum fp_reason {
 	FP_PASS_NEIGH_STALE, /* the next hop's neighbour entry is STALE: the kernel's packet moves it on */
 	FP_PASS_SYSCTL_UNREAD, /* a sysctl the path reads was written, and the daemon has not read it back */
 	FP_PASS_FDB_REFRESH, /* bridge: the kernel's FDB entries of its source and destination are refreshed by this frame */
+	FP_PASS_STANDBY,     /* the daemon is loading this port's next program: the kernel's meanwhile */
 	FP_NR_REASONS,
 };
 

@@ -108,7 +108,9 @@ struct fp_ctl {
 	__u8 source_check_v4;
 	/* net.ipv4.ip_forward_update_priority is 0: a forwarded skb keeps its priority. */
 	__u8 keep_priority;
-	__u8 unused;
+	/* The daemon is loading this port's next program (the verifier may take seconds): until
+	 * it is swapped in, every frame is the kernel's, so no frame meets the old rules. */
+	__u8 standby;
 };
 
 struct {

@@ -127,13 +127,30 @@ impl Dataplane {
 
     /// Runs `actions`; returns what it did (none, maps, detach, swap, attach: the last port
     /// change made) and reports each failure to `error`, going on with the next action.
+    ///
+    /// A program load waits for the verifier, seconds on a busy host. So a port whose swap
+    /// loads one stands by first (the kernel takes its every frame), and the loads run after
+    /// every quick action: no port acts on the old state for longer than the map writes.
     pub fn execute(&mut self, actions: Actions, error: &mut dyn FnMut(String)) -> &'static str {
         let mut what = if actions.applied.is_some() {
             "maps"
         } else {
             "none"
         };
-        for action in actions.list {
+        let (loads, quick): (Vec<Action>, Vec<Action>) = actions
+            .list
+            .into_iter()
+            .partition(|a| self.loads_a_program(a));
+        for action in &loads {
+            if let Action::Swap { port: pp, .. } = action {
+                if let Some(port) = self.ports.get(&pp.ifindex) {
+                    if let Err(e) = port.prog.stand_by() {
+                        error(format!("{}: {e}", pp.name));
+                    }
+                }
+            }
+        }
+        for action in quick.into_iter().chain(loads) {
             match action {
                 Action::SetFdb { key, port } => {
                     what = "maps";
@@ -189,6 +206,20 @@ impl Dataplane {
             self.applied_filter = filter;
         }
         what
+    }
+
+    /// Whether `action` loads a program: an attach, or a swap that no spare program serves.
+    fn loads_a_program(&self, action: &Action) -> bool {
+        match action {
+            Action::Attach { .. } => true,
+            Action::Swap { port: pp, .. } => self.ports.get(&pp.ifindex).is_some_and(|port| {
+                !port
+                    .spare
+                    .iter()
+                    .any(|(p, _)| p.features.serves(&pp.features))
+            }),
+            _ => false,
+        }
     }
 
     fn update(&mut self, pp: &PortPlan, tables: Option<Tables>) -> Result<()> {

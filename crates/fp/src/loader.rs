@@ -461,6 +461,13 @@ impl Program {
         })
     }
 
+    /// Hands every frame to the kernel until the next `set_ctl` (ctl.standby): while the
+    /// port's successor waits for the verifier, no frame meets the state this one holds.
+    pub fn stand_by(&self) -> Result<()> {
+        let v = *self.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        self.write_ctl(types::fp_ctl { standby: 1, ..v })
+    }
+
     /// This program's TC stage (a program at XDP), if it has one.
     pub fn tc_stage_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.tc_stage.as_ref().map(|fd| fd.as_fd())
