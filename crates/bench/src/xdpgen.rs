@@ -360,6 +360,20 @@ impl Gen {
         self.run_live(self.tx.as_fd(), frame, ifindex, dur)
     }
 
+    /// Transmits exactly `n` frames out of `ifindex` (calling thread's namespace) in one run:
+    /// a caller that paces its runs offers a rate (the SYN flood's).
+    pub fn blast_count(&self, frame: &[u8], ifindex: u32, n: u32) -> Result<()> {
+        lab_only()?;
+        let ctx: [u32; 6] = [0, frame.len() as u32, 0, ifindex, 0, 0];
+        let ctx_bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        loop {
+            match wirespeed_sys::bpf::test_run_live(self.tx.as_fd(), frame, &ctx_bytes, n, 64) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => return r.map_err(io("BPF_PROG_RUN (live frames)")),
+            }
+        }
+    }
+
     /// Makes `frame` arrive on `ifindex` (calling thread's namespace) for `dur`, as received
     /// there: the XDP program attached to it (if any) sees it first, then the kernel. The
     /// whole receive path runs on the calling thread's CPU. Returns the frames run.

@@ -10,7 +10,9 @@
 //! - `side`: one twin's injection, ARP answering and capture (AF_PACKET on the peer end);
 //! - `normalize`, `compare`: replies as named fields, and their differences;
 //! - `known`: the one table of accepted differences and known stack gaps;
-//! - `run`, `report`: a whole run, its verdict lines, summary and JSON.
+//! - `run`, `report`: a whole run, its verdict lines, summary and JSON;
+//! - `serve`: a `wirespeed serve` process in a lab namespace;
+//! - `flood`: the SYN flood, our stack and Linux's side by side (the `syn_flood` example).
 //!
 //! The command line is the `conformance` example; `crates/wirespeed/tests/conformance.rs`
 //! runs it in `make test`.
@@ -19,6 +21,7 @@
 pub mod cases;
 pub mod compare;
 pub mod craft;
+pub mod flood;
 pub mod flow;
 pub mod known;
 pub mod normalize;
@@ -26,6 +29,7 @@ pub mod report;
 pub mod responder;
 pub mod rng;
 pub mod run;
+pub mod serve;
 pub mod side;
 pub mod twin;
 

@@ -11,19 +11,15 @@
 //! Veths at the kernel's defaults; the peers own no address (crafted sources are nobody's,
 //! so the peer kernels neither answer nor reset). Everything is removed on drop.
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use wirespeed_lab::Netns;
 use wirespeed_sys::packet::PacketSocket;
-use wirespeed_sys::signal::Signal;
 
 use crate::craft::{DUT_IP, DUT_MAC, GATEWAY, HTTP_PORT, PEER_MAC, PREFIX_LEN};
 use crate::responder::Responder;
+use crate::serve::ServeProcess;
 use crate::Error;
 
 /// Twin B's sysctls the report shows (the kernel's defaults in a new namespace, except the
@@ -55,27 +51,14 @@ pub struct TwinConfig {
 }
 
 /// One twin's namespaces (peer first: dropped last).
-struct Pair {
-    peer: Netns,
-    dut: Netns,
-}
-
-/// `wirespeed serve` in twin A; SIGINT on drop.
-struct Serve {
-    child: Child,
-    log: Arc<Mutex<String>>,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = wirespeed_sys::process::kill(self.child.id(), Signal::Interrupt);
-        let _ = self.child.wait();
-    }
+pub(crate) struct Pair {
+    pub(crate) peer: Netns,
+    pub(crate) dut: Netns,
 }
 
 /// Both twins, up and serving.
 pub struct Twins {
-    serve: Option<Serve>,
+    serve: Option<ServeProcess>,
     responder: Option<Responder>,
     // Namespaces last: the processes and sockets in them go first.
     a: Pair,
@@ -142,18 +125,14 @@ impl Twins {
 
     /// What `wirespeed serve` said so far (for errors and the report).
     pub fn serve_log(&self) -> String {
-        self.serve
-            .as_ref()
-            .map(|s| s.log.lock().map(|l| l.clone()).unwrap_or_default())
-            .unwrap_or_default()
+        self.serve.as_ref().map(|s| s.said()).unwrap_or_default()
     }
 
     /// Stops twin A's server and returns everything it said (its exit summary included).
     pub fn stop_serve(&mut self) -> String {
-        let log = self.serve.as_ref().map(|s| s.log.clone());
-        drop(self.serve.take());
-        std::thread::sleep(Duration::from_millis(50));
-        log.map(|l| l.lock().map(|l| l.clone()).unwrap_or_default())
+        self.serve
+            .take()
+            .map(ServeProcess::stop)
             .unwrap_or_default()
     }
 }
@@ -165,7 +144,7 @@ impl Drop for Twins {
     }
 }
 
-fn lab(e: wirespeed_lab::Error) -> Error {
+pub(crate) fn lab(e: wirespeed_lab::Error) -> Error {
     Error::Setup(e.to_string())
 }
 
@@ -177,7 +156,7 @@ fn mac(m: [u8; 6]) -> String {
 }
 
 /// One twin's namespaces and veth, MACs set, links up.
-fn pair(tag: u32, twin: char) -> Result<Pair, Error> {
+pub(crate) fn pair(tag: u32, twin: char) -> Result<Pair, Error> {
     let peer = Netns::create(&format!("ws-cf{tag}p{twin}")).map_err(lab)?;
     let dut = Netns::create(&format!("ws-cf{tag}d{twin}")).map_err(lab)?;
     let (dm, pm) = (mac(DUT_MAC), mac(PEER_MAC));
@@ -219,7 +198,7 @@ fn linux_dut(dut: &Netns) -> Result<(), Error> {
 
 /// Starts `wirespeed serve http --stack xdp` in twin A's DUT namespace and waits until it
 /// listens.
-fn serve(dut: &Netns, bin: &Path, cpu: usize) -> Result<Serve, Error> {
+fn serve(dut: &Netns, bin: &Path, cpu: usize) -> Result<ServeProcess, Error> {
     let cidr = format!("198.18.0.2/{PREFIX_LEN}");
     let gw = std::net::Ipv4Addr::from(GATEWAY).to_string();
     let listen = format!("198.18.0.2:{HTTP_PORT}");
@@ -242,41 +221,5 @@ fn serve(dut: &Netns, bin: &Path, cpu: usize) -> Result<Serve, Error> {
         "--idle-sleep-us",
         "200",
     ];
-    let mut child = dut
-        .command(&bin.display().to_string())
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Setup(format!("start {}: {e}", bin.display())))?;
-    let mut err = BufReader::new(child.stderr.take().expect("piped"));
-    let mut seen = String::new();
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if err.read_line(&mut line).unwrap_or(0) == 0 {
-            let _ = child.wait();
-            let said = seen.trim().replace('\n', " | ");
-            return Err(Error::Setup(format!(
-                "twin A: `wirespeed {}` exited: {said}",
-                args.join(" ")
-            )));
-        }
-        seen.push_str(&line);
-        if line.contains("listening on") {
-            break;
-        }
-    }
-    let log = Arc::new(Mutex::new(seen));
-    let kept = log.clone();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        while err.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-            if let Ok(mut l) = kept.lock() {
-                l.push_str(&line);
-            }
-            line.clear();
-        }
-    });
-    Ok(Serve { child, log })
+    ServeProcess::start(dut, bin, &args).map_err(|e| Error::Setup(format!("twin A: {e}")))
 }
