@@ -47,7 +47,7 @@ mod util;
 mod tests;
 
 pub use stack::{Stack, VecSink};
-pub use tcp::{TcpInfo, TcpState};
+pub use tcp::{CongestionAlgorithm, TcpInfo, TcpState, UnknownCongestionAlgorithm};
 pub use wirespeed_wire as wire;
 pub use wirespeed_wire::toeplitz;
 pub use wirespeed_wire::{Ipv4Addr, MacAddr};
@@ -183,6 +183,10 @@ pub struct Config {
     /// fragments from its source arrived is restarted empty (it has probably lost some, and
     /// its ident may come round again). 0: off.
     pub ipfrag_max_dist: u32,
+    /// How every connection's congestion window opens and closes, by Linux's names: `cubic`
+    /// (RFC 9438, the default, as Linux's `tcp_congestion_control` defaults) or `reno`
+    /// (NewReno). See `docs/TCPIP.md`, "Congestion control".
+    pub congestion_control: CongestionAlgorithm,
 }
 
 impl Config {
@@ -222,6 +226,7 @@ impl Config {
             ipfrag_high_thresh: 4 * 1024 * 1024,
             ipfrag_time: Duration::from_secs(30),
             ipfrag_max_dist: 64,
+            congestion_control: CongestionAlgorithm::Cubic,
         }
     }
 }

@@ -112,7 +112,7 @@ impl Tcp {
                 }
             } else {
                 t.dupacks = 0;
-                t.cc.on_ack(acked as u32, mss);
+                t.cc.on_ack(acked as u32, mss, now, t.srtt);
             }
             t.rto_at = if t.snd_max.gt(t.snd_una) {
                 now.add_micros(t.rto as u64)

@@ -198,6 +198,7 @@ impl Tcp {
             mss: t.mss,
             cwnd: t.cc.cwnd(),
             ssthresh: t.cc.ssthresh(),
+            congestion: t.cc.algorithm(),
             in_flight: t.flight(),
             send_buffered: t.send.len() as u32,
             peer_window: t.snd_wnd,

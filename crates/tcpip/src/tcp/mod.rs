@@ -17,16 +17,20 @@
 //! close, abort), `input.rs` (demux and checks common to all states), `listen.rs` (LISTEN,
 //! SYN cookies), `handshake.rs` (SYN_SENT and SYN_RECEIVED), `ack.rs` and `data.rs`
 //! (synchronized states), `closing.rs` (FIN handling), `output.rs`, `timers.rs`, `sack.rs`
-//! (scoreboard and out-of-order ranges), `rtt.rs`, `congestion.rs`.
+//! (scoreboard and out-of-order ranges), `rtt.rs`, `congestion.rs` (what the algorithms share), `newreno.rs`, `cubic.rs`,
+//! `controller.rs` (the enum a connection holds).
 
 mod ack;
 mod api;
 mod closing;
 mod congestion;
+mod controller;
+mod cubic;
 mod data;
 mod handshake;
 mod input;
 mod listen;
+mod newreno;
 mod output;
 mod rtt;
 mod sack;
@@ -36,6 +40,7 @@ mod timers;
 
 #[cfg(test)]
 pub(crate) use congestion::CongestionControl;
+pub use congestion::{CongestionAlgorithm, UnknownCongestionAlgorithm};
 pub(crate) use output::OutputReady;
 pub(crate) use tcb::Tcb;
 pub use tcb::{TcpInfo, TcpState};

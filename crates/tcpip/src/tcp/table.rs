@@ -1,5 +1,6 @@
 //! The connection table: allocating and freeing slots, moving to CLOSED, aborting.
 
+use super::controller::Congestion;
 use super::output::ack_seq;
 use super::tcb::Owner;
 use super::{dur_us, flow_key, Ctx, Tcb, Tcp, TcpState};
@@ -91,6 +92,7 @@ impl Tcp {
         t.recover = t.iss;
         t.rcv_wscale = if cx.cfg.window_scaling { rcv_wscale } else { 0 };
         t.rto = dur_us(cx.cfg.initial_rto);
+        t.cc = Congestion::new(cx.cfg.congestion_control);
         t.ts_offset = (isn >> 7).rotate_left(13);
         self.demux.insert(key, idx);
         self.live_conns += 1;

@@ -1,6 +1,7 @@
 //! The transmission control block: everything one connection remembers.
 
-use super::congestion::NewReno;
+use super::congestion::CongestionAlgorithm;
+use super::controller::Congestion;
 use super::{flow_key, DEFAULT_MSS, MAX_OOO, MAX_SACKED};
 use crate::ring::Ring;
 use crate::{ConnId, Error, Instant};
@@ -67,6 +68,8 @@ pub struct TcpInfo {
     /// Received in order, not yet read by the application.
     pub receive_buffered: u32,
     pub srtt_us: u32,
+    /// The congestion control algorithm (`Config::congestion_control`).
+    pub congestion: CongestionAlgorithm,
     pub rto_us: u32,
     /// Probing a zero window.
     pub persist: bool,
@@ -105,8 +108,8 @@ pub(crate) struct Tcb {
     /// The application is done writing: a FIN follows the buffered data.
     pub(crate) fin_queued: bool,
     pub(crate) mss: u32,
-    /// Congestion window and slow-start threshold.
-    pub(crate) cc: NewReno,
+    /// Congestion window and slow-start threshold, by the stack's algorithm.
+    pub(crate) cc: Congestion,
     pub(crate) dupacks: u8,
     pub(crate) in_recovery: bool,
     pub(crate) recover: SeqNumber,
@@ -218,7 +221,7 @@ impl Tcb {
             send: Ring::from_box(Box::new([])),
             fin_queued: false,
             mss: DEFAULT_MSS as u32,
-            cc: NewReno::new(),
+            cc: Congestion::new(CongestionAlgorithm::Reno),
             dupacks: 0,
             in_recovery: false,
             recover: SeqNumber(0),

@@ -10,6 +10,30 @@ use std::time::Duration;
 use wirespeed_wire::tcp::{fill_checksum, flags};
 use wirespeed_wire::*;
 
+/// A test whose body runs once per congestion control algorithm: `per_cc! { fn name(cc)
+/// { ... } }` defines `name::reno` and `name::cubic`, with `cc` the algorithm; the body builds
+/// its stacks with `Pair::new_cc(cc)` or `config_cc(side, cc)`.
+macro_rules! per_cc {
+    ($(#[$attr:meta])* fn $name:ident($cc:ident) $body:block) => {
+        $(#[$attr])*
+        mod $name {
+            use super::*;
+
+            fn body($cc: CongestionAlgorithm) $body
+
+            #[test]
+            fn reno() {
+                body(CongestionAlgorithm::Reno)
+            }
+
+            #[test]
+            fn cubic() {
+                body(CongestionAlgorithm::Cubic)
+            }
+        }
+    };
+}
+
 mod checksums;
 mod frames;
 mod input_rules;
@@ -64,9 +88,21 @@ pub(crate) fn config(side: usize) -> Config {
     c
 }
 
+/// [`config`] with the congestion control algorithm `cc`.
+pub(crate) fn config_cc(side: usize, cc: CongestionAlgorithm) -> Config {
+    let mut c = config(side);
+    c.congestion_control = cc;
+    c
+}
+
 impl Pair {
     pub fn new() -> Pair {
         Pair::with(config(0), config(1))
+    }
+
+    /// Two stacks whose connections use `cc`.
+    pub fn new_cc(cc: CongestionAlgorithm) -> Pair {
+        Pair::with(config_cc(0, cc), config_cc(1, cc))
     }
 
     pub fn with(a: Config, b: Config) -> Pair {

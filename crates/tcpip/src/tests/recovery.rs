@@ -2,99 +2,103 @@
 
 use super::*;
 
-#[test]
-fn rto_retransmits_lost_segment() {
-    let mut p = Pair::new();
-    let (c, s, _) = p.connect();
-    // Drop the data segment and both tail loss probes: a lone segment has no dup ACKs, so
-    // once the probes are spent the RTO fires.
-    send_through_losses(&mut p, c, s, 3);
-    assert_eq!(p.st[0].stats().tcp_loss_probes, 2);
-    assert_eq!(p.st[0].stats().tcp_rto_expired, 1);
+per_cc! {
+    fn rto_retransmits_lost_segment(cc) {
+        let mut p = Pair::new_cc(cc);
+        let (c, s, _) = p.connect();
+        // Drop the data segment and both tail loss probes: a lone segment has no dup ACKs, so
+        // once the probes are spent the RTO fires.
+        send_through_losses(&mut p, c, s, 3);
+        assert_eq!(p.st[0].stats().tcp_loss_probes, 2);
+        assert_eq!(p.st[0].stats().tcp_rto_expired, 1);
+    }
 }
 
-#[test]
-fn tail_loss_probe_repairs_a_lone_lost_segment_before_the_rto() {
-    let mut p = Pair::new();
-    let (c, s, _) = p.connect();
-    send_through_losses(&mut p, c, s, 1);
-    assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
-    assert_eq!(p.st[0].stats().tcp_rto_expired, 0);
+per_cc! {
+    fn tail_loss_probe_repairs_a_lone_lost_segment_before_the_rto(cc) {
+        let mut p = Pair::new_cc(cc);
+        let (c, s, _) = p.connect();
+        send_through_losses(&mut p, c, s, 1);
+        assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
+        assert_eq!(p.st[0].stats().tcp_rto_expired, 0);
+    }
 }
 
-/// Linux's receiver moves its window between duplicate ACKs while its application reads;
-/// SACK blocks above SND.UNA still mark them as duplicates (RFC 6675), so fast retransmit
-/// fires instead of waiting for the RTO.
-#[test]
-fn sack_marks_duplicate_acks_despite_window_changes() {
-    let mut s = Stack::new(config(1));
-    let _l = s.tcp_listen(80, 4).unwrap();
-    let now = Instant::from_millis(5);
-    let syn_opts = TcpOptions {
-        mss: Some(1460),
-        sack_permitted: true,
-        ..Default::default()
-    };
-    s.receive(now, &peer_segment(100, None, flags::SYN, 65535, syn_opts));
-    let mut sink = VecSink::new();
-    s.transmit(now, &mut sink);
-    let (synack, _) = parse_out(&sink.frames[0]);
-    assert!(synack.options.sack_permitted);
-    let iss = synack.seq.0;
-    s.receive(
-        now,
-        &peer_segment(101, Some(iss + 1), flags::ACK, 65535, TcpOptions::default()),
-    );
-    let c = s.tcp_accept(_l).unwrap();
-    s.tcp_send(c, &[7u8; 8 * 1460]).unwrap();
-    let mut sink = VecSink::new();
-    s.transmit(now, &mut sink);
-    assert_eq!(sink.frames.len(), 8);
-    // The first segment is lost; three ACKs for iss+1, each with a different window and a
-    // growing SACK block.
-    for (i, window) in [60000u16, 58000, 56000].into_iter().enumerate() {
-        let mut o = TcpOptions::default();
-        o.sack_blocks[0] = (iss + 1 + 1460, iss + 1 + 1460 * (2 + i as u32));
-        o.sack_count = 1;
+per_cc! {
+    /// Linux's receiver moves its window between duplicate ACKs while its application reads;
+    /// SACK blocks above SND.UNA still mark them as duplicates (RFC 6675), so fast retransmit
+    /// fires instead of waiting for the RTO.
+    fn sack_marks_duplicate_acks_despite_window_changes(cc) {
+        let mut s = Stack::new(config_cc(1, cc));
+        let _l = s.tcp_listen(80, 4).unwrap();
+        let now = Instant::from_millis(5);
+        let syn_opts = TcpOptions {
+            mss: Some(1460),
+            sack_permitted: true,
+            ..Default::default()
+        };
+        s.receive(now, &peer_segment(100, None, flags::SYN, 65535, syn_opts));
+        let mut sink = VecSink::new();
+        s.transmit(now, &mut sink);
+        let (synack, _) = parse_out(&sink.frames[0]);
+        assert!(synack.options.sack_permitted);
+        let iss = synack.seq.0;
         s.receive(
             now,
-            &peer_segment(101, Some(iss + 1), flags::ACK, window, o),
+            &peer_segment(101, Some(iss + 1), flags::ACK, 65535, TcpOptions::default()),
+        );
+        let c = s.tcp_accept(_l).unwrap();
+        s.tcp_send(c, &[7u8; 8 * 1460]).unwrap();
+        let mut sink = VecSink::new();
+        s.transmit(now, &mut sink);
+        assert_eq!(sink.frames.len(), 8);
+        // The first segment is lost; three ACKs for iss+1, each with a different window and a
+        // growing SACK block.
+        for (i, window) in [60000u16, 58000, 56000].into_iter().enumerate() {
+            let mut o = TcpOptions::default();
+            o.sack_blocks[0] = (iss + 1 + 1460, iss + 1 + 1460 * (2 + i as u32));
+            o.sack_count = 1;
+            s.receive(
+                now,
+                &peer_segment(101, Some(iss + 1), flags::ACK, window, o),
+            );
+        }
+        assert_eq!(s.stats().tcp_fast_retransmits, 1);
+        let mut sink = VecSink::new();
+        s.transmit(now, &mut sink);
+        let (r, data) = parse_out(&sink.frames[0]);
+        assert_eq!(
+            (r.seq.0, data.len()),
+            (iss + 1, 1460),
+            "the hole is retransmitted"
         );
     }
-    assert_eq!(s.stats().tcp_fast_retransmits, 1);
-    let mut sink = VecSink::new();
-    s.transmit(now, &mut sink);
-    let (r, data) = parse_out(&sink.frames[0]);
-    assert_eq!(
-        (r.seq.0, data.len()),
-        (iss + 1, 1460),
-        "the hole is retransmitted"
-    );
 }
 
-/// Three segments lost from one window: the SACK scoreboard retransmits every hole within
-/// the same recovery episode, without waiting for an RTO per hole.
-#[test]
-fn sack_recovers_several_holes_in_one_window() {
-    let mut p = Pair::new();
-    let (c, s, _) = p.connect();
-    let mut data_segments = 0;
-    p.filter = Some(Box::new(move |from, f| {
-        if from == 0 && f.len() > 1000 {
-            data_segments += 1;
-            return !matches!(data_segments, 3 | 5 | 7);
-        }
-        true
-    }));
-    transfer(&mut p, 0, c, s, 40 * 1448, Duration::from_secs(10));
-    let st = p.st[0].stats();
-    assert_eq!(st.tcp_fast_retransmits, 1, "{st:?}");
-    assert!(st.tcp_sack_retransmits >= 1, "{st:?}");
-    assert_eq!(
-        st.tcp_retransmits, 3,
-        "exactly the three holes, nothing spurious: {st:?}"
-    );
-    assert_eq!(st.tcp_rto_expired, 0, "{st:?}");
+per_cc! {
+    /// Three segments lost from one window: the SACK scoreboard retransmits every hole within
+    /// the same recovery episode, without waiting for an RTO per hole.
+    fn sack_recovers_several_holes_in_one_window(cc) {
+        let mut p = Pair::new_cc(cc);
+        let (c, s, _) = p.connect();
+        let mut data_segments = 0;
+        p.filter = Some(Box::new(move |from, f| {
+            if from == 0 && f.len() > 1000 {
+                data_segments += 1;
+                return !matches!(data_segments, 3 | 5 | 7);
+            }
+            true
+        }));
+        transfer(&mut p, 0, c, s, 40 * 1448, Duration::from_secs(10));
+        let st = p.st[0].stats();
+        assert_eq!(st.tcp_fast_retransmits, 1, "{st:?}");
+        assert!(st.tcp_sack_retransmits >= 1, "{st:?}");
+        assert_eq!(
+            st.tcp_retransmits, 3,
+            "exactly the three holes, nothing spurious: {st:?}"
+        );
+        assert_eq!(st.tcp_rto_expired, 0, "{st:?}");
+    }
 }
 
 #[test]
@@ -205,25 +209,26 @@ fn refused_segments_still_deliver_a_new_ack() {
     assert_eq!(s.tcp_recv_available(c), Ok(0));
 }
 
-#[test]
-fn a_retransmitted_segment_gives_no_rtt_sample() {
-    let mut p = Pair::new();
-    let (c, s, _) = p.connect();
-    let srtt_before = p.st[0].tcp_info(c).unwrap().srtt_us;
-    assert!(
-        srtt_before < 1_000,
-        "handshake RTT {srtt_before} µs on a 100 µs link"
-    );
-    // The timed segment is lost; the tail loss probe (at least 10 ms later) repairs it. The ACK
-    // cannot tell the copies apart, so it must not become a 10 ms sample.
-    send_through_losses(&mut p, c, s, 1);
-    p.run(Duration::from_millis(50), |_| false);
-    assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
-    let info = p.st[0].tcp_info(c).unwrap();
-    assert!(
-        info.srtt_us < 1_000,
-        "smoothed RTT {} µs after a 10 ms recovery: the retransmission was sampled",
-        info.srtt_us
-    );
-    assert_eq!((info.in_flight, info.send_buffered), (0, 0));
+per_cc! {
+    fn a_retransmitted_segment_gives_no_rtt_sample(cc) {
+        let mut p = Pair::new_cc(cc);
+        let (c, s, _) = p.connect();
+        let srtt_before = p.st[0].tcp_info(c).unwrap().srtt_us;
+        assert!(
+            srtt_before < 1_000,
+            "handshake RTT {srtt_before} µs on a 100 µs link"
+        );
+        // The timed segment is lost; the tail loss probe (at least 10 ms later) repairs it. The ACK
+        // cannot tell the copies apart, so it must not become a 10 ms sample.
+        send_through_losses(&mut p, c, s, 1);
+        p.run(Duration::from_millis(50), |_| false);
+        assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
+        let info = p.st[0].tcp_info(c).unwrap();
+        assert!(
+            info.srtt_us < 1_000,
+            "smoothed RTT {} µs after a 10 ms recovery: the retransmission was sampled",
+            info.srtt_us
+        );
+        assert_eq!((info.in_flight, info.send_buffered), (0, 0));
+    }
 }

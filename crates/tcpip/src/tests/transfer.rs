@@ -66,41 +66,43 @@ fn handshake_data_both_ways_and_close() {
     );
 }
 
-#[test]
-fn bulk_transfer_both_directions() {
-    let mut p = Pair::new();
-    let (c, s, _) = p.connect();
-    transfer(&mut p, 0, c, s, 1 << 20, Duration::from_secs(60));
-    transfer(&mut p, 1, s, c, 1 << 20, Duration::from_secs(60));
-    assert_eq!(p.st[0].stats().tcp_retransmits, 0);
+per_cc! {
+    fn bulk_transfer_both_directions(cc) {
+        let mut p = Pair::new_cc(cc);
+        let (c, s, _) = p.connect();
+        transfer(&mut p, 0, c, s, 1 << 20, Duration::from_secs(60));
+        transfer(&mut p, 1, s, c, 1 << 20, Duration::from_secs(60));
+        assert_eq!(p.st[0].stats().tcp_retransmits, 0);
+    }
 }
 
-#[test]
-fn sixteen_mib_through_loss_reorder_and_duplication() {
-    let mut a = config(0);
-    let mut b = config(1);
-    a.send_buffer = 256 * 1024;
-    b.recv_buffer = 256 * 1024;
-    let mut p = Pair::with(a, b);
-    let (c, s, _) = p.connect();
-    p.impair = Impair {
-        loss: 10,
-        dup: 10,
-        reorder: 10,
-    };
-    transfer(&mut p, 0, c, s, 16 << 20, Duration::from_secs(3600));
-    let st = p.st[0].stats();
-    assert!(
-        st.tcp_retransmits > 0 && st.tcp_fast_retransmits > 0,
-        "{st:?} {:?}",
-        p.st[1].stats()
-    );
-    eprintln!(
-        "sender: retx {} rto {} fast {} segs {}",
-        st.tcp_retransmits, st.tcp_rto_expired, st.tcp_fast_retransmits, st.tcp_segments_out
-    );
-    assert!(p.st[1].stats().tcp_ooo_segments > 0);
-    assert!(p.st[1].stats().tcp_duplicate_segments > 0);
+per_cc! {
+    fn sixteen_mib_through_loss_reorder_and_duplication(cc) {
+        let mut a = config_cc(0, cc);
+        let mut b = config_cc(1, cc);
+        a.send_buffer = 256 * 1024;
+        b.recv_buffer = 256 * 1024;
+        let mut p = Pair::with(a, b);
+        let (c, s, _) = p.connect();
+        p.impair = Impair {
+            loss: 10,
+            dup: 10,
+            reorder: 10,
+        };
+        transfer(&mut p, 0, c, s, 16 << 20, Duration::from_secs(3600));
+        let st = p.st[0].stats();
+        assert!(
+            st.tcp_retransmits > 0 && st.tcp_fast_retransmits > 0,
+            "{st:?} {:?}",
+            p.st[1].stats()
+        );
+        eprintln!(
+            "sender: retx {} rto {} fast {} segs {}",
+            st.tcp_retransmits, st.tcp_rto_expired, st.tcp_fast_retransmits, st.tcp_segments_out
+        );
+        assert!(p.st[1].stats().tcp_ooo_segments > 0);
+        assert!(p.st[1].stats().tcp_duplicate_segments > 0);
+    }
 }
 
 #[test]
@@ -201,119 +203,120 @@ fn ten_thousand_connections_request_response() {
     }));
 }
 
-#[test]
-fn many_streams_both_ways_through_impairments() {
-    for seed in 1u64..=12 {
-        let mut p = Pair::new();
-        p.rng = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let l = p.st[1].tcp_listen(80, 64).unwrap();
-        let now = p.now;
-        let clients: Vec<ConnId> = (0..16)
-            .map(|_| p.st[0].tcp_connect(now, IP_B, 80, |_| true).unwrap())
-            .collect();
-        p.impair = Impair {
-            loss: 20,
-            dup: 20,
-            reorder: 50,
-        };
-        let mut servers = Vec::new();
-        assert!(p.run(Duration::from_secs(60), |p| {
-            while let Ok(s) = p.st[1].tcp_accept(l) {
-                servers.push(s);
-            }
-            servers.len() == clients.len()
-        }));
-        // Each connection: client sends N bytes then closes; server echoes and closes.
-        const N: usize = 200_000;
-        let pattern = |conn: usize, i: usize| (i.wrapping_mul(31) ^ conn.wrapping_mul(131)) as u8;
-        let mut sent = vec![0usize; 16];
-        let mut echoed = vec![0usize; 16];
-        let mut back = vec![0usize; 16];
-        let mut pending: Vec<Vec<u8>> = vec![Vec::new(); 16];
-        let mut client_eof = [false; 16];
-        let mut chunk = vec![0u8; 8192];
-        let mut buf = vec![0u8; 8192];
-        // Servers are accepted in SYN order, which the link may have reordered: match by port.
-        let ports: Vec<u16> = clients
-            .iter()
-            .map(|&c| p.st[0].tcp_endpoints(c).unwrap().2)
-            .collect();
-        servers.sort_by_key(|&s| {
-            ports
+per_cc! {
+    fn many_streams_both_ways_through_impairments(cc) {
+        for seed in 1u64..=12 {
+            let mut p = Pair::new_cc(cc);
+            p.rng = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let l = p.st[1].tcp_listen(80, 64).unwrap();
+            let now = p.now;
+            let clients: Vec<ConnId> = (0..16)
+                .map(|_| p.st[0].tcp_connect(now, IP_B, 80, |_| true).unwrap())
+                .collect();
+            p.impair = Impair {
+                loss: 20,
+                dup: 20,
+                reorder: 50,
+            };
+            let mut servers = Vec::new();
+            assert!(p.run(Duration::from_secs(60), |p| {
+                while let Ok(s) = p.st[1].tcp_accept(l) {
+                    servers.push(s);
+                }
+                servers.len() == clients.len()
+            }));
+            // Each connection: client sends N bytes then closes; server echoes and closes.
+            const N: usize = 200_000;
+            let pattern = |conn: usize, i: usize| (i.wrapping_mul(31) ^ conn.wrapping_mul(131)) as u8;
+            let mut sent = vec![0usize; 16];
+            let mut echoed = vec![0usize; 16];
+            let mut back = vec![0usize; 16];
+            let mut pending: Vec<Vec<u8>> = vec![Vec::new(); 16];
+            let mut client_eof = [false; 16];
+            let mut chunk = vec![0u8; 8192];
+            let mut buf = vec![0u8; 8192];
+            // Servers are accepted in SYN order, which the link may have reordered: match by port.
+            let ports: Vec<u16> = clients
                 .iter()
-                .position(|&pt| pt == p.st[1].tcp_endpoints(s).unwrap().1)
-                .unwrap()
-        });
-        let ok = p.run(Duration::from_secs(3600), |p| {
-            for k in 0..16 {
-                let (c, s) = (clients[k], servers[k]);
-                if sent[k] < N {
-                    let n = (N - sent[k]).min(chunk.len());
-                    for (i, b) in chunk[..n].iter_mut().enumerate() {
-                        *b = pattern(k, sent[k] + i);
-                    }
-                    if let Ok(m) = p.st[0].tcp_send(c, &chunk[..n]) {
-                        sent[k] += m;
-                        if sent[k] == N {
-                            p.st[0].tcp_shutdown(c).unwrap();
+                .map(|&c| p.st[0].tcp_endpoints(c).unwrap().2)
+                .collect();
+            servers.sort_by_key(|&s| {
+                ports
+                    .iter()
+                    .position(|&pt| pt == p.st[1].tcp_endpoints(s).unwrap().1)
+                    .unwrap()
+            });
+            let ok = p.run(Duration::from_secs(3600), |p| {
+                for k in 0..16 {
+                    let (c, s) = (clients[k], servers[k]);
+                    if sent[k] < N {
+                        let n = (N - sent[k]).min(chunk.len());
+                        for (i, b) in chunk[..n].iter_mut().enumerate() {
+                            *b = pattern(k, sent[k] + i);
                         }
-                    }
-                }
-                // Server: echo what it reads; close after EOF once everything is echoed.
-                if pending[k].is_empty() {
-                    match p.st[1].tcp_recv(s, &mut buf) {
-                        Ok(0) if echoed[k] == N => {
-                            let _ = p.st[1].tcp_close(s);
-                            echoed[k] += 1; // closed marker
-                        }
-                        Ok(n) if n > 0 => pending[k].extend_from_slice(&buf[..n]),
-                        _ => {}
-                    }
-                }
-                if !pending[k].is_empty() {
-                    if let Ok(m) = p.st[1].tcp_send(s, &pending[k]) {
-                        echoed[k] += m;
-                        pending[k].drain(..m);
-                    }
-                }
-                loop {
-                    match p.st[0].tcp_recv(c, &mut buf) {
-                        Ok(0) => {
-                            client_eof[k] = true;
-                            break;
-                        }
-                        Ok(n) => {
-                            for (i, &b) in buf[..n].iter().enumerate() {
-                                assert_eq!(
-                                    b,
-                                    pattern(k, back[k] + i),
-                                    "seed {seed} conn {k} byte {}",
-                                    back[k] + i
-                                );
+                        if let Ok(m) = p.st[0].tcp_send(c, &chunk[..n]) {
+                            sent[k] += m;
+                            if sent[k] == N {
+                                p.st[0].tcp_shutdown(c).unwrap();
                             }
-                            back[k] += n;
                         }
-                        Err(_) => break,
+                    }
+                    // Server: echo what it reads; close after EOF once everything is echoed.
+                    if pending[k].is_empty() {
+                        match p.st[1].tcp_recv(s, &mut buf) {
+                            Ok(0) if echoed[k] == N => {
+                                let _ = p.st[1].tcp_close(s);
+                                echoed[k] += 1; // closed marker
+                            }
+                            Ok(n) if n > 0 => pending[k].extend_from_slice(&buf[..n]),
+                            _ => {}
+                        }
+                    }
+                    if !pending[k].is_empty() {
+                        if let Ok(m) = p.st[1].tcp_send(s, &pending[k]) {
+                            echoed[k] += m;
+                            pending[k].drain(..m);
+                        }
+                    }
+                    loop {
+                        match p.st[0].tcp_recv(c, &mut buf) {
+                            Ok(0) => {
+                                client_eof[k] = true;
+                                break;
+                            }
+                            Ok(n) => {
+                                for (i, &b) in buf[..n].iter().enumerate() {
+                                    assert_eq!(
+                                        b,
+                                        pattern(k, back[k] + i),
+                                        "seed {seed} conn {k} byte {}",
+                                        back[k] + i
+                                    );
+                                }
+                                back[k] += n;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                client_eof.iter().all(|&e| e)
+            });
+            if !ok {
+                for k in 0..16 {
+                    if back[k] != N {
+                        for (side, h) in [(0, clients[k]), (1, servers[k])] {
+                            let t = &p.st[side].tcp.conns[h.idx as usize];
+                            eprintln!("side {side} conn {k}: in_use {} st {:?} una {} nxt {} max {} wnd {} cwnd {} ssthresh {} rec {} inrec {} dup {} persist {} rto_at {:?} rto {} retries {} sendlen {} recvlen {} rcv_nxt {} ooo {:?} ack_now {} heap_at {:?} now {:?} dirty {} owner {:?}", t.in_use, t.state, t.snd_una.0, t.snd_nxt.0, t.snd_max.0, t.snd_wnd, t.cc.cwnd(), t.cc.ssthresh(), t.recover.0, t.in_recovery, t.dupacks, t.persist, t.rto_at, t.rto, t.retries, t.send.len(), t.recv.len(), t.rcv_nxt.0, &t.ooo[..t.ooo_len as usize], t.ack_now, t.heap_at, p.now, t.in_dirty, t.owner);
+                        }
                     }
                 }
             }
-            client_eof.iter().all(|&e| e)
-        });
-        if !ok {
-            for k in 0..16 {
-                if back[k] != N {
-                    for (side, h) in [(0, clients[k]), (1, servers[k])] {
-                        let t = &p.st[side].tcp.conns[h.idx as usize];
-                        eprintln!("side {side} conn {k}: in_use {} st {:?} una {} nxt {} max {} wnd {} cwnd {} ssthresh {} rec {} inrec {} dup {} persist {} rto_at {:?} rto {} retries {} sendlen {} recvlen {} rcv_nxt {} ooo {:?} ack_now {} heap_at {:?} now {:?} dirty {} owner {:?}", t.in_use, t.state, t.snd_una.0, t.snd_nxt.0, t.snd_max.0, t.snd_wnd, t.cc.cwnd(), t.cc.ssthresh(), t.recover.0, t.in_recovery, t.dupacks, t.persist, t.rto_at, t.rto, t.retries, t.send.len(), t.recv.len(), t.rcv_nxt.0, &t.ooo[..t.ooo_len as usize], t.ack_now, t.heap_at, p.now, t.in_dirty, t.owner);
-                    }
-                }
-            }
+            assert!(
+                ok,
+                "seed {seed}: sent {sent:?} echoed {echoed:?} back {back:?}"
+            );
+            assert!(back.iter().all(|&b| b == N));
         }
-        assert!(
-            ok,
-            "seed {seed}: sent {sent:?} echoed {echoed:?} back {back:?}"
-        );
-        assert!(back.iter().all(|&b| b == N));
     }
 }
 
@@ -489,38 +492,39 @@ fn sender_avoids_silly_windows() {
     assert_eq!(rest, 5000 - 3020);
 }
 
-/// Silly-window avoidance waits on the peer's window only: a segment that the congestion
-/// window alone keeps short still leaves, so that a lossy path keeps enough segments in
-/// flight to bring the duplicate ACKs that repair a loss (holding it made a lossy 256 MiB
-/// echo take 166 s instead of 99, docs/TCPIP.md).
-#[test]
-fn a_segment_short_of_the_congestion_window_still_leaves() {
-    let mut s = Stack::new(config(1));
-    let now = Instant::from_millis(5);
-    let (c, iss) = accept_with_sack(&mut s, now);
-    assert_eq!(s.tcp_send(c, &[9u8; 20000]), Ok(20000));
-    let data_out = |s: &mut Stack| -> Vec<usize> {
-        let mut sink = VecSink::new();
-        s.transmit(now, &mut sink);
-        sink.frames
-            .iter()
-            .map(|f| parse_out(f).1.len())
-            .filter(|&n| n > 0)
-            .collect()
-    };
-    // The initial window: ten whole segments.
-    assert_eq!(data_out(&mut s), vec![1460; 10]);
-    // 300 bytes acknowledged: slow start grows the window by 300, which leaves 600 bytes of
-    // room under it, while the peer offers 65,535.
-    s.receive(
-        now,
-        &peer_segment(
-            501,
-            Some(iss + 1 + 300),
-            flags::ACK,
-            65535,
-            TcpOptions::default(),
-        ),
-    );
-    assert_eq!(data_out(&mut s), vec![600]);
+per_cc! {
+    /// Silly-window avoidance waits on the peer's window only: a segment that the congestion
+    /// window alone keeps short still leaves, so that a lossy path keeps enough segments in
+    /// flight to bring the duplicate ACKs that repair a loss (holding it made a lossy 256 MiB
+    /// echo take 166 s instead of 99, docs/TCPIP.md).
+    fn a_segment_short_of_the_congestion_window_still_leaves(cc) {
+        let mut s = Stack::new(config_cc(1, cc));
+        let now = Instant::from_millis(5);
+        let (c, iss) = accept_with_sack(&mut s, now);
+        assert_eq!(s.tcp_send(c, &[9u8; 20000]), Ok(20000));
+        let data_out = |s: &mut Stack| -> Vec<usize> {
+            let mut sink = VecSink::new();
+            s.transmit(now, &mut sink);
+            sink.frames
+                .iter()
+                .map(|f| parse_out(f).1.len())
+                .filter(|&n| n > 0)
+                .collect()
+        };
+        // The initial window: ten whole segments.
+        assert_eq!(data_out(&mut s), vec![1460; 10]);
+        // 300 bytes acknowledged: slow start grows the window by 300, which leaves 600 bytes of
+        // room under it, while the peer offers 65,535.
+        s.receive(
+            now,
+            &peer_segment(
+                501,
+                Some(iss + 1 + 300),
+                flags::ACK,
+                65535,
+                TcpOptions::default(),
+            ),
+        );
+        assert_eq!(data_out(&mut s), vec![600]);
+    }
 }
