@@ -67,6 +67,8 @@ struct Common {
     drops_on: Option<(String, &'static str)>,
     /// The bypass stack: the TCP ports steered to it (the only ones it can listen on).
     tcp_ports: Vec<u16>,
+    /// The bypass stack: each listener's backlog (`BypassConfig::backlog`).
+    backlog: u32,
 }
 
 /// The shards' parts of a [`Stack`], for the shard closures (cheap to clone, `Send + Sync`).
@@ -104,6 +106,7 @@ impl Stack {
                     listen,
                     drops_on: None,
                     tcp_ports: Vec::new(),
+                    backlog: 0,
                 },
             ),
             description: "kernel".into(),
@@ -133,6 +136,7 @@ impl Stack {
                     listen,
                     drops_on: Some((b.iface.clone(), cfg.log_prefix)),
                     tcp_ports: cfg.tcp_ports.clone(),
+                    backlog: cfg.backlog,
                 },
             ),
             description: format!("bypass, {}", b.description),
@@ -254,7 +258,7 @@ impl ShardStack {
                 if !ip_ok || !self.common.tcp_ports.contains(&addr.port()) {
                     return Err(not_set_up());
                 }
-                Ok(TcpListener::from(stack.listen(addr.port(), 4096)?))
+                Ok(TcpListener::from(stack.listen(addr.port(), self.common.backlog as usize)?))
             }
         }
     }

@@ -37,6 +37,9 @@ struct Args {
     /// them: give this one to the server alone, with --cpus elsewhere if needed).
     #[arg(long, value_name = "N", default_value_t = 1)]
     serve_cpu: usize,
+    /// `serve --backlog N` (default: serve's).
+    #[arg(long, value_name = "N")]
+    backlog: Option<u32>,
     /// The wirespeed binary that serves (default: `wirespeed` beside this program's
     /// directory, i.e. target/release/wirespeed).
     #[arg(long, value_name = "PATH")]
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         rate: args.rate,
         after: Duration::from_secs(args.after),
         serve_cpu: args.serve_cpu,
+        backlog: args.backlog,
     };
     let mut all = Vec::new();
     for stack in stacks {

@@ -64,6 +64,8 @@ pub struct FloodOptions {
     pub after: Duration,
     /// The server's one CPU.
     pub serve_cpu: usize,
+    /// `serve --backlog` (None: its default).
+    pub backlog: Option<u32>,
 }
 
 /// What one flood measured.
@@ -176,7 +178,9 @@ pub fn flood(
     let rss_after_kib = rss_kib(server.pid())?;
     let after_seconds = t_after.elapsed().as_secs_f64();
     let (_, served) = good_requests(&p.peer, target, 5, Duration::from_millis(20), None)?;
-    drop(server);
+    if let Some(summary) = server.stop().lines().find(|l| l.contains("syn cookies")) {
+        progress(&format!("{}: {}", stack.name(), summary.trim()));
+    }
     Ok(FloodFigures {
         stack,
         syns_sent: sent,
@@ -196,7 +200,11 @@ pub fn flood(
 fn start_server(stack: Stack, dut: &Netns, o: &FloodOptions) -> Result<ServeProcess, Error> {
     let cpu = o.serve_cpu.to_string();
     let listen = format!("198.18.0.2:{HTTP_PORT}");
+    let backlog = o.backlog.map(|b| b.to_string());
     let mut args = vec!["serve", "http", "--cpus", &cpu, "--listen", &listen];
+    if let Some(b) = &backlog {
+        args.extend(["--backlog", b]);
+    }
     match stack {
         Stack::Ours => args.extend([
             "--stack",

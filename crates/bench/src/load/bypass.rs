@@ -19,7 +19,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wirespeed_net::bypass::{BypassConfig, Device};
+use wirespeed_net::bypass::{BypassConfig, CongestionAlgorithm, Device};
 use wirespeed_net::{ShardStack, Stack};
 
 use crate::load::conn::{Conn, ResponseParser, Tally, Workload};
@@ -37,6 +37,8 @@ pub struct BypassClient {
     pub ip: Ipv4Addr,
     pub prefix_len: u8,
     pub gateway: Option<Ipv4Addr>,
+    /// Congestion control of the client's connections.
+    pub congestion_control: CongestionAlgorithm,
 }
 
 impl BypassClient {
@@ -94,11 +96,13 @@ pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P, x: &BypassClient) -> R
         tcp_ports: (FIRST_PORT..FIRST_PORT + PORTS).collect(),
         icmp: false,
         max_connections: spec.connections * 2,
+        backlog: 0, // a client listens on nothing
         ephemeral_ports: Some((FIRST_PORT, FIRST_PORT + PORTS - 1)),
         opens_connections: true,
         log_prefix: "wirespeed bench",
         busy_poll_us: 0,
         waits_in_io_uring: false,
+        congestion_control: x.congestion_control,
     })
     .map_err(|e| invalid(e.to_string()))?;
     for note in stack.notes() {

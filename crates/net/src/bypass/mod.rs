@@ -36,6 +36,9 @@ use socket::{DropCause, RxSteering, StackConfig};
 /// The bypass stack's counters (`--metrics` exports each under its name).
 pub use wirespeed_tcpip::Stats as BypassStats;
 
+/// Congestion control of the bypass stack's connections, by Linux's names (`reno`, `cubic`).
+pub use wirespeed_tcpip::CongestionAlgorithm;
+
 /// The device the bypass stack takes over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Device {
@@ -64,6 +67,9 @@ pub struct BypassConfig {
     pub icmp: bool,
     /// Connections per shard's stack.
     pub max_connections: usize,
+    /// A listener's backlog: half-open and not yet accepted connections; past it a SYN is
+    /// answered with a SYN cookie (the kernel's `listen()` backlog, somaxconn's role).
+    pub backlog: u32,
     /// Local ports of the connections this side opens (None: the stack's default range).
     pub ephemeral_ports: Option<(u16, u16)>,
     /// This side opens connections (a client): with more than one shard, each must know which
@@ -80,6 +86,8 @@ pub struct BypassConfig {
     /// a socket cannot busy-poll its queue, the ring then polls the queue's NAPI by ID while
     /// the shard waits (`wirespeed_rt::busy_poll_napi`).
     pub waits_in_io_uring: bool,
+    /// Congestion control of every connection on our stack (`tcpip::Config::congestion_control`).
+    pub congestion_control: CongestionAlgorithm,
 }
 
 /// One shard's part: its driver queue, the rx queues it serves besides, and its stack's
@@ -123,10 +131,15 @@ pub(crate) fn open(cfg: &BypassConfig) -> Result<Bypass, BypassError> {
             "the bypass stack needs at least one shard".into(),
         ));
     }
-    match &cfg.device {
+    let mut bypass = match &cfg.device {
         Device::Xdp { iface, scope } => open_xdp(cfg, iface, *scope),
         Device::Dpdk { eal_args } => open_dpdk(cfg, eal_args),
-    }
+    }?;
+    bypass.description.push_str(&format!(
+        ", congestion control {}",
+        cfg.congestion_control
+    ));
+    Ok(bypass)
 }
 
 /// Says on stderr why the bypass stack drops traffic: one line per cause (per new MTU, for a
@@ -149,6 +162,7 @@ fn stack_config(cfg: &BypassConfig, mac: [u8; 6], mtu: usize) -> StackConfig {
     s.gateway = cfg.gateway;
     s.max_connections = cfg.max_connections;
     s.ephemeral_ports = cfg.ephemeral_ports;
+    s.congestion_control = cfg.congestion_control;
     s
 }
 
@@ -440,11 +454,13 @@ mod tests {
             tcp_ports: vec![8080],
             icmp: true,
             max_connections: 16,
+            backlog: 64,
             ephemeral_ports: None,
             opens_connections: false,
             log_prefix: "test",
             busy_poll_us: 0,
             waits_in_io_uring: false,
+            congestion_control: CongestionAlgorithm::Cubic,
         };
         let err = open(&cfg).unwrap_err();
         assert!(err.to_string().contains("at least one shard"), "{err}");
@@ -461,11 +477,13 @@ mod tests {
             tcp_ports: vec![],
             icmp: false,
             max_connections: 16,
+            backlog: 64,
             ephemeral_ports: None,
             opens_connections: true,
             log_prefix: "test",
             busy_poll_us: 0,
             waits_in_io_uring: false,
+            congestion_control: CongestionAlgorithm::Cubic,
         };
         let unknown = RssModel::Unknown("veth".into());
         let err = refuse_unpredictable_rss(&cfg, &unknown, "wp0").unwrap_err();

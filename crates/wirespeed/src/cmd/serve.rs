@@ -115,8 +115,16 @@ struct Common {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = wirespeed_bench::parse_duration)]
     idle_timeout: Duration,
     /// Connections per shard; past it new connections are refused (HTTP: 503, then close).
+    /// --stack xdp|dpdk: the shard's connection table holds twice this (closing and
+    /// TIME_WAIT connections among them); when it is full a SYN gets a SYN cookie.
     #[arg(long, value_name = "N", default_value_t = 16384)]
     max_conns: usize,
+    /// Each listener's backlog: half-open and not yet accepted connections. Kernel stack: the
+    /// listen() backlog, which net.core.somaxconn caps and tcp_max_syn_backlog bounds; our
+    /// stack: past it a SYN is answered with a SYN cookie, which holds no state (4096 is
+    /// Linux's somaxconn default).
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    backlog: u32,
     /// --stack xdp: the interface whose queues the shards take over (inside a ws-* lab
     /// namespace, or any interface with --allow-host).
     #[arg(long, value_name = "IF")]
@@ -136,6 +144,12 @@ struct Common {
     /// --stack xdp|dpdk: the next hop for destinations outside --ip's prefix.
     #[arg(long, value_name = "ADDR")]
     gateway: Option<std::net::Ipv4Addr>,
+    /// --stack xdp|dpdk: congestion control of our stack's connections, by the names of
+    /// Linux's net.ipv4.tcp_congestion_control: cubic (RFC 9438) or reno (NewReno, RFC 5681
+    /// and RFC 6582). The default is cubic because it is Linux's default, so our stack and the
+    /// kernel's compare like for like; the kernel stack follows that sysctl instead.
+    #[arg(long, value_name = "NAME", default_value = "cubic", value_parser = super::parse_congestion_control)]
+    congestion_control: wirespeed_net::bypass::CongestionAlgorithm,
     /// Write the exit summary as JSON to this file as well.
     #[arg(long, value_name = "FILE")]
     summary_json: Option<std::path::PathBuf>,
@@ -164,6 +178,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     if common.max_conns == 0 {
         bail!("--max-conns must be at least 1");
+    }
+    if common.backlog == 0 {
+        bail!("--backlog must be at least 1");
     }
     // Accepted so that one command line serves every stack, but said once where it does
     // nothing: only an AF_XDP socket gives a shard something to sleep on.
@@ -210,6 +227,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     LocalityArg::Cbpf => Locality::Cbpf,
                     LocalityArg::None => Locality::None,
                 },
+                backlog: common.backlog.min(i32::MAX as u32) as i32,
                 ..ListenOptions::default()
             },
         })?,
@@ -276,7 +294,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let summary = shard::serve(listener, cfg, shard_app, max_conns, my_stats).await;
             if let Some(s) = net.bypass_stats() {
                 eprintln!(
-                    "wirespeed serve: shard {} stack: rx {} tx {} frames; tcp segments in {} out {}, retransmits {} (fast {}, rto {}, loss probes {}), out-of-order {} (dropped {}), duplicates {}, bad checksums {} (partial {}), partial checksums taken {}, ip datagrams reassembled {} (failures {})",
+                    "wirespeed serve: shard {} stack: rx {} tx {} frames; tcp segments in {} out {}, retransmits {} (fast {}, rto {}, loss probes {}), out-of-order {} (dropped {}), duplicates {}, bad checksums {} (partial {}), partial checksums taken {}, ip datagrams reassembled {} (failures {}), syn cookies sent {} (accepted {})",
                     wirespeed_rt::shard_id(),
                     s.rx_frames,
                     s.tx_frames,
@@ -299,7 +317,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         + s.ip_frag_malformed
                         + s.ip_frag_too_far
                         + s.ip_frag_mem_exceeded
-                        + s.ip_fragments_dropped
+                        + s.ip_fragments_dropped,
+                    s.tcp_syn_cookies_sent,
+                    s.tcp_syn_cookies_accepted
                 );
             }
             Ok::<_, String>(summary)
@@ -385,11 +405,13 @@ fn bypass_config(common: &Common, shards: usize) -> anyhow::Result<BypassConfig>
         tcp_ports: vec![port],
         icmp: true,
         max_connections: common.max_conns * 2,
+        backlog: common.backlog,
         ephemeral_ports: None,
         opens_connections: false,
         log_prefix: "wirespeed serve",
         busy_poll_us: common.busy_poll_us,
         waits_in_io_uring: common.engine == EngineArg::Uring && common.idle_sleep_us > 0,
+        congestion_control: common.congestion_control,
     })
 }
 
