@@ -19,6 +19,7 @@ fn cfg(last: u8) -> StackConfig {
         ephemeral_ports: None,
         rx_steering: None,
         accept_partial_checksums: false,
+        congestion_control: wirespeed_net::bypass::CongestionAlgorithm::Cubic,
     }
 }
 

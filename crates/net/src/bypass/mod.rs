@@ -135,10 +135,9 @@ pub(crate) fn open(cfg: &BypassConfig) -> Result<Bypass, BypassError> {
         Device::Xdp { iface, scope } => open_xdp(cfg, iface, *scope),
         Device::Dpdk { eal_args } => open_dpdk(cfg, eal_args),
     }?;
-    bypass.description.push_str(&format!(
-        ", congestion control {}",
-        cfg.congestion_control
-    ));
+    bypass
+        .description
+        .push_str(&format!(", congestion control {}", cfg.congestion_control));
     Ok(bypass)
 }
 

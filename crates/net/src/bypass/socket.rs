@@ -273,6 +273,8 @@ pub struct StackConfig {
     /// only for a device that passes them on (a software device: veth, macvlan, ...).
     /// [`StackConfig::for_interface`] sets it from the kernel's description of the interface.
     pub accept_partial_checksums: bool,
+    /// Congestion control of every connection (`tcpip::Config::congestion_control`).
+    pub congestion_control: tcpip::CongestionAlgorithm,
 }
 
 impl StackConfig {
@@ -287,6 +289,7 @@ impl StackConfig {
             ephemeral_ports: None,
             rx_steering: None,
             accept_partial_checksums: false,
+            congestion_control: tcpip::CongestionAlgorithm::default(),
         }
     }
 
@@ -363,6 +366,7 @@ impl BypassStack {
         }
         c.secret = random_u64();
         c.accept_partial_checksums = cfg.accept_partial_checksums;
+        c.congestion_control = cfg.congestion_control;
         // The device completes TCP checksums where it can (AF_XDP TX metadata): the stack then
         // leaves the pseudo-header sum and never reads a payload to sum it.
         c.tx_checksum_offload = dev.tx_checksum_offload();

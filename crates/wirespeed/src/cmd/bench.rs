@@ -84,6 +84,12 @@ struct Common {
     /// --stack xdp|dpdk: the next hop for servers outside --ip's prefix.
     #[arg(long)]
     gateway: Option<std::net::Ipv4Addr>,
+    /// --stack xdp|dpdk: congestion control of our stack's connections, by the names of
+    /// Linux's net.ipv4.tcp_congestion_control: cubic (RFC 9438) or reno (NewReno, RFC 5681
+    /// and RFC 6582). The default is cubic because it is Linux's default, so our stack and the
+    /// kernel's compare like for like; the kernel stack follows that sysctl instead.
+    #[arg(long, value_name = "NAME", default_value = "cubic", value_parser = super::parse_congestion_control)]
+    congestion_control: wirespeed_net::bypass::CongestionAlgorithm,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -125,6 +131,7 @@ fn load_on<P: wirespeed_bench::load::ResponseParser>(
                 ip,
                 prefix_len,
                 gateway: c.gateway,
+                congestion_control: c.congestion_control,
             };
             eprintln!(
                 "wirespeed bench: client on our stack over {} as {}",

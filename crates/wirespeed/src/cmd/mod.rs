@@ -37,6 +37,14 @@ pub fn bypass_device(
     })
 }
 
+/// `--congestion-control NAME`: Linux's names for the algorithms (`reno`, `cubic`); an unknown
+/// name is one line that lists them.
+pub fn parse_congestion_control(
+    name: &str,
+) -> Result<wirespeed_net::bypass::CongestionAlgorithm, String> {
+    name.parse().map_err(|e| format!("{e}"))
+}
+
 /// `198.18.0.1/24` into the address and the prefix length.
 pub fn parse_ip_prefix(ip: &str) -> anyhow::Result<(Ipv4Addr, u8)> {
     let (addr, len) = ip
