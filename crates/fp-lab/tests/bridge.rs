@@ -468,8 +468,8 @@ fn on_two_ports(
 #[test]
 fn vlan_filtering_by_test_run() {
     use wirespeed_fp::features::Features;
-    use wirespeed_fp::loader::{XDP_PASS, XDP_REDIRECT};
     use wirespeed_fp::model::{BrPortVal, FdbKey};
+    use wirespeed_fp::test_run::{XDP_PASS, XDP_REDIRECT};
 
     let features = Features {
         bridge: true,
@@ -596,8 +596,8 @@ fn vlan_filtering_by_test_run() {
 fn fdb_refresh_and_ring_frames_by_test_run() {
     use wirespeed_fp::counters::Reason;
     use wirespeed_fp::features::Features;
-    use wirespeed_fp::loader::{XDP_PASS, XDP_REDIRECT};
     use wirespeed_fp::model::{BrPortVal, FdbKey};
+    use wirespeed_fp::test_run::{XDP_PASS, XDP_REDIRECT};
 
     let features = Features {
         bridge: true,
@@ -672,8 +672,8 @@ fn fdb_refresh_and_ring_frames_by_test_run() {
 #[test]
 fn bridge_at_tc_forwards_gso_skbs_of_any_size_by_test_run() {
     use wirespeed_fp::features::Features;
-    use wirespeed_fp::loader::{TC_KERNEL, TC_REDIRECT};
     use wirespeed_fp::model::{BrPortVal, FdbKey};
+    use wirespeed_fp::test_run::{TC_KERNEL, TC_REDIRECT};
 
     let features = Features {
         bridge: true,

@@ -3,7 +3,8 @@
 
 use wirespeed_fp::counters::Reason;
 use wirespeed_fp::features::{Features, PolicyRules, Reassembly, RouteCache, Switches};
-use wirespeed_fp::loader::{Program, SkbMeta, TC_KERNEL, TC_REDIRECT, XDP_PASS, XDP_REDIRECT};
+use wirespeed_fp::loader::Program;
+use wirespeed_fp::test_run::{SkbMeta, TC_KERNEL, TC_REDIRECT, XDP_PASS, XDP_REDIRECT};
 use wirespeed_fp_lab::pkt::{self, L4};
 use wirespeed_lab::Netns;
 

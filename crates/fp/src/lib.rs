@@ -30,6 +30,7 @@ pub mod status;
 pub mod sysctl_hook;
 pub mod taps;
 pub mod tc;
+pub mod test_run;
 pub mod watch;
 pub mod xfrm;
 pub mod xt;
