@@ -258,7 +258,9 @@ impl ShardStack {
                 if !ip_ok || !self.common.tcp_ports.contains(&addr.port()) {
                     return Err(not_set_up());
                 }
-                Ok(TcpListener::from(stack.listen(addr.port(), self.common.backlog as usize)?))
+                Ok(TcpListener::from(
+                    stack.listen(addr.port(), self.common.backlog as usize)?,
+                ))
             }
         }
     }

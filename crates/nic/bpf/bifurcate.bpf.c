@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 /* Flow bifurcation: frames for the served IPv4 address and served ports (plus ARP for that
  * address) go to the AF_XDP socket of the queue they arrived on; everything else is XDP_PASS,
- * so management traffic and other applications keep using the kernel stack.
+ * so management traffic and other applications keep using the kernel stack. Where the
+ * address is the stack's alone (steer_all), every frame to it is the stack's.
  *
- * When in doubt (truncated, fragmented, not IPv4) the frame passes: the kernel is the
- * fallback and never gets less than it would without this program.
+ * When in doubt (truncated, not IPv4; fragmented unless steer_fragments) the frame passes: the
+ * kernel is the fallback and never gets less than it would without this program.
  *
  * It is an xdp.frags program (multi-buffer aware), so a veth or NIC keeps a jumbo MTU with it
  * attached. It reads headers from the frame's linear part only (data..data_end): a frame
@@ -24,6 +25,7 @@
 #include "maps.h"
 
 #define ARPHRD_ETHER_BE bpf_htons(1)
+#define ARPHRD_IEEE802_BE bpf_htons(6)
 
 static __always_inline int port_served(__u8 proto, __be16 dport)
 {
@@ -49,8 +51,11 @@ static __always_inline int classify(struct ws_cursor *c)
 		arp = ws_take(c, sizeof(*arp));
 		if (!arp)
 			return -1;
-		if (arp->htype != ARPHRD_ETHER_BE || arp->ptype != bpf_htons(ETH_P_IP) ||
-		    arp->hlen != ETH_ALEN || arp->plen != 4)
+		/* Linux's arp_process takes IEEE 802 (6) beside Ethernet (1) on an Ethernet port:
+		 * where the address is ours alone, so does the stack. */
+		if ((arp->htype != ARPHRD_ETHER_BE &&
+		     !(steer_all && arp->htype == ARPHRD_IEEE802_BE)) ||
+		    arp->ptype != bpf_htons(ETH_P_IP) || arp->hlen != ETH_ALEN || arp->plen != 4)
 			return 0;
 		return arp->tpa == served_ipv4;
 	}
@@ -63,7 +68,9 @@ static __always_inline int classify(struct ws_cursor *c)
 	if (ip->daddr != served_ipv4)
 		return 0;
 	if (ws_is_fragment(ip))
-		return -1;
+		return steer_fragments ? 1 : -1;
+	if (steer_all)
+		return 1;
 
 	if (ip->protocol == IPPROTO_TCP && steer_tcp) {
 		struct tcphdr *tcp = ws_take(c, sizeof(*tcp));

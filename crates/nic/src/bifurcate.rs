@@ -73,10 +73,17 @@ pub struct BifurcationConfig {
     pub steer_arp: bool,
     /// Steer all ICMP to the served address (the stack answers echo requests).
     pub steer_icmp: bool,
+    /// The served address is the stack's alone (the kernel owns no such address): every
+    /// unfragmented IPv4 frame to it and every ARP for it is the stack's, whatever the port
+    /// or protocol, so that the stack answers as a host does.
+    pub steer_all: bool,
+    /// Fragments to the served address are the stack's (it reassembles them): with one
+    /// queue only, since RSS may hash a datagram's fragments to another queue than its flow.
+    pub steer_fragments: bool,
 }
 
 impl BifurcationConfig {
-    /// TCP, UDP and ARP on, ICMP off, no ports yet.
+    /// TCP, UDP and ARP on, ICMP off, not the whole address, no ports yet.
     pub fn new(served_ipv4: Ipv4Addr) -> BifurcationConfig {
         BifurcationConfig {
             served_ipv4,
@@ -86,6 +93,8 @@ impl BifurcationConfig {
             steer_udp: true,
             steer_arp: true,
             steer_icmp: false,
+            steer_all: false,
+            steer_fragments: false,
         }
     }
 }
@@ -186,6 +195,8 @@ impl Bifurcation {
         ro.steer_udp = u8::from(cfg.steer_udp);
         ro.steer_arp = u8::from(cfg.steer_arp);
         ro.steer_icmp = u8::from(cfg.steer_icmp);
+        ro.steer_all = u8::from(cfg.steer_all);
+        ro.steer_fragments = u8::from(cfg.steer_fragments);
         open.load()
             .map_err(Error::bpf("load bifurcation program (needs root/CAP_BPF)"))
     }

@@ -179,6 +179,56 @@ fn truncated_and_fragmented_frames_pass() {
     assert_eq!(c.passed_malformed, 8, "{c:?}");
 }
 
+/// The address the stack's alone: what a host answers (an unserved port's RST, ICMP
+/// unreachable, reassembly, IEEE 802 ARP) goes to the stack; other addresses still pass.
+#[test]
+fn the_whole_address_is_the_stacks_when_the_kernel_owns_none() {
+    let whole = BifurcationConfig {
+        steer_all: true,
+        steer_fragments: true,
+        ..config()
+    };
+    let (b, _s) = loaded(&whole);
+    let (narrow, _s2) = loaded(&config());
+    let udp_closed = udp_frame(MAC_A, MAC_B, PEER, SERVED, 5000, 53, b"hi");
+    let gre = ethernet(MAC_A, MAC_B, ETH_IPV4, &ipv4(PEER, SERVED, 47, 0, &[0; 16]));
+    let fragment = ethernet(
+        MAC_A,
+        MAC_B,
+        ETH_IPV4,
+        &ipv4(PEER, SERVED, 6, 0x2000, &tcp_syn(1, 80)),
+    );
+    let mut arp_ieee802 = ethernet(
+        BROADCAST,
+        MAC_B,
+        ETH_ARP,
+        &arp(1, MAC_B, PEER, [0; 6], SERVED),
+    );
+    arp_ieee802[14 + 1] = 6; // hardware type 6
+    for (what, frame) in [
+        ("TCP to an unserved port", tcp_to(SERVED, 22)),
+        ("UDP to a closed port", udp_closed),
+        ("another IP protocol", gre),
+        ("a fragment", fragment.clone()),
+        ("ARP of hardware type IEEE 802", arp_ieee802),
+    ] {
+        assert_eq!(b.test_run(&frame).unwrap(), XDP_REDIRECT, "{what}");
+        assert_eq!(
+            narrow.test_run(&frame).unwrap(),
+            XDP_PASS,
+            "{what}, port steering"
+        );
+    }
+    assert_eq!(b.test_run(&tcp_to(OTHER, 80)).unwrap(), XDP_PASS);
+    // With several queues a fragment stays the kernel's.
+    let (several, _s3) = loaded(&BifurcationConfig {
+        steer_fragments: false,
+        ..whole
+    });
+    assert_eq!(several.test_run(&fragment).unwrap(), XDP_PASS);
+    assert_eq!(several.test_run(&tcp_to(SERVED, 22)).unwrap(), XDP_REDIRECT);
+}
+
 #[test]
 fn ip_options_are_skipped_to_find_the_ports() {
     let (b, _s) = loaded(&config());

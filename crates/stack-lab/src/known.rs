@@ -102,10 +102,6 @@ impl Seen<'_> {
         self.ours.replies.is_empty() && self.ours.setup_error.is_none()
     }
 
-    pub(crate) fn linux_silent(&self) -> bool {
-        self.linux.replies.is_empty() && self.linux.setup_error.is_none()
-    }
-
     /// Every remaining difference is in one of `fields` (and the counts agree).
     pub(crate) fn only_fields(&self, fields: &[&str]) -> bool {
         !self.diffs.is_empty()

@@ -1,11 +1,17 @@
 //! ICMP: echo replies, and the errors the receive path sends (parameter problem for a
-//! malformed IP option), under Linux's global budget for them.
+//! malformed IP option, port and protocol unreachable), under Linux's global budget for them.
 
 use crate::{Instant, Stack};
 use wirespeed_wire::icmpv4::error_type;
 use wirespeed_wire::{
     ipv4, EtherType, Icmpv4Error, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Repr, MacAddr,
 };
+
+/// Destination unreachable codes the stack sends (RFC 792).
+pub(crate) mod unreachable {
+    pub const PROTOCOL: u8 = 2;
+    pub const PORT: u8 = 3;
+}
 
 /// Linux's `icmp_msgs_per_sec` and `icmp_msgs_burst`: ICMP errors the host sends, at most.
 const ERRORS_PER_SEC: u64 = 1000;
@@ -118,6 +124,17 @@ impl Stack {
         }) {
             self.stats.icmp_errors_sent += 1;
         }
+    }
+
+    /// Destination unreachable (`code`: `unreachable::PORT`, `PROTOCOL`) about `dgram`.
+    pub(crate) fn send_unreachable(
+        &mut self,
+        src_mac: MacAddr,
+        ip: &Ipv4Repr,
+        dgram: &[u8],
+        code: u8,
+    ) {
+        self.send_icmp_error(src_mac, ip, dgram, error_type::DEST_UNREACHABLE, code, 0);
     }
 
     /// Queues an ICMP message of `len` bytes (written by `emit`) to `dst` at `mac`, with DS

@@ -5,8 +5,9 @@
 
 use crate::arp::{ArpCache, MAX_TRIES};
 use crate::frame_queue::FrameQueue;
+use crate::icmp::unreachable;
 use crate::tcp::{Actions, Ctx, OutputReady, Tcp};
-use crate::udp::Udp;
+use crate::udp::{Udp, UdpInput};
 use crate::{Config, Event, Handle, Instant, Stats, TxSink};
 use std::collections::VecDeque;
 use wirespeed_wire::icmpv4::error_type;
@@ -18,6 +19,8 @@ use wirespeed_wire::{
 
 /// Frames the stack can queue outside connections (ARP, ICMP, RSTs, SYN cookies, UDP).
 const CTRL_FRAMES: usize = 256;
+/// IGMP's protocol number: Linux has a handler for it (no "protocol unreachable").
+const IGMP: u8 = 2;
 /// Frames parked until ARP resolves their next hop.
 const PENDING_FRAMES: usize = 32;
 
@@ -218,13 +221,25 @@ impl Stack {
             IpProtocol::Tcp if !to_host => self.stats.tcp_not_host_mac += 1,
             IpProtocol::Tcp | IpProtocol::Icmp if !answerable => self.stats.ip_no_route_back += 1,
             IpProtocol::Tcp => self.with_tcp(|tcp, cx| tcp.input(cx, src_mac, &ip, payload)),
-            IpProtocol::Udp => {
-                if let Some(ev) = self.udp.input(&self.cfg, &mut self.stats, &ip, payload) {
-                    self.events.push_back(ev);
+            IpProtocol::Udp => match self.udp.input(&self.cfg, &mut self.stats, &ip, payload) {
+                UdpInput::Event(ev) => self.events.push_back(ev),
+                UdpInput::NoSocket if to_host && answerable => {
+                    let dgram = &data[..pkt.total_len()];
+                    self.send_unreachable(src_mac, &ip, dgram, unreachable::PORT);
+                }
+                UdpInput::NoSocket | UdpInput::Taken => {}
+            },
+            IpProtocol::Icmp => self.icmp_input(src_mac, &ip, payload),
+            // IGMP: Linux's igmp_rcv takes a unicast query and answers nothing.
+            IpProtocol::Unknown(IGMP) => self.stats.ip_unknown_protocol += 1,
+            _ => {
+                // No handler: Linux's ip_protocol_deliver_rcu answers protocol unreachable.
+                self.stats.ip_unknown_protocol += 1;
+                if to_host && answerable {
+                    let dgram = &data[..pkt.total_len()];
+                    self.send_unreachable(src_mac, &ip, dgram, unreachable::PROTOCOL);
                 }
             }
-            IpProtocol::Icmp => self.icmp_input(src_mac, &ip, payload),
-            _ => self.stats.ip_unknown_protocol += 1,
         }
     }
 

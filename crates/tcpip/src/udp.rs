@@ -116,20 +116,34 @@ impl Udp {
         }
     }
 
-    /// One UDP datagram addressed to the stack (`data`: the IPv4 payload). Returns the
-    /// event to report, if one is not pending already.
+    /// One UDP datagram addressed to the stack (`data`: the IPv4 payload): delivered (with
+    /// the event to report, if one is not pending already), or for no socket.
     pub(crate) fn input(
         &mut self,
         cfg: &Config,
         stats: &mut Stats,
         ip: &Ipv4Repr,
         data: &[u8],
-    ) -> Option<Event> {
+    ) -> UdpInput {
+        match self.deliver(cfg, stats, ip, data) {
+            Ok(Some(ev)) => UdpInput::Event(ev),
+            Ok(None) => UdpInput::Taken,
+            Err(NoSocket) => UdpInput::NoSocket,
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        cfg: &Config,
+        stats: &mut Stats,
+        ip: &Ipv4Repr,
+        data: &[u8],
+    ) -> std::result::Result<Option<Event>, NoSocket> {
         let pkt = match UdpPacket::new_checked(data) {
             Ok(p) => p,
             Err(_) => {
                 stats.udp_malformed += 1;
-                return None;
+                return Ok(None);
             }
         };
         match pkt.checksum_state(ip.src, ip.dst) {
@@ -140,23 +154,23 @@ impl Udp {
             TransportChecksum::Partial => {
                 stats.udp_bad_checksum += 1;
                 stats.udp_bad_checksum_partial += 1;
-                return None;
+                return Ok(None);
             }
             TransportChecksum::Bad => {
                 stats.udp_bad_checksum += 1;
-                return None;
+                return Ok(None);
             }
         }
         let repr = UdpRepr::parse_unverified(&pkt);
         let Some(&idx) = self.ports.get(&repr.dst_port) else {
             stats.udp_no_socket += 1;
-            return None;
+            return Err(NoSocket);
         };
         let s = &mut self.sockets[idx as usize];
         let payload = pkt.payload();
         if s.rx.free() < RECORD_HEADER + payload.len() {
             stats.udp_rx_buffer_full += 1;
-            return None;
+            return Ok(None);
         }
         let mut hdr = [0u8; RECORD_HEADER];
         hdr[0..2].copy_from_slice(&(payload.len() as u16).to_be_bytes());
@@ -166,15 +180,26 @@ impl Udp {
         s.rx.push(payload);
         let kind = EventKind::Readable;
         if s.ev_mask & kind.bit() != 0 {
-            return None;
+            return Ok(None);
         }
         s.ev_mask |= kind.bit();
-        Some(Event {
+        Ok(Some(Event {
             handle: Handle::Udp(UdpId { idx, gen: s.gen }),
             kind,
-        })
+        }))
     }
 }
+
+/// What became of a datagram: an event to report, taken (or dropped) quietly, or for a port
+/// no socket is bound to (Linux answers ICMP port unreachable, the stack's caller decides).
+pub(crate) enum UdpInput {
+    Event(Event),
+    Taken,
+    NoSocket,
+}
+
+/// The datagram's port has no socket, checked after its checksum (as `__udp4_lib_rcv`).
+struct NoSocket;
 
 /// Writes the IPv4 header `ip` and a UDP datagram carrying `data` at `l3` (the Ethernet
 /// header's length) into `buf`. Returns the frame length, 0 when `buf` is too short.

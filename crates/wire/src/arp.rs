@@ -112,10 +112,11 @@ pub struct ArpRepr {
 }
 
 impl ArpRepr {
-    /// Parses; anything but Ethernet (1) / IPv4 (0x0800) with 6/4 address lengths is
-    /// `Unsupported`.
+    /// Parses; anything but Ethernet (1) or IEEE 802 (6) / IPv4 (0x0800) with 6/4 address
+    /// lengths is `Unsupported`. Linux's `arp_process` takes both hardware types on an
+    /// Ethernet device.
     pub fn parse<T: AsRef<[u8]>>(p: &ArpPacket<T>) -> Result<Self> {
-        if p.hardware_type() != 1
+        if !matches!(p.hardware_type(), 1 | 6)
             || p.protocol_type() != 0x0800
             || p.hardware_len() != 6
             || p.protocol_len() != 4
@@ -165,7 +166,12 @@ mod tests {
             ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()).unwrap(),
             r
         );
-        b[1] = 6; // hardware type 6 (IEEE 802)
+        b[1] = 6; // hardware type 6 (IEEE 802), as Linux takes it on Ethernet
+        assert_eq!(
+            ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()).unwrap(),
+            r
+        );
+        b[1] = 7; // ARCnet
         assert_eq!(
             ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()).unwrap_err(),
             Error::Unsupported

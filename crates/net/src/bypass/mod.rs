@@ -165,6 +165,13 @@ fn stack_config(cfg: &BypassConfig, mac: [u8; 6], mtu: usize) -> StackConfig {
     s
 }
 
+/// Whether the kernel owns `ip` in this namespace: a socket binds to it (EADDRNOTAVAIL
+/// otherwise). With `ip_nonlocal_bind` on, any address binds, and the answer is the cautious
+/// one (yes: only the served ports are steered).
+fn kernel_owns(ip: Ipv4Addr) -> bool {
+    std::net::UdpSocket::bind((ip, 0)).is_ok()
+}
+
 fn refuse_unpredictable_rss(
     cfg: &BypassConfig,
     model: &RssModel,
@@ -195,6 +202,9 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     let mut bcfg = BifurcationConfig::new(cfg.ip);
     bcfg.tcp_ports = cfg.tcp_ports.clone();
     bcfg.steer_icmp = cfg.icmp;
+    let kernel_owns_ip = kernel_owns(cfg.ip);
+    bcfg.steer_all = !kernel_owns_ip;
+    bcfg.steer_fragments = bcfg.steer_all && cfg.shards == 1;
     let mut program = Bifurcation::load(&bcfg)?;
     program.attach(iface, scope)?;
     let mut base = stack_config(cfg, info.mac, info.mtu as usize);
@@ -203,6 +213,20 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     base.accept_partial_checksums = info.partial_checksums_possible();
     let mut shards = Vec::with_capacity(cfg.shards);
     let mut notes = Vec::new();
+    if kernel_owns_ip {
+        notes.push(format!(
+            "the kernel owns {} too: only the served ports come to our stack, and the kernel \
+             answers the rest (give --ip an address the kernel does not own to have ours answer \
+             everything, as a host does)",
+            cfg.ip
+        ));
+    } else if cfg.shards > 1 {
+        notes.push(format!(
+            "IPv4 fragments to {} are not taken with {} shards (RSS may hash a datagram's \
+             fragments to another shard than its flow's); run one shard to have them reassembled",
+            cfg.ip, cfg.shards
+        ));
+    }
     let mut description = format!("AF_XDP on {iface}");
     // Chunks sized for the interface's MTU: one 2048-byte chunk per frame up to a 1778-byte
     // MTU; above, 4096-byte chunks, chained for frames longer than one (XDP_USE_SG).

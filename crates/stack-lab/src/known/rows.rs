@@ -4,7 +4,6 @@
 use super::{align_field, all, Kind, Known, Match};
 use crate::cases::{Case, Class, Script};
 use crate::compare::Outcome;
-use crate::craft::CLOSED_PORT;
 use crate::flow::{Edge, State};
 use crate::normalize::Reply;
 
@@ -66,46 +65,6 @@ pub const TABLE: &[Known] = &[
         }),
     },
     // Whole cases.
-    Known {
-        id: "unserved-port-silent",
-        kind: Kind::StackGap,
-        reason: "a TCP segment to a port the server does not serve gets an RST from Linux (RFC 9293 3.10.7.1); the XDP program passes unserved ports to the kernel, which does not own --ip, so nothing answers",
-        matches: Match::Case(|s| {
-            s.case.class == Class::TcpClosed
-                && s.case.dport == CLOSED_PORT
-                && s.ours_silent()
-                && all(&s.linux.replies, is_rst)
-        }),
-    },
-    Known {
-        id: "fragments-not-reassembled",
-        kind: Kind::StackGap,
-        reason: "Linux reassembles fragments addressed to it and answers the datagram; the XDP program passes every fragment to the kernel, which does not own --ip, so the stack (which reassembles) never sees them",
-        matches: Match::Case(|s| {
-            s.case.class == Class::Fragments && s.ours_silent() && !s.linux_silent()
-        }),
-    },
-    Known {
-        id: "no-icmp-unreachable",
-        kind: Kind::StackGap,
-        reason: "Linux answers UDP to a closed port and unknown IP protocols with ICMP destination unreachable (port / protocol); the XDP program passes them to the kernel, which does not own --ip, so nothing answers",
-        matches: Match::Case(|s| {
-            s.case.class == Class::OtherProto
-                && s.ours_silent()
-                && all(&s.linux.replies, |r| r.icmp_type() == Some(3))
-        }),
-    },
-    Known {
-        id: "arp-ieee802-hardware-type-ignored",
-        kind: Kind::StackGap,
-        reason: "Linux answers an ARP request for its address whose hardware type is 6 (IEEE 802) on Ethernet (arp_rcv takes ARPHRD_ETHER and ARPHRD_IEEE802 alike); the XDP program steers only hardware type 1 to the stack and passes the rest to the kernel, which does not own --ip",
-        matches: Match::Case(|s| {
-            s.case.class == Class::Arp
-                && s.case.what.contains("hardware type 6")
-                && s.ours_silent()
-                && all(&s.linux.replies, |r| r.get("arp.op") == Some("2"))
-        }),
-    },
     Known {
         id: "syn-in-window-on-half-open",
         kind: Kind::StackGap,

@@ -1,7 +1,7 @@
 //! The receive path's rules as Linux has them (docs/TCPIP.md, "Input rules"): martian
 //! sources, link-layer group frames, IP options, segments a listener drops, lenient TCP
 //! options, MD5 without a key, ARP probes, RFC 5961's old ACKs, data past the peer's FIN,
-//! ECN (RFC 3168).
+//! ECN (RFC 3168), destination unreachable for closed UDP ports and unknown protocols.
 
 use super::*;
 
@@ -526,4 +526,54 @@ fn half_open_connections_hold_no_buffers() {
     let want = s.config().send_buffer + s.config().recv_buffer;
     assert_eq!(s.tcp_buffer_bytes(), want);
     s.tcp_send(c, b"ok").unwrap();
+}
+
+/// A datagram of IP protocol `proto` carrying `l4` from A to B, in a frame to `dst_mac`.
+fn datagram(dst_mac: MacAddr, proto: u8, l4: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 20 + l4.len()];
+    EthernetRepr {
+        dst: dst_mac,
+        src: MAC_A,
+        vlan_id: None,
+        ethertype: EtherType::Ipv4,
+    }
+    .emit(&mut f)
+    .unwrap();
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = proto;
+    ip[12..16].copy_from_slice(&IP_A.0);
+    ip[16..20].copy_from_slice(&IP_B.0);
+    let sum = checksum::checksum(ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    f[34..].copy_from_slice(l4);
+    f
+}
+
+#[test]
+fn closed_udp_ports_and_unknown_protocols_get_destination_unreachable() {
+    let mut s = listening(false);
+    // 5000 -> 53, "hi", no checksum (RFC 768: zero is none).
+    let udp = [0x13, 0x88, 0, 53, 0, 10, 0, 0, b'h', b'i'];
+    for (proto, l4, code) in [(17u8, &udp[..], 3u8), (47, &[0u8; 16][..], 2)] {
+        let sent = datagram(MAC_B, proto, l4);
+        let out = answer(&mut s, &sent);
+        assert_eq!(out.len(), 1, "protocol {proto}");
+        let ip = Ipv4Packet::new_checked(&out[0][14..]).unwrap();
+        assert_eq!((ip.protocol(), ip.dst()), (IpProtocol::Icmp, IP_A));
+        let icmp = ip.payload();
+        assert_eq!((icmp[0], icmp[1]), (3, code), "protocol {proto}");
+        assert_eq!(&icmp[8..], &sent[14..], "quotes the datagram");
+    }
+    // IGMP has a handler in Linux, which answers nothing; nor does it answer a group frame
+    // (icmp_send: PACKET_HOST only) or a datagram with a bad checksum.
+    let igmp = [0x11, 0x64, 0xee, 0x9b, 0, 0, 0, 0];
+    assert!(answer(&mut s, &datagram(MAC_B, 2, &igmp)).is_empty());
+    assert!(answer(&mut s, &datagram(MacAddr::BROADCAST, 17, &udp)).is_empty());
+    let mut bad = udp;
+    bad[6..8].copy_from_slice(&[0x12, 0x34]);
+    assert!(answer(&mut s, &datagram(MAC_B, 17, &bad)).is_empty());
+    assert_eq!(s.stats().udp_no_socket, 2);
 }
