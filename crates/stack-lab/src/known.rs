@@ -101,31 +101,6 @@ impl Seen<'_> {
     pub(crate) fn ours_silent(&self) -> bool {
         self.ours.replies.is_empty() && self.ours.setup_error.is_none()
     }
-
-    /// Every remaining difference is in one of `fields` (and the counts agree).
-    pub(crate) fn only_fields(&self, fields: &[&str]) -> bool {
-        !self.diffs.is_empty()
-            && self
-                .diffs
-                .iter()
-                .all(|d| fields.iter().any(|f| d.starts_with(&format!("{f}: "))))
-    }
-
-    /// The state and edge of a stateful case.
-    pub(crate) fn flow(&self) -> Option<(crate::flow::State, crate::flow::Edge)> {
-        match &self.case.script {
-            crate::cases::Script::Flow(f) => Some((f.state, f.edge)),
-            crate::cases::Script::Frames(_) => None,
-        }
-    }
-
-    /// Linux sent exactly one pure ACK and we sent nothing.
-    pub(crate) fn only_linux_acks(&self) -> bool {
-        self.ours_silent()
-            && self.linux.replies.len() == 1
-            && self.linux.replies[0].tcp_flags() == Some("A")
-            && self.linux.replies[0].get("tcp.len") == Some("0")
-    }
 }
 
 pub(crate) fn all(replies: &[Reply], f: impl Fn(&Reply) -> bool) -> bool {

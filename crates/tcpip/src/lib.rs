@@ -525,6 +525,8 @@ pub struct Stats {
     pub tcp_keepalive_probes: u64,
     pub tcp_timeouts: u64,
     pub tcp_resets_received: u64,
+    /// Half-open connections reset by a second SYN (Linux's tcp_check_req: EmbryonicRsts).
+    pub tcp_half_open_resets: u64,
     pub tcp_time_wait_reused: u64,
     /// Data arrived for a connection the application had closed: answered with RST.
     pub tcp_data_after_close: u64,

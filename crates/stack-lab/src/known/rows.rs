@@ -4,7 +4,7 @@
 use super::{align_field, all, Kind, Known, Match};
 use crate::cases::{Case, Class, Script};
 use crate::compare::Outcome;
-use crate::flow::{Edge, State};
+use crate::flow::Edge;
 use crate::normalize::Reply;
 
 pub const TABLE: &[Known] = &[
@@ -53,64 +53,7 @@ pub const TABLE: &[Known] = &[
                 })
         }),
     },
-    Known {
-        id: "no-sack-on-handshake-completing-segment",
-        kind: Kind::StackGap,
-        reason: "data beyond RCV.NXT on the segment that completes the handshake (SYN_RECV): Linux queues it out of order and its ACK carries a SACK block; the stack's ACK has none",
-        matches: Match::Part(|c, a, b| {
-            matches!(&c.script, Script::Flow(f) if f.state == State::SynRecv && f.edge == Edge::DataAhead)
-                && align_field(a, b, "tcp.opts", |ours, linux| {
-                    linux.contains("sack(") && without_sack(linux) == ours
-                })
-        }),
-    },
     // Whole cases.
-    Known {
-        id: "syn-in-window-on-half-open",
-        kind: Kind::StackGap,
-        reason: "a SYN other than the first (or a SYN+ACK) on a half-open connection (SYN_RECV): Linux resets it with an RST (tcp_check_req, embryonic_reset, RFC 793); the stack answers a challenge ACK and keeps the connection",
-        matches: Match::Case(|s| {
-            matches!(s.flow(), Some((State::SynRecv, Edge::SynInWindow | Edge::SynAck)))
-                && all(&s.linux.replies, is_rst)
-                && all(&s.ours.replies, |r| r.tcp_flags() == Some("A"))
-        }),
-    },
-    Known {
-        id: "rst-in-window-on-half-open-unanswered",
-        kind: Kind::StackGap,
-        reason: "an RST inside the window but not at RCV.NXT on a half-open connection (SYN_RECV): Linux answers it with an ACK (RFC 5961 3.2's challenge ACK); the stack drops it silently",
-        matches: Match::Case(|s| {
-            matches!(s.flow(), Some((State::SynRecv, Edge::RstInWindow))) && s.only_linux_acks()
-        }),
-    },
-    Known {
-        id: "syn-recv-old-segment-answered-as-established",
-        kind: Kind::StackGap,
-        reason: "a segment below the window on a half-open connection (SYN_RECV): Linux answers with a bare ACK that echoes the SYN's timestamp (tcp_check_req, send_ack); the stack answers as in ESTABLISHED, with a D-SACK block and its TS.Recent moved to the unacceptable segment's TSval",
-        matches: Match::Case(|s| {
-            matches!(s.flow(), Some((State::SynRecv, Edge::KeepaliveByte | Edge::OldData | Edge::PartlyOldData)))
-                && s.only_fields(&["tcp.opts"])
-        }),
-    },
-    Known {
-        id: "ts-recent-moved-by-unacceptable-ack",
-        kind: Kind::StackGap,
-        reason: "a segment whose ACK is unacceptable (older than SND.UNA or beyond SND.NXT) outside ESTABLISHED: both answer with an ACK, but the stack has already taken the segment's TSval as TS.Recent and echoes it; Linux drops the segment before the timestamp update (tcp_rcv_state_process, tcp_ack without FLAG_UPDATE_TS_RECENT) and echoes the previous one (RFC 7323 4.3: only acceptable segments update TS.Recent)",
-        matches: Match::Case(|s| {
-            matches!(s.flow(), Some((_, Edge::OldAck | Edge::AncientAck | Edge::AckOfUnsentData | Edge::AckOfPart)))
-                && s.only_fields(&["tcp.opts"])
-                && s.diffs.iter().all(|d| tsecr_one_ahead(d))
-        }),
-    },
-    Known {
-        id: "last-ack-unacceptable-not-acked",
-        kind: Kind::StackGap,
-        reason: "an unacceptable segment after both FINs (LAST_ACK: data beyond the window, a zero-window probe): Linux answers with a duplicate ACK (tcp_validate_incoming, tcp_send_dupack); the stack drops it silently",
-        matches: Match::Case(|s| {
-            matches!(s.flow(), Some((State::LastAck, Edge::DataBeyondWindow | Edge::ZeroWindowProbe)))
-                && s.only_linux_acks()
-        }),
-    },
     Known {
         id: "icmp-timestamp-ignored",
         kind: Kind::StackGap,
@@ -124,17 +67,6 @@ pub const TABLE: &[Known] = &[
     },
 ];
 
-/// `tcp.opts: ours ts(ecr=t+N), linux ts(ecr=t+M)` with N = M + 1.
-fn tsecr_one_ahead(diff: &str) -> bool {
-    let ecr = |side: &str| -> Option<i64> {
-        let at = diff.find(side)? + side.len();
-        let rest = &diff[at..];
-        let v = rest.strip_prefix("ts(ecr=t")?;
-        v[..v.find(')')?].parse().ok()
-    };
-    matches!((ecr("ours "), ecr("linux ")), (Some(o), Some(l)) if o == l + 1)
-}
-
 /// SACK blocks removed from an option set (`mss=1460,sack(..),ts(..)` without the sack).
 fn without_sack(opts: &str) -> String {
     let kept: Vec<&str> = opts
@@ -146,10 +78,6 @@ fn without_sack(opts: &str) -> String {
     } else {
         kept.join(",")
     }
-}
-
-fn is_rst(r: &Reply) -> bool {
-    r.tcp_flags().is_some_and(|f| f.contains('R'))
 }
 
 /// The ports and the sequence range [start, end) that a data or FIN segment of ours covers

@@ -104,6 +104,13 @@ impl Tcp {
                     self.mark_dirty(idx, gen);
                 }
             }
+        } else if !payload.is_empty() && t.fin_received && seq.lt(t.rcv_nxt) {
+            // Old data after the peer's FIN (a zero-window probe, a retransmission): a
+            // duplicate ACK reporting it, as Linux's tcp_data_queue answers a retransmit.
+            cx.stats.tcp_duplicate_segments += 1;
+            t.dsack = Some((seq, seq.add(payload.len())));
+            t.ack_now = true;
+            self.mark_dirty(idx, gen);
         } else if has_fin && seq.add(payload.len()) == t.rcv_nxt.sub(1) && t.fin_received {
             // A retransmitted FIN: re-ACK it (and restart TIME_WAIT).
             t.ack_now = true;

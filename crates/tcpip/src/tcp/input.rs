@@ -140,10 +140,28 @@ impl Tcp {
         // edge. RFC 9293's stricter test (zero-length segments exactly at RCV.NXT when the
         // window is zero) drops a peer's ACKs whenever its view of our window is stale, and
         // with both ends throttled that deadlocks (found by the many-streams test).
-        let wnd = t.rcv_window();
+        // A passive open has no rings until its handshake ends: its window is what its SYN-ACK
+        // offered (Linux's req->rsk_rcv_wnd).
+        let wnd = if t.recv.capacity() == 0 {
+            t.rcv_adv.diff(t.rcv_nxt).max(0) as u32
+        } else {
+            t.rcv_window()
+        };
         let rcv_nxt = t.rcv_nxt;
-        let acceptable = seq.add(seg_len).ge(t.rcv_wup) && seq.le(rcv_nxt.add(wnd as usize));
+        let acceptable = if t.state == TcpState::SynReceived {
+            in_window(seq, seq.add(seg_len), rcv_nxt, rcv_nxt.add(wnd as usize))
+        } else {
+            seq.add(seg_len).ge(t.rcv_wup) && seq.le(rcv_nxt.add(wnd as usize))
+        };
         if !acceptable {
+            if !has_rst && t.state == TcpState::SynReceived {
+                // Linux's tcp_check_req: a bare ACK, nothing else taken from the segment (no
+                // D-SACK, no ACK field, no timestamp).
+                cx.stats.tcp_out_of_window += 1;
+                t.ack_now = true;
+                self.mark_dirty(idx, gen);
+                return;
+            }
             if !has_rst {
                 if seq.add(seg_len).le(rcv_nxt) && seg_len > 0 {
                     cx.stats.tcp_duplicate_segments += 1;
@@ -160,7 +178,15 @@ impl Tcp {
                 self.mark_dirty(idx, gen);
                 if let Some(ack) = repr.ack {
                     let t = &self.conns[idx as usize];
-                    if t.state.awaits_acks() && !has_syn && ack.gt(t.snd_una) && ack.le(t.snd_max) {
+                    // Not where it would end the connection (our FIN outstanding): Linux takes
+                    // no ACK from a refused segment, and there no stall needs one.
+                    let fin_pending = matches!(t.state, TcpState::LastAck | TcpState::Closing);
+                    if t.state.awaits_acks()
+                        && !fin_pending
+                        && !has_syn
+                        && ack.gt(t.snd_una)
+                        && ack.le(t.snd_max)
+                    {
                         // The data is refused, but a new ACK is still news: the peer's
                         // zero-window probes (an old sequence number) and its segments past a
                         // closed window carry the only acknowledgements of our data while we
@@ -209,6 +235,18 @@ impl Tcp {
             return;
         }
 
+        if has_syn && t.state == TcpState::SynReceived && matches!(t.owner, Owner::Listener(_)) {
+            // A half-open connection takes no second SYN: Linux's tcp_check_req resets it
+            // (an invalid ACK first gets the RST a listener sends, the connection kept).
+            let bad_ack = repr.ack.is_some_and(|a| a != t.iss.add(1));
+            let ip = t.remote_ip;
+            self.reply_rst(cx, src_mac, ip, repr, payload.len());
+            if !bad_ack {
+                cx.stats.tcp_half_open_resets += 1;
+                self.free_tcb(cx, idx);
+            }
+            return;
+        }
         if has_syn {
             // RFC 5961 4: a SYN on a synchronized connection gets a challenge ACK.
             cx.stats.tcp_challenge_acks += 1;
@@ -225,7 +263,16 @@ impl Tcp {
 
         if t.ts_enabled {
             if let Some((tsval, _)) = repr.options.timestamps {
-                if seq.le(t.rcv_nxt) {
+                // RFC 7323 4.3: only an acceptable segment moves TS.Recent. As the conformance
+                // harness found Linux doing: an ACK of unsent data moves nothing; an old ACK
+                // moves it only in ESTABLISHED (elsewhere tcp_rcv_state_process takes the ACK
+                // before the timestamp).
+                let ack_ok = match t.state {
+                    TcpState::Established => ack.le(t.snd_max),
+                    TcpState::SynReceived => ack.gt(t.snd_una) && ack.le(t.snd_max),
+                    _ => ack.ge(t.snd_una) && ack.le(t.snd_max),
+                };
+                if seq.le(t.rcv_nxt) && ack_ok {
                     t.ts_recent = tsval;
                 }
             }
@@ -257,6 +304,12 @@ impl Tcp {
             }
         }
     }
+}
+
+/// A half-open connection's acceptability test, Linux's `tcp_in_window` (tcp_check_req):
+/// stricter than an established one's, a segment ending at RCV.NXT is out of window.
+fn in_window(seq: SeqNumber, end: SeqNumber, start: SeqNumber, edge: SeqNumber) -> bool {
+    seq == start || (end.gt(start) && seq.lt(edge)) || (seq == edge && seq == end)
 }
 
 /// RFC 3168 6.1.3, as Linux: the peer's CWR ends our echo; a CE-marked data segment starts

@@ -1,7 +1,9 @@
 //! The receive path's rules as Linux has them (docs/TCPIP.md, "Input rules"): martian
 //! sources, link-layer group frames, IP options, segments a listener drops, lenient TCP
 //! options, MD5 without a key, ARP probes, RFC 5961's old ACKs, data past the peer's FIN,
-//! ECN (RFC 3168), destination unreachable for closed UDP ports and unknown protocols.
+//! ECN (RFC 3168), destination unreachable for closed UDP ports and unknown protocols,
+//! and what a half-open connection and one past both FINs answer (tcp_check_req,
+//! tcp_validate_incoming).
 
 use super::*;
 
@@ -576,4 +578,83 @@ fn closed_udp_ports_and_unknown_protocols_get_destination_unreachable() {
     bad[6..8].copy_from_slice(&[0x12, 0x34]);
     assert!(answer(&mut s, &datagram(MAC_B, 17, &bad)).is_empty());
     assert_eq!(s.stats().udp_no_socket, 2);
+}
+
+/// A half-open connection from port 1000 (SYN at 500, SACK permitted): its listener and
+/// our ISS.
+fn half_open(s: &mut Stack) -> (ListenerId, u32) {
+    let l = s.tcp_listen(80, 4).unwrap();
+    let syn = Crafted {
+        tcp_options: &[4, 2],
+        ..Default::default()
+    };
+    let out = answer(s, &syn.frame());
+    (l, parse_out(&out[0]).0.seq.0)
+}
+
+#[test]
+fn a_second_syn_resets_a_half_open_connection() {
+    let mut s = Stack::new(config(1));
+    let (_, iss) = half_open(&mut s);
+    // The first SYN again: the SYN-ACK again.
+    let out = answer(&mut s, &segment(1000, 80, 500, None, flags::SYN, &[]));
+    assert_eq!(parse_out(&out[0]).0.seq.0, iss);
+    // Another SYN inside the window: an RST, and the half-open connection is gone.
+    let out = answer(&mut s, &segment(1000, 80, 900, None, flags::SYN, &[]));
+    assert_eq!(out.len(), 1);
+    let (rst, _) = parse_out(&out[0]);
+    assert_eq!(
+        (rst.flags, rst.ack),
+        (flags::RST | flags::ACK, Some(SeqNumber(901)))
+    );
+    assert_eq!(s.connection_count(), 0);
+    assert_eq!(s.stats().tcp_half_open_resets, 1);
+}
+
+#[test]
+fn a_half_open_connection_answers_an_old_segment_with_a_bare_ack_and_stays_half_open() {
+    let mut s = Stack::new(config(1));
+    let (l, iss) = half_open(&mut s);
+    // A keepalive-like byte ending at RCV.NXT: out of a half-open window (tcp_in_window).
+    let old = Crafted {
+        seq: 500,
+        ack: Some(iss + 1),
+        flags: 0,
+        payload: b"k",
+        ..Default::default()
+    };
+    let out = answer(&mut s, &old.frame());
+    assert_eq!(out.len(), 1);
+    let (ack, _) = parse_out(&out[0]);
+    assert_eq!((ack.flags, ack.ack), (flags::ACK, Some(SeqNumber(501))));
+    assert_eq!(
+        ack.options.sack_count, 0,
+        "no D-SACK from a half-open connection"
+    );
+    // Its ACK field completed nothing: the connection is still half-open.
+    assert_eq!(s.tcp_accept(l), Err(Error::WouldBlock));
+    assert_eq!(s.connection_count(), 1);
+}
+
+#[test]
+fn after_both_fins_a_refused_segment_gets_a_duplicate_ack_and_ends_nothing() {
+    let mut s = Stack::new(config(1));
+    let (c, iss) = established(&mut s);
+    answer(
+        &mut s,
+        &segment(1000, 80, 501, Some(iss + 1), flags::FIN | flags::ACK, &[]),
+    );
+    s.tcp_close(c).unwrap();
+    let out = flush(&mut s);
+    assert!(
+        out.iter().any(|f| tcp_flags_of(f) & flags::FIN != 0),
+        "our FIN"
+    );
+    // LAST_ACK. A zero-window probe (one below RCV.NXT), acknowledging our FIN: Linux
+    // refuses it whole (tcp_sequence) and answers a duplicate ACK; the FIN stays unacked.
+    let probe = segment(1000, 80, 501, Some(iss + 2), flags::ACK, &[]);
+    let out = answer(&mut s, &probe);
+    assert_eq!(out.len(), 1);
+    assert_eq!(tcp_flags_of(&out[0]), flags::ACK);
+    assert_eq!(s.connection_count(), 1);
 }
