@@ -16,12 +16,6 @@ pub const TABLE: &[Known] = &[
         matches: Match::Part(strip_early_probes),
     },
     Known {
-        id: "fin-acked-separately",
-        kind: Kind::StackGap,
-        reason: "a peer's FIN: Linux delays its ACK (pingpong after tcp_fin) and the application's close sends one FIN+ACK; our stack sends the ACK at once and the FIN after it, one segment more",
-        matches: Match::Part(strip_separate_fin_ack),
-    },
-    Known {
         id: "ip-options-not-echoed",
         kind: Kind::StackGap,
         reason: "Linux echoes a received record-route or timestamp option in its answer (ip_options_echo: SYN-ACK, RST, echo reply); the stack sends no IP options",
@@ -125,23 +119,4 @@ fn strip_early_probes(_: &Case, a: &mut Outcome, b: &mut Outcome) -> bool {
     }
     a.replies = kept;
     removed > 0
-}
-
-/// Our pure ACK of the peer's FIN, where we also sent a FIN with the same SEQ and ACK and
-/// Linux sent that FIN (carrying the ACK) and not the pure ACK.
-fn strip_separate_fin_ack(_: &Case, a: &mut Outcome, b: &mut Outcome) -> bool {
-    let fin_like = |x: &Reply, v: &[Reply]| {
-        v.iter().any(|y| {
-            y.tcp_flags().is_some_and(|f| f.contains('F'))
-                && y.get("tcp.ack") == x.get("tcp.ack")
-                && y.get("tcp.seq") == x.get("tcp.seq")
-        })
-    };
-    let before = a.replies.len();
-    let ours = a.replies.clone();
-    a.replies.retain(|x| {
-        let pure_ack = x.tcp_flags() == Some("A") && x.get("tcp.len") == Some("0");
-        !(pure_ack && fin_like(x, &ours) && fin_like(x, &b.replies) && !b.replies.contains(x))
-    });
-    a.replies.len() != before
 }

@@ -40,10 +40,20 @@ impl Tcp {
         let t = &mut self.conns[idx as usize];
         t.rcv_nxt = t.rcv_nxt.add(1);
         t.fin_received = true;
-        t.ack_now = true;
         let our_fin_acked = t.fin_queued && t.snd_una.gt(t.fin_seq()) || fin_acked;
         match t.state {
-            TcpState::Established => t.state = TcpState::CloseWait,
+            TcpState::Established => {
+                // Linux's tcp_fin delays this ACK (pingpong): an application that closes at
+                // EOF, as servers do, then sends one FIN+ACK instead of an ACK and a FIN.
+                t.state = TcpState::CloseWait;
+                if !t.ack_now && t.delack_at == Instant::NEVER {
+                    t.delack_at = now.add(cx.cfg.delayed_ack);
+                }
+            }
+            _ => t.ack_now = true,
+        }
+        match t.state {
+            TcpState::CloseWait => {}
             TcpState::FinWait1 if !our_fin_acked => t.state = TcpState::Closing,
             TcpState::FinWait1 | TcpState::FinWait2 => {
                 t.state = TcpState::TimeWait;

@@ -369,11 +369,17 @@ fn data_past_the_peers_fin_is_ignored() {
     let mut s = Stack::new(config(1));
     let (c, iss) = established(&mut s);
     let fin = segment(1000, 80, 501, Some(iss + 1), flags::FIN | flags::ACK, &[]);
-    let out = answer(&mut s, &fin);
-    assert_eq!(parse_out(&out[0]).0.ack, Some(SeqNumber(502)));
+    assert!(answer(&mut s, &fin).is_empty(), "the FIN's ACK is delayed");
+    // The application closes at EOF: one FIN+ACK acknowledges the peer's FIN (tcp_fin's
+    // pingpong ACK).
     s.tcp_close(c).unwrap();
     let out = flush(&mut s);
-    assert_eq!(tcp_flags_of(&out[0]) & flags::FIN, flags::FIN);
+    assert_eq!(out.len(), 1);
+    let (ours, _) = parse_out(&out[0]);
+    assert_eq!(
+        (ours.flags & flags::FIN, ours.ack),
+        (flags::FIN, Some(SeqNumber(502)))
+    );
     // LAST_ACK: data after the FIN draws no RST.
     let late = segment(1000, 80, 502, Some(iss + 1), flags::ACK, b"late");
     let out = answer(&mut s, &late);
@@ -657,4 +663,18 @@ fn after_both_fins_a_refused_segment_gets_a_duplicate_ack_and_ends_nothing() {
     assert_eq!(out.len(), 1);
     assert_eq!(tcp_flags_of(&out[0]), flags::ACK);
     assert_eq!(s.connection_count(), 1);
+}
+
+#[test]
+fn a_fin_not_followed_by_a_close_is_acknowledged_when_the_delayed_ack_is_due() {
+    let mut s = Stack::new(config(1));
+    let (_c, iss) = established(&mut s);
+    let fin = segment(1000, 80, 501, Some(iss + 1), flags::FIN | flags::ACK, &[]);
+    assert!(answer(&mut s, &fin).is_empty());
+    let later = Instant::from_millis(1000).add(s.config().delayed_ack);
+    let mut sink = VecSink::new();
+    s.transmit(later, &mut sink);
+    assert_eq!(sink.frames.len(), 1);
+    let (ack, _) = parse_out(&sink.frames[0]);
+    assert_eq!((ack.flags, ack.ack), (flags::ACK, Some(SeqNumber(502))));
 }
