@@ -194,6 +194,13 @@ impl Stack {
             self.stats.ip_not_for_us += 1;
             return;
         }
+        // Linux takes its subnet's broadcast address as a source (a broadcast route, not a
+        // martian) and answers it at that route's neighbour, the link's broadcast address.
+        let src_mac = if self.subnet_broadcast() == Some(ip.src) {
+            MacAddr::BROADCAST
+        } else {
+            src_mac
+        };
         let header = &data[..pkt.header_len()];
         match ip_options::check(&header[ipv4::HEADER_LEN..]) {
             ip_options::Verdict::Accept => {}
@@ -334,6 +341,13 @@ impl Stack {
             }
         }
         self.tcp.arp_resolved();
+    }
+
+    /// Our subnet's directed broadcast address (none on a /31 or /32).
+    fn subnet_broadcast(&self) -> Option<Ipv4Addr> {
+        let host_bits = 32 - u32::from(self.cfg.prefix_len.min(32));
+        (host_bits >= 2)
+            .then(|| Ipv4Addr::from_u32(self.cfg.ipv4.to_u32() | ((1u32 << host_bits) - 1)))
     }
 
     /// The next hop for `dst`: itself on-link, else the gateway (None: unroutable).

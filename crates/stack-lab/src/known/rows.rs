@@ -26,17 +26,6 @@ pub const TABLE: &[Known] = &[
         }),
     },
     Known {
-        id: "broadcast-source-answered-unicast",
-        kind: Kind::StackGap,
-        reason: "Linux takes its subnet's broadcast address as a source (not a martian, ip_route_input_slow) and answers it to ff:ff:ff:ff:ff:ff, the address's link-layer form; the stack answers to the sender's MAC",
-        matches: Match::Part(|c, a, b| {
-            c.peer_ip == [198, 19, 255, 255]
-                && align_field(a, b, "eth.dst", |ours, linux| {
-                    ours != linux && linux == "ff:ff:ff:ff:ff:ff"
-                })
-        }),
-    },
-    Known {
         id: "no-sack-for-out-of-order-fin",
         kind: Kind::StackGap,
         reason: "a FIN beyond RCV.NXT: Linux queues it out of order and its duplicate ACK carries a SACK block for it; the stack keeps no out-of-order range for a FIN alone, so its ACK has no SACK block",

@@ -678,3 +678,17 @@ fn a_fin_not_followed_by_a_close_is_acknowledged_when_the_delayed_ack_is_due() {
     let (ack, _) = parse_out(&sink.frames[0]);
     assert_eq!((ack.flags, ack.ack), (flags::ACK, Some(SeqNumber(502))));
 }
+
+#[test]
+fn the_subnets_broadcast_address_as_a_source_is_answered_at_the_link_broadcast() {
+    let mut s = listening(true);
+    let syn = Crafted {
+        src: Ipv4Addr::new(198, 18, 0, 255),
+        ..Default::default()
+    };
+    let out = answer(&mut s, &syn.frame());
+    assert_eq!(out.len(), 1);
+    let eth = EthernetFrame::new_checked(&out[0][..]).unwrap();
+    assert_eq!(eth.dst(), MacAddr::BROADCAST);
+    assert_eq!(tcp_flags_of(&out[0]), flags::SYN | flags::ACK);
+}
