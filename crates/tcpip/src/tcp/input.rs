@@ -125,8 +125,9 @@ impl Tcp {
         // PAWS (RFC 7323 5): drop segments with an older timestamp than the last accepted.
         if t.ts_enabled && !has_rst {
             if let Some((tsval, _)) = repr.options.timestamps {
-                if (tsval.wrapping_sub(t.ts_recent) as i32) < 0 && t.state != TcpState::SynReceived
-                {
+                // A half-open connection too: Linux's tcp_check_req rejects by the SYN's
+                // timestamp and answers with a bare ACK.
+                if (tsval.wrapping_sub(t.ts_recent) as i32) < 0 {
                     cx.stats.tcp_paws_rejected += 1;
                     t.ack_now = true;
                     self.mark_dirty(idx, gen);

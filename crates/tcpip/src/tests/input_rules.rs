@@ -692,3 +692,39 @@ fn the_subnets_broadcast_address_as_a_source_is_answered_at_the_link_broadcast()
     assert_eq!(eth.dst(), MacAddr::BROADCAST);
     assert_eq!(tcp_flags_of(&out[0]), flags::SYN | flags::ACK);
 }
+
+#[test]
+fn a_half_open_connection_rejects_an_old_timestamp_with_a_bare_ack() {
+    let mut s = Stack::new(config(1));
+    let l = s.tcp_listen(80, 4).unwrap();
+    let ts = |val: u32| {
+        let mut o = vec![1, 1, 8, 10];
+        o.extend_from_slice(&val.to_be_bytes());
+        o.extend_from_slice(&0u32.to_be_bytes());
+        o
+    };
+    let syn_ts = ts(1000);
+    let syn = Crafted {
+        tcp_options: &syn_ts,
+        ..Default::default()
+    };
+    let out = answer(&mut s, &syn.frame());
+    let iss = parse_out(&out[0]).0.seq.0;
+    // PAWS (tcp_check_req): data at RCV.NXT with a TSval older than the SYN's is refused.
+    let old_ts = ts(500);
+    let data = Crafted {
+        seq: 501,
+        ack: Some(iss + 1),
+        flags: 0,
+        tcp_options: &old_ts,
+        payload: b"0123456789",
+        ..Default::default()
+    };
+    let out = answer(&mut s, &data.frame());
+    assert_eq!(out.len(), 1);
+    let (ack, _) = parse_out(&out[0]);
+    assert_eq!((ack.flags, ack.ack), (flags::ACK, Some(SeqNumber(501))));
+    assert_eq!(ack.options.timestamps.map(|t| t.1), Some(1000), "echoes the SYN's");
+    assert_eq!(s.tcp_accept(l), Err(Error::WouldBlock));
+    assert_eq!(s.stats().tcp_paws_rejected, 1);
+}
