@@ -724,7 +724,11 @@ fn a_half_open_connection_rejects_an_old_timestamp_with_a_bare_ack() {
     assert_eq!(out.len(), 1);
     let (ack, _) = parse_out(&out[0]);
     assert_eq!((ack.flags, ack.ack), (flags::ACK, Some(SeqNumber(501))));
-    assert_eq!(ack.options.timestamps.map(|t| t.1), Some(1000), "echoes the SYN's");
+    assert_eq!(
+        ack.options.timestamps.map(|t| t.1),
+        Some(1000),
+        "echoes the SYN's"
+    );
     assert_eq!(s.tcp_accept(l), Err(Error::WouldBlock));
     assert_eq!(s.stats().tcp_paws_rejected, 1);
 }
