@@ -16,6 +16,12 @@ pub const TABLE: &[Known] = &[
         matches: Match::Part(strip_early_probes),
     },
     Known {
+        id: "fin-ack-timing",
+        kind: Kind::Accepted,
+        reason: "a peer's FIN: both stacks delay its ACK (Linux's tcp_fin in pingpong mode, our delayed_ack) so that the application's close sends one FIN+ACK; when the close comes after the delay, on either twin (the scheduler's, not the stack's), that side sends a pure ACK and then the FIN. A pure ACK beside a FIN+ACK of the same SEQ and ACK, on one side only, is removed",
+        matches: Match::Part(|_, a, b| strip_fin_ack_split(a, b) | strip_fin_ack_split(b, a)),
+    },
+    Known {
         id: "ip-options-not-echoed",
         kind: Kind::StackGap,
         reason: "Linux echoes a received record-route or timestamp option in its answer (ip_options_echo: SYN-ACK, RST, echo reply); the stack sends no IP options",
@@ -108,4 +114,23 @@ fn strip_early_probes(_: &Case, a: &mut Outcome, b: &mut Outcome) -> bool {
     }
     a.replies = kept;
     removed > 0
+}
+
+/// `x`'s pure ACK where `x` also sent a FIN with the same SEQ and ACK, and `y` sent that FIN
+/// but not the pure ACK: removed from `x`. True when one was.
+fn strip_fin_ack_split(x: &mut Outcome, y: &Outcome) -> bool {
+    let fin_like = |r: &Reply, v: &[Reply]| {
+        v.iter().any(|f| {
+            f.tcp_flags().is_some_and(|fl| fl.contains('F'))
+                && f.get("tcp.ack") == r.get("tcp.ack")
+                && f.get("tcp.seq") == r.get("tcp.seq")
+        })
+    };
+    let before = x.replies.len();
+    let all = x.replies.clone();
+    x.replies.retain(|r| {
+        let pure_ack = r.tcp_flags() == Some("A") && r.get("tcp.len") == Some("0");
+        !(pure_ack && fin_like(r, &all) && fin_like(r, &y.replies) && !y.replies.contains(r))
+    });
+    x.replies.len() != before
 }

@@ -125,3 +125,17 @@ fn parts_combine_and_leave_the_rest_to_fail() {
     let d = compare::differences(&ours, &linux);
     assert_eq!(verdict(&c, &ours, &linux, &d).0, Verdict::Unexplained);
 }
+
+#[test]
+fn a_fin_ack_split_by_the_scheduler_is_accepted_on_either_side() {
+    let c = one(3, 1, Class::TcpState);
+    let ack = tcp("A", "d+1", "p+2", "0");
+    let fin = tcp("FA", "d+1", "p+2", "0");
+    let split = outcome(vec![ack.clone(), fin.clone()]);
+    let whole = outcome(vec![fin.clone()]);
+    let v = |a: &Outcome, b: &Outcome| verdict(&c, a, b, &compare::differences(a, b)).0;
+    assert_eq!(v(&split, &whole), Verdict::Accepted(vec!["fin-ack-timing"]));
+    assert_eq!(v(&whole, &split), Verdict::Accepted(vec!["fin-ack-timing"]));
+    // A pure ACK with no FIN beside it is no split.
+    assert_eq!(v(&outcome(vec![ack]), &whole), Verdict::Unexplained);
+}
