@@ -56,13 +56,6 @@ struct Args {
     quiet: bool,
 }
 
-fn default_wirespeed() -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| Some(p.parent()?.parent()?.join("wirespeed")))
-        .unwrap_or_else(|| PathBuf::from("target/release/wirespeed"))
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     let mut only = Vec::new();
@@ -79,7 +72,11 @@ fn main() -> ExitCode {
         .seed
         .unwrap_or_else(wirespeed_stack_lab::rng::clock_seed);
     eprintln!("conformance: seed {seed} (repeat with --seed {seed})");
-    let mut opts = Options::new(seed, args.wirespeed.unwrap_or_else(default_wirespeed));
+    let mut opts = Options::new(
+        seed,
+        args.wirespeed
+            .unwrap_or_else(wirespeed_stack_lab::serve::default_wirespeed),
+    );
     opts.cases = args.cases;
     opts.window = Duration::from_millis(args.window_ms);
     opts.setup_limit = Duration::from_millis(args.setup_ms);

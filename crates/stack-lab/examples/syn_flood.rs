@@ -49,13 +49,6 @@ struct Args {
     json: bool,
 }
 
-fn default_wirespeed() -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| Some(p.parent()?.parent()?.join("wirespeed")))
-        .unwrap_or_else(|| PathBuf::from("target/release/wirespeed"))
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     let stacks = match args.only.as_deref() {
@@ -68,7 +61,9 @@ fn main() -> ExitCode {
         }
     };
     let o = FloodOptions {
-        wirespeed: args.wirespeed.unwrap_or_else(default_wirespeed),
+        wirespeed: args
+            .wirespeed
+            .unwrap_or_else(wirespeed_stack_lab::serve::default_wirespeed),
         syns: args.syns,
         rate: args.rate,
         after: Duration::from_secs(args.after),

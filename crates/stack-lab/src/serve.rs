@@ -10,6 +10,15 @@ use std::time::Duration;
 use wirespeed_lab::Netns;
 use wirespeed_sys::signal::Signal;
 
+/// The `wirespeed` binary beside the running program's directory: target/release/wirespeed
+/// for target/release/examples/<example>.
+pub fn default_wirespeed() -> std::path::PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| Some(p.parent()?.parent()?.join("wirespeed")))
+        .unwrap_or_else(|| std::path::PathBuf::from("target/release/wirespeed"))
+}
+
 pub struct ServeProcess {
     child: Child,
     log: Arc<Mutex<String>>,
