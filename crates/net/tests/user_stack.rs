@@ -224,7 +224,7 @@ fn partial_syn(src_port: u16) -> Vec<u8> {
     .emit(&mut f[14..])
     .unwrap();
     tcp.emit(&mut f[34..]).unwrap();
-    let partial = checksum::partial_v4(src, dst, 6, tcp.header_len() as u16);
+    let partial = checksum::partial(src, dst, 6, tcp.header_len() as u16);
     f[34 + 16..34 + 18].copy_from_slice(&partial.to_be_bytes());
     f
 }

@@ -161,7 +161,7 @@ impl Tcp {
         s[18..20].copy_from_slice(&self.urgent.to_be_bytes());
         s[20..].copy_from_slice(&opts);
         s.extend_from_slice(&self.payload);
-        let c = checksum::transport_v4(WireIp(src), WireIp(dst), PROTO_TCP, &s);
+        let c = checksum::transport(WireIp(src), WireIp(dst), PROTO_TCP, &s);
         s[16..18].copy_from_slice(&c.to_be_bytes());
         s
     }
@@ -214,7 +214,7 @@ pub fn udp(sport: u16, dport: u16, payload: &[u8], src: [u8; 4], dst: [u8; 4]) -
     d.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
     d.extend_from_slice(&[0, 0]);
     d.extend_from_slice(payload);
-    let c = checksum::transport_v4(WireIp(src), WireIp(dst), PROTO_UDP, &d);
+    let c = checksum::transport(WireIp(src), WireIp(dst), PROTO_UDP, &d);
     d[6..8].copy_from_slice(&c.to_be_bytes());
     d
 }
@@ -273,7 +273,7 @@ mod tests {
         };
         let seg = t.segment(peer_ip(0), DUT_IP);
         assert_eq!(seg.len(), 40);
-        let sum = checksum::transport_v4(WireIp(peer_ip(0)), WireIp(DUT_IP), PROTO_TCP, &seg);
+        let sum = checksum::transport(WireIp(peer_ip(0)), WireIp(DUT_IP), PROTO_TCP, &seg);
         assert_eq!(sum, 0, "a filled checksum verifies to zero");
         let mut h = Ip4::new(peer_ip(0), DUT_IP, PROTO_TCP);
         h.options = vec![7, 7, 4, 0, 0, 0, 0];

@@ -304,7 +304,7 @@ fn ipv4_fields(r: &mut Reply, frame: &[u8], b: &Bases) {
                 r.put("udp.len", (l4.len() - 8).to_string());
                 r.put(
                     "udp.csum",
-                    csum_word(checksum::classify_v4_trusting_partial(
+                    csum_word(checksum::classify_trusting_partial(
                         src, dst, PROTO_UDP, l4, 6,
                     )),
                 );
@@ -393,7 +393,7 @@ fn tcp_fields(r: &mut Reply, frame: &[u8], l4: &[u8], (src, dst): (WireIp, WireI
     r.put("tcp.len", s.payload_len.to_string());
     r.put(
         "tcp.csum",
-        csum_word(checksum::classify_v4_trusting_partial(
+        csum_word(checksum::classify_trusting_partial(
             src, dst, PROTO_TCP, l4, 16,
         )),
     );
@@ -555,7 +555,7 @@ mod tests {
         );
         let mut g = synack(1, 2, 3);
         let seg_len = (g.len() - 34) as u16;
-        let partial = checksum::partial_v4(WireIp(DUT_IP), WireIp(craft::peer_ip(0)), 6, seg_len);
+        let partial = checksum::partial(WireIp(DUT_IP), WireIp(craft::peer_ip(0)), 6, seg_len);
         g[50..52].copy_from_slice(&partial.to_be_bytes());
         assert_eq!(normalize(&g, &Bases::default()).get("tcp.csum"), Some("ok"));
     }

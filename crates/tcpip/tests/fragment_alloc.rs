@@ -57,7 +57,7 @@ fn datagram(ident: u16) -> [Vec<u8>; 3] {
     for (i, b) in udp[8..].iter_mut().enumerate() {
         *b = (i as u16 ^ ident) as u8;
     }
-    let c = checksum::transport_v4(SRC, DST, 17, &udp);
+    let c = checksum::transport(SRC, DST, 17, &udp);
     udp[6..8].copy_from_slice(&if c == 0 { 0xffff } else { c }.to_be_bytes());
     let n = udp.len();
     [(0, 1480), (1480, 2960), (2960, n)].map(|(a, b)| fragment(ident, a, &udp[a..b], b < n))

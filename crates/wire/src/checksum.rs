@@ -1,6 +1,6 @@
 //! The Internet checksum (RFC 1071) and its incremental update (RFC 1624).
 
-use crate::ipv4::Ipv4Addr;
+use crate::ip::IpAddress;
 
 /// Adds `data` as big-endian 16-bit words to an accumulator (no folding).
 ///
@@ -50,19 +50,30 @@ pub fn checksum(data: &[u8]) -> u16 {
     !fold(accumulate(0, data))
 }
 
-/// The accumulated IPv4 pseudo-header for TCP/UDP checksums.
+/// The accumulated pseudo-header for TCP/UDP/ICMPv6 checksums: IPv4's (RFC 793) or IPv6's
+/// (RFC 8200 §8.1), whose sums are the same formula over 4- or 16-byte addresses.
 #[inline]
-pub fn pseudo_header_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, length: u16) -> u64 {
-    let mut acc = accumulate(0, &src.0);
-    acc = accumulate(acc, &dst.0);
+pub fn pseudo_header(
+    src: impl Into<IpAddress>,
+    dst: impl Into<IpAddress>,
+    protocol: u8,
+    length: u16,
+) -> u64 {
+    let mut acc = accumulate(0, src.into().as_bytes());
+    acc = accumulate(acc, dst.into().as_bytes());
     acc + protocol as u64 + length as u64
 }
 
-/// The TCP/UDP checksum over an IPv4 pseudo-header and `segment` (checksum field included
+/// The TCP/UDP checksum over the pseudo-header and `segment` (checksum field included
 /// as it is in the buffer: zero it before computing, leave it to verify).
 #[inline]
-pub fn transport_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, segment: &[u8]) -> u16 {
-    let acc = pseudo_header_v4(src, dst, protocol, segment.len() as u16);
+pub fn transport(
+    src: impl Into<IpAddress>,
+    dst: impl Into<IpAddress>,
+    protocol: u8,
+    segment: &[u8],
+) -> u16 {
+    let acc = pseudo_header(src, dst, protocol, segment.len() as u16);
     !fold(accumulate(acc, segment))
 }
 
@@ -72,8 +83,13 @@ pub fn transport_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, segment: &[u8]) 
 /// len, proto, 0)` in `__tcp_v4_send_check` and `udp4_hwcsum`). A veth hands such frames on
 /// as they are, since they never cross a wire; see `docs/TCPIP.md`.
 #[inline]
-pub fn partial_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, length: u16) -> u16 {
-    fold(pseudo_header_v4(src, dst, protocol, length))
+pub fn partial(
+    src: impl Into<IpAddress>,
+    dst: impl Into<IpAddress>,
+    protocol: u8,
+    length: u16,
+) -> u16 {
+    fold(pseudo_header(src, dst, protocol, length))
 }
 
 /// What a received TCP/UDP checksum field holds.
@@ -81,22 +97,22 @@ pub fn partial_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, length: u16) -> u1
 pub enum TransportChecksum {
     /// The checksum verifies (or, UDP only, is zero: "not computed").
     Complete,
-    /// It does not verify but equals [`partial_v4`]: the sender left it to offload.
+    /// It does not verify but equals [`partial`]: the sender left it to offload.
     Partial,
     /// Neither.
     Bad,
 }
 
-/// As [`classify_v4`], for a receiver that takes partial checksums: a field that equals
-/// [`partial_v4`] is [`TransportChecksum::Partial`] at once, without summing the segment.
+/// As [`classify`], for a receiver that takes partial checksums: a field that equals
+/// [`partial`] is [`TransportChecksum::Partial`] at once, without summing the segment.
 /// Only a software device (veth, ...) hands such frames on, and the kernel trusts them the
 /// same way (`CHECKSUM_PARTIAL`: they never crossed a wire); other fields are summed as usual.
 /// (A complete checksum that happens to equal the partial value is then called partial: the
 /// frame is taken either way.)
 #[inline]
-pub fn classify_v4_trusting_partial(
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
+pub fn classify_trusting_partial(
+    src: impl Into<IpAddress> + Copy,
+    dst: impl Into<IpAddress> + Copy,
     protocol: u8,
     segment: &[u8],
     field_at: usize,
@@ -104,29 +120,29 @@ pub fn classify_v4_trusting_partial(
     let field = segment
         .get(field_at..field_at + 2)
         .map(|f| u16::from_be_bytes([f[0], f[1]]));
-    if field == Some(partial_v4(src, dst, protocol, segment.len() as u16)) {
+    if field == Some(partial(src, dst, protocol, segment.len() as u16)) {
         return TransportChecksum::Partial;
     }
-    classify_v4(src, dst, protocol, segment, field_at)
+    classify(src, dst, protocol, segment, field_at)
 }
 
 /// Classifies the checksum of a TCP/UDP `segment` (checksum field at `field_at`, as received).
 #[inline]
-pub fn classify_v4(
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
+pub fn classify(
+    src: impl Into<IpAddress> + Copy,
+    dst: impl Into<IpAddress> + Copy,
     protocol: u8,
     segment: &[u8],
     field_at: usize,
 ) -> TransportChecksum {
-    if transport_v4(src, dst, protocol, segment) == 0 {
+    if transport(src, dst, protocol, segment) == 0 {
         return TransportChecksum::Complete;
     }
     let field = match segment.get(field_at..field_at + 2) {
         Some(f) => u16::from_be_bytes([f[0], f[1]]),
         None => return TransportChecksum::Bad,
     };
-    if field == partial_v4(src, dst, protocol, segment.len() as u16) {
+    if field == partial(src, dst, protocol, segment.len() as u16) {
         TransportChecksum::Partial
     } else {
         TransportChecksum::Bad
@@ -151,6 +167,7 @@ pub fn update_u32(checksum: u16, old: u32, new: u32) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ipv4::Ipv4Addr;
 
     /// Headers of two frames captured on a veth in its default state (tx-checksumming on,
     /// `tcpdump -x` on the peer): the field holds the folded pseudo-header sum.
@@ -158,11 +175,11 @@ mod tests {
     fn partial_matches_what_linux_leaves_on_a_veth() {
         let (a, b) = (Ipv4Addr::new(198, 18, 99, 1), Ipv4Addr::new(198, 18, 99, 2));
         // A SYN, TCP length 40: field 0x5257.
-        assert_eq!(partial_v4(a, b, 6, 40), 0x5257);
+        assert_eq!(partial(a, b, 6, 40), 0x5257);
         // 6 bytes of data, TCP length 38: field 0x5255.
-        assert_eq!(partial_v4(a, b, 6, 38), 0x5255);
+        assert_eq!(partial(a, b, 6, 38), 0x5255);
         // A UDP datagram of 3 bytes, UDP length 11: field 0x5245.
-        assert_eq!(partial_v4(a, b, 17, 11), 0x5245);
+        assert_eq!(partial(a, b, 17, 11), 0x5245);
     }
 
     /// Trusting partials skips the sum only for a field holding the partial value: a complete
@@ -172,14 +189,14 @@ mod tests {
         let (a, b) = (Ipv4Addr::new(198, 18, 99, 1), Ipv4Addr::new(198, 18, 99, 2));
         let mut seg: Vec<u8> = (0..9000u32).map(|i| (i * 31 + 5) as u8).collect();
         let at = 16;
-        seg[at..at + 2].copy_from_slice(&partial_v4(a, b, 6, 9000).to_be_bytes());
-        let trusting = |seg: &[u8]| classify_v4_trusting_partial(a, b, 6, seg, at);
+        seg[at..at + 2].copy_from_slice(&partial(a, b, 6, 9000).to_be_bytes());
+        let trusting = |seg: &[u8]| classify_trusting_partial(a, b, 6, seg, at);
         assert_eq!(trusting(&seg), TransportChecksum::Partial);
         seg[100] ^= 0xff; // the bytes are not read: still partial
         assert_eq!(trusting(&seg), TransportChecksum::Partial);
-        assert_eq!(classify_v4(a, b, 6, &seg, at), TransportChecksum::Partial);
+        assert_eq!(classify(a, b, 6, &seg, at), TransportChecksum::Partial);
         seg[at..at + 2].copy_from_slice(&[0, 0]);
-        let sum = transport_v4(a, b, 6, &seg);
+        let sum = transport(a, b, 6, &seg);
         seg[at..at + 2].copy_from_slice(&sum.to_be_bytes());
         assert_eq!(trusting(&seg), TransportChecksum::Complete);
         seg[200] ^= 0x01;

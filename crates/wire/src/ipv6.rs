@@ -1,9 +1,76 @@
-//! IPv6 fixed header (RFC 8200), basic: no extension-header walking.
+//! IPv6 addresses and the fixed header (RFC 8200).
 
 use crate::ipv4::IpProtocol;
 use crate::{get_u16, put_u16, Error, Result};
 
 pub const HEADER_LEN: usize = 40;
+
+/// An IPv6 address in network byte order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Ipv6Addr(pub [u8; 16]);
+
+impl Ipv6Addr {
+    pub const UNSPECIFIED: Ipv6Addr = Ipv6Addr([0; 16]);
+    /// ff02::1, every node on the link.
+    pub const ALL_NODES: Ipv6Addr = Ipv6Addr([0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+
+    pub fn is_multicast(&self) -> bool {
+        self.0[0] == 0xff
+    }
+    pub fn is_unspecified(&self) -> bool {
+        *self == Self::UNSPECIFIED
+    }
+    pub fn is_loopback(&self) -> bool {
+        self.0 == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    }
+    /// fe80::/10.
+    pub fn is_link_local(&self) -> bool {
+        self.0[0] == 0xfe && self.0[1] & 0xc0 == 0x80
+    }
+    /// ::ffff:0:0/96, an IPv4 address written as IPv6 (never a source on the wire).
+    pub fn is_v4_mapped(&self) -> bool {
+        self.0[..10] == [0; 10] && self.0[10..12] == [0xff, 0xff]
+    }
+    /// The solicited-node multicast address of this address (RFC 4291 §2.7.1):
+    /// ff02::1:ff00:0/104 and its low 24 bits.
+    pub fn solicited_node(&self) -> Ipv6Addr {
+        let mut a = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
+        a[13..].copy_from_slice(&self.0[13..]);
+        Ipv6Addr(a)
+    }
+    /// The Ethernet group address a multicast destination maps to (RFC 2464 §7).
+    pub fn multicast_mac(&self) -> crate::MacAddr {
+        let a = &self.0;
+        crate::MacAddr([0x33, 0x33, a[12], a[13], a[14], a[15]])
+    }
+    /// True when `self` and `other` share the first `prefix_len` bits.
+    pub fn same_prefix(&self, other: Ipv6Addr, prefix_len: u8) -> bool {
+        let (a, b) = (u128::from_be_bytes(self.0), u128::from_be_bytes(other.0));
+        let mask = match prefix_len.min(128) {
+            0 => 0,
+            n => u128::MAX << (128 - n as u32),
+        };
+        a & mask == b & mask
+    }
+}
+
+impl From<std::net::Ipv6Addr> for Ipv6Addr {
+    fn from(a: std::net::Ipv6Addr) -> Self {
+        Ipv6Addr(a.octets())
+    }
+}
+
+impl From<Ipv6Addr> for std::net::Ipv6Addr {
+    fn from(a: Ipv6Addr) -> Self {
+        std::net::Ipv6Addr::from(a.0)
+    }
+}
+
+impl core::fmt::Display for Ipv6Addr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        std::net::Ipv6Addr::from(self.0).fmt(f)
+    }
+}
 
 /// Byte ranges of the fixed header's fields.
 pub mod field {
@@ -57,15 +124,15 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     pub fn hop_limit(&self) -> u8 {
         self.b()[field::HOP_LIMIT]
     }
-    pub fn src(&self) -> [u8; 16] {
+    pub fn src(&self) -> Ipv6Addr {
         let mut a = [0; 16];
         a.copy_from_slice(&self.b()[field::SRC]);
-        a
+        Ipv6Addr(a)
     }
-    pub fn dst(&self) -> [u8; 16] {
+    pub fn dst(&self) -> Ipv6Addr {
         let mut a = [0; 16];
         a.copy_from_slice(&self.b()[field::DST]);
-        a
+        Ipv6Addr(a)
     }
     pub fn payload(&self) -> &[u8] {
         &self.b()[HEADER_LEN..HEADER_LEN + self.payload_len()]
@@ -75,11 +142,13 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 /// A parsed IPv6 fixed header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ipv6Repr {
-    pub src: [u8; 16],
-    pub dst: [u8; 16],
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
     pub next_header: IpProtocol,
     pub payload_len: usize,
     pub hop_limit: u8,
+    /// DSCP and ECN (the ECN codepoints are `ipv4::ecn`'s).
+    pub traffic_class: u8,
 }
 
 impl Ipv6Repr {
@@ -90,6 +159,7 @@ impl Ipv6Repr {
             next_header: p.next_header(),
             payload_len: p.payload_len(),
             hop_limit: p.hop_limit(),
+            traffic_class: p.traffic_class(),
         })
     }
 
@@ -98,12 +168,13 @@ impl Ipv6Repr {
             return Err(Error::Malformed);
         }
         let b = buf.get_mut(..HEADER_LEN).ok_or(Error::Truncated)?;
-        b[field::VER_TC_FLOW].copy_from_slice(&[0x60, 0, 0, 0]);
+        let tc = self.traffic_class;
+        b[field::VER_TC_FLOW].copy_from_slice(&[0x60 | tc >> 4, tc << 4, 0, 0]);
         put_u16(b, field::PAYLOAD_LEN.start, self.payload_len as u16);
         b[field::NEXT_HEADER] = self.next_header.into();
         b[field::HOP_LIMIT] = self.hop_limit;
-        b[field::SRC].copy_from_slice(&self.src);
-        b[field::DST].copy_from_slice(&self.dst);
+        b[field::SRC].copy_from_slice(&self.src.0);
+        b[field::DST].copy_from_slice(&self.dst.0);
         Ok(HEADER_LEN)
     }
 }
@@ -114,26 +185,49 @@ mod tests {
 
     #[test]
     fn roundtrip() {
-        let mut src = [0u8; 16];
-        src[0] = 0xfd;
-        src[15] = 1;
+        let mut src = Ipv6Addr::UNSPECIFIED;
+        src.0[0] = 0xfd;
+        src.0[15] = 1;
         let mut dst = src;
-        dst[15] = 2;
+        dst.0[15] = 2;
         let r = Ipv6Repr {
             src,
             dst,
             next_header: IpProtocol::Udp,
             payload_len: 8,
             hop_limit: 64,
+            traffic_class: 0xb9,
         };
         let mut b = [0u8; 48];
         r.emit(&mut b).unwrap();
         let p = Ipv6Packet::new_checked(&b[..]).unwrap();
         assert_eq!(Ipv6Repr::parse(&p).unwrap(), r);
         assert_eq!(p.payload().len(), 8);
+        assert_eq!(p.traffic_class(), 0xb9);
         assert_eq!(
             Ipv6Packet::new_checked(&b[..47]).unwrap_err(),
             Error::Truncated
         );
+    }
+}
+
+#[cfg(test)]
+mod address_tests {
+    use super::*;
+
+    #[test]
+    fn solicited_node_and_its_mac() {
+        let a: Ipv6Addr = "fd00::12:3456"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .into();
+        assert_eq!(a.solicited_node().to_string(), "ff02::1:ff12:3456");
+        assert_eq!(
+            a.solicited_node().multicast_mac().0,
+            [0x33, 0x33, 0xff, 0x12, 0x34, 0x56]
+        );
+        let b: Ipv6Addr = "fd00::1:0:0".parse::<std::net::Ipv6Addr>().unwrap().into();
+        assert!(a.same_prefix(b, 64) && !a.same_prefix(b, 100) && a.same_prefix(b, 0));
+        assert!(Ipv6Addr::ALL_NODES.is_multicast() && !a.is_link_local());
     }
 }

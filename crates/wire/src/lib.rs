@@ -16,6 +16,7 @@ pub mod arp;
 pub mod checksum;
 pub mod ethernet;
 pub mod icmpv4;
+pub mod ip;
 pub mod ip_options;
 pub mod ipv4;
 pub mod ipv6;
@@ -26,8 +27,9 @@ pub mod udp;
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr};
 pub use icmpv4::{Icmpv4Error, Icmpv4Packet, Icmpv4Repr};
+pub use ip::IpAddress;
 pub use ipv4::{IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr};
-pub use ipv6::{Ipv6Packet, Ipv6Repr};
+pub use ipv6::{Ipv6Addr, Ipv6Packet, Ipv6Repr};
 pub use tcp::{SeqNumber, TcpControl, TcpOptions, TcpPacket, TcpRepr};
 pub use udp::{UdpPacket, UdpRepr};
 

@@ -2,7 +2,7 @@
 //! SACK-permitted and SACK blocks (RFC 2018), timestamps (RFC 7323).
 
 use crate::checksum;
-use crate::ipv4::Ipv4Addr;
+use crate::ip::IpAddress;
 use crate::{get_u16, get_u32, put_u16, put_u32, Error, Result};
 
 pub const HEADER_LEN: usize = 20;
@@ -171,21 +171,29 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     pub fn payload(&self) -> &[u8] {
         &self.b()[self.header_len()..]
     }
-    pub fn verify_checksum(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
-        checksum::transport_v4(src, dst, 6, self.b()) == 0
+    pub fn verify_checksum(
+        &self,
+        src: impl Into<IpAddress> + Copy,
+        dst: impl Into<IpAddress> + Copy,
+    ) -> bool {
+        checksum::transport(src, dst, 6, self.b()) == 0
     }
     /// Whether the checksum is complete, partial (left to offload) or bad.
-    pub fn checksum_state(&self, src: Ipv4Addr, dst: Ipv4Addr) -> checksum::TransportChecksum {
-        checksum::classify_v4(src, dst, 6, self.b(), field::CHECKSUM.start)
+    pub fn checksum_state(
+        &self,
+        src: impl Into<IpAddress> + Copy,
+        dst: impl Into<IpAddress> + Copy,
+    ) -> checksum::TransportChecksum {
+        checksum::classify(src, dst, 6, self.b(), field::CHECKSUM.start)
     }
     /// As [`TcpPacket::checksum_state`], taking a partial checksum without summing the segment
-    /// (`checksum::classify_v4_trusting_partial`): for a receiver that accepts partials.
+    /// (`checksum::classify_trusting_partial`): for a receiver that accepts partials.
     pub fn checksum_state_trusting_partial(
         &self,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: impl Into<IpAddress> + Copy,
+        dst: impl Into<IpAddress> + Copy,
     ) -> checksum::TransportChecksum {
-        checksum::classify_v4_trusting_partial(src, dst, 6, self.b(), field::CHECKSUM.start)
+        checksum::classify_trusting_partial(src, dst, 6, self.b(), field::CHECKSUM.start)
     }
     /// Sequence space the segment occupies: payload plus one each for SYN and FIN.
     pub fn segment_len(&self) -> usize {
@@ -385,7 +393,11 @@ pub struct TcpRepr {
 
 impl TcpRepr {
     /// Parses the header and options, verifying the checksum over `src`/`dst`.
-    pub fn parse<T: AsRef<[u8]>>(p: &TcpPacket<T>, src: Ipv4Addr, dst: Ipv4Addr) -> Result<Self> {
+    pub fn parse<T: AsRef<[u8]>>(
+        p: &TcpPacket<T>,
+        src: impl Into<IpAddress> + Copy,
+        dst: impl Into<IpAddress> + Copy,
+    ) -> Result<Self> {
         if !p.verify_checksum(src, dst) {
             return Err(Error::Checksum);
         }
@@ -446,24 +458,32 @@ impl TcpRepr {
 }
 
 /// Computes and stores the checksum of a complete segment (header + payload).
-pub fn fill_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
+pub fn fill_checksum(
+    segment: &mut [u8],
+    src: impl Into<IpAddress> + Copy,
+    dst: impl Into<IpAddress> + Copy,
+) {
     if segment.len() < HEADER_LEN {
         return;
     }
     put_u16(segment, field::CHECKSUM.start, 0);
-    let c = checksum::transport_v4(src, dst, 6, segment);
+    let c = checksum::transport(src, dst, 6, segment);
     put_u16(segment, field::CHECKSUM.start, c);
 }
 
 /// Stores the partial checksum of a segment whose device completes it (TX checksum offload):
 /// the pseudo-header sum over its length, which the device folds the segment's bytes into
-/// ([`checksum::partial_v4`], what Linux leaves in a `CHECKSUM_PARTIAL` skb). No byte of the
+/// ([`checksum::partial`], what Linux leaves in a `CHECKSUM_PARTIAL` skb). No byte of the
 /// payload is read.
-pub fn fill_partial_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
+pub fn fill_partial_checksum(
+    segment: &mut [u8],
+    src: impl Into<IpAddress> + Copy,
+    dst: impl Into<IpAddress> + Copy,
+) {
     if segment.len() < HEADER_LEN {
         return;
     }
-    let c = checksum::partial_v4(src, dst, 6, segment.len() as u16);
+    let c = checksum::partial(src, dst, 6, segment.len() as u16);
     put_u16(segment, field::CHECKSUM.start, c);
 }
 
@@ -513,6 +533,7 @@ pub fn complete_checksum(frame: &mut [u8], start: u16, offset: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Ipv4Addr;
 
     const S: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
     const D: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);

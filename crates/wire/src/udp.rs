@@ -1,7 +1,7 @@
 //! UDP (RFC 768) over IPv4.
 
 use crate::checksum;
-use crate::ipv4::Ipv4Addr;
+use crate::ip::IpAddress;
 use crate::{get_u16, put_u16, Error, Result};
 
 pub const HEADER_LEN: usize = 8;
@@ -52,17 +52,29 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     pub fn checksum(&self) -> u16 {
         get_u16(self.buffer.as_ref(), field::CHECKSUM.start)
     }
-    /// Verifies the checksum; a zero checksum means "not computed" and passes (IPv4).
-    pub fn verify_checksum(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
-        self.checksum() == 0
-            || checksum::transport_v4(src, dst, 17, &self.buffer.as_ref()[..self.len()]) == 0
+    /// Verifies the checksum; a zero checksum means "not computed" and passes over IPv4
+    /// only (RFC 8200 §8.1: over IPv6 it is an error, and Linux drops it).
+    pub fn verify_checksum(
+        &self,
+        src: impl Into<IpAddress> + Copy,
+        dst: impl Into<IpAddress> + Copy,
+    ) -> bool {
+        (self.checksum() == 0 && !src.into().is_v6())
+            || checksum::transport(src, dst, 17, &self.buffer.as_ref()[..self.len()]) == 0
     }
     /// Whether the checksum is complete (or zero), partial (left to offload) or bad.
-    pub fn checksum_state(&self, src: Ipv4Addr, dst: Ipv4Addr) -> checksum::TransportChecksum {
+    pub fn checksum_state(
+        &self,
+        src: impl Into<IpAddress> + Copy,
+        dst: impl Into<IpAddress> + Copy,
+    ) -> checksum::TransportChecksum {
         if self.checksum() == 0 {
+            if src.into().is_v6() {
+                return checksum::TransportChecksum::Bad;
+            }
             return checksum::TransportChecksum::Complete;
         }
-        checksum::classify_v4(
+        checksum::classify(
             src,
             dst,
             17,
@@ -83,7 +95,11 @@ pub struct UdpRepr {
 }
 
 impl UdpRepr {
-    pub fn parse<T: AsRef<[u8]>>(p: &UdpPacket<T>, src: Ipv4Addr, dst: Ipv4Addr) -> Result<Self> {
+    pub fn parse<T: AsRef<[u8]>>(
+        p: &UdpPacket<T>,
+        src: impl Into<IpAddress> + Copy,
+        dst: impl Into<IpAddress> + Copy,
+    ) -> Result<Self> {
         if !p.verify_checksum(src, dst) {
             return Err(Error::Checksum);
         }
@@ -104,8 +120,8 @@ impl UdpRepr {
         &self,
         buf: &mut [u8],
         payload_len: usize,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: impl Into<IpAddress> + Copy,
+        dst: impl Into<IpAddress> + Copy,
     ) -> Result<usize> {
         let len = HEADER_LEN + payload_len;
         if len > u16::MAX as usize {
@@ -116,7 +132,7 @@ impl UdpRepr {
         put_u16(b, field::DST_PORT.start, self.dst_port);
         put_u16(b, field::LENGTH.start, len as u16);
         put_u16(b, field::CHECKSUM.start, 0);
-        let mut c = checksum::transport_v4(src, dst, 17, b);
+        let mut c = checksum::transport(src, dst, 17, b);
         if c == 0 {
             c = 0xffff; // zero means "no checksum" in UDP
         }
@@ -128,6 +144,7 @@ impl UdpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Ipv4Addr;
 
     #[test]
     fn roundtrip() {

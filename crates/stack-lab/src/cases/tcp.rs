@@ -101,7 +101,7 @@ pub(super) fn options(c: &mut Case, r: &mut Rng) {
     let mut seg = syn_with(c, opts);
     if let Some((doff, name)) = doff_edge(r, seg.len()) {
         seg[12] = doff << 4;
-        let sum = wirespeed_wire::checksum::transport_v4(
+        let sum = wirespeed_wire::checksum::transport(
             wirespeed_wire::Ipv4Addr(c.peer_ip),
             wirespeed_wire::Ipv4Addr(DUT_IP),
             craft::PROTO_TCP,

@@ -472,7 +472,7 @@ fn transport_checksum_field(f: &[u8]) -> Option<(usize, Ipv4Addr, Ipv4Addr, u8, 
 /// device completes it: the folded pseudo-header sum, not complemented.
 fn make_partial(f: &mut [u8]) {
     if let Some((at, src, dst, proto, len)) = transport_checksum_field(f) {
-        let partial = checksum::partial_v4(src, dst, proto, len);
+        let partial = checksum::partial(src, dst, proto, len);
         f[at..at + 2].copy_from_slice(&partial.to_be_bytes());
     }
 }
@@ -480,7 +480,7 @@ fn make_partial(f: &mut [u8]) {
 /// A checksum field that is neither complete nor partial.
 fn corrupt_checksum(f: &mut [u8]) {
     if let Some((at, src, dst, proto, len)) = transport_checksum_field(f) {
-        let partial = checksum::partial_v4(src, dst, proto, len);
+        let partial = checksum::partial(src, dst, proto, len);
         let bad = (partial ^ 0x0100).max(1);
         f[at..at + 2].copy_from_slice(&bad.to_be_bytes());
     }
