@@ -30,7 +30,9 @@ enum verdict_counter {
 	CNT_REDIRECT = 0,    /* handed to the queue's AF_XDP socket */
 	CNT_PASS_OTHER = 1,  /* not ours: the kernel keeps it */
 	CNT_PASS_NO_SOCKET = 2, /* ours, but no socket on this queue: the kernel gets it */
-	CNT_PASS_MALFORMED = 3, /* truncated or a fragment: the kernel decides */
+	/* truncated headers; a fragment, or more IPv6 extension headers than the walk's bound,
+	 * to a served address: the kernel decides */
+	CNT_PASS_MALFORMED = 3,
 	CNT_MAX = 4,
 };
 

@@ -1,24 +1,39 @@
 //! Flow bifurcation: the XDP program (bpf/bifurcate.bpf.c) and its loader.
 //!
 //! The program sends to the AF_XDP socket of the rx queue a frame arrived on only:
-//! - IPv4 TCP/UDP to the served address and a served port (ports live in a map, so they can be
-//!   added and removed while attached);
-//! - ARP whose target address is the served address (the bypass stack answers for it);
-//! - optionally ICMP to the served address.
+//! - IPv4 or IPv6 TCP/UDP to a served address and a served port (ports live in one map for
+//!   both families, so they can be added and removed while attached);
+//! - ARP whose target address is the served IPv4 address, and IPv6 neighbour discovery for the
+//!   served IPv6 address: Neighbour Solicitations and Advertisements sent to it, a
+//!   Solicitation whose target it is sent to its solicited-node group (`ff02::1:ffXX:XXXX`),
+//!   and an Advertisement whose target it is sent to all nodes (`ff02::1`: a duplicate
+//!   address) (`steer_arp`; the bypass stack answers for both addresses);
+//! - optionally ICMP to the served IPv4 address, and ICMPv6 echo request, echo reply and
+//!   errors to the served IPv6 address (`steer_icmp`);
+//! - optionally every unfragmented frame to a served address (`steer_all`) and fragments
+//!   (`steer_fragments`).
 //!
-//! Everything else, and anything truncated, fragmented or not IPv4, is `XDP_PASS`: the kernel
-//! keeps serving the interface's own addresses (management, other applications). A frame that
-//! is ours but arrives on a queue with no socket registered passes too.
+//! Everything else, and anything truncated or fragmented, is `XDP_PASS`: the kernel keeps
+//! serving the interface's own addresses (management, other applications), and other IPv6
+//! multicast (router advertisements, MLD, ...) stays the kernel's. A frame that is ours but
+//! arrives on a queue with no socket registered passes too. IPv6 frames pass unless
+//! [`BifurcationConfig::served_ipv6`] is set.
+//!
+//! In IPv6 the program walks hop-by-hop, routing and destination options headers (a bounded
+//! loop: at most six) to reach the transport header; a fragment header stops the walk and
+//! makes the frame a fragment, as the IPv4 header's fragment fields do. A chain the walk cannot
+//! finish (longer than its bound, or past the frame's linear part) passes, counted
+//! malformed, unless `steer_all`. ICMPv6 checksums are left to the stack.
 //!
 //! It is loaded as an `xdp.frags` program, so the interface keeps an MTU above one page
 //! (jumbo frames, a multi-buffer AF_XDP socket behind it); headers are read from the frame's
 //! linear part only, and a frame whose headers are not all there passes.
 //!
-//! The served address and the feature switches are read-only data fixed before load, so the
+//! The served addresses and the feature switches are read-only data fixed before load, so the
 //! verifier removes the code of switched-off features.
 
 use std::mem::{ManuallyDrop, MaybeUninit};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::ptr::NonNull;
 
@@ -63,30 +78,40 @@ impl Protocol {
 /// What to steer. Fixed at load, except the ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BifurcationConfig {
+    /// The IPv4 address the stack serves; `0.0.0.0` steers no IPv4 and no ARP.
     pub served_ipv4: Ipv4Addr,
+    /// The IPv6 address the stack serves beside `served_ipv4`; `None` (the default) steers no
+    /// IPv6. It must be a unicast address (not multicast, not unspecified).
+    pub served_ipv6: Option<Ipv6Addr>,
+    /// Ports served on both addresses.
     pub tcp_ports: Vec<u16>,
     pub udp_ports: Vec<u16>,
     /// Steer TCP at all (when false, TCP always passes and `tcp_ports` is ignored).
     pub steer_tcp: bool,
     pub steer_udp: bool,
-    /// Steer ARP whose target is the served address.
+    /// Steer ARP and NDP for the served addresses: ARP whose target is `served_ipv4`;
+    /// Neighbour Solicitations and Advertisements to `served_ipv6`, a Solicitation for it to
+    /// its solicited-node group and an Advertisement of it to all nodes (`ff02::1`).
     pub steer_arp: bool,
-    /// Steer all ICMP to the served address (the stack answers echo requests).
+    /// Steer all ICMP to `served_ipv4`, and ICMPv6 echo request, echo reply and errors to
+    /// `served_ipv6` (the stack answers echo requests).
     pub steer_icmp: bool,
-    /// The served address is the stack's alone (the kernel owns no such address): every
-    /// unfragmented IPv4 frame to it and every ARP for it is the stack's, whatever the port
-    /// or protocol, so that the stack answers as a host does.
+    /// The served addresses are the stack's alone (the kernel owns no such address): every
+    /// unfragmented IPv4 or IPv6 frame to one of them and every ARP for `served_ipv4` is the
+    /// stack's, whatever the port or protocol, so that the stack answers as a host does.
+    /// (Multicast neighbour discovery still follows `steer_arp`.)
     pub steer_all: bool,
-    /// Fragments to the served address are the stack's (it reassembles them): with one
+    /// Fragments to a served address are the stack's (it reassembles them): with one
     /// queue only, since RSS may hash a datagram's fragments to another queue than its flow.
     pub steer_fragments: bool,
 }
 
 impl BifurcationConfig {
-    /// TCP, UDP and ARP on, ICMP off, not the whole address, no ports yet.
+    /// TCP, UDP and ARP on, ICMP off, not the whole address, no ports yet, no IPv6.
     pub fn new(served_ipv4: Ipv4Addr) -> BifurcationConfig {
         BifurcationConfig {
             served_ipv4,
+            served_ipv6: None,
             tcp_ports: Vec::new(),
             udp_ports: Vec::new(),
             steer_tcp: true,
@@ -185,12 +210,25 @@ impl Bifurcation {
         object: &'static mut MaybeUninit<OpenObject>,
         cfg: &BifurcationConfig,
     ) -> Result<BifurcateSkel<'static>> {
+        if let Some(v6) = cfg.served_ipv6 {
+            if v6.is_unspecified() || v6.is_multicast() {
+                return Err(Error::Config(format!(
+                    "served IPv6 address {v6} must be a unicast address"
+                )));
+            }
+        }
         let open = BifurcateSkelBuilder::default()
             .open(object)
             .map_err(Error::bpf("open bifurcation program"))?;
         let ro = &mut *open.maps.rodata_data;
         // The program compares with the header field, which is in network order.
         ro.served_ipv4 = u32::from_ne_bytes(cfg.served_ipv4.octets());
+        // Four words in network order, as the program compares them with the header's.
+        let v6 = cfg.served_ipv6.map_or([0; 16], |a| a.octets());
+        for (word, bytes) in ro.served_ipv6.iter_mut().zip(v6.chunks_exact(4)) {
+            *word = u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        }
+        ro.serve_ipv6 = u8::from(cfg.served_ipv6.is_some());
         ro.steer_tcp = u8::from(cfg.steer_tcp);
         ro.steer_udp = u8::from(cfg.steer_udp);
         ro.steer_arp = u8::from(cfg.steer_arp);

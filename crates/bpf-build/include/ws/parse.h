@@ -81,3 +81,69 @@ static __always_inline __u16 ws_vlan_id(const struct ws_vlan_tag *tag)
 {
 	return bpf_ntohs(tag->tci) & WS_VLAN_VID_MASK;
 }
+
+/* IPv6 extension headers (RFC 8200, 4.1) as next-header values. */
+#define WS_IPPROTO_HOPOPTS 0
+#define WS_IPPROTO_ROUTING 43
+#define WS_IPPROTO_FRAGMENT 44
+#define WS_IPPROTO_DSTOPTS 60
+
+/* How many extension headers ws_ipv6_skip_ext walks at most: the bound of a loop the verifier
+ * follows pass by pass, enough for RFC 8200's order (hop-by-hop, destination options,
+ * routing, destination options) with room to spare. */
+#define WS_IPV6_MAX_EXT 6
+
+/* What ws_ipv6_skip_ext found. */
+#define WS_IPV6_WALK_DONE 0      /* the cursor is at the header *nexthdr names */
+#define WS_IPV6_WALK_FRAGMENT 1  /* a fragment header: the cursor is at it */
+#define WS_IPV6_WALK_TRUNCATED 2 /* an extension header runs past the end */
+#define WS_IPV6_WALK_TOO_DEEP 3  /* more than WS_IPV6_MAX_EXT extension headers */
+
+/* The fixed IPv6 header (extension headers follow it), or NULL when it is truncated or its
+ * version is not 6. */
+static __always_inline struct ipv6hdr *ws_take_ipv6(struct ws_cursor *c)
+{
+	struct ipv6hdr *ip6 = c->pos;
+
+	if ((void *)(ip6 + 1) > c->end || ip6->version != 6)
+		return NULL;
+	c->pos = ip6 + 1;
+	return ip6;
+}
+
+/* True for the extension headers ws_ipv6_skip_ext steps over (all of the form next header,
+ * length in 8-octet units beyond the first 8, RFC 8200 4.3-4.6). */
+static __always_inline int ws_ipv6_is_skippable_ext(__u8 nexthdr)
+{
+	return nexthdr == WS_IPPROTO_HOPOPTS || nexthdr == WS_IPPROTO_ROUTING ||
+	       nexthdr == WS_IPPROTO_DSTOPTS;
+}
+
+/* Steps over hop-by-hop, routing and destination options headers from the cursor, where
+ * *nexthdr (the IPv6 header's next header) says what lies: on WS_IPV6_WALK_DONE the cursor
+ * is at the upper-layer header (or an extension header walked no further, ESP or AH) and
+ * *nexthdr is its protocol. A fragment header stops the walk (WS_IPV6_WALK_FRAGMENT). */
+static __always_inline int ws_ipv6_skip_ext(struct ws_cursor *c, __u8 *nexthdr)
+{
+	int i;
+
+	for (i = 0; i < WS_IPV6_MAX_EXT; i++) {
+		__u8 *h = c->pos;
+		__u32 len;
+
+		if (*nexthdr == WS_IPPROTO_FRAGMENT)
+			return WS_IPV6_WALK_FRAGMENT;
+		if (!ws_ipv6_is_skippable_ext(*nexthdr))
+			return WS_IPV6_WALK_DONE;
+		if ((void *)(h + 2) > c->end)
+			return WS_IPV6_WALK_TRUNCATED;
+		len = ((__u32)h[1] + 1) * 8;
+		if (c->pos + len > c->end)
+			return WS_IPV6_WALK_TRUNCATED;
+		*nexthdr = h[0];
+		c->pos += len;
+	}
+	if (*nexthdr == WS_IPPROTO_FRAGMENT)
+		return WS_IPV6_WALK_FRAGMENT;
+	return ws_ipv6_is_skippable_ext(*nexthdr) ? WS_IPV6_WALK_TOO_DEEP : WS_IPV6_WALK_DONE;
+}
