@@ -1,8 +1,10 @@
 //! An IP address of either family, for what works the same over IPv4 and IPv6: the
 //! transport checksums' pseudo-header, connection keys, neighbour caches.
 
-use crate::ipv4::Ipv4Addr;
-use crate::ipv6::Ipv6Addr;
+use crate::ethernet::EtherType;
+use crate::ipv4::{IpProtocol, Ipv4Addr, Ipv4Repr};
+use crate::ipv6::{Ipv6Addr, Ipv6Repr};
+use crate::Result;
 
 /// An IPv4 or IPv6 address in network byte order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -78,5 +80,103 @@ impl core::fmt::Display for IpAddress {
             IpAddress::V4(a) => a.fmt(f),
             IpAddress::V6(a) => a.fmt(f),
         }
+    }
+}
+
+/// The header of a datagram to send, of either family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpRepr {
+    V4(Ipv4Repr),
+    V6(Ipv6Repr),
+}
+
+impl IpRepr {
+    /// A header from `src` to `dst` (which must be of one family; `src`'s decides) with no
+    /// options or extension headers: IPv4 with DF set and `ident`, IPv6 without a flow label.
+    /// `ecn` is the ECN codepoint (`ipv4::ecn`), the DSCP 0.
+    pub fn new(
+        src: IpAddress,
+        dst: IpAddress,
+        protocol: IpProtocol,
+        payload_len: usize,
+        ecn: u8,
+        ident: u16,
+    ) -> IpRepr {
+        match (src, dst) {
+            (IpAddress::V6(src), IpAddress::V6(dst)) => IpRepr::V6(Ipv6Repr {
+                src,
+                dst,
+                next_header: protocol,
+                payload_len,
+                hop_limit: 64,
+                traffic_class: ecn,
+            }),
+            (src, dst) => IpRepr::V4(Ipv4Repr {
+                src: v4_of(src),
+                dst: v4_of(dst),
+                protocol,
+                payload_len,
+                ttl: 64,
+                ident,
+                dont_frag: true,
+                dscp_ecn: ecn,
+            }),
+        }
+    }
+
+    pub fn header_len(&self) -> usize {
+        match self {
+            IpRepr::V4(_) => crate::ipv4::HEADER_LEN,
+            IpRepr::V6(_) => crate::ipv6::HEADER_LEN,
+        }
+    }
+
+    pub fn ethertype(&self) -> EtherType {
+        match self {
+            IpRepr::V4(_) => EtherType::Ipv4,
+            IpRepr::V6(_) => EtherType::Ipv6,
+        }
+    }
+
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        match self {
+            IpRepr::V4(r) => r.emit(buf),
+            IpRepr::V6(r) => r.emit(buf),
+        }
+    }
+}
+
+/// The header length of `family`'s datagrams as this crate emits them (no options).
+pub fn header_len_for(a: IpAddress) -> usize {
+    match a {
+        IpAddress::V4(_) => crate::ipv4::HEADER_LEN,
+        IpAddress::V6(_) => crate::ipv6::HEADER_LEN,
+    }
+}
+
+fn v4_of(a: IpAddress) -> Ipv4Addr {
+    match a {
+        IpAddress::V4(a) => a,
+        IpAddress::V6(_) => Ipv4Addr::UNSPECIFIED,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_of_each_family() {
+        let (a, b) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+        let r = IpRepr::new(a.into(), b.into(), IpProtocol::Tcp, 20, 2, 7);
+        let mut buf = [0u8; 60];
+        assert_eq!((r.emit(&mut buf), r.ethertype()), (Ok(20), EtherType::Ipv4));
+        let p = crate::Ipv4Packet::new_checked(&buf[..40]).unwrap();
+        assert_eq!((p.dst(), p.dscp_ecn(), p.ident()), (b, 2, 7));
+        let (c, d) = (Ipv6Addr([0xfd; 16]), Ipv6Addr::ALL_NODES);
+        let r = IpRepr::new(c.into(), d.into(), IpProtocol::Udp, 20, 1, 7);
+        assert_eq!((r.emit(&mut buf), r.header_len()), (Ok(40), 40));
+        let p = crate::Ipv6Packet::new_checked(&buf[..60]).unwrap();
+        assert_eq!((p.src(), p.dst(), p.traffic_class()), (c, d, 1));
     }
 }

@@ -29,7 +29,7 @@ pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr};
 pub use icmpv4::{Icmpv4Error, Icmpv4Packet, Icmpv4Repr};
 pub use icmpv6::{Icmpv6Error, Icmpv6Packet, Icmpv6Repr};
-pub use ip::IpAddress;
+pub use ip::{IpAddress, IpRepr};
 pub use ipv4::{IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr};
 pub use ipv6::{ExtDiscard, ExtWalk, FragmentHeader, Ipv6Addr, Ipv6Packet, Ipv6Repr};
 pub use tcp::{SeqNumber, TcpControl, TcpOptions, TcpPacket, TcpRepr};

@@ -489,8 +489,9 @@ pub fn fill_partial_checksum(
 
 /// Where a device completes the TCP checksum of an Ethernet `frame`: (offset of the TCP header
 /// in the frame, offset of the checksum field in that header), as AF_XDP TX metadata and skb
-/// `csum_start`/`csum_offset` take them. Some only for IPv4 TCP (behind at most one 802.1Q
-/// tag) that is not a fragment and whose header fits the frame; None for every other frame.
+/// `csum_start`/`csum_offset` take them. Some only for TCP (behind at most one 802.1Q tag)
+/// right after an IPv4 header that is not a fragment or an IPv6 header without extension
+/// headers, whose header fits the frame; None for every other frame.
 pub fn checksum_offload_at(frame: &[u8]) -> Option<(u16, u16)> {
     use crate::ethernet::field as eth;
     use crate::ipv4::field as ip;
@@ -499,18 +500,29 @@ pub fn checksum_offload_at(frame: &[u8]) -> Option<(u16, u16)> {
             .get(at..at + 2)
             .map(|b| u16::from_be_bytes([b[0], b[1]]))
     };
-    let l3 = match be16(eth::ETHERTYPE.start)? {
-        0x0800 => eth::ETHERTYPE.end,
-        0x8100 if be16(eth::VLAN_ETHERTYPE.start)? == 0x0800 => eth::VLAN_ETHERTYPE.end,
+    let (l3, ethertype) = match be16(eth::ETHERTYPE.start)? {
+        0x8100 => (eth::VLAN_ETHERTYPE.end, be16(eth::VLAN_ETHERTYPE.start)?),
+        t => (eth::ETHERTYPE.end, t),
+    };
+    let start = match ethertype {
+        0x0800 => {
+            let ver_ihl = *frame.get(l3 + ip::VER_IHL)?;
+            let ihl = usize::from(ver_ihl & 0x0f) * 4;
+            let fragment = be16(l3 + ip::FLAGS_FRAG.start)? & 0x3fff != 0;
+            if ver_ihl >> 4 != 4 || ihl < 20 || *frame.get(l3 + ip::PROTOCOL)? != 6 || fragment {
+                return None;
+            }
+            l3 + ihl
+        }
+        0x86dd => {
+            let v6 = crate::ipv6::field::NEXT_HEADER;
+            if *frame.get(l3)? >> 4 != 6 || *frame.get(l3 + v6)? != 6 {
+                return None;
+            }
+            l3 + crate::ipv6::HEADER_LEN
+        }
         _ => return None,
     };
-    let ver_ihl = *frame.get(l3 + ip::VER_IHL)?;
-    let ihl = usize::from(ver_ihl & 0x0f) * 4;
-    let fragment = be16(l3 + ip::FLAGS_FRAG.start)? & 0x3fff != 0;
-    if ver_ihl >> 4 != 4 || ihl < 20 || *frame.get(l3 + ip::PROTOCOL)? != 6 || fragment {
-        return None;
-    }
-    let start = l3 + ihl;
     if frame.len() < start + HEADER_LEN {
         return None;
     }
@@ -746,5 +758,25 @@ mod tests {
         let mut vlan_arp = tcp_frame(true, b"");
         vlan_arp[16..18].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(checksum_offload_at(&vlan_arp), None);
+    }
+
+    #[test]
+    fn ipv6_tcp_without_extension_headers_is_offloaded() {
+        // Ethernet, a fixed IPv6 header (next header TCP), a 20-byte TCP header.
+        let mut f = vec![0u8; 14 + 40 + 20];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[14] = 0x60;
+        f[14 + 6] = 6;
+        assert_eq!(checksum_offload_at(&f), Some((54, 16)));
+        f[14 + 6] = 0; // hop-by-hop first: not where the device would look
+        assert_eq!(checksum_offload_at(&f), None);
+        f[14 + 6] = 6;
+        assert_eq!(checksum_offload_at(&f[..70]), None, "truncated TCP header");
+        f[14] = 0x40;
+        assert_eq!(
+            checksum_offload_at(&f),
+            None,
+            "version 4 under the IPv6 ethertype"
+        );
     }
 }
