@@ -1,6 +1,6 @@
-//! Frames queued outside connections: control frames and frames parked for ARP.
+//! Frames queued outside connections: control frames and frames parked for neighbour resolution.
 
-use wirespeed_wire::Ipv4Addr;
+use wirespeed_wire::IpAddress;
 
 /// A bounded FIFO of frame buffers. Buffers are allocated the first time the queue grows to
 /// use them and reused after that, so steady state allocates nothing and a stack that never
@@ -8,7 +8,7 @@ use wirespeed_wire::Ipv4Addr;
 pub(crate) struct FrameQueue {
     bufs: Vec<Box<[u8]>>,
     lens: Vec<usize>,
-    hops: Vec<Ipv4Addr>,
+    hops: Vec<IpAddress>,
     head: usize,
     count: usize,
     capacity: usize,
@@ -20,7 +20,7 @@ impl FrameQueue {
         FrameQueue {
             bufs: Vec::with_capacity(frames),
             lens: vec![0; frames],
-            hops: vec![Ipv4Addr::UNSPECIFIED; frames],
+            hops: vec![IpAddress::default(); frames],
             head: 0,
             count: 0,
             capacity: frames,
@@ -31,7 +31,7 @@ impl FrameQueue {
     /// Builds a frame in place; `fill` returns its length, 0 to cancel. False when full.
     pub(crate) fn push_with(
         &mut self,
-        hop: Ipv4Addr,
+        hop: IpAddress,
         fill: impl FnOnce(&mut [u8]) -> usize,
     ) -> bool {
         if self.count == self.capacity {
@@ -51,7 +51,7 @@ impl FrameQueue {
         true
     }
 
-    pub(crate) fn front(&self) -> Option<(&[u8], Ipv4Addr)> {
+    pub(crate) fn front(&self) -> Option<(&[u8], IpAddress)> {
         (self.count > 0).then(|| {
             (
                 &self.bufs[self.head][..self.lens[self.head]],

@@ -4,7 +4,7 @@
 use crate::{Instant, Stack};
 use wirespeed_wire::icmpv4::error_type;
 use wirespeed_wire::{
-    ipv4, EtherType, Icmpv4Error, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Repr, MacAddr,
+    ipv4, EtherType, Icmpv4Error, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Addr, Ipv4Repr, MacAddr,
 };
 
 /// Destination unreachable codes the stack sends (RFC 792).
@@ -41,7 +41,7 @@ impl Default for ErrorBudget {
 
 impl ErrorBudget {
     /// Takes one error's credit if there is one.
-    fn allow(&mut self, now: Instant) -> bool {
+    pub(crate) fn allow(&mut self, now: Instant) -> bool {
         let earned = now.micros().saturating_sub(self.stamp.micros()) * ERRORS_PER_SEC / 1_000_000;
         if earned > 0 {
             self.credit = (self.credit + earned).min(ERRORS_BURST);
@@ -142,18 +142,24 @@ impl Stack {
     fn queue_icmp(
         &mut self,
         mac: MacAddr,
-        dst: wirespeed_wire::Ipv4Addr,
+        dst: Ipv4Addr,
         tos: u8,
         len: usize,
         emit: impl FnOnce(&mut [u8]) -> bool,
     ) -> bool {
+        self.ip_ident = self.ip_ident.wrapping_add(1);
         let ip_out = Ipv4Repr {
+            src: self.cfg.ipv4,
+            dst,
+            protocol: IpProtocol::Icmp,
+            payload_len: len,
+            ttl: 64,
+            ident: self.ip_ident,
             dont_frag: false,
             dscp_ecn: tos,
-            ..self.ip_repr(dst, IpProtocol::Icmp, len)
         };
         let eth = self.eth_repr(mac, EtherType::Ipv4);
-        let ok = self.ctrl.push_with(dst, |buf| {
+        let ok = self.ctrl.push_with(dst.into(), |buf| {
             let e = eth.header_len();
             let need = e + ipv4::HEADER_LEN + len;
             if buf.len() < need {

@@ -32,9 +32,12 @@
 
 #![forbid(unsafe_code)]
 
-mod arp;
 mod frame_queue;
 mod icmp;
+mod icmpv6;
+mod ipv6;
+mod ndp;
+mod neighbour;
 mod reassembly;
 mod ring;
 mod sockets;
@@ -50,9 +53,18 @@ pub use stack::{Stack, VecSink};
 pub use tcp::{CongestionAlgorithm, TcpInfo, TcpState, UnknownCongestionAlgorithm};
 pub use wirespeed_wire as wire;
 pub use wirespeed_wire::toeplitz;
-pub use wirespeed_wire::{Ipv4Addr, MacAddr};
+pub use wirespeed_wire::{IpAddress, Ipv4Addr, Ipv6Addr, MacAddr};
 
 use std::time::Duration;
+
+/// What transport input needs from the IP header it came under, of either family.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IpHeader {
+    pub(crate) src: IpAddress,
+    pub(crate) dst: IpAddress,
+    /// The ECN codepoint (`ipv4::ecn`).
+    pub(crate) ecn: u8,
+}
 
 /// A point in time: microseconds since an arbitrary epoch chosen by the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -110,6 +122,19 @@ pub struct Config {
     pub ipv4: Ipv4Addr,
     pub prefix_len: u8,
     pub gateway: Option<Ipv4Addr>,
+    /// An IPv6 address beside the IPv4 one (dual stack); `None`: IPv6 frames are counted
+    /// and dropped (`ipv6_unsupported`). Its link-local address is never ours: neighbour
+    /// discovery runs with this global (or unique local) address as its source.
+    pub ipv6: Option<Ipv6Addr>,
+    /// The IPv6 on-link prefix length (64 by default).
+    pub ipv6_prefix_len: u8,
+    /// The IPv6 default router (on-link).
+    pub ipv6_gateway: Option<Ipv6Addr>,
+    /// Run duplicate address detection (RFC 4862 §5.4) for `ipv6` before using it: one
+    /// probe at the first `transmit`, then `arp_retry` (1 s) tentative, as Linux's defaults
+    /// (`dad_transmits` 1, `retrans_time` 1 s). Off: usable at once, as `ip addr add
+    /// ... nodad`.
+    pub ipv6_dad: bool,
     /// IP MTU (the Ethernet payload size), 576..=9000.
     pub mtu: usize,
     /// Accept only frames with this 802.1Q VLAN id and tag every frame sent; `None`: untagged.
@@ -148,9 +173,10 @@ pub struct Config {
     /// TIME_WAIT duration (2*MSL).
     pub time_wait: Duration,
     pub keepalive: Option<Keepalive>,
-    /// Lifetime of a learned ARP entry.
+    /// Lifetime of a learned neighbour entry (ARP or NDP).
     pub arp_timeout: Duration,
-    /// Time between ARP requests for an unresolved address (3 tries, then give up).
+    /// Time between ARP requests or neighbour solicitations for an unresolved address (3
+    /// tries, then give up).
     pub arp_retry: Duration,
     /// Ephemeral port range for active opens, inclusive.
     pub ephemeral_ports: (u16, u16),
@@ -190,12 +216,29 @@ pub struct Config {
 }
 
 impl Config {
+    /// Our address in `remote`'s family (IPv6 only where one is configured).
+    pub fn local_addr(&self, remote: IpAddress) -> Option<IpAddress> {
+        match remote {
+            IpAddress::V4(_) => Some(IpAddress::V4(self.ipv4)),
+            IpAddress::V6(_) => self.ipv6.map(IpAddress::V6),
+        }
+    }
+
+    /// The TCP MSS that fits the MTU over `remote`'s family.
+    pub fn mss_for(&self, remote: IpAddress) -> u16 {
+        (self.mtu - wirespeed_wire::ip::header_len_for(remote) - 20).min(u16::MAX as usize) as u16
+    }
+
     pub fn new(mac: MacAddr, ipv4: Ipv4Addr, prefix_len: u8) -> Config {
         Config {
             mac,
             ipv4,
             prefix_len,
             gateway: None,
+            ipv6: None,
+            ipv6_prefix_len: 64,
+            ipv6_gateway: None,
+            ipv6_dad: true,
             mtu: 1500,
             vlan_id: None,
             max_connections: 1024,
@@ -423,7 +466,44 @@ pub struct Stats {
     pub eth_not_for_us: u64,
     pub eth_vlan_mismatch: u64,
     pub eth_unknown_type: u64,
+    /// IPv6 frames on a stack without an IPv6 address.
     pub ipv6_unsupported: u64,
+    pub ip6_truncated: u64,
+    pub ip6_malformed: u64,
+    /// IPv6 sources Linux's `ipv6_rcv` drops: multicast, loopback, IPv4-mapped, our own
+    /// address; loopback or IPv4-mapped destinations too.
+    pub ip6_bad_source: u64,
+    /// IPv6 datagrams to another address than ours, its solicited-node group or all-nodes.
+    pub ip6_not_for_us: u64,
+    /// Datagrams whose extension headers Linux discards without an answer (an option whose
+    /// type says "discard", a truncated chain).
+    pub ip6_bad_ext_headers: u64,
+    /// Datagrams answered with ICMPv6 parameter problem (a bad extension header or option,
+    /// an unknown next header).
+    pub ip6_param_problems: u64,
+    /// Datagrams that end in "no next header" (59): dropped silently.
+    pub ip6_no_next_header: u64,
+    /// Datagrams to our IPv6 address while it is tentative (duplicate address detection
+    /// under way): dropped, as Linux does not own a tentative address yet.
+    pub ip6_tentative: u64,
+    /// IPv6 fragments: dropped, as the stack does not reassemble IPv6 (docs/TCPIP.md).
+    pub ip6_fragments_dropped: u64,
+    pub icmp6_malformed: u64,
+    pub icmp6_bad_checksum: u64,
+    /// ICMPv6 messages of types the stack takes no action on (errors about our datagrams
+    /// among them: counted, not acted on).
+    pub icmp6_unsupported: u64,
+    pub icmp6_echo_replies: u64,
+    /// Neighbour discovery messages that fail RFC 4861 §7.1's checks (hop limit 255, ...).
+    pub ndp_invalid: u64,
+    /// Neighbour discovery about another node's address that we neither resolve nor
+    /// know (solicitations for other targets, unsolicited advertisements): not taken.
+    pub ndp_other_target: u64,
+    pub ndp_solicitations_sent: u64,
+    pub ndp_advertisements_sent: u64,
+    /// Another node claimed our IPv6 address during or after duplicate address detection:
+    /// the stack stops using it, as Linux marks it `dadfailed`.
+    pub ndp_dad_conflicts: u64,
     pub arp_malformed: u64,
     pub arp_unsupported: u64,
     pub arp_requests_sent: u64,

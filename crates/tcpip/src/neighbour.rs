@@ -1,9 +1,10 @@
-//! ARP cache with expiry and the bookkeeping for addresses being resolved.
+//! The neighbour cache (ARP's and NDP's, one table keyed by address) with expiry, and the
+//! bookkeeping for addresses being resolved.
 
 use crate::util::FlowHashBuilder;
 use crate::Instant;
 use std::collections::HashMap;
-use wirespeed_wire::{Ipv4Addr, MacAddr};
+use wirespeed_wire::{IpAddress, MacAddr};
 
 /// Most cache entries; a LAN server talks to its gateway and a few neighbours.
 pub(crate) const CACHE_CAPACITY: usize = 1024;
@@ -24,40 +25,40 @@ pub(crate) struct Resolving {
     pub(crate) tries: u8,
 }
 
-pub(crate) struct ArpCache {
-    entries: HashMap<u32, Entry, FlowHashBuilder>,
-    pub(crate) resolving: HashMap<u32, Resolving, FlowHashBuilder>,
+pub(crate) struct NeighbourCache {
+    entries: HashMap<IpAddress, Entry, FlowHashBuilder>,
+    pub(crate) resolving: HashMap<IpAddress, Resolving, FlowHashBuilder>,
 }
 
-impl ArpCache {
+impl NeighbourCache {
     pub(crate) fn new(seed: u64) -> Self {
         let h = FlowHashBuilder { seed };
-        ArpCache {
+        NeighbourCache {
             entries: HashMap::with_capacity_and_hasher(CACHE_CAPACITY, h),
             resolving: HashMap::with_capacity_and_hasher(RESOLVING_CAPACITY, h),
         }
     }
 
-    pub(crate) fn lookup(&self, ip: Ipv4Addr, now: Instant) -> Option<MacAddr> {
+    pub(crate) fn lookup(&self, ip: IpAddress, now: Instant) -> Option<MacAddr> {
         self.entries
-            .get(&ip.to_u32())
+            .get(&ip)
             .filter(|e| e.expires > now)
             .map(|e| e.mac)
     }
 
-    pub(crate) fn contains(&self, ip: Ipv4Addr) -> bool {
-        self.entries.contains_key(&ip.to_u32())
+    pub(crate) fn contains(&self, ip: IpAddress) -> bool {
+        self.entries.contains_key(&ip)
     }
 
     /// Inserts or refreshes; returns false when the cache is full of live entries.
     pub(crate) fn insert(
         &mut self,
-        ip: Ipv4Addr,
+        ip: IpAddress,
         mac: MacAddr,
         expires: Instant,
         now: Instant,
     ) -> bool {
-        let key = ip.to_u32();
+        let key = ip;
         if !self.entries.contains_key(&key) && self.entries.len() >= CACHE_CAPACITY {
             self.entries.retain(|_, e| e.expires > now);
             if self.entries.len() >= CACHE_CAPACITY {
@@ -73,11 +74,11 @@ impl ArpCache {
     /// be sent now.
     pub(crate) fn start_resolving(
         &mut self,
-        ip: Ipv4Addr,
+        ip: IpAddress,
         now: Instant,
         retry: std::time::Duration,
     ) -> bool {
-        let key = ip.to_u32();
+        let key = ip;
         if self.resolving.contains_key(&key) {
             return false;
         }

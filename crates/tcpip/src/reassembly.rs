@@ -641,7 +641,7 @@ impl Stack {
         let Ok(ip) = Ipv4Repr::parse_fragment(&pkt) else {
             return;
         };
-        if self.next_hop(ip.src).is_some() {
+        if self.next_hop(ip.src.into()).is_some() {
             let ty = error_type::TIME_EXCEEDED;
             self.send_icmp_error(first.src_mac, &ip, first.bytes(), ty, FRAG_TIME, 0);
         }

@@ -4,7 +4,7 @@
 use crate::stack::Stack;
 use crate::udp::emit_datagram;
 use crate::{ConnId, Error, Instant, ListenerId, Result, TcpInfo, TcpState, UdpId};
-use wirespeed_wire::{ipv4, udp, IpProtocol, Ipv4Addr};
+use wirespeed_wire::{ip, udp, IpAddress, IpProtocol};
 
 impl Stack {
     /// Opens a listener on `port` with room for `backlog` connections that are
@@ -30,11 +30,12 @@ impl Stack {
     pub fn tcp_connect(
         &mut self,
         now: Instant,
-        remote: Ipv4Addr,
+        remote: impl Into<IpAddress>,
         remote_port: u16,
         port_ok: impl FnMut(u16) -> bool,
     ) -> Result<ConnId> {
         self.now = self.now.max(now);
+        let remote = remote.into();
         self.with_tcp(|tcp, cx| tcp.connect(cx, remote, remote_port, port_ok))
     }
 
@@ -42,11 +43,12 @@ impl Stack {
     pub fn tcp_connect_from(
         &mut self,
         now: Instant,
-        remote: Ipv4Addr,
+        remote: impl Into<IpAddress>,
         remote_port: u16,
         local_port: u16,
     ) -> Result<ConnId> {
         self.now = self.now.max(now);
+        let remote = remote.into();
         self.with_tcp(|tcp, cx| tcp.connect_from(cx, remote, remote_port, local_port))
     }
 
@@ -60,7 +62,7 @@ impl Stack {
     }
 
     /// (remote address, remote port, local port).
-    pub fn tcp_endpoints(&self, c: ConnId) -> Result<(Ipv4Addr, u16, u16)> {
+    pub fn tcp_endpoints(&self, c: ConnId) -> Result<(IpAddress, u16, u16)> {
         self.tcp.endpoints(c)
     }
 
@@ -131,7 +133,7 @@ impl Stack {
 
     /// Takes the next datagram: copies up to `buf.len()` bytes (the rest of a longer datagram
     /// is discarded, as with recvfrom) and returns (bytes copied, source address, port).
-    pub fn udp_recv_from(&mut self, id: UdpId, buf: &mut [u8]) -> Result<(usize, Ipv4Addr, u16)> {
+    pub fn udp_recv_from(&mut self, id: UdpId, buf: &mut [u8]) -> Result<(usize, IpAddress, u16)> {
         self.udp.recv_from(id, buf)
     }
 
@@ -140,15 +142,16 @@ impl Stack {
     pub fn udp_send_to(
         &mut self,
         id: UdpId,
-        dst: Ipv4Addr,
+        dst: impl Into<IpAddress>,
         dst_port: u16,
         data: &[u8],
     ) -> Result<()> {
+        let dst = dst.into();
         let src_port = self.udp.port(id)?;
-        if dst_port == 0 || dst == Ipv4Addr::UNSPECIFIED {
+        if dst_port == 0 || dst.is_unspecified() || self.cfg.local_addr(dst).is_none() {
             return Err(Error::InvalidInput);
         }
-        if ipv4::HEADER_LEN + udp::HEADER_LEN + data.len() > self.cfg.mtu {
+        if ip::header_len_for(dst) + udp::HEADER_LEN + data.len() > self.cfg.mtu {
             return Err(Error::MessageTooLong);
         }
         let ip = self.ip_repr(dst, IpProtocol::Udp, udp::HEADER_LEN + data.len());

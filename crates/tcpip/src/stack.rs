@@ -1,27 +1,28 @@
-//! The per-shard stack: frame dispatch (Ethernet, ARP, IPv4, ICMP), the frame queues,
-//! next-hop resolution, events. It owns TCP ([`Tcp`]) and UDP ([`Udp`]), calls them, and
+//! The per-shard stack: frame dispatch (Ethernet, ARP, IPv4; IPv6 in `ipv6.rs`), the frame
+//! queues, next-hop resolution (ARP here, NDP in `ndp.rs`), events. It owns TCP ([`Tcp`]) and UDP ([`Udp`]), calls them, and
 //! carries out what they return: control segments to queue, events to report. Neither
 //! calls back into the stack.
 
-use crate::arp::{ArpCache, MAX_TRIES};
 use crate::frame_queue::FrameQueue;
 use crate::icmp::unreachable;
+use crate::ndp::Dad;
+use crate::neighbour::{NeighbourCache, MAX_TRIES};
 use crate::tcp::{Actions, Ctx, OutputReady, Tcp};
 use crate::udp::{Udp, UdpInput};
-use crate::{Config, Event, Handle, Instant, Stats, TxSink};
+use crate::{Config, Event, Handle, Instant, IpHeader, Stats, TxSink};
 use std::collections::VecDeque;
 use wirespeed_wire::icmpv4::error_type;
 use wirespeed_wire::tcp::{fill_checksum, fill_partial_checksum};
 use wirespeed_wire::{
     arp, ethernet, ip_options, ipv4, ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetFrame,
-    EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr, MacAddr, TcpRepr,
+    EthernetRepr, IpAddress, IpProtocol, IpRepr, Ipv4Addr, Ipv4Packet, Ipv4Repr, MacAddr, TcpRepr,
 };
 
-/// Frames the stack can queue outside connections (ARP, ICMP, RSTs, SYN cookies, UDP).
+/// Frames the stack can queue outside connections (ARP, NDP, ICMP, RSTs, SYN cookies, UDP).
 const CTRL_FRAMES: usize = 256;
 /// IGMP's protocol number: Linux has a handler for it (no "protocol unreachable").
 const IGMP: u8 = 2;
-/// Frames parked until ARP resolves their next hop.
+/// Frames parked until ARP or NDP resolves their next hop.
 const PENDING_FRAMES: usize = 32;
 
 /// A per-shard TCP/IP stack. See the crate documentation for how to drive it.
@@ -33,7 +34,7 @@ pub struct Stack {
     pub(crate) stats: Stats,
     pub(crate) now: Instant,
     pub(crate) eth_len: usize,
-    pub(crate) arp: ArpCache,
+    pub(crate) neigh: NeighbourCache,
     pub(crate) ctrl: FrameQueue,
     pub(crate) pending: FrameQueue,
     pub(crate) events: VecDeque<Event>,
@@ -45,6 +46,8 @@ pub struct Stack {
     pub(crate) icmp_budget: crate::icmp::ErrorBudget,
     /// IPv4 reassembly queues (`reassembly.rs`).
     pub(crate) frag: crate::reassembly::Reassembly,
+    /// Duplicate address detection of our IPv6 address (`ndp.rs`).
+    pub(crate) dad: Dad,
 }
 
 impl Stack {
@@ -66,7 +69,7 @@ impl Stack {
             };
         let frame_len = eth_len + cfg.mtu;
         Stack {
-            arp: ArpCache::new(cfg.secret ^ 0xa5a5),
+            neigh: NeighbourCache::new(cfg.secret ^ 0xa5a5),
             ctrl: FrameQueue::new(CTRL_FRAMES, frame_len),
             pending: FrameQueue::new(PENDING_FRAMES, frame_len),
             events: VecDeque::with_capacity(1024),
@@ -76,6 +79,10 @@ impl Stack {
             ip_ident: cfg.secret as u16,
             icmp_budget: Default::default(),
             frag: crate::reassembly::Reassembly::new(&cfg),
+            dad: match cfg.ipv6 {
+                Some(_) if cfg.ipv6_dad => Dad::NotStarted,
+                _ => Dad::Done,
+            },
             stats: Stats::default(),
             now: Instant::ZERO,
             eth_len,
@@ -106,13 +113,13 @@ impl Stack {
         self.eth_len + self.cfg.mtu
     }
 
-    /// Adds a permanent neighbour entry (no ARP needed for `ip`; e.g. the gateway of a
-    /// benchmark link). Returns false when the neighbour cache is full.
-    pub fn arp_add_static(&mut self, ip: Ipv4Addr, mac: MacAddr) -> bool {
-        let now = self.now;
-        let ok = self.arp.insert(ip, mac, Instant::NEVER, now);
+    /// Adds a permanent neighbour entry (no ARP or NDP needed for `ip`; e.g. the gateway of
+    /// a benchmark link). Returns false when the neighbour cache is full.
+    pub fn neighbour_add_static(&mut self, ip: impl Into<IpAddress>, mac: MacAddr) -> bool {
+        let (ip, now) = (ip.into(), self.now);
+        let ok = self.neigh.insert(ip, mac, Instant::NEVER, now);
         if ok {
-            self.arp_resolved(ip, mac);
+            self.neighbour_resolved(ip, mac);
         }
         ok
     }
@@ -155,6 +162,9 @@ impl Stack {
         match eth.ethertype() {
             EtherType::Arp => self.arp_input(eth.payload()),
             EtherType::Ipv4 => self.ipv4_input(src_mac, to_host, eth.payload()),
+            EtherType::Ipv6 if self.cfg.ipv6.is_some() => {
+                self.ipv6_input(src_mac, to_host, eth.payload())
+            }
             EtherType::Ipv6 => self.stats.ipv6_unsupported += 1,
             _ => self.stats.eth_unknown_type += 1,
         }
@@ -223,12 +233,17 @@ impl Stack {
         }
         let payload = pkt.payload();
         // Linux answers only along a route back, and opens no connection without one.
-        let answerable = self.next_hop(ip.src).is_some();
+        let answerable = self.next_hop(ip.src.into()).is_some();
+        let hdr = IpHeader {
+            src: ip.src.into(),
+            dst: ip.dst.into(),
+            ecn: ip.dscp_ecn & 3,
+        };
         match ip.protocol {
             IpProtocol::Tcp if !to_host => self.stats.tcp_not_host_mac += 1,
             IpProtocol::Tcp | IpProtocol::Icmp if !answerable => self.stats.ip_no_route_back += 1,
-            IpProtocol::Tcp => self.with_tcp(|tcp, cx| tcp.input(cx, src_mac, &ip, payload)),
-            IpProtocol::Udp => match self.udp.input(&self.cfg, &mut self.stats, &ip, payload) {
+            IpProtocol::Tcp => self.with_tcp(|tcp, cx| tcp.input(cx, src_mac, &hdr, payload)),
+            IpProtocol::Udp => match self.udp.input(&self.cfg, &mut self.stats, &hdr, payload) {
                 UdpInput::Event(ev) => self.events.push_back(ev),
                 UdpInput::NoSocket if to_host && answerable => {
                     let dgram = &data[..pkt.total_len()];
@@ -287,10 +302,11 @@ impl Stack {
         let for_us = a.target_ip == self.cfg.ipv4;
         let now = self.now;
         // RFC 826: refresh an entry we already have; create one only when addressed to us.
-        if for_us || self.arp.contains(a.sender_ip) {
+        let sender = IpAddress::V4(a.sender_ip);
+        if for_us || self.neigh.contains(sender) {
             let expires = now.add(self.cfg.arp_timeout);
-            if self.arp.insert(a.sender_ip, a.sender_mac, expires, now) {
-                self.arp_resolved(a.sender_ip, a.sender_mac);
+            if self.neigh.insert(sender, a.sender_mac, expires, now) {
+                self.neighbour_resolved(sender, a.sender_mac);
             } else {
                 self.stats.arp_cache_full += 1;
             }
@@ -310,7 +326,10 @@ impl Stack {
             target_ip: ip,
         };
         let eth = self.eth_repr(mac, EtherType::Arp);
-        if self.ctrl.push_with(ip, |buf| emit_arp(buf, &eth, &reply)) {
+        if self
+            .ctrl
+            .push_with(ip.into(), |buf| emit_arp(buf, &eth, &reply))
+        {
             self.stats.arp_replies_sent += 1;
         } else {
             self.stats.ctrl_queue_full += 1;
@@ -318,7 +337,7 @@ impl Stack {
     }
 
     /// A next hop resolved: release parked frames and connections waiting for it.
-    fn arp_resolved(&mut self, ip: Ipv4Addr, mac: MacAddr) {
+    pub(crate) fn neighbour_resolved(&mut self, ip: IpAddress, mac: MacAddr) {
         // Rare path (once per resolution): copying through a Vec keeps the borrows simple.
         for _ in 0..self.pending.len() {
             let Some((frame, hop)) = self.pending.front() else {
@@ -340,7 +359,7 @@ impl Stack {
                 self.pending.push_with(hop, |buf| copy(&f, buf));
             }
         }
-        self.tcp.arp_resolved();
+        self.tcp.neighbour_resolved();
     }
 
     /// Our subnet's directed broadcast address (none on a /31 or /32).
@@ -350,28 +369,47 @@ impl Stack {
             .then(|| Ipv4Addr::from_u32(self.cfg.ipv4.to_u32() | ((1u32 << host_bits) - 1)))
     }
 
-    /// The next hop for `dst`: itself on-link, else the gateway (None: unroutable).
-    pub(crate) fn next_hop(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
-        if dst.same_subnet(self.cfg.ipv4, self.cfg.prefix_len) {
-            Some(dst)
-        } else {
-            self.cfg.gateway
+    /// The next hop for `dst`: itself on-link (for IPv6 also every link-local address),
+    /// else the gateway (None: unroutable).
+    pub(crate) fn next_hop(&self, dst: IpAddress) -> Option<IpAddress> {
+        match dst {
+            IpAddress::V4(d) if d.same_subnet(self.cfg.ipv4, self.cfg.prefix_len) => Some(dst),
+            IpAddress::V4(_) => self.cfg.gateway.map(IpAddress::V4),
+            IpAddress::V6(d) => {
+                let ours = self.cfg.ipv6?;
+                if d.is_link_local() || d.same_prefix(ours, self.cfg.ipv6_prefix_len) {
+                    Some(dst)
+                } else {
+                    self.cfg.ipv6_gateway.map(IpAddress::V6)
+                }
+            }
         }
     }
 
-    /// Looks up the MAC of `hop`, starting resolution (and queueing an ARP request) on a miss.
-    pub(crate) fn resolve(&mut self, hop: Ipv4Addr) -> Option<MacAddr> {
-        if hop == Ipv4Addr::BROADCAST {
-            return Some(MacAddr::BROADCAST);
+    /// Looks up the MAC of `hop`, starting resolution (and queueing an ARP request or a
+    /// neighbour solicitation) on a miss.
+    pub(crate) fn resolve(&mut self, hop: IpAddress) -> Option<MacAddr> {
+        match hop {
+            IpAddress::V4(Ipv4Addr::BROADCAST) => return Some(MacAddr::BROADCAST),
+            IpAddress::V6(a) if a.is_multicast() => return Some(a.multicast_mac()),
+            _ => {}
         }
         let now = self.now;
-        if let Some(m) = self.arp.lookup(hop, now) {
+        if let Some(m) = self.neigh.lookup(hop, now) {
             return Some(m);
         }
-        if self.arp.start_resolving(hop, now, self.cfg.arp_retry) {
-            self.send_arp_request(hop);
+        if self.neigh.start_resolving(hop, now, self.cfg.arp_retry) {
+            self.solicit(hop);
         }
         None
+    }
+
+    /// Asks the link for `hop`'s MAC: ARP or a neighbour solicitation.
+    fn solicit(&mut self, hop: IpAddress) {
+        match hop {
+            IpAddress::V4(a) => self.send_arp_request(a),
+            IpAddress::V6(a) => self.send_neighbour_solicitation(a),
+        }
     }
 
     fn send_arp_request(&mut self, ip: Ipv4Addr) {
@@ -383,23 +421,26 @@ impl Stack {
             target_ip: ip,
         };
         let eth = self.eth_repr(MacAddr::BROADCAST, EtherType::Arp);
-        if self.ctrl.push_with(ip, |buf| emit_arp(buf, &eth, &req)) {
+        if self
+            .ctrl
+            .push_with(ip.into(), |buf| emit_arp(buf, &eth, &req))
+        {
             self.stats.arp_requests_sent += 1;
         } else {
             self.stats.ctrl_queue_full += 1;
         }
     }
 
-    /// Retries or abandons ARP resolutions that are due.
-    fn arp_poll(&mut self, now: Instant) {
-        if self.arp.resolving.is_empty() {
+    /// Retries or abandons neighbour resolutions that are due.
+    fn neighbour_poll(&mut self, now: Instant) {
+        if self.neigh.resolving.is_empty() {
             return;
         }
-        let mut retry: [Ipv4Addr; 8] = [Ipv4Addr::UNSPECIFIED; 8];
+        let mut retry = [IpAddress::default(); 8];
         let mut n = 0;
         let mut gave_up = false;
         let retry_every = self.cfg.arp_retry;
-        self.arp.resolving.retain(|&ip, r| {
+        self.neigh.resolving.retain(|&ip, r| {
             if r.next_try > now {
                 return true;
             }
@@ -408,7 +449,7 @@ impl Stack {
                 return false;
             }
             if n < retry.len() {
-                retry[n] = Ipv4Addr::from_u32(ip);
+                retry[n] = ip;
                 n += 1;
                 r.tries += 1;
                 r.next_try = now.add(retry_every);
@@ -416,7 +457,7 @@ impl Stack {
             true
         });
         for &ip in &retry[..n] {
-            self.send_arp_request(ip);
+            self.solicit(ip);
         }
         if gave_up {
             // Drop parked frames whose resolution was abandoned.
@@ -424,7 +465,7 @@ impl Stack {
                 let Some((frame, hop)) = self.pending.front() else {
                     break;
                 };
-                if self.arp.resolving.contains_key(&hop.to_u32()) {
+                if self.neigh.resolving.contains_key(&hop) {
                     let f = frame.to_vec();
                     self.pending.pop();
                     self.pending.push_with(hop, |buf| {
@@ -449,38 +490,36 @@ impl Stack {
         }
     }
 
+    /// The header of a datagram we send to `dst`, from our address in its family.
     pub(crate) fn ip_repr(
         &mut self,
-        dst: Ipv4Addr,
+        dst: IpAddress,
         protocol: IpProtocol,
         payload_len: usize,
-    ) -> Ipv4Repr {
+    ) -> IpRepr {
         self.ip_ident = self.ip_ident.wrapping_add(1);
-        Ipv4Repr {
-            src: self.cfg.ipv4,
-            dst,
-            protocol,
-            payload_len,
-            ttl: 64,
-            ident: self.ip_ident,
-            dont_frag: true,
-            dscp_ecn: 0,
-        }
+        let src = self.cfg.local_addr(dst).unwrap_or(dst);
+        IpRepr::new(src, dst, protocol, payload_len, 0, self.ip_ident)
     }
 
     /// Queues a frame for `dst` built by `fill(buf, l2_len)` (which returns the total length),
     /// parking it until ARP resolves the next hop when needed.
     pub(crate) fn send_ip_frame(
         &mut self,
-        dst: Ipv4Addr,
+        dst: IpAddress,
         fill: impl FnOnce(&mut [u8]) -> usize,
     ) -> bool {
         let Some(hop) = self.next_hop(dst) else {
             return false;
         };
+        let ethertype = if dst.is_v6() {
+            EtherType::Ipv6
+        } else {
+            EtherType::Ipv4
+        };
         match self.resolve(hop) {
             Some(mac) => {
-                let eth = self.eth_repr(mac, EtherType::Ipv4);
+                let eth = self.eth_repr(mac, ethertype);
                 let ok = self.ctrl.push_with(hop, |buf| {
                     let _ = eth.emit(buf);
                     fill(buf)
@@ -491,7 +530,7 @@ impl Stack {
                 ok
             }
             None => {
-                let eth = self.eth_repr(MacAddr::ZERO, EtherType::Ipv4);
+                let eth = self.eth_repr(MacAddr::ZERO, ethertype);
                 let ok = self.pending.push_with(hop, |buf| {
                     let _ = eth.emit(buf);
                     fill(buf)
@@ -511,7 +550,8 @@ impl Stack {
         let now = self.now;
         let before = self.stats.tx_frames;
         self.with_tcp(|tcp, cx| tcp.run_timers(cx, now));
-        self.arp_poll(now);
+        self.neighbour_poll(now);
+        self.dad_poll(now);
         self.expire_fragments(now);
         while let Some((frame, _)) = self.ctrl.front() {
             let mut too_small = false;
@@ -573,10 +613,11 @@ impl Stack {
         }
         let t = self.tcp.next_timer();
         let a = self
-            .arp
+            .neigh
             .next_deadline()
             .into_iter()
             .chain(self.frag.next_deadline())
+            .chain(self.dad_deadline())
             .min();
         match (t, a) {
             (Some(x), Some(y)) => Some(x.min(y)),
@@ -614,13 +655,16 @@ impl Stack {
 
     /// Queues a payload-less TCP segment outside any connection's output (RST, SYN cookie,
     /// keepalive probe); `mac: None` resolves the next hop first.
-    fn queue_tcp_ctrl(&mut self, dst: Ipv4Addr, mac: Option<MacAddr>, repr: &TcpRepr) {
+    fn queue_tcp_ctrl(&mut self, dst: IpAddress, mac: Option<MacAddr>, repr: &TcpRepr) {
+        let Some(src) = self.cfg.local_addr(dst) else {
+            return;
+        };
         let ip = self.ip_repr(dst, IpProtocol::Tcp, repr.header_len());
-        let src = self.cfg.ipv4;
         let e = self.eth_len;
         let offload = self.cfg.tx_checksum_offload;
+        let ethertype = ip.ethertype();
         let build = move |buf: &mut [u8]| -> usize {
-            let t = e + ipv4::HEADER_LEN;
+            let t = e + ip.header_len();
             let end = t + repr.header_len();
             if buf.len() < end {
                 return 0;
@@ -636,7 +680,7 @@ impl Stack {
         };
         match mac {
             Some(m) => {
-                let eth = self.eth_repr(m, EtherType::Ipv4);
+                let eth = self.eth_repr(m, ethertype);
                 if !self.ctrl.push_with(dst, |buf| {
                     let _ = eth.emit(buf);
                     build(buf)

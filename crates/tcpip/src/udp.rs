@@ -5,12 +5,14 @@
 
 use crate::ring::Ring;
 use crate::util::FlowHashBuilder;
-use crate::{Config, Error, Event, EventKind, Handle, Result, Stats, UdpId};
+use crate::{Config, Error, Event, EventKind, Handle, IpHeader, Result, Stats, UdpId};
 use std::collections::HashMap;
 use wirespeed_wire::checksum::TransportChecksum;
-use wirespeed_wire::{ipv4, udp, Ipv4Addr, Ipv4Repr, UdpPacket, UdpRepr};
+use wirespeed_wire::{udp, IpAddress, IpRepr, Ipv4Addr, Ipv6Addr, UdpPacket, UdpRepr};
 
-const RECORD_HEADER: usize = 8;
+/// Each queued datagram is preceded by its length (2 bytes), source port (2), source
+/// address family (1: 4 or 6) and address (16, an IPv4 one in the first 4).
+const RECORD_HEADER: usize = 21;
 
 pub(crate) struct UdpSocket {
     gen: u32,
@@ -92,15 +94,20 @@ impl Udp {
         &mut self,
         id: UdpId,
         buf: &mut [u8],
-    ) -> Result<(usize, Ipv4Addr, u16)> {
+    ) -> Result<(usize, IpAddress, u16)> {
         let s = self.socket(id)?;
         let mut hdr = [0u8; RECORD_HEADER];
         if s.rx.peek_at(0, &mut hdr) < RECORD_HEADER {
             return Err(Error::WouldBlock);
         }
         let len = u16::from_be_bytes([hdr[0], hdr[1]]) as usize;
-        let ip = Ipv4Addr([hdr[2], hdr[3], hdr[4], hdr[5]]);
-        let port = u16::from_be_bytes([hdr[6], hdr[7]]);
+        let port = u16::from_be_bytes([hdr[2], hdr[3]]);
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&hdr[5..21]);
+        let ip = match hdr[4] {
+            6 => IpAddress::V6(Ipv6Addr(a)),
+            _ => IpAddress::V4(Ipv4Addr([a[0], a[1], a[2], a[3]])),
+        };
         let n = len.min(buf.len());
         s.rx.peek_at(RECORD_HEADER, &mut buf[..n]);
         s.rx.consume(RECORD_HEADER + len);
@@ -122,7 +129,7 @@ impl Udp {
         &mut self,
         cfg: &Config,
         stats: &mut Stats,
-        ip: &Ipv4Repr,
+        ip: &IpHeader,
         data: &[u8],
     ) -> UdpInput {
         match self.deliver(cfg, stats, ip, data) {
@@ -136,7 +143,7 @@ impl Udp {
         &mut self,
         cfg: &Config,
         stats: &mut Stats,
-        ip: &Ipv4Repr,
+        ip: &IpHeader,
         data: &[u8],
     ) -> std::result::Result<Option<Event>, NoSocket> {
         let pkt = match UdpPacket::new_checked(data) {
@@ -174,8 +181,10 @@ impl Udp {
         }
         let mut hdr = [0u8; RECORD_HEADER];
         hdr[0..2].copy_from_slice(&(payload.len() as u16).to_be_bytes());
-        hdr[2..6].copy_from_slice(&ip.src.0);
-        hdr[6..8].copy_from_slice(&repr.src_port.to_be_bytes());
+        hdr[2..4].copy_from_slice(&repr.src_port.to_be_bytes());
+        let src = ip.src.as_bytes();
+        hdr[4] = if ip.src.is_v6() { 6 } else { 4 };
+        hdr[5..5 + src.len()].copy_from_slice(src);
         s.rx.push(&hdr);
         s.rx.push(payload);
         let kind = EventKind::Readable;
@@ -201,26 +210,30 @@ pub(crate) enum UdpInput {
 /// The datagram's port has no socket, checked after its checksum (as `__udp4_lib_rcv`).
 struct NoSocket;
 
-/// Writes the IPv4 header `ip` and a UDP datagram carrying `data` at `l3` (the Ethernet
+/// Writes the IP header `ip` and a UDP datagram carrying `data` at `l3` (the Ethernet
 /// header's length) into `buf`. Returns the frame length, 0 when `buf` is too short.
 pub(crate) fn emit_datagram(
     buf: &mut [u8],
     l3: usize,
-    ip: &Ipv4Repr,
+    ip: &IpRepr,
     ports: (u16, u16),
     data: &[u8],
 ) -> usize {
-    let u = l3 + ipv4::HEADER_LEN;
+    let u = l3 + ip.header_len();
     let end = u + udp::HEADER_LEN + data.len();
     if buf.len() < end {
         return 0;
     }
     let _ = ip.emit(&mut buf[l3..]);
     buf[u + udp::HEADER_LEN..end].copy_from_slice(data);
+    let (src, dst): (IpAddress, IpAddress) = match ip {
+        IpRepr::V4(r) => (r.src.into(), r.dst.into()),
+        IpRepr::V6(r) => (r.src.into(), r.dst.into()),
+    };
     let _ = UdpRepr {
         src_port: ports.0,
         dst_port: ports.1,
     }
-    .emit(&mut buf[u..], data.len(), ip.src, ip.dst);
+    .emit(&mut buf[u..], data.len(), src, dst);
     end
 }

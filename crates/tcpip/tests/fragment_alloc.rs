@@ -83,7 +83,7 @@ fn no_allocation_per_fragmented_datagram_in_steady_state() {
             s.receive(now, f);
         }
         let (n, ip, port) = s.udp_recv_from(sock, &mut buf).expect("reassembled");
-        assert_eq!((n, ip, port), (PAYLOAD, SRC, 5000));
+        assert_eq!((n, ip, port), (PAYLOAD, SRC.into(), 5000));
         while s.pop_event().is_some() {}
     };
     for i in 0..100 {

@@ -5,7 +5,7 @@ use super::tcb::Owner;
 use super::{flow_key, Ctx, Listener, Tcb, Tcp, TcpInfo, TcpState};
 use crate::{ConnId, Error, EventKind, Handle, ListenerId, Result};
 use std::collections::VecDeque;
-use wirespeed_wire::Ipv4Addr;
+use wirespeed_wire::IpAddress;
 
 impl Tcp {
     pub(crate) fn listen(&mut self, port: u16, backlog: usize) -> Result<ListenerId> {
@@ -100,7 +100,7 @@ impl Tcp {
     pub(crate) fn connect(
         &mut self,
         cx: &mut Ctx<'_>,
-        remote: Ipv4Addr,
+        remote: IpAddress,
         remote_port: u16,
         mut port_ok: impl FnMut(u16) -> bool,
     ) -> Result<ConnId> {
@@ -127,14 +127,15 @@ impl Tcp {
     pub(crate) fn connect_from(
         &mut self,
         cx: &mut Ctx<'_>,
-        remote: Ipv4Addr,
+        remote: IpAddress,
         remote_port: u16,
         local_port: u16,
     ) -> Result<ConnId> {
         if remote_port == 0
             || local_port == 0
-            || remote == Ipv4Addr::UNSPECIFIED
+            || remote.is_unspecified()
             || remote.is_multicast()
+            || cx.cfg.local_addr(remote).is_none()
         {
             return Err(Error::InvalidInput);
         }
@@ -186,7 +187,7 @@ impl Tcp {
         Ok(self.conn(c)?.error)
     }
 
-    pub(crate) fn endpoints(&self, c: ConnId) -> Result<(Ipv4Addr, u16, u16)> {
+    pub(crate) fn endpoints(&self, c: ConnId) -> Result<(IpAddress, u16, u16)> {
         let t = self.conn(c)?;
         Ok((t.remote_ip, t.remote_port, t.local_port))
     }

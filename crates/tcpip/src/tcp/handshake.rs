@@ -52,11 +52,12 @@ impl Tcp {
         if !has_syn {
             return;
         }
-        let (ws, ts, sack, mtu) = (t.offer_wscale, t.ts_enabled, t.sack_ok, cx.cfg.mtu);
+        let (ws, ts, sack) = (t.offer_wscale, t.ts_enabled, t.sack_ok);
+        let mss_limit = cx.cfg.mss_for(t.remote_ip);
         t.irs = repr.seq;
         t.rcv_nxt = repr.seq.add(1);
         t.rcv_wup = t.rcv_nxt;
-        negotiate(t, &repr.options, ws, ts, sack, mtu);
+        negotiate(t, &repr.options, ws, ts, sack, mss_limit);
         t.set_snd_wnd(repr.window as u32);
         t.snd_wl1 = repr.seq;
         if let Some(ack) = repr.ack {
@@ -172,7 +173,7 @@ pub(super) fn negotiate(
     wscale_ok: bool,
     ts_ok: bool,
     sack_ok: bool,
-    mtu: usize,
+    mss_limit: u16,
 ) {
     match (wscale_ok, o.window_scale) {
         (true, Some(ws)) => {
@@ -192,5 +193,5 @@ pub(super) fn negotiate(
     t.sack_ok = sack_ok && o.sack_permitted;
     let peer_mss = o.mss.unwrap_or(DEFAULT_MSS).max(64) as u32;
     let ts_overhead = if t.ts_enabled { 12 } else { 0 };
-    t.mss = peer_mss.min(mtu as u32 - 40) - ts_overhead;
+    t.mss = peer_mss.min(mss_limit as u32) - ts_overhead;
 }

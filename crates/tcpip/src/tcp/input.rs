@@ -5,14 +5,15 @@
 use super::tcb::Owner;
 use super::{flow_key, Ctx, Tcp, TcpState};
 use crate::Error;
+use crate::IpHeader;
 use wirespeed_wire::checksum::TransportChecksum;
 use wirespeed_wire::tcp::flags;
-use wirespeed_wire::{ipv4, Ipv4Repr, MacAddr, SeqNumber, TcpOptions, TcpPacket, TcpRepr};
+use wirespeed_wire::{ipv4, MacAddr, SeqNumber, TcpOptions, TcpPacket, TcpRepr};
 
 impl Tcp {
-    /// One TCP segment addressed to the stack (`data`: the IPv4 payload).
-    pub(crate) fn input(&mut self, cx: &mut Ctx<'_>, src_mac: MacAddr, ip: &Ipv4Repr, data: &[u8]) {
-        cx.ecn = ip.dscp_ecn & 3;
+    /// One TCP segment addressed to the stack (`data`: the IP payload).
+    pub(crate) fn input(&mut self, cx: &mut Ctx<'_>, src_mac: MacAddr, ip: &IpHeader, data: &[u8]) {
+        cx.ecn = ip.ecn;
         let pkt = match TcpPacket::new_checked(data) {
             Ok(p) => p,
             Err(_) => {

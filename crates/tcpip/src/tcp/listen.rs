@@ -3,10 +3,10 @@
 
 use super::handshake::negotiate;
 use super::tcb::Owner;
-use super::{flow_key, Ctx, Tcp, TcpState, DEFAULT_MSS};
+use super::{address_words, Ctx, Tcp, TcpState, DEFAULT_MSS};
 use crate::util::keyed_hash;
 use wirespeed_wire::tcp::flags;
-use wirespeed_wire::{ipv4, Ipv4Addr, MacAddr, SeqNumber, TcpControl, TcpOptions, TcpRepr};
+use wirespeed_wire::{ipv4, IpAddress, MacAddr, SeqNumber, TcpControl, TcpOptions, TcpRepr};
 
 /// SYN-cookie MSS table (3 bits in the cookie).
 const COOKIE_MSS: [u16; 8] = [536, 1200, 1360, 1400, 1440, 1460, 4036, 8960];
@@ -19,7 +19,7 @@ impl Tcp {
         &mut self,
         cx: &mut Ctx<'_>,
         src_mac: MacAddr,
-        src: Ipv4Addr,
+        src: IpAddress,
         repr: &TcpRepr,
         payload: &[u8],
     ) {
@@ -71,7 +71,7 @@ impl Tcp {
                 cx.cfg.timestamps,
                 cx.cfg.sack_permitted,
             );
-            let mtu = cx.cfg.mtu;
+            let mss_limit = cx.cfg.mss_for(src);
             let keep = cx.cfg.keepalive;
             let t = &mut self.conns[idx as usize];
             t.state = TcpState::SynReceived;
@@ -80,7 +80,7 @@ impl Tcp {
             t.irs = repr.seq;
             t.rcv_nxt = repr.seq.add(1);
             t.rcv_wup = t.rcv_nxt;
-            negotiate(t, &repr.options, wscale_ok, ts_ok, sack_ok, mtu);
+            negotiate(t, &repr.options, wscale_ok, ts_ok, sack_ok, mss_limit);
             // RFC 3168 6.1.1: an ECN-setup SYN has ECE and CWR, and is itself not ECT.
             let ecn_setup = flags::ECE | flags::CWR;
             t.ecn = cx.cfg.ecn && f & ecn_setup == ecn_setup && cx.ecn == ipv4::ecn::NOT_ECT;
@@ -105,7 +105,7 @@ impl Tcp {
                 };
                 cx.stats.tcp_syn_cookies_accepted += 1;
                 self.listeners[li as usize].syn_rcvd += 1;
-                let mtu = cx.cfg.mtu;
+                let mss_limit = cx.cfg.mss_for(src);
                 let t = &mut self.conns[idx as usize];
                 let iss = repr.ack.unwrap_or_default().sub(1);
                 t.state = TcpState::SynReceived;
@@ -119,7 +119,7 @@ impl Tcp {
                 t.rcv_nxt = repr.seq;
                 t.rcv_wup = t.rcv_nxt;
                 t.rcv_wscale = 0; // the cookie could not carry the scale we did not offer
-                t.mss = (mss as u32).min(mtu as u32 - 40);
+                t.mss = (mss as u32).min(mss_limit as u32);
                 t.snd_wl1 = repr.seq;
                 self.tcb_input(cx, idx, src_mac, repr, payload);
                 return;
@@ -133,20 +133,22 @@ impl Tcp {
     fn cookie_hash(
         &self,
         cx: &Ctx<'_>,
-        src: Ipv4Addr,
+        src: IpAddress,
         repr: &TcpRepr,
         their_isn: u32,
         slot: u64,
     ) -> u32 {
-        let key = flow_key(src, repr.src_port, repr.dst_port);
-        keyed_hash(cx.cfg.secret ^ 0x0c00_c1e5, &[key, their_isn as u64, slot]) as u32
+        let [a0, a1] = address_words(src);
+        let ports = ((repr.src_port as u64) << 16) | repr.dst_port as u64;
+        let words = [a0, a1, ports, their_isn as u64, slot];
+        keyed_hash(cx.cfg.secret ^ 0x0c00_c1e5, &words) as u32
     }
 
     fn send_syn_cookie(
         &mut self,
         cx: &mut Ctx<'_>,
         src_mac: MacAddr,
-        src: Ipv4Addr,
+        src: IpAddress,
         repr: &TcpRepr,
     ) {
         let slot = cx.now.micros() / COOKIE_SLOT_US;
@@ -154,7 +156,7 @@ impl Tcp {
             .options
             .mss
             .unwrap_or(DEFAULT_MSS)
-            .min((cx.cfg.mtu - 40) as u16);
+            .min(cx.cfg.mss_for(src));
         let mss_idx = COOKIE_MSS.iter().rposition(|&m| m <= peer_mss).unwrap_or(0) as u32;
         let h = self.cookie_hash(cx, src, repr, repr.seq.0, slot);
         let cookie = (((slot & 31) as u32) << 27) | (h & 0x07ff_fff8) | mss_idx;
@@ -166,7 +168,7 @@ impl Tcp {
             flags: flags::SYN,
             window: cx.cfg.recv_buffer.min(65535) as u16,
             options: TcpOptions {
-                mss: Some((cx.cfg.mtu - 40) as u16),
+                mss: Some(cx.cfg.mss_for(src)),
                 ..Default::default()
             },
         };
@@ -175,7 +177,7 @@ impl Tcp {
     }
 
     /// Validates the ACK of a cookie SYN-ACK; returns the MSS it encodes.
-    fn check_syn_cookie(&self, cx: &Ctx<'_>, src: Ipv4Addr, repr: &TcpRepr) -> Option<u16> {
+    fn check_syn_cookie(&self, cx: &Ctx<'_>, src: IpAddress, repr: &TcpRepr) -> Option<u16> {
         if repr.flags & (flags::SYN | flags::RST | flags::FIN) != 0 {
             return None;
         }
@@ -199,7 +201,7 @@ impl Tcp {
         &mut self,
         cx: &mut Ctx<'_>,
         src_mac: MacAddr,
-        src: Ipv4Addr,
+        src: IpAddress,
         repr: &TcpRepr,
         payload_len: usize,
     ) {

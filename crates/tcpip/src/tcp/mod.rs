@@ -1,9 +1,9 @@
 //! TCP: the connection table, the state machine, output and timers.
 //!
 //! One `Tcb` per connection lives in a slab (`Tcp::conns`) indexed by a `u32`; the
-//! 4-tuple demux is a hash map from a packed `u64` (remote address, remote port, local port;
-//! the local address is the stack's own) to that index: one lookup per segment, no
-//! allocation. Send and receive buffers are rings allocated once per connection and
+//! 4-tuple demux is a hash map from a [`FlowKey`] (remote address, remote port, local port;
+//! the local address is the stack's own in that family) to that index: one lookup per
+//! segment, no allocation. Send and receive buffers are rings allocated once per connection and
 //! recycled through pools.
 //!
 //! TCP does not know the stack around it. Each call gets a [`Ctx`]: the configuration, the
@@ -49,8 +49,9 @@ use crate::util::FlowHashBuilder;
 use crate::{Config, Event, EventKind, Handle, Instant, Stats};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::time::Duration;
-use wirespeed_wire::{Ipv4Addr, MacAddr, TcpControl, TcpRepr};
+use wirespeed_wire::{IpAddress, MacAddr, TcpControl, TcpRepr};
 
 /// Most out-of-order ranges kept per connection (more are dropped and retransmitted).
 const MAX_OOO: usize = 4;
@@ -77,7 +78,7 @@ pub(crate) struct Listener {
 /// keepalive probe), for the stack to frame and queue. `mac: None`: resolve `dst` first.
 #[derive(Clone, Copy)]
 pub(crate) struct CtrlSegment {
-    pub(crate) dst: Ipv4Addr,
+    pub(crate) dst: IpAddress,
     pub(crate) mac: Option<MacAddr>,
     pub(crate) repr: TcpRepr,
 }
@@ -117,7 +118,7 @@ pub(crate) struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Asks the stack to queue a control segment.
-    fn send_ctrl(&mut self, dst: Ipv4Addr, mac: Option<MacAddr>, repr: &TcpRepr) {
+    fn send_ctrl(&mut self, dst: IpAddress, mac: Option<MacAddr>, repr: &TcpRepr) {
         if repr.control() == TcpControl::Rst {
             self.stats.tcp_rst_sent += 1;
         }
@@ -144,7 +145,7 @@ pub(crate) struct Tcp {
     pub(crate) conns: Vec<Tcb>,
     free_conns: Vec<u32>,
     live_conns: usize,
-    demux: HashMap<u64, u32, FlowHashBuilder>,
+    demux: HashMap<FlowKey, u32, FlowHashBuilder>,
     listeners: Vec<Listener>,
     listen_ports: HashMap<u16, u32, FlowHashBuilder>,
     /// Connections with something to send, in the order they asked.
@@ -207,8 +208,43 @@ impl Tcp {
     }
 }
 
-fn flow_key(ip: Ipv4Addr, rport: u16, lport: u16) -> u64 {
-    ((ip.to_u32() as u64) << 32) | ((rport as u64) << 16) | lport as u64
+/// A connection's demux key: the remote address as 128 bits (an IPv4 one as IPv4-mapped
+/// IPv6, a source IPv6 input never takes) and both ports.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FlowKey {
+    addr: u128,
+    ports: u32,
+}
+
+impl Hash for FlowKey {
+    /// Three words into the flow hasher (a derived `u128` would hash it byte by byte).
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(self.addr as u64);
+        h.write_u64((self.addr >> 64) as u64);
+        h.write_u32(self.ports);
+    }
+}
+
+fn flow_key(ip: IpAddress, rport: u16, lport: u16) -> FlowKey {
+    let addr = match ip {
+        IpAddress::V4(a) => 0xffff_0000_0000 | a.to_u32() as u128,
+        IpAddress::V6(a) => u128::from_be_bytes(a.0),
+    };
+    FlowKey {
+        addr,
+        ports: ((rport as u32) << 16) | lport as u32,
+    }
+}
+
+/// The words of an address for the keyed hash (ISNs, SYN cookies).
+fn address_words(ip: IpAddress) -> [u64; 2] {
+    match ip {
+        IpAddress::V4(a) => [a.to_u32() as u64, 0],
+        IpAddress::V6(a) => {
+            let v = u128::from_be_bytes(a.0);
+            [v as u64, (v >> 64) as u64]
+        }
+    }
 }
 
 fn dur_us(d: Duration) -> u32 {

@@ -9,14 +9,14 @@ use super::sack::next_hole;
 use super::{dur_us, Ctx, Tcb, Tcp, TcpState};
 use crate::{Error, Instant, TxSink};
 use wirespeed_wire::tcp::{fill_checksum, fill_partial_checksum, flags};
-use wirespeed_wire::{ipv4, EtherType, IpProtocol, MacAddr, SeqNumber, TcpOptions, TcpRepr};
+use wirespeed_wire::{ipv4, IpProtocol, IpRepr, MacAddr, SeqNumber, TcpOptions, TcpRepr};
 
 /// Whether a connection on the pending-output list can send now.
 pub(crate) enum OutputReady {
     /// Stale entry, or nothing to do (closed): skip it.
     Skip,
     /// The peer's MAC is not known yet: the stack resolves this address first.
-    Unrouted(wirespeed_wire::Ipv4Addr),
+    Unrouted(wirespeed_wire::IpAddress),
     Ready,
 }
 
@@ -59,7 +59,7 @@ impl Tcp {
         self.conns[idx as usize].peer_mac = Some(mac);
     }
 
-    /// The next hop is being resolved: output resumes when [`Tcp::arp_resolved`] is called.
+    /// The next hop is being resolved: output resumes when [`Tcp::neighbour_resolved`] is called.
     pub(crate) fn wait_for_arp(&mut self, idx: u32) {
         let g = self.conns[idx as usize].gen;
         self.arp_waiting.push((idx, g));
@@ -325,7 +325,7 @@ impl Tcp {
         let mut opts = TcpOptions::default();
         let ts_now = (now.millis() as u32).wrapping_add(t.ts_offset);
         if syn {
-            opts.mss = Some((cx.cfg.mtu - 40) as u16);
+            opts.mss = Some(cx.cfg.mss_for(t.remote_ip));
             if t.offer_wscale {
                 opts.window_scale = Some(t.rcv_wscale);
             }
@@ -389,7 +389,7 @@ impl Tcp {
         } else {
             Some(t.rcv_nxt)
         };
-        let (fl, dscp_ecn) = ecn_marks(t, fl, seq, len);
+        let (fl, ecn) = ecn_marks(t, fl, seq, len);
         let repr = TcpRepr {
             src_port: t.local_port,
             dst_port: t.remote_port,
@@ -399,27 +399,20 @@ impl Tcp {
             window,
             options: opts,
         };
+        let dst_ip = t.remote_ip;
+        let src_ip = cx.cfg.local_addr(dst_ip)?;
+        let tcp_len = repr.header_len() + len;
+        let ip = IpRepr::new(src_ip, dst_ip, IpProtocol::Tcp, tcp_len, ecn, *cx.ip_ident);
         let eth = crate::wire::EthernetRepr {
             dst: mac,
             src: cx.cfg.mac,
             vlan_id: cx.cfg.vlan_id,
-            ethertype: EtherType::Ipv4,
+            ethertype: ip.ethertype(),
         };
         let e = eth.header_len();
-        let th = e + ipv4::HEADER_LEN;
+        let th = e + ip.header_len();
         let pl = th + repr.header_len();
         let end = pl + len;
-        let ip = wirespeed_wire::Ipv4Repr {
-            src: cx.cfg.ipv4,
-            dst: t.remote_ip,
-            protocol: IpProtocol::Tcp,
-            payload_len: end - th,
-            ttl: 64,
-            ident: *cx.ip_ident,
-            dont_frag: true,
-            dscp_ecn,
-        };
-        let (src_ip, dst_ip) = (cx.cfg.ipv4, t.remote_ip);
         let mut too_small = false;
         let send_buf = &t.send;
         let offload = cx.cfg.tx_checksum_offload;

@@ -3,12 +3,12 @@
 use super::controller::Congestion;
 use super::output::ack_seq;
 use super::tcb::Owner;
-use super::{dur_us, flow_key, Ctx, Tcb, Tcp, TcpState};
+use super::{address_words, dur_us, flow_key, Ctx, Tcb, Tcp, TcpState};
 use crate::ring::Ring;
 use crate::util::keyed_hash;
 use crate::{Error, EventKind, Handle, Instant};
 use wirespeed_wire::tcp::flags;
-use wirespeed_wire::{Ipv4Addr, SeqNumber, TcpOptions, TcpRepr};
+use wirespeed_wire::{IpAddress, SeqNumber, TcpOptions, TcpRepr};
 
 /// Spare send and receive rings kept for the next connections (each kind).
 const POOL_SPARE: usize = 64;
@@ -52,7 +52,7 @@ impl Tcp {
     pub(super) fn alloc_tcb(
         &mut self,
         cx: &mut Ctx<'_>,
-        remote: Ipv4Addr,
+        remote: IpAddress,
         rport: u16,
         lport: u16,
     ) -> Option<u32> {
@@ -71,7 +71,10 @@ impl Tcp {
         let secret = cx.cfg.secret;
         let key = flow_key(remote, rport, lport);
         // RFC 6528: ISN = clock (4 µs ticks) + keyed hash of the 4-tuple.
-        let isn = (keyed_hash(secret, &[key, cx.cfg.ipv4.to_u32() as u64]) as u32)
+        let [r0, r1] = address_words(remote);
+        let [l0, l1] = address_words(cx.cfg.local_addr(remote).unwrap_or(remote));
+        let ports = ((rport as u64) << 16) | lport as u64;
+        let isn = (keyed_hash(secret, &[r0, r1, ports, l0, l1]) as u32)
             .wrapping_add((now.micros() / 4) as u32);
         let gen = self.conns[idx as usize].gen.wrapping_add(1);
         let mut rcv_wscale = 0u8;

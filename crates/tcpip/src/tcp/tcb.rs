@@ -2,10 +2,10 @@
 
 use super::congestion::CongestionAlgorithm;
 use super::controller::Congestion;
-use super::{flow_key, DEFAULT_MSS, MAX_OOO, MAX_SACKED};
+use super::{flow_key, FlowKey, DEFAULT_MSS, MAX_OOO, MAX_SACKED};
 use crate::ring::Ring;
 use crate::{ConnId, Error, Instant};
-use wirespeed_wire::{Ipv4Addr, MacAddr, SeqNumber};
+use wirespeed_wire::{IpAddress, MacAddr, SeqNumber};
 
 /// The smallest segment [`Tcb::seg_limit`] cuts to, however small the peer's window.
 const MIN_SEGMENT: u32 = 64;
@@ -84,7 +84,7 @@ pub(crate) struct Tcb {
     pub(crate) state: TcpState,
     pub(crate) owner: Owner,
     pub(crate) error: Option<Error>,
-    pub(crate) remote_ip: Ipv4Addr,
+    pub(crate) remote_ip: IpAddress,
     pub(crate) remote_port: u16,
     pub(crate) local_port: u16,
     pub(crate) peer_mac: Option<MacAddr>,
@@ -204,7 +204,7 @@ impl Tcb {
             state: TcpState::Closed,
             owner: Owner::Released,
             error: None,
-            remote_ip: Ipv4Addr::UNSPECIFIED,
+            remote_ip: IpAddress::default(),
             remote_port: 0,
             local_port: 0,
             peer_mac: None,
@@ -283,7 +283,7 @@ impl Tcb {
             .min(self.tlp_at)
     }
 
-    pub(crate) fn key(&self) -> u64 {
+    pub(crate) fn key(&self) -> FlowKey {
         flow_key(self.remote_ip, self.remote_port, self.local_port)
     }
 

@@ -64,7 +64,7 @@ impl Tcp {
     }
 
     /// A next hop resolved: connections that waited for it can send again.
-    pub(crate) fn arp_resolved(&mut self) {
+    pub(crate) fn neighbour_resolved(&mut self) {
         let waiting = std::mem::take(&mut self.arp_waiting);
         for &(idx, gen) in &waiting {
             self.mark_dirty(idx, gen);

@@ -12,7 +12,7 @@ fn udp_round_trip_and_icmp_echo() {
     let mut buf = [0u8; 64];
     assert!(p.run(Duration::from_secs(5), |p| {
         if let Ok((n, ip, port)) = p.st[1].udp_recv_from(ub, &mut buf) {
-            assert_eq!((&buf[..n], ip, port), (&b"query"[..], IP_A, 5353));
+            assert_eq!((&buf[..n], ip, port), (&b"query"[..], IP_A.into(), 5353));
             p.st[1].udp_send_to(ub, ip, port, b"answer").unwrap();
         }
         p.st[0].udp_recv_from(ua, &mut [0u8; 64]).is_ok()
@@ -261,9 +261,10 @@ fn closure_sink_and_full_sink_keep_output() {
 
 #[test]
 fn connection_state_stays_compact() {
-    // Per-connection control state (buffers excluded) should stay within a few cache lines.
+    // Per-connection control state (buffers excluded) should stay within a few cache lines:
+    // 384 bytes for IPv4 alone, 16 more since the remote address may be IPv6.
     let size = std::mem::size_of::<crate::tcp::Tcb>();
-    assert!(size <= 384, "Tcb is {size} bytes");
+    assert!(size <= 400, "Tcb is {size} bytes");
     eprintln!("Tcb: {size} bytes");
 }
 
@@ -290,7 +291,7 @@ fn vlan_tagged_link() {
 #[test]
 fn static_arp_entry_skips_resolution() {
     let mut p = Pair::new();
-    assert!(p.st[0].arp_add_static(IP_B, MAC_B));
+    assert!(p.st[0].neighbour_add_static(IP_B, MAC_B));
     let (c, _s, _) = p.connect();
     assert_eq!(p.st[0].stats().arp_requests_sent, 0);
     assert_eq!(p.st[0].tcp_state(c), Ok(TcpState::Established));

@@ -37,6 +37,7 @@ macro_rules! per_cc {
 mod checksums;
 mod frames;
 mod input_rules;
+mod ipv6;
 mod lifecycle;
 mod recovery;
 mod transfer;

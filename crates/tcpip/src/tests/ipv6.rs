@@ -1,0 +1,353 @@
+//! IPv6: duplicate address detection, neighbour discovery, echo, TCP and UDP over IPv6 beside
+//! IPv4 on the same stacks, and the input rules of `ipv6_input`.
+
+use super::*;
+use wirespeed_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr};
+
+const IP6_A: Ipv6Addr = Ipv6Addr([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+const IP6_B: Ipv6Addr = Ipv6Addr([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+
+/// [`config_cc`] with an IPv6 address (and DAD as the stack defaults to it).
+fn dual_config(side: usize, cc: CongestionAlgorithm) -> Config {
+    let mut c = config_cc(side, cc);
+    c.ipv6 = Some(if side == 0 { IP6_A } else { IP6_B });
+    c
+}
+
+/// A stack for side `side` whose IPv6 address is usable at once (`nodad`).
+fn no_dad(side: usize) -> Config {
+    let mut c = dual_config(side, CongestionAlgorithm::Cubic);
+    c.ipv6_dad = false;
+    c
+}
+
+fn dual_pair(cc: CongestionAlgorithm) -> Pair {
+    Pair::with(dual_config(0, cc), dual_config(1, cc))
+}
+
+/// Runs until both stacks own their IPv6 address (DAD over).
+fn settle(p: &mut Pair) {
+    p.run(Duration::from_millis(1100), |_| false);
+    assert!(p.st[0].ipv6_usable() && p.st[1].ipv6_usable());
+}
+
+/// b listens on 80, a connects to `dst`; returns (client, server).
+fn connect_to(p: &mut Pair, dst: IpAddress) -> (ConnId, ConnId) {
+    let l = p.st[1].tcp_listen(80, 16).unwrap();
+    let now = p.now;
+    let c = p.st[0].tcp_connect(now, dst, 80, |_| true).unwrap();
+    let mut server = None;
+    assert!(p.run(Duration::from_secs(30), |p| {
+        if server.is_none() {
+            server = p.st[1].tcp_accept(l).ok();
+        }
+        server.is_some() && p.st[0].tcp_state(c) == Ok(TcpState::Established)
+    }));
+    (c, server.unwrap())
+}
+
+/// The ICMPv6 messages in `frames` (IPv6 header, message).
+fn icmpv6_of(frames: &[Vec<u8>]) -> Vec<(Ipv6Repr, Vec<u8>)> {
+    frames
+        .iter()
+        .filter(|f| f.len() > 14 + 40 && f[12..14] == [0x86, 0xdd])
+        .filter_map(|f| {
+            let p = Ipv6Packet::new_checked(&f[14..]).ok()?;
+            let ip = Ipv6Repr::parse(&p).ok()?;
+            (ip.next_header == IpProtocol::Icmpv6).then(|| (ip, p.payload().to_vec()))
+        })
+        .collect()
+}
+
+#[test]
+fn dad_probes_once_then_the_address_is_used() {
+    let mut s = Stack::new(dual_config(1, CongestionAlgorithm::Cubic));
+    assert!(!s.ipv6_usable());
+    let mut sink = VecSink::new();
+    s.transmit(Instant::from_millis(1000), &mut sink);
+    let msgs = icmpv6_of(&sink.frames);
+    assert_eq!(msgs.len(), 1, "one DAD probe");
+    let (ip, msg) = &msgs[0];
+    assert_eq!(
+        (ip.src, ip.dst, ip.hop_limit),
+        (Ipv6Addr::UNSPECIFIED, IP6_B.solicited_node(), 255)
+    );
+    let pkt = Icmpv6Packet::new_checked(&msg[..]).unwrap();
+    assert_eq!(
+        Icmpv6Repr::parse(&pkt, ip.src, ip.dst).unwrap(),
+        Icmpv6Repr::NeighborSolicit {
+            target: IP6_B,
+            source_lladdr: None
+        }
+    );
+    assert_eq!(
+        &sink.frames[0][..6],
+        &IP6_B.solicited_node().multicast_mac().0
+    );
+    s.transmit(Instant::from_millis(1999), &mut VecSink::new());
+    assert!(!s.ipv6_usable(), "tentative for retrans_time (1 s)");
+    s.transmit(Instant::from_millis(2000), &mut VecSink::new());
+    assert!(s.ipv6_usable());
+}
+
+#[test]
+fn a_second_node_with_our_address_fails_dad() {
+    // Both sides claim IP6_B: each hears the other's probe, and neither keeps the address.
+    let mut a = dual_config(0, CongestionAlgorithm::Cubic);
+    a.ipv6 = Some(IP6_B);
+    let mut p = Pair::with(a, dual_config(1, CongestionAlgorithm::Cubic));
+    p.run(Duration::from_millis(1500), |_| false);
+    for s in &p.st {
+        assert!(!s.ipv6_usable());
+        assert_eq!(s.stats().ndp_dad_conflicts, 1);
+    }
+}
+
+per_cc! {
+    fn tcp_over_ipv6_beside_ipv4(cc) {
+        let mut p = dual_pair(cc);
+        settle(&mut p);
+        let (c6, s6) = connect_to(&mut p, IP6_B.into());
+        assert_eq!(p.st[0].stats().ndp_solicitations_sent, 2, "DAD probe, then one for B");
+        assert_eq!(p.st[1].stats().ndp_advertisements_sent, 1);
+        assert_eq!(p.st[1].tcp_endpoints(s6).unwrap().0, IpAddress::V6(IP6_A));
+        assert_eq!(p.st[0].tcp_info(c6).unwrap().mss, 1500 - 40 - 20 - 12, "MSS for IPv6");
+        transfer(&mut p, 0, c6, s6, 1 << 20, Duration::from_secs(60));
+        // IPv4 to the same stacks on the same port, at the same time as IPv6.
+        let now = p.now;
+        let c4 = p.st[0].tcp_connect(now, IP_B, 80, |_| true).unwrap();
+        assert!(p.run(Duration::from_secs(5), |p| p.st[0].tcp_state(c4) == Ok(TcpState::Established)));
+        transfer(&mut p, 1, s6, c6, 1 << 20, Duration::from_secs(60));
+    }
+}
+
+per_cc! {
+    fn sixty_four_mib_over_ipv6_through_loss_and_duplication(cc) {
+        let mut a = dual_config(0, cc);
+        let mut b = dual_config(1, cc);
+        a.send_buffer = 512 * 1024;
+        b.recv_buffer = 512 * 1024;
+        let mut p = Pair::with(a, b);
+        settle(&mut p);
+        let (c, s) = connect_to(&mut p, IP6_B.into());
+        p.impair = Impair {
+            loss: 10,
+            dup: 10,
+            reorder: 0,
+        };
+        transfer(&mut p, 0, c, s, 64 << 20, Duration::from_secs(3600));
+        let (tx, rx) = (p.st[0].stats(), p.st[1].stats());
+        assert!(tx.tcp_retransmits > 0 && rx.tcp_duplicate_segments > 0, "{tx:?}");
+    }
+}
+
+#[test]
+fn echo_udp_and_port_unreachable_over_ipv6() {
+    let mut p = dual_pair(CongestionAlgorithm::Cubic);
+    settle(&mut p);
+    let ua = p.st[0].udp_bind(5353).unwrap();
+    let ub = p.st[1].udp_bind(53).unwrap();
+    p.st[0].udp_send_to(ua, IP6_B, 53, b"query").unwrap();
+    let mut buf = [0u8; 64];
+    assert!(p.run(Duration::from_secs(2), |p| {
+        if let Ok((n, ip, port)) = p.st[1].udp_recv_from(ub, &mut buf) {
+            assert_eq!(
+                (&buf[..n], ip, port),
+                (&b"query"[..], IpAddress::V6(IP6_A), 5353)
+            );
+            return true;
+        }
+        false
+    }));
+    // A datagram to a port without a socket: ICMPv6 destination unreachable, port (4).
+    let mut seen = Vec::new();
+    p.filter = Some(Box::new(move |from, f| {
+        if from == 1 {
+            seen.extend(icmpv6_of(&[f.to_vec()]));
+            assert!(seen.iter().all(|(_, m)| m[0] != 1 || m[1] == 4));
+        }
+        true
+    }));
+    p.st[0].udp_send_to(ua, IP6_B, 54, b"nobody").unwrap();
+    p.run(Duration::from_millis(100), |_| false);
+    assert_eq!(p.st[1].stats().icmp_errors_sent, 1);
+}
+
+#[test]
+fn ping6_is_answered_with_the_request_traffic_class() {
+    let mut s = Stack::new(no_dad(1));
+    let req = Icmpv6Repr::EchoRequest {
+        ident: 7,
+        seq_no: 9,
+        data: b"ping",
+    };
+    let mut f = vec![0u8; 14 + 40 + req.buffer_len()];
+    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Icmpv6, 64, 0xb8);
+    req.emit(IP6_A, IP6_B, &mut f[54..]).unwrap();
+    let now = Instant::from_millis(1000);
+    s.receive(now, &f);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let msgs = icmpv6_of(&sink.frames);
+    assert_eq!(msgs.len(), 1, "{:?}", s.stats());
+    let (ip, msg) = &msgs[0];
+    assert_eq!((ip.src, ip.dst, ip.traffic_class), (IP6_B, IP6_A, 0xb8));
+    let pkt = Icmpv6Packet::new_checked(&msg[..]).unwrap();
+    assert_eq!(
+        Icmpv6Repr::parse(&pkt, ip.src, ip.dst).unwrap(),
+        Icmpv6Repr::EchoReply {
+            ident: 7,
+            seq_no: 9,
+            data: b"ping"
+        }
+    );
+}
+
+/// Ethernet (A to B) and a fixed IPv6 header into `f`, the payload being the rest of `f`.
+fn v6_headers(f: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr, next: IpProtocol, hops: u8, tc: u8) {
+    EthernetRepr {
+        dst: MAC_B,
+        src: MAC_A,
+        vlan_id: None,
+        ethertype: EtherType::Ipv6,
+    }
+    .emit(f)
+    .unwrap();
+    Ipv6Repr {
+        src,
+        dst,
+        next_header: next,
+        payload_len: f.len() - 54,
+        hop_limit: hops,
+        traffic_class: tc,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+}
+
+/// Runs `f` through a fresh stack (B, no DAD) at t = 1 s and returns what it sent.
+fn answers(f: &[u8]) -> (Vec<Vec<u8>>, Stats) {
+    let mut s = Stack::new(no_dad(1));
+    let _ = s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(1000);
+    s.neighbour_add_static(IP6_A, MAC_A);
+    s.receive(now, f);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    (sink.frames, s.stats().clone())
+}
+
+/// A SYN from A's port 1000 to B's port `dport` over IPv6, after `ext` (extension headers,
+/// whose first next-header byte the caller set) when given.
+fn syn6(dport: u16, src: Ipv6Addr, ext: &[u8], first: IpProtocol) -> Vec<u8> {
+    let repr = TcpRepr {
+        src_port: 1000,
+        dst_port: dport,
+        seq: SeqNumber(500),
+        ack: None,
+        flags: flags::SYN,
+        window: 65535,
+        options: TcpOptions::default(),
+    };
+    let hl = repr.header_len();
+    let mut f = vec![0u8; 54 + ext.len() + hl];
+    v6_headers(&mut f, src, IP6_B, first, 64, 0);
+    f[54..54 + ext.len()].copy_from_slice(ext);
+    let t = 54 + ext.len();
+    repr.emit(&mut f[t..]).unwrap();
+    fill_checksum(&mut f[t..], src, IP6_B);
+    f
+}
+
+#[test]
+fn a_syn_after_hop_by_hop_and_destination_options_is_answered() {
+    // Hop-by-hop (next: destination options) with a PadN, then destination options (next:
+    // TCP) with Pad1s: both skipped, as Linux skips them.
+    let ext = [60, 0, 1, 4, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0];
+    let (out, st) = answers(&syn6(80, IP6_A, &ext, IpProtocol::Unknown(0)));
+    assert_eq!(out.len(), 1, "{st:?}");
+    let p = Ipv6Packet::new_checked(&out[0][14..]).unwrap();
+    let t = TcpPacket::new_checked(p.payload()).unwrap();
+    assert!(t.syn() && t.ack());
+    assert!(t.verify_checksum(IP6_B, IP6_A));
+}
+
+#[test]
+fn an_unknown_next_header_is_answered_with_parameter_problem() {
+    // Protocol 1 (ICMP for IPv4) has no IPv6 handler: code 1, pointing at byte 6.
+    let mut f = vec![0u8; 54 + 8];
+    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Icmp, 64, 0);
+    let (out, st) = answers(&f);
+    assert_eq!(st.ip6_param_problems, 1);
+    let msgs = icmpv6_of(&out);
+    assert_eq!(msgs.len(), 1);
+    let m = &msgs[0].1;
+    assert_eq!((m[0], m[1], &m[4..8]), (4, 1, &[0, 0, 0, 6][..]));
+    assert_eq!(&m[8..], &f[14..], "quotes the datagram");
+}
+
+#[test]
+fn martian_and_foreign_ipv6_is_dropped_unanswered() {
+    let mut multicast_src = IP6_A;
+    multicast_src.0[0] = 0xff;
+    let mut loopback = Ipv6Addr::UNSPECIFIED;
+    loopback.0[15] = 1;
+    for (src, why) in [
+        (multicast_src, "multicast source"),
+        (loopback, "loopback source"),
+        (IP6_B, "our own address as source"),
+    ] {
+        let (out, st) = answers(&syn6(80, src, &[], IpProtocol::Tcp));
+        assert!(out.is_empty(), "{why}");
+        assert_eq!(st.ip6_bad_source, 1, "{why}");
+    }
+    let mut f = syn6(80, IP6_A, &[], IpProtocol::Tcp);
+    f[14 + 24 + 15] = 9; // another destination
+    let (out, st) = answers(&f);
+    assert!(out.is_empty());
+    assert_eq!(st.ip6_not_for_us, 1);
+}
+
+#[test]
+fn a_neighbour_solicitation_is_answered_only_at_hop_limit_255() {
+    let ns = Icmpv6Repr::NeighborSolicit {
+        target: IP6_B,
+        source_lladdr: Some(MAC_A),
+    };
+    let group = IP6_B.solicited_node();
+    for (hops, answered) in [(255, true), (64, false)] {
+        let mut f = vec![0u8; 54 + ns.buffer_len()];
+        v6_headers(&mut f, IP6_A, group, IpProtocol::Icmpv6, hops, 0);
+        f[..6].copy_from_slice(&group.multicast_mac().0);
+        ns.emit(IP6_A, group, &mut f[54..]).unwrap();
+        let (out, st) = answers(&f);
+        let msgs = icmpv6_of(&out);
+        assert_eq!(msgs.len(), answered as usize, "hop limit {hops}: {st:?}");
+        if answered {
+            let (ip, m) = &msgs[0];
+            let pkt = Icmpv6Packet::new_checked(&m[..]).unwrap();
+            assert_eq!((ip.dst, ip.hop_limit), (IP6_A, 255));
+            assert_eq!(
+                Icmpv6Repr::parse(&pkt, ip.src, ip.dst).unwrap(),
+                Icmpv6Repr::NeighborAdvert {
+                    router: false,
+                    solicited: true,
+                    override_: true,
+                    target: IP6_B,
+                    target_lladdr: Some(MAC_B),
+                }
+            );
+        } else {
+            assert_eq!(st.ndp_invalid, 1);
+        }
+    }
+}
+
+#[test]
+fn a_syn_to_a_closed_port_over_ipv6_gets_a_rst() {
+    let (out, _) = answers(&syn6(81, IP6_A, &[], IpProtocol::Tcp));
+    assert_eq!(out.len(), 1);
+    let p = Ipv6Packet::new_checked(&out[0][14..]).unwrap();
+    let t = TcpPacket::new_checked(p.payload()).unwrap();
+    assert!(t.rst() && t.ack() && t.ack_number() == SeqNumber(501));
+}
