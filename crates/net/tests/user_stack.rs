@@ -13,6 +13,7 @@ fn cfg(last: u8) -> StackConfig {
         ip: Ipv4Addr::new(198, 18, 30, last),
         prefix_len: 24,
         gateway: None,
+        ipv6: None,
         mac: [0x02, 0, 0, 0, 0, last],
         mtu: 1500,
         max_connections: 256,

@@ -92,6 +92,7 @@ pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P, x: &BypassClient) -> R
         ip: x.ip,
         prefix_len: x.prefix_len,
         gateway: x.gateway,
+        ipv6: None,
         shards,
         tcp_ports: (FIRST_PORT..FIRST_PORT + PORTS).collect(),
         icmp: false,

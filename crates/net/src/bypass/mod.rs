@@ -23,7 +23,7 @@
 
 pub mod socket;
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use wirespeed_nic::rss::RssModel;
 use wirespeed_nic::{
@@ -31,6 +31,7 @@ use wirespeed_nic::{
     XskSocket,
 };
 
+pub use socket::Ipv6Subnet;
 use socket::{DropCause, RxSteering, StackConfig};
 
 /// The bypass stack's counters (`--metrics` exports each under its name).
@@ -58,6 +59,9 @@ pub struct BypassConfig {
     pub ip: Ipv4Addr,
     pub prefix_len: u8,
     pub gateway: Option<Ipv4Addr>,
+    /// An IPv6 address our stack answers for beside `ip` (dual stack), not one of the
+    /// kernel's own either.
+    pub ipv6: Option<Ipv6Subnet>,
     /// One driver queue (and one stack) per shard.
     pub shards: usize,
     /// TCP ports whose frames belong to our stack: the served ports of a server, the local
@@ -159,6 +163,7 @@ pub(crate) fn tell_drop_cause_once(prefix: &str, cause: DropCause, iface: &str) 
 fn stack_config(cfg: &BypassConfig, mac: [u8; 6], mtu: usize) -> StackConfig {
     let mut s = StackConfig::new(cfg.ip, cfg.prefix_len, mac, mtu);
     s.gateway = cfg.gateway;
+    s.ipv6 = cfg.ipv6;
     s.max_connections = cfg.max_connections;
     s.ephemeral_ports = cfg.ephemeral_ports;
     s.congestion_control = cfg.congestion_control;
@@ -168,7 +173,7 @@ fn stack_config(cfg: &BypassConfig, mac: [u8; 6], mtu: usize) -> StackConfig {
 /// Whether the kernel owns `ip` in this namespace: a socket binds to it (EADDRNOTAVAIL
 /// otherwise). With `ip_nonlocal_bind` on, any address binds, and the answer is the cautious
 /// one (yes: only the served ports are steered).
-fn kernel_owns(ip: Ipv4Addr) -> bool {
+fn kernel_owns(ip: IpAddr) -> bool {
     std::net::UdpSocket::bind((ip, 0)).is_ok()
 }
 
@@ -200,9 +205,16 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     let model = RssModel::for_interface(iface)?;
     refuse_unpredictable_rss(cfg, &model, iface)?;
     let mut bcfg = BifurcationConfig::new(cfg.ip);
+    bcfg.served_ipv6 = cfg.ipv6.map(|v6| v6.addr);
     bcfg.tcp_ports = cfg.tcp_ports.clone();
     bcfg.steer_icmp = cfg.icmp;
-    let kernel_owns_ip = kernel_owns(cfg.ip);
+    // The kernel must own neither address for the stack to answer as a host does: one
+    // program decides for both families.
+    let kernel_owned: Vec<IpAddr> = std::iter::once(IpAddr::V4(cfg.ip))
+        .chain(cfg.ipv6.map(|v6| IpAddr::V6(v6.addr)))
+        .filter(|&a| kernel_owns(a))
+        .collect();
+    let kernel_owns_ip = !kernel_owned.is_empty();
     bcfg.steer_all = !kernel_owns_ip;
     bcfg.steer_fragments = bcfg.steer_all && cfg.shards == 1;
     let mut program = Bifurcation::load(&bcfg)?;
@@ -214,11 +226,12 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     let mut shards = Vec::with_capacity(cfg.shards);
     let mut notes = Vec::new();
     if kernel_owns_ip {
+        let owned: Vec<String> = kernel_owned.iter().map(|a| a.to_string()).collect();
         notes.push(format!(
             "the kernel owns {} too: only the served ports come to our stack, and the kernel \
              answers the rest (give --ip an address the kernel does not own to have ours answer \
              everything, as a host does)",
-            cfg.ip
+            owned.join(" and ")
         ));
     } else if cfg.shards > 1 {
         notes.push(format!(
@@ -471,6 +484,7 @@ mod tests {
                 scope: AttachScope::LabOnly,
             },
             ip: Ipv4Addr::new(198, 18, 0, 2),
+            ipv6: None,
             prefix_len: 24,
             gateway: None,
             shards: 0,
@@ -494,6 +508,7 @@ mod tests {
         let mut cfg = BypassConfig {
             device: Device::Dpdk { eal_args: vec![] },
             ip: Ipv4Addr::new(198, 18, 0, 2),
+            ipv6: None,
             prefix_len: 24,
             gateway: None,
             shards: 2,

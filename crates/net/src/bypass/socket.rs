@@ -13,7 +13,7 @@
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io::{self, IoSlice};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Instant as StdInstant;
@@ -260,6 +260,8 @@ pub struct StackConfig {
     pub ip: Ipv4Addr,
     pub prefix_len: u8,
     pub gateway: Option<Ipv4Addr>,
+    /// An IPv6 address beside `ip` (dual stack), its prefix length and router.
+    pub ipv6: Option<Ipv6Subnet>,
     pub mac: [u8; 6],
     pub mtu: usize,
     pub max_connections: usize,
@@ -283,6 +285,7 @@ impl StackConfig {
             ip,
             prefix_len,
             gateway: None,
+            ipv6: None,
             mac,
             mtu,
             max_connections: 1024,
@@ -301,6 +304,14 @@ impl StackConfig {
         c.accept_partial_checksums = info.partial_checksums_possible();
         c
     }
+}
+
+/// The stack's IPv6 address, its on-link prefix length and its router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6Subnet {
+    pub addr: Ipv6Addr,
+    pub prefix_len: u8,
+    pub gateway: Option<Ipv6Addr>,
 }
 
 /// A shard's receive queues and the interface's RSS model.
@@ -356,6 +367,11 @@ impl BypassStack {
     ) -> BypassStack {
         let mut c = tcpip::Config::new(tcpip::MacAddr(cfg.mac), cfg.ip.into(), cfg.prefix_len);
         c.gateway = cfg.gateway.map(Into::into);
+        if let Some(v6) = &cfg.ipv6 {
+            c.ipv6 = Some(v6.addr.into());
+            c.ipv6_prefix_len = v6.prefix_len;
+            c.ipv6_gateway = v6.gateway.map(Into::into);
+        }
         // Never build a frame the driver cannot send: an MTU above what its buffers hold
         // (e.g. a jumbo interface over single-chunk AF_XDP) is cut to what they hold.
         let driver_mtu = dev.frame_capacity().saturating_sub(ETHERNET_HEADER);
@@ -465,7 +481,7 @@ impl BypassStack {
             let mut i = self.inner.borrow_mut();
             let now = i.stack_time(wirespeed_rt::now());
             i.stack
-                .tcp_connect(now, (*addr.ip()).into(), addr.port(), port_ok)
+                .tcp_connect(now, tcpip::Ipv4Addr::from(*addr.ip()), addr.port(), port_ok)
                 .map_err(to_io)?
         };
         let stream = BypassStream {
@@ -667,9 +683,9 @@ impl BypassStream {
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         let i = self.stack.inner.borrow();
-        let (_ip, _rport, lport) = i.stack.tcp_endpoints(self.id).map_err(to_io)?;
-        let ip: Ipv4Addr = i.stack.config().ipv4.into();
-        Ok(SocketAddr::V4(SocketAddrV4::new(ip, lport)))
+        let (remote, _rport, lport) = i.stack.tcp_endpoints(self.id).map_err(to_io)?;
+        let ip = i.stack.config().local_addr(remote).unwrap_or(remote);
+        Ok(SocketAddr::new(ip.into(), lport))
     }
 
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
@@ -680,7 +696,7 @@ impl BypassStream {
             .stack
             .tcp_endpoints(self.id)
             .map_err(to_io)?;
-        Ok(SocketAddr::V4(SocketAddrV4::new(ip.into(), rport)))
+        Ok(SocketAddr::new(ip.into(), rport))
     }
 }
 

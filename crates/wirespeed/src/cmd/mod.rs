@@ -45,6 +45,64 @@ pub fn parse_congestion_control(
     name.parse().map_err(|e| format!("{e}"))
 }
 
+/// The addresses our stack serves, from `--ip` given once or twice (one per family), and
+/// the routers from `--gateway` (at most one per family).
+pub fn parse_served_addresses(
+    ips: &[String],
+    gateways: &[std::net::IpAddr],
+) -> anyhow::Result<(Ipv4Addr, u8, Option<wirespeed_net::bypass::Ipv6Subnet>)> {
+    use std::net::IpAddr;
+    let mut v4 = None;
+    let mut v6 = None;
+    for ip in ips {
+        let (addr, len) = ip
+            .split_once('/')
+            .with_context(|| format!("--ip `{ip}` must look like 198.18.0.1/24 or fd00::1/64"))?;
+        let addr: IpAddr = addr
+            .parse()
+            .with_context(|| format!("--ip: `{addr}` is not an IP address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len: u8 = len
+            .parse()
+            .ok()
+            .filter(|l| *l <= max)
+            .with_context(|| format!("--ip: bad prefix length `{len}`"))?;
+        let slot = match addr {
+            IpAddr::V4(a) => v4.replace((a, len)).is_some(),
+            IpAddr::V6(a) => v6.replace((a, len)).is_some(),
+        };
+        if slot {
+            anyhow::bail!("--ip: give at most one IPv4 and one IPv6 address");
+        }
+    }
+    let Some((ip, prefix_len)) = v4 else {
+        anyhow::bail!(
+            "--ip: give an IPv4 address too (ADDR/LEN); our stack does not serve IPv6 alone yet"
+        );
+    };
+    let gateway6 = gateways.iter().find_map(|g| match g {
+        IpAddr::V6(a) => Some(*a),
+        IpAddr::V4(_) => None,
+    });
+    if gateway6.is_some() && v6.is_none() {
+        anyhow::bail!("--gateway: an IPv6 router needs an IPv6 --ip");
+    }
+    let ipv6 = v6.map(|(addr, prefix_len)| wirespeed_net::bypass::Ipv6Subnet {
+        addr,
+        prefix_len,
+        gateway: gateway6,
+    });
+    Ok((ip, prefix_len, ipv6))
+}
+
+/// The IPv4 router among `--gateway`'s.
+pub fn ipv4_gateway(gateways: &[std::net::IpAddr]) -> Option<Ipv4Addr> {
+    gateways.iter().find_map(|g| match g {
+        std::net::IpAddr::V4(a) => Some(*a),
+        std::net::IpAddr::V6(_) => None,
+    })
+}
+
 /// `198.18.0.1/24` into the address and the prefix length.
 pub fn parse_ip_prefix(ip: &str) -> anyhow::Result<(Ipv4Addr, u8)> {
     let (addr, len) = ip

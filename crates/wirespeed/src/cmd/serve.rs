@@ -138,12 +138,14 @@ struct Common {
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     dpdk_args: Option<String>,
     /// --stack xdp|dpdk: the address our stack answers for, with its prefix, e.g.
-    /// 198.18.0.2/24. Give it an address the kernel does not own, so the two never compete.
+    /// 198.18.0.2/24; give it twice to serve IPv6 too (dual stack), e.g. --ip 198.18.0.2/24
+    /// --ip fd00::2/64. Give addresses the kernel does not own, so the two never compete.
     #[arg(long, value_name = "ADDR/LEN")]
-    ip: Option<String>,
-    /// --stack xdp|dpdk: the next hop for destinations outside --ip's prefix.
+    ip: Vec<String>,
+    /// --stack xdp|dpdk: the next hop for destinations outside --ip's prefix; once per
+    /// family.
     #[arg(long, value_name = "ADDR")]
-    gateway: Option<std::net::Ipv4Addr>,
+    gateway: Vec<std::net::IpAddr>,
     /// --stack xdp|dpdk: congestion control of our stack's connections, by the names of
     /// Linux's net.ipv4.tcp_congestion_control: cubic (RFC 9438) or reno (NewReno, RFC 5681
     /// and RFC 6582). The default is cubic because it is Linux's default, so our stack and the
@@ -388,10 +390,10 @@ fn bypass_config(common: &Common, shards: usize) -> anyhow::Result<BypassConfig>
         common.allow_host,
         common.dpdk_args.as_deref(),
     )?;
-    let ip = common.ip.as_deref().with_context(|| {
-        format!("--stack {stack} needs --ip ADDR/LEN (the address our stack serves)")
-    })?;
-    let (addr, prefix_len) = super::parse_ip_prefix(ip)?;
+    if common.ip.is_empty() {
+        bail!("--stack {stack} needs --ip ADDR/LEN (the address our stack serves)");
+    }
+    let (addr, prefix_len, ipv6) = super::parse_served_addresses(&common.ip, &common.gateway)?;
     let port = common.listen.port();
     if port == 0 {
         bail!("--stack {stack} needs an explicit port in --listen");
@@ -400,7 +402,8 @@ fn bypass_config(common: &Common, shards: usize) -> anyhow::Result<BypassConfig>
         device,
         ip: addr,
         prefix_len,
-        gateway: common.gateway,
+        gateway: super::ipv4_gateway(&common.gateway),
+        ipv6,
         shards,
         tcp_ports: vec![port],
         icmp: true,
