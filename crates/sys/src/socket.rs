@@ -143,6 +143,41 @@ pub fn peer_addr(fd: &impl AsRawFd) -> io::Result<SocketAddr> {
     sockname(fd, true)
 }
 
+/// Every IP address the kernel holds on an interface of this network namespace
+/// (getifaddrs): what "the kernel owns this address" means. Binding a socket is no test of
+/// it: in a namespace that never had an IPv4 address, any IPv4 address binds.
+pub fn interface_addresses() -> io::Result<Vec<std::net::IpAddr>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list it allocated into `head`; freed below.
+    check(unsafe { libc::getifaddrs(&mut head) })?;
+    let mut out = Vec::new();
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, not yet freed.
+        let ifa = unsafe { &*cur };
+        if !ifa.ifa_addr.is_null() {
+            // SAFETY: ifa_addr points at a sockaddr whose family says its real type.
+            match unsafe { (*ifa.ifa_addr).sa_family } as libc::c_int {
+                libc::AF_INET => {
+                    // SAFETY: an AF_INET sockaddr is a sockaddr_in.
+                    let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                    out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).into());
+                }
+                libc::AF_INET6 => {
+                    // SAFETY: an AF_INET6 sockaddr is a sockaddr_in6.
+                    let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                    out.push(std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr).into());
+                }
+                _ => {}
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}
+
 /// Whether standard output is a terminal.
 pub fn stdout_is_tty() -> bool {
     // SAFETY: isatty only inspects the descriptor number.

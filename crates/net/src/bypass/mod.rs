@@ -170,11 +170,11 @@ fn stack_config(cfg: &BypassConfig, mac: [u8; 6], mtu: usize) -> StackConfig {
     s
 }
 
-/// Whether the kernel owns `ip` in this namespace: a socket binds to it (EADDRNOTAVAIL
-/// otherwise). With `ip_nonlocal_bind` on, any address binds, and the answer is the cautious
-/// one (yes: only the served ports are steered).
+/// Whether the kernel owns `ip` in this namespace: one of its interfaces holds it. When the
+/// list cannot be read, the answer is the cautious one (yes: only the served ports are
+/// steered).
 fn kernel_owns(ip: IpAddr) -> bool {
-    std::net::UdpSocket::bind((ip, 0)).is_ok()
+    wirespeed_sys::socket::interface_addresses().map_or(true, |all| all.contains(&ip))
 }
 
 fn refuse_unpredictable_rss(
