@@ -5,7 +5,7 @@
 use crate::ipv6::Ipv6Header;
 use crate::Stack;
 use wirespeed_wire::icmpv6::{self, Icmpv6Error, Icmpv6Packet, Icmpv6Repr};
-use wirespeed_wire::ipv6::{walk_extension_headers, ExtWalk};
+use wirespeed_wire::ipv6_ext::{walk_extension_headers, ExtWalk};
 use wirespeed_wire::{EtherType, IpProtocol, Ipv6Addr, Ipv6Repr, MacAddr};
 
 use icmpv6::param_problem_code;

@@ -1,5 +1,5 @@
 //! IPv6 input: the fixed header's checks in Linux's order (`ipv6_rcv`), the extension
-//! header walk (`wire::ipv6::walk_extension_headers`, as `ip6_protocol_deliver_rcu` walks
+//! header walk (`wire::ipv6_ext::walk_extension_headers`, as `ip6_protocol_deliver_rcu` walks
 //! them), then TCP, UDP and ICMPv6 (`icmpv6.rs`; neighbour discovery in `ndp.rs`).
 //!
 //! The stack owns one IPv6 address (`Config::ipv6`) and takes datagrams to it, to its
@@ -8,8 +8,9 @@
 
 use crate::udp::UdpInput;
 use crate::{IpHeader, Stack};
-use wirespeed_wire::icmpv6::{self, param_problem_code, unreachable_code};
-use wirespeed_wire::ipv6::{walk_extension_headers, ExtWalk};
+use wirespeed_wire::icmpv6::{param_problem_code, unreachable_code};
+use wirespeed_wire::ipv6_ext::{walk_extension_headers, ExtWalk};
+use wirespeed_wire::ndisc;
 use wirespeed_wire::{IpProtocol, Ipv6Addr, Ipv6Packet, MacAddr};
 
 /// What ICMPv6 and NDP input need from the fixed header.
@@ -79,7 +80,7 @@ impl Stack {
                     protocol: IpProtocol::Icmpv6,
                     offset,
                     ..
-                } if payload.get(offset).is_some_and(|&t| icmpv6::is_ndp(t)) => {
+                } if payload.get(offset).is_some_and(|&t| ndisc::is_ndp(t)) => {
                     // Neighbour discovery never comes in fragments (Linux's
                     // suppress_frag_ndisc), not even atomic ones.
                     self.stats.ndp_invalid += 1;

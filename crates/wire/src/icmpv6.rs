@@ -3,13 +3,15 @@
 //! net/ipv6/icmp.c, `ndisc_rcv`, `ndisc_recv_ns` and `ndisc_recv_na` in net/ipv6/ndisc.c).
 //!
 //! [`Icmpv6Repr::parse`] verifies the checksum and every rule of RFC 4861 §7.1 that needs
-//! no more of the IP header than its addresses (it takes them for the pseudo-header);
-//! the rest (hop limit 255, not fragmented) is [`ndp_ip_rules_ok`], for the caller.
-//! Errors to send are built with [`Icmpv6Error`].
+//! no more of the IP header than its addresses (it takes them for the pseudo-header), the
+//! latter and the options by calling into [`ndisc`], neighbour discovery's own format and
+//! rules; the rest (hop limit 255, not fragmented) is [`ndisc::ndp_ip_rules_ok`], for the
+//! caller. Errors to send are built with [`Icmpv6Error`].
 
 use crate::checksum;
 use crate::ethernet::MacAddr;
 use crate::ipv6::Ipv6Addr;
+use crate::ndisc::{self, na_flags, nd_option};
 use crate::{get_u16, get_u32, put_u16, put_u32, Error, Result};
 
 /// Type, code, checksum and the type-specific word (identifier and sequence number, MTU,
@@ -28,8 +30,6 @@ pub const MIN_MTU: usize = 1280;
 /// error message exceeding the minimum IPv6 MTU" (RFC 4443 §2.4 (c)), i.e. the minimum MTU
 /// less the IPv6 and ICMPv6 headers, as Linux's `icmp6_send` computes it.
 pub const MAX_QUOTE: usize = MIN_MTU - crate::ipv6::HEADER_LEN - HEADER_LEN;
-/// The hop limit neighbour discovery is sent with, and must arrive with.
-pub const NDP_HOP_LIMIT: u8 = 255;
 
 /// Message types (RFC 4443 §2.1, RFC 4861 §4).
 pub mod msg_type {
@@ -72,24 +72,6 @@ pub mod param_problem_code {
     pub const INCOMPLETE_HEADER_CHAIN: u8 = 3;
 }
 
-/// Neighbour discovery option types (RFC 4861 §4.6, RFC 3971 §5.3.2 for the nonce).
-pub mod nd_option {
-    pub const SOURCE_LLADDR: u8 = 1;
-    pub const TARGET_LLADDR: u8 = 2;
-    pub const PREFIX_INFO: u8 = 3;
-    pub const REDIRECTED_HEADER: u8 = 4;
-    pub const MTU: u8 = 5;
-    /// Linux's DAD probes carry one (enhanced DAD, RFC 7527).
-    pub const NONCE: u8 = 14;
-}
-
-/// The flags of a neighbour advertisement (the top bits of its fifth byte).
-pub mod na_flags {
-    pub const ROUTER: u8 = 0x80;
-    pub const SOLICITED: u8 = 0x40;
-    pub const OVERRIDE: u8 = 0x20;
-}
-
 /// Byte ranges of the fields; those after `CHECKSUM` are readings of the type-specific
 /// word and of what follows it.
 pub mod field {
@@ -115,25 +97,6 @@ pub fn is_error(msg_type: u8) -> bool {
     msg_type < 128
 }
 
-/// True for the neighbour discovery types (133 to 137), which [`ndp_ip_rules_ok`] governs.
-pub fn is_ndp(msg_type: u8) -> bool {
-    (msg_type::ROUTER_SOLICIT..=msg_type::REDIRECT).contains(&msg_type)
-}
-
-/// The rules of RFC 4861 §7.1.1 and §7.1.2 that need the IP header beyond its addresses,
-/// checked by Linux's `ndisc_rcv` before anything else: a neighbour discovery message
-/// (types 133 to 137) must arrive with hop limit 255 (so it cannot come from off the link),
-/// and not in fragments (`suppress_frag_ndisc`, on by default, RFC 6980 §5; an atomic
-/// fragment counts as one). True for every other type.
-///
-/// The rest of §7.1 is [`Icmpv6Repr::parse`]'s: code 0, length, a target that is not
-/// multicast, well-formed options, the solicited flag clear in an advertisement to a
-/// multicast destination, and a probe from the unspecified address sent to a
-/// solicited-node group without a source link-layer option.
-pub fn ndp_ip_rules_ok(msg_type: u8, hop_limit: u8, fragmented: bool) -> bool {
-    !is_ndp(msg_type) || (hop_limit == NDP_HOP_LIMIT && !fragmented)
-}
-
 /// The start of `invoking` that an error about it quotes (at most [`MAX_QUOTE`] bytes).
 pub fn quote(invoking: &[u8]) -> &[u8] {
     &invoking[..invoking.len().min(MAX_QUOTE)]
@@ -156,12 +119,6 @@ fn min_len(t: u8) -> usize {
 fn icmp_checksum(src: Ipv6Addr, dst: Ipv6Addr, msg: &[u8]) -> u16 {
     let acc = checksum::pseudo_header(src, dst, PROTOCOL, 0) + msg.len() as u64;
     !checksum::fold(checksum::accumulate(acc, msg))
-}
-
-/// True for the solicited-node groups, ff02::1:ff00:0/104 (RFC 4291 §2.7.1), as Linux's
-/// `ipv6_addr_is_solict_mult`.
-fn is_solicited_node(a: Ipv6Addr) -> bool {
-    a.0[..13] == [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff]
 }
 
 fn addr_at(b: &[u8], at: usize) -> Ipv6Addr {
@@ -250,83 +207,6 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     }
 }
 
-/// One neighbour discovery option: its type and all of its bytes (type and length
-/// included, a multiple of 8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NdOption<'a> {
-    pub kind: u8,
-    pub bytes: &'a [u8],
-}
-
-impl NdOption<'_> {
-    /// The link-layer address of a source or target link-layer option, which on Ethernet
-    /// is one unit long (8 bytes: type, length, MAC); None for another length, an option
-    /// Linux's `ndisc_opt_addr_data` refuses.
-    pub fn mac(&self) -> Option<MacAddr> {
-        match self.bytes {
-            [_, 1, m @ ..] if m.len() == 6 => Some(MacAddr([m[0], m[1], m[2], m[3], m[4], m[5]])),
-            _ => None,
-        }
-    }
-}
-
-/// The options of a neighbour discovery message, in order: (type, length in 8-byte units,
-/// ...). An option of length zero, or one that runs past the end (or a single byte left
-/// over), is [`Error::Malformed`], after which the iterator ends: such a message is
-/// invalid as a whole (RFC 4861 §7.1, Linux's `ndisc_parse_options`).
-#[derive(Debug, Clone)]
-pub struct NdOptions<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> NdOptions<'a> {
-    pub fn new(options: &'a [u8]) -> Self {
-        NdOptions { rest: options }
-    }
-}
-
-impl<'a> Iterator for NdOptions<'a> {
-    type Item = Result<NdOption<'a>>;
-    fn next(&mut self) -> Option<Self::Item> {
-        let rest = self.rest;
-        let (&kind, &units) = match rest {
-            [] => return None,
-            [k, l, ..] => (k, l),
-            [_] => {
-                self.rest = &[];
-                return Some(Err(Error::Malformed));
-            }
-        };
-        let len = units as usize * 8;
-        if len == 0 || len > rest.len() {
-            self.rest = &[];
-            return Some(Err(Error::Malformed));
-        }
-        self.rest = &rest[len..];
-        Some(Ok(NdOption {
-            kind,
-            bytes: &rest[..len],
-        }))
-    }
-}
-
-/// Walks all of `options` (any malformed one invalidates the message) and returns the
-/// link-layer address of the first option of type `wanted`, as Linux keeps the first of
-/// duplicates; that option must have Ethernet's length, or the message is dropped.
-fn lladdr_option(options: &[u8], wanted: u8) -> Result<Option<MacAddr>> {
-    let mut first = None;
-    for opt in NdOptions::new(options) {
-        let opt = opt?;
-        if opt.kind == wanted && first.is_none() {
-            first = Some(opt);
-        }
-    }
-    match first {
-        None => Ok(None),
-        Some(o) => o.mac().map(Some).ok_or(Error::Malformed),
-    }
-}
-
 /// A parsed ICMPv6 message; the slices borrow the buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Icmpv6Repr<'a> {
@@ -388,14 +268,12 @@ impl<'a> Icmpv6Repr<'a> {
     /// [`Error::Truncated`] for a message shorter than 8 bytes (Linux pulls the 8-byte
     /// header whatever the type), and for an error that quotes less than a fixed IPv6
     /// header (`icmpv6_notify` drops it). A solicitation or advertisement is
-    /// [`Error::Malformed`] when its code is not 0, its target is multicast, an option has
-    /// length zero or runs past the end, or its link-layer option (the source's in a
-    /// solicitation, the target's in an advertisement; the first, where there are
-    /// several) is not one 8-byte unit; a solicitation also when it comes from the
-    /// unspecified address (a DAD probe) and goes to another destination than a
-    /// solicited-node group or carries a source link-layer option; an advertisement also
-    /// when it goes to a multicast destination with the solicited flag set. Other options
-    /// are skipped. Hop limit and fragmentation are [`ndp_ip_rules_ok`]'s.
+    /// [`Error::Malformed`] when it breaks a rule of RFC 4861 §7.1 that needs no more of
+    /// the IP header than its addresses ([`ndisc`]'s `solicit_rules` and `advert_rules`:
+    /// code 0, a target that is not multicast, well-formed options and an Ethernet
+    /// link-layer option, the solicited flag clear to a multicast destination, a DAD probe
+    /// only to a solicited-node group and without a link-layer option). Hop limit and
+    /// fragmentation are [`ndisc::ndp_ip_rules_ok`]'s.
     /// Types not listed above are [`Icmpv6Repr::Other`].
     pub fn parse(p: &Icmpv6Packet<&'a [u8]>, src: Ipv6Addr, dst: Ipv6Addr) -> Result<Self> {
         if !p.verify_checksum(src, dst) {
@@ -436,29 +314,18 @@ impl<'a> Icmpv6Repr<'a> {
             }),
             msg_type::NEIGHBOR_SOLICIT => {
                 let target = p.nd_target();
-                let dad = src.is_unspecified();
-                if code != 0 || target.is_multicast() || (dad && !is_solicited_node(dst)) {
-                    return Err(Error::Malformed);
-                }
-                let source_lladdr = lladdr_option(p.nd_options(), nd_option::SOURCE_LLADDR)?;
-                if dad && source_lladdr.is_some() {
-                    return Err(Error::Malformed);
-                }
+                let source_lladdr = ndisc::solicit_rules(code, target, p.nd_options(), src, dst)?;
                 Ok(Icmpv6Repr::NeighborSolicit {
                     target,
                     source_lladdr,
                 })
             }
             msg_type::NEIGHBOR_ADVERT => {
-                let (target, flags) = (p.nd_target(), p.na_flags());
-                let solicited = flags & na_flags::SOLICITED != 0;
-                if code != 0 || target.is_multicast() || (dst.is_multicast() && solicited) {
-                    return Err(Error::Malformed);
-                }
-                let target_lladdr = lladdr_option(p.nd_options(), nd_option::TARGET_LLADDR)?;
+                let (target, flags, options) = (p.nd_target(), p.na_flags(), p.nd_options());
+                let target_lladdr = ndisc::advert_rules(code, target, flags, options, dst)?;
                 Ok(Icmpv6Repr::NeighborAdvert {
                     router: flags & na_flags::ROUTER != 0,
-                    solicited,
+                    solicited: flags & na_flags::SOLICITED != 0,
                     override_: flags & na_flags::OVERRIDE != 0,
                     target,
                     target_lladdr,
@@ -561,7 +428,8 @@ impl<'a> Icmpv6Repr<'a> {
                 source_lladdr,
             } => {
                 b[field::ND_TARGET].copy_from_slice(&target.0);
-                write_lladdr(b, nd_option::SOURCE_LLADDR, source_lladdr);
+                let options = &mut b[field::ND_OPTIONS..];
+                ndisc::write_lladdr(options, nd_option::SOURCE_LLADDR, source_lladdr);
             }
             Icmpv6Repr::NeighborAdvert {
                 router,
@@ -575,7 +443,8 @@ impl<'a> Icmpv6Repr<'a> {
                     | flag(solicited, na_flags::SOLICITED)
                     | flag(override_, na_flags::OVERRIDE);
                 b[field::ND_TARGET].copy_from_slice(&target.0);
-                write_lladdr(b, nd_option::TARGET_LLADDR, target_lladdr);
+                let options = &mut b[field::ND_OPTIONS..];
+                ndisc::write_lladdr(options, nd_option::TARGET_LLADDR, target_lladdr);
             }
             Icmpv6Repr::Other { code, body, .. } => {
                 b[field::CODE] = code;
@@ -586,15 +455,6 @@ impl<'a> Icmpv6Repr<'a> {
         let c = icmp_checksum(src, dst, b);
         put_u16(b, field::CHECKSUM.start, c);
         Ok(len)
-    }
-}
-
-/// Writes a link-layer address option after a solicitation's or advertisement's target.
-fn write_lladdr(b: &mut [u8], kind: u8, mac: Option<MacAddr>) {
-    if let (Some(m), Some(o)) = (mac, b.get_mut(ND_HEADER_LEN..ND_HEADER_LEN + 8)) {
-        o[0] = kind;
-        o[1] = 1;
-        o[2..].copy_from_slice(&m.0);
     }
 }
 
@@ -640,14 +500,15 @@ impl Icmpv6Error<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::ndisc::tests::LINUX_NS;
 
-    fn addr(s: &str) -> Ipv6Addr {
+    pub(crate) fn addr(s: &str) -> Ipv6Addr {
         s.parse::<std::net::Ipv6Addr>().unwrap().into()
     }
 
-    fn hex(s: &str) -> Vec<u8> {
+    pub(crate) fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
         (0..s.len())
             .step_by(2)
@@ -657,7 +518,7 @@ mod tests {
 
     /// RFC 1071's sum written out plainly, pseudo-header included, with no code of this
     /// crate: what a checksum field must hold.
-    fn rfc1071(src: Ipv6Addr, dst: Ipv6Addr, msg: &[u8]) -> u16 {
+    pub(crate) fn rfc1071(src: Ipv6Addr, dst: Ipv6Addr, msg: &[u8]) -> u16 {
         let mut bytes = Vec::new();
         bytes.extend_from_slice(&src.0);
         bytes.extend_from_slice(&dst.0);
@@ -690,100 +551,8 @@ mod tests {
         b
     }
 
-    const A: &str = "fd00:1::a";
-    const B: &str = "fd00:1::b";
-
-    /// A neighbour solicitation a Linux 6.18 host sent to resolve fd00:1::b (captured on a
-    /// veth with tcpdump): source link-layer option 02:00:00:00:00:0a, checksum 0x7d71.
-    const LINUX_NS: &str = "8700 7d71 0000 0000 fd00 0001 0000 0000 0000 0000 0000 000b
-                            0101 0200 0000 000a";
-    /// Its answer from the Linux peer: solicited and override, target link-layer option.
-    const LINUX_NA: &str = "8800 1c73 6000 0000 fd00 0001 0000 0000 0000 0000 0000 000b
-                            0201 0200 0000 000b";
-    /// Linux's DAD probe for fd00:1::b: from ::, no link-layer option, a nonce (type 14).
-    const LINUX_DAD: &str = "8700 e526 0000 0000 fd00 0001 0000 0000 0000 0000 0000 000b
-                             0e01 e578 cc65 d881";
-
-    #[test]
-    fn a_solicitation_linux_sent() {
-        let b = hex(LINUX_NS);
-        let (src, dst) = (addr(A), addr(B).solicited_node());
-        assert_eq!(dst, addr("ff02::1:ff00:b"));
-        assert_eq!(rfc1071(src, dst, &b), 0x7d71);
-        let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
-        assert_eq!(p.checksum(), 0x7d71);
-        let r = Icmpv6Repr::parse(&p, src, dst).unwrap();
-        let mac = MacAddr([2, 0, 0, 0, 0, 0x0a]);
-        let want = Icmpv6Repr::NeighborSolicit {
-            target: addr(B),
-            source_lladdr: Some(mac),
-        };
-        assert_eq!(r, want);
-        // We write the same bytes.
-        let mut out = [0u8; 32];
-        assert_eq!(want.emit(src, dst, &mut out).unwrap(), 32);
-        assert_eq!(&out[..], &b[..]);
-        // Sent with hop limit 255, whole: the IP-level rules hold.
-        assert!(ndp_ip_rules_ok(p.msg_type(), 255, false));
-        assert!(!ndp_ip_rules_ok(p.msg_type(), 254, false));
-        assert!(!ndp_ip_rules_ok(p.msg_type(), 255, true));
-        assert!(ndp_ip_rules_ok(msg_type::ECHO_REQUEST, 1, true));
-    }
-
-    #[test]
-    fn an_advertisement_and_a_dad_probe_linux_sent() {
-        let b = hex(LINUX_NA);
-        let (src, dst) = (addr(B), addr(A));
-        assert_eq!(rfc1071(src, dst, &b), 0x1c73);
-        let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
-        let want = Icmpv6Repr::NeighborAdvert {
-            router: false,
-            solicited: true,
-            override_: true,
-            target: addr(B),
-            target_lladdr: Some(MacAddr([2, 0, 0, 0, 0, 0x0b])),
-        };
-        assert_eq!(Icmpv6Repr::parse(&p, src, dst).unwrap(), want);
-        let mut out = [0u8; 32];
-        want.emit(src, dst, &mut out).unwrap();
-        assert_eq!(&out[..], &b[..]);
-        // The same advertisement to all nodes may not claim to be solicited.
-        let all = Ipv6Addr::ALL_NODES;
-        want.emit(src, all, &mut out).unwrap();
-        let p = Icmpv6Packet::new_checked(&out[..]).unwrap();
-        assert_eq!(Icmpv6Repr::parse(&p, src, all), Err(Error::Malformed));
-
-        // DAD: the nonce option is skipped; the probe is valid only to a solicited-node
-        // group and without a source link-layer option.
-        let b = hex(LINUX_DAD);
-        let (any, group) = (Ipv6Addr::UNSPECIFIED, addr("ff02::1:ff00:b"));
-        assert_eq!(rfc1071(any, group, &b), 0xe526);
-        let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
-        let r = Icmpv6Repr::parse(&p, any, group).unwrap();
-        assert_eq!(
-            r,
-            Icmpv6Repr::NeighborSolicit {
-                target: addr(B),
-                source_lladdr: None
-            }
-        );
-        let opts: Vec<_> = NdOptions::new(p.nd_options()).collect();
-        assert_eq!(opts.len(), 1);
-        assert_eq!(opts[0].unwrap().kind, nd_option::NONCE);
-        let mut wrong_dst = [0u8; 24];
-        r.emit(any, Ipv6Addr::ALL_NODES, &mut wrong_dst).unwrap();
-        let p = Icmpv6Packet::new_checked(&wrong_dst[..]).unwrap();
-        let all = Ipv6Addr::ALL_NODES;
-        assert_eq!(Icmpv6Repr::parse(&p, any, all), Err(Error::Malformed));
-        let with_ll = Icmpv6Repr::NeighborSolicit {
-            target: addr(B),
-            source_lladdr: Some(MacAddr([2, 0, 0, 0, 0, 1])),
-        };
-        let mut b = [0u8; 32];
-        with_ll.emit(any, group, &mut b).unwrap();
-        let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
-        assert_eq!(Icmpv6Repr::parse(&p, any, group), Err(Error::Malformed));
-    }
+    pub(crate) const A: &str = "fd00:1::a";
+    pub(crate) const B: &str = "fd00:1::b";
 
     #[test]
     fn echo_linux_sent_and_roundtrips() {
@@ -962,52 +731,11 @@ mod tests {
     }
 
     /// Rewrites the checksum of `m` (sent from `src` to `dst`) and parses it.
-    fn reparse(m: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) -> Result<Icmpv6Repr<'_>> {
+    pub(crate) fn reparse(m: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) -> Result<Icmpv6Repr<'_>> {
         let c = rfc1071(src, dst, m);
         put_u16(m, 2, c);
         let p = Icmpv6Packet::new_checked(&*m)?;
         Icmpv6Repr::parse(&p, src, dst)
-    }
-
-    #[test]
-    fn malformed_options_invalidate_the_message() {
-        let (a, group) = (addr(A), addr("ff02::1:ff00:b"));
-        // A zero-length option (here after a good one): the whole message is invalid.
-        let mut m = hex(LINUX_NS);
-        m.extend_from_slice(&[0x0e, 0, 0, 0, 0, 0, 0, 0]);
-        assert_eq!(reparse(&mut m, a, group), Err(Error::Malformed));
-        // An option that runs past the end.
-        let mut m = hex(LINUX_NS);
-        m[25] = 2;
-        assert_eq!(reparse(&mut m, a, group), Err(Error::Malformed));
-        // A lone byte after the last option.
-        let mut m = hex(LINUX_NS);
-        m.push(1);
-        assert_eq!(reparse(&mut m, a, group), Err(Error::Malformed));
-        // A source link-layer option two units long: not an Ethernet address.
-        let mut m = hex(LINUX_NS);
-        m[25] = 2;
-        m.extend_from_slice(&[0; 8]);
-        assert_eq!(reparse(&mut m, a, group), Err(Error::Malformed));
-        // An unknown option is skipped; a target link-layer option in a solicitation too;
-        // of two source options the first counts.
-        let mut m = hex(LINUX_NS);
-        m.extend_from_slice(&[200, 1, 9, 9, 9, 9, 9, 9]);
-        m.extend_from_slice(&[2, 1, 1, 1, 1, 1, 1, 1]);
-        m.extend_from_slice(&[1, 1, 5, 5, 5, 5, 5, 5]);
-        match reparse(&mut m, a, group).unwrap() {
-            Icmpv6Repr::NeighborSolicit { source_lladdr, .. } => {
-                assert_eq!(source_lladdr, Some(MacAddr([2, 0, 0, 0, 0, 0x0a])))
-            }
-            other => panic!("{other:?}"),
-        }
-        // Code not 0, a multicast target.
-        let mut m = hex(LINUX_NS);
-        m[1] = 1;
-        assert_eq!(reparse(&mut m, a, group), Err(Error::Malformed));
-        let mut m = hex(LINUX_NA);
-        m[8] = 0xff;
-        assert_eq!(reparse(&mut m, addr(B), a), Err(Error::Malformed));
     }
 
     #[test]

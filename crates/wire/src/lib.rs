@@ -6,6 +6,10 @@
 //! Nothing here does I/O, allocates, uses `unsafe` or panics on any input: malformed input
 //! is reported as [`Error`].
 //!
+//! IPv6 is three modules: the address and fixed header ([`ipv6`]), the extension headers
+//! as Linux's receive path walks them ([`ipv6_ext`]), and neighbour discovery's options and
+//! rules ([`ndisc`]) beside the ICMPv6 messages ([`icmpv6`]).
+//!
 //! Also here: Internet checksums (full, with the IPv4 pseudo-header, and the RFC 1624
 //! incremental update) and the Toeplitz RSS hash used to choose source ports whose flows land
 //! on a given receive queue.
@@ -21,6 +25,8 @@ pub mod ip;
 pub mod ip_options;
 pub mod ipv4;
 pub mod ipv6;
+pub mod ipv6_ext;
+pub mod ndisc;
 pub mod tcp;
 pub mod toeplitz;
 pub mod udp;
@@ -31,7 +37,8 @@ pub use icmpv4::{Icmpv4Error, Icmpv4Packet, Icmpv4Repr};
 pub use icmpv6::{Icmpv6Error, Icmpv6Packet, Icmpv6Repr};
 pub use ip::{IpAddress, IpRepr};
 pub use ipv4::{IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr};
-pub use ipv6::{ExtDiscard, ExtWalk, FragmentHeader, Ipv6Addr, Ipv6Packet, Ipv6Repr};
+pub use ipv6::{Ipv6Addr, Ipv6Packet, Ipv6Repr};
+pub use ipv6_ext::{ExtDiscard, ExtWalk, FragmentHeader};
 pub use tcp::{SeqNumber, TcpControl, TcpOptions, TcpPacket, TcpRepr};
 pub use udp::{UdpPacket, UdpRepr};
 
