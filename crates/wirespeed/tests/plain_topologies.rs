@@ -622,6 +622,79 @@ fn bypass_server_answers_a_peer_with_default_offloads() {
     assert_partials_taken(&log);
 }
 
+/// The user: one server, dual stack. `--ip` twice on a plain veth pair at the kernel's
+/// defaults (the peer's IPv6 address added with plain `ip`, DAD and all): curl over IPv4 and
+/// over IPv6 at the same time, ping6, and 16 MiB echoed over IPv6 and checked byte for byte
+/// (the TCP checksums of IPv6 frames left to the device, as for IPv4).
+#[test]
+fn bypass_server_answers_curl_over_ipv6_and_ipv4_at_once() {
+    let pair = UserPair::new("s", 62);
+    let b_if = "sb0";
+    pair.b
+        .ip(&["-6", "addr", "add", "fd00:62::1/64", "dev", b_if]);
+    let (v4, v6) = (pair.ours(), "fd00:62::2");
+    let serve = |app: &str| {
+        let (cidr4, listen) = (format!("{v4}/24"), format!("{v4}:8080"));
+        let args = [
+            "serve",
+            app,
+            "--stack",
+            "xdp",
+            "--iface",
+            &pair.a_if,
+            "--cpus",
+            "0",
+            "--ip",
+            &cidr4,
+            "--ip",
+            "fd00:62::2/64",
+            "--listen",
+            &listen,
+            "--allow-host",
+        ];
+        Wirespeed::start(&pair.a, &args, "listening on")
+            .unwrap_or_else(|e| panic!("serve {app} dual stack: {e}"))
+    };
+    let srv = serve("http");
+    // Our address is tentative for a second (DAD), the peer's too: wait for both.
+    let url6 = format!("http://[{v6}]:8080/plaintext");
+    assert_eq!(curl_until_answered(&pair, &url6), "Hello, World!");
+    let url4 = format!("http://{v4}:8080/plaintext");
+    let each = |url: &str| {
+        for i in 0..20 {
+            let got = pair.curl(url);
+            assert_eq!(got.as_deref(), Some("Hello, World!"), "curl {i} to {url}");
+        }
+    };
+    std::thread::scope(|s| {
+        let both = [s.spawn(|| each(&url4)), s.spawn(|| each(&url6))];
+        both.into_iter().for_each(|t| t.join().unwrap());
+    });
+    let ping = pair
+        .b
+        .command("ping")
+        .args(["-6", "-c", "2", "-W", "2", v6])
+        .output()
+        .unwrap();
+    assert!(
+        ping.status.success(),
+        "ping6: {}",
+        String::from_utf8_lossy(&ping.stdout)
+    );
+    let log = srv.stop();
+    assert!(log.contains(&format!("and [{v6}]:8080")), "{log}");
+    assert!(!log.contains("dropping"), "{log}");
+
+    let srv = serve("echo");
+    let addr = format!("[{v6}]:8080");
+    let echoed = pair
+        .b
+        .run(move || echo_checked(&addr, 0x5eed_0062, 16 * MIB));
+    let log = srv.stop();
+    echoed.unwrap_or_else(|e| panic!("16 MiB echo over IPv6: {e}\n{log}"));
+    assert_eq!(peer_csum_errors(&pair.b), 0, "{log}");
+}
+
 /// A TCP counter of the namespace's own (`nstat -az NAME`, since the namespace was made).
 fn nstat(ns: &PlainNs, name: &str) -> u64 {
     let out = ns.command("nstat").args(["-az", name]).output().unwrap();

@@ -239,8 +239,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("wirespeed serve: {note}");
     }
     let bound = stack.listen_addr().unwrap_or(common.listen);
+    // The bypass stack answers on its IPv6 address too, at the same port.
+    let also_v6 = match (
+        common.stack,
+        super::parse_served_addresses(&common.ip, &common.gateway),
+    ) {
+        (StackArg::Xdp | StackArg::Dpdk, Ok((_, _, Some(v6)))) => {
+            format!(" and [{}]:{}", v6.addr, bound.port())
+        }
+        _ => String::new(),
+    };
     eprintln!(
-        "wirespeed serve {app}: listening on {bound}; {} shard(s) on CPUs {:?}; stack {}, engine {}, poll-us {}, busy-poll-us {}, locality {}",
+        "wirespeed serve {app}: listening on {bound}{also_v6}; {} shard(s) on CPUs {:?}; stack {}, engine {}, poll-us {}, busy-poll-us {}, locality {}",
         cpus.len(),
         cpus,
         stack.description(),
