@@ -3,8 +3,9 @@
 //!
 //! Input: a series of records `[op][len_hi][len_lo][bytes...]`:
 //! - op & 3 == 0: the bytes as a frame, as they are;
-//! - op & 3 == 1: the bytes as a frame with its IPv4 header and TCP/UDP/ICMP checksums fixed,
-//!   so mutations reach the TCP state machine instead of dying at the checksum check; with
+//! - op & 3 == 1: the bytes as a frame with its IPv4 header and TCP/UDP/ICMP checksums fixed
+//!   (for IPv6: TCP/UDP/ICMPv6 right after the fixed header), so mutations reach the TCP
+//!   state machine and neighbour discovery instead of dying at the checksum check; with
 //!   op & 0x40, the TCP/UDP field is left partial (the pseudo-header sum only), as a veth
 //!   peer with checksum offload sends it;
 //! - op & 3 == 2: an application call chosen by the first byte (accept, send, recv, close,
@@ -12,18 +13,58 @@
 //! - op & 3 == 3: advance the clock by (bytes as u16) ms, letting timers fire.
 //!   The clock also advances (op >> 2) * 100 µs before every record.
 //!
-//! The stack takes partial checksums (as on a veth) when the first byte's top bit is set.
+//! The stack takes partial checksums (as on a veth) when the first byte's top bit is set. It
+//! is dual stack (198.18.0.2 and fd00::2); with the first byte's 0x20 bit, its IPv6 address
+//! goes through duplicate address detection first (else it is usable at once). Application
+//! calls reach the peer over IPv6 when their pick byte is odd.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use wirespeed_tcpip::{Config, ConnId, Instant, Stack};
-use wirespeed_wire::{checksum, Ipv4Addr, MacAddr};
+use wirespeed_wire::{checksum, IpAddress, Ipv4Addr, Ipv6Addr, MacAddr};
 
 const OUR_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
 const OUR_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const PEER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const OUR_IP6: Ipv6Addr = Ipv6Addr([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+const PEER_IP6: Ipv6Addr = Ipv6Addr([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+
+/// IPv6: the TCP, UDP or ICMPv6 checksum of what follows the fixed header.
+fn fix_checksums_v6(f: &mut [u8], partial: bool) {
+    if f.len() < 54 {
+        return;
+    }
+    let plen = u16::from_be_bytes([f[18], f[19]]) as usize;
+    if f.len() < 54 + plen {
+        return;
+    }
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&f[22..38]);
+    let src = Ipv6Addr(a);
+    a.copy_from_slice(&f[38..54]);
+    let dst = Ipv6Addr(a);
+    let proto = f[20];
+    let seg = &mut f[54..54 + plen];
+    let at = match proto {
+        6 if seg.len() >= 20 => 16,
+        17 if seg.len() >= 8 => 6,
+        58 if seg.len() >= 4 => 2,
+        _ => return,
+    };
+    seg[at] = 0;
+    seg[at + 1] = 0;
+    let c = if partial && proto != 58 {
+        checksum::partial(src, dst, proto, seg.len() as u16)
+    } else {
+        checksum::transport(src, dst, proto, seg)
+    };
+    seg[at..at + 2].copy_from_slice(&c.to_be_bytes());
+}
 
 fn fix_checksums(f: &mut [u8], partial: bool) {
+    if f.len() >= 14 && f[12] == 0x86 && f[13] == 0xdd {
+        return fix_checksums_v6(f, partial);
+    }
     if f.len() < 34 || f[12] != 0x08 || f[13] != 0x00 {
         return;
     }
@@ -54,9 +95,9 @@ fn fix_checksums(f: &mut [u8], partial: bool) {
     let c = if proto == 1 {
         checksum::checksum(seg)
     } else if partial {
-        checksum::partial_v4(src, dst, proto, seg.len() as u16)
+        checksum::partial(src, dst, proto, seg.len() as u16)
     } else {
-        checksum::transport_v4(src, dst, proto, seg)
+        checksum::transport(src, dst, proto, seg)
     };
     seg[at..at + 2].copy_from_slice(&c.to_be_bytes());
 }
@@ -64,6 +105,8 @@ fn fix_checksums(f: &mut [u8], partial: bool) {
 fuzz_target!(|data: &[u8]| {
     let mut cfg = Config::new(OUR_MAC, OUR_IP, 24);
     cfg.accept_partial_checksums = data.first().is_some_and(|b| b & 0x80 != 0);
+    cfg.ipv6 = Some(OUR_IP6);
+    cfg.ipv6_dad = data.first().is_some_and(|b| b & 0x20 != 0);
     cfg.send_buffer = 4096;
     cfg.recv_buffer = 4096;
     cfg.udp_recv_buffer = 4096;
@@ -102,6 +145,7 @@ fuzz_target!(|data: &[u8]| {
                 let which = body.first().copied().unwrap_or(0);
                 let pick = body.get(1).copied().unwrap_or(0) as usize;
                 let c = if conns.is_empty() { None } else { Some(conns[pick % conns.len()]) };
+                let peer: IpAddress = if pick % 2 == 1 { PEER_IP6.into() } else { PEER_IP.into() };
                 match (which % 8, c) {
                     (0, _) => {
                         if let Ok(c) = s.tcp_accept(listener) {
@@ -125,12 +169,12 @@ fuzz_target!(|data: &[u8]| {
                     }
                     (6, _) => {
                         let port = u16::from_be_bytes([pick as u8, which]);
-                        if let Ok(c) = s.tcp_connect(now, PEER_IP, port.max(1), |p| p % 2 == 0) {
+                        if let Ok(c) = s.tcp_connect(now, peer, port.max(1), |p| p % 2 == 0) {
                             conns.push(c);
                         }
                     }
                     (7, _) => {
-                        let _ = s.udp_send_to(udp, PEER_IP, 5353, &body[body.len().min(2)..]);
+                        let _ = s.udp_send_to(udp, peer, 5353, &body[body.len().min(2)..]);
                         let _ = s.udp_recv_from(udp, &mut scratch);
                     }
                     _ => {}

@@ -25,7 +25,32 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(p) = Ipv6Packet::new_checked(data) {
         let _ = (p.payload(), p.flow_label(), p.traffic_class());
-        let _ = Ipv6Repr::parse(&p);
+        if let Ok(r) = Ipv6Repr::parse(&p) {
+            r.emit(&mut [0u8; 40]).unwrap();
+        }
+        // The extension header walk: whatever it finds lies inside the payload.
+        let payload = p.payload();
+        if let ipv6_ext::ExtWalk::Upper { offset, .. } =
+            ipv6_ext::walk_extension_headers(p.next_header(), payload, p.dst().is_multicast())
+        {
+            assert!(offset <= payload.len());
+        }
+    }
+    let (s6, d6) = (Ipv6Addr([0xfd; 16]), Ipv6Addr::ALL_NODES);
+    if let Ok(p) = icmpv6::Icmpv6Packet::new_checked(data) {
+        // Checksums are not the point here: parse what verifies, and what does not.
+        let _ = icmpv6::Icmpv6Repr::parse(&p, s6, d6);
+        let mut fixed = data.to_vec();
+        fixed[2] = 0;
+        fixed[3] = 0;
+        let c = checksum::transport(s6, d6, 58, &fixed);
+        fixed[2..4].copy_from_slice(&c.to_be_bytes());
+        if let Ok(fp) = icmpv6::Icmpv6Packet::new_checked(&fixed[..]) {
+            if let Ok(r) = icmpv6::Icmpv6Repr::parse(&fp, s6, d6) {
+                let mut out = vec![0u8; r.buffer_len()];
+                r.emit(s6, d6, &mut out).unwrap();
+            }
+        }
     }
     if let Ok(p) = Icmpv4Packet::new_checked(data) {
         if let Ok(r) = Icmpv4Repr::parse(&p) {

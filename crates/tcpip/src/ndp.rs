@@ -7,11 +7,9 @@
 use crate::ipv6::Ipv6Header;
 use crate::{Instant, Stack};
 use wirespeed_wire::icmpv6::Icmpv6Repr;
+use wirespeed_wire::ndisc::NDP_HOP_LIMIT;
 use wirespeed_wire::{IpAddress, Ipv6Addr, MacAddr};
 
-/// Neighbour discovery messages carry hop limit 255: a receiver knows they were not
-/// forwarded (RFC 4861 §7.1).
-const NDP_HOP_LIMIT: u8 = 255;
 
 /// Where duplicate address detection stands for our IPv6 address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
