@@ -37,7 +37,20 @@ impl Stack {
                 self.send_dad_probe();
                 self.dad = Dad::Tentative(now.add(self.cfg.arp_retry));
             }
-            Dad::Tentative(until) if now >= until => self.dad = Dad::Done,
+            Dad::Tentative(until) if now >= until => {
+                self.dad = Dad::Done;
+                // Next hops asked for while we were tentative got no solicitation (it needs
+                // our address as its source): ask now, not at the next retry.
+                let waiting: Vec<Ipv6Addr> = (self.neigh.resolving.keys())
+                    .filter_map(|k| match k {
+                        IpAddress::V6(a) => Some(*a),
+                        IpAddress::V4(_) => None,
+                    })
+                    .collect();
+                for a in waiting {
+                    self.send_neighbour_solicitation(a);
+                }
+            }
             _ => {}
         }
     }

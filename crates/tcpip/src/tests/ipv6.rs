@@ -351,3 +351,20 @@ fn a_syn_to_a_closed_port_over_ipv6_gets_a_rst() {
     let t = TcpPacket::new_checked(p.payload()).unwrap();
     assert!(t.rst() && t.ack() && t.ack_number() == SeqNumber(501));
 }
+
+#[test]
+fn a_connection_opened_while_tentative_solicits_when_dad_ends() {
+    // No settle: A connects at once, while its address is tentative; its solicitation for
+    // B must leave when DAD ends, not a retry (1 s) later.
+    let mut p = dual_pair(CongestionAlgorithm::Cubic);
+    let l = p.st[1].tcp_listen(80, 4).unwrap();
+    let now = p.now;
+    let c = p.st[0].tcp_connect(now, IP6_B, 80, |_| true).unwrap();
+    let start = p.now;
+    assert!(p.run(Duration::from_secs(3), |p| {
+        p.st[0].tcp_state(c) == Ok(TcpState::Established) && p.st[1].tcp_accept(l).is_ok()
+    }));
+    let took = p.now.since(start);
+    assert!(took < Duration::from_millis(1100), "established after {took:?}");
+    assert_eq!(p.st[0].stats().ndp_solicitations_sent, 2, "the DAD probe and one for B");
+}
