@@ -78,7 +78,7 @@ fn echo_through_two_user_stacks() {
             for round in 0..3u8 {
                 let s = wirespeed_rt::timeout(
                     std::time::Duration::from_secs(10),
-                    client_stack.connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7)),
+                    client_stack.connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7).into()),
                 )
                 .await
                 .unwrap_or_else(|_| {
@@ -151,7 +151,7 @@ fn connect_picks_ports_that_hash_to_the_own_queue() {
                         let s = wirespeed_rt::timeout(
                             std::time::Duration::from_secs(10),
                             client_stack
-                                .connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 80)),
+                                .connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 80).into()),
                         )
                         .await
                         .expect("connect timed out")
@@ -174,8 +174,8 @@ fn connect_picks_ports_that_hash_to_the_own_queue() {
         assert_eq!(distinct.len(), 16, "ports are distinct: {ports:?}");
         for port in ports {
             let replies = FourTuple {
-                src: Ipv4Addr::new(198, 18, 30, 2),
-                dst: Ipv4Addr::new(198, 18, 30, 1),
+                src: Ipv4Addr::new(198, 18, 30, 2).into(),
+                dst: Ipv4Addr::new(198, 18, 30, 1).into(),
                 src_port: 80,
                 dst_port: port,
             };
@@ -319,7 +319,7 @@ fn write_vectored_sends_every_slice() {
                 }
             });
             let s = client_stack
-                .connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 9))
+                .connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 9).into())
                 .await
                 .unwrap();
             let mut s = TcpStream::from(s);
@@ -361,7 +361,7 @@ fn echo_over_ports_that_complete_tcp_checksums() {
             );
             let s = wirespeed_rt::timeout(
                 std::time::Duration::from_secs(5),
-                client_stack.connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7)),
+                client_stack.connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7).into()),
             )
             .await
             .unwrap_or_else(|_| panic!("connect timed out: {:?}", server_stack.stats()))

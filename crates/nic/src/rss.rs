@@ -14,18 +14,19 @@
 //!   CPU the peer's flow runs on. Where the queue is unknown the lead's code must not rely on
 //!   the port choice and should hand a misdelivered flow to its owner shard by message.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use crate::{iface, Error, Result};
 
 /// The key most drivers use by default (Microsoft's RSS verification key), 40 bytes.
 pub use wirespeed_wire::toeplitz::MICROSOFT_KEY as DEFAULT_TOEPLITZ_KEY;
 
-/// An IPv4 4-tuple as the receiving NIC sees it: `src` is the remote end.
+/// A 4-tuple as the receiving NIC sees it: `src` is the remote end; both addresses are of
+/// one family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FourTuple {
-    pub src: Ipv4Addr,
-    pub dst: Ipv4Addr,
+    pub src: IpAddr,
+    pub dst: IpAddr,
     pub src_port: u16,
     pub dst_port: u16,
 }
@@ -34,15 +35,27 @@ pub struct FourTuple {
 /// implementation for the project, in `wirespeed-wire`.
 pub use wirespeed_wire::toeplitz::hash as toeplitz;
 
-/// The TCP/UDP-over-IPv4 input: source address, destination address, source port,
-/// destination port, all in network order.
-pub fn ipv4_l4_input(t: &FourTuple) -> [u8; 12] {
-    let mut b = [0u8; 12];
-    b[0..4].copy_from_slice(&t.src.octets());
-    b[4..8].copy_from_slice(&t.dst.octets());
-    b[8..10].copy_from_slice(&t.src_port.to_be_bytes());
-    b[10..12].copy_from_slice(&t.dst_port.to_be_bytes());
-    b
+/// The TCP/UDP hash input: source address, destination address, source port, destination
+/// port, all in network order (12 bytes over IPv4, 36 over IPv6, as the RSS specification
+/// has them). Returns the buffer and how much of it is used.
+pub fn l4_input(t: &FourTuple) -> ([u8; 36], usize) {
+    fn octets(a: IpAddr) -> ([u8; 16], usize) {
+        let mut b = [0u8; 16];
+        match a {
+            IpAddr::V4(a) => {
+                b[..4].copy_from_slice(&a.octets());
+                (b, 4)
+            }
+            IpAddr::V6(a) => (a.octets(), 16),
+        }
+    }
+    let ((src, n), (dst, _)) = (octets(t.src), octets(t.dst));
+    let mut b = [0u8; 36];
+    b[..n].copy_from_slice(&src[..n]);
+    b[n..2 * n].copy_from_slice(&dst[..n]);
+    b[2 * n..2 * n + 2].copy_from_slice(&t.src_port.to_be_bytes());
+    b[2 * n + 2..2 * n + 4].copy_from_slice(&t.dst_port.to_be_bytes());
+    (b, 2 * n + 4)
 }
 
 /// What we know about an interface's receive steering.
@@ -90,7 +103,8 @@ impl RssModel {
     pub fn queue_for(&self, t: &FourTuple) -> Option<u32> {
         match self {
             RssModel::Toeplitz { key, indirection } if !indirection.is_empty() => {
-                let h = toeplitz(key, &ipv4_l4_input(t));
+                let (input, len) = l4_input(t);
+                let h = toeplitz(key, &input[..len]);
                 indirection.get(h as usize % indirection.len()).copied()
             }
             RssModel::Single => Some(0),
@@ -106,8 +120,8 @@ impl RssModel {
 pub fn pick_local_port(
     model: &RssModel,
     queue: u32,
-    local: Ipv4Addr,
-    remote: Ipv4Addr,
+    local: IpAddr,
+    remote: IpAddr,
     remote_port: u16,
     ports: std::ops::RangeInclusive<u16>,
     start: u16,
@@ -296,17 +310,41 @@ mod tests {
             ),
         ];
         for (t, ip_only, with_ports) in cases {
-            let input = ipv4_l4_input(&t);
+            let (input, len) = l4_input(&t);
+            let input = &input[..len];
             assert_eq!(
                 toeplitz(&DEFAULT_TOEPLITZ_KEY, &input[..8]),
                 ip_only,
                 "{t:?} addresses only"
             );
             assert_eq!(
-                toeplitz(&DEFAULT_TOEPLITZ_KEY, &input),
+                toeplitz(&DEFAULT_TOEPLITZ_KEY, input),
                 with_ports,
                 "{t:?} with ports"
             );
+        }
+    }
+
+    /// The suite's IPv6 rows.
+    #[test]
+    fn toeplitz_matches_the_published_ipv6_vectors() {
+        let v6 = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let cases = [
+            ("3ffe:2501:200:1fff::7", 2794, "3ffe:2501:200:3::1", 1766, 0x2cc1_8cd5, 0x4020_7d3d),
+            ("3ffe:501:8::260:97ff:fe40:efab", 14230, "ff02::1", 4739, 0x0f0c_461c, 0xdde5_1bbf),
+            ("3ffe:1900:4545:3:200:f8ff:fe21:67cf", 44251, "fe80::200:f8ff:fe21:67cf", 38024, 0x4b61_e985, 0x0231_8917),
+        ];
+        for (src, sport, dst, dport, ip_only, with_ports) in cases {
+            let t = FourTuple {
+                src: v6(src),
+                dst: v6(dst),
+                src_port: sport,
+                dst_port: dport,
+            };
+            let (input, len) = l4_input(&t);
+            assert_eq!(len, 36);
+            assert_eq!(toeplitz(&DEFAULT_TOEPLITZ_KEY, &input[..32]), ip_only, "{src}");
+            assert_eq!(toeplitz(&DEFAULT_TOEPLITZ_KEY, &input[..36]), with_ports, "{src}");
         }
     }
 
@@ -316,8 +354,8 @@ mod tests {
             key: DEFAULT_TOEPLITZ_KEY.to_vec(),
             indirection: (0..128).map(|i| i % 4).collect(),
         };
-        let local = Ipv4Addr::new(198, 18, 0, 10);
-        let remote = Ipv4Addr::new(198, 18, 0, 2);
+        let local = IpAddr::from([198, 18, 0, 10]);
+        let remote = IpAddr::from([198, 18, 0, 2]);
         for queue in 0..4 {
             let port =
                 pick_local_port(&model, queue, local, remote, 80, 32768..=60999, 40000).unwrap();

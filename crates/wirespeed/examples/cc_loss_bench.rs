@@ -252,7 +252,7 @@ async fn ours_stream(stack: BypassStack, port: u16, until: Instant) -> Result<()
     let remote = SocketAddrV4::new(SINK, SINK_PORT);
     let conn = wirespeed_rt::timeout(
         Duration::from_secs(10),
-        stack.connect_with(remote, |p| p == port),
+        stack.connect_with(remote.into(), |p| p == port),
     )
     .await
     .map_err(|_| "connect timed out".to_string())?

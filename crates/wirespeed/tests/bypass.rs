@@ -354,7 +354,7 @@ fn our_stack_as_client_against_a_linux_server() {
                         let remote = SocketAddrV4::new(Ipv4Addr::new(198, 18, 51, 1), 9000);
                         let conn = wirespeed_rt::timeout(
                             Duration::from_secs(20),
-                            stack.connect_with(remote, |p| p == LOCAL_PORT),
+                            stack.connect_with(remote.into(), |p| p == LOCAL_PORT),
                         )
                         .await
                         .map_err(|_| "connect timed out".to_string())?

@@ -19,7 +19,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wirespeed_net::bypass::{BypassConfig, CongestionAlgorithm, Device};
+use wirespeed_net::bypass::{BypassConfig, CongestionAlgorithm, Device, Ipv6Subnet};
 use wirespeed_net::{ShardStack, Stack};
 
 use crate::load::conn::{Conn, ResponseParser, Tally, Workload};
@@ -37,6 +37,8 @@ pub struct BypassClient {
     pub ip: Ipv4Addr,
     pub prefix_len: u8,
     pub gateway: Option<Ipv4Addr>,
+    /// An IPv6 address beside `ip`, for servers given by an IPv6 address.
+    pub ipv6: Option<Ipv6Subnet>,
     /// Congestion control of the client's connections.
     pub congestion_control: CongestionAlgorithm,
 }
@@ -64,11 +66,11 @@ fn invalid(msg: String) -> Error {
 
 /// Runs the load of `spec` from our stack on `x`, parsing with clones of `parser`.
 pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P, x: &BypassClient) -> Result<LoadResult> {
-    let SocketAddr::V4(_) = spec.addr else {
+    if spec.addr.is_ipv6() && x.ipv6.is_none() {
         return Err(invalid(
-            "--stack xdp|dpdk: our stack speaks IPv4 only; give an IPv4 server address".into(),
+            "--stack xdp|dpdk: an IPv6 server needs an IPv6 --ip for our stack too".into(),
         ));
-    };
+    }
     if spec.rate.is_some() {
         return Err(invalid(
             "--stack xdp|dpdk runs closed loop only; drop --rate".into(),
@@ -92,7 +94,7 @@ pub fn run<P: ResponseParser>(spec: &LoadSpec, parser: P, x: &BypassClient) -> R
         ip: x.ip,
         prefix_len: x.prefix_len,
         gateway: x.gateway,
-        ipv6: None,
+        ipv6: x.ipv6,
         shards,
         tcp_ports: (FIRST_PORT..FIRST_PORT + PORTS).collect(),
         icmp: false,

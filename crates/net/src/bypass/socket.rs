@@ -13,7 +13,7 @@
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io::{self, IoSlice};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Instant as StdInstant;
@@ -325,9 +325,9 @@ impl RxSteering {
     /// Whether the replies of `local:port <-> remote:remote_port` arrive on one of our queues.
     /// A model that cannot tell (veth, an unknown hash) accepts every port: then the XDP
     /// program steers, which works only where one shard serves every queue.
-    pub fn port_ok(&self, local: Ipv4Addr, remote: SocketAddrV4, port: u16) -> bool {
+    pub fn port_ok(&self, local: IpAddr, remote: SocketAddr, port: u16) -> bool {
         let replies = FourTuple {
-            src: *remote.ip(),
+            src: remote.ip(),
             dst: local,
             src_port: remote.port(),
             dst_port: port,
@@ -458,10 +458,17 @@ impl BypassStack {
 
     /// Opens a connection from a local port whose replies arrive on this shard's queue
     /// (`StackConfig::rx_steering`; any free port without it).
-    pub async fn connect(&self, addr: SocketAddrV4) -> io::Result<BypassStream> {
+    pub async fn connect(&self, addr: SocketAddr) -> io::Result<BypassStream> {
         let (steering, local) = {
             let i = self.inner.borrow();
-            (i.rx_steering.clone(), i.stack.config().ipv4.into())
+            let remote = tcpip::IpAddress::from(addr.ip());
+            let local = i.stack.config().local_addr(remote).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::AddrNotAvailable,
+                    format!("our stack has no address of {addr}'s family: give --ip one"),
+                )
+            })?;
+            (i.rx_steering.clone(), IpAddr::from(local))
         };
         self.connect_with(addr, move |port| {
             steering
@@ -474,14 +481,14 @@ impl BypassStack {
     /// Opens a connection; `port_ok` filters the local ports tried.
     pub async fn connect_with(
         &self,
-        addr: SocketAddrV4,
+        addr: SocketAddr,
         port_ok: impl FnMut(u16) -> bool,
     ) -> io::Result<BypassStream> {
         let id = {
             let mut i = self.inner.borrow_mut();
             let now = i.stack_time(wirespeed_rt::now());
             i.stack
-                .tcp_connect(now, tcpip::Ipv4Addr::from(*addr.ip()), addr.port(), port_ok)
+                .tcp_connect(now, tcpip::IpAddress::from(addr.ip()), addr.port(), port_ok)
                 .map_err(to_io)?
         };
         let stream = BypassStream {
@@ -740,8 +747,8 @@ mod tests {
             key: DEFAULT_TOEPLITZ_KEY.to_vec(),
             indirection: (0..128).map(|i| i % 4).collect(),
         };
-        let local = Ipv4Addr::new(161, 142, 100, 80);
-        let remote = SocketAddrV4::new(Ipv4Addr::new(66, 9, 149, 187), 2794);
+        let local = IpAddr::from([161, 142, 100, 80]);
+        let remote = SocketAddr::from(([66, 9, 149, 187], 2794));
         let on = |queue| RxSteering {
             model: model.clone(),
             queues: vec![queue],

@@ -78,12 +78,13 @@ struct Common {
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     dpdk_args: Option<String>,
     /// --stack xdp|dpdk: the address our client stack uses, with its prefix, e.g.
-    /// 198.18.0.1/24. It must not be one of the kernel's own addresses on that interface.
-    #[arg(long)]
-    ip: Option<String>,
-    /// --stack xdp|dpdk: the next hop for servers outside --ip's prefix.
-    #[arg(long)]
-    gateway: Option<std::net::Ipv4Addr>,
+    /// 198.18.0.1/24; give it twice to load IPv6 servers too, e.g. --ip 198.18.0.1/24 --ip
+    /// fd00::1/64. It must not be one of the kernel's own addresses on that interface.
+    #[arg(long, value_name = "ADDR/LEN")]
+    ip: Vec<String>,
+    /// --stack xdp|dpdk: the next hop for servers outside --ip's prefix; once per family.
+    #[arg(long, value_name = "ADDR")]
+    gateway: Vec<std::net::IpAddr>,
     /// --stack xdp|dpdk: congestion control of our stack's connections, by the names of
     /// Linux's net.ipv4.tcp_congestion_control: cubic (RFC 9438) or reno (NewReno, RFC 5681
     /// and RFC 6582). The default is cubic because it is Linux's default, so our stack and the
@@ -122,19 +123,23 @@ fn load_on<P: wirespeed_bench::load::ResponseParser>(
                 c.allow_host,
                 c.dpdk_args.as_deref(),
             )?;
-            let ip = c.ip.as_deref().context(
-                "--stack xdp|dpdk needs --ip ADDR/LEN (the address our client stack uses)",
-            )?;
-            let (ip, prefix_len) = super::parse_ip_prefix(ip)?;
+            if c.ip.is_empty() {
+                anyhow::bail!(
+                    "--stack xdp|dpdk needs --ip ADDR/LEN (the address our client stack uses)"
+                );
+            }
+            let (ip, prefix_len, ipv6) = super::parse_served_addresses(&c.ip, &c.gateway)?;
             let x = BypassClient {
                 device,
                 ip,
                 prefix_len,
-                gateway: c.gateway,
+                gateway: super::ipv4_gateway(&c.gateway),
+                ipv6,
                 congestion_control: c.congestion_control,
             };
+            let also_v6 = x.ipv6.map(|v6| format!(" and {}", v6.addr)).unwrap_or_default();
             eprintln!(
-                "wirespeed bench: client on our stack over {} as {}",
+                "wirespeed bench: client on our stack over {} as {}{also_v6}",
                 x.describe(),
                 x.ip
             );

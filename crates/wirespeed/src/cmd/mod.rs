@@ -103,17 +103,3 @@ pub fn ipv4_gateway(gateways: &[std::net::IpAddr]) -> Option<Ipv4Addr> {
     })
 }
 
-/// `198.18.0.1/24` into the address and the prefix length.
-pub fn parse_ip_prefix(ip: &str) -> anyhow::Result<(Ipv4Addr, u8)> {
-    let (addr, len) = ip
-        .split_once('/')
-        .context("--ip must look like 198.18.0.1/24")?;
-    Ok((
-        addr.parse()
-            .with_context(|| format!("--ip: `{addr}` is not an IPv4 address"))?,
-        len.parse()
-            .ok()
-            .filter(|l| *l <= 32)
-            .with_context(|| format!("--ip: bad prefix length `{len}`"))?,
-    ))
-}
