@@ -330,9 +330,30 @@ mod tests {
     fn toeplitz_matches_the_published_ipv6_vectors() {
         let v6 = |s: &str| -> IpAddr { s.parse().unwrap() };
         let cases = [
-            ("3ffe:2501:200:1fff::7", 2794, "3ffe:2501:200:3::1", 1766, 0x2cc1_8cd5, 0x4020_7d3d),
-            ("3ffe:501:8::260:97ff:fe40:efab", 14230, "ff02::1", 4739, 0x0f0c_461c, 0xdde5_1bbf),
-            ("3ffe:1900:4545:3:200:f8ff:fe21:67cf", 44251, "fe80::200:f8ff:fe21:67cf", 38024, 0x4b61_e985, 0x0231_8917),
+            (
+                "3ffe:2501:200:1fff::7",
+                2794,
+                "3ffe:2501:200:3::1",
+                1766,
+                0x2cc1_8cd5,
+                0x4020_7d3d,
+            ),
+            (
+                "3ffe:501:8::260:97ff:fe40:efab",
+                14230,
+                "ff02::1",
+                4739,
+                0x0f0c_461c,
+                0xdde5_1bbf,
+            ),
+            (
+                "3ffe:1900:4545:3:200:f8ff:fe21:67cf",
+                44251,
+                "fe80::200:f8ff:fe21:67cf",
+                38024,
+                0x4b61_e985,
+                0x02d1_feef,
+            ),
         ];
         for (src, sport, dst, dport, ip_only, with_ports) in cases {
             let t = FourTuple {
@@ -343,8 +364,16 @@ mod tests {
             };
             let (input, len) = l4_input(&t);
             assert_eq!(len, 36);
-            assert_eq!(toeplitz(&DEFAULT_TOEPLITZ_KEY, &input[..32]), ip_only, "{src}");
-            assert_eq!(toeplitz(&DEFAULT_TOEPLITZ_KEY, &input[..36]), with_ports, "{src}");
+            assert_eq!(
+                toeplitz(&DEFAULT_TOEPLITZ_KEY, &input[..32]),
+                ip_only,
+                "{src}"
+            );
+            assert_eq!(
+                toeplitz(&DEFAULT_TOEPLITZ_KEY, &input[..36]),
+                with_ports,
+                "{src}"
+            );
         }
     }
 
