@@ -625,7 +625,8 @@ fn bypass_server_answers_a_peer_with_default_offloads() {
 /// The user: one server, dual stack. `--ip` twice on a plain veth pair at the kernel's
 /// defaults (the peer's IPv6 address added with plain `ip`, DAD and all): curl over IPv4 and
 /// over IPv6 at the same time, ping6, and 16 MiB echoed over IPv6 and checked byte for byte
-/// (the TCP checksums of IPv6 frames left to the device, as for IPv4).
+/// (the TCP checksums of IPv6 frames left to the device, as for IPv4); then our stack as a
+/// dual-stack client.
 #[test]
 fn bypass_server_answers_curl_over_ipv6_and_ipv4_at_once() {
     let pair = UserPair::new("s", 62);
@@ -693,6 +694,27 @@ fn bypass_server_answers_curl_over_ipv6_and_ipv4_at_once() {
     let log = srv.stop();
     echoed.unwrap_or_else(|e| panic!("16 MiB echo over IPv6: {e}\n{log}"));
     assert_eq!(peer_csum_errors(&pair.b), 0, "{log}");
+
+    // The other way round: our stack as the client (`bench --ip` twice) loads a kernel
+    // server over IPv6.
+    let listen = "[fd00:62::1]:8081";
+    let args = ["serve", "http", "--cpus", "0", "--listen", listen];
+    let _server = Wirespeed::start(&pair.b, &args, "listening on").expect("kernel server");
+    let cidr4 = format!("{v4}/24");
+    let args = [
+        "--stack",
+        "xdp",
+        "--iface",
+        &pair.a_if,
+        "--ip",
+        &cidr4,
+        "--ip",
+        "fd00:62::2/64",
+        "--allow-host",
+    ];
+    let url = format!("http://{listen}/plaintext");
+    let v = bench_bypass(&pair.a, &url, &args).expect("bench over IPv6 from our stack");
+    assert_clean_load(&v, "bench over IPv6");
 }
 
 /// A TCP counter of the namespace's own (`nstat -az NAME`, since the namespace was made).
