@@ -109,7 +109,7 @@ impl Stack {
     /// §2.4 (e)'s limits as Linux's `icmp6_send` applies them: never about an ICMPv6 error,
     /// never to a group destination except an unrecognized option's parameter problem, and
     /// within the shared budget.
-    fn send_icmpv6_error(
+    pub(crate) fn send_icmpv6_error(
         &mut self,
         src_mac: MacAddr,
         ip: &Ipv6Header,

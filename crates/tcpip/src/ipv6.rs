@@ -3,8 +3,9 @@
 //! them), then TCP, UDP and ICMPv6 (`icmpv6.rs`; neighbour discovery in `ndp.rs`).
 //!
 //! The stack owns one IPv6 address (`Config::ipv6`) and takes datagrams to it, to its
-//! solicited-node group and to all-nodes. It does not reassemble IPv6 fragments yet: they
-//! are counted and dropped (docs/TCPIP.md, "IPv6").
+//! solicited-node group and to all-nodes. Fragments are reassembled (`ipv6_frag.rs`) and the
+//! datagram walks on from its fragmentable part (`ipv6_walked`), as Linux's `ipv6_frag_rcv`
+//! hands it back to `ip6_protocol_deliver_rcu`.
 
 use crate::udp::UdpInput;
 use crate::{IpHeader, Stack};
@@ -20,6 +21,32 @@ pub(crate) struct Ipv6Header {
     pub(crate) dst: Ipv6Addr,
     pub(crate) hop_limit: u8,
     pub(crate) traffic_class: u8,
+}
+
+impl Ipv6Header {
+    pub(crate) fn of(pkt: &Ipv6Packet<&[u8]>) -> Ipv6Header {
+        Ipv6Header {
+            src: pkt.src(),
+            dst: pkt.dst(),
+            hop_limit: pkt.hop_limit(),
+            traffic_class: pkt.traffic_class(),
+        }
+    }
+}
+
+/// A datagram past the fixed header's checks, and how it came.
+pub(crate) struct Inbound<'a> {
+    pub(crate) src_mac: MacAddr,
+    /// The frame was sent to our MAC alone (Linux `PACKET_HOST`).
+    pub(crate) to_host: bool,
+    pub(crate) ip: Ipv6Header,
+    /// The datagram, IPv6 header first, as it came or as reassembled: what an ICMPv6 error
+    /// quotes.
+    pub(crate) dgram: &'a [u8],
+    /// Reassembled from fragments (Linux `IP6SKB_FRAGMENTED`, as an atomic fragment is).
+    pub(crate) reassembled: bool,
+    /// Our address is tentative: only neighbour discovery is taken.
+    pub(crate) tentative: bool,
 }
 
 impl Stack {
@@ -64,61 +91,83 @@ impl Stack {
             self.stats.ip6_tentative += 1;
             return;
         }
-        let ip = Ipv6Header {
-            src,
-            dst,
-            hop_limit: pkt.hop_limit(),
-            traffic_class: pkt.traffic_class(),
+        let inbound = Inbound {
+            src_mac,
+            to_host,
+            ip: Ipv6Header::of(&pkt),
+            // The datagram as it came, for an ICMPv6 error to quote.
+            dgram: &data[..wirespeed_wire::ipv6::HEADER_LEN + pkt.payload_len()],
+            reassembled: false,
+            tentative,
         };
-        // The datagram as it came, for an ICMPv6 error to quote.
-        let dgram = &data[..wirespeed_wire::ipv6::HEADER_LEN + pkt.payload_len()];
-        let payload = pkt.payload();
-        let (protocol, offset, next_header_at) =
-            match walk_extension_headers(pkt.next_header(), payload, dst.is_multicast()) {
-                ExtWalk::Upper {
-                    fragment: Some(_),
-                    protocol: IpProtocol::Icmpv6,
-                    offset,
-                    ..
-                } if payload.get(offset).is_some_and(|&t| ndisc::is_ndp(t)) => {
-                    // Neighbour discovery never comes in fragments (Linux's
-                    // suppress_frag_ndisc), not even atomic ones.
-                    self.stats.ndp_invalid += 1;
-                    return;
-                }
-                // An atomic fragment (offset 0, no more) is a whole datagram (RFC 6946).
-                ExtWalk::Upper {
-                    fragment: Some(f), ..
-                } if !f.is_atomic() => {
-                    self.stats.ip6_fragments_dropped += 1;
-                    return;
-                }
-                ExtWalk::Upper {
-                    protocol,
-                    offset,
-                    next_header_at,
-                    ..
-                } => (protocol, offset, next_header_at),
-                ExtWalk::NoNextHeader => {
-                    self.stats.ip6_no_next_header += 1;
-                    return;
-                }
-                ExtWalk::ParamProblem { code, pointer } => {
-                    self.stats.ip6_param_problems += 1;
-                    self.send_param_problem(src_mac, &ip, dgram, code, pointer as u32);
-                    return;
-                }
-                ExtWalk::Discard { .. } => {
-                    self.stats.ip6_bad_ext_headers += 1;
-                    return;
-                }
-            };
-        let upper = &payload[offset..];
+        match walk_extension_headers(pkt.next_header(), pkt.payload(), dst.is_multicast()) {
+            // An atomic fragment (offset 0, no more) is a whole datagram (RFC 6946) and the
+            // walk went on past it; any other is reassembled first (`ipv6_frag.rs`).
+            ExtWalk::Upper {
+                fragment: Some(f),
+                offset,
+                next_header_at,
+                ..
+            } if !f.is_atomic() => self.ipv6_fragment(&inbound, f, offset, next_header_at),
+            walk => self.ipv6_walked(&inbound, walk),
+        }
+    }
+
+    /// The rest of IPv6 input once the extension headers are walked, for a datagram as it
+    /// came or as reassembled (Linux's `ip6_protocol_deliver_rcu` past its header loop).
+    pub(crate) fn ipv6_walked(&mut self, inb: &Inbound, walk: ExtWalk) {
+        let (protocol, offset, next_header_at, fragment) = match walk {
+            ExtWalk::Upper {
+                protocol,
+                offset,
+                next_header_at,
+                fragment,
+            } => (protocol, offset, next_header_at, fragment),
+            ExtWalk::NoNextHeader => {
+                self.stats.ip6_no_next_header += 1;
+                return;
+            }
+            ExtWalk::ParamProblem { code, pointer } => {
+                self.stats.ip6_param_problems += 1;
+                let (mac, dgram) = (inb.src_mac, inb.dgram);
+                self.send_param_problem(mac, &inb.ip, dgram, code, pointer as u32);
+                return;
+            }
+            ExtWalk::Discard { .. } => {
+                self.stats.ip6_bad_ext_headers += 1;
+                return;
+            }
+        };
+        let upper = &inb.dgram[wirespeed_wire::ipv6::HEADER_LEN + offset..];
+        let fragmented = inb.reassembled || fragment.is_some();
+        if fragmented
+            && protocol == IpProtocol::Icmpv6
+            && upper.first().is_some_and(|&t| ndisc::is_ndp(t))
+        {
+            // Neighbour discovery never comes in fragments (Linux's suppress_frag_ndisc),
+            // not even atomic ones.
+            self.stats.ndp_invalid += 1;
+            return;
+        }
+        self.ipv6_upper(inb, protocol, upper, next_header_at);
+    }
+
+    /// TCP, UDP or ICMPv6 input of `upper`, what `protocol` names (at `next_header_at`).
+    fn ipv6_upper(
+        &mut self,
+        inb: &Inbound,
+        protocol: IpProtocol,
+        upper: &[u8],
+        next_header_at: usize,
+    ) {
+        let (src_mac, ip, dgram) = (inb.src_mac, &inb.ip, inb.dgram);
+        let unicast = Some(ip.dst) == self.cfg.ipv6;
+        let to_host = inb.to_host;
         // Linux answers only along a route back, and opens no connection without one.
-        let answerable = self.next_hop(src.into()).is_some();
+        let answerable = self.next_hop(ip.src.into()).is_some();
         let hdr = IpHeader {
-            src: src.into(),
-            dst: dst.into(),
+            src: ip.src.into(),
+            dst: ip.dst.into(),
             ecn: ip.traffic_class & 3,
         };
         match protocol {
@@ -128,22 +177,18 @@ impl Stack {
             IpProtocol::Udp => match self.udp.input(&self.cfg, &mut self.stats, &hdr, upper) {
                 UdpInput::Event(ev) => self.events.push_back(ev),
                 UdpInput::NoSocket if to_host && unicast && answerable => {
-                    self.send_unreachable_v6(
-                        src_mac,
-                        &ip,
-                        dgram,
-                        unreachable_code::PORT_UNREACHABLE,
-                    );
+                    let code = unreachable_code::PORT_UNREACHABLE;
+                    self.send_unreachable_v6(src_mac, ip, dgram, code);
                 }
                 UdpInput::NoSocket | UdpInput::Taken => {}
             },
-            IpProtocol::Icmpv6 => self.icmpv6_input(src_mac, &ip, upper, tentative),
+            IpProtocol::Icmpv6 => self.icmpv6_input(src_mac, ip, upper, inb.tentative),
             _ => {
                 // No handler: Linux's ip6_protocol_deliver_rcu answers "unrecognized next
                 // header", pointing at the field that named it.
                 self.stats.ip6_param_problems += 1;
                 let code = param_problem_code::UNRECOGNIZED_NEXT_HEADER;
-                self.send_param_problem(src_mac, &ip, dgram, code, next_header_at as u32);
+                self.send_param_problem(src_mac, ip, dgram, code, next_header_at as u32);
             }
         }
     }

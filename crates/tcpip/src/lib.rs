@@ -32,10 +32,12 @@
 
 #![forbid(unsafe_code)]
 
+mod frag_queues;
 mod frame_queue;
 mod icmp;
 mod icmpv6;
 mod ipv6;
+mod ipv6_frag;
 mod ndp;
 mod neighbour;
 mod reassembly;
@@ -205,9 +207,18 @@ pub struct Config {
     /// How long an incomplete datagram is kept from its first fragment (Linux `ipfrag_time`,
     /// 30 s); then it is dropped, with ICMP time exceeded if its offset-0 fragment came.
     pub ipfrag_time: Duration,
+    /// Most bytes the IPv6 reassembly queues may hold (Linux `ip6frag_high_thresh`, 4 MiB),
+    /// apart from IPv4's: Linux keeps each family's fragments in its own `fqdir`, with its
+    /// own bound. Above it every IPv6 fragment is dropped (`ip6_frag_mem_exceeded`) until
+    /// queues complete or time out; 0 turns IPv6 reassembly off (`ip6_fragments_dropped`).
+    pub ip6frag_high_thresh: usize,
+    /// How long an incomplete IPv6 datagram is kept from its first fragment (Linux
+    /// `ip6frag_time`, 60 s: `IPV6_FRAG_TIMEOUT`, RFC 8200 §4.5's 60 seconds, twice IPv4's);
+    /// then it is dropped, with ICMPv6 time exceeded if its offset-0 fragment came to us.
+    pub ip6frag_time: Duration,
     /// Linux `ipfrag_max_dist` (64): a queue that took no fragment while more than this many
     /// fragments from its source arrived is restarted empty (it has probably lost some, and
-    /// its ident may come round again). 0: off.
+    /// its ident may come round again). 0: off. IPv4 only, as in Linux.
     pub ipfrag_max_dist: u32,
     /// How every connection's congestion window opens and closes, by Linux's names: `cubic`
     /// (RFC 9438, the default, as Linux's `tcp_congestion_control` defaults) or `reno`
@@ -269,6 +280,8 @@ impl Config {
             ipfrag_high_thresh: 4 * 1024 * 1024,
             ipfrag_time: Duration::from_secs(30),
             ipfrag_max_dist: 64,
+            ip6frag_high_thresh: 4 * 1024 * 1024,
+            ip6frag_time: Duration::from_secs(60),
             congestion_control: CongestionAlgorithm::Cubic,
         }
     }
@@ -486,7 +499,7 @@ pub struct Stats {
     /// Datagrams to our IPv6 address while it is tentative (duplicate address detection
     /// under way): dropped, as Linux does not own a tentative address yet.
     pub ip6_tentative: u64,
-    /// IPv6 fragments: dropped, as the stack does not reassemble IPv6 (docs/TCPIP.md).
+    /// IPv6 fragments dropped because IPv6 reassembly is off (`ip6frag_high_thresh` 0).
     pub ip6_fragments_dropped: u64,
     pub icmp6_malformed: u64,
     pub icmp6_bad_checksum: u64,
@@ -634,5 +647,21 @@ pub struct Stats {
     /// Reassembly queues dropped incomplete after `ipfrag_time` (Linux ReasmTimeout); the
     /// ICMP time exceeded sent for some is counted in `icmp_errors_sent`.
     pub ip_frag_timeout: u64,
+    /// IPv6 datagrams reassembled from fragments (Linux Ip6ReasmOKs). The `ip6_frag_*`
+    /// counters are IPv6's own, as Linux keeps Ip6Reasm* apart from IPv4's; they count as
+    /// their `ip_frag_*` namesakes do.
+    pub ip6_frag_reassembled: u64,
+    /// IPv6 fragments dropped as duplicates; the queue is kept.
+    pub ip6_frag_duplicate: u64,
+    /// IPv6 reassembly queues dropped for an overlap (RFC 5722; Linux ReasmOverlaps).
+    pub ip6_frag_overlap_dropped: u64,
+    /// IPv6 reassembly queues dropped for a contradicting or empty fragment, or when whole
+    /// (a payload over 65535 bytes, or not-ECT mixed with ECT/CE).
+    pub ip6_frag_malformed: u64,
+    /// IPv6 fragments dropped because the queues held more than `ip6frag_high_thresh`.
+    pub ip6_frag_mem_exceeded: u64,
+    /// IPv6 reassembly queues dropped incomplete after `ip6frag_time`; the ICMPv6 time
+    /// exceeded sent for some is counted in `icmp_errors_sent`.
+    pub ip6_frag_timeout: u64,
 }
 }

@@ -365,6 +365,275 @@ fn a_connection_opened_while_tentative_solicits_when_dad_ends() {
         p.st[0].tcp_state(c) == Ok(TcpState::Established) && p.st[1].tcp_accept(l).is_ok()
     }));
     let took = p.now.since(start);
-    assert!(took < Duration::from_millis(1100), "established after {took:?}");
-    assert_eq!(p.st[0].stats().ndp_solicitations_sent, 2, "the DAD probe and one for B");
+    assert!(
+        took < Duration::from_millis(1100),
+        "established after {took:?}"
+    );
+    assert_eq!(
+        p.st[0].stats().ndp_solicitations_sent,
+        2,
+        "the DAD probe and one for B"
+    );
+}
+
+/// One fragment of the datagram in `frame` (Ethernet, a fixed IPv6 header naming the upper
+/// layer, the upper layer): the upper layer's bytes [`from`, `to`) of datagram `ident`,
+/// behind `hbh` (a hop-by-hop header naming the fragment header, or nothing).
+fn fragment6(frame: &[u8], hbh: &[u8], (from, to): (usize, usize), ident: u32) -> Vec<u8> {
+    let upper = &frame[54..];
+    let mut f = frame[..54].to_vec();
+    f[20] = if hbh.is_empty() { 44 } else { 0 };
+    f.extend_from_slice(hbh);
+    let mut fh = [0u8; 8];
+    wirespeed_wire::ipv6_ext::FragmentHeader {
+        next_header: frame[20].into(),
+        offset_bytes: from,
+        more: to < upper.len(),
+        ident,
+    }
+    .emit(&mut fh)
+    .unwrap();
+    f.extend_from_slice(&fh);
+    f.extend_from_slice(&upper[from..to]);
+    let plen = (f.len() - 54) as u16;
+    f[18..20].copy_from_slice(&plen.to_be_bytes());
+    f
+}
+
+/// The datagram in `frame` cut in fragments at the upper layer's offsets `cuts`.
+fn fragments6(frame: &[u8], hbh: &[u8], cuts: &[usize], ident: u32) -> Vec<Vec<u8>> {
+    let mut at = vec![0];
+    at.extend_from_slice(cuts);
+    at.push(frame.len() - 54);
+    at.windows(2)
+        .map(|w| fragment6(frame, hbh, (w[0], w[1]), ident))
+        .collect()
+}
+
+/// B without DAD, listening on port 80, A's MAC known.
+fn fragment_station(cfg: Config) -> Stack {
+    let mut s = Stack::new(cfg);
+    s.tcp_listen(80, 4).unwrap();
+    s.neighbour_add_static(IP6_A, MAC_A);
+    s
+}
+
+/// `frames` into `s` at `now`; what it sent.
+fn feed(s: &mut Stack, now: Instant, frames: &[&Vec<u8>]) -> Vec<Vec<u8>> {
+    for f in frames {
+        s.receive(now, f);
+    }
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    sink.frames
+}
+
+/// A SYN from A's port 1000 to B's port 80 with 20 bytes of options (40 in all).
+fn long_syn6() -> Vec<u8> {
+    let repr = TcpRepr {
+        src_port: 1000,
+        dst_port: 80,
+        seq: SeqNumber(500),
+        ack: None,
+        flags: flags::SYN,
+        window: 65535,
+        options: TcpOptions {
+            mss: Some(1440),
+            window_scale: Some(7),
+            sack_permitted: true,
+            timestamps: Some((1, 0)),
+            ..Default::default()
+        },
+    };
+    let mut f = vec![0u8; 54 + repr.header_len()];
+    assert_eq!(f.len(), 54 + 40);
+    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Tcp, 64, 0);
+    repr.emit(&mut f[54..]).unwrap();
+    fill_checksum(&mut f[54..], IP6_A, IP6_B);
+    f
+}
+
+/// The answer to a SYN from A's port 1000 (sequence 500) (port 80, sequence 500).
+fn is_syn_ack(f: &[u8]) -> bool {
+    let p = Ipv6Packet::new_checked(&f[14..]).unwrap();
+    let t = TcpPacket::new_checked(p.payload()).unwrap();
+    t.syn() && t.ack() && t.ack_number() == SeqNumber(501) && t.verify_checksum(IP6_B, IP6_A)
+}
+
+const T1: Instant = Instant::from_millis(1000);
+
+#[test]
+fn a_syn_in_two_ipv6_fragments_gets_a_syn_ack() {
+    let mut s = fragment_station(no_dad(1));
+    // The first fragment holds the TCP header (RFC 7112) and part of its options.
+    let f = fragments6(&long_syn6(), &[], &[24], 1);
+    assert!(feed(&mut s, T1, &[&f[0]]).is_empty());
+    let out = feed(&mut s, T1, &[&f[1]]);
+    assert_eq!(out.len(), 1, "{:?}", s.stats());
+    assert!(is_syn_ack(&out[0]));
+    assert_eq!(s.stats().ip6_frag_reassembled, 1);
+    assert_eq!(s.stats().ip6_fragments_dropped, 0);
+}
+
+#[test]
+fn a_syn_in_two_ipv6_fragments_last_first_gets_a_syn_ack() {
+    let mut s = fragment_station(no_dad(1));
+    let f = fragments6(&long_syn6(), &[], &[24], 1);
+    assert!(feed(&mut s, T1, &[&f[1]]).is_empty());
+    let out = feed(&mut s, T1, &[&f[0]]);
+    assert_eq!(out.len(), 1, "{:?}", s.stats());
+    assert!(is_syn_ack(&out[0]));
+}
+
+#[test]
+fn a_duplicate_ipv6_fragment_is_dropped_alone() {
+    let mut s = fragment_station(no_dad(1));
+    let f = fragments6(&long_syn6(), &[], &[24], 1);
+    let out = feed(&mut s, T1, &[&f[0], &f[0], &f[1]]);
+    assert_eq!(out.len(), 1);
+    assert!(is_syn_ack(&out[0]));
+    let st = s.stats();
+    assert_eq!((st.ip6_frag_duplicate, st.ip6_frag_reassembled), (1, 1));
+}
+
+#[test]
+fn an_overlapping_ipv6_fragment_drops_the_queue() {
+    let mut s = fragment_station(no_dad(1));
+    let syn = long_syn6();
+    let first = fragment6(&syn, &[], (0, 32), 1);
+    let overlapping = fragment6(&syn, &[], (24, 40), 1);
+    assert!(feed(&mut s, T1, &[&first, &overlapping]).is_empty());
+    assert_eq!(s.stats().ip6_frag_overlap_dropped, 1);
+    // What was held went with it: the rest alone completes nothing.
+    assert!(feed(&mut s, T1, &[&fragment6(&syn, &[], (32, 40), 1)]).is_empty());
+    assert_eq!(s.stats().ip6_frag_reassembled, 0);
+}
+
+#[test]
+fn an_unfinished_ipv6_datagram_times_out_after_60_s_with_time_exceeded() {
+    let mut s = fragment_station(no_dad(1));
+    // Datagram 1 lacks its last fragment, datagram 2 its first: only 1 is answered.
+    let syn = long_syn6();
+    let first = fragment6(&syn, &[], (0, 24), 1);
+    let last = fragment6(&syn, &[], (24, 40), 2);
+    assert!(feed(&mut s, T1, &[&first, &last]).is_empty());
+    let due = T1.add(Duration::from_secs(60));
+    assert_eq!(s.poll_at(), Some(due));
+    assert!(feed(&mut s, T1.add(Duration::from_millis(59_999)), &[]).is_empty());
+    let out = feed(&mut s, due, &[]);
+    let msgs = icmpv6_of(&out);
+    assert_eq!((out.len(), msgs.len()), (1, 1));
+    let (ip, m) = &msgs[0];
+    assert_eq!((ip.src, ip.dst), (IP6_B, IP6_A));
+    assert!(Icmpv6Packet::new_checked(&m[..])
+        .unwrap()
+        .verify_checksum(IP6_B, IP6_A));
+    // Time exceeded, fragment reassembly; the first fragment quoted whole.
+    assert_eq!((m[0], m[1]), (3, 1));
+    assert_eq!(&m[8..], &first[14..]);
+    assert_eq!(s.stats().ip6_frag_timeout, 2);
+    assert_eq!(s.stats().ip_frag_timeout, 0);
+    assert_eq!(s.poll_at(), None);
+}
+
+#[test]
+fn over_ip6frag_high_thresh_ipv6_fragments_are_refused() {
+    let mut cfg = no_dad(1);
+    cfg.ip6frag_high_thresh = 4 * crate::frag_queues::Queues::<crate::ipv6_frag::V6>::QUEUE_COST;
+    let mut s = fragment_station(cfg);
+    // First fragments of datagrams that never complete, until the queues hold too much.
+    let mut queued = 0;
+    while s.stats().ip6_frag_mem_exceeded == 0 {
+        let f = fragments6(&long_syn6(), &[], &[24], 100 + queued);
+        assert!(feed(&mut s, T1, &[&f[0]]).is_empty());
+        queued += 1;
+        assert!(queued <= 4, "{:?}", s.stats());
+    }
+    queued -= 1;
+    // Then every fragment is refused, even those of a datagram that would be whole.
+    let f = fragments6(&long_syn6(), &[], &[24], 1);
+    assert!(feed(&mut s, T1, &[&f[0], &f[1]]).is_empty());
+    assert_eq!(s.stats().ip6_frag_mem_exceeded, 3);
+    // Memory comes back as the queues time out (each answered: its first fragment came).
+    let later = T1.add(Duration::from_secs(60));
+    assert_eq!(icmpv6_of(&feed(&mut s, later, &[])).len(), queued as usize);
+    let out = feed(&mut s, later, &[&f[0], &f[1]]);
+    assert_eq!(out.len(), 1);
+    assert!(is_syn_ack(&out[0]));
+    // IPv4's bound is its own: at 1 byte it does not stop IPv6.
+    let mut cfg = no_dad(1);
+    cfg.ipfrag_high_thresh = 1;
+    let mut s = fragment_station(cfg);
+    assert_eq!(feed(&mut s, T1, &[&f[0], &f[1]]).len(), 1);
+}
+
+#[test]
+fn a_udp_datagram_of_3000_bytes_in_three_ipv6_fragments_is_delivered_whole() {
+    let mut s = Stack::new(no_dad(1));
+    let sock = s.udp_bind(53).unwrap();
+    let payload: Vec<u8> = (0..3000).map(|i| (i * 7 + 1) as u8).collect();
+    let mut f = vec![0u8; 54 + 8 + payload.len()];
+    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Udp, 64, 0);
+    f[62..].copy_from_slice(&payload);
+    let udp = UdpRepr {
+        src_port: 5000,
+        dst_port: 53,
+    };
+    udp.emit(&mut f[54..], payload.len(), IP6_A, IP6_B).unwrap();
+    // Behind a hop-by-hop header (PadN), which stays in the reassembled datagram.
+    let hbh = [44, 0, 1, 4, 0, 0, 0, 0];
+    let frags = fragments6(&f, &hbh, &[1232, 2464], 9);
+    assert_eq!(frags.len(), 3);
+    feed(&mut s, T1, &[&frags[2], &frags[0], &frags[1]]);
+    let mut buf = vec![0u8; 4096];
+    let (n, ip, port) = s.udp_recv_from(sock, &mut buf).expect("reassembled");
+    assert_eq!(
+        (&buf[..n], ip, port),
+        (&payload[..], IpAddress::V6(IP6_A), 5000)
+    );
+    assert_eq!(s.stats().ip6_frag_reassembled, 1);
+}
+
+#[test]
+fn an_atomic_fragment_is_taken_without_reassembly() {
+    let mut s = fragment_station(no_dad(1));
+    // Offset 0, M clear (RFC 6946): the walk goes on past it to TCP.
+    let atomic = [6, 0, 0, 0, 0, 0, 0, 5];
+    let syn = syn6(80, IP6_A, &atomic, IpProtocol::Unknown(44));
+    let out = feed(&mut s, T1, &[&syn]);
+    assert_eq!(out.len(), 1, "{:?}", s.stats());
+    assert!(is_syn_ack(&out[0]));
+    assert_eq!(s.stats().ip6_frag_reassembled, 0);
+    assert_eq!(s.frag.v6.next_deadline(), None, "no queue");
+}
+
+#[test]
+fn a_ping_in_fragments_is_answered_and_a_solicitation_in_fragments_is_not() {
+    let mut s = fragment_station(no_dad(1));
+    // An echo request whose second fragment starts with 135, a neighbour solicitation's
+    // type: only the reassembled message's type counts.
+    let req = Icmpv6Repr::EchoRequest {
+        ident: 7,
+        seq_no: 1,
+        data: &[135; 24],
+    };
+    let mut f = vec![0u8; 54 + req.buffer_len()];
+    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Icmpv6, 64, 0);
+    req.emit(IP6_A, IP6_B, &mut f[54..]).unwrap();
+    let frags = fragments6(&f, &[], &[8], 3);
+    let msgs = icmpv6_of(&feed(&mut s, T1, &[&frags[0], &frags[1]]));
+    assert_eq!(msgs.len(), 1, "{:?}", s.stats());
+    assert_eq!(msgs[0].1[0], 129, "an echo reply");
+    // A solicitation reassembled is still one that came in fragments (suppress_frag_ndisc).
+    let ns = Icmpv6Repr::NeighborSolicit {
+        target: IP6_B,
+        source_lladdr: Some(MAC_A),
+    };
+    let mut f = vec![0u8; 54 + ns.buffer_len()];
+    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Icmpv6, 255, 0);
+    ns.emit(IP6_A, IP6_B, &mut f[54..]).unwrap();
+    let frags = fragments6(&f, &[], &[16], 4);
+    assert!(feed(&mut s, T1, &[&frags[0], &frags[1]]).is_empty());
+    assert_eq!(s.stats().ndp_invalid, 1);
+    assert_eq!(s.stats().ip6_frag_reassembled, 2);
 }

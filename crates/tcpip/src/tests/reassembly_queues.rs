@@ -1,8 +1,13 @@
-//! The reassembly queues' unit tests (a child module of `reassembly`, kept with the
-//! crate's other tests).
+//! The reassembly queues' unit tests (a child module of `frag_queues`, kept with the
+//! crate's other tests): through IPv4's family, then what IPv6's does differently.
 
 use super::*;
-use wirespeed_wire::IpProtocol;
+use crate::ipv6_frag::{V6Key, V6};
+use crate::reassembly::{Reassembly, V4};
+use crate::Config;
+use wirespeed_wire::{checksum, IpProtocol, Ipv4Addr, Ipv4Packet, Ipv4Repr, Ipv6Addr};
+
+const QUEUE_COST: usize = Queues::<V4>::QUEUE_COST;
 
 const SRC: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const DST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
@@ -45,7 +50,7 @@ fn refill(b: &mut [u8]) {
 }
 
 struct Harness {
-    r: Reassembly,
+    r: Queues<V4>,
     stats: Stats,
 }
 
@@ -58,7 +63,7 @@ impl Harness {
         let mut cfg = Config::new(MacAddr([2, 0, 0, 0, 0, 2]), DST, 24);
         tweak(&mut cfg);
         Harness {
-            r: Reassembly::new(&cfg),
+            r: Reassembly::new(&cfg).v4,
             stats: Stats::default(),
         }
     }
@@ -70,7 +75,7 @@ impl Harness {
 
     fn put_from(&mut self, f: &[u8], from: (MacAddr, bool)) -> Option<Vec<u8>> {
         let p = Ipv4Packet::new_checked(f).unwrap();
-        let d = self.r.input(T0, &p, from, &mut self.stats)?;
+        let d = self.r.input(T0, &V4::fragment(&p), from, &mut self.stats)?;
         let v = d.bytes().to_vec();
         self.r.recycle(d);
         Some(v)
@@ -319,4 +324,121 @@ fn reassembly_off_drops_every_fragment() {
     h.put(&frag(1, 0, true, &data(8)));
     assert_eq!(h.stats.ip_fragments_dropped, 1);
     h.assert_empty();
+}
+
+const SRC6: Ipv6Addr = Ipv6Addr([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+const DST6: Ipv6Addr = Ipv6Addr([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+/// Where the fragment header is in [`frag6`]'s fragments: behind a hop-by-hop header,
+/// whose next header field (byte 40) names it.
+const FRAG_AT: usize = 48;
+
+/// An IPv6 fragment of datagram 7 (traffic class `tc`): a hop-by-hop header (PadN), the
+/// fragment header (next header UDP), then `bytes` at offset `off`.
+fn frag6(off: usize, more: bool, tc: u8, bytes: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; 40];
+    (b[0], b[1]) = (0x60 | tc >> 4, tc << 4);
+    (b[6], b[7]) = (0, 64);
+    b[8..24].copy_from_slice(&SRC6.0);
+    b[24..40].copy_from_slice(&DST6.0);
+    b.extend_from_slice(&[44, 0, 1, 4, 0, 0, 0, 0]);
+    let word = off as u16 | more as u16;
+    b.extend_from_slice(&[17, 0]);
+    b.extend_from_slice(&word.to_be_bytes());
+    b.extend_from_slice(&7u32.to_be_bytes());
+    b.extend_from_slice(bytes);
+    let plen = (b.len() - 40) as u16;
+    b[4..6].copy_from_slice(&plen.to_be_bytes());
+    b
+}
+
+/// The queues' view of a [`frag6`] fragment, as `Stack::ipv6_fragment` makes it.
+fn view6(b: &[u8]) -> Fragment<'_, V6Key> {
+    let word = u16::from_be_bytes([b[FRAG_AT + 2], b[FRAG_AT + 3]]);
+    Fragment {
+        key: V6Key {
+            src: SRC6,
+            dst: DST6,
+            ident: 7,
+        },
+        head: &b[..FRAG_AT + 8],
+        data: &b[FRAG_AT + 8..],
+        offset: (word & !7) as u32,
+        more: word & 1 != 0,
+        ecn: (b[1] >> 4) & 3,
+        next_header_at: 40,
+    }
+}
+
+struct Harness6 {
+    r: Queues<V6>,
+    stats: Stats,
+}
+
+impl Harness6 {
+    fn new() -> Harness6 {
+        let cfg = Config::new(MacAddr([2, 0, 0, 0, 0, 2]), DST, 24);
+        Harness6 {
+            r: Reassembly::new(&cfg).v6,
+            stats: Stats::default(),
+        }
+    }
+
+    fn put(&mut self, f: &[u8]) -> Option<(Vec<u8>, usize, usize)> {
+        let d = self.r.input(T0, &view6(f), FROM, &mut self.stats)?;
+        let v = (d.bytes().to_vec(), d.head_len, d.next_header_at);
+        self.r.recycle(d);
+        Some(v)
+    }
+}
+
+#[test]
+fn an_ipv6_datagram_is_the_unfragmentable_part_and_the_data() {
+    let mut h = Harness6::new();
+    let d = data(40);
+    // ECT(0), then CE last fragment first.
+    let first = frag6(0, true, 0x02, &d[..16]);
+    assert!(h.put(&frag6(16, false, 0x03, &d[16..])).is_none());
+    let (whole, head_len, nh_at) = h.put(&first).unwrap();
+    // The fixed header and the hop-by-hop header; its next header field names UDP now, the
+    // fragment header is gone, and the payload length covers 8 + 40 bytes.
+    assert_eq!((head_len, nh_at), (48, 40));
+    assert_eq!(&whole[8..40], &first[8..40]);
+    assert_eq!(&whole[40..48], &[17, 0, 1, 4, 0, 0, 0, 0]);
+    assert_eq!(&whole[4..6], &48u16.to_be_bytes());
+    assert_eq!(&whole[48..], &d[..]);
+    // CE in the traffic class (its low two bits are byte 1's bits 4 and 5).
+    assert_eq!((whole[0], whole[1] >> 4), (0x60, 0x03));
+    assert_eq!(h.stats.ip6_frag_reassembled, 1);
+    assert_eq!(h.stats.ip_frag_reassembled, 0);
+}
+
+#[test]
+fn an_ipv6_queue_lasts_60_seconds_and_is_keyed_by_the_destination_too() {
+    let mut h = Harness6::new();
+    let d = data(16);
+    h.put(&frag6(0, true, 0, &d[..8]));
+    // Another destination: another queue, though source and ident are the same.
+    let mut other = frag6(8, false, 0, &d[8..]);
+    other[39] = 9;
+    let mut v = view6(&other);
+    v.key.dst.0[15] = 9;
+    assert!(h.r.input(T0, &v, FROM, &mut h.stats).is_none());
+    assert_eq!(h.r.index.len(), 2);
+    assert_eq!(h.r.next_deadline(), Some(T0.add(Duration::from_secs(60))));
+}
+
+#[test]
+fn an_ipv6_payload_over_65535_bytes_is_dropped_when_whole() {
+    // 65535 bytes of data fit a fragment offset, but not behind 8 bytes of hop-by-hop.
+    let mut h = Harness6::new();
+    let d = data(65535);
+    h.put(&frag6(0, true, 0, &d[..32768]));
+    h.put(&frag6(32768, true, 0, &d[32768..65528]));
+    assert!(h.put(&frag6(65528, false, 0, &d[65528..])).is_none());
+    assert_eq!(h.stats.ip6_frag_malformed, 1);
+    assert_eq!(h.stats.ip_frag_malformed, 0);
+    // Not-ECT mixed with ECT(1): dropped too.
+    h.put(&frag6(0, true, 0x01, &d[..8]));
+    assert!(h.put(&frag6(8, false, 0, &d[8..16])).is_none());
+    assert_eq!(h.stats.ip6_frag_malformed, 2);
 }
