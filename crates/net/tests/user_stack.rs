@@ -78,7 +78,8 @@ fn echo_through_two_user_stacks() {
             for round in 0..3u8 {
                 let s = wirespeed_rt::timeout(
                     std::time::Duration::from_secs(10),
-                    client_stack.connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7).into()),
+                    client_stack
+                        .connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7).into()),
                 )
                 .await
                 .unwrap_or_else(|_| {
@@ -150,8 +151,9 @@ fn connect_picks_ports_that_hash_to_the_own_queue() {
                     for _ in 0..16 {
                         let s = wirespeed_rt::timeout(
                             std::time::Duration::from_secs(10),
-                            client_stack
-                                .connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 80).into()),
+                            client_stack.connect(
+                                SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 80).into(),
+                            ),
                         )
                         .await
                         .expect("connect timed out")

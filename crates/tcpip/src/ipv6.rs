@@ -129,8 +129,12 @@ impl Stack {
             }
             ExtWalk::ParamProblem { code, pointer } => {
                 self.stats.ip6_param_problems += 1;
-                let (mac, dgram) = (inb.src_mac, inb.dgram);
-                self.send_param_problem(mac, &inb.ip, dgram, code, pointer as u32);
+                // Linux's icmp6_send answers a frame sent to a link-layer group only about
+                // an option whose type asks for it (RFC 4443 §2.4 (e.3)).
+                if inb.to_host || code == param_problem_code::UNRECOGNIZED_OPTION {
+                    let (mac, dgram) = (inb.src_mac, inb.dgram);
+                    self.send_param_problem(mac, &inb.ip, dgram, code, pointer as u32);
+                }
                 return;
             }
             ExtWalk::Discard { .. } => {
@@ -187,8 +191,10 @@ impl Stack {
                 // No handler: Linux's ip6_protocol_deliver_rcu answers "unrecognized next
                 // header", pointing at the field that named it.
                 self.stats.ip6_param_problems += 1;
-                let code = param_problem_code::UNRECOGNIZED_NEXT_HEADER;
-                self.send_param_problem(src_mac, ip, dgram, code, next_header_at as u32);
+                if to_host {
+                    let code = param_problem_code::UNRECOGNIZED_NEXT_HEADER;
+                    self.send_param_problem(src_mac, ip, dgram, code, next_header_at as u32);
+                }
             }
         }
     }

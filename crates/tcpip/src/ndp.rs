@@ -10,7 +10,6 @@ use wirespeed_wire::icmpv6::Icmpv6Repr;
 use wirespeed_wire::ndisc::NDP_HOP_LIMIT;
 use wirespeed_wire::{IpAddress, Ipv6Addr, MacAddr};
 
-
 /// Where duplicate address detection stands for our IPv6 address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dad {

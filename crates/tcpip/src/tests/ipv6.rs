@@ -287,6 +287,17 @@ fn an_unknown_next_header_is_answered_with_parameter_problem() {
 }
 
 #[test]
+fn an_unknown_next_header_in_a_broadcast_frame_is_not_answered() {
+    // The same datagram as above in a frame to ff:ff:ff:ff:ff:ff (Linux: not PACKET_HOST).
+    let mut f = vec![0u8; 54 + 8];
+    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Icmp, 64, 0);
+    f[..6].copy_from_slice(&MacAddr::BROADCAST.0);
+    let (out, st) = answers(&f);
+    assert_eq!(st.ip6_param_problems, 1);
+    assert!(icmpv6_of(&out).is_empty());
+}
+
+#[test]
 fn martian_and_foreign_ipv6_is_dropped_unanswered() {
     let mut multicast_src = IP6_A;
     multicast_src.0[0] = 0xff;

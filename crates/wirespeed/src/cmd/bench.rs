@@ -137,7 +137,10 @@ fn load_on<P: wirespeed_bench::load::ResponseParser>(
                 ipv6,
                 congestion_control: c.congestion_control,
             };
-            let also_v6 = x.ipv6.map(|v6| format!(" and {}", v6.addr)).unwrap_or_default();
+            let also_v6 = x
+                .ipv6
+                .map(|v6| format!(" and {}", v6.addr))
+                .unwrap_or_default();
             eprintln!(
                 "wirespeed bench: client on our stack over {} as {}{also_v6}",
                 x.describe(),

@@ -102,4 +102,3 @@ pub fn ipv4_gateway(gateways: &[std::net::IpAddr]) -> Option<Ipv4Addr> {
         std::net::IpAddr::V6(_) => None,
     })
 }
-
