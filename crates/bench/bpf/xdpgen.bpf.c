@@ -28,18 +28,29 @@ struct {
 } dut SEC(".maps");
 
 /* The frame to send. Live frames are recycled pages: a DUT that rewrites headers in place
- * (TTL, MACs) would otherwise get its own output back, so every run writes the frame anew. */
+ * (TTL, MACs) would otherwise get its own output back, so every run writes the frame anew.
+ * Its length is frame_len, set at load: GEN_LEN (minimum size, IPv4) or more, up to
+ * GEN_MAX_LEN (an IPv6 SYN is 74 bytes). Read-only data, so the verifier knows it and drops
+ * the path not taken: a GEN_LEN generator runs exactly the stores it always ran. */
 #define GEN_LEN 60
-/* As 8-byte words (the last half used): 8 stores instead of 60 keep the generator's share of
- * a shared core small. */
-const volatile __u64 frame_words[8] = {};
+#define GEN_MAX_LEN 96
+const volatile __u32 frame_len = GEN_LEN;
+/* As 8-byte words (of a GEN_LEN frame the first 7 and a half): 8 stores instead of 60 keep
+ * the generator's share of a shared core small. */
+const volatile __u64 frame_words[GEN_MAX_LEN / 8] = {};
 
 /* Optionally, frames to cycle through instead (frame_count of them, 0: the one above), e.g.
  * one per destination: a route cache then meets as many destinations as there are frames,
- * each again only after all the others. */
+ * each again only after all the others. GEN_LEN frames live in `frames`, longer ones in
+ * `frames_long` (userspace shrinks the one it does not use to one entry): a GEN_LEN table
+ * keeps one cache line per frame. */
 #define GEN_FRAMES 4096
 struct gen_frame {
 	__u64 words[8];
+};
+
+struct gen_frame_long {
+	__u64 words[GEN_MAX_LEN / 8];
 };
 
 struct {
@@ -48,6 +59,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct gen_frame);
 } frames SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, GEN_FRAMES);
+	__type(key, __u32);
+	__type(value, struct gen_frame_long);
+} frames_long SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -73,17 +91,22 @@ struct {
 	__type(value, struct gen_cursor);
 } cursor SEC(".maps");
 
-/* Optionally, every frame run gets a source of its own: the IPv4 source address's last octet
- * (1..250) and the L4 source port (1024..65023) from a counter, and the IPv4 and L4 checksums
- * are fixed incrementally. The frame must be IPv4 without options, built with that octet and
- * port 0 and its checksums computed so. 16 million distinct sources: new connections, each
- * frame. */
+/* Optionally, every frame run gets a source of its own from a counter n, and the checksums
+ * are fixed incrementally; which fields, the L4 checksum's offset says:
+ *  - 40 (UDP) or 50 (TCP): IPv4 without options. The source address's last octet takes
+ *    1 + n % 250 and the L4 source port 1024 + (n / 250) % 64000; the IPv4 and L4 checksums
+ *    are fixed. 16 million distinct sources.
+ *  - 60 (UDP) or 70 (TCP): IPv6 without extension headers. The source address's low 16 bits
+ *    take 1 + n % 65535 and the source port 1024 + (n / 65535) % 64000; the L4 checksum is
+ *    fixed (IPv6 has no header checksum; a UDP checksum that comes out 0 is sent as 0xffff).
+ * The frame must carry 0 in those bits of the address and port 0, its checksums computed so:
+ * new connections, each frame. */
 /* One counter for all CPUs: distinct sources are for one generator at a time. */
 static __u32 vary_next;
 
 struct gen_vary {
 	__u32 on;
-	__u32 l4_csum_off; /* from the frame's start: 50 for TCP, 40 for UDP */
+	__u32 l4_csum_off; /* from the frame's start: 50/70 for TCP, 40/60 for UDP */
 };
 
 struct {
@@ -103,6 +126,68 @@ static __always_inline __u16 csum_add(__u16 csum_be, __u32 add)
 	return bpf_htons(~sum & 0xffff);
 }
 
+/* The frame table's next index for this CPU; false while there is no table. */
+static __always_inline int next_frame(__u32 *count, __u32 *index)
+{
+	__u32 zero = 0;
+	struct gen_cursor *c = count && *count ? bpf_map_lookup_elem(&cursor, &zero) : NULL;
+
+	if (!c)
+		return 0;
+	__u32 first = c->len ? c->first : 0;
+	__u32 stop = c->len ? c->first + c->len : *count;
+	__u32 i = c->next_frame;
+
+	if (stop > *count)
+		stop = *count;
+	/* Outside the window (or a table shorter than the last one): start over. */
+	if (i < first || i >= stop)
+		i = first;
+	c->next_frame = i + 1 >= stop ? first : i + 1;
+	*index = i;
+	return 1;
+}
+
+/* A frame longer than GEN_LEN: its whole words, then 4, 2 and 1 bytes as its length asks.
+ * `len` is frame_len, a constant to the verifier, so every branch here is decided at load. */
+static __always_inline int write_long(void *data, void *end, __u32 *count)
+{
+	const __u64 *words = (const __u64 *)frame_words;
+	__u32 len = frame_len;
+	__u32 i;
+
+	if (len > GEN_MAX_LEN || data + len > end)
+		return -1;
+	if (next_frame(count, &i)) {
+		struct gen_frame_long *f = bpf_map_lookup_elem(&frames_long, &i);
+
+		if (f)
+			words = f->words;
+	}
+#pragma unroll
+	for (int k = 0; k < GEN_MAX_LEN / 8; k++)
+		if (8 * k + 8 <= len)
+			((__u64 *)data)[k] = words[k];
+	if (len & 7) {
+		__u32 at = len & ~7u;
+		__u64 tail = words[len / 8];
+
+		if (len & 4) {
+			*(__u32 *)(data + at) = (__u32)tail; /* little-endian: the word's first bytes */
+			tail >>= 32;
+			at += 4;
+		}
+		if (len & 2) {
+			*(__u16 *)(data + at) = (__u16)tail;
+			tail >>= 16;
+			at += 2;
+		}
+		if (len & 1)
+			*(__u8 *)(data + at) = (__u8)tail;
+	}
+	return 0;
+}
+
 static __always_inline int write_frame(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -111,48 +196,61 @@ static __always_inline int write_frame(struct xdp_md *ctx)
 	__u32 zero = 0;
 	__u32 *count = bpf_map_lookup_elem(&frame_count, &zero);
 
-	if (data + GEN_LEN > end)
-		return -1;
-	struct gen_cursor *c = count && *count ? bpf_map_lookup_elem(&cursor, &zero) : NULL;
+	if (frame_len != GEN_LEN) {
+		if (write_long(data, end, count))
+			return -1;
+	} else {
+		__u32 i;
 
-	if (c) {
-		__u32 first = c->len ? c->first : 0;
-		__u32 stop = c->len ? c->first + c->len : *count;
-		__u32 i = c->next_frame;
-		struct gen_frame *f;
+		if (data + GEN_LEN > end)
+			return -1;
+		if (next_frame(count, &i)) {
+			struct gen_frame *f = bpf_map_lookup_elem(&frames, &i);
 
-		if (stop > *count)
-			stop = *count;
-		/* Outside the window (or a table shorter than the last one): start over. */
-		if (i < first || i >= stop)
-			i = first;
-		c->next_frame = i + 1 >= stop ? first : i + 1;
-		f = bpf_map_lookup_elem(&frames, &i);
-		if (f)
-			words = f->words;
-	}
+			if (f)
+				words = f->words;
+		}
 #pragma unroll
-	for (int i = 0; i < 7; i++)
-		((__u64 *)data)[i] = words[i];
-	*(__u32 *)(data + 56) = (__u32)words[7]; /* little-endian: bytes 56..59 */
+		for (int i = 0; i < 7; i++)
+			((__u64 *)data)[i] = words[i];
+		*(__u32 *)(data + 56) = (__u32)words[7]; /* little-endian: bytes 56..59 */
+	}
 
 	struct gen_vary *v = bpf_map_lookup_elem(&vary, &zero);
 	if (v && v->on) {
 		__u32 n = vary_next++;
-		__u32 octet = 1 + n % 250;
-		__u32 sport = 1024 + (n / 250) % 64000;
 		__u32 off = v->l4_csum_off;
 		__u8 *p = data;
 
-		if (off != 40 && off != 50)
-			return 0;
-		p[29] = octet;
-		*(__u16 *)(p + 34) = bpf_htons(sport);
-		*(__u16 *)(p + 24) = csum_add(*(__u16 *)(p + 24), octet);
-		if (off == 50)
-			*(__u16 *)(p + 50) = csum_add(*(__u16 *)(p + 50), octet + sport);
-		else
-			*(__u16 *)(p + 40) = csum_add(*(__u16 *)(p + 40), octet + sport);
+		if (off == 40 || off == 50) {
+			__u32 octet = 1 + n % 250;
+			__u32 sport = 1024 + (n / 250) % 64000;
+
+			p[29] = octet;
+			*(__u16 *)(p + 34) = bpf_htons(sport);
+			*(__u16 *)(p + 24) = csum_add(*(__u16 *)(p + 24), octet);
+			if (off == 50)
+				*(__u16 *)(p + 50) = csum_add(*(__u16 *)(p + 50), octet + sport);
+			else
+				*(__u16 *)(p + 40) = csum_add(*(__u16 *)(p + 40), octet + sport);
+		} else if (off == 60 || off == 70) {
+			__u32 low = 1 + n % 65535;
+			__u32 sport = 1024 + (n / 65535) % 64000;
+
+			if ((void *)(p + 62) > end)
+				return 0;
+			if (off == 70) {
+				if ((void *)(p + 72) > end)
+					return 0;
+				*(__u16 *)(p + 70) = csum_add(*(__u16 *)(p + 70), low + sport);
+			} else {
+				__u16 c = csum_add(*(__u16 *)(p + 60), low + sport);
+
+				*(__u16 *)(p + 60) = c ? c : 0xffff;
+			}
+			*(__u16 *)(p + 36) = bpf_htons(low);
+			*(__u16 *)(p + 54) = bpf_htons(sport);
+		}
 	}
 	return 0;
 }

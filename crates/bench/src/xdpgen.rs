@@ -1,6 +1,8 @@
 //! Benchmark traffic: a generator that transmits one frame over and over from inside the
 //! kernel (BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, XDP_TX), and a counting XDP sink.
-//! fp_bench, lb_bench and the showdown's load-balancer row measure with it.
+//! fp_bench, lb_bench, the showdown's load-balancer row and the SYN flood measure with it.
+//! Frames are minimum-size (60 bytes, [`Gen::load`]) or, for IPv6, up to
+//! [`Gen::MAX_FRAME_LEN`] ([`Gen::load_frame`]).
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -93,29 +95,55 @@ pub struct Gen {
     cursor: MapHandle,
     dut: MapHandle,
     frames: MapHandle,
+    frames_long: MapHandle,
     frame_count: MapHandle,
+    frame_len: usize,
 }
 
 impl Gen {
-    /// Frames are minimum-size: exactly this many bytes.
+    /// Minimum-size frames: exactly this many bytes ([`Gen::load`]).
     pub const FRAME_LEN: usize = consts::GEN_LEN;
+    /// The longest frame [`Gen::load_frame`] takes (GEN_MAX_LEN in xdpgen.bpf.c): an IPv6
+    /// TCP SYN (74 bytes) and then some.
+    pub const MAX_FRAME_LEN: usize = consts::GEN_MAX_LEN;
 
+    /// A generator of minimum-size frames, `frame` the one it sends.
     pub fn load(frame: &[u8; Self::FRAME_LEN]) -> Result<Gen> {
+        Self::load_frame(frame)
+    }
+
+    /// A generator of frames of `frame`'s length, [`Gen::FRAME_LEN`] to
+    /// [`Gen::MAX_FRAME_LEN`] bytes (an IPv6 SYN: 74), `frame` the one it sends. The length
+    /// is fixed at load (the verifier then drops the copy the generator does not use, so a
+    /// minimum-size generator costs what it always did): every frame it sends, and every
+    /// frame [`Gen::set_frame_table`] gives it, has this length.
+    pub fn load_frame(frame: &[u8]) -> Result<Gen> {
+        let len = frame.len();
+        if !(Self::FRAME_LEN..=Self::MAX_FRAME_LEN).contains(&len) {
+            return Err(Error::Invalid(format!(
+                "a {len}-byte generator frame: {} to {} bytes",
+                Self::FRAME_LEN,
+                Self::MAX_FRAME_LEN
+            )));
+        }
         let mut storage = MaybeUninit::uninit();
-        let open = XdpgenSkelBuilder::default()
+        let mut open = XdpgenSkelBuilder::default()
             .open(&mut storage)
             .map_err(bpf("open gen object"))?;
-        let mut padded = [0u8; 64];
-        padded[..Self::FRAME_LEN].copy_from_slice(frame);
-        for (w, b) in open
-            .maps
-            .rodata_data
-            .frame_words
-            .iter_mut()
-            .zip(padded.chunks_exact(8))
-        {
+        let mut padded = [0u8; Self::MAX_FRAME_LEN];
+        padded[..len].copy_from_slice(frame);
+        let rodata = &mut open.maps.rodata_data;
+        rodata.frame_len = len as u32;
+        for (w, b) in rodata.frame_words.iter_mut().zip(padded.chunks_exact(8)) {
             *w = u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]));
         }
+        // Only one of the two frame tables is read: the other one need not take memory.
+        if len == Self::FRAME_LEN {
+            open.maps.frames_long.set_max_entries(1)
+        } else {
+            open.maps.frames.set_max_entries(1)
+        }
+        .map_err(bpf("size the frame tables"))?;
         let skel = open.load().map_err(bpf("load gen programs"))?;
         Ok(Gen {
             tx: skel
@@ -158,17 +186,45 @@ impl Gen {
             cursor: MapHandle::try_from(&skel.maps.cursor).map_err(bpf("dup cursor"))?,
             dut: MapHandle::try_from(&skel.maps.dut).map_err(bpf("dup dut"))?,
             frames: MapHandle::try_from(&skel.maps.frames).map_err(bpf("dup frames"))?,
+            frames_long: MapHandle::try_from(&skel.maps.frames_long)
+                .map_err(bpf("dup frames_long"))?,
             frame_count: MapHandle::try_from(&skel.maps.frame_count)
                 .map_err(bpf("dup frame_count"))?,
+            frame_len: len,
         })
+    }
+
+    /// The length of every frame this generator sends (fixed at load).
+    pub fn frame_len(&self) -> usize {
+        self.frame_len
+    }
+
+    /// A frame handed to a run must hold at least the generator's frame: the program writes
+    /// that much into it (and aborts every run on a shorter one).
+    fn check_len(&self, frame: &[u8]) -> Result<()> {
+        if frame.len() < self.frame_len {
+            return Err(Error::Invalid(format!(
+                "a {}-byte frame for a generator of {}-byte frames",
+                frame.len(),
+                self.frame_len
+            )));
+        }
+        Ok(())
     }
 
     /// Most frames `set_frames` takes (GEN_FRAMES in xdpgen.bpf.c).
     pub const MAX_FRAMES: usize = consts::GEN_FRAMES;
 
     /// Makes the generator cycle through `frames` in order, one per run, instead of the frame
-    /// it was loaded with; none: back to that one.
+    /// it was loaded with; none: back to that one. For a generator of minimum-size frames
+    /// ([`Gen::load`]); [`Gen::set_frame_table`] takes frames of any generator's length.
     pub fn set_frames(&self, frames: &[[u8; Self::FRAME_LEN]]) -> Result<()> {
+        self.set_frame_table(frames)
+    }
+
+    /// As [`Gen::set_frames`], for frames of the length the generator was loaded with
+    /// ([`Gen::frame_len`]), each of exactly that length.
+    pub fn set_frame_table<F: AsRef<[u8]>>(&self, frames: &[F]) -> Result<()> {
         if frames.len() > Self::MAX_FRAMES {
             return Err(Error::Invalid(format!(
                 "{} generator frames: at most {}",
@@ -176,14 +232,26 @@ impl Gen {
                 Self::MAX_FRAMES
             )));
         }
+        if let Some(f) = frames.iter().find(|f| f.as_ref().len() != self.frame_len) {
+            return Err(Error::Invalid(format!(
+                "a {}-byte frame in the table of a generator of {}-byte frames",
+                f.as_ref().len(),
+                self.frame_len
+            )));
+        }
         // Switch the old table off first: a run never reads a half-written one.
         self.frame_count
             .update(&0u32.to_ne_bytes(), &0u32.to_ne_bytes(), MapFlags::ANY)
             .map_err(bpf("clear frame_count"))?;
+        let (table, value_len) = if self.frame_len == Self::FRAME_LEN {
+            (&self.frames, 64)
+        } else {
+            (&self.frames_long, Self::MAX_FRAME_LEN)
+        };
+        let mut padded = vec![0u8; value_len];
         for (i, f) in frames.iter().enumerate() {
-            let mut padded = [0u8; 64];
-            padded[..Self::FRAME_LEN].copy_from_slice(f);
-            self.frames
+            padded[..self.frame_len].copy_from_slice(f.as_ref());
+            table
                 .update(&(i as u32).to_ne_bytes(), &padded, MapFlags::ANY)
                 .map_err(bpf("write generator frame"))?;
         }
@@ -332,16 +400,33 @@ impl Gen {
         ))
     }
 
-    /// With `Some(l4_checksum_offset)` (50: TCP, 40: UDP, over IPv4 without options), every
-    /// frame run gets a source of its own: the IPv4 source's last octet (1..=250) and the L4
-    /// source port (1024..65024) from a counter, checksums fixed. The frames must carry
-    /// octet 0 and port 0, with checksums computed so. `None`: frames as given.
+    /// With `Some(l4_checksum_offset)`, every frame run gets a source of its own from a
+    /// counter n, checksums fixed incrementally; the offset of the L4 checksum says which
+    /// fields:
+    ///
+    /// - 50 (TCP) or 40 (UDP), over IPv4 without options: the IPv4 source's last octet
+    ///   (1 + n % 250) and the L4 source port (1024 + (n / 250) % 64000). The frames must
+    ///   carry octet 0 and port 0, with checksums computed so.
+    /// - 70 (TCP) or 60 (UDP), over IPv6 without extension headers: the IPv6 source's low
+    ///   16 bits (1 + n % 65535) and the L4 source port (1024 + (n / 65535) % 64000). The
+    ///   frames (at least `offset + 2` bytes: [`Gen::load_frame`]) must carry 0 in those 16
+    ///   bits and port 0, with the L4 checksum computed so.
+    ///
+    /// `None`: frames as given.
     pub fn distinct_sources(&self, l4_checksum_offset: Option<u32>) -> Result<()> {
         let (on, off) = match l4_checksum_offset {
             Some(o @ (40 | 50)) => (1u32, o),
+            Some(o @ (60 | 70)) if self.frame_len >= o as usize + 2 => (1u32, o),
+            Some(o @ (60 | 70)) => {
+                return Err(Error::Invalid(format!(
+                    "L4 checksum at byte {o}: past the end of this generator's {}-byte frames",
+                    self.frame_len
+                )))
+            }
             Some(o) => {
                 return Err(Error::Invalid(format!(
-                    "L4 checksum at byte {o}: the generator knows 40 (UDP) and 50 (TCP)"
+                    "L4 checksum at byte {o}: the generator knows 40 (UDP) and 50 (TCP) over \
+                     IPv4, 60 (UDP) and 70 (TCP) over IPv6"
                 )))
             }
             None => (0, 0),
@@ -357,6 +442,7 @@ impl Gen {
     /// Transmits `frame` out of `ifindex` (calling thread's namespace) for `dur`, in runs of
     /// `repeat`. Returns the frames handed to the interface. Bounded by `dur`.
     pub fn blast(&self, frame: &[u8], ifindex: u32, dur: Duration) -> Result<u64> {
+        self.check_len(frame)?;
         self.run_live(self.tx.as_fd(), frame, ifindex, dur)
     }
 
@@ -364,6 +450,7 @@ impl Gen {
     /// a caller that paces its runs offers a rate (the SYN flood's).
     pub fn blast_count(&self, frame: &[u8], ifindex: u32, n: u32) -> Result<()> {
         lab_only()?;
+        self.check_len(frame)?;
         let ctx: [u32; 6] = [0, frame.len() as u32, 0, ifindex, 0, 0];
         let ctx_bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
         loop {
@@ -378,6 +465,7 @@ impl Gen {
     /// there: the XDP program attached to it (if any) sees it first, then the kernel. The
     /// whole receive path runs on the calling thread's CPU. Returns the frames run.
     pub fn receive(&self, frame: &[u8], ifindex: u32, dur: Duration) -> Result<u64> {
+        self.check_len(frame)?;
         let key = 0u32.to_ne_bytes();
         match attached_xdp(self.rx.as_fd(), ifindex)? {
             Some(prog) => self
@@ -397,6 +485,7 @@ impl Gen {
     /// checking a sample).
     pub fn receive_count(&self, frame: &[u8], ifindex: u32, n: u32) -> Result<()> {
         lab_only()?;
+        self.check_len(frame)?;
         let key = 0u32.to_ne_bytes();
         match attached_xdp(self.rx.as_fd(), ifindex)? {
             Some(prog) => self

@@ -1,11 +1,12 @@
-//! `syn_flood`: spoofed SYNs from 127,750 lab sources at `wirespeed serve http`, on our stack
-//! and on Linux's, one after the other; prints how many of a good client's requests were
-//! served during the flood and the server's memory before, during and after it
-//! (docs/TCPIP.md, "Memory under attack"). Root.
+//! `syn_flood`: spoofed SYNs from 127,750 lab sources (IPv4) or 131,070 (`--ipv6`) at
+//! `wirespeed serve http`, on our stack and on Linux's, one after the other; prints how many of
+//! a good client's requests were served during the flood and the server's memory before,
+//! during and after it (docs/TCPIP.md, "Memory under attack"). Root.
 //!
 //! ```text
 //! cargo build --release && cargo build --release -p wirespeed-stack-lab --example syn_flood
 //! target/release/examples/syn_flood --syns 3000000 --rate 300000
+//! target/release/examples/syn_flood --syns 3000000 --rate 300000 --ipv6
 //! ```
 //!
 //! Exit status: 0 when the runs were made (the figures are what they are), 2 when one could
@@ -44,6 +45,10 @@ struct Args {
     /// directory, i.e. target/release/wirespeed).
     #[arg(long, value_name = "PATH")]
     wirespeed: Option<PathBuf>,
+    /// Flood over IPv6 instead: SYNs from fd00:1::/64 to [fd00::2]:8080, the good client
+    /// from fd00::1 (the server serves both families).
+    #[arg(long)]
+    ipv6: bool,
     /// Print the figures as JSON on stdout instead of the table.
     #[arg(long)]
     json: bool,
@@ -69,6 +74,7 @@ fn main() -> ExitCode {
         after: Duration::from_secs(args.after),
         serve_cpu: args.serve_cpu,
         backlog: args.backlog,
+        ipv6: args.ipv6,
     };
     let mut all = Vec::new();
     for stack in stacks {
@@ -94,15 +100,16 @@ fn mib(kib: u64) -> String {
 
 fn print_table(all: &[FloodFigures]) {
     println!(
-        "| server | SYNs | received | sources | SYN/s | good served | RSS idle MiB | peak (x idle) | after {}s (x idle) | served after |",
+        "| server | IP | SYNs | received | sources | SYN/s | good served | RSS idle MiB | peak (x idle) | after {}s (x idle) | served after |",
         all.first().map_or(0.0, |f| f.after_seconds).round()
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for f in all {
         let idle = f.rss_idle_kib.max(1) as f64;
         println!(
-            "| {} | {} | {} | {} | {:.0} | {}/{} ({:.1}%) | {} | {} ({:.2}x) | {} ({:.2}x) | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {}/{} ({:.1}%) | {} | {} ({:.2}x) | {} ({:.2}x) | {} |",
             f.stack.name(),
+            if f.ipv6 { "v6" } else { "v4" },
             f.syns_sent,
             f.d0_received,
             f.sources,
