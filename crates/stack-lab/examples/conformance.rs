@@ -38,7 +38,8 @@ struct Args {
     max_seconds: u64,
     /// Only these classes, comma-separated (control, eth-dst, ip-source, ip-header,
     /// ip-options, fragments, tcp-listen, tcp-closed, tcp-options, arp, icmp, other-proto,
-    /// tcp-state).
+    /// tcp-state; ip6-header, ip6-addr, ip6-ext, ip6-frag, icmp6, ndp, tcp6, udp6,
+    /// tcp6-state), or the groups ipv4 and ipv6.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     only: Vec<String>,
     /// The wirespeed binary twin A serves with (default: `wirespeed` beside this program's
@@ -60,8 +61,8 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let mut only = Vec::new();
     for name in &args.only {
-        match Class::parse(name) {
-            Some(c) => only.push(c),
+        match Class::parse_group(name) {
+            Some(c) => only.extend(c),
             None => {
                 eprintln!("conformance: --only: no class `{name}` (see --help for the list)");
                 return ExitCode::from(2);

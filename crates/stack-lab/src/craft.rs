@@ -6,7 +6,9 @@
 //! addresses compare byte for byte.
 
 use wirespeed_wire::checksum;
+use wirespeed_wire::IpAddress;
 use wirespeed_wire::Ipv4Addr as WireIp;
+use wirespeed_wire::Ipv6Addr as WireIp6;
 
 /// The address both DUTs answer for: our stack through `serve --ip` in twin A, the kernel's
 /// own address in twin B.
@@ -27,9 +29,29 @@ pub const CLOSED_PORT: u16 = 8081;
 
 pub const ETH_IPV4: u16 = 0x0800;
 pub const ETH_ARP: u16 = 0x0806;
+pub const ETH_IPV6: u16 = 0x86dd;
 pub const PROTO_ICMP: u8 = 1;
 pub const PROTO_TCP: u8 = 6;
 pub const PROTO_UDP: u8 = 17;
+pub const PROTO_ICMPV6: u8 = 58;
+
+/// The IPv6 address both DUTs answer for: fd00::2 (`serve --ip fd00::2/64` in twin A, the
+/// kernel's own in twin B).
+pub const DUT_IP6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+/// The DUTs' IPv6 prefix length: fd00::/64 is on-link, the crafted sources (fd01::/16) are
+/// not.
+pub const PREFIX6_LEN: u8 = 64;
+/// The DUTs' IPv6 default gateway fd00::1 (answered by the harness's neighbour discovery,
+/// owned by nobody).
+pub const GATEWAY6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+/// The link-local address the kernel gives the DUT end (EUI-64 of `DUT_MAC`):
+/// fe80::77:73ff:fe00:2. Twin B's Linux owns it; twin A's kernel (behind the XDP program)
+/// too; our stack has none.
+pub const DUT_LL6: [u8; 16] = [
+    0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0x77, 0x73, 0xff, 0xfe, 0, 0, 2,
+];
+/// ff02::1, all nodes.
+pub const ALL_NODES6: [u8; 16] = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 
 /// TCP flag bits.
 pub use wirespeed_wire::tcp::flags::{ACK, CWR, ECE, FIN, PSH, RST, SYN, URG};
@@ -46,6 +68,46 @@ pub fn peer_ip(index: usize) -> [u8; 4] {
 /// The crafted source port of case `index` (unique within a run of up to 50 000 cases).
 pub fn peer_port(index: usize) -> u16 {
     10_000 + (index % 50_000) as u16
+}
+
+/// The crafted IPv6 peer address of case `index`: fd01::10:XXXX:XXXX, off-link (the DUTs
+/// reach it through the gateway), one per case and never reused in a run.
+pub fn peer_ip6(index: usize) -> [u8; 16] {
+    let mut a = [0xfd, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0];
+    a[12..].copy_from_slice(&(index as u32).to_be_bytes());
+    a
+}
+
+/// An on-link crafted IPv6 address of case `index` (neighbour discovery comes from a
+/// neighbour): fd00::5a:XXXX:XXXX.
+pub fn onlink_ip6(index: usize) -> [u8; 16] {
+    let mut a = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x5a, 0, 0, 0, 0];
+    a[12..].copy_from_slice(&(index as u32).to_be_bytes());
+    a
+}
+
+/// A crafted link-local address of case `index`: fe80::5a:XXXX:XXXX.
+pub fn link_local6(index: usize) -> [u8; 16] {
+    let mut a = onlink_ip6(index);
+    a[..2].copy_from_slice(&[0xfe, 0x80]);
+    a
+}
+
+/// The solicited-node group of `a` (RFC 4291 §2.7.1).
+pub fn solicited_node(a: [u8; 16]) -> [u8; 16] {
+    let mut g = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
+    g[13..].copy_from_slice(&a[13..]);
+    g
+}
+
+/// The Ethernet group address of an IPv6 multicast address (RFC 2464 §7).
+pub fn multicast_mac6(a: [u8; 16]) -> [u8; 6] {
+    [0x33, 0x33, a[12], a[13], a[14], a[15]]
+}
+
+/// An IPv6 address as text (`fd00::2`).
+pub fn ip6_text(a: [u8; 16]) -> String {
+    std::net::Ipv6Addr::from(a).to_string()
 }
 
 /// An Ethernet II frame.
@@ -116,6 +178,150 @@ impl Ip4 {
     }
 }
 
+/// An IPv6 header's fields; the extension headers are part of the payload the caller passes
+/// (`ext::*` builds them), `next_header` names the first.
+#[derive(Debug, Clone)]
+pub struct Ip6 {
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub hop_limit: u8,
+    pub tclass: u8,
+    /// 20 bits.
+    pub flow: u32,
+    pub next_header: u8,
+}
+
+impl Ip6 {
+    /// A plain header from `src` to `dst`: hop limit 64, traffic class and flow label 0.
+    pub fn new(src: [u8; 16], dst: [u8; 16], next_header: u8) -> Ip6 {
+        Ip6 {
+            src,
+            dst,
+            hop_limit: 64,
+            tclass: 0,
+            flow: 0,
+            next_header,
+        }
+    }
+
+    /// The header followed by `payload` (payload length from it).
+    pub fn packet(&self, payload: &[u8]) -> Vec<u8> {
+        let mut p = Vec::with_capacity(40 + payload.len());
+        let w = (6u32 << 28) | (u32::from(self.tclass) << 20) | (self.flow & 0xf_ffff);
+        p.extend_from_slice(&w.to_be_bytes());
+        p.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+        p.push(self.next_header);
+        p.push(self.hop_limit);
+        p.extend_from_slice(&self.src);
+        p.extend_from_slice(&self.dst);
+        p.extend_from_slice(payload);
+        p
+    }
+}
+
+/// IPv6 extension headers, raw: each takes the next header and its body.
+pub mod ext {
+    /// A hop-by-hop (0) or destination options (60) header around `options` (TLVs), padded
+    /// with PadN (or Pad1) to a multiple of 8.
+    pub fn options(next: u8, options: &[u8]) -> Vec<u8> {
+        let mut h = vec![next, 0];
+        h.extend_from_slice(options);
+        let pad = (8 - h.len() % 8) % 8;
+        match pad {
+            0 => {}
+            1 => h.push(0),
+            n => {
+                h.push(1);
+                h.push((n - 2) as u8);
+                h.extend(std::iter::repeat_n(0, n - 2));
+            }
+        }
+        h[1] = (h.len() / 8 - 1) as u8;
+        h
+    }
+
+    /// A routing header of `rtype` with `segments_left` and `addresses` (16 bytes each),
+    /// after 4 reserved bytes (type 0, 2) or SRH's last entry, flags and tag (type 4).
+    pub fn routing(next: u8, rtype: u8, segments_left: u8, addresses: &[[u8; 16]]) -> Vec<u8> {
+        let mut h = vec![next, (addresses.len() * 2) as u8, rtype, segments_left];
+        if rtype == 4 {
+            let last = addresses.len().saturating_sub(1) as u8;
+            h.extend_from_slice(&[last, 0, 0, 0]);
+        } else {
+            h.extend_from_slice(&[0; 4]);
+        }
+        for a in addresses {
+            h.extend_from_slice(a);
+        }
+        h
+    }
+
+    /// A fragment header: offset in bytes (a multiple of 8), more fragments, identification.
+    pub fn fragment(next: u8, offset: usize, more: bool, id: u32) -> Vec<u8> {
+        let mut h = vec![next, 0];
+        h.extend_from_slice(&((offset as u16 & 0xfff8) | u16::from(more)).to_be_bytes());
+        h.extend_from_slice(&id.to_be_bytes());
+        h
+    }
+}
+
+/// The checksum of an upper-layer message over IPv6 (`protocol`'s pseudo-header), for the
+/// message `m` whose checksum field is zero.
+pub fn checksum6(src: [u8; 16], dst: [u8; 16], protocol: u8, m: &[u8]) -> u16 {
+    checksum::transport(WireIp6(src), WireIp6(dst), protocol, m)
+}
+
+/// An ICMPv6 message: type, code, the 4 bytes after the checksum, and data; checksum filled.
+pub fn icmp6(
+    ty: u8,
+    code: u8,
+    rest: [u8; 4],
+    data: &[u8],
+    src: [u8; 16],
+    dst: [u8; 16],
+) -> Vec<u8> {
+    let mut m = vec![ty, code, 0, 0];
+    m.extend_from_slice(&rest);
+    m.extend_from_slice(data);
+    let c = checksum6(src, dst, PROTO_ICMPV6, &m);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    m
+}
+
+/// A neighbour discovery link-layer address option (1: source, 2: target).
+pub fn nd_lladdr(kind: u8, mac: [u8; 6]) -> Vec<u8> {
+    let mut o = vec![kind, 1];
+    o.extend_from_slice(&mac);
+    o
+}
+
+/// A neighbour solicitation for `target` with `options`.
+pub fn ns(target: [u8; 16], options: &[u8], src: [u8; 16], dst: [u8; 16]) -> Vec<u8> {
+    let mut body = target.to_vec();
+    body.extend_from_slice(options);
+    icmp6(135, 0, [0; 4], &body, src, dst)
+}
+
+/// A neighbour advertisement (`flags`: R 0x80, S 0x40, O 0x20) for `target`.
+pub fn na(flags: u8, target: [u8; 16], options: &[u8], src: [u8; 16], dst: [u8; 16]) -> Vec<u8> {
+    let mut body = target.to_vec();
+    body.extend_from_slice(options);
+    icmp6(136, 0, [flags, 0, 0, 0], &body, src, dst)
+}
+
+/// A UDP datagram over IPv6 with its checksum.
+pub fn udp6(sport: u16, dport: u16, payload: &[u8], src: [u8; 16], dst: [u8; 16]) -> Vec<u8> {
+    let mut d = Vec::with_capacity(8 + payload.len());
+    d.extend_from_slice(&sport.to_be_bytes());
+    d.extend_from_slice(&dport.to_be_bytes());
+    d.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    d.extend_from_slice(&[0, 0]);
+    d.extend_from_slice(payload);
+    let c = checksum6(src, dst, PROTO_UDP, &d);
+    d[6..8].copy_from_slice(&c.to_be_bytes());
+    d
+}
+
 /// Recomputes the header checksum of the IPv4 packet `p` (after an edit).
 pub fn fix_ip_checksum(p: &mut [u8]) {
     let hl = ((p[0] & 0x0f) as usize * 4).min(p.len());
@@ -144,6 +350,15 @@ pub struct Tcp {
 impl Tcp {
     /// The segment with its checksum for `src` -> `dst`.
     pub fn segment(&self, src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
+        self.segment_ip(WireIp(src).into(), WireIp(dst).into())
+    }
+
+    /// The segment with its checksum for `src` -> `dst` over IPv6.
+    pub fn segment6(&self, src: [u8; 16], dst: [u8; 16]) -> Vec<u8> {
+        self.segment_ip(WireIp6(src).into(), WireIp6(dst).into())
+    }
+
+    fn segment_ip(&self, src: IpAddress, dst: IpAddress) -> Vec<u8> {
         let mut opts = self.options.clone();
         while !opts.len().is_multiple_of(4) {
             opts.push(0);
@@ -161,7 +376,7 @@ impl Tcp {
         s[18..20].copy_from_slice(&self.urgent.to_be_bytes());
         s[20..].copy_from_slice(&opts);
         s.extend_from_slice(&self.payload);
-        let c = checksum::transport(WireIp(src), WireIp(dst), PROTO_TCP, &s);
+        let c = checksum::transport(src, dst, PROTO_TCP, &s);
         s[16..18].copy_from_slice(&c.to_be_bytes());
         s
     }

@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
-use crate::cases::{flag_letters, to_dut, Case, Script};
-use crate::craft::{self, opt, Ip4, Tcp, ACK, DUT_IP, FIN, PSH, RST, SYN, URG};
+use crate::cases::{flag_letters, to_dut, to_dut6, Case, Script};
+use crate::craft::{self, opt, Ip4, Ip6, Tcp, ACK, DUT_IP, DUT_IP6, FIN, PSH, RST, SYN, URG};
 use crate::normalize::TcpSeen;
 use crate::responder;
 use crate::rng::Rng;
@@ -163,6 +163,8 @@ const EDGE_DATA_HEADER: &[u8] = b"X-Pad: 1\r\n";
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Conn {
     pub peer_ip: [u8; 4],
+    /// Over IPv6: our address (the connection is then to `DUT_IP6`).
+    pub peer6: Option<[u8; 16]>,
     pub sport: u16,
     pub dport: u16,
     pub isn: u32,
@@ -188,6 +190,7 @@ impl Conn {
     pub fn new(c: &Case, f: &Flow) -> Conn {
         Conn {
             peer_ip: c.peer_ip,
+            peer6: c.peer6,
             sport: c.sport,
             dport: c.dport,
             isn: c.our_isn,
@@ -271,8 +274,21 @@ impl Conn {
             payload: data.to_vec(),
             doff: None,
         };
-        let h = Ip4::new(self.peer_ip, DUT_IP, craft::PROTO_TCP);
-        to_dut(&h.packet(&t.segment(self.peer_ip, DUT_IP)))
+        match self.peer6 {
+            Some(p) => {
+                let h = Ip6::new(p, DUT_IP6, craft::PROTO_TCP);
+                to_dut6(&h.packet(&t.segment6(p, DUT_IP6)))
+            }
+            None => {
+                let h = Ip4::new(self.peer_ip, DUT_IP, craft::PROTO_TCP);
+                to_dut(&h.packet(&t.segment(self.peer_ip, DUT_IP)))
+            }
+        }
+    }
+
+    /// Where our frames' TCP header starts (Ethernet and IP headers before it).
+    fn tcp_at(&self) -> usize {
+        14 + if self.peer6.is_some() { 40 } else { 20 }
     }
 
     /// Our SYN with the offered options.
@@ -431,7 +447,7 @@ pub fn edge_frames(edge: Edge, conn: &mut Conn) -> Vec<Vec<u8>> {
         Edge::AckOfAll => conn.segment(ACK, nxt, rcv, &[]),
         Edge::BadChecksum => {
             let mut f = conn.segment(PSH | ACK, nxt, rcv, d);
-            let at = 14 + 20 + 16;
+            let at = conn.tcp_at() + 16;
             f[at] ^= 0x40;
             f
         }
@@ -522,5 +538,26 @@ mod tests {
         assert_eq!(f[14 + 20 + 12] >> 4, 8);
         assert_eq!(edge_frames(Edge::ThreeDupAcks, &mut c).len(), 3);
         assert!(after(1, 0) && after(0, u32::MAX) && !after(5, 5));
+    }
+
+    #[test]
+    fn a_v6_connection_sends_ipv6_and_its_bad_checksum_is_bad() {
+        let mut c = Conn {
+            isn: 1,
+            snd_nxt: 2,
+            rcv_nxt: 9,
+            dut_isn: Some(8),
+            peer6: Some(craft::peer_ip6(3)),
+            ..Conn::default()
+        };
+        let f = &edge_frames(Edge::Data, &mut c)[0];
+        assert_eq!(u16::from_be_bytes([f[12], f[13]]), craft::ETH_IPV6);
+        let s = crate::normalize::parse_tcp(f).unwrap();
+        assert_eq!((s.seq, s.ack, s.payload_len), (2, 9, EDGE_DATA_NEW.len()));
+        let good = crate::normalize::normalize(f, &crate::normalize::Bases::default());
+        assert_eq!(good.get("tcp.csum"), Some("ok"));
+        let bad = &edge_frames(Edge::BadChecksum, &mut c)[0];
+        let bad = crate::normalize::normalize(bad, &crate::normalize::Bases::default());
+        assert_eq!(bad.get("tcp.csum"), Some("bad"));
     }
 }

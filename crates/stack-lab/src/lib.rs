@@ -7,7 +7,8 @@
 //! - `cases`, `flow`: cases generated from a seed; `flow` drives a connection into a state
 //!   (the harness does the handshake itself) before its edge segment;
 //! - `twin`, `responder`: the two labs, and twin B's application on Linux's own TCP;
-//! - `side`: one twin's injection, ARP answering and capture (AF_PACKET on the peer end);
+//! - `side`: one twin's injection, ARP and neighbour solicitation answering and capture
+//!   (AF_PACKET on the peer end);
 //! - `normalize`, `compare`: replies as named fields, and their differences;
 //! - `known`: the one table of accepted differences and known stack gaps;
 //! - `run`, `report`: a whole run, its verdict lines, summary and JSON;

@@ -10,13 +10,19 @@
 //!   receiver's own sizing;
 //! - IP ID not compared; header, TCP, UDP and ICMP checksums validated, not compared (a
 //!   partial checksum, what a veth sender with TX offload leaves, counts as valid);
-//! - the DUT's MAC is the same on both twins by construction, and compared anyway.
+//! - the DUT's MAC is the same on both twins by construction, and compared anyway;
+//! - IPv6: the flow label as `0`, `copied` (the label the case sent) or `auto` (another
+//!   non-zero value: Linux's hash of the flow, auto_flowlabels); hop limit and traffic class
+//!   as they are; extension headers by type; ICMPv6 checksums validated (pseudo-header), and
+//!   neighbour discovery's target and options named (`nd.target`, `nd.opts`).
 
 use wirespeed_wire::checksum::{self, TransportChecksum};
+use wirespeed_wire::IpAddress;
 use wirespeed_wire::Ipv4Addr as WireIp;
+use wirespeed_wire::Ipv6Addr as WireIp6;
 
 use crate::cases::flag_letters;
-use crate::craft::{ETH_ARP, ETH_IPV4, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
+use crate::craft::{ETH_ARP, ETH_IPV4, ETH_IPV6, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
 
 /// The bases that relative values are taken from.
 #[derive(Debug, Clone, Copy, Default)]
@@ -29,6 +35,8 @@ pub struct Bases {
     /// its ISN, and a far ACK to ours. In a stateless case every field we sent is the same
     /// on both twins, and a far value is shown raw.
     pub flow: bool,
+    /// The IPv6 flow label the case sent (0: none).
+    pub flow6: u32,
 }
 
 /// One reply as ordered `(field, value)` pairs.
@@ -84,13 +92,19 @@ impl Reply {
     pub fn icmp_type(&self) -> Option<u8> {
         self.get("icmp.type").and_then(|t| t.parse().ok())
     }
+
+    pub fn icmp6_type(&self) -> Option<u8> {
+        self.get("icmp6.type").and_then(|t| t.parse().ok())
+    }
+
+    pub fn is_v6(&self) -> bool {
+        self.get("eth.type") == Some("ipv6")
+    }
 }
 
 /// The TCP fields the harness itself follows (connection tracking, cleanup).
 #[derive(Debug, Clone, Default)]
 pub struct TcpSeen {
-    pub src: [u8; 4],
-    pub dst: [u8; 4],
     pub sport: u16,
     pub dport: u16,
     pub seq: u32,
@@ -124,13 +138,54 @@ fn ipv4_of(frame: &[u8]) -> Option<(usize, &[u8])> {
     Some((hl, &p[..total]))
 }
 
-/// The TCP segment of an IPv4 frame, if it holds one whose header fits.
-pub fn parse_tcp(frame: &[u8]) -> Option<TcpSeen> {
-    let (hl, p) = ipv4_of(frame)?;
-    if p[9] != PROTO_TCP || p.len() < hl + 20 {
+/// The IPv6 packet inside an Ethernet frame: the packet up to its payload length, the
+/// upper-layer protocol and where it starts (after the extension headers), and the
+/// extension headers by name.
+fn ipv6_of(frame: &[u8]) -> Option<(&[u8], u8, usize, Vec<String>)> {
+    if frame.len() < 54 || be16(frame, 12) != ETH_IPV6 {
         return None;
     }
-    let t = &p[hl..];
+    let p = &frame[14..];
+    let p = &p[..(40 + be16(p, 4) as usize).min(p.len())];
+    let (mut nh, mut at) = (p[6], 40);
+    let mut exts = Vec::new();
+    while matches!(nh, 0 | 43 | 44 | 60) && p.len() >= at + 8 {
+        let len = if nh == 44 {
+            8
+        } else {
+            (p[at + 1] as usize + 1) * 8
+        };
+        exts.push(match nh {
+            0 => "hbh".to_string(),
+            43 => format!("rt{}/sl{}", p[at + 2], p[at + 3]),
+            44 => format!("frag({:#06x})", be16(p, at + 2)),
+            _ => "dst".to_string(),
+        });
+        nh = p[at];
+        at += len;
+    }
+    (at <= p.len()).then_some((p, nh, at, exts))
+}
+
+/// The transport bytes of an IPv4 or IPv6 frame: (protocol, source, destination, bytes).
+fn transport_of(frame: &[u8]) -> Option<(u8, IpAddress, IpAddress, &[u8])> {
+    if let Some((hl, p)) = ipv4_of(frame) {
+        let src = WireIp(p[12..16].try_into().ok()?);
+        let dst = WireIp(p[16..20].try_into().ok()?);
+        return Some((p[9], src.into(), dst.into(), &p[hl..]));
+    }
+    let (p, nh, at, _) = ipv6_of(frame)?;
+    let src = WireIp6(p[8..24].try_into().ok()?);
+    let dst = WireIp6(p[24..40].try_into().ok()?);
+    Some((nh, src.into(), dst.into(), &p[at..]))
+}
+
+/// The TCP segment of an IPv4 or IPv6 frame, if it holds one whose header fits.
+pub fn parse_tcp(frame: &[u8]) -> Option<TcpSeen> {
+    let (proto, _, _, t) = transport_of(frame)?;
+    if proto != PROTO_TCP || t.len() < 20 {
+        return None;
+    }
     let doff = ((t[12] >> 4) as usize) * 4;
     if doff < 20 || doff > t.len() {
         return None;
@@ -140,8 +195,6 @@ pub fn parse_tcp(frame: &[u8]) -> Option<TcpSeen> {
         .find(|(k, _)| *k == 8)
         .and_then(|(_, v)| (v.len() == 8).then(|| be32(&v, 0)));
     Some(TcpSeen {
-        src: p[12..16].try_into().ok()?,
-        dst: p[16..20].try_into().ok()?,
         sport: be16(t, 0),
         dport: be16(t, 2),
         seq: be32(t, 4),
@@ -234,6 +287,10 @@ pub fn normalize(frame: &[u8], b: &Bases) -> Reply {
             r.put("eth.type", "ipv4");
             ipv4_fields(&mut r, frame, b);
         }
+        ETH_IPV6 => {
+            r.put("eth.type", "ipv6");
+            ipv6_fields(&mut r, frame, b);
+        }
         t => r.put("eth.type", format!("{t:#06x}")),
     }
     r
@@ -289,13 +346,27 @@ fn ipv4_fields(r: &mut Reply, frame: &[u8], b: &Bases) {
     );
     let l4 = &p[hl..];
     match p[9] {
-        PROTO_TCP => {
-            r.put("ip.proto", "tcp");
-            tcp_fields(r, frame, l4, (src, dst), b);
-        }
         PROTO_ICMP => {
             r.put("ip.proto", "icmp");
             icmp_fields(r, l4);
+        }
+        n => transport_fields(r, frame, n, l4, (src.into(), dst.into()), b),
+    }
+}
+
+/// TCP, UDP or another protocol's fields (either family).
+fn transport_fields(
+    r: &mut Reply,
+    frame: &[u8],
+    proto: u8,
+    l4: &[u8],
+    (src, dst): (IpAddress, IpAddress),
+    b: &Bases,
+) {
+    match proto {
+        PROTO_TCP => {
+            r.put("ip.proto", "tcp");
+            tcp_fields(r, frame, l4, (src, dst), b);
         }
         PROTO_UDP => {
             r.put("ip.proto", "udp");
@@ -314,6 +385,100 @@ fn ipv4_fields(r: &mut Reply, frame: &[u8], b: &Bases) {
             r.put("ip.proto", n.to_string());
             r.put("ip.payload", l4.len().to_string());
         }
+    }
+}
+
+fn ip6_text(b: &[u8]) -> String {
+    let a: [u8; 16] = b.try_into().unwrap_or([0; 16]);
+    std::net::Ipv6Addr::from(a).to_string()
+}
+
+fn ipv6_fields(r: &mut Reply, frame: &[u8], b: &Bases) {
+    let Some((p, nh, at, exts)) = ipv6_of(frame) else {
+        r.put("ip6.malformed", "yes");
+        return;
+    };
+    r.put("ip6.src", ip6_text(&p[8..24]));
+    r.put("ip6.dst", ip6_text(&p[24..40]));
+    r.put("ip6.hlim", p[7].to_string());
+    let w = be32(p, 0);
+    r.put("ip6.tclass", format!("{:#04x}", (w >> 20) & 0xff));
+    let label = w & 0xf_ffff;
+    r.put(
+        "ip6.flow",
+        match label {
+            0 => "0",
+            l if l == b.flow6 => "copied",
+            _ => "auto",
+        },
+    );
+    r.put(
+        "ip6.ext",
+        if exts.is_empty() {
+            "-".to_string()
+        } else {
+            exts.join(",")
+        },
+    );
+    let src = WireIp6(p[8..24].try_into().unwrap_or([0; 16]));
+    let dst = WireIp6(p[24..40].try_into().unwrap_or([0; 16]));
+    let l4 = &p[at..];
+    match nh {
+        PROTO_ICMPV6 => {
+            r.put("ip.proto", "icmp6");
+            icmp6_fields(r, l4, (src, dst));
+        }
+        n => transport_fields(r, frame, n, l4, (src.into(), dst.into()), b),
+    }
+}
+
+fn icmp6_fields(r: &mut Reply, m: &[u8], (src, dst): (WireIp6, WireIp6)) {
+    if m.len() < 8 {
+        r.put("icmp6.short", m.len().to_string());
+        return;
+    }
+    r.put("icmp6.type", m[0].to_string());
+    r.put("icmp6.code", m[1].to_string());
+    r.put(
+        "icmp6.rest",
+        format!("{:02x}{:02x}{:02x}{:02x}", m[4], m[5], m[6], m[7]),
+    );
+    r.put("icmp6.len", (m.len() - 8).to_string());
+    if matches!(m[0], 135 | 136) && m.len() >= 24 {
+        r.put("nd.target", ip6_text(&m[8..24]));
+        r.put("nd.opts", nd_options(&m[24..]));
+    }
+    r.put("icmp6.data", format!("{:016x}", fnv(&m[8..])));
+    r.put(
+        "icmp6.csum",
+        if checksum::transport(src, dst, PROTO_ICMPV6, m) == 0 {
+            "ok"
+        } else {
+            "bad"
+        },
+    );
+}
+
+/// Neighbour discovery options: `sll=MAC`, `tll=MAC`, `kT/L` for the others (`-` none).
+fn nd_options(mut o: &[u8]) -> String {
+    let mut items = Vec::new();
+    while o.len() >= 2 {
+        let len = o[1] as usize * 8;
+        if len == 0 || len > o.len() {
+            items.push(format!("k{}/bad", o[0]));
+            break;
+        }
+        items.push(match (o[0], len) {
+            (1, 8) => format!("sll={}", mac(&o[2..8])),
+            (2, 8) => format!("tll={}", mac(&o[2..8])),
+            (k, l) => format!("k{k}/{l}"),
+        });
+        o = &o[len..];
+    }
+    if items.is_empty() {
+        "-".into()
+    } else {
+        items.join(",")
     }
 }
 
@@ -358,7 +523,13 @@ fn ip_options(mut o: &[u8]) -> String {
     }
 }
 
-fn tcp_fields(r: &mut Reply, frame: &[u8], l4: &[u8], (src, dst): (WireIp, WireIp), b: &Bases) {
+fn tcp_fields(
+    r: &mut Reply,
+    frame: &[u8],
+    l4: &[u8],
+    (src, dst): (IpAddress, IpAddress),
+    b: &Bases,
+) {
     let Some(s) = parse_tcp(frame) else {
         r.put("tcp.malformed", l4.len().to_string());
         return;
@@ -513,6 +684,7 @@ mod tests {
             dut_isn: Some(dut),
             our_ts: Some(9),
             flow: false,
+            flow6: 0,
         };
         let ra = normalize(&a, &bases(0x1000_0000));
         let rb = normalize(&b, &bases(0xdead_0000));
@@ -558,6 +730,60 @@ mod tests {
         let partial = checksum::partial(WireIp(DUT_IP), WireIp(craft::peer_ip(0)), 6, seg_len);
         g[50..52].copy_from_slice(&partial.to_be_bytes());
         assert_eq!(normalize(&g, &Bases::default()).get("tcp.csum"), Some("ok"));
+    }
+
+    #[test]
+    fn ipv6_replies_name_their_fields_and_labels() {
+        let src = craft::DUT_IP6;
+        let dst = craft::peer_ip6(4);
+        let echo = craft::icmp6(129, 0, [1, 2, 0, 3], b"abc", src, dst);
+        let mut h = craft::Ip6::new(src, dst, craft::PROTO_ICMPV6);
+        h.flow = 0x12345;
+        let f = craft::eth(PEER_MAC, DUT_MAC, craft::ETH_IPV6, &h.packet(&echo));
+        let mut b = Bases::default();
+        let r = normalize(&f, &b);
+        assert_eq!(r.get("eth.type"), Some("ipv6"));
+        assert_eq!(r.get("ip6.src"), Some("fd00::2"));
+        assert_eq!(r.get("ip6.dst"), Some("fd01::10:0:4"));
+        assert_eq!(r.get("ip6.flow"), Some("auto"));
+        assert_eq!(r.get("ip6.hlim"), Some("64"));
+        assert_eq!(r.get("icmp6.type"), Some("129"));
+        assert_eq!(r.get("icmp6.csum"), Some("ok"));
+        b.flow6 = 0x12345;
+        assert_eq!(normalize(&f, &b).get("ip6.flow"), Some("copied"));
+        h.flow = 0;
+        let mut bad = craft::eth(PEER_MAC, DUT_MAC, craft::ETH_IPV6, &h.packet(&echo));
+        assert_eq!(normalize(&bad, &b).get("ip6.flow"), Some("0"));
+        let n = bad.len();
+        bad[n - 1] ^= 1;
+        assert_eq!(normalize(&bad, &b).get("icmp6.csum"), Some("bad"));
+        // A neighbour advertisement names its target and options.
+        let na = craft::na(0x60, src, &craft::nd_lladdr(2, DUT_MAC), src, dst);
+        let h = craft::Ip6::new(src, dst, craft::PROTO_ICMPV6);
+        let f = craft::eth(PEER_MAC, DUT_MAC, craft::ETH_IPV6, &h.packet(&na));
+        let r = normalize(&f, &b);
+        assert_eq!(r.get("nd.target"), Some("fd00::2"));
+        assert_eq!(r.get("nd.opts"), Some("tll=02:77:73:00:00:02"));
+        assert_eq!(r.get("icmp6.rest"), Some("60000000"));
+        // TCP behind a destination options header.
+        let t = Tcp {
+            sport: 8080,
+            dport: 10_000,
+            seq: 7,
+            flags: SYN | ACK,
+            ack: 501,
+            window: 1,
+            ..Tcp::default()
+        };
+        let mut p = craft::ext::options(craft::PROTO_TCP, &[]);
+        p.extend_from_slice(&t.segment6(src, dst));
+        let h = craft::Ip6::new(src, dst, 60);
+        let f = craft::eth(PEER_MAC, DUT_MAC, craft::ETH_IPV6, &h.packet(&p));
+        let r = normalize(&f, &b);
+        assert_eq!(r.get("ip6.ext"), Some("dst"));
+        assert_eq!(r.get("tcp.flags"), Some("SA"));
+        assert_eq!(r.get("tcp.csum"), Some("ok"));
+        assert_eq!(parse_tcp(&f).map(|s| s.ack), Some(501));
     }
 
     #[test]

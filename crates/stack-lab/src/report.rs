@@ -58,7 +58,10 @@ impl CaseResult {
             "class": self.case.class.name(),
             "what": self.case.what,
             "flow": flow,
-            "peer": std::net::Ipv4Addr::from(self.case.peer_ip).to_string(),
+            "peer": match self.case.peer6 {
+                Some(a) => std::net::Ipv6Addr::from(a).to_string(),
+                None => std::net::Ipv4Addr::from(self.case.peer_ip).to_string(),
+            },
             "sport": self.case.sport,
             "verdict": self.verdict.word(),
             "rows": self.verdict.rows(),

@@ -65,7 +65,9 @@ pub fn run(opts: &Options) -> Result<Report, Error> {
         opts.window,
         opts.setup_limit,
     );
-    preflight(opts.seed, &mut ours, &mut linux).map_err(|e| {
+    let cases = cases::generate(opts.seed, opts.cases, &opts.only);
+    let v6 = cases.iter().any(|c| c.class.is_v6());
+    preflight(opts.seed, v6, &mut ours, &mut linux).map_err(|e| {
         let said = twins.serve_log().trim().replace('\n', " | ");
         match e {
             Error::Preflight(why) => {
@@ -74,7 +76,6 @@ pub fn run(opts: &Options) -> Result<Report, Error> {
             other => other,
         }
     })?;
-    let cases = cases::generate(opts.seed, opts.cases, &opts.only);
     let deadline = started + opts.max_total;
     let (results, complete) = run_cases(opts, &cases, &mut ours, &mut linux, deadline)?;
     let serve_log = twins.stop_serve();
@@ -93,30 +94,43 @@ pub fn run(opts: &Options) -> Result<Report, Error> {
 }
 
 /// Both twins must answer a plain SYN with a SYN-ACK and a plain echo with a reply, within
-/// 5 s (an XDP program may take a moment to see its first frame).
-fn preflight(seed: u64, ours: &mut Side, linux: &mut Side) -> Result<(), Error> {
-    let until = Instant::now() + Duration::from_secs(5);
-    for side in [ours, linux] {
-        let mut n = 0;
-        loop {
-            let [syn, echo] = cases::preflight(seed, n);
-            let a = side.run(&syn).map_err(|e| io(side.name, e))?;
-            let b = side.run(&echo).map_err(|e| io(side.name, e))?;
-            let synack = a.replies.iter().any(|r| r.tcp_flags() == Some("SA"));
-            let reply = b.replies.iter().any(|r| r.icmp_type() == Some(0));
-            if synack && reply {
-                break;
+/// 5 s (an XDP program may take a moment to see its first frame); with `v6`, over IPv6 too,
+/// within 5 s more (each DUT's IPv6 address is tentative for about a second after it is
+/// configured: duplicate address detection).
+fn preflight(seed: u64, v6: bool, ours: &mut Side, linux: &mut Side) -> Result<(), Error> {
+    let families: &[bool] = if v6 { &[false, true] } else { &[false] };
+    for &ipv6 in families {
+        let until = Instant::now() + Duration::from_secs(5);
+        for side in [&mut *ours, &mut *linux] {
+            let mut n = 0;
+            loop {
+                let [syn, echo] = if ipv6 {
+                    cases::preflight6(seed, n)
+                } else {
+                    cases::preflight(seed, n)
+                };
+                let a = side.run(&syn).map_err(|e| io(side.name, e))?;
+                let b = side.run(&echo).map_err(|e| io(side.name, e))?;
+                let synack = a.replies.iter().any(|r| r.tcp_flags() == Some("SA"));
+                let reply = b
+                    .replies
+                    .iter()
+                    .any(|r| r.icmp_type() == Some(0) || r.icmp6_type() == Some(129));
+                if synack && reply {
+                    break;
+                }
+                if Instant::now() > until {
+                    let family = if ipv6 { "IPv6" } else { "IPv4" };
+                    return Err(Error::Preflight(format!(
+                        "twin {} does not answer over {family}: SYN-ACK {synack}, echo reply {reply} (replies: {:?} {:?})",
+                        side.name,
+                        a.replies.iter().map(|r| r.line()).collect::<Vec<_>>(),
+                        b.replies.iter().map(|r| r.line()).collect::<Vec<_>>()
+                    )));
+                }
+                n += 1;
+                std::thread::sleep(Duration::from_millis(100));
             }
-            if Instant::now() > until {
-                return Err(Error::Preflight(format!(
-                    "twin {} does not answer: SYN-ACK {synack}, echo reply {reply} (replies: {:?} {:?})",
-                    side.name,
-                    a.replies.iter().map(|r| r.line()).collect::<Vec<_>>(),
-                    b.replies.iter().map(|r| r.line()).collect::<Vec<_>>()
-                )));
-            }
-            n += 1;
-            std::thread::sleep(Duration::from_millis(100));
         }
     }
     Ok(())

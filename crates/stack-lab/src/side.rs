@@ -5,9 +5,13 @@
 //! A frame from the DUT belongs to the case when it is IPv4 to the case's peer address, or
 //! ARP other than a request for a crafted address (those are answered with the peer's MAC
 //! and counted as resolutions: Linux resolves a peer before it answers, our stack answers
-//! to the sender's MAC). Everything else IPv4 is a stray (a late frame of an earlier case)
-//! and is counted, not compared; non-IPv4, non-ARP frames (the kernels' IPv6 housekeeping)
-//! are ignored.
+//! to the sender's MAC). IPv6 alike: a frame to the case's IPv6 address, or in an IPv6 case
+//! a neighbour advertisement (a DAD probe's answer goes to all nodes); a neighbour
+//! solicitation for anything but the DUT's own addresses (the gateway, a crafted address) is
+//! answered with an advertisement naming the peer's MAC and counted as a resolution, a
+//! DUT's own DAD probe is left alone. Everything else unicast is a stray (a late frame of an
+//! earlier case) and is counted, not compared; the kernels' IPv6 housekeeping (router
+//! solicitations, MLD reports, their own DAD) is ignored.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -16,7 +20,7 @@ use wirespeed_sys::packet::PacketSocket;
 
 use crate::cases::{Case, Script};
 use crate::compare::Outcome;
-use crate::craft::{self, DUT_IP, ETH_ARP, ETH_IPV4, PEER_MAC};
+use crate::craft::{self, DUT_IP, DUT_IP6, DUT_LL6, ETH_ARP, ETH_IPV4, ETH_IPV6, PEER_MAC};
 use crate::flow::{self, Conn, Flow, Wire};
 use crate::normalize::{self, parse_tcp, Bases};
 
@@ -129,18 +133,55 @@ impl Side {
                 Ok(Got::Resolution)
             }
             ETH_ARP => Ok(Got::Mine(f)),
-            ETH_IPV4 if f.len() >= 34 && f[30..34] == case.peer_ip => Ok(Got::Mine(f)),
-            ETH_IPV4 => {
-                self.strays += 1;
-                if self.stray_sample.len() < 20 {
-                    let r = normalize::normalize(&f, &Bases::default());
-                    self.stray_sample
-                        .push(format!("case #{}: {}", case.index + 1, r.line()));
-                }
-                Ok(Got::Stray)
+            ETH_IPV4 if case.peer6.is_none() && f.len() >= 34 && f[30..34] == case.peer_ip => {
+                Ok(Got::Mine(f))
             }
+            ETH_IPV4 => Ok(self.stray(case, &f)),
+            ETH_IPV6 if f.len() >= 54 => self.classify6(case, f),
             _ => Ok(Got::Ignored),
         }
+    }
+
+    fn stray(&mut self, case: &Case, f: &[u8]) -> Got {
+        self.strays += 1;
+        if self.stray_sample.len() < 20 {
+            let r = normalize::normalize(f, &Bases::default());
+            self.stray_sample
+                .push(format!("case #{}: {}", case.index + 1, r.line()));
+        }
+        Got::Stray
+    }
+
+    /// An IPv6 frame from the DUT (at least the fixed header).
+    fn classify6(&mut self, case: &Case, f: Vec<u8>) -> io::Result<Got> {
+        let src: [u8; 16] = f[22..38].try_into().unwrap_or([0; 16]);
+        let dst: [u8; 16] = f[38..54].try_into().unwrap_or([0; 16]);
+        let icmp_type = (f[20] == craft::PROTO_ICMPV6)
+            .then(|| f.get(54).copied())
+            .flatten();
+        if icmp_type == Some(135) && f.len() >= 54 + 24 {
+            let target: [u8; 16] = f[62..78].try_into().unwrap_or([0; 16]);
+            if src == [0; 16] || target == DUT_IP6 || target == DUT_LL6 {
+                // A DUT's own duplicate address detection: never answered.
+                return Ok(Got::Ignored);
+            }
+            // Answer as the owner of the target, to the solicitation's source.
+            let mac: [u8; 6] = f[6..12].try_into().unwrap_or([0; 6]);
+            let router = if target == craft::GATEWAY6 { 0x80 } else { 0 };
+            let lla = craft::nd_lladdr(2, PEER_MAC);
+            let na = craft::na(router | 0x60, target, &lla, target, src);
+            let mut h = craft::Ip6::new(target, src, craft::PROTO_ICMPV6);
+            h.hop_limit = 255;
+            self.send(&craft::eth(mac, PEER_MAC, ETH_IPV6, &h.packet(&na)))?;
+            return Ok(Got::Resolution);
+        }
+        if case.peer6 == Some(dst) || (case.peer6.is_some() && icmp_type == Some(136)) {
+            return Ok(Got::Mine(f));
+        }
+        if dst[0] == 0xff {
+            return Ok(Got::Ignored);
+        }
+        Ok(self.stray(case, &f))
     }
 
     /// Receives until `deadline`: the case's frames, and the resolutions answered.
@@ -174,6 +215,7 @@ impl Side {
             dut_isn: conn.dut_isn,
             our_ts: None,
             flow: false,
+            flow6: case.flow6,
         };
         self.cleanup(case, &conn)?;
         Ok(outcome(&mine, &bases, resolutions))
@@ -199,6 +241,7 @@ impl Side {
             dut_isn: conn.dut_isn,
             our_ts: Some(f.ts_base),
             flow: true,
+            flow6: case.flow6,
         };
         let mut out = if let Err(e) = setup {
             Outcome {
@@ -240,6 +283,7 @@ impl Side {
 fn stateless_conn(case: &Case) -> Conn {
     Conn {
         peer_ip: case.peer_ip,
+        peer6: case.peer6,
         sport: case.sport,
         dport: case.dport,
         isn: case.our_isn,

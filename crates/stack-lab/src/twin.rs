@@ -4,12 +4,15 @@
 //! ```text
 //!  twin A:  ws-cf<T>pa [p0 02:77:73:00:00:01] <-> [d0 02:77:73:00:00:02] ws-cf<T>da
 //!           wirespeed serve http --stack xdp --ip 198.18.0.2/15 --gateway 198.18.0.1
+//!                                            --ip fd00::2/64 --gateway fd00::1
 //!  twin B:  ws-cf<T>pb [p0 02:77:73:00:00:01] <-> [d0 02:77:73:00:00:02] ws-cf<T>db
-//!           Linux: 198.18.0.2/15 on d0, default via 198.18.0.1, a std TcpListener on :8080
+//!           Linux: 198.18.0.2/15 and fd00::2/64 on d0, default via 198.18.0.1 and via
+//!           fd00::1, std TcpListeners on 198.18.0.2:8080 and [fd00::2]:8080
 //! ```
 //!
 //! Veths at the kernel's defaults; the peers own no address (crafted sources are nobody's,
-//! so the peer kernels neither answer nor reset). Everything is removed on drop.
+//! so the peer kernels neither answer nor reset; the peers' IPv6 is off, so their kernels
+//! send nothing of their own either). Everything is removed on drop.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -17,7 +20,10 @@ use std::path::{Path, PathBuf};
 use wirespeed_lab::Netns;
 use wirespeed_sys::packet::PacketSocket;
 
-use crate::craft::{DUT_IP, DUT_MAC, GATEWAY, HTTP_PORT, PEER_MAC, PREFIX_LEN};
+use crate::craft::{
+    ip6_text, DUT_IP, DUT_IP6, DUT_MAC, GATEWAY, GATEWAY6, HTTP_PORT, PEER_MAC, PREFIX6_LEN,
+    PREFIX_LEN,
+};
 use crate::responder::Responder;
 use crate::serve::ServeProcess;
 use crate::Error;
@@ -25,7 +31,7 @@ use crate::Error;
 /// Twin B's sysctls the report shows (the kernel's defaults in a new namespace, except the
 /// per-device IPv4 settings, which a new namespace copies from the host's; rp_filter is set
 /// to the kernel's default 0 so the host's choice does not change the reference).
-pub const SHOWN_SYSCTLS: [&str; 13] = [
+pub const SHOWN_SYSCTLS: [&str; 21] = [
     "net.ipv4.tcp_ecn",
     "net.ipv4.tcp_syncookies",
     "net.ipv4.tcp_timestamps",
@@ -39,6 +45,14 @@ pub const SHOWN_SYSCTLS: [&str; 13] = [
     "net.ipv4.conf.all.accept_source_route",
     "net.ipv4.conf.all.arp_ignore",
     "net.ipv4.conf.all.arp_accept",
+    "net.ipv6.auto_flowlabels",
+    "net.ipv6.flowlabel_reflect",
+    "net.ipv6.icmp.echo_ignore_multicast",
+    "net.ipv6.icmp.ratelimit",
+    "net.ipv6.conf.d0.accept_source_route",
+    "net.ipv6.conf.d0.seg6_enabled",
+    "net.ipv6.conf.d0.accept_ra",
+    "net.ipv6.conf.d0.dad_transmits",
 ];
 
 /// Where the twins run and with what.
@@ -60,6 +74,7 @@ pub(crate) struct Pair {
 pub struct Twins {
     serve: Option<ServeProcess>,
     responder: Option<Responder>,
+    responder6: Option<Responder>,
     // Namespaces last: the processes and sockets in them go first.
     a: Pair,
     b: Pair,
@@ -83,6 +98,13 @@ impl Twins {
         let tag = std::process::id() % 100_000;
         let a = pair(tag, 'a')?;
         let b = pair(tag, 'b')?;
+        for p in [&a, &b] {
+            // The peer end only carries the harness's frames: no IPv6 of its own (no
+            // link-local address, DAD, router solicitations or MLD reports beside a DUT's).
+            p.peer
+                .sysctl("net.ipv6.conf.p0.disable_ipv6", "1")
+                .map_err(lab)?;
+        }
         linux_dut(&b.dut)?;
         let linux_settings = SHOWN_SYSCTLS
             .iter()
@@ -102,9 +124,20 @@ impl Twins {
         let responder = Responder::start(listener)
             .map_err(|e| Error::Setup(format!("twin B responder: {e}")))?;
         let serve = serve(&a.dut, &cfg.wirespeed, cfg.serve_cpu)?;
+        // Twin B's IPv6 address is usable (and can be bound) once its duplicate address
+        // detection is over; our stack's is checked by the run's IPv6 preflight.
+        wait_dad(&b.dut)?;
+        let listener6 = b
+            .dut
+            .run(|| TcpListener::bind((std::net::Ipv6Addr::from(DUT_IP6), HTTP_PORT)))
+            .map_err(lab)?
+            .map_err(|e| Error::Setup(format!("twin B: listen on [fd00::2]:{HTTP_PORT}: {e}")))?;
+        let responder6 = Responder::start(listener6)
+            .map_err(|e| Error::Setup(format!("twin B responder: {e}")))?;
         Ok(Twins {
             serve: Some(serve),
             responder: Some(responder),
+            responder6: Some(responder6),
             a,
             b,
             linux_settings,
@@ -141,6 +174,7 @@ impl Drop for Twins {
     fn drop(&mut self) {
         drop(self.serve.take());
         drop(self.responder.take());
+        drop(self.responder6.take());
     }
 }
 
@@ -193,7 +227,44 @@ fn linux_dut(dut: &Netns) -> Result<(), Error> {
         dut.sysctl(&format!("net.ipv4.conf.{dev}.rp_filter"), "0")
             .map_err(lab)?;
     }
+    let cidr6 = format!("{}/{PREFIX6_LEN}", ip6_text(DUT_IP6));
+    dut.ip(&["-6", "addr", "add", &cidr6, "dev", "d0"])
+        .map_err(lab)?;
+    dut.ip(&[
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        &ip6_text(GATEWAY6),
+        "dev",
+        "d0",
+    ])
+    .map_err(lab)?;
     Ok(())
+}
+
+/// Waits until twin B's addresses on d0 are no longer tentative (duplicate address
+/// detection: about a second).
+fn wait_dad(dut: &Netns) -> Result<(), Error> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let shown = dut.ip(&["-6", "addr", "show", "dev", "d0"]).map_err(lab)?;
+        if shown.contains("dadfailed") {
+            return Err(Error::Setup(format!(
+                "twin B: duplicate address detection failed: {shown}"
+            )));
+        }
+        if !shown.contains("tentative") && shown.contains("fd00::2/") {
+            return Ok(());
+        }
+        if std::time::Instant::now() > until {
+            return Err(Error::Setup(format!(
+                "twin B: IPv6 addresses still tentative after 10 s: {shown}"
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Starts `wirespeed serve http --stack xdp` in twin A's DUT namespace and waits until it
@@ -201,6 +272,8 @@ fn linux_dut(dut: &Netns) -> Result<(), Error> {
 fn serve(dut: &Netns, bin: &Path, cpu: usize) -> Result<ServeProcess, Error> {
     let cidr = format!("198.18.0.2/{PREFIX_LEN}");
     let gw = std::net::Ipv4Addr::from(GATEWAY).to_string();
+    let cidr6 = format!("{}/{PREFIX6_LEN}", ip6_text(DUT_IP6));
+    let gw6 = ip6_text(GATEWAY6);
     let listen = format!("198.18.0.2:{HTTP_PORT}");
     let cpu = cpu.to_string();
     let args = [
@@ -216,6 +289,10 @@ fn serve(dut: &Netns, bin: &Path, cpu: usize) -> Result<ServeProcess, Error> {
         &cidr,
         "--gateway",
         &gw,
+        "--ip",
+        &cidr6,
+        "--gateway",
+        &gw6,
         "--listen",
         &listen,
         "--idle-sleep-us",

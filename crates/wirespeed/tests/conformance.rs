@@ -1,8 +1,9 @@
 //! Our stack against Linux, frame by frame. Crafted frames (generated from a
 //! printed seed) go to `serve http --stack xdp` in one lab twin and to Linux in an identical
-//! other; the replies are compared field by field (crates/stack-lab, docs/TCPIP.md
-//! "Conformance against Linux"). Fails on a difference that the table of accepted
-//! differences and known stack gaps (crates/stack-lab/src/known.rs) does not explain.
+//! other, over IPv4 and IPv6 (a third of the cases); the replies are compared field by field
+//! (crates/stack-lab, docs/TCPIP.md "Conformance against Linux"). Fails on a difference that
+//! the table of accepted differences and known stack gaps (crates/stack-lab/src/known/rows.rs)
+//! does not explain.
 //!
 //! `WS_CONFORMANCE_SEED=N` repeats a run, `WS_CONFORMANCE_CASES=N` sets the count (300, about
 //! a minute). Root.

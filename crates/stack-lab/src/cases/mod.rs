@@ -7,12 +7,14 @@
 //! replies are told apart from late frames of earlier cases.
 
 mod arp_icmp;
+mod icmp6;
 mod ip;
+mod ip6;
 mod tcp;
 
 use serde::Serialize;
 
-use crate::craft::{self, Ip4, Tcp, DUT_IP, DUT_MAC, PEER_MAC};
+use crate::craft::{self, Ip4, Ip6, Tcp, DUT_IP, DUT_IP6, DUT_MAC, PEER_MAC};
 use crate::flow::Flow;
 use crate::rng::Rng;
 
@@ -48,6 +50,26 @@ pub enum Class {
     OtherProto,
     /// A connection driven into a state, then one edge segment.
     TcpState,
+    /// IPv6 header edges: hop limit, traffic class, flow label, payload length, version,
+    /// Ethernet destinations.
+    Ip6Header,
+    /// IPv6 martian sources and destinations that are not ours.
+    Ip6Addr,
+    /// IPv6 extension headers: options of each action, routing headers, chains, next
+    /// headers.
+    Ip6Ext,
+    /// IPv6 fragment headers: atomic, alone, a SYN or an echo in fragments.
+    Ip6Frag,
+    /// ICMPv6: echo edges, unknown types, errors, checksums.
+    Icmp6,
+    /// Neighbour discovery: solicitations, advertisements, router messages, redirects.
+    Ndp,
+    /// TCP over IPv6: flag combinations to the listening port and a closed one.
+    Tcp6,
+    /// UDP over IPv6 and next headers nobody handles.
+    Udp6,
+    /// A connection over IPv6 driven into a state, then one edge segment.
+    Tcp6State,
 }
 
 impl Class {
@@ -66,10 +88,36 @@ impl Class {
             Class::Icmp => "icmp",
             Class::OtherProto => "other-proto",
             Class::TcpState => "tcp-state",
+            Class::Ip6Header => "ip6-header",
+            Class::Ip6Addr => "ip6-addr",
+            Class::Ip6Ext => "ip6-ext",
+            Class::Ip6Frag => "ip6-frag",
+            Class::Icmp6 => "icmp6",
+            Class::Ndp => "ndp",
+            Class::Tcp6 => "tcp6",
+            Class::Udp6 => "udp6",
+            Class::Tcp6State => "tcp6-state",
         }
     }
 
-    pub const ALL: [Class; 13] = [
+    /// The IPv6 classes (`--only ipv6`).
+    pub const V6: [Class; 9] = [
+        Class::Ip6Header,
+        Class::Ip6Addr,
+        Class::Ip6Ext,
+        Class::Ip6Frag,
+        Class::Icmp6,
+        Class::Ndp,
+        Class::Tcp6,
+        Class::Udp6,
+        Class::Tcp6State,
+    ];
+
+    pub fn is_v6(self) -> bool {
+        Class::V6.contains(&self)
+    }
+
+    pub const ALL: [Class; 22] = [
         Class::Control,
         Class::EthDst,
         Class::IpSource,
@@ -83,35 +131,64 @@ impl Class {
         Class::Icmp,
         Class::OtherProto,
         Class::TcpState,
+        Class::Ip6Header,
+        Class::Ip6Addr,
+        Class::Ip6Ext,
+        Class::Ip6Frag,
+        Class::Icmp6,
+        Class::Ndp,
+        Class::Tcp6,
+        Class::Udp6,
+        Class::Tcp6State,
     ];
 
     pub fn parse(s: &str) -> Option<Class> {
         Class::ALL.into_iter().find(|c| c.name() == s)
     }
+
+    /// A class by name, or a group: `ipv6` (every IPv6 class), `ipv4` (the others).
+    pub fn parse_group(s: &str) -> Option<Vec<Class>> {
+        match s {
+            "ipv6" => Some(Class::V6.to_vec()),
+            "ipv4" => Some(Class::ALL.into_iter().filter(|c| !c.is_v6()).collect()),
+            _ => Class::parse(s).map(|c| vec![c]),
+        }
+    }
 }
 
-/// The order classes come in: the stateful class most often, it has the most to explore.
-const CYCLE: [Class; 20] = [
+/// The order classes come in: the stateful classes most often, they have the most to
+/// explore; a third of the cycle is IPv6.
+const CYCLE: [Class; 30] = [
     Class::Control,
     Class::TcpState,
     Class::TcpListen,
+    Class::Ip6Ext,
     Class::TcpOptions,
     Class::Arp,
+    Class::Tcp6State,
     Class::TcpState,
     Class::IpOptions,
     Class::Icmp,
+    Class::Ndp,
     Class::TcpClosed,
     Class::TcpState,
+    Class::Ip6Header,
     Class::IpHeader,
     Class::Fragments,
+    Class::Icmp6,
     Class::TcpListen,
     Class::TcpState,
+    Class::Tcp6,
     Class::IpSource,
     Class::EthDst,
+    Class::Ip6Addr,
     Class::TcpOptions,
     Class::TcpState,
+    Class::Udp6,
     Class::OtherProto,
     Class::Arp,
+    Class::Ip6Frag,
+    Class::Tcp6State,
 ];
 
 /// What the harness does for a case.
@@ -133,6 +210,11 @@ pub struct Case {
     pub what: String,
     /// The address replies go to: the crafted source (a martian one for `ip-source`).
     pub peer_ip: [u8; 4],
+    /// In an IPv6 case, the IPv6 address replies go to (`peer_ip` is then unused).
+    pub peer6: Option<[u8; 16]>,
+    /// The flow label the case's frames carry (IPv6; 0 for none): a reply that copies it
+    /// normalizes to `copied`.
+    pub flow6: u32,
     pub sport: u16,
     pub dport: u16,
     /// Our side's initial sequence number (the same on both twins), for relative ACKs.
@@ -165,6 +247,8 @@ pub fn one(seed: u64, index: usize, class: Class) -> Case {
         class,
         what: String::new(),
         peer_ip: craft::peer_ip(index),
+        peer6: class.is_v6().then(|| craft::peer_ip6(index)),
+        flow6: 0,
         sport: craft::peer_port(index),
         dport: craft::HTTP_PORT,
         our_isn: r.u32(),
@@ -183,7 +267,22 @@ pub fn one(seed: u64, index: usize, class: Class) -> Case {
         Class::TcpOptions => tcp::options(&mut c, &mut r),
         Class::Arp => arp_icmp::arp(&mut c, &mut r),
         Class::Icmp => arp_icmp::icmp(&mut c, &mut r),
-        Class::TcpState => crate::flow::generate(&mut c, &mut r),
+        Class::TcpState | Class::Tcp6State => crate::flow::generate(&mut c, &mut r),
+        Class::Ip6Header => ip6::header(&mut c, &mut r),
+        Class::Ip6Addr => ip6::addresses(&mut c, &mut r),
+        Class::Ip6Ext => ip6::extensions(&mut c, &mut r),
+        Class::Ip6Frag => ip6::fragments(&mut c, &mut r),
+        Class::Udp6 => ip6::udp(&mut c, &mut r),
+        Class::Tcp6 => {
+            let port = if r.one_in(3) {
+                craft::CLOSED_PORT
+            } else {
+                craft::HTTP_PORT
+            };
+            tcp::flags(&mut c, &mut r, port)
+        }
+        Class::Icmp6 => icmp6::icmp6(&mut c, &mut r),
+        Class::Ndp => icmp6::ndp(&mut c, &mut r),
     }
     c
 }
@@ -210,6 +309,29 @@ pub fn preflight(seed: u64, n: usize) -> [Case; 2] {
     [c, e]
 }
 
+/// The IPv6 preflight's cases (attempt `n`): a plain SYN and a plain echo over IPv6, from
+/// fd01:0:0:ff::N (outside every generated case's addresses). Both DUTs take IPv6 only once
+/// duplicate address detection is over: the run waits on these.
+pub fn preflight6(seed: u64, n: usize) -> [Case; 2] {
+    let [mut c, mut e] = preflight(seed, n);
+    let mut a = [0xfd, 0x01, 0, 0, 0, 0, 0, 0xff, 0, 0, 0, 0, 0, 0, 0, 0];
+    a[12..].copy_from_slice(&(n as u32).to_be_bytes());
+    c.peer6 = Some(a);
+    e.peer6 = Some(a);
+    c.what = "preflight SYN over IPv6".into();
+    e.what = "preflight echo over IPv6".into();
+    let mut r = Rng::for_case(seed, usize::MAX - n);
+    c.script = Script::Frames(vec![ipv6_frame(
+        &Ip6::new(a, DUT_IP6, craft::PROTO_TCP),
+        &plain_syn(&c, &mut r),
+    )]);
+    e.script = Script::Frames(vec![ipv6_frame(
+        &Ip6::new(a, DUT_IP6, craft::PROTO_ICMPV6),
+        &echo(&e),
+    )]);
+    [c, e]
+}
+
 fn control(c: &mut Case, r: &mut Rng) {
     if r.one_in(2) {
         c.what = "plain SYN to the listening port".into();
@@ -231,9 +353,10 @@ pub(crate) fn plain_syn(c: &Case, r: &mut Rng) -> Vec<u8> {
     syn_with(c, craft::opt::linux_syn(1460, r.u32(), 7))
 }
 
-/// A SYN from the case's address, port and ISN to its destination port, with `options`.
+/// A SYN from the case's address, port and ISN to its destination port, with `options`
+/// (over IPv6 in an IPv6 case, to `DUT_IP6`).
 pub(crate) fn syn_with(c: &Case, options: Vec<u8>) -> Vec<u8> {
-    Tcp {
+    let t = Tcp {
         sport: c.sport,
         dport: c.dport,
         seq: c.our_isn,
@@ -241,14 +364,50 @@ pub(crate) fn syn_with(c: &Case, options: Vec<u8>) -> Vec<u8> {
         window: 64240,
         options,
         ..Tcp::default()
+    };
+    match c.peer6 {
+        Some(src) => t.segment6(src, DUT_IP6),
+        None => t.segment(c.peer_ip, DUT_IP),
     }
-    .segment(c.peer_ip, DUT_IP)
 }
 
-/// An echo request body of the case (id from the port, a short text).
+/// An echo request body of the case (id from the port, a short text); ICMPv6 from the
+/// case's address to `DUT_IP6` in an IPv6 case.
 pub(crate) fn echo(c: &Case) -> Vec<u8> {
     let id = c.sport.to_be_bytes();
-    craft::icmp(8, 0, [id[0], id[1], 0, 7], b"ws-echo-data")
+    match c.peer6 {
+        Some(src) => craft::icmp6(128, 0, [id[0], id[1], 0, 7], b"ws-echo-data", src, DUT_IP6),
+        None => craft::icmp(8, 0, [id[0], id[1], 0, 7], b"ws-echo-data"),
+    }
+}
+
+/// A TCP segment of the case in a frame to the DUT (IPv6 in an IPv6 case).
+pub(crate) fn tcp_frame(c: &Case, t: &Tcp) -> Vec<u8> {
+    match c.peer6 {
+        Some(src) => ipv6_frame(
+            &Ip6::new(src, DUT_IP6, craft::PROTO_TCP),
+            &t.segment6(src, DUT_IP6),
+        ),
+        None => ipv4_frame(
+            &Ip4::new(c.peer_ip, DUT_IP, craft::PROTO_TCP),
+            &t.segment(c.peer_ip, DUT_IP),
+        ),
+    }
+}
+
+/// `packet` (IPv6) behind an Ethernet header from the peer to the DUT.
+pub(crate) fn to_dut6(packet: &[u8]) -> Vec<u8> {
+    craft::eth(DUT_MAC, PEER_MAC, craft::ETH_IPV6, packet)
+}
+
+/// `payload` (extension headers included) in `h` in a frame from the peer to the DUT; to
+/// the group's Ethernet address when the destination is multicast.
+pub(crate) fn ipv6_frame(h: &Ip6, payload: &[u8]) -> Vec<u8> {
+    let mut f = to_dut6(&h.packet(payload));
+    if h.dst[0] == 0xff {
+        f[..6].copy_from_slice(&craft::multicast_mac6(h.dst));
+    }
+    f
 }
 
 /// `packet` behind an Ethernet header from the peer to the DUT.
@@ -301,6 +460,30 @@ mod tests {
         let a = generate(1, 20, &[Class::Arp]);
         assert!(a.iter().all(|c| c.class == Class::Arp));
         assert_eq!(Class::parse("tcp-state"), Some(Class::TcpState));
+        let v6 = Class::parse_group("ipv6").unwrap();
+        let b = generate(1, 40, &v6);
+        for class in Class::V6 {
+            assert!(b.iter().any(|c| c.class == class), "{class:?} never drawn");
+        }
+        assert!(b.iter().all(|c| c.class.is_v6() && c.peer6.is_some()));
+        let v4 = Class::parse_group("ipv4").unwrap();
+        assert!(generate(1, 40, &v4).iter().all(|c| c.peer6.is_none()));
+    }
+
+    #[test]
+    fn v6_cases_are_ipv6_frames_from_their_own_address() {
+        for i in 0..400 {
+            let class = Class::V6[i % Class::V6.len()];
+            let c = one(9, i, class);
+            let Script::Frames(frames) = &c.script else {
+                continue;
+            };
+            assert!(!frames.is_empty(), "{}", c.what);
+            for f in frames {
+                let et = u16::from_be_bytes([f[12], f[13]]);
+                assert_eq!(et, craft::ETH_IPV6, "{}: {}", class.name(), c.what);
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Stateless TCP: flag combinations to a listening and a closed port, and the options and
 //! header fields of a SYN.
 
-use super::{flag_letters, ipv4_frame, syn_with, Case, Script};
+use super::{flag_letters, ipv4_frame, syn_with, tcp_frame, Case, Script};
 use crate::craft::{self, opt, Ip4, Tcp, ACK, CWR, DUT_IP, ECE, FIN, PSH, RST, SYN, URG};
 use crate::rng::Rng;
 
@@ -27,7 +27,8 @@ const NAMED: [u8; 18] = [
     PSH | ACK,
 ];
 
-/// A segment with flags drawn from `NAMED` or at random, to `dport`.
+/// A segment with flags drawn from `NAMED` or at random, to `dport` (over IPv6 in an IPv6
+/// case).
 pub(super) fn flags(c: &mut Case, r: &mut Rng, dport: u16) {
     c.dport = dport;
     let flags = if r.one_in(3) {
@@ -64,10 +65,7 @@ pub(super) fn flags(c: &mut Case, r: &mut Rng, dport: u16) {
         seg.window,
         payload.len()
     );
-    let f = ipv4_frame(
-        &Ip4::new(c.peer_ip, DUT_IP, craft::PROTO_TCP),
-        &seg.segment(c.peer_ip, DUT_IP),
-    );
+    let f = tcp_frame(c, &seg);
     c.script = Script::Frames(vec![f]);
 }
 

@@ -4,6 +4,7 @@
 use super::{align_field, all, Kind, Known, Match};
 use crate::cases::{Case, Class, Script};
 use crate::compare::Outcome;
+use crate::craft::{self, DUT_IP6, DUT_LL6};
 use crate::flow::Edge;
 use crate::normalize::Reply;
 
@@ -32,6 +33,41 @@ pub const TABLE: &[Known] = &[
         }),
     },
     Known {
+        id: "flow-label-zero",
+        kind: Kind::Accepted,
+        reason: "the stack sends every IPv6 packet with flow label 0 (docs/TCPIP.md, Not supported), an unlabelled flow (RFC 6437 §3: a source that does not label its flows sets 0; the label is a hint for load balancing, nobody may rely on it); Linux labels TCP, UDP and ICMPv6 packets with a hash of the flow (net.ipv6.auto_flowlabels=1), and its echo replies too (flowlabel_reflect=0: the request's label is not copied). Only a zero label against a non-zero one is aligned",
+        matches: Match::Part(|_, a, b| {
+            align_field(a, b, "ip6.flow", |ours, linux| ours == "0" && linux == "auto")
+        }),
+    },
+    Known {
+        id: "echo6-code-not-copied",
+        kind: Kind::StackGap,
+        reason: "an ICMPv6 echo request with a non-zero code: Linux's reply copies the request's header and so its code (icmpv6_echo_reply), as its IPv4 echo does and the stack's IPv4 echo does too (Input rules); the stack's ICMPv6 echo reply has code 0",
+        matches: Match::Part(|_, a, b| {
+            align_field(a, b, "icmp6.code", |ours, linux| ours == "0" && linux != "0")
+        }),
+    },
+    Known {
+        id: "unicast-ns-answer-names-our-mac",
+        kind: Kind::Accepted,
+        reason: "a neighbour solicitation sent unicast to our address: Linux answers without the target link-layer option and with Override clear (ndisc_recv_ns: both only for a multicast solicitation); the stack's advertisement has both, as RFC 4861 §7.2.4 allows (the option MAY be omitted) and asks (Override SHOULD be set for a node's own unicast address): the solicitor already has our MAC and is told it again (docs/TCPIP.md, IPv6)",
+        matches: Match::Part(|c, a, b| frame_dst6(c) == Some(DUT_IP6) && align_unicast_na(a, b)),
+    },
+    Known {
+        id: "udp6-short-length-quoted-whole",
+        kind: Kind::Accepted,
+        reason: "a UDP length shorter than the IPv6 payload: both answer port unreachable; Linux quotes the datagram cut to the UDP length (__udp6_lib_rcv trimmed it before the port lookup), the stack quotes it as received, as much of it as fits (RFC 4443 §3.1)",
+        matches: Match::Part(|c, a, b| {
+            c.class == Class::Udp6
+                && c.what.contains("length shorter than the datagram")
+                && align_field(a, b, "icmp6.len", |ours, linux| {
+                    ours.parse::<usize>().unwrap_or(0) > linux.parse::<usize>().unwrap_or(0)
+                })
+                && align_field(a, b, "icmp6.data", |_, _| true)
+        }),
+    },
+    Known {
         id: "no-sack-for-out-of-order-fin",
         kind: Kind::StackGap,
         reason: "a FIN beyond RCV.NXT: Linux queues it out of order and its duplicate ACK carries a SACK block for it; the stack keeps no out-of-order range for a FIN alone, so its ACK has no SACK block",
@@ -43,6 +79,84 @@ pub const TABLE: &[Known] = &[
         }),
     },
     // Whole cases.
+    Known {
+        id: "ipv6-multicast-not-steered",
+        kind: Kind::StackGap,
+        reason: "of IPv6 multicast, the XDP bifurcation program steers to the stack only a neighbour solicitation to our solicited-node group and an advertisement to all nodes (bifurcate.bpf.c, classify_ipv6_multicast); an echo request, a solicitation or a datagram with an unknown option of action 10 sent to all nodes ff02::1 or to our solicited-node group goes to twin A's kernel, which owns no route back. Linux answers them (echo reply, advertisement, parameter problem code 2) and the stack, which takes both groups, would",
+        matches: Match::Case(|s| {
+            let group = frame_dst6(s.case).is_some_and(|d| {
+                d == craft::ALL_NODES6 || d == craft::solicited_node(DUT_IP6)
+            });
+            group
+                && s.ours_silent()
+                && all(&s.linux.replies, |r| {
+                    matches!(r.icmp6_type(), Some(129 | 136))
+                        || (r.icmp6_type() == Some(4) && r.get("icmp6.code") == Some("2"))
+                })
+        }),
+    },
+    Known {
+        id: "no-link-local-address",
+        kind: Kind::StackGap,
+        reason: "the stack has no link-local address (RFC 4291 §2.1: every interface has one); Linux's d0 has fe80::77:73ff:fe00:2 (EUI-64 of its MAC): it answers datagrams to it (an RST, an echo reply) and drops those from it as its own; the stack ignores the first (twin A's kernel, which owns that address behind the XDP program, has no route back) and answers the second",
+        matches: Match::Case(|s| {
+            let to_ll = frame_dst6(s.case) == Some(DUT_LL6)
+                && s.ours_silent()
+                && !s.linux.replies.is_empty();
+            let from_ll = frame_src6(s.case) == Some(DUT_LL6)
+                && s.linux.replies.is_empty()
+                && all(&s.ours.replies, |r| {
+                    r.get("ip6.dst") == Some("fe80::77:73ff:fe00:2")
+                });
+            to_ll || from_ll
+        }),
+    },
+    Known {
+        id: "multicast-ns-without-lladdr-answered",
+        kind: Kind::StackGap,
+        reason: "a neighbour solicitation for our address sent to its solicited-node group without a source link-layer option (RFC 4861 §4.3: it MUST be in a multicast solicitation): Linux answers only a solicitor it already has a neighbour entry for and creates none (ndisc_recv_ns: __neigh_lookup without create), so a new neighbour gets nothing; the stack answers it at the frame's Ethernet source",
+        matches: Match::Case(|s| {
+            s.case.class == Class::Ndp
+                && s.case.what.contains("solicited-node group, no source lladdr")
+                && s.linux.replies.is_empty()
+                && all(&s.ours.replies, |r| r.icmp6_type() == Some(136))
+        }),
+    },
+    Known {
+        id: "segment-routing-header-not-dropped",
+        kind: Kind::StackGap,
+        reason: "a segment routing header (type 4, RFC 8754) or an RPL source route (type 3, RFC 6554): Linux silently drops the datagram, whatever segments left says, unless the interface enables them (net.ipv6.conf.*.seg6_enabled, rpl_seg_enabled: off by default; ipv6_srh_rcv, ipv6_rpl_srh_rcv); the stack treats them as unknown types (RFC 8200 §4.4): with segments left 0 it ignores the header and answers what follows, with more it answers parameter problem code 0 at the routing type",
+        matches: Match::Case(|s| {
+            s.case.class == Class::Ip6Ext
+                && (s.case.what.contains("routing header type 4,")
+                    || s.case.what.contains("routing header type 3,"))
+                && s.linux.replies.is_empty()
+                && !s.ours.replies.is_empty()
+        }),
+    },
+    Known {
+        id: "v4-mapped-source-dropped",
+        kind: Kind::Accepted,
+        reason: "an IPv4-mapped source (::ffff:0:0/96) is dropped by the stack (docs/TCPIP.md, IPv6), as RFC 4942 §2.2 advises: such addresses stand for IPv4 peers inside a host and never appear on the wire. Linux drops one only where TCP opens a connection (tcp_v6_conn_request) and answers an echo request from it (ipv6_rcv does not check it, so the IPv6 section's \"as Linux\" is wrong there)",
+        matches: Match::Case(|s| {
+            frame_src6(s.case).is_some_and(|a| a[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])
+                && s.ours_silent()
+                && all(&s.linux.replies, |r| r.icmp6_type() == Some(129))
+        }),
+    },
+    Known {
+        id: "udp6-length-zero-dropped",
+        kind: Kind::Accepted,
+        reason: "a UDP length of 0 in an ordinary datagram: a length of 0 belongs to a jumbogram (RFC 2675 §4: with a jumbo payload option, over 65535 bytes), which the stack does not take: it drops the datagram as malformed; Linux's __udp6_lib_rcv takes a length of 0 anywhere as \"the rest of the packet\" and answers port unreachable",
+        matches: Match::Case(|s| {
+            s.case.class == Class::Udp6
+                && s.case.what.contains("length field 0")
+                && s.ours_silent()
+                && all(&s.linux.replies, |r| {
+                    r.icmp6_type() == Some(1) && r.get("icmp6.code") == Some("4")
+                })
+        }),
+    },
     Known {
         id: "icmp-timestamp-ignored",
         kind: Kind::StackGap,
@@ -133,4 +247,53 @@ fn strip_fin_ack_split(x: &mut Outcome, y: &Outcome) -> bool {
         !(pure_ack && fin_like(r, &all) && fin_like(r, &y.replies) && !y.replies.contains(r))
     });
     x.replies.len() != before
+}
+
+/// The IPv6 source and destination of a stateless case's first frame.
+fn frame_addrs6(c: &Case) -> Option<([u8; 16], [u8; 16])> {
+    let Script::Frames(f) = &c.script else {
+        return None;
+    };
+    let f = f.first()?;
+    if f.len() < 54 || u16::from_be_bytes([f[12], f[13]]) != craft::ETH_IPV6 {
+        return None;
+    }
+    Some((f[22..38].try_into().ok()?, f[38..54].try_into().ok()?))
+}
+
+fn frame_src6(c: &Case) -> Option<[u8; 16]> {
+    frame_addrs6(c).map(|a| a.0)
+}
+
+fn frame_dst6(c: &Case) -> Option<[u8; 16]> {
+    frame_addrs6(c).map(|a| a.1)
+}
+
+/// Our neighbour advertisement with Override and our MAC where Linux's has neither (and is
+/// otherwise the same): Linux's fields taken. True when one was.
+fn align_unicast_na(a: &mut Outcome, b: &Outcome) -> bool {
+    let mut changed = false;
+    for x in &mut a.replies {
+        if x.icmp6_type() != Some(136) || b.replies.contains(x) {
+            continue;
+        }
+        let Some(y) = b.replies.iter().find(|y| {
+            y.icmp6_type() == Some(136)
+                && y.get("nd.target") == x.get("nd.target")
+                && y.get("ip6.dst") == x.get("ip6.dst")
+        }) else {
+            continue;
+        };
+        let ours_full = x.get("icmp6.rest") == Some("60000000")
+            && x.get("nd.opts") == Some("tll=02:77:73:00:00:02");
+        let linux_bare = y.get("icmp6.rest") == Some("40000000") && y.get("nd.opts") == Some("-");
+        if ours_full && linux_bare {
+            for k in ["icmp6.rest", "icmp6.len", "nd.opts", "icmp6.data"] {
+                let v = y.get(k).unwrap_or("-").to_string();
+                x.set(k, v);
+            }
+            changed = true;
+        }
+    }
+    changed
 }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::cases::{one, Class};
+use crate::cases::{one, Class, Script};
 
 fn reply(pairs: &[(&'static str, &str)]) -> Reply {
     Reply {
@@ -138,4 +138,113 @@ fn a_fin_ack_split_by_the_scheduler_is_accepted_on_either_side() {
     assert_eq!(v(&whole, &split), Verdict::Accepted(vec!["fin-ack-timing"]));
     // A pure ACK with no FIN beside it is no split.
     assert_eq!(v(&outcome(vec![ack]), &whole), Verdict::Unexplained);
+}
+
+fn v6(pairs: &[(&'static str, &str)]) -> Reply {
+    let mut r = reply(&[("eth.type", "ipv6")]);
+    r.fields
+        .extend(pairs.iter().map(|(k, v)| (*k, v.to_string())));
+    r
+}
+
+#[test]
+fn v6_rows_explain_only_their_pattern() {
+    let v = |c: &Case, a: &Outcome, b: &Outcome| verdict(c, a, b, &compare::differences(a, b)).0;
+    let silent = outcome(vec![]);
+    // A zero flow label against Linux's hash is accepted; the other way round is not.
+    let echo = |flow: &str| {
+        v6(&[
+            ("ip6.flow", flow),
+            ("ip.proto", "icmp6"),
+            ("icmp6.type", "129"),
+        ])
+    };
+    let c = one(3, 4, Class::Icmp6);
+    assert_eq!(
+        v(&c, &outcome(vec![echo("0")]), &outcome(vec![echo("auto")])),
+        Verdict::Accepted(vec!["flow-label-zero"])
+    );
+    assert_eq!(
+        v(&c, &outcome(vec![echo("auto")]), &outcome(vec![echo("0")])),
+        Verdict::Unexplained
+    );
+    // A UDP length of 0 that Linux answers: accepted for that case only.
+    let mut zero = one(3, 7, Class::Udp6);
+    zero.what = "UDP to port 9, length field 0".into();
+    let unreachable = v6(&[
+        ("ip.proto", "icmp6"),
+        ("icmp6.type", "1"),
+        ("icmp6.code", "4"),
+    ]);
+    assert_eq!(
+        v(&zero, &silent, &outcome(vec![unreachable.clone()])),
+        Verdict::Accepted(vec!["udp6-length-zero-dropped"])
+    );
+    let mut other = zero.clone();
+    other.what = "UDP to port 53".into();
+    assert_eq!(
+        v(&other, &silent, &outcome(vec![unreachable])),
+        Verdict::Unexplained
+    );
+    // Silence against an echo reply is the steering gap only for a group destination.
+    let mut to_all = one(3, 5, Class::Icmp6);
+    let h = crate::craft::Ip6::new(
+        crate::craft::peer_ip6(5),
+        crate::craft::ALL_NODES6,
+        crate::craft::PROTO_ICMPV6,
+    );
+    to_all.script = Script::Frames(vec![crate::cases::ipv6_frame(&h, &[128, 0, 0, 0])]);
+    assert_eq!(
+        v(&to_all, &silent, &outcome(vec![echo("0")])),
+        Verdict::KnownGap(vec!["ipv6-multicast-not-steered"])
+    );
+    let mut to_us = to_all.clone();
+    let h = crate::craft::Ip6::new(
+        crate::craft::peer_ip6(5),
+        crate::craft::DUT_IP6,
+        crate::craft::PROTO_ICMPV6,
+    );
+    to_us.script = Script::Frames(vec![crate::cases::ipv6_frame(&h, &[128, 0, 0, 0])]);
+    assert_eq!(
+        v(&to_us, &silent, &outcome(vec![echo("0")])),
+        Verdict::Unexplained
+    );
+}
+
+#[test]
+fn a_unicast_ns_answer_aligns_only_the_flags_and_option() {
+    let mut c = one(3, 5, Class::Ndp);
+    let h = crate::craft::Ip6::new(
+        crate::craft::onlink_ip6(5),
+        crate::craft::DUT_IP6,
+        crate::craft::PROTO_ICMPV6,
+    );
+    c.script = Script::Frames(vec![crate::cases::ipv6_frame(&h, &[135, 0, 0, 0])]);
+    let na = |rest: &str, opts: &str, dst: &str| {
+        v6(&[
+            ("ip6.dst", dst),
+            ("ip.proto", "icmp6"),
+            ("icmp6.type", "136"),
+            ("icmp6.rest", rest),
+            ("icmp6.len", if opts == "-" { "16" } else { "24" }),
+            ("nd.target", "fd00::2"),
+            ("nd.opts", opts),
+            ("icmp6.data", if opts == "-" { "x" } else { "y" }),
+        ])
+    };
+    let ours = outcome(vec![na(
+        "60000000",
+        "tll=02:77:73:00:00:02",
+        "fd00::5a:0:5",
+    )]);
+    let linux = outcome(vec![na("40000000", "-", "fd00::5a:0:5")]);
+    let d = compare::differences(&ours, &linux);
+    assert_eq!(
+        verdict(&c, &ours, &linux, &d).0,
+        Verdict::Accepted(vec!["unicast-ns-answer-names-our-mac"])
+    );
+    // To another destination it is still a difference.
+    let linux = outcome(vec![na("40000000", "-", "fd00::5a:0:6")]);
+    let d = compare::differences(&ours, &linux);
+    assert_eq!(verdict(&c, &ours, &linux, &d).0, Verdict::Unexplained);
 }
