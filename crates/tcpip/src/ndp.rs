@@ -97,7 +97,14 @@ impl Stack {
             self.stats.ip6_tentative += 1;
             return;
         }
-        let mac = source_lladdr.unwrap_or(src_mac);
+        // A multicast solicitation must name its sender's MAC (RFC 4861 §4.3); without it
+        // Linux answers only a solicitor it knows (ndisc_recv_ns looks, never creates).
+        let known = self.neigh.lookup(IpAddress::V6(ip.src), self.now);
+        if ip.dst.is_multicast() && source_lladdr.is_none() && known.is_none() {
+            self.stats.ndp_invalid += 1;
+            return;
+        }
+        let mac = source_lladdr.or(known).unwrap_or(src_mac);
         if let Some(m) = source_lladdr {
             self.learn_neighbour(ip.src, m, true);
         }

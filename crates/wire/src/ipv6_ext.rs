@@ -118,6 +118,9 @@ pub enum ExtDiscard {
     RoutingToMulticast,
     /// More than [`MAX_EXT_HEADERS`] extension headers.
     TooManyHeaders,
+    /// A routing header of a type Linux processes only when configured to, and drops
+    /// otherwise: RPL (3, `rpl_seg_enabled`) and segment routing (4, `seg6_enabled`).
+    RoutingTypeOff,
 }
 
 impl ExtDiscard {
@@ -129,6 +132,7 @@ impl ExtDiscard {
             ExtDiscard::RefusedOption => "option refused",
             ExtDiscard::RoutingToMulticast => "routing header to a multicast destination",
             ExtDiscard::TooManyHeaders => "too many extension headers",
+            ExtDiscard::RoutingTypeOff => "RPL or segment routing header (off, as in Linux)",
         }
     }
 }
@@ -203,12 +207,11 @@ pub enum ExtWalk {
 /// option is discarded. Any other option is unrecognized and its type's top bits decide
 /// (see [`ext_option`]); the parameter problem, code 2, points at its type byte.
 ///
-/// Routing headers: in a packet to a multicast destination, discarded; with segments left
-/// 0, skipped whatever the type (RFC 8200 §4.4); otherwise a parameter problem, code 0,
-/// pointing at the type field, since this stack handles no routing type (Linux answers so
-/// for type 0, deprecated by RFC 5095; it drops the types it knows instead: 2, Mobile
-/// IPv6, without Mobile IPv6 state, and 3 and 4, RPL and segment routing, which are off by
-/// default, even with segments left 0).
+/// Routing headers: in a packet to a multicast destination, discarded; types 3 and 4 (RPL
+/// and segment routing, off by default in Linux) discarded whatever segments left says;
+/// other types with segments left 0, skipped (RFC 8200 §4.4); otherwise a parameter
+/// problem, code 0, pointing at the type field, since this stack handles no routing type
+/// (Linux answers so for type 0, deprecated by RFC 5095).
 ///
 /// Fragment headers: see [`ExtWalk::Upper`]. A fragment header that does not fit is a
 /// parameter problem (code 0) pointing at it, as is a second one after an atomic fragment
@@ -293,6 +296,11 @@ impl Walker<'_> {
                     };
                     if self.dst_is_multicast {
                         return discard(ExtDiscard::RoutingToMulticast);
+                    }
+                    // RPL (3) and segment routing (4) are off by default in Linux
+                    // (rpl_seg_enabled, seg6_enabled): dropped whatever segments left says.
+                    if matches!(hdr[2], 3 | 4) {
+                        return discard(ExtDiscard::RoutingTypeOff);
                     }
                     // Segments left (byte 3) not 0: no routing type is ours to process.
                     if hdr[3] != 0 {
@@ -561,11 +569,11 @@ mod tests {
 
     #[test]
     fn a_full_chain_to_tcp() {
-        // Hop-by-hop (router alert, PadN) -> destination options (PadN) -> routing type 4,
+        // Hop-by-hop (router alert, PadN) -> destination options (PadN) -> routing type 0,
         // segments left 0, one address -> TCP.
         let mut p = opts8(DEST, [5, 2, 0, 0, 1, 0]);
         p.extend(opts8(RT, [1, 4, 0, 0, 0, 0]));
-        p.extend_from_slice(&[TCP, 2, 4, 0, 0, 0, 0, 0]);
+        p.extend_from_slice(&[TCP, 2, 0, 0, 0, 0, 0, 0]);
         p.extend_from_slice(&[0x20; 16]);
         p.extend_from_slice(&[0; 20]);
         assert_eq!(walk(HBH, &p), upper(TCP, 40, 40 + 16));
@@ -585,10 +593,19 @@ mod tests {
         p.extend_from_slice(&[0xfd; 16]);
         p.extend_from_slice(&UDP_DGRAM);
         assert_eq!(walk(RT, &p), pp(0, 42));
-        p[2] = 4;
-        assert_eq!(walk(RT, &p), pp(0, 42));
-        // Segments left 0: skipped whatever the type.
-        p[3] = 0;
+        // RPL and segment routing: dropped, segments left or not.
+        let off = ExtWalk::Discard {
+            reason: ExtDiscard::RoutingTypeOff,
+        };
+        for t in [3, 4] {
+            p[2] = t;
+            p[3] = 1;
+            assert_eq!(walk(RT, &p), off, "type {t}");
+            p[3] = 0;
+            assert_eq!(walk(RT, &p), off, "type {t}");
+        }
+        // Segments left 0: skipped, for the other types.
+        p[2] = 2;
         assert_eq!(walk(RT, &p), upper(UDP, 24, 40));
         p[2] = 0;
         assert_eq!(walk(RT, &p), upper(UDP, 24, 40));

@@ -112,29 +112,6 @@ pub const TABLE: &[Known] = &[
         }),
     },
     Known {
-        id: "multicast-ns-without-lladdr-answered",
-        kind: Kind::StackGap,
-        reason: "a neighbour solicitation for our address sent to its solicited-node group without a source link-layer option (RFC 4861 §4.3: it MUST be in a multicast solicitation): Linux answers only a solicitor it already has a neighbour entry for and creates none (ndisc_recv_ns: __neigh_lookup without create), so a new neighbour gets nothing; the stack answers it at the frame's Ethernet source",
-        matches: Match::Case(|s| {
-            s.case.class == Class::Ndp
-                && s.case.what.contains("solicited-node group, no source lladdr")
-                && s.linux.replies.is_empty()
-                && all(&s.ours.replies, |r| r.icmp6_type() == Some(136))
-        }),
-    },
-    Known {
-        id: "segment-routing-header-not-dropped",
-        kind: Kind::StackGap,
-        reason: "a segment routing header (type 4, RFC 8754) or an RPL source route (type 3, RFC 6554): Linux silently drops the datagram, whatever segments left says, unless the interface enables them (net.ipv6.conf.*.seg6_enabled, rpl_seg_enabled: off by default; ipv6_srh_rcv, ipv6_rpl_srh_rcv); the stack treats them as unknown types (RFC 8200 §4.4): with segments left 0 it ignores the header and answers what follows, with more it answers parameter problem code 0 at the routing type",
-        matches: Match::Case(|s| {
-            s.case.class == Class::Ip6Ext
-                && (s.case.what.contains("routing header type 4,")
-                    || s.case.what.contains("routing header type 3,"))
-                && s.linux.replies.is_empty()
-                && !s.ours.replies.is_empty()
-        }),
-    },
-    Known {
         id: "v4-mapped-source-dropped",
         kind: Kind::Accepted,
         reason: "an IPv4-mapped source (::ffff:0:0/96) is dropped by the stack (docs/TCPIP.md, IPv6), as RFC 4942 §2.2 advises: such addresses stand for IPv4 peers inside a host and never appear on the wire. Linux drops one only where TCP opens a connection (tcp_v6_conn_request) and answers an echo request from it (ipv6_rcv does not check it, so the IPv6 section's \"as Linux\" is wrong there)",

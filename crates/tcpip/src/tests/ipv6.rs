@@ -648,3 +648,28 @@ fn a_ping_in_fragments_is_answered_and_a_solicitation_in_fragments_is_not() {
     assert_eq!(s.stats().ndp_invalid, 1);
     assert_eq!(s.stats().ip6_frag_reassembled, 2);
 }
+
+#[test]
+fn a_multicast_solicitation_without_our_senders_mac_is_answered_only_if_we_know_it() {
+    let ns = Icmpv6Repr::NeighborSolicit {
+        target: IP6_B,
+        source_lladdr: None,
+    };
+    let group = IP6_B.solicited_node();
+    let mut f = vec![0u8; 54 + ns.buffer_len()];
+    v6_headers(&mut f, IP6_A, group, IpProtocol::Icmpv6, 255, 0);
+    f[..6].copy_from_slice(&group.multicast_mac().0);
+    ns.emit(IP6_A, group, &mut f[54..]).unwrap();
+    let now = Instant::from_millis(1000);
+    for known in [false, true] {
+        let mut s = Stack::new(no_dad(1));
+        if known {
+            s.neighbour_add_static(IP6_A, MAC_A);
+        }
+        s.receive(now, &f);
+        let mut sink = VecSink::new();
+        s.transmit(now, &mut sink);
+        assert_eq!(icmpv6_of(&sink.frames).len(), known as usize, "known: {known}");
+        assert_eq!(s.stats().ndp_invalid, !known as u64);
+    }
+}
