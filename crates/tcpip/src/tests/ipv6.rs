@@ -669,7 +669,11 @@ fn a_multicast_solicitation_without_our_senders_mac_is_answered_only_if_we_know_
         s.receive(now, &f);
         let mut sink = VecSink::new();
         s.transmit(now, &mut sink);
-        assert_eq!(icmpv6_of(&sink.frames).len(), known as usize, "known: {known}");
+        assert_eq!(
+            icmpv6_of(&sink.frames).len(),
+            known as usize,
+            "known: {known}"
+        );
         assert_eq!(s.stats().ndp_invalid, !known as u64);
     }
 }
