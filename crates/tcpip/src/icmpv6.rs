@@ -54,6 +54,7 @@ impl Stack {
             } => self.ndp_advertisement_input(ip, solicited, target, target_lladdr),
             _ if tentative => self.stats.ip6_tentative += 1,
             Icmpv6Repr::EchoRequest {
+                code,
                 ident,
                 seq_no,
                 data,
@@ -62,7 +63,9 @@ impl Stack {
                     self.stats.ip_no_route_back += 1;
                     return;
                 }
+                // The request's code goes back, as Linux's icmpv6_echo_reply copies it.
                 let reply = Icmpv6Repr::EchoReply {
+                    code,
                     ident,
                     seq_no,
                     data,

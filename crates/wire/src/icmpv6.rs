@@ -222,15 +222,17 @@ pub enum Icmpv6Repr<'a> {
         pointer: u32,
         quoted: &'a [u8],
     },
-    /// Type 128. The code (0 by RFC 4443) is not kept, and a reply is emitted with 0
-    /// (Linux's `icmpv6_echo_reply` copies a non-zero code into its reply).
+    /// Type 128. `code` is 0 by RFC 4443; another is taken, and Linux's
+    /// `icmpv6_echo_reply` copies it into the reply, as IPv4's echo does.
     EchoRequest {
+        code: u8,
         ident: u16,
         seq_no: u16,
         data: &'a [u8],
     },
     /// Type 129.
     EchoReply {
+        code: u8,
         ident: u16,
         seq_no: u16,
         data: &'a [u8],
@@ -303,11 +305,13 @@ impl<'a> Icmpv6Repr<'a> {
                 quoted: rest,
             }),
             msg_type::ECHO_REQUEST => Ok(Icmpv6Repr::EchoRequest {
+                code,
                 ident: p.echo_ident(),
                 seq_no: p.echo_seq_no(),
                 data: rest,
             }),
             msg_type::ECHO_REPLY => Ok(Icmpv6Repr::EchoReply {
+                code,
                 ident: p.echo_ident(),
                 seq_no: p.echo_seq_no(),
                 data: rest,
@@ -410,15 +414,18 @@ impl<'a> Icmpv6Repr<'a> {
         b[field::TYPE] = self.msg_type();
         match *self {
             Icmpv6Repr::EchoRequest {
+                code,
                 ident,
                 seq_no,
                 data,
             }
             | Icmpv6Repr::EchoReply {
+                code,
                 ident,
                 seq_no,
                 data,
             } => {
+                b[field::CODE] = code;
                 put_u16(b, field::ECHO_IDENT.start, ident);
                 put_u16(b, field::ECHO_SEQ_NO.start, seq_no);
                 b[HEADER_LEN..].copy_from_slice(data);
@@ -564,12 +571,14 @@ pub(crate) mod tests {
         assert_eq!(
             r,
             Icmpv6Repr::EchoRequest {
+                code: 0,
                 ident: 0x0af7,
                 seq_no: 1,
                 data: b"ABCD"
             }
         );
         let reply = Icmpv6Repr::EchoReply {
+            code: 0,
             ident: 0x0af7,
             seq_no: 1,
             data: b"ABCD",
@@ -579,6 +588,7 @@ pub(crate) mod tests {
         roundtrip(r, a, b);
         roundtrip(
             Icmpv6Repr::EchoRequest {
+                code: 0,
                 ident: 7,
                 seq_no: 9,
                 data: b"odd",
@@ -613,11 +623,13 @@ pub(crate) mod tests {
                 quoted: &quoted,
             },
             Icmpv6Repr::EchoRequest {
+                code: 0,
                 ident: 1,
                 seq_no: 2,
                 data: &[],
             },
             Icmpv6Repr::EchoReply {
+                code: 0,
                 ident: 3,
                 seq_no: 4,
                 data: b"x",

@@ -41,14 +41,6 @@ pub const TABLE: &[Known] = &[
         }),
     },
     Known {
-        id: "echo6-code-not-copied",
-        kind: Kind::StackGap,
-        reason: "an ICMPv6 echo request with a non-zero code: Linux's reply copies the request's header and so its code (icmpv6_echo_reply), as its IPv4 echo does and the stack's IPv4 echo does too (Input rules); the stack's ICMPv6 echo reply has code 0",
-        matches: Match::Part(|_, a, b| {
-            align_field(a, b, "icmp6.code", |ours, linux| ours == "0" && linux != "0")
-        }),
-    },
-    Known {
         id: "unicast-ns-answer-names-our-mac",
         kind: Kind::Accepted,
         reason: "a neighbour solicitation sent unicast to our address: Linux answers without the target link-layer option and with Override clear (ndisc_recv_ns: both only for a multicast solicitation); the stack's advertisement has both, as RFC 4861 §7.2.4 allows (the option MAY be omitted) and asks (Override SHOULD be set for a node's own unicast address): the solicitor already has our MAC and is told it again (docs/TCPIP.md, IPv6)",

@@ -174,9 +174,10 @@ fn echo_udp_and_port_unreachable_over_ipv6() {
 }
 
 #[test]
-fn ping6_is_answered_with_the_request_traffic_class() {
+fn ping6_is_answered_with_the_request_traffic_class_and_code() {
     let mut s = Stack::new(no_dad(1));
     let req = Icmpv6Repr::EchoRequest {
+        code: 5,
         ident: 7,
         seq_no: 9,
         data: b"ping",
@@ -196,6 +197,7 @@ fn ping6_is_answered_with_the_request_traffic_class() {
     assert_eq!(
         Icmpv6Repr::parse(&pkt, ip.src, ip.dst).unwrap(),
         Icmpv6Repr::EchoReply {
+            code: 5,
             ident: 7,
             seq_no: 9,
             data: b"ping"
@@ -624,6 +626,7 @@ fn a_ping_in_fragments_is_answered_and_a_solicitation_in_fragments_is_not() {
     // An echo request whose second fragment starts with 135, a neighbour solicitation's
     // type: only the reassembled message's type counts.
     let req = Icmpv6Repr::EchoRequest {
+        code: 0,
         ident: 7,
         seq_no: 1,
         data: &[135; 24],
