@@ -10,11 +10,13 @@
  * steer_all. Hop-by-hop, routing and destination options headers are walked (at most
  * WS_IPV6_MAX_EXT of them) to find the transport header; a fragment header stops the walk and
  * is a fragment as in IPv4; a chain that does not end within the walk or within the frame's
- * linear part passes, unless steer_all. To a multicast group: only a Neighbour Solicitation
- * whose target is served_ipv6, sent to its solicited-node group ff02::1:ffXX:XXXX, and a
- * Neighbour Advertisement whose target is served_ipv6 sent to all nodes (ff02::1, a duplicate
- * address) are the stack's (steer_arp); other multicast (router advertisements, MLD, ...)
- * passes. ICMPv6 checksums are left to the stack.
+ * linear part passes, unless steer_all. To a multicast group: a Neighbour Solicitation whose
+ * target is served_ipv6, sent to its solicited-node group ff02::1:ffXX:XXXX, and a Neighbour
+ * Advertisement whose target is served_ipv6 sent to all nodes (ff02::1, a duplicate address)
+ * are the stack's (steer_arp); with steer_all, also everything to that solicited-node group,
+ * and an echo request or a solicitation for served_ipv6 to all nodes (what a host with the
+ * address answers there). Other multicast (router advertisements, MLD, ...) passes. ICMPv6
+ * checksums are left to the stack.
  *
  * When in doubt (truncated, neither IPv4 nor IPv6; fragmented unless steer_fragments) the frame
  * passes: the kernel is the fallback and never gets less than it would without this program.
@@ -86,22 +88,31 @@ static __always_inline int is_all_nodes_group(const __be32 *a)
 	return a[0] == bpf_htonl(0xff020000) && a[1] == 0 && a[2] == 0 && a[3] == bpf_htonl(1);
 }
 
-/* An IPv6 frame to a multicast group: only neighbour discovery about served_ipv6 is ours (a
- * solicitation to its solicited-node group, an advertisement of a duplicate to all nodes). */
+/* An IPv6 frame to a multicast group: neighbour discovery about served_ipv6 is ours (a
+ * solicitation to its solicited-node group, an advertisement of a duplicate to all nodes).
+ * Where the address is the stack's alone (steer_all), so is what a host with that address
+ * answers at those groups: everything to its solicited-node group, and at all nodes an echo
+ * request and a solicitation for the address. The rest of all nodes (router advertisements,
+ * MLD queries) stays the kernel's. */
 static __always_inline int classify_ipv6_multicast(struct ws_cursor *c, const struct ipv6hdr *ip6,
 						   __u8 nexthdr, int walk)
 {
 	const __be32 *daddr = ip6->daddr.in6_u.u6_addr32;
+	int our_group = is_solicited_node_group(daddr);
 	struct icmp6_head *icmp;
 	struct nd_body *nd;
 
+	if (steer_all && our_group)
+		return 1;
 	if (walk != WS_IPV6_WALK_DONE || nexthdr != WS_IPPROTO_ICMPV6)
 		return 0;
 	icmp = ws_take(c, sizeof(*icmp));
 	if (!icmp)
 		return -1;
+	if (icmp->type == ICMPV6_ECHO_REQUEST)
+		return steer_all && is_all_nodes_group(daddr);
 	if (icmp->type == NDISC_NEIGHBOUR_SOLICITATION) {
-		if (!is_solicited_node_group(daddr))
+		if (!our_group && !(steer_all && is_all_nodes_group(daddr)))
 			return 0;
 	} else if (icmp->type == NDISC_NEIGHBOUR_ADVERTISEMENT) {
 		if (!is_all_nodes_group(daddr))
@@ -126,7 +137,7 @@ static __always_inline int classify_ipv6(struct ws_cursor *c)
 		return -1;
 	nexthdr = ip6->nexthdr;
 	if (!is_served_ipv6(ip6->daddr.in6_u.u6_addr32)) {
-		if (!steer_arp || ip6->daddr.in6_u.u6_addr8[0] != 0xff)
+		if (!(steer_arp || steer_all) || ip6->daddr.in6_u.u6_addr8[0] != 0xff)
 			return 0;
 		walk = ws_ipv6_skip_ext(c, &nexthdr);
 		return classify_ipv6_multicast(c, ip6, nexthdr, walk);

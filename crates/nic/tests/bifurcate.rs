@@ -709,10 +709,15 @@ fn neighbour_advertisements_to_us_and_of_our_address_are_redirected() {
 }
 
 #[test]
-fn other_ipv6_multicast_passes() {
-    let (b, _s) = loaded(&BifurcationConfig {
+fn other_ipv6_multicast_passes_and_what_a_host_answers_at_its_groups_is_the_stacks_alone() {
+    let whole = BifurcationConfig {
         steer_icmp: true,
         steer_all: true,
+        ..config6()
+    };
+    let (b, _s) = loaded(&whole);
+    let (shared, _s2) = loaded(&BifurcationConfig {
+        steer_icmp: true,
         ..config6()
     });
     let mut ra_body = vec![64, 0, 0x07, 0x08];
@@ -733,25 +738,32 @@ fn other_ipv6_multicast_passes() {
         IPPROTO_ICMPV6,
         &icmp6(130, &mld_query),
     );
+    // The kernel's, whoever owns the address: it keeps its router and group membership.
+    for (what, frame) in [("a router advertisement", &ra), ("an MLD query", &mld)] {
+        assert_eq!(b.test_run(frame).unwrap(), XDP_PASS, "{what}");
+        assert_eq!(shared.test_run(frame).unwrap(), XDP_PASS, "{what}");
+    }
     let echo_to_all = ipv6_frame(PEER6, ALL_NODES, &[], IPPROTO_ICMPV6, &icmp6(128, &[0; 4]));
     let udp_to_group = {
         let mut f = udp6_to(SERVED6, 7000);
         f[14 + 24..14 + 40].copy_from_slice(&solicited_node(SERVED6).octets());
         f
     };
+    let ns_to_all = ns(PEER6, ALL_NODES, SERVED6);
+    // Where the address is the stack's alone, so is what a host with it answers at all
+    // nodes and at its solicited-node group; where the kernel shares it, the kernel's.
     for (what, frame) in [
-        ("a router advertisement", ra),
-        ("an MLD query", mld),
-        ("an echo request to all nodes", echo_to_all),
-        (
-            "UDP to a served port, to our solicited-node group",
-            udp_to_group,
-        ),
+        ("an echo request to all nodes", &echo_to_all),
+        ("UDP to our solicited-node group", &udp_to_group),
+        ("a solicitation for our address to all nodes", &ns_to_all),
     ] {
-        assert_eq!(b.test_run(&frame).unwrap(), XDP_PASS, "{what}");
+        assert_eq!(b.test_run(frame).unwrap(), XDP_REDIRECT, "{what}, steer_all");
+        assert_eq!(shared.test_run(frame).unwrap(), XDP_PASS, "{what}, shared");
     }
+    let ns_other = ns(PEER6, ALL_NODES, OTHER6);
+    assert_eq!(b.test_run(&ns_other).unwrap(), XDP_PASS, "another target");
     let c = b.counters().unwrap();
-    assert_eq!((c.passed_other, c.passed_malformed), (4, 0), "{c:?}");
+    assert_eq!((c.passed_other, c.passed_malformed), (3, 0), "{c:?}");
 }
 
 #[test]

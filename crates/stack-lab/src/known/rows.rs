@@ -72,22 +72,6 @@ pub const TABLE: &[Known] = &[
     },
     // Whole cases.
     Known {
-        id: "ipv6-multicast-not-steered",
-        kind: Kind::StackGap,
-        reason: "of IPv6 multicast, the XDP bifurcation program steers to the stack only a neighbour solicitation to our solicited-node group and an advertisement to all nodes (bifurcate.bpf.c, classify_ipv6_multicast); an echo request, a solicitation or a datagram with an unknown option of action 10 sent to all nodes ff02::1 or to our solicited-node group goes to twin A's kernel, which owns no route back. Linux answers them (echo reply, advertisement, parameter problem code 2) and the stack, which takes both groups, would",
-        matches: Match::Case(|s| {
-            let group = frame_dst6(s.case).is_some_and(|d| {
-                d == craft::ALL_NODES6 || d == craft::solicited_node(DUT_IP6)
-            });
-            group
-                && s.ours_silent()
-                && all(&s.linux.replies, |r| {
-                    matches!(r.icmp6_type(), Some(129 | 136))
-                        || (r.icmp6_type() == Some(4) && r.get("icmp6.code") == Some("2"))
-                })
-        }),
-    },
-    Known {
         id: "no-link-local-address",
         kind: Kind::StackGap,
         reason: "the stack has no link-local address (RFC 4291 §2.1: every interface has one); Linux's d0 has fe80::77:73ff:fe00:2 (EUI-64 of its MAC): it answers datagrams to it (an RST, an echo reply) and drops those from it as its own; the stack ignores the first (twin A's kernel, which owns that address behind the XDP program, has no route back) and answers the second",
