@@ -757,7 +757,11 @@ fn other_ipv6_multicast_passes_and_what_a_host_answers_at_its_groups_is_the_stac
         ("UDP to our solicited-node group", &udp_to_group),
         ("a solicitation for our address to all nodes", &ns_to_all),
     ] {
-        assert_eq!(b.test_run(frame).unwrap(), XDP_REDIRECT, "{what}, steer_all");
+        assert_eq!(
+            b.test_run(frame).unwrap(),
+            XDP_REDIRECT,
+            "{what}, steer_all"
+        );
         assert_eq!(shared.test_run(frame).unwrap(), XDP_PASS, "{what}, shared");
     }
     let ns_other = ns(PEER6, ALL_NODES, OTHER6);
