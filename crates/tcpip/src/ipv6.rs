@@ -68,9 +68,9 @@ impl Stack {
             }
         };
         let (src, dst) = (pkt.src(), pkt.dst());
+        // An IPv4-mapped source passes here, as in Linux's ipv6_rcv; TCP refuses it below.
         if src.is_multicast()
             || src.is_loopback()
-            || src.is_v4_mapped()
             || dst.is_loopback()
             || dst.is_v4_mapped()
             || src == ours
@@ -176,6 +176,9 @@ impl Stack {
         };
         match protocol {
             IpProtocol::Tcp if !to_host || !unicast => self.stats.tcp_not_host_mac += 1,
+            // Linux's tcp_v6_conn_request takes no connection from an IPv4-mapped source (and
+            // our demux keys an IPv4 peer by that very address).
+            IpProtocol::Tcp if ip.src.is_v4_mapped() => self.stats.ip6_bad_source += 1,
             IpProtocol::Tcp if !answerable => self.stats.ip_no_route_back += 1,
             IpProtocol::Tcp => self.with_tcp(|tcp, cx| tcp.input(cx, src_mac, &hdr, upper)),
             IpProtocol::Udp => match self.udp.input(&self.cfg, &mut self.stats, &hdr, upper) {

@@ -88,16 +88,6 @@ pub const TABLE: &[Known] = &[
         }),
     },
     Known {
-        id: "v4-mapped-source-dropped",
-        kind: Kind::Accepted,
-        reason: "an IPv4-mapped source (::ffff:0:0/96) is dropped by the stack (docs/TCPIP.md, IPv6), as RFC 4942 §2.2 advises: such addresses stand for IPv4 peers inside a host and never appear on the wire. Linux drops one only where TCP opens a connection (tcp_v6_conn_request) and answers an echo request from it (ipv6_rcv does not check it, so the IPv6 section's \"as Linux\" is wrong there)",
-        matches: Match::Case(|s| {
-            frame_src6(s.case).is_some_and(|a| a[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])
-                && s.ours_silent()
-                && all(&s.linux.replies, |r| r.icmp6_type() == Some(129))
-        }),
-    },
-    Known {
         id: "udp6-length-zero-dropped",
         kind: Kind::Accepted,
         reason: "a UDP length of 0 in an ordinary datagram: a length of 0 belongs to a jumbogram (RFC 2675 §4: with a jumbo payload option, over 65535 bytes), which the stack does not take: it drops the datagram as malformed; Linux's __udp6_lib_rcv takes a length of 0 anywhere as \"the rest of the packet\" and answers port unreachable",

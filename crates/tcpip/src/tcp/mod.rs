@@ -209,7 +209,7 @@ impl Tcp {
 }
 
 /// A connection's demux key: the remote address as 128 bits (an IPv4 one as IPv4-mapped
-/// IPv6, a source IPv6 input never takes) and both ports.
+/// IPv6, a source IPv6 TCP input never takes) and both ports.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FlowKey {
     addr: u128,

@@ -314,6 +314,12 @@ fn martian_and_foreign_ipv6_is_dropped_unanswered() {
         assert!(out.is_empty(), "{why}");
         assert_eq!(st.ip6_bad_source, 1, "{why}");
     }
+    // An IPv4-mapped source: TCP refuses it (Linux's tcp_v6_conn_request), so a peer
+    // cannot pose as the IPv4 one our demux keys by that address.
+    let mapped = Ipv6Addr([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 18, 0, 1]);
+    let (out, st) = answers(&syn6(80, mapped, &[], IpProtocol::Tcp));
+    assert!(out.is_empty());
+    assert_eq!(st.ip6_bad_source, 1);
     let mut f = syn6(80, IP6_A, &[], IpProtocol::Tcp);
     f[14 + 24 + 15] = 9; // another destination
     let (out, st) = answers(&f);
