@@ -5,6 +5,7 @@
 use crate::icmpv6::param_problem_code;
 use crate::ipv4::IpProtocol;
 use crate::ipv6::{field, HEADER_LEN};
+use crate::ipv6_options::{check_options, OptionDrop, OptionsVerdict};
 use crate::{get_u16, get_u32, put_u16, put_u32, Error, Result};
 
 /// Next header values of the extension headers (RFC 8200 §4) a receiver walks or meets.
@@ -21,34 +22,11 @@ pub mod ext_header {
     pub const DESTINATION_OPTIONS: u8 = 60;
 }
 
-/// Option types of the hop-by-hop and destination options headers. The top two bits of
-/// a type say what a node that does not know it does (RFC 8200 §4.2): 00 skip it, 01
-/// discard the packet, 10 discard it and send a parameter problem (code 2), 11 the same
-/// unless the destination is multicast.
-pub mod ext_option {
-    pub const PAD1: u8 = 0;
-    pub const PADN: u8 = 1;
-    /// RFC 2711 (2 bytes of value; MLD messages carry one with value 0).
-    pub const ROUTER_ALERT: u8 = 5;
-    /// RFC 5570.
-    pub const CALIPSO: u8 = 7;
-    /// RFC 9486 (in-situ OAM).
-    pub const IOAM: u8 = 0x31;
-    /// RFC 2675.
-    pub const JUMBO: u8 = 0xc2;
-    /// RFC 6275 (Mobile IPv6), in destination options.
-    pub const HOME_ADDRESS: u8 = 0xc9;
-}
-
 /// The most extension headers [`walk_extension_headers`] walks before it gives up
 /// ([`ExtDiscard::TooManyHeaders`]). Linux has no bound (its walk is bounded by the
 /// packet's length); RFC 8200 §4.1's order has at most six, a destination options header
 /// appearing twice.
 pub const MAX_EXT_HEADERS: usize = 8;
-/// The most options other than padding one hop-by-hop or destination options header may
-/// hold: Linux's defaults for `max_hbh_opts_number` and `max_dst_opts_number` (one more
-/// and the packet is discarded).
-pub const MAX_EXT_OPTIONS: usize = 8;
 /// The fragment header's length.
 pub const FRAGMENT_HEADER_LEN: usize = 8;
 
@@ -102,7 +80,7 @@ pub enum ExtDiscard {
     Truncated,
     /// A malformed options area (Linux's `ip6_parse_tlv` "bad"): an option running past
     /// its header, more than 7 bytes of consecutive padding, a PadN whose bytes are not
-    /// zero, more than [`MAX_EXT_OPTIONS`] options; or a known option of the wrong size or
+    /// zero, more than [`crate::ipv6_options::MAX_EXT_OPTIONS`] options; or a known option of the wrong size or
     /// alignment: a router alert not 2 bytes long, a jumbo payload not 4 bytes long at
     /// 4n+2, an IOAM option not at 4n, a CALIPSO option too short for its categories.
     BadOption,
@@ -121,6 +99,16 @@ pub enum ExtDiscard {
     /// A routing header of a type Linux processes only when configured to, and drops
     /// otherwise: RPL (3, `rpl_seg_enabled`) and segment routing (4, `seg6_enabled`).
     RoutingTypeOff,
+}
+
+impl From<OptionDrop> for ExtDiscard {
+    fn from(d: OptionDrop) -> ExtDiscard {
+        match d {
+            OptionDrop::BadOption => ExtDiscard::BadOption,
+            OptionDrop::UnknownOption => ExtDiscard::UnknownOption,
+            OptionDrop::RefusedOption => ExtDiscard::RefusedOption,
+        }
+    }
 }
 
 impl ExtDiscard {
@@ -199,13 +187,13 @@ pub enum ExtWalk {
 ///
 /// Options (hop-by-hop and destination), as `ip6_parse_tlv` reads them: Pad1 and PadN
 /// are skipped (at most 7 bytes of padding in a row, PadN bytes zero); at most
-/// [`MAX_EXT_OPTIONS`] others. In hop-by-hop options a router alert (2 bytes) is
+/// [`crate::ipv6_options::MAX_EXT_OPTIONS`] others. In hop-by-hop options a router alert (2 bytes) is
 /// accepted and ignored (a host does not forward), a jumbo payload option is a parameter
 /// problem (code 0; pointing at its value when that is below 65536, else at the option,
 /// since the payload length is not zero), an IOAM option is ignored (IOAM is off by
 /// default) and a CALIPSO option discarded. In destination options a home address
 /// option is discarded. Any other option is unrecognized and its type's top bits decide
-/// (see [`ext_option`]); the parameter problem, code 2, points at its type byte.
+/// (see [`crate::ipv6_options::ext_option`]); the parameter problem, code 2, points at its type byte.
 ///
 /// Routing headers: in a packet to a multicast destination, discarded; types 3 and 4 (RPL
 /// and segment routing, off by default in Linux) discarded whatever segments left says;
@@ -284,8 +272,13 @@ impl Walker<'_> {
                         Ok(h) => h,
                         Err(w) => return w,
                     };
-                    if let Err(w) = self.options(hdr, at, nh == ext_header::HOP_BY_HOP) {
-                        return w;
+                    let hop_by_hop = nh == ext_header::HOP_BY_HOP;
+                    match check_options(hdr, HEADER_LEN + at, hop_by_hop, self.dst_is_multicast) {
+                        OptionsVerdict::Pass => {}
+                        OptionsVerdict::Drop(why) => return discard(why.into()),
+                        OptionsVerdict::ParamProblem { code, pointer } => {
+                            return ExtWalk::ParamProblem { code, pointer };
+                        }
                     }
                     hdr.len()
                 }
@@ -357,97 +350,6 @@ impl Walker<'_> {
         }
         let len = (rest[1] as usize + 1) * 8;
         rest.get(..len).ok_or(discard(ExtDiscard::Truncated))
-    }
-
-    /// The options of `hdr` (a hop-by-hop or destination options header at payload offset
-    /// `at`), as Linux's `ip6_parse_tlv`.
-    fn options(
-        &self,
-        hdr: &[u8],
-        at: usize,
-        hop_by_hop: bool,
-    ) -> core::result::Result<(), ExtWalk> {
-        let bad = || Err(discard(ExtDiscard::BadOption));
-        let (mut i, mut padding, mut count) = (2, 0, 0);
-        while i < hdr.len() {
-            let kind = hdr[i];
-            if kind == ext_option::PAD1 {
-                padding += 1;
-                if padding > 7 {
-                    return bad();
-                }
-                i += 1;
-                continue;
-            }
-            let Some(&len) = hdr.get(i + 1) else {
-                return bad();
-            };
-            let (len, end) = (len as usize, i + 2 + len as usize);
-            let Some(value) = hdr.get(i + 2..end) else {
-                return bad();
-            };
-            // The option's type byte, from the start of the IPv6 header.
-            let ptr = HEADER_LEN + at + i;
-            if kind == ext_option::PADN {
-                padding += len + 2;
-                if padding > 7 || value.iter().any(|&v| v != 0) {
-                    return bad();
-                }
-                i = end;
-                continue;
-            }
-            count += 1;
-            if count > MAX_EXT_OPTIONS {
-                return bad();
-            }
-            padding = 0;
-            match (hop_by_hop, kind) {
-                (true, ext_option::ROUTER_ALERT) if len != 2 => return bad(),
-                (true, ext_option::ROUTER_ALERT) => {}
-                (true, ext_option::JUMBO) => {
-                    if len != 4 || ptr % 4 != 2 {
-                        return bad();
-                    }
-                    let jumbo_len = get_u32(value, 0);
-                    // The payload is not empty (we are reading it): its length is not 0,
-                    // which a jumbogram's must be.
-                    let pointer = if jumbo_len <= u16::MAX as u32 {
-                        ptr + 2
-                    } else {
-                        ptr
-                    };
-                    return Err(ExtWalk::ParamProblem {
-                        code: param_problem_code::ERRONEOUS_HEADER_FIELD,
-                        pointer,
-                    });
-                }
-                (true, ext_option::IOAM) if !ptr.is_multiple_of(4) => return bad(),
-                (true, ext_option::IOAM) => {}
-                (true, ext_option::CALIPSO) => {
-                    // Linux's ipv6_hop_calipso, then calipso_validate, which finds no DOI.
-                    if len < 8 || value[4] as usize * 4 + 8 > len {
-                        return bad();
-                    }
-                    return Err(discard(ExtDiscard::RefusedOption));
-                }
-                (false, ext_option::HOME_ADDRESS) => {
-                    return Err(discard(ExtDiscard::RefusedOption))
-                }
-                _ => match kind >> 6 {
-                    0 => {}
-                    1 => return Err(discard(ExtDiscard::UnknownOption)),
-                    3 if self.dst_is_multicast => return Err(discard(ExtDiscard::UnknownOption)),
-                    _ => {
-                        return Err(ExtWalk::ParamProblem {
-                            code: param_problem_code::UNRECOGNIZED_OPTION,
-                            pointer: ptr,
-                        });
-                    }
-                },
-            }
-            i = end;
-        }
-        Ok(())
     }
 
     /// A fragment that needs reassembly, its header at payload offset `at` and named by

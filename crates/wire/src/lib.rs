@@ -26,6 +26,7 @@ pub mod ip_options;
 pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6_ext;
+pub mod ipv6_options;
 pub mod ndisc;
 pub mod tcp;
 pub mod toeplitz;
