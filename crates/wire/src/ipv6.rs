@@ -49,6 +49,17 @@ impl Ipv6Addr {
         let a = &self.0;
         crate::MacAddr([0x33, 0x33, a[12], a[13], a[14], a[15]])
     }
+    /// The link-local address of an interface with MAC `mac`: fe80::/64 and the modified
+    /// EUI-64 interface identifier (RFC 4291 §2.5.1 and App. A: ff:fe between the MAC's
+    /// halves, the universal/local bit flipped), as Linux's addrconf makes it
+    /// (`addr_gen_mode` 0).
+    pub fn link_local_eui64(mac: crate::MacAddr) -> Ipv6Addr {
+        let m = mac.0;
+        let mut a = [0u8; 16];
+        a[..2].copy_from_slice(&[0xfe, 0x80]);
+        a[8..].copy_from_slice(&[m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]);
+        Ipv6Addr(a)
+    }
     /// True when `self` and `other` share the first `prefix_len` bits.
     pub fn same_prefix(&self, other: Ipv6Addr, prefix_len: u8) -> bool {
         let (a, b) = (u128::from_be_bytes(self.0), u128::from_be_bytes(other.0));
@@ -237,5 +248,16 @@ mod address_tests {
         let b: Ipv6Addr = "fd00::1:0:0".parse::<std::net::Ipv6Addr>().unwrap().into();
         assert!(a.same_prefix(b, 64) && !a.same_prefix(b, 100) && a.same_prefix(b, 0));
         assert!(Ipv6Addr::ALL_NODES.is_multicast() && !a.is_link_local());
+    }
+
+    #[test]
+    fn link_local_address_from_a_mac() {
+        // RFC 4291 App. A's example: 34-56-78-9A-BC-DE becomes 3656:78ff:fe9a:bcde.
+        let ll = Ipv6Addr::link_local_eui64(crate::MacAddr([0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde]));
+        assert_eq!(ll.to_string(), "fe80::3656:78ff:fe9a:bcde");
+        assert!(ll.is_link_local());
+        // A locally administered MAC (U/L set) loses the bit: what Linux gives 02:77:73:0:0:2.
+        let ll = Ipv6Addr::link_local_eui64(crate::MacAddr([2, 0x77, 0x73, 0, 0, 2]));
+        assert_eq!(ll.to_string(), "fe80::77:73ff:fe00:2");
     }
 }
