@@ -1,5 +1,6 @@
-//! ICMPv4 (RFC 792): echo request/reply parsed; errors (unreachable, time exceeded,
-//! parameter problem) built; other types recognised by number only.
+//! ICMPv4 (RFC 792): echo and timestamp requests and replies parsed and built; errors
+//! (unreachable, time exceeded, parameter problem) built; other types recognised by number
+//! only.
 
 use crate::checksum;
 use crate::{get_u16, put_u16, Error, Result};
@@ -71,7 +72,25 @@ pub enum Icmpv4Repr<'a> {
         seq_no: u16,
         data: &'a [u8],
     },
+    /// Type 13: only the originate timestamp is read (Linux's `icmp_timestamp` needs those
+    /// 4 bytes and ignores the rest, the code included).
+    TimestampRequest {
+        ident: u16,
+        seq_no: u16,
+        originate: u32,
+    },
+    /// Type 14, code 0; times in milliseconds since midnight UTC.
+    TimestampReply {
+        ident: u16,
+        seq_no: u16,
+        originate: u32,
+        receive: u32,
+        transmit: u32,
+    },
 }
+
+/// The length of a timestamp message: the header and three timestamps.
+pub const TIMESTAMP_LEN: usize = HEADER_LEN + 12;
 
 impl<'a> Icmpv4Repr<'a> {
     /// Parses echo messages (checksum verified); other types are `Unsupported`.
@@ -95,6 +114,20 @@ impl<'a> Icmpv4Repr<'a> {
                 seq_no,
                 data,
             }),
+            13 | 14 if data.len() < 4 => Err(Error::Truncated),
+            13 => Ok(Icmpv4Repr::TimestampRequest {
+                ident,
+                seq_no,
+                originate: be32(data, 0),
+            }),
+            14 if data.len() < 12 => Err(Error::Truncated),
+            14 => Ok(Icmpv4Repr::TimestampReply {
+                ident,
+                seq_no,
+                originate: be32(data, 0),
+                receive: be32(data, 4),
+                transmit: be32(data, 8),
+            }),
             _ => Err(Error::Unsupported),
         }
     }
@@ -104,11 +137,15 @@ impl<'a> Icmpv4Repr<'a> {
             Icmpv4Repr::EchoRequest { data, .. } | Icmpv4Repr::EchoReply { data, .. } => {
                 HEADER_LEN + data.len()
             }
+            Icmpv4Repr::TimestampRequest { .. } | Icmpv4Repr::TimestampReply { .. } => {
+                TIMESTAMP_LEN
+            }
         }
     }
 
     /// Writes the message with its checksum.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let mut times = [0u8; 12];
         let (ty, code, ident, seq_no, data) = match *self {
             Icmpv4Repr::EchoRequest {
                 code,
@@ -122,6 +159,26 @@ impl<'a> Icmpv4Repr<'a> {
                 seq_no,
                 data,
             } => (0, code, ident, seq_no, data),
+            Icmpv4Repr::TimestampRequest {
+                ident,
+                seq_no,
+                originate,
+            } => {
+                times[..4].copy_from_slice(&originate.to_be_bytes());
+                (13, 0, ident, seq_no, &times[..])
+            }
+            Icmpv4Repr::TimestampReply {
+                ident,
+                seq_no,
+                originate,
+                receive,
+                transmit,
+            } => {
+                for (i, t) in [originate, receive, transmit].into_iter().enumerate() {
+                    times[i * 4..i * 4 + 4].copy_from_slice(&t.to_be_bytes());
+                }
+                (14, 0, ident, seq_no, &times[..])
+            }
         };
         let len = HEADER_LEN + data.len();
         let b = buf.get_mut(..len).ok_or(Error::Truncated)?;
@@ -135,6 +192,10 @@ impl<'a> Icmpv4Repr<'a> {
         put_u16(b, field::CHECKSUM.start, c);
         Ok(len)
     }
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 /// ICMP error types (RFC 792).
@@ -197,6 +258,37 @@ mod tests {
         let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
         assert_eq!(Icmpv4Repr::parse(&p).unwrap_err(), Error::Checksum);
         assert!(Icmpv4Packet::new_checked(&b[..7]).is_err());
+    }
+
+    #[test]
+    fn timestamp_messages() {
+        let r = Icmpv4Repr::TimestampReply {
+            ident: 1,
+            seq_no: 2,
+            originate: 3,
+            receive: 4,
+            transmit: 5,
+        };
+        let mut b = [0u8; TIMESTAMP_LEN];
+        assert_eq!(r.emit(&mut b), Ok(TIMESTAMP_LEN));
+        let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Icmpv4Repr::parse(&p).unwrap(), r);
+        // A request needs its originate timestamp only.
+        let mut q = [13, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0, 9];
+        let c = checksum::checksum(&q);
+        put_u16(&mut q, 2, c);
+        let p = Icmpv4Packet::new_checked(&q[..]).unwrap();
+        let want = Icmpv4Repr::TimestampRequest {
+            ident: 1,
+            seq_no: 2,
+            originate: 9,
+        };
+        assert_eq!(Icmpv4Repr::parse(&p), Ok(want));
+        let mut short = [13, 0, 0, 0, 0, 1, 0, 2, 0, 0, 9];
+        let c = checksum::checksum(&short);
+        put_u16(&mut short, 2, c);
+        let p = Icmpv4Packet::new_checked(&short[..]).unwrap();
+        assert_eq!(Icmpv4Repr::parse(&p), Err(Error::Truncated));
     }
 
     #[test]

@@ -139,9 +139,16 @@ impl IpRepr {
     }
 
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        self.emit_with_options(buf, &[])
+    }
+
+    /// Like [`IpRepr::emit`], with IPv4 `options` after the fixed header (a multiple of 4
+    /// bytes); IPv6 takes none here. Returns the header's length.
+    pub fn emit_with_options(&self, buf: &mut [u8], options: &[u8]) -> Result<usize> {
         match self {
-            IpRepr::V4(r) => r.emit(buf),
-            IpRepr::V6(r) => r.emit(buf),
+            IpRepr::V4(r) => r.emit_with_options(buf, options),
+            IpRepr::V6(r) if options.is_empty() => r.emit(buf),
+            IpRepr::V6(_) => Err(crate::Error::Malformed),
         }
     }
 }

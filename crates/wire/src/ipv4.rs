@@ -271,12 +271,22 @@ impl Ipv4Repr {
 
     /// Writes a 20-byte header with its checksum at the start of `buf`.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        let total = HEADER_LEN + self.payload_len;
+        self.emit_with_options(buf, &[])
+    }
+
+    /// Writes the header followed by `options` (a multiple of 4 bytes, at most 40);
+    /// returns the header's length.
+    pub fn emit_with_options(&self, buf: &mut [u8], options: &[u8]) -> Result<usize> {
+        let hl = HEADER_LEN + options.len();
+        if options.len() % 4 != 0 || hl > 60 {
+            return Err(Error::Malformed);
+        }
+        let total = hl + self.payload_len;
         if total > u16::MAX as usize {
             return Err(Error::Malformed);
         }
-        let b = buf.get_mut(..HEADER_LEN).ok_or(Error::Truncated)?;
-        b[field::VER_IHL] = 0x45;
+        let b = buf.get_mut(..hl).ok_or(Error::Truncated)?;
+        b[field::VER_IHL] = 0x40 | (hl / 4) as u8;
         b[field::DSCP_ECN] = self.dscp_ecn;
         put_u16(b, field::TOTAL_LEN.start, total as u16);
         put_u16(b, field::IDENT.start, self.ident);
@@ -290,9 +300,10 @@ impl Ipv4Repr {
         put_u16(b, field::CHECKSUM.start, 0);
         b[field::SRC].copy_from_slice(&self.src.0);
         b[field::DST].copy_from_slice(&self.dst.0);
+        b[HEADER_LEN..].copy_from_slice(options);
         let c = checksum::checksum(b);
         put_u16(b, field::CHECKSUM.start, c);
-        Ok(HEADER_LEN)
+        Ok(hl)
     }
 }
 

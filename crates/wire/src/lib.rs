@@ -23,6 +23,7 @@ pub mod icmpv4;
 pub mod icmpv6;
 pub mod ip;
 pub mod ip_options;
+pub mod ip_options_echo;
 pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6_ext;
