@@ -4,19 +4,20 @@
  * else is XDP_PASS, so management traffic and other applications keep using the kernel stack.
  * Where the addresses are the stack's alone (steer_all), every frame to them is the stack's.
  *
- * IPv6 (served_ipv6 set) mirrors IPv4. To the served address: TCP and UDP to a served port
- * (the same port map as IPv4), ICMPv6 echo request and reply and ICMPv6 errors (steer_icmp),
- * Neighbour Solicitations and Advertisements (steer_arp), everything unfragmented with
- * steer_all. Hop-by-hop, routing and destination options headers are walked (at most
- * WS_IPV6_MAX_EXT of them) to find the transport header; a fragment header stops the walk and
- * is a fragment as in IPv4; a chain that does not end within the walk or within the frame's
- * linear part passes, unless steer_all. To a multicast group: a Neighbour Solicitation whose
- * target is served_ipv6, sent to its solicited-node group ff02::1:ffXX:XXXX, and a Neighbour
- * Advertisement whose target is served_ipv6 sent to all nodes (ff02::1, a duplicate address)
- * are the stack's (steer_arp); with steer_all, also everything to that solicited-node group,
- * and an echo request or a solicitation for served_ipv6 to all nodes (what a host with the
- * address answers there). Other multicast (router advertisements, MLD, ...) passes. ICMPv6
- * checksums are left to the stack.
+ * IPv6 (served_ipv6 set) mirrors IPv4, and the stack's link-local address (served_ipv6_ll, when
+ * set) is one more served address: wherever served_ipv6 is named below, so is it. To the served
+ * address: TCP and UDP to a served port (the same port map as IPv4), ICMPv6 echo request and
+ * reply and ICMPv6 errors (steer_icmp), Neighbour Solicitations and Advertisements (steer_arp),
+ * everything unfragmented with steer_all. Hop-by-hop, routing and destination options headers
+ * are walked (at most WS_IPV6_MAX_EXT of them) to find the transport header; a fragment header
+ * stops the walk and is a fragment as in IPv4; a chain that does not end within the walk or
+ * within the frame's linear part passes, unless steer_all. To a multicast group: a Neighbour
+ * Solicitation whose target is served_ipv6, sent to its solicited-node group ff02::1:ffXX:XXXX,
+ * and a Neighbour Advertisement whose target is served_ipv6 sent to all nodes (ff02::1, a
+ * duplicate address) are the stack's (steer_arp); with steer_all, also everything to that
+ * solicited-node group, and an echo request or a solicitation for served_ipv6 to all nodes
+ * (what a host with the address answers there). Other multicast (router advertisements, MLD,
+ * ...) passes. ICMPv6 checksums are left to the stack.
  *
  * When in doubt (truncated, neither IPv4 nor IPv6; fragmented unless steer_fragments) the frame
  * passes: the kernel is the fallback and never gets less than it would without this program.
@@ -68,18 +69,29 @@ static __always_inline int port_served(__u8 proto, __be16 dport)
 	return bpf_map_lookup_elem(&served_ports, &key) != NULL;
 }
 
-/* True when the IPv6 address at `a` (network order words) is served_ipv6. */
+/* True when the IPv6 address at `a` (network order words) is served_ipv6 or, where there is
+ * one, served_ipv6_ll. */
 static __always_inline int is_served_ipv6(const __be32 *a)
 {
-	return a[0] == served_ipv6[0] && a[1] == served_ipv6[1] && a[2] == served_ipv6[2] &&
-	       a[3] == served_ipv6[3];
+	return (a[0] == served_ipv6[0] && a[1] == served_ipv6[1] && a[2] == served_ipv6[2] &&
+		a[3] == served_ipv6[3]) ||
+	       (serve_ipv6_ll && a[0] == served_ipv6_ll[0] && a[1] == served_ipv6_ll[1] &&
+		a[2] == served_ipv6_ll[2] && a[3] == served_ipv6_ll[3]);
 }
 
-/* True when `a` is served_ipv6's solicited-node group, ff02::1:ffXX:XXXX (RFC 4291 2.7.1). */
+/* The last word of the solicited-node group of an address whose last word is `w`. */
+static __always_inline __be32 solicited_node_low(__be32 w)
+{
+	return bpf_htonl(0xff000000) | (w & bpf_htonl(0x00ffffff));
+}
+
+/* True when `a` is the solicited-node group, ff02::1:ffXX:XXXX (RFC 4291 2.7.1), of
+ * served_ipv6 or served_ipv6_ll. */
 static __always_inline int is_solicited_node_group(const __be32 *a)
 {
 	return a[0] == bpf_htonl(0xff020000) && a[1] == 0 && a[2] == bpf_htonl(1) &&
-	       a[3] == (bpf_htonl(0xff000000) | (served_ipv6[3] & bpf_htonl(0x00ffffff)));
+	       (a[3] == solicited_node_low(served_ipv6[3]) ||
+		(serve_ipv6_ll && a[3] == solicited_node_low(served_ipv6_ll[3])));
 }
 
 /* True when `a` is the all-nodes group ff02::1. */

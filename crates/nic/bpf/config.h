@@ -17,6 +17,12 @@ const volatile __u32 served_ipv4 = 0;
 const volatile __u32 served_ipv6[4] = {};
 const volatile __u8 serve_ipv6 = 0;
 
+/* The stack's link-local address beside served_ipv6 (fe80::/64 and the EUI-64 of its MAC,
+ * which every Linux interface has), steered as served_ipv6 is, and whether there is one (only
+ * with serve_ipv6). */
+const volatile __u32 served_ipv6_ll[4] = {};
+const volatile __u8 serve_ipv6_ll = 0;
+
 /* Feature switches (0 or 1). The same switches govern both families. */
 const volatile __u8 steer_tcp = 1;   /* TCP to a served address:port where port is in served_ports */
 const volatile __u8 steer_udp = 1;   /* UDP likewise */

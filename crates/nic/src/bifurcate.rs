@@ -17,7 +17,8 @@
 //! serving the interface's own addresses (management, other applications), and other IPv6
 //! multicast (router advertisements, MLD, ...) stays the kernel's. A frame that is ours but
 //! arrives on a queue with no socket registered passes too. IPv6 frames pass unless
-//! [`BifurcationConfig::served_ipv6`] is set.
+//! [`BifurcationConfig::served_ipv6`] is set; [`BifurcationConfig::served_ipv6_link_local`]
+//! (the stack's link-local address) is steered as it is.
 //!
 //! In IPv6 the program walks hop-by-hop, routing and destination options headers (a bounded
 //! loop: at most six) to reach the transport header; a fragment header stops the walk and
@@ -83,6 +84,11 @@ pub struct BifurcationConfig {
     /// The IPv6 address the stack serves beside `served_ipv4`; `None` (the default) steers no
     /// IPv6. It must be a unicast address (not multicast, not unspecified).
     pub served_ipv6: Option<Ipv6Addr>,
+    /// The stack's IPv6 link-local address (fe80::/64 and the EUI-64 of its MAC), steered as
+    /// `served_ipv6` is (its neighbour discovery, its solicited-node group, its ports...),
+    /// else the kernel, which has the same address on the interface, takes what is sent to it.
+    /// Only with `served_ipv6`; a unicast address.
+    pub served_ipv6_link_local: Option<Ipv6Addr>,
     /// Ports served on both addresses.
     pub tcp_ports: Vec<u16>,
     pub udp_ports: Vec<u16>,
@@ -112,6 +118,7 @@ impl BifurcationConfig {
         BifurcationConfig {
             served_ipv4,
             served_ipv6: None,
+            served_ipv6_link_local: None,
             tcp_ports: Vec::new(),
             udp_ports: Vec::new(),
             steer_tcp: true,
@@ -210,12 +217,17 @@ impl Bifurcation {
         object: &'static mut MaybeUninit<OpenObject>,
         cfg: &BifurcationConfig,
     ) -> Result<BifurcateSkel<'static>> {
-        if let Some(v6) = cfg.served_ipv6 {
+        for v6 in cfg.served_ipv6.iter().chain(&cfg.served_ipv6_link_local) {
             if v6.is_unspecified() || v6.is_multicast() {
                 return Err(Error::Config(format!(
                     "served IPv6 address {v6} must be a unicast address"
                 )));
             }
+        }
+        if cfg.served_ipv6.is_none() && cfg.served_ipv6_link_local.is_some() {
+            return Err(Error::Config(
+                "a served IPv6 link-local address needs a served IPv6 address".into(),
+            ));
         }
         let open = BifurcateSkelBuilder::default()
             .open(object)
@@ -224,11 +236,16 @@ impl Bifurcation {
         // The program compares with the header field, which is in network order.
         ro.served_ipv4 = u32::from_ne_bytes(cfg.served_ipv4.octets());
         // Four words in network order, as the program compares them with the header's.
-        let v6 = cfg.served_ipv6.map_or([0; 16], |a| a.octets());
-        for (word, bytes) in ro.served_ipv6.iter_mut().zip(v6.chunks_exact(4)) {
-            *word = u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        }
+        let words = |a: Option<Ipv6Addr>| {
+            let b = a.map_or([0; 16], |a| a.octets());
+            std::array::from_fn(|i| {
+                u32::from_ne_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+            })
+        };
+        ro.served_ipv6 = words(cfg.served_ipv6);
         ro.serve_ipv6 = u8::from(cfg.served_ipv6.is_some());
+        ro.served_ipv6_ll = words(cfg.served_ipv6_link_local);
+        ro.serve_ipv6_ll = u8::from(cfg.served_ipv6_link_local.is_some());
         ro.steer_tcp = u8::from(cfg.steer_tcp);
         ro.steer_udp = u8::from(cfg.steer_udp);
         ro.steer_arp = u8::from(cfg.steer_arp);

@@ -952,3 +952,94 @@ fn truncated_ipv6_frames_pass() {
     assert_eq!(ports.counters().unwrap().passed_malformed, 2);
     assert_eq!(icmp.counters().unwrap().passed_malformed, 1);
 }
+
+/// The link-local address the kernel gives an interface with MAC 02:00:00:00:00:0a.
+const LINK_LOCAL6: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0xff, 0xfe00, 0x0a);
+
+#[test]
+fn the_stacks_link_local_address_is_steered_as_the_served_one() {
+    let with_ll = BifurcationConfig {
+        served_ipv6_link_local: Some(LINK_LOCAL6),
+        steer_icmp: true,
+        ..config6()
+    };
+    let (b, _s) = loaded(&with_ll);
+    let group = solicited_node(LINK_LOCAL6);
+    assert_eq!(group.to_string(), "ff02::1:ff00:a");
+    let echo = ipv6_frame(
+        PEER6,
+        LINK_LOCAL6,
+        &[],
+        IPPROTO_ICMPV6,
+        &icmp6(128, &[0, 1, 0, 1]),
+    );
+    for (what, frame) in [
+        ("TCP to a served port", tcp6_to(LINK_LOCAL6, &[], 80)),
+        ("UDP to a served port", udp6_to(LINK_LOCAL6, 7000)),
+        ("an echo request", echo.clone()),
+        ("address resolution", ns(PEER6, group, LINK_LOCAL6)),
+        (
+            "duplicate address detection",
+            ns(Ipv6Addr::UNSPECIFIED, group, LINK_LOCAL6),
+        ),
+        (
+            "a unicast solicitation",
+            ns(PEER6, LINK_LOCAL6, LINK_LOCAL6),
+        ),
+        ("an advertisement to it", na(LINK_LOCAL6, PEER6)),
+        ("a duplicate's advertisement", na(ALL_NODES, LINK_LOCAL6)),
+        ("the served address still", tcp6_to(SERVED6, &[], 80)),
+        (
+            "the served address's group still",
+            ns(PEER6, solicited_node(SERVED6), SERVED6),
+        ),
+    ] {
+        assert_eq!(b.test_run(&frame).unwrap(), XDP_REDIRECT, "{what}");
+    }
+    for (what, frame) in [
+        ("TCP to an unserved port", tcp6_to(LINK_LOCAL6, &[], 22)),
+        (
+            "another link-local address",
+            tcp6_to(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0x0a), &[], 80),
+        ),
+        (
+            "another target in its group",
+            ns(PEER6, group, Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 1, 0, 0x0a)),
+        ),
+    ] {
+        assert_eq!(b.test_run(&frame).unwrap(), XDP_PASS, "{what}");
+    }
+    // With steer_all, everything to it and to its solicited-node group.
+    let (whole, _s2) = loaded(&BifurcationConfig {
+        steer_all: true,
+        ..with_ll.clone()
+    });
+    let mut to_group = udp6_to(LINK_LOCAL6, 53);
+    to_group[14 + 24..14 + 40].copy_from_slice(&group.octets());
+    for frame in [tcp6_to(LINK_LOCAL6, &[], 22), to_group] {
+        assert_eq!(whole.test_run(&frame).unwrap(), XDP_REDIRECT);
+    }
+    // Without it, the kernel keeps what is sent to the link-local address.
+    let (without, _s3) = loaded(&BifurcationConfig {
+        served_ipv6_link_local: None,
+        ..with_ll
+    });
+    for frame in [
+        tcp6_to(LINK_LOCAL6, &[], 80),
+        echo,
+        ns(PEER6, group, LINK_LOCAL6),
+    ] {
+        assert_eq!(without.test_run(&frame).unwrap(), XDP_PASS);
+    }
+}
+
+#[test]
+fn a_link_local_address_alone_is_refused() {
+    wirespeed_lab::require_root();
+    let err = Bifurcation::load(&BifurcationConfig {
+        served_ipv6_link_local: Some(LINK_LOCAL6),
+        ..config()
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("needs a served IPv6"), "{err}");
+}
