@@ -11,7 +11,8 @@ use wirespeed_wire::{EtherType, IpProtocol, Ipv6Addr, Ipv6Repr, MacAddr};
 use icmpv6::param_problem_code;
 
 impl Stack {
-    /// One ICMPv6 message; `tentative`: our address is not ours yet (only DAD is taken).
+    /// One ICMPv6 message; `tentative`: the address it came to is not ours yet, or not ours
+    /// at all (DAD failed): only neighbour discovery is taken.
     pub(crate) fn icmpv6_input(
         &mut self,
         src_mac: MacAddr,
@@ -63,6 +64,11 @@ impl Stack {
                     self.stats.ip_no_route_back += 1;
                     return;
                 }
+                // From the address the request came to; to a group, from the one chosen
+                // for its sender (Linux's icmpv6_echo_reply).
+                let Some(src) = self.answer_source6(ip) else {
+                    return;
+                };
                 // The request's code goes back, as Linux's icmpv6_echo_reply copies it.
                 let reply = Icmpv6Repr::EchoReply {
                     code,
@@ -72,7 +78,8 @@ impl Stack {
                 };
                 // Linux's reply keeps the request's traffic class (icmpv6_echo_reply).
                 let len = reply.buffer_len();
-                let ok = self.queue_icmpv6(src_mac, ip.src, 64, ip.traffic_class, len, |b, s| {
+                let tc = ip.traffic_class;
+                let ok = self.queue_icmpv6(src, src_mac, ip.src, 64, tc, len, |b, s| {
                     reply.emit(s, ip.src, b).is_ok()
                 });
                 if ok {
@@ -129,6 +136,9 @@ impl Stack {
         if self.next_hop(ip.src.into()).is_none() {
             return;
         }
+        let Some(src) = self.answer_source6(ip) else {
+            return;
+        };
         if !self.icmp_budget.allow(self.now) {
             self.stats.icmp_rate_limited += 1;
             return;
@@ -141,34 +151,18 @@ impl Stack {
             quoted: icmpv6::quote(dgram),
         };
         let len = err.buffer_len();
-        if self.queue_icmpv6(src_mac, ip.src, 64, 0, len, |b, s| {
+        if self.queue_icmpv6(src, src_mac, ip.src, 64, 0, len, |b, s| {
             err.emit(s, ip.src, b).is_ok()
         }) {
             self.stats.icmp_errors_sent += 1;
         }
     }
 
-    /// Queues an ICMPv6 message of `len` bytes, written by `emit(buf, our address)`, to
-    /// `dst` at `mac` with `hop_limit` and traffic class `tclass`. The source is our
-    /// address; neighbour discovery passes `from` through [`Stack::queue_icmpv6_from`].
-    pub(crate) fn queue_icmpv6(
-        &mut self,
-        mac: MacAddr,
-        dst: Ipv6Addr,
-        hop_limit: u8,
-        tclass: u8,
-        len: usize,
-        emit: impl FnOnce(&mut [u8], Ipv6Addr) -> bool,
-    ) -> bool {
-        let Some(src) = self.cfg.ipv6 else {
-            return false;
-        };
-        self.queue_icmpv6_from(src, mac, dst, hop_limit, tclass, len, emit)
-    }
-
-    /// As [`Stack::queue_icmpv6`], from `src` (the unspecified address for a DAD probe).
+    /// Queues an ICMPv6 message of `len` bytes, written by `emit(buf, src)`, from `src` (one
+    /// of our addresses, or the unspecified one for a DAD probe) to `dst` at `mac` with
+    /// `hop_limit` and traffic class `tclass`.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn queue_icmpv6_from(
+    pub(crate) fn queue_icmpv6(
         &mut self,
         src: Ipv6Addr,
         mac: MacAddr,

@@ -2,10 +2,10 @@
 //! header walk (`wire::ipv6_ext::walk_extension_headers`, as `ip6_protocol_deliver_rcu` walks
 //! them), then TCP, UDP and ICMPv6 (`icmpv6.rs`; neighbour discovery in `ndp.rs`).
 //!
-//! The stack owns one IPv6 address (`Config::ipv6`) and takes datagrams to it, to its
-//! solicited-node group and to all-nodes. Fragments are reassembled (`ipv6_frag.rs`) and the
-//! datagram walks on from its fragmentable part (`ipv6_walked`), as Linux's `ipv6_frag_rcv`
-//! hands it back to `ip6_protocol_deliver_rcu`.
+//! The stack owns two IPv6 addresses (`addr6.rs`: `Config::ipv6` and the link-local one)
+//! and takes datagrams to them, to their solicited-node groups and to all-nodes. Fragments
+//! are reassembled (`ipv6_frag.rs`) and the datagram walks on from its fragmentable part
+//! (`ipv6_walked`), as Linux's `ipv6_frag_rcv` hands it back to `ip6_protocol_deliver_rcu`.
 
 use crate::udp::UdpInput;
 use crate::{IpHeader, Stack};
@@ -45,7 +45,8 @@ pub(crate) struct Inbound<'a> {
     pub(crate) dgram: &'a [u8],
     /// Reassembled from fragments (Linux `IP6SKB_FRAGMENTED`, as an atomic fragment is).
     pub(crate) reassembled: bool,
-    /// Our address is tentative: only neighbour discovery is taken.
+    /// The address that would answer is tentative or failed: only neighbour discovery is
+    /// taken.
     pub(crate) tentative: bool,
 }
 
@@ -73,20 +74,26 @@ impl Stack {
             || src.is_loopback()
             || dst.is_loopback()
             || dst.is_v4_mapped()
-            || src == ours
+            || self.own6(src).is_some()
             || src_mac.is_multicast()
         {
             self.stats.ip6_bad_source += 1;
             return;
         }
-        let unicast = dst == ours;
-        if !unicast && dst != ours.solicited_node() && dst != Ipv6Addr::ALL_NODES {
+        let ll = self.addrs6.link_local;
+        let group = dst == Ipv6Addr::ALL_NODES
+            || dst == ours.solicited_node()
+            || ll.is_some_and(|a| dst == a.solicited_node());
+        if self.own6(dst).is_none() && !group {
             self.stats.ip6_not_for_us += 1;
             return;
         }
-        // A tentative address (duplicate address detection under way) takes nothing but
-        // neighbour discovery, as Linux's does not (it is not yet a local address).
-        let tentative = !self.ipv6_usable();
+        // An address that is tentative (duplicate address detection under way) or failed
+        // takes nothing but neighbour discovery, as Linux's is not a local address.
+        let ip = Ipv6Header::of(&pkt);
+        let tentative = !self
+            .answer_source6(&ip)
+            .is_some_and(|a| self.usable_addr6(a));
         if tentative && pkt.next_header() != IpProtocol::Icmpv6 {
             self.stats.ip6_tentative += 1;
             return;
@@ -94,7 +101,7 @@ impl Stack {
         let inbound = Inbound {
             src_mac,
             to_host,
-            ip: Ipv6Header::of(&pkt),
+            ip,
             // The datagram as it came, for an ICMPv6 error to quote.
             dgram: &data[..wirespeed_wire::ipv6::HEADER_LEN + pkt.payload_len()],
             reassembled: false,
@@ -165,7 +172,7 @@ impl Stack {
         next_header_at: usize,
     ) {
         let (src_mac, ip, dgram) = (inb.src_mac, &inb.ip, inb.dgram);
-        let unicast = Some(ip.dst) == self.cfg.ipv6;
+        let unicast = self.own6(ip.dst).is_some();
         let to_host = inb.to_host;
         // Linux answers only along a route back, and opens no connection without one.
         let answerable = self.next_hop(ip.src.into()).is_some();

@@ -129,14 +129,18 @@ impl Stack {
         let Ok(pkt) = Ipv6Packet::new_checked(d.bytes()) else {
             return;
         };
-        if !self.ipv6_usable() {
+        let ip = Ipv6Header::of(&pkt);
+        if !self
+            .answer_source6(&ip)
+            .is_some_and(|a| self.usable_addr6(a))
+        {
             self.stats.ip6_tentative += 1;
             return;
         }
         let inb = Inbound {
             src_mac: d.src_mac,
             to_host: d.to_host,
-            ip: Ipv6Header::of(&pkt),
+            ip,
             dgram: d.bytes(),
             reassembled: true,
             tentative: false,

@@ -32,6 +32,7 @@
 
 #![forbid(unsafe_code)]
 
+mod addr6;
 mod frag_queues;
 mod frame_queue;
 mod icmp;
@@ -125,17 +126,17 @@ pub struct Config {
     pub prefix_len: u8,
     pub gateway: Option<Ipv4Addr>,
     /// An IPv6 address beside the IPv4 one (dual stack); `None`: IPv6 frames are counted
-    /// and dropped (`ipv6_unsupported`). Its link-local address is never ours: neighbour
-    /// discovery runs with this global (or unique local) address as its source.
+    /// and dropped (`ipv6_unsupported`). With it the stack also owns its link-local address
+    /// ([`Config::ipv6_link_local`]), as every Linux interface does.
     pub ipv6: Option<Ipv6Addr>,
     /// The IPv6 on-link prefix length (64 by default).
     pub ipv6_prefix_len: u8,
     /// The IPv6 default router (on-link).
     pub ipv6_gateway: Option<Ipv6Addr>,
-    /// Run duplicate address detection (RFC 4862 §5.4) for `ipv6` before using it: one
-    /// probe at the first `transmit`, then `arp_retry` (1 s) tentative, as Linux's defaults
-    /// (`dad_transmits` 1, `retrans_time` 1 s). Off: usable at once, as `ip addr add
-    /// ... nodad`.
+    /// Run duplicate address detection (RFC 4862 §5.4) for `ipv6` and the link-local address
+    /// before using them: one probe each at the first `transmit`, then `arp_retry` (1 s)
+    /// tentative, as Linux's defaults (`dad_transmits` 1, `retrans_time` 1 s). Off: usable
+    /// at once, as `ip addr add ... nodad`.
     pub ipv6_dad: bool,
     /// IP MTU (the Ethernet payload size), 576..=9000.
     pub mtu: usize,
@@ -227,12 +228,18 @@ pub struct Config {
 }
 
 impl Config {
-    /// Our address in `remote`'s family (IPv6 only where one is configured).
+    /// Our address in `remote`'s family (IPv6 only where one is configured) that a datagram
+    /// to `remote` goes from: over IPv6 the link-local one to a link-local destination (RFC
+    /// 6724 rule 2, scope), `ipv6` elsewhere. (While the link-local address is not usable,
+    /// its DAD under way or failed, the stack sends from `ipv6` instead.)
     pub fn local_addr(&self, remote: IpAddress) -> Option<IpAddress> {
-        match remote {
-            IpAddress::V4(_) => Some(IpAddress::V4(self.ipv4)),
-            IpAddress::V6(_) => self.ipv6.map(IpAddress::V6),
-        }
+        addr6::select_source(self, self.ipv6_link_local(), remote)
+    }
+
+    /// Our IPv6 link-local address, where IPv6 is configured: fe80::/64 and the modified
+    /// EUI-64 of `mac` (RFC 4291 §2.5.1), what Linux's addrconf gives every interface.
+    pub fn ipv6_link_local(&self) -> Option<Ipv6Addr> {
+        self.ipv6.map(|_| Ipv6Addr::link_local_eui64(self.mac))
     }
 
     /// The TCP MSS that fits the MTU over `remote`'s family.
@@ -484,9 +491,10 @@ pub struct Stats {
     pub ip6_truncated: u64,
     pub ip6_malformed: u64,
     /// IPv6 sources Linux's `ipv6_rcv` drops: multicast, loopback, IPv4-mapped, our own
-    /// address; loopback or IPv4-mapped destinations too.
+    /// addresses (the link-local one too); loopback or IPv4-mapped destinations too.
     pub ip6_bad_source: u64,
-    /// IPv6 datagrams to another address than ours, its solicited-node group or all-nodes.
+    /// IPv6 datagrams to another address than ours (configured or link-local), their
+    /// solicited-node groups or all-nodes.
     pub ip6_not_for_us: u64,
     /// Datagrams whose extension headers Linux discards without an answer (an option whose
     /// type says "discard", a truncated chain).
@@ -496,8 +504,9 @@ pub struct Stats {
     pub ip6_param_problems: u64,
     /// Datagrams that end in "no next header" (59): dropped silently.
     pub ip6_no_next_header: u64,
-    /// Datagrams to our IPv6 address while it is tentative (duplicate address detection
-    /// under way): dropped, as Linux does not own a tentative address yet.
+    /// Datagrams to one of our IPv6 addresses while it is tentative (duplicate address
+    /// detection under way) or after its DAD failed: dropped, as Linux does not own such an
+    /// address.
     pub ip6_tentative: u64,
     /// IPv6 fragments dropped because IPv6 reassembly is off (`ip6frag_high_thresh` 0).
     pub ip6_fragments_dropped: u64,
@@ -514,8 +523,8 @@ pub struct Stats {
     pub ndp_other_target: u64,
     pub ndp_solicitations_sent: u64,
     pub ndp_advertisements_sent: u64,
-    /// Another node claimed our IPv6 address during or after duplicate address detection:
-    /// the stack stops using it, as Linux marks it `dadfailed`.
+    /// Another node claimed one of our IPv6 addresses (configured or link-local) during
+    /// duplicate address detection: the stack never uses it, as Linux marks it `dadfailed`.
     pub ndp_dad_conflicts: u64,
     pub arp_malformed: u64,
     pub arp_unsupported: u64,

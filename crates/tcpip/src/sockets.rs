@@ -66,6 +66,12 @@ impl Stack {
         self.tcp.endpoints(c)
     }
 
+    /// Which of our addresses the connection is on: the one its SYN came to (the link-local
+    /// one included), or the one chosen for the remote address when we opened it.
+    pub fn tcp_local_addr(&self, c: ConnId) -> Result<IpAddress> {
+        self.tcp.local_ip(c, &self.cfg)
+    }
+
     /// A snapshot of the connection's sending and receiving state, as Linux's TCP_INFO.
     pub fn tcp_info(&self, c: ConnId) -> Result<TcpInfo> {
         self.tcp.info(c)
@@ -148,13 +154,14 @@ impl Stack {
     ) -> Result<()> {
         let dst = dst.into();
         let src_port = self.udp.port(id)?;
-        if dst_port == 0 || dst.is_unspecified() || self.cfg.local_addr(dst).is_none() {
-            return Err(Error::InvalidInput);
-        }
+        let src = match self.source_for(dst) {
+            Some(src) if dst_port != 0 && !dst.is_unspecified() => src,
+            _ => return Err(Error::InvalidInput),
+        };
         if ip::header_len_for(dst) + udp::HEADER_LEN + data.len() > self.cfg.mtu {
             return Err(Error::MessageTooLong);
         }
-        let ip = self.ip_repr(dst, IpProtocol::Udp, udp::HEADER_LEN + data.len());
+        let ip = self.ip_repr(src, dst, IpProtocol::Udp, udp::HEADER_LEN + data.len());
         let e = self.eth_len;
         let ok = self.send_ip_frame(dst, |buf| {
             emit_datagram(buf, e, &ip, (src_port, dst_port), data)

@@ -3,9 +3,9 @@
 //! carries out what they return: control segments to queue, events to report. Neither
 //! calls back into the stack.
 
+use crate::addr6::Addrs6;
 use crate::frame_queue::FrameQueue;
 use crate::icmp::unreachable;
-use crate::ndp::Dad;
 use crate::neighbour::{NeighbourCache, MAX_TRIES};
 use crate::tcp::{Actions, Ctx, OutputReady, Tcp};
 use crate::udp::{Udp, UdpInput};
@@ -46,8 +46,8 @@ pub struct Stack {
     pub(crate) icmp_budget: crate::icmp::ErrorBudget,
     /// IPv4 reassembly queues (`reassembly.rs`).
     pub(crate) frag: crate::reassembly::Reassembly,
-    /// Duplicate address detection of our IPv6 address (`ndp.rs`).
-    pub(crate) dad: Dad,
+    /// Our IPv6 link-local address and the DAD of both (`addr6.rs`, `ndp.rs`).
+    pub(crate) addrs6: Addrs6,
 }
 
 impl Stack {
@@ -79,10 +79,7 @@ impl Stack {
             ip_ident: cfg.secret as u16,
             icmp_budget: Default::default(),
             frag: crate::reassembly::Reassembly::new(&cfg),
-            dad: match cfg.ipv6 {
-                Some(_) if cfg.ipv6_dad => Dad::NotStarted,
-                _ => Dad::Done,
-            },
+            addrs6: Addrs6::new(&cfg),
             stats: Stats::default(),
             now: Instant::ZERO,
             eth_len,
@@ -490,15 +487,15 @@ impl Stack {
         }
     }
 
-    /// The header of a datagram we send to `dst`, from our address in its family.
+    /// The header of a datagram we send from `src` to `dst`.
     pub(crate) fn ip_repr(
         &mut self,
+        src: IpAddress,
         dst: IpAddress,
         protocol: IpProtocol,
         payload_len: usize,
     ) -> IpRepr {
         self.ip_ident = self.ip_ident.wrapping_add(1);
-        let src = self.cfg.local_addr(dst).unwrap_or(dst);
         IpRepr::new(src, dst, protocol, payload_len, 0, self.ip_ident)
     }
 
@@ -629,6 +626,7 @@ impl Stack {
     /// left: control segments into the control queue (or parked for ARP), events into the
     /// event queue. Applied after every call, so frames and events keep their order.
     pub(crate) fn with_tcp<R>(&mut self, f: impl FnOnce(&mut Tcp, &mut Ctx<'_>) -> R) -> R {
+        let link_local = self.usable_link_local();
         let mut cx = Ctx {
             cfg: &self.cfg,
             stats: &mut self.stats,
@@ -636,6 +634,7 @@ impl Stack {
             ip_ident: &mut self.ip_ident,
             out: &mut self.actions,
             ecn: ipv4::ecn::NOT_ECT,
+            link_local,
         };
         let r = f(&mut self.tcp, &mut cx);
         if !self.actions.is_empty() {
@@ -647,19 +646,23 @@ impl Stack {
     fn apply_actions(&mut self) {
         for i in 0..self.actions.segments.len() {
             let seg = self.actions.segments[i];
-            self.queue_tcp_ctrl(seg.dst, seg.mac, &seg.repr);
+            self.queue_tcp_ctrl(seg.src, seg.dst, seg.mac, &seg.repr);
         }
         self.actions.segments.clear();
         self.events.extend(self.actions.events.drain(..));
     }
 
     /// Queues a payload-less TCP segment outside any connection's output (RST, SYN cookie,
-    /// keepalive probe); `mac: None` resolves the next hop first.
-    fn queue_tcp_ctrl(&mut self, dst: IpAddress, mac: Option<MacAddr>, repr: &TcpRepr) {
-        let Some(src) = self.cfg.local_addr(dst) else {
-            return;
-        };
-        let ip = self.ip_repr(dst, IpProtocol::Tcp, repr.header_len());
+    /// keepalive probe), from `src` (one of our addresses); `mac: None` resolves the next
+    /// hop first.
+    fn queue_tcp_ctrl(
+        &mut self,
+        src: IpAddress,
+        dst: IpAddress,
+        mac: Option<MacAddr>,
+        repr: &TcpRepr,
+    ) {
+        let ip = self.ip_repr(src, dst, IpProtocol::Tcp, repr.header_len());
         let e = self.eth_len;
         let offload = self.cfg.tx_checksum_offload;
         let ethertype = ip.ethertype();

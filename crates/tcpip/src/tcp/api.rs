@@ -2,8 +2,8 @@
 
 use super::congestion::CongestionControl;
 use super::tcb::Owner;
-use super::{flow_key, Ctx, Listener, Tcb, Tcp, TcpInfo, TcpState};
-use crate::{ConnId, Error, EventKind, Handle, ListenerId, Result};
+use super::{flow_key, is_link_local, Ctx, Listener, Tcb, Tcp, TcpInfo, TcpState};
+use crate::{Config, ConnId, Error, EventKind, Handle, ListenerId, Result};
 use std::collections::VecDeque;
 use wirespeed_wire::IpAddress;
 
@@ -106,13 +106,18 @@ impl Tcp {
     ) -> Result<ConnId> {
         let (lo, hi) = cx.cfg.ephemeral_ports;
         let span = (hi - lo) as u32 + 1;
+        // No address of `remote`'s family: connect_from refuses it.
+        let local = cx.local_addr(remote).unwrap_or(remote);
         for _ in 0..span {
             self.port_cursor = self.port_cursor.wrapping_add(1);
             let port = lo + (self.port_cursor % span) as u16;
             if self.listen_ports.contains_key(&port)
-                || self
-                    .demux
-                    .contains_key(&flow_key(remote, remote_port, port))
+                || self.demux.contains_key(&flow_key(
+                    remote,
+                    is_link_local(local),
+                    remote_port,
+                    port,
+                ))
             {
                 continue;
             }
@@ -131,22 +136,23 @@ impl Tcp {
         remote_port: u16,
         local_port: u16,
     ) -> Result<ConnId> {
-        if remote_port == 0
-            || local_port == 0
-            || remote.is_unspecified()
-            || remote.is_multicast()
-            || cx.cfg.local_addr(remote).is_none()
-        {
+        let local = match cx.local_addr(remote) {
+            Some(a) if remote_port != 0 && local_port != 0 => a,
+            _ => return Err(Error::InvalidInput),
+        };
+        if remote.is_unspecified() || remote.is_multicast() {
             return Err(Error::InvalidInput);
         }
-        if self
-            .demux
-            .contains_key(&flow_key(remote, remote_port, local_port))
-        {
+        if self.demux.contains_key(&flow_key(
+            remote,
+            is_link_local(local),
+            remote_port,
+            local_port,
+        )) {
             return Err(Error::AddrInUse);
         }
         let idx = self
-            .alloc_tcb(cx, remote, remote_port, local_port)
+            .alloc_tcb(cx, remote, local, remote_port, local_port)
             .ok_or(Error::TableFull)?;
         self.attach_buffers(cx, idx);
         let offer_wscale = cx.cfg.window_scaling;
@@ -190,6 +196,10 @@ impl Tcp {
     pub(crate) fn endpoints(&self, c: ConnId) -> Result<(IpAddress, u16, u16)> {
         let t = self.conn(c)?;
         Ok((t.remote_ip, t.remote_port, t.local_port))
+    }
+
+    pub(crate) fn local_ip(&self, c: ConnId, cfg: &Config) -> Result<IpAddress> {
+        Ok(self.conn(c)?.local_ip(cfg))
     }
 
     pub(crate) fn info(&self, c: ConnId) -> Result<TcpInfo> {

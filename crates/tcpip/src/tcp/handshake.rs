@@ -36,8 +36,8 @@ impl Tcp {
                         window: 0,
                         options: TcpOptions::default(),
                     };
-                    let ip = t.remote_ip;
-                    cx.send_ctrl(ip, Some(src_mac), &out);
+                    let (ip, local) = (t.remote_ip, t.local_ip(cx.cfg));
+                    cx.send_ctrl(local, ip, Some(src_mac), &out);
                 }
                 return;
             }
@@ -115,8 +115,8 @@ impl Tcp {
                 window: 0,
                 options: TcpOptions::default(),
             };
-            let ip = t.remote_ip;
-            cx.send_ctrl(ip, Some(src_mac), &out);
+            let (ip, local) = (t.remote_ip, t.local_ip(cx.cfg));
+            cx.send_ctrl(local, ip, Some(src_mac), &out);
             return false;
         }
         self.attach_buffers(cx, idx);

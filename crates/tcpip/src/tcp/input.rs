@@ -3,7 +3,7 @@
 //! `handshake.rs`, `ack.rs`, `data.rs` and `closing.rs`.
 
 use super::tcb::Owner;
-use super::{flow_key, Ctx, Tcp, TcpState};
+use super::{flow_key, is_link_local, Ctx, Tcp, TcpState};
 use crate::Error;
 use crate::IpHeader;
 use wirespeed_wire::checksum::TransportChecksum;
@@ -49,7 +49,7 @@ impl Tcp {
         }
         cx.stats.tcp_segments_in += 1;
         let payload = pkt.payload();
-        let key = flow_key(ip.src, repr.src_port, repr.dst_port);
+        let key = flow_key(ip.src, is_link_local(ip.dst), repr.src_port, repr.dst_port);
         if let Some(&idx) = self.demux.get(&key) {
             if repr.options.md5_signature || repr.options.auth_malformed {
                 cx.stats.tcp_md5_unexpected += 1;
@@ -67,14 +67,14 @@ impl Tcp {
                 if repr.seq.gt(t.rcv_nxt) || newer_ts {
                     cx.stats.tcp_time_wait_reused += 1;
                     self.free_tcb(cx, idx);
-                    self.listen_input(cx, src_mac, ip.src, &repr, payload);
+                    self.listen_input(cx, src_mac, ip.src, ip.dst, &repr, payload);
                     return;
                 }
             }
             self.tcb_input(cx, idx, src_mac, &repr, payload);
             return;
         }
-        self.listen_input(cx, src_mac, ip.src, &repr, payload);
+        self.listen_input(cx, src_mac, ip.src, ip.dst, &repr, payload);
     }
 
     /// Segment processing for an existing connection (RFC 9293 3.10.7.3/3.10.7.4).
@@ -241,8 +241,8 @@ impl Tcp {
             // A half-open connection takes no second SYN: Linux's tcp_check_req resets it
             // (an invalid ACK first gets the RST a listener sends, the connection kept).
             let bad_ack = repr.ack.is_some_and(|a| a != t.iss.add(1));
-            let ip = t.remote_ip;
-            self.reply_rst(cx, src_mac, ip, repr, payload.len());
+            let (ip, local) = (t.remote_ip, t.local_ip(cx.cfg));
+            self.reply_rst(cx, src_mac, ip, local, repr, payload.len());
             if !bad_ack {
                 cx.stats.tcp_half_open_resets += 1;
                 self.free_tcb(cx, idx);

@@ -14,12 +14,14 @@ const COOKIE_MSS: [u16; 8] = [536, 1200, 1360, 1400, 1440, 1460, 4036, 8960];
 const COOKIE_SLOT_US: u64 = 64_000_000;
 
 impl Tcp {
-    /// A segment with no connection: passive open, SYN cookie, or RST.
+    /// A segment with no connection, from `src` to `local` (one of our addresses): passive
+    /// open, SYN cookie, or RST.
     pub(super) fn listen_input(
         &mut self,
         cx: &mut Ctx<'_>,
         src_mac: MacAddr,
         src: IpAddress,
+        local: IpAddress,
         repr: &TcpRepr,
         payload: &[u8],
     ) {
@@ -27,7 +29,7 @@ impl Tcp {
             Some(&li) => li,
             None => {
                 cx.stats.tcp_no_listener += 1;
-                self.reply_rst(cx, src_mac, src, repr, payload.len());
+                self.reply_rst(cx, src_mac, src, local, repr, payload.len());
                 return;
             }
         };
@@ -51,17 +53,17 @@ impl Tcp {
             let l = &self.listeners[li as usize];
             if l.syn_rcvd + l.accept_queue.len() >= l.backlog {
                 if cx.cfg.syn_cookies {
-                    self.send_syn_cookie(cx, src_mac, src, repr);
+                    self.send_syn_cookie(cx, src_mac, src, local, repr);
                 } else {
                     cx.stats.tcp_backlog_full += 1;
                 }
                 return;
             }
-            let Some(idx) = self.alloc_tcb(cx, src, repr.src_port, repr.dst_port) else {
+            let Some(idx) = self.alloc_tcb(cx, src, local, repr.src_port, repr.dst_port) else {
                 // The table is full (of half-open connections, under a flood): a cookie
                 // holds no slot, and a real client's handshake still completes.
                 if cx.cfg.syn_cookies {
-                    self.send_syn_cookie(cx, src_mac, src, repr);
+                    self.send_syn_cookie(cx, src_mac, src, local, repr);
                 }
                 return;
             };
@@ -100,7 +102,7 @@ impl Tcp {
                     cx.stats.tcp_backlog_full += 1;
                     return;
                 }
-                let Some(idx) = self.alloc_tcb(cx, src, repr.src_port, repr.dst_port) else {
+                let Some(idx) = self.alloc_tcb(cx, src, local, repr.src_port, repr.dst_port) else {
                     return;
                 };
                 cx.stats.tcp_syn_cookies_accepted += 1;
@@ -127,7 +129,7 @@ impl Tcp {
             cx.stats.tcp_syn_cookies_rejected += 1;
         }
         cx.stats.tcp_no_listener += 1;
-        self.reply_rst(cx, src_mac, src, repr, payload.len());
+        self.reply_rst(cx, src_mac, src, local, repr, payload.len());
     }
 
     fn cookie_hash(
@@ -149,6 +151,7 @@ impl Tcp {
         cx: &mut Ctx<'_>,
         src_mac: MacAddr,
         src: IpAddress,
+        local: IpAddress,
         repr: &TcpRepr,
     ) {
         let slot = cx.now.micros() / COOKIE_SLOT_US;
@@ -173,7 +176,7 @@ impl Tcp {
             },
         };
         cx.stats.tcp_syn_cookies_sent += 1;
-        cx.send_ctrl(src, Some(src_mac), &out);
+        cx.send_ctrl(local, src, Some(src_mac), &out);
     }
 
     /// Validates the ACK of a cookie SYN-ACK; returns the MSS it encodes.
@@ -196,12 +199,14 @@ impl Tcp {
         None
     }
 
-    /// RST in reply to a segment that has no connection (RFC 9293 3.10.7.1).
+    /// RST in reply to a segment from `src` to `local` that has no connection (RFC 9293
+    /// 3.10.7.1), from the address it came to.
     pub(super) fn reply_rst(
         &mut self,
         cx: &mut Ctx<'_>,
         src_mac: MacAddr,
         src: IpAddress,
+        local: IpAddress,
         repr: &TcpRepr,
         payload_len: usize,
     ) {
@@ -233,6 +238,6 @@ impl Tcp {
                 }
             }
         };
-        cx.send_ctrl(src, Some(src_mac), &out);
+        cx.send_ctrl(local, src, Some(src_mac), &out);
     }
 }

@@ -51,7 +51,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
-use wirespeed_wire::{IpAddress, MacAddr, TcpControl, TcpRepr};
+use wirespeed_wire::{IpAddress, Ipv6Addr, MacAddr, TcpControl, TcpRepr};
 
 /// Most out-of-order ranges kept per connection (more are dropped and retransmitted).
 const MAX_OOO: usize = 4;
@@ -78,6 +78,8 @@ pub(crate) struct Listener {
 /// keepalive probe), for the stack to frame and queue. `mac: None`: resolve `dst` first.
 #[derive(Clone, Copy)]
 pub(crate) struct CtrlSegment {
+    /// One of our addresses: the one the answered segment came to, or the connection's.
+    pub(crate) src: IpAddress,
     pub(crate) dst: IpAddress,
     pub(crate) mac: Option<MacAddr>,
     pub(crate) repr: TcpRepr,
@@ -114,20 +116,29 @@ pub(crate) struct Ctx<'a> {
     /// The ECN codepoint of the datagram whose segment is being taken (`ipv4::ecn`;
     /// NOT_ECT outside input).
     pub(crate) ecn: u8,
+    /// Our IPv6 link-local address while it is usable (DAD over), the source of a connection
+    /// to a link-local address (`addr6::select_source`).
+    pub(crate) link_local: Option<Ipv6Addr>,
 }
 
 impl Ctx<'_> {
-    /// Asks the stack to queue a control segment.
-    fn send_ctrl(&mut self, dst: IpAddress, mac: Option<MacAddr>, repr: &TcpRepr) {
+    /// Asks the stack to queue a control segment from `src` (one of our addresses).
+    fn send_ctrl(&mut self, src: IpAddress, dst: IpAddress, mac: Option<MacAddr>, repr: &TcpRepr) {
         if repr.control() == TcpControl::Rst {
             self.stats.tcp_rst_sent += 1;
         }
         self.stats.tcp_segments_out += 1;
         self.out.segments.push(CtrlSegment {
+            src,
             dst,
             mac,
             repr: *repr,
         });
+    }
+
+    /// The address a connection to `remote` goes from (`addr6::select_source`).
+    fn local_addr(&self, remote: IpAddress) -> Option<IpAddress> {
+        crate::addr6::select_source(self.cfg, self.link_local, remote)
     }
 
     /// Reports an event unless one of the same kind for the same socket is pending
@@ -209,11 +220,13 @@ impl Tcp {
 }
 
 /// A connection's demux key: the remote address as 128 bits (an IPv4 one as IPv4-mapped
-/// IPv6, a source IPv6 TCP input never takes) and both ports.
+/// IPv6, a source IPv6 TCP input never takes), both ports, and which of our addresses it
+/// came to (one per family, and over IPv6 the link-local one beside it).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FlowKey {
     addr: u128,
     ports: u32,
+    to_link_local: bool,
 }
 
 impl Hash for FlowKey {
@@ -221,11 +234,11 @@ impl Hash for FlowKey {
     fn hash<H: Hasher>(&self, h: &mut H) {
         h.write_u64(self.addr as u64);
         h.write_u64((self.addr >> 64) as u64);
-        h.write_u32(self.ports);
+        h.write_u64(u64::from(self.ports) | u64::from(self.to_link_local) << 32);
     }
 }
 
-fn flow_key(ip: IpAddress, rport: u16, lport: u16) -> FlowKey {
+fn flow_key(ip: IpAddress, to_link_local: bool, rport: u16, lport: u16) -> FlowKey {
     let addr = match ip {
         IpAddress::V4(a) => 0xffff_0000_0000 | a.to_u32() as u128,
         IpAddress::V6(a) => u128::from_be_bytes(a.0),
@@ -233,7 +246,13 @@ fn flow_key(ip: IpAddress, rport: u16, lport: u16) -> FlowKey {
     FlowKey {
         addr,
         ports: ((rport as u32) << 16) | lport as u32,
+        to_link_local,
     }
+}
+
+/// Whether `local` (one of our addresses) is the IPv6 link-local one.
+fn is_link_local(local: IpAddress) -> bool {
+    matches!(local, IpAddress::V6(a) if a.is_link_local())
 }
 
 /// The words of an address for the keyed hash (ISNs, SYN cookies).

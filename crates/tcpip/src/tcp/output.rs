@@ -400,7 +400,7 @@ impl Tcp {
             options: opts,
         };
         let dst_ip = t.remote_ip;
-        let src_ip = cx.cfg.local_addr(dst_ip)?;
+        let src_ip = t.local_ip(cx.cfg);
         let tcp_len = repr.header_len() + len;
         let ip = IpRepr::new(src_ip, dst_ip, IpProtocol::Tcp, tcp_len, ecn, *cx.ip_ident);
         let eth = crate::wire::EthernetRepr {

@@ -3,7 +3,7 @@
 use super::controller::Congestion;
 use super::output::ack_seq;
 use super::tcb::Owner;
-use super::{address_words, dur_us, flow_key, Ctx, Tcb, Tcp, TcpState};
+use super::{address_words, dur_us, flow_key, is_link_local, Ctx, Tcb, Tcp, TcpState};
 use crate::ring::Ring;
 use crate::util::keyed_hash;
 use crate::{Error, EventKind, Handle, Instant};
@@ -53,6 +53,7 @@ impl Tcp {
         &mut self,
         cx: &mut Ctx<'_>,
         remote: IpAddress,
+        local: IpAddress,
         rport: u16,
         lport: u16,
     ) -> Option<u32> {
@@ -69,10 +70,10 @@ impl Tcp {
         };
         let now = cx.now;
         let secret = cx.cfg.secret;
-        let key = flow_key(remote, rport, lport);
+        let key = flow_key(remote, is_link_local(local), rport, lport);
         // RFC 6528: ISN = clock (4 µs ticks) + keyed hash of the 4-tuple.
         let [r0, r1] = address_words(remote);
-        let [l0, l1] = address_words(cx.cfg.local_addr(remote).unwrap_or(remote));
+        let [l0, l1] = address_words(local);
         let ports = ((rport as u64) << 16) | lport as u64;
         let isn = (keyed_hash(secret, &[r0, r1, ports, l0, l1]) as u32)
             .wrapping_add((now.micros() / 4) as u32);
@@ -86,6 +87,7 @@ impl Tcp {
         t.gen = gen;
         t.in_use = true;
         t.remote_ip = remote;
+        t.to_link_local = is_link_local(local);
         t.remote_port = rport;
         t.local_port = lport;
         t.iss = SeqNumber(isn);
@@ -194,7 +196,7 @@ impl Tcp {
                 options: TcpOptions::default(),
             };
             let (ip, mac) = (t.remote_ip, t.peer_mac);
-            cx.send_ctrl(ip, mac, &repr);
+            cx.send_ctrl(t.local_ip(cx.cfg), ip, mac, &repr);
         }
         self.set_closed(cx, idx, Some(err));
     }

@@ -4,7 +4,7 @@ use super::congestion::CongestionAlgorithm;
 use super::controller::Congestion;
 use super::{flow_key, FlowKey, DEFAULT_MSS, MAX_OOO, MAX_SACKED};
 use crate::ring::Ring;
-use crate::{ConnId, Error, Instant};
+use crate::{Config, ConnId, Error, Instant};
 use wirespeed_wire::{IpAddress, MacAddr, SeqNumber};
 
 /// The smallest segment [`Tcb::seg_limit`] cuts to, however small the peer's window.
@@ -85,6 +85,9 @@ pub(crate) struct Tcb {
     pub(crate) owner: Owner,
     pub(crate) error: Option<Error>,
     pub(crate) remote_ip: IpAddress,
+    /// The connection is on our IPv6 link-local address (its SYN came to it, or we opened
+    /// it to a link-local address), not the address of `remote_ip`'s family: `local_ip`.
+    pub(crate) to_link_local: bool,
     pub(crate) remote_port: u16,
     pub(crate) local_port: u16,
     pub(crate) peer_mac: Option<MacAddr>,
@@ -205,6 +208,7 @@ impl Tcb {
             owner: Owner::Released,
             error: None,
             remote_ip: IpAddress::default(),
+            to_link_local: false,
             remote_port: 0,
             local_port: 0,
             peer_mac: None,
@@ -283,8 +287,24 @@ impl Tcb {
             .min(self.tlp_at)
     }
 
+    /// Which of our addresses the connection is on.
+    pub(crate) fn local_ip(&self, cfg: &Config) -> IpAddress {
+        match self.remote_ip {
+            IpAddress::V4(_) => IpAddress::V4(cfg.ipv4),
+            IpAddress::V6(_) if self.to_link_local => {
+                cfg.ipv6_link_local().unwrap_or_default().into()
+            }
+            IpAddress::V6(_) => cfg.ipv6.unwrap_or_default().into(),
+        }
+    }
+
     pub(crate) fn key(&self) -> FlowKey {
-        flow_key(self.remote_ip, self.remote_port, self.local_port)
+        flow_key(
+            self.remote_ip,
+            self.to_link_local,
+            self.remote_port,
+            self.local_port,
+        )
     }
 
     /// Sequence number of our FIN (valid when `fin_queued`).

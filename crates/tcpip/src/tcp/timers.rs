@@ -127,7 +127,8 @@ impl Tcp {
                             options: TcpOptions::default(),
                         };
                         let (ip, mac) = (t.remote_ip, t.peer_mac);
-                        cx.send_ctrl(ip, mac, &out);
+                        let local = t.local_ip(cx.cfg);
+                        cx.send_ctrl(local, ip, mac, &out);
                     }
                 }
                 _ => {}

@@ -6,6 +6,10 @@ use wirespeed_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr};
 
 const IP6_A: Ipv6Addr = Ipv6Addr([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
 const IP6_B: Ipv6Addr = Ipv6Addr([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+/// The link-local addresses of A and B, fe80::ff:fe00:1 and fe80::ff:fe00:2 (the EUI-64 of
+/// 02:00:00:00:00:01 and ...:02).
+const LL_A: Ipv6Addr = Ipv6Addr([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xfe, 0, 0, 1]);
+const LL_B: Ipv6Addr = Ipv6Addr([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xfe, 0, 0, 2]);
 
 /// [`config_cc`] with an IPv6 address (and DAD as the stack defaults to it).
 fn dual_config(side: usize, cc: CongestionAlgorithm) -> Config {
@@ -25,10 +29,13 @@ fn dual_pair(cc: CongestionAlgorithm) -> Pair {
     Pair::with(dual_config(0, cc), dual_config(1, cc))
 }
 
-/// Runs until both stacks own their IPv6 address (DAD over).
+/// Runs until both stacks own their IPv6 addresses (DAD over).
 fn settle(p: &mut Pair) {
     p.run(Duration::from_millis(1100), |_| false);
-    assert!(p.st[0].ipv6_usable() && p.st[1].ipv6_usable());
+    assert!(p
+        .st
+        .iter()
+        .all(|s| s.ipv6_usable() && s.link_local_usable()));
 }
 
 /// b listens on 80, a connects to `dst`; returns (client, server).
@@ -60,34 +67,43 @@ fn icmpv6_of(frames: &[Vec<u8>]) -> Vec<(Ipv6Repr, Vec<u8>)> {
 }
 
 #[test]
-fn dad_probes_once_then_the_address_is_used() {
+fn dad_probes_both_addresses_once_then_they_are_used() {
     let mut s = Stack::new(dual_config(1, CongestionAlgorithm::Cubic));
-    assert!(!s.ipv6_usable());
+    assert_eq!(s.config().ipv6_link_local(), Some(LL_B));
+    assert!(!s.ipv6_usable() && !s.link_local_usable());
     let mut sink = VecSink::new();
     s.transmit(Instant::from_millis(1000), &mut sink);
     let msgs = icmpv6_of(&sink.frames);
-    assert_eq!(msgs.len(), 1, "one DAD probe");
-    let (ip, msg) = &msgs[0];
-    assert_eq!(
-        (ip.src, ip.dst, ip.hop_limit),
-        (Ipv6Addr::UNSPECIFIED, IP6_B.solicited_node(), 255)
-    );
-    let pkt = Icmpv6Packet::new_checked(&msg[..]).unwrap();
-    assert_eq!(
-        Icmpv6Repr::parse(&pkt, ip.src, ip.dst).unwrap(),
-        Icmpv6Repr::NeighborSolicit {
-            target: IP6_B,
-            source_lladdr: None
-        }
-    );
-    assert_eq!(
-        &sink.frames[0][..6],
-        &IP6_B.solicited_node().multicast_mac().0
-    );
+    assert_eq!(msgs.len(), 2, "one DAD probe for each address");
+    for (i, target) in [IP6_B, LL_B].into_iter().enumerate() {
+        let (ip, msg) = &msgs[i];
+        assert_eq!(
+            (ip.src, ip.dst, ip.hop_limit),
+            (Ipv6Addr::UNSPECIFIED, target.solicited_node(), 255)
+        );
+        let pkt = Icmpv6Packet::new_checked(&msg[..]).unwrap();
+        assert_eq!(
+            Icmpv6Repr::parse(&pkt, ip.src, ip.dst).unwrap(),
+            Icmpv6Repr::NeighborSolicit {
+                target,
+                source_lladdr: None
+            }
+        );
+        assert_eq!(
+            &sink.frames[i][..6],
+            &target.solicited_node().multicast_mac().0
+        );
+    }
+    // Nothing but neighbour discovery reaches a tentative address.
+    s.receive(Instant::from_millis(1500), &syn6_to(LL_B, 80, LL_A));
+    assert_eq!(s.stats().ip6_tentative, 1);
     s.transmit(Instant::from_millis(1999), &mut VecSink::new());
-    assert!(!s.ipv6_usable(), "tentative for retrans_time (1 s)");
+    assert!(
+        !s.ipv6_usable() && !s.link_local_usable(),
+        "tentative for retrans_time (1 s)"
+    );
     s.transmit(Instant::from_millis(2000), &mut VecSink::new());
-    assert!(s.ipv6_usable());
+    assert!(s.ipv6_usable() && s.link_local_usable());
 }
 
 #[test]
@@ -100,6 +116,8 @@ fn a_second_node_with_our_address_fails_dad() {
     for s in &p.st {
         assert!(!s.ipv6_usable());
         assert_eq!(s.stats().ndp_dad_conflicts, 1);
+        // Their link-local addresses differ, and stay (Linux's accept_dad 1).
+        assert!(s.link_local_usable());
     }
 }
 
@@ -108,7 +126,7 @@ per_cc! {
         let mut p = dual_pair(cc);
         settle(&mut p);
         let (c6, s6) = connect_to(&mut p, IP6_B.into());
-        assert_eq!(p.st[0].stats().ndp_solicitations_sent, 2, "DAD probe, then one for B");
+        assert_eq!(p.st[0].stats().ndp_solicitations_sent, 3, "DAD probes, then one for B");
         assert_eq!(p.st[1].stats().ndp_advertisements_sent, 1);
         assert_eq!(p.st[1].tcp_endpoints(s6).unwrap().0, IpAddress::V6(IP6_A));
         assert_eq!(p.st[0].tcp_info(c6).unwrap().mss, 1500 - 40 - 20 - 12, "MSS for IPv6");
@@ -233,6 +251,7 @@ fn answers(f: &[u8]) -> (Vec<Vec<u8>>, Stats) {
     let _ = s.tcp_listen(80, 4).unwrap();
     let now = Instant::from_millis(1000);
     s.neighbour_add_static(IP6_A, MAC_A);
+    s.neighbour_add_static(LL_A, MAC_A);
     s.receive(now, f);
     let mut sink = VecSink::new();
     s.transmit(now, &mut sink);
@@ -242,6 +261,21 @@ fn answers(f: &[u8]) -> (Vec<Vec<u8>>, Stats) {
 /// A SYN from A's port 1000 to B's port `dport` over IPv6, after `ext` (extension headers,
 /// whose first next-header byte the caller set) when given.
 fn syn6(dport: u16, src: Ipv6Addr, ext: &[u8], first: IpProtocol) -> Vec<u8> {
+    syn6_between(src, IP6_B, dport, ext, first)
+}
+
+/// A SYN from `src` port 1000 to `dst` port `dport`, with no extension headers.
+fn syn6_to(dst: Ipv6Addr, dport: u16, src: Ipv6Addr) -> Vec<u8> {
+    syn6_between(src, dst, dport, &[], IpProtocol::Tcp)
+}
+
+fn syn6_between(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    dport: u16,
+    ext: &[u8],
+    first: IpProtocol,
+) -> Vec<u8> {
     let repr = TcpRepr {
         src_port: 1000,
         dst_port: dport,
@@ -253,11 +287,11 @@ fn syn6(dport: u16, src: Ipv6Addr, ext: &[u8], first: IpProtocol) -> Vec<u8> {
     };
     let hl = repr.header_len();
     let mut f = vec![0u8; 54 + ext.len() + hl];
-    v6_headers(&mut f, src, IP6_B, first, 64, 0);
+    v6_headers(&mut f, src, dst, first, 64, 0);
     f[54..54 + ext.len()].copy_from_slice(ext);
     let t = 54 + ext.len();
     repr.emit(&mut f[t..]).unwrap();
-    fill_checksum(&mut f[t..], src, IP6_B);
+    fill_checksum(&mut f[t..], src, dst);
     f
 }
 
@@ -309,6 +343,7 @@ fn martian_and_foreign_ipv6_is_dropped_unanswered() {
         (multicast_src, "multicast source"),
         (loopback, "loopback source"),
         (IP6_B, "our own address as source"),
+        (LL_B, "our own link-local address as source"),
     ] {
         let (out, st) = answers(&syn6(80, src, &[], IpProtocol::Tcp));
         assert!(out.is_empty(), "{why}");
@@ -390,8 +425,8 @@ fn a_connection_opened_while_tentative_solicits_when_dad_ends() {
     );
     assert_eq!(
         p.st[0].stats().ndp_solicitations_sent,
-        2,
-        "the DAD probe and one for B"
+        3,
+        "the DAD probes and one for B"
     );
 }
 
@@ -685,4 +720,173 @@ fn a_multicast_solicitation_without_our_senders_mac_is_answered_only_if_we_know_
         );
         assert_eq!(s.stats().ndp_invalid, !known as u64);
     }
+}
+
+/// A neighbour solicitation for `target` from `src` (with A's MAC), to `target`'s
+/// solicited-node group.
+fn solicitation(src: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {
+    let ns = Icmpv6Repr::NeighborSolicit {
+        target,
+        source_lladdr: (!src.is_unspecified()).then_some(MAC_A),
+    };
+    let group = target.solicited_node();
+    let mut f = vec![0u8; 54 + ns.buffer_len()];
+    v6_headers(&mut f, src, group, IpProtocol::Icmpv6, 255, 0);
+    f[..6].copy_from_slice(&group.multicast_mac().0);
+    ns.emit(src, group, &mut f[54..]).unwrap();
+    f
+}
+
+#[test]
+fn a_solicitation_for_our_link_local_address_is_answered_from_it() {
+    for src in [LL_A, IP6_A] {
+        let (out, st) = answers(&solicitation(src, LL_B));
+        let msgs = icmpv6_of(&out);
+        assert_eq!(msgs.len(), 1, "from {src}: {st:?}");
+        let (ip, m) = &msgs[0];
+        assert_eq!((ip.src, ip.dst, ip.hop_limit), (LL_B, src, 255));
+        let pkt = Icmpv6Packet::new_checked(&m[..]).unwrap();
+        assert_eq!(
+            Icmpv6Repr::parse(&pkt, ip.src, ip.dst).unwrap(),
+            Icmpv6Repr::NeighborAdvert {
+                router: false,
+                solicited: true,
+                override_: true,
+                target: LL_B,
+                target_lladdr: Some(MAC_B),
+            }
+        );
+    }
+}
+
+#[test]
+fn an_echo_to_our_link_local_address_is_answered_from_it() {
+    // From a link-local neighbour and from a global one: the reply comes from the address
+    // the request was sent to (Linux's icmpv6_echo_reply), whatever the sender's scope.
+    for src in [LL_A, IP6_A] {
+        let req = Icmpv6Repr::EchoRequest {
+            code: 0,
+            ident: 7,
+            seq_no: 1,
+            data: b"ll",
+        };
+        let mut f = vec![0u8; 54 + req.buffer_len()];
+        v6_headers(&mut f, src, LL_B, IpProtocol::Icmpv6, 64, 0);
+        req.emit(src, LL_B, &mut f[54..]).unwrap();
+        let (out, st) = answers(&f);
+        let msgs = icmpv6_of(&out);
+        assert_eq!(msgs.len(), 1, "from {src}: {st:?}");
+        assert_eq!((msgs[0].0.src, msgs[0].0.dst), (LL_B, src));
+        assert_eq!(msgs[0].1[0], 129, "an echo reply");
+        assert_eq!(st.icmp6_echo_replies, 1);
+    }
+}
+
+#[test]
+fn a_syn_to_our_link_local_address_is_answered_from_it() {
+    // A listening port answers with a SYN-ACK, a closed one with an RST, both from LL_B.
+    for (dport, src) in [(80, LL_A), (81, LL_A), (80, IP6_A)] {
+        let (out, st) = answers(&syn6_to(LL_B, dport, src));
+        assert_eq!(out.len(), 1, "port {dport} from {src}: {st:?}");
+        let p = Ipv6Packet::new_checked(&out[0][14..]).unwrap();
+        assert_eq!((p.src(), p.dst()), (LL_B, src));
+        let t = TcpPacket::new_checked(p.payload()).unwrap();
+        assert!(t.verify_checksum(LL_B, src));
+        match dport {
+            80 => assert!(t.syn() && t.ack()),
+            _ => assert!(t.rst() && t.ack_number() == SeqNumber(501)),
+        }
+    }
+}
+
+#[test]
+fn a_connection_over_link_local_addresses_carries_data() {
+    // A opens to B's link-local address: from its own (RFC 6724 rule 2), resolved by NDP.
+    let mut p = dual_pair(CongestionAlgorithm::Cubic);
+    settle(&mut p);
+    let (c, s) = connect_to(&mut p, LL_B.into());
+    assert_eq!(p.st[0].tcp_local_addr(c), Ok(IpAddress::V6(LL_A)));
+    assert_eq!(p.st[1].tcp_local_addr(s), Ok(IpAddress::V6(LL_B)));
+    assert_eq!(p.st[1].tcp_endpoints(s).unwrap().0, IpAddress::V6(LL_A));
+    transfer(&mut p, 0, c, s, 256 << 10, Duration::from_secs(30));
+}
+
+#[test]
+fn the_same_peer_and_ports_to_our_two_addresses_are_two_connections() {
+    // Linux has a socket per local address: a SYN to the other one opens another.
+    let mut s = Stack::new(no_dad(1));
+    let _ = s.tcp_listen(80, 4).unwrap();
+    let now = Instant::from_millis(1000);
+    s.neighbour_add_static(IP6_A, MAC_A);
+    let mut sink = VecSink::new();
+    for dst in [LL_B, IP6_B] {
+        s.receive(now, &syn6_to(dst, 80, IP6_A));
+        s.transmit(now, &mut sink);
+    }
+    let from: Vec<Ipv6Addr> = (sink.frames.iter())
+        .map(|f| Ipv6Packet::new_checked(&f[14..]).unwrap().src())
+        .collect();
+    assert_eq!(from, [LL_B, IP6_B], "{:?}", s.stats());
+    assert_eq!(s.connection_count(), 2);
+}
+
+#[test]
+fn a_conflict_on_the_link_local_address_fails_it_alone() {
+    // During DAD another node probes B's link-local address: B never uses it, and keeps its
+    // configured address (Linux's addrconf_dad_failure with accept_dad 1, its default).
+    let mut s = Stack::new(dual_config(1, CongestionAlgorithm::Cubic));
+    s.transmit(Instant::from_millis(1000), &mut VecSink::new());
+    s.receive(
+        Instant::from_millis(1200),
+        &solicitation(Ipv6Addr::UNSPECIFIED, LL_B),
+    );
+    assert_eq!(s.stats().ndp_dad_conflicts, 1);
+    s.transmit(Instant::from_millis(2000), &mut VecSink::new());
+    assert!(s.ipv6_usable() && !s.link_local_usable());
+    // A second claim changes nothing more.
+    s.receive(
+        Instant::from_millis(2100),
+        &solicitation(Ipv6Addr::UNSPECIFIED, LL_B),
+    );
+    assert_eq!(s.stats().ndp_dad_conflicts, 1);
+    let now = Instant::from_millis(2200);
+    s.neighbour_add_static(LL_A, MAC_A);
+    let tentative = s.stats().ip6_tentative;
+    // Neither a solicitation for it nor a SYN to it is answered.
+    s.receive(now, &solicitation(LL_A, LL_B));
+    let _ = s.tcp_listen(80, 4).unwrap();
+    s.receive(now, &syn6_to(LL_B, 80, LL_A));
+    assert_eq!(s.stats().ip6_tentative, tentative + 2);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    assert!(sink.frames.is_empty());
+    // What goes to a link-local neighbour now leaves from the configured address, as
+    // Linux's source selection passes over a failed one; what comes to the configured
+    // address from one is answered.
+    s.receive(now, &syn6_to(IP6_B, 80, LL_A));
+    let u = s.udp_bind(53).unwrap();
+    s.udp_send_to(u, LL_A, 53, b"hi").unwrap();
+    s.transmit(now, &mut sink);
+    assert_eq!(sink.frames.len(), 2, "{:?}", s.stats());
+    for f in &sink.frames {
+        let p = Ipv6Packet::new_checked(&f[14..]).unwrap();
+        assert_eq!((p.src(), p.dst()), (IP6_B, LL_A));
+    }
+}
+
+#[test]
+fn a_link_local_destination_is_on_link_and_resolved_from_our_link_local_address() {
+    let mut s = Stack::new(no_dad(1));
+    let far = Ipv6Addr([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]);
+    let now = Instant::from_millis(1000);
+    s.transmit(now, &mut VecSink::new());
+    let u = s.udp_bind(53).unwrap();
+    s.udp_send_to(u, far, 53, b"hi").unwrap();
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let msgs = icmpv6_of(&sink.frames);
+    assert_eq!(msgs.len(), 1, "a solicitation, the datagram parked");
+    let (ip, m) = &msgs[0];
+    assert_eq!((ip.src, ip.dst), (LL_B, far.solicited_node()));
+    assert_eq!(m[0], 135);
 }
