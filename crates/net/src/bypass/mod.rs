@@ -206,6 +206,13 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     refuse_unpredictable_rss(cfg, &model, iface)?;
     let mut bcfg = BifurcationConfig::new(cfg.ip);
     bcfg.served_ipv6 = cfg.ipv6.map(|v6| v6.addr);
+    // The stack answers for its link-local address too: the EUI-64 of the MAC it sends from,
+    // the kernel's own on this interface, which would take what is sent to it otherwise. It
+    // is not weighed in `steer_all` below: the kernel always holds it.
+    bcfg.served_ipv6_link_local = cfg.ipv6.map(|_| {
+        let mac = wirespeed_tcpip::MacAddr(info.mac);
+        std::net::Ipv6Addr::from(wirespeed_tcpip::Ipv6Addr::link_local_eui64(mac))
+    });
     bcfg.tcp_ports = cfg.tcp_ports.clone();
     bcfg.steer_icmp = cfg.icmp;
     // The kernel must own neither address for the stack to answer as a host does: one

@@ -690,8 +690,9 @@ impl BypassStream {
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         let i = self.stack.inner.borrow();
-        let (remote, _rport, lport) = i.stack.tcp_endpoints(self.id).map_err(to_io)?;
-        let ip = i.stack.config().local_addr(remote).unwrap_or(remote);
+        let (_remote, _rport, lport) = i.stack.tcp_endpoints(self.id).map_err(to_io)?;
+        // The address the connection is on: its SYN's (the link-local one, maybe).
+        let ip = i.stack.tcp_local_addr(self.id).map_err(to_io)?;
         Ok(SocketAddr::new(ip.into(), lport))
     }
 
