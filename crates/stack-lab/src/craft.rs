@@ -45,8 +45,8 @@ pub const PREFIX6_LEN: u8 = 64;
 /// owned by nobody).
 pub const GATEWAY6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 /// The link-local address the kernel gives the DUT end (EUI-64 of `DUT_MAC`):
-/// fe80::77:73ff:fe00:2. Twin B's Linux owns it; twin A's kernel (behind the XDP program)
-/// too; our stack has none.
+/// fe80::77:73ff:fe00:2. Twin B's Linux owns it; in twin A our stack owns it too (its
+/// kernel has it as well, behind the XDP program that steers it to the stack).
 pub const DUT_LL6: [u8; 16] = [
     0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0x77, 0x73, 0xff, 0xfe, 0, 0, 2,
 ];

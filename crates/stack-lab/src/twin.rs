@@ -7,22 +7,23 @@
 //!                                            --ip fd00::2/64 --gateway fd00::1
 //!  twin B:  ws-cf<T>pb [p0 02:77:73:00:00:01] <-> [d0 02:77:73:00:00:02] ws-cf<T>db
 //!           Linux: 198.18.0.2/15 and fd00::2/64 on d0, default via 198.18.0.1 and via
-//!           fd00::1, std TcpListeners on 198.18.0.2:8080 and [fd00::2]:8080
+//!           fd00::1, std TcpListeners on 198.18.0.2:8080, [fd00::2]:8080 and
+//!           [fe80::77:73ff:fe00:2%d0]:8080 (every address ours answers on)
 //! ```
 //!
 //! Veths at the kernel's defaults; the peers own no address (crafted sources are nobody's,
 //! so the peer kernels neither answer nor reset; the peers' IPv6 is off, so their kernels
 //! send nothing of their own either). Everything is removed on drop.
 
-use std::net::TcpListener;
+use std::net::{Ipv6Addr, SocketAddrV6, TcpListener};
 use std::path::{Path, PathBuf};
 
 use wirespeed_lab::Netns;
 use wirespeed_sys::packet::PacketSocket;
 
 use crate::craft::{
-    ip6_text, DUT_IP, DUT_IP6, DUT_MAC, GATEWAY, GATEWAY6, HTTP_PORT, PEER_MAC, PREFIX6_LEN,
-    PREFIX_LEN,
+    ip6_text, DUT_IP, DUT_IP6, DUT_LL6, DUT_MAC, GATEWAY, GATEWAY6, HTTP_PORT, PEER_MAC,
+    PREFIX6_LEN, PREFIX_LEN,
 };
 use crate::responder::Responder;
 use crate::serve::ServeProcess;
@@ -75,6 +76,7 @@ pub struct Twins {
     serve: Option<ServeProcess>,
     responder: Option<Responder>,
     responder6: Option<Responder>,
+    responder_ll: Option<Responder>,
     // Namespaces last: the processes and sockets in them go first.
     a: Pair,
     b: Pair,
@@ -134,10 +136,23 @@ impl Twins {
             .map_err(|e| Error::Setup(format!("twin B: listen on [fd00::2]:{HTTP_PORT}: {e}")))?;
         let responder6 = Responder::start(listener6)
             .map_err(|e| Error::Setup(format!("twin B responder: {e}")))?;
+        // Ours listens on the port on every address it has, its link-local one included.
+        let listener_ll = b
+            .dut
+            .run(|| {
+                let scope = wirespeed_sys::packet::if_index("d0")?;
+                let at = SocketAddrV6::new(Ipv6Addr::from(DUT_LL6), HTTP_PORT, 0, scope);
+                TcpListener::bind(at)
+            })
+            .map_err(lab)?
+            .map_err(|e| Error::Setup(format!("twin B: listen on its link-local address: {e}")))?;
+        let responder_ll = Responder::start(listener_ll)
+            .map_err(|e| Error::Setup(format!("twin B responder: {e}")))?;
         Ok(Twins {
             serve: Some(serve),
             responder: Some(responder),
             responder6: Some(responder6),
+            responder_ll: Some(responder_ll),
             a,
             b,
             linux_settings,
@@ -175,6 +190,7 @@ impl Drop for Twins {
         drop(self.serve.take());
         drop(self.responder.take());
         drop(self.responder6.take());
+        drop(self.responder_ll.take());
     }
 }
 
