@@ -121,7 +121,7 @@ impl Tcp {
             };
             t.tlp_probes = 0;
             t.tlp_at = if t.snd_max.gt(t.snd_una) {
-                now.add_micros(t.pto_us())
+                now.add_micros(t.pto_us(now, min_rto as u64))
             } else {
                 Instant::NEVER
             };

@@ -268,14 +268,21 @@ impl Tcp {
                     return false;
                 }
                 let t = &mut self.conns[idx as usize];
-                t.snd_nxt = t.snd_nxt.add(len + fin as usize);
+                let end = nxt.add(len + fin as usize);
+                let new_data = end.gt(t.snd_max);
+                if new_data {
+                    t.snd_last_len = end.diff(nxt).min(u16::MAX as i32) as u16;
+                }
+                t.snd_nxt = end;
                 t.snd_max = t.snd_max.max(t.snd_nxt);
                 if t.rto_at == Instant::NEVER || t.persist {
                     t.persist = false;
                     t.rto_at = now.add_micros(t.rto as u64);
                 }
-                if t.tlp_at == Instant::NEVER && t.tlp_probes == 0 {
-                    t.tlp_at = now.add_micros(t.pto_us());
+                // Each segment of new data restarts the probe timer (RFC 8985 7.2; Linux's
+                // tcp_write_xmit), not a retransmission.
+                if new_data && t.tlp_probes == 0 {
+                    t.tlp_at = now.add_micros(t.pto_us(now, dur_us(cx.cfg.min_rto) as u64));
                 }
                 sent += 1;
                 continue;

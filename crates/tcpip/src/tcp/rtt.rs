@@ -1,7 +1,13 @@
 //! Round-trip time estimation (RFC 6298) and the timeouts derived from it.
 
 use super::Tcb;
+use crate::Instant;
 use wirespeed_wire::SeqNumber;
+
+/// The probe timeout's allowance with several segments in flight (Linux's TCP_TIMEOUT_MIN).
+const PTO_SLACK_US: u64 = 2_000;
+/// The probe timeout before any RTT sample (Linux's TCP_TIMEOUT_INIT).
+const PTO_NO_RTT_US: u64 = 1_000_000;
 
 impl Tcb {
     pub(crate) fn update_rtt(&mut self, sample_us: u32, min_rto: u32, max_rto: u32) {
@@ -18,11 +24,22 @@ impl Tcb {
         self.rto = rto.clamp(min_rto as u64, max_rto as u64) as u32;
     }
 
-    /// The probe timeout: two smoothed RTTs, at least 10 ms as in Linux, so that a peer's
-    /// delayed ACK (up to 40 ms on Linux, 5 ms here) rarely looks like a loss; never past
-    /// the RTO.
-    pub(crate) fn pto_us(&self) -> u64 {
-        (2 * self.srtt as u64).max(10_000).min(self.rto as u64)
+    /// The tail loss probe's timeout at `now`, as Linux's tcp_schedule_loss_probe (RFC 8985
+    /// 7.2): two smoothed RTTs, plus the peer's delayed ACK (up to the minimum RTO) when one
+    /// segment is all that is unacknowledged, else 2 ms; 1 s before any RTT sample. Never
+    /// past the RTO, so the probe takes the RTO's place rather than following it.
+    pub(crate) fn pto_us(&self, now: Instant, min_rto_us: u64) -> u64 {
+        let pto = if self.srtt == 0 {
+            PTO_NO_RTT_US
+        } else if self.one_segment_out() {
+            2 * self.srtt as u64 + min_rto_us
+        } else {
+            2 * self.srtt as u64 + PTO_SLACK_US
+        };
+        match self.rto_at.micros().checked_sub(now.micros()) {
+            Some(left) if left > 0 => pto.min(left),
+            _ => pto,
+        }
     }
 }
 

@@ -97,6 +97,10 @@ pub(crate) struct Tcb {
     pub(crate) snd_una: SeqNumber,
     pub(crate) snd_nxt: SeqNumber,
     pub(crate) snd_max: SeqNumber,
+    /// The length of the latest segment of new data (its FIN counted), which ends at SND.MAX:
+    /// with SND.UNA inside it, one segment is unacknowledged (Linux's packets_out == 1), for
+    /// the loss probe's timeout.
+    pub(crate) snd_last_len: u16,
     /// Set only through [`Tcb::set_snd_wnd`], which keeps `max_snd_wnd`.
     pub(crate) snd_wnd: u32,
     /// The largest window the peer has offered (RFC 9293's Max(SND.WND)); bounds our segments.
@@ -174,10 +178,10 @@ pub(crate) struct Tcb {
     // Timers; `rto_at` doubles as the persist timer while `persist` is set.
     pub(crate) rto_at: Instant,
     /// Tail loss probe (RFC 8985 section 7, simplified): when ACKs stop for about two RTTs
-    /// with data in flight, resend the segment at SND.UNA. That repairs the first hole at
-    /// once (a lost tail, or a retransmission lost again in recovery), or makes the receiver
-    /// SACK what it has, instead of waiting out the RTO and going back N. At most
-    /// `MAX_PROBES` per stall.
+    /// with data in flight (`Tcb::pto_us`), resend the segment at SND.UNA. That repairs the
+    /// first hole at once (a lost tail, or a retransmission lost again in recovery), or makes
+    /// the receiver SACK what it has, instead of waiting out the RTO and going back N. One
+    /// per stall, as Linux's `tlp_high_seq` allows.
     pub(crate) tlp_at: Instant,
     pub(crate) tlp_probes: u8,
     pub(crate) persist: bool,
@@ -216,6 +220,7 @@ impl Tcb {
             snd_una: SeqNumber(0),
             snd_nxt: SeqNumber(0),
             snd_max: SeqNumber(0),
+            snd_last_len: 0,
             snd_wnd: 0,
             max_snd_wnd: 0,
             bytes_acked: 0,
@@ -353,5 +358,12 @@ impl Tcb {
 
     pub(crate) fn flight(&self) -> u32 {
         self.snd_max.diff(self.snd_una).max(0) as u32
+    }
+
+    /// At most one segment is unacknowledged (Linux's packets_out <= 1): SND.UNA is within
+    /// the latest one sent.
+    pub(crate) fn one_segment_out(&self) -> bool {
+        self.snd_una
+            .ge(self.snd_max.sub(self.snd_last_len as usize))
     }
 }

@@ -10,8 +10,9 @@ use std::cmp::Reverse;
 use wirespeed_wire::TcpOptions;
 use wirespeed_wire::TcpRepr;
 
-/// Tail loss probes per stall before the RTO takes over.
-pub(super) const MAX_PROBES: u8 = 2;
+/// Tail loss probes per stall before the RTO takes over: one, as Linux's `tlp_high_seq`
+/// allows.
+pub(super) const MAX_PROBES: u8 = 1;
 
 impl Tcp {
     /// Runs every connection timer due at `now`.
@@ -135,7 +136,9 @@ impl Tcp {
             }
         }
         let t = &mut self.conns[idx as usize];
-        if t.tlp_at <= now && t.rto_at > now {
+        // A probe due with the RTO goes in its place (the probe timeout is capped at the RTO:
+        // Linux arms one or the other on one timer).
+        if t.tlp_at <= now && t.tlp_at <= t.rto_at {
             t.tlp_at = Instant::NEVER;
             let in_flight = t.snd_max.gt(t.snd_una) && t.state.awaits_acks();
             // Also in fast recovery: there the probe resends a retransmission that was lost
@@ -144,7 +147,8 @@ impl Tcp {
                 cx.stats.tcp_loss_probes += 1;
                 t.tlp_probes += 1;
                 t.retransmit_one = true;
-                t.tlp_at = now.add_micros(t.pto_us() << t.tlp_probes);
+                // The RTO restarts from the probe (Linux's tcp_send_loss_probe).
+                t.rto_at = now.add_micros(t.rto as u64);
                 self.mark_dirty(idx, gen);
             }
         }

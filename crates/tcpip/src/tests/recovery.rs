@@ -6,10 +6,10 @@ per_cc! {
     fn rto_retransmits_lost_segment(cc) {
         let mut p = Pair::new_cc(cc);
         let (c, s, _) = p.connect();
-        // Drop the data segment and both tail loss probes: a lone segment has no dup ACKs, so
-        // once the probes are spent the RTO fires.
-        send_through_losses(&mut p, c, s, 3);
-        assert_eq!(p.st[0].stats().tcp_loss_probes, 2);
+        // Drop the data segment and the tail loss probe: a lone segment has no dup ACKs, so
+        // once the probe is spent the RTO fires.
+        send_through_losses(&mut p, c, s, 2);
+        assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
         assert_eq!(p.st[0].stats().tcp_rto_expired, 1);
     }
 }
@@ -22,6 +22,119 @@ per_cc! {
         assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
         assert_eq!(p.st[0].stats().tcp_rto_expired, 0);
     }
+}
+
+/// A connection accepted on port 80 from a peer (port 1000, ISN 500, MSS 1460, SACK) whose
+/// handshake ACK came `rtt` after our SYN-ACK: that is its smoothed RTT, half of it the RTT
+/// variance. Returns it, our ISS and when it was established.
+fn accept_after(s: &mut Stack, rtt: Duration) -> (ConnId, u32, Instant) {
+    let l = s.tcp_listen(80, 4).unwrap();
+    let t0 = Instant::from_millis(5);
+    let syn_opts = TcpOptions {
+        mss: Some(1460),
+        sack_permitted: true,
+        ..Default::default()
+    };
+    s.receive(t0, &peer_segment(500, None, flags::SYN, 65535, syn_opts));
+    let mut sink = VecSink::new();
+    s.transmit(t0, &mut sink);
+    let iss = parse_out(&sink.frames[0]).0.seq.0;
+    let t = t0.add(rtt);
+    s.receive(t, &segment(1000, 80, 501, Some(iss + 1), flags::ACK, &[]));
+    let c = s.tcp_accept(l).unwrap();
+    assert_eq!(s.tcp_info(c).unwrap().srtt_us as u128, rtt.as_micros());
+    (c, iss, t)
+}
+
+/// The segments (SEQ, payload length) the stack sends at `at`.
+fn sent_at(s: &mut Stack, at: Instant) -> Vec<(u32, usize)> {
+    let mut sink = VecSink::new();
+    s.transmit(at, &mut sink);
+    sink.frames
+        .iter()
+        .map(|f| {
+            let (r, data) = parse_out(f);
+            (r.seq.0, data.len())
+        })
+        .collect()
+}
+
+/// One segment unacknowledged: the probe waits two smoothed RTTs plus the peer's delayed-ACK
+/// allowance (the minimum RTO, 200 ms), as Linux's tcp_schedule_loss_probe and RFC 8985 7.2.
+#[test]
+fn a_lone_segment_is_probed_after_two_rtts_and_the_delayed_ack_allowance() {
+    let mut s = Stack::new(config(1));
+    // SRTT 300 ms, RTTVAR 150 ms: the RTO (900 ms) comes after the probe (800 ms).
+    let (c, iss, t) = accept_after(&mut s, Duration::from_millis(300));
+    s.tcp_send(c, b"request").unwrap();
+    assert_eq!(sent_at(&mut s, t), vec![(iss + 1, 7)]);
+    assert_eq!(sent_at(&mut s, t.add_micros(799_999)), vec![]);
+    assert_eq!(sent_at(&mut s, t.add_micros(800_000)), vec![(iss + 1, 7)]);
+    assert_eq!(
+        (s.stats().tcp_loss_probes, s.stats().tcp_rto_expired),
+        (1, 0)
+    );
+}
+
+/// A FIN alone is one segment too.
+#[test]
+fn a_lone_fin_is_probed_after_two_rtts_and_the_delayed_ack_allowance() {
+    let mut s = Stack::new(config(1));
+    let (c, iss, t) = accept_after(&mut s, Duration::from_millis(300));
+    s.tcp_shutdown(c).unwrap();
+    assert_eq!(sent_at(&mut s, t), vec![(iss + 1, 0)]);
+    assert_eq!(sent_at(&mut s, t.add_micros(799_999)), vec![]);
+    assert_eq!(sent_at(&mut s, t.add_micros(800_000)), vec![(iss + 1, 0)]);
+    assert_eq!(s.stats().tcp_loss_probes, 1);
+}
+
+/// Two segments unacknowledged: two smoothed RTTs and 2 ms (Linux's TCP_TIMEOUT_MIN); the
+/// probe resends the first.
+#[test]
+fn several_segments_are_probed_after_two_rtts_and_2_ms() {
+    let mut s = Stack::new(config(1));
+    let (c, iss, t) = accept_after(&mut s, Duration::from_millis(300));
+    s.tcp_send(c, &[7u8; 2 * 1460]).unwrap();
+    assert_eq!(
+        sent_at(&mut s, t),
+        vec![(iss + 1, 1460), (iss + 1 + 1460, 1460)]
+    );
+    assert_eq!(sent_at(&mut s, t.add_micros(601_999)), vec![]);
+    assert_eq!(
+        sent_at(&mut s, t.add_micros(602_000)),
+        vec![(iss + 1, 1460)]
+    );
+    assert_eq!(s.stats().tcp_loss_probes, 1);
+}
+
+/// The probe never waits past the RTO: new data restarts its timer, but a probe due with the
+/// RTO goes in the RTO's place, and the RTO restarts from it (Linux arms one or the other).
+#[test]
+fn the_probe_comes_no_later_than_the_rto() {
+    let mut s = Stack::new(config(1));
+    let (c, iss, t) = accept_after(&mut s, Duration::from_millis(300));
+    s.tcp_send(c, b"request").unwrap();
+    assert_eq!(sent_at(&mut s, t), vec![(iss + 1, 7)]);
+    // The RTO is due at t + 900 ms; a second segment at t + 500 ms would be probed 602 ms
+    // later.
+    s.tcp_send(c, b"another").unwrap();
+    assert_eq!(sent_at(&mut s, t.add_micros(500_000)), vec![(iss + 8, 7)]);
+    assert_eq!(sent_at(&mut s, t.add_micros(899_999)), vec![]);
+    assert_eq!(sent_at(&mut s, t.add_micros(900_000)), vec![(iss + 1, 14)]);
+    assert_eq!(
+        (s.stats().tcp_loss_probes, s.stats().tcp_rto_expired),
+        (1, 0)
+    );
+    // One probe per stall: then the RTO, a whole RTO after the probe.
+    assert_eq!(sent_at(&mut s, t.add_micros(1_799_999)), vec![]);
+    assert_eq!(
+        sent_at(&mut s, t.add_micros(1_800_000)),
+        vec![(iss + 1, 14)]
+    );
+    assert_eq!(
+        (s.stats().tcp_loss_probes, s.stats().tcp_rto_expired),
+        (1, 1)
+    );
 }
 
 per_cc! {
@@ -218,15 +331,15 @@ per_cc! {
             srtt_before < 1_000,
             "handshake RTT {srtt_before} µs on a 100 µs link"
         );
-        // The timed segment is lost; the tail loss probe (at least 10 ms later) repairs it. The ACK
-        // cannot tell the copies apart, so it must not become a 10 ms sample.
+        // The timed segment is lost; the tail loss probe (in the RTO's place, 200 ms later)
+        // repairs it. The ACK cannot tell the copies apart, so it must not become a sample.
         send_through_losses(&mut p, c, s, 1);
         p.run(Duration::from_millis(50), |_| false);
         assert_eq!(p.st[0].stats().tcp_loss_probes, 1);
         let info = p.st[0].tcp_info(c).unwrap();
         assert!(
             info.srtt_us < 1_000,
-            "smoothed RTT {} µs after a 10 ms recovery: the retransmission was sampled",
+            "smoothed RTT {} µs after a 200 ms recovery: the retransmission was sampled",
             info.srtt_us
         );
         assert_eq!((info.in_flight, info.send_buffered), (0, 0));
