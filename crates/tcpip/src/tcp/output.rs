@@ -176,7 +176,10 @@ impl Tcp {
                     }
                     return true;
                 }
-                let len = buffered.min(t.seg_limit() as usize);
+                // Only what was sent: past SND.MAX the peer's window may not reach, and its ACK
+                // for such bytes would be one for data never sent.
+                let sent_len = (t.snd_max.diff(una).max(0) as usize).min(buffered);
+                let len = sent_len.min(t.seg_limit() as usize);
                 let fin = t.fin_queued && len == buffered && t.fin_sent();
                 if len > 0 || fin {
                     cx.stats.tcp_retransmits += 1;

@@ -137,6 +137,20 @@ fn the_probe_comes_no_later_than_the_rto() {
     );
 }
 
+/// A probe resends only what was sent: bytes written since go as new data. Past SND.MAX the
+/// peer's ACK would be for data never sent, and refused, and both ends stalled.
+#[test]
+fn a_probe_resends_only_what_was_sent() {
+    let mut s = Stack::new(config(1));
+    let (c, iss, t) = accept_after(&mut s, Duration::from_millis(300));
+    s.tcp_send(c, b"request").unwrap();
+    assert_eq!(sent_at(&mut s, t), vec![(iss + 1, 7)]);
+    let at = t.add_micros(800_000);
+    s.tcp_send(c, b"more bytes").unwrap();
+    assert_eq!(sent_at(&mut s, at), vec![(iss + 1, 7), (iss + 8, 10)]);
+    assert_eq!(s.stats().tcp_loss_probes, 1);
+}
+
 per_cc! {
     /// Linux's receiver moves its window between duplicate ACKs while its application reads;
     /// SACK blocks above SND.UNA still mark them as duplicates (RFC 6675), so fast retransmit
