@@ -136,6 +136,9 @@ impl Tcp {
             && t.snd_max.gt(t.snd_una)
             && t.snd_wnd != 0
             && !t.persist
+            // A lone segment cannot draw duplicate ACKs: Linux counts at most packets_out - 1
+            // (tcp_limit_reno_sacked), so only its loss probe or RTO resends it.
+            && !t.one_segment_out()
             && (((repr.window as u32) << t.snd_wscale) == t.snd_wnd
                 || sacks_above(t, &repr.options))
         {

@@ -151,6 +151,22 @@ fn a_probe_resends_only_what_was_sent() {
     assert_eq!(s.stats().tcp_loss_probes, 1);
 }
 
+/// Three duplicate ACKs for a lone segment draw no fast retransmit: one segment cannot
+/// cause them (Linux counts at most packets_out - 1).
+#[test]
+fn a_lone_segment_draws_no_fast_retransmit() {
+    let mut s = Stack::new(config(1));
+    let (c, iss, t) = accept_after(&mut s, Duration::from_millis(300));
+    s.tcp_send(c, b"response").unwrap();
+    assert_eq!(sent_at(&mut s, t), vec![(iss + 1, 8)]);
+    let dup = peer_segment(501, Some(iss + 1), flags::ACK, 65535, TcpOptions::default());
+    for _ in 0..3 {
+        s.receive(t, &dup);
+    }
+    assert_eq!(sent_at(&mut s, t), vec![]);
+    assert_eq!(s.stats().tcp_fast_retransmits, 0);
+}
+
 per_cc! {
     /// Linux's receiver moves its window between duplicate ACKs while its application reads;
     /// SACK blocks above SND.UNA still mark them as duplicates (RFC 6675), so fast retransmit
