@@ -40,6 +40,9 @@ impl Tcp {
         let t = &mut self.conns[idx as usize];
         t.rcv_nxt = t.rcv_nxt.add(1);
         t.fin_received = true;
+        // Nothing lies beyond a FIN: Linux's tcp_fin purges its out-of-order queue.
+        t.ooo_len = 0;
+        t.ooo_fin = false;
         let our_fin_acked = t.fin_queued && t.snd_una.gt(t.fin_seq()) || fin_acked;
         match t.state {
             TcpState::Established => {

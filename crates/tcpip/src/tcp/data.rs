@@ -1,7 +1,7 @@
 //! Received data in the synchronized states: in-order bytes into the receive ring,
 //! out-of-order ranges beside it (`sack.rs`), delayed and immediate ACKs.
 
-use super::sack::{held_already, insert_ooo, merge_ooo};
+use super::sack::{held_already, held_fin, insert_ooo, insert_ooo_fin, merge_ooo};
 use super::tcb::Owner;
 use super::{Ctx, Tcp, TcpState};
 use crate::{Error, EventKind, Instant};
@@ -40,6 +40,8 @@ impl Tcp {
             t.state,
             TcpState::Established | TcpState::FinWait1 | TcpState::FinWait2
         ) {
+            // Whether the whole payload was taken, in order or not: only then is its FIN.
+            let mut whole = true;
             if !payload.is_empty() {
                 let skip = t.rcv_nxt.diff(seq).max(0) as usize;
                 if skip > 0 {
@@ -56,13 +58,14 @@ impl Tcp {
                     let off = seg_seq.diff(t.rcv_nxt) as usize;
                     let room = t.recv.free();
                     if off < room {
+                        whole = data.len() <= room - off;
                         let data = &data[..data.len().min(room - off)];
                         if off == 0 {
                             let had_ooo = t.ooo_len > 0;
                             t.recv.write_at(t.recv.len(), data);
                             t.recv.extend(data.len());
                             t.rcv_nxt = t.rcv_nxt.add(data.len());
-                            merge_ooo(t);
+                            fin_in_order = merge_ooo(t);
                             t.unacked_segs = t.unacked_segs.saturating_add(1);
                             if had_ooo || t.unacked_segs >= 2 {
                                 t.ack_now = true;
@@ -78,6 +81,7 @@ impl Tcp {
                             }
                             if !insert_ooo(t, seg_seq, data) {
                                 cx.stats.tcp_ooo_dropped += 1;
+                                whole = false;
                             }
                             if t.ack_now {
                                 t.dup_acks_owed = t.dup_acks_owed.saturating_add(1).min(8);
@@ -86,6 +90,7 @@ impl Tcp {
                             self.mark_dirty(idx, gen);
                         }
                     } else {
+                        whole = false;
                         t.ack_now = true;
                         self.mark_dirty(idx, gen);
                     }
@@ -97,9 +102,33 @@ impl Tcp {
             }
             let t = &mut self.conns[idx as usize];
             if has_fin {
-                if seq.add(payload.len()) == t.rcv_nxt {
+                let fin = seq.add(payload.len());
+                if fin == t.rcv_nxt {
                     fin_in_order = true;
                 } else {
+                    // Beyond a gap: held as an out-of-order range, so the duplicate ACK
+                    // SACKs it and the FIN is taken when the gap fills (Linux's
+                    // tcp_data_queue_ofo). A FIN alone must be inside the window.
+                    let fits = !payload.is_empty()
+                        || (fin.diff(t.rcv_nxt).max(0) as usize) < t.recv.free();
+                    if whole && fits && fin.gt(t.rcv_nxt) {
+                        let held = held_fin(t) == Some(fin);
+                        if insert_ooo_fin(t, fin) && held {
+                            // A repeat: a duplicate, its FIN included (tcp_dsack_set).
+                            let start = match t.dsack {
+                                Some((s, e)) if e == fin => s,
+                                _ => fin,
+                            };
+                            t.dsack = Some((start, fin.add(1)));
+                        }
+                        if payload.is_empty() {
+                            // One duplicate ACK per out-of-order segment, as for data.
+                            cx.stats.tcp_ooo_segments += 1;
+                            if t.ack_now {
+                                t.dup_acks_owed = t.dup_acks_owed.saturating_add(1).min(8);
+                            }
+                        }
+                    }
                     t.ack_now = true;
                     self.mark_dirty(idx, gen);
                 }

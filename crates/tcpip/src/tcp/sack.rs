@@ -92,10 +92,45 @@ pub(super) fn sacks_above(t: &Tcb, o: &TcpOptions) -> bool {
 }
 
 /// Records an out-of-order range (data already written into the ring by the caller is not
-/// assumed: this writes it). Returns false when the range table is full.
+/// assumed: this writes it). Returns false when the range table is full, or the data goes
+/// past a FIN we hold (a confused peer's: Linux's tcp_fin drops it then).
 pub(super) fn insert_ooo(t: &mut Tcb, seq: SeqNumber, data: &[u8]) -> bool {
-    let mut start = seq;
-    let mut end = seq.add(data.len());
+    let end = seq.add(data.len());
+    if held_fin(t).is_some_and(|f| end.gt(f)) || !insert_range(t, seq, end) {
+        return false;
+    }
+    let off = seq.diff(t.rcv_nxt) as usize;
+    t.recv.write_at(t.recv.len() + off, data);
+    true
+}
+
+/// Records the peer's FIN at `fin`, beyond RCV.NXT, as an out-of-order range of its one
+/// sequence number, as Linux's tcp_data_queue_ofo queues it: our SACK blocks then cover it.
+/// Returns whether it is held: not when the range table is full, nor before data we hold (a
+/// confused peer's).
+pub(super) fn insert_ooo_fin(t: &mut Tcb, fin: SeqNumber) -> bool {
+    if held_fin(t) == Some(fin) {
+        t.ooo_last = fin;
+        return true;
+    }
+    let beyond = t.ooo[..t.ooo_len as usize].iter().any(|&(_, e)| e.gt(fin));
+    if beyond || !insert_range(t, fin, fin.add(1)) {
+        return false;
+    }
+    t.ooo_fin = true;
+    true
+}
+
+/// The peer's FIN held out of order: the last sequence number of the last range.
+pub(super) fn held_fin(t: &Tcb) -> Option<SeqNumber> {
+    let last = (t.ooo_len as usize).checked_sub(1)?;
+    t.ooo_fin.then(|| t.ooo[last].1.sub(1))
+}
+
+/// Merges [`start`, `end`) into the out-of-order ranges, kept sorted; it becomes the latest.
+fn insert_range(t: &mut Tcb, start: SeqNumber, end: SeqNumber) -> bool {
+    let seq = start;
+    let (mut start, mut end) = (start, end);
     // Merge with every overlapping or adjacent range.
     let mut kept: [(SeqNumber, SeqNumber); MAX_OOO] = [(SeqNumber(0), SeqNumber(0)); MAX_OOO];
     let mut n = 0;
@@ -111,8 +146,6 @@ pub(super) fn insert_ooo(t: &mut Tcb, seq: SeqNumber, data: &[u8]) -> bool {
     if n == MAX_OOO {
         return false;
     }
-    let off = seq.diff(t.rcv_nxt) as usize;
-    t.recv.write_at(t.recv.len() + off, data);
     // Keep sorted by start.
     let pos = kept[..n]
         .iter()
@@ -139,11 +172,25 @@ pub(super) fn held_already(t: &Tcb, seq: SeqNumber, len: usize) -> Option<(SeqNu
 }
 
 /// After in-order data advanced `rcv_nxt`, absorbs out-of-order ranges it now reaches.
-pub(super) fn merge_ooo(t: &mut Tcb) {
+/// Returns true when that reached the peer's out-of-order FIN: RCV.NXT stops before it (the
+/// caller takes the FIN).
+pub(super) fn merge_ooo(t: &mut Tcb) -> bool {
+    if held_fin(t).is_some_and(|f| f.lt(t.rcv_nxt)) {
+        // In-order data ran past it (a confused peer): Linux drops that FIN too.
+        t.ooo_fin = false;
+    }
     while t.ooo_len > 0 {
         let (s, e) = t.ooo[0];
         if s.gt(t.rcv_nxt) {
             break;
+        }
+        if t.ooo_fin && t.ooo_len == 1 {
+            let fin = e.sub(1);
+            t.recv.extend(fin.diff(t.rcv_nxt) as usize);
+            t.rcv_nxt = fin;
+            t.ooo_len = 0;
+            t.ooo_fin = false;
+            return true;
         }
         if e.gt(t.rcv_nxt) {
             let n = e.diff(t.rcv_nxt) as usize;
@@ -153,4 +200,5 @@ pub(super) fn merge_ooo(t: &mut Tcb) {
         t.ooo.copy_within(1..t.ooo_len as usize, 0);
         t.ooo_len -= 1;
     }
+    false
 }

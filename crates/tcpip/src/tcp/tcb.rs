@@ -148,6 +148,9 @@ pub(crate) struct Tcb {
     pub(crate) ooo_len: u8,
     /// Start of the most recently received out-of-order segment (reported first in SACK).
     pub(crate) ooo_last: SeqNumber,
+    /// The last out-of-order range ends with the peer's FIN, a sequence number with no byte in
+    /// the ring (Linux queues it out of order): taken once the data before it is in.
+    pub(crate) ooo_fin: bool,
     /// A duplicate range to report once as the first SACK block of the next ACK (RFC 2883
     /// D-SACK), so the sender learns its retransmission was spurious and undoes the
     /// congestion response (Linux does so for a tail loss probe only with a D-SACK).
@@ -253,6 +256,7 @@ impl Tcb {
             ooo: [(SeqNumber(0), SeqNumber(0)); MAX_OOO],
             ooo_len: 0,
             ooo_last: SeqNumber(0),
+            ooo_fin: false,
             dsack: None,
             fin_received: false,
             last_adv_wnd: 0,

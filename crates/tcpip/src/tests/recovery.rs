@@ -375,3 +375,78 @@ per_cc! {
         assert_eq!((info.in_flight, info.send_buffered), (0, 0));
     }
 }
+
+/// What the stack answers to a segment from the peer of `accept_with_sack`: the ACK field
+/// and SACK blocks of its last frame (None: nothing sent yet).
+fn answer_to(s: &mut Stack, now: Instant, frame: &[u8]) -> Option<(u32, Vec<(u32, u32)>)> {
+    s.receive(now, frame);
+    let mut sink = VecSink::new();
+    s.transmit(now, &mut sink);
+    let (r, _) = parse_out(sink.frames.last()?);
+    let blocks = r.options.sack_blocks[..r.options.sack_count as usize].to_vec();
+    Some((r.ack?.0, blocks))
+}
+
+/// A FIN beyond a gap is held as Linux's tcp_data_queue_ofo holds it: the duplicate ACK
+/// SACKs its one sequence number, and the FIN is taken, once, when the gap fills.
+#[test]
+fn a_fin_beyond_a_gap_is_sacked_and_taken_when_the_gap_fills() {
+    let mut s = Stack::new(config(1));
+    let now = Instant::from_millis(5);
+    let (c, iss) = accept_with_sack(&mut s, now);
+    let ack = Some(iss + 1);
+    let fin = segment(1000, 80, 511, ack, flags::FIN | flags::ACK, &[]);
+    assert_eq!(answer_to(&mut s, now, &fin), Some((501, vec![(511, 512)])));
+    assert_eq!(s.tcp_state(c), Ok(TcpState::Established));
+    // Again: a duplicate, reported first.
+    assert_eq!(
+        answer_to(&mut s, now, &fin),
+        Some((501, vec![(511, 512), (511, 512)]))
+    );
+    // The gap fills: data and FIN acknowledged at once, the stream ends.
+    let gap = segment(1000, 80, 501, ack, flags::ACK, &[4u8; 10]);
+    assert_eq!(answer_to(&mut s, now, &gap), Some((512, vec![])));
+    assert_eq!(s.tcp_state(c), Ok(TcpState::CloseWait));
+    let mut buf = [0u8; 64];
+    assert_eq!(s.tcp_recv(c, &mut buf), Ok(10));
+    assert_eq!(s.tcp_recv(c, &mut buf), Ok(0));
+    // The FIN again is an old one: re-acknowledged, nothing moves.
+    assert_eq!(answer_to(&mut s, now, &fin), Some((512, vec![])));
+    assert_eq!(s.tcp_state(c), Ok(TcpState::CloseWait));
+}
+
+/// Data and FIN beyond a gap: one SACK block covers both.
+#[test]
+fn data_and_fin_beyond_a_gap_are_sacked_together() {
+    let mut s = Stack::new(config(1));
+    let now = Instant::from_millis(5);
+    let (c, iss) = accept_with_sack(&mut s, now);
+    let ack = Some(iss + 1);
+    let tail = segment(1000, 80, 511, ack, flags::FIN | flags::ACK, &[5u8; 10]);
+    assert_eq!(answer_to(&mut s, now, &tail), Some((501, vec![(511, 522)])));
+    let gap = segment(1000, 80, 501, ack, flags::ACK, &[4u8; 10]);
+    assert_eq!(answer_to(&mut s, now, &gap), Some((522, vec![])));
+    assert_eq!(s.tcp_state(c), Ok(TcpState::CloseWait));
+    let mut buf = [0u8; 64];
+    assert_eq!(s.tcp_recv(c, &mut buf), Ok(20));
+    assert_eq!((&buf[..10], &buf[10..20]), (&[4u8; 10][..], &[5u8; 10][..]));
+    assert_eq!(s.tcp_recv(c, &mut buf), Ok(0));
+}
+
+/// In FIN_WAIT_2 the held FIN, once in order, ends in TIME_WAIT.
+#[test]
+fn a_held_fin_closes_fin_wait_2_when_the_gap_fills() {
+    let mut s = Stack::new(config(1));
+    let now = Instant::from_millis(5);
+    let (c, iss) = accept_with_sack(&mut s, now);
+    s.tcp_shutdown(c).unwrap();
+    s.transmit(now, &mut VecSink::new());
+    let ack = Some(iss + 2);
+    s.receive(now, &segment(1000, 80, 501, ack, flags::ACK, &[]));
+    assert_eq!(s.tcp_state(c), Ok(TcpState::FinWait2));
+    let fin = segment(1000, 80, 511, ack, flags::FIN | flags::ACK, &[]);
+    assert_eq!(answer_to(&mut s, now, &fin), Some((501, vec![(511, 512)])));
+    let gap = segment(1000, 80, 501, ack, flags::ACK, &[4u8; 10]);
+    assert_eq!(answer_to(&mut s, now, &gap), Some((512, vec![])));
+    assert_eq!(s.tcp_state(c), Ok(TcpState::TimeWait));
+}
