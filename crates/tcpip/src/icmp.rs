@@ -1,8 +1,11 @@
-//! ICMP: echo replies, and the errors the receive path sends (parameter problem for a
-//! malformed IP option, port and protocol unreachable), under Linux's global budget for them.
+//! ICMP: echo and timestamp replies (with the request's record-route and timestamp options
+//! echoed, as Linux's `icmp_reply` does), and the errors the receive path sends (parameter
+//! problem for a malformed IP option, port and protocol unreachable), under Linux's global
+//! budget for them.
 
-use crate::{Instant, Stack};
+use crate::{wall_clock_ms, Instant, Stack};
 use wirespeed_wire::icmpv4::error_type;
+use wirespeed_wire::ip_options_echo::{self, EchoRefused, EchoedOptions};
 use wirespeed_wire::{
     ipv4, EtherType, Icmpv4Error, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Addr, Ipv4Repr, MacAddr,
 };
@@ -12,6 +15,9 @@ pub(crate) mod unreachable {
     pub const PROTOCOL: u8 = 2;
     pub const PORT: u8 = 3;
 }
+
+/// Destination unreachable, fragmentation needed and DF set (RFC 792, RFC 1191).
+const FRAG_NEEDED: u8 = 4;
 
 /// Linux's `icmp_msgs_per_sec` and `icmp_msgs_burst`: ICMP errors the host sends, at most.
 const ERRORS_PER_SEC: u64 = 1000;
@@ -56,7 +62,14 @@ impl ErrorBudget {
 }
 
 impl Stack {
-    pub(crate) fn icmp_input(&mut self, src_mac: MacAddr, ip: &Ipv4Repr, data: &[u8]) {
+    /// ICMP input; `opts` are the options an answer carries (the request's, echoed).
+    pub(crate) fn icmp_input(
+        &mut self,
+        src_mac: MacAddr,
+        ip: &Ipv4Repr,
+        opts: Result<EchoedOptions, EchoRefused>,
+        data: &[u8],
+    ) {
         let pkt = match Icmpv4Packet::new_checked(data) {
             Ok(p) => p,
             Err(_) => {
@@ -64,32 +77,85 @@ impl Stack {
                 return;
             }
         };
-        match Icmpv4Repr::parse(&pkt) {
+        if (pkt.msg_type(), pkt.code()) == (error_type::DEST_UNREACHABLE, FRAG_NEEDED) {
+            if !pkt.verify_checksum() {
+                self.stats.icmp_bad_checksum += 1;
+                return;
+            }
+            let mtu = u16::from_be_bytes([data[6], data[7]]);
+            return self.frag_needed_input(mtu, pkt.data());
+        }
+        let reply = match Icmpv4Repr::parse(&pkt) {
             Ok(Icmpv4Repr::EchoRequest {
                 code,
                 ident,
                 seq_no,
                 data,
+            }) => Icmpv4Repr::EchoReply {
+                code,
+                ident,
+                seq_no,
+                data,
+            },
+            Ok(Icmpv4Repr::TimestampRequest {
+                ident,
+                seq_no,
+                originate,
             }) => {
-                let reply = Icmpv4Repr::EchoReply {
-                    code,
+                let now = wall_clock_ms();
+                Icmpv4Repr::TimestampReply {
                     ident,
                     seq_no,
-                    data,
-                };
-                // Linux's reply keeps the request's TOS byte, ECN bits included.
-                let tos = ip.dscp_ecn;
-                let ok = self.queue_icmp(src_mac, ip.src, tos, reply.buffer_len(), |b| {
-                    reply.emit(b).is_ok()
-                });
-                if ok {
-                    self.stats.icmp_echo_replies += 1;
+                    originate,
+                    receive: now,
+                    transmit: now,
                 }
             }
-            Ok(Icmpv4Repr::EchoReply { .. }) => self.stats.icmp_unsupported += 1,
-            Err(wirespeed_wire::Error::Checksum) => self.stats.icmp_bad_checksum += 1,
-            Err(_) => self.stats.icmp_unsupported += 1,
+            Ok(Icmpv4Repr::EchoReply { .. } | Icmpv4Repr::TimestampReply { .. }) => {
+                self.stats.icmp_unsupported += 1;
+                return;
+            }
+            Err(wirespeed_wire::Error::Checksum) => {
+                self.stats.icmp_bad_checksum += 1;
+                return;
+            }
+            Err(wirespeed_wire::Error::Truncated) => {
+                self.stats.icmp_malformed += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.icmp_unsupported += 1;
+                return;
+            }
+        };
+        let Ok(opts) = opts else {
+            self.stats.ip_options_unechoable += 1;
+            return;
+        };
+        // Linux's reply keeps the request's TOS byte, ECN bits included.
+        let tos = ip.dscp_ecn;
+        let ok = self.queue_icmp(src_mac, ip.src, tos, &opts, reply.buffer_len(), |b| {
+            reply.emit(b).is_ok()
+        });
+        if ok {
+            match reply {
+                Icmpv4Repr::TimestampReply { .. } => self.stats.icmp_timestamp_replies += 1,
+                _ => self.stats.icmp_echo_replies += 1,
+            }
         }
+    }
+
+    /// The options of an answer to a datagram whose options area is `opts`: its record
+    /// route and timestamp, echoed with our entries (docs/TCPIP.md, "IP options").
+    pub(crate) fn echo_options(&self, opts: &[u8]) -> Result<EchoedOptions, EchoRefused> {
+        if opts.is_empty() {
+            return Ok(EchoedOptions::NONE);
+        }
+        let host = ip_options_echo::Host {
+            addr: self.cfg.ipv4,
+            broadcast: self.subnet_broadcast(),
+        };
+        EchoedOptions::of(opts, host, wall_clock_ms())
     }
 
     /// Answers the datagram `dgram` (IP header first, as received) from `src_mac` with an
@@ -111,7 +177,19 @@ impl Stack {
             self.stats.icmp_rate_limited += 1;
             return;
         }
-        let room = MAX_ERROR_MESSAGE - ipv4::HEADER_LEN - wirespeed_wire::icmpv4::HEADER_LEN;
+        // `icmp_send` echoes the datagram's options too, except those it could not parse.
+        let hl = ipv4::Ipv4Packet::new_checked(dgram).map_or(ipv4::HEADER_LEN, |p| p.header_len());
+        let opts = if msg_type == error_type::PARAMETER_PROBLEM {
+            Ok(EchoedOptions::NONE)
+        } else {
+            self.echo_options(&dgram[ipv4::HEADER_LEN..hl])
+        };
+        let Ok(opts) = opts else {
+            self.stats.ip_options_unechoable += 1;
+            return;
+        };
+        let room =
+            MAX_ERROR_MESSAGE - ipv4::HEADER_LEN - opts.len() - wirespeed_wire::icmpv4::HEADER_LEN;
         let err = Icmpv4Error {
             msg_type,
             code,
@@ -119,7 +197,7 @@ impl Stack {
             quoted: &dgram[..dgram.len().min(room)],
         };
         let tos = ERROR_TOS;
-        if self.queue_icmp(src_mac, ip.src, tos, err.buffer_len(), |b| {
+        if self.queue_icmp(src_mac, ip.src, tos, &opts, err.buffer_len(), |b| {
             err.emit(b).is_ok()
         }) {
             self.stats.icmp_errors_sent += 1;
@@ -138,12 +216,14 @@ impl Stack {
     }
 
     /// Queues an ICMP message of `len` bytes (written by `emit`) to `dst` at `mac`, with DS
-    /// field `tos` and without DF, as Linux's ICMP socket sends it (no PMTU discovery).
+    /// field `tos`, IP options `opts` and without DF, as Linux's ICMP socket sends it (no
+    /// PMTU discovery).
     fn queue_icmp(
         &mut self,
         mac: MacAddr,
         dst: Ipv4Addr,
         tos: u8,
+        opts: &EchoedOptions,
         len: usize,
         emit: impl FnOnce(&mut [u8]) -> bool,
     ) -> bool {
@@ -159,15 +239,19 @@ impl Stack {
             dscp_ecn: tos,
         };
         let eth = self.eth_repr(mac, EtherType::Ipv4);
+        let mut o = [0u8; ip_options_echo::MAX_LEN];
+        opts.write(&mut o, self.cfg.ipv4, wall_clock_ms());
+        let o = &o[..opts.len()];
         let ok = self.ctrl.push_with(dst.into(), |buf| {
             let e = eth.header_len();
-            let need = e + ipv4::HEADER_LEN + len;
+            let hl = ipv4::HEADER_LEN + o.len();
+            let need = e + hl + len;
             if buf.len() < need {
                 return 0;
             }
             let _ = eth.emit(buf);
-            let _ = ip_out.emit(&mut buf[e..]);
-            if !emit(&mut buf[e + ipv4::HEADER_LEN..need]) {
+            let _ = ip_out.emit_with_options(&mut buf[e..], o);
+            if !emit(&mut buf[e + hl..need]) {
                 return 0;
             }
             need

@@ -54,6 +54,7 @@ impl Stack {
                 ..
             } => self.ndp_advertisement_input(ip, solicited, target, target_lladdr),
             _ if tentative => self.stats.ip6_tentative += 1,
+            Icmpv6Repr::PacketTooBig { mtu, quoted } => self.packet_too_big_input(mtu, quoted),
             Icmpv6Repr::EchoRequest {
                 code,
                 ident,

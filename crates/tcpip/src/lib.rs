@@ -41,6 +41,7 @@ mod ipv6;
 mod ipv6_frag;
 mod ndp;
 mod neighbour;
+mod pmtu;
 mod reassembly;
 mod ring;
 mod sockets;
@@ -67,6 +68,16 @@ pub(crate) struct IpHeader {
     pub(crate) dst: IpAddress,
     /// The ECN codepoint (`ipv4::ecn`).
     pub(crate) ecn: u8,
+}
+
+/// The time of day now in milliseconds since midnight UTC: RFC 791's timestamp (Linux's
+/// `inet_current_timestamp`), for ICMP timestamp replies and IP timestamp options. The one
+/// reading of the wall clock; everything else runs on the caller's [`Instant`].
+pub(crate) fn wall_clock_ms() -> u32 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    wirespeed_wire::ip_options_echo::ms_since_midnight(since_epoch.as_millis() as u64)
 }
 
 /// A point in time: microseconds since an arbitrary epoch chosen by the caller.
@@ -550,6 +561,9 @@ pub struct Stats {
     pub ip_source_routed: u64,
     /// Datagrams with malformed options, answered with ICMP parameter problem.
     pub ip_bad_options: u64,
+    /// Answers not sent because the request's record-route or timestamp option had room for
+    /// part of an entry only (Linux's `__ip_options_echo` refuses it; a SYN-ACK goes without).
+    pub ip_options_unechoable: u64,
     /// TCP segments and ICMP requests from a source with no route back (off-link, no
     /// gateway): Linux cannot answer them either, and takes no connection from one.
     pub ip_no_route_back: u64,
@@ -560,6 +574,15 @@ pub struct Stats {
     pub icmp_bad_checksum: u64,
     pub icmp_unsupported: u64,
     pub icmp_echo_replies: u64,
+    pub icmp_timestamp_replies: u64,
+    /// ICMP errors about a segment of no connection that takes them (none, half-open,
+    /// TIME_WAIT): ignored, as Linux ignores them.
+    pub icmp_no_connection: u64,
+    /// ICMP errors quoting a sequence number outside what is in flight (RFC 5927 4.1, Linux's
+    /// OUTOFWINDOWICMPS): ignored.
+    pub icmp_out_of_window: u64,
+    /// Connections whose MSS a path MTU message lowered (docs/TCPIP.md, "Path MTU").
+    pub tcp_pmtu_reductions: u64,
     pub udp_malformed: u64,
     /// UDP datagrams dropped for a checksum that is neither complete nor (when
     /// `accept_partial_checksums` is on) partial.

@@ -7,15 +7,16 @@ use crate::addr6::Addrs6;
 use crate::frame_queue::FrameQueue;
 use crate::icmp::unreachable;
 use crate::neighbour::{NeighbourCache, MAX_TRIES};
-use crate::tcp::{Actions, Ctx, OutputReady, Tcp};
+use crate::tcp::{Actions, CtrlSegment, Ctx, OutputReady, Tcp};
 use crate::udp::{Udp, UdpInput};
-use crate::{Config, Event, Handle, Instant, IpHeader, Stats, TxSink};
+use crate::{wall_clock_ms, Config, Event, Handle, Instant, IpHeader, Stats, TxSink};
 use std::collections::VecDeque;
 use wirespeed_wire::icmpv4::error_type;
+use wirespeed_wire::ip_options_echo::{self, EchoedOptions};
 use wirespeed_wire::tcp::{fill_checksum, fill_partial_checksum};
 use wirespeed_wire::{
     arp, ethernet, ip_options, ipv4, ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetFrame,
-    EthernetRepr, IpAddress, IpProtocol, IpRepr, Ipv4Addr, Ipv4Packet, Ipv4Repr, MacAddr, TcpRepr,
+    EthernetRepr, IpAddress, IpProtocol, IpRepr, Ipv4Addr, Ipv4Packet, Ipv4Repr, MacAddr,
 };
 
 /// Frames the stack can queue outside connections (ARP, NDP, ICMP, RSTs, SYN cookies, UDP).
@@ -239,7 +240,13 @@ impl Stack {
         match ip.protocol {
             IpProtocol::Tcp if !to_host => self.stats.tcp_not_host_mac += 1,
             IpProtocol::Tcp | IpProtocol::Icmp if !answerable => self.stats.ip_no_route_back += 1,
-            IpProtocol::Tcp => self.with_tcp(|tcp, cx| tcp.input(cx, src_mac, &hdr, payload)),
+            IpProtocol::Tcp => {
+                let opts = self.echo_options(&header[ipv4::HEADER_LEN..]);
+                self.with_tcp(|tcp, cx| {
+                    cx.reply_opts = opts;
+                    tcp.input(cx, src_mac, &hdr, payload)
+                })
+            }
             IpProtocol::Udp => match self.udp.input(&self.cfg, &mut self.stats, &hdr, payload) {
                 UdpInput::Event(ev) => self.events.push_back(ev),
                 UdpInput::NoSocket if to_host && answerable => {
@@ -248,7 +255,10 @@ impl Stack {
                 }
                 UdpInput::NoSocket | UdpInput::Taken => {}
             },
-            IpProtocol::Icmp => self.icmp_input(src_mac, &ip, payload),
+            IpProtocol::Icmp => {
+                let opts = self.echo_options(&header[ipv4::HEADER_LEN..]);
+                self.icmp_input(src_mac, &ip, opts, payload)
+            }
             // IGMP: Linux's igmp_rcv takes a unicast query and answers nothing.
             IpProtocol::Unknown(IGMP) => self.stats.ip_unknown_protocol += 1,
             _ => {
@@ -360,7 +370,7 @@ impl Stack {
     }
 
     /// Our subnet's directed broadcast address (none on a /31 or /32).
-    fn subnet_broadcast(&self) -> Option<Ipv4Addr> {
+    pub(crate) fn subnet_broadcast(&self) -> Option<Ipv4Addr> {
         let host_bits = 32 - u32::from(self.cfg.prefix_len.min(32));
         (host_bits >= 2)
             .then(|| Ipv4Addr::from_u32(self.cfg.ipv4.to_u32() | ((1u32 << host_bits) - 1)))
@@ -635,6 +645,7 @@ impl Stack {
             out: &mut self.actions,
             ecn: ipv4::ecn::NOT_ECT,
             link_local,
+            reply_opts: Ok(EchoedOptions::NONE),
         };
         let r = f(&mut self.tcp, &mut cx);
         if !self.actions.is_empty() {
@@ -646,33 +657,32 @@ impl Stack {
     fn apply_actions(&mut self) {
         for i in 0..self.actions.segments.len() {
             let seg = self.actions.segments[i];
-            self.queue_tcp_ctrl(seg.src, seg.dst, seg.mac, &seg.repr);
+            self.queue_tcp_ctrl(&seg);
         }
         self.actions.segments.clear();
         self.events.extend(self.actions.events.drain(..));
     }
 
     /// Queues a payload-less TCP segment outside any connection's output (RST, SYN cookie,
-    /// keepalive probe), from `src` (one of our addresses); `mac: None` resolves the next
-    /// hop first.
-    fn queue_tcp_ctrl(
-        &mut self,
-        src: IpAddress,
-        dst: IpAddress,
-        mac: Option<MacAddr>,
-        repr: &TcpRepr,
-    ) {
+    /// keepalive probe); `mac: None` resolves the next hop first.
+    fn queue_tcp_ctrl(&mut self, seg: &CtrlSegment) {
+        let (src, dst, mac, repr) = (seg.src, seg.dst, seg.mac, seg.repr);
         let ip = self.ip_repr(src, dst, IpProtocol::Tcp, repr.header_len());
+        let mut opts = [0u8; ip_options_echo::MAX_LEN];
+        let opts_len = seg.ip_opts.len();
+        if let IpAddress::V4(a) = src {
+            seg.ip_opts.write(&mut opts, a, wall_clock_ms());
+        }
         let e = self.eth_len;
         let offload = self.cfg.tx_checksum_offload;
         let ethertype = ip.ethertype();
         let build = move |buf: &mut [u8]| -> usize {
-            let t = e + ip.header_len();
+            let t = e + ip.header_len() + opts_len;
             let end = t + repr.header_len();
             if buf.len() < end {
                 return 0;
             }
-            let _ = ip.emit(&mut buf[e..]);
+            let _ = ip.emit_with_options(&mut buf[e..], &opts[..opts_len]);
             let _ = repr.emit(&mut buf[t..]);
             if offload {
                 fill_partial_checksum(&mut buf[t..end], src, dst);

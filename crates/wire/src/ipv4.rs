@@ -278,7 +278,7 @@ impl Ipv4Repr {
     /// returns the header's length.
     pub fn emit_with_options(&self, buf: &mut [u8], options: &[u8]) -> Result<usize> {
         let hl = HEADER_LEN + options.len();
-        if options.len() % 4 != 0 || hl > 60 {
+        if !options.len().is_multiple_of(4) || hl > 60 {
             return Err(Error::Malformed);
         }
         let total = hl + self.payload_len;

@@ -1232,3 +1232,101 @@ fn bench_xdp_loads_a_kernel_server_under_random_device_and_peer_settings() {
         );
     }
 }
+
+/// A client behind a narrower link than ours, which still offers a full-sized MSS (a tunnel,
+/// or `advmss` on its route): the Linux router between us drops our 1500-byte segments and
+/// answers "fragmentation needed" (IPv4) or "packet too big" (IPv6). Our stack must take the
+/// smaller path MTU, or every full-sized segment is lost for good (a PMTU black hole): 4 MiB
+/// each way are echoed bit-exact over both families.
+#[test]
+fn bypass_server_takes_the_path_mtu_a_router_reports() {
+    let pair = UserPair::new("p", 73);
+    let router = &pair.b;
+    router.ip(&["-6", "addr", "add", "fd00:73::1/64", "dev", "pb0", "nodad"]);
+    let client = PlainNs::add(format!("wsplain-{}-pc", std::process::id()));
+    router.ip(&[
+        "link",
+        "add",
+        "pr1",
+        "mtu",
+        "1280",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "pc0",
+        "mtu",
+        "1280",
+        "netns",
+        client.name(),
+    ]);
+    router.ip(&["addr", "add", "198.18.74.1/24", "dev", "pr1"]);
+    router.ip(&["-6", "addr", "add", "fd00:74::1/64", "dev", "pr1", "nodad"]);
+    router.ip(&["link", "set", "pr1", "up"]);
+    client.ip(&["addr", "add", "198.18.74.2/24", "dev", "pc0"]);
+    client.ip(&["-6", "addr", "add", "fd00:74::2/64", "dev", "pc0", "nodad"]);
+    client.ip(&["link", "set", "pc0", "up"]);
+    // The client offers the MSS of a 1500-byte path although its own link carries 1280.
+    client.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "198.18.74.1",
+        "advmss",
+        "1460",
+    ]);
+    client.ip(&[
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "fd00:74::1",
+        "advmss",
+        "1440",
+    ]);
+    for key in ["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"] {
+        let out = router
+            .command("sysctl")
+            .args(["-qw", key])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sysctl {key}");
+    }
+    let (v4, v6) = (pair.ours(), "fd00:73::2");
+    let cidr4 = format!("{v4}/24");
+    let args = [
+        "serve",
+        "echo",
+        "--stack",
+        "xdp",
+        "--iface",
+        &pair.a_if,
+        "--cpus",
+        "0",
+        "--ip",
+        &cidr4,
+        "--ip",
+        "fd00:73::2/64",
+        "--gateway",
+        "198.18.73.1",
+        "--gateway",
+        "fd00:73::1",
+        "--listen",
+        &format!("{v4}:8080"),
+        "--allow-host",
+    ];
+    let srv = Wirespeed::start(&pair.a, &args, "listening on").expect("serve echo");
+    // Our IPv6 address is tentative for a second (DAD).
+    std::thread::sleep(Duration::from_millis(1500));
+    for addr in [format!("{v4}:8080"), format!("[{v6}]:8080")] {
+        let to = addr.clone();
+        let echoed = client.run(move || echo_checked(&to, 0x9a7, 4 * MIB));
+        echoed.unwrap_or_else(|e| panic!("4 MiB echo to {addr}: {e}\n{}", srv.said()));
+    }
+    let log = srv.stop();
+    // The router did report: the path MTU was found, not avoided.
+    assert!(nstat(router, "IcmpOutDestUnreachs") > 0, "{log}");
+    assert!(nstat(router, "Icmp6OutPktTooBigs") > 0, "{log}");
+}

@@ -73,12 +73,16 @@ impl Tcp {
                 cx.cfg.timestamps,
                 cx.cfg.sack_permitted,
             );
-            let mss_limit = cx.cfg.mss_for(src);
+            // The SYN's options, echoed, go on every segment; they take room from the MSS
+            // (Linux's icsk_ext_hdr_len), but not from the MSS we offer.
+            let ip_opts = cx.reply_opts.unwrap_or_default();
+            let mss_limit = cx.cfg.mss_for(src) - ip_opts.len() as u16;
             let keep = cx.cfg.keepalive;
             let t = &mut self.conns[idx as usize];
             t.state = TcpState::SynReceived;
             t.owner = Owner::Listener(li);
             t.peer_mac = Some(src_mac);
+            t.ip_opts = (!ip_opts.is_empty()).then(|| Box::new(ip_opts));
             t.irs = repr.seq;
             t.rcv_nxt = repr.seq.add(1);
             t.rcv_wup = t.rcv_nxt;
@@ -107,12 +111,15 @@ impl Tcp {
                 };
                 cx.stats.tcp_syn_cookies_accepted += 1;
                 self.listeners[li as usize].syn_rcvd += 1;
-                let mss_limit = cx.cfg.mss_for(src);
+                // Linux's cookie_v4_check takes the options of the ACK that completes it.
+                let ip_opts = cx.reply_opts.unwrap_or_default();
+                let mss_limit = cx.cfg.mss_for(src) - ip_opts.len() as u16;
                 let t = &mut self.conns[idx as usize];
                 let iss = repr.ack.unwrap_or_default().sub(1);
                 t.state = TcpState::SynReceived;
                 t.owner = Owner::Listener(li);
                 t.peer_mac = Some(src_mac);
+                t.ip_opts = (!ip_opts.is_empty()).then(|| Box::new(ip_opts));
                 t.iss = iss;
                 t.snd_una = iss;
                 t.snd_nxt = iss.add(1);
@@ -176,7 +183,9 @@ impl Tcp {
             },
         };
         cx.stats.tcp_syn_cookies_sent += 1;
-        cx.send_ctrl(local, src, Some(src_mac), &out);
+        // A SYN whose options cannot be echoed gets a SYN-ACK without (tcp_v4_save_options).
+        let ip_opts = cx.reply_opts.unwrap_or_default();
+        cx.send_ctrl_with(local, src, Some(src_mac), &out, ip_opts);
     }
 
     /// Validates the ACK of a cookie SYN-ACK; returns the MSS it encodes.

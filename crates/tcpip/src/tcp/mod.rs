@@ -32,6 +32,7 @@ mod input;
 mod listen;
 mod newreno;
 mod output;
+mod pmtu;
 mod rtt;
 mod sack;
 mod table;
@@ -42,6 +43,7 @@ mod timers;
 pub(crate) use congestion::CongestionControl;
 pub use congestion::{CongestionAlgorithm, UnknownCongestionAlgorithm};
 pub(crate) use output::OutputReady;
+pub(crate) use pmtu::QuotedSegment;
 pub(crate) use tcb::Tcb;
 pub use tcb::{TcpInfo, TcpState};
 
@@ -51,6 +53,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
+use wirespeed_wire::ip_options_echo::{EchoRefused, EchoedOptions};
 use wirespeed_wire::{IpAddress, Ipv6Addr, MacAddr, TcpControl, TcpRepr};
 
 /// Most out-of-order ranges kept per connection (more are dropped and retransmitted).
@@ -83,6 +86,8 @@ pub(crate) struct CtrlSegment {
     pub(crate) dst: IpAddress,
     pub(crate) mac: Option<MacAddr>,
     pub(crate) repr: TcpRepr,
+    /// IPv4 options: those of the segment it answers, echoed, or its connection's.
+    pub(crate) ip_opts: EchoedOptions,
 }
 
 /// What a TCP call asks the stack to do once it returns. Both lists are reused buffers:
@@ -119,11 +124,30 @@ pub(crate) struct Ctx<'a> {
     /// Our IPv6 link-local address while it is usable (DAD over), the source of a connection
     /// to a link-local address (`addr6::select_source`).
     pub(crate) link_local: Option<Ipv6Addr>,
+    /// The IPv4 options an answer to that segment carries (its own, echoed; none outside
+    /// input). A refusal means no RST or ACK answers it, and its SYN-ACK goes without.
+    pub(crate) reply_opts: Result<EchoedOptions, EchoRefused>,
 }
 
 impl Ctx<'_> {
-    /// Asks the stack to queue a control segment from `src` (one of our addresses).
+    /// Asks the stack to queue a control segment that answers the segment being taken, with
+    /// its IP options echoed (Linux's `ip_send_unicast_reply`).
     fn send_ctrl(&mut self, src: IpAddress, dst: IpAddress, mac: Option<MacAddr>, repr: &TcpRepr) {
+        match self.reply_opts {
+            Ok(opts) => self.send_ctrl_with(src, dst, mac, repr, opts),
+            Err(EchoRefused) => self.stats.ip_options_unechoable += 1,
+        }
+    }
+
+    /// Asks the stack to queue a control segment with IP options `ip_opts`.
+    fn send_ctrl_with(
+        &mut self,
+        src: IpAddress,
+        dst: IpAddress,
+        mac: Option<MacAddr>,
+        repr: &TcpRepr,
+        ip_opts: EchoedOptions,
+    ) {
         if repr.control() == TcpControl::Rst {
             self.stats.tcp_rst_sent += 1;
         }
@@ -133,6 +157,7 @@ impl Ctx<'_> {
             dst,
             mac,
             repr: *repr,
+            ip_opts,
         });
     }
 

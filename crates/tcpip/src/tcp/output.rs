@@ -8,8 +8,11 @@ use super::rtt::karn;
 use super::sack::next_hole;
 use super::{dur_us, Ctx, Tcb, Tcp, TcpState};
 use crate::{Error, Instant, TxSink};
+use wirespeed_wire::ip_options_echo;
 use wirespeed_wire::tcp::{fill_checksum, fill_partial_checksum, flags};
-use wirespeed_wire::{ipv4, IpProtocol, IpRepr, MacAddr, SeqNumber, TcpOptions, TcpRepr};
+use wirespeed_wire::{
+    ipv4, IpAddress, IpProtocol, IpRepr, MacAddr, SeqNumber, TcpOptions, TcpRepr,
+};
 
 /// Whether a connection on the pending-output list can send now.
 pub(crate) enum OutputReady {
@@ -419,8 +422,16 @@ impl Tcp {
             vlan_id: cx.cfg.vlan_id,
             ethertype: ip.ethertype(),
         };
+        let mut ip_opts = [0u8; ip_options_echo::MAX_LEN];
+        let ip_opts = match (src_ip, t.ip_opts.as_deref()) {
+            (IpAddress::V4(a), Some(o)) => {
+                o.write(&mut ip_opts, a, crate::wall_clock_ms());
+                &ip_opts[..o.len()]
+            }
+            _ => &[],
+        };
         let e = eth.header_len();
-        let th = e + ip.header_len();
+        let th = e + ip.header_len() + ip_opts.len();
         let pl = th + repr.header_len();
         let end = pl + len;
         let mut too_small = false;
@@ -435,7 +446,7 @@ impl Tcp {
             }
             send_buf.peek_at(off, &mut buf[pl..end]);
             let _ = eth.emit(buf);
-            let _ = ip.emit(&mut buf[e..]);
+            let _ = ip.emit_with_options(&mut buf[e..], ip_opts);
             let _ = repr.emit(&mut buf[th..]);
             if offload {
                 fill_partial_checksum(&mut buf[th..end], src_ip, dst_ip);

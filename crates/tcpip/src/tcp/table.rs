@@ -196,7 +196,7 @@ impl Tcp {
                 options: TcpOptions::default(),
             };
             let (ip, mac) = (t.remote_ip, t.peer_mac);
-            cx.send_ctrl(t.local_ip(cx.cfg), ip, mac, &repr);
+            cx.send_ctrl_with(t.local_ip(cx.cfg), ip, mac, &repr, t.ip_options());
         }
         self.set_closed(cx, idx, Some(err));
     }

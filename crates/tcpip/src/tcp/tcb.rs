@@ -5,6 +5,7 @@ use super::controller::Congestion;
 use super::{flow_key, FlowKey, DEFAULT_MSS, MAX_OOO, MAX_SACKED};
 use crate::ring::Ring;
 use crate::{Config, ConnId, Error, Instant};
+use wirespeed_wire::ip_options_echo::EchoedOptions;
 use wirespeed_wire::{IpAddress, MacAddr, SeqNumber};
 
 /// The smallest segment [`Tcb::seg_limit`] cuts to, however small the peer's window.
@@ -91,6 +92,10 @@ pub(crate) struct Tcb {
     pub(crate) remote_port: u16,
     pub(crate) local_port: u16,
     pub(crate) peer_mac: Option<MacAddr>,
+    /// IPv4 options on every segment: a passive open's SYN's record route and timestamp,
+    /// echoed (Linux's child socket keeps `ireq_opt`); none on an active open. Boxed: rare,
+    /// and the block stays within its cache lines.
+    pub(crate) ip_opts: Option<Box<EchoedOptions>>,
 
     // Send side: `send` holds bytes from snd_una on (unacked, then unsent).
     pub(crate) iss: SeqNumber,
@@ -207,6 +212,11 @@ pub(crate) struct Tcb {
 }
 
 impl Tcb {
+    /// The IPv4 options this connection's segments carry.
+    pub(crate) fn ip_options(&self) -> EchoedOptions {
+        self.ip_opts.as_deref().copied().unwrap_or_default()
+    }
+
     pub(crate) fn empty() -> Tcb {
         Tcb {
             gen: 0,
@@ -219,6 +229,7 @@ impl Tcb {
             remote_port: 0,
             local_port: 0,
             peer_mac: None,
+            ip_opts: None,
             iss: SeqNumber(0),
             snd_una: SeqNumber(0),
             snd_nxt: SeqNumber(0),

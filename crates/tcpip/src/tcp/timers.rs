@@ -129,7 +129,7 @@ impl Tcp {
                         };
                         let (ip, mac) = (t.remote_ip, t.peer_mac);
                         let local = t.local_ip(cx.cfg);
-                        cx.send_ctrl(local, ip, mac, &out);
+                        cx.send_ctrl_with(local, ip, mac, &out, t.ip_options());
                     }
                 }
                 _ => {}

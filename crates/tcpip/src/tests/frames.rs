@@ -262,9 +262,10 @@ fn closure_sink_and_full_sink_keep_output() {
 #[test]
 fn connection_state_stays_compact() {
     // Per-connection control state (buffers excluded) should stay within a few cache lines:
-    // 384 bytes for IPv4 alone, 16 more since the remote address may be IPv6.
+    // 384 bytes for IPv4 alone, 16 more since the remote address may be IPv6, 8 for the
+    // pointer to a passive open's IP options (docs/TCPIP.md, "IP options").
     let size = std::mem::size_of::<crate::tcp::Tcb>();
-    assert!(size <= 400, "Tcb is {size} bytes");
+    assert!(size <= 408, "Tcb is {size} bytes");
     eprintln!("Tcb: {size} bytes");
 }
 

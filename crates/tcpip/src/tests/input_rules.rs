@@ -9,17 +9,17 @@ use super::*;
 
 /// A TCP segment from `src` in a frame to `dst_mac`, with raw IP options and raw TCP options
 /// (each padded to 4 bytes), checksummed.
-struct Crafted<'a> {
-    dst_mac: MacAddr,
-    src: Ipv4Addr,
-    dscp_ecn: u8,
-    ip_options: &'a [u8],
-    dport: u16,
-    seq: u32,
-    ack: Option<u32>,
-    flags: u8,
-    tcp_options: &'a [u8],
-    payload: &'a [u8],
+pub(super) struct Crafted<'a> {
+    pub(super) dst_mac: MacAddr,
+    pub(super) src: Ipv4Addr,
+    pub(super) dscp_ecn: u8,
+    pub(super) ip_options: &'a [u8],
+    pub(super) dport: u16,
+    pub(super) seq: u32,
+    pub(super) ack: Option<u32>,
+    pub(super) flags: u8,
+    pub(super) tcp_options: &'a [u8],
+    pub(super) payload: &'a [u8],
 }
 
 impl Default for Crafted<'_> {
@@ -48,7 +48,7 @@ fn padded(b: &[u8]) -> Vec<u8> {
 }
 
 impl Crafted<'_> {
-    fn frame(&self) -> Vec<u8> {
+    pub(super) fn frame(&self) -> Vec<u8> {
         let (ipo, tcpo) = (padded(self.ip_options), padded(self.tcp_options));
         let (ihl, thl) = (20 + ipo.len(), 20 + tcpo.len());
         let mut f = vec![0u8; 14 + ihl + thl + self.payload.len()];
@@ -87,7 +87,7 @@ impl Crafted<'_> {
 }
 
 /// A stack for B listening on port 80, with a gateway unless `on_link_only`.
-fn listening(on_link_only: bool) -> Stack {
+pub(super) fn listening(on_link_only: bool) -> Stack {
     let mut c = config(1);
     if !on_link_only {
         c.gateway = Some(IP_A);
@@ -98,7 +98,7 @@ fn listening(on_link_only: bool) -> Stack {
 }
 
 /// What `s` sends after taking `frame`.
-fn answer(s: &mut Stack, frame: &[u8]) -> Vec<Vec<u8>> {
+pub(super) fn answer(s: &mut Stack, frame: &[u8]) -> Vec<Vec<u8>> {
     let now = Instant::from_millis(1000);
     s.receive(now, frame);
     let mut sink = VecSink::new();
@@ -537,7 +537,7 @@ fn half_open_connections_hold_no_buffers() {
 }
 
 /// A datagram of IP protocol `proto` carrying `l4` from A to B, in a frame to `dst_mac`.
-fn datagram(dst_mac: MacAddr, proto: u8, l4: &[u8]) -> Vec<u8> {
+pub(super) fn datagram(dst_mac: MacAddr, proto: u8, l4: &[u8]) -> Vec<u8> {
     let mut f = vec![0u8; 14 + 20 + l4.len()];
     EthernetRepr {
         dst: dst_mac,

@@ -37,8 +37,10 @@ macro_rules! per_cc {
 mod checksums;
 mod frames;
 mod input_rules;
+mod ip_options_echo;
 mod ipv6;
 mod lifecycle;
+mod pmtu;
 mod recovery;
 mod transfer;
 
@@ -220,6 +222,30 @@ impl Pair {
 /// Sends `total` bytes of a deterministic pattern from side `from` and checks them bit-exact
 /// at the other side; both directions close afterwards.
 fn transfer(p: &mut Pair, from: usize, tx: ConnId, rx: ConnId, total: usize, max: Duration) {
+    transfer_within(p, from, tx, rx, total, max, |_| {});
+}
+
+/// [`transfer`] within 60 s of virtual time, with `each` run on every step.
+fn transfer_with(
+    p: &mut Pair,
+    from: usize,
+    tx: ConnId,
+    rx: ConnId,
+    total: usize,
+    each: impl FnMut(&mut Pair),
+) {
+    transfer_within(p, from, tx, rx, total, Duration::from_secs(60), each);
+}
+
+fn transfer_within(
+    p: &mut Pair,
+    from: usize,
+    tx: ConnId,
+    rx: ConnId,
+    total: usize,
+    max: Duration,
+    mut each: impl FnMut(&mut Pair),
+) {
     let pattern = |i: usize| ((i as u64).wrapping_mul(2654435761) >> 7) as u8;
     let mut sent = 0usize;
     let mut received = 0usize;
@@ -228,6 +254,7 @@ fn transfer(p: &mut Pair, from: usize, tx: ConnId, rx: ConnId, total: usize, max
     let mut closed = false;
     let mut eof = false;
     let ok = p.run(max, |p| {
+        each(p);
         while sent < total {
             let n = (total - sent).min(chunk.len());
             for (i, b) in chunk[..n].iter_mut().enumerate() {
