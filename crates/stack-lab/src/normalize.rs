@@ -489,8 +489,9 @@ fn csum_word(c: TransportChecksum) -> &'static str {
     }
 }
 
-/// IPv4 options as `type/length` items (`-` for none); values are not compared except
-/// the pointer of record route and timestamp options.
+/// IPv4 options as `type/length` items (`-` for none); of record route and timestamp
+/// options also the pointer and the entries before it (addresses as written, a time of day
+/// as `t`: each side's clock), and a timestamp's flag and overflow count.
 fn ip_options(mut o: &[u8]) -> String {
     let mut items = Vec::new();
     while let Some(&t) = o.first() {
@@ -507,7 +508,7 @@ fn ip_options(mut o: &[u8]) -> String {
                     break;
                 }
                 let ptr = if matches!(t, 7 | 68 | 131 | 137) && len > 2 {
-                    format!("/ptr{}", o[2])
+                    format!("/ptr{}{}", o[2], recorded(&o[..len]))
                 } else {
                     String::new()
                 };
@@ -521,6 +522,40 @@ fn ip_options(mut o: &[u8]) -> String {
     } else {
         items.join(",")
     }
+}
+
+/// The entries of a record-route or timestamp option `o` before its pointer.
+fn recorded(o: &[u8]) -> String {
+    let end = (o[2] as usize).saturating_sub(1).min(o.len());
+    let time = |w: &[u8]| {
+        let v = be32(w, 0);
+        if v < 86_400_000 {
+            "t".to_string()
+        } else {
+            format!("{v:#x}")
+        }
+    };
+    let (start, flag) = if o[0] == 68 && o.len() >= 4 {
+        (4, Some(o[3]))
+    } else {
+        (3, None)
+    };
+    let words: Vec<&[u8]> = o
+        .get(start..end.max(start))
+        .unwrap_or(&[])
+        .chunks(4)
+        .collect();
+    let items: Vec<String> = match flag {
+        None => words.iter().map(|w| ip(w)).collect(),
+        Some(f) if f & 0xf == 0 => words.iter().map(|w| time(w)).collect(),
+        Some(_) => words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| if i % 2 == 0 { ip(w) } else { time(w) })
+            .collect(),
+    };
+    let flag = flag.map_or(String::new(), |f| format!("/f{}o{}", f & 0xf, f >> 4));
+    format!("{flag}[{}]", items.join(","))
 }
 
 fn tcp_fields(
@@ -622,7 +657,20 @@ fn icmp_fields(r: &mut Reply, m: &[u8]) {
         format!("{:02x}{:02x}{:02x}{:02x}", m[4], m[5], m[6], m[7]),
     );
     r.put("icmp.len", (m.len() - 8).to_string());
-    r.put("icmp.data", format!("{:016x}", fnv(&m[8..])));
+    if m[0] == 14 && m.len() >= 20 {
+        // A timestamp reply: the originate time is compared; receive and transmit are each
+        // side's clock, compared with each other only.
+        r.put("icmp.data", format!("{:016x}", fnv(&m[8..12])));
+        let (rx, tx) = (be32(m, 12), be32(m, 16));
+        let times = if rx == tx && rx < 86_400_000 {
+            "rx=tx"
+        } else {
+            "odd"
+        };
+        r.put("icmp.times", times);
+    } else {
+        r.put("icmp.data", format!("{:016x}", fnv(&m[8..])));
+    }
     r.put(
         "icmp.csum",
         if checksum::checksum(m) == 0 {

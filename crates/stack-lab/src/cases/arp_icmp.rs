@@ -231,10 +231,25 @@ pub(super) fn icmp(c: &mut Case, r: &mut Rng) {
             (m, "echo with a bad checksum".into())
         }
         5 => (craft::icmp(0, 0, rest, b"unsolicited"), "echo reply".into()),
-        6 => (
-            craft::icmp(13, 0, rest, &[0; 12]),
-            "timestamp request".into(),
-        ),
+        6 => {
+            // Linux's icmp_timestamp reads the 4-byte originate time only.
+            let originate = [0x01, 0x23, 0x45, 0x67];
+            let (code, body, what) = match r.below(4) {
+                0 => (0, [&originate[..], &[0; 8]].concat(), "timestamp request"),
+                1 => (0, originate.to_vec(), "timestamp request, originate only"),
+                2 => (
+                    0,
+                    originate[..3].to_vec(),
+                    "timestamp request, 3 bytes of it",
+                ),
+                _ => (
+                    9,
+                    [&originate[..], &[0x77; 16]].concat(),
+                    "timestamp request, code 9, 20 bytes",
+                ),
+            };
+            (craft::icmp(13, code, rest, &body), what.into())
+        }
         7 => (craft::icmp(15, 0, rest, &[]), "information request".into()),
         8 => (
             craft::icmp(17, 0, rest, &[0; 4]),

@@ -171,6 +171,22 @@ pub(super) fn options(c: &mut Case, r: &mut Rng) {
     ts.extend_from_slice(&[0; 8]);
     let mut ts_addr = vec![68, 12, 5, 1];
     ts_addr.extend_from_slice(&[0; 8]);
+    // What an answer echoes (Linux's __ip_options_echo): room left or not, and the edges
+    // where it refuses to answer at all.
+    let mut rr3 = vec![7, 15, 4];
+    rr3.extend_from_slice(&[0; 12]);
+    let mut rr_part = vec![7, 9, 4];
+    rr_part.extend_from_slice(&[0; 6]);
+    let mut ts_addr2 = vec![68, 20, 5, 1];
+    ts_addr2.extend_from_slice(&[0; 16]);
+    let mut pre_ours = vec![68, 12, 5, 3];
+    pre_ours.extend_from_slice(&DUT_IP);
+    pre_ours.extend_from_slice(&[0; 4]);
+    let mut pre_other = vec![68, 12, 5, 3];
+    pre_other.extend_from_slice(&hop);
+    pre_other.extend_from_slice(&[0; 4]);
+    let mut both = vec![68, 8, 5, 0, 0, 0, 0, 0, 1, 7, 7, 4, 0, 0, 0, 0];
+    both.truncate(15);
     let choices: Vec<(Vec<u8>, &str)> = vec![
         (vec![1, 1, 1, 1], "4 NOPs"),
         (vec![0, 0, 0, 0], "EOL"),
@@ -191,6 +207,17 @@ pub(super) fn options(c: &mut Case, r: &mut Rng) {
             "option length past the header",
         ),
         (vec![68, 3, 5, 0], "timestamp length 3"),
+        (rr3, "record route, room for 3"),
+        (rr_part, "record route, room for 1 and a part"),
+        (vec![68, 8, 5, 0, 0, 0, 0, 0], "timestamp, room for 1"),
+        (
+            vec![68, 8, 9, 0x20, 0, 0, 0, 1],
+            "timestamp, full, overflow 2",
+        ),
+        (ts_addr2, "timestamp with addresses, room for 2"),
+        (pre_ours, "timestamp, prespecified: our address"),
+        (pre_other, "timestamp, prespecified: another address"),
+        (both, "timestamp then record route"),
     ];
     let (opts, name) = r.pick(&choices);
     let mut h = Ip4::new(c.peer_ip, DUT_IP, proto);

@@ -63,37 +63,39 @@ fn docs_list_every_row_with_its_kind() {
 
 #[test]
 fn a_row_explains_only_its_pattern() {
-    let mut timestamp = one(3, 8, Class::Icmp);
-    timestamp.what = "timestamp request".into();
-    let icmp = |ty: &str| {
+    let mut zero = one(3, 8, Class::Udp6);
+    zero.what = "UDP to port 9, length field 0".into();
+    let icmp6 = |ty: &str| {
         reply(&[
-            ("eth.type", "ipv4"),
-            ("ip.proto", "icmp"),
-            ("icmp.type", ty),
+            ("eth.type", "ipv6"),
+            ("ip.proto", "icmp6"),
+            ("icmp6.type", ty),
+            ("icmp6.code", "4"),
         ])
     };
     let v = |c: &Case, a: &Outcome, b: &Outcome| verdict(c, a, b, &compare::differences(a, b)).0;
     let silent = outcome(vec![]);
     assert_eq!(
-        v(&timestamp, &silent, &outcome(vec![icmp("14")])),
-        Verdict::KnownGap(vec!["icmp-timestamp-ignored"])
+        v(&zero, &silent, &outcome(vec![icmp6("1")])),
+        Verdict::Accepted(vec!["udp6-length-zero-dropped"])
     );
     // The same difference in another class is not explained.
-    let listen = one(3, 2, Class::TcpListen);
+    let mut listen = one(3, 2, Class::TcpListen);
+    listen.what = zero.what.clone();
     assert_eq!(
-        v(&listen, &silent, &outcome(vec![icmp("14")])),
+        v(&listen, &silent, &outcome(vec![icmp6("1")])),
         Verdict::Unexplained
     );
     // Nor is another answer.
     assert_eq!(
-        v(&timestamp, &silent, &outcome(vec![icmp("3")])),
+        v(&zero, &silent, &outcome(vec![icmp6("3")])),
         Verdict::Unexplained
     );
     assert_eq!(
         v(
-            &timestamp,
-            &outcome(vec![icmp("14")]),
-            &outcome(vec![icmp("14")])
+            &zero,
+            &outcome(vec![icmp6("1")]),
+            &outcome(vec![icmp6("1")])
         ),
         Verdict::Same
     );
@@ -101,27 +103,26 @@ fn a_row_explains_only_its_pattern() {
 
 #[test]
 fn parts_combine_and_leave_the_rest_to_fail() {
-    let c = one(3, 1, Class::TcpState);
-    let with_opts = |mut r: Reply, opts: &str| {
-        r.fields.push(("ip.opts", opts.to_string()));
+    let c = one(3, 1, Class::Tcp6State);
+    let flow = |mut r: Reply, label: &str| {
+        r.fields[0].1 = "ipv6".into();
+        r.fields.push(("ip6.flow", label.to_string()));
         r
     };
-    let data = tcp("PA", "d+1", "p+37", "134");
-    let ack = tcp("A", "d+135", "p+38", "0");
-    let mut ours = outcome(vec![data.clone(), with_opts(ack.clone(), "-")]);
-    ours.setup = vec![data.clone()];
-    let linux = outcome(vec![with_opts(ack, "7/11")]);
+    let ack = tcp("A", "d+1", "p+2", "0");
+    let fin = tcp("FA", "d+1", "p+2", "0");
+    let ours = outcome(vec![flow(ack, "0"), flow(fin.clone(), "0")]);
+    let linux = outcome(vec![flow(fin.clone(), "auto")]);
     let d = compare::differences(&ours, &linux);
     let (verdict_, rest) = verdict(&c, &ours, &linux, &d);
     assert_eq!(
         verdict_,
-        Verdict::KnownGap(vec!["early-tail-loss-probe", "ip-options-not-echoed"]),
+        Verdict::Accepted(vec!["fin-ack-timing", "flow-label-zero"]),
         "{rest:?}"
     );
-    // A repeat Linux also sent is no surplus; an RST more on our side is not explained.
-    let mut ours = outcome(vec![data.clone(), tcp("R", "d+1", "-", "0")]);
-    ours.setup = vec![data.clone()];
-    let linux = outcome(vec![data]);
+    // An RST more on our side is not explained.
+    let rst = tcp("R", "d+1", "-", "0");
+    let ours = outcome(vec![flow(fin.clone(), "0"), flow(rst, "0")]);
     let d = compare::differences(&ours, &linux);
     assert_eq!(verdict(&c, &ours, &linux, &d).0, Verdict::Unexplained);
 }
