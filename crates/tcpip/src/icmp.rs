@@ -240,7 +240,9 @@ impl Stack {
         };
         let eth = self.eth_repr(mac, EtherType::Ipv4);
         let mut o = [0u8; ip_options_echo::MAX_LEN];
-        opts.write(&mut o, self.cfg.ipv4, wall_clock_ms());
+        if !opts.is_empty() {
+            opts.write(&mut o, self.cfg.ipv4, wall_clock_ms());
+        }
         let o = &o[..opts.len()];
         let ok = self.ctrl.push_with(dst.into(), |buf| {
             let e = eth.header_len();

@@ -670,8 +670,10 @@ impl Stack {
         let ip = self.ip_repr(src, dst, IpProtocol::Tcp, repr.header_len());
         let mut opts = [0u8; ip_options_echo::MAX_LEN];
         let opts_len = seg.ip_opts.len();
-        if let IpAddress::V4(a) = src {
-            seg.ip_opts.write(&mut opts, a, wall_clock_ms());
+        // The wall clock only for options that carry a time (a SYN flood's cookies have none).
+        match src {
+            IpAddress::V4(a) if opts_len > 0 => seg.ip_opts.write(&mut opts, a, wall_clock_ms()),
+            _ => {}
         }
         let e = self.eth_len;
         let offload = self.cfg.tx_checksum_offload;
