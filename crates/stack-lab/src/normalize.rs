@@ -843,7 +843,11 @@ mod tests {
         );
         assert_eq!(r.get("arp.op"), Some("2"));
         assert_eq!(r.get("arp.tpa"), Some("198.19.0.1"));
-        assert_eq!(ip_options(&[7, 7, 8, 1, 2, 3, 4, 0]), "7/7/ptr8");
+        // Recorded entries: addresses as written, times of day as `t`.
+        assert_eq!(ip_options(&[7, 7, 8, 1, 2, 3, 4, 0]), "7/7/ptr8[1.2.3.4]");
+        assert_eq!(ip_options(&[7, 7, 4, 0, 0, 0, 0, 0]), "7/7/ptr4[]");
+        let ts = [68, 12, 13, 0x21, 9, 9, 9, 9, 0, 0, 0, 5];
+        assert_eq!(ip_options(&ts), "68/12/ptr13/f1o2[9.9.9.9,t]");
         assert_eq!(ip_options(&[1, 7, 0]), "nop,7/bad");
         assert_eq!(ip_options(&[]), "-");
     }
