@@ -16,7 +16,6 @@ mod rows;
 
 use crate::cases::Case;
 use crate::compare::{self, Outcome, Verdict};
-use crate::normalize::Reply;
 
 pub use rows::TABLE;
 
@@ -96,16 +95,6 @@ pub fn verdict(
 }
 
 // Helpers for the rows.
-
-impl Seen<'_> {
-    pub(crate) fn ours_silent(&self) -> bool {
-        self.ours.replies.is_empty() && self.ours.setup_error.is_none()
-    }
-}
-
-pub(crate) fn all(replies: &[Reply], f: impl Fn(&Reply) -> bool) -> bool {
-    !replies.is_empty() && replies.iter().all(f)
-}
 
 /// For each of our replies that has no identical twin in Linux's, where its partner there
 /// (`compare::partner`) differs in `field` and `ok(ours, linux)` holds for the two values:

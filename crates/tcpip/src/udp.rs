@@ -146,7 +146,12 @@ impl Udp {
         ip: &IpHeader,
         data: &[u8],
     ) -> std::result::Result<Option<Event>, NoSocket> {
-        let pkt = match UdpPacket::new_checked(data) {
+        let checked = if ip.src.is_v6() {
+            UdpPacket::new_checked_ipv6(data)
+        } else {
+            UdpPacket::new_checked(data)
+        };
+        let pkt = match checked {
             Ok(p) => p,
             Err(_) => {
                 stats.udp_malformed += 1;

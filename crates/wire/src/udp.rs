@@ -16,26 +16,42 @@ pub mod field {
     pub const CHECKSUM: Range<usize> = 6..8;
 }
 
-/// A view over a UDP datagram; `new_checked` guarantees the length field fits the buffer.
+/// A view over a UDP datagram; `new_checked` guarantees the length it takes fits the buffer.
 #[derive(Debug, Clone)]
 pub struct UdpPacket<T: AsRef<[u8]>> {
     buffer: T,
+    /// The datagram's length: its length field, or over IPv6 the payload's for a field of 0.
+    len: usize,
 }
 
 impl<T: AsRef<[u8]>> UdpPacket<T> {
     pub fn new_checked(buffer: T) -> Result<Self> {
+        Self::checked(buffer, false)
+    }
+
+    /// As [`UdpPacket::new_checked`], for a datagram over IPv6: a length field of 0 means the
+    /// rest of the payload, as Linux's `__udp6_lib_rcv` reads it anywhere (RFC 2675 §4 sets 0
+    /// for a jumbogram, whose length only the IPv6 payload can give).
+    pub fn new_checked_ipv6(buffer: T) -> Result<Self> {
+        Self::checked(buffer, true)
+    }
+
+    fn checked(buffer: T, ipv6: bool) -> Result<Self> {
         let b = buffer.as_ref();
         if b.len() < HEADER_LEN {
             return Err(Error::Truncated);
         }
-        let len = get_u16(b, field::LENGTH.start) as usize;
+        let len = match get_u16(b, field::LENGTH.start) as usize {
+            0 if ipv6 => b.len(),
+            n => n,
+        };
         if len < HEADER_LEN {
             return Err(Error::Malformed);
         }
         if b.len() < len {
             return Err(Error::Truncated);
         }
-        Ok(UdpPacket { buffer })
+        Ok(UdpPacket { buffer, len })
     }
     pub fn src_port(&self) -> u16 {
         get_u16(self.buffer.as_ref(), field::SRC_PORT.start)
@@ -44,7 +60,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         get_u16(self.buffer.as_ref(), field::DST_PORT.start)
     }
     pub fn len(&self) -> usize {
-        get_u16(self.buffer.as_ref(), field::LENGTH.start) as usize
+        self.len
     }
     pub fn is_empty(&self) -> bool {
         self.len() == HEADER_LEN
@@ -145,6 +161,21 @@ impl UdpRepr {
 mod tests {
     use super::*;
     use crate::Ipv4Addr;
+
+    #[test]
+    fn a_length_field_of_zero_is_the_rest_of_an_ipv6_payload_only() {
+        let d = [0, 7, 0, 9, 0, 0, 0, 0, b'h', b'i'];
+        let p = UdpPacket::new_checked_ipv6(&d[..]).unwrap();
+        assert_eq!((p.len(), p.payload()), (10, &b"hi"[..]));
+        assert_eq!(
+            UdpPacket::new_checked(&d[..]).unwrap_err(),
+            Error::Malformed
+        );
+        // A field shorter than the header is malformed over either family.
+        let mut short = d;
+        short[5] = 4;
+        assert!(UdpPacket::new_checked_ipv6(&short[..]).is_err());
+    }
 
     #[test]
     fn roundtrip() {

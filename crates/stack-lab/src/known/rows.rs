@@ -1,7 +1,7 @@
 //! The rows. Keep docs/TCPIP.md ("Conformance against Linux") in step: a unit test checks
 //! that it names every row with its kind.
 
-use super::{align_field, all, Kind, Known, Match};
+use super::{align_field, Kind, Known, Match};
 use crate::cases::{Case, Class, Script};
 use crate::compare::Outcome;
 use crate::craft::{self, DUT_IP6};
@@ -43,19 +43,6 @@ pub const TABLE: &[Known] = &[
         }),
     },
     // Whole cases.
-    Known {
-        id: "udp6-length-zero-dropped",
-        kind: Kind::Accepted,
-        reason: "a UDP length of 0 in an ordinary datagram: a length of 0 belongs to a jumbogram (RFC 2675 §4: with a jumbo payload option, over 65535 bytes), which the stack does not take: it drops the datagram as malformed; Linux's __udp6_lib_rcv takes a length of 0 anywhere as \"the rest of the packet\" and answers port unreachable",
-        matches: Match::Case(|s| {
-            s.case.class == Class::Udp6
-                && s.case.what.contains("length field 0")
-                && s.ours_silent()
-                && all(&s.linux.replies, |r| {
-                    r.icmp6_type() == Some(1) && r.get("icmp6.code") == Some("4")
-                })
-        }),
-    },
 ];
 
 /// `x`'s pure ACK where `x` also sent a FIN with the same SEQ and ACK, and `y` sent that FIN
