@@ -5,6 +5,7 @@ use super::handshake::negotiate;
 use super::tcb::Owner;
 use super::{address_words, Ctx, Tcp, TcpState, DEFAULT_MSS};
 use crate::util::keyed_hash;
+use wirespeed_wire::ip_options_echo::EchoedOptions;
 use wirespeed_wire::tcp::flags;
 use wirespeed_wire::{ipv4, IpAddress, MacAddr, SeqNumber, TcpControl, TcpOptions, TcpRepr};
 
@@ -73,16 +74,13 @@ impl Tcp {
                 cx.cfg.timestamps,
                 cx.cfg.sack_permitted,
             );
-            // The SYN's options, echoed, go on every segment; they take room from the MSS
-            // (Linux's icsk_ext_hdr_len), but not from the MSS we offer.
-            let ip_opts = cx.reply_opts.unwrap_or_default();
-            let mss_limit = cx.cfg.mss_for(src) - ip_opts.len() as u16;
+            let (ip_opts, mss_limit) = passive_ip_options(cx, src);
             let keep = cx.cfg.keepalive;
             let t = &mut self.conns[idx as usize];
             t.state = TcpState::SynReceived;
             t.owner = Owner::Listener(li);
             t.peer_mac = Some(src_mac);
-            t.ip_opts = (!ip_opts.is_empty()).then(|| Box::new(ip_opts));
+            t.ip_opts = ip_opts;
             t.irs = repr.seq;
             t.rcv_nxt = repr.seq.add(1);
             t.rcv_wup = t.rcv_nxt;
@@ -112,14 +110,13 @@ impl Tcp {
                 cx.stats.tcp_syn_cookies_accepted += 1;
                 self.listeners[li as usize].syn_rcvd += 1;
                 // Linux's cookie_v4_check takes the options of the ACK that completes it.
-                let ip_opts = cx.reply_opts.unwrap_or_default();
-                let mss_limit = cx.cfg.mss_for(src) - ip_opts.len() as u16;
+                let (ip_opts, mss_limit) = passive_ip_options(cx, src);
                 let t = &mut self.conns[idx as usize];
                 let iss = repr.ack.unwrap_or_default().sub(1);
                 t.state = TcpState::SynReceived;
                 t.owner = Owner::Listener(li);
                 t.peer_mac = Some(src_mac);
-                t.ip_opts = (!ip_opts.is_empty()).then(|| Box::new(ip_opts));
+                t.ip_opts = ip_opts;
                 t.iss = iss;
                 t.snd_una = iss;
                 t.snd_nxt = iss.add(1);
@@ -249,4 +246,13 @@ impl Tcp {
         };
         cx.send_ctrl(local, src, Some(src_mac), &out);
     }
+}
+
+/// The IP options a passive open's segments carry (those of the segment that opens it,
+/// echoed; none where they cannot be), and the MSS limit they leave: they take room from the
+/// MSS (Linux's `icsk_ext_hdr_len`), but not from the MSS we offer.
+fn passive_ip_options(cx: &Ctx<'_>, src: IpAddress) -> (Option<Box<EchoedOptions>>, u16) {
+    let opts = cx.reply_opts.unwrap_or_default();
+    let mss_limit = cx.cfg.mss_for(src) - opts.len() as u16;
+    ((!opts.is_empty()).then(|| Box::new(opts)), mss_limit)
 }
