@@ -32,17 +32,13 @@ impl Stack {
             self.stats.icmp6_unsupported += 1;
             return;
         }
-        let Some(q) = quoted_v6(quoted).filter(|q| self.owns_source(q.local)) else {
+        let ours =
+            |q: &QuotedSegment| matches!(q.local, IpAddress::V6(a) if self.own6(a).is_some());
+        let Some(q) = quoted_v6(quoted).filter(ours) else {
             self.stats.icmp6_unsupported += 1;
             return;
         };
         self.with_tcp(|tcp, cx| tcp.path_mtu_reduced(cx, &q, mtu));
-    }
-
-    /// Whether `a` is one of our IPv6 addresses (configured or link-local).
-    fn owns_source(&self, a: IpAddress) -> bool {
-        let IpAddress::V6(a) = a else { return false };
-        self.cfg.ipv6 == Some(a) || self.cfg.ipv6_link_local() == Some(a)
     }
 }
 
