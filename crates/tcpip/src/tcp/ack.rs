@@ -97,8 +97,7 @@ impl Tcp {
                 if ack.ge(t.recover) {
                     // Full ACK: leave fast recovery (RFC 6582 3.2 step 3).
                     t.in_recovery = false;
-                    let flight = t.flight();
-                    t.cc.on_recovery_end(flight, mss);
+                    t.cc.on_recovery_end(mss);
                     t.dupacks = 0;
                 } else {
                     // Partial ACK: retransmit the next hole, deflate by what was acked. With

@@ -32,8 +32,8 @@ pub(crate) trait CongestionControl {
     fn on_recovery_dupack(&mut self, mss: u32);
     /// An ACK inside recovery that covers `acked` bytes but not all that was outstanding.
     fn on_partial_ack(&mut self, acked: u32, mss: u32);
-    /// The ACK that ends recovery, with `flight` still in flight.
-    fn on_recovery_end(&mut self, flight: u32, mss: u32);
+    /// The ACK that ends recovery.
+    fn on_recovery_end(&mut self, mss: u32);
     /// The retransmission timer expired with `flight` in flight.
     fn on_rto(&mut self, flight: u32, mss: u32);
     /// The peer echoed a congestion mark (ECE) with `flight` in flight: at most once per
@@ -129,10 +129,12 @@ pub(super) mod recovery {
         cwnd.saturating_sub(acked).saturating_add(mss).max(mss)
     }
 
-    /// Step 3, option 2: the full ACK sets the window to ssthresh, or to what is in flight
-    /// plus one segment when that is less (no burst).
-    pub(crate) fn exit(ssthresh: u32, flight: u32, mss: u32) -> u32 {
-        ssthresh.min(flight.saturating_add(mss)).max(mss)
+    /// Step 3, option 2: the full ACK sets the window to ssthresh, as Linux's
+    /// tcp_end_cwnd_reduction does. Option 1 (the flight plus one segment, when less) left
+    /// one or two segments after a recovery that sent little new data, and each lone segment
+    /// then waited out the peer's delayed ACK (docs/TCPIP.md, "Loss recovery").
+    pub(crate) fn exit(ssthresh: u32, mss: u32) -> u32 {
+        ssthresh.max(mss)
     }
 }
 

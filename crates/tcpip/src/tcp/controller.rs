@@ -65,8 +65,8 @@ impl CongestionControl for Congestion {
     fn on_partial_ack(&mut self, acked: u32, mss: u32) {
         dispatch!(self, c => c.on_partial_ack(acked, mss))
     }
-    fn on_recovery_end(&mut self, flight: u32, mss: u32) {
-        dispatch!(self, c => c.on_recovery_end(flight, mss))
+    fn on_recovery_end(&mut self, mss: u32) {
+        dispatch!(self, c => c.on_recovery_end(mss))
     }
     fn on_rto(&mut self, flight: u32, mss: u32) {
         dispatch!(self, c => c.on_rto(flight, mss))

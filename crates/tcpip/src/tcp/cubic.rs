@@ -203,8 +203,8 @@ impl CongestionControl for Cubic {
         self.cwnd = recovery::partial_ack(self.cwnd, acked, mss);
     }
 
-    fn on_recovery_end(&mut self, flight: u32, mss: u32) {
-        self.cwnd = recovery::exit(self.ssthresh, flight, mss);
+    fn on_recovery_end(&mut self, mss: u32) {
+        self.cwnd = recovery::exit(self.ssthresh, mss);
     }
 
     fn on_rto(&mut self, flight: u32, mss: u32) {
@@ -240,7 +240,7 @@ mod tests {
         c.on_fast_retransmit(100 * MSS, MSS);
         assert_eq!(c.ssthresh(), 70 * MSS, "4.6: flight × 0.7");
         assert_eq!(c.cwnd(), 73 * MSS, "RFC 6582 inflation by three segments");
-        c.on_recovery_end(70 * MSS, MSS);
+        c.on_recovery_end(MSS);
         assert_eq!(c.cwnd(), 70 * MSS);
         c
     }
@@ -334,7 +334,7 @@ mod tests {
         // W_max = 80 × (1 + 0.7)/2 = 68; ssthresh = 80 × 0.7 = 56.
         assert!((c.w_max - 68.0).abs() < 1e-4, "W_max {}", c.w_max);
         assert_eq!(c.ssthresh(), 56 * MSS);
-        c.on_recovery_end(56 * MSS, MSS);
+        c.on_recovery_end(MSS);
         c.on_ack(MSS, MSS, Instant::from_millis(9_000), 100_000);
         // K = ∛((68 − 56)/0.4) = ∛30 = 3.1072.
         assert_eq!(c.origin_ms, 9_000 + 3_107);

@@ -64,8 +64,8 @@ impl CongestionControl for NewReno {
         self.cwnd = recovery::partial_ack(self.cwnd, acked, mss);
     }
 
-    fn on_recovery_end(&mut self, flight: u32, mss: u32) {
-        self.cwnd = recovery::exit(self.ssthresh, flight, mss);
+    fn on_recovery_end(&mut self, mss: u32) {
+        self.cwnd = recovery::exit(self.ssthresh, mss);
     }
 
     fn on_rto(&mut self, flight: u32, mss: u32) {
@@ -93,7 +93,7 @@ mod tests {
         assert_eq!(r.cwnd(), 10_000);
         r.on_fast_retransmit(100_000, mss);
         assert_eq!((r.ssthresh(), r.cwnd()), (50_000, 53_000));
-        r.on_recovery_end(100_000, mss);
+        r.on_recovery_end(mss);
         assert_eq!(r.cwnd(), 50_000);
         // One window of one-segment ACKs: about one segment more.
         for _ in 0..50 {

@@ -219,6 +219,32 @@ per_cc! {
 }
 
 per_cc! {
+    /// A recovery that sent no new data (the application had none) ends with the window at
+    /// ssthresh, as Linux's tcp_end_cwnd_reduction: RFC 6582's "flight plus one segment" left
+    /// one segment here, and each lone segment then waited out the peer's delayed ACK (the
+    /// loss benchmark ran at a fifth of its speed).
+    fn recovery_ends_with_the_window_at_ssthresh(cc) {
+        let mut s = Stack::new(config_cc(1, cc));
+        let (c, iss, now) = accept_after(&mut s, Duration::from_millis(1));
+        s.tcp_send(c, &[7u8; 8 * 1460]).unwrap();
+        assert_eq!(sent_at(&mut s, now).len(), 8);
+        for i in 0..3u32 {
+            let mut o = TcpOptions::default();
+            o.sack_blocks[0] = (iss + 1 + 1460, iss + 1 + 1460 * (2 + i));
+            o.sack_count = 1;
+            s.receive(now, &peer_segment(501, Some(iss + 1), flags::ACK, 65535, o));
+        }
+        assert_eq!(sent_at(&mut s, now), vec![(iss + 1, 1460)], "fast retransmit");
+        let ssthresh = s.tcp_info(c).unwrap().ssthresh;
+        let all = iss + 1 + 8 * 1460;
+        s.receive(now, &peer_segment(501, Some(all), flags::ACK, 65535, TcpOptions::default()));
+        let info = s.tcp_info(c).unwrap();
+        assert_eq!((info.in_flight, info.cwnd), (0, ssthresh));
+        assert!(ssthresh >= 4 * 1460, "{info:?}");
+    }
+}
+
+per_cc! {
     /// Three segments lost from one window: the SACK scoreboard retransmits every hole within
     /// the same recovery episode, without waiting for an RTO per hole.
     fn sack_recovers_several_holes_in_one_window(cc) {
