@@ -461,6 +461,27 @@ impl Gen {
         }
     }
 
+    /// Transmits `count` frames out of `ifindex` at `rate` a second, in runs of a twentieth of
+    /// a second's worth (the SYN floods'); returns how many were handed to the interface.
+    /// Bounded: three times the time the rate needs, plus a second.
+    pub fn blast_paced(&self, frame: &[u8], ifindex: u32, count: u64, rate: u64) -> Result<u64> {
+        let rate = rate.max(1);
+        let batch = (rate / 20).clamp(1, u32::MAX as u64);
+        let start = Instant::now();
+        let bound = Duration::from_secs_f64(3.0 * count as f64 / rate as f64 + 1.0);
+        let mut sent = 0u64;
+        while sent < count && start.elapsed() < bound {
+            let due = Duration::from_secs_f64(sent as f64 / rate as f64);
+            if let Some(wait) = due.checked_sub(start.elapsed()) {
+                std::thread::sleep(wait);
+            }
+            let n = batch.min(count - sent) as u32;
+            self.blast_count(frame, ifindex, n)?;
+            sent += n as u64;
+        }
+        Ok(sent)
+    }
+
     /// Makes `frame` arrive on `ifindex` (calling thread's namespace) for `dur`, as received
     /// there: the XDP program attached to it (if any) sees it first, then the kernel. The
     /// whole receive path runs on the calling thread's CPU. Returns the frames run.

@@ -361,22 +361,8 @@ fn send_syns(peer: &Netns, syns: u64, rate: u64, ipv6: bool) -> Result<u64, Erro
         setup(gen.distinct_sources(Some(l4_checksum)))?;
         let ifindex =
             wirespeed_sys::packet::if_index("p0").map_err(|e| Error::Setup(e.to_string()))?;
-        let rate = rate.max(1);
-        let batch = (rate / 20).clamp(1, u32::MAX as u64);
-        let start = Instant::now();
-        let bound = Duration::from_secs_f64(3.0 * syns as f64 / rate as f64 + 1.0);
-        let mut sent = 0u64;
-        while sent < syns && start.elapsed() < bound {
-            let due = Duration::from_secs_f64(sent as f64 / rate as f64);
-            if let Some(wait) = due.checked_sub(start.elapsed()) {
-                std::thread::sleep(wait);
-            }
-            let n = batch.min(syns - sent) as u32;
-            gen.blast_count(&frames[0], ifindex, n)
-                .map_err(|e| Error::Io(format!("generator: {e}")))?;
-            sent += n as u64;
-        }
-        Ok(sent)
+        gen.blast_paced(&frames[0], ifindex, syns, rate)
+            .map_err(|e| Error::Io(format!("generator: {e}")))
     })
     .map_err(lab)?
 }
