@@ -15,6 +15,7 @@
 #include "lb_sched.h"
 #include "lb_fwd.h"
 #include "lb_nat.h"
+#include "lb_handshake.h"
 #include "lb_icmp.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -69,23 +70,121 @@ static __always_inline void forget_elsewhere(const struct lb_flow *k, __u32 self
 	}
 }
 
+/* A packet no entry knows: a SYN or a UDP datagram opens a connection, scheduled here and
+ * remembered (a SYN's in `half_open` only, docs/LB.md "Half-open connections"); another TCP
+ * segment is placed where its hash points for DR and tunnel, resumes a NAT connection whose
+ * reply entry exists, and is the kernel's for full-NAT. 0 with *realp set, or the verdict. */
+static __always_inline int schedule(const struct lb_pkt *p, struct lb_vip *vip, void *table,
+				    __u64 now, struct lb_conn *fresh, struct lb_real **realp,
+				    enum lb_reason *why)
+{
+	int tcp = p->flow.proto == LB_IPPROTO_TCP;
+	int syn = tcp && (p->tcp_flags & (LB_TCP_SYN | LB_TCP_ACK)) == LB_TCP_SYN;
+	int limited = (syn || !tcp) && over_rate(now);
+	__u32 hash = flow_hash(&p->flow), slot;
+	struct lb_real *real;
+
+	if (!vip->lookup_len) {
+		*why = LB_DROP_NO_REAL;
+		return XDP_DROP;
+	}
+	/* Only a SYN moves the rr/wrr cursor: a UDP flow has no opening packet, so it is placed
+	 * by hash over the sequence, the same on every CPU it may reach. */
+	if (pick(vip, hash, syn && !limited, &slot)) {
+		*why = LB_PASS_MAP;
+		return XDP_PASS;
+	}
+	real = bpf_map_lookup_elem(&reals, &slot);
+	if (!real || !real->family) {
+		*why = LB_PASS_NO_REAL;
+		return XDP_PASS;
+	}
+	if (!LB_HAS_MODE(real->mode)) {
+		*why = LB_PASS_MODE_OFF;
+		return XDP_PASS;
+	}
+	fresh->real = slot;
+	fresh->hash = hash;
+	fresh->seen_ns = now;
+	if (real->mode == LB_MODE_NAT && tcp && !syn) {
+		/* Resume only a connection the real saw open: its reply entry exists. */
+		struct lb_flow k;
+
+		rev_key(&k, real, p->flow.src, p->flow.sport, p->flow.proto);
+		if (!bpf_map_lookup_elem(&rev, &k)) {
+			*why = LB_PASS_NO_CONN;
+			return XDP_PASS;
+		}
+		fresh->flags = LB_CONN_TOA_ACKED;
+	} else if (real->mode == LB_MODE_FNAT && tcp && !syn) {
+		*why = LB_PASS_NO_CONN;
+		return XDP_PASS;
+	}
+	if (real->mode == LB_MODE_FNAT) {
+		int rc = fnat_alloc(vip, real, slot, p, hash, now, fresh);
+
+		if (rc) {
+			*why = rc;
+			return rc == LB_DROP_NO_PORT ? XDP_DROP : XDP_PASS;
+		}
+	} else if (real->mode == LB_MODE_NAT) {
+		nat_insert(syn ? (void *)&half_open : (void *)&rev, real, slot, vip->id, p, now);
+	}
+	/* One insert (one bucket lock) per connection, none per packet. A rate-limited DR or
+	 * tunnel connection is not remembered: its hash places it again. NAT and full-NAT ones
+	 * always are: their reply entry (and local port) lives only there. */
+	if (!limited || real->mode == LB_MODE_NAT || real->mode == LB_MODE_FNAT) {
+		if (syn) {
+			fwd_insert(&half_open, p, vip->id, fresh, 0, now);
+		} else {
+			fwd_insert(&rev, p, vip->id, fresh, tcp ? LB_REV_ACKED : 0, now);
+			if (table)
+				bpf_map_update_elem(table, &p->flow, fresh, BPF_ANY);
+		}
+	}
+	if (limited)
+		count(LB_RATE_LIMITED);
+	*realp = real;
+	return 0;
+}
+
+/* A SYN: a retransmission keeps its half-open connection (and its real: rr/wrr would
+ * otherwise send it to the next real while the first one's SYN-ACK is on its way, and the
+ * client would talk to one real through the entry of another). Any other SYN opens a new
+ * connection on the flow, and whatever the flow had before is over: its entry here, on the
+ * other CPUs and in `rev`, so that no later segment finds the old real. Returns the
+ * half-open entry of a retransmission, or NULL. */
+static __always_inline struct lb_rev *syn_seen(const struct lb_pkt *p, void *table, __u32 cpu,
+					       int had_conn)
+{
+	struct lb_rev *h = half_lookup(p);
+	struct lb_flow k;
+
+	if (h && !(h->flags & LB_REV_CLOSED) && real_present(h->real))
+		return h;
+	if (had_conn && table)
+		bpf_map_delete_elem(table, &p->flow);
+	fwd_key(&k, p);
+	if (bpf_map_lookup_elem(&rev, &k)) {
+		if (cfg_nr_cpus > 1)
+			forget_elsewhere(&p->flow, cpu);
+		bpf_map_delete_elem(&rev, &k);
+	}
+	return NULL;
+}
+
 /* A packet for a VIP's service. */
 static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, struct lb_vip *vip,
 				 enum lb_reason *why)
 {
 	int tcp = p->flow.proto == LB_IPPROTO_TCP;
 	int syn = tcp && (p->tcp_flags & (LB_TCP_SYN | LB_TCP_ACK)) == LB_TCP_SYN;
-	/* A packet that may open a connection: a SYN, or a UDP datagram no entry knows. */
-	int opens = syn || !tcp;
 	__u32 cpu = bpf_get_smp_processor_id();
-	/* The flow's hash (scheduling, a local port, a tunnel's outer source): computed once
-	 * per connection and per CPU, then read from the connection's entry. */
-	__u32 hash = 0;
 	__u64 now = lb_now();
-	struct lb_conn fresh = {}, *c = NULL, *old = NULL;
-	struct lb_rev *f = NULL;
-	int first_ack = 0, is_new = 0, retransmit = 0;
-	struct lb_real *real;
+	struct lb_conn fresh = {}, *c = NULL;
+	struct lb_real *real = NULL;
+	struct lb_rev *f, *h = NULL;
+	int first_ack = 0, is_new = 0;
 	struct lb_laddr *la = NULL;
 	void *table;
 	__u32 slot;
@@ -94,137 +193,69 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 	if (table)
 		c = bpf_map_lookup_elem(table, &p->flow);
 	if (syn) {
-		/* A SYN whose connection is still in its handshake (no FIN or RST, and no
-		 * segment but SYNs from the client yet) is that connection's retransmitted SYN:
-		 * it keeps its real, or rr/wrr would send it to the next one while the first
-		 * real's SYN-ACK is on its way (the client then talks to one real and the load
-		 * balancer to another: a reset). It may run on another CPU than the first SYN:
-		 * a retransmission rehashes the sender's queue choice. Any other SYN is a new
-		 * connection on a reused client port, scheduled afresh: a stale entry (a
-		 * quiesced real, an old connection) must not pin it; so is a retransmission
-		 * whose real was removed. */
-		f = fwd_lookup(p);
-		if (f && (f->flags & (LB_REV_CLOSED | LB_REV_ACKED)) == 0 && real_present(f->real)) {
-			retransmit = 1;
-		} else {
-			if (cfg_nr_cpus > 1 && f)
-				forget_elsewhere(&p->flow, cpu);
-			f = NULL;
-		}
-		old = c;
+		h = syn_seen(p, table, cpu, c != NULL);
 		c = NULL;
 	}
 	if (c) {
+		/* Established, on this CPU: the fast path. */
 		slot = c->real;
-		hash = c->hash;
 		c->seen_ns = now;
-		if (tcp && !(c->flags & LB_CONN_TOA_ACKED)) {
-			c->flags |= LB_CONN_TOA_ACKED;
-			first_ack = 1;
-			fwd_acked(p);
-		}
 		fresh = *c;
-		real = bpf_map_lookup_elem(&reals, &slot);
-		if (!real || !real->family) {
-			*why = LB_PASS_NO_REAL;
-			return XDP_PASS;
-		}
-	} else if (retransmit || (!syn && (f = fwd_lookup(p)))) {
-		/* A packet on another CPU than its connection's SYN (a veth has no RSS
-		 * affinity: a flow runs on its sender's CPU; a NIC's RSS table may be
-		 * rebalanced), or a retransmitted SYN: the shared forward entry has the
-		 * connection; this CPU learns it. Without it, rr and wrr would place the packet
-		 * elsewhere, and so would mh once the table changed (a quiesced or removed
-		 * real). */
+	} else if (!syn && (f = fwd_lookup(p))) {
+		/* Established on another CPU (a veth has no RSS affinity: a flow runs on its
+		 * sender's CPU; a NIC's RSS table may be rebalanced): the shared forward entry
+		 * has the connection, and this CPU learns it. Without it, rr and wrr would place
+		 * the packet elsewhere, and so would mh once the table changed. */
 		slot = f->real;
-		real = bpf_map_lookup_elem(&reals, &slot);
-		if (!real || !real->family) {
-			*why = LB_PASS_NO_REAL;
-			return XDP_PASS;
-		}
-		hash = flow_hash(&p->flow);
 		fresh.real = slot;
-		fresh.hash = hash;
+		fresh.hash = flow_hash(&p->flow);
 		fresh.laddr = f->laddr;
 		fresh.lport = f->lport;
-		/* A retransmitted SYN still carries TOA, and so will the first ACK. */
-		fresh.flags = syn ? 0 : LB_CONN_TOA_ACKED;
+		fresh.flags = LB_CONN_TOA_ACKED;
 		fresh.seen_ns = now;
-		if (tcp && !syn && !(f->flags & LB_REV_ACKED))
-			f->flags |= LB_REV_ACKED;
-		/* The reply entry of a NAT connection in its handshake, should it have gone. */
-		if (retransmit && real->mode == LB_MODE_NAT)
-			nat_insert(real, slot, vip->id, p, now);
 		if (table)
 			bpf_map_update_elem(table, &p->flow, &fresh, BPF_ANY);
-	} else {
-		int limited = opens && over_rate(now);
-
-		hash = flow_hash(&p->flow);
-		if (!vip->lookup_len) {
-			*why = LB_DROP_NO_REAL;
-			return XDP_DROP;
-		}
-		/* Only a SYN moves the rr/wrr cursor: a UDP flow has no opening packet, so it is
-		 * placed by hash over the sequence, the same on every CPU it may reach. */
-		if (pick(vip, hash, syn && !limited, &slot)) {
-			*why = LB_PASS_MAP;
-			return XDP_PASS;
-		}
+	} else if (h || (tcp && !syn && (h = half_lookup(p)))) {
+		/* Half-open: a retransmitted SYN, or a client segment that may prove the
+		 * handshake (lb_handshake.h). Either way it goes to the connection's real. */
+		slot = h->real;
 		real = bpf_map_lookup_elem(&reals, &slot);
 		if (!real || !real->family) {
 			*why = LB_PASS_NO_REAL;
 			return XDP_PASS;
 		}
-		if (!LB_HAS_MODE(real->mode)) {
-			*why = LB_PASS_MODE_OFF;
-			return XDP_PASS;
-		}
 		fresh.real = slot;
-		fresh.hash = hash;
+		fresh.hash = flow_hash(&p->flow);
+		fresh.laddr = h->laddr;
+		fresh.lport = h->lport;
 		fresh.seen_ns = now;
-		if (real->mode == LB_MODE_NAT && tcp && !syn) {
-			/* Resume only a connection the real saw open: its reply entry exists. */
-			struct lb_flow k;
-
-			rev_key(&k, real, p->flow.src, p->flow.sport, p->flow.proto);
-			if (!bpf_map_lookup_elem(&rev, &k)) {
-				*why = LB_PASS_NO_CONN;
-				return XDP_PASS;
-			}
+		if (syn) {
+			h->seen_ns = now;
+			/* Its reply entry, should the LRU have taken it. */
+			if (real->mode == LB_MODE_NAT)
+				nat_insert(&half_open, real, slot, vip->id, p, now);
+		} else if (promote(ctx, p, vip, real, h, now)) {
+			first_ack = 1;
 			fresh.flags = LB_CONN_TOA_ACKED;
-		} else if (real->mode == LB_MODE_FNAT && tcp && !syn) {
-			*why = LB_PASS_NO_CONN;
+			if (table)
+				bpf_map_update_elem(table, &p->flow, &fresh, BPF_ANY);
+		} else {
+			count(LB_HALF_OPEN_UNPROVEN);
+		}
+	} else {
+		int rc = schedule(p, vip, table, now, &fresh, &real, why);
+
+		if (rc)
+			return rc;
+		slot = fresh.real;
+		is_new = syn || !tcp;
+	}
+	if (!real) {
+		real = bpf_map_lookup_elem(&reals, &slot);
+		if (!real || !real->family) {
+			*why = LB_PASS_NO_REAL;
 			return XDP_PASS;
 		}
-		if (real->mode == LB_MODE_FNAT) {
-			int rc;
-
-			if (old && old->real == slot && fnat_still_ours(vip, real, old, p, now)) {
-				/* A retransmitted SYN keeps its local port, whose reverse entry
-				 * still names this client. */
-				fresh.laddr = old->laddr;
-				fresh.lport = old->lport;
-			} else {
-				rc = fnat_alloc(vip, real, slot, p, hash, now, &fresh);
-				if (rc) {
-					*why = rc;
-					return rc == LB_DROP_NO_PORT ? XDP_DROP : XDP_PASS;
-				}
-			}
-		} else if (real->mode == LB_MODE_NAT) {
-			nat_insert(real, slot, vip->id, p, now);
-		}
-		/* Every remembered connection also gets the shared entry: one insert (one
-		 * bucket lock) per connection, none per packet. */
-		if (!limited || real->mode == LB_MODE_NAT || real->mode == LB_MODE_FNAT)
-			fwd_insert(p, vip->id, &fresh, tcp && !syn ? LB_REV_ACKED : 0, now);
-		is_new = opens;
-		if (limited)
-			count(LB_RATE_LIMITED);
-		/* Full-NAT remembers every connection: its local port lives only here. */
-		if (table && (!limited || real->mode == LB_MODE_FNAT))
-			bpf_map_update_elem(table, &p->flow, &fresh, BPF_ANY);
 	}
 
 	account(vip->id, slot, is_new, 0, p->l3_len);
@@ -239,7 +270,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		break;
 	case LB_MODE_TUNNEL:
 		if (LB_HAS_MODE(LB_MODE_TUNNEL))
-			return fwd_tunnel(ctx, p, real, slot, hash, why);
+			return fwd_tunnel(ctx, p, real, slot, fresh.hash, why);
 		break;
 	case LB_MODE_NAT:
 		if (LB_HAS_MODE(LB_MODE_NAT)) {
@@ -459,7 +490,7 @@ int lb_xdp(struct xdp_md *ctx)
 
 		vip = find_vip(p.flow.dst, p.flow.dport, p.flow.proto, p.flow.family);
 		if (!vip && LB_HAS_NAT)
-			r = bpf_map_lookup_elem(&rev, &p.flow);
+			r = reply_entry(ctx, &p);
 		if ((vip || r) && partial_csum(ctx, &p)) {
 			if (lb_complete_csum(ctx, p.flow.family == LB_AF_INET6, p.flow.proto)) {
 				why = LB_PASS_CSUM_PARTIAL;

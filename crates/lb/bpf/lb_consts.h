@@ -46,8 +46,10 @@
 #define LB_REV_FNAT 0x01   /* full-NAT: the reply's destination is translated back too */
 #define LB_REV_CLOSED 0x02 /* FIN or RST seen: the local port may be reused after a grace */
 #define LB_REV_FWD 0x04    /* a forward entry: client flow -> real, local address and port */
-#define LB_REV_ACKED 0x08  /* a forward entry whose client sent a non-SYN segment: the
-                            * handshake is over, so a later SYN opens a new connection */
+#define LB_REV_ACKED 0x08  /* a forward entry promoted from `half_open`: the client proved
+                            * the handshake (docs/LB.md, "Half-open connections") */
+#define LB_REV_ANSWERED 0x10 /* a half-open reply entry whose real sent its SYN-ACK:
+                              * real_isn holds that SYN-ACK's sequence number */
 
 /* lb_flow.pad[0] of a forward entry's key: keeps client flows apart from reply flows. */
 #define LB_FLOW_FWD 1
@@ -77,6 +79,8 @@ enum lb_reason {
 	LB_TOA_ADDED,         /* event: TOA option inserted */
 	LB_TOA_NO_ROOM,       /* event: TOA wanted but no option space or MTU: sent without */
 	LB_CSUM_COMPLETED,    /* event: a partial L4 checksum (local sender) completed */
+	LB_HALF_OPEN_RECLAIMED, /* event: a full-NAT SYN took the oldest probed half-open port */
+	LB_HALF_OPEN_UNPROVEN, /* event: a client segment not proving its handshake (forwarded) */
 	LB_PASS_NOT_IP,       /* neither IPv4 nor IPv6, or a family no VIP uses */
 	LB_PASS_VLAN,         /* tagged frame */
 	LB_PASS_BAD_HEADER,   /* truncated or inconsistent headers: the kernel decides */
@@ -129,6 +133,8 @@ const volatile __u8 cfg_tun_src_v6_len = 0;
 const volatile __u32 cfg_closed_grace_s = 2;
 const volatile __u32 cfg_idle_tcp_s = 900;
 const volatile __u32 cfg_idle_udp_s = 300;
+/* A half-open connection's entries may be reused after this (seconds; IPVS's SYN_RECV time). */
+const volatile __u32 cfg_half_open_s = 60;
 
 #define LB_HAS_MODE(m) (cfg_modes & (1 << (m)))
 #define LB_HAS_NAT (LB_HAS_MODE(LB_MODE_NAT) || LB_HAS_MODE(LB_MODE_FNAT))

@@ -75,6 +75,8 @@ struct lb_rev {
 	__u8 laddr;    /* forward entries: the full-NAT local address index */
 	__be16 lport;  /* forward entries: the full-NAT local port */
 	__u64 seen_ns;
+	__u32 real_isn; /* half-open reply entries with LB_REV_ANSWERED: the real's ISN */
+	__u32 pad;
 };
 
 struct lb_counters {
@@ -128,10 +130,11 @@ struct lb_conn_table {
 	__type(value, struct lb_conn);
 };
 
-/* clang describes a type reached only through the inner map's definition as a forward
- * declaration, which libbpf cannot size: this constant makes lb_conn complete in BTF (and in
+/* clang describes a type reached only through map definitions as a forward declaration,
+ * which libbpf cannot size: these constants make lb_conn and lb_flow complete in BTF (and in
  * the skeleton's types). */
 const volatile struct lb_conn lb_conn_btf = {};
+const volatile struct lb_flow lb_flow_btf = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
@@ -150,6 +153,18 @@ struct {
 	__type(key, struct lb_flow);
 	__type(value, struct lb_rev);
 } rev SEC(".maps");
+
+/* TCP connections in their handshake, keyed and valued as `rev`: the forward entry from the
+ * client's SYN and, for NAT and full-NAT, the reply entry, until the client's first segment
+ * that proves the handshake moves both to `rev` (docs/LB.md, "Half-open connections"). A SYN
+ * flood churns this table alone, so established connections are never evicted for it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__type(key, struct lb_flow);
+	__type(value, struct lb_rev);
+} half_open SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

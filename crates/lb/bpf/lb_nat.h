@@ -194,6 +194,13 @@ static __always_inline int port_reusable(const struct lb_rev *old, __u8 proto, _
 	return idle > (__u64)(proto == LB_IPPROTO_TCP ? cfg_idle_tcp_s : cfg_idle_udp_s) * LB_NS;
 }
 
+/* Whether a half-open connection's entry may be taken: it closed (an RST), or its handshake
+ * did not finish within cfg_half_open_s. */
+static __always_inline int half_open_reusable(const struct lb_rev *old, __u64 now)
+{
+	return (old->flags & LB_REV_CLOSED) || now - old->seen_ns > (__u64)cfg_half_open_s * LB_NS;
+}
+
 /* The ports of this CPU's share: [LB_PORT_LO + cpu * share, + share). */
 static __always_inline __u32 port_share(void)
 {
@@ -225,62 +232,72 @@ static __always_inline int fnat_alloc(const struct lb_vip *vip, const struct lb_
 		return LB_PASS_MAP;
 	rev_key(&k, real, la->addr, 0, p->flow.proto);
 	rev_value(&v, p, slot, vip->id, LB_REV_FNAT, now);
+	if (p->flow.proto != LB_IPPROTO_TCP) {
+		for (int i = 0; i < LB_PORT_PROBES; i++) {
+			struct lb_rev *old;
+
+			k.dport = bpf_htons(LB_PORT_LO + cpu * share + (*cursor % share));
+			*cursor += 1;
+			if (bpf_map_update_elem(&rev, &k, &v, BPF_NOEXIST) == 0)
+				goto got;
+			/* This CPU alone hands out this port: replacing the stale entry races
+			 * with no other allocation. */
+			old = bpf_map_lookup_elem(&rev, &k);
+			if (old && port_reusable(old, p->flow.proto, now) &&
+			    bpf_map_update_elem(&rev, &k, &v, BPF_ANY) == 0)
+				goto got;
+		}
+		return LB_DROP_NO_PORT;
+	}
+	/* TCP: the reply entry waits in half_open until the handshake is proven. A port an
+	 * established connection holds is never taken; one a half-open connection holds is, when
+	 * that one closed or expired, or else (every probe busy: a flood) the first probed, which
+	 * the cursor handed out longest ago. */
+	__be16 spare = 0;
+
 	for (int i = 0; i < LB_PORT_PROBES; i++) {
-		__u32 port = LB_PORT_LO + cpu * share + (*cursor % share);
 		struct lb_rev *old;
 
+		k.dport = bpf_htons(LB_PORT_LO + cpu * share + (*cursor % share));
 		*cursor += 1;
-		k.dport = bpf_htons(port);
-		if (bpf_map_update_elem(&rev, &k, &v, BPF_NOEXIST) == 0)
-			goto got;
-		/* This CPU alone hands out this port: replacing the stale entry races with
-		 * no other allocation. */
 		old = bpf_map_lookup_elem(&rev, &k);
-		if (old && port_reusable(old, p->flow.proto, now) &&
-		    bpf_map_update_elem(&rev, &k, &v, BPF_ANY) == 0)
+		if (old) {
+			if (!port_reusable(old, p->flow.proto, now))
+				continue;
+			/* Gone, so that no reply of the new connection finds the old client. */
+			bpf_map_delete_elem(&rev, &k);
+		}
+		if (bpf_map_update_elem(&half_open, &k, &v, BPF_NOEXIST) == 0)
 			goto got;
+		old = bpf_map_lookup_elem(&half_open, &k);
+		if (old && half_open_reusable(old, now) &&
+		    bpf_map_update_elem(&half_open, &k, &v, BPF_ANY) == 0)
+			goto got;
+		if (!spare)
+			spare = k.dport;
 	}
-	return LB_DROP_NO_PORT;
+	if (!spare)
+		return LB_DROP_NO_PORT;
+	k.dport = spare;
+	if (bpf_map_update_elem(&half_open, &k, &v, BPF_ANY))
+		return LB_DROP_NO_PORT;
+	count(LB_HALF_OPEN_RECLAIMED);
 got:
 	c->laddr = li;
 	c->lport = k.dport;
 	return 0;
 }
 
-/* Whether the reverse entry of `old`'s local port still names this client (a port is
- * handed to another connection once its own closed or went idle); if so it is reopened. */
-static __always_inline int fnat_still_ours(const struct lb_vip *vip, const struct lb_real *real,
-					   const struct lb_conn *old, const struct lb_pkt *p,
-					   __u64 now)
-{
-	__u32 key = vip->id * LB_MAX_LADDRS + old->laddr;
-	struct lb_laddr *la = bpf_map_lookup_elem(&laddrs, &key);
-	struct lb_flow k;
-	struct lb_rev *r;
-
-	if (!la)
-		return 0;
-	rev_key(&k, real, la->addr, old->lport, p->flow.proto);
-	r = bpf_map_lookup_elem(&rev, &k);
-	if (!r || r->cport != p->flow.sport)
-		return 0;
-	const __u32 *a = (const __u32 *)r->client, *b = (const __u32 *)p->flow.src;
-
-	if ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]))
-		return 0;
-	r->flags &= ~LB_REV_CLOSED;
-	r->seen_ns = now;
-	return 1;
-}
-
-/* The shared forward entry of a NAT or full-NAT connection (see lb_rev). */
+/* The shared forward entry of a connection (see lb_rev). */
 static __always_inline void fwd_key(struct lb_flow *k, const struct lb_pkt *p)
 {
 	*k = p->flow;
 	k->pad[0] = LB_FLOW_FWD;
 }
 
-static __always_inline void fwd_insert(const struct lb_pkt *p, __u32 service,
+/* The forward entry of connection `c` into `map`: `half_open` from a SYN, `rev` for a
+ * connection past its handshake (or UDP, which has none). */
+static __always_inline void fwd_insert(void *map, const struct lb_pkt *p, __u32 service,
 				       const struct lb_conn *c, __u8 flags, __u64 now)
 {
 	struct lb_flow k;
@@ -290,53 +307,50 @@ static __always_inline void fwd_insert(const struct lb_pkt *p, __u32 service,
 	rev_value(&v, p, c->real, service, LB_REV_FWD | flags, now);
 	v.laddr = c->laddr;
 	v.lport = c->lport;
-	bpf_map_update_elem(&rev, &k, &v, BPF_ANY);
+	bpf_map_update_elem(map, &k, &v, BPF_ANY);
 }
 
-/* Marks the shared forward entry of the client flow `p` past its handshake (the client's
- * first non-SYN segment on this CPU): a SYN on the flow from then on opens a new connection. */
-static __always_inline void fwd_acked(const struct lb_pkt *p)
+/* The entry under `k`: an established connection's in `rev`, else a half-open one's. Only
+ * for a FIN or RST (and a reply no established entry knows): never per packet. */
+static __always_inline struct lb_rev *conn_entry(const struct lb_flow *k)
 {
-	struct lb_flow k;
-	struct lb_rev *f;
+	struct lb_rev *e = bpf_map_lookup_elem(&rev, k);
 
-	fwd_key(&k, p);
-	f = bpf_map_lookup_elem(&rev, &k);
-	if (f && !(f->flags & LB_REV_ACKED))
-		f->flags |= LB_REV_ACKED;
+	return e ? e : bpf_map_lookup_elem(&half_open, k);
 }
 
-/* Marks the shared forward entry of the client flow `p` closed (a FIN or RST from the
- * client): `wirespeed lb -L` counts it in InActConn from then on. A SYN's insert reopens it. */
+/* Marks the forward entry of the client flow `p` closed (a FIN or RST from the client):
+ * `wirespeed lb -L` counts it in InActConn from then on. */
 static __always_inline void fwd_close(const struct lb_pkt *p, __u64 now)
 {
 	struct lb_flow k;
 	struct lb_rev *f;
 
 	fwd_key(&k, p);
-	f = bpf_map_lookup_elem(&rev, &k);
+	f = conn_entry(&k);
 	if (f) {
 		f->flags |= LB_REV_CLOSED;
 		f->seen_ns = now;
 	}
 }
 
-/* NAT: the reverse entry of a new connection (inserted once; an entry for the same reply
- * flow is this connection's, reopened). */
-static __always_inline void nat_insert(const struct lb_real *real, __u32 slot, __u32 service,
-				       const struct lb_pkt *p, __u64 now)
+/* NAT: the reverse entry of a new connection into `map` (`half_open` for a TCP SYN, `rev`
+ * for UDP). Inserted once; an entry for the same reply flow is this connection's unless it
+ * closed, and then it is replaced. */
+static __always_inline void nat_insert(void *map, const struct lb_real *real, __u32 slot,
+				       __u32 service, const struct lb_pkt *p, __u64 now)
 {
 	struct lb_flow k;
 	struct lb_rev v;
 
 	rev_key(&k, real, p->flow.src, p->flow.sport, p->flow.proto);
 	rev_value(&v, p, slot, service, 0, now);
-	if (bpf_map_update_elem(&rev, &k, &v, BPF_NOEXIST) == 0)
+	if (bpf_map_update_elem(map, &k, &v, BPF_NOEXIST) == 0)
 		return;
-	struct lb_rev *old = bpf_map_lookup_elem(&rev, &k);
+	struct lb_rev *old = bpf_map_lookup_elem(map, &k);
 
 	if (old && (old->flags & LB_REV_CLOSED))
-		bpf_map_update_elem(&rev, &k, &v, BPF_ANY);
+		bpf_map_update_elem(map, &k, &v, BPF_ANY);
 }
 
 /* Marks the reverse entry of a connection closing (FIN or RST from the client). */
@@ -347,7 +361,7 @@ static __always_inline void rev_close(const struct lb_real *real, const __u8 *ds
 	struct lb_rev *r;
 
 	rev_key(&k, real, dst, dport, proto);
-	r = bpf_map_lookup_elem(&rev, &k);
+	r = conn_entry(&k);
 	if (r) {
 		r->flags |= LB_REV_CLOSED;
 		r->seen_ns = now;

@@ -261,7 +261,8 @@ fn nat_translates_both_directions() {
             );
             assert_eq!(out, expect, "DNAT to the real");
             verify_checksums(&out);
-            assert_eq!(dp.program().rev_count(), 1);
+            assert_eq!(dp.program().rev_count(), 0);
+            assert_eq!(dp.program().half_open_count(), (1, 1), "in its handshake");
 
             // The real's SYN-ACK, arriving on its side: from the VIP again, to the client.
             let reply = frame(
@@ -401,6 +402,20 @@ fn seg(sport: u16, dport: u16, flags: u8, options: Vec<u8>, payload: Vec<u8>) ->
 
 const MSS: [u8; 4] = [2, 4, 0x05, 0xb4];
 
+/// The real's SYN-ACK (sequence 1000: every test ACK, acknowledging 2000, proves it) to the
+/// full-NAT local port `lport`, translated back to the client.
+fn real_syn_ack(lab: &Lab, dp: &XdpDataPlane, real_ip: &str, laddr: &str, lport: u16) {
+    let reply = frame(
+        lab.out_mac,
+        REAL_MACS[0],
+        ip(real_ip),
+        ip(laddr),
+        &tcp(8080, lport, SYN | ACK),
+    );
+    let (v, _) = dp.test_run(&reply, lab.out_idx).unwrap();
+    assert_eq!(v, XDP_REDIRECT, "the SYN-ACK goes back to the client");
+}
+
 #[test]
 fn toa_rides_on_the_syn_and_the_first_ack_only() {
     for (vip, client, real_ip, laddr) in [
@@ -429,6 +444,7 @@ fn toa_rides_on_the_syn_and_the_first_ack_only() {
                     frame(REAL_MACS[0], lab.out_mac, ip(laddr), ip(real_ip), &expect),
                     "SYN"
                 );
+                real_syn_ack(&lab, dp, real_ip, laddr, lport);
 
                 let out = send(ACK, Vec::new());
                 let expect = seg(lport, 8080, ACK, toa(40000, client), b"data".to_vec());
@@ -478,6 +494,7 @@ fn toa_that_does_not_fit_is_left_out_and_counted() {
             );
             verify_checksums(&out);
             assert_eq!(count(dp, Reason::ToaNoRoom), 1);
+            real_syn_ack(&lab, dp, "198.18.2.10", "198.18.2.1", lport);
 
             // A first ACK that fills the MTU (1500): 8 more bytes would not go out.
             let l4 = seg(40000, 80, ACK, Vec::new(), vec![7; 1500 - 40]);
@@ -673,12 +690,12 @@ fn a_hit_keeps_the_entrys_real_another_cpu_finds_the_shared_entry_a_lost_one_fol
         };
         let (_, out) = dp.test_run(&pkt(SYN), lab.in_idx).unwrap();
         assert_eq!(real_of(&out), 0);
-        assert_eq!(dp.program().conn_count(0), 1);
         assert_eq!(
-            dp.program().fwd_count(),
-            1,
-            "DR keeps a shared forward entry too"
+            (dp.program().conn_count(0), dp.program().fwd_count()),
+            (0, 0),
+            "a SYN alone is remembered in half_open only"
         );
+        assert_eq!(dp.program().half_open_count(), (0, 1));
         dp.apply(&one_service(
             VIP4,
             Mode::Dr,
@@ -686,6 +703,14 @@ fn a_hit_keeps_the_entrys_real_another_cpu_finds_the_shared_entry_a_lost_one_fol
             &[1],
         ))
         .unwrap();
+        let (_, out) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
+        assert_eq!(real_of(&out), 0, "the handshake's real");
+        assert_eq!(
+            (dp.program().conn_count(0), dp.program().fwd_count()),
+            (1, 1),
+            "the ACK moved it to this CPU's table and the shared one (DR too)"
+        );
+        assert_eq!(dp.program().half_open_count(), (0, 0));
         let (_, out) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
         assert_eq!(real_of(&out), 0, "hit: the entry's real");
         // Another CPU has no entry of its own for the flow (a veth runs a flow on its
@@ -720,6 +745,9 @@ fn a_hit_keeps_the_entrys_real_another_cpu_finds_the_shared_entry_a_lost_one_fol
 
 #[path = "common/guards.rs"]
 mod guards;
+
+#[path = "common/half_open.rs"]
+mod half_open;
 
 #[path = "common/live.rs"]
 mod live;

@@ -81,37 +81,55 @@ fn active_and_inactive_connections_are_counted_per_real_in_the_listing() {
         }
         let send = |d: &Daemon<XdpDataPlane>, l4: L4| {
             let f = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT), ip(VIP), &l4);
-            let (v, _) = d.data_plane().test_run(&f, lab.in_idx).unwrap();
+            let (v, out) = d.data_plane().test_run(&f, lab.in_idx).unwrap();
             assert_eq!(v, XDP_REDIRECT, "{l4:?}");
+            out
+        };
+        // The real's answer to `dst`:`dport` (the client, or the full-NAT local port).
+        let from_real = |d: &Daemon<XdpDataPlane>, real: &str, dst: &str, dport: u16, flags| {
+            let f = frame(
+                lab.out_mac,
+                REAL_MACS[0],
+                ip(real),
+                ip(dst),
+                &tcp(8080, dport, flags),
+            );
+            let (v, _) = d.data_plane().test_run(&f, lab.out_idx).unwrap();
+            assert_eq!(v, XDP_REDIRECT);
         };
         for r in ["198.18.2.10:8080", "198.18.2.11:8080", "198.18.2.12:53"] {
             assert_eq!(counts(&d, r), (0, 0), "nothing yet");
         }
 
-        // NAT: 5 connections; the client closes two (FIN), the real resets one (its RST
-        // comes back through the load balancer).
+        // NAT: 5 connections in their handshake are inactive, as ipvsadm lists SYN_RECV;
+        // the real's SYN-ACK and the client's ACK make them active. The client closes two
+        // (FIN), the real resets one (its RST comes back through the load balancer).
         for port in 41000..41005 {
             send(&d, tcp(port, 80, SYN));
+        }
+        assert_eq!(counts(&d, "198.18.2.10:8080"), (0, 5), "half-open");
+        for port in 41000..41005 {
+            from_real(&d, "198.18.2.10", CLIENT, port, SYN | ACK);
+            send(&d, tcp(port, 80, ACK));
         }
         assert_eq!(counts(&d, "198.18.2.10:8080"), (5, 0));
         send(&d, tcp(41000, 80, FIN | ACK));
         send(&d, tcp(41001, 80, FIN | ACK));
-        let reset = frame(
-            lab.out_mac,
-            REAL_MACS[0],
-            ip("198.18.2.10"),
-            ip(CLIENT),
-            &tcp(8080, 41002, RST | ACK),
-        );
-        let (v, _) = d.data_plane().test_run(&reset, lab.out_idx).unwrap();
-        assert_eq!(v, XDP_REDIRECT);
+        from_real(&d, "198.18.2.10", CLIENT, 41002, RST | ACK);
         assert_eq!(counts(&d, "198.18.2.10:8080"), (2, 3));
 
-        // Full-NAT: 3 connections, one reset by the client.
+        // Full-NAT: 3 connections, one reset by the client in its handshake.
+        let mut lports = Vec::new();
         for port in 42000..42003 {
-            send(&d, tcp(port, 81, SYN));
+            let out = send(&d, tcp(port, 81, SYN));
+            lports.push(u16::from_be_bytes([out[34], out[35]]));
         }
         send(&d, tcp(42000, 81, RST));
+        assert_eq!(counts(&d, "198.18.2.11:8080"), (0, 3));
+        for (port, lport) in (42001..42003).zip(&lports[1..]) {
+            from_real(&d, "198.18.2.11", "198.18.2.1", *lport, SYN | ACK);
+            send(&d, tcp(port, 81, ACK));
+        }
         assert_eq!(counts(&d, "198.18.2.11:8080"), (2, 1));
 
         // UDP flows are inactive, as IPVS counts them.
@@ -119,14 +137,20 @@ fn active_and_inactive_connections_are_counted_per_real_in_the_listing() {
         send(&d, udp(43001, 53));
         assert_eq!(counts(&d, "198.18.2.12:53"), (0, 2));
 
-        // DR: the client's FIN is all the load balancer sees of a close.
-        send(&d, tcp(44000, 82, SYN));
-        send(&d, tcp(44001, 82, SYN));
+        // DR: the real's answers go around the load balancer, so the client's first segment
+        // after its SYN is the proof; its FIN is all the load balancer sees of a close.
+        for port in [44000, 44001] {
+            send(&d, tcp(port, 82, SYN));
+            send(&d, tcp(port, 82, ACK));
+        }
         send(&d, tcp(44000, 82, FIN | ACK));
         assert_eq!(counts(&d, "198.18.2.10:82"), (1, 1));
 
-        // A closed flow that opens again is active again.
+        // A closed flow that opens again is in its handshake, then active again.
         send(&d, tcp(41000, 80, SYN));
+        assert_eq!(counts(&d, "198.18.2.10:8080"), (2, 3));
+        from_real(&d, "198.18.2.10", CLIENT, 41000, SYN | ACK);
+        send(&d, tcp(41000, 80, ACK));
         assert_eq!(counts(&d, "198.18.2.10:8080"), (3, 2));
         // Untouched by all of this: the other services' reals.
         assert_eq!(counts(&d, "198.18.2.11:8080"), (2, 1));
@@ -165,6 +189,15 @@ fn a_walk_longer_than_one_batch_counts_every_connection() {
             );
             let (v, _) = d.data_plane().test_run(&f, lab.in_idx).unwrap();
             assert_eq!(v, XDP_REDIRECT);
+            // DR: the client's ACK proves the handshake; the connection leaves half_open.
+            let ack = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT),
+                ip(VIP),
+                &tcp(port, 80, ACK),
+            );
+            d.data_plane().test_run(&ack, lab.in_idx).unwrap();
         }
         for port in 20000..20010 {
             let f = frame(

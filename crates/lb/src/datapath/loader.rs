@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
-use super::{AttachConfig, ModeSet};
+use super::{AttachConfig, ModeSet, IDLE_TCP_S};
 use crate::bpf::{types, LbSkelBuilder};
 use crate::consts::{FLOW_FWD, MAX_LADDRS, PORT_LO, PORT_RANGE};
 use crate::error::Error;
@@ -38,6 +38,7 @@ pub struct Maps {
     pub laddrs: MapHandle,
     pub conns: MapHandle,
     pub rev: MapHandle,
+    pub half_open: MapHandle,
     pub rr_cursor: MapHandle,
     pub port_cursor: MapHandle,
     pub rate: MapHandle,
@@ -56,6 +57,8 @@ pub struct Shape {
     pub max_reals: u32,
     pub nr_cpus: u32,
     pub modes: ModeSet,
+    /// AttachConfig::half_open_timeout_s: how long the listing counts a half-open connection.
+    pub half_open_timeout_s: u32,
 }
 
 /// A loaded (verified) program, attached nowhere by itself.
@@ -84,6 +87,13 @@ fn check_cfg(cfg: &AttachConfig) -> Result<()> {
         return bad(format!(
             "{} services x ring size {} is too many lookup slots: lower --max-services",
             cfg.max_services, cfg.ring_size
+        ));
+    }
+    if cfg.half_open_timeout_s == 0 || cfg.half_open_timeout_s >= IDLE_TCP_S {
+        return bad(format!(
+            "half-open timeout {} s: use 1 to {} s (below the established idle time)",
+            cfg.half_open_timeout_s,
+            IDLE_TCP_S - 1
         ));
     }
     if let Some((_, len)) = cfg.tunnel_src_v4 {
@@ -124,6 +134,7 @@ impl Program {
         ro.cfg_max_reals = cfg.max_reals;
         ro.cfg_nr_cpus = nr_cpus;
         ro.cfg_new_conns_per_sec = cfg.new_conns_per_sec_per_cpu;
+        ro.cfg_half_open_s = cfg.half_open_timeout_s;
         ro.cfg_modes =
             (m.dr as u8) | (m.tunnel as u8) << 1 | (m.nat as u8) << 2 | (m.full_nat as u8) << 3;
         ro.cfg_v4 = m.v4 as u8;
@@ -140,7 +151,7 @@ impl Program {
             ro.cfg_tun_src_v6_len = len.max(1);
         }
         let services = cfg.max_services;
-        let sizes: [(&str, u32); 11] = [
+        let sizes: [(&str, u32); 12] = [
             // Service entries plus one address-only entry per VIP (echo).
             ("services", services * 2),
             ("lookup", services * cfg.ring_size),
@@ -152,6 +163,9 @@ impl Program {
                 "rev",
                 cfg.conns_per_cpu.saturating_mul(nr_cpus).saturating_mul(2),
             ),
+            // Half-open connections: as many as one CPU's table holds, per CPU (a forward
+            // and, for NAT, a reply entry each).
+            ("half_open", cfg.conns_per_cpu.saturating_mul(nr_cpus)),
             ("rr_cursor", services),
             ("nh_cache", cfg.max_reals),
             ("svc_stats", services),
@@ -168,6 +182,7 @@ impl Program {
                     "laddrs" => &mut om.laddrs,
                     "conns" => &mut om.conns,
                     "rev" => &mut om.rev,
+                    "half_open" => &mut om.half_open,
                     "rr_cursor" => &mut om.rr_cursor,
                     "nh_cache" => &mut om.nh_cache,
                     "svc_stats" => &mut om.svc_stats,
@@ -193,6 +208,7 @@ impl Program {
             laddrs: handle(&s.laddrs, "laddrs")?,
             conns: handle(&s.conns, "conns")?,
             rev: handle(&s.rev, "rev")?,
+            half_open: handle(&s.half_open, "half_open")?,
             rr_cursor: handle(&s.rr_cursor, "rr_cursor")?,
             port_cursor: handle(&s.port_cursor, "port_cursor")?,
             rate: handle(&s.rate, "rate")?,
@@ -230,6 +246,7 @@ impl Program {
                 max_reals: cfg.max_reals,
                 nr_cpus,
                 modes: cfg.modes,
+                half_open_timeout_s: cfg.half_open_timeout_s,
             },
         })
     }
@@ -258,9 +275,20 @@ impl Program {
         self.maps.rev.keys().filter(|k| !is_forward_key(k)).count()
     }
 
-    /// Forward entries of the reverse table (the shared copies of NAT connection entries).
+    /// Forward entries of the reverse table (the shared copies of connection entries).
     pub fn fwd_count(&self) -> usize {
         self.maps.rev.keys().filter(|k| is_forward_key(k)).count()
+    }
+
+    /// Half-open connections' entries: (reply entries, forward entries).
+    pub fn half_open_count(&self) -> (usize, usize) {
+        let forward = self
+            .maps
+            .half_open
+            .keys()
+            .filter(|k| is_forward_key(k))
+            .count();
+        (self.maps.half_open.keys().count() - forward, forward)
     }
 
     /// Runs the program once on `frame` through BPF_PROG_TEST_RUN, as if received on

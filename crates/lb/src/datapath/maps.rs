@@ -372,6 +372,7 @@ mod tests {
             max_reals: 4,
             nr_cpus: 2,
             modes,
+            half_open_timeout_s: 60,
         }
     }
 
@@ -492,7 +493,10 @@ mod tests {
         assert_eq!(size_of::<types::lb_laddr>(), 16 + 4);
         assert_eq!(size_of::<types::lb_flow>(), 16 + 16 + 2 + 2 + 1 + 1 + 2);
         assert_eq!(size_of::<types::lb_conn>(), 4 + 2 + 1 + 1 + 4 + 4 + 8);
-        assert_eq!(size_of::<types::lb_rev>(), 16 + 16 + 2 + 2 + 4 + 4 + 4 + 8);
+        assert_eq!(
+            size_of::<types::lb_rev>(),
+            16 + 16 + 2 + 2 + 4 + 4 + 4 + 8 + 4 + 4
+        );
         assert_eq!(size_of::<types::lb_counters>(), 5 * 8);
     }
 }

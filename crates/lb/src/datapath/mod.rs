@@ -12,6 +12,12 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 pub use loader::{Program, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 pub use stats::Reason;
 
+/// The data path's idle time of an established TCP connection (cfg_idle_tcp_s in
+/// bpf/lb_consts.h): its entries, and a full-NAT local port, may be reused after it.
+pub const IDLE_TCP_S: u32 = 900;
+/// The default AttachConfig::half_open_timeout_s: IPVS's SYN_RECV time.
+pub const HALF_OPEN_TIMEOUT_S: u32 = 60;
+
 use crate::model::{DataPlane, Plan, Stats};
 use crate::Result;
 
@@ -54,6 +60,9 @@ pub struct AttachConfig {
     /// Katran's guard: new connection entries per CPU per second; beyond it connections are
     /// scheduled by hash without an entry. 0: no guard.
     pub new_conns_per_sec_per_cpu: u32,
+    /// Seconds a TCP connection may stay in its handshake before its entries (and a full-NAT
+    /// local port) may be reused; shorter than the 900 s idle time of an established one.
+    pub half_open_timeout_s: u32,
     /// Tunnel outer source prefix (the flow hash fills the host bits); None: the address
     /// the kernel's FIB chooses for the real.
     pub tunnel_src_v4: Option<(Ipv4Addr, u8)>,
@@ -74,6 +83,7 @@ impl Default for AttachConfig {
             max_reals: 4096,
             conns_per_cpu: 1 << 16,
             new_conns_per_sec_per_cpu: 125_000,
+            half_open_timeout_s: HALF_OPEN_TIMEOUT_S,
             tunnel_src_v4: None,
             tunnel_src_v6: None,
             allow_host: false,

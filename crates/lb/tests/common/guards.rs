@@ -27,7 +27,7 @@ fn the_rate_guard_schedules_without_remembering() {
         // a second ended in between.
         let limited = count(dp, Reason::RateLimited);
         assert!(limited >= 3, "{limited} over the guard");
-        assert_eq!(dp.program().conn_count(0) as u64, 6 - limited);
+        assert_eq!(dp.program().half_open_count().1 as u64, 6 - limited);
         let st = dp.stats().unwrap();
         assert_eq!(st.services[0].conns, 6, "every one counted as a connection");
     });
@@ -208,8 +208,9 @@ fn full_nat_ports_come_from_this_cpus_share() {
             }
             pin(0);
             assert_eq!(
-                dp.program().rev_count(),
-                20 * cpus.min(dp.program().shape.nr_cpus as usize)
+                dp.program().half_open_count().0,
+                20 * cpus.min(dp.program().shape.nr_cpus as usize),
+                "each SYN's reply entry waits in half_open"
             );
         },
     );
@@ -337,9 +338,9 @@ fn a_retransmitted_full_nat_syn_keeps_its_local_port() {
             let (_, again) = dp.test_run(&syn, lab.in_idx).unwrap();
             assert_eq!(sport_of(&again), sport_of(&first));
             assert_eq!(
-                dp.program().rev_count(),
-                1,
-                "one reverse entry for one connection"
+                dp.program().half_open_count(),
+                (1, 1),
+                "one reply entry and one forward entry for one connection"
             );
         },
     );
@@ -549,7 +550,9 @@ fn a_fin_marks_the_full_nat_port_closed_for_reuse() {
                     &tcp(40000, 80, flags),
                 )
             };
-            dp.test_run(&pkt(SYN), lab.in_idx).unwrap();
+            let (_, out) = dp.test_run(&pkt(SYN), lab.in_idx).unwrap();
+            real_syn_ack(&lab, dp, "198.18.2.10", "198.18.2.1", sport_of(&out));
+            dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
             // lb_rev.flags sits after vip, client, vport, cport, real and service.
             let flags = |dp: &XdpDataPlane| {
                 let rev = &dp.program().maps.rev;
@@ -785,10 +788,13 @@ fn a_nat_connection_found_on_another_cpu_keeps_its_translation() {
                 )
             };
             let (_, syn) = dp.test_run(&pkt(SYN), lab.in_idx).unwrap();
-            assert_eq!((dp.program().rev_count(), dp.program().fwd_count()), (1, 1));
+            assert_eq!(dp.program().half_open_count(), (1, 1));
+            real_syn_ack(&lab, dp, "198.18.2.10", "198.18.2.1", sport_of(&syn));
             pin(1);
             let (v, ack) = dp.test_run(&pkt(ACK), lab.in_idx).unwrap();
             pin(0);
+            assert_eq!((dp.program().rev_count(), dp.program().fwd_count()), (1, 1));
+            assert_eq!(dp.program().half_open_count(), (0, 0));
             assert_eq!(v, XDP_REDIRECT, "not handed to the kernel as unknown");
             assert_eq!(sport_of(&ack), sport_of(&syn), "the SYN's local port");
             verify_checksums(&ack);

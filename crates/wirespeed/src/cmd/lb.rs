@@ -68,6 +68,11 @@ enum Cmd {
         /// (Katran's guard); 0: no guard.
         #[arg(long, default_value_t = 125_000)]
         new_conn_rate: u32,
+        /// Seconds a TCP connection may stay in its handshake (SYN seen, not yet proven by the
+        /// client) before its entries and full-NAT port may be reused; below 900, the idle
+        /// time of an established one. A SYN flood churns only these entries.
+        #[arg(long, value_name = "S", default_value_t = wirespeed_lb::datapath::HALF_OPEN_TIMEOUT_S)]
+        half_open_timeout: u32,
         /// Tunnel outer source prefix, e.g. 198.18.200.0/24 or fd00:200::/96; the flow hash
         /// fills the host bits so the real's RSS spreads tunnelled flows (repeat for v4 and v6).
         #[arg(long)]
@@ -390,6 +395,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ring_size,
             conns_per_cpu,
             new_conn_rate,
+            half_open_timeout,
             tunnel_src,
             allow_host,
             json,
@@ -400,6 +406,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 ring_size,
                 conns_per_cpu,
                 new_conns_per_sec_per_cpu: new_conn_rate,
+                half_open_timeout_s: half_open_timeout,
                 allow_host,
                 ..AttachConfig::default()
             };
