@@ -319,10 +319,15 @@ static __always_inline int icmp_echo(struct xdp_md *ctx, const struct lb_pkt *p,
 
 		if ((void *)(ic + 1) > end)
 			return XDP_PASS;
+		__u16 *ttl_word = (__u16 *)&iph->ttl; /* TTL and protocol */
+		__u16 old_word = *ttl_word;
+
+		/* Swapped addresses leave the header's sum as it was; the TTL's change is
+		 * applied incrementally, so the answer keeps the checksum the request had. */
 		iph->saddr = *(__be32 *)p->flow.dst;
 		iph->daddr = *(__be32 *)p->flow.src;
 		iph->ttl = 64;
-		ipv4_csum(iph);
+		iph->check = csum_apply(iph->check, csum_diff16(0, old_word, *ttl_word));
 		ic->type = 0;
 		ic->checksum = csum_apply(ic->checksum, csum_diff16(0, bpf_htons(0x0800), 0));
 	} else {

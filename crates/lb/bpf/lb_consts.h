@@ -105,6 +105,7 @@ enum lb_reason {
 	LB_ICMP_TOO_BIG_FNAT, /* too-big for a full-NAT flow translated and sent to its real */
 	LB_ICMP_TOO_BIG_REPLY, /* too-big from the real's side translated and sent to the client */
 	LB_PASS_GUE_NO_CSUM,  /* GUE to an IPv6 real of an IPv4 UDP datagram without checksum */
+	LB_PASS_BAD_CSUM,     /* IPv4 header checksum wrong: the kernel drops it (ip_rcv_core) */
 	LB_NR_REASONS,
 };
 

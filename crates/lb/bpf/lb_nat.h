@@ -146,8 +146,11 @@ static __always_inline int toa_insert(struct xdp_md *ctx, const struct lb_pkt *p
 
 		if ((void *)(iph + 1) > end)
 			return -1;
+		__be16 old_len = iph->tot_len;
+
+		/* Incremental: a header is never given a checksum it did not arrive with. */
 		iph->tot_len = bpf_htons(p->l3_len + grow);
-		ipv4_csum(iph);
+		iph->check = csum_apply(iph->check, csum_diff16(0, old_len, iph->tot_len));
 	} else {
 		struct ipv6hdr *ip6h = data + LB_L3_OFF;
 

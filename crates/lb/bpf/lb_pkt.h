@@ -32,6 +32,61 @@ static __always_inline void copy16(__u8 *dst, const __u8 *src)
 	__builtin_memcpy(dst, src, 16);
 }
 
+/* Incremental checksums (RFC 1624) through a 64-bit accumulator of differences: the sum of
+ * ~old and new words, 32 or 16 bits at a time, as they lie in memory. */
+static __always_inline __u64 csum_diff32(__u64 acc, __u32 from, __u32 to)
+{
+	return acc + (__u32)~from + to;
+}
+
+static __always_inline __u64 csum_diff16(__u64 acc, __u16 from, __u16 to)
+{
+	return acc + (__u16)~from + to;
+}
+
+static __always_inline __u16 csum_fold(__u64 s)
+{
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)((s & 0xffff) + (s >> 16));
+}
+
+/* The checksum field `check` after the changes summed in acc. */
+static __always_inline __u16 csum_apply(__u16 check, __u64 acc)
+{
+	return ~csum_fold(acc + (__u16)~check);
+}
+
+/* A full IPv4 header checksum (20 bytes, check field taken as zero): only for a header the
+ * program writes whole (an ICMP answer, a tunnel's outer header). A header that arrived is
+ * verified by parse and then only ever updated incrementally. */
+static __always_inline void ipv4_csum(struct iphdr *iph)
+{
+	__u16 *w = (__u16 *)iph;
+	__u64 s = 0;
+
+	iph->check = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		s += w[i];
+	iph->check = ~csum_fold(s);
+}
+
+/* Whether a 20-byte IPv4 header's checksum is right: its ten words, the checksum among them,
+ * sum to 0xffff (RFC 1071). */
+static __always_inline int ipv4_csum_ok(const struct iphdr *iph)
+{
+	const __u16 *w = (const __u16 *)iph;
+	__u64 s = 0;
+
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		s += w[i];
+	return csum_fold(s) == 0xffff;
+}
+
 /* Fills p from the frame; 0, or -1 with the reason the frame is the kernel's. */
 static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_reason *why)
 {
@@ -57,6 +112,13 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 			return -1;
 		if (iph->ihl != 5) {
 			*why = LB_PASS_IP_OPTIONS;
+			return -1;
+		}
+		/* The header checksum, as ip_rcv_core checks it before anything else looks at
+		 * the packet: nothing is translated or answered from a corrupt header (full-NAT
+		 * and the echo answer would otherwise send it on with a valid checksum). */
+		if (!ipv4_csum_ok(iph)) {
+			*why = LB_PASS_BAD_CSUM;
 			return -1;
 		}
 		if (iph->frag_off & bpf_htons(0x3fff)) {
@@ -161,46 +223,6 @@ static __always_inline __u32 flow_hash(const struct lb_flow *f)
 	for (int i = 0; i < (int)(sizeof(*f) / 4); i++)
 		h = mix32(h ^ w[i]) + i;
 	return h;
-}
-
-/* Incremental checksums (RFC 1624) through a 64-bit accumulator of differences: the sum of
- * ~old and new words, 32 or 16 bits at a time, as they lie in memory. */
-static __always_inline __u64 csum_diff32(__u64 acc, __u32 from, __u32 to)
-{
-	return acc + (__u32)~from + to;
-}
-
-static __always_inline __u64 csum_diff16(__u64 acc, __u16 from, __u16 to)
-{
-	return acc + (__u16)~from + to;
-}
-
-static __always_inline __u16 csum_fold(__u64 s)
-{
-	s = (s & 0xffffffff) + (s >> 32);
-	s = (s & 0xffffffff) + (s >> 32);
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	return (__u16)((s & 0xffff) + (s >> 16));
-}
-
-/* The checksum field `check` after the changes summed in acc. */
-static __always_inline __u16 csum_apply(__u16 check, __u64 acc)
-{
-	return ~csum_fold(acc + (__u16)~check);
-}
-
-/* A full IPv4 header checksum (20 bytes, check field taken as zero). */
-static __always_inline void ipv4_csum(struct iphdr *iph)
-{
-	__u16 *w = (__u16 *)iph;
-	__u64 s = 0;
-
-	iph->check = 0;
-#pragma unroll
-	for (int i = 0; i < 10; i++)
-		s += w[i];
-	iph->check = ~csum_fold(s);
 }
 
 /* Completes the TCP/UDP checksum of a frame from a local sender with checksum offload

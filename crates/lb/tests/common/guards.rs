@@ -92,10 +92,14 @@ fn bad_and_truncated_headers_go_to_the_kernel() {
         );
         let mut options = good.clone();
         options[14] = 0x46; // IHL 6
+
+        // A header changed by hand gets its checksum fixed, or it would be a bad checksum.
         let mut frag = good.clone();
         frag[20] = 0x20; // MF
+        fix_ipv4_csum(&mut frag);
         let mut long = good.clone();
         long[17] = long[17].wrapping_add(40); // total length beyond the frame
+        fix_ipv4_csum(&mut long);
         let mut doff = good.clone();
         doff[14 + 20 + 12] = 0x40; // TCP data offset 4
         let mut vlan = good[..12].to_vec();

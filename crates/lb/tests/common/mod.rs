@@ -228,6 +228,15 @@ pub fn frame(dmac: [u8; 6], smac: [u8; 6], src: IpAddr, dst: IpAddr, l4: &L4) ->
     eth(dmac, smac, src.is_ipv6(), &ip_packet(src, dst, l4))
 }
 
+/// Recomputes the IPv4 header checksum of an Ethernet frame (a fixture that changed a header
+/// field by hand).
+pub fn fix_ipv4_csum(f: &mut [u8]) {
+    let hl = (f[14] & 0xf) as usize * 4;
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = fold(sum16(&f[14..14 + hl], 0));
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+}
+
 /// Checks every checksum of an Ethernet frame from scratch: IPv4 header, TCP/UDP/ICMP, and
 /// for a tunnel the inner packet's too. Panics with what is wrong.
 pub fn verify_checksums(f: &[u8]) {
