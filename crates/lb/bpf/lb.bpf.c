@@ -465,6 +465,39 @@ static __always_inline int icmp_too_big(struct xdp_md *ctx, const struct lb_pkt 
 	return v;
 }
 
+/* Whether the frame is this host's to act on; if not, why (and it goes to the kernel). Only a
+ * frame sent to the ingress interface's own MAC is: XDP runs before the kernel's receive
+ * path, which marks a frame for another host PACKET_OTHERHOST and drops it (ip_rcv), and never
+ * forwards one that came as a broadcast or multicast (ip_forward takes PACKET_HOST only).
+ * Checked only for a frame the program would forward or answer: one lookup, off the path of
+ * everything that goes to the kernel anyway. */
+static __always_inline int admit(struct xdp_md *ctx, const struct lb_pkt *p, enum lb_reason *why)
+{
+	struct ethhdr *eth = pkt_data(ctx);
+	__u32 ifindex = ctx->ingress_ifindex;
+	struct lb_ifmac *own;
+
+	if ((void *)(eth + 1) > pkt_end(ctx)) {
+		*why = LB_PASS_BAD_HEADER;
+		return 0;
+	}
+	if (eth->h_dest[0] & 1) {
+		*why = LB_PASS_MAC_MULTICAST;
+		return 0;
+	}
+	own = bpf_map_lookup_elem(&if_macs, &ifindex);
+	if (!own) {
+		*why = LB_PASS_MAP;
+		return 0;
+	}
+	if (*(__u32 *)eth->h_dest != *(__u32 *)own->mac ||
+	    *(__u16 *)(eth->h_dest + 4) != *(__u16 *)(own->mac + 4)) {
+		*why = LB_PASS_NOT_OUR_MAC;
+		return 0;
+	}
+	return 1;
+}
+
 /* Whether the frame's TCP/UDP checksum may still be partial (see lb_complete_csum). */
 static __always_inline int partial_csum(struct xdp_md *ctx, const struct lb_pkt *p)
 {
@@ -495,8 +528,16 @@ int lb_xdp(struct xdp_md *ctx)
 
 		vip = find_vip(p.flow.dst, p.flow.dport, p.flow.proto, p.flow.family);
 		if (!vip && LB_HAS_NAT)
-			r = reply_entry(ctx, &p);
-		if ((vip || r) && partial_csum(ctx, &p)) {
+			r = reply_entry(&p);
+		if (!vip && !r) {
+			why = LB_PASS_NOT_VIP;
+			goto out;
+		}
+		if (!admit(ctx, &p, &why))
+			goto out;
+		if (r)
+			note_syn_ack(ctx, &p, r);
+		if (partial_csum(ctx, &p)) {
 			if (lb_complete_csum(ctx, p.flow.family == LB_AF_INET6, p.flow.proto)) {
 				why = LB_PASS_CSUM_PARTIAL;
 				goto out;
@@ -507,11 +548,7 @@ int lb_xdp(struct xdp_md *ctx)
 			verdict = serve(ctx, &p, vip, &why);
 			goto out;
 		}
-		if (r) {
-			verdict = nat_reply(ctx, &p, r, &why);
-			goto out;
-		}
-		why = LB_PASS_NOT_VIP;
+		verdict = nat_reply(ctx, &p, r, &why);
 		goto out;
 	}
 	if (p.flow.proto == LB_IPPROTO_ICMP || p.flow.proto == LB_IPPROTO_ICMPV6) {
@@ -529,10 +566,12 @@ int lb_xdp(struct xdp_md *ctx)
 			/* To a full-NAT local address or a NAT client: maybe about a packet
 			 * sent towards a real (one reverse-table lookup, for too-big only). */
 			why = LB_PASS_NOT_VIP;
-			if (too_big && LB_HAS_NAT)
+			if (too_big && LB_HAS_NAT && admit(ctx, &p, &why))
 				verdict = icmp_to_client(ctx, &p, &why);
 			goto out;
 		}
+		if (!admit(ctx, &p, &why))
+			goto out;
 		why = LB_PASS_ICMP;
 		if ((p.flow.family == LB_AF_INET && type == 8) ||
 		    (p.flow.family == LB_AF_INET6 && type == 128))

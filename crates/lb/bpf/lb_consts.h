@@ -60,6 +60,8 @@
 #define LB_PORT_PROBES 8
 #define LB_PORT_LO 1024
 #define LB_PORT_RANGE (65536 - LB_PORT_LO)
+/* Interfaces whose own MAC the program knows (if_macs). */
+#define LB_MAX_IFACES 256
 /* The longest TCP/UDP segment whose partial checksum the program completes. */
 #define LB_CSUM_MAX 1480
 
@@ -106,6 +108,8 @@ enum lb_reason {
 	LB_ICMP_TOO_BIG_REPLY, /* too-big from the real's side translated and sent to the client */
 	LB_PASS_GUE_NO_CSUM,  /* GUE to an IPv6 real of an IPv4 UDP datagram without checksum */
 	LB_PASS_BAD_CSUM,     /* IPv4 header checksum wrong: the kernel drops it (ip_rcv_core) */
+	LB_PASS_NOT_OUR_MAC,  /* to another host's MAC: the kernel drops it (PACKET_OTHERHOST) */
+	LB_PASS_MAC_MULTICAST, /* to a broadcast or multicast MAC: the kernel's, never forwarded */
 	LB_NR_REASONS,
 };
 

@@ -19,26 +19,40 @@ static __always_inline __u32 tcp_seq_field(struct xdp_md *ctx, const struct lb_p
 	return bpf_ntohl(ack ? th->ack_seq : th->seq);
 }
 
-/* The entry a real's packet `p` is a reply of. A SYN-ACK belongs to a connection in its
- * handshake: its half-open entry is marked answered, with the real's ISN. Anything else
- * belongs to an established connection first (a reused client port may leave an old one). */
-static __always_inline struct lb_rev *reply_entry(struct xdp_md *ctx, const struct lb_pkt *p)
+/* Whether `p` is a SYN-ACK. */
+static __always_inline int is_syn_ack(const struct lb_pkt *p)
 {
-	int tcp = p->flow.proto == LB_IPPROTO_TCP;
+	return p->flow.proto == LB_IPPROTO_TCP &&
+	       (p->tcp_flags & (LB_TCP_SYN | LB_TCP_ACK)) == (LB_TCP_SYN | LB_TCP_ACK);
+}
+
+/* The entry a real's packet `p` is a reply of. A SYN-ACK belongs to a connection in its
+ * handshake first; anything else to an established one first (a reused client port may leave
+ * an old one). */
+static __always_inline struct lb_rev *reply_entry(const struct lb_pkt *p)
+{
 	struct lb_rev *r;
 
-	if (tcp && (p->tcp_flags & (LB_TCP_SYN | LB_TCP_ACK)) == (LB_TCP_SYN | LB_TCP_ACK)) {
+	if (is_syn_ack(p)) {
 		r = bpf_map_lookup_elem(&half_open, &p->flow);
-		if (r) {
-			r->real_isn = tcp_seq_field(ctx, p, 0);
-			r->flags |= LB_REV_ANSWERED;
+		if (r)
 			return r;
-		}
 	}
 	r = bpf_map_lookup_elem(&rev, &p->flow);
-	if (!r && tcp)
+	if (!r && p->flow.proto == LB_IPPROTO_TCP)
 		r = bpf_map_lookup_elem(&half_open, &p->flow);
 	return r;
+}
+
+/* A real's SYN-ACK for the connection of entry `r`, admitted: the entry is marked answered,
+ * with the real's ISN, which the client's proof must acknowledge. */
+static __always_inline void note_syn_ack(struct xdp_md *ctx, const struct lb_pkt *p,
+					 struct lb_rev *r)
+{
+	if (!is_syn_ack(p))
+		return;
+	r->real_isn = tcp_seq_field(ctx, p, 0);
+	r->flags |= LB_REV_ANSWERED;
 }
 
 /* The half-open forward entry of the client flow `p`, or NULL. */

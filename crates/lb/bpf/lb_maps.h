@@ -269,4 +269,19 @@ static __always_inline void account(__u32 service, __u32 real, int conn, int out
 	}
 }
 
+/* The own MAC of each interface the program serves, by ifindex: written by the loader at
+ * attach (and, for a program only loaded, for every interface of the namespace it was loaded
+ * in). A frame sent to any other MAC is not this host's to forward. */
+struct lb_ifmac {
+	__u8 mac[6];
+	__u8 pad[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LB_MAX_IFACES);
+	__type(key, __u32);
+	__type(value, struct lb_ifmac);
+} if_macs SEC(".maps");
+
 #endif

@@ -130,3 +130,103 @@ fn a_corrupt_ipv4_header_goes_to_the_kernel_untranslated_in_every_mode() {
         );
     }
 }
+
+const OTHER_HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x09, 0x99];
+const BROADCAST_MAC: [u8; 6] = [0xff; 6];
+const MCAST4_MAC: [u8; 6] = [0x01, 0x00, 0x5e, 0, 0, 0x01];
+const MCAST6_MAC: [u8; 6] = [0x33, 0x33, 0, 0, 0, 0x01];
+
+#[test]
+fn a_frame_not_sent_to_the_ingress_ports_mac_goes_to_the_kernel_in_every_mode() {
+    for v6 in [false, true] {
+        for mode in MODES {
+            with_lab(
+                &tag("mac", mode, v6),
+                cfg(),
+                plan(mode, v6),
+                move |lab, dp| {
+                    let (client, vip) = ends(v6);
+                    let syn = |dmac: [u8; 6], sport: u16| {
+                        frame(dmac, ROUTER_MAC, ip(client), ip(vip), &tcp(sport, 80, SYN))
+                    };
+                    let mcast = if v6 { MCAST6_MAC } else { MCAST4_MAC };
+                    let what = |w: &str| format!("{mode:?} v6={v6}: {w}");
+                    // Another host's MAC, and the load balancer's own MAC on its other port.
+                    passes_unchanged(dp, &lab, &syn(OTHER_HOST_MAC, 40001), &what("other host"));
+                    passes_unchanged(dp, &lab, &syn(lab.out_mac, 40002), &what("other port"));
+                    assert_eq!(count(dp, Reason::PassNotOurMac), 2, "{}", what("counted"));
+                    passes_unchanged(dp, &lab, &syn(BROADCAST_MAC, 40003), &what("broadcast"));
+                    passes_unchanged(dp, &lab, &syn(mcast, 40004), &what("multicast"));
+                    let echo = L4::Icmp {
+                        ty: if v6 { 128 } else { 8 },
+                        code: 0,
+                        rest: [0x12, 0x34, 0, 1],
+                        payload: b"abcdefgh".to_vec(),
+                    };
+                    let f = frame(BROADCAST_MAC, ROUTER_MAC, ip(client), ip(vip), &echo);
+                    passes_unchanged(dp, &lab, &f, &what("echo to the broadcast MAC"));
+                    assert_eq!(
+                        count(dp, Reason::PassMacMulticast),
+                        3,
+                        "{}",
+                        what("counted")
+                    );
+                    assert_eq!(dp.program().rev_count(), 0, "{}", what("nothing opened"));
+                    // Sent to the port's own MAC, the same SYN is forwarded.
+                    let out = forwarded(dp, &lab, &syn(lab.in_mac, 40005), &what("own MAC"));
+                    // A real's reply to another MAC is not translated either.
+                    if matches!(mode, Mode::Nat | Mode::FullNat) {
+                        let (real, dst) = if v6 {
+                            (
+                                "fd00:2::10",
+                                if mode == Mode::Nat {
+                                    client
+                                } else {
+                                    "fd00:2::1"
+                                },
+                            )
+                        } else {
+                            (
+                                "198.18.2.10",
+                                if mode == Mode::Nat {
+                                    client
+                                } else {
+                                    "198.18.2.1"
+                                },
+                            )
+                        };
+                        let lport = u16::from_be_bytes([
+                            out[14 + if v6 { 40 } else { 20 }],
+                            out[15 + if v6 { 40 } else { 20 }],
+                        ]);
+                        let reply = |dmac| {
+                            frame(
+                                dmac,
+                                REAL_MACS[0],
+                                ip(real),
+                                ip(dst),
+                                &tcp(8080, lport, SYN | ACK),
+                            )
+                        };
+                        let (v, got) = dp.test_run(&reply(OTHER_HOST_MAC), lab.out_idx).unwrap();
+                        assert_eq!(
+                            (v, got),
+                            (XDP_PASS, reply(OTHER_HOST_MAC)),
+                            "{}",
+                            what("reply")
+                        );
+                        assert_eq!(
+                            count(dp, Reason::PassNotOurMac),
+                            3,
+                            "{}",
+                            what("reply counted")
+                        );
+                        let (v, got) = dp.test_run(&reply(lab.out_mac), lab.out_idx).unwrap();
+                        assert_eq!(v, XDP_REDIRECT, "{}", what("reply to the own MAC"));
+                        verify_checksums(&got);
+                    }
+                },
+            );
+        }
+    }
+}

@@ -59,9 +59,18 @@ fn nl(what: &str) -> impl FnOnce(wirespeed_fp::Error) -> Error + '_ {
     move |e| Error::DataPath(format!("{what}: {e}"))
 }
 
-/// The interfaces of `cfg`: name, ifindex, and whether it is a veth; or the one line that
-/// says what to fix.
-pub fn check(cfg: &AttachConfig) -> Result<Vec<(String, u32, bool)>> {
+/// An interface the program is to be attached to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Iface {
+    pub name: String,
+    pub ifindex: u32,
+    pub veth: bool,
+    /// Its own MAC: the only destination MAC the program forwards or answers frames for.
+    pub mac: [u8; 6],
+}
+
+/// The interfaces of `cfg`, or the one line that says what to fix.
+pub fn check(cfg: &AttachConfig) -> Result<Vec<Iface>> {
     if cfg.ifaces.is_empty() {
         return Err(Error::Invalid("no interface: pass --iface IF".into()));
     }
@@ -112,7 +121,18 @@ pub fn check(cfg: &AttachConfig) -> Result<Vec<(String, u32, bool)>> {
                 )
             }));
         }
-        out.push((name.clone(), link.index, link.kind == "veth"));
+        let Some(mac) = link.mac else {
+            return Err(Error::Invalid(format!(
+                "{name} ({}) has no Ethernet address: the load balancer serves Ethernet interfaces",
+                link.kind
+            )));
+        };
+        out.push(Iface {
+            name: name.clone(),
+            ifindex: link.index,
+            veth: link.kind == "veth",
+            mac,
+        });
     }
     Ok(out)
 }

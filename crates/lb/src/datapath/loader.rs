@@ -10,7 +10,7 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
 use super::{AttachConfig, ModeSet, IDLE_TCP_S};
 use crate::bpf::{types, LbSkelBuilder};
-use crate::consts::{FLOW_FWD, MAX_LADDRS, PORT_LO, PORT_RANGE};
+use crate::consts::{FLOW_FWD, MAX_IFACES, MAX_LADDRS, PORT_LO, PORT_RANGE};
 use crate::error::Error;
 use crate::Result;
 
@@ -45,6 +45,9 @@ pub struct Maps {
     pub svc_stats: MapHandle,
     pub real_stats: MapHandle,
     pub reasons: MapHandle,
+    /// The own MAC of each served interface, by ifindex (a frame to another MAC is the
+    /// kernel's).
+    pub if_macs: MapHandle,
     /// The connection table of each CPU (also held by `conns`).
     pub conn_tables: Vec<MapHandle>,
 }
@@ -215,6 +218,7 @@ impl Program {
             svc_stats: handle(&s.svc_stats, "svc_stats")?,
             real_stats: handle(&s.real_stats, "real_stats")?,
             reasons: handle(&s.reasons, "reasons")?,
+            if_macs: handle(&s.if_macs, "if_macs")?,
             conn_tables: Vec::new(),
         };
         let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
@@ -249,6 +253,34 @@ impl Program {
                 half_open_timeout_s: cfg.half_open_timeout_s,
             },
         })
+    }
+
+    /// Tells the program the own MAC of interface `ifindex`: only frames sent to it are
+    /// forwarded or answered there (others are the kernel's, `pass_not_our_mac`).
+    pub fn set_if_mac(&self, ifindex: u32, mac: [u8; 6]) -> Result<()> {
+        let mut v = [0u8; 8];
+        v[..6].copy_from_slice(&mac);
+        self.maps
+            .if_macs
+            .update(&ifindex.to_ne_bytes(), &v, MapFlags::ANY)
+            .map_err(bpf(format!(
+                "write the MAC of interface {ifindex} (at most {MAX_IFACES} interfaces)"
+            )))
+    }
+
+    /// Tells the program the MAC of every interface of the calling thread's network
+    /// namespace that has one: a program loaded for BPF_PROG_TEST_RUN serves them all.
+    pub fn set_namespace_macs(&self) -> Result<()> {
+        let mut route = wirespeed_fp::netlink::Socket::open(libc::NETLINK_ROUTE)
+            .map_err(|e| Error::DataPath(format!("netlink: {e}")))?;
+        let links = wirespeed_fp::netlink::dump_links(&mut route)
+            .map_err(|e| Error::DataPath(format!("list interfaces: {e}")))?;
+        for l in links {
+            if let Some(mac) = l.mac {
+                self.set_if_mac(l.index, mac)?;
+            }
+        }
+        Ok(())
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {

@@ -106,11 +106,13 @@ impl XdpDataPlane {
     /// transmit XDP frames.
     pub fn attach(cfg: &AttachConfig) -> Result<XdpDataPlane> {
         let ifaces = attach::check(cfg)?;
-        let veth = ifaces.iter().any(|(_, _, veth)| *veth);
+        let veth = ifaces.iter().any(|i| i.veth);
         let prog = Program::load_for(cfg, veth)?;
         let mut links = Vec::new();
-        for (name, ifindex, _) in ifaces {
-            links.push(attach::Link::xdp(&prog, &name, ifindex)?);
+        for i in ifaces {
+            // The MAC first: until it is known, the interface's frames go to the kernel.
+            prog.set_if_mac(i.ifindex, i.mac)?;
+            links.push(attach::Link::xdp(&prog, &i.name, i.ifindex)?);
         }
         Ok(XdpDataPlane {
             prog,
@@ -119,10 +121,14 @@ impl XdpDataPlane {
         })
     }
 
-    /// Loads the program without attaching it anywhere: for BPF_PROG_TEST_RUN fixtures.
+    /// Loads the program without attaching it anywhere: for BPF_PROG_TEST_RUN fixtures. It
+    /// serves every interface of the calling thread's network namespace (their MACs are
+    /// written as an attach writes its interfaces').
     pub fn load(cfg: &AttachConfig) -> Result<XdpDataPlane> {
+        let prog = Program::load(cfg)?;
+        prog.set_namespace_macs()?;
         Ok(XdpDataPlane {
-            prog: Program::load(cfg)?,
+            prog,
             links: Vec::new(),
             applied: None,
         })

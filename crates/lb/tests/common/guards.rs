@@ -818,6 +818,7 @@ fn on_veths_an_answer_leaves_by_redirect_not_xdp_tx() {
     ns.run(move || {
         pin(0);
         let prog = wirespeed_lb::datapath::Program::load_for(&cfg(), true).unwrap();
+        prog.set_namespace_macs().unwrap();
         let mut dp_plan = one_service(VIP4, Mode::Dr, &["198.18.2.10"], &[0]);
         dp_plan.ring_size = RING;
         wirespeed_lb::datapath::maps::apply(&prog, None, &dp_plan).unwrap();
