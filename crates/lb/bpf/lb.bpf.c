@@ -465,37 +465,78 @@ static __always_inline int icmp_too_big(struct xdp_md *ctx, const struct lb_pkt 
 	return v;
 }
 
-/* Whether the frame is this host's to act on; if not, why (and it goes to the kernel). Only a
+/* Martian addresses: LB_DROP_MARTIAN for those the kernel always drops, LB_PASS_MARTIAN for
+ * those whose fate depends on its settings or that are its own to deliver, 0 for neither.
+ * IPv4, as ip_route_input_slow: a source in 0/8, multicast or 255.255.255.255, a destination
+ * in 0/8 are dropped; a loopback source or destination is dropped unless route_localnet is on
+ * (the kernel's); a multicast or limited-broadcast destination is never forwarded (the
+ * kernel's). 240/4 is not martian to Linux. IPv6, as ip6_rcv_core and ip6_forward: a multicast
+ * or unspecified source and a loopback source or destination are dropped, and so is a
+ * v4-mapped source (every Linux real drops its SYNs, tcp_v6_conn_request; full-NAT would hide
+ * it from the real); a multicast destination is the kernel's. */
+static __always_inline int martian(const struct lb_pkt *p)
+{
+	const __u8 *s = p->flow.src, *d = p->flow.dst;
+	const __u32 *s32 = (const __u32 *)s, *d32 = (const __u32 *)d;
+
+	if (p->flow.family == LB_AF_INET) {
+		if (s[0] == 0 || (s[0] & 0xf0) == 0xe0 || s32[0] == 0xffffffff || d[0] == 0)
+			return LB_DROP_MARTIAN;
+		if (s[0] == 127 || d[0] == 127 || (d[0] & 0xf0) == 0xe0 || d32[0] == 0xffffffff)
+			return LB_PASS_MARTIAN;
+		return 0;
+	}
+	if (s[0] == 0xff)
+		return LB_DROP_MARTIAN;
+	if (s32[0] == 0 && s32[1] == 0 &&
+	    ((s32[2] == 0 && (s32[3] == 0 || s32[3] == bpf_htonl(1))) ||
+	     s32[2] == bpf_htonl(0xffff)))
+		return LB_DROP_MARTIAN;
+	if (d32[0] == 0 && d32[1] == 0 && d32[2] == 0 && d32[3] == bpf_htonl(1))
+		return LB_DROP_MARTIAN;
+	if (d[0] == 0xff)
+		return LB_PASS_MARTIAN;
+	return 0;
+}
+
+/* Whether the frame is this host's to act on: -1 if so, else the verdict (and why). Only a
  * frame sent to the ingress interface's own MAC is: XDP runs before the kernel's receive
  * path, which marks a frame for another host PACKET_OTHERHOST and drops it (ip_rcv), and never
- * forwards one that came as a broadcast or multicast (ip_forward takes PACKET_HOST only).
- * Checked only for a frame the program would forward or answer: one lookup, off the path of
- * everything that goes to the kernel anyway. */
+ * forwards one that came as a broadcast or multicast (ip_forward takes PACKET_HOST only). Then
+ * its addresses must not be martian. Checked only for a frame the program would forward or
+ * answer: one lookup and a few compares, off the path of everything that goes to the kernel
+ * anyway. */
 static __always_inline int admit(struct xdp_md *ctx, const struct lb_pkt *p, enum lb_reason *why)
 {
 	struct ethhdr *eth = pkt_data(ctx);
 	__u32 ifindex = ctx->ingress_ifindex;
 	struct lb_ifmac *own;
+	int m;
 
 	if ((void *)(eth + 1) > pkt_end(ctx)) {
 		*why = LB_PASS_BAD_HEADER;
-		return 0;
+		return XDP_PASS;
 	}
 	if (eth->h_dest[0] & 1) {
 		*why = LB_PASS_MAC_MULTICAST;
-		return 0;
+		return XDP_PASS;
 	}
 	own = bpf_map_lookup_elem(&if_macs, &ifindex);
 	if (!own) {
 		*why = LB_PASS_MAP;
-		return 0;
+		return XDP_PASS;
 	}
 	if (*(__u32 *)eth->h_dest != *(__u32 *)own->mac ||
 	    *(__u16 *)(eth->h_dest + 4) != *(__u16 *)(own->mac + 4)) {
 		*why = LB_PASS_NOT_OUR_MAC;
-		return 0;
+		return XDP_PASS;
 	}
-	return 1;
+	m = martian(p);
+	if (m) {
+		*why = m;
+		return m == LB_DROP_MARTIAN ? XDP_DROP : XDP_PASS;
+	}
+	return -1;
 }
 
 /* Whether the frame's TCP/UDP checksum may still be partial (see lb_complete_csum). */
@@ -533,8 +574,10 @@ int lb_xdp(struct xdp_md *ctx)
 			why = LB_PASS_NOT_VIP;
 			goto out;
 		}
-		if (!admit(ctx, &p, &why))
+		verdict = admit(ctx, &p, &why);
+		if (verdict >= 0)
 			goto out;
+		verdict = XDP_PASS;
 		if (r)
 			note_syn_ack(ctx, &p, r);
 		if (partial_csum(ctx, &p)) {
@@ -566,12 +609,17 @@ int lb_xdp(struct xdp_md *ctx)
 			/* To a full-NAT local address or a NAT client: maybe about a packet
 			 * sent towards a real (one reverse-table lookup, for too-big only). */
 			why = LB_PASS_NOT_VIP;
-			if (too_big && LB_HAS_NAT && admit(ctx, &p, &why))
+			if (!too_big || !LB_HAS_NAT)
+				goto out;
+			verdict = admit(ctx, &p, &why);
+			if (verdict < 0)
 				verdict = icmp_to_client(ctx, &p, &why);
 			goto out;
 		}
-		if (!admit(ctx, &p, &why))
+		verdict = admit(ctx, &p, &why);
+		if (verdict >= 0)
 			goto out;
+		verdict = XDP_PASS;
 		why = LB_PASS_ICMP;
 		if ((p.flow.family == LB_AF_INET && type == 8) ||
 		    (p.flow.family == LB_AF_INET6 && type == 128))

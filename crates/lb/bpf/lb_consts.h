@@ -110,6 +110,8 @@ enum lb_reason {
 	LB_PASS_BAD_CSUM,     /* IPv4 header checksum wrong: the kernel drops it (ip_rcv_core) */
 	LB_PASS_NOT_OUR_MAC,  /* to another host's MAC: the kernel drops it (PACKET_OTHERHOST) */
 	LB_PASS_MAC_MULTICAST, /* to a broadcast or multicast MAC: the kernel's, never forwarded */
+	LB_DROP_MARTIAN,      /* a source or destination the kernel's routing always drops */
+	LB_PASS_MARTIAN,      /* loopback (route_localnet decides), multicast/broadcast dst: kernel's */
 	LB_NR_REASONS,
 };
 

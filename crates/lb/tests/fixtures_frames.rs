@@ -230,3 +230,82 @@ fn a_frame_not_sent_to_the_ingress_ports_mac_goes_to_the_kernel_in_every_mode() 
         }
     }
 }
+
+#[test]
+fn martian_sources_are_dropped_or_left_to_the_kernel_in_every_mode() {
+    for v6 in [false, true] {
+        for mode in MODES {
+            with_lab(
+                &tag("mt", mode, v6),
+                cfg(),
+                plan(mode, v6),
+                move |lab, dp| {
+                    let (_, vip) = ends(v6);
+                    let what = |w: &str| format!("{mode:?} v6={v6}: from {w}");
+                    let syn = |src: &str, sport: u16| {
+                        frame(
+                            lab.in_mac,
+                            ROUTER_MAC,
+                            ip(src),
+                            ip(vip),
+                            &tcp(sport, 80, SYN),
+                        )
+                    };
+                    // Dropped by the kernel's routing whatever its settings.
+                    let dropped: &[&str] = if v6 {
+                        &["::", "::1", "ff02::1", "ff0e::1", "::ffff:198.18.50.5"]
+                    } else {
+                        &[
+                            "0.0.0.0",
+                            "0.1.2.3",
+                            "224.0.0.1",
+                            "239.1.2.3",
+                            "255.255.255.255",
+                        ]
+                    };
+                    for (i, src) in dropped.iter().enumerate() {
+                        let (v, _) = dp
+                            .test_run(&syn(src, 41000 + i as u16), lab.in_idx)
+                            .unwrap();
+                        assert_eq!(v, wirespeed_lb::datapath::XDP_DROP, "{}", what(src));
+                    }
+                    assert_eq!(
+                        count(dp, Reason::DropMartian),
+                        dropped.len() as u64,
+                        "{}",
+                        what("martians: counted")
+                    );
+                    if !v6 {
+                        // Loopback: route_localnet decides, so the kernel does.
+                        passes_unchanged(dp, &lab, &syn("127.0.0.1", 41010), &what("127.0.0.1"));
+                        assert_eq!(
+                            count(dp, Reason::PassMartian),
+                            1,
+                            "{}",
+                            what("127/8 counted")
+                        );
+                        // An echo request from 0.0.0.0 is not answered.
+                        let echo = L4::Icmp {
+                            ty: 8,
+                            code: 0,
+                            rest: [0x12, 0x34, 0, 1],
+                            payload: b"abcdefgh".to_vec(),
+                        };
+                        let f = frame(lab.in_mac, ROUTER_MAC, ip("0.0.0.0"), ip(vip), &echo);
+                        let (v, _) = dp.test_run(&f, lab.in_idx).unwrap();
+                        assert_eq!(v, wirespeed_lb::datapath::XDP_DROP, "{}", what("echo"));
+                    }
+                    assert_eq!(
+                        (dp.program().rev_count(), dp.program().fwd_count()),
+                        (0, 0),
+                        "{}",
+                        what("martians: no connection opened")
+                    );
+                    // Not martian to Linux: a class E source (v4), a global one (v6) go on.
+                    let src = if v6 { "2001:db8::5" } else { "240.0.0.1" };
+                    forwarded(dp, &lab, &syn(src, 41020), &what(src));
+                },
+            );
+        }
+    }
+}
