@@ -320,14 +320,16 @@ static __always_inline int icmp_echo(struct xdp_md *ctx, const struct lb_pkt *p,
 		if ((void *)(ic + 1) > end)
 			return XDP_PASS;
 		__u16 *ttl_word = (__u16 *)&iph->ttl; /* TTL and protocol */
-		__u16 old_word = *ttl_word;
+		__u16 old_word = *ttl_word, new_word = old_word;
 
 		/* Swapped addresses leave the header's sum as it was; the TTL's change is
-		 * applied incrementally, so the answer keeps the checksum the request had. */
+		 * applied incrementally, so the answer keeps the checksum the request had. The
+		 * word is written whole: a byte store then a 16-bit load of it may be reordered. */
 		iph->saddr = *(__be32 *)p->flow.dst;
 		iph->daddr = *(__be32 *)p->flow.src;
-		iph->ttl = 64;
-		iph->check = csum_apply(iph->check, csum_diff16(0, old_word, *ttl_word));
+		((__u8 *)&new_word)[0] = 64;
+		*ttl_word = new_word;
+		iph->check = csum_apply(iph->check, csum_diff16(0, old_word, new_word));
 		ic->type = 0;
 		ic->checksum = csum_apply(ic->checksum, csum_diff16(0, bpf_htons(0x0800), 0));
 	} else {
@@ -578,6 +580,17 @@ int lb_xdp(struct xdp_md *ctx)
 		if (verdict >= 0)
 			goto out;
 		verdict = XDP_PASS;
+		if (p.ttl <= 1) {
+			/* Spent: not forwarded. Sent to a VIP or a full-NAT local address (this
+			 * host's own), it is answered with time exceeded from that address, as
+			 * IPVS answers; a NAT reply (to the client) is the kernel's, whose
+			 * forwarding answers it as a router does. */
+			if (vip || (r->flags & LB_REV_FNAT))
+				verdict = send_icmp_error(ctx, &p, 0, 1, &why);
+			else
+				why = LB_PASS_TTL;
+			goto out;
+		}
 		if (r)
 			note_syn_ack(ctx, &p, r);
 		if (partial_csum(ctx, &p)) {
@@ -612,7 +625,13 @@ int lb_xdp(struct xdp_md *ctx)
 			if (!too_big || !LB_HAS_NAT)
 				goto out;
 			verdict = admit(ctx, &p, &why);
-			if (verdict < 0)
+			if (verdict >= 0)
+				goto out;
+			verdict = XDP_PASS;
+			/* An ICMP error is never answered with one: a spent one is the kernel's. */
+			if (p.ttl <= 1)
+				why = LB_PASS_TTL;
+			else
 				verdict = icmp_to_client(ctx, &p, &why);
 			goto out;
 		}
@@ -624,6 +643,8 @@ int lb_xdp(struct xdp_md *ctx)
 		if ((p.flow.family == LB_AF_INET && type == 8) ||
 		    (p.flow.family == LB_AF_INET6 && type == 128))
 			verdict = icmp_echo(ctx, &p, &why);
+		else if (too_big && p.ttl <= 1)
+			why = LB_PASS_TTL; /* never an ICMP error answered with one */
 		else if (too_big)
 			verdict = icmp_too_big(ctx, &p, &why);
 		goto out;

@@ -112,6 +112,8 @@ enum lb_reason {
 	LB_PASS_MAC_MULTICAST, /* to a broadcast or multicast MAC: the kernel's, never forwarded */
 	LB_DROP_MARTIAN,      /* a source or destination the kernel's routing always drops */
 	LB_PASS_MARTIAN,      /* loopback (route_localnet decides), multicast/broadcast dst: kernel's */
+	LB_ICMP_TIME_EXCEEDED, /* TTL/hop limit <= 1 to a VIP or a local address: answered, not sent on */
+	LB_PASS_TTL,          /* TTL/hop limit <= 1 of a NAT reply or an ICMP error: the kernel's */
 	LB_NR_REASONS,
 };
 

@@ -94,8 +94,49 @@ static __always_inline int fib_fail(int rc, enum lb_reason *why)
 	return XDP_PASS;
 }
 
-/* Writes the FIB's MACs and sends the frame out of its egress port. */
-static __always_inline int emit(struct xdp_md *ctx, const struct bpf_fib_lookup *fib)
+/* Takes one from the TTL (IPv4, its checksum updated incrementally) or hop limit of the IP
+ * packet at `off`: every packet the program forwards to another host loses one, as a
+ * router's does and as IPVS's does (decrement_ttl, every forwarding method, since Linux 5.3).
+ * The caller made sure it was above 1 (lb_xdp answers or passes the others). */
+static __always_inline void ttl_dec_at(struct xdp_md *ctx, __u32 off, int v4)
+{
+	void *data = pkt_data(ctx), *end = pkt_end(ctx);
+
+	if (v4) {
+		struct iphdr *iph = data + off;
+		__u16 *word, old, new;
+
+		if ((void *)(iph + 1) > end)
+			return;
+		/* The 16-bit word of TTL and protocol, changed as a whole (a byte store then a
+		 * 16-bit load of the same word may be reordered by the compiler). */
+		word = (__u16 *)&iph->ttl;
+		old = *word;
+		new = old;
+		((__u8 *)&new)[0] -= 1;
+		*word = new;
+		iph->check = csum_apply(iph->check, csum_diff16(0, old, new));
+	} else {
+		struct ipv6hdr *ip6h = data + off;
+
+		if ((void *)(ip6h + 1) > end)
+			return;
+		ip6h->hop_limit -= 1;
+	}
+}
+
+/* The same, for the packet right behind the Ethernet header. */
+static __always_inline void ttl_dec(struct xdp_md *ctx)
+{
+	struct ethhdr *eth = pkt_data(ctx);
+
+	if ((void *)(eth + 1) > pkt_end(ctx))
+		return;
+	ttl_dec_at(ctx, LB_L3_OFF, eth->h_proto == bpf_htons(LB_ETH_P_IP));
+}
+
+/* Writes the FIB's MACs and sends the frame out of its egress port, as it is. */
+static __always_inline int emit_as_is(struct xdp_md *ctx, const struct bpf_fib_lookup *fib)
 {
 	struct ethhdr *eth = pkt_data(ctx);
 
@@ -106,6 +147,13 @@ static __always_inline int emit(struct xdp_md *ctx, const struct bpf_fib_lookup 
 	if (fib->ifindex == ctx->ingress_ifindex && !cfg_tx_redirect)
 		return XDP_TX;
 	return bpf_redirect(fib->ifindex, 0);
+}
+
+/* A forwarded packet: its TTL or hop limit less one, out of its egress port. */
+static __always_inline int emit(struct xdp_md *ctx, const struct bpf_fib_lookup *fib)
+{
+	ttl_dec(ctx);
+	return emit_as_is(ctx, fib);
 }
 
 /* Out of the port the frame came in by (an answer to its sender). */
@@ -134,11 +182,12 @@ static __always_inline int fwd_dr(struct xdp_md *ctx, const struct lb_pkt *p,
 	return emit(ctx, &f);
 }
 
-/* Answers the client of a frame too big to encapsulate: ICMP frag-needed (IPv4) or
- * packet-too-big (IPv6) from the VIP, carrying the original IP header and 8 bytes after it,
- * with `mtu` the largest inner packet that fits. */
-static __always_inline int send_too_big(struct xdp_md *ctx, const struct lb_pkt *p, __u32 mtu,
-					enum lb_reason *why)
+/* Answers the sender of a frame with an ICMP error from the address the frame was sent to,
+ * carrying the original IP header and 8 bytes after it: too big to encapsulate, frag-needed
+ * (IPv4) or packet-too-big (IPv6) with `mtu` the largest inner packet that fits; or, with
+ * `exceeded`, time exceeded in transit (its TTL or hop limit was spent). */
+static __always_inline int send_icmp_error(struct xdp_md *ctx, const struct lb_pkt *p, __u32 mtu,
+					   int exceeded, enum lb_reason *why)
 {
 	int v4 = p->flow.family == LB_AF_INET;
 	__u32 keep = LB_L3_OFF + (v4 ? 20 : 40) + 8;  /* of the original: eth, IP, 8 bytes */
@@ -149,7 +198,7 @@ static __always_inline int send_too_big(struct xdp_md *ctx, const struct lb_pkt 
 	void *data, *end;
 	__u64 sum;
 
-	*why = LB_PASS_TOO_BIG;
+	*why = exceeded ? LB_PASS_TTL : LB_PASS_TOO_BIG;
 	if ((void *)(eth + 1) > pkt_end(ctx) || len < keep)
 		return XDP_PASS;
 	__builtin_memcpy(dmac, eth->h_source, 6);
@@ -184,8 +233,8 @@ static __always_inline int send_too_big(struct xdp_md *ctx, const struct lb_pkt 
 		iph->saddr = orig->daddr;
 		iph->daddr = orig->saddr;
 		ipv4_csum(iph);
-		ic->type = 3;
-		ic->code = 4;
+		ic->type = exceeded ? 11 : 3;
+		ic->code = exceeded ? 0 : 4;
 		ic->checksum = 0;
 		ic->un.frag.__unused = 0;
 		ic->un.frag.mtu = bpf_htons(mtu);
@@ -205,7 +254,7 @@ static __always_inline int send_too_big(struct xdp_md *ctx, const struct lb_pkt 
 		ip6h->hop_limit = 64;
 		ip6h->saddr = orig->daddr;
 		ip6h->daddr = orig->saddr;
-		ic->icmp6_type = 2;
+		ic->icmp6_type = exceeded ? 3 : 2;
 		ic->icmp6_code = 0;
 		ic->icmp6_cksum = 0;
 		ic->icmp6_dataun.un_data32[0] = bpf_htonl(mtu);
@@ -215,8 +264,14 @@ static __always_inline int send_too_big(struct xdp_md *ctx, const struct lb_pkt 
 		sum += bpf_htonl(LB_IPPROTO_ICMPV6);
 		ic->icmp6_cksum = ~csum_fold(sum);
 	}
-	*why = LB_ICMP_TOO_BIG_SENT;
+	*why = exceeded ? LB_ICMP_TIME_EXCEEDED : LB_ICMP_TOO_BIG_SENT;
 	return tx_back(ctx);
+}
+
+static __always_inline int send_too_big(struct xdp_md *ctx, const struct lb_pkt *p, __u32 mtu,
+					enum lb_reason *why)
+{
+	return send_icmp_error(ctx, p, mtu, 0, why);
 }
 
 /* The tunnel's outer source: the configured prefix with the flow hash as host bits (the
@@ -354,6 +409,9 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 		*why = LB_PASS_MAP;
 		return XDP_PASS;
 	}
+	/* The inner packet is the one forwarded: it loses one hop (IPVS decrements before it
+	 * encapsulates), before GUE's checksum sums its header; the outer header starts afresh. */
+	ttl_dec_at(ctx, LB_L3_OFF + olen, p->flow.family == LB_AF_INET);
 	data = pkt_data(ctx);
 	end = pkt_end(ctx);
 	eth = data;
@@ -408,7 +466,7 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 		}
 	}
 	*why = LB_FWD_TUNNEL;
-	return emit(ctx, &f);
+	return emit_as_is(ctx, &f);
 }
 
 #endif

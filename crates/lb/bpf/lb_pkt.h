@@ -15,6 +15,7 @@ struct lb_pkt {
 	__u8 df;       /* IPv4 DF set (IPv6: always 1) */
 	__u8 tos;
 	__u8 tcp_doff; /* bytes */
+	__u8 ttl;      /* IPv4 TTL, IPv6 hop limit */
 };
 
 static __always_inline void *pkt_data(struct xdp_md *ctx)
@@ -134,6 +135,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		p->flow.family = LB_AF_INET;
 		p->df = !!(iph->frag_off & bpf_htons(LB_IP_DF));
 		p->tos = iph->tos;
+		p->ttl = iph->ttl;
 		l4 = iph + 1;
 	} else if (eth->h_proto == bpf_htons(LB_ETH_P_IPV6)) {
 		struct ipv6hdr *ip6h = data + LB_L3_OFF;
@@ -155,6 +157,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		p->flow.family = LB_AF_INET6;
 		p->df = 1;
 		p->tos = (ip6h->priority << 4) | (ip6h->flow_lbl[0] >> 4);
+		p->ttl = ip6h->hop_limit;
 		l4 = ip6h + 1;
 		if (p->flow.proto != LB_IPPROTO_TCP && p->flow.proto != LB_IPPROTO_UDP &&
 		    p->flow.proto != LB_IPPROTO_ICMPV6) {

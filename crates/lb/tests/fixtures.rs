@@ -60,7 +60,13 @@ fn dr_v4_rewrites_only_the_macs() {
         let input = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &l4);
         let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
         assert_eq!(v, XDP_REDIRECT);
-        let expect = frame(REAL_MACS[0], lab.out_mac, ip(CLIENT4), ip(VIP4), &l4);
+        let expect = hopped(&frame(
+            REAL_MACS[0],
+            lab.out_mac,
+            ip(CLIENT4),
+            ip(VIP4),
+            &l4,
+        ));
         assert_eq!(out, expect);
         verify_checksums(&out);
         assert_eq!(count(dp, Reason::FwdDr), 1);
@@ -80,17 +86,24 @@ fn dr_v6_rewrites_only_the_macs() {
         assert_eq!(v, XDP_REDIRECT);
         assert_eq!(
             out,
-            frame(REAL_MACS[0], lab.out_mac, ip(CLIENT6), ip(VIP6), &l4)
+            hopped(&frame(
+                REAL_MACS[0],
+                lab.out_mac,
+                ip(CLIENT6),
+                ip(VIP6),
+                &l4
+            ))
         );
         verify_checksums(&out);
     });
 }
 
-/// The frame a tunnel sends: Ethernet to the real, the outer header, the packet as it came.
+/// The frame a tunnel sends: Ethernet to the real, the outer header, the packet as it came
+/// less one hop.
 fn tunneled(lab: &Lab, real: usize, src: &str, dst: &str, inner: &[u8]) -> Vec<u8> {
     let inner_proto = if inner[0] >> 4 == 4 { 4 } else { 41 };
     let mut p = ip_header(ip(src), ip(dst), inner_proto, inner.len());
-    p.extend(inner);
+    p.extend(hop(inner));
     eth(REAL_MACS[real], lab.out_mac, ip(dst).is_ipv6(), &p)
 }
 
@@ -252,13 +265,13 @@ fn nat_translates_both_directions() {
             );
             let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
             assert_eq!(v, XDP_REDIRECT);
-            let expect = frame(
+            let expect = hopped(&frame(
                 REAL_MACS[0],
                 lab.out_mac,
                 ip(client),
                 ip(real_ip),
                 &tcp(40000, 8080, SYN),
-            );
+            ));
             assert_eq!(out, expect, "DNAT to the real");
             verify_checksums(&out);
             assert_eq!(dp.program().rev_count(), 0);
@@ -274,13 +287,13 @@ fn nat_translates_both_directions() {
             );
             let (v, out) = dp.test_run(&reply, lab.out_idx).unwrap();
             assert_eq!(v, XDP_REDIRECT);
-            let expect = frame(
+            let expect = hopped(&frame(
                 ROUTER_MAC,
                 lab.in_mac,
                 ip(vip),
                 ip(client),
                 &tcp(80, 40000, SYN | ACK),
-            );
+            ));
             assert_eq!(out, expect, "SNAT back to the VIP");
             verify_checksums(&out);
 
@@ -334,13 +347,13 @@ fn full_nat_translates_both_directions() {
                     (lo..hi).contains(&(lport as u32)),
                     "port {lport} in CPU 0's share"
                 );
-                let expect = frame(
+                let expect = hopped(&frame(
                     REAL_MACS[0],
                     lab.out_mac,
                     ip(laddr),
                     ip(real_ip),
                     &tcp(lport, 8080, SYN),
-                );
+                ));
                 assert_eq!(out, expect);
                 verify_checksums(&out);
 
@@ -353,13 +366,13 @@ fn full_nat_translates_both_directions() {
                 );
                 let (v, out) = dp.test_run(&reply, lab.out_idx).unwrap();
                 assert_eq!(v, XDP_REDIRECT);
-                let expect = frame(
+                let expect = hopped(&frame(
                     ROUTER_MAC,
                     lab.in_mac,
                     ip(vip),
                     ip(client),
                     &tcp(80, 40000, SYN | ACK),
-                );
+                ));
                 assert_eq!(out, expect);
                 verify_checksums(&out);
 
@@ -441,7 +454,13 @@ fn toa_rides_on_the_syn_and_the_first_ack_only() {
                 let expect = seg(lport, 8080, SYN, opts, b"data".to_vec());
                 assert_eq!(
                     out,
-                    frame(REAL_MACS[0], lab.out_mac, ip(laddr), ip(real_ip), &expect),
+                    hopped(&frame(
+                        REAL_MACS[0],
+                        lab.out_mac,
+                        ip(laddr),
+                        ip(real_ip),
+                        &expect
+                    )),
                     "SYN"
                 );
                 real_syn_ack(&lab, dp, real_ip, laddr, lport);
@@ -450,7 +469,13 @@ fn toa_rides_on_the_syn_and_the_first_ack_only() {
                 let expect = seg(lport, 8080, ACK, toa(40000, client), b"data".to_vec());
                 assert_eq!(
                     out,
-                    frame(REAL_MACS[0], lab.out_mac, ip(laddr), ip(real_ip), &expect),
+                    hopped(&frame(
+                        REAL_MACS[0],
+                        lab.out_mac,
+                        ip(laddr),
+                        ip(real_ip),
+                        &expect
+                    )),
                     "first ACK"
                 );
 
@@ -458,7 +483,13 @@ fn toa_rides_on_the_syn_and_the_first_ack_only() {
                 let expect = seg(lport, 8080, ACK | PSH, Vec::new(), b"data".to_vec());
                 assert_eq!(
                     out,
-                    frame(REAL_MACS[0], lab.out_mac, ip(laddr), ip(real_ip), &expect),
+                    hopped(&frame(
+                        REAL_MACS[0],
+                        lab.out_mac,
+                        ip(laddr),
+                        ip(real_ip),
+                        &expect
+                    )),
                     "later"
                 );
                 assert_eq!(count(dp, Reason::ToaAdded), 2);
@@ -484,13 +515,13 @@ fn toa_that_does_not_fit_is_left_out_and_counted() {
             let expect = seg(lport, 8080, SYN, full, Vec::new());
             assert_eq!(
                 out,
-                frame(
+                hopped(&frame(
                     REAL_MACS[0],
                     lab.out_mac,
                     ip("198.18.2.1"),
                     ip("198.18.2.10"),
                     &expect
-                )
+                ))
             );
             verify_checksums(&out);
             assert_eq!(count(dp, Reason::ToaNoRoom), 1);
@@ -583,7 +614,13 @@ fn too_big_for_a_vip_flow_reaches_the_flows_real() {
             assert_eq!(v, XDP_REDIRECT);
             assert_eq!(
                 out,
-                frame(real_mac, lab.out_mac, ip("198.18.50.1"), ip(VIP4), &icmp)
+                hopped(&frame(
+                    real_mac,
+                    lab.out_mac,
+                    ip("198.18.50.1"),
+                    ip(VIP4),
+                    &icmp
+                ))
             );
             verify_checksums(&out);
         }

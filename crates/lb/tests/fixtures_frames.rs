@@ -6,7 +6,9 @@
 mod common;
 
 use common::*;
-use wirespeed_lb::datapath::{Reason, XdpDataPlane, XDP_PASS, XDP_REDIRECT};
+use std::net::IpAddr;
+
+use wirespeed_lb::datapath::{Reason, XdpDataPlane, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 use wirespeed_lb::model::{Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, ServiceKey};
 
 const VIP4: &str = "198.18.100.1";
@@ -267,7 +269,7 @@ fn martian_sources_are_dropped_or_left_to_the_kernel_in_every_mode() {
                         let (v, _) = dp
                             .test_run(&syn(src, 41000 + i as u16), lab.in_idx)
                             .unwrap();
-                        assert_eq!(v, wirespeed_lb::datapath::XDP_DROP, "{}", what(src));
+                        assert_eq!(v, XDP_DROP, "{}", what(src));
                     }
                     assert_eq!(
                         count(dp, Reason::DropMartian),
@@ -293,7 +295,7 @@ fn martian_sources_are_dropped_or_left_to_the_kernel_in_every_mode() {
                         };
                         let f = frame(lab.in_mac, ROUTER_MAC, ip("0.0.0.0"), ip(vip), &echo);
                         let (v, _) = dp.test_run(&f, lab.in_idx).unwrap();
-                        assert_eq!(v, wirespeed_lb::datapath::XDP_DROP, "{}", what("echo"));
+                        assert_eq!(v, XDP_DROP, "{}", what("echo"));
                     }
                     assert_eq!(
                         (dp.program().rev_count(), dp.program().fwd_count()),
@@ -304,6 +306,156 @@ fn martian_sources_are_dropped_or_left_to_the_kernel_in_every_mode() {
                     // Not martian to Linux: a class E source (v4), a global one (v6) go on.
                     let src = if v6 { "2001:db8::5" } else { "240.0.0.1" };
                     forwarded(dp, &lab, &syn(src, 41020), &what(src));
+                },
+            );
+        }
+    }
+}
+
+/// `f` with its IPv4 TTL or IPv6 hop limit set to `ttl` (the IPv4 checksum fixed).
+fn with_ttl(mut f: Vec<u8>, ttl: u8) -> Vec<u8> {
+    if f[12..14] == [0x86, 0xdd] {
+        f[14 + 7] = ttl;
+    } else {
+        f[14 + 8] = ttl;
+        fix_ipv4_csum(&mut f);
+    }
+    f
+}
+
+/// The time-exceeded answer to `input` (an Ethernet frame from `smac` to `dmac`): from the
+/// address it was sent to, back to its sender, quoting its IP header and 8 bytes.
+fn time_exceeded(input: &[u8], v6: bool) -> Vec<u8> {
+    let hl = if v6 { 40 } else { 20 };
+    let (src, dst) = if v6 {
+        let s: [u8; 16] = input[22..38].try_into().unwrap();
+        let d: [u8; 16] = input[38..54].try_into().unwrap();
+        (IpAddr::from(d), IpAddr::from(s))
+    } else {
+        let s: [u8; 4] = input[26..30].try_into().unwrap();
+        let d: [u8; 4] = input[30..34].try_into().unwrap();
+        (IpAddr::from(d), IpAddr::from(s))
+    };
+    let icmp = L4::Icmp {
+        ty: if v6 { 3 } else { 11 },
+        code: 0,
+        rest: [0; 4],
+        payload: input[14..14 + hl + 8].to_vec(),
+    };
+    let dmac: [u8; 6] = input[6..12].try_into().unwrap();
+    let smac: [u8; 6] = input[0..6].try_into().unwrap();
+    frame(dmac, smac, src, dst, &icmp)
+}
+
+#[test]
+fn a_spent_ttl_is_answered_with_time_exceeded_and_others_lose_one_hop_in_every_mode() {
+    for v6 in [false, true] {
+        for mode in MODES {
+            with_lab(
+                &tag("tl", mode, v6),
+                cfg(),
+                plan(mode, v6),
+                move |lab, dp| {
+                    let (client, vip) = ends(v6);
+                    let what = |w: &str| format!("{mode:?} v6={v6}: {w}");
+                    let syn = |sport: u16, ttl: u8| {
+                        with_ttl(lab.client_tcp(client, vip, sport, SYN), ttl)
+                    };
+                    for (i, ttl) in [1u8, 0].into_iter().enumerate() {
+                        let input = syn(42000 + i as u16, ttl);
+                        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+                        assert_eq!(v, XDP_TX, "{}", what(&format!("TTL {ttl}: answered")));
+                        assert_eq!(out, time_exceeded(&input, v6), "{}", what("the answer"));
+                        verify_checksums(&out);
+                    }
+                    assert_eq!(
+                        count(dp, Reason::IcmpTimeExceeded),
+                        2,
+                        "{}",
+                        what("counted")
+                    );
+                    assert_eq!(
+                        (dp.program().rev_count(), dp.program().fwd_count()),
+                        (0, 0),
+                        "{}",
+                        what("a spent SYN opens no connection")
+                    );
+                    // TTL 2 goes on with 1 (a tunnel's inner packet; the outer starts at 64).
+                    let out = forwarded(dp, &lab, &syn(42002, 2), &what("TTL 2"));
+                    let inner = 14
+                        + if mode == Mode::Tunnel {
+                            if v6 {
+                                40
+                            } else {
+                                20
+                            }
+                        } else {
+                            0
+                        };
+                    assert_eq!(
+                        out[inner + if v6 { 7 } else { 8 }],
+                        1,
+                        "{}",
+                        what("one hop less")
+                    );
+                    // A real's reply with TTL 1: to a full-NAT local address (ours), answered
+                    // from it; to a NAT client, the kernel's (its forwarding answers as a router).
+                    if matches!(mode, Mode::Nat | Mode::FullNat) {
+                        let l3 = if v6 { 40 } else { 20 };
+                        let lport = u16::from_be_bytes([out[14 + l3], out[15 + l3]]);
+                        let (real, laddr) = if v6 {
+                            ("fd00:2::10", "fd00:2::1")
+                        } else {
+                            ("198.18.2.10", "198.18.2.1")
+                        };
+                        let dst = if mode == Mode::Nat { client } else { laddr };
+                        let reply = with_ttl(
+                            frame(
+                                lab.out_mac,
+                                REAL_MACS[0],
+                                ip(real),
+                                ip(dst),
+                                &tcp(8080, lport, SYN | ACK),
+                            ),
+                            1,
+                        );
+                        let (v, out) = dp.test_run(&reply, lab.out_idx).unwrap();
+                        if mode == Mode::Nat {
+                            assert_eq!((v, out), (XDP_PASS, reply), "{}", what("NAT reply"));
+                            assert_eq!(count(dp, Reason::PassTtl), 1, "{}", what("counted"));
+                        } else {
+                            assert_eq!(v, XDP_TX, "{}", what("full-NAT reply"));
+                            assert_eq!(out, time_exceeded(&reply, v6), "{}", what("its answer"));
+                            verify_checksums(&out);
+                        }
+                    }
+                    // An ICMP error is never answered with one: a spent too-big is the kernel's.
+                    let quoted = ip_packet(ip(vip), ip(client), &tcp(80, 42002, ACK));
+                    let too_big = L4::Icmp {
+                        ty: if v6 { 2 } else { 3 },
+                        code: if v6 { 0 } else { 4 },
+                        rest: [0, 0, 0x05, 0x00],
+                        payload: quoted[..if v6 { 48 } else { 28 }].to_vec(),
+                    };
+                    let f = with_ttl(
+                        frame(lab.in_mac, ROUTER_MAC, ip(client), ip(vip), &too_big),
+                        1,
+                    );
+                    passes_unchanged(dp, &lab, &f, &what("spent too-big"));
+                    // An echo request is answered whatever its TTL: it is not forwarded.
+                    let echo = L4::Icmp {
+                        ty: if v6 { 128 } else { 8 },
+                        code: 0,
+                        rest: [0x12, 0x34, 0, 1],
+                        payload: b"abcdefgh".to_vec(),
+                    };
+                    let f = with_ttl(frame(lab.in_mac, ROUTER_MAC, ip(client), ip(vip), &echo), 1);
+                    assert_eq!(
+                        dp.test_run(&f, lab.in_idx).unwrap().0,
+                        XDP_TX,
+                        "{}",
+                        what("echo")
+                    );
                 },
             );
         }

@@ -90,7 +90,8 @@ fn check_gue(
     assert_eq!(v, XDP_REDIRECT, "{out:02x?}");
     let sport = gue_sport(&out, outer_v6);
     assert!(sport >= 0xc000, "source port {sport} in the dynamic range");
-    let mut expect = gue_frame(lab, outer.0, outer.1, sport, inner, csum);
+    // The inner packet is forwarded: one hop less.
+    let mut expect = gue_frame(lab, outer.0, outer.1, sport, &hop(inner), csum);
     let inner_proto = if inner_v6 { inner[6] } else { inner[9] };
     if !outer_v6 && (inner_proto == 1 || inner_proto == 58) {
         // A too-big forwarded to the real goes without DF (never an ICMP about an ICMP).

@@ -183,13 +183,13 @@ fn client_side_case(c: Cast, proto: Proto, mode: Mode, keep: Option<usize>) {
             (c.crouter, c.client, 40000)
         };
         let translated = ip_packet(ip(c.real), ip(seen_to), &l4(proto, 8080, seen_port));
-        let expect = frame(
+        let expect = hopped(&frame(
             REAL_MACS[0],
             lab.out_mac,
             ip(outer_src),
             ip(c.real),
             &too_big(v6, &translated, keep),
-        );
+        ));
         assert_eq!(v, XDP_REDIRECT, "{mode:?} {proto:?} keep {keep:?}");
         assert_eq!(out, expect, "{mode:?} {proto:?} keep {keep:?}");
         verify_checksums(&out);
@@ -241,13 +241,13 @@ fn a_quoted_udp_datagram_without_checksum_keeps_none() {
         assert_eq!(v, XDP_REDIRECT);
         let mut translated = ip_packet(ip(V4.real), ip(CLIENT4), &udp(8080, 40000));
         translated[26..28].copy_from_slice(&[0, 0]);
-        let expect = frame(
+        let expect = hopped(&frame(
             REAL_MACS[0],
             lab.out_mac,
             ip(CROUTER4),
             ip(V4.real),
             &too_big(false, &translated, Some(28)),
-        );
+        ));
         assert_eq!(out, expect);
         verify_checksums(&out);
         verify_quote(&out);
@@ -284,13 +284,13 @@ fn another_cpu_finds_the_connection_in_the_shared_forward_entry() {
                 (c.crouter, c.client, 40000)
             };
             let translated = ip_packet(ip(c.real), ip(to), &tcp(8080, port, ACK));
-            let expect = frame(
+            let expect = hopped(&frame(
                 REAL_MACS[0],
                 lab.out_mac,
                 ip(src),
                 ip(c.real),
                 &too_big(v6, &translated, None),
-            );
+            ));
             assert_eq!(out, expect, "{mode:?}");
             verify_checksums(&out);
             verify_quote(&out);
@@ -372,13 +372,13 @@ fn too_big_from_the_reals_path_reaches_the_client_translated() {
             // To the client from the VIP, about CLIENT:40000 -> VIP:80; the MTU as the
             // router said it.
             let translated = ip_packet(ip(c.client), ip(c.vip), &tcp(40000, 80, ACK));
-            let expect = frame(
+            let expect = hopped(&frame(
                 ROUTER_MAC,
                 lab.in_mac,
                 ip(c.vip),
                 ip(c.client),
                 &too_big(v6, &translated, Some(if v6 { 48 } else { 28 })),
-            );
+            ));
             assert_eq!(out, expect, "{mode:?}");
             verify_checksums(&out);
             verify_quote(&out);

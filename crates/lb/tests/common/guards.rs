@@ -364,13 +364,13 @@ fn udp_through_nat_keeps_its_checksums_and_a_zero_checksum_stays_zero() {
         );
         let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
         assert_eq!(v, XDP_REDIRECT);
-        let expect = frame(
+        let expect = hopped(&frame(
             REAL_MACS[0],
             lab.out_mac,
             ip(CLIENT4),
             ip("198.18.2.10"),
             &udp(40000, 8080),
-        );
+        ));
         assert_eq!(out, expect);
         verify_checksums(&out);
         let reply = frame(
@@ -384,13 +384,13 @@ fn udp_through_nat_keeps_its_checksums_and_a_zero_checksum_stays_zero() {
         assert_eq!(v, XDP_REDIRECT);
         assert_eq!(
             out,
-            frame(
+            hopped(&frame(
                 ROUTER_MAC,
                 lab.in_mac,
                 ip(VIP4),
                 ip(CLIENT4),
                 &udp(80, 40000)
-            )
+            ))
         );
         verify_checksums(&out);
 
@@ -531,7 +531,13 @@ fn packet_too_big_v6_reaches_the_dr_real_of_the_flow() {
             assert_eq!(v, XDP_REDIRECT);
             assert_eq!(
                 out,
-                frame(real_mac, lab.out_mac, ip("fd00:50::1"), ip(VIP6), &icmp)
+                hopped(&frame(
+                    real_mac,
+                    lab.out_mac,
+                    ip("fd00:50::1"),
+                    ip(VIP6),
+                    &icmp
+                ))
             );
             verify_checksums(&out);
         }
@@ -663,13 +669,13 @@ fn a_partial_checksum_from_a_local_sender_is_completed() {
         assert_eq!(v, XDP_REDIRECT);
         assert_eq!(
             out,
-            frame(
+            hopped(&frame(
                 REAL_MACS[0],
                 lab.out_mac,
                 ip(CLIENT6),
                 ip(VIP6),
                 &tcp(40000, 80, SYN)
-            )
+            ))
         );
         assert_eq!(count(dp, Reason::CsumCompleted), 2);
     });

@@ -228,6 +228,29 @@ pub fn frame(dmac: [u8; 6], smac: [u8; 6], src: IpAddr, dst: IpAddr, l4: &L4) ->
     eth(dmac, smac, src.is_ipv6(), &ip_packet(src, dst, l4))
 }
 
+/// An IP packet as the data path forwards it, one hop on: TTL (IPv4, header checksum
+/// recomputed) or hop limit less one.
+pub fn hop(p: &[u8]) -> Vec<u8> {
+    let mut p = p.to_vec();
+    if p[0] >> 4 == 4 {
+        p[8] -= 1;
+        let hl = (p[0] & 0xf) as usize * 4;
+        p[10..12].copy_from_slice(&[0, 0]);
+        let c = fold(sum16(&p[..hl], 0));
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+    } else {
+        p[7] -= 1;
+    }
+    p
+}
+
+/// An Ethernet frame whose IP packet went one hop (see `hop`).
+pub fn hopped(f: &[u8]) -> Vec<u8> {
+    let mut out = f[..14].to_vec();
+    out.extend(hop(&f[14..]));
+    out
+}
+
 /// Recomputes the IPv4 header checksum of an Ethernet frame (a fixture that changed a header
 /// field by hand).
 pub fn fix_ipv4_csum(f: &mut [u8]) {
