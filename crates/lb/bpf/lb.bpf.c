@@ -414,7 +414,7 @@ static __always_inline int icmp_too_big(struct xdp_md *ctx, const struct lb_pkt 
 		struct lb_flow k = f;
 
 		k.pad[0] = LB_FLOW_FWD;
-		fw = bpf_map_lookup_elem(&rev, &k);
+		fw = conn_entry(&k);
 		if (fw) {
 			slot = fw->real;
 			laddr = fw->laddr;

@@ -205,7 +205,7 @@ static __always_inline int icmp_to_client(struct xdp_md *ctx, const struct lb_pk
 	if (k.proto != LB_IPPROTO_TCP && k.proto != LB_IPPROTO_UDP)
 		return XDP_PASS;
 	k.family = p->flow.family;
-	r = bpf_map_lookup_elem(&rev, &k);
+	r = conn_entry(&k);
 	if (!r || (r->flags & LB_REV_FWD))
 		return XDP_PASS;
 	rc = fib(ctx, &f, p->flow.family, r->vip, r->client, p->flow.proto, p->l3_len, 0);

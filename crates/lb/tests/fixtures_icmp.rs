@@ -156,7 +156,33 @@ fn open(dp: &XdpDataPlane, lab: &Lab, c: Cast, proto: Proto) -> u16 {
     let input = frame(lab.in_mac, ROUTER_MAC, ip(c.client), ip(c.vip), &first);
     let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
     assert_eq!(v, XDP_REDIRECT, "the connection opens");
-    sport_of(&out)
+    let sport = sport_of(&out);
+    if proto == Proto::Tcp {
+        // The real's SYN-ACK to where the SYN came from (the client, or the full-NAT local
+        // address and port), then the client's ACK: established.
+        let from: IpAddr = if out[12] == 0x86 {
+            <[u8; 16]>::try_from(&out[22..38]).unwrap().into()
+        } else {
+            <[u8; 4]>::try_from(&out[26..30]).unwrap().into()
+        };
+        let syn_ack = frame(
+            lab.out_mac,
+            REAL_MACS[0],
+            ip(c.real),
+            from,
+            &tcp(8080, sport, SYN | ACK),
+        );
+        assert_eq!(dp.test_run(&syn_ack, lab.out_idx).unwrap().0, XDP_REDIRECT);
+        let ack = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(c.client),
+            ip(c.vip),
+            &tcp(40000, 80, ACK),
+        );
+        assert_eq!(dp.test_run(&ack, lab.in_idx).unwrap().0, XDP_REDIRECT);
+    }
+    sport
 }
 
 /// A client-side error about VIP:80 -> CLIENT:40000 (quote cut at `keep`) goes to the real,

@@ -58,13 +58,13 @@ fn still_established(lab: &Lab, dp: &XdpDataPlane, cport: u16, lport: u16) {
     assert_eq!(v, XDP_REDIRECT, "the real's reply is still translated");
     assert_eq!(
         out,
-        frame(
+        hopped(&frame(
             ROUTER_MAC,
             lab.in_mac,
             ip(VIP4),
             ip(CLIENT4),
             &tcp(80, cport, ACK)
-        )
+        ))
     );
 }
 
