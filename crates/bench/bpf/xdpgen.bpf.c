@@ -369,15 +369,75 @@ static __always_inline int sampled(struct xdp_md *ctx)
 	       (p[20] == 6 || p[20] == 17 || p[20] == 4 || p[20] == 41);
 }
 
+/* The sequence number a sink answers a TCP SYN with (0: it answers nothing). A balancer that
+ * keeps a connection half-open until the client acknowledges the real's SYN-ACK (the wirespeed
+ * load balancer's NAT and full-NAT) needs the backends to answer while connections are primed;
+ * the measured frames then acknowledge this number plus one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sink_syn_ack SEC(".maps");
+
+/* A plain IPv4 TCP SYN (no IP options) turned into its SYN-ACK in place: addresses, ports and
+ * MACs swapped (the checksums do not see a swap), sequence `isn`, acknowledgement the SYN's
+ * plus one; the TCP checksum follows the three changed words. 1 when answered. */
+static __always_inline int answer_syn(struct xdp_md *ctx, __u32 isn)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = data + sizeof(*eth);
+	struct tcphdr *th = (void *)(ip + 1);
+	__u8 mac[6];
+	__be32 a;
+	__be16 port;
+	__u16 old_flags, new_flags;
+	__u32 sum;
+
+	if ((void *)(th + 1) > end || eth->h_proto != bpf_htons(0x0800) || ip->ihl != 5 ||
+	    ip->protocol != 6 || ((__u8 *)th)[13] != 0x02)
+		return 0;
+	__builtin_memcpy(mac, eth->h_source, 6);
+	__builtin_memcpy(eth->h_source, eth->h_dest, 6);
+	__builtin_memcpy(eth->h_dest, mac, 6);
+	a = ip->saddr;
+	ip->saddr = ip->daddr;
+	ip->daddr = a;
+	port = th->source;
+	th->source = th->dest;
+	th->dest = port;
+	old_flags = *(__u16 *)((__u8 *)th + 12);
+	((__u8 *)th)[13] = 0x12;
+	new_flags = *(__u16 *)((__u8 *)th + 12);
+	__be32 old_seq = th->seq, old_ack = th->ack_seq;
+
+	th->ack_seq = bpf_htonl(bpf_ntohl(old_seq) + 1);
+	th->seq = bpf_htonl(isn);
+	sum = (__u16)~th->check;
+	sum += (__u16)~old_flags + new_flags;
+	sum += (__u16)~(old_seq & 0xffff) + (__u16)~(old_seq >> 16);
+	sum += (__u16)~(old_ack & 0xffff) + (__u16)~(old_ack >> 16);
+	sum += (th->seq & 0xffff) + (th->seq >> 16) + (th->ack_seq & 0xffff) + (th->ack_seq >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	th->check = ~sum;
+	return 1;
+}
+
 SEC("xdp")
 int sink_drop(struct xdp_md *ctx)
 {
 	__u32 zero = 0;
 	__u64 *n = bpf_map_lookup_elem(&sink_count, &zero);
 	struct sink_sample *s = bpf_map_lookup_elem(&sink_sample, &zero);
+	__u32 *isn = bpf_map_lookup_elem(&sink_syn_ack, &zero);
 
 	if (n)
 		*n += 1;
+	if (isn && *isn && answer_syn(ctx, *isn))
+		return XDP_TX;
 	if (sink_matches(ctx)) {
 		__u64 *m = bpf_map_lookup_elem(&sink_match, &zero);
 

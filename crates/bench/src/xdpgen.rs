@@ -91,6 +91,7 @@ pub struct Gen {
     rx_count: MapHandle,
     expect: MapHandle,
     sample: MapHandle,
+    syn_ack: MapHandle,
     vary: MapHandle,
     cursor: MapHandle,
     dut: MapHandle,
@@ -182,6 +183,8 @@ impl Gen {
             rx_count: MapHandle::try_from(&skel.maps.rx_count).map_err(bpf("dup rx_count"))?,
             expect: MapHandle::try_from(&skel.maps.sink_expect).map_err(bpf("dup sink_expect"))?,
             sample: MapHandle::try_from(&skel.maps.sink_sample).map_err(bpf("dup sink_sample"))?,
+            syn_ack: MapHandle::try_from(&skel.maps.sink_syn_ack)
+                .map_err(bpf("dup sink_syn_ack"))?,
             vary: MapHandle::try_from(&skel.maps.vary).map_err(bpf("dup vary"))?,
             cursor: MapHandle::try_from(&skel.maps.cursor).map_err(bpf("dup cursor"))?,
             dut: MapHandle::try_from(&skel.maps.dut).map_err(bpf("dup dut"))?,
@@ -319,6 +322,19 @@ impl Gen {
     /// no NAPI unless GRO is on, as a veth is by default.
     pub fn attach_sink_tc(&self, ifindex: u32) -> Result<Link> {
         Link::tc(self.sink_tc.as_fd(), ifindex)
+    }
+
+    /// With `Some(isn)`, every sink answers a plain IPv4 TCP SYN with its SYN-ACK (sequence
+    /// `isn`) back out of the interface it came in by, as a server would; `None`: the sinks
+    /// drop everything again.
+    pub fn answer_syns(&self, isn: Option<u32>) -> Result<()> {
+        self.syn_ack
+            .update(
+                &0u32.to_ne_bytes(),
+                &isn.unwrap_or(0).to_ne_bytes(),
+                MapFlags::ANY,
+            )
+            .map_err(bpf("set the sinks' SYN answer"))
     }
 
     /// Frames the sink has counted so far.

@@ -14,6 +14,9 @@ const IP_PROTO: usize = IP + 9;
 const IP_SRC: usize = IP + 12;
 const IP_DST: usize = IP + 16;
 const L4: usize = IP + 20;
+/// The acknowledgement number of every measured TCP ACK: the backends' SYN-ACKs, when they
+/// answer while connections are primed, carry this minus one (Gen::answer_syns).
+pub const ACK_NUMBER: u32 = 0x2000_0001;
 
 /// One frame's addresses, as the client sends it.
 #[derive(Clone, Copy, Debug)]
@@ -106,7 +109,7 @@ pub fn frame(a: &Addressing, traffic: Traffic, flow: Flow) -> [u8; Gen::FRAME_LE
             // seq, ack, data offset 5, flags, window
             f[L4 + 4..L4 + 8].copy_from_slice(&0x1000_0000u32.to_be_bytes());
             if !syn {
-                f[L4 + 8..L4 + 12].copy_from_slice(&0x2000_0001u32.to_be_bytes());
+                f[L4 + 8..L4 + 12].copy_from_slice(&ACK_NUMBER.to_be_bytes());
             }
             f[L4 + 12] = 5 << 4;
             f[L4 + 13] = if syn { 0x02 } else { 0x10 };

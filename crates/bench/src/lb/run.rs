@@ -271,8 +271,14 @@ impl Ctx<'_> {
         gen.set_windows(windows)?;
         // Established connections: the balancer sees their SYNs first, each on the CPU that
         // carries the flow (its connection table is that CPU's); nftables picks up mid-stream
-        // connections by itself.
+        // connections by itself. For NAT and full-NAT the backends answer each SYN, as a
+        // server would: a balancer may keep a connection half-open until the client's ACK
+        // acknowledges the real's SYN-ACK (docs/LB.md, "Half-open connections").
         if row.traffic == Traffic::TcpAck && side == Side::Lb {
+            let answer = matches!(row.mode, Mode::Nat | Mode::FullNat);
+            if answer {
+                gen.answer_syns(Some(frames::ACK_NUMBER - 1))?;
+            }
             let syns = self.frames(a, row, Traffic::TcpSyn);
             gen.set_frames(&syns)?;
             let primers: Vec<(usize, u32)> = if windows.is_empty() {
@@ -283,6 +289,11 @@ impl Ctx<'_> {
             for (cpu, n) in primers {
                 let (g, f, eth0) = (gen.clone(), syns[0], self.eth0);
                 on_cpu(cpu, move || g.receive_count(&f, eth0, n))?;
+            }
+            if answer {
+                // The answers cross two veths in softirq after the runs return.
+                std::thread::sleep(Duration::from_millis(50));
+                gen.answer_syns(None)?;
             }
         }
         let frames = self.frames(a, row, row.traffic);
