@@ -173,6 +173,35 @@ static __always_inline struct lb_rev *syn_seen(const struct lb_pkt *p, void *tab
 	return NULL;
 }
 
+/* The frags key of an IPv4 fragment's datagram. */
+static __always_inline void frag_key(struct lb_frag_key *k, const struct lb_pkt *p)
+{
+	k->src = *(__be32 *)p->flow.src;
+	k->dst = *(__be32 *)p->flow.dst;
+	k->id = p->ip_id;
+	k->proto = p->flow.proto;
+	k->pad = 0;
+}
+
+/* The first fragment of a datagram to a VIP: where it goes, for the later fragments. One
+ * insert per fragmented datagram; a reused IP ID's first fragment overwrites the old entry. */
+static __always_inline void frag_note(const struct lb_pkt *p, __u32 service,
+				      const struct lb_conn *c)
+{
+	struct lb_frag_key k;
+	struct lb_frag v = {};
+
+	frag_key(&k, p);
+	v.real = c->real;
+	v.service = service;
+	v.hash = c->hash;
+	v.laddr = c->laddr;
+	v.lport = c->lport;
+	v.seen_ns = lb_now();
+	if (!bpf_map_update_elem(&frags, &k, &v, BPF_ANY))
+		count(LB_FRAG_NOTED);
+}
+
 /* A packet for a VIP's service. */
 static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, struct lb_vip *vip,
 				 enum lb_reason *why)
@@ -258,6 +287,8 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		}
 	}
 
+	if (p->frag == LB_FRAG_FIRST)
+		frag_note(p, vip->id, &fresh);
 	account(vip->id, slot, is_new, 0, p->l3_len);
 	/* Only a FIN or RST pays the lookup; every mode, so the listing tells DR and tunnel
 	 * connections that closed from open ones too. */
@@ -290,9 +321,14 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			}
 			if (tcp && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST)))
 				rev_close(real, la->addr, fresh.lport, p->flow.proto, now);
-			return nat_forward(ctx, p, real, slot, la, fresh.lport,
-					   tcp && (vip->flags & LB_VIP_TOA) && (syn || first_ack),
-					   why);
+			int toa = tcp && (vip->flags & LB_VIP_TOA) && (syn || first_ack);
+
+			/* A first fragment cannot grow: the later ones' offsets would be wrong. */
+			if (toa && p->frag) {
+				count(LB_TOA_NO_ROOM);
+				toa = 0;
+			}
+			return nat_forward(ctx, p, real, slot, la, fresh.lport, toa, why);
 		}
 		break;
 	}
@@ -541,6 +577,74 @@ static __always_inline int admit(struct xdp_md *ctx, const struct lb_pkt *p, enu
 	return -1;
 }
 
+/* A later fragment (offset > 0, no ports) of an IPv4 TCP or UDP datagram: where its first
+ * fragment went, with the same translation of the addresses (the transport checksum, in the
+ * first fragment, was adjusted there for the whole datagram). One whose first fragment was
+ * not seen (out of order, evicted, older than the reassembly timeout) cannot be placed: to a
+ * VIP address it is dropped and counted, as a host drops an incomplete datagram (no ICMP:
+ * Linux's ip_expire answers only when it holds the first fragment), since the kernel, which
+ * does not own the VIP, could only route it elsewhere; to any other address it is the
+ * kernel's. */
+static __always_inline int serve_frag(struct xdp_md *ctx, const struct lb_pkt *p,
+				      enum lb_reason *why)
+{
+	struct lb_frag_key k;
+	struct lb_frag *e;
+	struct lb_real *real;
+	__u32 slot;
+	int v;
+
+	frag_key(&k, p);
+	e = bpf_map_lookup_elem(&frags, &k);
+	if (e && lb_now() - e->seen_ns > LB_FRAG_TIMEOUT_NS)
+		e = NULL;
+	if (!e && !find_vip(p->flow.dst, 0, LB_IPPROTO_ICMP, LB_AF_INET)) {
+		*why = LB_PASS_FRAGMENT;
+		return XDP_PASS;
+	}
+	v = admit(ctx, p, why);
+	if (v >= 0)
+		return v;
+	if (!e) {
+		*why = LB_DROP_FRAG_UNPLACED;
+		return XDP_DROP;
+	}
+	/* Spent: a router sends no time exceeded for a later fragment (icmp_send answers
+	 * offset 0 only) and drops it; so does the kernel. */
+	if (p->ttl <= 1) {
+		*why = LB_PASS_TTL;
+		return XDP_PASS;
+	}
+	slot = e->real;
+	real = bpf_map_lookup_elem(&reals, &slot);
+	if (!real || !real->family) {
+		*why = LB_PASS_NO_REAL;
+		return XDP_PASS;
+	}
+	account(e->service, slot, 0, 0, p->l3_len);
+	v = XDP_PASS;
+	*why = LB_PASS_MODE_OFF;
+	if (real->mode == LB_MODE_DR && LB_HAS_MODE(LB_MODE_DR)) {
+		v = fwd_dr(ctx, p, real, slot, why);
+	} else if (real->mode == LB_MODE_TUNNEL && LB_HAS_MODE(LB_MODE_TUNNEL)) {
+		v = fwd_tunnel(ctx, p, real, slot, e->hash, why);
+	} else if (real->mode == LB_MODE_NAT && LB_HAS_MODE(LB_MODE_NAT)) {
+		v = nat_forward(ctx, p, real, slot, 0, 0, 0, why);
+	} else if (real->mode == LB_MODE_FNAT && LB_HAS_MODE(LB_MODE_FNAT)) {
+		__u32 key = e->service * LB_MAX_LADDRS + e->laddr;
+		struct lb_laddr *la = bpf_map_lookup_elem(&laddrs, &key);
+
+		if (!la) {
+			*why = LB_PASS_NO_LADDR;
+			return XDP_PASS;
+		}
+		v = nat_forward(ctx, p, real, slot, la, 0, 0, why);
+	}
+	if (v != XDP_PASS)
+		count(LB_FRAG_FOLLOWED);
+	return v;
+}
+
 /* Whether the frame's TCP/UDP checksum may still be partial (see lb_complete_csum). */
 static __always_inline int partial_csum(struct xdp_md *ctx, const struct lb_pkt *p)
 {
@@ -566,10 +670,19 @@ int lb_xdp(struct xdp_md *ctx)
 
 	if (parse(ctx, &p, &why) < 0)
 		goto out;
+	if (p.frag == LB_FRAG_LATER) {
+		verdict = serve_frag(ctx, &p, &why);
+		goto out;
+	}
 	if (p.flow.proto == LB_IPPROTO_TCP || p.flow.proto == LB_IPPROTO_UDP) {
 		struct lb_rev *r = NULL;
 
 		vip = find_vip(p.flow.dst, p.flow.dport, p.flow.proto, p.flow.family);
+		/* A reply's fragments are the kernel's: its later fragments have no entry. */
+		if (!vip && p.frag) {
+			why = LB_PASS_FRAGMENT;
+			goto out;
+		}
 		if (!vip && LB_HAS_NAT)
 			r = reply_entry(&p);
 		if (!vip && !r) {

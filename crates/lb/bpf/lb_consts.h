@@ -13,6 +13,16 @@
 #define LB_IPPROTO_IPV6 41
 #define LB_IPPROTO_ICMPV6 58
 #define LB_IP_DF 0x4000
+#define LB_IP_MF 0x2000
+#define LB_IP_OFFSET 0x1fff
+
+/* lb_pkt.frag: an IPv4 fragment's place in its datagram. */
+#define LB_FRAG_FIRST 1 /* offset 0, MF set: it carries the transport header */
+#define LB_FRAG_LATER 2 /* offset > 0: no transport header */
+/* Datagrams whose first fragment the frags map remembers, and for how long (Linux's
+ * ipfrag_time, the reassembly timeout). */
+#define LB_MAX_FRAGS 8192
+#define LB_FRAG_TIMEOUT_NS (30ULL * 1000000000ULL)
 
 #define LB_TCP_FIN 0x01
 #define LB_TCP_SYN 0x02
@@ -87,7 +97,7 @@ enum lb_reason {
 	LB_PASS_VLAN,         /* tagged frame */
 	LB_PASS_BAD_HEADER,   /* truncated or inconsistent headers: the kernel decides */
 	LB_PASS_IP_OPTIONS,   /* IPv4 options or IPv6 extension headers */
-	LB_PASS_FRAGMENT,     /* IPv4 fragment: no ports to schedule on */
+	LB_PASS_FRAGMENT,     /* IPv4 fragment not to a VIP, not TCP/UDP, or a first too short */
 	LB_PASS_NOT_VIP,      /* not for a VIP and not a reply the reverse table knows */
 	LB_PASS_ICMP,         /* ICMP the data path does not answer (to the kernel) */
 	LB_PASS_ICMP_NAT,     /* too-big quoting a NAT/full-NAT flow no table knows (never scheduled) */
@@ -114,6 +124,10 @@ enum lb_reason {
 	LB_PASS_MARTIAN,      /* loopback (route_localnet decides), multicast/broadcast dst: kernel's */
 	LB_ICMP_TIME_EXCEEDED, /* TTL/hop limit <= 1 to a VIP or a local address: answered, not sent on */
 	LB_PASS_TTL,          /* TTL/hop limit <= 1 of a NAT reply or an ICMP error: the kernel's */
+	LB_FRAG_NOTED,        /* event: a VIP's first fragment remembered for the rest (frags) */
+	LB_FRAG_FOLLOWED,     /* event: a later fragment sent on where its first fragment went */
+	LB_DROP_FRAG_UNPLACED, /* a later fragment to a VIP whose first fragment was not seen */
+	LB_PASS_FRAG_GUE_CSUM, /* a fragment to a GUE real with an outer UDP checksum */
 	LB_NR_REASONS,
 };
 

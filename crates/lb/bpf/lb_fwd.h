@@ -382,6 +382,12 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 	struct ethhdr *eth;
 	struct udphdr *udp;
 
+	/* GUE's outer checksum leans on the inner transport checksum, which covers the whole
+	 * datagram, not a fragment of it: such a fragment is the kernel's. */
+	if (gue && p->frag && (!outer4 || (real->tun_flags & LB_TUN_CSUM))) {
+		*why = LB_PASS_FRAG_GUE_CSUM;
+		return XDP_PASS;
+	}
 	own_src = tunnel_src(real->family, hash, src);
 	rc = fib_real(ctx, &f, slot, real, src, proto, p->l3_len + olen, !own_src);
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {

@@ -166,6 +166,38 @@ struct {
 	__type(value, struct lb_rev);
 } half_open SEC(".maps");
 
+/* IPv4 datagrams to a VIP in fragments, by (source, destination, protocol, IP ID): where the
+ * first fragment (the one with the ports) went, so that the later ones, which carry no
+ * ports, go to the same real with the same translation (Cilium's fragment map). Shared: a
+ * datagram's fragments may run on different CPUs (a veth runs each on its sender's CPU, and a
+ * NIC's RSS may hash a first fragment by its ports and the rest by addresses only). Written
+ * once per datagram by its first fragment, read by the others; per-CPU LRU lists. */
+struct lb_frag_key {
+	__be32 src;
+	__be32 dst;
+	__be16 id;
+	__u8 proto;
+	__u8 pad;
+};
+
+struct lb_frag {
+	__u32 real;     /* real slot */
+	__u32 service;  /* service id (counters, the full-NAT local address row) */
+	__u32 hash;     /* the flow hash (the tunnel's outer source) */
+	__be16 lport;   /* full-NAT local port (unused: later fragments carry no ports) */
+	__u8 laddr;     /* full-NAT local address index */
+	__u8 pad;
+	__u64 seen_ns;  /* when the first fragment passed */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, LB_MAX_FRAGS);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__type(key, struct lb_frag_key);
+	__type(value, struct lb_frag);
+} frags SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

@@ -4,7 +4,8 @@
 #define LB_NAT_H
 
 /* Rewrites the source (when nsrc) and the destination (when ndst) address and port of the
- * frame's IP packet; checksums follow. */
+ * frame's IP packet; checksums follow. `proto` 0: a later fragment, whose addresses alone
+ * change (its datagram's transport checksum lives in the first fragment, adjusted there). */
 static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, const __u8 *nsrc,
 				   __be16 nsport, const __u8 *ndst, __be16 ndport)
 {
@@ -55,7 +56,7 @@ static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, con
 		sport = &th->source;
 		dport = &th->dest;
 		check = &th->check;
-	} else {
+	} else if (proto == LB_IPPROTO_UDP) {
 		struct udphdr *uh = l4;
 
 		if ((void *)(uh + 1) > end)
@@ -63,6 +64,8 @@ static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, con
 		sport = &uh->source;
 		dport = &uh->dest;
 		check = &uh->check;
+	} else {
+		return 0;
 	}
 	if (nsrc) {
 		acc = csum_diff16(acc, *sport, nsport);
@@ -411,7 +414,8 @@ static __always_inline int nat_forward(struct xdp_md *ctx, const struct lb_pkt *
 		}
 		count(LB_TOA_ADDED);
 	}
-	if (rewrite(ctx, fam, p->flow.proto, la ? la->addr : 0, lport, real->addr, real->port)) {
+	if (rewrite(ctx, fam, p->frag == LB_FRAG_LATER ? 0 : p->flow.proto, la ? la->addr : 0,
+		    lport, real->addr, real->port)) {
 		*why = LB_PASS_BAD_HEADER;
 		return XDP_PASS;
 	}

@@ -16,6 +16,8 @@ struct lb_pkt {
 	__u8 tos;
 	__u8 tcp_doff; /* bytes */
 	__u8 ttl;      /* IPv4 TTL, IPv6 hop limit */
+	__u8 frag;     /* IPv4: 0, LB_FRAG_FIRST or LB_FRAG_LATER */
+	__be16 ip_id;  /* IPv4 identification (a fragment's datagram) */
 };
 
 static __always_inline void *pkt_data(struct xdp_md *ctx)
@@ -122,9 +124,17 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 			*why = LB_PASS_BAD_CSUM;
 			return -1;
 		}
-		if (iph->frag_off & bpf_htons(0x3fff)) {
-			*why = LB_PASS_FRAGMENT;
-			return -1;
+		/* A fragment of TCP or UDP: the first one (offset 0) carries the ports and is
+		 * served as any packet; a later one carries none and follows its first (lb_xdp).
+		 * Other protocols' fragments are the kernel's. */
+		if (iph->frag_off & bpf_htons(LB_IP_MF | LB_IP_OFFSET)) {
+			if (iph->protocol != LB_IPPROTO_TCP && iph->protocol != LB_IPPROTO_UDP) {
+				*why = LB_PASS_FRAGMENT;
+				return -1;
+			}
+			p->frag = (iph->frag_off & bpf_htons(LB_IP_OFFSET)) ? LB_FRAG_LATER
+									     : LB_FRAG_FIRST;
+			p->ip_id = iph->id;
 		}
 		p->l3_len = bpf_ntohs(iph->tot_len);
 		if (p->l3_len < 20 || p->l3_len > avail)
@@ -136,6 +146,8 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		p->df = !!(iph->frag_off & bpf_htons(LB_IP_DF));
 		p->tos = iph->tos;
 		p->ttl = iph->ttl;
+		if (p->frag == LB_FRAG_LATER)
+			return 0; /* no transport header: the frags map has the flow */
 		l4 = iph + 1;
 	} else if (eth->h_proto == bpf_htons(LB_ETH_P_IPV6)) {
 		struct ipv6hdr *ip6h = data + LB_L3_OFF;
@@ -183,6 +195,11 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		p->flow.sport = th->source;
 		p->flow.dport = th->dest;
 		p->tcp_flags = ((__u8 *)th)[13];
+		/* A first fragment must hold the whole transport header (RFC 1858). */
+		if (p->frag && p->l3_len < 20 + (__u32)p->tcp_doff) {
+			*why = LB_PASS_FRAGMENT;
+			return -1;
+		}
 	} else if (p->flow.proto == LB_IPPROTO_UDP) {
 		struct udphdr *uh = l4;
 
@@ -190,6 +207,10 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 			return -1;
 		p->flow.sport = uh->source;
 		p->flow.dport = uh->dest;
+		if (p->frag && p->l3_len < 20 + 8) {
+			*why = LB_PASS_FRAGMENT;
+			return -1;
+		}
 	} else if (p->flow.proto == LB_IPPROTO_ICMP || p->flow.proto == LB_IPPROTO_ICMPV6) {
 		if (l4 + 8 > end)
 			return -1;

@@ -788,3 +788,6 @@ mod half_open;
 
 #[path = "common/live.rs"]
 mod live;
+
+#[path = "common/fragments.rs"]
+mod fragments;

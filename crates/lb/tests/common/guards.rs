@@ -94,9 +94,21 @@ fn bad_and_truncated_headers_go_to_the_kernel() {
         options[14] = 0x46; // IHL 6
 
         // A header changed by hand gets its checksum fixed, or it would be a bad checksum.
-        let mut frag = good.clone();
+        // Fragments the data path does not serve: of ICMP, and a first fragment too short
+        // to hold its TCP header (the frame's padding holds the rest).
+        let echo = L4::Icmp {
+            ty: 8,
+            code: 0,
+            rest: [0, 1, 0, 1],
+            payload: vec![0; 16],
+        };
+        let mut frag = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &echo);
         frag[20] = 0x20; // MF
         fix_ipv4_csum(&mut frag);
+        let mut tiny = good.clone();
+        tiny[20] = 0x20; // MF
+        tiny[16..18].copy_from_slice(&36u16.to_be_bytes()); // 16 bytes of TCP header
+        fix_ipv4_csum(&mut tiny);
         let mut long = good.clone();
         long[17] = long[17].wrapping_add(40); // total length beyond the frame
         fix_ipv4_csum(&mut long);
@@ -121,7 +133,8 @@ fn bad_and_truncated_headers_go_to_the_kernel() {
                 Reason::PassBadHeader,
             ),
             ("IP options", options, Reason::PassIpOptions),
-            ("fragment", frag, Reason::PassFragment),
+            ("ICMP fragment", frag, Reason::PassFragment),
+            ("first fragment of 16 bytes", tiny, Reason::PassFragment),
             ("length beyond the frame", long, Reason::PassBadHeader),
             ("data offset < 5", doff, Reason::PassBadHeader),
             ("VLAN tag", vlan, Reason::PassVlan),

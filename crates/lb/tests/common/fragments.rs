@@ -1,0 +1,236 @@
+//! Fixtures of IPv4 fragments to a VIP (docs/LB.md, "Fragments and IP options"): a
+//! datagram's later fragments, which carry no ports, go where its first fragment went, with
+//! the same translation, in every mode; a later fragment whose first was not seen is dropped
+//! and counted, never handed on silently.
+
+use super::*;
+
+const REALS: [&str; 2] = ["198.18.2.10", "198.18.2.11"];
+const LADDR: &str = "198.18.2.1";
+
+/// Splits the IPv4 packet (no options) of an Ethernet frame into two fragments of datagram
+/// `id`: the first holds the IP header and `first` bytes of the payload (a multiple of 8),
+/// MF set; the second the rest, at offset `first`. DF cleared, as a fragment has it.
+fn fragments(f: &[u8], id: u16, first: usize) -> (Vec<u8>, Vec<u8>) {
+    assert_eq!(f[14] & 0xf, 5, "no options");
+    assert_eq!(first % 8, 0);
+    let part = |bytes: &[u8], off: usize, mf: bool| {
+        let mut o = f[..34].to_vec();
+        o.extend(bytes);
+        o[16..18].copy_from_slice(&((20 + bytes.len()) as u16).to_be_bytes());
+        o[18..20].copy_from_slice(&id.to_be_bytes());
+        let fo = (off / 8) as u16 | if mf { 0x2000 } else { 0 };
+        o[20..22].copy_from_slice(&fo.to_be_bytes());
+        fix_ipv4_csum(&mut o);
+        o
+    };
+    (
+        part(&f[34..34 + first], 0, true),
+        part(&f[34 + first..], first, false),
+    )
+}
+
+/// The datagram of two fragments (Ethernet frames, the first at offset 0), as the receiver
+/// reassembles it: the header of the first without MF, the payloads in order.
+fn reassemble(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let (hl_a, hl_b) = ((a[14] & 0xf) as usize * 4, (b[14] & 0xf) as usize * 4);
+    assert_eq!(
+        u16::from_be_bytes([a[20], a[21]]),
+        0x2000,
+        "first: MF, offset 0"
+    );
+    let first_len = a.len() - 14 - hl_a;
+    assert_eq!(
+        (u16::from_be_bytes([b[20], b[21]]) & 0x1fff) as usize * 8,
+        first_len,
+        "the second fragment follows the first"
+    );
+    assert_eq!(a[18..20], b[18..20], "one IP ID");
+    let mut o = a.to_vec();
+    o.extend(&b[14 + hl_b..]);
+    let tot = (o.len() - 14) as u16;
+    o[16..18].copy_from_slice(&tot.to_be_bytes());
+    o[20..22].copy_from_slice(&[0, 0]);
+    fix_ipv4_csum(&mut o);
+    o
+}
+
+/// The inner packet of a tunnel frame behind its Ethernet header (IPIP: 20 outer bytes).
+fn inner_of(f: &[u8]) -> Vec<u8> {
+    [&f[..14], &f[34..]].concat()
+}
+
+/// A UDP datagram of 48 bytes (8 of header, 40 of data), split after 24.
+fn datagram(sport: u16, dport: u16) -> L4 {
+    L4::Udp {
+        sport,
+        dport,
+        payload: (0..40).collect(),
+    }
+}
+
+/// A UDP service VIP4:80 over both reals (slots 0 and 1 in the ring), in `mode`.
+fn udp_plan(mode: Mode) -> Plan {
+    let mut plan = one_service(VIP4, mode, &REALS, &[0, 1]);
+    plan.services[0].key.proto = Proto::Udp;
+    if mode == Mode::FullNat {
+        plan.services[0].laddrs = vec![ip(LADDR)];
+    }
+    plan
+}
+
+/// Sends datagrams in two fragments, in order, from several source ports (so that both
+/// reals are used), and checks each fragment against the expected translation and the
+/// reassembled datagram's every checksum; then a later fragment alone is dropped, counted.
+fn two_fragments_follow_the_first(mode: Mode, tag: &str) {
+    with_lab(tag, cfg(), udp_plan(mode), move |lab, dp| {
+        let mut reals_seen = std::collections::BTreeSet::new();
+        for (i, sport) in (40000..40006).enumerate() {
+            let id = 0x1000 + i as u16;
+            let l4 = datagram(sport, 80);
+            let input = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &l4);
+            let (f1, f2) = fragments(&input, id, 24);
+            let (v1, o1) = dp.test_run(&f1, lab.in_idx).unwrap();
+            assert_eq!(v1, XDP_REDIRECT, "first fragment, port {sport}");
+            let (v2, o2) = dp.test_run(&f2, lab.in_idx).unwrap();
+            assert_eq!(v2, XDP_REDIRECT, "second fragment, port {sport}");
+            let r = real_of(&o1);
+            assert_eq!(real_of(&o2), r, "both fragments to one real");
+            reals_seen.insert(r);
+            let real = REALS[r];
+            let (e1, e2, datagram_out) = match mode {
+                Mode::Tunnel => {
+                    // The inner fragments one hop on, in IPIP with DF clear (as theirs).
+                    let (i1, i2) = fragments(&input, id, 24);
+                    let outer = |inner: &[u8]| {
+                        let mut t = tunneled(&lab, r, "198.18.2.1", real, &inner[14..]);
+                        t[20] &= !0x40;
+                        fix_ipv4_csum(&mut t);
+                        t
+                    };
+                    let d = reassemble(&inner_of(&o1), &inner_of(&o2));
+                    (outer(&i1), outer(&i2), d)
+                }
+                _ => {
+                    let (src, l4_out) = match mode {
+                        Mode::Dr => (CLIENT4, l4.clone()),
+                        Mode::Nat => (CLIENT4, datagram(sport, 8080)),
+                        _ => (LADDR, datagram(sport_of(&o1), 8080)),
+                    };
+                    let dst = if mode == Mode::Dr { VIP4 } else { real };
+                    let whole = frame(REAL_MACS[r], lab.out_mac, ip(src), ip(dst), &l4_out);
+                    let (e1, e2) = fragments(&whole, id, 24);
+                    (hopped(&e1), hopped(&e2), reassemble(&o1, &o2))
+                }
+            };
+            assert_eq!(o1, e1, "first fragment, port {sport}");
+            assert_eq!(o2, e2, "second fragment, port {sport}");
+            // The transport checksum, adjusted in the first fragment, is right for the
+            // whole datagram.
+            verify_checksums(&datagram_out);
+        }
+        assert_eq!(reals_seen.len(), 2, "both reals used: {reals_seen:?}");
+        assert_eq!(count(dp, Reason::FragNoted), 6);
+        assert_eq!(count(dp, Reason::FragFollowed), 6);
+    });
+}
+
+#[test]
+fn a_later_fragment_without_its_first_is_dropped_and_counted() {
+    for (mode, tag) in [
+        (Mode::Dr, "fudr"),
+        (Mode::Tunnel, "futn"),
+        (Mode::Nat, "funt"),
+        (Mode::FullNat, "fufn"),
+    ] {
+        with_lab(tag, cfg(), udp_plan(mode), move |lab, dp| {
+            // Its first fragment never came (lost, or behind it): no real can be named.
+            let input = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip(VIP4),
+                &datagram(41000, 80),
+            );
+            let (f1, f2) = fragments(&input, 0x2000, 24);
+            let (v, _) = dp.test_run(&f2, lab.in_idx).unwrap();
+            assert_eq!(v, XDP_DROP, "{mode:?}: a later fragment without its first");
+            assert_eq!(count(dp, Reason::DropFragUnplaced), 1);
+            // The first of another datagram (another IP ID) names no real for it either.
+            let (g1, _) = fragments(&input, 0x2001, 24);
+            assert_eq!(dp.test_run(&g1, lab.in_idx).unwrap().0, XDP_REDIRECT);
+            assert_eq!(dp.test_run(&f2, lab.in_idx).unwrap().0, XDP_DROP);
+            assert_eq!(count(dp, Reason::DropFragUnplaced), 2);
+            assert_eq!(count(dp, Reason::FragFollowed), 0);
+            // Its own first fragment, late: from then on the datagram's fragments follow.
+            assert_eq!(dp.test_run(&f1, lab.in_idx).unwrap().0, XDP_REDIRECT);
+            assert_eq!(dp.test_run(&f2, lab.in_idx).unwrap().0, XDP_REDIRECT);
+            assert_eq!(count(dp, Reason::FragFollowed), 1);
+            // To an address that is no VIP's: the kernel's, as before.
+            let other = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT4),
+                ip("198.18.2.10"),
+                &datagram(41000, 80),
+            );
+            let (_, o2) = fragments(&other, 0x2002, 24);
+            let (v, out) = dp.test_run(&o2, lab.in_idx).unwrap();
+            assert_eq!((v, out), (XDP_PASS, o2));
+            assert_eq!(count(dp, Reason::PassFragment), 1);
+        });
+    }
+}
+
+#[test]
+fn a_fragment_to_a_gue_real_with_an_outer_checksum_is_the_kernels() {
+    // GUE's outer checksum leans on the inner datagram's own, which a fragment lacks.
+    let mut plan = udp_plan(Mode::Tunnel);
+    plan.reals[0] = Some(PlannedReal {
+        service: 0,
+        addr: sa(REALS[0], 8080),
+        mode: Mode::Tunnel,
+        tunnel: wirespeed_lb::model::Tunnel::Gue {
+            port: 6080,
+            csum: true,
+        },
+    });
+    plan.services[0].lookup = vec![0; RING as usize];
+    with_lab("fgue", cfg(), plan, |lab, dp| {
+        let input = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT4),
+            ip(VIP4),
+            &datagram(41000, 80),
+        );
+        let (f1, f2) = fragments(&input, 0x3000, 24);
+        for f in [f1, f2] {
+            let (v, out) = dp.test_run(&f, lab.in_idx).unwrap();
+            assert_eq!((v, out), (XDP_PASS, f));
+        }
+        assert_eq!(count(dp, Reason::PassFragGueCsum), 2);
+        // Unfragmented, the same datagram goes by GUE.
+        assert_eq!(dp.test_run(&input, lab.in_idx).unwrap().0, XDP_REDIRECT);
+    });
+}
+
+#[test]
+fn dr_two_fragments_reach_the_first_ones_real() {
+    two_fragments_follow_the_first(Mode::Dr, "frdr");
+}
+
+#[test]
+fn tunnel_two_fragments_reach_the_first_ones_real() {
+    two_fragments_follow_the_first(Mode::Tunnel, "frtn");
+}
+
+#[test]
+fn nat_two_fragments_reach_the_first_ones_real_translated() {
+    two_fragments_follow_the_first(Mode::Nat, "frnt");
+}
+
+#[test]
+fn full_nat_two_fragments_reach_the_first_ones_real_translated() {
+    two_fragments_follow_the_first(Mode::FullNat, "frfn");
+}
