@@ -724,6 +724,13 @@ int lb_xdp(struct xdp_md *ctx)
 		__u8 *l4 = pkt_data(ctx) + (p.flow.family == LB_AF_INET ? LB_L4_OFF_V4 : LB_L4_OFF_V6);
 		__u8 type;
 
+		/* ICMP with IPv4 options (an echo answer would have to echo them, an error's
+		 * quote follows them) is not built: the kernel's. */
+		if (p.hl != 20 && p.flow.family == LB_AF_INET) {
+			why = LB_PASS_IP_OPTIONS;
+			goto out;
+		}
+
 		if ((void *)(l4 + 8) > pkt_end(ctx))
 			goto out;
 		type = l4[0];

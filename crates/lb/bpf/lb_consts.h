@@ -96,7 +96,7 @@ enum lb_reason {
 	LB_PASS_NOT_IP,       /* neither IPv4 nor IPv6, or a family no VIP uses */
 	LB_PASS_VLAN,         /* tagged frame */
 	LB_PASS_BAD_HEADER,   /* truncated or inconsistent headers: the kernel decides */
-	LB_PASS_IP_OPTIONS,   /* IPv4 options or IPv6 extension headers */
+	LB_PASS_IP_OPTIONS,   /* IPv6 extension headers, or ICMP with IPv4 options */
 	LB_PASS_FRAGMENT,     /* IPv4 fragment not to a VIP, not TCP/UDP, or a first too short */
 	LB_PASS_NOT_VIP,      /* not for a VIP and not a reply the reverse table knows */
 	LB_PASS_ICMP,         /* ICMP the data path does not answer (to the kernel) */

@@ -190,7 +190,8 @@ static __always_inline int send_icmp_error(struct xdp_md *ctx, const struct lb_p
 					   int exceeded, enum lb_reason *why)
 {
 	int v4 = p->flow.family == LB_AF_INET;
-	__u32 keep = LB_L3_OFF + (v4 ? 20 : 40) + 8;  /* of the original: eth, IP, 8 bytes */
+	__u32 hl = v4 ? (p->hl & 0x3f) : 40;          /* the original's header, options included */
+	__u32 keep = LB_L3_OFF + hl + 8;              /* of the original: eth, IP, 8 bytes */
 	__u32 grow = (v4 ? 20 : 40) + 8;             /* new IP and ICMP headers */
 	__u32 len = (__u32)(pkt_end(ctx) - pkt_data(ctx));
 	__u8 dmac[6], smac[6];
@@ -210,7 +211,9 @@ static __always_inline int send_icmp_error(struct xdp_md *ctx, const struct lb_p
 	data = pkt_data(ctx);
 	end = pkt_end(ctx);
 	eth = data;
-	if (data + LB_L3_OFF + grow + (keep - LB_L3_OFF) > end)
+	/* Constant bounds for the new headers and the quote's fixed part; the quote's bytes
+	 * after IPv4 options are checked where they are read. */
+	if (data + LB_L3_OFF + grow + (v4 ? 28 : 48) > end)
 		return XDP_DROP; /* the frame is already reshaped: never hand the kernel half */
 	__builtin_memcpy(eth->h_dest, dmac, 6);
 	__builtin_memcpy(eth->h_source, smac, 6);
@@ -219,13 +222,15 @@ static __always_inline int send_icmp_error(struct xdp_md *ctx, const struct lb_p
 		struct icmphdr *ic = (void *)(iph + 1);
 		struct iphdr *orig = (void *)(ic + 1);
 
-		if ((void *)(orig + 1) + 8 > end)
+		__u8 *after = (void *)orig + hl; /* the 8 bytes after the quoted header */
+
+		if ((void *)(orig + 1) > end || (void *)(after + 8) > end)
 			return XDP_DROP;
 		eth->h_proto = bpf_htons(LB_ETH_P_IP);
 		iph->version = 4;
 		iph->ihl = 5;
 		iph->tos = 0;
-		iph->tot_len = bpf_htons(20 + 8 + 28);
+		iph->tot_len = bpf_htons(20 + 8 + hl + 8);
 		iph->id = 0;
 		iph->frag_off = bpf_htons(LB_IP_DF);
 		iph->ttl = 64;
@@ -238,7 +243,10 @@ static __always_inline int send_icmp_error(struct xdp_md *ctx, const struct lb_p
 		ic->checksum = 0;
 		ic->un.frag.__unused = 0;
 		ic->un.frag.mtu = bpf_htons(mtu);
-		sum = bpf_csum_diff(0, 0, (__be32 *)ic, 8 + 28, 0);
+		/* The quoted header, options included, is valid (parse verified it, nothing
+		 * changed it yet): its words sum to zero and are left out. */
+		sum = bpf_csum_diff(0, 0, (__be32 *)ic, 8, 0);
+		sum += bpf_csum_diff(0, 0, (__be32 *)after, 8, 0);
 		ic->checksum = ~csum_fold(sum);
 	} else {
 		struct ipv6hdr *ip6h = data + LB_L3_OFF;
@@ -331,14 +339,15 @@ static __always_inline int gue_csum(const struct lb_pkt *p, void *addrs, __u32 a
 	sum += bpf_htonl(bpf_ntohs(udp->len));
 	sum += bpf_htonl(LB_IPPROTO_UDP);
 	sum += bpf_csum_diff(0, 0, (__be32 *)udp, 8, 0);
-	/* The inner IP header, and the inner pseudo-header's addresses. */
+	/* The inner IP header, and the inner pseudo-header's addresses. An IPv4 header, options
+	 * included, has a valid checksum (verified by parse, its TTL's change applied
+	 * incrementally), so its words sum to the one's-complement zero: left out. */
 	if (p->flow.family == LB_AF_INET) {
-		l4 = in_ip + 20;
-		if (l4 + 8 > end)
+		l4 = in_ip + (p->hl & 0x3f);
+		if (in_ip + 20 > end || l4 + 8 > end)
 			return 0;
-		sum += bpf_csum_diff(0, 0, in_ip, 20, 0);
 		in_sum = bpf_csum_diff(0, 0, in_ip + 12, 8, 0);
-		in_sum += bpf_htonl(p->l3_len - 20);
+		in_sum += bpf_htonl(p->l3_len - p->hl);
 	} else {
 		l4 = in_ip + 40;
 		if (l4 + 8 > end)
@@ -349,6 +358,9 @@ static __always_inline int gue_csum(const struct lb_pkt *p, void *addrs, __u32 a
 	}
 	if (proto == LB_IPPROTO_UDP) {
 		l4_check = l4 + 6;
+		/* Checked again where it is read: behind IPv4 options its offset varies. */
+		if ((void *)(l4_check + 1) > end)
+			return 0;
 		if (p->flow.family == LB_AF_INET && !*l4_check)
 			return 0;
 	}
@@ -400,7 +412,7 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 		return fib_fail(rc, why);
 	/* An IPv6 real's GUE must carry a UDP checksum: refused before the frame is touched. */
 	if (gue && !outer4 && p->flow.family == LB_AF_INET && p->flow.proto == LB_IPPROTO_UDP) {
-		struct udphdr *u = pkt_data(ctx) + LB_L4_OFF_V4;
+		struct udphdr *u = pkt_data(ctx) + LB_L3_OFF + (p->hl & 0x3f);
 
 		if ((void *)(u + 1) > pkt_end(ctx)) {
 			*why = LB_PASS_BAD_HEADER;

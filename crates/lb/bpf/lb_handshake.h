@@ -12,7 +12,7 @@
 static __always_inline __u32 tcp_seq_field(struct xdp_md *ctx, const struct lb_pkt *p, int ack)
 {
 	void *data = pkt_data(ctx), *end = pkt_end(ctx);
-	struct tcphdr *th = data + (p->flow.family == LB_AF_INET ? LB_L4_OFF_V4 : LB_L4_OFF_V6);
+	struct tcphdr *th = data + LB_L3_OFF + (p->hl & 0x3f);
 
 	if ((void *)(th + 1) > end)
 		return 0;

@@ -28,7 +28,7 @@ static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, con
 			iph->daddr = *(__be32 *)ndst;
 		}
 		iph->check = csum_apply(iph->check, acc);
-		l4 = data + LB_L4_OFF_V4;
+		l4 = (void *)iph + iph->ihl * 4; /* behind the options, if any */
 	} else {
 		struct ipv6hdr *ip6h = data + LB_L3_OFF;
 		__u32 *s = (__u32 *)&ip6h->saddr, *d = (__u32 *)&ip6h->daddr;
@@ -90,7 +90,7 @@ static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, con
 static __always_inline int toa_insert(struct xdp_md *ctx, const struct lb_pkt *p, __u32 grow)
 {
 	int v4 = p->flow.family == LB_AF_INET;
-	__u32 l4_off = v4 ? LB_L4_OFF_V4 : LB_L4_OFF_V6;
+	__u32 l4_off = LB_L3_OFF + p->hl; /* IPv4 options included */
 	__u32 hdrs = l4_off + p->tcp_doff; /* bytes that move: eth, IP, TCP with options */
 	void *data, *end;
 	__u64 acc = 0;
@@ -101,7 +101,7 @@ static __always_inline int toa_insert(struct xdp_md *ctx, const struct lb_pkt *p
 	end = pkt_end(ctx);
 	/* Ascending 2-byte copy: the destination lies below the source, so no byte is
 	 * overwritten before it is read. Every header length is even. */
-	for (__u32 i = 0; i < (LB_L4_OFF_V6 + 60) / 2; i++) {
+	for (__u32 i = 0; i < (LB_L3_OFF + 60 + 60) / 2; i++) {
 		__u16 *dst = data + i * 2;
 		__u16 *src = data + grow + i * 2;
 
@@ -111,7 +111,7 @@ static __always_inline int toa_insert(struct xdp_md *ctx, const struct lb_pkt *p
 			return -1;
 		*dst = *src;
 	}
-	if (hdrs > l4_off + 60)
+	if (hdrs > l4_off + 60 || l4_off > LB_L3_OFF + 60)
 		return -1;
 	__u8 *opt = data + hdrs;
 	struct tcphdr *th = data + l4_off;
@@ -140,7 +140,7 @@ static __always_inline int toa_insert(struct xdp_md *ctx, const struct lb_pkt *p
 
 	th->doff += grow / 4;
 	acc = csum_diff16(acc, old_word, *(__u16 *)((__u8 *)th + 12));
-	__u32 tcp_len = p->l3_len - (v4 ? 20 : 40);
+	__u32 tcp_len = p->l3_len - p->hl;
 
 	acc = csum_diff16(acc, bpf_htons(tcp_len), bpf_htons(tcp_len + grow));
 	th->check = csum_apply(th->check, acc);

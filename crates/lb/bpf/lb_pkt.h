@@ -1,6 +1,6 @@
-/* Parsing (Ethernet, then IPv4 without options or IPv6 without extension headers: the L4
- * header is at a fixed offset, which keeps every rewrite simple for the verifier), the flow
- * hash, and incremental checksums. */
+/* Parsing (Ethernet, then IPv4, options included, or IPv6 without extension headers: the L4
+ * header lies at LB_L3_OFF + hl, fixed for IPv6 and the common IPv4 header, 20 to 60 bytes
+ * with options), the flow hash, and incremental checksums. */
 #ifndef LB_PKT_H
 #define LB_PKT_H
 
@@ -17,6 +17,7 @@ struct lb_pkt {
 	__u8 tcp_doff; /* bytes */
 	__u8 ttl;      /* IPv4 TTL, IPv6 hop limit */
 	__u8 frag;     /* IPv4: 0, LB_FRAG_FIRST or LB_FRAG_LATER */
+	__u8 hl;       /* IP header length: IPv4 20-60 (options), IPv6 40 */
 	__be16 ip_id;  /* IPv4 identification (a fragment's datagram) */
 };
 
@@ -77,16 +78,28 @@ static __always_inline void ipv4_csum(struct iphdr *iph)
 	iph->check = ~csum_fold(s);
 }
 
-/* Whether a 20-byte IPv4 header's checksum is right: its ten words, the checksum among them,
- * sum to 0xffff (RFC 1071). */
-static __always_inline int ipv4_csum_ok(const struct iphdr *iph)
+/* Whether an IPv4 header's checksum is right: its words, the checksum and the options among
+ * them, sum to 0xffff (RFC 1071). Options (up to 40 bytes, only for a header that has them)
+ * are copied to the stack and summed there: a loop over a variable length of packet is
+ * what the verifier cannot follow. (A valid header's words sum to 0xffff, the
+ * one's-complement zero: a sum over data that includes it is the same without it, so a sum
+ * may skip an IPv4 header it knows is valid.) */
+static __always_inline int ipv4_csum_ok(struct xdp_md *ctx, const struct iphdr *iph)
 {
 	const __u16 *w = (const __u16 *)iph;
+	__u32 opt_len = iph->ihl * 4 - 20;
 	__u64 s = 0;
 
 #pragma unroll
 	for (int i = 0; i < 10; i++)
 		s += w[i];
+	if (opt_len) {
+		__u32 opts[10] = {};
+
+		if (opt_len > 40 || bpf_xdp_load_bytes(ctx, LB_L3_OFF + 20, opts, opt_len))
+			return 0;
+		s += (__u32)bpf_csum_diff(0, 0, opts, sizeof(opts), 0);
+	}
 	return csum_fold(s) == 0xffff;
 }
 
@@ -113,14 +126,15 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 			return -1;
 		if (iph->version != 4 || iph->ihl < 5)
 			return -1;
-		if (iph->ihl != 5) {
-			*why = LB_PASS_IP_OPTIONS;
+		/* Options (up to 40 bytes) are carried as they came: the transport header
+		 * follows them. */
+		p->hl = iph->ihl * 4;
+		if ((void *)iph + p->hl > end)
 			return -1;
-		}
 		/* The header checksum, as ip_rcv_core checks it before anything else looks at
 		 * the packet: nothing is translated or answered from a corrupt header (full-NAT
 		 * and the echo answer would otherwise send it on with a valid checksum). */
-		if (!ipv4_csum_ok(iph)) {
+		if (!ipv4_csum_ok(ctx, iph)) {
 			*why = LB_PASS_BAD_CSUM;
 			return -1;
 		}
@@ -137,7 +151,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 			p->ip_id = iph->id;
 		}
 		p->l3_len = bpf_ntohs(iph->tot_len);
-		if (p->l3_len < 20 || p->l3_len > avail)
+		if (p->l3_len < p->hl || p->l3_len > avail)
 			return -1;
 		*(__be32 *)p->flow.src = iph->saddr;
 		*(__be32 *)p->flow.dst = iph->daddr;
@@ -148,7 +162,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		p->ttl = iph->ttl;
 		if (p->frag == LB_FRAG_LATER)
 			return 0; /* no transport header: the frags map has the flow */
-		l4 = iph + 1;
+		l4 = (void *)iph + p->hl;
 	} else if (eth->h_proto == bpf_htons(LB_ETH_P_IPV6)) {
 		struct ipv6hdr *ip6h = data + LB_L3_OFF;
 
@@ -170,6 +184,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		p->df = 1;
 		p->tos = (ip6h->priority << 4) | (ip6h->flow_lbl[0] >> 4);
 		p->ttl = ip6h->hop_limit;
+		p->hl = 40;
 		l4 = ip6h + 1;
 		if (p->flow.proto != LB_IPPROTO_TCP && p->flow.proto != LB_IPPROTO_UDP &&
 		    p->flow.proto != LB_IPPROTO_ICMPV6) {
@@ -196,7 +211,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		p->flow.dport = th->dest;
 		p->tcp_flags = ((__u8 *)th)[13];
 		/* A first fragment must hold the whole transport header (RFC 1858). */
-		if (p->frag && p->l3_len < 20 + (__u32)p->tcp_doff) {
+		if (p->frag && p->l3_len < (__u32)p->hl + p->tcp_doff) {
 			*why = LB_PASS_FRAGMENT;
 			return -1;
 		}
@@ -207,7 +222,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 			return -1;
 		p->flow.sport = uh->source;
 		p->flow.dport = uh->dest;
-		if (p->frag && p->l3_len < 20 + 8) {
+		if (p->frag && p->l3_len < (__u32)p->hl + 8) {
 			*why = LB_PASS_FRAGMENT;
 			return -1;
 		}
@@ -266,11 +281,14 @@ __noinline int lb_complete_csum(struct xdp_md *ctx, __u32 v6, __u32 proto)
 	if (!v6) {
 		struct iphdr *iph = data + LB_L3_OFF;
 
+		__u32 hl;
+
 		if ((void *)(iph + 1) > end)
 			return -1;
-		l4_len = bpf_ntohs(iph->tot_len) - 20;
+		hl = iph->ihl * 4; /* options: the transport header follows them */
+		l4_len = bpf_ntohs(iph->tot_len) - hl;
 		sum = (__u64)iph->saddr + iph->daddr;
-		l4 = data + LB_L4_OFF_V4;
+		l4 = data + LB_L3_OFF + hl;
 	} else {
 		struct ipv6hdr *ip6h = data + LB_L3_OFF;
 		__u32 *a = (__u32 *)&ip6h->saddr;

@@ -1,7 +1,8 @@
-//! Fixtures of IPv4 fragments to a VIP (docs/LB.md, "Fragments and IP options"): a
-//! datagram's later fragments, which carry no ports, go where its first fragment went, with
+//! Fixtures of IPv4 fragments and options to a VIP (docs/LB.md, "Fragments and IP options"):
+//! a datagram's later fragments, which carry no ports, go where its first fragment went, with
 //! the same translation, in every mode; a later fragment whose first was not seen is dropped
-//! and counted, never handed on silently.
+//! and counted, never handed on silently; a connection whose segments carry IP options (a
+//! record route) goes through every mode with its options carried as they came.
 
 use super::*;
 
@@ -233,4 +234,209 @@ fn nat_two_fragments_reach_the_first_ones_real_translated() {
 #[test]
 fn full_nat_two_fragments_reach_the_first_ones_real_translated() {
     two_fragments_follow_the_first(Mode::FullNat, "frfn");
+}
+
+/// A record-route option with room for two addresses, and the end of the options: 12 bytes.
+const RECORD_ROUTE: [u8; 12] = [7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+
+/// The frame with IPv4 options `opts` (a multiple of 4 bytes) after its 20-byte IP header:
+/// header length, total length and header checksum follow; the transport checksum does not
+/// cover the options.
+fn with_options(f: &[u8], opts: &[u8]) -> Vec<u8> {
+    assert_eq!(f[14], 0x45);
+    assert_eq!(opts.len() % 4, 0);
+    let mut o = f[..34].to_vec();
+    o.extend(opts);
+    o.extend(&f[34..]);
+    o[14] = 0x45 + (opts.len() / 4) as u8;
+    let tot = u16::from_be_bytes([o[16], o[17]]) + opts.len() as u16;
+    o[16..18].copy_from_slice(&tot.to_be_bytes());
+    fix_ipv4_csum(&mut o);
+    o
+}
+
+/// A client segment with the record route, as the router hands it to the load balancer.
+fn rr_segment(lab: &Lab, flags: u8, options: Vec<u8>) -> Vec<u8> {
+    let l4 = seg(40000, 80, flags, options, b"data".to_vec());
+    with_options(
+        &frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &l4),
+        &RECORD_ROUTE,
+    )
+}
+
+/// A connection whose every segment carries a record-route option, through its handshake:
+/// the SYN and the client's ACK reach the real with the options as they came (NAT and
+/// full-NAT: translated, full-NAT with TOA behind the TCP options; the real's SYN-ACK, with
+/// the option too, translated back); a spent SYN is answered quoting the options.
+fn record_route_reaches_the_real(mode: Mode, tag: &str) {
+    let real = REALS[0];
+    let plan = if mode == Mode::FullNat {
+        fnat_plan(VIP4, real, LADDR, true)
+    } else {
+        one_service(VIP4, mode, &[real], &[0])
+    };
+    with_lab(tag, cfg(), plan, move |lab, dp| {
+        // What the real gets from a client segment (`lport`: full-NAT's local port).
+        let expect = |flags: u8, tcp_opts: Vec<u8>, lport: u16| -> Vec<u8> {
+            let (src, sport, dst, dport) = match mode {
+                Mode::Dr | Mode::Tunnel => (CLIENT4, 40000, VIP4, 80),
+                Mode::Nat => (CLIENT4, 40000, real, 8080),
+                _ => (LADDR, lport, real, 8080),
+            };
+            let l4 = seg(sport, dport, flags, tcp_opts, b"data".to_vec());
+            let f = with_options(
+                &frame(REAL_MACS[0], lab.out_mac, ip(src), ip(dst), &l4),
+                &RECORD_ROUTE,
+            );
+            if mode == Mode::Tunnel {
+                tunneled(&lab, 0, "198.18.2.1", real, &f[14..])
+            } else {
+                hopped(&f)
+            }
+        };
+        let syn = rr_segment(&lab, SYN, MSS.to_vec());
+        let (v, out) = dp.test_run(&syn, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT, "{mode:?}: the SYN with a record route");
+        verify_checksums(&out);
+        let lport = if mode == Mode::FullNat {
+            sport_of_opts(&out)
+        } else {
+            0
+        };
+        let toa_of = |o: Vec<u8>| {
+            if mode == Mode::FullNat {
+                [o, toa(40000, CLIENT4)].concat()
+            } else {
+                o
+            }
+        };
+        assert_eq!(
+            out,
+            expect(SYN, toa_of(MSS.to_vec()), lport),
+            "{mode:?}: SYN"
+        );
+
+        if matches!(mode, Mode::Nat | Mode::FullNat) {
+            // The real's SYN-ACK echoes the option (as Linux does): translated back.
+            let dst = if mode == Mode::Nat { CLIENT4 } else { LADDR };
+            let dport = if mode == Mode::Nat { 40000 } else { lport };
+            let reply = with_options(
+                &frame(
+                    lab.out_mac,
+                    REAL_MACS[0],
+                    ip(real),
+                    ip(dst),
+                    &tcp(8080, dport, SYN | ACK),
+                ),
+                &RECORD_ROUTE,
+            );
+            let (v, out) = dp.test_run(&reply, lab.out_idx).unwrap();
+            assert_eq!(v, XDP_REDIRECT, "{mode:?}: the SYN-ACK");
+            let back = with_options(
+                &frame(
+                    ROUTER_MAC,
+                    lab.in_mac,
+                    ip(VIP4),
+                    ip(CLIENT4),
+                    &tcp(80, 40000, SYN | ACK),
+                ),
+                &RECORD_ROUTE,
+            );
+            assert_eq!(out, hopped(&back), "{mode:?}: SYN-ACK");
+            verify_checksums(&out);
+        }
+        // The client's ACK proves the handshake (it acknowledges the SYN-ACK's 1000).
+        let (v, out) = dp
+            .test_run(&rr_segment(&lab, ACK, Vec::new()), lab.in_idx)
+            .unwrap();
+        assert_eq!(v, XDP_REDIRECT, "{mode:?}: the ACK");
+        verify_checksums(&out);
+        assert_eq!(out, expect(ACK, toa_of(Vec::new()), lport), "{mode:?}: ACK");
+        assert_eq!(
+            dp.program().half_open_count(),
+            (0, 0),
+            "{mode:?}: established"
+        );
+        assert_eq!(count(dp, Reason::PassIpOptions), 0);
+
+        // A spent SYN with options: time exceeded from the VIP, quoting the header with its
+        // options and 8 bytes.
+        let mut spent = rr_segment(&lab, SYN, Vec::new());
+        spent[22] = 1;
+        fix_ipv4_csum(&mut spent);
+        let (v, out) = dp.test_run(&spent, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_TX, "{mode:?}: a spent SYN is answered");
+        let icmp = L4::Icmp {
+            ty: 11,
+            code: 0,
+            rest: [0; 4],
+            payload: spent[14..14 + 32 + 8].to_vec(),
+        };
+        assert_eq!(
+            out,
+            frame(ROUTER_MAC, lab.in_mac, ip(VIP4), ip(CLIENT4), &icmp)
+        );
+        verify_checksums(&out);
+    });
+}
+
+/// The source port of a frame whose IPv4 header may carry options.
+fn sport_of_opts(f: &[u8]) -> u16 {
+    let l4 = 14 + (f[14] & 0xf) as usize * 4;
+    u16::from_be_bytes([f[l4], f[l4 + 1]])
+}
+
+#[test]
+fn dr_a_syn_with_a_record_route_reaches_the_real() {
+    record_route_reaches_the_real(Mode::Dr, "ordr");
+}
+
+#[test]
+fn tunnel_a_syn_with_a_record_route_reaches_the_real() {
+    record_route_reaches_the_real(Mode::Tunnel, "ortn");
+}
+
+#[test]
+fn nat_a_syn_with_a_record_route_reaches_the_real_translated() {
+    record_route_reaches_the_real(Mode::Nat, "ornt");
+}
+
+#[test]
+fn full_nat_a_syn_with_a_record_route_reaches_the_real_translated_with_toa() {
+    record_route_reaches_the_real(Mode::FullNat, "orfn");
+}
+
+#[test]
+fn gue_with_a_checksum_carries_a_datagram_with_options() {
+    // The outer checksum sums the inner packet without reading it: behind options too.
+    let mut plan = udp_plan(Mode::Tunnel);
+    plan.reals[0] = Some(PlannedReal {
+        service: 0,
+        addr: sa(REALS[0], 8080),
+        mode: Mode::Tunnel,
+        tunnel: wirespeed_lb::model::Tunnel::Gue {
+            port: 6080,
+            csum: true,
+        },
+    });
+    plan.services[0].lookup = vec![0; RING as usize];
+    with_lab("ogue", cfg(), plan, |lab, dp| {
+        let plain = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT4),
+            ip(VIP4),
+            &datagram(41000, 80),
+        );
+        let input = with_options(&plain, &RECORD_ROUTE);
+        let (v, out) = dp.test_run(&input, lab.in_idx).unwrap();
+        assert_eq!(v, XDP_REDIRECT);
+        // Outer IPv4 and UDP to port 6080, then the packet one hop on, options and all.
+        assert_eq!(&out[14 + 9], &17, "outer UDP");
+        assert_eq!(&out[36..38], &6080u16.to_be_bytes());
+        assert_ne!(&out[40..42], &[0, 0], "an outer checksum");
+        assert_eq!(&out[42..], &hop(&input[14..])[..]);
+        verify_checksums(&out);
+        assert_eq!(count(dp, Reason::FwdTunnel), 1);
+    });
 }

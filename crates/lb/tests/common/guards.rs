@@ -90,8 +90,20 @@ fn bad_and_truncated_headers_go_to_the_kernel() {
             ip(VIP4),
             &tcp(40000, 80, SYN),
         );
-        let mut options = good.clone();
+        // ICMP with IPv4 options (NOP, NOP, NOP, end): an answer would have to echo them.
+        let ping = L4::Icmp {
+            ty: 8,
+            code: 0,
+            rest: [0, 1, 0, 1],
+            payload: vec![0; 16],
+        };
+        let plain = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &ping);
+        let mut options = plain[..34].to_vec();
+        options.extend([1, 1, 1, 0]);
+        options.extend(&plain[34..]);
         options[14] = 0x46; // IHL 6
+        options[17] += 4; // total length
+        fix_ipv4_csum(&mut options);
 
         // A header changed by hand gets its checksum fixed, or it would be a bad checksum.
         // Fragments the data path does not serve: of ICMP, and a first fragment too short
@@ -132,7 +144,7 @@ fn bad_and_truncated_headers_go_to_the_kernel() {
                 good[..44].to_vec(),
                 Reason::PassBadHeader,
             ),
-            ("IP options", options, Reason::PassIpOptions),
+            ("ICMP with IP options", options, Reason::PassIpOptions),
             ("ICMP fragment", frag, Reason::PassFragment),
             ("first fragment of 16 bytes", tiny, Reason::PassFragment),
             ("length beyond the frame", long, Reason::PassBadHeader),
