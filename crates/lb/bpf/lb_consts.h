@@ -12,6 +12,7 @@
 #define LB_IPPROTO_UDP 17
 #define LB_IPPROTO_IPV6 41
 #define LB_IPPROTO_ICMPV6 58
+#define LB_IPPROTO_FRAGMENT 44 /* IPv6 fragment header */
 #define LB_IP_DF 0x4000
 #define LB_IP_MF 0x2000
 #define LB_IP_OFFSET 0x1fff
@@ -128,6 +129,7 @@ enum lb_reason {
 	LB_FRAG_FOLLOWED,     /* event: a later fragment sent on where its first fragment went */
 	LB_DROP_FRAG_UNPLACED, /* a later fragment to a VIP whose first fragment was not seen */
 	LB_PASS_FRAG_GUE_CSUM, /* a fragment to a GUE real with an outer UDP checksum */
+	LB_PASS_IP6_FRAGMENT, /* an IPv6 fragment (fragment header): the kernel's */
 	LB_NR_REASONS,
 };
 

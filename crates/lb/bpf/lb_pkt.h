@@ -188,7 +188,9 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		l4 = ip6h + 1;
 		if (p->flow.proto != LB_IPPROTO_TCP && p->flow.proto != LB_IPPROTO_UDP &&
 		    p->flow.proto != LB_IPPROTO_ICMPV6) {
-			*why = LB_PASS_IP_OPTIONS;
+			/* Counted apart: fragments are what a VIP's large UDP datagrams become. */
+			*why = p->flow.proto == LB_IPPROTO_FRAGMENT ? LB_PASS_IP6_FRAGMENT
+								   : LB_PASS_IP_OPTIONS;
 			return -1;
 		}
 	} else if (eth->h_proto == bpf_htons(0x8100) || eth->h_proto == bpf_htons(0x88A8)) {

@@ -440,3 +440,39 @@ fn gue_with_a_checksum_carries_a_datagram_with_options() {
         assert_eq!(count(dp, Reason::FwdTunnel), 1);
     });
 }
+
+#[test]
+fn ipv6_fragments_are_counted_apart_from_other_extension_headers() {
+    let mut plan = one_service(VIP6, Mode::Dr, &["fd00:2::10"], &[0]);
+    plan.services[0].key.proto = Proto::Udp;
+    with_lab("fr6", cfg(), plan, |lab, dp| {
+        // The datagram's UDP header and data behind an extension header `next` (8 bytes).
+        let with_ext = |next: u8, ext: [u8; 8]| {
+            let plain = frame(
+                lab.in_mac,
+                ROUTER_MAC,
+                ip(CLIENT6),
+                ip(VIP6),
+                &datagram(41000, 80),
+            );
+            let mut f = plain[..54].to_vec();
+            f.extend(ext);
+            f.extend(&plain[54..]);
+            let pl = u16::from_be_bytes([f[18], f[19]]) + 8;
+            f[18..20].copy_from_slice(&pl.to_be_bytes());
+            f[20] = next;
+            f
+        };
+        // A first fragment (offset 0, M set, id 7) and a hop-by-hop header (padding).
+        let frag = with_ext(44, [17, 0, 0, 1, 0, 0, 0, 7]);
+        let hbh = with_ext(0, [17, 0, 1, 4, 0, 0, 0, 0]);
+        for (f, why) in [
+            (frag, Reason::PassIp6Fragment),
+            (hbh, Reason::PassIpOptions),
+        ] {
+            let (v, out) = dp.test_run(&f, lab.in_idx).unwrap();
+            assert_eq!((v, out), (XDP_PASS, f));
+            assert_eq!(count(dp, why), 1, "{why:?}");
+        }
+    });
+}
