@@ -20,7 +20,7 @@ fn main() {
 
 /// The `#define`s of bpf/lb_consts.h the Rust side writes into maps or reads out of them,
 /// by name prefix, with the type of the field they go in.
-const CONSTS: [(&str, &str); 11] = [
+const CONSTS: [(&str, &str); 12] = [
     ("LB_AF_", "u8"),
     ("LB_IPPROTO_", "u8"),
     ("LB_MODE_", "u8"),
@@ -31,6 +31,7 @@ const CONSTS: [(&str, &str); 11] = [
     ("LB_FLOW_FWD", "u8"),
     ("LB_MAX_LADDRS", "u32"),
     ("LB_MAX_IFACES", "u32"),
+    ("LB_MAX_FRAGS", "u32"),
     ("LB_PORT_", "u32"),
 ];
 

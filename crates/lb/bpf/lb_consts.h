@@ -20,8 +20,8 @@
 /* lb_pkt.frag: an IPv4 fragment's place in its datagram. */
 #define LB_FRAG_FIRST 1 /* offset 0, MF set: it carries the transport header */
 #define LB_FRAG_LATER 2 /* offset > 0: no transport header */
-/* Datagrams whose first fragment the frags map remembers, and for how long (Linux's
- * ipfrag_time, the reassembly timeout). */
+/* Datagrams whose first fragment the frags map remembers (at least; the loader gives it 1,024
+ * per CPU), and for how long (Linux's ipfrag_time, the reassembly timeout). */
 #define LB_MAX_FRAGS 8192
 #define LB_FRAG_TIMEOUT_NS (30ULL * 1000000000ULL)
 

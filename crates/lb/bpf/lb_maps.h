@@ -192,7 +192,7 @@ struct lb_frag {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, LB_MAX_FRAGS);
+	__uint(max_entries, LB_MAX_FRAGS); /* the loader's: 1,024 per CPU, at least this */
 	__uint(map_flags, BPF_F_NO_COMMON_LRU);
 	__type(key, struct lb_frag_key);
 	__type(value, struct lb_frag);

@@ -10,7 +10,7 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
 use super::{AttachConfig, ModeSet, IDLE_TCP_S};
 use crate::bpf::{types, LbSkelBuilder};
-use crate::consts::{FLOW_FWD, MAX_IFACES, MAX_LADDRS, PORT_LO, PORT_RANGE};
+use crate::consts::{FLOW_FWD, MAX_FRAGS, MAX_IFACES, MAX_LADDRS, PORT_LO, PORT_RANGE};
 use crate::error::Error;
 use crate::Result;
 
@@ -154,7 +154,7 @@ impl Program {
             ro.cfg_tun_src_v6_len = len.max(1);
         }
         let services = cfg.max_services;
-        let sizes: [(&str, u32); 12] = [
+        let sizes: [(&str, u32); 13] = [
             // Service entries plus one address-only entry per VIP (echo).
             ("services", services * 2),
             ("lookup", services * cfg.ring_size),
@@ -174,6 +174,9 @@ impl Program {
             ("svc_stats", services),
             ("real_stats", cfg.max_reals),
             ("port_cursor", 1),
+            // Fragmented datagrams in flight (each CPU has its own LRU list of them): 1,024
+            // per CPU, at least LB_MAX_FRAGS.
+            ("frags", nr_cpus.saturating_mul(1024).max(MAX_FRAGS)),
         ];
         {
             let om = &mut open.maps;
@@ -190,6 +193,7 @@ impl Program {
                     "nh_cache" => &mut om.nh_cache,
                     "svc_stats" => &mut om.svc_stats,
                     "real_stats" => &mut om.real_stats,
+                    "frags" => &mut om.frags,
                     _ => &mut om.port_cursor,
                 };
                 map.set_max_entries(n)
