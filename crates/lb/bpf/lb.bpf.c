@@ -173,14 +173,16 @@ static __always_inline struct lb_rev *syn_seen(const struct lb_pkt *p, void *tab
 	return NULL;
 }
 
-/* The frags key of an IPv4 fragment's datagram. */
+/* The frags key of a fragment's datagram. */
 static __always_inline void frag_key(struct lb_frag_key *k, const struct lb_pkt *p)
 {
-	k->src = *(__be32 *)p->flow.src;
-	k->dst = *(__be32 *)p->flow.dst;
+	copy16(k->src, p->flow.src);
+	copy16(k->dst, p->flow.dst);
 	k->id = p->ip_id;
 	k->proto = p->flow.proto;
-	k->pad = 0;
+	k->family = p->flow.family;
+	k->pad[0] = 0;
+	k->pad[1] = 0;
 }
 
 /* The first fragment of a datagram to a VIP: where it goes, for the later fragments. One
@@ -577,7 +579,7 @@ static __always_inline int admit(struct xdp_md *ctx, const struct lb_pkt *p, enu
 	return -1;
 }
 
-/* A later fragment (offset > 0, no ports) of an IPv4 TCP or UDP datagram: where its first
+/* A later fragment (offset > 0, no ports) of a TCP or UDP datagram: where its first
  * fragment went, with the same translation of the addresses (the transport checksum, in the
  * first fragment, was adjusted there for the whole datagram). One whose first fragment was
  * not seen (out of order, evicted, older than the reassembly timeout) cannot be placed: to a
@@ -598,7 +600,9 @@ static __always_inline int serve_frag(struct xdp_md *ctx, const struct lb_pkt *p
 	e = bpf_map_lookup_elem(&frags, &k);
 	if (e && lb_now() - e->seen_ns > LB_FRAG_TIMEOUT_NS)
 		e = NULL;
-	if (!e && !find_vip(p->flow.dst, 0, LB_IPPROTO_ICMP, LB_AF_INET)) {
+	if (!e && !find_vip(p->flow.dst, 0,
+			    p->flow.family == LB_AF_INET ? LB_IPPROTO_ICMP : LB_IPPROTO_ICMPV6,
+			    p->flow.family)) {
 		*why = LB_PASS_FRAGMENT;
 		return XDP_PASS;
 	}
@@ -609,8 +613,8 @@ static __always_inline int serve_frag(struct xdp_md *ctx, const struct lb_pkt *p
 		*why = LB_DROP_FRAG_UNPLACED;
 		return XDP_DROP;
 	}
-	/* Spent: a router sends no time exceeded for a later fragment (icmp_send answers
-	 * offset 0 only) and drops it; so does the kernel. */
+	/* Spent: not forwarded, and not answered here (IPv4's icmp_send answers a first
+	 * fragment only): the kernel's, whose forwarding drops it. */
 	if (p->ttl <= 1) {
 		*why = LB_PASS_TTL;
 		return XDP_PASS;

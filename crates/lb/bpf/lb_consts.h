@@ -17,8 +17,8 @@
 #define LB_IP_MF 0x2000
 #define LB_IP_OFFSET 0x1fff
 
-/* lb_pkt.frag: an IPv4 fragment's place in its datagram. */
-#define LB_FRAG_FIRST 1 /* offset 0, MF set: it carries the transport header */
+/* lb_pkt.frag: a fragment's place in its datagram. */
+#define LB_FRAG_FIRST 1 /* offset 0, more following: it carries the transport header */
 #define LB_FRAG_LATER 2 /* offset > 0: no transport header */
 /* Datagrams whose first fragment the frags map remembers (at least; the loader gives it 1,024
  * per CPU), and for how long (Linux's ipfrag_time, the reassembly timeout). */
@@ -98,7 +98,7 @@ enum lb_reason {
 	LB_PASS_VLAN,         /* tagged frame */
 	LB_PASS_BAD_HEADER,   /* truncated or inconsistent headers: the kernel decides */
 	LB_PASS_IP_OPTIONS,   /* IPv6 extension headers, or ICMP with IPv4 options */
-	LB_PASS_FRAGMENT,     /* IPv4 fragment not to a VIP, not TCP/UDP, or a first too short */
+	LB_PASS_FRAGMENT,     /* fragment not to a VIP, IPv4 not TCP/UDP, or a first too short */
 	LB_PASS_NOT_VIP,      /* not for a VIP and not a reply the reverse table knows */
 	LB_PASS_ICMP,         /* ICMP the data path does not answer (to the kernel) */
 	LB_PASS_ICMP_NAT,     /* too-big quoting a NAT/full-NAT flow no table knows (never scheduled) */
@@ -129,7 +129,7 @@ enum lb_reason {
 	LB_FRAG_FOLLOWED,     /* event: a later fragment sent on where its first fragment went */
 	LB_DROP_FRAG_UNPLACED, /* a later fragment to a VIP whose first fragment was not seen */
 	LB_PASS_FRAG_GUE_CSUM, /* a fragment to a GUE real with an outer UDP checksum */
-	LB_PASS_IP6_FRAGMENT, /* an IPv6 fragment (fragment header): the kernel's */
+	LB_PASS_IP6_FRAGMENT, /* an IPv6 fragment not served: not TCP/UDP, or atomic */
 	LB_NR_REASONS,
 };
 

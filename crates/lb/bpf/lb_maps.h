@@ -166,18 +166,19 @@ struct {
 	__type(value, struct lb_rev);
 } half_open SEC(".maps");
 
-/* IPv4 datagrams to a VIP in fragments, by (source, destination, protocol, IP ID): where the
+/* Datagrams to a VIP in fragments, by (source, destination, protocol, IP ID): where the
  * first fragment (the one with the ports) went, so that the later ones, which carry no
  * ports, go to the same real with the same translation (Cilium's fragment map). Shared: a
  * datagram's fragments may run on different CPUs (a veth runs each on its sender's CPU, and a
  * NIC's RSS may hash a first fragment by its ports and the rest by addresses only). Written
  * once per datagram by its first fragment, read by the others; per-CPU LRU lists. */
 struct lb_frag_key {
-	__be32 src;
-	__be32 dst;
-	__be16 id;
+	__u8 src[16];
+	__u8 dst[16];
+	__be32 id;      /* IPv4: the 16-bit identification; IPv6: the fragment header's */
 	__u8 proto;
-	__u8 pad;
+	__u8 family;
+	__u8 pad[2];
 };
 
 struct lb_frag {

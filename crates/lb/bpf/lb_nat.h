@@ -6,8 +6,9 @@
 /* Rewrites the source (when nsrc) and the destination (when ndst) address and port of the
  * frame's IP packet; checksums follow. `proto` 0: a later fragment, whose addresses alone
  * change (its datagram's transport checksum lives in the first fragment, adjusted there). */
-static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, const __u8 *nsrc,
-				   __be16 nsport, const __u8 *ndst, __be16 ndport)
+static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, __u32 hl,
+				   const __u8 *nsrc, __be16 nsport, const __u8 *ndst,
+				   __be16 ndport)
 {
 	void *data = pkt_data(ctx), *end = pkt_end(ctx);
 	__u64 acc = 0; /* pseudo-header (addresses) */
@@ -46,7 +47,7 @@ static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, con
 				d[i] = ((const __u32 *)ndst)[i];
 			}
 		}
-		l4 = data + LB_L4_OFF_V6;
+		l4 = data + LB_L3_OFF + (hl & 0x3f); /* behind a fragment header, if any */
 	}
 	if (proto == LB_IPPROTO_TCP) {
 		struct tcphdr *th = l4;
@@ -414,8 +415,8 @@ static __always_inline int nat_forward(struct xdp_md *ctx, const struct lb_pkt *
 		}
 		count(LB_TOA_ADDED);
 	}
-	if (rewrite(ctx, fam, p->frag == LB_FRAG_LATER ? 0 : p->flow.proto, la ? la->addr : 0,
-		    lport, real->addr, real->port)) {
+	if (rewrite(ctx, fam, p->frag == LB_FRAG_LATER ? 0 : p->flow.proto, p->hl,
+		    la ? la->addr : 0, lport, real->addr, real->port)) {
 		*why = LB_PASS_BAD_HEADER;
 		return XDP_PASS;
 	}
@@ -446,7 +447,8 @@ static __always_inline int nat_reply(struct xdp_md *ctx, const struct lb_pkt *p,
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return fib_fail(rc, why);
 	account(r->service, r->real, 0, 1, p->l3_len);
-	if (rewrite(ctx, fam, p->flow.proto, r->vip, r->vport, fnat ? r->client : 0, r->cport)) {
+	if (rewrite(ctx, fam, p->flow.proto, p->hl, r->vip, r->vport, fnat ? r->client : 0,
+		    r->cport)) {
 		*why = LB_PASS_BAD_HEADER;
 		return XDP_PASS;
 	}

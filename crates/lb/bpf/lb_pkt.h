@@ -16,9 +16,9 @@ struct lb_pkt {
 	__u8 tos;
 	__u8 tcp_doff; /* bytes */
 	__u8 ttl;      /* IPv4 TTL, IPv6 hop limit */
-	__u8 frag;     /* IPv4: 0, LB_FRAG_FIRST or LB_FRAG_LATER */
-	__u8 hl;       /* IP header length: IPv4 20-60 (options), IPv6 40 */
-	__be16 ip_id;  /* IPv4 identification (a fragment's datagram) */
+	__u8 frag;     /* 0, LB_FRAG_FIRST or LB_FRAG_LATER */
+	__u8 hl;       /* IP header length: IPv4 20-60 (options), IPv6 40, 48 (fragment) */
+	__be32 ip_id;  /* a fragment's datagram: IPv4 identification, IPv6 fragment header's */
 };
 
 static __always_inline void *pkt_data(struct xdp_md *ctx)
@@ -148,7 +148,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 			}
 			p->frag = (iph->frag_off & bpf_htons(LB_IP_OFFSET)) ? LB_FRAG_LATER
 									     : LB_FRAG_FIRST;
-			p->ip_id = iph->id;
+			p->ip_id = (__be32)iph->id;
 		}
 		p->l3_len = bpf_ntohs(iph->tot_len);
 		if (p->l3_len < p->hl || p->l3_len > avail)
@@ -186,11 +186,32 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		p->ttl = ip6h->hop_limit;
 		p->hl = 40;
 		l4 = ip6h + 1;
+		if (p->flow.proto == LB_IPPROTO_FRAGMENT) {
+			/* A fragment header right behind the IPv6 header, of TCP or UDP: served
+			 * as an IPv4 fragment is. Others (ICMPv6, an atomic fragment, a header
+			 * after other extension headers) are the kernel's. */
+			struct frag_hdr *fh = l4;
+			__u16 off;
+
+			if ((void *)(fh + 1) > end || p->l3_len < 48)
+				return -1;
+			off = bpf_ntohs(fh->frag_off);
+			if ((fh->nexthdr != LB_IPPROTO_TCP && fh->nexthdr != LB_IPPROTO_UDP) ||
+			    off == 0) {
+				*why = LB_PASS_IP6_FRAGMENT;
+				return -1;
+			}
+			p->flow.proto = fh->nexthdr;
+			p->frag = (off & 0xfff8) ? LB_FRAG_LATER : LB_FRAG_FIRST;
+			p->ip_id = fh->identification;
+			p->hl = 48;
+			if (p->frag == LB_FRAG_LATER)
+				return 0;
+			l4 = fh + 1;
+		}
 		if (p->flow.proto != LB_IPPROTO_TCP && p->flow.proto != LB_IPPROTO_UDP &&
 		    p->flow.proto != LB_IPPROTO_ICMPV6) {
-			/* Counted apart: fragments are what a VIP's large UDP datagrams become. */
-			*why = p->flow.proto == LB_IPPROTO_FRAGMENT ? LB_PASS_IP6_FRAGMENT
-								   : LB_PASS_IP_OPTIONS;
+			*why = LB_PASS_IP_OPTIONS;
 			return -1;
 		}
 	} else if (eth->h_proto == bpf_htons(0x8100) || eth->h_proto == bpf_htons(0x88A8)) {

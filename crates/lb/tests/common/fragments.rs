@@ -1,6 +1,6 @@
-//! Fixtures of IPv4 fragments and options to a VIP (docs/LB.md, "Fragments and IP options"):
-//! a datagram's later fragments, which carry no ports, go where its first fragment went, with
-//! the same translation, in every mode; a later fragment whose first was not seen is dropped
+//! Fixtures of fragments (IPv4 and IPv6) and IPv4 options to a VIP (docs/LB.md, "Fragments
+//! and IP options"): a datagram's later fragments, which carry no ports, go where its first
+//! fragment went, with the same translation, in every mode; a later fragment whose first was not seen is dropped
 //! and counted, never handed on silently; a connection whose segments carry IP options (a
 //! record route) goes through every mode with its options carried as they came.
 
@@ -8,18 +8,39 @@ use super::*;
 
 const REALS: [&str; 2] = ["198.18.2.10", "198.18.2.11"];
 const LADDR: &str = "198.18.2.1";
+const REALS6: [&str; 2] = ["fd00:2::10", "fd00:2::11"];
+const LADDR6: &str = "fd00:2::1";
 
-/// Splits the IPv4 packet (no options) of an Ethernet frame into two fragments of datagram
-/// `id`: the first holds the IP header and `first` bytes of the payload (a multiple of 8),
-/// MF set; the second the rest, at offset `first`. DF cleared, as a fragment has it.
-fn fragments(f: &[u8], id: u16, first: usize) -> (Vec<u8>, Vec<u8>) {
-    assert_eq!(f[14] & 0xf, 5, "no options");
+/// Splits the IP packet (IPv4 without options, or IPv6 without extension headers) of an
+/// Ethernet frame into two fragments of datagram `id`: the first holds the IP header and
+/// `first` bytes of the payload (a multiple of 8), more fragments following; the second the
+/// rest, at offset `first`. IPv4: DF cleared, as a fragment has it; IPv6: a fragment header
+/// behind the IPv6 header.
+fn fragments(f: &[u8], id: u32, first: usize) -> (Vec<u8>, Vec<u8>) {
     assert_eq!(first % 8, 0);
+    if f[12] == 0x86 {
+        let next = f[20];
+        let part = |bytes: &[u8], off: usize, more: bool| {
+            let mut o = f[..54].to_vec();
+            o[18..20].copy_from_slice(&((8 + bytes.len()) as u16).to_be_bytes());
+            o[20] = 44;
+            o.extend([next, 0]);
+            o.extend((off as u16 | u16::from(more)).to_be_bytes());
+            o.extend(id.to_be_bytes());
+            o.extend(bytes);
+            o
+        };
+        return (
+            part(&f[54..54 + first], 0, true),
+            part(&f[54 + first..], first, false),
+        );
+    }
+    assert_eq!(f[14] & 0xf, 5, "no options");
     let part = |bytes: &[u8], off: usize, mf: bool| {
         let mut o = f[..34].to_vec();
         o.extend(bytes);
         o[16..18].copy_from_slice(&((20 + bytes.len()) as u16).to_be_bytes());
-        o[18..20].copy_from_slice(&id.to_be_bytes());
+        o[18..20].copy_from_slice(&(id as u16).to_be_bytes());
         let fo = (off / 8) as u16 | if mf { 0x2000 } else { 0 };
         o[20..22].copy_from_slice(&fo.to_be_bytes());
         fix_ipv4_csum(&mut o);
@@ -32,8 +53,26 @@ fn fragments(f: &[u8], id: u16, first: usize) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// The datagram of two fragments (Ethernet frames, the first at offset 0), as the receiver
-/// reassembles it: the header of the first without MF, the payloads in order.
+/// reassembles it: the header of the first without its fragment bits (IPv6: without its
+/// fragment header), the payloads in order.
 fn reassemble(a: &[u8], b: &[u8]) -> Vec<u8> {
+    if a[12] == 0x86 {
+        assert_eq!((a[20], b[20]), (44, 44), "fragment headers");
+        assert_eq!(u16::from_be_bytes([a[56], a[57]]), 1, "first: M, offset 0");
+        assert_eq!(
+            (u16::from_be_bytes([b[56], b[57]]) & 0xfff8) as usize,
+            a.len() - 62,
+            "the second fragment follows the first"
+        );
+        assert_eq!(a[58..62], b[58..62], "one identification");
+        let mut o = a[..54].to_vec();
+        o[20] = a[54];
+        o.extend(&a[62..]);
+        o.extend(&b[62..]);
+        let pl = (o.len() - 54) as u16;
+        o[18..20].copy_from_slice(&pl.to_be_bytes());
+        return o;
+    }
     let (hl_a, hl_b) = ((a[14] & 0xf) as usize * 4, (b[14] & 0xf) as usize * 4);
     assert_eq!(
         u16::from_be_bytes([a[20], a[21]]),
@@ -56,9 +95,31 @@ fn reassemble(a: &[u8], b: &[u8]) -> Vec<u8> {
     o
 }
 
-/// The inner packet of a tunnel frame behind its Ethernet header (IPIP: 20 outer bytes).
+/// The inner packet of a tunnel frame behind its Ethernet header (IPIP: 20 outer bytes,
+/// IP6IP6: 40), with the inner packet's EtherType.
 fn inner_of(f: &[u8]) -> Vec<u8> {
-    [&f[..14], &f[34..]].concat()
+    let outer = if f[12] == 0x86 { 40 } else { 20 };
+    let inner = &f[14 + outer..];
+    eth(
+        f[..6].try_into().unwrap(),
+        f[6..12].try_into().unwrap(),
+        inner[0] >> 4 == 6,
+        inner,
+    )
+}
+
+/// The source port of a first fragment (IPv4 options or an IPv6 fragment header included).
+fn sport_at(f: &[u8]) -> u16 {
+    let l4 = if f[12] == 0x86 {
+        if f[20] == 44 {
+            62
+        } else {
+            54
+        }
+    } else {
+        14 + (f[14] & 0xf) as usize * 4
+    };
+    u16::from_be_bytes([f[l4], f[l4 + 1]])
 }
 
 /// A UDP datagram of 48 bytes (8 of header, 40 of data), split after 24.
@@ -70,26 +131,53 @@ fn datagram(sport: u16, dport: u16) -> L4 {
     }
 }
 
-/// A UDP service VIP4:80 over both reals (slots 0 and 1 in the ring), in `mode`.
-fn udp_plan(mode: Mode) -> Plan {
-    let mut plan = one_service(VIP4, mode, &REALS, &[0, 1]);
+/// The addresses of one family's fixtures.
+#[derive(Clone, Copy)]
+struct Fam {
+    vip: &'static str,
+    client: &'static str,
+    reals: [&'static str; 2],
+    laddr: &'static str,
+}
+
+const V4: Fam = Fam {
+    vip: VIP4,
+    client: CLIENT4,
+    reals: REALS,
+    laddr: LADDR,
+};
+const V6: Fam = Fam {
+    vip: VIP6,
+    client: CLIENT6,
+    reals: REALS6,
+    laddr: LADDR6,
+};
+
+/// A UDP service VIP:80 over both reals (slots 0 and 1 in the ring), in `mode`.
+fn udp_plan_of(fam: Fam, mode: Mode) -> Plan {
+    let mut plan = one_service(fam.vip, mode, &fam.reals, &[0, 1]);
     plan.services[0].key.proto = Proto::Udp;
     if mode == Mode::FullNat {
-        plan.services[0].laddrs = vec![ip(LADDR)];
+        plan.services[0].laddrs = vec![ip(fam.laddr)];
     }
     plan
 }
 
+fn udp_plan(mode: Mode) -> Plan {
+    udp_plan_of(V4, mode)
+}
+
 /// Sends datagrams in two fragments, in order, from several source ports (so that both
 /// reals are used), and checks each fragment against the expected translation and the
-/// reassembled datagram's every checksum; then a later fragment alone is dropped, counted.
-fn two_fragments_follow_the_first(mode: Mode, tag: &str) {
-    with_lab(tag, cfg(), udp_plan(mode), move |lab, dp| {
+/// reassembled datagram's every checksum.
+fn two_fragments_follow_the_first(mode: Mode, tag: &str, fam: Fam) {
+    with_lab(tag, cfg(), udp_plan_of(fam, mode), move |lab, dp| {
+        let v6 = fam.vip.contains(':');
         let mut reals_seen = std::collections::BTreeSet::new();
         for (i, sport) in (40000..40006).enumerate() {
-            let id = 0x1000 + i as u16;
+            let id = 0x1000 + i as u32;
             let l4 = datagram(sport, 80);
-            let input = frame(lab.in_mac, ROUTER_MAC, ip(CLIENT4), ip(VIP4), &l4);
+            let input = frame(lab.in_mac, ROUTER_MAC, ip(fam.client), ip(fam.vip), &l4);
             let (f1, f2) = fragments(&input, id, 24);
             let (v1, o1) = dp.test_run(&f1, lab.in_idx).unwrap();
             assert_eq!(v1, XDP_REDIRECT, "first fragment, port {sport}");
@@ -98,27 +186,33 @@ fn two_fragments_follow_the_first(mode: Mode, tag: &str) {
             let r = real_of(&o1);
             assert_eq!(real_of(&o2), r, "both fragments to one real");
             reals_seen.insert(r);
-            let real = REALS[r];
+            let real = fam.reals[r];
             let (e1, e2, datagram_out) = match mode {
                 Mode::Tunnel => {
-                    // The inner fragments one hop on, in IPIP with DF clear (as theirs).
+                    // The inner fragments one hop on, in IPIP with DF clear (as theirs), or
+                    // in IP6IP6 with the flow's label (the same for both fragments).
                     let (i1, i2) = fragments(&input, id, 24);
-                    let outer = |inner: &[u8]| {
-                        let mut t = tunneled(&lab, r, "198.18.2.1", real, &inner[14..]);
-                        t[20] &= !0x40;
-                        fix_ipv4_csum(&mut t);
+                    let outer = |inner: &[u8], out: &[u8]| {
+                        let mut t = tunneled(&lab, r, fam.laddr, real, &inner[14..]);
+                        if v6 {
+                            t[15..18].copy_from_slice(&out[15..18]);
+                        } else {
+                            t[20] &= !0x40;
+                            fix_ipv4_csum(&mut t);
+                        }
                         t
                     };
+                    assert_eq!(o1[15..18], o2[15..18], "one outer flow label");
                     let d = reassemble(&inner_of(&o1), &inner_of(&o2));
-                    (outer(&i1), outer(&i2), d)
+                    (outer(&i1, &o1), outer(&i2, &o2), d)
                 }
                 _ => {
                     let (src, l4_out) = match mode {
-                        Mode::Dr => (CLIENT4, l4.clone()),
-                        Mode::Nat => (CLIENT4, datagram(sport, 8080)),
-                        _ => (LADDR, datagram(sport_of(&o1), 8080)),
+                        Mode::Dr => (fam.client, l4.clone()),
+                        Mode::Nat => (fam.client, datagram(sport, 8080)),
+                        _ => (fam.laddr, datagram(sport_at(&o1), 8080)),
                     };
-                    let dst = if mode == Mode::Dr { VIP4 } else { real };
+                    let dst = if mode == Mode::Dr { fam.vip } else { real };
                     let whole = frame(REAL_MACS[r], lab.out_mac, ip(src), ip(dst), &l4_out);
                     let (e1, e2) = fragments(&whole, id, 24);
                     (hopped(&e1), hopped(&e2), reassemble(&o1, &o2))
@@ -218,22 +312,26 @@ fn a_fragment_to_a_gue_real_with_an_outer_checksum_is_the_kernels() {
 
 #[test]
 fn dr_two_fragments_reach_the_first_ones_real() {
-    two_fragments_follow_the_first(Mode::Dr, "frdr");
+    two_fragments_follow_the_first(Mode::Dr, "frdr", V4);
+    two_fragments_follow_the_first(Mode::Dr, "f6dr", V6);
 }
 
 #[test]
 fn tunnel_two_fragments_reach_the_first_ones_real() {
-    two_fragments_follow_the_first(Mode::Tunnel, "frtn");
+    two_fragments_follow_the_first(Mode::Tunnel, "frtn", V4);
+    two_fragments_follow_the_first(Mode::Tunnel, "f6tn", V6);
 }
 
 #[test]
 fn nat_two_fragments_reach_the_first_ones_real_translated() {
-    two_fragments_follow_the_first(Mode::Nat, "frnt");
+    two_fragments_follow_the_first(Mode::Nat, "frnt", V4);
+    two_fragments_follow_the_first(Mode::Nat, "f6nt", V6);
 }
 
 #[test]
 fn full_nat_two_fragments_reach_the_first_ones_real_translated() {
-    two_fragments_follow_the_first(Mode::FullNat, "frfn");
+    two_fragments_follow_the_first(Mode::FullNat, "frfn", V4);
+    two_fragments_follow_the_first(Mode::FullNat, "f6fn", V6);
 }
 
 /// A record-route option with room for two addresses, and the end of the options: 12 bytes.
@@ -299,7 +397,7 @@ fn record_route_reaches_the_real(mode: Mode, tag: &str) {
         assert_eq!(v, XDP_REDIRECT, "{mode:?}: the SYN with a record route");
         verify_checksums(&out);
         let lport = if mode == Mode::FullNat {
-            sport_of_opts(&out)
+            sport_at(&out)
         } else {
             0
         };
@@ -380,12 +478,6 @@ fn record_route_reaches_the_real(mode: Mode, tag: &str) {
     });
 }
 
-/// The source port of a frame whose IPv4 header may carry options.
-fn sport_of_opts(f: &[u8]) -> u16 {
-    let l4 = 14 + (f[14] & 0xf) as usize * 4;
-    u16::from_be_bytes([f[l4], f[l4 + 1]])
-}
-
 #[test]
 fn dr_a_syn_with_a_record_route_reaches_the_real() {
     record_route_reaches_the_real(Mode::Dr, "ordr");
@@ -442,7 +534,7 @@ fn gue_with_a_checksum_carries_a_datagram_with_options() {
 }
 
 #[test]
-fn ipv6_fragments_are_counted_apart_from_other_extension_headers() {
+fn ipv6_fragments_not_served_are_counted_apart_from_other_extension_headers() {
     let mut plan = one_service(VIP6, Mode::Dr, &["fd00:2::10"], &[0]);
     plan.services[0].key.proto = Proto::Udp;
     with_lab("fr6", cfg(), plan, |lab, dp| {
@@ -463,16 +555,30 @@ fn ipv6_fragments_are_counted_apart_from_other_extension_headers() {
             f[20] = next;
             f
         };
-        // A first fragment (offset 0, M set, id 7) and a hop-by-hop header (padding).
-        let frag = with_ext(44, [17, 0, 0, 1, 0, 0, 0, 7]);
+        // An atomic fragment (offset 0, no more: RFC 8021), a fragment of ICMPv6, and a
+        // hop-by-hop header (padding).
+        let atomic = with_ext(44, [17, 0, 0, 0, 0, 0, 0, 7]);
+        let icmp = with_ext(44, [58, 0, 0, 1, 0, 0, 0, 8]);
         let hbh = with_ext(0, [17, 0, 1, 4, 0, 0, 0, 0]);
-        for (f, why) in [
-            (frag, Reason::PassIp6Fragment),
-            (hbh, Reason::PassIpOptions),
+        for (f, why, n) in [
+            (atomic, Reason::PassIp6Fragment, 1),
+            (icmp, Reason::PassIp6Fragment, 2),
+            (hbh, Reason::PassIpOptions, 1),
         ] {
             let (v, out) = dp.test_run(&f, lab.in_idx).unwrap();
             assert_eq!((v, out), (XDP_PASS, f));
-            assert_eq!(count(dp, why), 1, "{why:?}");
+            assert_eq!(count(dp, why), n, "{why:?}");
         }
+        // A later fragment whose first never came: dropped and counted, as over IPv4.
+        let input = frame(
+            lab.in_mac,
+            ROUTER_MAC,
+            ip(CLIENT6),
+            ip(VIP6),
+            &datagram(41000, 80),
+        );
+        let (_, f2) = fragments(&input, 9, 24);
+        assert_eq!(dp.test_run(&f2, lab.in_idx).unwrap().0, XDP_DROP);
+        assert_eq!(count(dp, Reason::DropFragUnplaced), 1);
     });
 }
