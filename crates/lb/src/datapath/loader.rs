@@ -330,15 +330,26 @@ impl Program {
     /// Runs the program once on `frame` through BPF_PROG_TEST_RUN, as if received on
     /// `ingress_ifindex` in the calling thread's network namespace.
     pub fn test_run(&self, frame: &[u8], ingress_ifindex: u32) -> Result<(u32, Vec<u8>)> {
+        let (verdict, out, _) = self.test_run_timed(frame, ingress_ifindex)?;
+        Ok((verdict, out))
+    }
+
+    /// As [`Self::test_run`], with the kernel's time for the program's run in nanoseconds
+    /// (`lb_prog_bench` sums them).
+    pub fn test_run_timed(
+        &self,
+        frame: &[u8],
+        ingress_ifindex: u32,
+    ) -> Result<(u32, Vec<u8>, u32)> {
         // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
         // egress_ifindex
         let ctx: [u32; 6] = [0, frame.len() as u32, 0, ingress_ifindex, 0, 0];
         let ctx: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
         // Room for what the program adds in front (tunnel, TOA, ICMP headers).
         let mut out = vec![0u8; frame.len() + 256];
-        let (verdict, len) = wirespeed_sys::bpf::test_run(self.fd.as_fd(), frame, &ctx, &mut out)
+        let r = wirespeed_sys::bpf::test_run_once(self.fd.as_fd(), frame, &ctx, &mut out, &mut [])
             .map_err(|e| Error::DataPath(format!("BPF_PROG_TEST_RUN: {e}")))?;
-        out.truncate(len);
-        Ok((verdict, out))
+        out.truncate(r.len);
+        Ok((r.verdict, out, r.duration_ns))
     }
 }
