@@ -1,12 +1,16 @@
 //! Services in, a [`Plan`] for the data path out: every real gets a slot, kept from the
 //! previous plan while the real stays in its service (so connection-table entries, which name
 //! slots, stay right), and every service a lookup table over its reals' slots.
+//!
+//! A service's reals are scheduled in the order of their address and port, not the order they
+//! were added, so nodes given the same reals build the same tables (docs/LB.md, "Several
+//! nodes: tables that agree").
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use crate::maglev;
-use crate::model::{Plan, PlannedReal, PlannedService, Scheduler, Service, ServiceKey};
+use crate::model::{Plan, PlannedReal, PlannedService, Real, Scheduler, Service, ServiceKey};
 use crate::sched;
 use crate::{Error, Result};
 
@@ -99,16 +103,18 @@ pub fn build(services: &[Service], ring_size: u32, previous: Option<&Plan>) -> R
 
     let mut planned_services = Vec::with_capacity(services.len());
     for s in services {
-        let slots: Vec<u32> = s
-            .reals
+        // Maglev gives a contested slot to the real whose turn comes first, and rr/wrr walk
+        // the reals in order: by identity, the order is the same on every node.
+        let mut by_identity: Vec<&Real> = s.reals.iter().collect();
+        by_identity.sort_by_key(|r| resolved(&s.key, r.addr));
+        let slots: Vec<u32> = by_identity
             .iter()
             .map(|r| slot_by_identity[&identity(&s.key, r.addr)])
             .collect();
-        let weights: Vec<u32> = s.reals.iter().map(|r| r.effective_weight()).collect();
+        let weights: Vec<u32> = by_identity.iter().map(|r| r.effective_weight()).collect();
         let order: Vec<u32> = match s.scheduler {
             Scheduler::Mh => {
-                let ids: Vec<Vec<u8>> = s
-                    .reals
+                let ids: Vec<Vec<u8>> = by_identity
                     .iter()
                     .map(|r| identity_bytes(resolved(&s.key, r.addr)))
                     .collect();
@@ -305,6 +311,121 @@ mod tests {
             (s.reals[1].addr, Mode::Tunnel, gue)
         );
         assert_eq!(p2.services[0].lookup, p1.services[0].lookup);
+    }
+
+    /// A service's lookup table as its reals' addresses: slots are this node's own numbering,
+    /// so two nodes compare addresses.
+    fn table_by_address(p: &Plan, sid: usize) -> Vec<SocketAddr> {
+        p.services[sid]
+            .lookup
+            .iter()
+            .map(|&slot| p.reals[slot as usize].as_ref().unwrap().addr)
+            .collect()
+    }
+
+    /// Every order of `items` (Heap's algorithm).
+    fn permutations<T: Clone>(items: &[T]) -> Vec<Vec<T>> {
+        fn heap<T: Clone>(k: usize, a: &mut Vec<T>, out: &mut Vec<Vec<T>>) {
+            if k <= 1 {
+                out.push(a.clone());
+                return;
+            }
+            for i in 0..k {
+                heap(k - 1, a, out);
+                let j = if k.is_multiple_of(2) { i } else { 0 };
+                a.swap(j, k - 1);
+            }
+        }
+        let mut out = Vec::new();
+        heap(items.len(), &mut items.to_vec(), &mut out);
+        out
+    }
+
+    const FIVE_REALS: [(&str, u32); 5] = [
+        ("198.18.100.1:80", 1),
+        ("198.18.100.2:80", 2),
+        ("198.18.100.3:8080", 3),
+        ("198.18.100.3:80", 5),
+        ("198.18.99.200:0", 7),
+    ];
+
+    #[test]
+    fn every_order_of_the_same_reals_gives_the_same_table() {
+        for scheduler in [Scheduler::Mh, Scheduler::Wrr, Scheduler::Rr] {
+            let orders = permutations(&FIVE_REALS);
+            let distinct: std::collections::HashSet<_> = orders.iter().collect();
+            assert_eq!((orders.len(), distinct.len()), (120, 120));
+            let first = build(
+                &[service("198.18.0.10:80", &orders[0], scheduler)],
+                65537,
+                None,
+            )
+            .unwrap();
+            let want = table_by_address(&first, 0);
+            for order in &orders[1..] {
+                let p = build(&[service("198.18.0.10:80", order, scheduler)], 65537, None).unwrap();
+                let got = table_by_address(&p, 0);
+                let differ = want.iter().zip(&got).filter(|(a, b)| a != b).count();
+                assert!(
+                    got == want,
+                    "{scheduler:?}: reals in the order {order:?} give a table that differs in {differ} of {} entries",
+                    want.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn histories_that_end_in_the_same_reals_give_the_same_table() {
+        let svc = |reals: &[(&str, u32)]| service("198.18.0.10:80", reals, Scheduler::Mh);
+        let r = FIVE_REALS;
+        let fresh = build(&[svc(&r)], 65537, None).unwrap();
+        let want = table_by_address(&fresh, 0);
+        // Each history: the configurations one node went through, one plan after another.
+        let histories: Vec<Vec<Vec<(&str, u32)>>> = vec![
+            // Added one by one, the first deleted and added again (now last).
+            vec![
+                r[..1].to_vec(),
+                r[..3].to_vec(),
+                r.to_vec(),
+                r[1..].to_vec(),
+                [&r[1..], &r[..1]].concat(),
+            ],
+            // Added in reverse, two deleted and re-added in another order.
+            vec![
+                vec![r[4], r[3]],
+                vec![r[4], r[3], r[2], r[1], r[0]],
+                vec![r[4], r[2], r[0]],
+                vec![r[4], r[2], r[0], r[1], r[3]],
+            ],
+            // A weight changed and changed back, a real quiesced (weight 0) and restored.
+            vec![
+                r.to_vec(),
+                vec![r[0], (r[1].0, 9), r[2], r[3], (r[4].0, 0)],
+                vec![r[3], r[2], r[1], r[0], r[4]],
+            ],
+            // Emptied and built again from the middle out.
+            vec![
+                r.to_vec(),
+                vec![],
+                vec![r[2]],
+                vec![r[1], r[2], r[3]],
+                vec![r[0], r[1], r[2], r[3], r[4]],
+            ],
+        ];
+        for (h, history) in histories.iter().enumerate() {
+            let mut plan: Option<Plan> = None;
+            for reals in history {
+                plan = Some(build(&[svc(reals)], 65537, plan.as_ref()).unwrap());
+            }
+            let got = table_by_address(plan.as_ref().unwrap(), 0);
+            let differ = want.iter().zip(&got).filter(|(a, b)| a != b).count();
+            assert!(
+                got == want,
+                "history {h} ends with a table that differs from a fresh build's in {differ} of {} entries",
+                want.len()
+            );
+        }
     }
 
     #[test]
