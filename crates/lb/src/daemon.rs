@@ -14,7 +14,9 @@ use crate::control::{self, Reply, Request, Server};
 use crate::health::{Checker, HealthEvent, Target};
 use crate::ipvsadm::Command;
 use crate::listing::{ListView, Rates, RealView, ServiceView};
-use crate::model::{ConnCounts, Counters, DataPlane, Mode, Plan, ServiceKey, Stats};
+use crate::model::{
+    ConnCounts, Counters, DataPlane, Mode, Plan, PlannedService, ServiceKey, Stats,
+};
 use crate::plan;
 use crate::table::Table;
 use crate::{Error, Result};
@@ -296,6 +298,8 @@ impl<D: DataPlane> Daemon<D> {
         let conn = |id: &CounterId| conns.get(id).copied().unwrap_or_default();
         let get = |id: &CounterId| counters.get(id).copied().unwrap_or_default();
         let rate = |id: &CounterId| self.rates.get(id).copied().unwrap_or_default();
+        let planned: HashMap<ServiceKey, &PlannedService> =
+            self.plan.services.iter().map(|p| (p.key, p)).collect();
         Ok(ListView {
             ring_size: self.ring_size,
             services: self
@@ -305,6 +309,11 @@ impl<D: DataPlane> Daemon<D> {
                 .map(|s| ServiceView {
                     key: s.key,
                     scheduler: s.scheduler,
+                    ring_size: planned.get(&s.key).map_or(0, |p| p.lookup.len() as u32),
+                    table_digest: planned
+                        .get(&s.key)
+                        .map(|p| plan::table_digest(&self.plan, p))
+                        .unwrap_or_default(),
                     laddrs: s.laddrs.clone(),
                     toa: s.toa,
                     check: s.check.clone(),

@@ -415,6 +415,8 @@ fn view_of(table: &Table) -> ListView {
             .map(|s| ServiceView {
                 key: s.key,
                 scheduler: s.scheduler,
+                ring_size: 0,
+                table_digest: String::new(),
                 laddrs: s.laddrs.clone(),
                 toa: s.toa,
                 check: s.check.clone(),

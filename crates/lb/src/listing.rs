@@ -41,6 +41,14 @@ pub struct RealView {
 pub struct ServiceView {
     pub key: ServiceKey,
     pub scheduler: Scheduler,
+    /// Entries in the service's lookup table: the ring size for `mh`, the sequence's length
+    /// for `rr` and `wrr`; 0 while no real takes new connections.
+    #[serde(default)]
+    pub ring_size: u32,
+    /// The lookup table as its reals' addresses, hashed ([`crate::plan::table_digest`]): equal
+    /// on two nodes whose tables agree. Empty in a listing from a version without it.
+    #[serde(default)]
+    pub table_digest: String,
     pub laddrs: Vec<IpAddr>,
     pub toa: bool,
     pub check: Option<HealthCheck>,
@@ -264,6 +272,8 @@ mod tests {
             services: vec![ServiceView {
                 key,
                 scheduler: Scheduler::Mh,
+                ring_size: 0,
+                table_digest: String::new(),
                 laddrs: vec![],
                 toa: true,
                 check: Some(HealthCheck {

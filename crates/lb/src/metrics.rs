@@ -200,6 +200,8 @@ mod tests {
                     vip: "[fd00::10]:80".parse().unwrap(),
                 },
                 scheduler: Scheduler::Mh,
+                ring_size: 0,
+                table_digest: String::new(),
                 laddrs: vec![],
                 toa: false,
                 check: None,

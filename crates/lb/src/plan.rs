@@ -147,6 +147,26 @@ pub fn build(services: &[Service], ring_size: u32, previous: Option<&Plan>) -> R
     })
 }
 
+/// A service's lookup table as its reals' `RIP:PORT` in entry order, hashed (FNV-1a, 64 bits,
+/// 16 hex digits). Slot numbers are each node's own, addresses are not: two nodes' digests
+/// agree when their tables send every flow hash to the same real (docs/LB.md, "Several nodes:
+/// tables that agree").
+pub fn table_digest(plan: &Plan, service: &PlannedService) -> String {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for &slot in &service.lookup {
+        let addr = plan
+            .reals
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .map_or_else(|| "free".to_string(), |r| r.addr.to_string());
+        for &b in addr.as_bytes().iter().chain(b"\n") {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
 /// The bytes Maglev hashes for a real: its address and port, so a real keeps its preference
 /// list (and its flows) across restarts and across changes to the other reals.
 fn identity_bytes(a: SocketAddr) -> Vec<u8> {
@@ -426,6 +446,35 @@ mod tests {
                 want.len()
             );
         }
+    }
+
+    #[test]
+    fn the_digest_follows_the_table_not_the_order_or_the_slots() {
+        let r = FIVE_REALS;
+        let digest = |reals: &[(&str, u32)], previous: Option<&Plan>| {
+            let p = build(
+                &[service("198.18.0.10:80", reals, Scheduler::Mh)],
+                251,
+                previous,
+            )
+            .unwrap();
+            (table_digest(&p, &p.services[0]), p)
+        };
+        let (forward, _) = digest(&r, None);
+        assert_eq!(forward.len(), 16, "{forward}");
+        let reversed: Vec<_> = r.iter().rev().copied().collect();
+        let (backward, _) = digest(&reversed, None);
+        assert_eq!(forward, backward, "same reals in another order");
+        // Other slot numbers, the same table: a node that held an extra real first.
+        let (_, with_extra) = digest(&[&[("198.18.100.9:80", 1)][..], &r[..]].concat(), None);
+        let (renumbered, p) = digest(&r, Some(&with_extra));
+        assert!(p.reals[0].is_none(), "the reals kept their slots, 1 to 5");
+        assert_eq!(forward, renumbered);
+        let mut heavier = r;
+        heavier[0].1 += 1;
+        assert_ne!(forward, digest(&heavier, None).0, "a weight changed");
+        let (fewer, _) = digest(&r[1..], None);
+        assert_ne!(forward, fewer, "a real left");
     }
 
     #[test]
