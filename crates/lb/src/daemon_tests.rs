@@ -421,3 +421,44 @@ fn a_health_change_replans_at_once_and_the_listing_shows_it() {
     let before = &plans[plans.len() - 2];
     assert_eq!(before.services[0].lookup.len(), RING as usize);
 }
+
+#[test]
+fn two_daemons_given_the_same_reals_in_other_orders_list_the_same_tables() {
+    let mut a = Daemon::new(Recorder::default(), 65537).unwrap();
+    let mut b = Daemon::new(Recorder::default(), 65537).unwrap();
+    let reals = [
+        "198.18.100.1 -g -w 1",
+        "198.18.100.2:8080 -g -w 2",
+        "198.18.100.3 -g -w 3",
+        "198.18.100.4 -g -w 5",
+    ];
+    ok(&mut a, "-A -t 198.18.0.10:80 -s mh");
+    for r in reals {
+        ok(&mut a, &format!("-a -t 198.18.0.10:80 -r {r}"));
+    }
+    // The other node: an extra real first (so its slots differ), the rest in reverse, then
+    // the extra one gone.
+    ok(&mut b, "-A -t 198.18.0.10:80 -s mh");
+    ok(&mut b, "-a -t 198.18.0.10:80 -r 198.18.100.9 -g -w 1");
+    for r in reals.iter().rev() {
+        ok(&mut b, &format!("-a -t 198.18.0.10:80 -r {r}"));
+    }
+    ok(&mut b, "-d -t 198.18.0.10:80 -r 198.18.100.9");
+    assert_ne!(a.plan().services[0].lookup, b.plan().services[0].lookup);
+    let (va, vb) = (a.view().unwrap(), b.view().unwrap());
+    assert_eq!(va.services[0].ring_size, 65537);
+    assert_eq!(va.services[0].table_digest.len(), 16);
+    assert_eq!(va.services[0].table_digest, vb.services[0].table_digest);
+    assert_eq!(crate::peer::compare(&va, &vb), vec![]);
+    ok(&mut b, "-e -t 198.18.0.10:80 -r 198.18.100.3 -w 4");
+    let vb = b.view().unwrap();
+    assert_ne!(va.services[0].table_digest, vb.services[0].table_digest);
+    let found: Vec<String> = crate::peer::compare(&va, &vb)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        found,
+        ["service TCP 198.18.0.10:80: real 198.18.100.3:80 weight 3 here, 4 on the peer: wirespeed lb -e -t 198.18.0.10:80 -r 198.18.100.3:80 -w 4 here, or -w 3 on the peer"]
+    );
+}

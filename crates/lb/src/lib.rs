@@ -17,6 +17,7 @@ pub mod listing;
 pub mod maglev;
 pub mod metrics;
 pub mod model;
+pub mod peer;
 pub mod plan;
 pub mod sched;
 pub mod table;

@@ -106,7 +106,7 @@ fn service_name(key: &ServiceKey) -> String {
     format!("{}  {}", key.proto.ipvs_name(), key.vip)
 }
 
-fn health_word(h: Health) -> &'static str {
+pub(crate) fn health_word(h: Health) -> &'static str {
     match h {
         Health::Unchecked => "unchecked",
         Health::Up => "up",

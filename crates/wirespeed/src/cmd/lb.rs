@@ -1,6 +1,7 @@
 //! `wirespeed lb`: the L4 load balancer. `run` is the daemon; every other form is an ipvsadm
 //! command line (`-A`, `-a`, `-L -n --stats`, ...) sent to it over its unix socket; `save`
-//! and `restore` speak the ipvsadm-save format; `doctor` says why packets are not forwarded.
+//! and `restore` speak the ipvsadm-save format; `doctor` says why packets are not forwarded,
+//! or where this node's tables disagree with a peer's.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use wirespeed_lb::decap::{Decap, DecapConfig, XdpMode};
 use wirespeed_lb::doctor::{self, Host, RealModes};
 use wirespeed_lb::ipvsadm::{self, Command};
 use wirespeed_lb::listing;
+use wirespeed_lb::peer;
 use wirespeed_sys::signal::Signals;
 
 const IPVSADM_HELP: &str = "\
@@ -125,7 +127,8 @@ enum Cmd {
         socket: Option<PathBuf>,
     },
     /// Why packets are not forwarded: on the load balancer (next hops, neighbours, XDP on the
-    /// interfaces, full-NAT local addresses, MTU), or with --real on a real server.
+    /// interfaces, full-NAT local addresses, MTU), or with --real on a real server; with --peer,
+    /// whether another load balancer behind the same ECMP route would pick the same reals.
     Doctor {
         /// Control socket of the daemon (load-balancer side).
         #[arg(long)]
@@ -143,6 +146,12 @@ enum Cmd {
         /// With --real: run the checks inside this network namespace (a lab's real).
         #[arg(long)]
         netns: Option<String>,
+        /// Instead of the host checks, compare this daemon's services, schedulers, reals,
+        /// weights, health, ring size and table digests with another load balancer's, which
+        /// must agree behind one ECMP route: its control socket, or a file holding its
+        /// `wirespeed lb -L -n --json`.
+        #[arg(long, value_name = "SOCKET|FILE", conflicts_with_all = ["real", "mode", "netns", "gue_ports"])]
+        peer: Option<PathBuf>,
         /// Print the problems as JSON.
         #[arg(long)]
         json: bool,
@@ -197,6 +206,33 @@ fn parse_prefix(s: &str) -> anyhow::Result<(std::net::IpAddr, u8)> {
         .filter(|l| *l <= max)
         .with_context(|| format!("--tunnel-src: prefix length `{l}` must be 0-{max}"))?;
     Ok((addr, len))
+}
+
+/// `doctor --peer`: every difference from the peer's listing, one line each; exit 1 on any.
+fn doctor_peer(socket: Option<PathBuf>, peer: &std::path::Path, json: bool) -> anyhow::Result<()> {
+    let here = match ask(socket, &Request::View)? {
+        Reply::List(view) => view,
+        _ => bail!("the daemon answered `doctor` with something else than its configuration"),
+    };
+    let there = peer::peer_view(peer)?;
+    let differences = peer::compare(&here, &there);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&differences)?);
+    } else if differences.is_empty() {
+        println!(
+            "doctor: {} services agree with the peer's (ring size {})",
+            here.services.len(),
+            here.ring_size
+        );
+    } else {
+        for d in &differences {
+            println!("{d}");
+        }
+    }
+    if !differences.is_empty() {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 fn doctor(
@@ -366,10 +402,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Some(Cmd::Doctor {
             socket,
+            peer: Some(peer),
+            json,
+            ..
+        }) => doctor_peer(socket, &peer, json),
+        Some(Cmd::Doctor {
+            socket,
             real,
             mode,
             gue_ports,
             netns,
+            peer: None,
             json,
         }) => doctor(socket, real, mode, &gue_ports, netns, json),
         Some(Cmd::Decap {
