@@ -100,7 +100,7 @@ fn doctor_peer_names_each_difference_and_agrees_with_a_node_built_in_another_ord
     );
     assert_eq!(
         text,
-        "doctor: 1 services agree with the peer's (ring size 65537)\n"
+        "doctor: the peer agrees on 1 service, ring size 65537\n"
     );
 
     // The peer as a file of its listing, as an operator copies it between hosts.

@@ -219,9 +219,10 @@ fn doctor_peer(socket: Option<PathBuf>, peer: &std::path::Path, json: bool) -> a
     if json {
         println!("{}", serde_json::to_string_pretty(&differences)?);
     } else if differences.is_empty() {
+        let n = here.services.len();
         println!(
-            "doctor: {} services agree with the peer's (ring size {})",
-            here.services.len(),
+            "doctor: the peer agrees on {n} service{}, ring size {}",
+            if n == 1 { "" } else { "s" },
             here.ring_size
         );
     } else {
