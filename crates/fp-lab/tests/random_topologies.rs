@@ -5,7 +5,7 @@
 //! what arrives end to end. See docs/FASTPATH.md, "Differential testing across
 //! configurations".
 //!
-//! `WS_FP_CONFIGS` (default 200) configurations; `WS_FP_SEED` the first one's seed (default
+//! `WS_FP_CONFIGS` (default 100) configurations; `WS_FP_SEED` the first one's seed (default
 //! random, printed). Configuration `i` uses seed `WS_FP_SEED + i`, so a divergence replays
 //! alone with `WS_FP_SEED=<its seed> WS_FP_CONFIGS=1`.
 
@@ -1552,7 +1552,7 @@ fn linux_and_fast_path_agree_on_random_configurations() {
             .unwrap();
         Rng(t.as_nanos() as u64 ^ std::process::id() as u64).next() >> 16
     });
-    let count = env_u64("WS_FP_CONFIGS").unwrap_or(200);
+    let count = env_u64("WS_FP_CONFIGS").unwrap_or(100);
     println!("random_topologies: {count} configurations from seed {first} (WS_FP_SEED={first})");
     let started = Instant::now();
     let (mut fast, mut passed) = (0u64, 0u64);
