@@ -5,6 +5,7 @@
 //! and the program reads them.
 #![deny(unsafe_code)]
 
+pub mod announce;
 pub mod control;
 pub mod daemon;
 pub mod datapath;

@@ -1,0 +1,261 @@
+use super::*;
+use crate::model::{CheckKind, HealthCheck, Proto, Real, Scheduler, ServiceKey, Tunnel};
+use std::net::SocketAddr;
+
+const VIP: &str = "198.18.100.1";
+const HOLD: Duration = Duration::from_secs(3);
+
+fn real(addr: &str, weight: u32, health: Health) -> Real {
+    Real {
+        addr: addr.parse().unwrap(),
+        mode: Mode::Dr,
+        tunnel: Tunnel::Ipip,
+        weight,
+        health,
+    }
+}
+
+fn service(vip: &str, reals: Vec<Real>, checked: bool) -> Service {
+    Service {
+        key: ServiceKey {
+            proto: Proto::Tcp,
+            vip: SocketAddr::new(vip.parse().unwrap(), 80),
+        },
+        scheduler: Scheduler::Mh,
+        reals,
+        laddrs: Vec::new(),
+        toa: false,
+        check: checked.then(|| HealthCheck {
+            kind: CheckKind::Tcp,
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            rise: 1,
+            fall: 1,
+        }),
+    }
+}
+
+fn node(services: &[Service]) -> NodeState<'_> {
+    NodeState {
+        attached: true,
+        plan_applied: true,
+        draining: false,
+        services,
+    }
+}
+
+fn addrs(list: &[&str]) -> BTreeSet<IpAddr> {
+    list.iter().map(|a| a.parse().unwrap()).collect()
+}
+
+#[test]
+fn a_vip_with_a_live_real_on_a_healthy_node_is_servable() {
+    let s = [service(
+        VIP,
+        vec![real("198.18.1.1:80", 1, Health::Unchecked)],
+        false,
+    )];
+    assert_eq!(servable(&node(&s)), addrs(&[VIP]));
+}
+
+#[test]
+fn each_node_condition_alone_takes_every_vip_away() {
+    let s = [service(
+        VIP,
+        vec![real("198.18.1.1:80", 1, Health::Unchecked)],
+        false,
+    )];
+    let detached = NodeState {
+        attached: false,
+        ..node(&s)
+    };
+    let unapplied = NodeState {
+        plan_applied: false,
+        ..node(&s)
+    };
+    let draining = NodeState {
+        draining: true,
+        ..node(&s)
+    };
+    for (what, state) in [
+        ("detached", detached),
+        ("unapplied", unapplied),
+        ("draining", draining),
+    ] {
+        assert!(servable(&state).is_empty(), "{what}");
+    }
+}
+
+#[test]
+fn a_vip_needs_a_real_with_weight_that_is_not_down() {
+    let cases = [
+        (vec![], false),
+        (vec![real("198.18.1.1:80", 0, Health::Unchecked)], false),
+        (vec![real("198.18.1.1:80", 1, Health::Down)], false),
+        (
+            vec![
+                real("198.18.1.1:80", 0, Health::Up),
+                real("198.18.1.2:80", 1, Health::Down),
+            ],
+            false,
+        ),
+        (
+            vec![
+                real("198.18.1.1:80", 0, Health::Up),
+                real("198.18.1.2:80", 2, Health::Unchecked),
+            ],
+            true,
+        ),
+    ];
+    for (reals, want) in cases {
+        let s = [service(VIP, reals.clone(), false)];
+        assert_eq!(
+            servable(&node(&s)).contains(&VIP.parse().unwrap()),
+            want,
+            "{reals:?}"
+        );
+    }
+}
+
+#[test]
+fn a_checked_vip_waits_for_every_first_verdict_and_needs_an_up_real() {
+    let waiting = [service(
+        VIP,
+        vec![
+            real("198.18.1.1:80", 1, Health::Up),
+            real("198.18.1.2:80", 1, Health::Unchecked),
+        ],
+        true,
+    )];
+    assert!(servable(&node(&waiting)).is_empty());
+    let judged = [service(
+        VIP,
+        vec![
+            real("198.18.1.1:80", 1, Health::Up),
+            real("198.18.1.2:80", 1, Health::Down),
+        ],
+        true,
+    )];
+    assert_eq!(servable(&node(&judged)), addrs(&[VIP]));
+    let all_down = [service(
+        VIP,
+        vec![real("198.18.1.1:80", 1, Health::Down)],
+        true,
+    )];
+    assert!(servable(&node(&all_down)).is_empty());
+}
+
+#[test]
+fn one_live_service_on_a_vip_is_enough_and_a_waiting_check_holds_it_back() {
+    let mut udp = service(
+        VIP,
+        vec![real("198.18.1.1:53", 1, Health::Unchecked)],
+        false,
+    );
+    udp.key.proto = Proto::Udp;
+    let empty = service(VIP, vec![], false);
+    let s = [empty, udp.clone()];
+    assert_eq!(servable(&node(&s)), addrs(&[VIP]));
+    let unjudged = service(VIP, vec![real("198.18.1.2:80", 1, Health::Unchecked)], true);
+    let s = [udp, unjudged];
+    assert!(servable(&node(&s)).is_empty());
+}
+
+#[test]
+fn a_full_nat_real_without_a_local_address_of_its_family_is_not_live() {
+    let mut r = real("198.18.1.1:80", 1, Health::Unchecked);
+    r.mode = Mode::FullNat;
+    let mut s = service(VIP, vec![r], false);
+    assert!(servable(&node(std::slice::from_ref(&s))).is_empty());
+    s.laddrs = vec!["fd00::1".parse().unwrap()];
+    assert_eq!(
+        servable(&node(std::slice::from_ref(&s))),
+        addrs(&["fd00::1"])
+    );
+    s.laddrs.push("198.18.5.1".parse().unwrap());
+    assert_eq!(
+        servable(&node(std::slice::from_ref(&s))),
+        addrs(&["fd00::1", "198.18.5.1", VIP])
+    );
+}
+
+#[test]
+fn local_addresses_stay_while_draining_and_go_when_detached() {
+    let mut s = service("fd00::100", vec![], false);
+    s.laddrs = vec!["198.18.5.1".parse().unwrap()];
+    let s = [s];
+    let draining = NodeState {
+        draining: true,
+        ..node(&s)
+    };
+    assert_eq!(servable(&draining), addrs(&["198.18.5.1"]));
+    let detached = NodeState {
+        attached: false,
+        ..node(&s)
+    };
+    assert!(servable(&detached).is_empty());
+}
+
+#[test]
+fn an_address_is_announced_after_the_hold_down_and_withdrawn_at_once() {
+    let s = [service(
+        VIP,
+        vec![real("198.18.1.1:80", 1, Health::Unchecked)],
+        false,
+    )];
+    let t0 = Instant::now();
+    let mut a = Announcer::new(HOLD);
+    assert!(!a.update(t0, &node(&s)));
+    assert!(a.announced().is_empty());
+    assert_eq!(a.next_due(), Some(t0 + HOLD));
+    assert!(!a.update(t0 + HOLD - Duration::from_millis(1), &node(&s)));
+    assert!(a.update(t0 + HOLD, &node(&s)));
+    assert_eq!(a.announced(), &addrs(&[VIP]));
+    assert_eq!(a.next_due(), None);
+    let draining = NodeState {
+        draining: true,
+        ..node(&s)
+    };
+    assert!(a.update(t0 + HOLD + Duration::from_millis(1), &draining));
+    assert!(a.announced().is_empty(), "withdrawn without waiting");
+}
+
+#[test]
+fn a_flapping_real_never_reaches_the_route_and_a_slow_one_is_bounded() {
+    let up = [service(
+        VIP,
+        vec![real("198.18.1.1:80", 1, Health::Up)],
+        true,
+    )];
+    let down = [service(
+        VIP,
+        vec![real("198.18.1.1:80", 1, Health::Down)],
+        true,
+    )];
+    let t0 = Instant::now();
+    let run = |period: Duration| {
+        let mut a = Announcer::new(HOLD);
+        let mut updates = 0;
+        let mut t = Duration::ZERO;
+        // 60 s, fed every 50 ms as the daemon's loop does; the real changes every `period`.
+        while t < Duration::from_secs(60) {
+            let state = if (t.as_millis() / period.as_millis()).is_multiple_of(2) {
+                &up
+            } else {
+                &down
+            };
+            updates += usize::from(a.update(t0 + t, &node(state)));
+            t += Duration::from_millis(50);
+        }
+        updates
+    };
+    assert_eq!(run(Duration::from_secs(1)), 0, "faster than the hold-down");
+    // Up for 10 s then down for 10 s: one announcement and one withdrawal per 20 s.
+    assert_eq!(run(Duration::from_secs(10)), 6);
+}
+
+#[test]
+fn host_prefixes_are_32_and_128() {
+    assert_eq!(host_prefix(VIP.parse().unwrap()), "198.18.100.1/32");
+    assert_eq!(host_prefix("fd00::1".parse().unwrap()), "fd00::1/128");
+}
