@@ -1,10 +1,12 @@
 //! The daemon's control socket: a unix stream socket (mode 0600 in a 0700 directory), one
-//! JSON request per line, one JSON reply per line.
+//! JSON request per line, one JSON reply per line; except `WatchAnnounceable`, after which
+//! the daemon keeps the connection and sends a reply each time the set changes.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +38,12 @@ pub enum Request {
     Batch(Vec<(usize, Command)>),
     /// The whole configuration with counters (what `save` and `doctor` read).
     View,
+    /// `lb drain` (true) and `lb drain --undo` (false): withdraw every VIP while forwarding.
+    Drain(bool),
+    /// `lb announce`: the addresses to announce now, then again at each change, on this
+    /// connection until either end closes it (docs/LB.md, "Several nodes: announcing over
+    /// BGP").
+    WatchAnnounceable,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +53,8 @@ pub enum Reply {
         warnings: Vec<String>,
     },
     List(ListView),
+    /// The addresses this node may announce now (VIPs and full-NAT local addresses).
+    Announceable(Vec<std::net::IpAddr>),
     /// One line that says what to do.
     Error(String),
 }
@@ -111,8 +121,28 @@ impl Drop for Server {
     }
 }
 
+/// How the daemon answers a request: once, or with replies as they come until the sender
+/// hangs up (a watch).
+pub enum Answer {
+    Once(Reply),
+    Stream(mpsc::Receiver<Reply>),
+}
+
+fn send_reply(out: &mut UnixStream, reply: &Reply) -> bool {
+    let mut text = serde_json::to_string(reply)
+        .unwrap_or_else(|e| format!("{{\"Error\":\"could not encode the reply: {e}\"}}"));
+    text.push('\n');
+    out.write_all(text.as_bytes()).is_ok()
+}
+
 /// Serves one client: each line a request, each answered by `handle` with one line.
 pub fn serve_client(stream: UnixStream, mut handle: impl FnMut(Request) -> Reply) {
+    serve_watching_client(stream, |req| Answer::Once(handle(req)));
+}
+
+/// [`serve_client`], where an answer may also be a stream of lines that ends the connection
+/// when it ends (`WatchAnnounceable`).
+pub fn serve_watching_client(stream: UnixStream, mut handle: impl FnMut(Request) -> Answer) {
     let Ok(mut out) = stream.try_clone() else {
         return;
     };
@@ -121,24 +151,34 @@ pub fn serve_client(stream: UnixStream, mut handle: impl FnMut(Request) -> Reply
         if line.trim().is_empty() {
             continue;
         }
-        let reply = match serde_json::from_str::<Request>(&line) {
+        let answer = match serde_json::from_str::<Request>(&line) {
             Ok(req) => handle(req),
-            Err(e) => Reply::Error(format!(
+            Err(e) => Answer::Once(Reply::Error(format!(
                 "the daemon did not understand the request ({e}); are the client and daemon the same wirespeed version?"
-            )),
+            ))),
         };
-        let mut text = serde_json::to_string(&reply)
-            .unwrap_or_else(|e| format!("{{\"Error\":\"could not encode the reply: {e}\"}}"));
-        text.push('\n');
-        if out.write_all(text.as_bytes()).is_err() {
-            return;
+        match answer {
+            Answer::Once(reply) => {
+                if !send_reply(&mut out, &reply) {
+                    return;
+                }
+            }
+            Answer::Stream(replies) => {
+                // A watcher that stops reading must not hold the daemon's sender for ever.
+                let _ = out.set_write_timeout(Some(Duration::from_secs(5)));
+                for reply in replies {
+                    if !send_reply(&mut out, &reply) {
+                        return;
+                    }
+                }
+                return;
+            }
         }
     }
 }
 
-/// Sends one request to the daemon at `path` and returns its reply.
-pub fn request(path: &Path, req: &Request) -> Result<Reply> {
-    let stream = UnixStream::connect(path).map_err(|e| {
+fn connect(path: &Path) -> Result<UnixStream> {
+    UnixStream::connect(path).map_err(|e| {
         Error::Invalid(format!(
             "no load-balancer daemon answers on {} ({e}); start one with `wirespeed lb run --iface IF`{}",
             path.display(),
@@ -148,7 +188,10 @@ pub fn request(path: &Path, req: &Request) -> Result<Reply> {
                 " --socket PATH"
             }
         ))
-    })?;
+    })
+}
+
+fn send_request(stream: &UnixStream, path: &Path, req: &Request) -> Result<()> {
     let mut out = stream
         .try_clone()
         .map_err(io("clone the control connection"))?;
@@ -156,7 +199,33 @@ pub fn request(path: &Path, req: &Request) -> Result<Reply> {
         .map_err(|e| Error::Invalid(format!("could not encode the request: {e}")))?;
     text.push('\n');
     out.write_all(text.as_bytes())
-        .map_err(io(format!("send to {}", path.display())))?;
+        .map_err(io(format!("send to {}", path.display())))
+}
+
+fn parse_reply(line: &str) -> Result<Reply> {
+    serde_json::from_str(line).map_err(|e| {
+        Error::Invalid(format!(
+            "the daemon's reply is not understood ({e}); are the client and daemon the same wirespeed version?"
+        ))
+    })
+}
+
+/// Sends a watching request and returns the replies as they come; the iterator ends when the
+/// daemon closes the connection.
+pub fn subscribe(path: &Path, req: &Request) -> Result<impl Iterator<Item = Result<Reply>>> {
+    let stream = connect(path)?;
+    send_request(&stream, path, req)?;
+    let what = path.display().to_string();
+    Ok(BufReader::new(stream).lines().map(move |line| {
+        line.map_err(io(format!("read from {what}")))
+            .and_then(|l| parse_reply(&l))
+    }))
+}
+
+/// Sends one request to the daemon at `path` and returns its reply.
+pub fn request(path: &Path, req: &Request) -> Result<Reply> {
+    let stream = connect(path)?;
+    send_request(&stream, path, req)?;
     let mut line = String::new();
     BufReader::new(stream)
         .read_line(&mut line)
@@ -167,9 +236,5 @@ pub fn request(path: &Path, req: &Request) -> Result<Reply> {
             path.display()
         )));
     }
-    serde_json::from_str(&line).map_err(|e| {
-        Error::Invalid(format!(
-            "the daemon's reply is not understood ({e}); are the client and daemon the same wirespeed version?"
-        ))
-    })
+    parse_reply(&line)
 }

@@ -1,16 +1,19 @@
 //! The daemon: it owns the table, turns every change into a new [`Plan`] built over the
 //! previous one (so a real keeps its slot and its established connections), applies it
 //! through the [`DataPlane`], runs the health checks, keeps the reals' neighbours resolved,
-//! and answers the control socket.
+//! answers the control socket, and tells `lb announce` which addresses it may announce
+//! ([`crate::announce`]).
 
 use std::collections::HashMap;
+
+use crate::announce::{Announcer, NodeState};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::control::{self, Reply, Request, Server};
+use crate::control::{self, Answer, Reply, Request, Server};
 use crate::health::{Checker, HealthEvent, Target};
 use crate::ipvsadm::Command;
 use crate::listing::{ListView, Rates, RealView, ServiceView};
@@ -34,6 +37,11 @@ pub struct Daemon<D: DataPlane> {
     sample: Option<(Instant, HashMap<CounterId, Counters>)>,
     rates: HashMap<CounterId, Rates>,
     ifaces: Vec<String>,
+    /// False from a failed apply (the data path may hold part of a plan) to the next success.
+    plan_applied: bool,
+    /// `lb drain`: every VIP withdrawn, forwarding unchanged.
+    draining: bool,
+    announcer: Announcer,
 }
 
 impl<D: DataPlane> Daemon<D> {
@@ -49,7 +57,32 @@ impl<D: DataPlane> Daemon<D> {
             sample: None,
             rates: HashMap::new(),
             ifaces: Vec::new(),
+            plan_applied: true,
+            draining: false,
+            announcer: Announcer::new(crate::announce::DEFAULT_HOLD_DOWN),
         })
+    }
+
+    /// How long an address must stay servable before it is announced (`--announce-hold-down`).
+    pub fn set_announce_hold_down(&mut self, hold_down: Duration) {
+        self.announcer = Announcer::new(hold_down);
+    }
+
+    /// Feeds the node's state at `now` to the announcer (`stopping`: SIGTERM's drain); true
+    /// when the announceable set changed.
+    pub fn update_announceable(&mut self, now: Instant, stopping: bool) -> bool {
+        let state = NodeState {
+            attached: self.dp.attached_everywhere(),
+            plan_applied: self.plan_applied,
+            draining: self.draining || stopping,
+            services: &self.table.services,
+        };
+        self.announcer.update(now, &state)
+    }
+
+    /// The addresses `lb announce` should announce now.
+    pub fn announceable(&self) -> Vec<IpAddr> {
+        self.announcer.announced().iter().copied().collect()
     }
 
     /// The interfaces the data path runs on, for `-L --json` and `doctor`.
@@ -73,8 +106,13 @@ impl<D: DataPlane> Daemon<D> {
     /// any failure nothing changes.
     fn commit(&mut self, table: Table) -> Result<()> {
         let plan = plan::build(&plannable(&table), self.ring_size, Some(&self.plan))?;
-        if plan != self.plan {
-            self.dp.apply(&plan)?;
+        // After a failed apply the same plan is written again: the maps may hold part of it.
+        if plan != self.plan || !self.plan_applied {
+            if let Err(e) = self.dp.apply(&plan) {
+                self.plan_applied = false;
+                return Err(e);
+            }
+            self.plan_applied = true;
         }
         self.plan = plan;
         self.table = table;
@@ -129,6 +167,13 @@ impl<D: DataPlane> Daemon<D> {
                 .view()
                 .map(|v| Reply::List(v.only(opts.service.as_ref()))),
             Request::Command(Command::Zero(service)) => self.zero(service),
+            Request::Drain(on) => {
+                self.draining = on;
+                Ok(Reply::Done {
+                    warnings: Vec::new(),
+                })
+            }
+            Request::WatchAnnounceable => Ok(Reply::Announceable(self.announceable())),
             Request::Command(cmd) => {
                 let mut table = self.table.clone();
                 Self::change(&mut table, &cmd)
@@ -379,6 +424,9 @@ pub struct RunConfig {
     pub rate_interval: Duration,
     /// Serve Prometheus metrics on this address (`--metrics`), from the daemon's own loop.
     pub metrics: Option<SocketAddr>,
+    /// After SIGTERM (`stop`): how long the daemon goes on forwarding with every VIP
+    /// withdrawn, so routers move new flows away before the data path detaches (`--drain`).
+    pub drain: Duration,
 }
 
 impl RunConfig {
@@ -388,6 +436,7 @@ impl RunConfig {
             neighbour_refresh: Duration::from_secs(5),
             rate_interval: Duration::from_secs(2),
             metrics: None,
+            drain: Duration::ZERO,
         }
     }
 }
@@ -439,14 +488,18 @@ pub fn run<D: DataPlane>(daemon: &mut Daemon<D>, cfg: &RunConfig, stop: &AtomicB
                             let _ = std::thread::Builder::new()
                                 .name("lb client".into())
                                 .spawn_scoped(scope, move || {
-                                    control::serve_client(client, |req| {
+                                    control::serve_watching_client(client, |req| {
+                                        let watch = req == Request::WatchAnnounceable;
                                         let (tx, rx) = mpsc::channel();
+                                        let stopping =
+                                            || Reply::Error("the daemon is stopping".into());
                                         if jobs_tx.send(Input::Job((req, tx))).is_err() {
-                                            return Reply::Error("the daemon is stopping".into());
+                                            return Answer::Once(stopping());
                                         }
-                                        rx.recv().unwrap_or_else(|_| {
-                                            Reply::Error("the daemon is stopping".into())
-                                        })
+                                        if watch {
+                                            return Answer::Stream(rx);
+                                        }
+                                        Answer::Once(rx.recv().unwrap_or_else(|_| stopping()))
                                     })
                                 });
                         }
@@ -477,9 +530,31 @@ fn serve_loop<D: DataPlane>(
 ) -> Result<()> {
     let mut next_refresh = Instant::now();
     let mut next_sample = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
+    // `lb announce` connections, each sent the announceable set at every change.
+    let mut watchers: Vec<mpsc::Sender<Reply>> = Vec::new();
+    // Set at SIGTERM: the end of the drain, after which the data path detaches.
+    let mut detach_at: Option<Instant> = None;
+    loop {
+        if detach_at.is_none() && stop.load(Ordering::Relaxed) {
+            detach_at = Some(Instant::now() + cfg.drain);
+            if !cfg.drain.is_zero() {
+                eprintln!(
+                    "wirespeed lb: stopping: every VIP withdrawn; forwarding for {} s more, then detaching",
+                    cfg.drain.as_secs_f64()
+                );
+            }
+        }
+        if detach_at.is_some_and(|t| Instant::now() >= t) {
+            break;
+        }
         let mut changed = false;
         match inputs.recv_timeout(Duration::from_millis(50)) {
+            Ok(Input::Job((Request::WatchAnnounceable, reply_to))) => {
+                let first = daemon.handle(Request::WatchAnnounceable);
+                if reply_to.send(first).is_ok() {
+                    watchers.push(reply_to);
+                }
+            }
             Ok(Input::Job((req, reply_to))) => {
                 let before = daemon.table().clone();
                 let reply = daemon.handle(req);
@@ -505,6 +580,10 @@ fn serve_loop<D: DataPlane>(
         if changed {
             checker.set_targets(daemon.check_targets());
         }
+        if daemon.update_announceable(now, detach_at.is_some()) {
+            let set = daemon.announceable();
+            watchers.retain(|w| w.send(Reply::Announceable(set.clone())).is_ok());
+        }
         if changed || now >= next_refresh {
             refresh_neighbours(&daemon.neighbour_targets());
             next_refresh = now + cfg.neighbour_refresh;
@@ -519,6 +598,10 @@ fn serve_loop<D: DataPlane>(
         if let Some(e) = endpoint.as_mut() {
             e.serve(&mut || daemon.render_metrics());
         }
+    }
+    // The local addresses go too: nothing will answer on them once detached.
+    for w in &watchers {
+        let _ = w.send(Reply::Announceable(Vec::new()));
     }
     Ok(())
 }

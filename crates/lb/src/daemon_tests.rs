@@ -12,6 +12,7 @@ struct Recorder {
     stats: Rc<RefCell<Stats>>,
     zeroed: Rc<RefCell<u32>>,
     fail_next_apply: Rc<RefCell<bool>>,
+    detached: Rc<RefCell<bool>>,
 }
 
 impl DataPlane for Recorder {
@@ -28,6 +29,9 @@ impl DataPlane for Recorder {
     fn zero(&mut self) -> Result<()> {
         *self.zeroed.borrow_mut() += 1;
         Ok(())
+    }
+    fn attached_everywhere(&self) -> bool {
+        !*self.detached.borrow()
     }
 }
 
@@ -461,4 +465,162 @@ fn two_daemons_given_the_same_reals_in_other_orders_list_the_same_tables() {
         found,
         ["service TCP 198.18.0.10:80: real 198.18.100.3:80 weight 3 here, 4 on the peer: wirespeed lb -e -t 198.18.0.10:80 -r 198.18.100.3:80 -w 4 here, or -w 3 on the peer"]
     );
+}
+
+/// ExaBGP's end of `lb announce`: each line written, sent to the test; the write after
+/// `lines` lines fails, as a pipe to an ExaBGP that has gone does.
+struct ExabgpPipe {
+    lines: mpsc::Sender<String>,
+    left: usize,
+    partial: Vec<u8>,
+}
+
+impl std::io::Write for ExabgpPipe {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        self.partial.extend_from_slice(buf);
+        while let Some(i) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=i).collect();
+            let _ = self
+                .lines
+                .send(String::from_utf8_lossy(&line[..i]).into_owned());
+            self.left -= 1;
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Sets both stop flags when the test's client ends, panicking or not, so the daemons stop.
+struct StopAll(Vec<Arc<AtomicBool>>);
+
+impl Drop for StopAll {
+    fn drop(&mut self) {
+        for s in &self.0 {
+            s.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+#[test]
+fn lb_announce_follows_the_daemon_through_drain_reals_stop_and_restart() {
+    let dir = std::env::temp_dir().join(format!("ws-lb-announce-{}", std::process::id()));
+    let path = dir.join("lb.sock");
+    let hold_down = Duration::from_millis(300);
+    let (lines_tx, lines) = mpsc::channel();
+    let follower = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let mut pipe = ExabgpPipe {
+                lines: lines_tx,
+                left: 7,
+                partial: Vec::new(),
+            };
+            crate::exabgp::follow(
+                &path,
+                &crate::exabgp::NextHops::default(),
+                &mut pipe,
+                Duration::from_millis(50),
+                &mut |_| {},
+            )
+        })
+    };
+    let stops = [
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    ];
+    let client = {
+        let (path, guard) = (path.clone(), StopAll(stops.to_vec()));
+        std::thread::spawn(move || {
+            let send = |req: Request| {
+                let deadline = Instant::now() + Duration::from_secs(20);
+                loop {
+                    match control::request(&path, &req) {
+                        Ok(r) => return r,
+                        Err(e) if Instant::now() > deadline => panic!("{e}"),
+                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+            };
+            let ipvsadm = |line: &str| {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                send(Request::Command(parse_args(&words).unwrap()))
+            };
+            let next = || lines.recv_timeout(Duration::from_secs(10)).unwrap();
+            let announce = "announce route 198.18.0.10/32 next-hop self";
+            let withdraw = "withdraw route 198.18.0.10/32 next-hop self";
+            let mut seen = Vec::new();
+            ipvsadm("-A -t 198.18.0.10:80");
+            let added = Instant::now();
+            ipvsadm("-a -t 198.18.0.10:80 -r 198.18.1.1 -g");
+            seen.push(next());
+            let held = added.elapsed();
+            send(Request::Drain(true));
+            seen.push(next());
+            send(Request::Drain(false));
+            seen.push(next());
+            ipvsadm("-d -t 198.18.0.10:80 -r 198.18.1.1");
+            seen.push(next());
+            ipvsadm("-a -t 198.18.0.10:80 -r 198.18.1.1 -g");
+            seen.push(next());
+            guard.0[0].store(true, Ordering::Relaxed);
+            seen.push(next());
+            // The second daemon: `lb announce` reconnects by itself.
+            ipvsadm("-A -t 198.18.0.10:80");
+            ipvsadm("-a -t 198.18.0.10:80 -r 198.18.1.1 -g");
+            seen.push(next());
+            drop(guard);
+            let want = [
+                announce, withdraw, announce, withdraw, announce, withdraw, announce,
+            ];
+            (seen, want.map(String::from).to_vec(), held)
+        })
+    };
+    for stop in &stops {
+        let mut d = Daemon::new(Counting::default(), RING).unwrap();
+        d.set_announce_hold_down(hold_down);
+        run(&mut d, &RunConfig::new(path.clone()), stop).unwrap();
+    }
+    let (seen, want, held) = client.join().unwrap();
+    assert_eq!(seen, want);
+    assert!(held >= hold_down, "announced after {held:?}");
+    let e = follower.join().unwrap().unwrap_err().to_string();
+    assert!(e.contains("ExaBGP stopped reading"), "{e}");
+    let _ = std::fs::remove_dir(&dir);
+}
+
+#[test]
+fn a_failed_apply_withdraws_until_a_plan_is_applied_and_detaching_withdraws() {
+    let rec = Recorder::default();
+    let mut d = Daemon::new(rec.clone(), RING).unwrap();
+    d.set_announce_hold_down(Duration::ZERO);
+    ok(&mut d, "-A -t 198.18.0.10:80");
+    ok(&mut d, "-a -t 198.18.0.10:80 -r 198.18.1.1 -g");
+    let t = Instant::now();
+    assert!(d.update_announceable(t, false));
+    assert_eq!(d.announceable(), ["198.18.0.10".parse::<IpAddr>().unwrap()]);
+    *rec.fail_next_apply.borrow_mut() = true;
+    assert!(matches!(
+        cmd(&mut d, "-a -t 198.18.0.10:80 -r 198.18.1.2 -g"),
+        Reply::Error(_)
+    ));
+    assert!(d.update_announceable(t, false));
+    assert!(d.announceable().is_empty(), "the maps may hold half a plan");
+    // The same table again: the plan is written again, though it equals the last one built.
+    let applied = rec.plans.borrow().len();
+    ok(&mut d, "-E -t 198.18.0.10:80 -s mh");
+    assert_eq!(rec.plans.borrow().len(), applied + 1);
+    assert!(d.update_announceable(t, false));
+    assert_eq!(d.announceable().len(), 1);
+    *rec.detached.borrow_mut() = true;
+    assert!(d.update_announceable(t, false));
+    assert!(d.announceable().is_empty());
+    *rec.detached.borrow_mut() = false;
+    assert!(d.update_announceable(t, false));
+    assert!(d.update_announceable(t, true), "SIGTERM's drain withdraws");
+    assert!(d.announceable().is_empty());
 }

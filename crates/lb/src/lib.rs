@@ -12,6 +12,7 @@ pub mod datapath;
 pub mod decap;
 pub mod doctor;
 pub mod error;
+pub mod exabgp;
 pub mod health;
 pub mod ipvsadm;
 pub mod listing;

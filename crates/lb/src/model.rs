@@ -351,4 +351,9 @@ pub trait DataPlane {
     fn conn_counts(&self) -> Result<Vec<ConnCounts>> {
         Ok(Vec::new())
     }
+    /// The program is attached on every interface it was given (`lb announce` announces
+    /// nothing otherwise). One given no interface (the tests' fakes) is.
+    fn attached_everywhere(&self) -> bool {
+        true
+    }
 }

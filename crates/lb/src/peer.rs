@@ -26,7 +26,7 @@ pub fn peer_view(path: &Path) -> Result<ListView> {
                 "the peer's daemon on {}: {e}",
                 path.display()
             ))),
-            Reply::Done { .. } => Err(Error::Invalid(format!(
+            Reply::Done { .. } | Reply::Announceable(_) => Err(Error::Invalid(format!(
                 "the daemon on {} answered with something else than its configuration; are both the same wirespeed version?",
                 path.display()
             ))),

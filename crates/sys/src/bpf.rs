@@ -227,6 +227,19 @@ pub fn xdp_query(ifindex: u32) -> io::Result<XdpAttached> {
     })
 }
 
+/// The kernel's id of the program `prog` (BPF_OBJ_GET_INFO_BY_FD), as `xdp_query` reports
+/// attached programs.
+pub fn prog_id(prog: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: info is valid for writes of len bytes and asks for no arrays.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog.as_raw_fd(), &mut info, &mut len) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok(info.id)
+}
+
 /// The name of the program `prog` (BPF_OBJ_GET_INFO_BY_FD), without the trailing NULs.
 pub fn prog_name(prog: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
     let mut info = libbpf_sys::bpf_prog_info::default();

@@ -173,4 +173,15 @@ impl DataPlane for XdpDataPlane {
         let slots = self.applied.as_ref().map_or(0, |p| p.reals.len());
         stats::conn_counts(&self.prog, slots)
     }
+
+    /// Asks the kernel, interface by interface: a deleted interface takes its link with it,
+    /// and another program may have replaced ours.
+    fn attached_everywhere(&self) -> bool {
+        let Ok(id) = wirespeed_sys::bpf::prog_id(self.prog.fd()) else {
+            return false;
+        };
+        self.links
+            .iter()
+            .all(|l| wirespeed_sys::bpf::xdp_query(l.ifindex).is_ok_and(|q| q.drv_prog_id == id))
+    }
 }

@@ -1,7 +1,8 @@
 //! `wirespeed lb`: the L4 load balancer. `run` is the daemon; every other form is an ipvsadm
 //! command line (`-A`, `-a`, `-L -n --stats`, ...) sent to it over its unix socket; `save`
 //! and `restore` speak the ipvsadm-save format; `doctor` says why packets are not forwarded,
-//! or where this node's tables disagree with a peer's.
+//! or where this node's tables disagree with a peer's; `announce` is ExaBGP's process and
+//! `drain` withdraws this node's VIPs.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -52,7 +53,8 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Cmd {
     /// The daemon: attach the data path to the interfaces, hold the tables, run the health
-    /// checks, answer commands on the socket until SIGINT/SIGTERM, then detach.
+    /// checks, answer commands on the socket until SIGINT/SIGTERM; then withdraw every VIP,
+    /// forward for --drain seconds more, and detach.
     Run {
         /// Interface the data path runs on (repeat for more).
         #[arg(long = "iface", required = true)]
@@ -89,6 +91,38 @@ enum Cmd {
         /// 127.0.0.1:9102.
         #[arg(long, value_name = "ADDR:PORT")]
         metrics: Option<std::net::SocketAddr>,
+        /// Seconds a VIP must stay servable (attached, applied, not draining, a live real,
+        /// its checks judged) before `lb announce` announces it, so a flapping real does not
+        /// flap the route; it is withdrawn at once (docs/LB.md, "Several nodes").
+        #[arg(long, value_name = "S", default_value_t = wirespeed_lb::announce::DEFAULT_HOLD_DOWN.as_secs_f64())]
+        announce_hold_down: f64,
+        /// At SIGINT/SIGTERM: seconds to go on forwarding with every VIP withdrawn, so routers
+        /// move new flows elsewhere before the data path detaches; 0: detach at once.
+        #[arg(long, value_name = "S", default_value_t = 5.0)]
+        drain: f64,
+    },
+    /// ExaBGP's process (`run` in exabgp.conf): print `announce route`/`withdraw route` lines
+    /// for the addresses the daemon may announce, as they change; withdraw them all while the
+    /// daemon is gone, and reconnect (docs/LB.md, "Several nodes: announcing over BGP").
+    Announce {
+        /// Control socket of the daemon.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// The routes' next hop: `self` (ExaBGP's address on the session) or an address, at
+        /// most one per family (repeat, or comma-separate). IPv6 VIPs over an IPv4 session
+        /// need an IPv6 address here.
+        #[arg(long, value_delimiter = ',', default_value = "self")]
+        next_hop: Vec<String>,
+    },
+    /// Withdraw every VIP this node announces while it keeps forwarding (established flows
+    /// finish here, new ones go to the other nodes); --undo announces them again.
+    Drain {
+        /// Control socket of the daemon.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// End the drain.
+        #[arg(long)]
+        undo: bool,
     },
     /// On a tunnel-mode real whose kernel has no tunl0/sit0/ip6tnl0: strip the load
     /// balancer's IPIP, 6in4, IP6IP6 and 4in6 headers, and GUE's on the GUE ports, in XDP from
@@ -341,6 +375,45 @@ fn decap(cfg: DecapConfig, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Seconds from a flag, as a duration; one line saying what to give otherwise.
+fn seconds(flag: &str, s: f64) -> anyhow::Result<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(s)
+        .map_err(|_| anyhow::anyhow!("--{flag} {s}: give seconds, 0 or more, e.g. 3"))
+}
+
+/// `lb announce`: ExaBGP reads our stdout and writes its acknowledgements to our stdin. Those
+/// are read (a full pipe would stall ExaBGP), a rejected command is reported, and the end of
+/// stdin (ExaBGP gone) ends the process.
+fn announce(socket: Option<PathBuf>, next_hop: &[String]) -> anyhow::Result<()> {
+    let nh = wirespeed_lb::exabgp::NextHops::parse(next_hop)?;
+    let path = control::socket_path(socket.as_deref());
+    std::thread::Builder::new()
+        .name("exabgp acks".into())
+        .spawn(|| {
+            use std::io::BufRead;
+            for line in std::io::stdin().lock().lines() {
+                match line {
+                    Ok(l) if l.starts_with("error") => {
+                        eprintln!("wirespeed lb announce: ExaBGP rejected a command: {l}")
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            std::process::exit(0);
+        })
+        .context("start the reader of ExaBGP's acknowledgements")?;
+    let mut out = std::io::stdout().lock();
+    wirespeed_lb::exabgp::follow(
+        &path,
+        &nh,
+        &mut out,
+        std::time::Duration::from_secs(1),
+        &mut |m| eprintln!("wirespeed lb announce: {m}"),
+    )?;
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.cmd {
         None => {
@@ -380,6 +453,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     }
                 }
                 Reply::Error(e) => bail!("{e}"),
+                Reply::Announceable(_) => {
+                    bail!("the daemon answered an ipvsadm command with its announceable addresses; are the client and daemon the same wirespeed version?")
+                }
             }
             Ok(())
         }
@@ -398,6 +474,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let cmds = ipvsadm::parse_restore(&text)?;
             if let Reply::Done { warnings } = ask(socket, &Request::Batch(cmds))? {
                 print_warnings(&warnings);
+            }
+            Ok(())
+        }
+        Some(Cmd::Announce { socket, next_hop }) => announce(socket, &next_hop),
+        Some(Cmd::Drain { socket, undo }) => {
+            ask(socket, &Request::Drain(!undo))?;
+            if undo {
+                eprintln!("wirespeed lb: drain ended: VIPs with a live real are announced again after the hold-down");
+            } else {
+                eprintln!("wirespeed lb: draining: every VIP withdrawn, forwarding goes on; end it with `wirespeed lb drain --undo`");
             }
             Ok(())
         }
@@ -444,7 +530,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             allow_host,
             json,
             metrics,
+            announce_hold_down,
+            drain,
         }) => {
+            let hold_down = seconds("announce-hold-down", announce_hold_down)?;
+            let drain = seconds("drain", drain)?;
             let mut cfg = AttachConfig {
                 ifaces: ifaces.clone(),
                 ring_size,
@@ -474,6 +564,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let dp = XdpDataPlane::attach(&cfg)?;
             let mut d = Daemon::new(dp, ring_size)?;
             d.set_ifaces(ifaces.clone());
+            d.set_announce_hold_down(hold_down);
             if json {
                 println!(
                     "{}",
@@ -491,6 +582,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             let run_cfg = RunConfig {
                 metrics,
+                drain,
                 ..RunConfig::new(path)
             };
             daemon::run(&mut d, &run_cfg, &STOP)?;
