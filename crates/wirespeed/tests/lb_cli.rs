@@ -92,6 +92,8 @@ fn the_daemon_takes_ipvsadm_commands_saves_restores_and_stops_cleanly() {
             "lb0",
             "--ring-size",
             "251",
+            "--drain",
+            "0",
             "--socket",
         ])
         .arg(&socket)

@@ -192,7 +192,7 @@ impl Topo {
             Command::new("ip")
                 .args(["netns", "exec", self.lb.name(), BIN])
                 .args(["lb", "run", "--iface", "in0", "--iface", "out0"])
-                .args(["--ring-size", "251", "--socket"])
+                .args(["--ring-size", "251", "--drain", "0", "--socket"])
                 .arg(&socket)
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit())

@@ -184,6 +184,8 @@ fn lb_run_says_ready_once_its_socket_answers_and_stopping_on_sigterm() {
             "1021",
             "--conns-per-cpu",
             "1024",
+            "--drain",
+            "0",
         ],
     );
 

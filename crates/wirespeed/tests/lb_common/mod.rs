@@ -447,6 +447,8 @@ impl LbLab {
         }
         args.push("--socket".into());
         args.push(self.socket.display().to_string());
+        // No router learns these labs' VIPs, so a stop need not wait out a drain.
+        args.extend(["--drain".into(), "0".into()]);
         args.extend(self.run_args.iter().cloned());
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let ns = self.ns_name("lb");
