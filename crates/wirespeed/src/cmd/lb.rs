@@ -559,6 +559,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .spawn(move || {
                     let _ = signals.wait(None);
                     STOP.store(true, Ordering::Relaxed);
+                    // A second one cuts the drain short (docs/OPERATING.md, "Stop"); the
+                    // kernel detaches the links as the process exits.
+                    if let Ok(Some(_)) = signals.wait(None) {
+                        eprintln!(
+                            "wirespeed lb: second signal: exiting now, before the end of the drain"
+                        );
+                        std::process::exit(1);
+                    }
                 })
                 .context("start the signal watcher")?;
             let dp = XdpDataPlane::attach(&cfg)?;
