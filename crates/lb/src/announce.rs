@@ -5,7 +5,9 @@
 //! A VIP is announceable while all of these hold, and has held for the hold-down: the data
 //! path is attached on every interface, the last plan was applied, the node is not draining,
 //! a service on the VIP has a live real (weight > 0, not down), and every health check on the
-//! VIP has given its first verdict. It is withdrawn at once when one fails. A full-NAT local
+//! VIP has given its first verdict. It is withdrawn at once when one fails, except the last:
+//! once announced, a VIP stays while it has a live real, so a real added to every node at once
+//! does not withdraw the VIP from all of them until its check has judged. A full-NAT local
 //! address is announced while the data path is attached and applied, draining or not: replies
 //! of the connections a drain lets finish come back to it.
 
@@ -39,8 +41,18 @@ fn is_live(s: &Service, r: &crate::model::Real) -> bool {
         && (r.mode != Mode::FullNat || s.laddrs.iter().any(|a| a.is_ipv4() == r.addr.is_ipv4()))
 }
 
-/// The addresses this node could serve this instant, before the hold-down.
+/// The addresses this node could start announcing this instant, before the hold-down.
 pub fn servable(state: &NodeState) -> BTreeSet<IpAddr> {
+    servable_when(state, true)
+}
+
+/// The addresses this node may go on announcing: as [`servable`], but a real its check has
+/// not judged yet does not hold a VIP back.
+pub fn keepable(state: &NodeState) -> BTreeSet<IpAddr> {
+    servable_when(state, false)
+}
+
+fn servable_when(state: &NodeState, all_judged: bool) -> BTreeSet<IpAddr> {
     let mut out = BTreeSet::new();
     if !state.attached || !state.plan_applied {
         return out;
@@ -58,7 +70,11 @@ pub fn servable(state: &NodeState) -> BTreeSet<IpAddr> {
     }
     // A check still waiting for its first verdict on any real keeps the whole VIP back: the
     // node does not yet know what it would serve there.
-    for s in state.services.iter().filter(|s| s.check.is_some()) {
+    for s in state
+        .services
+        .iter()
+        .filter(|s| all_judged && s.check.is_some())
+    {
         if s.reals.iter().any(|r| r.health == Health::Unchecked) {
             vips.insert(s.key.vip.ip(), false);
         }
@@ -89,9 +105,9 @@ impl Announcer {
 
     /// Takes the node's state at `now`; true when the announced set changed.
     pub fn update(&mut self, now: Instant, state: &NodeState) -> bool {
-        let servable = servable(state);
-        self.since.retain(|a, _| servable.contains(a));
-        for a in &servable {
+        let keepable = keepable(state);
+        self.since.retain(|a, _| keepable.contains(a));
+        for a in &servable(state) {
             self.since.entry(*a).or_insert(now);
         }
         let next: BTreeSet<IpAddr> = self

@@ -259,3 +259,29 @@ fn host_prefixes_are_32_and_128() {
     assert_eq!(host_prefix(VIP.parse().unwrap()), "198.18.100.1/32");
     assert_eq!(host_prefix("fd00::1".parse().unwrap()), "fd00::1/128");
 }
+
+#[test]
+fn an_unjudged_real_keeps_a_vip_back_but_does_not_withdraw_an_announced_one() {
+    let judged = vec![real("198.18.1.1:80", 1, Health::Up)];
+    let mut joined = judged.clone();
+    joined.push(real("198.18.1.2:80", 1, Health::Unchecked));
+    let before = [service(VIP, judged, true)];
+    let after = [service(VIP, joined, true)];
+    let t0 = Instant::now();
+    let mut a = Announcer::new(HOLD);
+    a.update(t0, &node(&before));
+    assert!(a.update(t0 + HOLD, &node(&before)));
+    assert!(!a.update(t0 + HOLD * 2, &node(&after)), "a real joined");
+    assert_eq!(a.announced(), &addrs(&[VIP]));
+    // Withdrawn for another reason, it comes back only once every real is judged.
+    let draining = NodeState {
+        draining: true,
+        ..node(&after)
+    };
+    assert!(a.update(t0 + HOLD * 3, &draining));
+    a.update(t0 + HOLD * 4, &node(&after));
+    assert!(!a.update(t0 + HOLD * 6, &node(&after)));
+    assert!(a.announced().is_empty());
+    assert_eq!(keepable(&node(&after)), addrs(&[VIP]));
+    assert!(servable(&node(&after)).is_empty());
+}
