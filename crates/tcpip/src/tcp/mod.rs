@@ -56,6 +56,9 @@ use std::time::Duration;
 use wirespeed_wire::ip_options_echo::{EchoRefused, EchoedOptions};
 use wirespeed_wire::{IpAddress, Ipv6Addr, MacAddr, TcpControl, TcpRepr};
 
+/// SACK blocks a segment carries at most: as many as fit beside the timestamp option in the
+/// 40 bytes of TCP options (RFC 2018 3), with or without it.
+const SACK_BLOCKS_SENT: usize = 3;
 /// Most out-of-order ranges kept per connection (more are dropped and retransmitted).
 const MAX_OOO: usize = 4;
 /// Most SACKed ranges remembered per connection (more are ignored: retransmission stays

@@ -370,7 +370,8 @@ impl Tcp {
                     .filter(|&i| i < ranges.len())
                     .map(|i| ranges[i]);
                 cx.stats.tcp_dsacks_sent += t.dsack.is_some() as u64;
-                for (n, (s, e)) in t.dsack.into_iter().chain(ooo).take(3).enumerate() {
+                let blocks = t.sack_blocks_out();
+                for (n, (s, e)) in t.dsack.into_iter().chain(ooo).take(blocks).enumerate() {
                     opts.sack_blocks[n] = (s.0, e.0);
                     opts.sack_count = n as u8 + 1;
                 }

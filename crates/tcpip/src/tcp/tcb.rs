@@ -2,7 +2,7 @@
 
 use super::congestion::CongestionAlgorithm;
 use super::controller::Congestion;
-use super::{flow_key, FlowKey, DEFAULT_MSS, MAX_OOO, MAX_SACKED};
+use super::{flow_key, FlowKey, DEFAULT_MSS, MAX_OOO, MAX_SACKED, SACK_BLOCKS_SENT};
 use crate::ring::Ring;
 use crate::{Config, ConnId, Error, Instant};
 use wirespeed_wire::ip_options_echo::EchoedOptions;
@@ -349,16 +349,39 @@ impl Tcb {
     /// rounds its window down to a multiple of the largest segment it has seen: when its
     /// receive buffer's accounting puts the window under that size, it offers zero and never
     /// reopens, since only arriving data would grow it (docs/TCPIP.md, "Segment size").
+    ///
+    /// The MSS allows for the timestamp option only: a segment that also carries SACK blocks
+    /// is shorter by their length, as Linux's tcp_current_mss makes it, or the frame outgrows
+    /// the MTU and the link drops it (docs/TCPIP.md, "Segment size").
     pub(crate) fn seg_limit(&self) -> u32 {
+        let mss = self.mss.saturating_sub(self.sack_option_len()).max(1);
         let bound = if self.max_snd_wnd > u32::from(DEFAULT_MSS) {
             self.max_snd_wnd / 2
         } else {
             self.max_snd_wnd
         };
         if bound == 0 {
-            self.mss
+            mss
         } else {
-            self.mss.min(bound.max(MIN_SEGMENT))
+            mss.min(bound.max(MIN_SEGMENT))
+        }
+    }
+
+    /// How many SACK blocks our next segment carries: a D-SACK block and the out-of-order
+    /// ranges we hold, at most [`SACK_BLOCKS_SENT`].
+    pub(crate) fn sack_blocks_out(&self) -> usize {
+        if !self.sack_ok {
+            return 0;
+        }
+        (self.dsack.is_some() as usize + self.ooo_len as usize).min(SACK_BLOCKS_SENT)
+    }
+
+    /// The bytes of SACK option our next segment carries: two NOPs, kind and length, and 8
+    /// bytes a block (RFC 2018 3), as `TcpOptions::emit` writes it.
+    pub(crate) fn sack_option_len(&self) -> u32 {
+        match self.sack_blocks_out() {
+            0 => 0,
+            n => 4 + 8 * n as u32,
         }
     }
 

@@ -75,6 +75,10 @@ pub(crate) struct Pair {
     pub filter: Option<FrameFilter>,
     /// Rewrite frames as they leave (side sending, frame), after `filter`.
     pub rewrite: Option<FrameRewrite>,
+    /// The link's MTU, when it has one: longer frames are dropped, as a veth drops them, and
+    /// counted in `oversized`.
+    pub mtu: Option<usize>,
+    pub oversized: u64,
 }
 
 /// Changes a frame in flight (sending side, bytes).
@@ -120,6 +124,8 @@ impl Pair {
             cut: false,
             filter: None,
             rewrite: None,
+            mtu: None,
+            oversized: 0,
         }
     }
 
@@ -138,6 +144,10 @@ impl Pair {
         }
         if let Some(r) = self.rewrite.as_mut() {
             r(from, &mut frame);
+        }
+        if self.mtu.is_some_and(|mtu| frame.len() > 14 + mtu) {
+            self.oversized += 1;
+            return;
         }
         if self.chance(self.impair.loss) {
             return;

@@ -105,6 +105,76 @@ per_cc! {
     }
 }
 
+per_cc! {
+    /// An echo both ways through loss, duplication and reordering on a link with a 1500-byte
+    /// MTU, as the bypass lab's Linux client runs it: each end holds out-of-order data while
+    /// it sends, so its data segments carry SACK blocks, and they must still fit the MTU (the
+    /// link drops longer frames). Before segments shrank for their SACK blocks, every full one
+    /// sent while a hole was open was lost, and the lab's echo went from RTO to RTO.
+    fn an_echo_through_loss_fits_its_sack_blocks_in_the_mtu(cc) {
+        let mut p = Pair::new_cc(cc);
+        let (c, s, _) = p.connect();
+        p.mtu = Some(1500);
+        p.impair = Impair {
+            loss: 10,
+            dup: 10,
+            reorder: 10,
+        };
+        let total = 4usize << 20;
+        let pattern = |i: usize| ((i as u64).wrapping_mul(2654435761) >> 7) as u8;
+        let (mut sent, mut got) = (0usize, 0usize);
+        let mut echo: Vec<u8> = Vec::new();
+        let mut buf = vec![0u8; 32 * 1024];
+        let ok = p.run(Duration::from_secs(600), |p| {
+            while sent < total {
+                let n = (total - sent).min(buf.len());
+                for (i, b) in buf[..n].iter_mut().enumerate() {
+                    *b = pattern(sent + i);
+                }
+                match p.st[0].tcp_send(c, &buf[..n]) {
+                    Ok(k) => sent += k,
+                    Err(_) => break,
+                }
+            }
+            // The server echoes what it reads, reading only what it can send back.
+            loop {
+                if !echo.is_empty() {
+                    if let Ok(k) = p.st[1].tcp_send(s, &echo) {
+                        echo.drain(..k);
+                    }
+                    if !echo.is_empty() {
+                        break;
+                    }
+                }
+                match p.st[1].tcp_recv(s, &mut buf) {
+                    Ok(n) if n > 0 => echo.extend_from_slice(&buf[..n]),
+                    _ => break,
+                }
+            }
+            while let Ok(n) = p.st[0].tcp_recv(c, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                for (i, &b) in buf[..n].iter().enumerate() {
+                    assert_eq!(b, pattern(got + i), "byte {} corrupted", got + i);
+                }
+                got += n;
+            }
+            got == total
+        });
+        assert!(ok, "echo stalled: sent {sent}, echoed back {got} of {total}");
+        let (client, server) = (p.st[0].stats(), p.st[1].stats());
+        assert!(
+            client.tcp_ooo_segments > 0 && server.tcp_ooo_segments > 0,
+            "both ends held out-of-order data"
+        );
+        assert_eq!(p.oversized, 0, "frames over the MTU");
+        for st in [client, server] {
+            assert!(st.tcp_rto_expired <= 2, "{st:?}");
+        }
+    }
+}
+
 #[test]
 fn zero_window_and_persist_probes() {
     let mut a = config(0);
