@@ -6,6 +6,7 @@
 #![deny(unsafe_code)]
 
 pub mod announce;
+pub mod cluster;
 pub mod control;
 pub mod daemon;
 pub mod datapath;

@@ -1,0 +1,215 @@
+//! What becomes of a service's connections when the router's ECMP moves them to another node
+//! (docs/LB.md, "Modes in a cluster"). The other node has no entry for them, and the data path
+//! (bpf/lb.bpf.c, `schedule`) places such a packet by its mode and scheduler:
+//!
+//! - DR and tunnel: a segment without an entry goes where the flow's hash points in the lookup
+//!   table. With `mh` that is the same real on every node whose table agrees. With `rr` and
+//!   `wrr` a SYN was placed by the CPU's cursor, not the hash, so a TCP connection's later
+//!   segments reach another real, which resets it; a UDP flow is always placed by hash, so
+//!   it survives.
+//! - full-NAT: a TCP segment without an entry is the kernel's (`pass_no_conn`), so the
+//!   connection is lost; a UDP flow gets a new local address and port, a new flow to the real.
+//! - NAT: the reals answer through their one gateway, so only one node can carry the service.
+
+use std::net::SocketAddr;
+
+use crate::doctor::Problem;
+use crate::model::{Mode, Proto, Scheduler, Service, ServiceKey};
+
+/// The fate of a connection that ECMP moves to a node that did not open it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The other node sends it to the same real.
+    Survives,
+    /// The other node sends it to another real, which resets it.
+    Reset,
+    /// The other node cannot forward it: its state lived on the node that opened it.
+    Lost,
+    /// The service cannot run on more than one node at all.
+    NotSupported,
+}
+
+/// [`after_move`]'s answer: the outcome, and unless the connections survive, what is wrong and
+/// the command that fixes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AfterMove {
+    pub outcome: Outcome,
+    pub problem: Option<Problem>,
+}
+
+/// What happens to the connections of service `key` (scheduler, reals with their modes) that
+/// ECMP moves to another node. A service without reals yet is judged by its scheduler alone.
+pub fn after_move(
+    key: &ServiceKey,
+    scheduler: Scheduler,
+    reals: &[(SocketAddr, Mode)],
+) -> AfterMove {
+    let name = format!("{key} ({})", scheduler.name());
+    let proto = key.proto.flag();
+    let vip = key.vip;
+    let tcp = key.proto == Proto::Tcp;
+    let to_mh = if scheduler != Scheduler::Mh && tcp {
+        format!("; wirespeed lb -E {proto} {vip} -s mh")
+    } else {
+        String::new()
+    };
+    let by_tunnel = |rip: &SocketAddr| {
+        format!("forward by tunnel (or DR): wirespeed lb -e {proto} {vip} -r {rip} -i{to_mh}")
+    };
+    if let Some((rip, _)) = reals.iter().find(|(_, m)| *m == Mode::Nat) {
+        return AfterMove {
+            outcome: Outcome::NotSupported,
+            problem: Some(Problem {
+                problem: format!(
+                    "{name}: NAT cannot run on several nodes: its reals answer through their one gateway"
+                ),
+                fix: format!("announce {} from one node only, or {}", vip.ip(), by_tunnel(rip)),
+            }),
+        };
+    }
+    if let Some((rip, _)) = reals.iter().find(|(_, m)| *m == Mode::FullNat) {
+        let problem = if tcp {
+            "connections that ECMP moves to another node are lost: their local port lives on the node that opened them"
+        } else {
+            "flows that ECMP moves to another node reach the real from another local address and port, as new flows"
+        };
+        return AfterMove {
+            outcome: Outcome::Lost,
+            problem: Some(Problem {
+                problem: format!("{name}: {problem}"),
+                fix: by_tunnel(rip),
+            }),
+        };
+    }
+    if scheduler != Scheduler::Mh && tcp {
+        return AfterMove {
+            outcome: Outcome::Reset,
+            problem: Some(Problem {
+                problem: format!(
+                    "{name}: connections that ECMP moves to another node are reset: there a segment without its entry goes where its hash points, not to the real its SYN was given in turn"
+                ),
+                fix: format!("wirespeed lb -E {proto} {vip} -s mh"),
+            }),
+        };
+    }
+    AfterMove {
+        outcome: Outcome::Survives,
+        problem: None,
+    }
+}
+
+/// [`after_move`] for a configured service.
+pub fn service_after_move(s: &Service) -> AfterMove {
+    let reals: Vec<(SocketAddr, Mode)> = s.reals.iter().map(|r| (r.addr, r.mode)).collect();
+    after_move(&s.key, s.scheduler, &reals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(proto: Proto) -> ServiceKey {
+        ServiceKey {
+            proto,
+            vip: "198.18.100.1:80".parse().unwrap(),
+        }
+    }
+
+    const MODES: [Mode; 4] = [Mode::Dr, Mode::Tunnel, Mode::Nat, Mode::FullNat];
+    const SCHEDULERS: [Scheduler; 3] = [Scheduler::Mh, Scheduler::Rr, Scheduler::Wrr];
+
+    /// Every mode, scheduler and protocol, against the data path's placement of a packet
+    /// without an entry.
+    #[test]
+    fn every_mode_and_scheduler_has_its_outcome() {
+        let rip: SocketAddr = "198.18.70.2:80".parse().unwrap();
+        for proto in [Proto::Tcp, Proto::Udp] {
+            for mode in MODES {
+                for sched in SCHEDULERS {
+                    let want = match (mode, sched, proto) {
+                        (Mode::Nat, _, _) => Outcome::NotSupported,
+                        (Mode::FullNat, _, _) => Outcome::Lost,
+                        (_, Scheduler::Mh, _) | (_, _, Proto::Udp) => Outcome::Survives,
+                        _ => Outcome::Reset,
+                    };
+                    let got = after_move(&key(proto), sched, &[(rip, mode)]);
+                    assert_eq!(got.outcome, want, "{proto:?} {mode:?} {sched:?}");
+                    assert_eq!(
+                        got.problem.is_none(),
+                        want == Outcome::Survives,
+                        "{proto:?} {mode:?} {sched:?}: a problem exactly when they do not survive"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_problem_names_the_service_and_the_command_that_fixes_it() {
+        let rip: SocketAddr = "198.18.70.2:80".parse().unwrap();
+        let p = |mode, sched, proto| {
+            let p = after_move(&key(proto), sched, &[(rip, mode)])
+                .problem
+                .unwrap();
+            format!("{p}")
+        };
+        let wrr = p(Mode::Dr, Scheduler::Wrr, Proto::Tcp);
+        assert!(
+            wrr.starts_with(
+                "TCP 198.18.100.1:80 (wrr): connections that ECMP moves to another node are reset"
+            ),
+            "{wrr}"
+        );
+        assert!(
+            wrr.ends_with(": wirespeed lb -E -t 198.18.100.1:80 -s mh"),
+            "{wrr}"
+        );
+        let fnat = p(Mode::FullNat, Scheduler::Rr, Proto::Tcp);
+        assert!(
+            fnat.contains("(rr): connections that ECMP moves to another node are lost"),
+            "{fnat}"
+        );
+        assert!(
+            fnat.ends_with("wirespeed lb -e -t 198.18.100.1:80 -r 198.18.70.2:80 -i; wirespeed lb -E -t 198.18.100.1:80 -s mh"),
+            "full-NAT with rr needs both the tunnel and mh: {fnat}"
+        );
+        let fnat_mh = p(Mode::FullNat, Scheduler::Mh, Proto::Tcp);
+        assert!(fnat_mh.ends_with("-r 198.18.70.2:80 -i"), "{fnat_mh}");
+        let nat = p(Mode::Nat, Scheduler::Mh, Proto::Udp);
+        assert!(
+            nat.starts_with("UDP 198.18.100.1:80 (mh): NAT cannot run on several nodes"),
+            "{nat}"
+        );
+        assert!(nat.contains("announce 198.18.100.1 from one node only, or forward by tunnel (or DR): wirespeed lb -e -u 198.18.100.1:80 -r 198.18.70.2:80 -i"), "{nat}");
+    }
+
+    #[test]
+    fn one_real_of_a_worse_mode_decides_the_service() {
+        let dr: SocketAddr = "198.18.70.2:80".parse().unwrap();
+        let fnat: SocketAddr = "198.18.70.3:80".parse().unwrap();
+        let nat: SocketAddr = "198.18.70.4:80".parse().unwrap();
+        let reals = [(dr, Mode::Dr), (fnat, Mode::FullNat)];
+        let got = after_move(&key(Proto::Tcp), Scheduler::Mh, &reals);
+        assert_eq!(got.outcome, Outcome::Lost);
+        assert!(got.problem.unwrap().fix.contains("-r 198.18.70.3:80 -i"));
+        let reals = [(dr, Mode::Dr), (fnat, Mode::FullNat), (nat, Mode::Nat)];
+        let got = after_move(&key(Proto::Tcp), Scheduler::Wrr, &reals);
+        assert_eq!(got.outcome, Outcome::NotSupported);
+    }
+
+    #[test]
+    fn a_service_without_reals_is_judged_by_its_scheduler() {
+        for sched in SCHEDULERS {
+            let want = if sched == Scheduler::Mh {
+                Outcome::Survives
+            } else {
+                Outcome::Reset
+            };
+            assert_eq!(after_move(&key(Proto::Tcp), sched, &[]).outcome, want);
+            assert_eq!(
+                after_move(&key(Proto::Udp), sched, &[]).outcome,
+                Outcome::Survives
+            );
+        }
+    }
+}
