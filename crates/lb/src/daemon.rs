@@ -42,6 +42,10 @@ pub struct Daemon<D: DataPlane> {
     /// `lb drain`: every VIP withdrawn, forwarding unchanged.
     draining: bool,
     announcer: Announcer,
+    /// An `lb announce` has watched since the daemon started: this node announces its VIPs,
+    /// alongside other nodes, so a change that leaves a service's connections unable to move
+    /// between nodes is warned about (docs/LB.md, "Modes in a cluster").
+    announcing: bool,
 }
 
 impl<D: DataPlane> Daemon<D> {
@@ -60,6 +64,7 @@ impl<D: DataPlane> Daemon<D> {
             plan_applied: true,
             draining: false,
             announcer: Announcer::new(crate::announce::DEFAULT_HOLD_DOWN),
+            announcing: false,
         })
     }
 
@@ -173,11 +178,17 @@ impl<D: DataPlane> Daemon<D> {
                     warnings: Vec::new(),
                 })
             }
-            Request::WatchAnnounceable => Ok(Reply::Announceable(self.announceable())),
+            Request::WatchAnnounceable => {
+                self.announcing = true;
+                Ok(Reply::Announceable(self.announceable()))
+            }
             Request::Command(cmd) => {
                 let mut table = self.table.clone();
-                Self::change(&mut table, &cmd)
-                    .and_then(|w| self.commit(table).map(|()| Reply::Done { warnings: w }))
+                Self::change(&mut table, &cmd).and_then(|mut warnings| {
+                    self.commit(table)?;
+                    warnings.extend(self.cluster_warnings(std::slice::from_ref(&cmd)));
+                    Ok(Reply::Done { warnings })
+                })
             }
             Request::Batch(cmds) => {
                 let mut table = self.table.clone();
@@ -187,12 +198,39 @@ impl<D: DataPlane> Daemon<D> {
                         .map_err(|e| Error::Invalid(format!("line {line}: {e}")))
                 });
                 applied.and_then(|()| {
-                    let warnings = table.warnings();
-                    self.commit(table).map(|()| Reply::Done { warnings })
+                    let mut warnings = table.warnings();
+                    self.commit(table)?;
+                    let cmds: Vec<Command> = cmds.into_iter().map(|(_, c)| c).collect();
+                    warnings.extend(self.cluster_warnings(&cmds));
+                    Ok(Reply::Done { warnings })
                 })
             }
         };
         result.unwrap_or_else(|e| Reply::Error(e.to_string()))
+    }
+
+    /// On a node that announces, one line for each service that `cmds` added or changed (or
+    /// gave a real) whose connections do not survive ECMP moving them to another node.
+    fn cluster_warnings(&self, cmds: &[Command]) -> Vec<String> {
+        if !self.announcing {
+            return Vec::new();
+        }
+        let mut keys: Vec<ServiceKey> = Vec::new();
+        for c in cmds {
+            let key = match c {
+                Command::AddService(s) | Command::EditService(s) => s.key,
+                Command::AddReal { service, .. } | Command::EditReal { service, .. } => *service,
+                _ => continue,
+            };
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys.iter()
+            .filter_map(|k| self.table.find(k))
+            .filter_map(|s| crate::cluster::service_after_move(s).problem)
+            .map(|p| p.to_string())
+            .collect()
     }
 
     fn zero(&mut self, service: Option<ServiceKey>) -> Result<Reply> {
@@ -383,6 +421,7 @@ impl<D: DataPlane> Daemon<D> {
                 .collect(),
             warnings: self.table.warnings(),
             ifaces: self.ifaces.clone(),
+            announcing: self.announcing,
         })
     }
 }

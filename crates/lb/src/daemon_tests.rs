@@ -624,3 +624,56 @@ fn a_failed_apply_withdraws_until_a_plan_is_applied_and_detaching_withdraws() {
     assert!(d.update_announceable(t, true), "SIGTERM's drain withdraws");
     assert!(d.announceable().is_empty());
 }
+
+#[test]
+fn services_that_cannot_move_between_nodes_are_warned_about_once_the_node_announces() {
+    let mut d = Daemon::new(Recorder::default(), RING).unwrap();
+    let moved = |w: &[String]| w.iter().filter(|l| l.contains("ECMP")).count();
+    // Alone, wrr is as good as any scheduler.
+    assert_eq!(moved(&ok(&mut d, "-A -t 198.18.100.1:80 -s wrr")), 0);
+    assert!(!d.view().unwrap().announcing);
+    d.handle(Request::WatchAnnounceable);
+    assert!(d.view().unwrap().announcing);
+    let w = ok(&mut d, "-A -t 198.18.100.2:80 -s rr");
+    assert_eq!(
+        w,
+        vec!["TCP 198.18.100.2:80 (rr): connections that ECMP moves to another node are reset: there a segment without its entry goes where its hash points, not to the real its SYN was given in turn: wirespeed lb -E -t 198.18.100.2:80 -s mh"]
+    );
+    assert_eq!(
+        moved(&ok(&mut d, "-a -t 198.18.100.1:80 -r 198.18.70.2 -g -w 1")),
+        1
+    );
+    assert_eq!(moved(&ok(&mut d, "-E -t 198.18.100.1:80 -s mh")), 0);
+    assert_eq!(
+        moved(&ok(&mut d, "-A -u 198.18.100.3:53 -s wrr")),
+        0,
+        "UDP is placed by hash"
+    );
+    let w = ok(&mut d, "-a -t 198.18.100.1:80 -r 198.18.70.3 -m -w 1");
+    assert_eq!(moved(&w), 0, "NAT's line names no ECMP: {w:?}");
+    assert!(
+        w.iter()
+            .any(|l| l.contains("NAT cannot run on several nodes")),
+        "{w:?}"
+    );
+    let w = ok(&mut d, "-e -t 198.18.100.1:80 -r 198.18.70.3 -b -w 1");
+    assert!(
+        w.iter()
+            .any(|l| l.contains("(mh): connections that ECMP moves to another node are lost")),
+        "{w:?}"
+    );
+    // A change to another service says nothing of this one.
+    assert_eq!(moved(&ok(&mut d, "-A -t 198.18.100.4:80 -s mh")), 0);
+    let Reply::Done { warnings } = d.handle(Request::Batch(
+        parse_restore("-A -t 198.18.100.5:80 -s wrr\n-a -t 198.18.100.5:80 -r 198.18.70.2 -i -w 1\n-A -t 198.18.100.6:80 -s mh\n").unwrap(),
+    )) else {
+        panic!("restore failed")
+    };
+    assert_eq!(moved(&warnings), 1, "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|l| l.starts_with("TCP 198.18.100.5:80 (wrr)")),
+        "{warnings:?}"
+    );
+}

@@ -441,6 +441,7 @@ fn view_of(table: &Table) -> ListView {
             .collect(),
         warnings: vec![],
         ifaces: vec![],
+        announcing: false,
     }
 }
 

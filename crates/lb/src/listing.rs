@@ -67,6 +67,10 @@ pub struct ListView {
     /// The interfaces the daemon's data path runs on (what `doctor` checks).
     #[serde(default)]
     pub ifaces: Vec<String>,
+    /// An `lb announce` has watched since the daemon started: the node announces its VIPs
+    /// (what `doctor` checks the modes and blackhole routes of a cluster for).
+    #[serde(default)]
+    pub announcing: bool,
 }
 
 impl ListView {
@@ -304,6 +308,7 @@ mod tests {
             }],
             warnings: vec![],
             ifaces: vec![],
+            announcing: false,
         }
     }
 

@@ -318,6 +318,7 @@ mod tests {
             ],
             warnings: vec![],
             ifaces: vec!["eth0".into()],
+            announcing: false,
         }
     }
 

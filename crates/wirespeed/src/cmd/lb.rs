@@ -103,7 +103,10 @@ enum Cmd {
     },
     /// ExaBGP's process (`run` in exabgp.conf): print `announce route`/`withdraw route` lines
     /// for the addresses the daemon may announce, as they change; withdraw them all while the
-    /// daemon is gone, and reconnect (docs/LB.md, "Several nodes: announcing over BGP").
+    /// daemon is gone, and reconnect (docs/LB.md, "Several nodes: announcing over BGP"). Once
+    /// it has connected, the daemon counts the node part of a cluster: -A, -E, -a, -e and
+    /// restore warn about services whose connections do not survive a move to another node,
+    /// and doctor checks them (docs/LB.md, "Modes in a cluster").
     Announce {
         /// Control socket of the daemon.
         #[arg(long)]
