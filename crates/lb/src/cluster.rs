@@ -10,10 +10,16 @@
 //! - full-NAT: a TCP segment without an entry is the kernel's (`pass_no_conn`), so the
 //!   connection is lost; a UDP flow gets a new local address and port, a new flow to the real.
 //! - NAT: the reals answer through their one gateway, so only one node can carry the service.
+//!
+//! `lb doctor` names those services on a node that announces, with each VIP that lacks a
+//! blackhole route ([`check_node`]).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
-use crate::doctor::Problem;
+use serde_json::Value;
+
+use crate::doctor::{Host, Problem};
+use crate::listing::ListView;
 use crate::model::{Mode, Proto, Scheduler, Service, ServiceKey};
 
 /// The fate of a connection that ECMP moves to a node that did not open it.
@@ -104,6 +110,108 @@ pub fn service_after_move(s: &Service) -> AfterMove {
     after_move(&s.key, s.scheduler, &reals)
 }
 
+/// `lb doctor` on a node that announces its VIPs alongside others (an `lb announce` has
+/// connected): each service whose connections do not
+/// survive ECMP moving them to another node, and each VIP without a blackhole route (or a
+/// local address). Without one, what the data path passes to the kernel for a VIP, and all of
+/// it while the daemon is down and the route not yet withdrawn, is routed back to the router,
+/// which sends it here again until its TTL runs out.
+pub fn check_node(view: &ListView, host: &Host) -> Vec<Problem> {
+    if !view.announcing {
+        return Vec::new();
+    }
+    let local: Vec<IpAddr> = host.addrs(None).into_iter().map(|a| a.1).collect();
+    let mut blackholes = Vec::new();
+    for family in ["-4", "-6"] {
+        blackholes.extend(blackhole_prefixes(&host.ip_json(&[
+            family,
+            "route",
+            "show",
+            "table",
+            "all",
+            "type",
+            "blackhole",
+        ])));
+    }
+    check_cluster(view, &blackholes, &local, host)
+}
+
+/// [`check_node`] over what the host was found to have: blackhole routes' prefixes and local
+/// addresses.
+fn check_cluster(
+    view: &ListView,
+    blackholes: &[(IpAddr, u8)],
+    local: &[IpAddr],
+    host: &Host,
+) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut vips: Vec<IpAddr> = Vec::new();
+    for s in &view.services {
+        let reals: Vec<_> = s.reals.iter().map(|r| (r.addr, r.mode)).collect();
+        out.extend(after_move(&s.key, s.scheduler, &reals).problem);
+        if !vips.contains(&s.key.vip.ip()) {
+            vips.push(s.key.vip.ip());
+        }
+    }
+    for vip in vips {
+        let dropped = local.contains(&vip)
+            || blackholes
+                .iter()
+                .any(|(net, len)| prefix_contains(*net, *len, vip));
+        if !dropped {
+            out.push(Problem {
+                problem: format!(
+                    "VIP {vip} has no blackhole route, so its packets that reach the kernel (all of them while the daemon is down) go back to the router and loop"
+                ),
+                fix: host.fix(&format!(
+                    "ip route add blackhole {}",
+                    crate::announce::host_prefix(vip)
+                )),
+            });
+        }
+    }
+    out
+}
+
+/// The prefixes of `ip -j route show type blackhole`: `dst` is an address for a host route,
+/// `ADDR/LEN` otherwise, or `default`.
+fn blackhole_prefixes(routes: &Value) -> Vec<(IpAddr, u8)> {
+    routes
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["type"] == "blackhole")
+        .filter_map(|r| {
+            let dst = r["dst"].as_str()?;
+            if dst == "default" {
+                return Some(if r["family"] == "inet6" || dst.contains(':') {
+                    (IpAddr::from([0u16; 8]), 0)
+                } else {
+                    (IpAddr::from([0u8; 4]), 0)
+                });
+            }
+            match dst.split_once('/') {
+                Some((a, l)) => Some((a.parse().ok()?, l.parse().ok()?)),
+                None => {
+                    let a: IpAddr = dst.parse().ok()?;
+                    Some((a, if a.is_ipv4() { 32 } else { 128 }))
+                }
+            }
+        })
+        .collect()
+}
+
+fn prefix_contains(net: IpAddr, len: u8, a: IpAddr) -> bool {
+    let (net, a, bits) = match (net, a) {
+        (IpAddr::V4(n), IpAddr::V4(a)) => (u32::from(n) as u128, u32::from(a) as u128, 32),
+        (IpAddr::V6(n), IpAddr::V6(a)) => (u128::from(n), u128::from(a), 128),
+        _ => return false,
+    };
+    let len = u32::from(len).min(bits);
+    let drop = bits - len;
+    drop >= bits || (net >> drop) == (a >> drop)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +221,111 @@ mod tests {
             proto,
             vip: "198.18.100.1:80".parse().unwrap(),
         }
+    }
+
+    fn announcing_view() -> ListView {
+        let mut view = crate::listing::tests::sample_view();
+        view.announcing = true;
+        let mut second = view.services[0].clone();
+        second.key.vip = "[fd00::10]:80".parse().unwrap();
+        second.scheduler = Scheduler::Wrr;
+        view.services.push(second);
+        view
+    }
+
+    #[test]
+    fn an_announcing_node_names_services_a_move_breaks_and_vips_without_a_blackhole() {
+        let host = Host { netns: None };
+        let view = announcing_view();
+        let got = check_cluster(&view, &[], &[], &host);
+        let lines: Vec<String> = got.iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "TCP [fd00::10]:80 (wrr): connections that ECMP moves to another node are reset: there a segment without its entry goes where its hash points, not to the real its SYN was given in turn: wirespeed lb -E -t [fd00::10]:80 -s mh".to_string(),
+                "VIP 198.18.0.10 has no blackhole route, so its packets that reach the kernel (all of them while the daemon is down) go back to the router and loop: ip route add blackhole 198.18.0.10/32".to_string(),
+                "VIP fd00::10 has no blackhole route, so its packets that reach the kernel (all of them while the daemon is down) go back to the router and loop: ip route add blackhole fd00::10/128".to_string(),
+            ]
+        );
+        // A host route, a covering prefix, or the VIP as a local address all drop them.
+        let blackholes = [("198.18.0.0".parse().unwrap(), 16)];
+        let local = ["fd00::10".parse().unwrap()];
+        assert_eq!(check_cluster(&view, &blackholes, &local, &host).len(), 1);
+        let elsewhere = [
+            ("198.18.1.0".parse().unwrap(), 24),
+            ("fd00::11".parse().unwrap(), 128),
+        ];
+        assert_eq!(check_cluster(&view, &elsewhere, &[], &host).len(), 3);
+        let netns = Host {
+            netns: Some("lb1".into()),
+        };
+        let fix = &check_cluster(&view, &elsewhere, &[], &netns)[1].fix;
+        assert_eq!(
+            fix,
+            "ip netns exec lb1 ip route add blackhole 198.18.0.10/32"
+        );
+    }
+
+    #[test]
+    fn a_node_that_does_not_announce_has_no_cluster_problems() {
+        let mut view = announcing_view();
+        view.announcing = false;
+        let host = Host {
+            netns: Some("wirespeed-doctor-no-such-netns".into()),
+        };
+        let problems = check_node(&view, &host);
+        assert!(
+            !problems
+                .iter()
+                .any(|p| p.problem.contains("ECMP") || p.problem.contains("blackhole")),
+            "{problems:?}"
+        );
+        view.announcing = true;
+        let problems = check_node(&view, &host);
+        assert!(
+            problems.iter().any(|p| p.problem.contains("ECMP")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn blackhole_routes_are_read_from_ip_json() {
+        let routes = serde_json::json!([
+            {"type": "blackhole", "dst": "198.18.100.1", "flags": []},
+            {"type": "blackhole", "dst": "198.18.200.0/24", "flags": []},
+            {"type": "blackhole", "dst": "fd00::10", "flags": []},
+            {"type": "blackhole", "dst": "default", "family": "inet6", "flags": []},
+            {"dst": "198.18.0.0/16", "dev": "eth0", "flags": []}
+        ]);
+        let got = blackhole_prefixes(&routes);
+        let want: Vec<(IpAddr, u8)> = vec![
+            ("198.18.100.1".parse().unwrap(), 32),
+            ("198.18.200.0".parse().unwrap(), 24),
+            ("fd00::10".parse().unwrap(), 128),
+            ("::".parse().unwrap(), 0),
+        ];
+        assert_eq!(got, want);
+        assert!(prefix_contains(
+            want[1].0,
+            24,
+            "198.18.200.7".parse().unwrap()
+        ));
+        assert!(!prefix_contains(
+            want[1].0,
+            24,
+            "198.18.201.7".parse().unwrap()
+        ));
+        assert!(prefix_contains(want[3].0, 0, "fd00::1".parse().unwrap()));
+        assert!(!prefix_contains(
+            want[3].0,
+            0,
+            "198.18.0.1".parse().unwrap()
+        ));
+        assert!(!prefix_contains(
+            want[2].0,
+            128,
+            "fd00::11".parse().unwrap()
+        ));
     }
 
     const MODES: [Mode; 4] = [Mode::Dr, Mode::Tunnel, Mode::Nat, Mode::FullNat];

@@ -56,7 +56,7 @@ impl Host {
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    fn ip_json(&self, args: &[&str]) -> Value {
+    pub(crate) fn ip_json(&self, args: &[&str]) -> Value {
         let mut argv = vec!["ip", "-j"];
         argv.extend_from_slice(args);
         self.output(&argv)
@@ -71,7 +71,7 @@ impl Host {
     }
 
     /// A fix as the user runs it: inside the namespace when the checks ran in one.
-    fn fix(&self, cmd: &str) -> String {
+    pub(crate) fn fix(&self, cmd: &str) -> String {
         match &self.netns {
             Some(ns) => cmd
                 .split("; ")
@@ -164,7 +164,7 @@ impl Host {
     }
 
     /// The addresses on `dev` (every device when `None`), with their device.
-    fn addrs(&self, dev: Option<&str>) -> Vec<(String, IpAddr)> {
+    pub(crate) fn addrs(&self, dev: Option<&str>) -> Vec<(String, IpAddr)> {
         let v = match dev {
             Some(d) => self.ip_json(&["addr", "show", "dev", d]),
             None => self.ip_json(&["addr", "show"]),

@@ -238,7 +238,7 @@ pub fn format_save(view: &ListView) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::{CheckKind, Proto};
     use std::time::Duration;

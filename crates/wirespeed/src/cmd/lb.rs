@@ -164,8 +164,10 @@ enum Cmd {
         socket: Option<PathBuf>,
     },
     /// Why packets are not forwarded: on the load balancer (next hops, neighbours, XDP on the
-    /// interfaces, full-NAT local addresses, MTU), or with --real on a real server; with --peer,
-    /// whether another load balancer behind the same ECMP route would pick the same reals.
+    /// interfaces, full-NAT local addresses, MTU; on a node that announces, services whose
+    /// connections a move to another node breaks and VIPs without a blackhole route), or with
+    /// --real on a real server; with --peer, whether another load balancer behind the same
+    /// ECMP route would pick the same reals.
     Doctor {
         /// Control socket of the daemon (load-balancer side).
         #[arg(long)]
@@ -315,7 +317,11 @@ fn doctor(
                 bail!("--netns goes with --real; on the load balancer run doctor where the daemon runs");
             }
             match ask(socket, &Request::View)? {
-                Reply::List(view) => doctor::check_lb(&view, &host),
+                Reply::List(view) => {
+                    let mut problems = doctor::check_lb(&view, &host);
+                    problems.extend(wirespeed_lb::cluster::check_node(&view, &host));
+                    problems
+                }
                 _ => {
                     bail!("the daemon answered `doctor` with something else than its configuration")
                 }
