@@ -7,7 +7,9 @@
 
 #![deny(unsafe_code)]
 
+pub mod daemon;
 pub mod impair;
+pub mod lb_cluster;
 pub mod napi;
 pub mod netns;
 pub mod state;

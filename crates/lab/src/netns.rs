@@ -90,8 +90,22 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         if !self.keep {
+            // A process left inside (a lab's routing daemons, a crashed test's server) would
+            // keep the namespace and its links alive after `ip netns del`.
+            kill_processes_in(&self.name);
             let _ = sh("ip", &["netns", "del", &self.name]);
         }
+    }
+}
+
+/// SIGKILLs every process whose network namespace is `name` (`ip netns pids`).
+pub fn kill_processes_in(name: &str) {
+    let pids = sh("ip", &["netns", "pids", name]).unwrap_or_default();
+    for pid in pids
+        .split_whitespace()
+        .filter_map(|p| p.parse::<u32>().ok())
+    {
+        let _ = wirespeed_sys::process::kill(pid, wirespeed_sys::signal::Signal::Kill);
     }
 }
 

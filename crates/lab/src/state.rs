@@ -37,6 +37,13 @@ pub struct LabRecord {
     pub namespaces: Vec<String>,
     /// role -> namespace, addresses
     pub nodes: Vec<crate::topo::Node>,
+    /// Long-running processes the lab started in its namespaces (`lb-cluster`'s routing and
+    /// load-balancer daemons); `lab down` kills everything in the namespaces anyway.
+    #[serde(default)]
+    pub daemons: Vec<crate::daemon::Daemon>,
+    /// Where those daemons keep their configs, sockets and logs.
+    #[serde(default)]
+    pub run_dir: Option<std::path::PathBuf>,
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {

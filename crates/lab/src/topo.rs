@@ -1,9 +1,12 @@
-//! Named lab topologies (`pair`, `line`, `lb`) and tuning profiles (`default`, `nic`, `tuned`).
+//! Named lab topologies (`pair`, `line`, `lb`, `lb-cluster`) and tuning profiles (`default`,
+//! `nic`, `tuned`).
 //!
 //! A lab called NAME owns the namespaces `ws-NAME-ROLE`. Each link is a veth pair with one
 //! /24 from 198.18.0.0/15 and one /64 from fd00::/8; a forwarding node (the `line` DUT, the
-//! `lb`) takes `.254` / `::fe` on each of its links and the leaf takes `.1` / `::1` and routes
-//! everything through it. Every change that is not confined to a lab namespace is recorded
+//! `lb`, the `lb-cluster` router) takes `.254` / `::fe` on each of its links and the leaf takes
+//! `.1` / `::1` and routes everything through it. `lb-cluster` also has one shared segment, a
+//! bridge on its router (the rack's switch): the lb nodes and the reals are ports of it, so
+//! that every node reaches every real in one hop, as DR needs. Every change that is not confined to a lab namespace is recorded
 //! in [`crate::state`] before it is made.
 
 use std::collections::BTreeMap;
@@ -24,6 +27,9 @@ pub enum Topology {
     Line,
     /// clients <-> lb <-> backends
     Lb,
+    /// clients <-> router <-> rack bridge with lb nodes and backends (docs/LB.md, "A cluster
+    /// lab")
+    LbCluster,
 }
 
 impl Topology {
@@ -32,8 +38,9 @@ impl Topology {
             "pair" => Ok(Topology::Pair),
             "line" => Ok(Topology::Line),
             "lb" => Ok(Topology::Lb),
+            "lb-cluster" => Ok(Topology::LbCluster),
             _ => Err(Error::Invalid(format!(
-                "unknown topology `{s}` (pair, line, lb)"
+                "unknown topology `{s}` (pair, line, lb, lb-cluster)"
             ))),
         }
     }
@@ -43,6 +50,7 @@ impl Topology {
             Topology::Pair => "pair",
             Topology::Line => "line",
             Topology::Lb => "lb",
+            Topology::LbCluster => "lb-cluster",
         }
     }
 }
@@ -143,9 +151,11 @@ pub struct LabSpec {
     /// rx and tx queues per veth end.
     pub queues: u32,
     pub profile: Profile,
-    /// `lb` only.
+    /// `lb` and `lb-cluster` only.
     pub clients: usize,
     pub backends: usize,
+    /// `lb-cluster` only: the load-balancer nodes.
+    pub lb_nodes: usize,
     /// Role -> CPUs that should process its packets (RPS/XPS in the tuned profile). Roles
     /// not listed use the topology's default (client side CPU 0, server side CPU 1).
     pub cpus: BTreeMap<String, Vec<usize>>,
@@ -176,6 +186,7 @@ impl LabSpec {
             profile: Profile::Default,
             clients: 1,
             backends: 2,
+            lb_nodes: 3,
             cpus: BTreeMap::new(),
             busy_poll_us: 50,
             gro_flush_timeout_ns: 0,
@@ -220,7 +231,13 @@ struct LinkPlan {
     /// host part of each end: 1 for leaves, 254 for the forwarder
     a_host: u32,
     b_host: u32,
+    /// The b end is a port of b's [`RACK`] bridge, which holds b's address on the subnet.
+    bridged: bool,
 }
+
+/// The shared segment's bridge in `lb-cluster`'s router, and its subnet.
+pub const RACK: &str = "rack";
+pub const RACK_SUBNET: u32 = 1;
 
 fn ncpus() -> usize {
     std::thread::available_parallelism()
@@ -242,6 +259,7 @@ fn plan(spec: &LabSpec) -> (Vec<(String, bool)>, Vec<LinkPlan>) {
                 subnet: 0,
                 a_host: 1,
                 b_host: 2,
+                bridged: false,
             });
         }
         Topology::Line => {
@@ -254,6 +272,7 @@ fn plan(spec: &LabSpec) -> (Vec<(String, bool)>, Vec<LinkPlan>) {
                 subnet: 1,
                 a_host: 1,
                 b_host: 254,
+                bridged: false,
             });
             links.push(LinkPlan {
                 a: 2,
@@ -261,6 +280,7 @@ fn plan(spec: &LabSpec) -> (Vec<(String, bool)>, Vec<LinkPlan>) {
                 subnet: 2,
                 a_host: 1,
                 b_host: 254,
+                bridged: false,
             });
         }
         Topology::Lb => {
@@ -273,6 +293,7 @@ fn plan(spec: &LabSpec) -> (Vec<(String, bool)>, Vec<LinkPlan>) {
                     subnet: 10 + i as u32,
                     a_host: 1,
                     b_host: 254,
+                    bridged: false,
                 });
             }
             for j in 0..spec.backends.clamp(1, 8) {
@@ -283,6 +304,37 @@ fn plan(spec: &LabSpec) -> (Vec<(String, bool)>, Vec<LinkPlan>) {
                     subnet: 100 + j as u32,
                     a_host: 1,
                     b_host: 254,
+                    bridged: false,
+                });
+            }
+        }
+        Topology::LbCluster => {
+            roles.push(("rt".to_string(), true));
+            for i in 0..spec.clients.clamp(1, 8) {
+                roles.push((format!("c{i}"), false));
+                links.push(LinkPlan {
+                    a: roles.len() - 1,
+                    b: 0,
+                    subnet: 10 + i as u32,
+                    a_host: 1,
+                    b_host: 254,
+                    bridged: false,
+                });
+            }
+            let on_rack = (0..spec.lb_nodes.clamp(1, 8))
+                .map(|n| (format!("lb{n}"), 10 + n as u32))
+                .chain((0..spec.backends.clamp(1, 8)).map(|j| (format!("r{j}"), 100 + j as u32)));
+            for (role, host) in on_rack {
+                // An lb node forwards: the data path's FIB lookup needs it (docs/LB.md, "Daemon").
+                let forwards = role.starts_with("lb");
+                roles.push((role, forwards));
+                links.push(LinkPlan {
+                    a: roles.len() - 1,
+                    b: 0,
+                    subnet: RACK_SUBNET,
+                    a_host: host,
+                    b_host: 254,
+                    bridged: true,
                 });
             }
         }
@@ -291,7 +343,7 @@ fn plan(spec: &LabSpec) -> (Vec<(String, bool)>, Vec<LinkPlan>) {
 }
 
 fn default_cpus(role: &str) -> Vec<usize> {
-    let server_side = matches!(role, "s" | "dut" | "lb");
+    let server_side = matches!(role, "s" | "dut" | "lb" | "rt");
     vec![if server_side { 1 % ncpus() } else { 0 }]
 }
 
@@ -353,6 +405,24 @@ fn nic_qdisc(ns: &Netns, role: &str, dev: &str, queues: u32) -> String {
     }
 }
 
+/// The rack's bridge on `node`, up, with the node's address on the rack subnet. Spanning tree
+/// stays off (the kernel's default), so a port forwards as soon as it is up.
+fn add_rack(ns: &Netns, node: &mut Node, host: u32) -> Result<()> {
+    ns.ip(&["link", "add", RACK, "type", "bridge"])?;
+    let v4 = format!("198.18.{RACK_SUBNET}.{host}/24");
+    let v6 = format!("fd00:{RACK_SUBNET:x}::{host:x}/64");
+    add_addr(ns, RACK, &v4)?;
+    add_addr(ns, RACK, &v6)?;
+    ns.ip(&["link", "set", RACK, "up"])?;
+    node.ifaces.push(Iface {
+        name: RACK.to_string(),
+        v4,
+        v6,
+        peer: "lb nodes, backends".to_string(),
+    });
+    Ok(())
+}
+
 pub fn validate_name(name: &str) -> Result<()> {
     if name.is_empty()
         || name.len() > 6
@@ -391,6 +461,8 @@ impl Lab {
             profile: spec.profile.name().into(),
             namespaces: nodes.iter().map(|n| n.ns.clone()).collect(),
             nodes,
+            daemons: vec![],
+            run_dir: None,
         };
         {
             let l = state::lock()?;
@@ -419,6 +491,9 @@ impl Lab {
                 ns.sysctl("net.ipv6.conf.default.accept_dad", "0")?;
                 lab.namespaces.push(ns);
             }
+            if let Some(l) = links.iter().find(|l| l.bridged) {
+                add_rack(&lab.namespaces[l.b], &mut record.nodes[l.b], l.b_host)?;
+            }
             let mut next_if = vec![0usize; record.nodes.len()];
             for l in &links {
                 let (ia, ib) = (
@@ -434,9 +509,13 @@ impl Lab {
                     &ib,
                     spec.queues,
                 )?;
-                for (idx, ifname, host, peer) in
-                    [(l.a, &ia, l.a_host, l.b), (l.b, &ib, l.b_host, l.a)]
-                {
+                let mut ends = vec![(l.a, &ia, l.a_host, l.b)];
+                if l.bridged {
+                    lab.namespaces[l.b].ip(&["link", "set", &ib, "master", RACK])?;
+                } else {
+                    ends.push((l.b, &ib, l.b_host, l.a));
+                }
+                for (idx, ifname, host, peer) in ends {
                     let v4 = format!("198.18.{}.{host}/24", l.subnet);
                     let v6 = format!("fd00:{:x}::{:x}/64", l.subnet, host);
                     add_addr(&lab.namespaces[idx], ifname, &v4)?;
@@ -626,6 +705,18 @@ impl Lab {
         &self.record
     }
 
+    /// Records the daemons the lab started and their directory (removed on down).
+    pub fn set_daemons(
+        &mut self,
+        run_dir: std::path::PathBuf,
+        daemons: Vec<crate::daemon::Daemon>,
+    ) -> Result<()> {
+        self.record.run_dir = Some(run_dir);
+        self.record.daemons = daemons;
+        let l = state::lock()?;
+        state::save_lab(&l, &self.record)
+    }
+
     pub fn node(&self, role: &str) -> Option<&Node> {
         self.record.nodes.iter().find(|n| n.role == role)
     }
@@ -651,6 +742,9 @@ impl Lab {
 
 fn teardown(name: &str, namespaces: Vec<Netns>) -> Result<Vec<String>> {
     drop(namespaces);
+    if let Some(dir) = state::load_lab(name).ok().flatten().and_then(|r| r.run_dir) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     let l = state::lock()?;
     let restored = state::release_host(&l, name);
     state::remove_lab(&l, name);
@@ -754,10 +848,16 @@ mod tests {
 
     #[test]
     fn plans_fit_interface_and_namespace_limits() {
-        for t in [Topology::Pair, Topology::Line, Topology::Lb] {
+        for t in [
+            Topology::Pair,
+            Topology::Line,
+            Topology::Lb,
+            Topology::LbCluster,
+        ] {
             let mut s = LabSpec::new("abcdef", t);
             s.clients = 8;
             s.backends = 8;
+            s.lb_nodes = 8;
             let (roles, links) = plan(&s);
             for (r, _) in &roles {
                 assert!(format!("{NAME_PREFIX}abcdef-{r}").len() <= 15, "{r}");

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
+use wirespeed_lab::lb_cluster;
 use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
 use wirespeed_sys::signal::Signals;
 
@@ -14,7 +15,9 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 enum Action {
-    /// Build a topology: pair (c <-> s), line (src <-> dut <-> snk), lb (cN <-> lb <-> bN).
+    /// Build a topology: pair (c <-> s), line (src <-> dut <-> snk), lb (cN <-> lb <-> bN),
+    /// lb-cluster (cN <-> rt, with lbN and rN on rt's rack bridge; FRR on rt, `lb run` and
+    /// ExaBGP on every lbN: docs/LB.md, "A cluster lab").
     Up(UpArgs),
     /// Remove a lab and restore every host-wide setting it changed.
     Down {
@@ -33,12 +36,16 @@ enum Action {
         cmd: Vec<String>,
     },
     /// Show the labs that are up.
-    List,
+    List {
+        /// The lab records as JSON (nodes, addresses, daemons with their pids and logs).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::Args)]
 struct UpArgs {
-    /// pair, line or lb
+    /// pair, line, lb or lb-cluster
     topology: String,
     /// 1-6 characters of a-z0-9; namespaces are ws-NAME-ROLE.
     #[arg(long, default_value = "lab")]
@@ -57,12 +64,21 @@ struct UpArgs {
     /// veth default: on the sending CPU).
     #[arg(long, default_value = "napi")]
     rx_model: String,
-    /// lb: number of client namespaces.
-    #[arg(long, default_value_t = 1)]
-    clients: usize,
-    /// lb: number of backend namespaces.
-    #[arg(long, default_value_t = 2)]
-    backends: usize,
+    /// lb, lb-cluster: number of client namespaces [default: lb 1, lb-cluster 2].
+    #[arg(long)]
+    clients: Option<usize>,
+    /// lb, lb-cluster: number of backend namespaces [default: lb 2, lb-cluster 4].
+    #[arg(long)]
+    backends: Option<usize>,
+    /// lb-cluster: number of load-balancer nodes (1-8).
+    #[arg(long, default_value_t = 3)]
+    lb_nodes: usize,
+    /// lb-cluster: each node's `lb run --announce-hold-down`, seconds.
+    #[arg(long, value_name = "S", default_value_t = 3.0)]
+    announce_hold_down: f64,
+    /// lb-cluster: each node's `lb run --drain`, seconds.
+    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    drain: f64,
     /// CPUs that process a role's packets, e.g. --cpus s=1 --cpus c=0 (tuned profile).
     #[arg(long = "cpus")]
     cpus: Vec<String>,
@@ -107,8 +123,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             spec.queues = a.queues;
             spec.profile = Profile::parse(&a.profile)?;
             spec.rx_model = wirespeed_lab::RxModel::parse(&a.rx_model)?;
-            spec.clients = a.clients;
-            spec.backends = a.backends;
+            let cluster = spec.topology == Topology::LbCluster;
+            spec.clients = a.clients.unwrap_or(if cluster { 2 } else { 1 });
+            spec.backends = a.backends.unwrap_or(if cluster { 4 } else { 2 });
+            spec.lb_nodes = a.lb_nodes;
             spec.busy_poll_us = a.busy_poll_us;
             let mut cpus = BTreeMap::new();
             for c in &a.cpus {
@@ -121,7 +139,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
             spec.cpus = cpus;
-            let lab = Lab::up(&spec).with_context(|| format!("lab up {}", a.name))?;
+            let mut lab = Lab::up(&spec).with_context(|| format!("lab up {}", a.name))?;
+            if cluster {
+                let opts = lb_cluster::ClusterOptions {
+                    exe: std::env::current_exe().context("find the wirespeed binary")?,
+                    hold_down_s: a.announce_hold_down,
+                    drain_s: a.drain,
+                };
+                for line in lb_cluster::start(&mut lab, &opts)? {
+                    println!("  {line}");
+                }
+            }
             print_lab(lab.record());
             for t in &lab.tuning {
                 println!("  tuned: {t}");
@@ -161,8 +189,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .with_context(|| format!("run {:?} in {ns}", cmd))?;
             std::process::exit(status.code().unwrap_or(1));
         }
-        Action::List => {
+        Action::List { json } => {
             let labs = topo::list()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&labs)?);
+                return Ok(());
+            }
             if labs.is_empty() {
                 println!("no labs up");
             }
