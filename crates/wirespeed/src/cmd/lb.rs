@@ -579,6 +579,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 })
                 .context("start the signal watcher")?;
             let dp = XdpDataPlane::attach(&cfg)?;
+            let read = |k: &str| {
+                let path = format!("/proc/sys/{}", k.replace('.', "/"));
+                std::fs::read_to_string(path).ok()?.trim().parse().ok()
+            };
+            for p in wirespeed_lb::doctor::check_forwarding(&ifaces, true, false, read) {
+                eprintln!(
+                    "wirespeed lb: warning: {} (IPv4 VIPs): {}",
+                    p.problem, p.fix
+                );
+            }
             let mut d = Daemon::new(dp, ring_size)?;
             d.set_ifaces(ifaces.clone());
             d.set_announce_hold_down(hold_down);
