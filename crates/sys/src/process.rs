@@ -158,6 +158,28 @@ pub fn lock_exclusive(file: &File) -> io::Result<()> {
     Ok(())
 }
 
+/// Raises this process's soft limit on open files to `want`, or to the hard limit if that is
+/// lower; returns the soft limit now in force.
+pub fn raise_open_files(want: u64) -> io::Result<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if r.rlim_cur >= want {
+        return Ok(r.rlim_cur);
+    }
+    r.rlim_cur = want.min(r.rlim_max);
+    // SAFETY: setrlimit reads the struct it is given.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r.rlim_cur)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
