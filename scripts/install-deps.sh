@@ -12,7 +12,7 @@ PKGS=(
   dpkg-dev python3-jsonschema python3-yaml                           # make deb; the manifest schema check
   prometheus                                                         # scrapes --metrics in the lab test; promtool
   netsniff-ng jq bc smcroute traceroute                              # the kernel's forwarding selftests (mausezahn)
-  exabgp frr                                                         # lb_bgp_lab: lb announce under ExaBGP, FRR's bgpd as the router
+  exabgp frr                                                         # lb_bgp_lab, lab up lb-cluster: ExaBGP with lb announce on the nodes, FRR on the router
 )
 
 missing=()

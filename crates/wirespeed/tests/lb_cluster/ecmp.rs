@@ -1,0 +1,132 @@
+//! What the router's kernel does with each held connection: `ip route get` with its 5-tuple as
+//! it arrives on its client's link (fib_multipath_hash_policy 3 hashes exactly that), on the
+//! lab's router or on a namespace that stands in for a router with other nexthop groups.
+
+use std::net::Ipv4Addr;
+use std::process::Command;
+
+use super::held::Conn;
+use super::{client_addr, node_addr, ns, MODES, NODES, PORT};
+use crate::lb_common::{ok, output};
+
+/// The node the router's kernel sends each connection to now: `ip route get` with its
+/// 5-tuple, as it arrives on the client's link (the hash of fib_multipath_hash_policy 3).
+pub fn route_nodes(conns: &[Conn]) -> Vec<usize> {
+    route_nodes_in(&ns("rt"), conns)
+}
+
+pub fn route_nodes_in(router: &str, conns: &[Conn]) -> Vec<usize> {
+    let batch: String = conns
+        .iter()
+        .map(|k| {
+            format!(
+                "route get {} from {} iif eth{} ipproto tcp sport {} dport {PORT}\n",
+                k.mode.vip(),
+                client_addr(k.client),
+                k.client,
+                k.sport
+            )
+        })
+        .collect();
+    let file = std::env::temp_dir().join(format!("ws-cluster-batch-{}", std::process::id()));
+    std::fs::write(&file, batch).unwrap();
+    let out = ok(Command::new("ip").args(["-n", router, "-batch", &file.display().to_string()]));
+    let _ = std::fs::remove_file(&file);
+    let nodes: Vec<usize> = out
+        .lines()
+        .filter(|l| l.contains(" via "))
+        .map(|l| {
+            let via = l.split(" via ").nth(1).unwrap().split_whitespace().next();
+            let a: Ipv4Addr = via.unwrap().parse().unwrap();
+            (0..NODES)
+                .find(|&n| node_addr(n) == a)
+                .unwrap_or(usize::MAX)
+        })
+        .collect();
+    assert_eq!(nodes.len(), conns.len(), "ip route get answered: {out}");
+    nodes
+}
+
+/// What a resilient nexthop group on the router would change when node `gone` leaves, asked of
+/// the kernel: a namespace with the router's hash settings and addresses answers `ip route get`
+/// for every held connection, first through a resilient group of the three nodes and a
+/// hash-threshold one (what FRR's zebra installs), then through each without `gone`. Returns
+/// the connections of the other nodes each moved: (resilient, hash-threshold).
+pub fn moved_without(conns: &[Conn], gone: usize) -> (usize, usize) {
+    let name = ns("rh");
+    let _ = output(Command::new("ip").args(["netns", "del", &name]));
+    ok(Command::new("ip").args(["netns", "add", &name]));
+    let ip = |args: &[&str]| ok(Command::new("ip").args(["-n", &name]).args(args));
+    let sys = |k: &str, v: &str| {
+        ok(Command::new("ip").args(["netns", "exec", &name, "sysctl", "-qw", &format!("{k}={v}")]))
+    };
+    sys("net.ipv4.ip_forward", "1");
+    sys("net.ipv4.fib_multipath_hash_policy", "3");
+    sys("net.ipv4.fib_multipath_hash_fields", "0x37");
+    // Veth pairs inside the namespace stand in for its links (this kernel has no dummy).
+    for (dev, addr) in [
+        ("rack", "198.18.1.254/24"),
+        ("eth0", "198.18.10.254/24"),
+        ("eth1", "198.18.11.254/24"),
+    ] {
+        let peer = format!("{dev}p");
+        ip(&["link", "add", dev, "type", "veth", "peer", "name", &peer]);
+        ip(&["addr", "add", addr, "dev", dev]);
+        ip(&["link", "set", dev, "up"]);
+        ip(&["link", "set", &peer, "up"]);
+    }
+    for n in 0..NODES {
+        let id = (1 + n).to_string();
+        ip(&[
+            "nexthop",
+            "add",
+            "id",
+            &id,
+            "via",
+            &node_addr(n).to_string(),
+            "dev",
+            "rack",
+        ]);
+    }
+    let all = "1/2/3";
+    let left: Vec<String> = (0..NODES)
+        .filter(|&n| n != gone)
+        .map(|n| (1 + n).to_string())
+        .collect();
+    let left = left.join("/");
+    let mut moved = vec![];
+    for kind in ["resilient", "mpath"] {
+        let group = |members: &str, verb: &str| {
+            let mut a = vec!["nexthop", verb, "id", "100", "group", members, "type", kind];
+            if kind == "resilient" {
+                a.extend(["buckets", "512"]);
+            }
+            ip(&a);
+        };
+        group(all, "replace");
+        for m in MODES {
+            ip(&[
+                "route",
+                "replace",
+                &format!("{}/32", m.vip()),
+                "nhid",
+                "100",
+            ]);
+        }
+        let before = route_nodes_in(&name, conns);
+        group(&left, "replace");
+        let after = route_nodes_in(&name, conns);
+        let n = before
+            .iter()
+            .zip(&after)
+            .filter(|(b, a)| **b != gone && b != a)
+            .count();
+        moved.push(n);
+        for m in MODES {
+            ip(&["route", "del", &format!("{}/32", m.vip())]);
+        }
+        ip(&["nexthop", "del", "id", "100"]);
+    }
+    let _ = output(Command::new("ip").args(["netns", "del", &name]));
+    (moved[0], moved[1])
+}

@@ -1,0 +1,384 @@
+//! The cluster lab's site (docs/LB.md, "A cluster lab"): `wirespeed lab up lb-cluster` as a
+//! user runs it, the reals prepared for DR and tunnel as `lb doctor --real` asks, one `mh`
+//! service per mode on every node, and the router's paths to the VIPs.
+
+pub mod ecmp;
+pub mod held;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::lb_common::{bin, ok, output, wait_for, Procs};
+
+pub const LAB: &str = "clt";
+pub const PORT: u16 = 6379;
+pub const BACKENDS: usize = 4;
+pub const NODES: usize = 3;
+pub const HOLD_DOWN_S: f64 = 1.0;
+pub const DRAIN: Duration = Duration::from_secs(3);
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    Dr,
+    Tunnel,
+    FullNat,
+}
+
+pub const MODES: [Mode; 3] = [Mode::Dr, Mode::Tunnel, Mode::FullNat];
+
+impl Mode {
+    pub fn flag(self) -> &'static str {
+        match self {
+            Mode::Dr => "-g",
+            Mode::Tunnel => "-i",
+            Mode::FullNat => "-b",
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Dr => "DR",
+            Mode::Tunnel => "tunnel",
+            Mode::FullNat => "full-NAT",
+        }
+    }
+    pub fn vip(self) -> Ipv4Addr {
+        Ipv4Addr::new(198, 18, 200, 1 + self as u8)
+    }
+    /// Whether a connection that ECMP moves to another node keeps its real (docs/LB.md,
+    /// "Modes in a cluster"): DR and tunnel with `mh` do; full-NAT's state lives on one node.
+    pub fn survives_moves(self) -> bool {
+        self != Mode::FullNat
+    }
+}
+
+pub fn rip(j: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 1, 100 + j as u8)
+}
+pub fn node_addr(n: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 1, 10 + n as u8)
+}
+/// Node `n`'s full-NAT local address, announced by that node alone.
+pub fn laddr(n: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 250, 1 + n as u8)
+}
+pub fn client_addr(c: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 10 + c as u8, 1)
+}
+pub fn ns(role: &str) -> String {
+    format!("ws-{LAB}-{role}")
+}
+
+/// The lab, up while this lives; the reals' processes are in `procs` (dropped first).
+pub struct Cluster {
+    procs: Procs,
+    run_dir: PathBuf,
+    /// The daemons `lab up` started, as `lab list --json` records them.
+    daemons: Vec<serde_json::Value>,
+    logs: PathBuf,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // The processes go with the namespaces: lab down kills whatever runs in them.
+        self.procs = Procs::default();
+        let _ = output(Command::new(bin()).args(["lab", "down", LAB]));
+        let _ = std::fs::remove_dir_all(&self.logs);
+    }
+}
+
+impl Cluster {
+    pub fn up() -> Cluster {
+        wirespeed_lab::require_root();
+        let _ = output(Command::new(bin()).args(["lab", "down", LAB]));
+        let up = ok(Command::new(bin()).args([
+            "lab",
+            "up",
+            "lb-cluster",
+            "--name",
+            LAB,
+            "--announce-hold-down",
+            &HOLD_DOWN_S.to_string(),
+            "--drain",
+            &DRAIN.as_secs_f64().to_string(),
+        ]));
+        print!("{up}");
+        let labs: serde_json::Value =
+            serde_json::from_str(&ok(Command::new(bin()).args(["lab", "list", "--json"])))
+                .expect("lab list --json");
+        let rec = labs
+            .as_array()
+            .and_then(|a| a.iter().find(|l| l["name"] == LAB))
+            .expect("the lab's record")
+            .clone();
+        let logs = std::env::temp_dir().join(format!("ws-lb-cluster-{}", std::process::id()));
+        std::fs::create_dir_all(&logs).unwrap();
+        Cluster {
+            procs: Procs::default(),
+            run_dir: PathBuf::from(rec["run_dir"].as_str().expect("run_dir")),
+            daemons: rec["daemons"].as_array().cloned().unwrap_or_default(),
+            logs,
+        }
+    }
+
+    pub fn socket(&self, n: usize) -> String {
+        self.run_dir
+            .join(format!("lb{n}.sock"))
+            .display()
+            .to_string()
+    }
+
+    pub fn lb(&self, n: usize, args: &[&str]) -> String {
+        ok(Command::new(bin())
+            .arg("lb")
+            .args(args)
+            .args(["--socket", &self.socket(n)]))
+    }
+
+    pub fn daemon(&self, n: usize, what: &str) -> &serde_json::Value {
+        let role = format!("lb{n}");
+        self.daemons
+            .iter()
+            .find(|d| d["role"] == role.as_str() && d["what"] == what)
+            .unwrap_or_else(|| panic!("no {what} on {role} in the lab's record"))
+    }
+
+    pub fn pid(&self, n: usize, what: &str) -> u32 {
+        self.daemon(n, what)["pid"].as_u64().unwrap() as u32
+    }
+
+    /// Starts node `n`'s `what` again with the command line `lab up` gave it.
+    pub fn restart(&mut self, n: usize, what: &str) {
+        let d = self.daemon(n, what).clone();
+        let argv: Vec<String> = d["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
+        let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
+        let log = self
+            .logs
+            .join(format!("lb{n}-{}.log", what.replace(' ', "-")));
+        let pid = self
+            .procs
+            .spawn(what, d["ns"].as_str().unwrap(), &argv[0], &args, &log);
+        let role = format!("lb{n}");
+        let entry = self
+            .daemons
+            .iter_mut()
+            .find(|d| d["role"] == role.as_str() && d["what"] == what)
+            .unwrap();
+        entry["pid"] = pid.into();
+        if what == "lb run" {
+            let up = wait_for(Duration::from_secs(20), || {
+                output(Command::new(bin()).args(["lb", "-L", "-n", "--socket", &self.socket(n)]))
+                    .status
+                    .success()
+                    .then_some(())
+            });
+            assert!(
+                up.is_some(),
+                "lb run on lb{n} did not come back: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+    }
+
+    /// The nexthops the router's kernel has for `vip`.
+    pub fn paths(&self, vip: Ipv4Addr) -> Vec<IpAddr> {
+        let out = output(Command::new("ip").args([
+            "-n",
+            &ns("rt"),
+            "-j",
+            "route",
+            "show",
+            &format!("{vip}/32"),
+        ]));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let mut hops = vec![];
+        for r in v.as_array().into_iter().flatten() {
+            if let Some(g) = r["gateway"].as_str() {
+                hops.extend(g.parse::<IpAddr>().ok());
+            }
+            for h in r["nexthops"].as_array().into_iter().flatten() {
+                hops.extend(h["gateway"].as_str().and_then(|g| g.parse::<IpAddr>().ok()));
+            }
+        }
+        hops.sort();
+        hops
+    }
+
+    /// The BGP UPDATE messages the router has received from node `n`.
+    pub fn updates_from(&self, n: usize) -> u64 {
+        let vty = self.run_dir.join("rt").display().to_string();
+        let addr = node_addr(n).to_string();
+        let out = ok(Command::new("vtysh").args([
+            "--vty_socket",
+            &vty,
+            "-d",
+            "bgpd",
+            "-c",
+            &format!("show bgp neighbors {addr} json"),
+        ]));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        v[&addr]["messageStats"]["updatesRecv"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no update count for {addr} in {out}"))
+    }
+
+    /// Waits until every VIP has exactly the paths of `nodes`; the time it took.
+    pub fn until_paths(&self, nodes: &[usize], what: &str) -> Duration {
+        let t = Instant::now();
+        let mut want: Vec<IpAddr> = nodes.iter().map(|&n| node_addr(n).into()).collect();
+        want.sort();
+        let done = wait_for(Duration::from_secs(20), || {
+            MODES
+                .iter()
+                .all(|m| self.paths(m.vip()) == want)
+                .then_some(())
+        });
+        assert!(
+            done.is_some(),
+            "{what}: the router's paths to the VIPs are {:?}, want {want:?}",
+            MODES.map(|m| self.paths(m.vip()))
+        );
+        t.elapsed()
+    }
+}
+
+/// Every real holds the DR and tunnel VIPs on `lo` and answers no ARP for them, filters no
+/// reverse path, decapsulates the tunnel VIP (`lb decap`: this kernel may lack ipip) and
+/// advertises an MSS that fits the tunnel; then redis answers on its RIP and both VIPs, and
+/// `lb doctor --real` finds nothing to fix.
+pub fn prepare_reals(c: &mut Cluster) {
+    let (dr, tun) = (Mode::Dr.vip().to_string(), Mode::Tunnel.vip().to_string());
+    for j in 0..BACKENDS {
+        let role = format!("r{j}");
+        let n = ns(&role);
+        let ip = |args: &[&str]| ok(Command::new("ip").args(["-n", &n]).args(args));
+        for v in [&dr, &tun] {
+            ip(&["addr", "add", &format!("{v}/32"), "dev", "lo"]);
+        }
+        let mut sysctls = vec![];
+        for dev in ["all", "default", "lo", "eth0"] {
+            sysctls.push(format!("net.ipv4.conf.{dev}.rp_filter=0"));
+        }
+        for dev in ["all", "eth0"] {
+            sysctls.push(format!("net.ipv4.conf.{dev}.arp_ignore=1"));
+            sysctls.push(format!("net.ipv4.conf.{dev}.arp_announce=2"));
+        }
+        ok(Command::new("ip")
+            .args(["netns", "exec", &n, "sysctl", "-qw"])
+            .args(&sysctls));
+        ip(&[
+            "route",
+            "change",
+            "default",
+            "via",
+            "198.18.1.254",
+            "dev",
+            "eth0",
+            "advmss",
+            "1440",
+        ]);
+        let log = c.logs.join(format!("decap-{role}.log"));
+        c.procs.spawn(
+            "lb decap",
+            &n,
+            bin(),
+            &["lb", "decap", "--iface", "eth0", "--vip", &tun],
+            &log,
+        );
+        let attached = wait_for(Duration::from_secs(15), || {
+            let link = output(Command::new("ip").args(["-n", &n, "-d", "link", "show", "eth0"]));
+            String::from_utf8_lossy(&link.stdout)
+                .contains("prog/xdp")
+                .then_some(())
+        });
+        assert!(attached.is_some(), "lb decap on {role} did not attach");
+        let dir = c.logs.join(format!("redis-{role}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (rip_s, dir_s) = (rip(j).to_string(), dir.display().to_string());
+        c.procs.spawn(
+            "redis-server",
+            &n,
+            "redis-server",
+            &[
+                "--bind",
+                &rip_s,
+                &dr,
+                &tun,
+                "--port",
+                "6379",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--protected-mode",
+                "no",
+                "--logfile",
+                "",
+                "--dir",
+                &dir_s,
+                "--maxclients",
+                "10000",
+            ],
+            &c.logs.join(format!("redis-{role}.log")),
+        );
+        for (vips, mode) in [(&dr, "dr"), (&tun, "tunnel")] {
+            let out = output(Command::new(bin()).args([
+                "lb", "doctor", "--real", vips, "--mode", mode, "--netns", &n,
+            ]));
+            assert!(
+                out.status.success(),
+                "doctor --real on {role} ({mode}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+}
+
+/// Node `n`'s services, its reals added in an order of its own (the tables must still agree),
+/// and a blackhole route for each VIP, as `lb doctor` asks of a node that announces.
+pub fn configure_node(c: &Cluster, n: usize) {
+    for m in MODES {
+        let vip = format!("{}:{PORT}", m.vip());
+        c.lb(n, &["-A", "-t", &vip, "-s", "mh"]);
+        for k in 0..BACKENDS {
+            let j = (k + n) % BACKENDS;
+            let real = format!("{}:{PORT}", rip(j));
+            c.lb(n, &["-a", "-t", &vip, "-r", &real, m.flag()]);
+        }
+        if m == Mode::FullNat {
+            c.lb(n, &["--add-laddr", "-z", &laddr(n).to_string(), "-t", &vip]);
+        }
+        let _ = output(Command::new("ip").args([
+            "-n",
+            &ns(&format!("lb{n}")),
+            "route",
+            "replace",
+            "blackhole",
+            &format!("{}/32", m.vip()),
+        ]));
+    }
+}
+
+/// The `table_digest` of each service on node `n`, by VIP.
+pub fn digests(c: &Cluster, n: usize) -> Vec<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(&c.lb(n, &["-L", "-n", "--json"])).unwrap();
+    let mut out: Vec<(String, String)> = v["services"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            (
+                s["key"]["vip"].as_str().unwrap_or("").to_string(),
+                s["table_digest"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
