@@ -105,6 +105,8 @@ fn router_config(lab: &Lab) -> Result<String> {
         c += &format!(" neighbor {} peer-group nodes\n", node_addr(lab, &role)?);
     }
     c += " address-family ipv4 unicast\n  maximum-paths 16\n exit-address-family\n";
+    c += " address-family ipv6 unicast\n  neighbor nodes activate\n  maximum-paths 16\n \
+          exit-address-family\n";
     Ok(c)
 }
 
@@ -233,14 +235,22 @@ fn start_node(
     }
     daemons.push(lb);
     let addr = node_addr(lab, role)?;
+    // IPv6 routes over this IPv4 session need an IPv6 next hop, the node's on the rack (IPv4
+    // stays `self`); not `self,ADDR`: ExaBGP splits its `run` line at commas.
+    let addr6 = lab
+        .node(role)
+        .and_then(|n| n.ifaces.first())
+        .and_then(|i| i.v6.split('/').next().map(str::to_string))
+        .ok_or_else(|| Error::Invalid(format!("lb-cluster: node {role} has no IPv6 address")))?;
     let conf = dir.join(format!("{role}-exabgp.conf"));
     write(
         &conf,
         &format!(
-            "process lb {{\n    run {exe} lb announce --socket {sock};\n    encoder text;\n}}\n\
+            "process lb {{\n    run {exe} lb announce --socket {sock} --next-hop {addr6};\n    \
+             encoder text;\n}}\n\
              neighbor {ROUTER_ADDR} {{\n    router-id {addr};\n    local-address {addr};\n    \
              local-as {NODE_AS};\n    peer-as {ROUTER_AS};\n    hold-time {HOLD_S};\n    \
-             family {{\n        ipv4 unicast;\n    }}\n    api {{\n        processes [ lb ];\n    \
+             family {{\n        ipv4 unicast;\n        ipv6 unicast;\n    }}\n    api {{\n        processes [ lb ];\n    \
              }}\n}}\n"
         ),
     )?;

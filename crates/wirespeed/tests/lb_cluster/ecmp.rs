@@ -2,27 +2,27 @@
 //! it arrives on its client's link (fib_multipath_hash_policy 3 hashes exactly that), on the
 //! lab's router or on a namespace that stands in for a router with other nexthop groups.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::process::Command;
 
 use super::held::Conn;
-use super::{client_addr, node_addr, ns, MODES, NODES, PORT};
+use super::{node_addr, ns, MODES, NODES, PORT};
 use crate::lb_common::{ok, output};
 
 /// The node the router's kernel sends each connection to now: `ip route get` with its
 /// 5-tuple, as it arrives on the client's link (the hash of fib_multipath_hash_policy 3).
 pub fn route_nodes(conns: &[Conn]) -> Vec<usize> {
-    route_nodes_in(&ns("rt"), conns)
+    route_nodes_in(&ns("rt"), &conns.iter().collect::<Vec<_>>())
 }
 
-pub fn route_nodes_in(router: &str, conns: &[Conn]) -> Vec<usize> {
+pub fn route_nodes_in(router: &str, conns: &[&Conn]) -> Vec<usize> {
     let batch: String = conns
         .iter()
         .map(|k| {
             format!(
                 "route get {} from {} iif eth{} ipproto tcp sport {} dport {PORT}\n",
                 k.mode.vip(),
-                client_addr(k.client),
+                k.mode.client(k.client),
                 k.client,
                 k.sport
             )
@@ -36,11 +36,11 @@ pub fn route_nodes_in(router: &str, conns: &[Conn]) -> Vec<usize> {
         .lines()
         .filter(|l| l.contains(" via "))
         .map(|l| {
-            let via = l.split(" via ").nth(1).unwrap().split_whitespace().next();
-            let a: Ipv4Addr = via.unwrap().parse().unwrap();
-            (0..NODES)
-                .find(|&n| node_addr(n) == a)
-                .unwrap_or(usize::MAX)
+            let mut via = l.split(" via ").nth(1).unwrap().split_whitespace();
+            // IPv6 answers name the family: `via inet6 fd00:1::a`.
+            let a: IpAddr = via.find(|w| *w != "inet6").unwrap().parse().unwrap();
+            let node = |n: usize| MODES.iter().any(|m| m.node(n) == a);
+            (0..NODES).find(|&n| node(n)).unwrap_or(usize::MAX)
         })
         .collect();
     assert_eq!(nodes.len(), conns.len(), "ip route get answered: {out}");
@@ -53,6 +53,9 @@ pub fn route_nodes_in(router: &str, conns: &[Conn]) -> Vec<usize> {
 /// hash-threshold one (what FRR's zebra installs), then through each without `gone`. Returns
 /// the connections of the other nodes each moved: (resilient, hash-threshold).
 pub fn moved_without(conns: &[Conn], gone: usize) -> (usize, usize) {
+    // The stand-in router has IPv4 links only.
+    let conns: Vec<&Conn> = conns.iter().filter(|k| !k.mode.v6()).collect();
+    let v4_modes = || MODES.into_iter().filter(|m| !m.v6());
     let name = ns("rh");
     let _ = output(Command::new("ip").args(["netns", "del", &name]));
     ok(Command::new("ip").args(["netns", "add", &name]));
@@ -104,26 +107,20 @@ pub fn moved_without(conns: &[Conn], gone: usize) -> (usize, usize) {
             ip(&a);
         };
         group(all, "replace");
-        for m in MODES {
-            ip(&[
-                "route",
-                "replace",
-                &format!("{}/32", m.vip()),
-                "nhid",
-                "100",
-            ]);
+        for m in v4_modes() {
+            ip(&["route", "replace", &m.prefix(), "nhid", "100"]);
         }
-        let before = route_nodes_in(&name, conns);
+        let before = route_nodes_in(&name, &conns);
         group(&left, "replace");
-        let after = route_nodes_in(&name, conns);
+        let after = route_nodes_in(&name, &conns);
         let n = before
             .iter()
             .zip(&after)
             .filter(|(b, a)| **b != gone && b != a)
             .count();
         moved.push(n);
-        for m in MODES {
-            ip(&["route", "del", &format!("{}/32", m.vip())]);
+        for m in v4_modes() {
+            ip(&["route", "del", &m.prefix()]);
         }
         ip(&["nexthop", "del", "id", "100"]);
     }

@@ -3,12 +3,12 @@
 //! each (on the faulted node, moved between the others, untouched).
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use super::ecmp::route_nodes;
-use super::{node_addr, ns, rip, Cluster, Mode, BACKENDS, MODES, PORT};
+use super::{ns, rip, want, Cluster, Mode, BACKENDS, MODES, PORT};
 use crate::lb_common::clients::connect;
 
 /// How long a connection waits between an answer and its next request.
@@ -92,7 +92,7 @@ pub fn hold_all() -> Vec<Conn> {
     let mut conns = vec![];
     for m in MODES {
         for cl in 0..2 {
-            let target = SocketAddr::new(m.vip().into(), PORT);
+            let target = SocketAddr::new(m.vip(), PORT);
             let (held, retried) = hold(&ns(&format!("c{cl}")), target, PER_CLIENT);
             if retried > 0 {
                 println!("  {} from c{cl}: {retried} connects tried again", m.name());
@@ -258,6 +258,22 @@ pub fn report(
 ) -> Vec<Split> {
     let w = withdrawn.map_or("-".into(), |w| format!("{:.2} s", w.as_secs_f64()));
     println!("{fault}: paths changed after {w}");
+    // Why the connections of modes that keep them were lost, for the few there are.
+    let lost = conns
+        .iter()
+        .filter(|k| k.mode.survives_moves() && (k.failed.is_some() || k.wrong_real));
+    for k in lost.take(5) {
+        println!(
+            "  lost: {} from c{} port {} (node {} then {}, real {}): {}",
+            k.mode.name(),
+            k.client,
+            k.sport,
+            k.before,
+            k.after,
+            k.backend,
+            k.failed.as_deref().unwrap_or("answered by another real")
+        );
+    }
     MODES
         .iter()
         .map(|&m| {
@@ -299,14 +315,15 @@ pub fn run_fault(
     }
     let t = Instant::now();
     act(c);
-    let mut want: Vec<IpAddr> = after_nodes.iter().map(|&n| node_addr(n).into()).collect();
-    want.sort();
     let mut changed = None;
     let mut last_check = Instant::now() - Duration::from_secs(1);
     drive(&mut conns, |conns| {
         if changed.is_none() && last_check.elapsed() >= Duration::from_millis(50) {
             last_check = Instant::now();
-            if MODES.iter().all(|m| c.paths(m.vip()) == want) {
+            if MODES
+                .iter()
+                .all(|&m| c.paths(m.vip()) == want(m, after_nodes))
+            {
                 changed = Some(t.elapsed());
             }
         }

@@ -5,7 +5,7 @@
 pub mod ecmp;
 pub mod held;
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -24,14 +24,16 @@ pub enum Mode {
     Dr,
     Tunnel,
     FullNat,
+    /// DR to the reals' IPv6 addresses under an IPv6 VIP: a /128 route over the same sessions.
+    Dr6,
 }
 
-pub const MODES: [Mode; 3] = [Mode::Dr, Mode::Tunnel, Mode::FullNat];
+pub const MODES: [Mode; 4] = [Mode::Dr, Mode::Tunnel, Mode::FullNat, Mode::Dr6];
 
 impl Mode {
     pub fn flag(self) -> &'static str {
         match self {
-            Mode::Dr => "-g",
+            Mode::Dr | Mode::Dr6 => "-g",
             Mode::Tunnel => "-i",
             Mode::FullNat => "-b",
         }
@@ -41,10 +43,50 @@ impl Mode {
             Mode::Dr => "DR",
             Mode::Tunnel => "tunnel",
             Mode::FullNat => "full-NAT",
+            Mode::Dr6 => "DR IPv6",
         }
     }
-    pub fn vip(self) -> Ipv4Addr {
-        Ipv4Addr::new(198, 18, 200, 1 + self as u8)
+    pub fn v6(self) -> bool {
+        self == Mode::Dr6
+    }
+    pub fn vip(self) -> IpAddr {
+        match self {
+            Mode::Dr6 => Ipv6Addr::new(0xfd00, 0xc8, 0, 0, 0, 0, 0, 1).into(),
+            m => Ipv4Addr::new(198, 18, 200, 1 + m as u8).into(),
+        }
+    }
+    /// The VIP's host route, as the router holds it.
+    pub fn prefix(self) -> String {
+        format!("{}/{}", self.vip(), if self.v6() { 128 } else { 32 })
+    }
+    /// Real `j`, node `n` and client `c` in this mode's family.
+    pub fn rip(self, j: usize) -> IpAddr {
+        if self.v6() {
+            Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 100 + j as u16).into()
+        } else {
+            rip(j).into()
+        }
+    }
+    pub fn node(self, n: usize) -> IpAddr {
+        if self.v6() {
+            Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 10 + n as u16).into()
+        } else {
+            node_addr(n).into()
+        }
+    }
+    pub fn client(self, c: usize) -> IpAddr {
+        if self.v6() {
+            Ipv6Addr::new(0xfd00, 10 + c as u16, 0, 0, 0, 0, 0, 1).into()
+        } else {
+            Ipv4Addr::new(198, 18, 10 + c as u8, 1).into()
+        }
+    }
+    /// `ADDR:PORT` of real `j` as ipvsadm takes it.
+    pub fn real(self, j: usize) -> String {
+        std::net::SocketAddr::new(self.rip(j), PORT).to_string()
+    }
+    pub fn service(self) -> String {
+        std::net::SocketAddr::new(self.vip(), PORT).to_string()
     }
     /// Whether a connection that ECMP moves to another node keeps its real (docs/LB.md,
     /// "Modes in a cluster"): DR and tunnel with `mh` do; full-NAT's state lives on one node.
@@ -62,9 +104,6 @@ pub fn node_addr(n: usize) -> Ipv4Addr {
 /// Node `n`'s full-NAT local address, announced by that node alone.
 pub fn laddr(n: usize) -> Ipv4Addr {
     Ipv4Addr::new(198, 18, 250, 1 + n as u8)
-}
-pub fn client_addr(c: usize) -> Ipv4Addr {
-    Ipv4Addr::new(198, 18, 10 + c as u8, 1)
 }
 pub fn ns(role: &str) -> String {
     format!("ws-{LAB}-{role}")
@@ -187,14 +226,22 @@ impl Cluster {
     }
 
     /// The nexthops the router's kernel has for `vip`.
-    pub fn paths(&self, vip: Ipv4Addr) -> Vec<IpAddr> {
+    pub fn paths(&self, vip: impl Into<IpAddr>) -> Vec<IpAddr> {
+        let vip: IpAddr = vip.into();
+        let (family, len) = if vip.is_ipv6() {
+            ("-6", 128)
+        } else {
+            ("-4", 32)
+        };
+        let prefix = format!("{vip}/{len}");
         let out = output(Command::new("ip").args([
             "-n",
             &ns("rt"),
             "-j",
+            family,
             "route",
             "show",
-            &format!("{vip}/32"),
+            &prefix,
         ]));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         let mut hops = vec![];
@@ -231,21 +278,26 @@ impl Cluster {
     /// Waits until every VIP has exactly the paths of `nodes`; the time it took.
     pub fn until_paths(&self, nodes: &[usize], what: &str) -> Duration {
         let t = Instant::now();
-        let mut want: Vec<IpAddr> = nodes.iter().map(|&n| node_addr(n).into()).collect();
-        want.sort();
         let done = wait_for(Duration::from_secs(20), || {
             MODES
                 .iter()
-                .all(|m| self.paths(m.vip()) == want)
+                .all(|&m| self.paths(m.vip()) == want(m, nodes))
                 .then_some(())
         });
         assert!(
             done.is_some(),
-            "{what}: the router's paths to the VIPs are {:?}, want {want:?}",
+            "{what}: the router's paths to the VIPs are {:?}, want the nodes {nodes:?}",
             MODES.map(|m| self.paths(m.vip()))
         );
         t.elapsed()
     }
+}
+
+/// The router's paths to `m`'s VIP when `nodes` announce it, sorted as [`Cluster::paths`].
+pub fn want(m: Mode, nodes: &[usize]) -> Vec<IpAddr> {
+    let mut want: Vec<IpAddr> = nodes.iter().map(|&n| m.node(n)).collect();
+    want.sort();
+    want
 }
 
 /// Every real holds the DR and tunnel VIPs on `lo` and answers no ARP for them, filters no
@@ -254,6 +306,7 @@ impl Cluster {
 /// `lb doctor --real` finds nothing to fix.
 pub fn prepare_reals(c: &mut Cluster) {
     let (dr, tun) = (Mode::Dr.vip().to_string(), Mode::Tunnel.vip().to_string());
+    let dr6 = Mode::Dr6.vip().to_string();
     for j in 0..BACKENDS {
         let role = format!("r{j}");
         let n = ns(&role);
@@ -261,6 +314,7 @@ pub fn prepare_reals(c: &mut Cluster) {
         for v in [&dr, &tun] {
             ip(&["addr", "add", &format!("{v}/32"), "dev", "lo"]);
         }
+        ip(&["-6", "addr", "add", &Mode::Dr6.prefix(), "dev", "lo"]);
         let mut sysctls = vec![];
         for dev in ["all", "default", "lo", "eth0"] {
             sysctls.push(format!("net.ipv4.conf.{dev}.rp_filter=0"));
@@ -301,6 +355,7 @@ pub fn prepare_reals(c: &mut Cluster) {
         let dir = c.logs.join(format!("redis-{role}"));
         std::fs::create_dir_all(&dir).unwrap();
         let (rip_s, dir_s) = (rip(j).to_string(), dir.display().to_string());
+        let rip6 = Mode::Dr6.rip(j).to_string();
         c.procs.spawn(
             "redis-server",
             &n,
@@ -310,6 +365,8 @@ pub fn prepare_reals(c: &mut Cluster) {
                 &rip_s,
                 &dr,
                 &tun,
+                &rip6,
+                &dr6,
                 "--port",
                 "6379",
                 "--save",
@@ -327,7 +384,8 @@ pub fn prepare_reals(c: &mut Cluster) {
             ],
             &c.logs.join(format!("redis-{role}.log")),
         );
-        for (vips, mode) in [(&dr, "dr"), (&tun, "tunnel")] {
+        let dr_vips = format!("{dr},{dr6}");
+        for (vips, mode) in [(&dr_vips, "dr"), (&tun, "tunnel")] {
             let out = output(Command::new(bin()).args([
                 "lb", "doctor", "--real", vips, "--mode", mode, "--netns", &n,
             ]));
@@ -344,23 +402,33 @@ pub fn prepare_reals(c: &mut Cluster) {
 /// and a blackhole route for each VIP, as `lb doctor` asks of a node that announces.
 pub fn configure_node(c: &Cluster, n: usize) {
     for m in MODES {
-        let vip = format!("{}:{PORT}", m.vip());
+        let vip = m.service();
         c.lb(n, &["-A", "-t", &vip, "-s", "mh"]);
         for k in 0..BACKENDS {
-            let j = (k + n) % BACKENDS;
-            let real = format!("{}:{PORT}", rip(j));
-            c.lb(n, &["-a", "-t", &vip, "-r", &real, m.flag()]);
+            c.lb(
+                n,
+                &[
+                    "-a",
+                    "-t",
+                    &vip,
+                    "-r",
+                    &m.real((k + n) % BACKENDS),
+                    m.flag(),
+                ],
+            );
         }
         if m == Mode::FullNat {
             c.lb(n, &["--add-laddr", "-z", &laddr(n).to_string(), "-t", &vip]);
         }
+        let family = if m.v6() { "-6" } else { "-4" };
         let _ = output(Command::new("ip").args([
             "-n",
             &ns(&format!("lb{n}")),
+            family,
             "route",
             "replace",
             "blackhole",
-            &format!("{}/32", m.vip()),
+            &m.prefix(),
         ]));
     }
 }
