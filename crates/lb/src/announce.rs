@@ -10,12 +10,21 @@
 //! does not withdraw the VIP from all of them until its check has judged. A full-NAT local
 //! address is announced while the data path is attached and applied, draining or not: replies
 //! of the connections a drain lets finish come back to it.
+//!
+//! [`follow`] is `lb announce`'s loop, the same for every speaker: it watches the daemon's set
+//! and hands it to a [`Speaker`] (ExaBGP's text API in `exabgp.rs`, FRR's vtysh in `frr.rs`),
+//! which turns it into routes with the [`changes`] from what is announced now.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use crate::control::{self, Reply, Request};
 use crate::model::{Health, Mode, Service};
+use crate::{Error, Result};
 
 /// Unless `--announce-hold-down` says otherwise: long enough that a real flapping on its
 /// health checks does not flap the route, short enough that a new node takes traffic soon.
@@ -142,6 +151,179 @@ pub fn host_prefix(a: IpAddr) -> String {
         IpAddr::V4(a) => format!("{a}/32"),
         IpAddr::V6(a) => format!("{a}/128"),
     }
+}
+
+/// One step from the routes a speaker announces towards the wanted ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    Withdraw(IpAddr),
+    Announce(IpAddr),
+}
+
+/// The steps that turn `have` into `want`: withdrawals first, so a node losing an address stops
+/// attracting its traffic before anything else; each in address order, IPv4 before IPv6.
+pub fn changes(have: &BTreeSet<IpAddr>, want: &BTreeSet<IpAddr>) -> Vec<Change> {
+    let mut out: Vec<Change> = have
+        .difference(want)
+        .map(|a| Change::Withdraw(*a))
+        .collect();
+    out.extend(want.difference(have).map(|a| Change::Announce(*a)));
+    out
+}
+
+/// Why a speaker could not make its routes the wanted ones.
+#[derive(Debug)]
+pub enum Failure {
+    /// The speaker is gone for good (ExaBGP closed our stdout): [`follow`] returns this.
+    Gone(Error),
+    /// This attempt failed; the line says what to do. [`follow`] logs it (once while it
+    /// repeats) and tries again after its retry interval.
+    Retry(String),
+}
+
+/// What `lb announce` drives: it makes the routes announced for this node what it is given.
+pub trait Speaker {
+    /// Makes the announced addresses exactly `wanted`; returns lines for the log (what was
+    /// done), if the speaker has any to tell.
+    fn apply(&mut self, wanted: &BTreeSet<IpAddr>) -> std::result::Result<Vec<String>, Failure>;
+
+    /// How often to apply the set again while nothing changes, for a speaker whose routes can
+    /// be lost behind our back (FRR's bgpd restarted without them).
+    fn resync(&self) -> Option<Duration> {
+        None
+    }
+}
+
+enum Event {
+    Set(BTreeSet<IpAddr>),
+    Log(String),
+}
+
+/// Follows the daemon on `socket` for ever, making `speaker` announce the daemon's set: the
+/// set at each change, nothing while the daemon is gone (its socket closed, or no daemon to
+/// connect to), and the set again on reconnecting. `retry`: the wait between connection
+/// attempts, and between attempts of a failed apply. Returns only when the speaker is gone.
+pub fn follow(
+    socket: &Path,
+    speaker: &mut dyn Speaker,
+    retry: Duration,
+    log: &mut dyn FnMut(&str),
+) -> Result<()> {
+    let (tx, rx) = mpsc::channel();
+    let watched = socket.to_path_buf();
+    let done = Done(Arc::new(AtomicBool::new(false)));
+    let stop = done.0.clone();
+    // The daemon's stream blocks on reading; a thread of its own lets a failed apply be
+    // retried, and a resync come, while no update arrives.
+    std::thread::Builder::new()
+        .name("lb announce watch".into())
+        .spawn(move || watch(&watched, retry, &tx, &stop))
+        .map_err(crate::error::io("start the thread that watches the daemon"))?;
+    let mut wanted = BTreeSet::new();
+    // Nothing is applied before the first word from the watcher: the set on connecting, or
+    // nothing when there is no daemon, so a restarted `lb announce` does not withdraw first.
+    let mut due: Option<Instant> = None;
+    let mut failing: Option<String> = None;
+    loop {
+        let event = match due {
+            Some(t) => rx.recv_timeout(t.saturating_duration_since(Instant::now())),
+            None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        };
+        match event {
+            Ok(Event::Set(set)) => {
+                wanted = set;
+                due = Some(Instant::now());
+            }
+            Ok(Event::Log(m)) => log(&m),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Error::Invalid(
+                    "the thread that watches the daemon stopped; restart lb announce".into(),
+                ))
+            }
+        }
+        if due.is_some_and(|t| t <= Instant::now()) {
+            match speaker.apply(&wanted) {
+                Ok(done) => {
+                    if failing.take().is_some() {
+                        log("the speaker took the routes now");
+                    }
+                    done.iter().for_each(|l| log(l));
+                    due = speaker.resync().map(|d| Instant::now() + d);
+                }
+                Err(Failure::Gone(e)) => return Err(e),
+                Err(Failure::Retry(m)) => {
+                    if failing.as_ref() != Some(&m) {
+                        log(&format!("{m}; retrying every {retry:?}"));
+                        failing = Some(m);
+                    }
+                    due = Some(Instant::now() + retry);
+                }
+            }
+        }
+    }
+}
+
+/// Tells the watcher that `follow` has returned, so it stops reconnecting to no one.
+struct Done(Arc<AtomicBool>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The watching connection, reconnected for ever; returns when `follow` has gone.
+fn watch(
+    socket: &Path,
+    retry: Duration,
+    tx: &mpsc::Sender<Event>,
+    done: &AtomicBool,
+) -> Option<()> {
+    let log = |m: String| tx.send(Event::Log(m)).ok();
+    let mut was_down = false;
+    while !done.load(Ordering::Relaxed) {
+        match control::subscribe(socket, &Request::WatchAnnounceable) {
+            Ok(replies) => {
+                log(format!("following the daemon on {}", socket.display()))?;
+                was_down = false;
+                for reply in replies {
+                    match reply {
+                        Ok(Reply::Announceable(set)) => {
+                            tx.send(Event::Set(set.into_iter().collect())).ok()?
+                        }
+                        Ok(Reply::Error(e)) => {
+                            log(e)?;
+                            break;
+                        }
+                        Ok(other) => {
+                            log(format!("the daemon sent {other:?} where announceable addresses were due; are the client and daemon the same wirespeed version?"))?;
+                            break;
+                        }
+                        Err(e) => {
+                            log(e.to_string())?;
+                            break;
+                        }
+                    }
+                }
+                log(
+                    "the daemon closed the connection: withdrawing everything, reconnecting".into(),
+                )?;
+                tx.send(Event::Set(BTreeSet::new())).ok()?;
+            }
+            Err(e) => {
+                if !was_down {
+                    log(format!(
+                        "{e}; withdrawing everything, retrying every {retry:?}"
+                    ))?;
+                    tx.send(Event::Set(BTreeSet::new())).ok()?;
+                    was_down = true;
+                }
+            }
+        }
+        std::thread::sleep(retry);
+    }
+    None
 }
 
 #[cfg(test)]

@@ -285,3 +285,58 @@ fn an_unjudged_real_keeps_a_vip_back_but_does_not_withdraw_an_announced_one() {
     assert_eq!(keepable(&node(&after)), addrs(&[VIP]));
     assert!(servable(&node(&after)).is_empty());
 }
+
+#[test]
+fn changes_withdraw_first() {
+    assert_eq!(
+        changes(
+            &addrs(&["198.18.100.1", "198.18.100.2"]),
+            &addrs(&["198.18.100.2", "198.18.100.3", "fd00::1"])
+        ),
+        [
+            Change::Withdraw("198.18.100.1".parse().unwrap()),
+            Change::Announce("198.18.100.3".parse().unwrap()),
+            Change::Announce("fd00::1".parse().unwrap()),
+        ]
+    );
+    assert!(changes(&addrs(&[VIP]), &addrs(&[VIP])).is_empty());
+}
+
+/// Fails twice, then takes the set, then is gone; resyncs at once.
+struct Flaky(Vec<BTreeSet<IpAddr>>);
+
+impl Speaker for Flaky {
+    fn apply(&mut self, wanted: &BTreeSet<IpAddr>) -> std::result::Result<Vec<String>, Failure> {
+        self.0.push(wanted.clone());
+        match self.0.len() {
+            1 | 2 => Err(Failure::Retry("bgpd is down: start it".into())),
+            3 => Ok(vec!["took it".into()]),
+            _ => Err(Failure::Gone(Error::Invalid("gone".into()))),
+        }
+    }
+
+    fn resync(&self) -> Option<Duration> {
+        Some(Duration::from_millis(10))
+    }
+}
+
+#[test]
+fn follow_withdraws_without_a_daemon_retries_a_failed_apply_and_resyncs() {
+    let socket = std::env::temp_dir().join(format!("ws-no-daemon-{}.sock", std::process::id()));
+    let mut speaker = Flaky(Vec::new());
+    let mut logged = Vec::new();
+    let end = follow(&socket, &mut speaker, Duration::from_millis(10), &mut |m| {
+        logged.push(m.to_string())
+    });
+    assert!(matches!(end, Err(Error::Invalid(m)) if m == "gone"));
+    assert!(speaker.0.iter().all(|s| s.is_empty()));
+    assert!(logged[0].contains("withdrawing everything"), "{logged:?}");
+    assert_eq!(
+        logged[1..],
+        [
+            "bgpd is down: start it; retrying every 10ms",
+            "the speaker took the routes now",
+            "took it"
+        ]
+    );
+}

@@ -520,10 +520,9 @@ fn lb_announce_follows_the_daemon_through_drain_reals_stop_and_restart() {
                 left: 7,
                 partial: Vec::new(),
             };
-            crate::exabgp::follow(
+            crate::announce::follow(
                 &path,
-                &crate::exabgp::NextHops::default(),
-                &mut pipe,
+                &mut crate::exabgp::Exabgp::new(&mut pipe, crate::exabgp::NextHops::default()),
                 Duration::from_millis(50),
                 &mut |_| {},
             )

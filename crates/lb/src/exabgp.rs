@@ -7,16 +7,13 @@
 //! sends it when it changes, so a withdrawal reaches ExaBGP within the daemon's 50 ms loop
 //! rather than a poll interval later, and a closed socket is the daemon's death, seen at once.
 //! When the daemon goes away everything announced is withdrawn; on reconnecting, the routes
-//! are reconciled with the daemon's set.
+//! are reconciled with the daemon's set (`announce::follow`, shared with FRR's speaker).
 
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::net::IpAddr;
-use std::path::Path;
-use std::time::Duration;
 
-use crate::announce::host_prefix;
-use crate::control::{self, Reply, Request};
+use crate::announce::{changes, host_prefix, Change, Failure, Speaker};
 use crate::{Error, Result};
 
 /// The next hop each family's routes carry: `self` (ExaBGP's own address on the session) or
@@ -62,102 +59,54 @@ impl NextHops {
 }
 
 /// ExaBGP's command for one host route.
-pub fn command(announce: bool, a: IpAddr, nh: &NextHops) -> String {
-    format!(
-        "{} route {} next-hop {}",
-        if announce { "announce" } else { "withdraw" },
-        host_prefix(a),
-        nh.of(a)
-    )
+pub fn command(change: Change, nh: &NextHops) -> String {
+    let (verb, a) = match change {
+        Change::Announce(a) => ("announce", a),
+        Change::Withdraw(a) => ("withdraw", a),
+    };
+    format!("{verb} route {} next-hop {}", host_prefix(a), nh.of(a))
 }
 
-/// What this process has told ExaBGP to announce.
-#[derive(Clone, Debug, Default)]
-pub struct Routes {
+/// ExaBGP as the speaker: our commands go to its process pipe, `out` (our stdout), and what it
+/// announces is what we told it, so the changes are reckoned from memory.
+pub struct Exabgp<W> {
+    out: W,
+    nh: NextHops,
     announced: BTreeSet<IpAddr>,
 }
 
-impl Routes {
-    /// The commands that turn what is announced into `wanted`: withdrawals first, so a node
-    /// losing an address stops attracting its traffic before anything else.
-    pub fn reconcile(&mut self, wanted: &BTreeSet<IpAddr>, nh: &NextHops) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .announced
-            .difference(wanted)
-            .map(|a| command(false, *a, nh))
+impl<W: Write> Exabgp<W> {
+    pub fn new(out: W, nh: NextHops) -> Exabgp<W> {
+        Exabgp {
+            out,
+            nh,
+            announced: BTreeSet::new(),
+        }
+    }
+
+    /// The commands that turn what is announced into `wanted`, which is then taken as done.
+    pub fn reconcile(&mut self, wanted: &BTreeSet<IpAddr>) -> Vec<String> {
+        let out = changes(&self.announced, wanted)
+            .into_iter()
+            .map(|c| command(c, &self.nh))
             .collect();
-        out.extend(
-            wanted
-                .difference(&self.announced)
-                .map(|a| command(true, *a, nh)),
-        );
         self.announced = wanted.clone();
         out
     }
-
-    pub fn announced(&self) -> &BTreeSet<IpAddr> {
-        &self.announced
-    }
 }
 
-fn emit(out: &mut impl Write, lines: &[String]) -> Result<()> {
-    for l in lines {
-        writeln!(out, "{l}")
-            .and_then(|()| out.flush())
-            .map_err(|e| Error::Invalid(format!("ExaBGP stopped reading our commands ({e})")))?;
-    }
-    Ok(())
-}
-
-/// Follows the daemon on `socket` for ever, writing ExaBGP's commands to `out`; returns only
-/// when `out` fails (ExaBGP is gone). `retry`: the wait between connection attempts.
-pub fn follow(
-    socket: &Path,
-    nh: &NextHops,
-    out: &mut impl Write,
-    retry: Duration,
-    log: &mut dyn FnMut(&str),
-) -> Result<()> {
-    let mut routes = Routes::default();
-    let mut was_down = false;
-    loop {
-        match control::subscribe(socket, &Request::WatchAnnounceable) {
-            Ok(replies) => {
-                log(&format!("following the daemon on {}", socket.display()));
-                was_down = false;
-                for reply in replies {
-                    match reply {
-                        Ok(Reply::Announceable(set)) => {
-                            let set: BTreeSet<IpAddr> = set.into_iter().collect();
-                            emit(out, &routes.reconcile(&set, nh))?;
-                        }
-                        Ok(Reply::Error(e)) => {
-                            log(&e);
-                            break;
-                        }
-                        Ok(other) => {
-                            log(&format!("the daemon sent {other:?} where announceable addresses were due; are the client and daemon the same wirespeed version?"));
-                            break;
-                        }
-                        Err(e) => {
-                            log(&e.to_string());
-                            break;
-                        }
-                    }
-                }
-                log("the daemon closed the connection: withdrawing everything, reconnecting");
-            }
-            Err(e) => {
-                if !was_down {
-                    log(&format!(
-                        "{e}; withdrawing everything, retrying every {retry:?}"
-                    ));
-                    was_down = true;
-                }
-            }
+impl<W: Write> Speaker for Exabgp<W> {
+    fn apply(&mut self, wanted: &BTreeSet<IpAddr>) -> std::result::Result<Vec<String>, Failure> {
+        for l in self.reconcile(wanted) {
+            writeln!(self.out, "{l}")
+                .and_then(|()| self.out.flush())
+                .map_err(|e| {
+                    Failure::Gone(Error::Invalid(format!(
+                        "ExaBGP stopped reading our commands ({e})"
+                    )))
+                })?;
         }
-        emit(out, &routes.reconcile(&BTreeSet::new(), nh))?;
-        std::thread::sleep(retry);
+        Ok(Vec::new())
     }
 }
 
@@ -173,11 +122,11 @@ mod tests {
     fn commands_are_exabgp_text_api_host_routes() {
         let nh = NextHops::parse(&["self".into(), "fd00:18::1".into()]).unwrap();
         assert_eq!(
-            command(true, "198.18.100.1".parse().unwrap(), &nh),
+            command(Change::Announce("198.18.100.1".parse().unwrap()), &nh),
             "announce route 198.18.100.1/32 next-hop self"
         );
         assert_eq!(
-            command(false, "fd00::100".parse().unwrap(), &nh),
+            command(Change::Withdraw("fd00::100".parse().unwrap()), &nh),
             "withdraw route fd00::100/128 next-hop fd00:18::1"
         );
     }
@@ -194,26 +143,20 @@ mod tests {
 
     #[test]
     fn reconciling_withdraws_first_and_repeats_nothing() {
-        let nh = NextHops::default();
-        let mut r = Routes::default();
+        let mut r = Exabgp::new(Vec::new(), NextHops::default());
+        r.apply(&set(&["198.18.100.1", "198.18.100.2"])).unwrap();
+        r.apply(&set(&["198.18.100.1", "198.18.100.2"])).unwrap();
+        r.apply(&set(&["198.18.100.2", "198.18.100.3"])).unwrap();
+        r.apply(&BTreeSet::new()).unwrap();
+        assert!(r.reconcile(&BTreeSet::new()).is_empty());
         assert_eq!(
-            r.reconcile(&set(&["198.18.100.1", "198.18.100.2"]), &nh),
-            [
-                "announce route 198.18.100.1/32 next-hop self",
-                "announce route 198.18.100.2/32 next-hop self"
-            ]
+            String::from_utf8(r.out).unwrap(),
+            "announce route 198.18.100.1/32 next-hop self\n\
+             announce route 198.18.100.2/32 next-hop self\n\
+             withdraw route 198.18.100.1/32 next-hop self\n\
+             announce route 198.18.100.3/32 next-hop self\n\
+             withdraw route 198.18.100.2/32 next-hop self\n\
+             withdraw route 198.18.100.3/32 next-hop self\n"
         );
-        assert!(r
-            .reconcile(&set(&["198.18.100.1", "198.18.100.2"]), &nh)
-            .is_empty());
-        assert_eq!(
-            r.reconcile(&set(&["198.18.100.2", "198.18.100.3"]), &nh),
-            [
-                "withdraw route 198.18.100.1/32 next-hop self",
-                "announce route 198.18.100.3/32 next-hop self"
-            ]
-        );
-        assert_eq!(r.reconcile(&BTreeSet::new(), &nh).len(), 2);
-        assert!(r.announced().is_empty());
     }
 }

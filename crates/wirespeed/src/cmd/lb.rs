@@ -412,11 +412,10 @@ fn announce(socket: Option<PathBuf>, next_hop: &[String]) -> anyhow::Result<()> 
             std::process::exit(0);
         })
         .context("start the reader of ExaBGP's acknowledgements")?;
-    let mut out = std::io::stdout().lock();
-    wirespeed_lb::exabgp::follow(
+    let mut exabgp = wirespeed_lb::exabgp::Exabgp::new(std::io::stdout().lock(), nh);
+    wirespeed_lb::announce::follow(
         &path,
-        &nh,
-        &mut out,
+        &mut exabgp,
         std::time::Duration::from_secs(1),
         &mut |m| eprintln!("wirespeed lb announce: {m}"),
     )?;
