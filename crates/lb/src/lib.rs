@@ -14,6 +14,7 @@ pub mod decap;
 pub mod doctor;
 pub mod error;
 pub mod exabgp;
+pub mod frr;
 pub mod health;
 pub mod ipvsadm;
 pub mod listing;

@@ -1,8 +1,8 @@
 //! `wirespeed lb`: the L4 load balancer. `run` is the daemon; every other form is an ipvsadm
 //! command line (`-A`, `-a`, `-L -n --stats`, ...) sent to it over its unix socket; `save`
 //! and `restore` speak the ipvsadm-save format; `doctor` says why packets are not forwarded,
-//! or where this node's tables disagree with a peer's; `announce` is ExaBGP's process and
-//! `drain` withdraws this node's VIPs.
+//! or where this node's tables disagree with a peer's; `announce` drives a BGP speaker (ExaBGP
+//! as its process, or the node's FRR through vtysh) and `drain` withdraws this node's VIPs.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -101,21 +101,41 @@ enum Cmd {
         #[arg(long, value_name = "S", default_value_t = 5.0)]
         drain: f64,
     },
-    /// ExaBGP's process (`run` in exabgp.conf): print `announce route`/`withdraw route` lines
-    /// for the addresses the daemon may announce, as they change; withdraw them all while the
-    /// daemon is gone, and reconnect (docs/LB.md, "Several nodes: announcing over BGP"). Once
-    /// it has connected, the daemon counts the node part of a cluster: -A, -E, -a, -e and
+    /// Announce what this node can serve, as it changes, through a BGP speaker: by default as
+    /// ExaBGP's process (`run` in exabgp.conf), printing `announce route`/`withdraw route`
+    /// lines; with --speaker frr, beside the node's FRR, adding and removing `network`
+    /// statements through vtysh. Everything is withdrawn while the daemon is gone, and
+    /// reconciled when it is back (docs/LB.md, "Several nodes: announcing over BGP"). Once it
+    /// has connected, the daemon counts the node part of a cluster: -A, -E, -a, -e and
     /// restore warn about services whose connections do not survive a move to another node,
     /// and doctor checks them (docs/LB.md, "Modes in a cluster").
     Announce {
         /// Control socket of the daemon.
         #[arg(long)]
         socket: Option<PathBuf>,
-        /// The routes' next hop: `self` (ExaBGP's address on the session) or an address, at
-        /// most one per family (repeat, or comma-separate). IPv6 VIPs over an IPv4 session
-        /// need an IPv6 address here.
+        /// Who speaks BGP: exabgp (this process is ExaBGP's: commands on stdout, its answers
+        /// on stdin; no BFD, so a silent node goes at the hold timer) or frr (the node's FRR
+        /// bgpd, driven through vtysh; with BFD on the session a silent node goes in well
+        /// under a second).
+        #[arg(long, value_enum, default_value = "exabgp")]
+        speaker: Speaker,
+        /// ExaBGP: the routes' next hop, `self` (ExaBGP's address on the session) or an
+        /// address, at most one per family (repeat, or comma-separate). IPv6 VIPs over an IPv4
+        /// session need an IPv6 address here. FRR sets the next hop itself.
         #[arg(long, value_delimiter = ',', default_value = "self")]
         next_hop: Vec<String>,
+        /// FRR: the AS of the node's `router bgp`, where the VIPs' `network` statements go
+        /// (needed with --speaker frr).
+        #[arg(long, value_name = "ASN")]
+        asn: Option<u32>,
+        /// FRR: the directory of bgpd's vty sockets (bgpd's --vty_socket), for vtysh; FRR's
+        /// default when not given.
+        #[arg(long, value_name = "DIR")]
+        vty_socket: Option<PathBuf>,
+        /// FRR: the route-map our `network` statements carry; it marks them ours (only those
+        /// are withdrawn) and may set attributes; made as `permit 10` if bgpd has none.
+        #[arg(long, value_name = "NAME", default_value = wirespeed_lb::frr::DEFAULT_ROUTE_MAP)]
+        route_map: String,
     },
     /// Withdraw every VIP this node announces while it keeps forwarding (established flows
     /// finish here, new ones go to the other nodes); --undo announces them again.
@@ -390,6 +410,13 @@ fn seconds(flag: &str, s: f64) -> anyhow::Result<std::time::Duration> {
         .map_err(|_| anyhow::anyhow!("--{flag} {s}: give seconds, 0 or more, e.g. 3"))
 }
 
+/// Who speaks BGP for `lb announce`.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
+enum Speaker {
+    Exabgp,
+    Frr,
+}
+
 /// `lb announce`: ExaBGP reads our stdout and writes its acknowledgements to our stdin. Those
 /// are read (a full pipe would stall ExaBGP), a rejected command is reported, and the end of
 /// stdin (ExaBGP gone) ends the process.
@@ -416,6 +443,70 @@ fn announce(socket: Option<PathBuf>, next_hop: &[String]) -> anyhow::Result<()> 
     wirespeed_lb::announce::follow(
         &path,
         &mut exabgp,
+        std::time::Duration::from_secs(1),
+        &mut |m| eprintln!("wirespeed lb announce: {m}"),
+    )?;
+    Ok(())
+}
+
+/// The FRR speaker, shared between the loop and the thread that withdraws at SIGTERM: the
+/// lock keeps an announcement from landing after that withdrawal.
+struct SharedFrr(std::sync::Arc<std::sync::Mutex<wirespeed_lb::frr::Frr>>);
+
+impl wirespeed_lb::announce::Speaker for SharedFrr {
+    fn apply(
+        &mut self,
+        wanted: &std::collections::BTreeSet<std::net::IpAddr>,
+    ) -> Result<Vec<String>, wirespeed_lb::announce::Failure> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .apply(wanted)
+    }
+
+    fn resync(&self) -> Option<std::time::Duration> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).resync()
+    }
+}
+
+/// `lb announce --speaker frr`: runs beside the node's FRR until SIGINT/SIGTERM, which
+/// withdraw our networks before exiting: an `lb announce` that is not running holds no
+/// route up, since nothing would withdraw it when the daemon dies.
+fn announce_frr(
+    socket: Option<PathBuf>,
+    asn: u32,
+    vty_socket: Option<PathBuf>,
+    route_map: &str,
+) -> anyhow::Result<()> {
+    use wirespeed_lb::announce::{Failure, Speaker};
+    let signals = Signals::termination().context("block SIGINT and SIGTERM")?;
+    let path = control::socket_path(socket.as_deref());
+    let frr = std::sync::Arc::new(std::sync::Mutex::new(wirespeed_lb::frr::Frr::new(
+        asn, route_map, vty_socket,
+    )));
+    let stopper = frr.clone();
+    std::thread::Builder::new()
+        .name("lb announce stop".into())
+        .spawn(move || {
+            let _ = signals.wait(None);
+            let mut frr = stopper.lock().unwrap_or_else(|e| e.into_inner());
+            let failed = match frr.apply(&Default::default()) {
+                Ok(done) => {
+                    for l in done {
+                        eprintln!("wirespeed lb announce: {l}");
+                    }
+                    std::process::exit(0);
+                }
+                Err(Failure::Retry(m)) => m,
+                Err(Failure::Gone(e)) => e.to_string(),
+            };
+            eprintln!("wirespeed lb announce: stopping, could not withdraw our networks: {failed}");
+            std::process::exit(1);
+        })
+        .context("start the thread that waits for SIGINT and SIGTERM")?;
+    wirespeed_lb::announce::follow(
+        &path,
+        &mut SharedFrr(frr),
         std::time::Duration::from_secs(1),
         &mut |m| eprintln!("wirespeed lb announce: {m}"),
     )?;
@@ -485,7 +576,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Some(Cmd::Announce { socket, next_hop }) => announce(socket, &next_hop),
+        Some(Cmd::Announce {
+            socket,
+            speaker,
+            next_hop,
+            asn,
+            vty_socket,
+            route_map,
+        }) => match speaker {
+            Speaker::Exabgp => {
+                if asn.is_some() || vty_socket.is_some() {
+                    bail!("--asn and --vty-socket are FRR's: give --speaker frr, or leave them out for ExaBGP");
+                }
+                announce(socket, &next_hop)
+            }
+            Speaker::Frr => {
+                if next_hop != ["self"] {
+                    bail!("--next-hop is ExaBGP's: FRR's bgpd sets the next hop itself (or a `set ipv6 next-hop` in the --route-map)");
+                }
+                let Some(asn) = asn else {
+                    bail!("--speaker frr needs --asn: the AS of `router bgp` in the node's FRR, e.g. --asn 65001");
+                };
+                announce_frr(socket, asn, vty_socket, &route_map)
+            }
+        },
         Some(Cmd::Drain { socket, undo }) => {
             ask(socket, &Request::Drain(!undo))?;
             if undo {
