@@ -12,7 +12,7 @@ PKGS=(
   dpkg-dev python3-jsonschema python3-yaml                           # make deb; the manifest schema check
   prometheus                                                         # scrapes --metrics in the lab test; promtool
   netsniff-ng jq bc smcroute traceroute                              # the kernel's forwarding selftests (mausezahn)
-  exabgp frr                                                         # lb_bgp_lab, lab up lb-cluster: ExaBGP with lb announce on the nodes, FRR on the router
+  exabgp frr                                                         # lb_bgp_lab, lab up lb-cluster: ExaBGP or FRR (zebra, bgpd, bfdd) as a node's speaker; FRR as the router
 )
 
 missing=()
@@ -44,7 +44,7 @@ fi
 # nginx and redis-server are peers that we start ourselves; the packaged services must not hold
 # ports 80 and 6379. Nor may a packaged prometheus run host-wide: the lab test starts its own,
 # with a generated config and temporary storage. The selftests start their own smcrouted, and
-# lb_bgp_lab its own exabgp and bgpd.
+# lb_bgp_lab its own exabgp and FRR daemons.
 for svc in nginx redis-server prometheus smcroute exabgp frr; do
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
     systemctl stop "$svc" || true
