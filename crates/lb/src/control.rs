@@ -88,10 +88,21 @@ impl Server {
             std::fs::remove_file(path)
                 .map_err(io(format!("remove the stale socket {}", path.display())))?;
         }
+        // Bound and made 0600 under a temporary name, then renamed: the path appears only
+        // once the socket listens, so a client that sees it can connect at once.
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".{}", std::process::id()));
+        let tmp = std::path::PathBuf::from(tmp);
+        let _ = std::fs::remove_file(&tmp);
         let listener =
-            UnixListener::bind(path).map_err(io(format!("listen on {}", path.display())))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(io(format!("chmod 0600 {}", path.display())))?;
+            UnixListener::bind(&tmp).map_err(io(format!("listen on {}", tmp.display())))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+            .map_err(io(format!("chmod 0600 {}", tmp.display())))?;
+        std::fs::rename(&tmp, path).map_err(io(format!(
+            "rename {} to {}",
+            tmp.display(),
+            path.display()
+        )))?;
         listener
             .set_nonblocking(true)
             .map_err(io("make the control socket non-blocking"))?;
