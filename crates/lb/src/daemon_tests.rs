@@ -294,6 +294,8 @@ fn commands_reach_the_daemon_over_its_socket_and_stop_removes_it() {
     let client = {
         let (path, stop) = (path.clone(), stop.clone());
         std::thread::spawn(move || {
+            // A client that panics still stops the daemon: the test fails instead of hanging.
+            let _guard = StopAll(vec![stop.clone()]);
             let deadline = Instant::now() + Duration::from_secs(20);
             while !path.exists() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
@@ -370,6 +372,7 @@ fn a_health_change_replans_at_once_and_the_listing_shows_it() {
     let client = {
         let (path, stop) = (path.clone(), stop.clone());
         std::thread::spawn(move || {
+            let _guard = StopAll(vec![stop.clone()]);
             let deadline = Instant::now() + Duration::from_secs(30);
             while !path.exists() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
