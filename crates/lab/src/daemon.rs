@@ -81,14 +81,7 @@ impl Daemon {
 
     /// Whether the process still runs (a zombie does not).
     pub fn alive(&self) -> bool {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .ok()
-            .and_then(|s| {
-                s.rsplit(')')
-                    .next()
-                    .map(|r| !r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(false)
+        crate::netns::running(self.pid)
     }
 
     /// The last `lines` lines of its log, for an error message.

@@ -98,15 +98,39 @@ impl Drop for Netns {
     }
 }
 
-/// SIGKILLs every process whose network namespace is `name` (`ip netns pids`).
+/// Stops every process whose network namespace is `name` (`ip netns pids`): SIGTERM, so that
+/// daemons clean up after themselves (FRR's files under /var/tmp/frr), then SIGKILL for what
+/// still runs after a second.
 pub fn kill_processes_in(name: &str) {
-    let pids = sh("ip", &["netns", "pids", name]).unwrap_or_default();
-    for pid in pids
+    use wirespeed_sys::process::kill;
+    use wirespeed_sys::signal::Signal;
+    let pids: Vec<u32> = sh("ip", &["netns", "pids", name])
+        .unwrap_or_default()
         .split_whitespace()
-        .filter_map(|p| p.parse::<u32>().ok())
-    {
-        let _ = wirespeed_sys::process::kill(pid, wirespeed_sys::signal::Signal::Kill);
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    for &pid in &pids {
+        let _ = kill(pid, Signal::Terminate);
     }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while pids.iter().any(|&p| running(p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for pid in pids.into_iter().filter(|&p| running(p)) {
+        let _ = kill(pid, Signal::Kill);
+    }
+}
+
+/// Whether `pid` runs: it exists and is not a zombie waiting for its parent.
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| !r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 /// One end of a veth pair, as placed in a namespace.
