@@ -44,6 +44,9 @@ pub enum Request {
     /// connection until either end closes it (docs/LB.md, "Several nodes: announcing over
     /// BGP").
     WatchAnnounceable,
+    /// `lb announce`: ExaBGP's BGP sessions as it last heard of them, sent at each change and
+    /// every few seconds on a connection of its own (docs/LB.md, "Doctor").
+    Sessions(Vec<crate::session::Session>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -46,6 +46,9 @@ pub struct Daemon<D: DataPlane> {
     /// alongside other nodes, so a change that leaves a service's connections unable to move
     /// between nodes is warned about (docs/LB.md, "Modes in a cluster").
     announcing: bool,
+    /// ExaBGP's BGP sessions as `lb announce` last reported them, and when (docs/LB.md,
+    /// "Doctor").
+    sessions: Option<(Instant, Vec<crate::session::Session>)>,
 }
 
 impl<D: DataPlane> Daemon<D> {
@@ -65,6 +68,7 @@ impl<D: DataPlane> Daemon<D> {
             draining: false,
             announcer: Announcer::new(crate::announce::DEFAULT_HOLD_DOWN),
             announcing: false,
+            sessions: None,
         })
     }
 
@@ -174,6 +178,12 @@ impl<D: DataPlane> Daemon<D> {
             Request::Command(Command::Zero(service)) => self.zero(service),
             Request::Drain(on) => {
                 self.draining = on;
+                Ok(Reply::Done {
+                    warnings: Vec::new(),
+                })
+            }
+            Request::Sessions(sessions) => {
+                self.sessions = Some((Instant::now(), sessions));
                 Ok(Reply::Done {
                     warnings: Vec::new(),
                 })
@@ -422,6 +432,13 @@ impl<D: DataPlane> Daemon<D> {
             warnings: self.table.warnings(),
             ifaces: self.ifaces.clone(),
             announcing: self.announcing,
+            bgp: self
+                .sessions
+                .as_ref()
+                .map(|(at, sessions)| crate::session::Reported {
+                    ago_s: at.elapsed().as_secs(),
+                    sessions: sessions.clone(),
+                }),
         })
     }
 }

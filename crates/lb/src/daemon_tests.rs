@@ -679,3 +679,62 @@ fn services_that_cannot_move_between_nodes_are_warned_about_once_the_node_announ
         "{warnings:?}"
     );
 }
+
+#[test]
+fn lb_announce_reports_exabgp_sessions_and_the_listing_keeps_the_latest() {
+    let dir = std::env::temp_dir().join(format!("ws-lb-sessions-{}", std::process::id()));
+    let path = dir.join("lb.sock");
+    let (lines_tx, lines) = mpsc::channel();
+    let reporter = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            crate::session::report(&path, &lines, Duration::from_millis(100))
+        })
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = {
+        let (path, guard) = (path.clone(), StopAll(vec![stop.clone()]));
+        std::thread::spawn(move || {
+            let bgp_now = || match control::request(&path, &Request::View) {
+                Ok(Reply::List(v)) => v.bgp,
+                _ => None,
+            };
+            let wait_for = |want: crate::session::State| {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                loop {
+                    if let Some(r) = bgp_now().filter(|r| r.sessions[0].state == want) {
+                        return r;
+                    }
+                    assert!(Instant::now() < deadline, "no session {want:?}");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            };
+            lines_tx
+                .send("neighbor 198.18.0.2 connected".into())
+                .unwrap();
+            lines_tx.send("neighbor 198.18.0.2 down - peer reset, message [notification sent (2,2)] error[OPEN message error / Bad Peer AS / ASN in OPEN (65000) did not match ASN expected (65099)]".into()).unwrap();
+            let down = wait_for(crate::session::State::Down);
+            assert!(down.ago_s < 2, "{down:?}");
+            assert!(
+                matches!(
+                    down.sessions[0].last_down,
+                    Some(crate::session::Reason::Notification {
+                        code: 2,
+                        subcode: 2,
+                        ..
+                    })
+                ),
+                "{down:?}"
+            );
+            lines_tx.send("neighbor 198.18.0.2 up".into()).unwrap();
+            wait_for(crate::session::State::Up);
+            drop(lines_tx);
+            drop(guard);
+        })
+    };
+    let mut d = Daemon::new(Counting::default(), RING).unwrap();
+    run(&mut d, &RunConfig::new(path.clone()), &stop).unwrap();
+    client.join().unwrap();
+    reporter.join().unwrap();
+    let _ = std::fs::remove_dir(&dir);
+}

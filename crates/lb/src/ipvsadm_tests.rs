@@ -442,6 +442,7 @@ fn view_of(table: &Table) -> ListView {
         warnings: vec![],
         ifaces: vec![],
         announcing: false,
+        bgp: None,
     }
 }
 

@@ -24,6 +24,7 @@ pub mod model;
 pub mod peer;
 pub mod plan;
 pub mod sched;
+pub mod session;
 pub mod table;
 
 pub use error::{Error, Result};

@@ -71,6 +71,10 @@ pub struct ListView {
     /// (what `doctor` checks the modes and blackhole routes of a cluster for).
     #[serde(default)]
     pub announcing: bool,
+    /// The BGP sessions `lb announce` last reported, if it has (what `doctor` names when one
+    /// is not up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bgp: Option<crate::session::Reported>,
 }
 
 impl ListView {
@@ -309,6 +313,7 @@ pub(crate) mod tests {
             warnings: vec![],
             ifaces: vec![],
             announcing: false,
+            bgp: None,
         }
     }
 

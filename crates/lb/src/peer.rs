@@ -319,6 +319,7 @@ mod tests {
             warnings: vec![],
             ifaces: vec!["eth0".into()],
             announcing: false,
+            bgp: None,
         }
     }
 

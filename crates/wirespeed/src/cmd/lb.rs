@@ -108,7 +108,9 @@ enum Cmd {
     /// reconciled when it is back (docs/LB.md, "Several nodes: announcing over BGP"). Once it
     /// has connected, the daemon counts the node part of a cluster: -A, -E, -a, -e and
     /// restore warn about services whose connections do not survive a move to another node,
-    /// and doctor checks them (docs/LB.md, "Modes in a cluster").
+    /// and doctor checks them (docs/LB.md, "Modes in a cluster"). With `neighbor-changes;` in
+    /// exabgp.conf's api block, it reports ExaBGP's BGP sessions to the daemon, and doctor
+    /// names one that is not up.
     Announce {
         /// Control socket of the daemon.
         #[arg(long)]
@@ -417,22 +419,34 @@ enum Speaker {
     Frr,
 }
 
-/// `lb announce`: ExaBGP reads our stdout and writes its acknowledgements to our stdin. Those
-/// are read (a full pipe would stall ExaBGP), a rejected command is reported, and the end of
-/// stdin (ExaBGP gone) ends the process.
+/// `lb announce`: ExaBGP reads our stdout and writes its acknowledgements, and with
+/// `neighbor-changes` its sessions' changes, to our stdin. Those are read (a full pipe would
+/// stall ExaBGP), a rejected command is reported, the sessions are reported to the daemon, and
+/// the end of stdin (ExaBGP gone) ends the process.
 fn announce(socket: Option<PathBuf>, next_hop: &[String]) -> anyhow::Result<()> {
     let nh = wirespeed_lb::exabgp::NextHops::parse(next_hop)?;
     let path = control::socket_path(socket.as_deref());
+    // ExaBGP's lines about its sessions go to the daemon for doctor (docs/LB.md, "Doctor").
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let report_to = path.clone();
+    std::thread::Builder::new()
+        .name("bgp sessions".into())
+        .spawn(move || {
+            wirespeed_lb::session::report(&report_to, &lines, wirespeed_lb::session::REPORT_EVERY)
+        })
+        .context("start the reporter of ExaBGP's sessions")?;
     std::thread::Builder::new()
         .name("exabgp acks".into())
-        .spawn(|| {
+        .spawn(move || {
             use std::io::BufRead;
             for line in std::io::stdin().lock().lines() {
                 match line {
                     Ok(l) if l.starts_with("error") => {
                         eprintln!("wirespeed lb announce: ExaBGP rejected a command: {l}")
                     }
-                    Ok(_) => {}
+                    Ok(l) => {
+                        let _ = lines_tx.send(l);
+                    }
                     Err(_) => break,
                 }
             }
