@@ -12,7 +12,7 @@
 //! - NAT: the reals answer through their one gateway, so only one node can carry the service.
 //!
 //! `lb doctor` names those services on a node that announces, with each VIP that lacks a
-//! blackhole route ([`check_node`]).
+//! blackhole route and each BGP session that is not up ([`check_node`]).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -111,9 +111,9 @@ pub fn service_after_move(s: &Service) -> AfterMove {
 }
 
 /// `lb doctor` on a node that announces its VIPs alongside others (an `lb announce` has
-/// connected): each service whose connections do not
-/// survive ECMP moving them to another node, and each VIP without a blackhole route (or a
-/// local address). Without one, what the data path passes to the kernel for a VIP, and all of
+/// connected): each BGP session that is not up ([`crate::session::check_sessions`]), each
+/// service whose connections do not survive ECMP moving them to another node, and each VIP
+/// without a blackhole route (or a local address). Without one, what the data path passes to the kernel for a VIP, and all of
 /// it while the daemon is down and the route not yet withdrawn, is routed back to the router,
 /// which sends it here again until its TTL runs out.
 pub fn check_node(view: &ListView, host: &Host) -> Vec<Problem> {
@@ -133,7 +133,9 @@ pub fn check_node(view: &ListView, host: &Host) -> Vec<Problem> {
             "blackhole",
         ])));
     }
-    check_cluster(view, &blackholes, &local, host)
+    let mut out = crate::session::check_sessions(view.bgp.as_ref(), crate::session::unix_now());
+    out.extend(check_cluster(view, &blackholes, &local, host));
+    out
 }
 
 /// [`check_node`] over what the host was found to have: blackhole routes' prefixes and local
@@ -275,15 +277,20 @@ mod tests {
         };
         let problems = check_node(&view, &host);
         assert!(
-            !problems
-                .iter()
-                .any(|p| p.problem.contains("ECMP") || p.problem.contains("blackhole")),
+            !problems.iter().any(|p| p.problem.contains("ECMP")
+                || p.problem.contains("blackhole")
+                || p.problem.contains("BGP")),
             "{problems:?}"
         );
         view.announcing = true;
         let problems = check_node(&view, &host);
         assert!(
             problems.iter().any(|p| p.problem.contains("ECMP")),
+            "{problems:?}"
+        );
+        // No session reported: the first line says so.
+        assert!(
+            problems[0].problem.contains("BGP sessions is unknown"),
             "{problems:?}"
         );
     }

@@ -2,7 +2,8 @@
 //! announcing over BGP"). With `neighbor-changes;` in a neighbor's `api` block, ExaBGP 4.2
 //! writes `neighbor ADDR connected`, `neighbor ADDR up` and `neighbor ADDR down - REASON` to
 //! its process. `lb announce` keeps each neighbour's latest state and why it last went down,
-//! and reports them to the daemon at each change and every [`REPORT_EVERY`].
+//! and reports them to the daemon at each change and every [`REPORT_EVERY`]; `lb doctor` names
+//! a session that is not up, with what fixes it ([`check_sessions`]).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -10,9 +11,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-// This file holds only the record, which control.rs and listing.rs carry; the reporter
-// imports those files, so it lives in its own.
+// This file holds only the record, which control.rs and listing.rs carry; the reporter and
+// doctor's check import those files, so they live in their own.
+mod check;
 mod report;
+pub use check::check_sessions;
 pub use report::report;
 
 /// How often `lb announce` repeats its report when nothing changes: a daemon started after
