@@ -579,3 +579,153 @@ fn frr_announces_the_vip_and_bfd_withdraws_a_silent_node_in_under_a_second() {
     );
     println!("lb_bgp_lab (FRR): {:.1} s", started.elapsed().as_secs_f64());
 }
+
+/// ExaBGP told of its sessions (`neighbor-changes;`, docs/LB.md, "Doctor"), with `peer_as`
+/// for the router.
+fn start_exabgp_reporting(site: &Site, procs: &mut Procs, peer_as: u32) -> u32 {
+    let conf = site.dir.join("exabgp.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "process lb {{\n    run {} lb announce --socket {};\n    encoder text;\n}}\n\
+             neighbor {RT_ADDR} {{\n    router-id {LB_ADDR};\n    local-address {LB_ADDR};\n    \
+             local-as 65001;\n    peer-as {peer_as};\n    family {{\n        ipv4 unicast;\n    }}\n    \
+             api {{\n        processes [ lb ];\n        neighbor-changes;\n    }}\n}}\n",
+            bin(),
+            site.socket().display()
+        ),
+    )
+    .unwrap();
+    procs.spawn(
+        "exabgp",
+        LB_NS,
+        "env",
+        &[
+            "exabgp.daemon.user=root",
+            "exabgp.daemon.drop=false",
+            "exabgp.api.cli=false",
+            "exabgp.log.destination=stdout",
+            "exabgp",
+            &conf.display().to_string(),
+        ],
+        &site.dir.join("exabgp.log"),
+    )
+}
+
+/// `lb doctor` where the daemon runs: its exit status and lines.
+fn doctor(site: &Site) -> (Option<i32>, String) {
+    let out = output(Command::new("ip").args([
+        "netns",
+        "exec",
+        LB_NS,
+        bin(),
+        "lb",
+        "doctor",
+        "--socket",
+        &site.socket().display().to_string(),
+    ]));
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+/// Waits for doctor's line about the session to the router to contain `want` (or, with
+/// `None`, for there to be none); doctor's last output.
+fn until_doctor_says(site: &Site, want: Option<&str>) -> (Option<i32>, String) {
+    let mut last = (None, String::new());
+    let seen = wait_for(Duration::from_secs(15), || {
+        last = doctor(site);
+        let line = last
+            .1
+            .lines()
+            .find(|l| l.contains(&format!("BGP session to {RT_ADDR}")));
+        match (want, line) {
+            (Some(w), Some(l)) => l.contains(w).then_some(()),
+            (None, None) => Some(()),
+            _ => None,
+        }
+    });
+    assert!(
+        seen.is_some(),
+        "doctor never said {want:?} of the session; it said:\n{}\nexabgp: {}\nbgpd: {}",
+        last.1,
+        site.log("exabgp.log"),
+        site.logs()
+    );
+    last
+}
+
+#[test]
+fn doctor_names_a_bgp_session_that_a_wrong_asn_keeps_down() {
+    let started = Instant::now();
+    let site = Site::up();
+    let mut procs = Procs::default();
+    start_bgpd(
+        &mut procs,
+        RT_NS,
+        &site.router(),
+        &router_bgpd(false),
+        RT_ADDR,
+    );
+    start_daemon(&site, &mut procs);
+
+    // ExaBGP expects the router in AS 65099; the router's OPEN says 65000.
+    let exabgp = start_exabgp_reporting(&site, &mut procs, 65099);
+    let (code, text) =
+        until_doctor_says(&site, Some("ExaBGP sent OPEN message error, bad peer AS"));
+    print!("a wrong peer-as, doctor says:\n{text}");
+    assert_eq!(code, Some(1));
+    assert!(
+        text.contains("set peer-as in exabgp.conf's neighbor"),
+        "{text}"
+    );
+
+    // The right ASN: the session comes up and the line goes.
+    procs.stop(exabgp, Signal::Terminate);
+    start_exabgp_reporting(&site, &mut procs, 65000);
+    let established = wait_for(Duration::from_secs(15), || {
+        let v = vtysh(
+            &site.router(),
+            "bgpd",
+            &format!("show bgp neighbors {LB_ADDR} json"),
+        );
+        (v[LB_ADDR]["bgpState"] == "Established").then_some(())
+    });
+    assert!(established.is_some(), "{}", site.log("exabgp.log"));
+    let (code, text) = until_doctor_says(&site, None);
+    print!("the right peer-as, doctor says:\n{text}");
+    assert_eq!(code, Some(0), "{text}");
+    let listed = lb(&site, &["-L", "-n", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    println!("-L --json's bgp: {}", listed["bgp"]);
+    assert_eq!(listed["bgp"]["sessions"][0]["state"], "up", "{listed}");
+
+    // The router expects this node in another AS: it is the one to send the notification.
+    let vtysh_conf = output(Command::new("vtysh").args([
+        "--vty_socket",
+        &site.router().display().to_string(),
+        "-d",
+        "bgpd",
+        "-c",
+        "configure terminal",
+        "-c",
+        "router bgp 65000",
+        "-c",
+        &format!("neighbor {LB_ADDR} remote-as 65002"),
+    ]));
+    assert!(vtysh_conf.status.success(), "{vtysh_conf:?}");
+    let (code, text) = until_doctor_says(
+        &site,
+        Some("the router sent OPEN message error, bad peer AS"),
+    );
+    print!("a wrong remote-as on the router, doctor says:\n{text}");
+    assert_eq!(code, Some(1));
+    assert!(
+        text.contains("set local-as in exabgp.conf's neighbor"),
+        "{text}"
+    );
+    println!(
+        "lb_bgp_lab (doctor): {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
