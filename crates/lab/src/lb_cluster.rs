@@ -250,8 +250,8 @@ fn start_node(
              encoder text;\n}}\n\
              neighbor {ROUTER_ADDR} {{\n    router-id {addr};\n    local-address {addr};\n    \
              local-as {NODE_AS};\n    peer-as {ROUTER_AS};\n    hold-time {HOLD_S};\n    \
-             family {{\n        ipv4 unicast;\n        ipv6 unicast;\n    }}\n    api {{\n        processes [ lb ];\n    \
-             }}\n}}\n"
+             family {{\n        ipv4 unicast;\n        ipv6 unicast;\n    }}\n    api {{\n        \
+             processes [ lb ];\n        neighbor-changes;\n    }}\n}}\n"
         ),
     )?;
     // Root, so that `lb announce` may open the daemon's 0600 socket; no CLI pipes.
