@@ -105,6 +105,29 @@ fn a_cluster_keeps_dr_and_tunnel_connections_through_node_faults() {
         );
     }
 
+    // Every node as its doctor sees it: its BGP session up, blackhole routes, forwarding and
+    // neighbours in order; what it names is only what this lab chose: the tunnel's 20 bytes on a
+    // one-arm node (the reals advertise an MSS that fits) and the full-NAT service, whose moved
+    // connections are lost.
+    let fnat = format!(
+        "TCP {} (mh): connections that ECMP moves",
+        Mode::FullNat.service()
+    );
+    for n in 0..NODES {
+        let lb_ns = ns(&format!("lb{n}"));
+        let doc = output(
+            Command::new("ip")
+                .args(["netns", "exec", &lb_ns, bin(), "lb", "doctor"])
+                .args(["--socket", &c.socket(n)]),
+        );
+        let text = String::from_utf8_lossy(&doc.stdout);
+        let unexpected: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with("tunnel to ") && !l.starts_with(&fnat))
+            .collect();
+        assert!(unexpected.is_empty(), "doctor on lb{n}: {text}");
+    }
+
     // Node added: lb2 drained while the connections open, then announced again.
     c.lb(2, &["drain"]);
     c.until_paths(&[0, 1], "lb2 drained");

@@ -3,8 +3,9 @@
 //! each (on the faulted node, moved between the others, untouched).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use super::ecmp::route_nodes;
@@ -53,11 +54,21 @@ pub fn backend_of_reply(reply: &str) -> Option<usize> {
     (0..BACKENDS).find(|&j| words.contains(&rip(j).to_string().as_str()))
 }
 
-/// Opens `n` connections to `target` from namespace `ns`, each answered once: with its real.
-/// A connect that fails is tried again from another port, at most twice, and counted: after a
-/// full-NAT node restarts, its new connections can meet ports the reals still hold for the
-/// connections lost with it (docs/LB.md, "Modes in a cluster").
-pub fn hold(ns: &str, target: SocketAddr, n: usize) -> (Vec<(TcpStream, usize)>, usize) {
+/// Source ports the held connections take, each once in a test: a node keeps a connection's
+/// entry after the connection ends elsewhere, and a new connection on the same 5-tuple that ECMP
+/// later moves to that node meets the old entry's real (docs/LB.md, "A cluster lab").
+static NEXT_PORT: AtomicU16 = AtomicU16::new(20000);
+
+/// Opens `n` connections to `target` from `src` in namespace `ns`, each from a port not used
+/// before and answered once: with its real. A connect that fails is tried again from another
+/// port, at most twice, and counted: after a full-NAT node restarts, its new connections can
+/// meet ports the reals still hold for the connections lost with it.
+pub fn hold(
+    ns: &str,
+    src: IpAddr,
+    target: SocketAddr,
+    n: usize,
+) -> (Vec<(TcpStream, usize)>, usize) {
     wirespeed_sys::netns::in_netns(ns, move || {
         let mut retried = 0;
         let held = (0..n)
@@ -65,7 +76,8 @@ pub fn hold(ns: &str, target: SocketAddr, n: usize) -> (Vec<(TcpStream, usize)>,
                 let mut s = (0..3)
                     .find_map(|attempt| {
                         retried += usize::from(attempt > 0);
-                        connect(target, None).ok()
+                        let port = NEXT_PORT.fetch_add(1, Ordering::Relaxed);
+                        connect(target, Some(SocketAddr::new(src, port))).ok()
                     })
                     .unwrap_or_else(|| {
                         panic!("held connection {i} to {target}: 3 connects failed")
@@ -93,7 +105,7 @@ pub fn hold_all() -> Vec<Conn> {
     for m in MODES {
         for cl in 0..2 {
             let target = SocketAddr::new(m.vip(), PORT);
-            let (held, retried) = hold(&ns(&format!("c{cl}")), target, PER_CLIENT);
+            let (held, retried) = hold(&ns(&format!("c{cl}")), m.client(cl), target, PER_CLIENT);
             if retried > 0 {
                 println!("  {} from c{cl}: {retried} connects tried again", m.name());
             }
