@@ -225,18 +225,20 @@ fn start_frr(procs: &mut Procs, ns: &str, dir: &Path, bgpd_conf: &str) {
     spawn(procs, "bgpd", &[]);
 }
 
-/// ExaBGP with `wirespeed lb announce` as its process; run as root (its default drops to
-/// nobody, which may not open the daemon's 0600 socket), no CLI pipes.
-fn start_exabgp(site: &Site, procs: &mut Procs) {
+/// ExaBGP with `wirespeed lb announce` as its process, expecting the router in `peer_as` and
+/// telling the process of its sessions (`neighbor-changes;`, docs/LB.md, "Doctor"); run as
+/// root (its default drops to nobody, which may not open the daemon's 0600 socket), no CLI
+/// pipes.
+fn start_exabgp(site: &Site, procs: &mut Procs, peer_as: u32) -> u32 {
     let conf = site.dir.join("exabgp.conf");
     std::fs::write(
         &conf,
         format!(
             "process lb {{\n    run {} lb announce --socket {};\n    encoder text;\n}}\n\
              neighbor {RT_ADDR} {{\n    router-id {LB_ADDR};\n    local-address {LB_ADDR};\n    \
-             local-as 65001;\n    peer-as 65000;\n    hold-time 3;\n    \
+             local-as 65001;\n    peer-as {peer_as};\n    hold-time 3;\n    \
              family {{\n        ipv4 unicast;\n    }}\n    \
-             api {{\n        processes [ lb ];\n    }}\n}}\n",
+             api {{\n        processes [ lb ];\n        neighbor-changes;\n    }}\n}}\n",
             bin(),
             site.socket().display()
         ),
@@ -255,7 +257,7 @@ fn start_exabgp(site: &Site, procs: &mut Procs) {
             &conf.display().to_string(),
         ],
         &site.dir.join("exabgp.log"),
-    );
+    )
 }
 
 fn start_daemon(site: &Site, procs: &mut Procs) -> u32 {
@@ -443,7 +445,7 @@ fn exabgp_announces_the_vip_only_while_this_node_can_serve_it() {
         RT_ADDR,
     );
     let daemon = start_daemon(&site, &mut procs);
-    start_exabgp(&site, &mut procs);
+    start_exabgp(&site, &mut procs, 65000);
     until_established(&site, false);
     assert!(!routed(&site), "announced with no service");
 
@@ -580,38 +582,6 @@ fn frr_announces_the_vip_and_bfd_withdraws_a_silent_node_in_under_a_second() {
     println!("lb_bgp_lab (FRR): {:.1} s", started.elapsed().as_secs_f64());
 }
 
-/// ExaBGP told of its sessions (`neighbor-changes;`, docs/LB.md, "Doctor"), with `peer_as`
-/// for the router.
-fn start_exabgp_reporting(site: &Site, procs: &mut Procs, peer_as: u32) -> u32 {
-    let conf = site.dir.join("exabgp.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "process lb {{\n    run {} lb announce --socket {};\n    encoder text;\n}}\n\
-             neighbor {RT_ADDR} {{\n    router-id {LB_ADDR};\n    local-address {LB_ADDR};\n    \
-             local-as 65001;\n    peer-as {peer_as};\n    family {{\n        ipv4 unicast;\n    }}\n    \
-             api {{\n        processes [ lb ];\n        neighbor-changes;\n    }}\n}}\n",
-            bin(),
-            site.socket().display()
-        ),
-    )
-    .unwrap();
-    procs.spawn(
-        "exabgp",
-        LB_NS,
-        "env",
-        &[
-            "exabgp.daemon.user=root",
-            "exabgp.daemon.drop=false",
-            "exabgp.api.cli=false",
-            "exabgp.log.destination=stdout",
-            "exabgp",
-            &conf.display().to_string(),
-        ],
-        &site.dir.join("exabgp.log"),
-    )
-}
-
 /// `lb doctor` where the daemon runs: its exit status and lines.
 fn doctor(site: &Site) -> (Option<i32>, String) {
     let out = output(Command::new("ip").args([
@@ -670,7 +640,7 @@ fn doctor_names_a_bgp_session_that_a_wrong_asn_keeps_down() {
     start_daemon(&site, &mut procs);
 
     // ExaBGP expects the router in AS 65099; the router's OPEN says 65000.
-    let exabgp = start_exabgp_reporting(&site, &mut procs, 65099);
+    let exabgp = start_exabgp(&site, &mut procs, 65099);
     let (code, text) =
         until_doctor_says(&site, Some("ExaBGP sent OPEN message error, bad peer AS"));
     print!("a wrong peer-as, doctor says:\n{text}");
@@ -682,7 +652,7 @@ fn doctor_names_a_bgp_session_that_a_wrong_asn_keeps_down() {
 
     // The right ASN: the session comes up and the line goes.
     procs.stop(exabgp, Signal::Terminate);
-    start_exabgp_reporting(&site, &mut procs, 65000);
+    start_exabgp(&site, &mut procs, 65000);
     let established = wait_for(Duration::from_secs(15), || {
         let v = vtysh(
             &site.router(),
