@@ -286,40 +286,16 @@ fn plan(spec: &LabSpec) -> (Vec<(String, bool)>, Vec<LinkPlan>) {
         Topology::Lb => {
             roles.push(("lb".to_string(), true));
             for i in 0..spec.clients.clamp(1, 8) {
-                roles.push((format!("c{i}"), false));
-                links.push(LinkPlan {
-                    a: roles.len() - 1,
-                    b: 0,
-                    subnet: 10 + i as u32,
-                    a_host: 1,
-                    b_host: 254,
-                    bridged: false,
-                });
+                leaf(&mut roles, &mut links, format!("c{i}"), 10 + i as u32);
             }
             for j in 0..spec.backends.clamp(1, 8) {
-                roles.push((format!("b{j}"), false));
-                links.push(LinkPlan {
-                    a: roles.len() - 1,
-                    b: 0,
-                    subnet: 100 + j as u32,
-                    a_host: 1,
-                    b_host: 254,
-                    bridged: false,
-                });
+                leaf(&mut roles, &mut links, format!("b{j}"), 100 + j as u32);
             }
         }
         Topology::LbCluster => {
             roles.push(("rt".to_string(), true));
             for i in 0..spec.clients.clamp(1, 8) {
-                roles.push((format!("c{i}"), false));
-                links.push(LinkPlan {
-                    a: roles.len() - 1,
-                    b: 0,
-                    subnet: 10 + i as u32,
-                    a_host: 1,
-                    b_host: 254,
-                    bridged: false,
-                });
+                leaf(&mut roles, &mut links, format!("c{i}"), 10 + i as u32);
             }
             let on_rack = (0..spec.lb_nodes.clamp(1, 8))
                 .map(|n| (format!("lb{n}"), 10 + n as u32))
@@ -340,6 +316,19 @@ fn plan(spec: &LabSpec) -> (Vec<(String, bool)>, Vec<LinkPlan>) {
         }
     }
     (roles, links)
+}
+
+/// A leaf `role` on a link of its own, `subnet`, to the hub (role 0), which it routes through.
+fn leaf(roles: &mut Vec<(String, bool)>, links: &mut Vec<LinkPlan>, role: String, subnet: u32) {
+    roles.push((role, false));
+    links.push(LinkPlan {
+        a: roles.len() - 1,
+        b: 0,
+        subnet,
+        a_host: 1,
+        b_host: 254,
+        bridged: false,
+    });
 }
 
 fn default_cpus(role: &str) -> Vec<usize> {
