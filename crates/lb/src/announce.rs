@@ -3,12 +3,13 @@
 //! the set to announce, so every condition and the hold-down are tested without a clock.
 //!
 //! A VIP is announceable while all of these hold, and has held for the hold-down: the data
-//! path is attached on every interface, the last plan was applied, the node is not draining,
+//! path is attached on every interface and every one is up, the last plan was applied, the
+//! node is not draining,
 //! a service on the VIP has a live real (weight > 0, not down), and every health check on the
 //! VIP has given its first verdict. It is withdrawn at once when one fails, except the last:
 //! once announced, a VIP stays while it has a live real, so a real added to every node at once
 //! does not withdraw the VIP from all of them until its check has judged. A full-NAT local
-//! address is announced while the data path is attached and applied, draining or not: replies
+//! address is announced while the data path is attached, up and applied, draining or not: replies
 //! of the connections a drain lets finish come back to it.
 //!
 //! [`follow`] is `lb announce`'s loop, the same for every speaker: it watches the daemon's set
@@ -35,6 +36,9 @@ pub const DEFAULT_HOLD_DOWN: Duration = Duration::from_secs(3);
 pub struct NodeState<'a> {
     /// The data path's program is attached on every `--iface`.
     pub attached: bool,
+    /// Every `--iface` is up with its carrier: a node that lost its link to the reals (a
+    /// two-arm node's second port) can serve nothing, though its BGP session stays up.
+    pub links_up: bool,
     /// The last plan built was written to the data path without error.
     pub plan_applied: bool,
     /// `lb drain`, or SIGTERM's wait before detaching.
@@ -63,7 +67,7 @@ pub fn keepable(state: &NodeState) -> BTreeSet<IpAddr> {
 
 fn servable_when(state: &NodeState, all_judged: bool) -> BTreeSet<IpAddr> {
     let mut out = BTreeSet::new();
-    if !state.attached || !state.plan_applied {
+    if !state.attached || !state.links_up || !state.plan_applied {
         return out;
     }
     for s in state.services {

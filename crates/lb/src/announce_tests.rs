@@ -38,6 +38,7 @@ fn service(vip: &str, reals: Vec<Real>, checked: bool) -> Service {
 fn node(services: &[Service]) -> NodeState<'_> {
     NodeState {
         attached: true,
+        links_up: true,
         plan_applied: true,
         draining: false,
         services,
@@ -69,6 +70,10 @@ fn each_node_condition_alone_takes_every_vip_away() {
         attached: false,
         ..node(&s)
     };
+    let link_down = NodeState {
+        links_up: false,
+        ..node(&s)
+    };
     let unapplied = NodeState {
         plan_applied: false,
         ..node(&s)
@@ -79,6 +84,7 @@ fn each_node_condition_alone_takes_every_vip_away() {
     };
     for (what, state) in [
         ("detached", detached),
+        ("a link down", link_down),
         ("unapplied", unapplied),
         ("draining", draining),
     ] {
@@ -180,7 +186,7 @@ fn a_full_nat_real_without_a_local_address_of_its_family_is_not_live() {
 }
 
 #[test]
-fn local_addresses_stay_while_draining_and_go_when_detached() {
+fn local_addresses_stay_while_draining_and_go_when_detached_or_a_link_is_down() {
     let mut s = service("fd00::100", vec![], false);
     s.laddrs = vec!["198.18.5.1".parse().unwrap()];
     let s = [s];
@@ -194,6 +200,11 @@ fn local_addresses_stay_while_draining_and_go_when_detached() {
         ..node(&s)
     };
     assert!(servable(&detached).is_empty());
+    let link_down = NodeState {
+        links_up: false,
+        ..node(&s)
+    };
+    assert!(servable(&link_down).is_empty(), "the reals' side lost");
 }
 
 #[test]

@@ -49,6 +49,8 @@ pub struct Daemon<D: DataPlane> {
     /// ExaBGP's BGP sessions as `lb announce` last reported them, and when (docs/LB.md,
     /// "Doctor").
     sessions: Option<(Instant, Vec<crate::session::Session>)>,
+    /// The interfaces found down at the last announce update, to log each change once.
+    links_down: Vec<String>,
 }
 
 impl<D: DataPlane> Daemon<D> {
@@ -69,6 +71,7 @@ impl<D: DataPlane> Daemon<D> {
             announcer: Announcer::new(crate::announce::DEFAULT_HOLD_DOWN),
             announcing: false,
             sessions: None,
+            links_down: Vec::new(),
         })
     }
 
@@ -80,8 +83,23 @@ impl<D: DataPlane> Daemon<D> {
     /// Feeds the node's state at `now` to the announcer (`stopping`: SIGTERM's drain); true
     /// when the announceable set changed.
     pub fn update_announceable(&mut self, now: Instant, stopping: bool) -> bool {
+        let down = self.dp.links_down();
+        if down != self.links_down {
+            if down.is_empty() {
+                eprintln!(
+                    "wirespeed lb: every interface is up: announcing again after the hold-down"
+                );
+            } else {
+                eprintln!(
+                    "wirespeed lb: {} down: every address withdrawn until it is up (ip link show)",
+                    down.join(", ")
+                );
+            }
+            self.links_down = down;
+        }
         let state = NodeState {
             attached: self.dp.attached_everywhere(),
+            links_up: self.links_down.is_empty(),
             plan_applied: self.plan_applied,
             draining: self.draining || stopping,
             services: &self.table.services,

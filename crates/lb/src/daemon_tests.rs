@@ -13,6 +13,7 @@ struct Recorder {
     zeroed: Rc<RefCell<u32>>,
     fail_next_apply: Rc<RefCell<bool>>,
     detached: Rc<RefCell<bool>>,
+    links_down: Rc<RefCell<Vec<String>>>,
 }
 
 impl DataPlane for Recorder {
@@ -32,6 +33,9 @@ impl DataPlane for Recorder {
     }
     fn attached_everywhere(&self) -> bool {
         !*self.detached.borrow()
+    }
+    fn links_down(&self) -> Vec<String> {
+        self.links_down.borrow().clone()
     }
 }
 
@@ -622,6 +626,11 @@ fn a_failed_apply_withdraws_until_a_plan_is_applied_and_detaching_withdraws() {
     assert!(d.update_announceable(t, false));
     assert!(d.announceable().is_empty());
     *rec.detached.borrow_mut() = false;
+    assert!(d.update_announceable(t, false));
+    *rec.links_down.borrow_mut() = vec!["eth1".into()];
+    assert!(d.update_announceable(t, false), "a port down withdraws");
+    assert!(d.announceable().is_empty());
+    rec.links_down.borrow_mut().clear();
     assert!(d.update_announceable(t, false));
     assert!(d.update_announceable(t, true), "SIGTERM's drain withdraws");
     assert!(d.announceable().is_empty());

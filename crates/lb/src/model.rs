@@ -356,4 +356,9 @@ pub trait DataPlane {
     fn attached_everywhere(&self) -> bool {
         true
     }
+    /// The interfaces it was given that are down or have lost their carrier: the node can
+    /// forward nothing through them, so it announces nothing while one is listed.
+    fn links_down(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

@@ -184,4 +184,17 @@ impl DataPlane for XdpDataPlane {
             .iter()
             .all(|l| wirespeed_sys::bpf::xdp_query(l.ifindex).is_ok_and(|q| q.drv_prog_id == id))
     }
+
+    /// One SIOCGIFFLAGS per interface on each turn of the daemon's loop; an interface the
+    /// kernel no longer knows is down too.
+    fn links_down(&self) -> Vec<String> {
+        let down = |l: &&attach::Link| {
+            !wirespeed_sys::socket::interface_running(l.ifindex).unwrap_or(false)
+        };
+        self.links
+            .iter()
+            .filter(down)
+            .map(|l| l.name.clone())
+            .collect()
+    }
 }

@@ -264,6 +264,10 @@ pub fn check_lb(view: &ListView, host: &Host) -> Vec<Problem> {
             }
         }
     }
+    out.extend(check_links_running(
+        &view.ifaces,
+        &host.ip_json(&["link", "show"]),
+    ));
     out.extend(check_xdp_xmit(&view.ifaces, host, &links));
     let families = view.services.iter().map(|s| s.key.vip.is_ipv4());
     let (v4, v6) = families.fold((false, false), |(a, b), v4| (a || v4, b || !v4));
@@ -281,6 +285,42 @@ pub fn check_lb(view: &ListView, host: &Host) -> Vec<Problem> {
         }
     }
     unique
+}
+
+/// An interface of the data path that is down, or up without its carrier (`ip link show` JSON:
+/// no `LOWER_UP`), forwards nothing; the daemon announces nothing while one is (docs/LB.md,
+/// "Several nodes: announcing over BGP").
+pub fn check_links_running(ifaces: &[String], links: &serde_json::Value) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for name in ifaces {
+        let Some(l) = links
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|l| l["ifname"] == name.as_str())
+        else {
+            continue;
+        };
+        let flag = |f: &str| {
+            l["flags"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x == f))
+        };
+        let problem = if !flag("UP") {
+            format!("{name} is down, so this node announces nothing")
+        } else if !flag("LOWER_UP") {
+            format!("{name} has no carrier (its cable or veth peer is down), so this node announces nothing")
+        } else {
+            continue;
+        };
+        let fix = if flag("UP") {
+            format!("bring up what {name} is plugged into")
+        } else {
+            format!("ip link set {name} up")
+        };
+        out.push(Problem { problem, fix });
+    }
+    out
 }
 
 /// The kernel answers the data path's FIB lookup "forwarding disabled" on an interface that
@@ -514,7 +554,7 @@ fn xdp_features() -> Option<Vec<(u32, Option<u64>)>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_forwarding, current_rx_channels};
+    use super::{check_forwarding, check_links_running, current_rx_channels};
 
     #[test]
     fn an_interface_that_does_not_forward_a_family_a_vip_uses_is_named_with_its_sysctl() {
@@ -527,6 +567,23 @@ mod tests {
         assert!(check_forwarding(&ifaces, true, true, |_| Some(1)).is_empty());
         // An unreadable value is not a problem to report.
         assert!(check_forwarding(&ifaces, true, true, |_| None).is_empty());
+    }
+
+    #[test]
+    fn an_interface_down_or_without_carrier_is_named() {
+        // As `ip -j link show` writes them: eth1's veth peer is down, eth2 was set down.
+        let links: serde_json::Value = serde_json::from_str(
+            r#"[{"ifname":"eth0","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"]},
+                {"ifname":"eth1","flags":["NO-CARRIER","BROADCAST","MULTICAST","UP"]},
+                {"ifname":"eth2","flags":["BROADCAST","MULTICAST"]}]"#,
+        )
+        .unwrap();
+        let names = |i: &[&str]| i.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(check_links_running(&names(&["eth0"]), &links).is_empty());
+        let p = check_links_running(&names(&["eth0", "eth1", "eth2"]), &links);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].problem.starts_with("eth1 has no carrier"), "{p:?}");
+        assert_eq!(p[1].fix, "ip link set eth2 up");
     }
 
     #[test]
