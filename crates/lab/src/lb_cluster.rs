@@ -1,7 +1,8 @@
 //! The `lb-cluster` lab's daemons (docs/LB.md, "A cluster lab"). The router runs Debian's FRR:
 //! bgpd learns each VIP from every lb node and zebra installs the equal-cost paths, hashed on
 //! the 5-tuple (`fib_multipath_hash_policy` 3 with the ports in `fib_multipath_hash_fields`;
-//! policy 1 on a veth would reuse the socket's random hash). Each lb node runs `wirespeed lb run` on its rack port and ExaBGP with
+//! policy 1 on a veth would reuse the socket's random hash). Each lb node runs `wirespeed lb
+//! run` on both its arms (eth0 on the rack, eth1 on the reals' segment) and ExaBGP with
 //! `wirespeed lb announce` as its process, from AS [`NODE_AS`] to the router's [`ROUTER_AS`].
 //! BGP is FRR's and ExaBGP's; nothing here speaks it.
 
@@ -9,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::daemon::Daemon;
+use crate::plan::{RACK, RACK_SUBNET, REALS, REALS_SUBNET};
 use crate::state;
-use crate::topo::{Lab, RACK, RACK_SUBNET};
+use crate::topo::Lab;
 use crate::{sh, Error, Result};
 
 pub const ROUTER_AS: u32 = 65000;
@@ -128,13 +130,15 @@ fn start_router(lab: &Lab, dir: &Path, daemons: &mut Vec<Daemon>) -> Result<Vec<
             .into(),
     );
     // `lb run` needs a NAPI on its veth's peer to take XDP_TX frames (docs/LB.md, "Daemon").
-    let ports = rt.ip(&["-o", "link", "show", "master", RACK])?;
-    for port in ports.lines().filter_map(|l| l.split(':').nth(1)) {
-        let port = port.trim().split('@').next().unwrap_or_default();
-        rt.exec("ethtool", &["-K", port, "gro", "on"])?;
+    for bridge in [RACK, REALS] {
+        let ports = rt.ip(&["-o", "link", "show", "master", bridge])?;
+        for port in ports.lines().filter_map(|l| l.split(':').nth(1)) {
+            let port = port.trim().split('@').next().unwrap_or_default();
+            rt.exec("ethtool", &["-K", port, "gro", "on"])?;
+        }
     }
     notes.push(format!(
-        "rt: gro on for the {RACK} ports (the fix lb run names)"
+        "rt: gro on for the {RACK} and {REALS} ports (the fix lb run names)"
     ));
     let vty = router_vty(dir);
     let v = vty.display().to_string();
@@ -187,7 +191,7 @@ fn start_router(lab: &Lab, dir: &Path, daemons: &mut Vec<Daemon>) -> Result<Vec<
     Ok(notes)
 }
 
-/// `lb run` on the node's rack port and ExaBGP running `lb announce` against it.
+/// `lb run` on the node's two arms and ExaBGP running `lb announce` against it.
 fn start_node(
     lab: &Lab,
     dir: &Path,
@@ -208,6 +212,8 @@ fn start_node(
         "run",
         "--iface",
         "eth0",
+        "--iface",
+        "eth1",
         "--socket",
         &sock,
         "--announce-hold-down",
@@ -269,7 +275,7 @@ fn start_node(
     let log = dir.join(format!("{role}-exabgp.log"));
     daemons.push(Daemon::start(&ns, role, "exabgp", &exabgp, log)?);
     Ok(format!(
-        "{role}: lb run on eth0 ({addr}), wirespeed lb ... --socket {sock}; ExaBGP AS {NODE_AS}"
+        "{role}: lb run on eth0 ({addr}, the rack) and eth1 (the reals), wirespeed lb ... --socket {sock}; ExaBGP AS {NODE_AS}"
     ))
 }
 
@@ -312,7 +318,7 @@ fn wait_for_sessions(lab: &Lab, dir: &Path, daemons: &[Daemon]) -> Result<String
         )));
     }
     Ok(format!(
-        "rt: {n} BGP sessions established in {:.1} s; the rack is {RACK} (198.18.{RACK_SUBNET}.0/24)",
+        "rt: {n} BGP sessions established in {:.1} s; the rack is {RACK} (198.18.{RACK_SUBNET}.0/24), the reals' segment {REALS} (198.18.{REALS_SUBNET}.0/24)",
         t.elapsed().as_secs_f64()
     ))
 }

@@ -12,6 +12,7 @@ pub mod impair;
 pub mod lb_cluster;
 pub mod napi;
 pub mod netns;
+pub mod plan;
 pub mod state;
 pub mod topo;
 

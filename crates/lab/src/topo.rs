@@ -4,10 +4,11 @@
 //! A lab called NAME owns the namespaces `ws-NAME-ROLE`. Each link is a veth pair with one
 //! /24 from 198.18.0.0/15 and one /64 from fd00::/8; a forwarding node (the `line` DUT, the
 //! `lb`, the `lb-cluster` router) takes `.254` / `::fe` on each of its links and the leaf takes
-//! `.1` / `::1` and routes everything through it. `lb-cluster` also has one shared segment, a
-//! bridge on its router (the rack's switch): the lb nodes and the reals are ports of it, so
-//! that every node reaches every real in one hop, as DR needs. Every change that is not confined to a lab namespace is recorded
-//! in [`crate::state`] before it is made.
+//! `.1` / `::1` and routes everything through it. `lb-cluster` also has two shared segments,
+//! bridges on its router (the rack's switches): the lb nodes' uplinks are ports of `rack`, and
+//! their second arms and the reals are ports of `reals`, so that every node reaches every real
+//! in one hop, as DR needs, and can lose its reals' side alone. Every change that is not
+//! confined to a lab namespace is recorded in [`crate::state`] before it is made.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -15,45 +16,10 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use crate::netns::{add_addr, Netns, Veth};
+pub use crate::plan::Topology;
+use crate::plan::{bridge_subnet, plan, RACK};
 use crate::state::{self, LabRecord};
 use crate::{sh, Error, Result, NAME_PREFIX};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Topology {
-    /// client <-> server
-    Pair,
-    /// source <-> dut <-> sink
-    Line,
-    /// clients <-> lb <-> backends
-    Lb,
-    /// clients <-> router <-> rack bridge with lb nodes and backends (docs/LB.md, "A cluster
-    /// lab")
-    LbCluster,
-}
-
-impl Topology {
-    pub fn parse(s: &str) -> Result<Topology> {
-        match s {
-            "pair" => Ok(Topology::Pair),
-            "line" => Ok(Topology::Line),
-            "lb" => Ok(Topology::Lb),
-            "lb-cluster" => Ok(Topology::LbCluster),
-            _ => Err(Error::Invalid(format!(
-                "unknown topology `{s}` (pair, line, lb, lb-cluster)"
-            ))),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Topology::Pair => "pair",
-            Topology::Line => "line",
-            Topology::Lb => "lb",
-            Topology::LbCluster => "lb-cluster",
-        }
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -223,112 +189,10 @@ impl Node {
     }
 }
 
-struct LinkPlan {
-    a: usize,
-    b: usize,
-    /// third octet / v6 link number
-    subnet: u32,
-    /// host part of each end: 1 for leaves, 254 for the forwarder
-    a_host: u32,
-    b_host: u32,
-    /// The b end is a port of b's [`RACK`] bridge, which holds b's address on the subnet.
-    bridged: bool,
-}
-
-/// The shared segment's bridge in `lb-cluster`'s router, and its subnet.
-pub const RACK: &str = "rack";
-pub const RACK_SUBNET: u32 = 1;
-
 fn ncpus() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
-}
-
-/// Roles, forwarding flags and links of a topology.
-fn plan(spec: &LabSpec) -> (Vec<(String, bool)>, Vec<LinkPlan>) {
-    let mut roles = vec![];
-    let mut links = vec![];
-    match spec.topology {
-        Topology::Pair => {
-            roles.push(("c".to_string(), false));
-            roles.push(("s".to_string(), false));
-            links.push(LinkPlan {
-                a: 0,
-                b: 1,
-                subnet: 0,
-                a_host: 1,
-                b_host: 2,
-                bridged: false,
-            });
-        }
-        Topology::Line => {
-            roles.push(("src".to_string(), false));
-            roles.push(("dut".to_string(), true));
-            roles.push(("snk".to_string(), false));
-            links.push(LinkPlan {
-                a: 0,
-                b: 1,
-                subnet: 1,
-                a_host: 1,
-                b_host: 254,
-                bridged: false,
-            });
-            links.push(LinkPlan {
-                a: 2,
-                b: 1,
-                subnet: 2,
-                a_host: 1,
-                b_host: 254,
-                bridged: false,
-            });
-        }
-        Topology::Lb => {
-            roles.push(("lb".to_string(), true));
-            for i in 0..spec.clients.clamp(1, 8) {
-                leaf(&mut roles, &mut links, format!("c{i}"), 10 + i as u32);
-            }
-            for j in 0..spec.backends.clamp(1, 8) {
-                leaf(&mut roles, &mut links, format!("b{j}"), 100 + j as u32);
-            }
-        }
-        Topology::LbCluster => {
-            roles.push(("rt".to_string(), true));
-            for i in 0..spec.clients.clamp(1, 8) {
-                leaf(&mut roles, &mut links, format!("c{i}"), 10 + i as u32);
-            }
-            let on_rack = (0..spec.lb_nodes.clamp(1, 8))
-                .map(|n| (format!("lb{n}"), 10 + n as u32))
-                .chain((0..spec.backends.clamp(1, 8)).map(|j| (format!("r{j}"), 100 + j as u32)));
-            for (role, host) in on_rack {
-                // An lb node forwards: the data path's FIB lookup needs it (docs/LB.md, "Daemon").
-                let forwards = role.starts_with("lb");
-                roles.push((role, forwards));
-                links.push(LinkPlan {
-                    a: roles.len() - 1,
-                    b: 0,
-                    subnet: RACK_SUBNET,
-                    a_host: host,
-                    b_host: 254,
-                    bridged: true,
-                });
-            }
-        }
-    }
-    (roles, links)
-}
-
-/// A leaf `role` on a link of its own, `subnet`, to the hub (role 0), which it routes through.
-fn leaf(roles: &mut Vec<(String, bool)>, links: &mut Vec<LinkPlan>, role: String, subnet: u32) {
-    roles.push((role, false));
-    links.push(LinkPlan {
-        a: roles.len() - 1,
-        b: 0,
-        subnet,
-        a_host: 1,
-        b_host: 254,
-        bridged: false,
-    });
 }
 
 fn default_cpus(role: &str) -> Vec<usize> {
@@ -394,20 +258,26 @@ fn nic_qdisc(ns: &Netns, role: &str, dev: &str, queues: u32) -> String {
     }
 }
 
-/// The rack's bridge on `node`, up, with the node's address on the rack subnet. Spanning tree
+/// A bridge of the rack's on `node`, up, with the node's address on its subnet. Spanning tree
 /// stays off (the kernel's default), so a port forwards as soon as it is up.
-fn add_rack(ns: &Netns, node: &mut Node, host: u32) -> Result<()> {
-    ns.ip(&["link", "add", RACK, "type", "bridge"])?;
-    let v4 = format!("198.18.{RACK_SUBNET}.{host}/24");
-    let v6 = format!("fd00:{RACK_SUBNET:x}::{host:x}/64");
-    add_addr(ns, RACK, &v4)?;
-    add_addr(ns, RACK, &v6)?;
-    ns.ip(&["link", "set", RACK, "up"])?;
+fn add_bridge(ns: &Netns, node: &mut Node, bridge: &str, host: u32) -> Result<()> {
+    ns.ip(&["link", "add", bridge, "type", "bridge"])?;
+    let subnet = bridge_subnet(bridge);
+    let v4 = format!("198.18.{subnet}.{host}/24");
+    let v6 = format!("fd00:{subnet:x}::{host:x}/64");
+    add_addr(ns, bridge, &v4)?;
+    add_addr(ns, bridge, &v6)?;
+    ns.ip(&["link", "set", bridge, "up"])?;
+    let peer = if bridge == RACK {
+        "lb nodes"
+    } else {
+        "lb nodes, backends"
+    };
     node.ifaces.push(Iface {
-        name: RACK.to_string(),
+        name: bridge.to_string(),
         v4,
         v6,
-        peer: "lb nodes, backends".to_string(),
+        peer: peer.to_string(),
     });
     Ok(())
 }
@@ -430,7 +300,7 @@ impl Lab {
     /// Builds the topology and applies the profile. On error everything made so far is undone.
     pub fn up(spec: &LabSpec) -> Result<Lab> {
         validate_name(&spec.name)?;
-        let (roles, links) = plan(spec);
+        let (roles, links) = plan(spec.topology, spec.clients, spec.backends, spec.lb_nodes);
         let nodes: Vec<Node> = roles
             .iter()
             .map(|(role, _)| Node {
@@ -480,9 +350,15 @@ impl Lab {
                 ns.sysctl("net.ipv6.conf.default.accept_dad", "0")?;
                 lab.namespaces.push(ns);
             }
-            if let Some(l) = links.iter().find(|l| l.bridged) {
-                add_rack(&lab.namespaces[l.b], &mut record.nodes[l.b], l.b_host)?;
+            let mut bridges: Vec<(usize, &str)> = vec![];
+            for l in &links {
+                if let Some(b) = l.bridge.filter(|b| !bridges.contains(&(l.b, *b))) {
+                    bridges.push((l.b, b));
+                    add_bridge(&lab.namespaces[l.b], &mut record.nodes[l.b], b, l.b_host)?;
+                }
             }
+            // A leaf routes through the link it was given first (a node's uplink).
+            let mut routed = vec![false; record.nodes.len()];
             let mut next_if = vec![0usize; record.nodes.len()];
             for l in &links {
                 let (ia, ib) = (
@@ -499,8 +375,8 @@ impl Lab {
                     spec.queues,
                 )?;
                 let mut ends = vec![(l.a, &ia, l.a_host, l.b)];
-                if l.bridged {
-                    lab.namespaces[l.b].ip(&["link", "set", &ib, "master", RACK])?;
+                if let Some(bridge) = l.bridge {
+                    lab.namespaces[l.b].ip(&["link", "set", &ib, "master", bridge])?;
                 } else {
                     ends.push((l.b, &ib, l.b_host, l.a));
                 }
@@ -517,7 +393,8 @@ impl Lab {
                         peer: peer_role,
                     });
                 }
-                if l.b_host == 254 {
+                if l.b_host == 254 && !routed[l.a] {
+                    routed[l.a] = true;
                     let ns = &lab.namespaces[l.a];
                     ns.ip(&[
                         "route",
@@ -833,28 +710,5 @@ mod tests {
         assert!(validate_name("toolong").is_err());
         assert!(validate_name("A").is_err());
         assert!(validate_name("").is_err());
-    }
-
-    #[test]
-    fn plans_fit_interface_and_namespace_limits() {
-        for t in [
-            Topology::Pair,
-            Topology::Line,
-            Topology::Lb,
-            Topology::LbCluster,
-        ] {
-            let mut s = LabSpec::new("abcdef", t);
-            s.clients = 8;
-            s.backends = 8;
-            s.lb_nodes = 8;
-            let (roles, links) = plan(&s);
-            for (r, _) in &roles {
-                assert!(format!("{NAME_PREFIX}abcdef-{r}").len() <= 15, "{r}");
-            }
-            for l in &links {
-                assert!(l.a < roles.len() && l.b < roles.len());
-                assert!(l.subnet < 255);
-            }
-        }
     }
 }

@@ -1,9 +1,10 @@
 //! Load-balancer nodes behind BGP and ECMP (docs/LB.md, "A cluster lab"): `wirespeed lab up
 //! lb-cluster` builds a router running Debian's FRR, three lb nodes each running `lb run` and
-//! ExaBGP, four reals on the rack and two clients. The test serves one VIP per mode (DR,
+//! ExaBGP on two arms, four reals and two clients. The test serves one VIP per mode (DR,
 //! tunnel, full-NAT, each `mh`), holds 600 connections per mode, and faults one node at a time:
-//! a node added, SIGTERM with its drain, SIGKILL of its daemon, SIGKILL of its speaker, and a
-//! silent node. For each it splits the held connections by what ECMP did to them (on the
+//! a node added, SIGTERM with its drain, SIGKILL of its daemon (behind the router's
+//! hash-threshold group, then behind a resilient one), SIGKILL of its speaker, its link to the
+//! reals down, and a silent node. For each it splits the held connections by what ECMP did to them (on the
 //! faulted node, moved between the others, untouched) by asking the router's kernel
 //! (`ip route get` with the 5-tuple), and reports which kept their real and how long the
 //! longest waited for an answer.
@@ -19,7 +20,7 @@ use std::net::IpAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lb_cluster::ecmp::moved_without;
+use lb_cluster::ecmp::{moved_without, Resilient};
 use lb_cluster::held::{by_real, report, run_fault, Split};
 use lb_cluster::{
     configure_node, digests, laddr, node_addr, ns, prepare_reals, rip, Cluster, Mode, DRAIN,
@@ -106,9 +107,9 @@ fn a_cluster_keeps_dr_and_tunnel_connections_through_node_faults() {
     }
 
     // Every node as its doctor sees it: its BGP session up, blackhole routes, forwarding and
-    // neighbours in order; what it names is only what this lab chose: the tunnel's 20 bytes on a
-    // one-arm node (the reals advertise an MSS that fits) and the full-NAT service, whose moved
-    // connections are lost.
+    // neighbours in order; what it names is only what this lab chose: the tunnel's 20 bytes
+    // (the reals advertise an MSS that fits) and the full-NAT service, whose moved connections
+    // are lost.
     let fnat = format!(
         "TCP {} (mh): connections that ECMP moves",
         Mode::FullNat.service()
@@ -225,6 +226,57 @@ fn a_cluster_keeps_dr_and_tunnel_connections_through_node_faults() {
     configure_node(&c, 0);
     c.until_paths(&[0, 1, 2], "lb0 back");
 
+    // The same fault behind a resilient group on the router that follows BGP (ecmp::Resilient):
+    // nothing of the nodes that stay moves, so full-NAT keeps every connection outside the
+    // killed node's share. lb0 again, whose loss moves connections of the others under
+    // hash-threshold (removing the middle of three ranges would not).
+    let resilient = Resilient::follow();
+    let (conns, w) = run_fault(
+        &mut c,
+        "SIGKILL of lb run on lb0, resilient nexthops",
+        &[1, 2],
+        Duration::from_secs(15),
+        |c| {
+            stop(c.pid(0, "lb run"), Signal::Kill);
+        },
+    );
+    let changes = resilient.changes();
+    let splits = report(
+        "SIGKILL of lb run on lb0 behind a resilient nexthop group (IPv4 VIPs)",
+        &conns,
+        0,
+        w,
+    );
+    let (_, threshold) = moved_without(&conns, 0);
+    println!("  hash-threshold would have moved {threshold} of these IPv4 connections between lb1 and lb2");
+    assert_eq!(
+        changes, 1,
+        "the resilient group followed BGP {changes} times"
+    );
+    assert!(
+        threshold > 0,
+        "hash-threshold moves nothing here: the fault shows no difference"
+    );
+    assert_kept("SIGKILL, resilient", &splits);
+    for (m, s) in MODES.iter().zip(&splits).filter(|(m, _)| !m.v6()) {
+        assert_eq!(
+            s.moved,
+            0,
+            "{}: a resilient group moved connections ({s:?})",
+            m.name()
+        );
+        assert_eq!(
+            s.lost_moved + s.lost_untouched,
+            0,
+            "{}: lost connections outside lb0's share behind a resilient group ({s:?})",
+            m.name()
+        );
+    }
+    drop(conns);
+    c.restart(0, "lb run");
+    configure_node(&c, 0);
+    c.until_paths(&[0, 1, 2], "lb0 back");
+
     // SIGKILL of a node's speaker: its BGP session closes, the router withdraws at once.
     let (conns, w) = run_fault(
         &mut c,
@@ -240,6 +292,49 @@ fn a_cluster_keeps_dr_and_tunnel_connections_through_node_faults() {
     drop(conns);
     c.restart(2, "exabgp");
     c.until_paths(&[0, 1, 2], "lb2's speaker back");
+
+    // The reals' side lost: lb2's arm to the reals unplugged (its port on the router's reals
+    // bridge shut). Its BGP session stays up: lb2 sees no carrier on eth1 and withdraws.
+    let port = c.port(2, "reals");
+    let rt_link = |state: &str| {
+        ok(Command::new("ip").args(["-n", &ns("rt"), "link", "set", &port, state]));
+    };
+    let (conns, w) = run_fault(
+        &mut c,
+        "lb2's link to the reals down",
+        &[0, 1],
+        Duration::from_secs(15),
+        |_| rt_link("down"),
+    );
+    let splits = report(
+        "lb2's link to the reals down (its BGP session up)",
+        &conns,
+        2,
+        w,
+    );
+    assert_kept("reals' link down", &splits);
+    let fnat = &splits[MODES.iter().position(|m| *m == Mode::FullNat).unwrap()];
+    assert_eq!(
+        fnat.lost_untouched, 0,
+        "reals' link down: full-NAT ({fnat:?})"
+    );
+    assert!(
+        c.session_up(2),
+        "lb2's BGP session went down with its reals' link"
+    );
+    let doc = output(
+        Command::new("ip")
+            .args(["netns", "exec", &ns("lb2"), bin(), "lb", "doctor"])
+            .args(["--socket", &c.socket(2)]),
+    );
+    let text = String::from_utf8_lossy(&doc.stdout);
+    assert!(
+        text.contains("eth1 has no carrier"),
+        "doctor on lb2: {text}"
+    );
+    drop(conns);
+    rt_link("up");
+    c.until_paths(&[0, 1, 2], "lb2's link to the reals back");
 
     // A backend change during a node loss (Maglev, section 3.3): lb0 dies while r3 leaves the
     // others' tables. Measured and reported; what ECMP left alone on a real that stays is kept.
@@ -326,15 +421,7 @@ fn a_cluster_keeps_dr_and_tunnel_connections_through_node_faults() {
 
     // A silent node: lb1's switch port shut, so nothing reaches it and it can tell no one;
     // the router's BGP hold timer notices (this kernel has no matchall or netem to drop with).
-    let ports =
-        ok(Command::new("ip").args(["-n", &ns("rt"), "-o", "link", "show", "master", "rack"]));
-    let port = ports
-        .lines()
-        .find(|l| l.contains(&format!("link-netns {}", ns("lb1"))))
-        .and_then(|l| l.split(':').nth(1))
-        .and_then(|p| p.trim().split('@').next())
-        .expect("lb1's port on the rack")
-        .to_string();
+    let port = c.port(1, "rack");
     let (conns, w) = run_fault(
         &mut c,
         "silent lb1",

@@ -16,8 +16,8 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Action {
     /// Build a topology: pair (c <-> s), line (src <-> dut <-> snk), lb (cN <-> lb <-> bN),
-    /// lb-cluster (cN <-> rt, with lbN and rN on rt's rack bridge; FRR on rt, `lb run` and
-    /// ExaBGP on every lbN: docs/LB.md, "A cluster lab").
+    /// lb-cluster (cN <-> rt; lbN's eth0 on rt's rack bridge, lbN's eth1 and rN on rt's reals
+    /// bridge; FRR on rt, `lb run` and ExaBGP on every lbN: docs/LB.md, "A cluster lab").
     Up(UpArgs),
     /// Remove a lab and restore every host-wide setting it changed.
     Down {

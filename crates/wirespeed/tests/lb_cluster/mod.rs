@@ -62,7 +62,7 @@ impl Mode {
     /// Real `j`, node `n` and client `c` in this mode's family.
     pub fn rip(self, j: usize) -> IpAddr {
         if self.v6() {
-            Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 100 + j as u16).into()
+            Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 100 + j as u16).into()
         } else {
             rip(j).into()
         }
@@ -95,8 +95,9 @@ impl Mode {
     }
 }
 
+/// Real `j` on the reals' segment, which every node's second arm is on.
 pub fn rip(j: usize) -> Ipv4Addr {
-    Ipv4Addr::new(198, 18, 1, 100 + j as u8)
+    Ipv4Addr::new(198, 18, 2, 100 + j as u8)
 }
 pub fn node_addr(n: usize) -> Ipv4Addr {
     Ipv4Addr::new(198, 18, 1, 10 + n as u8)
@@ -227,34 +228,29 @@ impl Cluster {
 
     /// The nexthops the router's kernel has for `vip`.
     pub fn paths(&self, vip: impl Into<IpAddr>) -> Vec<IpAddr> {
-        let vip: IpAddr = vip.into();
-        let (family, len) = if vip.is_ipv6() {
-            ("-6", 128)
-        } else {
-            ("-4", 32)
-        };
-        let prefix = format!("{vip}/{len}");
-        let out = output(Command::new("ip").args([
-            "-n",
-            &ns("rt"),
-            "-j",
-            family,
-            "route",
-            "show",
-            &prefix,
-        ]));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let mut hops = vec![];
-        for r in v.as_array().into_iter().flatten() {
-            if let Some(g) = r["gateway"].as_str() {
-                hops.extend(g.parse::<IpAddr>().ok());
-            }
-            for h in r["nexthops"].as_array().into_iter().flatten() {
-                hops.extend(h["gateway"].as_str().and_then(|g| g.parse::<IpAddr>().ok()));
-            }
-        }
-        hops.sort();
-        hops
+        router_paths(vip.into())
+    }
+
+    /// The router's port of node `n` on `bridge` (`rack` or `reals`), to shut.
+    pub fn port(&self, n: usize, bridge: &str) -> String {
+        let ports =
+            ok(Command::new("ip").args(["-n", &ns("rt"), "-o", "link", "show", "master", bridge]));
+        ports
+            .lines()
+            .find(|l| l.contains(&format!("link-netns {}", ns(&format!("lb{n}")))))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|p| p.trim().split('@').next())
+            .unwrap_or_else(|| panic!("lb{n}'s port on {bridge}: {ports}"))
+            .to_string()
+    }
+
+    /// Whether the router's BGP session with node `n` is established.
+    pub fn session_up(&self, n: usize) -> bool {
+        let sessions = wirespeed_lab::lb_cluster::sessions(&self.run_dir).unwrap_or_default();
+        let addr = node_addr(n).to_string();
+        sessions
+            .iter()
+            .any(|(a, st)| *a == addr && st == "Established")
     }
 
     /// The BGP UPDATE messages the router has received from node `n`.
@@ -300,6 +296,31 @@ pub fn want(m: Mode, nodes: &[usize]) -> Vec<IpAddr> {
     want
 }
 
+/// The nexthops the router's kernel has for `vip` in its main table, where zebra installs what
+/// BGP chose.
+pub fn router_paths(vip: IpAddr) -> Vec<IpAddr> {
+    let (family, len) = if vip.is_ipv6() {
+        ("-6", 128)
+    } else {
+        ("-4", 32)
+    };
+    let prefix = format!("{vip}/{len}");
+    let out =
+        output(Command::new("ip").args(["-n", &ns("rt"), "-j", family, "route", "show", &prefix]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut hops = vec![];
+    for r in v.as_array().into_iter().flatten() {
+        if let Some(g) = r["gateway"].as_str() {
+            hops.extend(g.parse::<IpAddr>().ok());
+        }
+        for h in r["nexthops"].as_array().into_iter().flatten() {
+            hops.extend(h["gateway"].as_str().and_then(|g| g.parse::<IpAddr>().ok()));
+        }
+    }
+    hops.sort();
+    hops
+}
+
 /// Every real holds the DR and tunnel VIPs on `lo` and answers no ARP for them, filters no
 /// reverse path, decapsulates the tunnel VIP (`lb decap`: this kernel may lack ipip) and
 /// advertises an MSS that fits the tunnel; then redis answers on its RIP and both VIPs, and
@@ -331,7 +352,7 @@ pub fn prepare_reals(c: &mut Cluster) {
             "change",
             "default",
             "via",
-            "198.18.1.254",
+            "198.18.2.254",
             "dev",
             "eth0",
             "advmss",
