@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,33 @@ pub struct HostSysctl {
     pub users: Vec<String>,
 }
 
+/// One interface of a lab's node, as the lab's record keeps it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Iface {
+    pub name: String,
+    /// CIDR, e.g. 198.18.0.2/24
+    pub v4: String,
+    pub v6: String,
+    /// Role at the other end.
+    pub peer: String,
+}
+
+/// One namespace of a lab: its role, interfaces and CPUs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Node {
+    pub role: String,
+    pub ns: String,
+    pub ifaces: Vec<Iface>,
+    pub cpus: Vec<usize>,
+}
+
+impl Node {
+    /// The node's first IPv4 address.
+    pub fn addr4(&self) -> Option<Ipv4Addr> {
+        self.ifaces.first()?.v4.split('/').next()?.parse().ok()
+    }
+}
+
 /// What one lab created (namespaces are deleted on down).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LabRecord {
@@ -36,7 +64,7 @@ pub struct LabRecord {
     pub profile: String,
     pub namespaces: Vec<String>,
     /// role -> namespace, addresses
-    pub nodes: Vec<crate::topo::Node>,
+    pub nodes: Vec<Node>,
     /// Long-running processes the lab started in its namespaces (`lb-cluster`'s routing and
     /// load-balancer daemons); `lab down` kills everything in the namespaces anyway.
     #[serde(default)]

@@ -11,7 +11,6 @@
 //! confined to a lab namespace is recorded in [`crate::state`] before it is made.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +18,7 @@ use crate::netns::{add_addr, Netns, Veth};
 pub use crate::plan::Topology;
 use crate::plan::{bridge_subnet, plan, RACK};
 use crate::state::{self, LabRecord};
+pub use crate::state::{Iface, Node};
 use crate::{sh, Error, Result, NAME_PREFIX};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,32 +160,6 @@ impl LabSpec {
             napi_defer_roles: Vec::new(),
             rx_model: RxModel::Napi,
         }
-    }
-}
-
-/// One interface of a node.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Iface {
-    pub name: String,
-    /// CIDR, e.g. 198.18.0.2/24
-    pub v4: String,
-    pub v6: String,
-    /// Role at the other end.
-    pub peer: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Node {
-    pub role: String,
-    pub ns: String,
-    pub ifaces: Vec<Iface>,
-    pub cpus: Vec<usize>,
-}
-
-impl Node {
-    /// The node's first IPv4 address.
-    pub fn addr4(&self) -> Option<Ipv4Addr> {
-        self.ifaces.first()?.v4.split('/').next()?.parse().ok()
     }
 }
 
