@@ -8,7 +8,7 @@ use wirespeed_lab::napi;
 use wirespeed_lab::topo::{self, Lab, LabSpec, Topology};
 
 use super::frames::Addressing;
-use super::run::Opts;
+use super::opts::Opts;
 use super::{Mode, ServicePorts, Setup};
 use crate::xdpgen::{Gen, Link};
 use crate::{Error, Result};

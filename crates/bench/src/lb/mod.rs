@@ -20,6 +20,7 @@
 pub mod frames;
 mod lab;
 pub mod nft;
+mod opts;
 mod redis;
 mod run;
 
@@ -30,7 +31,8 @@ use serde::{Deserialize, Serialize};
 use crate::showdown::Ratio;
 use crate::Result;
 
-pub use run::{measure_once, run, Opts, SideFigures};
+pub use opts::Opts;
+pub use run::{measure_once, run, SideFigures};
 
 /// How the balancer reaches the reals (ipvsadm's -g, -i, -m, -b).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::lab::Bench;
-use super::run::Opts;
+use super::opts::Opts;
 use super::{Balancer, Mode, RedisRow, ServicePorts};
 use crate::showdown::Ratio;
 use crate::{Error, Result};

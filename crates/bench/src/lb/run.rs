@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::frames::{self, Addressing};
 use super::lab::Bench;
+use super::opts::Opts;
 use super::{median, nft, redis, Balancer, Mode, PpsRow, Report, Running, Scaling, Traffic};
 use crate::showdown::Ratio;
 use crate::xdpgen::{Gen, Link};
@@ -20,50 +21,6 @@ fn io(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
 
 fn lab_err(e: wirespeed_lab::Error) -> Error {
     Error::Invalid(format!("lab: {e}"))
-}
-
-/// What to run.
-#[derive(Clone, Debug)]
-pub struct Opts {
-    /// Lab name (namespaces ws-NAME-*).
-    pub lab: String,
-    pub warmup: Duration,
-    pub duration: Duration,
-    pub rounds: usize,
-    /// Only the rows whose name contains this (`new connections`, `2 CPUs`, `redis`,
-    /// `baseline` name the extra parts); none: everything.
-    pub only: Option<String>,
-    /// The CPU that runs the generator, the path and the sinks.
-    pub dut_cpu: usize,
-    /// The other CPU (2-CPU scaling; the redis client).
-    pub other_cpu: usize,
-    /// Distinct 5-tuples cycled through.
-    pub flows: usize,
-    /// redis-benchmark requests per run (`-n`).
-    pub redis_requests: usize,
-    /// Full-NAT carries the client address as TOA (the product's default).
-    pub toa: bool,
-}
-
-impl Opts {
-    pub fn new(lab: &str, warmup: Duration, duration: Duration, rounds: usize) -> Opts {
-        Opts {
-            lab: lab.into(),
-            warmup,
-            duration,
-            rounds: rounds.max(1),
-            only: None,
-            dut_cpu: 1,
-            other_cpu: 0,
-            flows: Gen::MAX_FRAMES,
-            redis_requests: 200_000,
-            toa: true,
-        }
-    }
-
-    fn wanted(&self, name: &str) -> bool {
-        self.only.as_deref().is_none_or(|o| name.contains(o))
-    }
 }
 
 /// One measurement's figures.
