@@ -473,6 +473,20 @@ pub fn pad_to_minimum(frame: &mut Vec<u8>) {
     }
 }
 
+/// Flag bits as letters, tcpdump's order and more: F S R P A U E C (`.` for none).
+pub fn flag_letters(flags: u8) -> String {
+    let names = ['F', 'S', 'R', 'P', 'A', 'U', 'E', 'C'];
+    let s: String = (0..8)
+        .filter(|b| flags & (1 << b) != 0)
+        .map(|b| names[b])
+        .collect();
+    if s.is_empty() {
+        ".".into()
+    } else {
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -506,5 +520,12 @@ mod tests {
         assert_eq!(f[0][6] & 0x20, 0x20, "first has MF");
         assert_eq!(u16::from_be_bytes([f[1][6], f[1][7]]) & 0x1fff, 2);
         assert_eq!(f[1].len(), 20 + 24);
+    }
+
+    #[test]
+    fn flag_letters_read_like_tcpdump() {
+        assert_eq!(flag_letters(SYN | ACK), "SA");
+        assert_eq!(flag_letters(0), ".");
+        assert_eq!(flag_letters(0xff), "FSRPAUEC");
     }
 }

@@ -3,9 +3,10 @@
 //! twin and to Linux in an identical other twin; the replies are normalized and compared
 //! field by field (docs/TCPIP.md, "Conformance against Linux").
 //!
-//! - `craft`: frame builders (malformed ones included) and the twins' addresses;
-//! - `cases`, `flow`: cases generated from a seed; `flow` drives a connection into a state
-//!   (the harness does the handshake itself) before its edge segment;
+//! - `craft`: frame builders (malformed ones included), the twins' addresses and TCP flags
+//!   written as tcpdump writes them;
+//! - `cases`: cases generated from a seed, a module per class; `cases::flow` drives a
+//!   connection into a state (the harness does the handshake itself) before its edge segment;
 //! - `twin`, `responder`: the two labs, and twin B's application on Linux's own TCP;
 //! - `side`: one twin's injection, ARP and neighbour solicitation answering and capture
 //!   (AF_PACKET on the peer end);
@@ -23,7 +24,6 @@ pub mod cases;
 pub mod compare;
 pub mod craft;
 pub mod flood;
-pub mod flow;
 pub mod known;
 pub mod normalize;
 pub mod report;

@@ -21,7 +21,7 @@ use wirespeed_wire::IpAddress;
 use wirespeed_wire::Ipv4Addr as WireIp;
 use wirespeed_wire::Ipv6Addr as WireIp6;
 
-use crate::cases::flag_letters;
+use crate::craft::flag_letters;
 use crate::craft::{ETH_ARP, ETH_IPV4, ETH_IPV6, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
 
 /// The bases that relative values are taken from.

@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 
 use wirespeed_sys::packet::PacketSocket;
 
+use crate::cases::flow::{self, Conn, Flow, Wire};
 use crate::cases::{Case, Script};
 use crate::compare::Outcome;
 use crate::craft::{self, DUT_IP, DUT_IP6, DUT_LL6, ETH_ARP, ETH_IPV4, ETH_IPV6, PEER_MAC};
-use crate::flow::{self, Conn, Flow, Wire};
 use crate::normalize::{self, parse_tcp, Bases};
 
 /// How long the harness waits after its cleanup RST (whatever comes is not compared).

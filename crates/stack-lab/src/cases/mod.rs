@@ -7,6 +7,7 @@
 //! replies are told apart from late frames of earlier cases.
 
 mod arp_icmp;
+pub mod flow;
 mod icmp6;
 mod ip;
 mod ip6;
@@ -15,8 +16,8 @@ mod tcp;
 use serde::Serialize;
 
 use crate::craft::{self, Ip4, Ip6, Tcp, DUT_IP, DUT_IP6, DUT_MAC, PEER_MAC};
-use crate::flow::Flow;
 use crate::rng::Rng;
+use flow::Flow;
 
 /// What a case exercises; the summary and the table of known differences go by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -267,7 +268,7 @@ pub fn one(seed: u64, index: usize, class: Class) -> Case {
         Class::TcpOptions => tcp::options(&mut c, &mut r),
         Class::Arp => arp_icmp::arp(&mut c, &mut r),
         Class::Icmp => arp_icmp::icmp(&mut c, &mut r),
-        Class::TcpState | Class::Tcp6State => crate::flow::generate(&mut c, &mut r),
+        Class::TcpState | Class::Tcp6State => flow::generate(&mut c, &mut r),
         Class::Ip6Header => ip6::header(&mut c, &mut r),
         Class::Ip6Addr => ip6::addresses(&mut c, &mut r),
         Class::Ip6Ext => ip6::extensions(&mut c, &mut r),
@@ -420,20 +421,6 @@ pub(crate) fn ipv4_frame(h: &Ip4, l4: &[u8]) -> Vec<u8> {
     to_dut(&h.packet(l4))
 }
 
-/// Flag bits as letters, tcpdump's order and more: F S R P A U E C (`.` for none).
-pub fn flag_letters(flags: u8) -> String {
-    let names = ['F', 'S', 'R', 'P', 'A', 'U', 'E', 'C'];
-    let s: String = (0..8)
-        .filter(|b| flags & (1 << b) != 0)
-        .map(|b| names[b])
-        .collect();
-    if s.is_empty() {
-        ".".into()
-    } else {
-        s
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -484,12 +471,5 @@ mod tests {
                 assert_eq!(et, craft::ETH_IPV6, "{}: {}", class.name(), c.what);
             }
         }
-    }
-
-    #[test]
-    fn flag_letters_read_like_tcpdump() {
-        assert_eq!(flag_letters(craft::SYN | craft::ACK), "SA");
-        assert_eq!(flag_letters(0), ".");
-        assert_eq!(flag_letters(0xff), "FSRPAUEC");
     }
 }

@@ -1,7 +1,8 @@
 //! Stateless TCP: flag combinations to a listening and a closed port, and the options and
 //! header fields of a SYN.
 
-use super::{flag_letters, ipv4_frame, syn_with, tcp_frame, Case, Script};
+use super::{ipv4_frame, syn_with, tcp_frame, Case, Script};
+use crate::craft::flag_letters;
 use crate::craft::{self, opt, Ip4, Tcp, ACK, CWR, DUT_IP, ECE, FIN, PSH, RST, SYN, URG};
 use crate::rng::Rng;
 

@@ -5,8 +5,10 @@
 
 use serde::Serialize;
 
-use crate::cases::{flag_letters, to_dut, to_dut6, Case, Script};
-use crate::craft::{self, opt, Ip4, Ip6, Tcp, ACK, DUT_IP, DUT_IP6, FIN, PSH, RST, SYN, URG};
+use super::{to_dut, to_dut6, Case, Script};
+use crate::craft::{
+    self, flag_letters, opt, Ip4, Ip6, Tcp, ACK, DUT_IP, DUT_IP6, FIN, PSH, RST, SYN, URG,
+};
 use crate::normalize::TcpSeen;
 use crate::responder;
 use crate::rng::Rng;
