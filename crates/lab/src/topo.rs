@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::netns::{add_addr, Netns, Veth};
 pub use crate::plan::Topology;
-use crate::plan::{bridge_subnet, plan, RACK};
+use crate::plan::{bridge_subnet, plan, LinkPlan, RACK};
 use crate::state::{self, LabRecord};
 pub use crate::state::{Iface, Node};
 use crate::{sh, Error, Result, NAME_PREFIX};
@@ -189,6 +189,33 @@ fn mask(cpus: &[usize]) -> String {
         .join(",")
 }
 
+/// What a lab about to be built will hold: its nodes, each in a namespace of its own with
+/// the CPUs the spec gives its role; interfaces are added as the links are made.
+fn new_record(spec: &LabSpec, roles: &[(String, bool)]) -> LabRecord {
+    let nodes: Vec<Node> = roles
+        .iter()
+        .map(|(role, _)| Node {
+            role: role.clone(),
+            ns: format!("{NAME_PREFIX}{}-{role}", spec.name),
+            ifaces: vec![],
+            cpus: spec
+                .cpus
+                .get(role)
+                .cloned()
+                .unwrap_or_else(|| default_cpus(role)),
+        })
+        .collect();
+    LabRecord {
+        name: spec.name.clone(),
+        topology: spec.topology.name().into(),
+        profile: spec.profile.name().into(),
+        namespaces: nodes.iter().map(|n| n.ns.clone()).collect(),
+        nodes,
+        daemons: vec![],
+        run_dir: None,
+    }
+}
+
 /// A lab that exists while this value lives (unless [`Lab::keep`] is called).
 #[derive(Debug)]
 pub struct Lab {
@@ -275,28 +302,7 @@ impl Lab {
     pub fn up(spec: &LabSpec) -> Result<Lab> {
         validate_name(&spec.name)?;
         let (roles, links) = plan(spec.topology, spec.clients, spec.backends, spec.lb_nodes);
-        let nodes: Vec<Node> = roles
-            .iter()
-            .map(|(role, _)| Node {
-                role: role.clone(),
-                ns: format!("{NAME_PREFIX}{}-{role}", spec.name),
-                ifaces: vec![],
-                cpus: spec
-                    .cpus
-                    .get(role)
-                    .cloned()
-                    .unwrap_or_else(|| default_cpus(role)),
-            })
-            .collect();
-        let mut record = LabRecord {
-            name: spec.name.clone(),
-            topology: spec.topology.name().into(),
-            profile: spec.profile.name().into(),
-            namespaces: nodes.iter().map(|n| n.ns.clone()).collect(),
-            nodes,
-            daemons: vec![],
-            run_dir: None,
-        };
+        let mut record = new_record(spec, &roles);
         {
             let l = state::lock()?;
             if state::load_lab(&spec.name)?.is_some() {
@@ -324,69 +330,7 @@ impl Lab {
                 ns.sysctl("net.ipv6.conf.default.accept_dad", "0")?;
                 lab.namespaces.push(ns);
             }
-            let mut bridges: Vec<(usize, &str)> = vec![];
-            for l in &links {
-                if let Some(b) = l.bridge.filter(|b| !bridges.contains(&(l.b, *b))) {
-                    bridges.push((l.b, b));
-                    add_bridge(&lab.namespaces[l.b], &mut record.nodes[l.b], b, l.b_host)?;
-                }
-            }
-            // A leaf routes through the link it was given first (a node's uplink).
-            let mut routed = vec![false; record.nodes.len()];
-            let mut next_if = vec![0usize; record.nodes.len()];
-            for l in &links {
-                let (ia, ib) = (
-                    format!("eth{}", next_if[l.a]),
-                    format!("eth{}", next_if[l.b]),
-                );
-                next_if[l.a] += 1;
-                next_if[l.b] += 1;
-                Veth::create(
-                    &lab.namespaces[l.a],
-                    &ia,
-                    &lab.namespaces[l.b],
-                    &ib,
-                    spec.queues,
-                )?;
-                let mut ends = vec![(l.a, &ia, l.a_host, l.b)];
-                if let Some(bridge) = l.bridge {
-                    lab.namespaces[l.b].ip(&["link", "set", &ib, "master", bridge])?;
-                } else {
-                    ends.push((l.b, &ib, l.b_host, l.a));
-                }
-                for (idx, ifname, host, peer) in ends {
-                    let v4 = format!("198.18.{}.{host}/24", l.subnet);
-                    let v6 = format!("fd00:{:x}::{:x}/64", l.subnet, host);
-                    add_addr(&lab.namespaces[idx], ifname, &v4)?;
-                    add_addr(&lab.namespaces[idx], ifname, &v6)?;
-                    let peer_role = record.nodes[peer].role.clone();
-                    record.nodes[idx].ifaces.push(Iface {
-                        name: ifname.clone(),
-                        v4,
-                        v6,
-                        peer: peer_role,
-                    });
-                }
-                if l.b_host == 254 && !routed[l.a] {
-                    routed[l.a] = true;
-                    let ns = &lab.namespaces[l.a];
-                    ns.ip(&[
-                        "route",
-                        "add",
-                        "default",
-                        "via",
-                        &format!("198.18.{}.254", l.subnet),
-                    ])?;
-                    ns.ip(&[
-                        "-6",
-                        "route",
-                        "add",
-                        "default",
-                        "via",
-                        &format!("fd00:{:x}::fe", l.subnet),
-                    ])?;
-                }
-            }
+            lab.connect(&mut record, &links, spec.queues)?;
             for (i, (_, forwards)) in roles.iter().enumerate() {
                 if *forwards {
                     lab.namespaces[i].sysctl("net.ipv4.ip_forward", "1")?;
@@ -412,6 +356,75 @@ impl Lab {
                 Err(e)
             }
         }
+    }
+
+    /// The bridges, then each link of the plan: a veth pair, its addresses (the hub's end on
+    /// a bridge of its), and a leaf's default routes through the first link it was given.
+    fn connect(&self, record: &mut LabRecord, links: &[LinkPlan], queues: u32) -> Result<()> {
+        let mut bridges: Vec<(usize, &str)> = vec![];
+        for l in links {
+            if let Some(b) = l.bridge.filter(|b| !bridges.contains(&(l.b, *b))) {
+                bridges.push((l.b, b));
+                add_bridge(&self.namespaces[l.b], &mut record.nodes[l.b], b, l.b_host)?;
+            }
+        }
+        // A leaf routes through the link it was given first (a node's uplink).
+        let mut routed = vec![false; record.nodes.len()];
+        let mut next_if = vec![0usize; record.nodes.len()];
+        for l in links {
+            let (ia, ib) = (
+                format!("eth{}", next_if[l.a]),
+                format!("eth{}", next_if[l.b]),
+            );
+            next_if[l.a] += 1;
+            next_if[l.b] += 1;
+            Veth::create(
+                &self.namespaces[l.a],
+                &ia,
+                &self.namespaces[l.b],
+                &ib,
+                queues,
+            )?;
+            let mut ends = vec![(l.a, &ia, l.a_host, l.b)];
+            if let Some(bridge) = l.bridge {
+                self.namespaces[l.b].ip(&["link", "set", &ib, "master", bridge])?;
+            } else {
+                ends.push((l.b, &ib, l.b_host, l.a));
+            }
+            for (idx, ifname, host, peer) in ends {
+                let v4 = format!("198.18.{}.{host}/24", l.subnet);
+                let v6 = format!("fd00:{:x}::{:x}/64", l.subnet, host);
+                add_addr(&self.namespaces[idx], ifname, &v4)?;
+                add_addr(&self.namespaces[idx], ifname, &v6)?;
+                let peer_role = record.nodes[peer].role.clone();
+                record.nodes[idx].ifaces.push(Iface {
+                    name: ifname.clone(),
+                    v4,
+                    v6,
+                    peer: peer_role,
+                });
+            }
+            if l.b_host == 254 && !routed[l.a] {
+                routed[l.a] = true;
+                let ns = &self.namespaces[l.a];
+                ns.ip(&[
+                    "route",
+                    "add",
+                    "default",
+                    "via",
+                    &format!("198.18.{}.254", l.subnet),
+                ])?;
+                ns.ip(&[
+                    "-6",
+                    "route",
+                    "add",
+                    "default",
+                    "via",
+                    &format!("fd00:{:x}::fe", l.subnet),
+                ])?;
+            }
+        }
+        Ok(())
     }
 
     fn tune(&mut self, spec: &LabSpec) -> Result<()> {
