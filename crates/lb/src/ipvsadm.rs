@@ -215,7 +215,16 @@ fn parse_count(opt: &str, s: &str) -> Result<u32> {
 
 /// Parses one ipvsadm command line (without the program name).
 pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Command> {
-    // Expand bundled short flags (`-Ln`) and `--opt=value`.
+    let mut given = Given::default();
+    let mut it = expand(args).into_iter();
+    while let Some(opt) = it.next() {
+        given.take(&opt, &mut it)?;
+    }
+    given.command()
+}
+
+/// Bundled short flags (`-Ln`) and `--opt=value` as separate words.
+fn expand<S: AsRef<str>>(args: &[S]) -> Vec<String> {
     let mut argv: Vec<String> = Vec::new();
     for a in args {
         let a = a.as_ref();
@@ -232,36 +241,53 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Command> {
             argv.push(a.to_string());
         }
     }
-    let mut verb: Option<(Verb, String)> = None;
-    let mut service: Option<ServiceKey> = None;
-    let mut scheduler = None;
-    let mut real = None;
-    let mut mode: Option<(Mode, String)> = None;
-    let mut weight = None;
-    let mut laddr = None;
-    let mut tunnel = TunnelSpec::default();
-    let (mut stats, mut rate, mut exact, mut json) = (false, false, false, false);
-    let mut check = None;
-    let (mut interval, mut timeout, mut rise, mut fall) = (None, None, None, None);
-    let (mut no_toa, mut no_check) = (false, false);
-    let mut it = argv.into_iter();
-    while let Some(opt) = it.next() {
+    argv
+}
+
+/// Everything a command line gave, before the command it makes is checked and built.
+#[derive(Default)]
+struct Given {
+    /// The command, and the option that named it (for the error lines).
+    verb: Option<(Verb, String)>,
+    service: Option<ServiceKey>,
+    scheduler: Option<Scheduler>,
+    real: Option<SocketAddr>,
+    mode: Option<(Mode, String)>,
+    weight: Option<u32>,
+    laddr: Option<IpAddr>,
+    tunnel: TunnelSpec,
+    stats: bool,
+    rate: bool,
+    exact: bool,
+    json: bool,
+    check: Option<CheckKind>,
+    interval: Option<Duration>,
+    timeout: Option<Duration>,
+    rise: Option<u32>,
+    fall: Option<u32>,
+    no_toa: bool,
+    no_check: bool,
+}
+
+impl Given {
+    /// Takes option `opt`, and its value from `rest` when it has one.
+    fn take(&mut self, opt: &str, rest: &mut impl Iterator<Item = String>) -> Result<()> {
         let mut value = |what: &str| {
-            it.next()
+            rest.next()
                 .ok_or_else(|| invalid(format!("{opt} needs {what}")))
         };
-        if let Some(v) = verb_of(&opt) {
-            if let Some((_, first)) = &verb {
+        if let Some(v) = verb_of(opt) {
+            if let Some((_, first)) = &self.verb {
                 return Err(invalid(format!(
                     "more than one command given ({first} and {opt}); give one"
                 )));
             }
-            verb = Some((v, opt));
-            continue;
+            self.verb = Some((v, opt.to_string()));
+            return Ok(());
         }
-        match opt.as_str() {
+        match opt {
             "-t" | "--tcp-service" | "-u" | "--udp-service" => {
-                if service.is_some() {
+                if self.service.is_some() {
                     return Err(invalid("give one service (-t or -u VIP:PORT)"));
                 }
                 let proto = if opt == "-t" || opt == "--tcp-service" {
@@ -270,122 +296,158 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Command> {
                     Proto::Udp
                 };
                 let vip = parse_vip(&value("VIP:PORT")?)?;
-                service = Some(ServiceKey { proto, vip });
+                self.service = Some(ServiceKey { proto, vip });
             }
-            "-s" | "--scheduler" => scheduler = Some(Scheduler::parse(&value("mh, rr or wrr")?)?),
-            "-r" | "--real-server" => real = Some(parse_real(&value("RIP[:PORT]")?)?),
-            "-w" | "--weight" => {
-                let v = value("a weight")?;
-                weight = Some(
-                    v.parse::<u32>()
-                        .ok()
-                        .filter(|w| *w <= 65535)
-                        .ok_or_else(|| {
-                            invalid(format!("-w `{v}`: give a weight in 0-65535 (0 quiesces)"))
-                        })?,
-                );
+            "-s" | "--scheduler" => {
+                self.scheduler = Some(Scheduler::parse(&value("mh, rr or wrr")?)?)
             }
+            "-r" | "--real-server" => self.real = Some(parse_real(&value("RIP[:PORT]")?)?),
+            "-w" | "--weight" => self.weight = Some(parse_weight(&value("a weight")?)?),
             "-g" | "--gatewaying" | "-i" | "--ipip" | "-m" | "--masquerading" | "-b"
-            | "--fullnat" => {
-                let m = match opt.as_str() {
-                    "-g" | "--gatewaying" => Mode::Dr,
-                    "-i" | "--ipip" => Mode::Tunnel,
-                    "-m" | "--masquerading" => Mode::Nat,
-                    _ => Mode::FullNat,
-                };
-                if let Some((_, first)) = &mode {
-                    return Err(invalid(format!(
-                        "two forwarding methods given ({first} and {opt}); give one of -g, -i, -m, -b"
-                    )));
-                }
-                mode = Some((m, opt));
+            | "--fullnat" => self.take_mode(opt)?,
+            "--tun-type" | "--tun-port" | "--tun-csum" | "--tun-nocsum" | "--tun-remcsum" => {
+                self.take_tunnel(opt, value)?
             }
-            "--tun-type" => tunnel.kind = Some(TunnelKind::parse(&value("ipip or gue")?)?),
-            "--tun-port" => {
-                let v = value("a UDP port")?;
-                tunnel.port = Some(v.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
-                    invalid(format!(
-                        "--tun-port `{v}`: give the real's GUE port in 1-65535"
-                    ))
-                })?);
-            }
-            "--tun-csum" | "--tun-nocsum" => {
-                let csum = opt == "--tun-csum";
-                if tunnel.csum == Some(!csum) {
-                    return Err(invalid("--tun-csum and --tun-nocsum contradict; give one"));
-                }
-                tunnel.csum = Some(csum);
-            }
-            "--tun-remcsum" => {
-                return Err(invalid(
-                    "--tun-remcsum is not built; give --tun-csum or --tun-nocsum",
-                ))
-            }
-            "-z" | "--laddr" => laddr = Some(parse_laddr(&value("a local address")?)?),
+            "-z" | "--laddr" => self.laddr = Some(parse_laddr(&value("a local address")?)?),
             "-n" | "--numeric" => {}
-            "--stats" => stats = true,
-            "--rate" => rate = true,
-            "--exact" | "-X" => exact = true,
-            "--json" => json = true,
-            "--check" => check = Some(parse_check(&value("tcp, http[:PATH] or redis")?)?),
-            "--check-interval" => interval = Some(parse_duration(&value("a duration")?)?),
-            "--check-timeout" => timeout = Some(parse_duration(&value("a duration")?)?),
-            "--rise" => rise = Some(parse_count("--rise", &value("a count")?)?),
-            "--fall" => fall = Some(parse_count("--fall", &value("a count")?)?),
-            "--no-toa" => no_toa = true,
-            "--no-check" => no_check = true,
+            "--stats" => self.stats = true,
+            "--rate" => self.rate = true,
+            "--exact" | "-X" => self.exact = true,
+            "--json" => self.json = true,
+            "--check" => self.check = Some(parse_check(&value("tcp, http[:PATH] or redis")?)?),
+            "--check-interval" => self.interval = Some(parse_duration(&value("a duration")?)?),
+            "--check-timeout" => self.timeout = Some(parse_duration(&value("a duration")?)?),
+            "--rise" => self.rise = Some(parse_count("--rise", &value("a count")?)?),
+            "--fall" => self.fall = Some(parse_count("--fall", &value("a count")?)?),
+            "--no-toa" => self.no_toa = true,
+            "--no-check" => self.no_check = true,
             _ => {
                 return Err(invalid(format!(
                     "unknown option `{opt}`; see wirespeed lb --help"
                 )))
             }
         }
+        Ok(())
     }
-    let Some((verb, verb_name)) = verb else {
-        return Err(invalid(
-            "no command given; give one of -A -E -D -a -e -d -L -Z -C --add-laddr --del-laddr",
-        ));
-    };
-    let need_service =
-        || service.ok_or_else(|| invalid(format!("{verb_name} needs -t|-u VIP:PORT")));
-    let need_real = || real.ok_or_else(|| invalid(format!("{verb_name} needs -r RIP[:PORT]")));
-    let need_laddr = || laddr.ok_or_else(|| invalid(format!("{verb_name} needs -z ADDR")));
-    let service_opts = scheduler.is_some()
-        || check.is_some()
-        || interval.is_some()
-        || timeout.is_some()
-        || rise.is_some()
-        || fall.is_some()
-        || no_toa
-        || no_check;
-    let real_opts = real.is_some() || mode.is_some() || weight.is_some() || tunnel.is_given();
-    let list_opts = stats || rate || exact || json;
-    let allowed = |svc: bool, rl: bool, ls: bool, z: bool| -> Result<()> {
+
+    /// One of -g, -i, -m, -b: the forwarding method.
+    fn take_mode(&mut self, opt: &str) -> Result<()> {
+        let m = match opt {
+            "-g" | "--gatewaying" => Mode::Dr,
+            "-i" | "--ipip" => Mode::Tunnel,
+            "-m" | "--masquerading" => Mode::Nat,
+            _ => Mode::FullNat,
+        };
+        if let Some((_, first)) = &self.mode {
+            return Err(invalid(format!(
+                "two forwarding methods given ({first} and {opt}); give one of -g, -i, -m, -b"
+            )));
+        }
+        self.mode = Some((m, opt.to_string()));
+        Ok(())
+    }
+
+    /// One of the --tun-* options: the tunnel's encapsulation.
+    fn take_tunnel(&mut self, opt: &str, value: impl FnOnce(&str) -> Result<String>) -> Result<()> {
+        match opt {
+            "--tun-type" => self.tunnel.kind = Some(TunnelKind::parse(&value("ipip or gue")?)?),
+            "--tun-port" => {
+                let v = value("a UDP port")?;
+                self.tunnel.port =
+                    Some(v.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
+                        invalid(format!(
+                            "--tun-port `{v}`: give the real's GUE port in 1-65535"
+                        ))
+                    })?);
+            }
+            "--tun-remcsum" => {
+                return Err(invalid(
+                    "--tun-remcsum is not built; give --tun-csum or --tun-nocsum",
+                ))
+            }
+            _ => {
+                let csum = opt == "--tun-csum";
+                if self.tunnel.csum == Some(!csum) {
+                    return Err(invalid("--tun-csum and --tun-nocsum contradict; give one"));
+                }
+                self.tunnel.csum = Some(csum);
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails when an option given belongs to none of the groups the command takes: service
+    /// options, real options, listing options, a local address.
+    fn allowed(&self, svc: bool, rl: bool, ls: bool, z: bool) -> Result<()> {
+        let service_opts = self.scheduler.is_some()
+            || self.check.is_some()
+            || self.interval.is_some()
+            || self.timeout.is_some()
+            || self.rise.is_some()
+            || self.fall.is_some()
+            || self.no_toa
+            || self.no_check;
+        let real_opts = self.real.is_some()
+            || self.mode.is_some()
+            || self.weight.is_some()
+            || self.tunnel.is_given();
+        let list_opts = self.stats || self.rate || self.exact || self.json;
         let stray = [
             (service_opts && !svc, "-s/--check options"),
             (real_opts && !rl, "-r/-g/-i/-m/-b/-w/--tun-*"),
             (list_opts && !ls, "--stats/--rate/--exact/--json"),
-            (laddr.is_some() && !z, "-z"),
+            (self.laddr.is_some() && !z, "-z"),
         ];
         match stray.iter().find(|(bad, _)| *bad) {
-            Some((_, what)) => Err(invalid(format!("{what} do not go with {verb_name}"))),
+            Some((_, what)) => Err(invalid(format!(
+                "{what} do not go with {}",
+                self.verb_name()
+            ))),
             None => Ok(()),
         }
-    };
-    let health_check = || -> Result<Option<HealthCheck>> {
-        let Some(kind) = check.clone() else {
-            if interval.is_some() || timeout.is_some() || rise.is_some() || fall.is_some() {
+    }
+
+    fn verb_name(&self) -> &str {
+        self.verb.as_ref().map_or("", |(_, name)| name)
+    }
+
+    fn need_service(&self) -> Result<ServiceKey> {
+        let name = self.verb_name();
+        self.service
+            .ok_or_else(|| invalid(format!("{name} needs -t|-u VIP:PORT")))
+    }
+
+    fn need_real(&self) -> Result<SocketAddr> {
+        let name = self.verb_name();
+        self.real
+            .ok_or_else(|| invalid(format!("{name} needs -r RIP[:PORT]")))
+    }
+
+    fn need_laddr(&self) -> Result<IpAddr> {
+        let name = self.verb_name();
+        self.laddr
+            .ok_or_else(|| invalid(format!("{name} needs -z ADDR")))
+    }
+
+    /// The health check --check and its companions describe, with the defaults filled in.
+    fn health_check(&self) -> Result<Option<HealthCheck>> {
+        let Some(kind) = self.check.clone() else {
+            if self.interval.is_some()
+                || self.timeout.is_some()
+                || self.rise.is_some()
+                || self.fall.is_some()
+            {
                 return Err(invalid(
                     "--check-interval, --check-timeout, --rise and --fall need --check KIND",
                 ));
             }
             return Ok(None);
         };
-        if no_check {
+        if self.no_check {
             return Err(invalid("--check and --no-check contradict; give one"));
         }
-        let interval = interval.unwrap_or(DEFAULT_CHECK_INTERVAL);
-        let timeout = timeout.unwrap_or(DEFAULT_CHECK_TIMEOUT.min(interval));
+        let interval = self.interval.unwrap_or(DEFAULT_CHECK_INTERVAL);
+        let timeout = self.timeout.unwrap_or(DEFAULT_CHECK_TIMEOUT.min(interval));
         if timeout > interval {
             return Err(invalid(format!(
                 "--check-timeout {} is longer than --check-interval {}; make it at most the interval",
@@ -397,100 +459,119 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Command> {
             kind,
             interval,
             timeout,
-            rise: rise.unwrap_or(DEFAULT_RISE),
-            fall: fall.unwrap_or(DEFAULT_FALL),
+            rise: self.rise.unwrap_or(DEFAULT_RISE),
+            fall: self.fall.unwrap_or(DEFAULT_FALL),
         }))
-    };
-    let spec = |key| -> Result<ServiceSpec> {
+    }
+
+    fn service_spec(&self) -> Result<ServiceSpec> {
         Ok(ServiceSpec {
-            key,
-            scheduler,
-            check: health_check()?,
-            no_check,
-            no_toa,
+            key: self.need_service()?,
+            scheduler: self.scheduler,
+            check: self.health_check()?,
+            no_check: self.no_check,
+            no_toa: self.no_toa,
         })
-    };
-    let real_spec = |addr| RealSpec {
-        addr,
-        mode: mode.as_ref().map(|m| m.0),
-        weight,
-        tunnel,
-    };
-    Ok(match verb {
-        Verb::AddService | Verb::EditService => {
-            allowed(true, false, false, false)?;
-            if verb == Verb::AddService && no_check {
-                return Err(invalid(
-                    "--no-check goes with -E; -A without --check has none",
-                ));
+    }
+
+    fn real_spec(&self) -> Result<RealSpec> {
+        Ok(RealSpec {
+            addr: self.need_real()?,
+            mode: self.mode.as_ref().map(|m| m.0),
+            weight: self.weight,
+            tunnel: self.tunnel,
+        })
+    }
+
+    /// The command the options make, once each is checked against it.
+    fn command(self) -> Result<Command> {
+        let Some((verb, _)) = self.verb else {
+            return Err(invalid(
+                "no command given; give one of -A -E -D -a -e -d -L -Z -C --add-laddr --del-laddr",
+            ));
+        };
+        Ok(match verb {
+            Verb::AddService | Verb::EditService => {
+                self.allowed(true, false, false, false)?;
+                if verb == Verb::AddService && self.no_check {
+                    return Err(invalid(
+                        "--no-check goes with -E; -A without --check has none",
+                    ));
+                }
+                let s = self.service_spec()?;
+                if verb == Verb::AddService {
+                    Command::AddService(s)
+                } else {
+                    Command::EditService(s)
+                }
             }
-            let s = spec(need_service()?)?;
-            if verb == Verb::AddService {
-                Command::AddService(s)
-            } else {
-                Command::EditService(s)
+            Verb::DelService => {
+                self.allowed(false, false, false, false)?;
+                Command::DelService(self.need_service()?)
             }
-        }
-        Verb::DelService => {
-            allowed(false, false, false, false)?;
-            Command::DelService(need_service()?)
-        }
-        Verb::AddReal | Verb::EditReal => {
-            allowed(false, true, false, false)?;
-            let service = need_service()?;
-            let real = real_spec(need_real()?);
-            if verb == Verb::AddReal {
-                Command::AddReal { service, real }
-            } else {
-                Command::EditReal { service, real }
+            Verb::AddReal | Verb::EditReal => {
+                self.allowed(false, true, false, false)?;
+                let (service, real) = (self.need_service()?, self.real_spec()?);
+                if verb == Verb::AddReal {
+                    Command::AddReal { service, real }
+                } else {
+                    Command::EditReal { service, real }
+                }
             }
-        }
-        Verb::DelReal => {
-            if mode.is_some() || weight.is_some() || tunnel.is_given() {
-                allowed(false, false, false, false)?;
+            Verb::DelReal => {
+                if self.mode.is_some() || self.weight.is_some() || self.tunnel.is_given() {
+                    self.allowed(false, false, false, false)?;
+                }
+                self.allowed(false, true, false, false)?;
+                Command::DelReal {
+                    service: self.need_service()?,
+                    addr: self.need_real()?,
+                }
             }
-            allowed(false, true, false, false)?;
-            Command::DelReal {
-                service: need_service()?,
-                addr: need_real()?,
+            Verb::AddLaddr | Verb::DelLaddr => {
+                self.allowed(false, false, false, true)?;
+                let (service, addr) = (self.need_service()?, self.need_laddr()?);
+                if verb == Verb::AddLaddr {
+                    Command::AddLaddr { service, addr }
+                } else {
+                    Command::DelLaddr { service, addr }
+                }
             }
-        }
-        Verb::AddLaddr | Verb::DelLaddr => {
-            allowed(false, false, false, true)?;
-            let (service, addr) = (need_service()?, need_laddr()?);
-            if verb == Verb::AddLaddr {
-                Command::AddLaddr { service, addr }
-            } else {
-                Command::DelLaddr { service, addr }
+            Verb::List => {
+                self.allowed(false, false, true, false)?;
+                if self.stats && self.rate {
+                    return Err(invalid("--stats and --rate are two listings; give one"));
+                }
+                Command::List(ListOptions {
+                    stats: self.stats,
+                    rate: self.rate,
+                    exact: self.exact,
+                    json: self.json,
+                    service: self.service,
+                })
             }
-        }
-        Verb::List => {
-            allowed(false, false, true, false)?;
-            if stats && rate {
-                return Err(invalid("--stats and --rate are two listings; give one"));
+            Verb::Zero => {
+                self.allowed(false, false, false, false)?;
+                Command::Zero(self.service)
             }
-            Command::List(ListOptions {
-                stats,
-                rate,
-                exact,
-                json,
-                service,
-            })
-        }
-        Verb::Zero => {
-            allowed(false, false, false, false)?;
-            Command::Zero(service)
-        }
-        Verb::Clear => {
-            allowed(false, false, false, false)?;
-            if service.is_some() {
-                return Err(invalid(
-                    "-C clears everything and takes no service; to remove one use -D",
-                ));
+            Verb::Clear => {
+                self.allowed(false, false, false, false)?;
+                if self.service.is_some() {
+                    return Err(invalid(
+                        "-C clears everything and takes no service; to remove one use -D",
+                    ));
+                }
+                Command::Clear
             }
-            Command::Clear
-        }
-    })
+        })
+    }
+}
+
+fn parse_weight(v: &str) -> Result<u32> {
+    v.parse::<u32>()
+        .ok()
+        .filter(|w| *w <= 65535)
+        .ok_or_else(|| invalid(format!("-w `{v}`: give a weight in 0-65535 (0 quiesces)")))
 }
 
 /// Reads the ipvsadm-save format: one command per line, blank lines and `#` comments skipped.
