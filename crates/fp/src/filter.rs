@@ -697,5 +697,4 @@ fn name(v: &Datum) -> std::result::Result<Vec<String>, String> {
 }
 
 #[cfg(test)]
-#[path = "tests/filter.rs"]
 mod tests;

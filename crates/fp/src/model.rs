@@ -392,5 +392,4 @@ impl Model {
 }
 
 #[cfg(test)]
-#[path = "tests/model.rs"]
 mod tests;

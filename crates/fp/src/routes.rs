@@ -275,5 +275,4 @@ impl RouteLedger {
 }
 
 #[cfg(test)]
-#[path = "tests/routes.rs"]
 mod tests;

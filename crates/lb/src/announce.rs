@@ -331,5 +331,4 @@ fn watch(
 }
 
 #[cfg(test)]
-#[path = "announce_tests.rs"]
 mod tests;

@@ -681,5 +681,4 @@ fn serve_loop<D: DataPlane>(
 }
 
 #[cfg(test)]
-#[path = "daemon_tests.rs"]
 mod tests;

@@ -597,5 +597,4 @@ pub fn parse_restore(text: &str) -> Result<Vec<(usize, Command)>> {
 }
 
 #[cfg(test)]
-#[path = "ipvsadm_tests.rs"]
 mod tests;

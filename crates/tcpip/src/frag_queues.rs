@@ -655,5 +655,4 @@ impl<F: Family> Queues<F> {
 
 // A child module, so that the tests reach the queues' internals.
 #[cfg(test)]
-#[path = "tests/reassembly_queues.rs"]
 mod tests;
