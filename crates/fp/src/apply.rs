@@ -19,6 +19,33 @@ use crate::reconcile::{Action, Actions, Current};
 const SPARE_PROGRAMS: usize = 4;
 
 /// One served interface: the program attached, its filter tables, its spares.
+/// What one run of the actions changed in the data path: the last port change made, else
+/// whether maps were written; the daemon adds a route cache dropped. `fp status` names it for
+/// each response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    None,
+    Maps,
+    RouteCache,
+    Detach,
+    Swap,
+    Attach,
+}
+
+impl Applied {
+    /// As `fp status` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Applied::None => "none",
+            Applied::Maps => "maps",
+            Applied::RouteCache => "route cache",
+            Applied::Detach => "detach",
+            Applied::Swap => "swap",
+            Applied::Attach => "attach",
+        }
+    }
+}
+
 pub struct Port {
     pub name: String,
     pub prog: Program,
@@ -125,17 +152,17 @@ impl Dataplane {
         &self.shared.sysctl_gate
     }
 
-    /// Runs `actions`; returns what it did (none, maps, detach, swap, attach: the last port
-    /// change made) and reports each failure to `error`, going on with the next action.
+    /// Runs `actions`; returns what it did (the last port change made, else whether maps
+    /// were written) and reports each failure to `error`, going on with the next action.
     ///
     /// A program load waits for the verifier, seconds on a busy host. So a port whose swap
     /// loads one stands by first (the kernel takes its every frame), and the loads run after
     /// every quick action: no port acts on the old state for longer than the map writes.
-    pub fn execute(&mut self, actions: Actions, error: &mut dyn FnMut(String)) -> &'static str {
+    pub fn execute(&mut self, actions: Actions, error: &mut dyn FnMut(String)) -> Applied {
         let mut what = if actions.applied.is_some() {
-            "maps"
+            Applied::Maps
         } else {
-            "none"
+            Applied::None
         };
         let (loads, quick): (Vec<Action>, Vec<Action>) = actions
             .list
@@ -153,14 +180,14 @@ impl Dataplane {
         for action in quick.into_iter().chain(loads) {
             match action {
                 Action::SetFdb { key, port } => {
-                    what = "maps";
+                    what = Applied::Maps;
                     if let Err(e) = self.shared.bridge.set_fdb(&key, port) {
                         error(e.to_string());
                     }
                     self.applied_fdb.insert(key, port);
                 }
                 Action::DelFdb { key } => {
-                    what = "maps";
+                    what = Applied::Maps;
                     self.shared.bridge.del_fdb(&key);
                     self.applied_fdb.remove(&key);
                 }
@@ -184,7 +211,7 @@ impl Dataplane {
                     // Dropping the port closes its link: the kernel detaches the program.
                     self.ports.remove(&ifindex);
                     self.features.remove(&ifindex);
-                    what = "detach";
+                    what = Applied::Detach;
                 }
                 Action::Update { port, tables } => {
                     if let Err(e) = self.update(&port, tables) {
@@ -192,11 +219,11 @@ impl Dataplane {
                     }
                 }
                 Action::Swap { port, tables } => match self.swap(&port, tables) {
-                    Ok(()) => what = "swap",
+                    Ok(()) => what = Applied::Swap,
                     Err(e) => error(format!("{}: {e}", port.name)),
                 },
                 Action::Attach { port, tables } => match self.attach(&port, tables) {
-                    Ok(()) => what = "attach",
+                    Ok(()) => what = Applied::Attach,
                     Err(e) => error(format!("{}: {e}", port.name)),
                 },
             }

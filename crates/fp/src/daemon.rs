@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::apply::Dataplane;
+use crate::apply::{Applied, Dataplane};
 use crate::error::{io, Result};
 use crate::forward_hooks::ForwardHooks;
 use crate::kernel::{self, BrNetfilter, KernelReader};
@@ -285,7 +285,7 @@ impl Daemon {
     }
 
     /// Makes the data path match the model. Returns what it did.
-    fn reconcile(&mut self) -> &'static str {
+    fn reconcile(&mut self) -> Applied {
         let what = self.reconcile_once();
         // A driver refused native XDP to a device-bound program: plan again, which asks no
         // XDP of that port (once: the new plan cannot meet the refusal again).
@@ -296,7 +296,7 @@ impl Daemon {
         what
     }
 
-    fn reconcile_once(&mut self) -> &'static str {
+    fn reconcile_once(&mut self) -> Applied {
         self.model.bridge_kernel = self.bridge_kernel();
         let shared = self.dataplane.shared();
         let log = &mut self.log;
@@ -319,7 +319,7 @@ impl Daemon {
         self.execute(actions)
     }
 
-    fn execute(&mut self, actions: Actions) -> &'static str {
+    fn execute(&mut self, actions: Actions) -> Applied {
         let log = &mut self.log;
         self.dataplane.execute(actions, &mut |e| log.note_error(e))
     }
@@ -340,10 +340,10 @@ impl Daemon {
         }
     }
 
-    fn record(&mut self, events: String, action: &str, since: Instant) {
+    fn record(&mut self, events: String, action: Applied, since: Instant) {
         let read = std::mem::take(&mut self.ruleset.read_time);
         self.metrics.responded(since.elapsed());
-        self.log.record(events, action, since, read);
+        self.log.record(events, action.name(), since, read);
     }
 
     pub fn status(&self, running: bool) -> Status {
@@ -683,16 +683,20 @@ impl Daemon {
             self.metrics.events(&p.kinds);
             if !p.kinds.is_empty() {
                 p.kinds.dedup();
-                let mut action = if p.changed { self.reconcile() } else { "none" };
-                if p.fdb && action == "none" {
-                    action = "maps"; // written as the events came
+                let mut action = if p.changed {
+                    self.reconcile()
+                } else {
+                    Applied::None
+                };
+                if p.fdb && action == Applied::None {
+                    action = Applied::Maps; // written as the events came
                 }
                 if p.resync {
                     // Events were lost: whatever they said, no cached answer survives.
                     self.invalidate_routes();
                 }
-                if (p.rtnl || p.resync) && action == "none" {
-                    action = "route cache";
+                if (p.rtnl || p.resync) && action == Applied::None {
+                    action = Applied::RouteCache;
                 }
                 if let Some(writes) = p.gate_ack {
                     // The routers are set by the policies read after these writes.
@@ -713,7 +717,7 @@ impl Daemon {
                     &mut |e| log.note_error(e),
                 );
                 let action = self.reconcile();
-                if action != "none" {
+                if action != Applied::None {
                     self.record("ruleset-check".into(), action, t);
                 }
                 self.write_status(true);
