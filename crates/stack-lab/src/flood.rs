@@ -329,7 +329,7 @@ fn syn_frames6() -> Vec<Vec<u8>> {
             };
             let mut seg = tcp.segment([0; 4], [0; 4]);
             seg[16..18].fill(0);
-            let c = checksum::transport(IpAddr::V6(src), IpAddr::V6(DUT_ADDR6), PROTO_TCP, &seg);
+            let c = checksum::transport(src.octets(), DUT_ADDR6.octets(), PROTO_TCP, &seg);
             seg[16..18].copy_from_slice(&c.to_be_bytes());
             let mut ip = vec![0x60, 0, 0, 0];
             ip.extend_from_slice(&(seg.len() as u16).to_be_bytes());

@@ -1,6 +1,8 @@
 //! The Internet checksum (RFC 1071) and its incremental update (RFC 1624).
-
-use crate::ip::IpAddress;
+//!
+//! Addresses come in as their bytes (`AsRef<[u8]>`: 4 or 16 in network order, which
+//! `Ipv4Addr`, `Ipv6Addr` and `IpAddress` give), so this file depends on no header's types
+//! and every header may use it.
 
 /// Adds `data` as big-endian 16-bit words to an accumulator (no folding).
 ///
@@ -54,13 +56,13 @@ pub fn checksum(data: &[u8]) -> u16 {
 /// (RFC 8200 §8.1), whose sums are the same formula over 4- or 16-byte addresses.
 #[inline]
 pub fn pseudo_header(
-    src: impl Into<IpAddress>,
-    dst: impl Into<IpAddress>,
+    src: impl AsRef<[u8]>,
+    dst: impl AsRef<[u8]>,
     protocol: u8,
     length: u16,
 ) -> u64 {
-    let mut acc = accumulate(0, src.into().as_bytes());
-    acc = accumulate(acc, dst.into().as_bytes());
+    let mut acc = accumulate(0, src.as_ref());
+    acc = accumulate(acc, dst.as_ref());
     acc + protocol as u64 + length as u64
 }
 
@@ -68,8 +70,8 @@ pub fn pseudo_header(
 /// as it is in the buffer: zero it before computing, leave it to verify).
 #[inline]
 pub fn transport(
-    src: impl Into<IpAddress>,
-    dst: impl Into<IpAddress>,
+    src: impl AsRef<[u8]>,
+    dst: impl AsRef<[u8]>,
     protocol: u8,
     segment: &[u8],
 ) -> u16 {
@@ -83,12 +85,7 @@ pub fn transport(
 /// len, proto, 0)` in `__tcp_v4_send_check` and `udp4_hwcsum`). A veth hands such frames on
 /// as they are, since they never cross a wire; see `docs/TCPIP.md`.
 #[inline]
-pub fn partial(
-    src: impl Into<IpAddress>,
-    dst: impl Into<IpAddress>,
-    protocol: u8,
-    length: u16,
-) -> u16 {
+pub fn partial(src: impl AsRef<[u8]>, dst: impl AsRef<[u8]>, protocol: u8, length: u16) -> u16 {
     fold(pseudo_header(src, dst, protocol, length))
 }
 
@@ -111,8 +108,8 @@ pub enum TransportChecksum {
 /// frame is taken either way.)
 #[inline]
 pub fn classify_trusting_partial(
-    src: impl Into<IpAddress> + Copy,
-    dst: impl Into<IpAddress> + Copy,
+    src: impl AsRef<[u8]> + Copy,
+    dst: impl AsRef<[u8]> + Copy,
     protocol: u8,
     segment: &[u8],
     field_at: usize,
@@ -129,8 +126,8 @@ pub fn classify_trusting_partial(
 /// Classifies the checksum of a TCP/UDP `segment` (checksum field at `field_at`, as received).
 #[inline]
 pub fn classify(
-    src: impl Into<IpAddress> + Copy,
-    dst: impl Into<IpAddress> + Copy,
+    src: impl AsRef<[u8]> + Copy,
+    dst: impl AsRef<[u8]> + Copy,
     protocol: u8,
     segment: &[u8],
     field_at: usize,

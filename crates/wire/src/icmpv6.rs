@@ -39,11 +39,7 @@ pub mod msg_type {
     pub const PARAM_PROBLEM: u8 = 4;
     pub const ECHO_REQUEST: u8 = 128;
     pub const ECHO_REPLY: u8 = 129;
-    pub const ROUTER_SOLICIT: u8 = 133;
-    pub const ROUTER_ADVERT: u8 = 134;
-    pub const NEIGHBOR_SOLICIT: u8 = 135;
-    pub const NEIGHBOR_ADVERT: u8 = 136;
-    pub const REDIRECT: u8 = 137;
+    pub use crate::ndisc::msg_type::*;
 }
 
 /// Destination unreachable codes (RFC 4443 §3.1).

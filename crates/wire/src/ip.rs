@@ -38,6 +38,19 @@ impl IpAddress {
     }
 }
 
+/// `a` as an [`IpAddress`], for the headers' generic address parameters (what `checksum`
+/// takes is the address's bytes, [`AsRef<[u8]>`]).
+pub(crate) fn addr(a: impl Into<IpAddress>) -> IpAddress {
+    a.into()
+}
+
+/// [`IpAddress::as_bytes`].
+impl AsRef<[u8]> for IpAddress {
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
 impl Default for IpAddress {
     fn default() -> Self {
         IpAddress::V4(Ipv4Addr::UNSPECIFIED)

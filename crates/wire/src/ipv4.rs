@@ -46,6 +46,13 @@ impl From<Ipv4Addr> for std::net::Ipv4Addr {
     }
 }
 
+/// The 4 bytes, in network order (what `checksum`'s pseudo-header sums).
+impl AsRef<[u8]> for Ipv4Addr {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 impl core::fmt::Display for Ipv4Addr {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "{}.{}.{}.{}", self.0[0], self.0[1], self.0[2], self.0[3])

@@ -83,6 +83,13 @@ impl From<Ipv6Addr> for std::net::Ipv6Addr {
     }
 }
 
+/// The 16 bytes, in network order (what `checksum`'s pseudo-header sums).
+impl AsRef<[u8]> for Ipv6Addr {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 impl core::fmt::Display for Ipv6Addr {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         std::net::Ipv6Addr::from(self.0).fmt(f)

@@ -6,12 +6,21 @@
 //! `NeighborAdvert`), whose parse and emit call in here.
 
 use crate::ethernet::MacAddr;
-use crate::icmpv6::msg_type;
 use crate::ipv6::Ipv6Addr;
 use crate::{Error, Result};
 
 /// The hop limit neighbour discovery is sent with, and must arrive with.
 pub const NDP_HOP_LIMIT: u8 = 255;
+
+/// Neighbour discovery's ICMPv6 message types (RFC 4861 §4), which
+/// [`icmpv6::msg_type`](crate::icmpv6::msg_type) lists beside ICMPv6's own.
+pub mod msg_type {
+    pub const ROUTER_SOLICIT: u8 = 133;
+    pub const ROUTER_ADVERT: u8 = 134;
+    pub const NEIGHBOR_SOLICIT: u8 = 135;
+    pub const NEIGHBOR_ADVERT: u8 = 136;
+    pub const REDIRECT: u8 = 137;
+}
 
 /// Neighbour discovery option types (RFC 4861 §4.6, RFC 3971 §5.3.2 for the nonce).
 pub mod nd_option {
@@ -184,6 +193,7 @@ pub(crate) fn write_lladdr(options: &mut [u8], kind: u8, mac: Option<MacAddr>) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::icmpv6::msg_type;
     use crate::icmpv6::tests::{addr, hex, reparse, rfc1071, A, B};
     use crate::icmpv6::{Icmpv6Packet, Icmpv6Repr};
 

@@ -2,7 +2,7 @@
 //! SACK-permitted and SACK blocks (RFC 2018), timestamps (RFC 7323).
 
 use crate::checksum;
-use crate::ip::IpAddress;
+use crate::ip::{addr, IpAddress};
 use crate::{get_u16, get_u32, put_u16, put_u32, Error, Result};
 
 pub const HEADER_LEN: usize = 20;
@@ -176,7 +176,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         src: impl Into<IpAddress> + Copy,
         dst: impl Into<IpAddress> + Copy,
     ) -> bool {
-        checksum::transport(src, dst, 6, self.b()) == 0
+        checksum::transport(addr(src), addr(dst), 6, self.b()) == 0
     }
     /// Whether the checksum is complete, partial (left to offload) or bad.
     pub fn checksum_state(
@@ -184,7 +184,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         src: impl Into<IpAddress> + Copy,
         dst: impl Into<IpAddress> + Copy,
     ) -> checksum::TransportChecksum {
-        checksum::classify(src, dst, 6, self.b(), field::CHECKSUM.start)
+        checksum::classify(addr(src), addr(dst), 6, self.b(), field::CHECKSUM.start)
     }
     /// As [`TcpPacket::checksum_state`], taking a partial checksum without summing the segment
     /// (`checksum::classify_trusting_partial`): for a receiver that accepts partials.
@@ -193,7 +193,13 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         src: impl Into<IpAddress> + Copy,
         dst: impl Into<IpAddress> + Copy,
     ) -> checksum::TransportChecksum {
-        checksum::classify_trusting_partial(src, dst, 6, self.b(), field::CHECKSUM.start)
+        checksum::classify_trusting_partial(
+            addr(src),
+            addr(dst),
+            6,
+            self.b(),
+            field::CHECKSUM.start,
+        )
     }
     /// Sequence space the segment occupies: payload plus one each for SYN and FIN.
     pub fn segment_len(&self) -> usize {
@@ -467,7 +473,7 @@ pub fn fill_checksum(
         return;
     }
     put_u16(segment, field::CHECKSUM.start, 0);
-    let c = checksum::transport(src, dst, 6, segment);
+    let c = checksum::transport(addr(src), addr(dst), 6, segment);
     put_u16(segment, field::CHECKSUM.start, c);
 }
 
@@ -483,7 +489,7 @@ pub fn fill_partial_checksum(
     if segment.len() < HEADER_LEN {
         return;
     }
-    let c = checksum::partial(src, dst, 6, segment.len() as u16);
+    let c = checksum::partial(addr(src), addr(dst), 6, segment.len() as u16);
     put_u16(segment, field::CHECKSUM.start, c);
 }
 

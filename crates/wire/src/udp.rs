@@ -1,7 +1,7 @@
 //! UDP (RFC 768) over IPv4.
 
 use crate::checksum;
-use crate::ip::IpAddress;
+use crate::ip::{addr, IpAddress};
 use crate::{get_u16, put_u16, Error, Result};
 
 pub const HEADER_LEN: usize = 8;
@@ -76,7 +76,12 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         dst: impl Into<IpAddress> + Copy,
     ) -> bool {
         (self.checksum() == 0 && !src.into().is_v6())
-            || checksum::transport(src, dst, 17, &self.buffer.as_ref()[..self.len()]) == 0
+            || checksum::transport(
+                addr(src),
+                addr(dst),
+                17,
+                &self.buffer.as_ref()[..self.len()],
+            ) == 0
     }
     /// Whether the checksum is complete (or zero), partial (left to offload) or bad.
     pub fn checksum_state(
@@ -91,8 +96,8 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
             return checksum::TransportChecksum::Complete;
         }
         checksum::classify(
-            src,
-            dst,
+            addr(src),
+            addr(dst),
             17,
             &self.buffer.as_ref()[..self.len()],
             field::CHECKSUM.start,
@@ -148,7 +153,7 @@ impl UdpRepr {
         put_u16(b, field::DST_PORT.start, self.dst_port);
         put_u16(b, field::LENGTH.start, len as u16);
         put_u16(b, field::CHECKSUM.start, 0);
-        let mut c = checksum::transport(src, dst, 17, b);
+        let mut c = checksum::transport(addr(src), addr(dst), 17, b);
         if c == 0 {
             c = 0xffff; // zero means "no checksum" in UDP
         }
