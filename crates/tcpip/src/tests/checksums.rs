@@ -156,3 +156,36 @@ fn the_ipv4_header_checksum_is_never_taken_as_partial() {
     assert_eq!(s.stats().ip_bad_checksum, 1);
     assert_eq!(s.stats().tcp_rx_csum_partial, 0);
 }
+
+/// `Stats`'s one line sums the checksum and reassembly reasons as `serve`'s exit summary
+/// has always printed them.
+#[test]
+fn stats_display_is_one_line_with_the_summed_reasons() {
+    let s = Stats {
+        rx_frames: 10,
+        tx_frames: 9,
+        tcp_bad_checksum: 1,
+        udp_bad_checksum: 2,
+        ip_bad_checksum: 3,
+        tcp_rx_csum_partial: 4,
+        udp_rx_csum_partial: 1,
+        ip_frag_timeout: 1,
+        ip_fragments_dropped: 1,
+        tcp_syn_cookies_sent: 7,
+        ..Stats::default()
+    };
+    let line = s.to_string();
+    assert!(
+        line.starts_with("rx 10 tx 9 frames; tcp segments in 0 out 0,"),
+        "{line}"
+    );
+    assert!(
+        line.contains("bad checksums 6 (partial 0), partial checksums taken 5,"),
+        "{line}"
+    );
+    assert!(
+        line.contains("reassembled 0 (failures 2), syn cookies sent 7 (accepted 0)"),
+        "{line}"
+    );
+    assert!(!line.contains('\n'));
+}

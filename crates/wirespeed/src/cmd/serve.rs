@@ -306,32 +306,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let summary = shard::serve(listener, cfg, shard_app, max_conns, my_stats).await;
             if let Some(s) = net.bypass_stats() {
                 eprintln!(
-                    "wirespeed serve: shard {} stack: rx {} tx {} frames; tcp segments in {} out {}, retransmits {} (fast {}, rto {}, loss probes {}), out-of-order {} (dropped {}), duplicates {}, bad checksums {} (partial {}), partial checksums taken {}, ip datagrams reassembled {} (failures {}), syn cookies sent {} (accepted {})",
-                    wirespeed_rt::shard_id(),
-                    s.rx_frames,
-                    s.tx_frames,
-                    s.tcp_segments_in,
-                    s.tcp_segments_out,
-                    s.tcp_retransmits,
-                    s.tcp_fast_retransmits,
-                    s.tcp_rto_expired,
-                    s.tcp_loss_probes,
-                    s.tcp_ooo_segments,
-                    s.tcp_ooo_dropped,
-                    s.tcp_duplicate_segments,
-                    s.tcp_bad_checksum + s.udp_bad_checksum + s.ip_bad_checksum,
-                    s.tcp_bad_checksum_partial + s.udp_bad_checksum_partial,
-                    s.tcp_rx_csum_partial + s.udp_rx_csum_partial,
-                    s.ip_frag_reassembled,
-                    // Linux's ReasmFails: queues given up, fragments refused.
-                    s.ip_frag_timeout
-                        + s.ip_frag_overlap_dropped
-                        + s.ip_frag_malformed
-                        + s.ip_frag_too_far
-                        + s.ip_frag_mem_exceeded
-                        + s.ip_fragments_dropped,
-                    s.tcp_syn_cookies_sent,
-                    s.tcp_syn_cookies_accepted
+                    "wirespeed serve: shard {} stack: {s}",
+                    wirespeed_rt::shard_id()
                 );
             }
             Ok::<_, String>(summary)
