@@ -118,6 +118,112 @@ pub struct Status {
     pub filter_counts: Vec<crate::rule_counters::RuleCount>,
 }
 
+/// What `wirespeed fp status` prints: the daemon, the filters, the responses, then one block
+/// per port (counters, why packets passed, the MIB shares, notes), the filter counters, the
+/// errors and the last change. `running` is taken as it stands: a reader that knows better
+/// (the pid is gone) sets it first.
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self;
+        writeln!(
+            f,
+            "daemon pid {} {}",
+            s.pid,
+            if s.running {
+                "running"
+            } else {
+                "NOT running (kernel carries all traffic)"
+            }
+        )?;
+        writeln!(f, "filter ipv4: {}", s.filter_v4)?;
+        writeln!(f, "filter ipv6: {}", s.filter_v6)?;
+        writeln!(
+            f,
+            "response (event -> data path): {} events, median {:.1} us, p99 {:.1} us",
+            s.response_count, s.response_median_us, s.response_p99_us
+        )?;
+        let e = &s.nft_rule_events;
+        writeln!(
+            f,
+            "nftables rule events applied without a ruleset read: {}, read back {} times, \
+     {} differed",
+            e.decoded, e.checks, e.mismatches
+        )?;
+        writeln!(
+            f,
+            "route table dumps (to count multipath and source-specific routes): {}",
+            s.route_dumps
+        )?;
+        writeln!(
+            f,
+            "STALE next hops (their packets go to the kernel, which probes them): {}",
+            s.stale_neighbours
+        )?;
+        writeln!(
+            f,
+            "{:<10} {:<14} {:<36} {:>12} {:>12}  maps",
+            "iface", "hook", "modules", "fast-pathed", "passed"
+        )?;
+        for p in &s.ports {
+            let maps: Vec<String> = p.maps.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            writeln!(
+                f,
+                "{:<10} {:<14} {:<36} {:>12} {:>12}  {}",
+                p.name,
+                p.hook,
+                p.modules.join("+"),
+                p.fast_pathed,
+                p.passed,
+                maps.join(" ")
+            )?;
+            let why: Vec<String> = p.reasons.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            if !why.is_empty() {
+                writeln!(f, "{:<10} why: {}", "", why.join(" "))?;
+            }
+            for (family, m) in [("IPv4", &p.mib_v4), ("IPv6", &p.mib_v6)] {
+                if m.packets > 0 {
+                    writeln!(
+    f,
+                "{:<10} {family} MIBs (add to nstat's): {} packets, {} octets, ECN not-ECT/ECT1/ECT0/CE {}/{}/{}/{}",
+                "", m.packets, m.octets, m.no_ect, m.ect1, m.ect0, m.ce
+            )?;
+                }
+            }
+            for n in &p.notes {
+                writeln!(f, "{:<10} note: {n}", "")?;
+            }
+        }
+        for c in s.filter_counts.iter().filter(|c| c.packets > 0) {
+            let r = &c.rule;
+            writeln!(
+                f,
+                "filter counter (add to the kernel's): {} {} {} handle {}: {} packets, {} bytes",
+                r.family, r.table, r.chain, r.handle, c.packets, c.bytes
+            )?;
+        }
+        for e in &s.errors {
+            writeln!(f, "error: {e}")?;
+        }
+        if let Some(r) = s.responses.first() {
+            let read = if r.ruleset_read_micros > 0.0 {
+                format!(
+                    " ({:.1} us of it reading the nftables ruleset)",
+                    r.ruleset_read_micros
+                )
+            } else {
+                String::new()
+            };
+            writeln!(
+                f,
+                "last change: {} -> {} in {:.1} us{read}",
+                r.events, r.action, r.micros
+            )?;
+        }
+
+        Ok(())
+    }
+}
+
 /// nftables rule events applied without reading the ruleset, and how the read-back compared.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq, Eq)]
 pub struct RuleEventCounts {
@@ -324,6 +430,31 @@ pub fn read_status_file(path: &Path) -> Result<Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_display_says_whether_the_daemon_runs_and_lists_each_port() {
+        let mut s = Status {
+            pid: 42,
+            running: true,
+            ports: vec![PortStatus {
+                name: "eth0".into(),
+                hook: "xdp".into(),
+                modules: vec!["router".into()],
+                fast_pathed: 5,
+                reasons: BTreeMap::from([("pass_local".to_string(), 2)]),
+                ..PortStatus::default()
+            }],
+            errors: vec!["one".into()],
+            ..Status::default()
+        };
+        let text = s.to_string();
+        assert!(text.starts_with("daemon pid 42 running\n"), "{text}");
+        assert!(text.contains("\neth0 "), "{text}");
+        assert!(text.contains("why: pass_local=2\n"), "{text}");
+        assert!(text.ends_with("error: one\n"), "{text}");
+        s.running = false;
+        assert!(s.to_string().contains("NOT running"));
+    }
 
     #[test]
     fn percentile_of_sorted() {

@@ -161,90 +161,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&v)?);
                 return Ok(());
             }
-            println!(
-                "daemon pid {} {}",
-                s.pid,
-                if alive {
-                    "running"
-                } else {
-                    "NOT running (kernel carries all traffic)"
-                }
-            );
-            println!("filter ipv4: {}", s.filter_v4);
-            println!("filter ipv6: {}", s.filter_v6);
-            println!(
-                "response (event -> data path): {} events, median {:.1} us, p99 {:.1} us",
-                s.response_count, s.response_median_us, s.response_p99_us
-            );
-            let e = &s.nft_rule_events;
-            println!(
-                "nftables rule events applied without a ruleset read: {}, read back {} times, \
-                 {} differed",
-                e.decoded, e.checks, e.mismatches
-            );
-            println!(
-                "route table dumps (to count multipath and source-specific routes): {}",
-                s.route_dumps
-            );
-            println!(
-                "STALE next hops (their packets go to the kernel, which probes them): {}",
-                s.stale_neighbours
-            );
-            println!(
-                "{:<10} {:<14} {:<36} {:>12} {:>12}  maps",
-                "iface", "hook", "modules", "fast-pathed", "passed"
-            );
-            for p in &s.ports {
-                let maps: Vec<String> = p.maps.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                println!(
-                    "{:<10} {:<14} {:<36} {:>12} {:>12}  {}",
-                    p.name,
-                    p.hook,
-                    p.modules.join("+"),
-                    p.fast_pathed,
-                    p.passed,
-                    maps.join(" ")
-                );
-                let why: Vec<String> = p.reasons.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                if !why.is_empty() {
-                    println!("{:<10} why: {}", "", why.join(" "));
-                }
-                for (family, m) in [("IPv4", &p.mib_v4), ("IPv6", &p.mib_v6)] {
-                    if m.packets > 0 {
-                        println!(
-                            "{:<10} {family} MIBs (add to nstat's): {} packets, {} octets, ECN not-ECT/ECT1/ECT0/CE {}/{}/{}/{}",
-                            "", m.packets, m.octets, m.no_ect, m.ect1, m.ect0, m.ce
-                        );
-                    }
-                }
-                for n in &p.notes {
-                    println!("{:<10} note: {n}", "");
-                }
-            }
-            for c in s.filter_counts.iter().filter(|c| c.packets > 0) {
-                let r = &c.rule;
-                println!(
-                    "filter counter (add to the kernel's): {} {} {} handle {}: {} packets, {} bytes",
-                    r.family, r.table, r.chain, r.handle, c.packets, c.bytes
-                );
-            }
-            for e in &s.errors {
-                println!("error: {e}");
-            }
-            if let Some(r) = s.responses.first() {
-                let read = if r.ruleset_read_micros > 0.0 {
-                    format!(
-                        " ({:.1} us of it reading the nftables ruleset)",
-                        r.ruleset_read_micros
-                    )
-                } else {
-                    String::new()
-                };
-                println!(
-                    "last change: {} -> {} in {:.1} us{read}",
-                    r.events, r.action, r.micros
-                );
-            }
+            // The file says what the daemon last wrote; whether it still runs is asked now.
+            let s = status::Status {
+                running: alive,
+                ..s
+            };
+            print!("{s}");
             Ok(())
         }
     }
