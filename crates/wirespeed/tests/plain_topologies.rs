@@ -544,6 +544,27 @@ fn counter(text: &str, name: &str) -> u64 {
         .sum()
 }
 
+/// Where [`serve_xdp`] in `ns` writes its exit summary (`--summary-json`).
+fn summary_path(ns: &PlainNs) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{}-serve-summary.json", ns.name()))
+}
+
+/// The sum over the shards of the stack counters `names` in the exit summary of the last
+/// [`serve_xdp`] in `ns` (stopped), e.g. `tcp_rx_csum_partial`.
+fn stack_counter(ns: &PlainNs, names: &[&str]) -> u64 {
+    let path = summary_path(ns);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (did serve exit?)", path.display()));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let shards = v["stack"]
+        .as_array()
+        .expect("stack counters in the summary");
+    shards
+        .iter()
+        .flat_map(|s| names.iter().map(move |n| s[*n].as_u64().unwrap()))
+        .sum()
+}
+
 /// `wirespeed serve APP --stack xdp --allow-host` on `iface` in `ns`, taking `ip`/24, port 8080.
 fn serve_xdp(ns: &PlainNs, iface: &str, ip: &str, app: &str) -> Wirespeed {
     serve_xdp_on(ns, iface, ip, app, "0")
@@ -553,6 +574,8 @@ fn serve_xdp(ns: &PlainNs, iface: &str, ip: &str, app: &str) -> Wirespeed {
 fn serve_xdp_on(ns: &PlainNs, iface: &str, ip: &str, app: &str, cpus: &str) -> Wirespeed {
     let cidr = format!("{ip}/24");
     let listen = format!("{ip}:8080");
+    let summary = summary_path(ns);
+    let _ = std::fs::remove_file(&summary);
     Wirespeed::start(
         ns,
         &[
@@ -569,6 +592,8 @@ fn serve_xdp_on(ns: &PlainNs, iface: &str, ip: &str, app: &str, cpus: &str) -> W
             "--listen",
             &listen,
             "--allow-host",
+            "--summary-json",
+            summary.to_str().unwrap(),
         ],
         "listening on",
     )
@@ -588,15 +613,20 @@ fn curl_plaintext(pair: &UserPair, ip: &str, n: usize) {
     }
 }
 
-/// The serve log shows partial checksums taken, none refused, and no drop explained.
-fn assert_partials_taken(log: &str) {
+/// The stack counted partial checksums taken and none refused (the exit summary of the last
+/// [`serve_xdp`] in `ns`), and the serve log explains no drop.
+fn assert_partials_taken(ns: &PlainNs, log: &str) {
     assert!(
-        counter(log, "partial checksums taken ") > 0,
+        stack_counter(ns, PARTIALS_TAKEN) > 0,
         "no partial checksum seen: are the veth's offloads still at their default?\n{log}"
     );
-    assert_eq!(counter(log, "(partial "), 0, "{log}");
+    assert_eq!(stack_counter(ns, PARTIALS_REFUSED), 0, "{log}");
     assert!(!log.contains("dropping"), "{log}");
 }
+
+/// The stack counters of partial checksums taken, and refused.
+const PARTIALS_TAKEN: &[&str] = &["tcp_rx_csum_partial", "udp_rx_csum_partial"];
+const PARTIALS_REFUSED: &[&str] = &["tcp_bad_checksum_partial", "udp_bad_checksum_partial"];
 
 /// The user's case of issue 15: a peer with default offloads (TX checksum offload on, so its
 /// segments carry partial checksums) talks to the bypass server. Before partial checksums
@@ -609,7 +639,7 @@ fn bypass_server_answers_a_peer_with_default_offloads() {
     curl_plaintext(&pair, &ours, 10);
     // The frames really carried partial checksums (else this test would not cover the case),
     // none was refused, and no drop was explained to the user.
-    assert_partials_taken(&srv.stop());
+    assert_partials_taken(&pair.a, &srv.stop());
 
     // 16 MiB each way through our echo server, checked byte for byte.
     let srv = serve_xdp(&pair.a, &pair.a_if, &ours, "echo");
@@ -619,7 +649,7 @@ fn bypass_server_answers_a_peer_with_default_offloads() {
         .run(move || echo_checked(&addr, 0x5eed_0015, 16 * MIB));
     let log = srv.stop();
     echoed.unwrap_or_else(|e| panic!("16 MiB echo from a peer with default offloads: {e}\n{log}"));
-    assert_partials_taken(&log);
+    assert_partials_taken(&pair.a, &log);
 }
 
 /// The issue's user: one server, dual stack. `--ip` twice on a plain veth pair at the kernel's
@@ -793,7 +823,7 @@ fn echo_with_checksums_left_to_a_device_without_offload(pair: UserPair) {
         before,
         "the peer saw bad checksums\n{log}"
     );
-    assert_partials_taken(&log);
+    assert_partials_taken(&pair.a, &log);
 }
 
 /// A macvlan over the veth (the software device a container often gets) passes the peer's
@@ -834,8 +864,8 @@ fn bypass_server_on_a_macvlan_over_a_default_veth() {
     let log = srv.stop();
     assert_eq!(log.matches(told).count(), 1, "{log}");
     assert!(log.contains("ethtool -K PEER tso off gso off"), "{log}");
-    assert!(counter(&log, "partial checksums taken ") > 0, "{log}");
-    assert_eq!(counter(&log, "(partial "), 0, "{log}");
+    assert!(stack_counter(&pair.a, PARTIALS_TAKEN) > 0, "{log}");
+    assert_eq!(stack_counter(&pair.a, PARTIALS_REFUSED), 0, "{log}");
 }
 
 /// Clients a user's Linux host may run that our stack does not speak: MPTCP (its SYN carries
@@ -943,7 +973,7 @@ fn bypass_server_echoes_at_a_jumbo_mtu() {
     assert!(!log.contains("dropping"), "{log}");
     // 16 MiB in 1460-byte segments would be over 11,000 data segments in alone (their ACKs
     // come on top); in 8960-byte ones about 1,900.
-    let segments_in = counter(&log, "tcp segments in ");
+    let segments_in = stack_counter(&pair.a, &["tcp_segments_in"]);
     assert!(
         segments_in > 0 && segments_in < (16 * MIB / 3000) as u64,
         "the peer's segments were not jumbo: {segments_in} in\n{log}"

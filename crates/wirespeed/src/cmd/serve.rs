@@ -152,7 +152,8 @@ struct Common {
     /// kernel's compare like for like; the kernel stack follows that sysctl instead.
     #[arg(long, value_name = "NAME", default_value = "cubic", value_parser = super::parse_congestion_control)]
     congestion_control: wirespeed_net::bypass::CongestionAlgorithm,
-    /// Write the exit summary as JSON to this file as well.
+    /// Write the exit summary as JSON to this file as well: the totals, each shard's, and with
+    /// --stack xdp|dpdk each shard's stack counters by name (`stack`).
     #[arg(long, value_name = "FILE")]
     summary_json: Option<std::path::PathBuf>,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics on the kernel stack, answered
@@ -304,20 +305,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 wirespeed_rt::spawn(publish_stack_counters(bypass, my_stats.clone()));
             }
             let summary = shard::serve(listener, cfg, shard_app, max_conns, my_stats).await;
-            if let Some(s) = net.bypass_stats() {
+            let stack = net.bypass_stats();
+            if let Some(s) = &stack {
                 eprintln!(
                     "wirespeed serve: shard {} stack: {s}",
                     wirespeed_rt::shard_id()
                 );
             }
-            Ok::<_, String>(summary)
+            Ok::<_, String>((summary, stack))
         }
     })?;
     drop(stack);
 
     let mut shards = Vec::new();
+    let mut stacks = Vec::new();
     for r in per_shard {
-        shards.push(r.map_err(|e| anyhow::anyhow!("shard failed: {e}"))?);
+        let (summary, stack) = r.map_err(|e| anyhow::anyhow!("shard failed: {e}"))?;
+        shards.push(summary);
+        stacks.extend(stack);
     }
     let total = shards.iter().fold(ShardSummary::default(), |mut t, s| {
         t.add(s);
@@ -350,6 +355,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             total: &'a ShardSummary,
             errors: u64,
             shards: &'a [ShardSummary],
+            /// --stack xdp|dpdk: each shard's `tcpip::Stats`, every counter by its name.
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            stack: Vec<serde_json::Map<String, serde_json::Value>>,
         }
         let s = Summary {
             app,
@@ -357,6 +365,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             total: &total,
             errors,
             shards: &shards,
+            stack: stacks
+                .iter()
+                .map(|st| {
+                    BypassStats::NAMES
+                        .iter()
+                        .zip(st.values())
+                        .map(|(n, v)| (n.to_string(), v.into()))
+                        .collect()
+                })
+                .collect(),
         };
         std::fs::write(&path, serde_json::to_vec_pretty(&s)?)
             .with_context(|| format!("writing {}", path.display()))?;

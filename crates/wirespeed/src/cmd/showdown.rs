@@ -587,6 +587,7 @@ fn measure(
     std::fs::create_dir_all(&a.out).with_context(|| format!("create {}", a.out.display()))?;
     let out = std::fs::canonicalize(&a.out)?;
     let _ = std::fs::remove_file(out.join("showdown-server.log"));
+    let _ = std::fs::remove_file(out.join("showdown-server.json"));
 
     let mut rows: Vec<(RowSpec, Row)> = ladder()
         .into_iter()
@@ -725,8 +726,9 @@ mod tests {
         for row in [14, 15] {
             let spec = &ladder[row - 1];
             assert_eq!(spec.shards, 2, "{}", spec.name);
-            let log = out.join("showdown-server.log");
-            let _ = std::fs::remove_file(&log);
+            // What start_server asks the bypass server to write at exit (--summary-json).
+            let summary = out.join("showdown-server.json");
+            let _ = std::fs::remove_file(&summary);
             let run = run_row_at(spec, &at, &plan, &out).unwrap();
             assert!(run.server.contains("--cpus 0,1"), "{}", run.server);
             assert!(
@@ -737,14 +739,11 @@ mod tests {
             let fig = &run.figures;
             assert!(fig.rps > 0.0 && fig.errors == 0, "row {row}: {fig:?}");
             if matches!(spec.server, Server::WirespeedXdp { .. }) {
-                // Each shard's queue got frames: `shard N stack: rx FRAMES ...` at exit.
-                let text = std::fs::read_to_string(&log).unwrap();
+                // Each shard's queue got frames: its stack's rx_frames in the exit summary.
+                let text = std::fs::read_to_string(&summary).unwrap();
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap();
                 for shard in 0..2 {
-                    let rx = text
-                        .lines()
-                        .find_map(|l| l.split(&format!("shard {shard} stack: rx ")).nth(1))
-                        .and_then(|rest| rest.split_whitespace().next())
-                        .and_then(|n| n.parse::<u64>().ok());
+                    let rx = v["stack"][shard]["rx_frames"].as_u64();
                     assert!(rx.is_some_and(|n| n > 0), "shard {shard} idle:\n{text}");
                 }
             }

@@ -184,6 +184,9 @@ pub(super) fn start_server(
                 busy_poll_us.to_string(),
                 "--idle-sleep-us".into(),
                 BYPASS_IDLE_SLEEP_US.to_string(),
+                // Beside the log: each shard's stack counters, read by the tests.
+                "--summary-json".into(),
+                log.with_extension("json").display().to_string(),
             ];
             let mut c = ns.command(exe.to_str().context("binary path")?);
             c.args(&args);
