@@ -9,7 +9,6 @@ use anyhow::{bail, Context};
 use wirespeed_fp::daemon::{self, Config, Daemon};
 use wirespeed_fp::model::BridgeHook;
 use wirespeed_fp::status;
-use wirespeed_sys::signal::Signals;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -97,14 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             // Blocked here, on the main thread before any other starts, so that every thread
             // inherits the mask and SIGINT/SIGTERM reach only the signalfd; a watcher thread
             // turns the first one (or a failure to read them) into the daemon's stop flag.
-            let signals = Signals::termination().context("block SIGINT and SIGTERM")?;
-            std::thread::Builder::new()
-                .name("fp signals".into())
-                .spawn(move || {
-                    let _ = signals.wait(None);
-                    STOP.store(true, Ordering::Relaxed);
-                })
-                .context("start the signal watcher")?;
+            super::stop_on_signal("fp signals", |_| STOP.store(true, Ordering::Relaxed))?;
             let cfg = Config {
                 only: interfaces,
                 status_path: status.unwrap_or_else(status::default_status_path),

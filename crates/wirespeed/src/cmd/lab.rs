@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use anyhow::Context;
 use wirespeed_lab::lb_cluster;
 use wirespeed_lab::topo::{self, Lab, LabSpec, Profile, Topology};
-use wirespeed_sys::signal::Signals;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -111,9 +110,7 @@ fn print_lab(r: &wirespeed_lab::state::LabRecord) {
 
 /// Blocks until SIGINT or SIGTERM arrives; no handler runs, the signal is read from a signalfd.
 fn wait_for_signal() -> anyhow::Result<()> {
-    let signals = Signals::termination().context("block SIGINT/SIGTERM")?;
-    signals.wait(None).context("wait for SIGINT/SIGTERM")?;
-    Ok(())
+    super::wait_for_termination(&super::block_termination()?)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

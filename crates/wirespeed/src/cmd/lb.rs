@@ -17,7 +17,6 @@ use wirespeed_lb::doctor::{self, Host, RealModes};
 use wirespeed_lb::ipvsadm::{self, Command};
 use wirespeed_lb::listing;
 use wirespeed_lb::peer;
-use wirespeed_sys::signal::Signals;
 
 const IPVSADM_HELP: &str = "\
 ipvsadm's command line, sent to the running daemon:
@@ -368,7 +367,7 @@ fn doctor(
 /// `lb decap`: attach, report one line per interface, wait for SIGINT/SIGTERM, print the
 /// counters; dropping the decapsulator detaches it.
 fn decap(cfg: DecapConfig, json: bool) -> anyhow::Result<()> {
-    let signals = Signals::termination().context("block SIGINT and SIGTERM")?;
+    let signals = super::block_termination()?;
     let d = Decap::attach(&cfg)?;
     for (iface, mode) in d.attached() {
         if json {
@@ -379,7 +378,7 @@ fn decap(cfg: DecapConfig, json: bool) -> anyhow::Result<()> {
             println!("wirespeed lb decap: decapsulating on {iface} (generic XDP: its driver refused native mode, so packets pay for an skb first)");
         }
     }
-    signals.wait(None).context("wait for SIGINT or SIGTERM")?;
+    super::wait_for_termination(&signals)?;
     let counters = d.counters()?;
     drop(d);
     if json {
@@ -493,31 +492,26 @@ fn announce_frr(
     route_map: &str,
 ) -> anyhow::Result<()> {
     use wirespeed_lb::announce::{Failure, Speaker};
-    let signals = Signals::termination().context("block SIGINT and SIGTERM")?;
     let path = control::socket_path(socket.as_deref());
     let frr = std::sync::Arc::new(std::sync::Mutex::new(wirespeed_lb::frr::Frr::new(
         asn, route_map, vty_socket,
     )));
     let stopper = frr.clone();
-    std::thread::Builder::new()
-        .name("lb announce stop".into())
-        .spawn(move || {
-            let _ = signals.wait(None);
-            let mut frr = stopper.lock().unwrap_or_else(|e| e.into_inner());
-            let failed = match frr.apply(&Default::default()) {
-                Ok(done) => {
-                    for l in done {
-                        eprintln!("wirespeed lb announce: {l}");
-                    }
-                    std::process::exit(0);
+    super::stop_on_signal("lb announce stop", move |_| {
+        let mut frr = stopper.lock().unwrap_or_else(|e| e.into_inner());
+        let failed = match frr.apply(&Default::default()) {
+            Ok(done) => {
+                for l in done {
+                    eprintln!("wirespeed lb announce: {l}");
                 }
-                Err(Failure::Retry(m)) => m,
-                Err(Failure::Gone(e)) => e.to_string(),
-            };
-            eprintln!("wirespeed lb announce: stopping, could not withdraw our networks: {failed}");
-            std::process::exit(1);
-        })
-        .context("start the thread that waits for SIGINT and SIGTERM")?;
+                std::process::exit(0);
+            }
+            Err(Failure::Retry(m)) => m,
+            Err(Failure::Gone(e)) => e.to_string(),
+        };
+        eprintln!("wirespeed lb announce: stopping, could not withdraw our networks: {failed}");
+        std::process::exit(1);
+    })?;
     wirespeed_lb::announce::follow(
         &path,
         &mut SharedFrr(frr),
@@ -689,22 +683,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let path = control::socket_path(socket.as_deref());
             // Blocked before any thread starts, so that every thread inherits the mask and
             // SIGINT/SIGTERM reach only the signalfd; a watcher turns the first into STOP.
-            let signals = Signals::termination().context("block SIGINT and SIGTERM")?;
-            std::thread::Builder::new()
-                .name("lb signals".into())
-                .spawn(move || {
-                    let _ = signals.wait(None);
-                    STOP.store(true, Ordering::Relaxed);
-                    // A second one cuts the drain short (docs/OPERATING.md, "Stop"); the
-                    // kernel detaches the links as the process exits.
-                    if let Ok(Some(_)) = signals.wait(None) {
-                        eprintln!(
-                            "wirespeed lb: second signal: exiting now, before the end of the drain"
-                        );
-                        std::process::exit(1);
-                    }
-                })
-                .context("start the signal watcher")?;
+            super::stop_on_signal("lb signals", |signals| {
+                STOP.store(true, Ordering::Relaxed);
+                // A second one cuts the drain short (docs/OPERATING.md, "Stop"); the
+                // kernel detaches the links as the process exits.
+                if let Ok(Some(_)) = signals.wait(None) {
+                    eprintln!(
+                        "wirespeed lb: second signal: exiting now, before the end of the drain"
+                    );
+                    std::process::exit(1);
+                }
+            })?;
             let dp = XdpDataPlane::attach(&cfg)?;
             let read = |k: &str| {
                 let path = format!("/proc/sys/{}", k.replace('.', "/"));

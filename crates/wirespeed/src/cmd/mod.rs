@@ -12,6 +12,37 @@ use std::net::Ipv4Addr;
 use anyhow::Context;
 use wirespeed_net::bypass::Device;
 use wirespeed_nic::AttachScope;
+use wirespeed_sys::signal::Signals;
+
+/// SIGINT and SIGTERM, blocked on the calling thread (and every thread it starts from now on)
+/// and read from a signalfd, so no handler runs. Call it on the main thread before any other
+/// thread starts, else a thread that does not block them may take the signal.
+pub fn block_termination() -> anyhow::Result<Signals> {
+    Signals::termination().context("block SIGINT and SIGTERM")
+}
+
+/// Waits until SIGINT or SIGTERM arrives on `signals`.
+pub fn wait_for_termination(signals: &Signals) -> anyhow::Result<()> {
+    signals.wait(None).context("wait for SIGINT or SIGTERM")?;
+    Ok(())
+}
+
+/// [`block_termination`], then a thread named `name` that waits for the first SIGINT or
+/// SIGTERM and runs `on_stop`, which gets the signals to wait for a second one.
+pub fn stop_on_signal(
+    name: &str,
+    on_stop: impl FnOnce(&Signals) + Send + 'static,
+) -> anyhow::Result<()> {
+    let signals = block_termination()?;
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let _ = signals.wait(None);
+            on_stop(&signals);
+        })
+        .context("start the thread that waits for SIGINT and SIGTERM")?;
+    Ok(())
+}
 
 /// The bypass device from the command line: `--stack dpdk --dpdk-args ARGS`, or `--stack xdp
 /// --iface IF [--allow-host]`. Shared by serve and bench.

@@ -188,8 +188,7 @@ static SIGNALS: OnceLock<Signals> = OnceLock::new();
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 fn block_signals() -> anyhow::Result<()> {
-    let signals = Signals::termination().context("block SIGINT/SIGTERM")?;
-    let _ = SIGNALS.set(signals);
+    let _ = SIGNALS.set(super::block_termination()?);
     Ok(())
 }
 
