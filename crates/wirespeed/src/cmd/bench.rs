@@ -12,6 +12,8 @@ use wirespeed_bench::load::{self, LoadSpec};
 use wirespeed_bench::report::Summary;
 use wirespeed_bench::{cpu, parse_duration};
 
+use super::{BypassArgs, StackArg};
+
 #[derive(clap::Args)]
 #[command(
     after_help = "Exit status 1 when no request (message) completed: the figures are still \
@@ -60,48 +62,12 @@ struct Common {
     /// epoll) or epoll.
     #[arg(long, value_enum, default_value = "uring")]
     engine: EngineArg,
-    /// TCP/IP stack for the client: the kernel's, or ours over AF_XDP (needs --iface and
-    /// --ip) or DPDK (needs --dpdk-args and --ip); ours runs closed loop, IPv4, at most 1024
-    /// connections.
-    #[arg(long, value_enum, default_value = "kernel")]
-    stack: StackArg,
-    /// --stack xdp: the interface whose rx queues the client shards take over (one per
-    /// --threads; inside a ws-* lab namespace, or any interface with --allow-host).
-    #[arg(long)]
-    iface: Option<String>,
-    /// --stack xdp: attach to any interface, the host's own included (off: only inside a
-    /// ws-* lab namespace).
-    #[arg(long)]
-    allow_host: bool,
-    /// --stack dpdk: the EAL's arguments, one string, e.g. `--no-huge -m 256 --no-pci
-    /// --vdev=net_af_packet0,iface=eth1`; they must name exactly one port.
-    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
-    dpdk_args: Option<String>,
-    /// --stack xdp|dpdk: the address our client stack uses, with its prefix, e.g.
-    /// 198.18.0.1/24; give it twice to load IPv6 servers too, e.g. --ip 198.18.0.1/24 --ip
-    /// fd00::1/64. It must not be one of the kernel's own addresses on that interface.
-    #[arg(long, value_name = "ADDR/LEN")]
-    ip: Vec<String>,
-    /// --stack xdp|dpdk: the next hop for servers outside --ip's prefix; once per family.
-    #[arg(long, value_name = "ADDR")]
-    gateway: Vec<std::net::IpAddr>,
-    /// --stack xdp|dpdk: congestion control of our stack's connections, by the names of
-    /// Linux's net.ipv4.tcp_congestion_control: cubic (RFC 9438) or reno (NewReno, RFC 5681
-    /// and RFC 6582). The default is cubic because it is Linux's default, so our stack and the
-    /// kernel's compare like for like; the kernel stack follows that sysctl instead.
-    #[arg(long, value_name = "NAME", default_value = "cubic", value_parser = super::parse_congestion_control)]
-    congestion_control: wirespeed_net::bypass::CongestionAlgorithm,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
-enum StackArg {
-    Kernel,
-    Xdp,
-    Dpdk,
+    #[command(flatten)]
+    bypass: BypassArgs,
 }
 
 fn label_stack(s: &mut Summary, c: &Common) {
-    match c.stack {
+    match c.bypass.stack {
         StackArg::Kernel => {}
         StackArg::Xdp => s.engine = "our TCP/IP over AF_XDP".into(),
         StackArg::Dpdk => s.engine = "our TCP/IP over DPDK".into(),
@@ -114,28 +80,23 @@ fn load_on<P: wirespeed_bench::load::ResponseParser>(
     spec: &LoadSpec,
     parser: P,
 ) -> anyhow::Result<load::LoadResult> {
-    match c.stack {
+    match c.bypass.stack {
         StackArg::Kernel => Ok(load::run(spec, parser)?),
         StackArg::Xdp | StackArg::Dpdk => {
-            let device = super::bypass_device(
-                c.stack == StackArg::Dpdk,
-                c.iface.as_deref(),
-                c.allow_host,
-                c.dpdk_args.as_deref(),
-            )?;
-            if c.ip.is_empty() {
+            let device = c.bypass.device()?;
+            if c.bypass.ip.is_empty() {
                 anyhow::bail!(
                     "--stack xdp|dpdk needs --ip ADDR/LEN (the address our client stack uses)"
                 );
             }
-            let (ip, prefix_len, ipv6) = super::parse_served_addresses(&c.ip, &c.gateway)?;
+            let (ip, prefix_len, ipv6) = c.bypass.addresses()?;
             let x = BypassClient {
                 device,
                 ip,
                 prefix_len,
-                gateway: super::ipv4_gateway(&c.gateway),
+                gateway: c.bypass.ipv4_gateway(),
                 ipv6,
-                congestion_control: c.congestion_control,
+                congestion_control: c.bypass.congestion_control,
             };
             let also_v6 = x
                 .ipv6
@@ -157,7 +118,12 @@ enum EngineArg {
     Epoll,
 }
 
+/// What `bench http|echo --help` says below the flags about our stack as a client.
+const BYPASS_CLIENT_NOTE: &str = "With --stack xdp|dpdk the client runs closed loop (no --rate), \
+                                  at most 1024 connections.";
+
 #[derive(clap::Args)]
+#[command(after_help = BYPASS_CLIENT_NOTE)]
 struct HttpArgs {
     /// http://HOST:PORT/PATH
     url: String,
@@ -182,6 +148,7 @@ enum EchoMode {
 }
 
 #[derive(clap::Args)]
+#[command(after_help = BYPASS_CLIENT_NOTE)]
 struct EchoArgs {
     /// HOST:PORT of an echo server.
     addr: String,

@@ -44,33 +44,106 @@ pub fn stop_on_signal(
     Ok(())
 }
 
-/// The bypass device from the command line: `--stack dpdk --dpdk-args ARGS`, or `--stack xdp
-/// --iface IF [--allow-host]`. Shared by serve and bench.
-pub fn bypass_device(
-    dpdk: bool,
-    iface: Option<&str>,
-    allow_host: bool,
-    dpdk_args: Option<&str>,
-) -> anyhow::Result<Device> {
-    if dpdk {
-        let args = dpdk_args.context(
-            "--stack dpdk needs --dpdk-args \"EAL ARGS\" naming one port, e.g. \"--no-huge -m 256 --no-pci --vdev=net_af_packet0,iface=IF\"",
-        )?;
-        return Ok(Device::Dpdk {
-            eal_args: args.split_whitespace().map(str::to_string).collect(),
-        });
+/// The TCP/IP stack that carries the sockets.
+#[derive(Clone, Copy, clap::ValueEnum, Debug, PartialEq, Eq)]
+pub enum StackArg {
+    /// The Linux TCP/IP stack, through epoll or io_uring (--engine).
+    Kernel,
+    /// Kernel bypass: our TCP/IP stack on an AF_XDP socket per rx queue of --iface (shard i
+    /// owns queue i; queues beyond the shard count are shared out among the shards); an XDP
+    /// program sends only --ip's traffic (serve: for the served port, and ARP for --ip) to
+    /// the shards, everything else stays with the kernel.
+    Xdp,
+    /// Kernel bypass: our TCP/IP stack on a DPDK port (the one that --dpdk-args gives the
+    /// EAL), one queue per shard. Needs a binary built with the `dpdk` feature.
+    Dpdk,
+}
+
+/// The heading of [`BypassArgs`] in `--help` (per argument: a `next_help_heading` would also
+/// cover the flags that follow the flattened group).
+const STACK_HEADING: &str = "TCP/IP stack";
+
+/// The stack flags that `serve` and `bench` share: which TCP/IP stack, and for ours
+/// (`--stack xdp|dpdk`) the device, its addresses and congestion control.
+#[derive(clap::Args, Clone)]
+pub struct BypassArgs {
+    /// The TCP/IP stack that carries the sockets: the kernel's, or ours over AF_XDP (needs
+    /// --iface and --ip) or DPDK (needs --dpdk-args and --ip).
+    #[arg(long, help_heading = STACK_HEADING, value_enum, default_value = "kernel")]
+    pub stack: StackArg,
+    /// --stack xdp: the interface whose rx queues our stack takes over, one per shard (serve:
+    /// --cpus; bench: --threads); inside a ws-* lab namespace, or any interface with
+    /// --allow-host.
+    #[arg(long, help_heading = STACK_HEADING, value_name = "IF")]
+    pub iface: Option<String>,
+    /// --stack xdp: attach to any interface, the host's own included (off: only inside a
+    /// ws-* lab namespace).
+    #[arg(long, help_heading = STACK_HEADING)]
+    pub allow_host: bool,
+    /// --stack dpdk: the EAL's arguments, one string, e.g. `--no-huge -m 256 --no-pci
+    /// --vdev=net_af_packet0,iface=eth1` or `-a 0000:3b:00.0`; they must name exactly one port.
+    #[arg(long, help_heading = STACK_HEADING, value_name = "ARGS", allow_hyphen_values = true)]
+    pub dpdk_args: Option<String>,
+    /// --stack xdp|dpdk: our stack's address, with its prefix, e.g. 198.18.0.2/24 (serve
+    /// answers for it, bench connects from it); give it twice for IPv6 too (dual stack: serve
+    /// answers on both, bench loads IPv6 servers), e.g. --ip 198.18.0.2/24 --ip fd00::2/64.
+    /// Give addresses the kernel does not own on that interface, so the two never compete.
+    #[arg(long, help_heading = STACK_HEADING, value_name = "ADDR/LEN")]
+    pub ip: Vec<String>,
+    /// --stack xdp|dpdk: the next hop for destinations outside --ip's prefix; once per
+    /// family.
+    #[arg(long, help_heading = STACK_HEADING, value_name = "ADDR")]
+    pub gateway: Vec<std::net::IpAddr>,
+    /// --stack xdp|dpdk: congestion control of our stack's connections, by the names of
+    /// Linux's net.ipv4.tcp_congestion_control: cubic (RFC 9438) or reno (NewReno, RFC 5681
+    /// and RFC 6582). The default is cubic because it is Linux's default, so our stack and the
+    /// kernel's compare like for like; the kernel stack follows that sysctl instead.
+    #[arg(long, help_heading = STACK_HEADING, value_name = "NAME", default_value = "cubic", value_parser = parse_congestion_control)]
+    pub congestion_control: wirespeed_net::bypass::CongestionAlgorithm,
+}
+
+impl BypassArgs {
+    /// The bypass device: `--stack dpdk --dpdk-args ARGS`, or `--stack xdp --iface IF
+    /// [--allow-host]`.
+    pub fn device(&self) -> anyhow::Result<Device> {
+        if self.stack == StackArg::Dpdk {
+            let args = self.dpdk_args.as_deref().context(
+                "--stack dpdk needs --dpdk-args \"EAL ARGS\" naming one port, e.g. \"--no-huge -m 256 --no-pci --vdev=net_af_packet0,iface=IF\"",
+            )?;
+            return Ok(Device::Dpdk {
+                eal_args: args.split_whitespace().map(str::to_string).collect(),
+            });
+        }
+        let iface = self
+            .iface
+            .as_deref()
+            .context("--stack xdp needs --iface IF (the interface to take queues from)")?;
+        Ok(Device::Xdp {
+            iface: iface.to_string(),
+            scope: AttachScope::allow_host(self.allow_host),
+        })
     }
-    let iface =
-        iface.context("--stack xdp needs --iface IF (the interface to take queues from)")?;
-    Ok(Device::Xdp {
-        iface: iface.to_string(),
-        scope: AttachScope::allow_host(allow_host),
-    })
+
+    /// The addresses our stack serves, from `--ip` given once or twice (one per family), and
+    /// the IPv6 router from `--gateway`.
+    pub fn addresses(
+        &self,
+    ) -> anyhow::Result<(Ipv4Addr, u8, Option<wirespeed_net::bypass::Ipv6Subnet>)> {
+        parse_served_addresses(&self.ip, &self.gateway)
+    }
+
+    /// The IPv4 router among `--gateway`'s.
+    pub fn ipv4_gateway(&self) -> Option<Ipv4Addr> {
+        self.gateway.iter().find_map(|g| match g {
+            std::net::IpAddr::V4(a) => Some(*a),
+            std::net::IpAddr::V6(_) => None,
+        })
+    }
 }
 
 /// `--congestion-control NAME`: Linux's names for the algorithms (`reno`, `cubic`); an unknown
 /// name is one line that lists them.
-pub fn parse_congestion_control(
+fn parse_congestion_control(
     name: &str,
 ) -> Result<wirespeed_net::bypass::CongestionAlgorithm, String> {
     name.parse().map_err(|e| format!("{e}"))
@@ -78,7 +151,7 @@ pub fn parse_congestion_control(
 
 /// The addresses our stack serves, from `--ip` given once or twice (one per family), and
 /// the routers from `--gateway` (at most one per family).
-pub fn parse_served_addresses(
+fn parse_served_addresses(
     ips: &[String],
     gateways: &[std::net::IpAddr],
 ) -> anyhow::Result<(Ipv4Addr, u8, Option<wirespeed_net::bypass::Ipv6Subnet>)> {
@@ -124,12 +197,4 @@ pub fn parse_served_addresses(
         gateway: gateway6,
     });
     Ok((ip, prefix_len, ipv6))
-}
-
-/// The IPv4 router among `--gateway`'s.
-pub fn ipv4_gateway(gateways: &[std::net::IpAddr]) -> Option<Ipv4Addr> {
-    gateways.iter().find_map(|g| match g {
-        std::net::IpAddr::V4(a) => Some(*a),
-        std::net::IpAddr::V6(_) => None,
-    })
 }

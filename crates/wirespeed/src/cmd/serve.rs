@@ -15,6 +15,8 @@ use wirespeed_net::kernel::{ListenOptions, Locality};
 use wirespeed_net::{KernelConfig, Stack};
 use wirespeed_rt::{EngineKind, Runtime};
 
+use super::{BypassArgs, StackArg};
+
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -40,20 +42,6 @@ enum App {
 }
 
 #[derive(Clone, Copy, ValueEnum, Debug, PartialEq)]
-enum StackArg {
-    /// The Linux TCP/IP stack through epoll or io_uring.
-    Kernel,
-    /// Kernel bypass: our TCP/IP stack on an AF_XDP socket per rx queue of --iface (shard i
-    /// owns queue i; queues beyond the shard count are shared out among the shards); an XDP
-    /// program sends only --ip's traffic for the served port (and ARP for --ip) to the shards,
-    /// everything else stays with the kernel.
-    Xdp,
-    /// Kernel bypass: our TCP/IP stack on a DPDK port (the one that --dpdk-args gives the
-    /// EAL), one queue per shard. Needs a binary built with the `dpdk` feature.
-    Dpdk,
-}
-
-#[derive(Clone, Copy, ValueEnum, Debug, PartialEq)]
 enum EngineArg {
     /// Edge-triggered epoll with recv/send and epoll_pwait2.
     Epoll,
@@ -73,9 +61,6 @@ enum LocalityArg {
 
 #[derive(clap::Args, Clone)]
 struct Common {
-    /// The TCP/IP stack that carries the sockets.
-    #[arg(long, value_enum, default_value = "kernel")]
-    stack: StackArg,
     /// CPUs to run on, one shard pinned to each, e.g. `1` or `0-3,6`. Default: every CPU this
     /// process may use.
     #[arg(long, value_name = "LIST")]
@@ -125,33 +110,6 @@ struct Common {
     /// Linux's somaxconn default).
     #[arg(long, value_name = "N", default_value_t = 4096)]
     backlog: u32,
-    /// --stack xdp: the interface whose queues the shards take over (inside a ws-* lab
-    /// namespace, or any interface with --allow-host).
-    #[arg(long, value_name = "IF")]
-    iface: Option<String>,
-    /// --stack xdp: attach to any interface, the host's own included (off: only inside a
-    /// ws-* lab namespace).
-    #[arg(long)]
-    allow_host: bool,
-    /// --stack dpdk: the EAL's arguments, one string, e.g. `--no-huge -m 256 --no-pci
-    /// --vdev=net_af_packet0,iface=eth1` or `-a 0000:3b:00.0`; they must name exactly one port.
-    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
-    dpdk_args: Option<String>,
-    /// --stack xdp|dpdk: the address our stack answers for, with its prefix, e.g.
-    /// 198.18.0.2/24; give it twice to serve IPv6 too (dual stack), e.g. --ip 198.18.0.2/24
-    /// --ip fd00::2/64. Give addresses the kernel does not own, so the two never compete.
-    #[arg(long, value_name = "ADDR/LEN")]
-    ip: Vec<String>,
-    /// --stack xdp|dpdk: the next hop for destinations outside --ip's prefix; once per
-    /// family.
-    #[arg(long, value_name = "ADDR")]
-    gateway: Vec<std::net::IpAddr>,
-    /// --stack xdp|dpdk: congestion control of our stack's connections, by the names of
-    /// Linux's net.ipv4.tcp_congestion_control: cubic (RFC 9438) or reno (NewReno, RFC 5681
-    /// and RFC 6582). The default is cubic because it is Linux's default, so our stack and the
-    /// kernel's compare like for like; the kernel stack follows that sysctl instead.
-    #[arg(long, value_name = "NAME", default_value = "cubic", value_parser = super::parse_congestion_control)]
-    congestion_control: wirespeed_net::bypass::CongestionAlgorithm,
     /// Write the exit summary as JSON to this file as well: the totals, each shard's, and with
     /// --stack xdp|dpdk each shard's stack counters by name (`stack`).
     #[arg(long, value_name = "FILE")]
@@ -160,6 +118,8 @@ struct Common {
     /// by shard 0 (docs/METRICS.md), e.g. 127.0.0.1:9103.
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<SocketAddr>,
+    #[command(flatten)]
+    bypass: BypassArgs,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -187,8 +147,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // Accepted so that one command line serves every stack, but said once where it does
     // nothing: only an AF_XDP socket gives a shard something to sleep on.
-    if common.idle_sleep_us > 0 && common.stack != StackArg::Xdp {
-        let why = match common.stack {
+    if common.idle_sleep_us > 0 && common.bypass.stack != StackArg::Xdp {
+        let why = match common.bypass.stack {
             StackArg::Dpdk => "a DPDK queue has no fd to sleep on, so its shard spins",
             _ => "kernel-stack shards already sleep in epoll/io_uring",
         };
@@ -221,7 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Kind::Http { fixed: false } => "http",
         Kind::Echo => "echo",
     };
-    let stack = match common.stack {
+    let stack = match common.bypass.stack {
         StackArg::Kernel => Stack::kernel(&KernelConfig {
             cpus: cpus.clone(),
             listen: Some(common.listen),
@@ -241,10 +201,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let bound = stack.listen_addr().unwrap_or(common.listen);
     // The bypass stack answers on its IPv6 address too, at the same port.
-    let also_v6 = match (
-        common.stack,
-        super::parse_served_addresses(&common.ip, &common.gateway),
-    ) {
+    let also_v6 = match (common.bypass.stack, common.bypass.addresses()) {
         (StackArg::Xdp | StackArg::Dpdk, Ok((_, _, Some(v6)))) => {
             format!(" and [{}]:{}", v6.addr, bound.port())
         }
@@ -276,7 +233,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Kind::Echo => shard::App::Echo,
     };
     let max_conns = common.max_conns;
-    let stack_counters = match common.stack {
+    let stack_counters = match common.bypass.stack {
         StackArg::Kernel => &[][..],
         StackArg::Xdp | StackArg::Dpdk => BypassStats::NAMES,
     };
@@ -384,20 +341,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// `--stack xdp|dpdk`'s flags as the bypass stack's configuration.
 fn bypass_config(common: &Common, shards: usize) -> anyhow::Result<BypassConfig> {
-    let stack = match common.stack {
+    let stack = match common.bypass.stack {
         StackArg::Dpdk => "dpdk",
         _ => "xdp",
     };
-    let device = super::bypass_device(
-        common.stack == StackArg::Dpdk,
-        common.iface.as_deref(),
-        common.allow_host,
-        common.dpdk_args.as_deref(),
-    )?;
-    if common.ip.is_empty() {
+    let device = common.bypass.device()?;
+    if common.bypass.ip.is_empty() {
         bail!("--stack {stack} needs --ip ADDR/LEN (the address our stack serves)");
     }
-    let (addr, prefix_len, ipv6) = super::parse_served_addresses(&common.ip, &common.gateway)?;
+    let (addr, prefix_len, ipv6) = common.bypass.addresses()?;
     let port = common.listen.port();
     if port == 0 {
         bail!("--stack {stack} needs an explicit port in --listen");
@@ -406,7 +358,7 @@ fn bypass_config(common: &Common, shards: usize) -> anyhow::Result<BypassConfig>
         device,
         ip: addr,
         prefix_len,
-        gateway: super::ipv4_gateway(&common.gateway),
+        gateway: common.bypass.ipv4_gateway(),
         ipv6,
         shards,
         tcp_ports: vec![port],
@@ -418,7 +370,7 @@ fn bypass_config(common: &Common, shards: usize) -> anyhow::Result<BypassConfig>
         log_prefix: "wirespeed serve",
         busy_poll_us: common.busy_poll_us,
         waits_in_io_uring: common.engine == EngineArg::Uring && common.idle_sleep_us > 0,
-        congestion_control: common.congestion_control,
+        congestion_control: common.bypass.congestion_control,
     })
 }
 
