@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /* Probes for one server process: syscalls by number and packet locality.
  *
- * Locality follows seed 004: a packet is local when it is handled on the CPU of the task that
+ * Locality as docs/INSTRUMENTS.md ("`wirespeed probe PID`") defines it: a packet is local when it is handled on the CPU of the task that
  * consumes (rx) or produces (tx) it.
  *  - rx: at the end of a recvmsg that delivered data (sock:sock_recv_length), the consuming
  *    task's CPU is compared with sk->sk_incoming_cpu, the CPU on which the kernel last

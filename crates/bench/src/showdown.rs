@@ -89,8 +89,9 @@ pub struct Row {
     /// (the charts draw each family on its own).
     #[serde(default)]
     pub workload: String,
-    /// The seed's figure for this step over the seed's own base (seed 000 for the HTTP
-    /// ladder, Photon's for the echo rows; see `showdown_seed`), where the seed has one.
+    /// The seed's figure for this step over the seed's own base (the Seastar seed's for the
+    /// HTTP ladder, Photon's for the echo rows; docs/INSTRUMENTS.md, "`wirespeed showdown`",
+    /// and `showdown_seed`), where the seed has one.
     #[serde(default)]
     pub seed_ratio: Option<f64>,
     /// Which seed figures `seed_ratio` divides.

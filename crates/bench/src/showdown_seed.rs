@@ -3,8 +3,10 @@
 //! file named beside it (under /work/shared/seeds/), with the line it is on, so a reader can
 //! check it.
 //!
-//! Seeds without a figure for a step give no ratio: seed 000 has no io_uring and no nginx
-//! run; the DPVS seed (002) reports DPVS's own pps (2.5M with debug build flags, 7M without),
+//! Seeds without a figure for a step give no ratio (docs/INSTRUMENTS.md, "`wirespeed
+//! showdown`", its paragraph "The seeds' figures beside ours"): the Seastar seed has no
+//! io_uring and no nginx
+//! run; the DPVS seed reports DPVS's own pps (2.5M with debug build flags, 7M without),
 //! not a kernel (LVS, nftables) figure to compare it with, so the load balancer's rows have
 //! none either.
 
@@ -12,7 +14,7 @@
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SeedRatio {
     pub ratio: f64,
-    /// Which seed and which of its figures, e.g. "seed 000: 726,154 / 357,927 req/s".
+    /// Which seed and which of its figures, e.g. the Seastar seed's "726,154 / 357,927 req/s".
     pub source: &'static str,
 }
 

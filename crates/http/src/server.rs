@@ -2,7 +2,8 @@
 //!
 //! One task per connection. Each read is parsed for as many pipelined requests as it holds,
 //! the responses are appended to one buffer, and that buffer goes out in one write right away
-//! (no batched flush across reads: seed 000 measured that batching hurts at this load). The
+//! (no batched flush across reads, which hurts at this load: docs/ARCHITECTURE.md, "A request
+//! on the kernel stack", step 3). The
 //! idle timer is one `Sleep` per connection, pushed back after every read and write.
 
 use std::time::Duration;

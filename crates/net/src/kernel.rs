@@ -1,6 +1,6 @@
 //! The kernel stack: sockets on the shard's epoll or io_uring engine.
 //!
-//! Perfect locality (seed 000, seed 004): each shard owns one listener of one SO_REUSEPORT
+//! Perfect locality (docs/ARCHITECTURE.md, "A request on the kernel stack"): each shard owns one listener of one SO_REUSEPORT
 //! group, and a classic-BPF program attached to the group returns, for every incoming SYN, the
 //! index of the listener whose shard is pinned to the CPU that is processing the packet. The
 //! listeners are opened in shard order, so index i is shard i's listener. A CPU without a shard

@@ -1,4 +1,4 @@
-//! The workspace's structural rules (issue 16), checked on every `make test` so that they stay
+//! The workspace's structural rules (docs/ARCHITECTURE.md, "Crates"), checked on every `make test` so that they stay
 //! true:
 //! - no source file outside a test directory is over 900 lines;
 //! - `unsafe` appears only in `crates/sys`, `crates/rt` and `crates/nic`; elsewhere the word may

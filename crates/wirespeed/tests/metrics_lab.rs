@@ -1,4 +1,4 @@
-//! `--metrics` scraped by a real Prometheus (Debian's `prometheus`, issue 19). Each test runs
+//! `--metrics` scraped by a real Prometheus (Debian's `prometheus`; docs/METRICS.md). Each test runs
 //! the daemons in a lab, pushes traffic through them, starts Prometheus in the same namespace
 //! with a generated config (scrape every 1 s, temporary storage), quiesces the traffic, and
 //! reads the series back through Prometheus's HTTP API (`/api/v1/query`): the fast-pathed

@@ -628,7 +628,8 @@ fn assert_partials_taken(ns: &PlainNs, log: &str) {
 const PARTIALS_TAKEN: &[&str] = &["tcp_rx_csum_partial", "udp_rx_csum_partial"];
 const PARTIALS_REFUSED: &[&str] = &["tcp_bad_checksum_partial", "udp_bad_checksum_partial"];
 
-/// The user's case of issue 15: a peer with default offloads (TX checksum offload on, so its
+/// The user's case of docs/TCPIP.md, "Partial checksums (a veth peer with checksum offload)": a
+/// peer with default offloads (TX checksum offload on, so its
 /// segments carry partial checksums) talks to the bypass server. Before partial checksums
 /// were taken on a software device, no handshake ever completed here.
 #[test]
@@ -652,7 +653,7 @@ fn bypass_server_answers_a_peer_with_default_offloads() {
     assert_partials_taken(&pair.a, &log);
 }
 
-/// The issue's user: one server, dual stack. `--ip` twice on a plain veth pair at the kernel's
+/// A user of docs/TCPIP.md, "IPv6": one server, dual stack. `--ip` twice on a plain veth pair at the kernel's
 /// defaults (the peer's IPv6 address added with plain `ip`, DAD and all): curl over IPv4 and
 /// over IPv6 at the same time, ping6, and 16 MiB echoed over IPv6 and checked byte for byte
 /// (the TCP checksums of IPv6 frames left to the device, as for IPv4); then our stack as a

@@ -226,7 +226,8 @@ impl Epoll {
             return Poll::Pending;
         }
         let want = buf.len();
-        // recv, not read: the socket layer's own entry point, no VFS detour (seed 000).
+        // recv, not read: the socket layer's own entry point, no VFS detour (docs/ARCHITECTURE.md,
+        // "The runtime (crates/rt)").
         // SAFETY: buf is valid for writes of buf.len() bytes.
         let r = self.attempt(t, cx, false, || {
             cvt_size(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) })
@@ -349,7 +350,8 @@ impl Epoll {
             .as_ref()
             .map_or(std::ptr::null(), |t| t as *const libc::timespec);
         // epoll_pwait2 takes a timespec, so a 100 µs wait is 100 µs and not a rounded-up
-        // millisecond: the busy-poll knob of seed 000. With net.core.busy_poll (or
+        // millisecond: the busy-poll knob of the showdown's row 4 (docs/INSTRUMENTS.md, "`wirespeed
+        // showdown`"). With net.core.busy_poll (or
         // SO_BUSY_POLL on the sockets) and a non-zero wait, the kernel spins on the NAPI
         // context here instead of sleeping.
         // SAFETY: events buffer is valid for its length; tsp is null or a valid timespec.

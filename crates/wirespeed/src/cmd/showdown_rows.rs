@@ -325,7 +325,7 @@ pub(super) fn ladder() -> Vec<RowSpec> {
             seed: Some(seed::ECHO_STREAM_BYPASS),
             shards: 1,
         },
-        // The L4 load balancer (issue 17): full-NAT pps, on the DUT, against nftables. The
+        // The L4 load balancer (docs/LB.md, "Benchmark"): full-NAT pps, on the DUT, against nftables. The
         // DPVS seed gives no kernel figure to divide DPVS's by, so these rows have no seed
         // ratio (showdown_seed).
         RowSpec {
