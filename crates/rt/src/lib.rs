@@ -20,6 +20,7 @@
 //! Wakers must be woken on the shard that owns the task. Everything in this crate does so;
 //! work that finishes on another thread must come back through [`smp::submit_to`].
 
+mod error;
 mod executor;
 pub mod io;
 mod shard;
@@ -29,10 +30,12 @@ pub mod sync;
 pub mod sys;
 mod time;
 
+pub use error::Error;
 pub use executor::{select, spawn, yield_now, Either, JoinHandle};
+pub use io::EngineKind;
 pub use shard::{
     add_poller, add_poller_with_wakeup, busy_poll_napi, cpu, engine_kind, idle_sleep_us, now,
-    poll_us, shard_count, shard_id, shutdown_requested, shutdown_signal, EngineKind, Error, Polled,
-    Runtime, RuntimeBuilder, ShutdownHandle,
+    poll_us, shard_count, shard_id, shutdown_requested, shutdown_signal, Polled, Runtime,
+    RuntimeBuilder, ShutdownHandle,
 };
 pub use time::{interval, race, sleep, sleep_until, timeout, Elapsed, Interval, Sleep};

@@ -6,46 +6,10 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::io::{self, Reactor};
+use crate::error::Error;
+use crate::io::{self, EngineKind, Reactor};
 use crate::smp::{self, Mesh};
 use crate::{executor, signal, sys, time};
-
-/// Which kernel I/O engine a shard drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineKind {
-    Epoll,
-    Uring,
-}
-
-impl std::fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            EngineKind::Epoll => "epoll",
-            EngineKind::Uring => "io_uring",
-        })
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("no CPUs selected")]
-    NoCpus,
-    #[error("CPU {cpu} is not available to this process (allowed: {allowed:?}); pick CPUs from that list")]
-    CpuNotAllowed { cpu: usize, allowed: Vec<usize> },
-    #[error("shard {shard} on CPU {cpu} could not start: {err}")]
-    ShardStart {
-        shard: usize,
-        cpu: usize,
-        err: std::io::Error,
-    },
-    #[error("shard {0} panicked")]
-    ShardPanicked(usize),
-    #[error("{what}: {err}")]
-    Io {
-        what: &'static str,
-        err: std::io::Error,
-    },
-}
 
 /// Configures a [`Runtime`].
 #[derive(Debug, Clone)]

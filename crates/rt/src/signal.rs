@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use wirespeed_sys::signal::Signals;
 
-use crate::shard::Error;
+use crate::error::Error;
 use crate::smp::Mesh;
 
 /// How often `wait_until` looks at `done()` between signals.

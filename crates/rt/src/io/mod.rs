@@ -16,10 +16,24 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use crate::shard::EngineKind;
-
 pub(crate) mod epoll;
 pub(crate) mod uring;
+
+/// Which kernel I/O engine a shard drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    Epoll,
+    Uring,
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EngineKind::Epoll => "epoll",
+            EngineKind::Uring => "io_uring",
+        })
+    }
+}
 
 // One per thread for the thread's life: its size does not matter, and a Box would put an
 // indirection on every poll.
