@@ -34,8 +34,8 @@ pub use error::Error;
 pub use executor::{select, spawn, yield_now, Either, JoinHandle};
 pub use io::EngineKind;
 pub use shard::{
-    add_poller, add_poller_with_wakeup, busy_poll_napi, cpu, engine_kind, idle_sleep_us, now,
-    poll_us, shard_count, shard_id, shutdown_requested, shutdown_signal, Polled, Runtime,
-    RuntimeBuilder, ShutdownHandle,
+    add_poller, add_poller_with_wakeup, busy_poll_napi, cpu, engine_kind, idle_sleep_us, poll_us,
+    shard_count, shard_id, shutdown_requested, shutdown_signal, Polled, Runtime, RuntimeBuilder,
+    ShutdownHandle,
 };
-pub use time::{interval, race, sleep, sleep_until, timeout, Elapsed, Interval, Sleep};
+pub use time::{interval, now, race, sleep, sleep_until, timeout, Elapsed, Interval, Sleep};

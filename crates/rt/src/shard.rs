@@ -253,8 +253,6 @@ pub(crate) struct ShardCtx {
     pub(crate) engine: EngineKind,
     pub(crate) poll_us: u32,
     idle_sleep_us: u32,
-    pub(crate) mesh: Arc<Mesh>,
-    now: Cell<Instant>,
     shutdown_seen: Cell<bool>,
     shutdown_waiters: RefCell<Vec<Waker>>,
     pollers: RefCell<Vec<Poller>>,
@@ -308,10 +306,6 @@ pub(crate) fn with_ctx<R>(f: impl FnOnce(&ShardCtx) -> R) -> R {
     })
 }
 
-fn try_with_ctx<R>(f: impl FnOnce(&ShardCtx) -> R) -> Option<R> {
-    CTX.with(|c| c.borrow().as_ref().map(|ctx| f(&ctx.0)))
-}
-
 /// This shard's index, 0-based.
 pub fn shard_id() -> usize {
     with_ctx(|c| c.id)
@@ -335,12 +329,6 @@ pub fn poll_us() -> u32 {
 /// poller need not register a wake-up fd or work out its deadlines.
 pub fn idle_sleep_us() -> u32 {
     with_ctx(|c| c.idle_sleep_us)
-}
-
-/// The shard's clock, read once per loop turn (cheaper than `Instant::now()` per request).
-/// Outside a shard it is the real time.
-pub fn now() -> Instant {
-    try_with_ctx(|c| c.now.get()).unwrap_or_else(Instant::now)
 }
 
 pub fn shutdown_requested() -> bool {
@@ -407,10 +395,6 @@ pub fn busy_poll_napi(id: u32) -> std::io::Result<()> {
     io::with(|r| r.busy_poll_napi(id))
 }
 
-pub(crate) fn mesh_and_id<R>(f: impl FnOnce(&Mesh, usize) -> R) -> R {
-    with_ctx(|c| f(&c.mesh, c.id))
-}
-
 /// The earlier of two optional deadlines (None: no deadline).
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
@@ -471,13 +455,13 @@ fn shard_main<Fut: Future + 'static>(
         engine: cfg.engine,
         poll_us: cfg.poll_us,
         idle_sleep_us: cfg.idle_sleep_us,
-        mesh: mesh.clone(),
-        now: Cell::new(Instant::now()),
         shutdown_seen: Cell::new(false),
         shutdown_waiters: RefCell::new(Vec::new()),
         pollers: RefCell::new(Vec::new()),
     };
     CTX.with(|c| *c.borrow_mut() = Some(Arc::new(ShardCtxCell(ctx))));
+    time::set_now(Instant::now());
+    smp::join(mesh.clone(), cfg.id);
 
     let output: Rc<RefCell<Option<Fut::Output>>> = Rc::new(RefCell::new(None));
     let slot = output.clone();
@@ -519,7 +503,7 @@ fn shard_loop<T>(
     let mut last_work = Instant::now();
     loop {
         let now = Instant::now();
-        with_ctx(|c| c.now.set(now));
+        time::set_now(now);
         time::fire_due(now);
         let ran = executor::run_ready(cfg.task_quota);
         smp::poll_mesh(mesh, cfg.id);

@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::task::{Poll, Waker};
 
-use crate::shard;
+use std::sync::Arc;
 
 pub(crate) type Message = Box<dyn FnOnce() + Send>;
 
@@ -161,6 +161,23 @@ impl Mesh {
 thread_local! {
     static BACKLOG: RefCell<VecDeque<(usize, Message)>> = RefCell::new(VecDeque::new());
     static REPLIES: RefCell<Replies> = RefCell::new(Replies::default());
+    /// The mesh this thread's shard belongs to, and its place in it.
+    static MEMBER: RefCell<Option<(Arc<Mesh>, usize)>> = const { RefCell::new(None) };
+}
+
+/// Makes this thread shard `id` of `mesh` until [`clear_local`].
+pub(crate) fn join(mesh: Arc<Mesh>, id: usize) {
+    MEMBER.with(|m| *m.borrow_mut() = Some((mesh, id)));
+}
+
+fn mesh_and_id<R>(f: impl FnOnce(&Mesh, usize) -> R) -> R {
+    MEMBER.with(|m| {
+        let m = m.borrow();
+        let (mesh, id) = m
+            .as_ref()
+            .expect("called outside a wirespeed shard (start one with Runtime::builder().run)");
+        f(mesh, *id)
+    })
 }
 
 #[derive(Default)]
@@ -214,7 +231,7 @@ pub(crate) fn has_backlog() -> bool {
 /// through the same path, so ordering per (from, to) pair is FIFO.
 pub fn send_to(to: usize, f: impl FnOnce() + Send + 'static) {
     let msg: Message = Box::new(f);
-    shard::mesh_and_id(|mesh, me| {
+    mesh_and_id(|mesh, me| {
         assert!(
             to < mesh.n,
             "shard {to} does not exist (there are {})",
@@ -240,7 +257,7 @@ where
     Fut: Future<Output = T> + 'static,
     T: Send + 'static,
 {
-    let me = shard::shard_id();
+    let me = mesh_and_id(|_, me| me);
     let id = REPLIES.with(|r| {
         let mut r = r.borrow_mut();
         let slot = Some(ReplySlot::Waiting(None));
@@ -299,6 +316,7 @@ fn complete_reply(id: usize, value: Box<dyn Any>) {
 }
 
 pub(crate) fn clear_local() {
+    MEMBER.with(|m| *m.borrow_mut() = None);
     BACKLOG.with(|b| b.borrow_mut().clear());
     REPLIES.with(|r| *r.borrow_mut() = Replies::default());
 }
@@ -306,7 +324,6 @@ pub(crate) fn clear_local() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn spsc_fifo_and_full() {
