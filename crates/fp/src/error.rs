@@ -24,6 +24,18 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl From<wirespeed_netlink::Error> for Error {
+    fn from(e: wirespeed_netlink::Error) -> Error {
+        match e {
+            wirespeed_netlink::Error::Io { what, err } => Error::Io { what, err },
+            wirespeed_netlink::Error::Refused { request, err } => {
+                Error::Netlink(format!("request {request} failed: {err}"))
+            }
+            wirespeed_netlink::Error::Netlink(what) => Error::Netlink(what),
+        }
+    }
+}
+
 pub(crate) fn bpf(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> Error {
     let what = what.into();
     move |err| Error::Bpf { what, err }

@@ -173,7 +173,7 @@ impl Features {
 }
 
 /// enum netdev_xdp_act: the driver implements ndo_xdp_xmit (takes XDP-redirected frames).
-pub const NETDEV_XDP_ACT_NDO_XMIT: u64 = 1 << 2;
+pub use wirespeed_netlink::netdev::XDP_ACT_NDO_XMIT as NETDEV_XDP_ACT_NDO_XMIT;
 
 /// The driver hands an XDP program a frame's VLAN tag when it took it off
 /// (NETDEV_XDP_RX_METADATA_VLAN_TAG, from NETDEV_A_DEV_XDP_RX_METADATA_FEATURES; Linux 6.8+):

@@ -42,22 +42,29 @@ pub struct Link {
     pub strips_vlan: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct BridgeAttrs {
-    pub vlan_filtering: bool,
-    /// EtherType of the bridge's tags (0x8100 802.1Q, 0x88a8 802.1ad).
-    pub vlan_protocol: u16,
-    /// The bridge's own nf_call_iptables / nf_call_ip6tables options.
-    pub nf_call_v4: bool,
-    pub nf_call_v6: bool,
-    /// Multiple spanning trees: port states per VLAN group, not in the port's state.
-    pub mst: bool,
-    /// Per-VLAN packet and byte counts (vlan_stats_enabled): with VLAN filtering the kernel
-    /// counts every frame it bridges in them.
-    pub vlan_stats: bool,
-    /// IFLA_BR_AGEING_TIME, in centiseconds: how long a learned FDB entry outlives its
-    /// station's last frame (0: nothing is learned, the bridge floods).
-    pub ageing_cs: u32,
+pub use wirespeed_netlink::route::BridgeAttrs;
+
+impl From<wirespeed_netlink::route::Link> for Link {
+    fn from(l: wirespeed_netlink::route::Link) -> Link {
+        Link {
+            index: l.index,
+            name: l.name,
+            kind: l.kind,
+            mac: l.mac,
+            mtu: l.mtu,
+            master: l.master,
+            up: l.up,
+            loopback: l.loopback,
+            bridge: l.bridge,
+            promisc: l.promisc,
+            switchdev: l.switchdev,
+            lower: l.lower,
+            claims_lower: l.claims_lower,
+            // ethtool's, read after the link message (KernelReader::offloads).
+            lro: false,
+            strips_vlan: false,
+        }
+    }
 }
 
 /// A bridge port as the bridge sees it (the AF_BRIDGE link dump).

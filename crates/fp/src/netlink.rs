@@ -1,51 +1,31 @@
-//! A small NETLINK_ROUTE / NETLINK_NETFILTER / NETLINK_XFRM reader: multicast event sockets and dump
-//! requests. Parsing is pure (`parse_*`), unit-tested on byte fixtures; only `Socket` does I/O.
+//! The fast path's reading of rtnetlink: events and dumps into the model's types, over the
+//! framing and socket of `wirespeed_netlink`. Parsing is pure (`parse_*`), unit-tested on byte
+//! fixtures.
 
 use std::collections::BTreeSet;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
-use crate::error::{Error, Result};
-use crate::model::{BridgeAttrs, BridgePort, Event, FdbEntry, FdbKey, Link, RuleKey};
+use crate::error::Result;
+use crate::model::{BridgePort, Event, FdbEntry, FdbKey, Link, RuleKey};
 use crate::neigh::{NeighKey, NeighState};
 use crate::routes::{NexthopChange, RouteChange, RouteCounts};
 
-pub const NETLINK_ROUTE: i32 = 0;
-pub const NETLINK_NETFILTER: i32 = 12;
-
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-pub const RTM_NEWLINK: u16 = 16;
-pub const RTM_DELLINK: u16 = 17;
-pub const RTM_GETLINK: u16 = 18;
-pub const RTM_NEWADDR: u16 = 20;
-pub const RTM_DELADDR: u16 = 21;
-pub const RTM_GETADDR: u16 = 22;
-pub const RTM_NEWROUTE: u16 = 24;
-pub const RTM_DELROUTE: u16 = 25;
-pub const RTM_GETROUTE: u16 = 26;
-pub const RTM_NEWNEIGH: u16 = 28;
-pub const RTM_DELNEIGH: u16 = 29;
-pub const RTM_NEWRULE: u16 = 32;
-pub const RTM_DELRULE: u16 = 33;
-pub const RTM_GETRULE: u16 = 34;
-pub const RTM_GETNEIGH: u16 = 30;
-pub const RTM_NEWNETCONF: u16 = 80;
-pub const RTM_NEWVLAN: u16 = 112;
-pub const RTM_DELVLAN: u16 = 113;
-pub const RTM_DELNETCONF: u16 = 81;
-/// tc: qdiscs, classes, filters (classifiers) and their chains.
-pub const RTM_NEWQDISC: u16 = 36;
-pub const RTM_DELQDISC: u16 = 37;
-pub const RTM_NEWTCLASS: u16 = 40;
-pub const RTM_DELTCLASS: u16 = 41;
-pub const RTM_NEWTFILTER: u16 = 44;
-pub const RTM_DELTFILTER: u16 = 45;
-pub const RTM_NEWCHAIN: u16 = 100;
-pub const RTM_DELCHAIN: u16 = 101;
-
-const NLM_F_REQUEST: u16 = 1;
-const NLM_F_ACK: u16 = 4;
-const NLM_F_DUMP: u16 = 0x300;
+#[cfg(test)]
+pub(crate) use wirespeed_netlink::attr;
+pub use wirespeed_netlink::route::{
+    AF_BRIDGE, RTM_DELADDR, RTM_DELCHAIN, RTM_DELLINK, RTM_DELNEIGH, RTM_DELNETCONF,
+    RTM_DELNEXTHOP, RTM_DELQDISC, RTM_DELROUTE, RTM_DELRULE, RTM_DELTCLASS, RTM_DELTFILTER,
+    RTM_DELVLAN, RTM_GETADDR, RTM_GETLINK, RTM_GETNEIGH, RTM_GETNEXTHOP, RTM_GETROUTE, RTM_GETRULE,
+    RTM_NEWADDR, RTM_NEWCHAIN, RTM_NEWLINK, RTM_NEWNEIGH, RTM_NEWNETCONF, RTM_NEWNEXTHOP,
+    RTM_NEWQDISC, RTM_NEWROUTE, RTM_NEWRULE, RTM_NEWTCLASS, RTM_NEWTFILTER, RTM_NEWVLAN,
+};
+#[cfg(test)]
+use wirespeed_netlink::route::{
+    IFF_LOWER_UP, IFF_UP, IFLA_ADDRESS, IFLA_IFNAME, IFLA_INFO_KIND, IFLA_LINKINFO,
+};
+use wirespeed_netlink::route::{IFLA_AF_SPEC, IFLA_EXT_MASK, IFLA_MASTER, IFLA_MTU, IFLA_PROTINFO};
+pub(crate) use wirespeed_netlink::u32_of;
+use wirespeed_netlink::NLM_F_REPLACE;
+pub use wirespeed_netlink::{attrs, messages, Msg, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
 
 /// rtnetlink multicast groups the watcher joins (RTNLGRP_*).
 pub const ROUTE_GROUPS: [u32; 14] = [
@@ -66,36 +46,6 @@ pub const ROUTE_GROUPS: [u32; 14] = [
 ];
 /// NFNLGRP_NFTABLES: every nftables ruleset change (iptables-nft included).
 pub const NFT_GROUP: u32 = 7;
-
-const IFLA_ADDRESS: u16 = 1;
-const IFLA_IFNAME: u16 = 3;
-const IFLA_MTU: u16 = 4;
-const IFLA_MASTER: u16 = 10;
-const IFLA_LINKINFO: u16 = 18;
-const IFLA_LINK: u16 = 5;
-const IFLA_PROMISCUITY: u16 = 30;
-const IFLA_PHYS_SWITCH_ID: u16 = 36;
-const IFLA_LINK_NETNSID: u16 = 37;
-const IFLA_MACVLAN_MODE: u16 = 1;
-const MACVLAN_MODE_PASSTHRU: u32 = 8;
-const IFLA_INFO_KIND: u16 = 1;
-const IFLA_INFO_DATA: u16 = 2;
-const IFLA_PROTINFO: u16 = 12;
-const IFLA_AF_SPEC: u16 = 26;
-const IFLA_EXT_MASK: u16 = 29;
-const IFLA_BR_AGEING_TIME: u16 = 4;
-const IFLA_BR_VLAN_FILTERING: u16 = 7;
-const IFLA_BR_VLAN_PROTOCOL: u16 = 8;
-const IFLA_BR_NF_CALL_IPTABLES: u16 = 36;
-const IFLA_BR_NF_CALL_IP6TABLES: u16 = 37;
-const IFLA_BR_VLAN_STATS_ENABLED: u16 = 41;
-const IFLA_BR_MULTI_BOOLOPT: u16 = 46;
-/// BR_BOOLOPT_MST_ENABLE: per-VLAN spanning tree instances.
-const BR_BOOLOPT_MST: u32 = 1 << 2;
-pub const AF_BRIDGE: u8 = 7;
-const IFF_UP: u32 = 1;
-const IFF_LOWER_UP: u32 = 1 << 16;
-const IFF_LOOPBACK: u32 = 1 << 3;
 
 const FRA_PRIORITY: u16 = 6;
 const FRA_TABLE: u16 = 15;
@@ -126,143 +76,9 @@ pub use bridge::{
     dump_bridge_ports, dump_fdb, dump_vlan_states, parse_bridge_port, parse_fdb, parse_vlan_states,
 };
 
-/// One netlink message: type and payload (after the 16-byte header).
-#[derive(Debug)]
-pub struct Msg<'a> {
-    pub ty: u16,
-    pub flags: u16,
-    pub payload: &'a [u8],
-}
-
-/// Splits a datagram into messages; stops at the first malformed one.
-pub fn messages(buf: &[u8]) -> Vec<Msg<'_>> {
-    let mut out = Vec::new();
-    let mut off = 0;
-    while off + 16 <= buf.len() {
-        let len = u32::from_ne_bytes(buf[off..off + 4].try_into().unwrap_or([0; 4])) as usize;
-        let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
-        let flags = u16::from_ne_bytes([buf[off + 6], buf[off + 7]]);
-        if len < 16 || off + len > buf.len() {
-            break;
-        }
-        out.push(Msg {
-            ty,
-            flags,
-            payload: &buf[off + 16..off + len],
-        });
-        off += (len + 3) & !3;
-    }
-    out
-}
-
-/// Iterates the rtattrs in `buf`: (type without flag bits, value).
-pub fn attrs(buf: &[u8]) -> Vec<(u16, &[u8])> {
-    let mut out = Vec::new();
-    let mut off = 0;
-    while off + 4 <= buf.len() {
-        let len = u16::from_ne_bytes([buf[off], buf[off + 1]]) as usize;
-        let ty = u16::from_ne_bytes([buf[off + 2], buf[off + 3]]) & 0x3fff;
-        if len < 4 || off + len > buf.len() {
-            break;
-        }
-        out.push((ty, &buf[off + 4..off + len]));
-        off += (len + 3) & !3;
-    }
-    out
-}
-
-pub(crate) fn u32_of(v: &[u8]) -> Option<u32> {
-    Some(u32::from_ne_bytes(v.get(..4)?.try_into().ok()?))
-}
-
-pub(crate) fn cstr(v: &[u8]) -> String {
-    let end = v.iter().position(|b| *b == 0).unwrap_or(v.len());
-    String::from_utf8_lossy(&v[..end]).into_owned()
-}
-
 /// RTM_NEWLINK / RTM_DELLINK payload -> Link.
 pub fn parse_link(payload: &[u8]) -> Option<Link> {
-    if payload.len() < 16 {
-        return None;
-    }
-    let index = i32::from_ne_bytes(payload[4..8].try_into().ok()?);
-    let flags = u32::from_ne_bytes(payload[8..12].try_into().ok()?);
-    let mut link = Link {
-        index: u32::try_from(index).ok()?,
-        up: flags & IFF_UP != 0 && flags & IFF_LOWER_UP != 0,
-        loopback: flags & IFF_LOOPBACK != 0,
-        ..Link::default()
-    };
-    let mut other_netns = false;
-    for (ty, v) in attrs(&payload[16..]) {
-        match ty {
-            IFLA_LINK => link.lower = u32_of(v).filter(|l| *l != 0 && *l != link.index),
-            IFLA_LINK_NETNSID => other_netns = true,
-            IFLA_PROMISCUITY => link.promisc = u32_of(v).is_some_and(|p| p > 0),
-            IFLA_PHYS_SWITCH_ID => link.switchdev = !v.is_empty(),
-            IFLA_IFNAME => link.name = cstr(v),
-            IFLA_ADDRESS if v.len() == 6 => link.mac = Some(v.try_into().ok()?),
-            IFLA_MTU => link.mtu = u32_of(v).unwrap_or(0),
-            IFLA_MASTER => link.master = u32_of(v).filter(|m| *m != 0),
-            IFLA_LINKINFO => {
-                let mut data = None;
-                for (ity, iv) in attrs(v) {
-                    match ity {
-                        IFLA_INFO_KIND => link.kind = cstr(iv),
-                        IFLA_INFO_DATA => data = Some(iv),
-                        _ => {}
-                    }
-                }
-                let passthru = || {
-                    data.map(attrs).unwrap_or_default().iter().any(|(t, m)| {
-                        *t == IFLA_MACVLAN_MODE && u32_of(m) == Some(MACVLAN_MODE_PASSTHRU)
-                    })
-                };
-                link.claims_lower = match link.kind.as_str() {
-                    "ipvlan" | "ipvtap" | "macsec" => true,
-                    "macvlan" | "macvtap" => passthru(),
-                    _ => false,
-                };
-                if let (Some(data), "bridge") = (data, link.kind.as_str()) {
-                    let mut b = BridgeAttrs {
-                        vlan_protocol: 0x8100,
-                        ..BridgeAttrs::default()
-                    };
-                    for (bty, bv) in attrs(data) {
-                        match bty {
-                            IFLA_BR_AGEING_TIME => b.ageing_cs = u32_of(bv).unwrap_or(0),
-                            IFLA_BR_VLAN_FILTERING => {
-                                b.vlan_filtering = bv.first().is_some_and(|x| *x != 0)
-                            }
-                            IFLA_BR_NF_CALL_IPTABLES => {
-                                b.nf_call_v4 = bv.first().is_some_and(|x| *x != 0)
-                            }
-                            IFLA_BR_NF_CALL_IP6TABLES => {
-                                b.nf_call_v6 = bv.first().is_some_and(|x| *x != 0)
-                            }
-                            IFLA_BR_VLAN_STATS_ENABLED => {
-                                b.vlan_stats = bv.first().is_some_and(|x| *x != 0)
-                            }
-                            IFLA_BR_MULTI_BOOLOPT => {
-                                b.mst = u32_of(bv).is_some_and(|v| v & BR_BOOLOPT_MST != 0)
-                            }
-                            IFLA_BR_VLAN_PROTOCOL if bv.len() >= 2 => {
-                                b.vlan_protocol = u16::from_be_bytes([bv[0], bv[1]])
-                            }
-                            _ => {}
-                        }
-                    }
-                    link.bridge = Some(b);
-                }
-            }
-            _ => {}
-        }
-    }
-    if other_netns {
-        // Its lower's index is another namespace's.
-        link.lower = None;
-    }
-    Some(link)
+    wirespeed_netlink::route::parse_link(payload).map(Link::from)
 }
 
 /// RTM_NEWRULE payload -> the rule's identity, and whether it is one of the kernel's default
@@ -318,9 +134,6 @@ pub fn parse_rule(payload: &[u8]) -> Option<RuleKey> {
     })
 }
 
-const RTM_NEWNEXTHOP: u16 = 104;
-const RTM_DELNEXTHOP: u16 = 105;
-const RTM_GETNEXTHOP: u16 = 106;
 const RTA_METRICS: u16 = 8;
 const RTAX_LOCK: u16 = 1;
 const RTAX_MTU: u16 = 2;
@@ -331,7 +144,6 @@ const RTPROT_KERNEL: u8 = 2;
 const RTA_NH_ID: u16 = 30;
 const NHA_ID: u16 = 1;
 const NHA_GROUP: u16 = 2;
-const NLM_F_REPLACE: u16 = 0x100;
 
 /// An RTM_NEWROUTE/DELROUTE payload (rtmsg and attributes) and its header's flags -> what it
 /// says about its route.
@@ -545,150 +357,11 @@ pub fn parse_event(msg: &Msg<'_>) -> Option<Event> {
     }
 }
 
-/// A netlink socket.
-pub struct Socket {
-    sock: socket2::Socket,
-    seq: u32,
-}
-
-impl Socket {
-    pub fn open(protocol: i32) -> Result<Socket> {
-        let io_err = |what: &str| {
-            let what = what.to_string();
-            move |err| Error::Io { what, err }
-        };
-        let sock = socket2::Socket::new(
-            socket2::Domain::from(libc::AF_NETLINK),
-            socket2::Type::RAW.nonblocking().cloexec(),
-            Some(socket2::Protocol::from(protocol)),
-        )
-        .map_err(io_err("netlink socket"))?;
-        // Bound (port id assigned by the kernel): multicast events skip an unbound socket,
-        // whose port id 0 is the kernel's own.
-        wirespeed_sys::socket::bind_netlink(&sock).map_err(io_err("bind netlink"))?;
-        // Bursts of events (50 routes at once) must not overflow the queue; failure only
-        // means a smaller buffer.
-        let _ = wirespeed_sys::socket::set_int_option(
-            &sock,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            4 << 20,
-        );
-        Ok(Socket { sock, seq: 1 })
-    }
-
-    pub fn join(&self, group: u32) -> Result<()> {
-        wirespeed_sys::socket::set_int_option(
-            &self.sock,
-            libc::SOL_NETLINK,
-            libc::NETLINK_ADD_MEMBERSHIP,
-            group as libc::c_int,
-        )
-        .map_err(|err| Error::Io {
-            what: format!("join netlink group {group}"),
-            err,
-        })
-    }
-
-    pub fn raw_fd(&self) -> RawFd {
-        self.sock.as_raw_fd()
-    }
-
-    pub fn as_fd(&self) -> BorrowedFd<'_> {
-        self.sock.as_fd()
-    }
-
-    /// Reads one datagram without blocking; Ok(None) when nothing is queued. An overrun
-    /// (ENOBUFS) is reported as Ok(Some(empty)) so the caller resyncs.
-    pub fn recv(&self, buf: &mut [u8]) -> Result<Option<usize>> {
-        use std::io::Read;
-        match (&self.sock).read(buf) {
-            Ok(n) => Ok(Some(n)),
-            Err(e) => match e.raw_os_error() {
-                Some(libc::EAGAIN) => Ok(None),
-                Some(libc::ENOBUFS) => Ok(Some(0)),
-                Some(libc::EINTR) => Ok(None),
-                _ => Err(Error::Io {
-                    what: "netlink recv".into(),
-                    err: e,
-                }),
-            },
-        }
-    }
-
-    /// Sends a dump request (`ty` with the family header `hdr`) and returns each reply
-    /// message's (type, payload) until NLMSG_DONE.
-    pub fn dump(&mut self, ty: u16, hdr: &[u8]) -> Result<Vec<(u16, Vec<u8>)>> {
-        self.exchange(ty, NLM_F_REQUEST | NLM_F_DUMP, hdr)
-    }
-
-    /// Sends one request that is not a dump (a get), asking for an acknowledgement, and
-    /// returns its reply messages.
-    pub fn get(&mut self, ty: u16, hdr: &[u8]) -> Result<Vec<(u16, Vec<u8>)>> {
-        self.exchange(ty, NLM_F_REQUEST | NLM_F_ACK, hdr)
-    }
-
-    /// One request and its replies, up to NLMSG_DONE or the acknowledgement.
-    fn exchange(&mut self, ty: u16, flags: u16, hdr: &[u8]) -> Result<Vec<(u16, Vec<u8>)>> {
-        self.seq = self.seq.wrapping_add(1);
-        let len = 16 + hdr.len();
-        let mut req = Vec::with_capacity(len);
-        req.extend_from_slice(&(len as u32).to_ne_bytes());
-        req.extend_from_slice(&ty.to_ne_bytes());
-        req.extend_from_slice(&flags.to_ne_bytes());
-        req.extend_from_slice(&self.seq.to_ne_bytes());
-        req.extend_from_slice(&0u32.to_ne_bytes());
-        req.extend_from_slice(hdr);
-        self.sock.send(&req).map_err(|err| Error::Io {
-            what: "netlink send".into(),
-            err,
-        })?;
-        let mut out = Vec::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        loop {
-            let n = match self.recv(&mut buf)? {
-                Some(n) => n,
-                None => {
-                    if std::time::Instant::now() > deadline {
-                        return Err(Error::Netlink("dump timed out".into()));
-                    }
-                    wirespeed_sys::bpf::poll_readable(
-                        &[Some(self.as_fd())],
-                        std::time::Duration::from_millis(100),
-                    );
-                    continue;
-                }
-            };
-            for m in messages(&buf[..n]) {
-                match m.ty {
-                    NLMSG_DONE => return Ok(out),
-                    NLMSG_ERROR => {
-                        let errno = m
-                            .payload
-                            .get(..4)
-                            .map(|b| i32::from_ne_bytes(b.try_into().unwrap_or([0; 4])));
-                        if errno != Some(0) {
-                            return Err(Error::Netlink(format!(
-                                "request {ty} failed: errno {errno:?}"
-                            )));
-                        }
-                        return Ok(out);
-                    }
-                    _ => out.push((m.ty, m.payload.to_vec())),
-                }
-            }
-        }
-    }
-}
-
 /// Dumps all links.
 pub fn dump_links(s: &mut Socket) -> Result<Vec<Link>> {
-    let hdr = [0u8; 16]; // ifinfomsg, AF_UNSPEC
-    Ok(s.dump(RTM_GETLINK, &hdr)?
-        .iter()
-        .filter(|(t, _)| *t == RTM_NEWLINK)
-        .filter_map(|(_, p)| parse_link(p))
+    Ok(wirespeed_netlink::route::dump_links(s)?
+        .into_iter()
+        .map(Link::from)
         .collect())
 }
 
@@ -731,19 +404,6 @@ pub fn dump_rules(s: &mut Socket, family: u8) -> Result<Vec<RuleKey>> {
         .filter(|(t, _)| *t == RTM_NEWRULE)
         .filter_map(|(_, p)| parse_rule(p))
         .collect())
-}
-
-/// One netlink attribute, padded: for building test input here and in nftevent.
-#[cfg(test)]
-pub(crate) fn attr(ty: u16, v: &[u8]) -> Vec<u8> {
-    let mut a = Vec::new();
-    a.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
-    a.extend_from_slice(&ty.to_ne_bytes());
-    a.extend_from_slice(v);
-    while a.len() % 4 != 0 {
-        a.push(0);
-    }
-    a
 }
 
 #[cfg(test)]

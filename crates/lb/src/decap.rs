@@ -250,11 +250,11 @@ impl Decap {
 /// The ifindex of each interface, from netlink (which, unlike /sys/class/net, answers for the
 /// calling thread's network namespace).
 fn ifindexes(names: &[String]) -> Result<Vec<u32>> {
-    let nl =
-        |what: &'static str| move |e: wirespeed_fp::Error| Error::DataPath(format!("{what}: {e}"));
-    let mut route =
-        wirespeed_fp::netlink::Socket::open(libc::NETLINK_ROUTE).map_err(nl("netlink"))?;
-    let links = wirespeed_fp::netlink::dump_links(&mut route).map_err(nl("list interfaces"))?;
+    let nl = |what: &'static str| {
+        move |e: wirespeed_netlink::Error| Error::DataPath(format!("{what}: {e}"))
+    };
+    let mut route = wirespeed_netlink::Socket::open(libc::NETLINK_ROUTE).map_err(nl("netlink"))?;
+    let links = wirespeed_netlink::route::dump_links(&mut route).map_err(nl("list interfaces"))?;
     names
         .iter()
         .map(|name| {

@@ -3,9 +3,8 @@
 
 use std::os::fd::{BorrowedFd, OwnedFd};
 
-use wirespeed_fp::features::NETDEV_XDP_ACT_NDO_XMIT;
-use wirespeed_fp::model::Event;
-use wirespeed_fp::{genl, netlink};
+use wirespeed_netlink::netdev::{self, XDP_ACT_NDO_XMIT};
+use wirespeed_netlink::{route, Socket};
 
 use super::loader::Program;
 use super::AttachConfig;
@@ -55,7 +54,7 @@ impl Link {
     }
 }
 
-fn nl(what: &str) -> impl FnOnce(wirespeed_fp::Error) -> Error + '_ {
+fn nl(what: &str) -> impl FnOnce(wirespeed_netlink::Error) -> Error + '_ {
     move |e| Error::DataPath(format!("{what}: {e}"))
 }
 
@@ -82,18 +81,14 @@ pub fn check(cfg: &AttachConfig) -> Result<Vec<Iface>> {
             )));
         }
     }
-    let mut route = netlink::Socket::open(libc::NETLINK_ROUTE).map_err(nl("netlink"))?;
-    let links = netlink::dump_links(&mut route).map_err(nl("list interfaces"))?;
-    let mut genl_sock =
-        netlink::Socket::open(genl::NETLINK_GENERIC).map_err(nl("generic netlink"))?;
-    let family = genl::netdev_family(&mut genl_sock).map_err(nl("netdev family"))?;
-    let features: Vec<(u32, Option<u64>)> = genl::dump_xdp_features(&mut genl_sock, &family)
+    let mut route_sock = Socket::open(libc::NETLINK_ROUTE).map_err(nl("netlink"))?;
+    let links = route::dump_links(&mut route_sock).map_err(nl("list interfaces"))?;
+    let mut genl_sock = Socket::open(libc::NETLINK_GENERIC).map_err(nl("generic netlink"))?;
+    let family = netdev::family(&mut genl_sock).map_err(nl("netdev family"))?;
+    let features: Vec<(u32, Option<u64>)> = netdev::dump_devs(&mut genl_sock, &family)
         .map_err(nl("XDP features"))?
         .into_iter()
-        .filter_map(|e| match e {
-            Event::XdpFeatures { ifindex, features } => Some((ifindex, features)),
-            _ => None,
-        })
+        .map(|d| (d.ifindex, d.features.map(|f| f.act)))
         .collect();
     let ns_name = ns.unwrap_or_else(|_| "the host".into());
     let mut out = Vec::new();
@@ -107,7 +102,7 @@ pub fn check(cfg: &AttachConfig) -> Result<Vec<Iface>> {
             .iter()
             .find(|(i, _)| *i == link.index)
             .and_then(|(_, f)| *f)
-            .is_some_and(|f| f & NETDEV_XDP_ACT_NDO_XMIT != 0);
+            .is_some_and(|f| f & XDP_ACT_NDO_XMIT != 0);
         if !xmit {
             return Err(Error::Invalid(if link.kind == "veth" {
                 format!(

@@ -275,9 +275,9 @@ impl Program {
     /// Tells the program the MAC of every interface of the calling thread's network
     /// namespace that has one: a program loaded for BPF_PROG_TEST_RUN serves them all.
     pub fn set_namespace_macs(&self) -> Result<()> {
-        let mut route = wirespeed_fp::netlink::Socket::open(libc::NETLINK_ROUTE)
+        let mut route = wirespeed_netlink::Socket::open(libc::NETLINK_ROUTE)
             .map_err(|e| Error::DataPath(format!("netlink: {e}")))?;
-        let links = wirespeed_fp::netlink::dump_links(&mut route)
+        let links = wirespeed_netlink::route::dump_links(&mut route)
             .map_err(|e| Error::DataPath(format!("list interfaces: {e}")))?;
         for l in links {
             if let Some(mac) = l.mac {

@@ -379,7 +379,7 @@ fn check_xdp_xmit(
             .iter()
             .find(|(i, _)| *i == ifindex)
             .and_then(|(_, f)| *f)
-            .is_some_and(|f| f & wirespeed_fp::features::NETDEV_XDP_ACT_NDO_XMIT != 0);
+            .is_some_and(|f| f & wirespeed_netlink::netdev::XDP_ACT_NDO_XMIT != 0);
         let is_veth = links.iter().any(|x| &x.0 == name && x.3 == "veth");
         if xmit || !is_veth {
             continue;
@@ -537,17 +537,13 @@ fn veth_peer(link: &Value, host: &Host) -> (Option<String>, String) {
 
 /// The kernel's XDP features by ifindex (Linux 6.3+); `None` when it cannot say.
 fn xdp_features() -> Option<Vec<(u32, Option<u64>)>> {
-    use wirespeed_fp::{genl, model::Event, netlink};
-    let mut s = netlink::Socket::open(genl::NETLINK_GENERIC).ok()?;
-    let family = genl::netdev_family(&mut s).ok()?;
-    let events = genl::dump_xdp_features(&mut s, &family).ok()?;
+    use wirespeed_netlink::{netdev, Socket, NETLINK_GENERIC};
+    let mut s = Socket::open(NETLINK_GENERIC).ok()?;
+    let family = netdev::family(&mut s).ok()?;
+    let devs = netdev::dump_devs(&mut s, &family).ok()?;
     Some(
-        events
-            .into_iter()
-            .filter_map(|e| match e {
-                Event::XdpFeatures { ifindex, features } => Some((ifindex, features)),
-                _ => None,
-            })
+        devs.into_iter()
+            .map(|d| (d.ifindex, d.features.map(|f| f.act)))
             .collect(),
     )
 }
