@@ -38,7 +38,6 @@ pub mod bifurcate;
 pub mod dpdk;
 pub mod iface;
 pub mod mem;
-pub mod napi;
 pub mod ring;
 pub mod rss;
 pub mod xsk;

@@ -478,7 +478,7 @@ impl XskSocket {
         });
         let queue_napi = busy_poll_impossible
             .as_ref()
-            .and_then(|_| crate::napi::rx_queue_napi_id(index, queue).ok().flatten());
+            .and_then(|_| wirespeed_netlink::netdev::rx_queue_napi_id(index, queue).ok()?);
 
         Ok(XskSocket {
             fd,
