@@ -18,3 +18,21 @@ pub mod random;
 pub mod signal;
 pub mod socket;
 pub mod tap;
+
+/// A syscall's `int` result: the OS error when negative.
+pub fn cvt(rc: libc::c_int) -> std::io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// A syscall's `ssize_t` result: the OS error when negative, else the byte count.
+pub fn cvt_size(rc: libc::ssize_t) -> std::io::Result<usize> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc as usize)
+    }
+}

@@ -9,6 +9,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
+use crate::cvt;
+
 /// Which way a received frame went, from the socket's interface's point of view
 /// (`sll_pkttype`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,14 +68,6 @@ pub struct Received {
 #[derive(Debug)]
 pub struct PacketSocket {
     fd: OwnedFd,
-}
-
-fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
 }
 
 /// The index of interface `ifname` in the calling thread's namespace.
