@@ -3,8 +3,6 @@
 //! with partial checksums). Read with ioctls and one rtnetlink request in the calling
 //! thread's network namespace; call once at startup, not per packet.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-
 use crate::{Error, Result};
 
 /// Facts about one interface.
@@ -30,38 +28,16 @@ pub struct InterfaceInfo {
 /// The interface's MTU now (one ioctl on a fresh socket, in the calling thread's network
 /// namespace): for following a change made while we run, not per packet.
 pub fn mtu(ifname: &str) -> Result<u32> {
-    read_mtu(&control_socket()?, ifname)
-}
-
-fn read_mtu(sock: &OwnedFd, ifname: &str) -> Result<u32> {
-    let mut ifr = ifreq(ifname)?;
-    ioctl(sock, libc::SIOCGIFMTU, &mut ifr, ifname, "read MTU")?;
-    // SAFETY: SIOCGIFMTU filled the mtu member of the union.
-    Ok(unsafe { ifr.ifr_ifru.ifru_mtu }.max(0) as u32)
+    wirespeed_sys::iface::mtu(ifname).map_err(os_error(ifname, "read MTU"))
 }
 
 impl InterfaceInfo {
     pub fn query(ifname: &str) -> Result<InterfaceInfo> {
         let index = crate::xsk::ifindex(ifname)?;
-        let sock = control_socket()?;
-
-        let mut ifr = ifreq(ifname)?;
-        ioctl(
-            &sock,
-            libc::SIOCGIFHWADDR,
-            &mut ifr,
-            ifname,
-            "read MAC address",
-        )?;
-        // SAFETY: SIOCGIFHWADDR filled the hwaddr member of the union.
-        let hw = unsafe { ifr.ifr_ifru.ifru_hwaddr };
-        let mut mac = [0u8; 6];
-        for (m, b) in mac.iter_mut().zip(hw.sa_data.iter()) {
-            *m = *b as u8;
-        }
-
-        let mtu = read_mtu(&sock, ifname)?;
-        let rx_queues = rx_queue_count(&sock, ifname)?;
+        let mac =
+            wirespeed_sys::iface::mac(ifname).map_err(os_error(ifname, "read MAC address"))?;
+        let mtu = mtu(ifname)?;
+        let rx_queues = rx_queue_count(ifname)?;
         let driver = crate::rss::driver_name(ifname)?;
         let (kind, loopback) = link_kind(index, ifname)?;
         Ok(InterfaceInfo {
@@ -116,81 +92,31 @@ fn link_kind(index: u32, ifname: &str) -> Result<(Option<String>, bool)> {
     Ok(((!link.kind.is_empty()).then_some(link.kind), link.loopback))
 }
 
-#[repr(C)]
-#[derive(Default)]
-struct EthtoolChannels {
-    cmd: u32,
-    max_rx: u32,
-    max_tx: u32,
-    max_other: u32,
-    max_combined: u32,
-    rx_count: u32,
-    tx_count: u32,
-    other_count: u32,
-    combined_count: u32,
+fn rx_queue_count(ifname: &str) -> Result<u32> {
+    let channels = supported(wirespeed_sys::iface::channels(ifname), ifname, "ethtool -l")?;
+    Ok(channels.map_or(1, |(rx, combined)| (rx + combined).max(1)))
 }
 
-fn rx_queue_count(sock: &OwnedFd, ifname: &str) -> Result<u32> {
-    const ETHTOOL_GCHANNELS: u32 = 0x3c;
-    let mut ch = EthtoolChannels {
-        cmd: ETHTOOL_GCHANNELS,
-        ..EthtoolChannels::default()
-    };
-    let mut ifr = ifreq(ifname)?;
-    ifr.ifr_ifru.ifru_data = &mut ch as *mut EthtoolChannels as *mut libc::c_char;
-    match ioctl(sock, SIOCETHTOOL, &mut ifr, ifname, "ethtool -l") {
-        Ok(()) => Ok((ch.rx_count + ch.combined_count).max(1)),
-        Err(Error::Os { err: source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-            Ok(1)
+/// An ethtool call's answer; None when the driver does not implement the command.
+pub(crate) fn supported<T>(r: std::io::Result<T>, ifname: &str, what: &str) -> Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(None),
+        Err(e) => Err(os_error(ifname, what)(e)),
+    }
+}
+
+/// An interface ioctl's error: ENODEV is an unknown interface.
+fn os_error<'a>(ifname: &'a str, what: &'a str) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |err| {
+        if err.raw_os_error() == Some(libc::ENODEV) {
+            return Error::NoSuchInterface(ifname.to_string());
         }
-        Err(e) => Err(e),
-    }
-}
-
-pub(crate) const SIOCETHTOOL: libc::c_ulong = 0x8946;
-
-pub(crate) fn control_socket() -> Result<OwnedFd> {
-    // SAFETY: plain socket(2); owned at once.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(Error::os("socket for interface ioctls"));
-    }
-    // SAFETY: fresh fd that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-pub(crate) fn ifreq(ifname: &str) -> Result<libc::ifreq> {
-    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
-        return Err(Error::NoSuchInterface(ifname.to_string()));
-    }
-    // SAFETY: all-zero is a valid ifreq (integers, arrays and a union of them).
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {
-        *dst = src as libc::c_char;
-    }
-    Ok(ifr)
-}
-
-pub(crate) fn ioctl(
-    sock: &OwnedFd,
-    request: libc::c_ulong,
-    ifr: &mut libc::ifreq,
-    ifname: &str,
-    what: &str,
-) -> Result<()> {
-    // SAFETY: ifr is a valid ifreq naming the interface; any buffer it points at outlives the call.
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), request as _, ifr as *mut libc::ifreq) };
-    if rc < 0 {
-        let source = std::io::Error::last_os_error();
-        if source.raw_os_error() == Some(libc::ENODEV) {
-            return Err(Error::NoSuchInterface(ifname.to_string()));
-        }
-        return Err(Error::Os {
+        Error::Os {
             what: format!("{what} of `{ifname}`"),
-            err: source,
-        });
+            err,
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]

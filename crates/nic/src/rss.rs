@@ -16,7 +16,7 @@
 
 use std::net::IpAddr;
 
-use crate::{iface, Error, Result};
+use crate::{iface, Result};
 
 /// The key most drivers use by default (Microsoft's RSS verification key), 40 bytes.
 pub use wirespeed_wire::toeplitz::MICROSOFT_KEY as DEFAULT_TOEPLITZ_KEY;
@@ -189,86 +189,20 @@ fn parse_rxfh(buf: &[u8]) -> Option<RssTable> {
 /// The interface's RSS key and indirection table (`ETHTOOL_GRSSH`), or None when the driver
 /// does not report them (veth, lo).
 pub fn read_rss(ifname: &str) -> Result<Option<RssTable>> {
-    const ETHTOOL_GRSSH: u32 = 0x46;
-    let sock = iface::control_socket()?;
-    let call = |buf: &mut [u32]| -> Result<bool> {
-        let mut ifr = iface::ifreq(ifname)?;
-        ifr.ifr_ifru.ifru_data = buf.as_mut_ptr() as *mut libc::c_char;
-        match iface::ioctl(&sock, iface::SIOCETHTOOL, &mut ifr, ifname, "ethtool -x") {
-            Ok(()) => Ok(true),
-            Err(Error::Os { err: source, .. })
-                if source.raw_os_error() == Some(libc::EOPNOTSUPP) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        }
-    };
-    // First call: sizes only (u32 words, so the buffer is aligned for the kernel's u32s).
-    let mut head = [0u32; RXFH_HEADER / 4];
-    head[0] = ETHTOOL_GRSSH;
-    if !call(&mut head)? {
-        return Ok(None);
-    }
-    let (indir_size, key_size) = (head[2] as usize, head[3] as usize);
-    if indir_size > 1 << 16 || key_size > 1 << 10 {
-        return Err(Error::Config(format!(
-            "implausible RSS sizes from `{ifname}`: {indir_size}/{key_size}"
-        )));
-    }
-    let mut buf = vec![0u32; (RXFH_HEADER + indir_size * 4 + key_size).div_ceil(4)];
-    buf[0] = ETHTOOL_GRSSH;
-    buf[2] = indir_size as u32;
-    buf[3] = key_size as u32;
-    if !call(&mut buf)? {
-        return Ok(None);
-    }
-    let bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
-    Ok(parse_rxfh(&bytes))
+    let rxfh = iface::supported(wirespeed_sys::iface::rxfh(ifname), ifname, "ethtool -x")?;
+    Ok(rxfh.and_then(|bytes| parse_rxfh(&bytes)))
 }
 
 /// The interface's driver name (`ethtool -i`), or "" for devices without one (lo).
 pub fn driver_name(ifname: &str) -> Result<String> {
-    const ETHTOOL_GDRVINFO: u32 = 0x3;
-    #[repr(C)]
-    struct DrvInfo {
-        cmd: u32,
-        driver: [u8; 32],
-        version: [u8; 32],
-        fw_version: [u8; 32],
-        bus_info: [u8; 32],
-        erom_version: [u8; 32],
-        reserved2: [u8; 12],
-        n_priv_flags: u32,
-        n_stats: u32,
-        testinfo_len: u32,
-        eedump_len: u32,
-        regdump_len: u32,
-    }
-    // SAFETY: all-zero is a valid DrvInfo (integers and byte arrays).
-    let mut info: DrvInfo = unsafe { std::mem::zeroed() };
-    info.cmd = ETHTOOL_GDRVINFO;
-    let sock = iface::control_socket()?;
-    let mut ifr = iface::ifreq(ifname)?;
-    ifr.ifr_ifru.ifru_data = &mut info as *mut DrvInfo as *mut libc::c_char;
-    match iface::ioctl(&sock, iface::SIOCETHTOOL, &mut ifr, ifname, "ethtool -i") {
-        Ok(()) => {}
-        Err(Error::Os { err: source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-            return Ok(String::new())
-        }
-        Err(e) => return Err(e),
-    }
-    let end = info
-        .driver
-        .iter()
-        .position(|&b| b == 0)
-        .unwrap_or(info.driver.len());
-    Ok(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+    let driver = iface::supported(wirespeed_sys::iface::driver(ifname), ifname, "ethtool -i")?;
+    Ok(driver.unwrap_or_default())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
 
     fn tuple(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> FourTuple {
         FourTuple {

@@ -6,9 +6,9 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
+use crate::iface::ethtool;
+
 const ETHTOOL_GSTRINGS: u32 = 0x1b;
 const ETHTOOL_GSSET_INFO: u32 = 0x37;
 const ETHTOOL_GFEATURES: u32 = 0x3a;
@@ -19,37 +19,6 @@ const ETH_GSTRING_LEN: usize = 32;
 /// the same for every device of a kernel, so read once and kept.
 #[derive(Debug, Clone)]
 pub struct FeatureNames(Vec<String>);
-
-fn control_socket() -> io::Result<OwnedFd> {
-    // SAFETY: plain socket(2); owned at once.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh fd that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// SIOCETHTOOL on `ifname` with `buf`, whose first u32 is the command.
-fn ethtool(ifname: &str, buf: &mut [u32]) -> io::Result<()> {
-    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
-        return Err(io::Error::from_raw_os_error(libc::ENODEV));
-    }
-    let sock = control_socket()?;
-    // SAFETY: all-zero is a valid ifreq (integers, arrays and a union of them).
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {
-        *dst = src as libc::c_char;
-    }
-    ifr.ifr_ifru.ifru_data = buf.as_mut_ptr().cast();
-    // SAFETY: ifr names the device and points at `buf`, which outlives the call and is as
-    // large as the command's answer (the callers size it from the counts the kernel gave).
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
 
 impl FeatureNames {
     /// Reads the feature names through device `ifname` (any device will do).

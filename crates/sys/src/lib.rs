@@ -8,6 +8,7 @@
 pub mod alloc;
 pub mod bpf;
 pub mod ethtool;
+pub mod iface;
 pub mod mount;
 pub mod netns;
 pub mod nftables;
