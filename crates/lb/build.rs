@@ -16,13 +16,20 @@ fn main() {
         "#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]",
     );
     bpf.defines("bpf/lb_consts.h", "LB_", &CONSTS, "lb_consts.rs");
+    // The families and protocol numbers the maps hold: the shared header's, the one place
+    // they are written.
+    let proto = wirespeed_bpf_build::include_dir().join("ws/proto.h");
+    bpf.defines(
+        proto.to_str().expect("a UTF-8 path"),
+        "WS_",
+        &[("WS_AF_", "u8"), ("WS_IPPROTO_", "u8")],
+        "proto_consts.rs",
+    );
 }
 
 /// The `#define`s of bpf/lb_consts.h the Rust side writes into maps or reads out of them,
 /// by name prefix, with the type of the field they go in.
-const CONSTS: [(&str, &str); 12] = [
-    ("LB_AF_", "u8"),
-    ("LB_IPPROTO_", "u8"),
+const CONSTS: [(&str, &str); 10] = [
     ("LB_MODE_", "u8"),
     ("LB_SCHED_", "u8"),
     ("LB_TUN_", "u8"),

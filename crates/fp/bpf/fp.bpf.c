@@ -39,11 +39,11 @@ static __always_inline enum router_verdict route(const struct rt_in *in, struct 
 		*why = FP_PASS_BAD_HEADER;
 		return RT_PASS;
 	}
-	if (p->proto == ETH_P_8021Q || p->proto == ETH_P_8021AD) {
+	if (p->proto == WS_ETH_P_8021Q || p->proto == WS_ETH_P_8021AD) {
 		*why = FP_PASS_VLAN;
 		return RT_PASS;
 	}
-	if (p->proto != ETH_P_IP && p->proto != ETH_P_IPV6) {
+	if (p->proto != WS_ETH_P_IP && p->proto != WS_ETH_P_IPV6) {
 		*why = FP_PASS_NOT_IP;
 		return RT_PASS;
 	}
@@ -58,7 +58,7 @@ static __always_inline enum router_verdict route(const struct rt_in *in, struct 
 	*why = FP_PASS_DISABLED;
 	if (!c)
 		return RT_PASS;
-	if (p->proto == ETH_P_IP) {
+	if (p->proto == WS_ETH_P_IP) {
 		if (!cfg_router_v4 || c->off_v4)
 			return RT_PASS;
 		if (c->multipath_v4 && sysctl_unread(GATE_CLASS_HASH_V4)) {
@@ -229,7 +229,7 @@ static __always_inline __u32 gso_segment_len(struct __sk_buff *skb, const struct
 	__u32 l3 = 0;
 	__u8 proto;
 
-	if (p->proto == ETH_P_IP) {
+	if (p->proto == WS_ETH_P_IP) {
 		struct iphdr *iph = p->l3;
 
 		if ((void *)(iph + 1) > p->data_end || iph->ihl != 5)
@@ -244,9 +244,9 @@ static __always_inline __u32 gso_segment_len(struct __sk_buff *skb, const struct
 		l3 = sizeof(*ip6h);
 		proto = ip6h->nexthdr;
 	}
-	if (proto == IPPROTO_UDP)
+	if (proto == WS_IPPROTO_UDP)
 		return l3 + sizeof(struct udphdr) + skb->gso_size;
-	if (proto != IPPROTO_TCP)
+	if (proto != WS_IPPROTO_TCP)
 		return 0;
 
 	struct tcphdr *th = p->l3 + l3;
@@ -309,7 +309,7 @@ static __always_inline int router_tc(struct __sk_buff *skb)
 	__u32 zero = 0;
 	struct fp_ctl *c = bpf_map_lookup_elem(&ctl, &zero);
 
-	if (p.proto == ETH_P_IP && c && !c->keep_priority) {
+	if (p.proto == WS_ETH_P_IP && c && !c->keep_priority) {
 		struct iphdr *iph = p.l3;
 
 		if ((void *)(iph + 1) <= p.data_end)

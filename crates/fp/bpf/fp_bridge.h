@@ -38,7 +38,7 @@ struct br_vlan_key {
 struct br_fdb_key {
 	__u32 bridge;
 	__u16 vid; /* 0 on a bridge without vlan_filtering */
-	__u8 mac[ETH_ALEN];
+	__u8 mac[WS_ETH_ALEN];
 };
 
 /* An FDB entry: its port, and when a frame last went to the kernel from this MAC (which
@@ -104,7 +104,7 @@ static __always_inline int mac_is_group(const __u8 *mac)
 /* True when br_netfilter's header validation would leave the frame as it is. */
 static __always_inline int br_ip_clean(const struct br_frame *f, __u8 check)
 {
-	if (f->proto == bpf_htons(ETH_P_IP) && (check & BR_CHECK_IPV4)) {
+	if (f->proto == bpf_htons(WS_ETH_P_IP) && (check & BR_CHECK_IPV4)) {
 		struct iphdr *iph = f->l3;
 
 		if ((void *)(iph + 1) > f->data_end)
@@ -115,12 +115,12 @@ static __always_inline int br_ip_clean(const struct br_frame *f, __u8 check)
 			return 0;
 		return bpf_ntohs(iph->tot_len) == f->l2_payload;
 	}
-	if (f->proto == bpf_htons(ETH_P_IPV6) && (check & BR_CHECK_IPV6)) {
+	if (f->proto == bpf_htons(WS_ETH_P_IPV6) && (check & BR_CHECK_IPV6)) {
 		struct ipv6hdr *ip6h = f->l3;
 
 		if ((void *)(ip6h + 1) > f->data_end)
 			return 0;
-		if (ip6h->version != 6 || ip6h->nexthdr == IPPROTO_HOPOPTS)
+		if (ip6h->version != 6 || ip6h->nexthdr == WS_IPPROTO_HOPOPTS)
 			return 0;
 		return bpf_ntohs(ip6h->payload_len) + sizeof(*ip6h) == f->l2_payload;
 	}
@@ -165,7 +165,7 @@ static __always_inline __u32 bridge_decide(const struct br_frame *f, enum br_tag
 	/* Ring redundancy (MRP) and connectivity fault management (CFM) frames are consumed by
 	 * the bridge where an instance is configured (br_process_frame_type), else bridged: the
 	 * kernel does whichever applies. */
-	if (f->proto == bpf_htons(ETH_P_MRP) || f->proto == bpf_htons(ETH_P_CFM))
+	if (f->proto == bpf_htons(WS_ETH_P_MRP) || f->proto == bpf_htons(WS_ETH_P_CFM))
 		return 0;
 	if (in->vlan_filtering) {
 		if (f->tagged)
@@ -183,11 +183,11 @@ static __always_inline __u32 bridge_decide(const struct br_frame *f, enum br_tag
 	k.vid = vid;
 	/* Learning stays with the kernel: a source it has not learned on this port (new, or
 	 * moved) goes to it, and the FDB event then brings the entry here. */
-	__builtin_memcpy(k.mac, f->smac, ETH_ALEN);
+	__builtin_memcpy(k.mac, f->smac, WS_ETH_ALEN);
 	src = bpf_map_lookup_elem(&br_fdb, &k);
 	if (!src || src->port != f->in_ifindex)
 		return 0;
-	__builtin_memcpy(k.mac, f->dmac, ETH_ALEN);
+	__builtin_memcpy(k.mac, f->dmac, WS_ETH_ALEN);
 	dst = bpf_map_lookup_elem(&br_fdb, &k);
 	if (!dst)
 		return 0; /* unknown unicast: the kernel floods */
@@ -239,9 +239,9 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 		*why = FP_PASS_BAD_HEADER;
 		return 0;
 	}
-	if (eth->h_proto == bpf_htons(ETH_P_8021AD))
+	if (eth->h_proto == bpf_htons(WS_ETH_P_8021AD))
 		return 0;
-	if (eth->h_proto == bpf_htons(ETH_P_8021Q)) {
+	if (eth->h_proto == bpf_htons(WS_ETH_P_8021Q)) {
 		struct ws_vlan_tag *vt = (void *)(eth + 1);
 
 		if ((void *)(vt + 1) > data_end) {
@@ -249,7 +249,7 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 			return 0;
 		}
 		/* A second tag (QinQ) is the kernel's. */
-		if (vt->inner_proto == bpf_htons(ETH_P_8021Q) || vt->inner_proto == bpf_htons(ETH_P_8021AD))
+		if (vt->inner_proto == bpf_htons(WS_ETH_P_8021Q) || vt->inner_proto == bpf_htons(WS_ETH_P_8021AD))
 			return 0;
 		f.tagged = 1;
 		f.vid = ws_vlan_id(vt);
@@ -279,18 +279,18 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 	}
 
 	if (tag == BR_TAG_POP) {
-		__u8 macs[2 * ETH_ALEN];
+		__u8 macs[2 * WS_ETH_ALEN];
 
 		__builtin_memcpy(macs, eth, sizeof(macs));
 		if (bpf_xdp_adjust_head(ctx, WS_VLAN_HLEN))
 			return 0;
 		data = (void *)(long)ctx->data;
 		data_end = (void *)(long)ctx->data_end;
-		if (data + 2 * ETH_ALEN > data_end)
+		if (data + 2 * WS_ETH_ALEN > data_end)
 			return 0;
 		__builtin_memcpy(data, macs, sizeof(macs));
 	} else if (tag == BR_TAG_PUSH) {
-		__u8 macs[2 * ETH_ALEN];
+		__u8 macs[2 * WS_ETH_ALEN];
 		struct ws_vlan_tag *vt;
 
 		__builtin_memcpy(macs, eth, sizeof(macs));
@@ -298,11 +298,11 @@ static __always_inline __u32 bridge_xdp(struct xdp_md *ctx, enum fp_reason *why)
 			return 0;
 		data = (void *)(long)ctx->data;
 		data_end = (void *)(long)ctx->data_end;
-		if (data + 2 * ETH_ALEN + sizeof(*vt) + 2 > data_end)
+		if (data + 2 * WS_ETH_ALEN + sizeof(*vt) + 2 > data_end)
 			return 0;
 		__builtin_memcpy(data, macs, sizeof(macs));
-		*(__be16 *)(data + 2 * ETH_ALEN) = bpf_htons(ETH_P_8021Q);
-		vt = data + 2 * ETH_ALEN + 2;
+		*(__be16 *)(data + 2 * WS_ETH_ALEN) = bpf_htons(WS_ETH_P_8021Q);
+		vt = data + 2 * WS_ETH_ALEN + 2;
 		/* The bridge tags with the PVID and priority 0; the inner EtherType is already in
 		 * place: it is the old h_proto, right after the new tag. */
 		vt->tci = bpf_htons(vid);
@@ -328,10 +328,10 @@ static __always_inline __u32 bridge_tc(struct __sk_buff *skb, enum fp_reason *wh
 		return 0;
 	}
 	/* A tag still in the data is a second one (QinQ): the kernel's. */
-	if (eth->h_proto == bpf_htons(ETH_P_8021Q) || eth->h_proto == bpf_htons(ETH_P_8021AD))
+	if (eth->h_proto == bpf_htons(WS_ETH_P_8021Q) || eth->h_proto == bpf_htons(WS_ETH_P_8021AD))
 		return 0;
 	if (skb->vlan_present) {
-		if (skb->vlan_proto != bpf_htons(ETH_P_8021Q))
+		if (skb->vlan_proto != bpf_htons(WS_ETH_P_8021Q))
 			return 0;
 		f.tagged = 1;
 		f.vid = skb->vlan_tci & WS_VLAN_VID_MASK;
@@ -350,7 +350,7 @@ static __always_inline __u32 bridge_tc(struct __sk_buff *skb, enum fp_reason *wh
 		return 0;
 	if (tag == BR_TAG_POP && bpf_skb_vlan_pop(skb))
 		return 0;
-	if (tag == BR_TAG_PUSH && bpf_skb_vlan_push(skb, bpf_htons(ETH_P_8021Q), vid))
+	if (tag == BR_TAG_PUSH && bpf_skb_vlan_push(skb, bpf_htons(WS_ETH_P_8021Q), vid))
 		return 0;
 	*why = FP_BRIDGED;
 	return oif;

@@ -2,30 +2,8 @@
 #ifndef FP_CONSTS_H
 #define FP_CONSTS_H
 
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
-#define ETH_P_8021Q 0x8100
-#define ETH_P_8021AD 0x88A8
-#define ETH_P_MRP 0x88E3
-#define ETH_P_CFM 0x8902
-#define ETH_ALEN 6
-#define AF_INET 2
-#define AF_INET6 10
-#define IPPROTO_HOPOPTS 0
-#define IPPROTO_ICMP 1
-#define IPPROTO_TCP 6
-#define IPPROTO_UDP 17
-#define IPPROTO_DCCP 33
-#define IPPROTO_ROUTING 43
-#define IPPROTO_FRAGMENT 44
-#define IPPROTO_ESP 50
-#define IPPROTO_AH 51
-#define IPPROTO_ICMPV6 58
-#define IPPROTO_DSTOPTS 60
-#define IPPROTO_SCTP 132
-#define IPPROTO_UDPLITE 136
-#define IP_MF 0x2000
-#define IP_OFFSET 0x1FFF
+#include "ws/proto.h"
+
 #define TC_ACT_SHOT 2
 #define ENODATA 61 /* the XDP metadata kfuncs' "not there" */
 /* What the TC programs return for a packet they leave to the kernel: tcx's TCX_NEXT (the
@@ -80,7 +58,7 @@ const volatile __u8 cfg_filter_v6 = 0;
 const volatile __u8 cfg_bridge = 0;
 /* The MAC of the interface the program is attached to: frames addressed elsewhere are the
  * kernel's to drop or flood. */
-const volatile __u8 cfg_if_mac[ETH_ALEN] = {};
+const volatile __u8 cfg_if_mac[WS_ETH_ALEN] = {};
 /* Its ifindex (0: read it from the context, as under BPF_PROG_TEST_RUN in the tests). The
  * context's ingress_ifindex is three dependent loads (xdp->rxq->dev->ifindex) per packet. */
 const volatile __u32 cfg_ifindex = 0;

@@ -220,7 +220,7 @@ static __always_inline int filter_l4(struct fp_pkt *p, struct rule_set *acc, __u
 	if (!(fields & (FIELD_SPORT | FIELD_DPORT | FIELD_OIF)))
 		return 0;
 	if ((fields & (FIELD_SPORT | FIELD_DPORT)) &&
-	    (proto == IPPROTO_TCP || proto == IPPROTO_UDP)) {
+	    (proto == WS_IPPROTO_TCP || proto == WS_IPPROTO_UDP)) {
 		__be16 *ports = l4;
 
 		if ((void *)(ports + 2) > p->data_end)
@@ -300,7 +300,7 @@ static __always_inline int filter_v4(struct fp_pkt *p, struct iphdr *iph, __u32 
 	 * on 6.18, where such rules match the payload's bytes (the differential harness); a fix
 	 * was posted to netfilter-devel in April 2026. Rules on addresses and interfaces alone
 	 * judge it the same way in all of them. */
-	if ((iph->frag_off & bpf_htons(IP_OFFSET)) &&
+	if ((iph->frag_off & bpf_htons(WS_IP_OFFSET)) &&
 	    (fields & (FIELD_PROTO | FIELD_SPORT | FIELD_DPORT)))
 		return FILTER_KERNEL;
 	if (filter_l4(p, &acc, 0, iph->protocol, iph + 1, oif, fields) < 0)

@@ -149,8 +149,8 @@ struct route_cache_v4 {
 	__u16 max_len;
 	__u8 tos;
 	__u8 unused;
-	__u8 dmac[ETH_ALEN];
-	__u8 smac[ETH_ALEN];
+	__u8 dmac[WS_ETH_ALEN];
+	__u8 smac[WS_ETH_ALEN];
 };
 
 struct {
@@ -169,8 +169,8 @@ struct route_cache_v6 {
 	__u32 in_ifindex;
 	__u32 oif;
 	__u16 max_len;
-	__u8 dmac[ETH_ALEN];
-	__u8 smac[ETH_ALEN];
+	__u8 dmac[WS_ETH_ALEN];
+	__u8 smac[WS_ETH_ALEN];
 	__u8 unused[2];
 	struct in6_addr dst;
 };

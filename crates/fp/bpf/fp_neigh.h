@@ -14,7 +14,7 @@
 
 struct neigh_key {
 	__u32 ifindex;
-	__u32 family; /* AF_INET or AF_INET6: the next hop's, which an IPv4 route may give as IPv6 */
+	__u32 family; /* WS_AF_INET or WS_AF_INET6: the next hop's, which an IPv4 route may give as IPv6 */
 	__u8 addr[16]; /* an IPv4 address in the first four bytes */
 };
 
@@ -65,7 +65,7 @@ static __always_inline enum stale_hop stale_next_hop(const struct bpf_fib_lookup
 		return HOP_STALE;
 	k.ifindex = fib->ifindex;
 	k.family = fib->family;
-	if (fib->family == AF_INET)
+	if (fib->family == WS_AF_INET)
 		__builtin_memcpy(k.addr, &fib->ipv4_dst, 4);
 	else
 		__builtin_memcpy(k.addr, fib->ipv6_dst, 16);

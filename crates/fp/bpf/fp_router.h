@@ -57,15 +57,15 @@ static __always_inline void flow_ports(__u8 proto, const void *l4, const void *e
 	*sport = 0;
 	*dport = 0;
 	switch (proto) {
-	case IPPROTO_TCP:
-	case IPPROTO_UDP:
-	case IPPROTO_UDPLITE:
-	case IPPROTO_DCCP:
-	case IPPROTO_SCTP:
-	case IPPROTO_ESP:
+	case WS_IPPROTO_TCP:
+	case WS_IPPROTO_UDP:
+	case WS_IPPROTO_UDPLITE:
+	case WS_IPPROTO_DCCP:
+	case WS_IPPROTO_SCTP:
+	case WS_IPPROTO_ESP:
 		off = 0;
 		break;
-	case IPPROTO_AH:
+	case WS_IPPROTO_AH:
 		off = 4;
 		break;
 	default:
@@ -116,7 +116,7 @@ static __always_inline int source_lookup_ok_v4(const struct rt_in *in, const str
 	struct bpf_fib_lookup rev = {};
 	int rc;
 
-	rev.family = AF_INET;
+	rev.family = WS_AF_INET;
 	rev.tos = iph->tos;
 	rev.ipv4_src = iph->daddr;
 	rev.ipv4_dst = iph->saddr;
@@ -185,8 +185,8 @@ static __always_inline int local_source_v4(const struct fp_ctl *c, __be32 saddr)
 
 static __always_inline void rewrite_macs(struct ethhdr *eth, struct bpf_fib_lookup *fib)
 {
-	__builtin_memcpy(eth->h_dest, fib->dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, fib->smac, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, fib->dmac, WS_ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib->smac, WS_ETH_ALEN);
 }
 
 /* ICMP errors, the types icmp_is_err and icmpv6_is_err name. Among a multipath route's next
@@ -199,7 +199,7 @@ static __always_inline int icmp_error_v4(const struct iphdr *iph, void *data_end
 
 	/* A non-first fragment starts with payload, not a type, and the kernel hashes it by
 	 * its own addresses (ip_multipath_l3_keys). */
-	if (iph->protocol != IPPROTO_ICMP || (iph->frag_off & bpf_htons(IP_OFFSET)) ||
+	if (iph->protocol != WS_IPPROTO_ICMP || (iph->frag_off & bpf_htons(WS_IP_OFFSET)) ||
 	    (void *)(type + 1) > data_end)
 		return 0;
 	/* destination unreachable, source quench, redirect, time exceeded, parameter problem */
@@ -210,7 +210,7 @@ static __always_inline int icmp_error_v6(const struct ipv6hdr *ip6h, void *data_
 {
 	const __u8 *type = (const void *)(ip6h + 1);
 
-	if (ip6h->nexthdr != IPPROTO_ICMPV6 || (void *)(type + 1) > data_end)
+	if (ip6h->nexthdr != WS_IPPROTO_ICMPV6 || (void *)(type + 1) > data_end)
 		return 0;
 	/* destination unreachable, packet too big, time exceeded, parameter problem */
 	return *type >= 1 && *type <= 4;
@@ -221,7 +221,7 @@ static __always_inline int ndisc_v6(const struct ipv6hdr *ip6h, void *data_end)
 {
 	const __u8 *type = (const void *)(ip6h + 1);
 
-	if (ip6h->nexthdr != IPPROTO_ICMPV6 || (void *)(type + 1) > data_end)
+	if (ip6h->nexthdr != WS_IPPROTO_ICMPV6 || (void *)(type + 1) > data_end)
 		return 0;
 	return *type >= 133 && *type <= 137;
 }
@@ -269,7 +269,7 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	 * policy rule sees its ports as 0 (below), the filter takes it as nftables does
 	 * (filter_v4). With conntrack its defrag holds every fragment until the datagram is
 	 * whole (reassembly_v4): the kernel's. */
-	fragment = (iph->frag_off & bpf_htons(IP_MF | IP_OFFSET)) != 0;
+	fragment = (iph->frag_off & bpf_htons(WS_IP_MF | WS_IP_OFFSET)) != 0;
 	if (fragment && *(volatile __u8 *)&c->reassembly_v4) {
 		*why = FP_PASS_FRAGMENT;
 		return RT_PASS;
@@ -337,11 +337,11 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 	if (hop && hop->gen == gen && hop->dst == iph->daddr && hop->in_ifindex == in_if &&
 	    hop->tos == iph->tos && mtu_len <= hop->max_len) {
 		fib.ifindex = hop->oif;
-		__builtin_memcpy(fib.dmac, hop->dmac, ETH_ALEN);
-		__builtin_memcpy(fib.smac, hop->smac, ETH_ALEN);
+		__builtin_memcpy(fib.dmac, hop->dmac, WS_ETH_ALEN);
+		__builtin_memcpy(fib.smac, hop->smac, WS_ETH_ALEN);
 		forwarded = FP_FORWARDED_CACHED;
 	} else {
-		fib.family = AF_INET;
+		fib.family = WS_AF_INET;
 		fib.tos = iph->tos;
 		fib.l4_protocol = iph->protocol;
 		fib.tot_len = mtu_len;
@@ -365,8 +365,8 @@ static __always_inline enum router_verdict router_v4(const struct rt_in *in, str
 			hop->oif = fib.ifindex;
 			hop->max_len = mtu_len;
 			hop->tos = iph->tos;
-			__builtin_memcpy(hop->dmac, fib.dmac, ETH_ALEN);
-			__builtin_memcpy(hop->smac, fib.smac, ETH_ALEN);
+			__builtin_memcpy(hop->dmac, fib.dmac, WS_ETH_ALEN);
+			__builtin_memcpy(hop->smac, fib.smac, WS_ETH_ALEN);
 		}
 	}
 	/* After the forward answer, as the kernel validates the source only of a packet it
@@ -450,7 +450,7 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 		*why = FP_PASS_BAD_HEADER;
 		return RT_PASS;
 	}
-	if (ip6h->nexthdr == IPPROTO_HOPOPTS) {
+	if (ip6h->nexthdr == WS_IPPROTO_HOPOPTS) {
 		*why = FP_PASS_IP_OPTIONS;
 		return RT_PASS;
 	}
@@ -476,16 +476,16 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 	}
 	/* As for IPv4, conntrack's defrag holds a fragment (behind these headers too). */
 	if (*(volatile __u8 *)&c->reassembly_v6 &&
-	    (ip6h->nexthdr == IPPROTO_ROUTING || ip6h->nexthdr == IPPROTO_DSTOPTS ||
-	     ip6h->nexthdr == IPPROTO_FRAGMENT)) {
-		*why = ip6h->nexthdr == IPPROTO_FRAGMENT ? FP_PASS_FRAGMENT : FP_PASS_IP_OPTIONS;
+	    (ip6h->nexthdr == WS_IPPROTO_ROUTING || ip6h->nexthdr == WS_IPPROTO_DSTOPTS ||
+	     ip6h->nexthdr == WS_IPPROTO_FRAGMENT)) {
+		*why = ip6h->nexthdr == WS_IPPROTO_FRAGMENT ? FP_PASS_FRAGMENT : FP_PASS_IP_OPTIONS;
 		return RT_PASS;
 	}
 	/* The flow dissector walks routing, destination-options and fragment headers to the
 	 * ports a policy rule may match; with rules, such a packet is the kernel's. */
 	if (*(volatile __u8 *)&c->policy_rules_v6 &&
-	    (ip6h->nexthdr == IPPROTO_ROUTING || ip6h->nexthdr == IPPROTO_DSTOPTS ||
-	     ip6h->nexthdr == IPPROTO_FRAGMENT)) {
+	    (ip6h->nexthdr == WS_IPPROTO_ROUTING || ip6h->nexthdr == WS_IPPROTO_DSTOPTS ||
+	     ip6h->nexthdr == WS_IPPROTO_FRAGMENT)) {
 		*why = FP_PASS_IP_OPTIONS;
 		return RT_PASS;
 	}
@@ -510,11 +510,11 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 	if (hop && hop->gen == gen && hop->in_ifindex == in_if && mtu_len <= hop->max_len &&
 	    ipv6_addr_equal(&hop->dst, &ip6h->daddr)) {
 		fib.ifindex = hop->oif;
-		__builtin_memcpy(fib.dmac, hop->dmac, ETH_ALEN);
-		__builtin_memcpy(fib.smac, hop->smac, ETH_ALEN);
+		__builtin_memcpy(fib.dmac, hop->dmac, WS_ETH_ALEN);
+		__builtin_memcpy(fib.smac, hop->smac, WS_ETH_ALEN);
 		forwarded = FP_FORWARDED_CACHED;
 	} else {
-		fib.family = AF_INET6;
+		fib.family = WS_AF_INET6;
 		fib.flowinfo = *(__be32 *)ip6h & bpf_htonl(0x0FFFFFFF);
 		fib.l4_protocol = ip6h->nexthdr;
 		fib.tot_len = mtu_len;
@@ -537,8 +537,8 @@ static __always_inline enum router_verdict router_v6(const struct rt_in *in, str
 			hop->in_ifindex = in_if;
 			hop->oif = fib.ifindex;
 			hop->max_len = mtu_len;
-			__builtin_memcpy(hop->dmac, fib.dmac, ETH_ALEN);
-			__builtin_memcpy(hop->smac, fib.smac, ETH_ALEN);
+			__builtin_memcpy(hop->dmac, fib.dmac, WS_ETH_ALEN);
+			__builtin_memcpy(hop->smac, fib.smac, WS_ETH_ALEN);
 			__builtin_memcpy(&hop->dst, &ip6h->daddr, sizeof(hop->dst));
 		}
 	}

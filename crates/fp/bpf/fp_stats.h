@@ -15,13 +15,13 @@ static __always_inline void count(enum fp_reason reason)
  * fp_mib): `l3_len` bytes, `segs` segments (a GSO skb's, else 1). */
 static __always_inline void count_mib(const struct fp_pkt *p, __u32 l3_len, __u32 segs)
 {
-	__u32 key = p->proto == ETH_P_IPV6;
+	__u32 key = p->proto == WS_ETH_P_IPV6;
 	struct fp_mib *m = bpf_map_lookup_elem(&mib, &key);
 	__u8 ecn;
 
 	if (!m)
 		return;
-	if (p->proto == ETH_P_IP) {
+	if (p->proto == WS_ETH_P_IP) {
 		struct iphdr *iph = p->l3;
 
 		if ((void *)(iph + 1) > p->data_end)

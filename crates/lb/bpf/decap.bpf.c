@@ -8,14 +8,10 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include "ws/proto.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define DECAP_ETH_P_IP 0x0800
-#define DECAP_ETH_P_IPV6 0x86DD
-#define DECAP_IPPROTO_IPIP 4
-#define DECAP_IPPROTO_IPV6 41
-#define DECAP_IPPROTO_UDP 17
 #define DECAP_FAMILY_V4 4
 #define DECAP_FAMILY_V6 6
 #define ETH_ALEN 6
@@ -166,7 +162,7 @@ int decap(struct xdp_md *ctx)
 
 	if ((void *)(eth + 1) > end)
 		return count(DECAP_PASS_BAD_HEADER);
-	if (eth->h_proto == bpf_htons(DECAP_ETH_P_IP)) {
+	if (eth->h_proto == bpf_htons(WS_ETH_P_IP)) {
 		struct iphdr *iph = (void *)(eth + 1);
 
 		if ((void *)(iph + 1) > end)
@@ -175,8 +171,8 @@ int decap(struct xdp_md *ctx)
 			return count(DECAP_PASS_BAD_HEADER);
 		if (iph->ihl != 5)
 			return count(DECAP_PASS_IP_OPTIONS);
-		if (iph->protocol != DECAP_IPPROTO_IPIP && iph->protocol != DECAP_IPPROTO_IPV6 &&
-		    iph->protocol != DECAP_IPPROTO_UDP)
+		if (iph->protocol != WS_IPPROTO_IPIP && iph->protocol != WS_IPPROTO_IPV6 &&
+		    iph->protocol != WS_IPPROTO_UDP)
 			return count(DECAP_PASS_NOT_TUNNEL);
 		if (iph->frag_off & bpf_htons(0x3fff))
 			return count(DECAP_PASS_FRAGMENT);
@@ -188,7 +184,7 @@ int decap(struct xdp_md *ctx)
 			if (!bpf_map_lookup_elem(&outer_dsts, &k))
 				return count(DECAP_PASS_NOT_LOCAL);
 		}
-		if (iph->protocol == DECAP_IPPROTO_UDP) {
+		if (iph->protocol == WS_IPPROTO_UDP) {
 			struct udphdr *udp = (void *)(iph + 1);
 
 			why = gue_inner(udp, end, bpf_ntohs(iph->tot_len) - sizeof(*iph), &inner_v6);
@@ -198,19 +194,19 @@ int decap(struct xdp_md *ctx)
 			outer_len = sizeof(*iph) + sizeof(*udp);
 			done = DECAP_GUE_V4;
 		} else {
-			inner_v6 = iph->protocol == DECAP_IPPROTO_IPV6;
+			inner_v6 = iph->protocol == WS_IPPROTO_IPV6;
 			why = inner_to_vip(iph + 1, end, inner_v6);
 			outer_len = sizeof(*iph);
 			done = inner_v6 ? DECAP_6IN4 : DECAP_IPIP;
 		}
-	} else if (eth->h_proto == bpf_htons(DECAP_ETH_P_IPV6)) {
+	} else if (eth->h_proto == bpf_htons(WS_ETH_P_IPV6)) {
 		struct ipv6hdr *ip6h = (void *)(eth + 1);
 		__u8 nh;
 
 		if ((void *)(ip6h + 1) > end || ip6h->version != 6)
 			return count(DECAP_PASS_BAD_HEADER);
 		nh = ip6h->nexthdr;
-		if (nh != DECAP_IPPROTO_IPIP && nh != DECAP_IPPROTO_IPV6 && nh != DECAP_IPPROTO_UDP) {
+		if (nh != WS_IPPROTO_IPIP && nh != WS_IPPROTO_IPV6 && nh != WS_IPPROTO_UDP) {
 			/* Hop-by-hop, routing, fragment, destination options: a tunnel behind them
 			 * (ip6tnl's encapsulation limit, say) is not looked for. */
 			if (nh == 0 || nh == 43 || nh == 44 || nh == 60)
@@ -224,7 +220,7 @@ int decap(struct xdp_md *ctx)
 			if (!bpf_map_lookup_elem(&outer_dsts, &k))
 				return count(DECAP_PASS_NOT_LOCAL);
 		}
-		if (nh == DECAP_IPPROTO_UDP) {
+		if (nh == WS_IPPROTO_UDP) {
 			struct udphdr *udp = (void *)(ip6h + 1);
 
 			why = gue_inner(udp, end, bpf_ntohs(ip6h->payload_len), &inner_v6);
@@ -234,7 +230,7 @@ int decap(struct xdp_md *ctx)
 			outer_len = sizeof(*ip6h) + sizeof(*udp);
 			done = DECAP_GUE_V6;
 		} else {
-			inner_v6 = nh == DECAP_IPPROTO_IPV6;
+			inner_v6 = nh == WS_IPPROTO_IPV6;
 			why = inner_to_vip(ip6h + 1, end, inner_v6);
 			outer_len = sizeof(*ip6h);
 			done = inner_v6 ? DECAP_IP6IP6 : DECAP_4IN6;
@@ -260,6 +256,6 @@ int decap(struct xdp_md *ctx)
 		return count(DECAP_PASS_BAD_HEADER); /* cannot happen: the inner header was checked */
 	__builtin_memcpy(eth->h_dest, dmac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, smac, ETH_ALEN);
-	eth->h_proto = bpf_htons(inner_v6 ? DECAP_ETH_P_IPV6 : DECAP_ETH_P_IP);
+	eth->h_proto = bpf_htons(inner_v6 ? WS_ETH_P_IPV6 : WS_ETH_P_IP);
 	return count(done);
 }

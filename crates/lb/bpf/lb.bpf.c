@@ -78,7 +78,7 @@ static __always_inline int schedule(const struct lb_pkt *p, struct lb_vip *vip, 
 				    __u64 now, struct lb_conn *fresh, struct lb_real **realp,
 				    enum lb_reason *why)
 {
-	int tcp = p->flow.proto == LB_IPPROTO_TCP;
+	int tcp = p->flow.proto == WS_IPPROTO_TCP;
 	int syn = tcp && (p->tcp_flags & (LB_TCP_SYN | LB_TCP_ACK)) == LB_TCP_SYN;
 	int limited = (syn || !tcp) && over_rate(now);
 	__u32 hash = flow_hash(&p->flow), slot;
@@ -208,7 +208,7 @@ static __always_inline void frag_note(const struct lb_pkt *p, __u32 service,
 static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, struct lb_vip *vip,
 				 enum lb_reason *why)
 {
-	int tcp = p->flow.proto == LB_IPPROTO_TCP;
+	int tcp = p->flow.proto == WS_IPPROTO_TCP;
 	int syn = tcp && (p->tcp_flags & (LB_TCP_SYN | LB_TCP_ACK)) == LB_TCP_SYN;
 	__u32 cpu = bpf_get_smp_processor_id();
 	__u64 now = lb_now();
@@ -351,7 +351,7 @@ static __always_inline int icmp_echo(struct xdp_md *ctx, const struct lb_pkt *p,
 	__builtin_memcpy(mac, eth->h_source, 6);
 	__builtin_memcpy(eth->h_source, eth->h_dest, 6);
 	__builtin_memcpy(eth->h_dest, mac, 6);
-	if (p->flow.family == LB_AF_INET) {
+	if (p->flow.family == WS_AF_INET) {
 		struct iphdr *iph = data + LB_L3_OFF;
 		struct icmphdr *ic = data + LB_L4_OFF_V4;
 
@@ -394,7 +394,7 @@ static __always_inline int icmp_too_big(struct xdp_md *ctx, const struct lb_pkt 
 					enum lb_reason *why)
 {
 	void *data = pkt_data(ctx), *end = pkt_end(ctx);
-	int v4 = p->flow.family == LB_AF_INET;
+	int v4 = p->flow.family == WS_AF_INET;
 	void *inner = data + (v4 ? LB_L4_OFF_V4 : LB_L4_OFF_V6) + 8;
 	struct lb_flow f = {};
 	struct lb_vip *vip;
@@ -423,7 +423,7 @@ static __always_inline int icmp_too_big(struct xdp_md *ctx, const struct lb_pkt 
 		f.proto = ip6h->nexthdr;
 		ports = (void *)(ip6h + 1);
 	}
-	if (f.proto != LB_IPPROTO_TCP && f.proto != LB_IPPROTO_UDP)
+	if (f.proto != WS_IPPROTO_TCP && f.proto != WS_IPPROTO_UDP)
 		return XDP_PASS;
 	f.family = p->flow.family;
 	f.sport = ports[1];
@@ -519,7 +519,7 @@ static __always_inline int martian(const struct lb_pkt *p)
 	const __u8 *s = p->flow.src, *d = p->flow.dst;
 	const __u32 *s32 = (const __u32 *)s, *d32 = (const __u32 *)d;
 
-	if (p->flow.family == LB_AF_INET) {
+	if (p->flow.family == WS_AF_INET) {
 		if (s[0] == 0 || (s[0] & 0xf0) == 0xe0 || s32[0] == 0xffffffff || d[0] == 0)
 			return LB_DROP_MARTIAN;
 		if (s[0] == 127 || d[0] == 127 || (d[0] & 0xf0) == 0xe0 || d32[0] == 0xffffffff)
@@ -601,7 +601,7 @@ static __always_inline int serve_frag(struct xdp_md *ctx, const struct lb_pkt *p
 	if (e && lb_now() - e->seen_ns > LB_FRAG_TIMEOUT_NS)
 		e = NULL;
 	if (!e && !find_vip(p->flow.dst, 0,
-			    p->flow.family == LB_AF_INET ? LB_IPPROTO_ICMP : LB_IPPROTO_ICMPV6,
+			    p->flow.family == WS_AF_INET ? WS_IPPROTO_ICMP : WS_IPPROTO_ICMPV6,
 			    p->flow.family)) {
 		*why = LB_PASS_FRAGMENT;
 		return XDP_PASS;
@@ -654,7 +654,7 @@ static __always_inline int partial_csum(struct xdp_md *ctx, const struct lb_pkt 
 {
 	void *data = pkt_data(ctx), *end = pkt_end(ctx);
 
-	if (p->flow.family == LB_AF_INET) {
+	if (p->flow.family == WS_AF_INET) {
 		struct iphdr *iph = data + LB_L3_OFF;
 
 		return (void *)(iph + 1) <= end && ws_l4_csum_may_be_partial_v4(iph, end);
@@ -678,7 +678,7 @@ int lb_xdp(struct xdp_md *ctx)
 		verdict = serve_frag(ctx, &p, &why);
 		goto out;
 	}
-	if (p.flow.proto == LB_IPPROTO_TCP || p.flow.proto == LB_IPPROTO_UDP) {
+	if (p.flow.proto == WS_IPPROTO_TCP || p.flow.proto == WS_IPPROTO_UDP) {
 		struct lb_rev *r = NULL;
 
 		vip = find_vip(p.flow.dst, p.flow.dport, p.flow.proto, p.flow.family);
@@ -711,7 +711,7 @@ int lb_xdp(struct xdp_md *ctx)
 		if (r)
 			note_syn_ack(ctx, &p, r);
 		if (partial_csum(ctx, &p)) {
-			if (lb_complete_csum(ctx, p.flow.family == LB_AF_INET6, p.flow.proto)) {
+			if (lb_complete_csum(ctx, p.flow.family == WS_AF_INET6, p.flow.proto)) {
 				why = LB_PASS_CSUM_PARTIAL;
 				goto out;
 			}
@@ -724,13 +724,13 @@ int lb_xdp(struct xdp_md *ctx)
 		verdict = nat_reply(ctx, &p, r, &why);
 		goto out;
 	}
-	if (p.flow.proto == LB_IPPROTO_ICMP || p.flow.proto == LB_IPPROTO_ICMPV6) {
-		__u8 *l4 = pkt_data(ctx) + (p.flow.family == LB_AF_INET ? LB_L4_OFF_V4 : LB_L4_OFF_V6);
+	if (p.flow.proto == WS_IPPROTO_ICMP || p.flow.proto == WS_IPPROTO_ICMPV6) {
+		__u8 *l4 = pkt_data(ctx) + (p.flow.family == WS_AF_INET ? LB_L4_OFF_V4 : LB_L4_OFF_V6);
 		__u8 type;
 
 		/* ICMP with IPv4 options (an echo answer would have to echo them, an error's
 		 * quote follows them) is not built: the kernel's. */
-		if (p.hl != 20 && p.flow.family == LB_AF_INET) {
+		if (p.hl != 20 && p.flow.family == WS_AF_INET) {
 			why = LB_PASS_IP_OPTIONS;
 			goto out;
 		}
@@ -738,8 +738,8 @@ int lb_xdp(struct xdp_md *ctx)
 		if ((void *)(l4 + 8) > pkt_end(ctx))
 			goto out;
 		type = l4[0];
-		int too_big = (p.flow.family == LB_AF_INET && type == 3 && l4[1] == 4) ||
-			      (p.flow.family == LB_AF_INET6 && type == 2);
+		int too_big = (p.flow.family == WS_AF_INET && type == 3 && l4[1] == 4) ||
+			      (p.flow.family == WS_AF_INET6 && type == 2);
 
 		vip = find_vip(p.flow.dst, 0, p.flow.proto, p.flow.family);
 		if (!vip) {
@@ -764,8 +764,8 @@ int lb_xdp(struct xdp_md *ctx)
 			goto out;
 		verdict = XDP_PASS;
 		why = LB_PASS_ICMP;
-		if ((p.flow.family == LB_AF_INET && type == 8) ||
-		    (p.flow.family == LB_AF_INET6 && type == 128))
+		if ((p.flow.family == WS_AF_INET && type == 8) ||
+		    (p.flow.family == WS_AF_INET6 && type == 128))
 			verdict = icmp_echo(ctx, &p, &why);
 		else if (too_big && p.ttl <= 1)
 			why = LB_PASS_TTL; /* never an ICMP error answered with one */

@@ -2,20 +2,7 @@
 #ifndef LB_CONSTS_H
 #define LB_CONSTS_H
 
-#define LB_ETH_P_IP 0x0800
-#define LB_ETH_P_IPV6 0x86DD
-#define LB_AF_INET 2
-#define LB_AF_INET6 10
-#define LB_IPPROTO_ICMP 1
-#define LB_IPPROTO_IPIP 4
-#define LB_IPPROTO_TCP 6
-#define LB_IPPROTO_UDP 17
-#define LB_IPPROTO_IPV6 41
-#define LB_IPPROTO_ICMPV6 58
-#define LB_IPPROTO_FRAGMENT 44 /* IPv6 fragment header */
-#define LB_IP_DF 0x4000
-#define LB_IP_MF 0x2000
-#define LB_IP_OFFSET 0x1fff
+#include "ws/proto.h"
 
 /* lb_pkt.frag: a fragment's place in its datagram. */
 #define LB_FRAG_FIRST 1 /* offset 0, more following: it carries the transport header */

@@ -14,7 +14,7 @@ static __always_inline int fib(struct xdp_md *ctx, struct bpf_fib_lookup *fib, _
 	fib->l4_protocol = proto;
 	fib->tot_len = tot_len;
 	fib->ifindex = ctx->ingress_ifindex;
-	if (fam == LB_AF_INET) {
+	if (fam == WS_AF_INET) {
 		fib->ipv4_src = *(__be32 *)src;
 		fib->ipv4_dst = *(__be32 *)dst;
 	} else {
@@ -50,7 +50,7 @@ static __always_inline int fib_real(struct xdp_md *ctx, struct bpf_fib_lookup *f
 		__builtin_memcpy(f->smac, nh->smac, 6);
 		__builtin_memcpy(f->dmac, nh->dmac, 6);
 		if (want_src) {
-			if (real->family == LB_AF_INET)
+			if (real->family == WS_AF_INET)
 				f->ipv4_src = *(__be32 *)nh->src;
 			else
 				__builtin_memcpy(f->ipv6_src, nh->src, 16);
@@ -66,7 +66,7 @@ static __always_inline int fib_real(struct xdp_md *ctx, struct bpf_fib_lookup *f
 	copy16(nh->dst, real->addr);
 	nh->has_src = want_src != 0;
 	if (want_src) {
-		if (real->family == LB_AF_INET)
+		if (real->family == WS_AF_INET)
 			*(__be32 *)nh->src = f->ipv4_src;
 		else
 			__builtin_memcpy(nh->src, f->ipv6_src, 16);
@@ -132,7 +132,7 @@ static __always_inline void ttl_dec(struct xdp_md *ctx)
 
 	if ((void *)(eth + 1) > pkt_end(ctx))
 		return;
-	ttl_dec_at(ctx, LB_L3_OFF, eth->h_proto == bpf_htons(LB_ETH_P_IP));
+	ttl_dec_at(ctx, LB_L3_OFF, eth->h_proto == bpf_htons(WS_ETH_P_IP));
 }
 
 /* Writes the FIB's MACs and sends the frame out of its egress port, as it is. */
@@ -189,7 +189,7 @@ static __always_inline int fwd_dr(struct xdp_md *ctx, const struct lb_pkt *p,
 static __always_inline int send_icmp_error(struct xdp_md *ctx, const struct lb_pkt *p, __u32 mtu,
 					   int exceeded, enum lb_reason *why)
 {
-	int v4 = p->flow.family == LB_AF_INET;
+	int v4 = p->flow.family == WS_AF_INET;
 	__u32 hl = v4 ? (p->hl & 0x3f) : 40;          /* the original's header, options included */
 	__u32 keep = LB_L3_OFF + hl + 8;              /* of the original: eth, IP, 8 bytes */
 	__u32 grow = (v4 ? 20 : 40) + 8;             /* new IP and ICMP headers */
@@ -226,15 +226,15 @@ static __always_inline int send_icmp_error(struct xdp_md *ctx, const struct lb_p
 
 		if ((void *)(orig + 1) > end || (void *)(after + 8) > end)
 			return XDP_DROP;
-		eth->h_proto = bpf_htons(LB_ETH_P_IP);
+		eth->h_proto = bpf_htons(WS_ETH_P_IP);
 		iph->version = 4;
 		iph->ihl = 5;
 		iph->tos = 0;
 		iph->tot_len = bpf_htons(20 + 8 + hl + 8);
 		iph->id = 0;
-		iph->frag_off = bpf_htons(LB_IP_DF);
+		iph->frag_off = bpf_htons(WS_IP_DF);
 		iph->ttl = 64;
-		iph->protocol = LB_IPPROTO_ICMP;
+		iph->protocol = WS_IPPROTO_ICMP;
 		iph->saddr = orig->daddr;
 		iph->daddr = orig->saddr;
 		ipv4_csum(iph);
@@ -255,10 +255,10 @@ static __always_inline int send_icmp_error(struct xdp_md *ctx, const struct lb_p
 
 		if ((void *)(orig + 1) + 8 > end)
 			return XDP_DROP;
-		eth->h_proto = bpf_htons(LB_ETH_P_IPV6);
+		eth->h_proto = bpf_htons(WS_ETH_P_IPV6);
 		*(__be32 *)ip6h = bpf_htonl(0x60000000);
 		ip6h->payload_len = bpf_htons(8 + 48);
-		ip6h->nexthdr = LB_IPPROTO_ICMPV6;
+		ip6h->nexthdr = WS_IPPROTO_ICMPV6;
 		ip6h->hop_limit = 64;
 		ip6h->saddr = orig->daddr;
 		ip6h->daddr = orig->saddr;
@@ -269,7 +269,7 @@ static __always_inline int send_icmp_error(struct xdp_md *ctx, const struct lb_p
 		sum = bpf_csum_diff(0, 0, (__be32 *)ic, 8 + 48, 0);
 		sum += bpf_csum_diff(0, 0, (__be32 *)&ip6h->saddr, 32, 0);
 		sum += bpf_htonl(8 + 48);
-		sum += bpf_htonl(LB_IPPROTO_ICMPV6);
+		sum += bpf_htonl(WS_IPPROTO_ICMPV6);
 		ic->icmp6_cksum = ~csum_fold(sum);
 	}
 	*why = exceeded ? LB_ICMP_TIME_EXCEEDED : LB_ICMP_TOO_BIG_SENT;
@@ -286,7 +286,7 @@ static __always_inline int send_too_big(struct xdp_md *ctx, const struct lb_pkt 
  * real's RSS then spreads the flows), or 0 when the FIB is to choose. */
 static __always_inline int tunnel_src(__u8 fam, __u32 hash, __u8 *src)
 {
-	if (fam == LB_AF_INET) {
+	if (fam == WS_AF_INET) {
 		__u32 len = cfg_tun_src_v4_len;
 		__u32 pfx, mask;
 
@@ -337,12 +337,12 @@ static __always_inline int gue_csum(const struct lb_pkt *p, void *addrs, __u32 a
 
 	sum = bpf_csum_diff(0, 0, addrs, addrs_len, 0);
 	sum += bpf_htonl(bpf_ntohs(udp->len));
-	sum += bpf_htonl(LB_IPPROTO_UDP);
+	sum += bpf_htonl(WS_IPPROTO_UDP);
 	sum += bpf_csum_diff(0, 0, (__be32 *)udp, 8, 0);
 	/* The inner IP header, and the inner pseudo-header's addresses. An IPv4 header, options
 	 * included, has a valid checksum (verified by parse, its TTL's change applied
 	 * incrementally), so its words sum to the one's-complement zero: left out. */
-	if (p->flow.family == LB_AF_INET) {
+	if (p->flow.family == WS_AF_INET) {
 		l4 = in_ip + (p->hl & 0x3f);
 		if (in_ip + 20 > end || l4 + 8 > end)
 			return 0;
@@ -356,17 +356,17 @@ static __always_inline int gue_csum(const struct lb_pkt *p, void *addrs, __u32 a
 		in_sum = bpf_csum_diff(0, 0, in_ip + 8, 32, 0);
 		in_sum += bpf_htonl(p->l3_len - 40);
 	}
-	if (proto == LB_IPPROTO_UDP) {
+	if (proto == WS_IPPROTO_UDP) {
 		l4_check = l4 + 6;
 		/* Checked again where it is read: behind IPv4 options its offset varies. */
 		if ((void *)(l4_check + 1) > end)
 			return 0;
-		if (p->flow.family == LB_AF_INET && !*l4_check)
+		if (p->flow.family == WS_AF_INET && !*l4_check)
 			return 0;
 	}
 	/* The inner transport bytes sum to minus the inner pseudo-header (ICMPv4 has none: its
 	 * bytes sum to zero). */
-	if (proto != LB_IPPROTO_ICMP) {
+	if (proto != WS_IPPROTO_ICMP) {
 		in_sum += bpf_htonl(proto);
 		sum += (__u16)~csum_fold(in_sum);
 	}
@@ -382,11 +382,11 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 				      const struct lb_real *real, __u32 slot, __u32 hash,
 				      enum lb_reason *why)
 {
-	int outer4 = real->family == LB_AF_INET;
+	int outer4 = real->family == WS_AF_INET;
 	int gue = real->gue_port != 0;
 	__u32 olen = (outer4 ? 20 : 40) + (gue ? LB_GUE_OVERHEAD : 0);
-	__u8 inner = p->flow.family == LB_AF_INET ? LB_IPPROTO_IPIP : LB_IPPROTO_IPV6;
-	__u8 proto = gue ? LB_IPPROTO_UDP : inner;
+	__u8 inner = p->flow.family == WS_AF_INET ? WS_IPPROTO_IPIP : WS_IPPROTO_IPV6;
+	__u8 proto = gue ? WS_IPPROTO_UDP : inner;
 	__u8 src[16] = {};
 	struct bpf_fib_lookup f;
 	int own_src, rc;
@@ -411,7 +411,7 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return fib_fail(rc, why);
 	/* An IPv6 real's GUE must carry a UDP checksum: refused before the frame is touched. */
-	if (gue && !outer4 && p->flow.family == LB_AF_INET && p->flow.proto == LB_IPPROTO_UDP) {
+	if (gue && !outer4 && p->flow.family == WS_AF_INET && p->flow.proto == WS_IPPROTO_UDP) {
 		struct udphdr *u = pkt_data(ctx) + LB_L3_OFF + (p->hl & 0x3f);
 
 		if ((void *)(u + 1) > pkt_end(ctx)) {
@@ -429,7 +429,7 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 	}
 	/* The inner packet is the one forwarded: it loses one hop (IPVS decrements before it
 	 * encapsulates), before GUE's checksum sums its header; the outer header starts afresh. */
-	ttl_dec_at(ctx, LB_L3_OFF + olen, p->flow.family == LB_AF_INET);
+	ttl_dec_at(ctx, LB_L3_OFF + olen, p->flow.family == WS_AF_INET);
 	data = pkt_data(ctx);
 	end = pkt_end(ctx);
 	eth = data;
@@ -438,13 +438,13 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 
 		if ((void *)(o + 1) > end)
 			return XDP_DROP;
-		eth->h_proto = bpf_htons(LB_ETH_P_IP);
+		eth->h_proto = bpf_htons(WS_ETH_P_IP);
 		o->version = 4;
 		o->ihl = 5;
 		o->tos = p->tos;
 		o->tot_len = bpf_htons(p->l3_len + olen);
 		o->id = 0;
-		o->frag_off = p->df ? bpf_htons(LB_IP_DF) : 0;
+		o->frag_off = p->df ? bpf_htons(WS_IP_DF) : 0;
 		o->ttl = 64;
 		o->protocol = proto;
 		o->saddr = own_src ? *(__be32 *)src : f.ipv4_src;
@@ -456,7 +456,7 @@ static __always_inline int fwd_tunnel(struct xdp_md *ctx, const struct lb_pkt *p
 
 		if ((void *)(o + 1) > end)
 			return XDP_DROP;
-		eth->h_proto = bpf_htons(LB_ETH_P_IPV6);
+		eth->h_proto = bpf_htons(WS_ETH_P_IPV6);
 		/* Version 6, the inner traffic class, the flow hash as flow label. */
 		*(__be32 *)o = bpf_htonl(0x60000000 | ((__u32)p->tos << 20) | (hash & 0xfffff));
 		o->payload_len = bpf_htons(p->l3_len + olen - 40);

@@ -22,7 +22,7 @@ static __always_inline __u32 tcp_seq_field(struct xdp_md *ctx, const struct lb_p
 /* Whether `p` is a SYN-ACK. */
 static __always_inline int is_syn_ack(const struct lb_pkt *p)
 {
-	return p->flow.proto == LB_IPPROTO_TCP &&
+	return p->flow.proto == WS_IPPROTO_TCP &&
 	       (p->tcp_flags & (LB_TCP_SYN | LB_TCP_ACK)) == (LB_TCP_SYN | LB_TCP_ACK);
 }
 
@@ -39,7 +39,7 @@ static __always_inline struct lb_rev *reply_entry(const struct lb_pkt *p)
 			return r;
 	}
 	r = bpf_map_lookup_elem(&rev, &p->flow);
-	if (!r && p->flow.proto == LB_IPPROTO_TCP)
+	if (!r && p->flow.proto == WS_IPPROTO_TCP)
 		r = bpf_map_lookup_elem(&half_open, &p->flow);
 	return r;
 }

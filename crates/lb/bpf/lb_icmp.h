@@ -30,15 +30,15 @@ static __always_inline __u64 quote_ports(__be16 *qp, void *end, __u8 proto, __u3
 	qp[0] = sport;
 	ports = csum_diff16(ports, qp[1], dport);
 	qp[1] = dport;
-	if (proto == LB_IPPROTO_TCP && qlen >= LB_QUOTE_TCP_CSUM_END &&
+	if (proto == WS_IPPROTO_TCP && qlen >= LB_QUOTE_TCP_CSUM_END &&
 	    (void *)qp + LB_QUOTE_TCP_CSUM_END <= end)
 		check = qp + 8;
-	else if (proto == LB_IPPROTO_UDP && qp[3])
+	else if (proto == WS_IPPROTO_UDP && qp[3])
 		check = qp + 3; /* 0: an IPv4 datagram without checksum stays without */
 	if (check) {
 		__u16 old = *check, c = csum_apply(*check, addrs + ports);
 
-		if (proto == LB_IPPROTO_UDP && c == 0)
+		if (proto == WS_IPPROTO_UDP && c == 0)
 			c = 0xffff;
 		*check = c;
 		icmp = csum_diff16(icmp, old, c);
@@ -60,7 +60,7 @@ static __always_inline int icmp_xlat(struct xdp_md *ctx, __u8 fam, __u32 l3_len,
 	__be16 *qp;
 	__u8 proto;
 
-	if (fam == LB_AF_INET) {
+	if (fam == WS_AF_INET) {
 		struct iphdr *iph = data + LB_L3_OFF;
 		struct icmphdr *ic = data + LB_L4_OFF_V4;
 		struct iphdr *q = data + LB_QUOTE_OFF_V4;
@@ -69,7 +69,7 @@ static __always_inline int icmp_xlat(struct xdp_md *ctx, __u8 fam, __u32 l3_len,
 		if ((void *)(qp + 4) > end || l3_len < 20 + 8 + 20 + 8 || q->ihl != 5)
 			return -1;
 		proto = q->protocol;
-		if (proto != LB_IPPROTO_TCP && proto != LB_IPPROTO_UDP)
+		if (proto != WS_IPPROTO_TCP && proto != WS_IPPROTO_UDP)
 			return -1;
 		outer = csum_diff32(outer, iph->saddr, *(__be32 *)osrc);
 		iph->saddr = *(__be32 *)osrc;
@@ -98,7 +98,7 @@ static __always_inline int icmp_xlat(struct xdp_md *ctx, __u8 fam, __u32 l3_len,
 	if ((void *)(qp + 4) > end || l3_len < 40 + 8 + 40 + 8)
 		return -1;
 	proto = q->nexthdr;
-	if (proto != LB_IPPROTO_TCP && proto != LB_IPPROTO_UDP)
+	if (proto != WS_IPPROTO_TCP && proto != WS_IPPROTO_UDP)
 		return -1;
 	os = (__u32 *)&ip6h->saddr;
 	od = (__u32 *)&ip6h->daddr;
@@ -174,7 +174,7 @@ static __always_inline int icmp_to_client(struct xdp_md *ctx, const struct lb_pk
 	int rc;
 
 	*why = LB_PASS_NOT_VIP;
-	if (p->flow.family == LB_AF_INET) {
+	if (p->flow.family == WS_AF_INET) {
 		struct iphdr *q = data + LB_QUOTE_OFF_V4;
 		__be16 *qp = data + LB_QUOTE_OFF_V4 + 20;
 
@@ -202,7 +202,7 @@ static __always_inline int icmp_to_client(struct xdp_md *ctx, const struct lb_pk
 		k.sport = qp[1];
 		k.dport = qp[0];
 	}
-	if (k.proto != LB_IPPROTO_TCP && k.proto != LB_IPPROTO_UDP)
+	if (k.proto != WS_IPPROTO_TCP && k.proto != WS_IPPROTO_UDP)
 		return XDP_PASS;
 	k.family = p->flow.family;
 	r = conn_entry(&k);

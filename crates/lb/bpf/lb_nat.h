@@ -15,7 +15,7 @@ static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, __u
 	__be16 *sport, *dport, *check;
 	void *l4;
 
-	if (fam == LB_AF_INET) {
+	if (fam == WS_AF_INET) {
 		struct iphdr *iph = data + LB_L3_OFF;
 
 		if ((void *)(iph + 1) > end)
@@ -49,7 +49,7 @@ static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, __u
 		}
 		l4 = data + LB_L3_OFF + (hl & 0x3f); /* behind a fragment header, if any */
 	}
-	if (proto == LB_IPPROTO_TCP) {
+	if (proto == WS_IPPROTO_TCP) {
 		struct tcphdr *th = l4;
 
 		if ((void *)(th + 1) > end)
@@ -57,7 +57,7 @@ static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, __u
 		sport = &th->source;
 		dport = &th->dest;
 		check = &th->check;
-	} else if (proto == LB_IPPROTO_UDP) {
+	} else if (proto == WS_IPPROTO_UDP) {
 		struct udphdr *uh = l4;
 
 		if ((void *)(uh + 1) > end)
@@ -77,10 +77,10 @@ static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, __u
 		*dport = ndport;
 	}
 	/* UDP over IPv4 may carry no checksum (0); a computed 0 is sent as 0xffff. */
-	if (proto == LB_IPPROTO_UDP && fam == LB_AF_INET && *check == 0)
+	if (proto == WS_IPPROTO_UDP && fam == WS_AF_INET && *check == 0)
 		return 0;
 	*check = csum_apply(*check, acc);
-	if (proto == LB_IPPROTO_UDP && *check == 0)
+	if (proto == WS_IPPROTO_UDP && *check == 0)
 		*check = 0xffff;
 	return 0;
 }
@@ -90,7 +90,7 @@ static __always_inline int rewrite(struct xdp_md *ctx, __u8 fam, __u8 proto, __u
  * caller checked that the option space and the MTU have room. */
 static __always_inline int toa_insert(struct xdp_md *ctx, const struct lb_pkt *p, __u32 grow)
 {
-	int v4 = p->flow.family == LB_AF_INET;
+	int v4 = p->flow.family == WS_AF_INET;
 	__u32 l4_off = LB_L3_OFF + p->hl; /* IPv4 options included */
 	__u32 hdrs = l4_off + p->tcp_doff; /* bytes that move: eth, IP, TCP with options */
 	void *data, *end;
@@ -198,7 +198,7 @@ static __always_inline int port_reusable(const struct lb_rev *old, __u8 proto, _
 
 	if ((old->flags & LB_REV_CLOSED) && idle > (__u64)cfg_closed_grace_s * LB_NS)
 		return 1;
-	return idle > (__u64)(proto == LB_IPPROTO_TCP ? cfg_idle_tcp_s : cfg_idle_udp_s) * LB_NS;
+	return idle > (__u64)(proto == WS_IPPROTO_TCP ? cfg_idle_tcp_s : cfg_idle_udp_s) * LB_NS;
 }
 
 /* Whether a half-open connection's entry may be taken: it closed (an RST), or its handshake
@@ -239,7 +239,7 @@ static __always_inline int fnat_alloc(const struct lb_vip *vip, const struct lb_
 		return LB_PASS_MAP;
 	rev_key(&k, real, la->addr, 0, p->flow.proto);
 	rev_value(&v, p, slot, vip->id, LB_REV_FNAT, now);
-	if (p->flow.proto != LB_IPPROTO_TCP) {
+	if (p->flow.proto != WS_IPPROTO_TCP) {
 		for (int i = 0; i < LB_PORT_PROBES; i++) {
 			struct lb_rev *old;
 
@@ -392,7 +392,7 @@ static __always_inline int nat_forward(struct xdp_md *ctx, const struct lb_pkt *
 		return XDP_PASS;
 	}
 	if (toa) {
-		grow = fam == LB_AF_INET ? 8 : 20;
+		grow = fam == WS_AF_INET ? 8 : 20;
 		if (p->tcp_doff + grow > 60) {
 			count(LB_TOA_NO_ROOM);
 			grow = 0;
@@ -436,7 +436,7 @@ static __always_inline int nat_reply(struct xdp_md *ctx, const struct lb_pkt *p,
 	__u64 now = lb_now();
 	int rc;
 
-	if (p->flow.proto == LB_IPPROTO_TCP && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST))) {
+	if (p->flow.proto == WS_IPPROTO_TCP && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST))) {
 		r->flags |= LB_REV_CLOSED;
 		r->seen_ns = now;
 	} else if (now - r->seen_ns > LB_NS) {

@@ -115,7 +115,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 	if ((void *)(eth + 1) > end)
 		return -1;
 	avail = (__u32)(end - data) - LB_L3_OFF;
-	if (eth->h_proto == bpf_htons(LB_ETH_P_IP)) {
+	if (eth->h_proto == bpf_htons(WS_ETH_P_IP)) {
 		struct iphdr *iph = data + LB_L3_OFF;
 
 		if (!cfg_v4) {
@@ -141,12 +141,12 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		/* A fragment of TCP or UDP: the first one (offset 0) carries the ports and is
 		 * served as any packet; a later one carries none and follows its first (lb_xdp).
 		 * Other protocols' fragments are the kernel's. */
-		if (iph->frag_off & bpf_htons(LB_IP_MF | LB_IP_OFFSET)) {
-			if (iph->protocol != LB_IPPROTO_TCP && iph->protocol != LB_IPPROTO_UDP) {
+		if (iph->frag_off & bpf_htons(WS_IP_MF | WS_IP_OFFSET)) {
+			if (iph->protocol != WS_IPPROTO_TCP && iph->protocol != WS_IPPROTO_UDP) {
 				*why = LB_PASS_FRAGMENT;
 				return -1;
 			}
-			p->frag = (iph->frag_off & bpf_htons(LB_IP_OFFSET)) ? LB_FRAG_LATER
+			p->frag = (iph->frag_off & bpf_htons(WS_IP_OFFSET)) ? LB_FRAG_LATER
 									     : LB_FRAG_FIRST;
 			p->ip_id = (__be32)iph->id;
 		}
@@ -156,14 +156,14 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		*(__be32 *)p->flow.src = iph->saddr;
 		*(__be32 *)p->flow.dst = iph->daddr;
 		p->flow.proto = iph->protocol;
-		p->flow.family = LB_AF_INET;
-		p->df = !!(iph->frag_off & bpf_htons(LB_IP_DF));
+		p->flow.family = WS_AF_INET;
+		p->df = !!(iph->frag_off & bpf_htons(WS_IP_DF));
 		p->tos = iph->tos;
 		p->ttl = iph->ttl;
 		if (p->frag == LB_FRAG_LATER)
 			return 0; /* no transport header: the frags map has the flow */
 		l4 = (void *)iph + p->hl;
-	} else if (eth->h_proto == bpf_htons(LB_ETH_P_IPV6)) {
+	} else if (eth->h_proto == bpf_htons(WS_ETH_P_IPV6)) {
 		struct ipv6hdr *ip6h = data + LB_L3_OFF;
 
 		if (!cfg_v6) {
@@ -180,13 +180,13 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		copy16(p->flow.src, (__u8 *)&ip6h->saddr);
 		copy16(p->flow.dst, (__u8 *)&ip6h->daddr);
 		p->flow.proto = ip6h->nexthdr;
-		p->flow.family = LB_AF_INET6;
+		p->flow.family = WS_AF_INET6;
 		p->df = 1;
 		p->tos = (ip6h->priority << 4) | (ip6h->flow_lbl[0] >> 4);
 		p->ttl = ip6h->hop_limit;
 		p->hl = 40;
 		l4 = ip6h + 1;
-		if (p->flow.proto == LB_IPPROTO_FRAGMENT) {
+		if (p->flow.proto == WS_IPPROTO_FRAGMENT) {
 			/* A fragment header right behind the IPv6 header, of TCP or UDP: served
 			 * as an IPv4 fragment is. Others (ICMPv6, an atomic fragment, a header
 			 * after other extension headers) are the kernel's. */
@@ -196,7 +196,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 			if ((void *)(fh + 1) > end || p->l3_len < 48)
 				return -1;
 			off = bpf_ntohs(fh->frag_off);
-			if ((fh->nexthdr != LB_IPPROTO_TCP && fh->nexthdr != LB_IPPROTO_UDP) ||
+			if ((fh->nexthdr != WS_IPPROTO_TCP && fh->nexthdr != WS_IPPROTO_UDP) ||
 			    off == 0) {
 				*why = LB_PASS_IP6_FRAGMENT;
 				return -1;
@@ -209,8 +209,8 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 				return 0;
 			l4 = fh + 1;
 		}
-		if (p->flow.proto != LB_IPPROTO_TCP && p->flow.proto != LB_IPPROTO_UDP &&
-		    p->flow.proto != LB_IPPROTO_ICMPV6) {
+		if (p->flow.proto != WS_IPPROTO_TCP && p->flow.proto != WS_IPPROTO_UDP &&
+		    p->flow.proto != WS_IPPROTO_ICMPV6) {
 			*why = LB_PASS_IP_OPTIONS;
 			return -1;
 		}
@@ -222,7 +222,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 		return -1;
 	}
 
-	if (p->flow.proto == LB_IPPROTO_TCP) {
+	if (p->flow.proto == WS_IPPROTO_TCP) {
 		struct tcphdr *th = l4;
 
 		if ((void *)(th + 1) > end || th->doff < 5)
@@ -238,7 +238,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 			*why = LB_PASS_FRAGMENT;
 			return -1;
 		}
-	} else if (p->flow.proto == LB_IPPROTO_UDP) {
+	} else if (p->flow.proto == WS_IPPROTO_UDP) {
 		struct udphdr *uh = l4;
 
 		if ((void *)(uh + 1) > end)
@@ -249,7 +249,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct lb_pkt *p, enum lb_r
 			*why = LB_PASS_FRAGMENT;
 			return -1;
 		}
-	} else if (p->flow.proto == LB_IPPROTO_ICMP || p->flow.proto == LB_IPPROTO_ICMPV6) {
+	} else if (p->flow.proto == WS_IPPROTO_ICMP || p->flow.proto == WS_IPPROTO_ICMPV6) {
 		if (l4 + 8 > end)
 			return -1;
 	}
@@ -328,7 +328,7 @@ __noinline int lb_complete_csum(struct xdp_md *ctx, __u32 v6, __u32 proto)
 		return -1;
 	sum += bpf_htonl(l4_len);
 	sum += bpf_htonl(proto);
-	if (proto == LB_IPPROTO_TCP) {
+	if (proto == WS_IPPROTO_TCP) {
 		struct tcphdr *th = l4;
 
 		if ((void *)(th + 1) > end)
@@ -361,7 +361,7 @@ __noinline int lb_complete_csum(struct xdp_md *ctx, __u32 v6, __u32 proto)
 	}
 	__u16 c = ~csum_fold(sum);
 
-	if (proto == LB_IPPROTO_UDP && c == 0)
+	if (proto == WS_IPPROTO_UDP && c == 0)
 		c = 0xffff;
 	*field = c;
 	return 0;
