@@ -178,28 +178,6 @@ pub fn interface_addresses() -> io::Result<Vec<std::net::IpAddr>> {
     Ok(out)
 }
 
-/// Whether interface `ifindex` is up with its carrier (IFF_UP and IFF_RUNNING, what `ip link`
-/// shows as `UP,LOWER_UP`): a port whose cable, or veth peer, is down forwards nothing.
-pub fn interface_running(ifindex: u32) -> io::Result<bool> {
-    // SAFETY: an all-zero ifreq is valid; if_indextoname writes at most IF_NAMESIZE bytes,
-    // the size of ifr_name, and SIOCGIFFLAGS fills the flags member of the union.
-    let flags = unsafe {
-        let mut ifr: libc::ifreq = std::mem::zeroed();
-        if libc::if_indextoname(ifindex, ifr.ifr_name.as_mut_ptr()).is_null() {
-            return Err(io::Error::last_os_error());
-        }
-        let sock = OwnedFd::from_raw_fd(check(libc::socket(
-            libc::AF_INET,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            0,
-        ))?);
-        check(libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr))?;
-        ifr.ifr_ifru.ifru_flags
-    };
-    let want = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-    Ok(flags & want == want)
-}
-
 /// Whether standard output is a terminal.
 pub fn stdout_is_tty() -> bool {
     // SAFETY: isatty only inspects the descriptor number.
@@ -522,14 +500,6 @@ mod tests {
             int_option(&s, libc::SOL_SOCKET, libc::SO_RCVLOWAT).unwrap(),
             7
         );
-    }
-
-    #[test]
-    fn loopback_runs_and_a_missing_interface_is_an_error() {
-        // lo is up in every namespace the tests run in; index 0 names no interface.
-        let lo = crate::packet::if_index("lo").unwrap();
-        assert!(interface_running(lo).unwrap());
-        assert!(interface_running(0).is_err());
     }
 
     #[test]

@@ -188,9 +188,7 @@ impl DataPlane for XdpDataPlane {
     /// One SIOCGIFFLAGS per interface on each turn of the daemon's loop; an interface the
     /// kernel no longer knows is down too.
     fn links_down(&self) -> Vec<String> {
-        let down = |l: &&attach::Link| {
-            !wirespeed_sys::socket::interface_running(l.ifindex).unwrap_or(false)
-        };
+        let down = |l: &&attach::Link| !wirespeed_sys::iface::running(l.ifindex).unwrap_or(false);
         self.links
             .iter()
             .filter(down)
