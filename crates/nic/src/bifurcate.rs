@@ -271,7 +271,7 @@ impl Bifurcation {
                 })
             }
         };
-        let index = crate::xsk::ifindex(ifname)?;
+        let index = crate::iface::ifindex(ifname)?;
         let link = self
             .skel
             .progs

@@ -5,6 +5,11 @@
 
 use crate::{Error, Result};
 
+/// The index of `ifname` in the calling thread's network namespace.
+pub fn ifindex(ifname: &str) -> Result<u32> {
+    wirespeed_sys::packet::if_index(ifname).map_err(|_| Error::NoSuchInterface(ifname.to_string()))
+}
+
 /// Facts about one interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InterfaceInfo {
@@ -33,12 +38,12 @@ pub fn mtu(ifname: &str) -> Result<u32> {
 
 impl InterfaceInfo {
     pub fn query(ifname: &str) -> Result<InterfaceInfo> {
-        let index = crate::xsk::ifindex(ifname)?;
+        let index = ifindex(ifname)?;
         let mac =
             wirespeed_sys::iface::mac(ifname).map_err(os_error(ifname, "read MAC address"))?;
         let mtu = mtu(ifname)?;
         let rx_queues = rx_queue_count(ifname)?;
-        let driver = crate::rss::driver_name(ifname)?;
+        let driver = driver_name(ifname)?;
         let (kind, loopback) = link_kind(index, ifname)?;
         Ok(InterfaceInfo {
             name: ifname.to_string(),
@@ -95,6 +100,12 @@ fn link_kind(index: u32, ifname: &str) -> Result<(Option<String>, bool)> {
 fn rx_queue_count(ifname: &str) -> Result<u32> {
     let channels = supported(wirespeed_sys::iface::channels(ifname), ifname, "ethtool -l")?;
     Ok(channels.map_or(1, |(rx, combined)| (rx + combined).max(1)))
+}
+
+/// The interface's driver name (`ethtool -i`), or "" for devices without one (lo).
+pub fn driver_name(ifname: &str) -> Result<String> {
+    let driver = supported(wirespeed_sys::iface::driver(ifname), ifname, "ethtool -i")?;
+    Ok(driver.unwrap_or_default())
 }
 
 /// An ethtool call's answer; None when the driver does not implement the command.

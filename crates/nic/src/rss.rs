@@ -76,7 +76,7 @@ impl RssModel {
     /// 4-tuple (the usual default; check `ethtool -n IF rx-flow-hash tcp4`); anything else is
     /// unknown.
     pub fn for_interface(ifname: &str) -> Result<RssModel> {
-        let driver = driver_name(ifname)?;
+        let driver = iface::driver_name(ifname)?;
         if driver == "veth" {
             return Ok(RssModel::Unknown(
                 "veth: the rx queue is the peer's tx queue (its XPS or flow hash), not a hash we can compute".into(),
@@ -191,12 +191,6 @@ fn parse_rxfh(buf: &[u8]) -> Option<RssTable> {
 pub fn read_rss(ifname: &str) -> Result<Option<RssTable>> {
     let rxfh = iface::supported(wirespeed_sys::iface::rxfh(ifname), ifname, "ethtool -x")?;
     Ok(rxfh.and_then(|bytes| parse_rxfh(&bytes)))
-}
-
-/// The interface's driver name (`ethtool -i`), or "" for devices without one (lo).
-pub fn driver_name(ifname: &str) -> Result<String> {
-    let driver = iface::supported(wirespeed_sys::iface::driver(ifname), ifname, "ethtool -i")?;
-    Ok(driver.unwrap_or_default())
 }
 
 #[cfg(test)]

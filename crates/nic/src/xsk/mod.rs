@@ -19,7 +19,6 @@
 //! only then, or on every empty rx poll when busy polling is on (the syscall is what runs the
 //! driver's NAPI then).
 
-use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
@@ -35,6 +34,7 @@ use chain::{MultiBuffer, RxGather, RxLayout, TxRuns};
 use offload::TxChecksum;
 use sockopt::{getsockopt, setsockopt};
 
+use crate::iface;
 use crate::ring::{Consumer, Producer, RawRing};
 use crate::{Error, FrameIo, Result, Stats};
 
@@ -145,17 +145,6 @@ impl Drop for Mapping {
     }
 }
 
-/// The index of `ifname` in the calling thread's network namespace.
-pub fn ifindex(ifname: &str) -> Result<u32> {
-    let c = CString::new(ifname).map_err(|_| Error::NoSuchInterface(ifname.to_string()))?;
-    // SAFETY: c is a valid NUL-terminated string.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        return Err(Error::NoSuchInterface(ifname.to_string()));
-    }
-    Ok(idx)
-}
-
 /// One AF_XDP socket: a driver queue for one shard. See the module docs.
 ///
 /// Opening resolves the interface in the calling thread's network namespace; afterwards the
@@ -215,7 +204,7 @@ impl XskSocket {
     /// [`crate::Bifurcation::register`].
     pub fn open(ifname: &str, queue: u32, cfg: &XskConfig) -> Result<XskSocket> {
         cfg.validate()?;
-        let index = ifindex(ifname)?;
+        let index = iface::ifindex(ifname)?;
         let open_mode =
             |zero_copy| XskSocket::open_mode_when_free(ifname, index, queue, cfg, zero_copy);
         match cfg.mode {
@@ -835,7 +824,7 @@ impl FrameIo for XskSocket {
     }
 
     fn link_mtu(&self) -> Option<u32> {
-        crate::iface::mtu(&self.ifname).ok()
+        iface::mtu(&self.ifname).ok()
     }
 
     /// The kernel counts a frame longer than a chunk in `rx_dropped` (copy mode and zero-copy
