@@ -11,7 +11,7 @@ use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::task::{Poll, Waker};
 
@@ -106,7 +106,7 @@ impl Mesh {
             n,
             rings: (0..n * n).map(|_| Spsc::new(RING_CAPACITY)).collect(),
             doorbells: (0..n)
-                .map(|_| crate::sys::eventfd())
+                .map(|_| wirespeed_sys::eventfd::create())
                 .collect::<std::io::Result<_>>()?,
             sleeping: (0..n)
                 .map(|_| CachePadded(AtomicBool::new(false)))
@@ -120,7 +120,7 @@ impl Mesh {
     }
 
     pub(crate) fn ring_doorbell(&self, shard: usize) {
-        crate::sys::eventfd_ring(self.doorbells[shard].as_raw_fd());
+        wirespeed_sys::eventfd::ring(&self.doorbells[shard]);
     }
 
     /// Asks every shard to stop: sets the flag and wakes them all.

@@ -1,10 +1,7 @@
-//! Thin wrappers over the few syscalls the runtime makes directly (the eventfds that wake a
-//! shard); affinity comes from `wirespeed-sys`.
+//! The runtime's CPU placement: pinning, the allowed CPUs and CPU lists, over
+//! `wirespeed-sys`'s affinity calls.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-
-pub(crate) use wirespeed_sys::{cvt, cvt_size};
 
 /// Pins the calling thread to one CPU.
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
@@ -19,28 +16,6 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
 /// The CPU the calling thread is running on now.
 pub fn current_cpu() -> usize {
     wirespeed_sys::process::current_cpu()
-}
-
-pub(crate) fn eventfd() -> io::Result<OwnedFd> {
-    // SAFETY: eventfd returns a new fd or -1.
-    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
-    // SAFETY: fd is a freshly created descriptor that we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Adds one to an eventfd counter; used as a doorbell between threads.
-pub(crate) fn eventfd_ring(fd: RawFd) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a valid u64 to an eventfd. EAGAIN (counter saturated) is
-    // harmless: the reader is already due to wake.
-    unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
-}
-
-/// Drains an eventfd counter (nonblocking).
-pub(crate) fn eventfd_drain(fd: &impl AsRawFd) {
-    let mut v: u64 = 0;
-    // SAFETY: reads 8 bytes into a valid u64.
-    unsafe { libc::read(fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
 }
 
 /// Parses a CPU list such as `0-3,6,8-9`.

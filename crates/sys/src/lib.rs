@@ -7,8 +7,11 @@
 
 pub mod alloc;
 pub mod bpf;
+pub mod epoll;
 pub mod ethtool;
+pub mod eventfd;
 pub mod iface;
+pub mod mmap;
 pub mod mount;
 pub mod netns;
 pub mod nftables;

@@ -1,13 +1,15 @@
 //! Socket options and calls that socket2 does not offer: integer options by number
 //! (SO_RCVBUFFORCE, NETLINK_ADD_MEMBERSHIP, SO_BUSY_POLL, SO_PREFER_BUSY_POLL,
 //! SO_BUSY_POLL_BUDGET, ...), the reuseport group's classic-BPF program, binding a netlink
-//! socket, getsockname/getpeername on any descriptor, and the load generator's event loops: an
-//! epoll instance, and an io_uring that owns the memory its socket operations use
-//! ([`SocketRing`]).
+//! socket, getsockname/getpeername on any descriptor, and the load generator's io_uring that
+//! owns the memory its socket operations use ([`SocketRing`]).
 
 use std::io;
+use std::io::IoSlice;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+pub use socket2::SockAddr;
 use std::time::Duration;
 
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -143,6 +145,84 @@ pub fn peer_addr(fd: &impl AsRawFd) -> io::Result<SocketAddr> {
     sockname(fd, true)
 }
 
+/// Receives into `buf` (recv(2), no flags): the socket layer's own entry point, with no VFS
+/// detour through read(2) (docs/ARCHITECTURE.md, "The runtime (crates/rt)").
+#[inline]
+pub fn recv(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of its length for the duration of the call.
+    crate::cvt_size(unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) })
+}
+
+/// Sends `bufs` in one call, without SIGPIPE: send(2) for one buffer, sendmsg(2) for more (at
+/// most UIO_MAXIOV of them; the count sent says how far it got).
+#[inline]
+pub fn send_vectored(fd: &impl AsRawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    if let [one] = bufs {
+        // SAFETY: the slice is valid for reads of its length.
+        return crate::cvt_size(unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                one.as_ptr().cast(),
+                one.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        });
+    }
+    // SAFETY: msghdr is plain data, for which all zeroes is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // IoSlice is ABI-compatible with iovec; the kernel only reads through it.
+    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
+    // SAFETY: msg points at live iovecs for the duration of the call.
+    crate::cvt_size(unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) })
+}
+
+/// Accepts one connection as a nonblocking, close-on-exec socket (accept4(2)); the peer's
+/// address is not asked for.
+pub fn accept_nonblocking(fd: &impl AsRawFd) -> io::Result<OwnedFd> {
+    // SAFETY: null address pointers are allowed; the result is a new descriptor or -1.
+    let nfd = check(unsafe {
+        libc::accept4(
+            fd.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    })?;
+    // SAFETY: a fresh descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(nfd) })
+}
+
+/// Starts a connect(2). On a nonblocking socket EINPROGRESS comes back as the error: the
+/// caller waits for writability, then reads [`take_error`].
+pub fn connect(fd: &impl AsRawFd, addr: &SocketAddr) -> io::Result<()> {
+    let sa = SockAddr::from(*addr);
+    // SAFETY: `sa` holds a valid socket address of `sa.len()` bytes.
+    check(unsafe { libc::connect(fd.as_raw_fd(), sa.as_ptr(), sa.len()) }).map(drop)
+}
+
+/// The socket's pending error (SO_ERROR), which reading clears.
+pub fn take_error(fd: &impl AsRawFd) -> io::Result<Option<io::Error>> {
+    let e = int_option(fd, libc::SOL_SOCKET, libc::SO_ERROR)?;
+    Ok((e != 0).then(|| io::Error::from_raw_os_error(e)))
+}
+
+/// Whether `fd` is a `SOCK_STREAM` socket; false for anything else, a non-socket included.
+pub fn is_stream_socket(fd: &impl AsRawFd) -> bool {
+    int_option(fd, libc::SOL_SOCKET, libc::SO_TYPE).is_ok_and(|t| t == libc::SOCK_STREAM)
+}
+
+/// Shuts down one or both directions of a connection (shutdown(2)).
+pub fn shutdown(fd: &impl AsRawFd, how: std::net::Shutdown) -> io::Result<()> {
+    let how = match how {
+        std::net::Shutdown::Read => libc::SHUT_RD,
+        std::net::Shutdown::Write => libc::SHUT_WR,
+        std::net::Shutdown::Both => libc::SHUT_RDWR,
+    };
+    // SAFETY: plain syscall on a descriptor number; a stale one fails with EBADF.
+    check(unsafe { libc::shutdown(fd.as_raw_fd(), how) }).map(drop)
+}
+
 /// Every IP address the kernel holds on an interface of this network namespace
 /// (getifaddrs): what "the kernel owns this address" means. Binding a socket is no test of
 /// it: in a namespace that never had an IPv4 address, any IPv4 address binds.
@@ -182,77 +262,6 @@ pub fn interface_addresses() -> io::Result<Vec<std::net::IpAddr>> {
 pub fn stdout_is_tty() -> bool {
     // SAFETY: isatty only inspects the descriptor number.
     unsafe { libc::isatty(1) == 1 }
-}
-
-/// An epoll instance (for the load generator's epoll engine; the runtime has its own).
-#[derive(Debug)]
-pub struct Epoll {
-    fd: OwnedFd,
-}
-
-/// One readiness event: the token given at registration and the `EPOLL*` flags.
-pub type EpollEvent = libc::epoll_event;
-
-/// An empty event slot for [`Epoll::wait`]'s buffer.
-pub fn epoll_event() -> EpollEvent {
-    libc::epoll_event { events: 0, u64: 0 }
-}
-
-impl Epoll {
-    pub fn new() -> io::Result<Epoll> {
-        // SAFETY: plain syscall; on success the new descriptor is ours alone.
-        let fd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-        // SAFETY: `fd` is a fresh descriptor nothing else owns.
-        Ok(Epoll {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
-    }
-
-    fn ctl(&self, op: libc::c_int, fd: &impl AsRawFd, events: u32, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: both descriptors are live; `ev` outlives the call.
-        check(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd.as_raw_fd(), &mut ev) })
-            .map(drop)
-    }
-
-    pub fn add(&self, fd: &impl AsRawFd, events: u32, token: u64) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_ADD, fd, events, token)
-    }
-
-    pub fn modify(&self, fd: &impl AsRawFd, events: u32, token: u64) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
-    }
-
-    /// epoll_pwait2 with a timeout of `wait` (nanosecond resolution); returns how many
-    /// entries of `events` it filled. EINTR reads as 0 events.
-    pub fn wait(&self, events: &mut [EpollEvent], wait: Duration) -> io::Result<usize> {
-        let ts = libc::timespec {
-            tv_sec: wait.as_secs() as libc::time_t,
-            tv_nsec: wait.subsec_nanos() as libc::c_long,
-        };
-        let max = events.len().min(i32::MAX as usize) as libc::c_int;
-        // SAFETY: `events` is a live buffer of `max` entries; a null sigmask is allowed.
-        let n = unsafe {
-            libc::epoll_pwait2(
-                self.fd.as_raw_fd(),
-                events.as_mut_ptr(),
-                max,
-                &ts,
-                std::ptr::null(),
-            )
-        };
-        match check(n) {
-            Ok(n) => Ok(n as usize),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-impl AsFd for Epoll {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
 }
 
 /// What an operation of a [`SocketRing`] was.
@@ -543,12 +552,5 @@ mod tests {
         assert_eq!((c.slot, c.tag, c.result), (0, 7, 4));
         assert_eq!(ring.received(0, 4), Some(&b"pong"[..]));
         assert!(ring.send(&s, 2..9, 0, 7).is_err(), "beyond the block");
-    }
-
-    #[test]
-    fn an_epoll_wait_times_out_empty() {
-        let ep = Epoll::new().unwrap();
-        let mut ev = [epoll_event(); 4];
-        assert_eq!(ep.wait(&mut ev, Duration::from_millis(1)).unwrap(), 0);
     }
 }

@@ -8,7 +8,7 @@ use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, SockAddr, Socket, Type};
-use wirespeed_sys::socket::{epoll_event, Epoll};
+use wirespeed_sys::epoll::{epoll_event, Epoll};
 
 use crate::load::conn::{Conn, ResponseParser, Tally, Workload};
 use crate::load::spec::Errors;
@@ -98,7 +98,7 @@ pub(crate) fn run_worker<P: ResponseParser>(w: Worker, parser: P) -> Result<Tall
             }
         }
         let n = ep
-            .wait(&mut events, wake.saturating_duration_since(now))
+            .wait(&mut events, Some(wake.saturating_duration_since(now)))
             .map_err(|source| Error::Io {
                 what: "epoll_pwait2".into(),
                 source,

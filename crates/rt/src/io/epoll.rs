@@ -2,12 +2,13 @@
 
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::{would_block, Token};
-use crate::sys::{cvt, cvt_size};
+use wirespeed_sys::epoll::{epoll_event, EpollEvent};
+use wirespeed_sys::{eventfd, socket};
 
 const DOORBELL: u64 = u64::MAX;
 /// A poller's wake-up fd ([`Epoll::add_wake_fd`]): its readiness only ends a sleep; the shard
@@ -15,7 +16,9 @@ const DOORBELL: u64 = u64::MAX;
 const WAKE_FD: u64 = u64::MAX - 1;
 
 struct Slot {
-    fd: RawFd,
+    /// Closing it (dropping) also removes it from the epoll set: no other descriptor shares
+    /// the file.
+    fd: Option<OwnedFd>,
     generation: u32,
     live: bool,
     /// A short `recv` says nothing about what is left: the socket is not a stream socket (a
@@ -37,10 +40,10 @@ struct Slot {
 }
 
 pub(crate) struct Epoll {
-    epfd: OwnedFd,
+    ep: wirespeed_sys::epoll::Epoll,
     slots: Vec<Slot>,
     free: Vec<u32>,
-    events: Vec<libc::epoll_event>,
+    events: Vec<EpollEvent>,
     doorbell: RawFd,
 }
 
@@ -53,60 +56,41 @@ impl Epoll {
     /// that long before it sleeps, and prefers busy polling over the queue's own
     /// interrupt/thread (EPIOCSPARAMS, Linux 6.9); as io_uring's NAPI registration does.
     pub(crate) fn new(napi_busy_poll_us: u32) -> io::Result<Epoll> {
-        // SAFETY: epoll_create1 returns a new fd or -1.
-        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
         let ep = Epoll {
-            // SAFETY: fd was just created and is owned here.
-            epfd: unsafe { OwnedFd::from_raw_fd(fd) },
+            ep: wirespeed_sys::epoll::Epoll::new()?,
             slots: Vec::new(),
             free: Vec::new(),
-            events: vec![libc::epoll_event { events: 0, u64: 0 }; 1024],
+            events: vec![epoll_event(); 1024],
             doorbell: -1,
         };
         if napi_busy_poll_us > 0 {
-            let params = libc::epoll_params {
-                busy_poll_usecs: napi_busy_poll_us,
-                busy_poll_budget: 64,
-                prefer_busy_poll: 1,
-                __pad: 0,
-            };
-            // SAFETY: valid epoll fd; the kernel reads one epoll_params from the pointer.
-            let rc = unsafe { libc::ioctl(fd, libc::EPIOCSPARAMS, &params) };
-            if rc != 0 {
+            if let Err(e) = ep.ep.set_busy_poll(napi_busy_poll_us, 64) {
                 eprintln!(
-                    "wirespeed-rt: epoll NAPI busy polling unavailable ({}); continuing without it",
-                    io::Error::last_os_error()
+                    "wirespeed-rt: epoll NAPI busy polling unavailable ({e}); continuing without it"
                 );
             }
         }
         Ok(ep)
     }
 
-    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, data: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: data };
-        // SAFETY: valid epoll fd and event struct.
-        cvt(unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), op, fd, &mut ev) }).map(drop)
-    }
-
     pub(crate) fn add_doorbell(&mut self, fd: RawFd) -> io::Result<()> {
         self.doorbell = fd;
         // Level-triggered: it is drained on every wake-up.
-        self.ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, DOORBELL)
+        self.ep.add(&fd, libc::EPOLLIN as u32, DOORBELL)
     }
 
     /// Level-triggered: while the fd is readable a blocking poll returns at once, so a frame
     /// that arrives between the poller's last look and the sleep is never slept through.
     pub(crate) fn add_wake_fd(&mut self, fd: RawFd) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, WAKE_FD)
+        self.ep.add(&fd, libc::EPOLLIN as u32, WAKE_FD)
     }
 
     pub(crate) fn register(&mut self, fd: OwnedFd) -> io::Result<Token> {
-        let raw = fd.as_raw_fd();
         let slot = match self.free.pop() {
             Some(i) => i,
             None => {
                 self.slots.push(Slot {
-                    fd: -1,
+                    fd: None,
                     generation: 0,
                     live: false,
                     always_ask: true,
@@ -118,9 +102,8 @@ impl Epoll {
             }
         };
         let s = &mut self.slots[slot as usize];
-        s.fd = raw;
         s.live = true;
-        s.always_ask = !is_stream_socket(raw);
+        s.always_ask = !socket::is_stream_socket(&fd);
         s.drained = false;
         let token = Token {
             slot,
@@ -130,18 +113,18 @@ impl Epoll {
         let events =
             (libc::EPOLLIN | libc::EPOLLPRI | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET)
                 as u32;
-        if let Err(e) = self.ctl(libc::EPOLL_CTL_ADD, raw, events, data(token)) {
+        if let Err(e) = self.ep.add(&fd, events, data(token)) {
             self.release(slot);
             return Err(e); // `fd` drops here and closes
         }
-        let _ = fd.into_raw_fd(); // the slot owns it now
+        self.slots[slot as usize].fd = Some(fd);
         Ok(token)
     }
 
     fn release(&mut self, slot: u32) {
         let s = &mut self.slots[slot as usize];
         s.live = false;
-        s.fd = -1;
+        s.fd = None; // closes it
         s.reader = None;
         s.writer = None;
         s.generation = s.generation.wrapping_add(1);
@@ -155,9 +138,6 @@ impl Epoll {
         if !s.live || s.generation != t.generation {
             return;
         }
-        // close() removes the fd from the epoll set (no other descriptor shares the file).
-        // SAFETY: the slot owns this fd.
-        unsafe { libc::close(s.fd) };
         self.release(t.slot);
     }
 
@@ -199,19 +179,7 @@ impl Epoll {
         fd: RawFd,
         cx: &Context<'_>,
     ) -> Poll<io::Result<OwnedFd>> {
-        self.attempt(t, cx, false, || {
-            // SAFETY: accept4 with null address pointers; returns a new fd or -1.
-            let nfd = cvt(unsafe {
-                libc::accept4(
-                    fd,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                )
-            })?;
-            // SAFETY: a new descriptor we own.
-            Ok(unsafe { OwnedFd::from_raw_fd(nfd) })
-        })
+        self.attempt(t, cx, false, || socket::accept_nonblocking(&fd))
     }
 
     pub(crate) fn poll_recv(
@@ -228,10 +196,7 @@ impl Epoll {
         let want = buf.len();
         // recv, not read: the socket layer's own entry point, no VFS detour (docs/ARCHITECTURE.md,
         // "The runtime (crates/rt)").
-        // SAFETY: buf is valid for writes of buf.len() bytes.
-        let r = self.attempt(t, cx, false, || {
-            cvt_size(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) })
-        });
+        let r = self.attempt(t, cx, false, || socket::recv(&fd, buf));
         // A short read emptied the queue; 0 (end of stream) is not short: it stays readable.
         if let Poll::Ready(Ok(n)) = r {
             if n > 0 && n < want {
@@ -262,25 +227,7 @@ impl Epoll {
         cx: &Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.attempt(t, cx, true, || {
-            if bufs.len() == 1 {
-                // SAFETY: the slice is valid for reads of its length.
-                return cvt_size(unsafe {
-                    libc::send(
-                        fd,
-                        bufs[0].as_ptr().cast(),
-                        bufs[0].len(),
-                        libc::MSG_NOSIGNAL,
-                    )
-                });
-            }
-            // SAFETY: msghdr is plain data; IoSlice is ABI-compatible with iovec.
-            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-            msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
-            msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
-            // SAFETY: msg points at valid iovecs for the duration of the call.
-            cvt_size(unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) })
-        })
+        self.attempt(t, cx, true, || socket::send_vectored(&fd, bufs))
     }
 
     pub(crate) fn poll_connect(
@@ -293,93 +240,38 @@ impl Epoll {
     ) -> Poll<io::Result<()>> {
         if !*started {
             *started = true;
-            let (ss, len) = super::sockaddr(addr);
-            // SAFETY: ss holds a valid sockaddr of length len.
-            let rc = unsafe { libc::connect(fd, &ss as *const _ as *const libc::sockaddr, len) };
-            if rc == 0 {
-                return Poll::Ready(Ok(()));
-            }
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINPROGRESS) {
-                return Poll::Ready(Err(e));
+            match socket::connect(&fd, addr) {
+                Ok(()) => return Poll::Ready(Ok(())),
+                Err(e) if e.raw_os_error() != Some(libc::EINPROGRESS) => {
+                    return Poll::Ready(Err(e))
+                }
+                Err(_) => {}
             }
             self.park(t, cx, true);
             return Poll::Pending;
         }
-        let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: reads an int-sized option into `err`.
-        let rc = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                &mut err as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        if rc < 0 {
-            return Poll::Ready(Err(io::Error::last_os_error()));
-        }
-        match err {
-            0 => {
-                // Writable with no error can also mean "not yet" after a spurious wake.
-                let mut peer: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-                let mut plen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-                // SAFETY: getpeername writes at most plen bytes into peer.
-                let rc = unsafe {
-                    libc::getpeername(fd, &mut peer as *mut _ as *mut libc::sockaddr, &mut plen)
-                };
-                if rc == 0 {
-                    Poll::Ready(Ok(()))
-                } else {
-                    self.park(t, cx, true);
-                    Poll::Pending
-                }
+        match socket::take_error(&fd) {
+            Err(e) | Ok(Some(e)) => Poll::Ready(Err(e)),
+            // Writable with no error can also mean "not yet" after a spurious wake.
+            Ok(None) if socket::peer_addr(&fd).is_ok() => Poll::Ready(Ok(())),
+            Ok(None) => {
+                self.park(t, cx, true);
+                Poll::Pending
             }
-            e => Poll::Ready(Err(io::Error::from_raw_os_error(e))),
         }
     }
 
     pub(crate) fn poll(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
-        let ts = timeout.map(|d| libc::timespec {
-            tv_sec: d.as_secs() as _,
-            tv_nsec: d.subsec_nanos() as _,
-        });
-        let tsp = ts
-            .as_ref()
-            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // epoll_pwait2 takes a timespec, so a 100 µs wait is 100 µs and not a rounded-up
-        // millisecond: the busy-poll knob of the showdown's row 4 (docs/INSTRUMENTS.md, "`wirespeed
-        // showdown`"). With net.core.busy_poll (or
-        // SO_BUSY_POLL on the sockets) and a non-zero wait, the kernel spins on the NAPI
-        // context here instead of sleeping.
-        // SAFETY: events buffer is valid for its length; tsp is null or a valid timespec.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait2,
-                self.epfd.as_raw_fd(),
-                self.events.as_mut_ptr(),
-                self.events.len() as libc::c_int,
-                tsp,
-                std::ptr::null::<libc::sigset_t>(),
-                0usize,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(0)
-            } else {
-                Err(e)
-            };
-        }
-        let n = n as usize;
+        // The wait is a timespec, so a 100 µs wait is 100 µs: the busy-poll knob of the
+        // showdown's row 4 (docs/INSTRUMENTS.md, "`wirespeed showdown`"). With
+        // net.core.busy_poll (or SO_BUSY_POLL on the sockets) and a non-zero wait, the kernel
+        // spins on the NAPI context here instead of sleeping.
+        let n = self.ep.wait(&mut self.events, timeout)?;
         for i in 0..n {
             let ev = self.events[i];
             let (bits, key) = (ev.events, ev.u64);
             if key == DOORBELL {
-                crate::sys::eventfd_drain(&BorrowedRaw(self.doorbell));
+                eventfd::drain(&self.doorbell);
                 continue;
             }
             if key == WAKE_FD {
@@ -411,66 +303,16 @@ impl Epoll {
         }
         // A full event buffer suggests more are waiting: grow so one call drains them.
         if n == self.events.len() && self.events.len() < 65536 {
-            self.events.resize(
-                self.events.len() * 2,
-                libc::epoll_event { events: 0, u64: 0 },
-            );
+            self.events.resize(self.events.len() * 2, epoll_event());
         }
         Ok(n)
-    }
-}
-
-impl Drop for Epoll {
-    fn drop(&mut self) {
-        for s in &self.slots {
-            if s.live {
-                // SAFETY: live slots own their fds.
-                unsafe { libc::close(s.fd) };
-            }
-        }
-    }
-}
-
-/// Whether `fd` is a `SOCK_STREAM` socket (once per registration, not per read).
-fn is_stream_socket(fd: RawFd) -> bool {
-    let mut ty: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: reads an int-sized option into `ty`; a non-socket fd fails with ENOTSOCK.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TYPE,
-            &mut ty as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    rc == 0 && ty == libc::SOCK_STREAM
-}
-
-struct BorrowedRaw(RawFd);
-impl AsRawFd for BorrowedRaw {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn params(ep: &Epoll) -> libc::epoll_params {
-        let mut p = libc::epoll_params {
-            busy_poll_usecs: 0,
-            busy_poll_budget: 0,
-            prefer_busy_poll: 0,
-            __pad: 0,
-        };
-        // SAFETY: valid epoll fd; the kernel writes one epoll_params.
-        let rc = unsafe { libc::ioctl(ep.epfd.as_raw_fd(), libc::EPIOCGPARAMS, &mut p) };
-        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
-        p
-    }
+    use std::os::fd::AsRawFd;
 
     /// A connected loopback pair: the far end as a std stream, the near end registered.
     fn registered_pair(ep: &mut Epoll) -> (std::net::TcpStream, Token, RawFd) {
@@ -564,9 +406,8 @@ mod tests {
         let mut ep = Epoll::new(0).unwrap();
         let (mut far, t, fd) = registered_pair(&mut ep);
         far.write_all(&[1; 5]).unwrap();
-        // SAFETY: sends one byte from a valid buffer on a connected socket.
-        let sent = unsafe { libc::send(far.as_raw_fd(), [b'!'].as_ptr().cast(), 1, libc::MSG_OOB) };
-        assert_eq!(sent, 1, "{}", io::Error::last_os_error());
+        let sent = socket2::SockRef::from(&far).send_out_of_band(b"!").unwrap();
+        assert_eq!(sent, 1);
         far.write_all(&[2; 5]).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         harvest(&mut ep);
@@ -599,13 +440,9 @@ mod tests {
     /// interrupt or thread; without it the instance keeps the kernel's defaults.
     #[test]
     fn napi_busy_poll_sets_the_instance_params() {
-        let p = params(&Epoll::new(50).unwrap());
-        assert_eq!(
-            (p.busy_poll_usecs, p.busy_poll_budget, p.prefer_busy_poll),
-            (50, 64, 1)
-        );
-        let p = params(&Epoll::new(0).unwrap());
-        assert_eq!(p.busy_poll_usecs, 0);
-        assert_eq!(p.prefer_busy_poll, 0);
+        let p = Epoll::new(50).unwrap().ep.busy_poll().unwrap();
+        assert_eq!(p, (50, 64, true));
+        let (usecs, _, prefer) = Epoll::new(0).unwrap().ep.busy_poll().unwrap();
+        assert_eq!((usecs, prefer), (0, false));
     }
 }

@@ -205,13 +205,7 @@ impl Socket {
 
     /// Shuts down one or both directions (a plain syscall on either engine).
     pub fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
-        let how = match how {
-            std::net::Shutdown::Read => libc::SHUT_RD,
-            std::net::Shutdown::Write => libc::SHUT_WR,
-            std::net::Shutdown::Both => libc::SHUT_RDWR,
-        };
-        // SAFETY: shutdown on an fd we own.
-        crate::sys::cvt(unsafe { libc::shutdown(self.fd, how) }).map(drop)
+        wirespeed_sys::socket::shutdown(&self.fd, how)
     }
 
     pub fn is_uring(&self) -> bool {
@@ -239,33 +233,6 @@ impl Drop for Socket {
             }
         });
     }
-}
-
-/// `sockaddr_storage` for a `SocketAddr`.
-pub(crate) fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain data, large enough for both address families.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            // SAFETY: sockaddr_in fits in sockaddr_storage and has compatible alignment.
-            let sin = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
-            sin.sin_family = libc::AF_INET as _;
-            sin.sin_port = a.port().to_be();
-            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            // SAFETY: as above, for sockaddr_in6.
-            let sin6 = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
-            sin6.sin6_family = libc::AF_INET6 as _;
-            sin6.sin6_port = a.port().to_be();
-            sin6.sin6_addr.s6_addr = a.ip().octets();
-            sin6.sin6_flowinfo = a.flowinfo();
-            sin6.sin6_scope_id = a.scope_id();
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (ss, len as libc::socklen_t)
 }
 
 pub(crate) fn would_block(e: &io::Error) -> bool {

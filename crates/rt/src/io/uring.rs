@@ -8,12 +8,14 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use wirespeed_sys::mmap::Mapping;
+use wirespeed_sys::socket::SockAddr;
 
 use super::Token;
 
@@ -63,8 +65,8 @@ pub(crate) fn probe() -> Result<(), String> {
 
 /// Provided buffers: a ring of descriptors the kernel pops from, and the memory behind them.
 struct BufRing {
-    ring: *mut types::BufRingEntry,
-    ring_len: usize,
+    /// The descriptors, in memory the kernel reads (page-aligned, as it requires).
+    mapping: Mapping,
     entries: u16,
     tail: u16,
     memory: Box<[u8]>,
@@ -74,23 +76,9 @@ struct BufRing {
 impl BufRing {
     fn new(entries: u16, buf_size: usize) -> io::Result<BufRing> {
         let ring_len = entries as usize * std::mem::size_of::<types::BufRingEntry>();
-        // SAFETY: anonymous private mapping; the kernel requires page alignment, which mmap gives.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ring_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let mapping = Mapping::anonymous(ring_len)?;
         let mut r = BufRing {
-            ring: ptr.cast(),
-            ring_len,
+            mapping,
             entries,
             tail: 0,
             memory: vec![0u8; entries as usize * buf_size].into_boxed_slice(),
@@ -103,8 +91,12 @@ impl BufRing {
         Ok(r)
     }
 
+    fn ring(&self) -> *mut types::BufRingEntry {
+        self.mapping.as_ptr().cast()
+    }
+
     fn ring_addr(&self) -> u64 {
-        self.ring as u64
+        self.ring() as u64
     }
 
     /// Queues buffer `bid` for the kernel (visible after `publish`).
@@ -113,7 +105,7 @@ impl BufRing {
         // SAFETY: idx < entries; the kernel reads entries only below the published tail, and
         // this slot is past it.
         unsafe {
-            let e = &mut *self.ring.add(idx);
+            let e = &mut *self.ring().add(idx);
             e.set_addr(self.memory.as_ptr().add(bid as usize * self.buf_size) as u64);
             e.set_len(self.buf_size as u32);
             e.set_bid(bid);
@@ -125,7 +117,7 @@ impl BufRing {
         // SAFETY: the tail field overlays entry 0's reserved field; the kernel reads it with
         // acquire semantics, so a release store publishes the entries written before it.
         unsafe {
-            let tail = types::BufRingEntry::tail(self.ring) as *const AtomicU16;
+            let tail = types::BufRingEntry::tail(self.ring()) as *const AtomicU16;
             (*tail).store(self.tail, Ordering::Release);
         }
     }
@@ -133,13 +125,6 @@ impl BufRing {
     fn buf(&self, bid: u16) -> &[u8] {
         let start = bid as usize * self.buf_size;
         &self.memory[start..start + self.buf_size]
-    }
-}
-
-impl Drop for BufRing {
-    fn drop(&mut self) {
-        // SAFETY: unmaps the region mapped in `new`.
-        unsafe { libc::munmap(self.ring.cast(), self.ring_len) };
     }
 }
 
@@ -151,14 +136,15 @@ enum Chunk {
 
 #[derive(Default)]
 struct Slot {
-    fd: RawFd,
+    /// Dropping it closes the socket: only once no operation uses it any more.
+    fd: Option<OwnedFd>,
     generation: u32,
     /// A `Socket` still refers to this slot.
     live: bool,
     in_use: bool,
     inflight: u32,
     accept_armed: bool,
-    accepted: VecDeque<io::Result<RawFd>>,
+    accepted: VecDeque<io::Result<OwnedFd>>,
     recv_armed: bool,
     received: VecDeque<Chunk>,
     reader: Option<Waker>,
@@ -167,7 +153,8 @@ struct Slot {
     send_inflight: Option<u64>,
     send_done: Option<(u64, io::Result<usize>)>,
     next_ticket: u64,
-    connect_addr: Option<Box<(libc::sockaddr_storage, libc::socklen_t)>>,
+    /// The address a connect SQE points at, kept until its CQE.
+    connect_addr: Option<Box<SockAddr>>,
     connect_result: Option<io::Result<()>>,
 }
 
@@ -183,6 +170,12 @@ pub(crate) struct Uring {
 
 fn user_data(t: Token, op: u64) -> u64 {
     ((t.generation as u64) << 32) | ((t.slot as u64) << 3) | op
+}
+
+impl Slot {
+    fn raw_fd(&self) -> RawFd {
+        self.fd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
+    }
 }
 
 impl Uring {
@@ -299,7 +292,7 @@ impl Uring {
             }
         };
         let s = &mut self.slots[slot as usize];
-        s.fd = fd.into_raw_fd();
+        s.fd = Some(fd);
         s.live = true;
         s.in_use = true;
         Token {
@@ -322,7 +315,7 @@ impl Uring {
         s.live = false;
         s.reader = None;
         s.writer = None;
-        let fd = s.fd;
+        let fd = s.raw_fd();
         if s.inflight == 0 {
             self.finish(t.slot);
         } else {
@@ -342,12 +335,9 @@ impl Uring {
                 self.bufs.push(bid);
             }
         }
-        for fd in s.accepted.drain(..).flatten() {
-            // SAFETY: accepted fds that no task took are ours to close.
-            unsafe { libc::close(fd) };
-        }
-        // SAFETY: the slot owns its fd and no operation uses it any more.
-        unsafe { libc::close(s.fd) };
+        // Accepted sockets no task took, and the slot's own, close here.
+        s.accepted.clear();
+        s.fd = None;
         let generation = s.generation.wrapping_add(1);
         let send_buf = std::mem::take(&mut s.send_buf);
         *s = Slot {
@@ -365,14 +355,13 @@ impl Uring {
             return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
         };
         if let Some(r) = s.accepted.pop_front() {
-            // SAFETY: a new fd from the accept CQE, now owned by the caller.
-            return Poll::Ready(r.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+            return Poll::Ready(r);
         }
         s.reader = Some(cx.waker().clone());
         if !s.accept_armed {
             s.accept_armed = true;
             s.inflight += 1;
-            let e = opcode::AcceptMulti::new(types::Fd(s.fd))
+            let e = opcode::AcceptMulti::new(types::Fd(s.raw_fd()))
                 .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
                 .build()
                 .user_data(user_data(t, OP_ACCEPT));
@@ -439,7 +428,7 @@ impl Uring {
         if !s.recv_armed {
             s.recv_armed = true;
             s.inflight += 1;
-            let e = opcode::RecvMulti::new(types::Fd(s.fd), BUF_GROUP)
+            let e = opcode::RecvMulti::new(types::Fd(s.raw_fd()), BUF_GROUP)
                 .build()
                 .user_data(user_data(t, OP_RECV));
             self.push(e);
@@ -483,7 +472,7 @@ impl Uring {
         *ticket = Some(mine);
         s.writer = Some(cx.waker().clone());
         let e = opcode::Send::new(
-            types::Fd(s.fd),
+            types::Fd(s.raw_fd()),
             s.send_buf.as_ptr(),
             s.send_buf.len() as u32,
         )
@@ -512,15 +501,12 @@ impl Uring {
             return Poll::Pending;
         }
         *started = true;
-        let boxed = Box::new(super::sockaddr(addr));
-        let (ptr, len) = (
-            &boxed.0 as *const libc::sockaddr_storage as *const libc::sockaddr,
-            boxed.1,
-        );
+        let boxed = Box::new(SockAddr::from(*addr));
+        let (ptr, len) = (boxed.as_ptr(), boxed.len());
         s.connect_addr = Some(boxed);
         s.inflight += 1;
         s.writer = Some(cx.waker().clone());
-        let e = opcode::Connect::new(types::Fd(s.fd), ptr, len)
+        let e = opcode::Connect::new(types::Fd(s.raw_fd()), ptr, len)
             .build()
             .user_data(user_data(t, OP_CONNECT));
         self.push(e);
@@ -563,7 +549,7 @@ impl Uring {
 
     fn complete(&mut self, ud: u64, res: i32, flags: u32) {
         if ud == DOORBELL {
-            crate::sys::eventfd_drain(&Raw(self.doorbell));
+            wirespeed_sys::eventfd::drain(&self.doorbell);
             if !cqueue::more(flags) {
                 self.arm_doorbell();
             }
@@ -593,8 +579,9 @@ impl Uring {
                 self.bufs.push(bid);
             }
             if op == OP_ACCEPT && res >= 0 {
-                // SAFETY: an accepted fd nobody will take.
-                unsafe { libc::close(res) };
+                // SAFETY: the accept CQE's new descriptor, which nothing else owns; dropping
+                // it closes it, as nobody will take it.
+                drop(unsafe { OwnedFd::from_raw_fd(res) });
             }
             if last {
                 s.inflight -= 1;
@@ -607,7 +594,8 @@ impl Uring {
         match op {
             OP_ACCEPT => {
                 s.accepted.push_back(if res >= 0 {
-                    Ok(res)
+                    // SAFETY: the accept CQE's new descriptor, which nothing else owns.
+                    Ok(unsafe { OwnedFd::from_raw_fd(res) })
                 } else {
                     Err(io::Error::from_raw_os_error(-res))
                 });
@@ -673,28 +661,5 @@ impl Uring {
                 s.inflight -= 1;
             }
         }
-    }
-}
-
-impl Drop for Uring {
-    fn drop(&mut self) {
-        for s in &self.slots {
-            if s.in_use {
-                // SAFETY: in-use slots own their fds; the ring (and its operations) goes away
-                // with us.
-                unsafe { libc::close(s.fd) };
-                for fd in s.accepted.iter().flatten() {
-                    // SAFETY: accepted fds nobody took.
-                    unsafe { libc::close(*fd) };
-                }
-            }
-        }
-    }
-}
-
-struct Raw(RawFd);
-impl std::os::fd::AsRawFd for Raw {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
     }
 }
