@@ -11,7 +11,6 @@
 //! per request, which counts the server thread plus softirq time on CPU 1.
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,22 +29,11 @@ const PORT: u16 = 7000;
 const PAYLOAD: usize = 64;
 
 fn pin(cpu: usize) {
-    // SAFETY: zeroed cpu_set_t is empty; valid pointers.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+    wirespeed_sys::process::set_affinity(&[cpu]).expect("pin");
 }
 
 fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    wirespeed_sys::process::thread_cpu()
 }
 
 /// Softirq time of `cpu` so far (from /proc/stat, in clock ticks converted to a Duration).
@@ -58,15 +46,12 @@ fn softirq(cpu: usize) -> Duration {
         .and_then(|l| l.split_whitespace().nth(7))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let hz = wirespeed_sys::process::clock_ticks();
     Duration::from_micros(ticks * 1_000_000 / hz)
 }
 
 fn enter(ns: &str) {
-    let f = std::fs::File::open(format!("/run/netns/{ns}")).expect("netns");
-    // SAFETY: setns on the calling thread, which is one of ours.
-    assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    wirespeed_sys::netns::enter(ns).expect("netns");
 }
 
 /// Closed-loop client: `window` datagrams in flight; returns (requests, client CPU) counted

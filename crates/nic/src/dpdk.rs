@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::{Error, FrameIo, Result, Stats};
+use wirespeed_sys::signal::{Blocked, Signal};
 
 /// Frames per rx burst and the tx batch size.
 const BURST: usize = 64;
@@ -157,39 +158,23 @@ impl Eal {
 /// blocked, so that its threads never take them (a runtime reads them from a signalfd on its
 /// own threads); afterwards the caller gets its CPU set and mask back.
 struct ThreadState {
-    cpus: Option<libc::cpu_set_t>,
-    mask: libc::sigset_t,
+    cpus: Option<Vec<usize>>,
+    blocked: Option<Blocked>,
 }
 
 impl ThreadState {
     fn save() -> ThreadState {
-        // SAFETY: zeroed cpu_set_t and sigset_t are valid empty sets; the calls write into
-        // live locals of the sizes given.
-        unsafe {
-            let mut cpus: libc::cpu_set_t = std::mem::zeroed();
-            let have_cpus =
-                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut cpus) == 0;
-            let mut block: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut block);
-            libc::sigaddset(&mut block, libc::SIGINT);
-            libc::sigaddset(&mut block, libc::SIGTERM);
-            let mut mask: libc::sigset_t = std::mem::zeroed();
-            libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut mask);
-            ThreadState {
-                cpus: have_cpus.then_some(cpus),
-                mask,
-            }
+        ThreadState {
+            cpus: wirespeed_sys::process::affinity(0).ok(),
+            blocked: Blocked::new(&[Signal::Interrupt, Signal::Terminate]).ok(),
         }
     }
 
     fn restore(self) {
-        // SAFETY: both sets were filled by the kernel in `save`.
-        unsafe {
-            if let Some(cpus) = &self.cpus {
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), cpus);
-            }
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut());
+        if let Some(cpus) = &self.cpus {
+            let _ = wirespeed_sys::process::set_affinity(cpus);
         }
+        drop(self.blocked); // the mask as it was
     }
 }
 

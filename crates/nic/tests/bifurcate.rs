@@ -4,7 +4,7 @@
 mod common;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use common::*;
 use wirespeed_nic::bifurcate::{VerdictCounters, XDP_PASS, XDP_REDIRECT};
@@ -19,15 +19,7 @@ const BROADCAST: [u8; 6] = [0xff; 6];
 
 /// An AF_XDP socket for slot 0 of the XSKMAP. Test runs only need the map entry to exist.
 fn xdp_socket() -> OwnedFd {
-    // SAFETY: plain socket(2); the fd is owned at once.
-    let fd = unsafe { libc::socket(44, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    assert!(
-        fd >= 0,
-        "socket(AF_XDP): {}",
-        std::io::Error::last_os_error()
-    );
-    // SAFETY: fresh fd.
-    unsafe { OwnedFd::from_raw_fd(fd) }
+    wirespeed_sys::xsk::socket().expect("socket(AF_XDP)")
 }
 
 fn loaded(cfg: &BifurcationConfig) -> (Bifurcation, OwnedFd) {

@@ -6,7 +6,6 @@
 mod common;
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -508,18 +507,8 @@ fn one_flush_sends_a_burst_larger_than_the_kernel_tx_budget() {
     let receiver = std::thread::spawn(move || {
         wirespeed_sys::netns::enter(&b_name).unwrap();
         let s = UdpSocket::bind(SocketAddrV4::new(PEER, 9001)).unwrap();
-        let big: libc::c_int = 8 << 20;
-        // SAFETY: valid socket and option value.
-        let rc = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                &big as *const libc::c_int as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(rc, 0);
+        wirespeed_sys::socket::set_int_option(&s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20)
+            .unwrap();
         s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         ready_tx.send(()).unwrap();
         let mut n = 0;

@@ -22,6 +22,7 @@ pub mod random;
 pub mod signal;
 pub mod socket;
 pub mod tap;
+pub mod xsk;
 
 /// A syscall's `int` result: the OS error when negative.
 pub fn cvt(rc: libc::c_int) -> std::io::Result<libc::c_int> {

@@ -136,6 +136,17 @@ pub fn rusage() -> Usage {
     }
 }
 
+/// CPU time the calling thread has used so far (CLOCK_THREAD_CPUTIME_ID).
+pub fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one live timespec; this clock always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// Clock ticks per second (`_SC_CLK_TCK`), the unit of CPU times in /proc; 100 when the
 /// system does not say.
 pub fn clock_ticks() -> u64 {

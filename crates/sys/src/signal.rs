@@ -47,23 +47,15 @@ impl Signal {
     }
 }
 
-/// A set of signals blocked on the calling thread and readable from a signalfd. Dropping it
-/// restores the thread's previous mask.
-pub struct Signals {
-    fd: OwnedFd,
+/// Signals blocked on the calling thread (and the threads it starts from now on) until this
+/// is dropped, which restores the thread's previous mask.
+pub struct Blocked {
+    set: libc::sigset_t,
     old_mask: libc::sigset_t,
 }
 
-impl std::fmt::Debug for Signals {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Signals").field("fd", &self.fd).finish()
-    }
-}
-
-impl Signals {
-    /// Blocks `signals` on the calling thread (and the threads it starts from now on) and
-    /// opens a signalfd that reads them.
-    pub fn block(signals: &[Signal]) -> io::Result<Signals> {
+impl Blocked {
+    pub fn new(signals: &[Signal]) -> io::Result<Blocked> {
         // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
         let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: `set` is a live sigset_t; the signal numbers are valid.
@@ -80,18 +72,45 @@ impl Signals {
         if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));
         }
+        Ok(Blocked { set, old_mask })
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved in `new`, a live sigset_t.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut()) };
+    }
+}
+
+/// A set of signals blocked on the calling thread and readable from a signalfd. Dropping it
+/// restores the thread's previous mask.
+pub struct Signals {
+    fd: OwnedFd,
+    _blocked: Blocked,
+}
+
+impl std::fmt::Debug for Signals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signals").field("fd", &self.fd).finish()
+    }
+}
+
+impl Signals {
+    /// Blocks `signals` on the calling thread (and the threads it starts from now on) and
+    /// opens a signalfd that reads them.
+    pub fn block(signals: &[Signal]) -> io::Result<Signals> {
+        let blocked = Blocked::new(signals)?;
         // SAFETY: `set` is a live, initialised sigset_t; -1 asks for a new descriptor.
-        let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+        let fd =
+            unsafe { libc::signalfd(-1, &blocked.set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
         if fd < 0 {
-            let e = io::Error::last_os_error();
-            // SAFETY: restores the mask saved just above.
-            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut()) };
-            return Err(e);
+            return Err(io::Error::last_os_error()); // `blocked` restores the mask
         }
         Ok(Signals {
             // SAFETY: `fd` is a new descriptor that nothing else owns.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            old_mask,
+            _blocked: blocked,
         })
     }
 
@@ -192,13 +211,6 @@ impl CommandExt for Command {
 impl AsFd for Signals {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
-    }
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        // SAFETY: restores the mask saved by `block`, a live sigset_t.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut()) };
     }
 }
 
