@@ -2,6 +2,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
@@ -286,15 +287,9 @@ struct PollersTurn {
 }
 
 thread_local! {
-    static CTX: RefCell<Option<Arc<ShardCtxCell>>> = const { RefCell::new(None) };
+    /// Created, used and dropped on its shard's thread only.
+    static CTX: RefCell<Option<Rc<ShardCtx>>> = const { RefCell::new(None) };
 }
-
-// The context is only touched from its own thread; the Arc is just a stable address that
-// outlives borrows of the thread-local.
-struct ShardCtxCell(ShardCtx);
-// SAFETY: never shared: created, used and dropped on its shard's thread only.
-unsafe impl Send for ShardCtxCell {}
-unsafe impl Sync for ShardCtxCell {}
 
 pub(crate) fn with_ctx<R>(f: impl FnOnce(&ShardCtx) -> R) -> R {
     CTX.with(|c| {
@@ -302,7 +297,7 @@ pub(crate) fn with_ctx<R>(f: impl FnOnce(&ShardCtx) -> R) -> R {
         let ctx = c
             .as_ref()
             .expect("called outside a wirespeed shard (start one with Runtime::builder().run)");
-        f(&ctx.0)
+        f(ctx)
     })
 }
 
@@ -459,7 +454,7 @@ fn shard_main<Fut: Future + 'static>(
         shutdown_waiters: RefCell::new(Vec::new()),
         pollers: RefCell::new(Vec::new()),
     };
-    CTX.with(|c| *c.borrow_mut() = Some(Arc::new(ShardCtxCell(ctx))));
+    CTX.with(|c| *c.borrow_mut() = Some(Rc::new(ctx)));
     time::set_now(Instant::now());
     smp::join(mesh.clone(), cfg.id);
 
@@ -485,8 +480,6 @@ fn shard_main<Fut: Future + 'static>(
     let v = output.borrow_mut().take().expect("main task finished");
     Ok(v)
 }
-
-use std::rc::Rc;
 
 /// How often a spinning shard (one with pollers) looks at its kernel I/O engine.
 const ENGINE_POLL_EVERY: Duration = Duration::from_micros(50);

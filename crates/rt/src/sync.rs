@@ -1,7 +1,7 @@
 //! Async mutual exclusion between the tasks of one shard. These types are `!Send` on purpose:
 //! sharing across shards goes by message ([`crate::smp`]), never by lock.
 
-use std::cell::{Cell, RefCell, UnsafeCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
@@ -115,11 +115,13 @@ impl Drop for Permit<'_> {
 /// A mutex for the tasks of one shard, held across `.await` points.
 pub struct Mutex<T> {
     sem: Semaphore,
-    value: UnsafeCell<T>,
+    /// Borrowed only by the holder of the one permit, so a borrow never fails.
+    value: RefCell<T>,
 }
 
 pub struct MutexGuard<'a, T> {
-    mutex: &'a Mutex<T>,
+    // Declared first: the borrow ends before the permit goes back.
+    value: RefMut<'a, T>,
     _permit: Permit<'a>,
 }
 
@@ -127,21 +129,21 @@ impl<T> Mutex<T> {
     pub fn new(value: T) -> Self {
         Mutex {
             sem: Semaphore::new(1),
-            value: UnsafeCell::new(value),
+            value: RefCell::new(value),
         }
     }
 
     pub async fn lock(&self) -> MutexGuard<'_, T> {
         let permit = self.sem.acquire().await;
         MutexGuard {
-            mutex: self,
+            value: self.value.borrow_mut(),
             _permit: permit,
         }
     }
 
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         self.sem.try_acquire().map(|p| MutexGuard {
-            mutex: self,
+            value: self.value.borrow_mut(),
             _permit: p,
         })
     }
@@ -150,16 +152,13 @@ impl<T> Mutex<T> {
 impl<T> Deref for MutexGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: the single permit makes this guard the only access path; the type is !Sync
-        // (UnsafeCell), so no other thread can hold a reference.
-        unsafe { &*self.mutex.value.get() }
+        &self.value
     }
 }
 
 impl<T> DerefMut for MutexGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: as in Deref; the guard is unique and we hold it mutably.
-        unsafe { &mut *self.mutex.value.get() }
+        &mut self.value
     }
 }
 
