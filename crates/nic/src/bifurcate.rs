@@ -33,13 +33,12 @@
 //! The served addresses and the feature switches are read-only data fixed before load, so the
 //! verifier removes the code of switched-off features.
 
-use std::mem::{ManuallyDrop, MaybeUninit};
+use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, RawFd};
-use std::ptr::NonNull;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject};
 
 use crate::{Error, Result, XskSocket};
 
@@ -161,17 +160,18 @@ pub struct VerdictCounters {
 }
 
 /// The loaded program, its maps, and (once attached) its XDP link. Detaches on drop.
+///
+/// It holds the kernel objects' descriptors, not the skeleton: the skeleton borrows its
+/// object's storage, and it is only needed to specialize and load.
 pub struct Bifurcation {
-    // Drop order (see Drop): link, then skeleton, then the object storage it borrows.
-    link: Option<Link>,
-    skel: ManuallyDrop<BifurcateSkel<'static>>,
-    storage: NonNull<MaybeUninit<OpenObject>>,
+    /// Closing it detaches the program; declared first, so it closes first.
+    link: Option<OwnedFd>,
+    prog: OwnedFd,
+    served_ports: MapHandle,
+    xsks: MapHandle,
+    verdicts: MapHandle,
     attached_to: Option<String>,
 }
-
-// SAFETY: libbpf objects have no thread affinity; the skeleton itself is Send, and the storage
-// pointer is owned by this value alone.
-unsafe impl Send for Bifurcation {}
 
 impl std::fmt::Debug for Bifurcation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -185,23 +185,26 @@ impl Bifurcation {
     /// Specializes and loads the program (needs CAP_BPF), and fills the port map. It is not
     /// attached anywhere yet: see [`Bifurcation::attach`].
     pub fn load(cfg: &BifurcationConfig) -> Result<Bifurcation> {
-        let storage = NonNull::from(Box::leak(Box::new(MaybeUninit::<OpenObject>::uninit())));
-        // SAFETY: the storage stays allocated until Drop (or the error path below), after the
-        // skeleton that borrows it is gone.
-        let object: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *storage.as_ptr() };
-        let skel = match Bifurcation::open_and_load(object, cfg) {
-            Ok(s) => s,
-            Err(e) => {
-                // SAFETY: the failed skeleton was dropped inside open_and_load; nothing
-                // borrows the storage any more.
-                drop(unsafe { Box::from_raw(storage.as_ptr()) });
-                return Err(e);
-            }
+        let mut storage = MaybeUninit::uninit();
+        let skel = Bifurcation::open_and_load(&mut storage, cfg)?;
+        let handle = |map: &libbpf_rs::MapMut<'_>, name: &str| {
+            MapHandle::try_from(map).map_err(Error::bpf(format!("dup map {name}")))
         };
+        let prog = skel
+            .progs
+            .xdp_bifurcate
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|err| Error::Os {
+                what: "dup bifurcation program fd".into(),
+                err,
+            })?;
         let mut b = Bifurcation {
             link: None,
-            skel: ManuallyDrop::new(skel),
-            storage,
+            prog,
+            served_ports: handle(&skel.maps.served_ports, "served_ports")?,
+            xsks: handle(&skel.maps.xsks, "xsks")?,
+            verdicts: handle(&skel.maps.verdicts, "verdicts")?,
             attached_to: None,
         };
         for &p in &cfg.tcp_ports {
@@ -213,10 +216,10 @@ impl Bifurcation {
         Ok(b)
     }
 
-    fn open_and_load(
-        object: &'static mut MaybeUninit<OpenObject>,
+    fn open_and_load<'o>(
+        object: &'o mut MaybeUninit<OpenObject>,
         cfg: &BifurcationConfig,
-    ) -> Result<BifurcateSkel<'static>> {
+    ) -> Result<BifurcateSkel<'o>> {
         for v6 in cfg.served_ipv6.iter().chain(&cfg.served_ipv6_link_local) {
             if v6.is_unspecified() || v6.is_multicast() {
                 return Err(Error::Config(format!(
@@ -272,14 +275,17 @@ impl Bifurcation {
             }
         };
         let index = crate::iface::ifindex(ifname)?;
-        let link = self
-            .skel
-            .progs
-            .xdp_bifurcate
-            .attach_xdp(index as i32)
-            .map_err(Error::bpf(format!(
-                "attach XDP to `{ifname}` in namespace `{ns}`"
-            )))?;
+        // No mode flag: native XDP where the driver has it, else generic.
+        let link = wirespeed_sys::bpf::link_create(
+            self.prog.as_fd(),
+            index,
+            libbpf_rs::libbpf_sys::BPF_XDP,
+            0,
+        )
+        .map_err(|err| Error::Os {
+            what: format!("attach XDP to `{ifname}` in namespace `{ns}`"),
+            err,
+        })?;
         self.link = Some(link);
         self.attached_to = Some(ifname.to_string());
         Ok(())
@@ -298,9 +304,7 @@ impl Bifurcation {
     /// Starts steering `port` (takes effect at once, also while attached).
     pub fn add_port(&mut self, proto: Protocol, port: u16) -> Result<()> {
         let key = port_key(proto, port);
-        self.skel
-            .maps
-            .served_ports
+        self.served_ports
             .update(&key.to_ne_bytes(), &[1], MapFlags::ANY)
             .map_err(Error::bpf(format!(
                 "serve {proto:?} port {port} (at most {MAX_SERVED_PORTS} ports)"
@@ -309,9 +313,7 @@ impl Bifurcation {
 
     pub fn remove_port(&mut self, proto: Protocol, port: u16) -> Result<()> {
         let key = port_key(proto, port);
-        self.skel
-            .maps
-            .served_ports
+        self.served_ports
             .delete(&key.to_ne_bytes())
             .map_err(Error::bpf(format!("stop serving {proto:?} port {port}")))
     }
@@ -336,9 +338,7 @@ impl Bifurcation {
     /// whose queue does not match the socket's. Prefer [`Bifurcation::register`].
     pub fn register_fd(&mut self, queue: u32, socket: &impl AsRawFd) -> Result<()> {
         let fd: RawFd = socket.as_raw_fd();
-        self.skel
-            .maps
-            .xsks
+        self.xsks
             .update(
                 &queue.to_ne_bytes(),
                 &(fd as u32).to_ne_bytes(),
@@ -351,9 +351,7 @@ impl Bifurcation {
 
     /// Stops steering queue `queue` (its frames go to the kernel).
     pub fn unregister(&mut self, queue: u32) -> Result<()> {
-        self.skel
-            .maps
-            .xsks
+        self.xsks
             .delete(&queue.to_ne_bytes())
             .map_err(Error::bpf(format!("unregister queue {queue}")))
     }
@@ -363,8 +361,6 @@ impl Bifurcation {
         let mut sums = [0u64; 4];
         for (i, sum) in sums.iter_mut().enumerate() {
             let per_cpu = self
-                .skel
-                .maps
                 .verdicts
                 .lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)
                 .map_err(Error::bpf("read verdict counters"))?
@@ -387,30 +383,17 @@ impl Bifurcation {
     /// its verdict ([`XDP_PASS`], [`XDP_REDIRECT`], ...). For tests and diagnostics. The
     /// kernel wants at least an Ethernet header's worth of bytes.
     pub fn test_run(&self, frame: &[u8]) -> Result<u32> {
-        let input = libbpf_rs::ProgramInput {
-            data_in: Some(frame),
-            ..Default::default()
-        };
-        let out = self
-            .skel
-            .progs
-            .xdp_bifurcate
-            .test_run(input)
-            .map_err(Error::bpf("BPF_PROG_TEST_RUN"))?;
-        Ok(out.return_value)
+        // Room for the frame as the program leaves it (XDP may grow it by a page at most).
+        let mut out = vec![0u8; frame.len() + 4096];
+        let (verdict, _) = wirespeed_sys::bpf::test_run(self.prog.as_fd(), frame, &[], &mut out)
+            .map_err(|err| Error::Os {
+                what: "BPF_PROG_TEST_RUN".into(),
+                err,
+            })?;
+        Ok(verdict)
     }
 }
 
 fn port_key(proto: Protocol, port: u16) -> u32 {
     (proto.number() << 16) | u32::from(port)
-}
-
-impl Drop for Bifurcation {
-    fn drop(&mut self) {
-        self.link = None;
-        // SAFETY: dropped exactly once, here, before the storage it borrows is freed.
-        unsafe { ManuallyDrop::drop(&mut self.skel) };
-        // SAFETY: allocated by Box in `load`; the skeleton that borrowed it is gone.
-        drop(unsafe { Box::from_raw(self.storage.as_ptr()) });
-    }
 }

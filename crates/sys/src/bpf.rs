@@ -55,7 +55,13 @@ pub fn test_run_live(
         sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
         data_in: frame.as_ptr().cast(),
         data_size_in: frame.len() as u32,
-        ctx_in: ctx.as_ptr().cast(),
+        // Empty: no context at all. A non-null pointer, even with size 0, makes the kernel
+        // build a zeroed one, which an XDP run refuses (its data_end is not the frame's end).
+        ctx_in: if ctx.is_empty() {
+            std::ptr::null()
+        } else {
+            ctx.as_ptr().cast()
+        },
         ctx_size_in: ctx.len() as u32,
         repeat: repeat as i32,
         flags: BPF_F_TEST_XDP_LIVE_FRAMES,
@@ -122,7 +128,13 @@ pub fn test_run_once(
         data_size_in: frame.len() as u32,
         data_out: out.as_mut_ptr().cast(),
         data_size_out: out.len() as u32,
-        ctx_in: ctx.as_ptr().cast(),
+        // Empty: no context at all. A non-null pointer, even with size 0, makes the kernel
+        // build a zeroed one, which an XDP run refuses (its data_end is not the frame's end).
+        ctx_in: if ctx.is_empty() {
+            std::ptr::null()
+        } else {
+            ctx.as_ptr().cast()
+        },
         ctx_size_in: ctx.len() as u32,
         // Empty: nothing is written back.
         ctx_out: if ctx_out.is_empty() {
