@@ -179,30 +179,42 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn main() {
-    wirespeed_lab::require_root();
-    let args: Vec<String> = std::env::args().collect();
-    let rounds: usize = args
-        .get(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(3)
-        .clamp(1, 10);
-    let secs: u64 = args
-        .get(2)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(3)
-        .clamp(1, 30);
-    let window: usize = args
-        .get(3)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(16)
-        .clamp(1, 256);
-    let (warmup, measure) = (Duration::from_secs(1), Duration::from_secs(secs));
+/// Rounds, seconds per measurement and the client's window, from the command line.
+struct Args {
+    rounds: usize,
+    secs: u64,
+    window: usize,
+}
 
+impl Args {
+    fn parse() -> Args {
+        let args: Vec<String> = std::env::args().collect();
+        let arg = |i: usize, default: u64, lo: u64, hi: u64| {
+            args.get(i)
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(default)
+                .clamp(lo, hi)
+        };
+        Args {
+            rounds: arg(1, 3, 1, 10) as usize,
+            secs: arg(2, 3, 1, 30),
+            window: arg(3, 16, 1, 256) as usize,
+        }
+    }
+}
+
+/// The two namespaces and the veth between them: the server's side `a`, the client's `b`.
+struct Lab {
+    a: Netns,
+    b: Netns,
+    _veth: Veth,
+}
+
+fn lab() -> Lab {
     let id = std::process::id() % 100_000;
     let a = Netns::create(&format!("ws-nb{id}a")).unwrap();
     let b = Netns::create(&format!("ws-nb{id}b")).unwrap();
-    let _veth = Veth::create(&a, "ra0", &b, "rb0", 1).unwrap();
+    let veth = Veth::create(&a, "ra0", &b, "rb0", 1).unwrap();
     for (ns, ifname, mac) in [(&a, "ra0", MAC_A), (&b, "rb0", MAC_B)] {
         ns.ip(&["link", "set", ifname, "down"]).unwrap();
         ns.ip(&["link", "set", ifname, "address", mac]).unwrap();
@@ -218,96 +230,84 @@ fn main() {
     if std::env::var_os("KEEP_TX_OFFLOAD").is_none() {
         b.exec("ethtool", &["-K", "rb0", "tx", "off"]).unwrap();
     }
+    Lab { a, b, _veth: veth }
+}
 
-    let (bif, sock) = a
-        .run(|| {
-            let cfg = BifurcationConfig {
-                udp_ports: vec![PORT],
-                ..BifurcationConfig::new(SERVED)
-            };
-            let mut bif = Bifurcation::load(&cfg).unwrap();
-            let sock = XskSocket::open(
-                "ra0",
-                0,
-                &XskConfig {
-                    mode: BindMode::Copy,
-                    ..XskConfig::default()
-                },
-            )
+/// The bifurcation program on `ra0`, steering the served port to an AF_XDP socket on queue 0.
+fn reflector(a: &Netns) -> (Bifurcation, XskSocket) {
+    a.run(|| {
+        let cfg = BifurcationConfig {
+            udp_ports: vec![PORT],
+            ..BifurcationConfig::new(SERVED)
+        };
+        let mut bif = Bifurcation::load(&cfg).unwrap();
+        let cfg = XskConfig {
+            mode: BindMode::Copy,
+            ..XskConfig::default()
+        };
+        let sock = XskSocket::open("ra0", 0, &cfg).unwrap();
+        bif.register(&sock).unwrap();
+        bif.attach("ra0", AttachScope::LabOnly).unwrap();
+        (bif, sock)
+    })
+    .unwrap()
+}
+
+/// One round of one server kind: the server on CPU 1, the client on CPU 0. The AF_XDP
+/// socket goes to the server thread and comes back in `sock`.
+fn round(lab: &Lab, kind: &str, sock: &mut Option<XskSocket>, args: &Args) -> Row {
+    let (warmup, measure) = (Duration::from_secs(1), Duration::from_secs(args.secs));
+    let stop = Arc::new(AtomicBool::new(false));
+    let si0 = softirq(1);
+    let t0 = Instant::now();
+    let server = {
+        let stop = Arc::clone(&stop);
+        let a_name = lab.a.name().to_string();
+        if kind == "kernel" {
+            std::thread::spawn(move || (kernel_server(a_name, stop), None))
+        } else {
+            let s = sock.take().expect("the socket is back from the last round");
+            std::thread::spawn(move || {
+                let (cpu, s) = xsk_server(s, stop);
+                (cpu, Some(s))
+            })
+        }
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let target = if kind == "kernel" { KERNEL_IP } else { SERVED };
+    let b_name = lab.b.name().to_string();
+    let window = args.window;
+    let (reqs, client_cpu) =
+        std::thread::spawn(move || client(b_name, target, window, warmup, measure))
+            .join()
             .unwrap();
-            bif.register(&sock).unwrap();
-            bif.attach("ra0", AttachScope::LabOnly).unwrap();
-            (bif, sock)
-        })
-        .unwrap();
-
-    let mut sock = Some(sock);
-    let mut rows: Vec<(&str, Row)> = Vec::new();
-    for round in 0..rounds {
-        for kind in ["kernel", "af_xdp"] {
-            let stop = Arc::new(AtomicBool::new(false));
-            let si0 = softirq(1);
-            let t0 = Instant::now();
-            let server = {
-                let stop = Arc::clone(&stop);
-                let a_name = a.name().to_string();
-                if kind == "kernel" {
-                    std::thread::spawn(move || (kernel_server(a_name, stop), None))
-                } else {
-                    let s = sock.take().expect("the socket is back from the last round");
-                    std::thread::spawn(move || {
-                        let (cpu, s) = xsk_server(s, stop);
-                        (cpu, Some(s))
-                    })
-                }
-            };
-            std::thread::sleep(Duration::from_millis(100));
-            let target = if kind == "kernel" { KERNEL_IP } else { SERVED };
-            let b_name = b.name().to_string();
-            let (reqs, client_cpu) =
-                std::thread::spawn(move || client(b_name, target, window, warmup, measure))
-                    .join()
-                    .unwrap();
-            stop.store(true, Ordering::Relaxed);
-            let (server_cpu, back) = server.join().unwrap();
-            if let Some(s) = &back {
-                if std::env::var_os("VERBOSE").is_some() {
-                    eprintln!(
-                        "  af_xdp driver stats: {:?}; verdicts {:?}",
-                        s.stats(),
-                        bif.counters()
-                    );
-                }
-            }
-            if back.is_some() {
-                sock = back;
-            }
-            // Server CPU is taken over the whole run (warm-up included) and scaled to the
-            // measured window; softirq likewise.
-            let wall = t0.elapsed().as_secs_f64();
-            let scale = measure.as_secs_f64() / wall;
-            let server_total = (server_cpu + (softirq(1) - si0)).as_secs_f64() * scale;
-            let row = Row {
-                rps: reqs as f64 / measure.as_secs_f64(),
-                client_cpu: client_cpu.as_secs_f64() / measure.as_secs_f64(),
-                server_cpu_us_per_req: if reqs > 0 {
-                    server_total * 1e6 / reqs as f64
-                } else {
-                    f64::NAN
-                },
-            };
-            println!(
-                "round {round} {kind:>7}: {:>9.0} req/s  client CPU {:>4.0}%  server CPU {:>6.2} us/req",
-                row.rps,
-                row.client_cpu * 100.0,
-                row.server_cpu_us_per_req
-            );
-            rows.push((kind, row));
+    stop.store(true, Ordering::Relaxed);
+    let (server_cpu, back) = server.join().unwrap();
+    if let Some(s) = &back {
+        if std::env::var_os("VERBOSE").is_some() {
+            eprintln!("  af_xdp driver stats: {:?}", s.stats());
         }
     }
-    drop(sock);
-    drop(bif);
+    if back.is_some() {
+        *sock = back;
+    }
+    // Server CPU is taken over the whole run (warm-up included) and scaled to the measured
+    // window; softirq likewise.
+    let scale = measure.as_secs_f64() / t0.elapsed().as_secs_f64();
+    let server_total = (server_cpu + (softirq(1) - si0)).as_secs_f64() * scale;
+    Row {
+        rps: reqs as f64 / measure.as_secs_f64(),
+        client_cpu: client_cpu.as_secs_f64() / measure.as_secs_f64(),
+        server_cpu_us_per_req: if reqs > 0 {
+            server_total * 1e6 / reqs as f64
+        } else {
+            f64::NAN
+        },
+    }
+}
 
+/// The paired ratio's median, min and max, printed and written to results/.
+fn report(rows: &[(&str, Row)], args: &Args) {
     let of = |k: &str| {
         rows.iter()
             .filter(|(n, _)| *n == k)
@@ -320,6 +320,7 @@ fn main() {
         .iter()
         .fold((f64::MAX, f64::MIN), |(lo, hi), &r| (lo.min(r), hi.max(r)));
     let med = median(&mut ratios);
+    let (rounds, window, secs) = (args.rounds, args.window, args.secs);
     println!(
         "af_xdp/kernel req/s: median {med:.2}x (min {min:.2}, max {max:.2}) over {rounds} rounds"
     );
@@ -329,7 +330,6 @@ fn main() {
             "note: the client sat at ~100% of its CPU in some rows: those rows measure the client"
         );
     }
-
     let uname = wirespeed_lab::sh("uname", &["-r"]).unwrap_or_default();
     let commit = wirespeed_lab::sh("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_default();
     let json_rows: Vec<String> = rows
@@ -352,4 +352,31 @@ fn main() {
     if std::fs::write("results/nic-udp-reflect.json", json).is_ok() {
         println!("wrote results/nic-udp-reflect.json");
     }
+}
+
+fn main() {
+    wirespeed_lab::require_root();
+    let args = Args::parse();
+    let lab = lab();
+    let (bif, sock) = reflector(&lab.a);
+    let mut sock = Some(sock);
+    let mut rows: Vec<(&str, Row)> = Vec::new();
+    for n in 0..args.rounds {
+        for kind in ["kernel", "af_xdp"] {
+            let row = round(&lab, kind, &mut sock, &args);
+            println!(
+                "round {n} {kind:>7}: {:>9.0} req/s  client CPU {:>4.0}%  server CPU {:>6.2} us/req",
+                row.rps,
+                row.client_cpu * 100.0,
+                row.server_cpu_us_per_req
+            );
+            if std::env::var_os("VERBOSE").is_some() {
+                eprintln!("  verdicts {:?}", bif.counters());
+            }
+            rows.push((kind, row));
+        }
+    }
+    drop(sock);
+    drop(bif);
+    report(&rows, &args);
 }
