@@ -18,6 +18,7 @@ mod common;
 mod fulltable;
 mod pod;
 mod responses;
+mod routed;
 mod scrape;
 mod vm;
 
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use wirespeed_bench::xdpgen::Gen;
+use wirespeed_bench::xdpgen::{Gen, Link};
 use wirespeed_fp::model::BridgeHook;
 use wirespeed_fp_lab::pkt::{self, L4};
 
@@ -184,76 +185,198 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let secs = Duration::from_secs(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3));
-    let rounds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
-    // A third argument keeps only the pps rows whose name contains it (for profiling one
-    // row), or with `pod` only the pod-to-pod part; the response times then do not run.
-    let only = args.get(3).cloned();
-    let wanted = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
-    let warm = Duration::from_secs(1);
-    if only.as_deref() == Some("pod") {
-        pod::pod_to_pod(secs, rounds);
-        return;
-    }
-    if only.as_deref() == Some("vm") {
-        vm::vm_bridge(secs, rounds);
-        return;
+/// `[secs] [rounds] [row]` from the command line (see the module doc).
+struct Args {
+    secs: Duration,
+    rounds: usize,
+    /// Only the pps rows whose name contains it (for profiling one row), or one of the
+    /// parts the module doc names; the response times then do not run.
+    only: Option<String>,
+}
+
+impl Args {
+    fn parse() -> Args {
+        let args: Vec<String> = std::env::args().collect();
+        Args {
+            secs: Duration::from_secs(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3)),
+            rounds: args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3),
+            only: args.get(3).cloned(),
+        }
     }
 
-    let lab = line("b");
-    if only.as_deref() == Some("routes") {
-        fulltable::run(&lab.dut);
-        return;
+    fn wanted(&self, name: &str) -> bool {
+        self.only.as_deref().is_none_or(|o| name.contains(o))
     }
-    let (src_mac, dut_mac, sink_mac) = (
-        mac(&lab.src, "v0"),
-        mac(&lab.dut, "d0"),
-        mac(&lab.sink, "s0"),
-    );
-    let fmt = |m: [u8; 6]| {
-        m.iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":")
+}
+
+const WARM: Duration = Duration::from_secs(1);
+
+fn colons(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The line lab's MACs: the generator's `v0`, the DUT's `d0` and the sink's `s0`.
+struct Macs {
+    src: [u8; 6],
+    dut: [u8; 6],
+    sink: [u8; 6],
+}
+
+/// Static neighbours both ways (the sink sends nothing to be learned from), GRO on d0 so that
+/// it runs NAPI for the generator's XDP_TX frames even without our program, and threaded
+/// NAPI, so that the DUT's receive work runs in a kthread we can pin apart from the generator.
+fn prepare_line(lab: &Line) -> Macs {
+    let macs = Macs {
+        src: mac(&lab.src, "v0"),
+        dut: mac(&lab.dut, "d0"),
+        sink: mac(&lab.sink, "s0"),
     };
-    lab.dut
-        .ip(&[
-            "neigh",
-            "replace",
-            "198.18.1.2",
-            "lladdr",
-            &fmt(sink_mac),
-            "dev",
-            "d1",
-            "nud",
-            "permanent",
-        ])
-        .unwrap();
-    lab.dut
-        .ip(&[
-            "neigh",
-            "replace",
-            "198.18.0.1",
-            "lladdr",
-            &fmt(src_mac),
-            "dev",
-            "d0",
-            "nud",
-            "permanent",
-        ])
-        .unwrap();
-    // d0 must run NAPI to take XDP_TX frames from the generator even without our program.
+    for (addr, m, dev) in [
+        ("198.18.1.2", macs.sink, "d1"),
+        ("198.18.0.1", macs.src, "d0"),
+    ] {
+        let lladdr = colons(m);
+        lab.dut
+            .ip(&[
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                &lladdr,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])
+            .unwrap();
+    }
     lab.dut.exec("ethtool", &["-K", "d0", "gro", "on"]).unwrap();
-    // Threaded NAPI: the DUT's receive work runs in a kthread we can pin, apart from the
-    // generator.
     lab.dut
         .exec("sh", &["-c", "echo 1 > /sys/class/net/d0/threaded"])
         .unwrap();
+    macs
+}
+
+/// The generator's XDP sink on the sink namespace's `s0`.
+fn xdp_sink(ns: &wirespeed_lab::Netns, gen: &Arc<Gen>) -> Link {
+    let (g, sink_if) = (gen.clone(), ifindex(ns, "s0"));
+    spawn_in_ns(ns.name(), move || g.attach_sink(sink_if).unwrap())
+        .join()
+        .unwrap()
+}
+
+/// Measures rows both ways and keeps the rows measured on the DUT, which are printed after
+/// the others.
+struct Bench<'a> {
+    args: &'a Args,
+    ends: Ends<'a>,
+    d0: u32,
+    gen: &'a Arc<Gen>,
+    local_rows: &'a mut Vec<String>,
+}
+
+impl Bench<'_> {
+    /// A row through the veths, printed now, and the same on the DUT, kept for the end.
+    fn both_ways(&mut self, name: &str, fp: Fp, frame: &[u8]) {
+        let (secs, rounds) = (self.args.secs, self.args.rounds);
+        let row = compare(name, rounds, self.ends.dut, fp, &|| {
+            measure(&self.ends, self.gen, frame, WARM, secs)
+        });
+        println!("{row}");
+        let fp = Fp {
+            unbound: true,
+            ..fp
+        };
+        let local = compare(name, rounds, self.ends.dut, fp, &|| {
+            measure_local(&self.ends, self.d0, self.gen, frame, WARM, secs)
+        });
+        self.local_rows.push(local);
+    }
+}
+
+const ROUTED: Fp = Fp {
+    hook: BridgeHook::Auto,
+    route_cache: true,
+    unbound: false,
+};
+
+/// The sink's veth as the kernel leaves it (no XDP program, GRO off): an XDP redirect into d1
+/// would be dropped, so the fast path routes at TC ingress. Counted by a TC sink, while the
+/// XDP sink is away.
+fn router_at_tc(bench: &mut Bench, sink: &mut Option<Link>, frame: &[u8]) {
+    let name = "router at TC (sink veth at kernel defaults)";
+    let ns = bench.ends.sink;
+    drop(sink.take());
+    ns.exec("ethtool", &["-K", "s0", "gro", "off"]).unwrap();
+    let (g, sink_if) = (bench.gen.clone(), ifindex(ns, "s0"));
+    let tc_sink = spawn_in_ns(ns.name(), move || g.attach_sink_tc(sink_if).unwrap())
+        .join()
+        .unwrap();
+    bench.both_ways(name, ROUTED, frame);
+    drop(tc_sink);
+    ns.exec("ethtool", &["-K", "s0", "gro", "on"]).unwrap();
+    *sink = Some(xdp_sink(ns, bench.gen));
+}
+
+/// IPv6: one flow to fd00:c::7 (routed via the sink, fd00:b::2), 64-byte frames (the smallest
+/// UDP datagram with 2 bytes of payload). The generator writes the first 60 bytes of each
+/// frame from its table; the other 4 are the run's own input frame, the same frame.
+fn router_ipv6(bench: &mut Bench, macs: &Macs) {
+    for (dev, addr, m) in [
+        ("d1", "fd00:b::2", macs.sink),
+        ("d0", "fd00:a::1", macs.src),
+    ] {
+        let lladdr = colons(m);
+        bench
+            .ends
+            .dut
+            .ip(&[
+                "-6",
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                &lladdr,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])
+            .unwrap();
+    }
+    let frame6 = pkt::ipv6(
+        macs.dut,
+        macs.src,
+        "fd00:a::1".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+        "fd00:c::7".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+        64,
+        false,
+        &L4::Udp {
+            sport: 1000,
+            dport: 2000,
+            payload: vec![0; 2],
+        },
+    );
+    let head: [u8; Gen::FRAME_LEN] = frame6[..Gen::FRAME_LEN].try_into().unwrap();
+    bench.gen.set_frames(&[head]).unwrap();
+    bench.both_ways("router, IPv6 (1 prefix)", ROUTED, &frame6);
+    bench.gen.set_frames(&[]).unwrap();
+}
+
+/// The routed rows on the line lab, then the bridge's on a lab of its own, which it returns
+/// (the response times use it); with `scrape`, only the scrape comparison, and no bridge lab.
+fn pps_rows(
+    args: &Args,
+    lab: &Line,
+    macs: &Macs,
+    local_rows: &mut Vec<String>,
+) -> Option<BridgeLine> {
     let frame = pkt::ipv4(
-        dut_mac,
-        src_mac,
+        macs.dut,
+        macs.src,
         [198, 18, 0, 1],
         [198, 19, 7, 1],
         64,
@@ -261,369 +384,77 @@ fn main() {
         &udp18(),
     );
     let gen = Arc::new(Gen::load(frame.as_slice().try_into().expect("60-byte frame")).unwrap());
-    let sink_if = ifindex(&lab.sink, "s0");
-    let g = gen.clone();
-    let mut sink = Some(
-        spawn_in_ns(lab.sink.name(), move || g.attach_sink(sink_if).unwrap())
-            .join()
-            .unwrap(),
-    );
-
-    let arms = if only.as_deref() == Some("scrape") {
-        "fast path not scraped and scraped"
-    } else {
-        "Linux and fast path"
-    };
-    println!(
-        "fp_bench: {} s measured after {} s warm-up, {rounds} rounds, {arms} alternating",
-        secs.as_secs(),
-        warm.as_secs()
-    );
-    println!("generator: BPF_PROG_RUN live frames (XDP_TX) on CPU 0; DUT veth NAPI threads on CPU 1 ({} pinned)", pin_napi());
-    println!();
-    if only.as_deref() == Some("scrape") {
-        let ends = Ends {
-            src: &lab.src,
-            dut: &lab.dut,
-            sink: &lab.sink,
-        };
-        let d0 = ifindex(&lab.dut, "d0");
-        scrape::run(&ends, d0, &gen, &frame, (warm, secs, rounds));
-        return;
-    }
-    println!("| config | Linux Mpps (median) | fast path Mpps (median) | ratio median (min-max) | offered Mpps | DUT CPU1 busy L / FP |");
-    println!("|---|---|---|---|---|---|");
-
-    // Frames to 4,096 destinations over the 50 prefixes, sent round robin: each destination
-    // comes back only after all the others, more of them than the route cache has slots.
-    let spread: Vec<[u8; Gen::FRAME_LEN]> = (0..Gen::MAX_FRAMES)
-        .map(|n| {
-            let dst = [198, 19, (n % 50) as u8, (1 + n / 50) as u8];
-            let f = pkt::ipv4(dut_mac, src_mac, [198, 18, 0, 1], dst, 64, &[], &udp18());
-            f.as_slice().try_into().expect("60-byte frame")
-        })
-        .collect();
-    // (row, fast path with its route cache, frames to cycle through (none: the one flow),
-    // set-up on top of the previous rows')
-    // The same flow as a local sender with checksum offload (a veth's default) hands it over:
-    // the UDP checksum field holds only the pseudo-header sum (CHECKSUM_PARTIAL). An XDP
-    // redirect would deliver it corrupt, so the XDP router passes it marked, and the TC stage
-    // behind it routes the skb.
-    let mut partial = frame.clone();
-    {
-        let (src, dst) = ([198u16 << 8 | 18, 1], [198u16 << 8 | 19, 7 << 8 | 1]);
-        let udp_len = (partial.len() - 14 - 20) as u64;
-        let mut sum: u64 =
-            src.iter().chain(dst.iter()).map(|w| *w as u64).sum::<u64>() + 17 + udp_len;
-        while sum >> 16 != 0 {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        partial[40..42].copy_from_slice(&(sum as u16).to_be_bytes());
-    }
-    let partial: [u8; Gen::FRAME_LEN] = partial.as_slice().try_into().expect("60-byte frame");
-    // The same flow's datagrams cut by their sender: a middle fragment (offset 1,480, more to
-    // come), which carries no ports. Linux forwards it as it is, without conntrack.
-    let mut fragment = frame.clone();
-    pkt::make_ipv4_fragment(&mut fragment, 185, true);
-    let fragment: [u8; Gen::FRAME_LEN] = fragment.as_slice().try_into().expect("60-byte frame");
-    type Config<'a> = (&'a str, bool, &'a [[u8; Gen::FRAME_LEN]], &'a dyn Fn());
-    let configs: [Config; 11] = [
-        ("router (50 prefixes)", true, &[], &|| {}),
-        (
-            "router at XDP, partial UDP checksums (TC stage)",
-            true,
-            std::slice::from_ref(&partial),
-            &|| {},
-        ),
-        (
-            "router, IPv4 fragments",
-            true,
-            std::slice::from_ref(&fragment),
-            &|| {},
-        ),
-        ("router, route cache off", false, &[], &|| {}),
-        // The flow's route with two next hops (the same one twice): every packet asks the
-        // FIB, and reads the sysctl gate that a hash policy write closes (docs/FASTPATH.md,
-        // "ECMP").
-        (
-            "router, ECMP route (the sysctl gate read)",
-            true,
-            &[],
-            &|| {
-                lab.dut
-                    .ip(&[
-                        "route",
-                        "replace",
-                        "198.19.7.0/24",
-                        "nexthop",
-                        "via",
-                        "198.18.1.2",
-                        "nexthop",
-                        "via",
-                        "198.18.1.2",
-                    ])
-                    .unwrap();
-            },
-        ),
-        // A tc classifier of the user's on d0's ingress (it matches everything and only
-        // counts): it runs after XDP, so d0's packets are the kernel's.
-        (
-            "router, a tc classifier on d0's ingress (to the kernel)",
-            true,
-            &[],
-            &|| {
-                lab.dut
-                    .ip(&["route", "replace", "198.19.7.0/24", "via", "198.18.1.2"])
-                    .unwrap();
-                for cmd in [
-                    "qdisc add dev d0 clsact",
-                    "filter add dev d0 ingress protocol all prio 1 u32 match u32 0 0",
-                ] {
-                    lab.dut
-                        .exec("tc", &cmd.split(' ').collect::<Vec<_>>())
-                        .unwrap();
-                }
-            },
-        ),
-        (
-            "router, 4,096 destinations round robin",
-            true,
-            &spread,
-            &|| {
-                lab.dut
-                    .exec("tc", &["qdisc", "del", "dev", "d0", "clsact"])
-                    .unwrap();
-            },
-        ),
-        // Debian's default (sysctl.d/50-default.conf), which new namespaces inherit: the
-        // router checks each packet's source with a second FIB lookup. Before the gateway
-        // rows, which set it back to 0 and build on each other's rules (the ipset is what the
-        // response times poll).
-        (
-            "router, rp_filter 2 (loose: Debian's default)",
-            true,
-            &[],
-            &|| {
-                for dev in ["d0", "d1"] {
-                    lab.dut
-                        .sysctl(&format!("net.ipv4.conf.{dev}.rp_filter"), "2")
-                        .unwrap();
-                }
-            },
-        ),
-        // A source-based policy rule (table 100 is empty, so every lookup falls through to
-        // main): the router stays on, with its caches off and the source checked as the
-        // kernel does with custom rules. Before, IPv4 went to the kernel (about 1.0x).
-        (
-            "router, a policy rule (from 198.18.0.0/24), rp_filter 2",
-            true,
-            &[],
-            &|| {
-                lab.dut
-                    .ip(&[
-                        "rule",
-                        "add",
-                        "from",
-                        "198.18.0.0/24",
-                        "table",
-                        "100",
-                        "pref",
-                        "100",
-                    ])
-                    .unwrap();
-            },
-        ),
-        ("gateway (100 iptables rules)", true, &[], &|| {
-            let _ = lab.dut.ip(&["rule", "del", "pref", "100"]);
-            for dev in ["d0", "d1"] {
-                lab.dut
-                    .sysctl(&format!("net.ipv4.conf.{dev}.rp_filter"), "0")
-                    .unwrap();
-            }
-            let mut rules = String::from("*filter\n:FORWARD ACCEPT [0:0]\n");
-            for x in 0..100 {
-                rules.push_str(&format!(
-                    "-A FORWARD -s 198.18.{}.{}/32 -d 198.19.{}.0/24 -j DROP\n",
-                    100 + x / 200,
-                    x % 200 + 1,
-                    x % 50
-                ));
-            }
-            rules.push_str("COMMIT\n");
-            use std::io::Write;
-            let mut c = lab
-                .dut
-                .command("iptables-nft-restore")
-                .stdin(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            c.stdin.take().unwrap().write_all(rules.as_bytes()).unwrap();
-            assert!(c.wait().unwrap().success());
-        }),
-        ("gateway (one ipset, 100 members)", true, &[], &|| {
-            lab.dut.exec("iptables-nft", &["-F", "FORWARD"]).unwrap();
-            let mut restore = String::from("create blk hash:ip family inet\n");
-            for x in 0..100 {
-                restore.push_str(&format!(
-                    "add blk 198.18.{}.{}\n",
-                    100 + x / 200,
-                    x % 200 + 1
-                ));
-            }
-            use std::io::Write;
-            let mut c = lab
-                .dut
-                .command("ipset")
-                .arg("restore")
-                .stdin(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            c.stdin
-                .take()
-                .unwrap()
-                .write_all(restore.as_bytes())
-                .unwrap();
-            assert!(c.wait().unwrap().success());
-            lab.dut
-                .exec(
-                    "iptables-nft",
-                    &[
-                        "-A",
-                        "FORWARD",
-                        "-m",
-                        "set",
-                        "--match-set",
-                        "blk",
-                        "src",
-                        "-j",
-                        "DROP",
-                    ],
-                )
-                .unwrap();
-        }),
-    ];
+    let mut sink = Some(xdp_sink(&lab.sink, &gen));
+    print_header(args);
     let ends = Ends {
         src: &lab.src,
         dut: &lab.dut,
         sink: &lab.sink,
     };
     let d0 = ifindex(&lab.dut, "d0");
-    let mut local_rows = Vec::new();
-    // A routed row both ways: through the veths, printed now, and on the DUT, printed with
-    // the others at the end.
-    let mut both_ways = |name: &str, fp: Fp, frame: &[u8]| {
-        let row = compare(name, rounds, &lab.dut, fp, &|| {
-            measure(&ends, &gen, frame, warm, secs)
-        });
-        println!("{row}");
-        let fp = Fp {
-            unbound: true,
-            ..fp
-        };
-        local_rows.push(compare(name, rounds, &lab.dut, fp, &|| {
-            measure_local(&ends, d0, &gen, frame, warm, secs)
-        }));
-    };
-    const ROUTED: Fp = Fp {
-        hook: BridgeHook::Auto,
-        route_cache: true,
-        unbound: false,
-    };
-
-    // The sink's veth as the kernel leaves it (no XDP program, GRO off): an XDP redirect
-    // into d1 would be dropped, so the fast path routes at TC ingress. Counted by a TC sink.
-    let name = "router at TC (sink veth at kernel defaults)";
-    if wanted(name) {
-        drop(sink.take());
-        lab.sink
-            .exec("ethtool", &["-K", "s0", "gro", "off"])
-            .unwrap();
-        let g = gen.clone();
-        let tc_sink = spawn_in_ns(lab.sink.name(), move || g.attach_sink_tc(sink_if).unwrap())
-            .join()
-            .unwrap();
-        both_ways(name, ROUTED, &frame);
-        drop(tc_sink);
-        lab.sink
-            .exec("ethtool", &["-K", "s0", "gro", "on"])
-            .unwrap();
-        let g = gen.clone();
-        sink = Some(
-            spawn_in_ns(lab.sink.name(), move || g.attach_sink(sink_if).unwrap())
-                .join()
-                .unwrap(),
-        );
+    if args.only.as_deref() == Some("scrape") {
+        scrape::run(&ends, d0, &gen, &frame, (WARM, args.secs, args.rounds));
+        return None;
     }
-    // IPv6: one flow to fd00:c::7 (routed via the sink, fd00:b::2), 64-byte frames (the
-    // smallest UDP datagram with 2 bytes of payload). The generator writes the first 60
-    // bytes of each frame from its table; the other 4 are the run's own input frame, the
-    // same frame.
-    let name = "router, IPv6 (1 prefix)";
-    if wanted(name) {
-        for (dev, addr, m) in [("d1", "fd00:b::2", sink_mac), ("d0", "fd00:a::1", src_mac)] {
-            lab.dut
-                .ip(&[
-                    "-6",
-                    "neigh",
-                    "replace",
-                    addr,
-                    "lladdr",
-                    &fmt(m),
-                    "dev",
-                    dev,
-                    "nud",
-                    "permanent",
-                ])
-                .unwrap();
-        }
-        let frame6 = pkt::ipv6(
-            dut_mac,
-            src_mac,
-            "fd00:a::1".parse::<std::net::Ipv6Addr>().unwrap().octets(),
-            "fd00:c::7".parse::<std::net::Ipv6Addr>().unwrap().octets(),
-            64,
-            false,
-            &L4::Udp {
-                sport: 1000,
-                dport: 2000,
-                payload: vec![0; 2],
-            },
-        );
-        let head: [u8; Gen::FRAME_LEN] = frame6[..Gen::FRAME_LEN].try_into().unwrap();
-        gen.set_frames(&[head]).unwrap();
-        both_ways(name, ROUTED, &frame6);
-        gen.set_frames(&[]).unwrap();
+    println!("| config | Linux Mpps (median) | fast path Mpps (median) | ratio median (min-max) | offered Mpps | DUT CPU1 busy L / FP |");
+    println!("|---|---|---|---|---|---|");
+    let mut bench = Bench {
+        args,
+        ends,
+        d0,
+        gen: &gen,
+        local_rows,
+    };
+    if args.wanted("router at TC (sink veth at kernel defaults)") {
+        router_at_tc(&mut bench, &mut sink, &frame);
     }
-    for (name, route_cache, frames, setup) in configs {
-        setup();
-        if !wanted(name) {
+    if args.wanted("router, IPv6 (1 prefix)") {
+        router_ipv6(&mut bench, macs);
+    }
+    let frames = routed::Frames::new(&frame, macs.dut, macs.src);
+    for row in routed::rows(&frames) {
+        (row.setup)(&lab.dut);
+        if !args.wanted(row.name) {
             continue;
         }
-        gen.set_frames(frames).unwrap();
+        gen.set_frames(row.frames).unwrap();
         let fp = Fp {
-            hook: BridgeHook::Auto,
-            route_cache,
-            unbound: false,
+            route_cache: row.route_cache,
+            ..ROUTED
         };
-        both_ways(name, fp, &frame);
+        bench.both_ways(row.name, fp, &frame);
     }
     gen.set_frames(&[]).unwrap();
     drop(sink);
+    Some(bridge_rows(args, bench.local_rows))
+}
 
-    // The bridge: the same generator, frames addressed to the sink's MAC across br0.
-    let br = bridge_line("bb");
-    let br_ends = Ends {
-        src: &br.src,
-        dut: &br.dut,
-        sink: &br.sink,
+fn print_header(args: &Args) {
+    let arms = if args.only.as_deref() == Some("scrape") {
+        "fast path not scraped and scraped"
+    } else {
+        "Linux and fast path"
     };
+    println!(
+        "fp_bench: {} s measured after {} s warm-up, {} rounds, {arms} alternating",
+        args.secs.as_secs(),
+        WARM.as_secs(),
+        args.rounds
+    );
+    println!("generator: BPF_PROG_RUN live frames (XDP_TX) on CPU 0; DUT veth NAPI threads on CPU 1 ({} pinned)", pin_napi());
+    println!();
+}
+
+/// The bridge: the same kind of generator, frames addressed to the sink's MAC across br0.
+fn bridge_rows(args: &Args, local_rows: &mut Vec<String>) -> BridgeLine {
+    let br = bridge_line("bb");
     let (bsrc_mac, bsink_mac) = (mac(&br.src, "v0"), mac(&br.sink, "s0"));
     // Static FDB entries: the sink sends nothing, so it would never be learned.
     for (m, dev) in [(bsrc_mac, "d0"), (bsink_mac, "d1")] {
         br.dut
             .exec(
                 "bridge",
-                &["fdb", "replace", &fmt(m), "dev", dev, "master", "static"],
+                &["fdb", "replace", &colons(m), "dev", dev, "master", "static"],
             )
             .unwrap();
     }
@@ -631,6 +462,10 @@ fn main() {
     br.dut
         .exec("sh", &["-c", "echo 1 > /sys/class/net/d0/threaded"])
         .unwrap();
+    let name = "bridge (2 ports, XDP)";
+    if !args.wanted(name) {
+        return br;
+    }
     let bframe = pkt::ipv4(
         bsink_mac,
         bsrc_mac,
@@ -638,40 +473,31 @@ fn main() {
         [198, 18, 2, 2],
         64,
         &[],
-        &L4::Udp {
-            sport: 1000,
-            dport: 2000,
-            payload: vec![0; 18],
-        },
+        &udp18(),
     );
     let bgen = Arc::new(Gen::load(bframe.as_slice().try_into().expect("60-byte frame")).unwrap());
-    let bsink_if = ifindex(&br.sink, "s0");
-    let g = bgen.clone();
-    let _bsink = spawn_in_ns(br.sink.name(), move || g.attach_sink(bsink_if).unwrap())
-        .join()
-        .unwrap();
-    let name = "bridge (2 ports, XDP)";
-    if wanted(name) {
-        let fp = Fp {
-            hook: BridgeHook::Xdp,
-            route_cache: true,
-            unbound: false,
-        };
-        let row = compare(name, rounds, &br.dut, fp, &|| {
-            measure(&br_ends, &bgen, &bframe, warm, secs)
-        });
-        println!("{row}");
-        let bd0 = ifindex(&br.dut, "d0");
-        let fp = Fp {
-            unbound: true,
-            ..fp
-        };
-        local_rows.push(compare(name, rounds, &br.dut, fp, &|| {
-            measure_local(&br_ends, bd0, &bgen, &bframe, warm, secs)
-        }));
-    }
-    drop(_bsink);
+    let bsink = xdp_sink(&br.sink, &bgen);
+    let mut bench = Bench {
+        args,
+        ends: Ends {
+            src: &br.src,
+            dut: &br.dut,
+            sink: &br.sink,
+        },
+        d0: ifindex(&br.dut, "d0"),
+        gen: &bgen,
+        local_rows,
+    };
+    let fp = Fp {
+        hook: BridgeHook::Xdp,
+        ..ROUTED
+    };
+    bench.both_ways(name, fp, &bframe);
+    drop(bsink);
+    br
+}
 
+fn print_local_rows(rows: &[String]) {
     println!();
     println!(
         "The same, with the frames arriving on d0 from BPF_PROG_RUN live frames run in the DUT's"
@@ -683,15 +509,32 @@ fn main() {
     println!();
     println!("| config | Linux Mpps (median) | fast path Mpps (median) | ratio median (min-max) | frames run Mpps | CPU1 busy L / FP |");
     println!("|---|---|---|---|---|---|");
-    for row in &local_rows {
+    for row in rows {
         println!("{row}");
     }
+}
 
-    if only.is_some() {
+fn main() {
+    let args = Args::parse();
+    match args.only.as_deref() {
+        Some("pod") => return pod::pod_to_pod(args.secs, args.rounds),
+        Some("vm") => return vm::vm_bridge(args.secs, args.rounds),
+        _ => {}
+    }
+    let lab = line("b");
+    if args.only.as_deref() == Some("routes") {
+        return fulltable::run(&lab.dut);
+    }
+    let macs = prepare_line(&lab);
+    let mut local_rows = Vec::new();
+    let Some(br) = pps_rows(&args, &lab, &macs, &mut local_rows) else {
+        return;
+    };
+    print_local_rows(&local_rows);
+    if args.only.is_some() {
         return;
     }
-    pod::pod_to_pod(secs, rounds);
-
+    pod::pod_to_pod(args.secs, args.rounds);
     responses::routed(&lab.dut);
     fulltable::run(&lab.dut);
     responses::bridged(&br.dut);
