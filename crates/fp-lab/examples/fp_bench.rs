@@ -26,9 +26,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use wirespeed_bench::xdpgen::{Gen, Link};
 use wirespeed_fp::model::BridgeHook;
 use wirespeed_fp_lab::pkt::{self, L4};
+use wirespeed_xdpgen::{Gen, Link};
 
 fn mac(ns: &wirespeed_lab::Netns, ifname: &str) -> [u8; 6] {
     pkt::parse_mac(
@@ -146,13 +146,13 @@ fn sample(
     let (c0, t0, u0) = (
         gen.sink_count().unwrap(),
         Instant::now(),
-        wirespeed_bench::cpu::jiffies_per_cpu(),
+        wirespeed_load::cpu::jiffies_per_cpu(),
     );
     std::thread::sleep(secs);
     let (c1, t1, u1) = (
         gen.sink_count().unwrap(),
         Instant::now(),
-        wirespeed_bench::cpu::jiffies_per_cpu(),
+        wirespeed_load::cpu::jiffies_per_cpu(),
     );
     let (frames, ran) = generator.join().unwrap();
     let cpu1 = u1
@@ -177,12 +177,7 @@ fn udp18() -> L4 {
 }
 
 fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
+    wirespeed_load::stats::median(v.iter().copied()).unwrap_or(f64::NAN)
 }
 
 /// `[secs] [rounds] [row]` from the command line (see the module doc).

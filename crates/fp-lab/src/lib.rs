@@ -2,7 +2,7 @@
 //! builders (`pkt`) and the differential harness (`harness`: the same frames through Linux
 //! alone and through Linux plus the fast path). Its tests/ hold fp's integration tests; its
 //! examples/ hold `fp_bench`, which measures with the in-kernel traffic generator of
-//! `wirespeed_bench::xdpgen`.
+//! `wirespeed_xdpgen`.
 #![deny(unsafe_code)]
 
 pub mod harness;

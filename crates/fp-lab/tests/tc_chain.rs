@@ -8,8 +8,8 @@
 mod common;
 
 use common::*;
-use wirespeed_bench::xdpgen::Gen;
 use wirespeed_lab::Netns;
+use wirespeed_xdpgen::Gen;
 
 fn mac(ns: &Netns, dev: &str) -> String {
     ns.exec("cat", &[&format!("/sys/class/net/{dev}/address")])

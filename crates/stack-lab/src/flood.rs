@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use wirespeed_bench::xdpgen::Gen;
 use wirespeed_lab::Netns;
+use wirespeed_xdpgen::Gen;
 
 use crate::craft::{eth, Ip4, Tcp, DUT_MAC, ETH_IPV4, HTTP_PORT, PEER_MAC, PROTO_TCP};
 use crate::serve::ServeProcess;
@@ -355,8 +355,9 @@ fn send_syns(peer: &Netns, syns: u64, rate: u64, ipv6: bool) -> Result<u64, Erro
         };
         let gen =
             Gen::load_frame(&frames[0]).map_err(|e| Error::Setup(format!("generator: {e}")))?;
-        let setup =
-            |r: wirespeed_bench::Result<()>| r.map_err(|e| Error::Setup(format!("generator: {e}")));
+        let setup = |r: wirespeed_xdpgen::Result<()>| {
+            r.map_err(|e| Error::Setup(format!("generator: {e}")))
+        };
         setup(gen.set_frame_table(&frames))?;
         setup(gen.distinct_sources(Some(l4_checksum)))?;
         let ifindex =

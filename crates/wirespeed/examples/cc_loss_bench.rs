@@ -321,12 +321,7 @@ struct Row {
 }
 
 fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    s[s.len() / 2]
+    wirespeed_load::stats::median(v.iter().copied()).unwrap_or(f64::NAN)
 }
 
 fn spread(v: &[f64]) -> String {

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use lb_common::clients::{self, Held};
 use lb_common::{configure, mode_lab, vip, LbLab, Rng, ALL, BACKENDS, REDIS, VIP4};
-use wirespeed_bench::xdpgen::Gen;
 use wirespeed_stack_lab::craft::{eth, Ip4, Tcp, ETH_IPV4};
+use wirespeed_xdpgen::Gen;
 
 /// The source /24s of the flood: none of the lab's own (clients 198.18.10-11, reals
 /// 198.18.100-103, VIP 198.18.200, tunnel sources 198.18.240, local address 198.18.250).

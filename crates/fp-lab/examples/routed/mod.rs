@@ -3,9 +3,9 @@
 
 use std::io::Write;
 
-use wirespeed_bench::xdpgen::Gen;
 use wirespeed_fp_lab::pkt;
 use wirespeed_lab::Netns;
+use wirespeed_xdpgen::Gen;
 
 pub type Frame = [u8; Gen::FRAME_LEN];
 

@@ -1,16 +1,16 @@
-//! `wirespeed bench http|echo`: the load generators (see crates/bench).
+//! `wirespeed bench http|echo`: the load generators (see crates/load).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use wirespeed_bench::echo::{self, EchoParser};
-use wirespeed_bench::http::{build_request, HttpParser, Target};
-use wirespeed_bench::load::bypass::BypassClient;
-use wirespeed_bench::load::{self, LoadSpec};
-use wirespeed_bench::report::Summary;
-use wirespeed_bench::{cpu, parse_duration};
+use wirespeed_load::bypass::BypassClient;
+use wirespeed_load::echo::{self, EchoParser};
+use wirespeed_load::http::{build_request, HttpParser, Target};
+use wirespeed_load::report::Summary;
+use wirespeed_load::{self as load, LoadSpec};
+use wirespeed_load::{cpu, parse_duration};
 
 use super::{BypassArgs, StackArg};
 
@@ -75,7 +75,7 @@ fn label_stack(s: &mut Summary, c: &Common) {
 }
 
 /// Runs the load on the stack `c` asks for.
-fn load_on<P: wirespeed_bench::load::ResponseParser>(
+fn load_on<P: wirespeed_load::ResponseParser>(
     c: &Common,
     spec: &LoadSpec,
     parser: P,
@@ -286,7 +286,7 @@ mod tests {
     fn a_run_that_completed_nothing_says_why_in_one_line() {
         let addr: SocketAddr = "198.18.0.2:8080".parse().unwrap();
         let mut s = Summary::from_result(&load::LoadResult {
-            hist: wirespeed_bench::hist::LatencyHist::new(),
+            hist: wirespeed_load::hist::LatencyHist::new(),
             requests: 10,
             bytes_read: 100,
             bytes_written: 50,

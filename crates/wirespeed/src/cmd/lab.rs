@@ -130,10 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 let (role, list) = c
                     .split_once('=')
                     .with_context(|| format!("--cpus `{c}`: want ROLE=LIST, e.g. s=1"))?;
-                cpus.insert(
-                    role.to_string(),
-                    wirespeed_bench::cpu::parse_cpu_list(list)?,
-                );
+                cpus.insert(role.to_string(), wirespeed_load::cpu::parse_cpu_list(list)?);
             }
             spec.cpus = cpus;
             let mut lab = Lab::up(&spec).with_context(|| format!("lab up {}", a.name))?;

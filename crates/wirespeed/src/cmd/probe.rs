@@ -1,11 +1,11 @@
 //! `wirespeed probe PID`: CPU per request, syscalls per request, context switches and packet
-//! locality of a running server over a measured interval (see crates/bench/src/probe).
+//! locality of a running server over a measured interval (see crates/probe).
 
 use std::time::Duration;
 
 use anyhow::Context;
-use wirespeed_bench::probe::{self, ProbeOpts};
-use wirespeed_bench::{cpu, parse_duration};
+use wirespeed_load::{cpu, parse_duration};
+use wirespeed_probe::{self as probe, ProbeOpts};
 
 #[derive(clap::Args)]
 pub struct Args {

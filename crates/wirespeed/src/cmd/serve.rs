@@ -97,7 +97,7 @@ struct Common {
     #[arg(long, value_enum, default_value = "cbpf")]
     locality: LocalityArg,
     /// Close a connection after this long without traffic (e.g. 60s, 500ms).
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = wirespeed_bench::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = wirespeed_load::parse_duration)]
     idle_timeout: Duration,
     /// Connections per shard; past it new connections are refused (HTTP: 503, then close).
     /// --stack xdp|dpdk: the shard's connection table holds twice this (closing and

@@ -1,7 +1,7 @@
 //! `wirespeed showdown`: the seed ladder for HTTP plaintext on this machine.
 //!
 //! A `pair` lab per row and round (client namespace <-> server namespace over a veth), the
-//! server pinned to CPU 1, the load generator (crates/bench) pinned to CPU 0 with 256
+//! server pinned to CPU 1, the load generator (crates/load) pinned to CPU 0 with 256
 //! connections, rows alternating round by round, probes on the server over exactly the
 //! measured interval. Results: the table on stdout, results/showdown.{json,md}, and the charts
 //! (results/showdown.svg, showdown-echo.svg, showdown-lb.svg, each with its PNG).
@@ -29,14 +29,14 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use wirespeed_bench::echo::EchoParser;
-use wirespeed_bench::http::{build_request, HttpParser, Target};
-use wirespeed_bench::load::{self, LoadSpec, PHASE_DONE, PHASE_MEASURING};
-use wirespeed_bench::parse_duration;
-use wirespeed_bench::probe::{Probe, ProbeOpts, ProbeReport};
-use wirespeed_bench::showdown::{RoundFigures, Row, Showdown};
-use wirespeed_bench::showdown_chart;
 use wirespeed_lab::topo::{self, Lab, LabSpec, RxModel, Topology};
+use wirespeed_load::echo::EchoParser;
+use wirespeed_load::http::{build_request, HttpParser, Target};
+use wirespeed_load::parse_duration;
+use wirespeed_load::{self as load, LoadSpec, PHASE_DONE, PHASE_MEASURING};
+use wirespeed_probe::{Probe, ProbeOpts, ProbeReport};
+use wirespeed_showdown::chart as showdown_chart;
+use wirespeed_showdown::results::{RoundFigures, Row, Showdown};
 use wirespeed_sys::netns;
 use wirespeed_sys::signal::Signals;
 
@@ -394,12 +394,12 @@ fn drive(
         Workload::EchoPingPong => (
             PINGPONG_CONNECTIONS,
             1,
-            wirespeed_bench::echo::message(ECHO_SIZE),
+            wirespeed_load::echo::message(ECHO_SIZE),
         ),
         Workload::EchoStream => (
             STREAM_CONNECTIONS,
             STREAM_DEPTH,
-            wirespeed_bench::echo::message(ECHO_SIZE),
+            wirespeed_load::echo::message(ECHO_SIZE),
         ),
         Workload::LbFullNatPps => bail!("the load balancer rows have no client (lb_rows)"),
     };

@@ -1,17 +1,14 @@
 //! The showdown's load-balancer rows: full-NAT pps of 64-byte TCP segments of established
 //! connections (4,096 flows, 4 reals) through nftables DNAT+SNAT (row 12) and through
 //! `wirespeed lb`'s XDP data path (row 13), measured as lb_bench measures them
-//! (`wirespeed_bench::lb`, on the DUT: generator and path on the server CPU, the backends'
+//! (`wirespeed_lb_bench`, on the DUT: generator and path on the server CPU, the backends'
 //! receive on the other).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use wirespeed_bench::lb::{self, Balancer, Mode, Traffic};
-use wirespeed_bench::showdown::RoundFigures;
-
-#[path = "../../../lb/examples/lb_bench/xdp.rs"]
-mod xdp;
+use wirespeed_lb_bench::{self as lb, Balancer, Mode, Traffic};
+use wirespeed_showdown::results::RoundFigures;
 
 /// The lab the rows build (ws-sdlb-*).
 const LAB: &str = "sdlb";
@@ -29,7 +26,7 @@ pub fn round(
     opts.dut_cpu = dut_cpu;
     opts.other_cpu = other_cpu;
     let balancer: Option<Arc<dyn Balancer>> = if xdp {
-        Some(Arc::new(xdp::XdpBalancer))
+        Some(Arc::new(lb::xdp::XdpBalancer))
     } else {
         None
     };

@@ -25,9 +25,9 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use wirespeed_bench::probe::{Probe, ProbeOpts, ProbeReport};
 use wirespeed_lab::napi;
 use wirespeed_lab::topo::{LabSpec, Profile, Topology};
+use wirespeed_probe::{Probe, ProbeOpts, ProbeReport};
 
 use super::rows::{ladder, Placement, RowSpec, Server};
 use super::server::{server_command, spawn_until_listening, ServerProc};

@@ -1,9 +1,9 @@
 //! The showdown's rows: what each one runs (lab profile, server, workload), which row it is
 //! compared with, and the seed's figure for the same step. Running them is `showdown.rs`.
 
-use wirespeed_bench::showdown::Showdown;
-use wirespeed_bench::showdown_seed::{self as seed, SeedRatio};
 use wirespeed_lab::topo::Profile;
+use wirespeed_showdown::results::Showdown;
+use wirespeed_showdown::seed::{self, SeedRatio};
 
 /// How a row's server is started in the server namespace.
 #[derive(Clone, Debug)]
@@ -327,7 +327,7 @@ pub(super) fn ladder() -> Vec<RowSpec> {
         },
         // The L4 load balancer (docs/LB.md, "Benchmark"): full-NAT pps, on the DUT, against nftables. The
         // DPVS seed gives no kernel figure to divide DPVS's by, so these rows have no seed
-        // ratio (showdown_seed).
+        // ratio (wirespeed_showdown::seed).
         RowSpec {
             name: "L4 LB full-NAT 64 B TCP pps: nftables DNAT+SNAT",
             profile: Profile::Default,
@@ -396,7 +396,7 @@ pub(super) fn fill_from_ladder(sd: &mut Showdown) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wirespeed_bench::showdown::Row;
+    use wirespeed_showdown::results::Row;
 
     #[test]
     fn seed_ratios_sit_on_the_steps_the_seeds_ran() {
