@@ -162,31 +162,68 @@ pub fn svg(sd: &Showdown, family: Family) -> Result<Option<String>> {
         + 24;
     let panel_h = 70 + ROW_PX * n as u32;
     let height = 40 + LEGEND_PX + 2 * panel_h;
-    let err = |e: &dyn std::fmt::Display| Error::Invalid(format!("draw the {title} chart: {e}"));
+    let panels = Panels {
+        rows: &rows,
+        label_w,
+        title,
+    };
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| err(&e))?;
+        root.fill(&WHITE).map_err(|e| panels.err(&e))?;
         let root = root
             .titled(
                 &format!("wirespeed showdown: {title} ({} round(s))", sd.rounds),
                 ("sans-serif", 22),
             )
-            .map_err(|e| err(&e))?;
-        let (legend, panels) = root.split_vertically(LEGEND_PX);
+            .map_err(|e| panels.err(&e))?;
+        let (legend, both) = root.split_vertically(LEGEND_PX);
         let seeded = rows.iter().any(|r| r.seed_ratio.is_some());
-        draw_legend(&legend, seeded).map_err(|e| err(&e))?;
-        let (top, bottom) = panels.split_vertically(panel_h);
+        draw_legend(&legend, seeded).map_err(|e| panels.err(&e))?;
+        let (top, bottom) = both.split_vertically(panel_h);
+        panels.ratios(&top, format!("{per_s} over {base}, higher is better"))?;
+        panels.costs(
+            &bottom,
+            format!("server CPU-us per {unit}, lower is better"),
+        )?;
+        root.present().map_err(|e| panels.err(&e))?;
+    }
+    Ok(Some(out))
+}
 
-        // Row i (0-based, table order) sits at y = n-1-i, so the first row is on top.
-        let y_of = |i: usize| (n - 1 - i) as f64;
-        let name_at = |y: &f64| {
-            let i = n as f64 - 1.0 - y.round();
-            rows.get(i as usize).map(|r| label(r)).unwrap_or_default()
-        };
+/// What both panels of one chart share: its rows in table order, the width of their labels,
+/// and the chart's title (for errors).
+struct Panels<'a> {
+    rows: &'a [&'a Row],
+    label_w: u32,
+    title: &'a str,
+}
 
-        // Throughput over the base row, with the seed's ratio.
-        let ratio_max = rows
+type Area<'b> = DrawingArea<SVGBackend<'b>, plotters::coord::Shift>;
+
+impl Panels<'_> {
+    fn err(&self, e: &dyn std::fmt::Display) -> Error {
+        Error::Invalid(format!("draw the {} chart: {e}", self.title))
+    }
+
+    /// Row i (0-based, table order) sits at y = n-1-i, so the first row is on top.
+    fn y_of(&self, i: usize) -> f64 {
+        (self.rows.len() - 1 - i) as f64
+    }
+
+    fn name_at(&self, y: &f64) -> String {
+        let i = self.rows.len() as f64 - 1.0 - y.round();
+        self.rows
+            .get(i as usize)
+            .map(|r| label(r))
+            .unwrap_or_default()
+    }
+
+    /// Throughput over the base row, with the seed's ratio.
+    fn ratios(&self, area: &Area<'_>, caption: String) -> Result<()> {
+        let n = self.rows.len();
+        let ratio_max = self
+            .rows
             .iter()
             .flat_map(|r| {
                 let ours = r.rps_vs_row1.map(|x| x.max.max(x.median));
@@ -196,34 +233,31 @@ pub fn svg(sd: &Showdown, family: Family) -> Result<Option<String>> {
             .filter(|x| x.is_finite())
             .fold(1.0, f64::max)
             * 1.2;
-        let mut chart = ChartBuilder::on(&top)
-            .caption(
-                format!("{per_s} over {base}, higher is better"),
-                ("sans-serif", 17),
-            )
+        let mut chart = ChartBuilder::on(area)
+            .caption(caption, ("sans-serif", 17))
             .margin(8)
             .margin_right(24)
             .x_label_area_size(28)
-            .y_label_area_size(label_w)
+            .y_label_area_size(self.label_w)
             .build_cartesian_2d(0f64..ratio_max, RowAxis { rows: n })
-            .map_err(|e| err(&e))?;
+            .map_err(|e| self.err(&e))?;
         chart
             .configure_mesh()
             .disable_y_mesh()
             .light_line_style(TRANSPARENT)
-            .y_label_formatter(&name_at)
+            .y_label_formatter(&|y: &f64| self.name_at(y))
             .x_label_formatter(&|x| format!("{x:.1}x"))
             .label_style(("sans-serif", 13))
             .draw()
-            .map_err(|e| err(&e))?;
+            .map_err(|e| self.err(&e))?;
         chart
             .draw_series([PathElement::new(
                 [(1.0, -0.5), (1.0, n as f64 - 0.5)],
                 BASE_LINE.stroke_width(1),
             )])
-            .map_err(|e| err(&e))?;
-        for (i, r) in rows.iter().enumerate() {
-            let y = y_of(i);
+            .map_err(|e| self.err(&e))?;
+        for (i, r) in self.rows.iter().enumerate() {
+            let y = self.y_of(i);
             if let Some(why) = &r.skipped {
                 let mut text = format!("skipped: {why}");
                 if text.chars().count() > 70 {
@@ -231,7 +265,7 @@ pub fn svg(sd: &Showdown, family: Family) -> Result<Option<String>> {
                 }
                 chart
                     .draw_series([note(text, (ratio_max * 0.01, y), &NOTE)])
-                    .map_err(|e| err(&e))?;
+                    .map_err(|e| self.err(&e))?;
             } else if let Some(ours) = r.rps_vs_row1 {
                 chart
                     .draw_series(bar_with_whisker(
@@ -241,11 +275,11 @@ pub fn svg(sd: &Showdown, family: Family) -> Result<Option<String>> {
                         format!("{:.2}x", ours.median),
                         ratio_max * 0.008,
                     ))
-                    .map_err(|e| err(&e))?;
+                    .map_err(|e| self.err(&e))?;
             } else {
                 chart
                     .draw_series([note("n/a".into(), (ratio_max * 0.01, y + 0.15), &NOTE)])
-                    .map_err(|e| err(&e))?;
+                    .map_err(|e| self.err(&e))?;
             }
             if let Some(seed) = r.seed_ratio {
                 chart
@@ -259,39 +293,42 @@ pub fn svg(sd: &Showdown, family: Family) -> Result<Option<String>> {
                         )
                         .into_dyn(),
                     ])
-                    .map_err(|e| err(&e))?;
+                    .map_err(|e| self.err(&e))?;
             }
         }
 
-        // The server's CPU time per request.
-        let cost_max = rows
+        Ok(())
+    }
+
+    /// The server's CPU time per request.
+    fn costs(&self, area: &Area<'_>, caption: String) -> Result<()> {
+        let n = self.rows.len();
+        let cost_max = self
+            .rows
             .iter()
             .filter_map(|r| cost_range(r))
             .map(|c| c.max)
             .fold(0.0, f64::max)
             .max(0.1)
             * 1.2;
-        let mut chart = ChartBuilder::on(&bottom)
-            .caption(
-                format!("server CPU-us per {unit}, lower is better"),
-                ("sans-serif", 17),
-            )
+        let mut chart = ChartBuilder::on(area)
+            .caption(caption, ("sans-serif", 17))
             .margin(8)
             .margin_right(24)
             .x_label_area_size(28)
-            .y_label_area_size(label_w)
+            .y_label_area_size(self.label_w)
             .build_cartesian_2d(0f64..cost_max, RowAxis { rows: n })
-            .map_err(|e| err(&e))?;
+            .map_err(|e| self.err(&e))?;
         chart
             .configure_mesh()
             .disable_y_mesh()
             .light_line_style(TRANSPARENT)
-            .y_label_formatter(&name_at)
+            .y_label_formatter(&|y: &f64| self.name_at(y))
             .label_style(("sans-serif", 13))
             .draw()
-            .map_err(|e| err(&e))?;
-        for (i, r) in rows.iter().enumerate() {
-            let y = y_of(i);
+            .map_err(|e| self.err(&e))?;
+        for (i, r) in self.rows.iter().enumerate() {
+            let y = self.y_of(i);
             match (r.cpu_us_per_req, cost_range(r)) {
                 (Some(median), Some(range)) if r.skipped.is_none() => {
                     let c = Ratio { median, ..range };
@@ -303,7 +340,7 @@ pub fn svg(sd: &Showdown, family: Family) -> Result<Option<String>> {
                             format!("{median:.2}"),
                             cost_max * 0.008,
                         ))
-                        .map_err(|e| err(&e))?;
+                        .map_err(|e| self.err(&e))?;
                 }
                 _ => {
                     let text = if r.skipped.is_some() {
@@ -313,13 +350,12 @@ pub fn svg(sd: &Showdown, family: Family) -> Result<Option<String>> {
                     };
                     chart
                         .draw_series([note(text.into(), (cost_max * 0.01, y), &NOTE)])
-                        .map_err(|e| err(&e))?;
+                        .map_err(|e| self.err(&e))?;
                 }
             }
         }
-        root.present().map_err(|e| err(&e))?;
+        Ok(())
     }
-    Ok(Some(out))
 }
 
 /// Text left-aligned at `at`, vertically centred on it.

@@ -1,6 +1,5 @@
 //! The showdown's results: one row per server configuration, rendered as a Markdown table
-//! and an SVG chart. Running the rows lives in the binary (`wirespeed showdown`), which owns
-//! the lab and the server processes; this module is pure and unit-tested.
+//! and an SVG chart. Running the rows is `runner.rs`; this module is pure and unit-tested.
 
 use std::fmt::Write as _;
 

@@ -1,13 +1,13 @@
 //! The showdown's rows: what each one runs (lab profile, server, workload), which row it is
-//! compared with, and the seed's figure for the same step. Running them is `showdown.rs`.
+//! compared with, and the seed's figure for the same step. Running them is `runner.rs`.
 
+use crate::results::Showdown;
+use crate::seed::{self, SeedRatio};
 use wirespeed_lab::topo::Profile;
-use wirespeed_showdown::results::Showdown;
-use wirespeed_showdown::seed::{self, SeedRatio};
 
 /// How a row's server is started in the server namespace.
 #[derive(Clone, Debug)]
-pub(super) enum Server {
+pub(crate) enum Server {
     /// `wirespeed serve http|echo --stack kernel ...`
     Wirespeed {
         app: &'static str,
@@ -33,7 +33,7 @@ pub(super) enum Server {
 
 /// What the client sends.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Workload {
+pub(crate) enum Workload {
     /// GET /plaintext, `--connections` connections, one request in flight each.
     Http,
     /// 512-byte messages, each sent when the previous one came back (Photon's ping-pong).
@@ -47,7 +47,7 @@ pub(super) enum Workload {
 
 impl Workload {
     /// As the results name it (`Row::workload`; the charts group rows by it).
-    pub(super) fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Workload::Http => "http",
             Workload::EchoPingPong => "echo-pingpong",
@@ -61,39 +61,39 @@ impl Workload {
 /// kernel's receive thread for its queue (which copies frames into the socket) can run on the
 /// server's CPU instead of beside the load generator. Measured against spinning (0) in
 /// docs/INSTRUMENTS.md.
-pub(super) const BYPASS_IDLE_SLEEP_US: u32 = 20;
+pub(crate) const BYPASS_IDLE_SLEEP_US: u32 = 20;
 
 /// The tuned rows' interrupt moderation on the server's queue: a deferred NAPI is run by its
 /// 200 µs timer or by the server's own busy poll instead of being woken by every packet. At
 /// 20 µs the timer wakes the queue's thread 50,000 times a second and the tuned rows lost
 /// (docs/INSTRUMENTS.md).
-pub(super) const MODERATION_DEFER_HARD_IRQS: u32 = 2;
-pub(super) const MODERATION_GRO_FLUSH_TIMEOUT_NS: u64 = 200_000;
+pub const MODERATION_DEFER_HARD_IRQS: u32 = 2;
+pub const MODERATION_GRO_FLUSH_TIMEOUT_NS: u64 = 200_000;
 
-pub(super) const ECHO_SIZE: usize = 512;
-pub(super) const PINGPONG_CONNECTIONS: usize = 64;
-pub(super) const STREAM_CONNECTIONS: usize = 4;
-pub(super) const STREAM_DEPTH: usize = 64;
+pub(crate) const ECHO_SIZE: usize = 512;
+pub(crate) const PINGPONG_CONNECTIONS: usize = 64;
+pub(crate) const STREAM_CONNECTIONS: usize = 4;
+pub(crate) const STREAM_DEPTH: usize = 64;
 
 #[derive(Clone, Debug)]
-pub(super) struct RowSpec {
-    pub(super) name: &'static str,
-    pub(super) profile: Profile,
-    pub(super) server: Server,
-    pub(super) workload: Workload,
+pub(crate) struct RowSpec {
+    pub(crate) name: &'static str,
+    pub(crate) profile: Profile,
+    pub(crate) server: Server,
+    pub(crate) workload: Workload,
     /// The row whose figures this one is compared with (1-based).
-    pub(super) base_row: usize,
+    pub(crate) base_row: usize,
     /// The seed's figure for the same step over the seed's own base, where it has one.
-    pub(super) seed: Option<SeedRatio>,
+    pub(crate) seed: Option<SeedRatio>,
     /// The server's shards, each on a CPU and a queue of its own, against as many load
     /// generator threads ([`Placement`]): 1 but in the scaling rows.
-    pub(super) shards: usize,
+    pub(crate) shards: usize,
 }
 
 impl RowSpec {
     /// As the results name the row's workload (`Row::workload`; the charts group rows by it):
     /// the scaling rows' HTTP is `http-scaling`, charted apart from the one-shard ladder.
-    pub(super) fn workload_name(&self) -> &'static str {
+    pub(crate) fn workload_name(&self) -> &'static str {
         match self.workload {
             Workload::Http if self.shards > 1 => "http-scaling",
             w => w.name(),
@@ -118,13 +118,13 @@ fn http(name: &'static str, profile: Profile, server: Server, seed: Option<SeedR
 /// CPU 1. The lab gives the veth one queue per shard, and pins queue q's NAPI thread (tuned)
 /// and its XPS to each side's q-th CPU, as RSS and IRQ affinity spread a NIC's queues.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Placement {
-    pub(super) client: Vec<usize>,
-    pub(super) server: Vec<usize>,
+pub(crate) struct Placement {
+    pub(crate) client: Vec<usize>,
+    pub(crate) server: Vec<usize>,
 }
 
 impl Placement {
-    pub(super) fn for_shards(shards: usize) -> Placement {
+    pub(crate) fn for_shards(shards: usize) -> Placement {
         let shards = shards.max(1);
         Placement {
             client: (0..shards).collect(),
@@ -133,11 +133,11 @@ impl Placement {
     }
 
     /// The server's CPUs as a `--cpus` list.
-    pub(super) fn server_list(&self) -> String {
+    pub(crate) fn server_list(&self) -> String {
         cpu_list(&self.server)
     }
 
-    pub(super) fn client_list(&self) -> String {
+    pub(crate) fn client_list(&self) -> String {
         cpu_list(&self.client)
     }
 }
@@ -150,7 +150,7 @@ fn cpu_list(cpus: &[usize]) -> String {
 }
 
 /// Why a row cannot run on a machine with `ncpus` CPUs: its placement needs more.
-pub(super) fn too_few_cpus(spec: &RowSpec, ncpus: usize) -> Option<String> {
+pub(crate) fn too_few_cpus(spec: &RowSpec, ncpus: usize) -> Option<String> {
     let need = 2 * spec.shards;
     (need > ncpus).then(|| {
         format!(
@@ -161,7 +161,7 @@ pub(super) fn too_few_cpus(spec: &RowSpec, ncpus: usize) -> Option<String> {
 }
 
 /// The scaling rows' shard counts beyond one (rows 4 and 7 are the one-shard pair).
-pub(super) const SCALING_SHARDS: [usize; 3] = [2, 4, 8];
+pub(crate) const SCALING_SHARDS: [usize; 3] = [2, 4, 8];
 
 /// The scaling rows (14 on): for each count in [`SCALING_SHARDS`], the tuned kernel server of
 /// row 4 on that many shards (compared with row 4, one shard) and the bypass server of row 7
@@ -223,7 +223,17 @@ fn echo_kernel() -> Server {
 
 /// The seed ladder (rows 1-6), the bypass stack (7), Photon's echo table (8-11), the L4
 /// load balancer against nftables (12-13), and the scaling rows (14-19, [`scaling`]).
-pub(super) fn ladder() -> Vec<RowSpec> {
+pub(crate) fn ladder() -> Vec<RowSpec> {
+    let mut rows = http_rows();
+    rows.extend(echo_rows());
+    rows.extend(load_balancer_rows());
+    let widths = scaling(rows.len() + 1, &rows[3], &rows[6]);
+    rows.extend(widths);
+    rows
+}
+
+/// Rows 1-7: seed 000's HTTP ladder, io_uring, nginx and our stack.
+fn http_rows() -> Vec<RowSpec> {
     let ws = |engine, poll_us, busy_poll_us, locality| Server::Wirespeed {
         app: "http",
         engine,
@@ -231,7 +241,7 @@ pub(super) fn ladder() -> Vec<RowSpec> {
         busy_poll_us,
         locality,
     };
-    let mut rows = vec![
+    vec![
         // Row 1 is an untuned NIC, not the veth default: a veth's default receive runs inside
         // the sender's syscall, on the sender's CPU and at the sender's expense, which no NIC
         // does (docs/INSTRUMENTS.md, receive models).
@@ -276,6 +286,12 @@ pub(super) fn ladder() -> Vec<RowSpec> {
             },
             Some(seed::HTTP_BYPASS),
         ),
+    ]
+}
+
+/// Rows 8-11: Photon's echo table.
+fn echo_rows() -> Vec<RowSpec> {
+    vec![
         // The bypass rows run untuned: the tuned profile's knobs (XPS, NAPI deferral,
         // busy_read) act on the kernel's receive path, which frames that XDP takes away never
         // reach. So row 7 is compared with row 1, the same untuned NIC, and the echo pairs
@@ -325,9 +341,15 @@ pub(super) fn ladder() -> Vec<RowSpec> {
             seed: Some(seed::ECHO_STREAM_BYPASS),
             shards: 1,
         },
+    ]
+}
+
+/// Rows 12-13: the L4 load balancer.
+fn load_balancer_rows() -> Vec<RowSpec> {
+    vec![
         // The L4 load balancer (docs/LB.md, "Benchmark"): full-NAT pps, on the DUT, against nftables. The
         // DPVS seed gives no kernel figure to divide DPVS's by, so these rows have no seed
-        // ratio (wirespeed_showdown::seed).
+        // ratio (crate::seed).
         RowSpec {
             name: "L4 LB full-NAT 64 B TCP pps: nftables DNAT+SNAT",
             profile: Profile::Default,
@@ -346,15 +368,12 @@ pub(super) fn ladder() -> Vec<RowSpec> {
             seed: None,
             shards: 1,
         },
-    ];
-    let widths = scaling(rows.len() + 1, &rows[3], &rows[6]);
-    rows.extend(widths);
-    rows
+    ]
 }
 
 /// The chosen rows (1-based) and the base row each is compared with, and its base in turn:
 /// without its base, a row's ratio would be taken against row 1, another workload.
-pub(super) fn with_base_rows(ladder: &[RowSpec], mut rows: Vec<usize>) -> Vec<usize> {
+pub(crate) fn with_base_rows(ladder: &[RowSpec], mut rows: Vec<usize>) -> Vec<usize> {
     rows.sort_unstable();
     rows.dedup();
     loop {
@@ -375,7 +394,7 @@ pub(super) fn with_base_rows(ladder: &[RowSpec], mut rows: Vec<usize>) -> Vec<us
 
 /// Fills what results from before a field existed lack, from the ladder row of the same
 /// name: the workload and the seed's ratio (the seed's figure is the step's, not the run's).
-pub(super) fn fill_from_ladder(sd: &mut Showdown) {
+pub(crate) fn fill_from_ladder(sd: &mut Showdown) {
     let ladder = ladder();
     for row in sd.rows.iter_mut() {
         let Some(spec) = ladder.iter().find(|s| s.name == row.name) else {
@@ -396,7 +415,7 @@ pub(super) fn fill_from_ladder(sd: &mut Showdown) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wirespeed_showdown::results::Row;
+    use crate::results::Row;
 
     #[test]
     fn seed_ratios_sit_on_the_steps_the_seeds_ran() {

@@ -29,9 +29,11 @@ use wirespeed_lab::napi;
 use wirespeed_lab::topo::{LabSpec, Profile, Topology};
 use wirespeed_probe::{Probe, ProbeOpts, ProbeReport};
 
-use super::rows::{ladder, Placement, RowSpec, Server};
-use super::server::{server_command, spawn_until_listening, ServerProc};
-use super::{check_interrupt, drive, Plan, RoundRun, ServerProbe, NGINX_DIR, PORT, SERVER_CPU};
+use crate::client::{drive, ServerProbe};
+use crate::interrupt::check_interrupt;
+use crate::plan::{RoundPlan, RoundRun, NGINX_DIR, PORT, SERVER_CPU};
+use crate::rows::{ladder, Placement, RowSpec, Server};
+use crate::server::{server_command, spawn_until_listening, ServerProc};
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -56,7 +58,7 @@ enum Reply {
 }
 
 /// Rows that cannot run between two hosts, and why.
-pub(super) fn lab_only(spec: &RowSpec) -> Option<String> {
+pub(crate) fn lab_only(spec: &RowSpec) -> Option<String> {
     if spec.shards > 1 {
         return Some("runs only in the one-machine lab (two hosts run one shard)".into());
     }
@@ -170,11 +172,11 @@ impl HostTuning {
         // defaults; this host is the server, so it is moderated).
         writes.push((
             dev.join("gro_flush_timeout"),
-            super::rows::MODERATION_GRO_FLUSH_TIMEOUT_NS.to_string(),
+            crate::rows::MODERATION_GRO_FLUSH_TIMEOUT_NS.to_string(),
         ));
         writes.push((
             dev.join("napi_defer_hard_irqs"),
-            super::rows::MODERATION_DEFER_HARD_IRQS.to_string(),
+            crate::rows::MODERATION_DEFER_HARD_IRQS.to_string(),
         ));
         let irqs = device_irqs(iface);
         if irqs.is_empty() {
@@ -370,7 +372,7 @@ impl Host {
         if let Some(why) = host_change_refused(row, &spec, &self.iface, self.ip, self.allow_host) {
             bail!(why);
         }
-        if matches!(spec.server, Server::Nginx) && super::which("nginx").is_none() {
+        if matches!(spec.server, Server::Nginx) && crate::server::which("nginx").is_none() {
             bail!("row {row}: nginx is not installed on the server host");
         }
         let mut settings = vec![format!(
@@ -465,7 +467,7 @@ impl Host {
 }
 
 /// `--role server`: serves clients one at a time until SIGINT/SIGTERM.
-pub(super) fn serve(listen: SocketAddr, allow_host: bool) -> anyhow::Result<()> {
+pub(crate) fn serve(listen: SocketAddr, allow_host: bool) -> anyhow::Result<()> {
     let ip = listen.ip();
     let host = Host {
         ip,
@@ -510,13 +512,13 @@ pub(super) fn serve(listen: SocketAddr, allow_host: bool) -> anyhow::Result<()> 
 }
 
 /// `--role client`: the control connection to the server host.
-pub(super) struct Control {
+pub(crate) struct Control {
     lines: Lines,
     peer: SocketAddr,
 }
 
 impl Control {
-    pub(super) fn connect(peer: SocketAddr) -> anyhow::Result<Control> {
+    pub(crate) fn connect(peer: SocketAddr) -> anyhow::Result<Control> {
         let stream = TcpStream::connect_timeout(&peer, Duration::from_secs(5)).with_context(|| {
             format!("reach the showdown server at {peer} (is `wirespeed showdown --role server --listen {peer}` running there?)")
         })?;
@@ -539,11 +541,11 @@ impl Control {
     }
 
     /// One round of row `row` on the server host.
-    pub(super) fn round(
+    pub(crate) fn round(
         &mut self,
         row: usize,
         spec: &RowSpec,
-        plan: &Plan,
+        plan: &RoundPlan,
     ) -> anyhow::Result<RoundRun> {
         let Reply::Started {
             server,

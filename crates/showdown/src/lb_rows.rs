@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::results::RoundFigures;
 use wirespeed_lb_bench::{self as lb, Balancer, Mode, Traffic};
-use wirespeed_showdown::results::RoundFigures;
 
 /// The lab the rows build (ws-sdlb-*).
 const LAB: &str = "sdlb";

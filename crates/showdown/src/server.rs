@@ -12,12 +12,13 @@ use wirespeed_lab::topo::Lab;
 use wirespeed_sys::process;
 use wirespeed_sys::signal::{CommandExt as _, Signal};
 
-use super::rows::{RowSpec, Server, BYPASS_IDLE_SLEEP_US};
-use super::{check_interrupt, serve_addr, PORT};
+use crate::interrupt::check_interrupt;
+use crate::plan::PORT;
+use crate::rows::{RowSpec, Server, BYPASS_IDLE_SLEEP_US};
 
-/// The binary that starts the rows' servers: this process's own, or in this crate's unit
-/// tests (whose process is the test harness, `target/PROFILE/deps/wirespeed-HASH`) the
-/// `wirespeed` that cargo built beside them.
+/// The binary that starts the rows' servers: this process's own (`wirespeed showdown`), or in
+/// this crate's unit tests (whose process is the test harness,
+/// `target/PROFILE/deps/wirespeed_showdown-HASH`) the `wirespeed` that cargo built beside them.
 fn wirespeed_exe() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
     if !cfg!(test) {
@@ -28,17 +29,17 @@ fn wirespeed_exe() -> anyhow::Result<PathBuf> {
         .and_then(Path::parent)
         .map(|dir| dir.join("wirespeed"))
         .filter(|bin| bin.is_file())
-        .context("no wirespeed binary beside the test harness: run `cargo test -p wirespeed`")?;
+        .context("no wirespeed binary beside the test harness: build it first (`cargo build -p wirespeed`, with the same profile)")?;
     Ok(built)
 }
 
 /// A running server process, stopped (SIGINT, then SIGKILL) on drop.
-pub(super) struct ServerProc {
-    pub(super) child: Child,
+pub(crate) struct ServerProc {
+    pub(crate) child: Child,
 }
 
 impl ServerProc {
-    pub(super) fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
 }
@@ -79,7 +80,7 @@ fn nginx_conf(dir: &Path, listen: &str) -> anyhow::Result<PathBuf> {
 /// The command line of a row whose server is ours on the kernel stack or nginx, on `cpus` (a
 /// `--cpus` list: one shard on each), listening on `listen`, made with `command` (in the lab: `ip netns exec` into the server namespace; on
 /// a server host: plainly). The bypass and load balancer rows are lab-only (`start_server`).
-pub(super) fn server_command(
+pub(crate) fn server_command(
     spec: &RowSpec,
     cpus: &str,
     listen: &str,
@@ -137,7 +138,7 @@ pub(super) fn server_command(
 }
 
 /// Starts the row's server on `cpus` (on the lab as its profile left it).
-pub(super) fn start_server(
+pub(crate) fn start_server(
     spec: &RowSpec,
     cpus: &str,
     lab: &Lab,
@@ -209,7 +210,7 @@ pub(super) fn start_server(
 
 /// Starts `cmd` (the server `line`, logging to `logf`) and waits until `ready` (a connection
 /// to `listen` succeeds), for 10 s at most.
-pub(super) fn spawn_until_listening(
+pub(crate) fn spawn_until_listening(
     mut cmd: Command,
     line: &str,
     listen: SocketAddr,
@@ -247,4 +248,36 @@ pub(super) fn spawn_until_listening(
     }
     // ip netns exec and taskset exec the server, so this pid is the server's.
     Ok(server)
+}
+
+/// The address the bypass stack serves: the server's subnet, host 100.
+fn bypass_addr(kernel_addr: std::net::Ipv4Addr) -> std::net::Ipv4Addr {
+    let o = kernel_addr.octets();
+    std::net::Ipv4Addr::new(o[0], o[1], o[2], 100)
+}
+
+/// Where the row's server answers.
+pub(crate) fn serve_addr(spec: &RowSpec, lab: &Lab) -> anyhow::Result<std::net::Ipv4Addr> {
+    let kernel = lab
+        .node("s")
+        .and_then(|n| n.addr4())
+        .context("server address")?;
+    Ok(match spec.server {
+        Server::WirespeedXdp { .. } => bypass_addr(kernel),
+        _ => kernel,
+    })
+}
+
+pub(crate) fn which(prog: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(prog))
+        .find(|p| p.is_file())
+}
+
+/// Why a row cannot run in this machine's lab before it starts: nginx not installed.
+pub(crate) fn nginx_missing(spec: &RowSpec) -> Option<String> {
+    (matches!(spec.server, Server::Nginx) && which("nginx").is_none())
+        .then(|| "nginx is not installed (make deps installs it)".into())
 }
