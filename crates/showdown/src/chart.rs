@@ -18,7 +18,7 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::results::{Row, Showdown};
+use crate::results::{Row, Showdown, Workload};
 use crate::{Error, Result};
 use wirespeed_load::stats::Ratio;
 
@@ -52,16 +52,13 @@ impl Family {
     pub const ALL: [Family; 4] = [Family::Http, Family::Echo, Family::Lb, Family::Scaling];
 
     pub fn of(row: &Row) -> Family {
-        match row.workload.as_str() {
-            "http" => Family::Http,
-            "http-scaling" => Family::Scaling,
-            w if w.starts_with("echo") => Family::Echo,
-            w if w.starts_with("lb") => Family::Lb,
-            // Results written before rows named their workload: the HTTP ladder is compared
-            // with row 1, and the load balancer's rows say so in their names.
-            _ if row.base_row <= 1 => Family::Http,
-            _ if row.name.contains("LB") => Family::Lb,
-            _ => Family::Echo,
+        match row.workload {
+            Some(Workload::HttpScaling) => Family::Scaling,
+            Some(Workload::EchoPingPong | Workload::EchoStream) => Family::Echo,
+            Some(Workload::LbFullNatPps) => Family::Lb,
+            // Only results from before rows named their workload name none, and rendering
+            // them names every row first (`fill_from_ladder`).
+            Some(Workload::Http) | None => Family::Http,
         }
     }
 
@@ -226,7 +223,7 @@ impl Panels<'_> {
             .rows
             .iter()
             .flat_map(|r| {
-                let ours = r.rps_vs_row1.map(|x| x.max.max(x.median));
+                let ours = r.rate_vs_base.map(|x| x.max.max(x.median));
                 [ours, r.seed_ratio]
             })
             .flatten()
@@ -266,7 +263,7 @@ impl Panels<'_> {
                 chart
                     .draw_series([note(text, (ratio_max * 0.01, y), &NOTE)])
                     .map_err(|e| self.err(&e))?;
-            } else if let Some(ours) = r.rps_vs_row1 {
+            } else if let Some(ours) = r.rate_vs_base {
                 chart
                     .draw_series(bar_with_whisker(
                         ours,
@@ -515,11 +512,11 @@ mod tests {
     use super::*;
     use crate::results::RoundFigures;
 
-    fn row(n: usize, name: &str, workload: &str, base_row: usize, rps: [f64; 3]) -> Row {
+    fn row(n: usize, name: &str, workload: Workload, base_row: usize, rps: [f64; 3]) -> Row {
         let mut r = Row {
             row: n,
             name: name.into(),
-            workload: workload.into(),
+            workload: Some(workload),
             base_row,
             rounds: rps
                 .iter()
@@ -537,11 +534,17 @@ mod tests {
 
     fn fixture() -> Showdown {
         let mut http = [
-            row(1, "untuned kernel", "http", 1, [100.0, 110.0, 90.0]),
-            row(2, "tuned kernel", "http", 1, [210.0, 200.0, 170.0]),
-            row(3, "+ perfect locality", "http", 1, [230.0, 220.0, 250.0]),
-            row(4, "io_uring", "http", 1, [120.0, 130.0, 100.0]),
-            row(5, "nginx (1 worker)", "http", 1, [0.0; 3]),
+            row(1, "untuned kernel", Workload::Http, 1, [100.0, 110.0, 90.0]),
+            row(2, "tuned kernel", Workload::Http, 1, [210.0, 200.0, 170.0]),
+            row(
+                3,
+                "+ perfect locality",
+                Workload::Http,
+                1,
+                [230.0, 220.0, 250.0],
+            ),
+            row(4, "io_uring", Workload::Http, 1, [120.0, 130.0, 100.0]),
+            row(5, "nginx (1 worker)", Workload::Http, 1, [0.0; 3]),
         ];
         http[1].seed_ratio = Some(2.03);
         http[2].seed_ratio = Some(2.2);
@@ -551,14 +554,14 @@ mod tests {
             row(
                 6,
                 "echo ping-pong 512 B: kernel",
-                "echo-pingpong",
+                Workload::EchoPingPong,
                 6,
                 [50.0, 55.0, 45.0],
             ),
             row(
                 7,
                 "echo ping-pong 512 B: bypass",
-                "echo-pingpong",
+                Workload::EchoPingPong,
                 6,
                 [60.0, 70.0, 50.0],
             ),
@@ -632,8 +635,14 @@ mod tests {
     fn scaling_rows_get_their_own_chart_only_when_one_of_them_ran() {
         let mut sd = fixture();
         let mut wide = [
-            row(9, "tuned kernel, 2 shards", "http-scaling", 4, [0.0; 3]),
-            row(10, "bypass, 2 shards", "http-scaling", 9, [0.0; 3]),
+            row(
+                9,
+                "tuned kernel, 2 shards",
+                Workload::HttpScaling,
+                4,
+                [0.0; 3],
+            ),
+            row(10, "bypass, 2 shards", Workload::HttpScaling, 9, [0.0; 3]),
         ];
         for r in wide.iter_mut() {
             r.skipped = Some("needs 4 CPUs".into());
@@ -652,14 +661,14 @@ mod tests {
             row(
                 9,
                 "tuned kernel, 2 shards",
-                "http-scaling",
+                Workload::HttpScaling,
                 4,
                 [190.0, 200.0, 210.0],
             ),
             row(
                 10,
                 "bypass, 2 shards",
-                "http-scaling",
+                Workload::HttpScaling,
                 9,
                 [300.0, 320.0, 310.0],
             ),
@@ -679,14 +688,14 @@ mod tests {
         sd.rows.push(row(
             8,
             "L4 LB: nftables",
-            "lb-fullnat-pps",
+            Workload::LbFullNatPps,
             8,
             [4.0, 5.0, 6.0],
         ));
         sd.rows.push(row(
             9,
             "L4 LB: wirespeed lb",
-            "lb-fullnat-pps",
+            Workload::LbFullNatPps,
             8,
             [20.0, 25.0, 30.0],
         ));
@@ -702,7 +711,7 @@ mod tests {
     fn whiskers_span_the_rounds() {
         let sd = fixture();
         let r = &sd.rows[1];
-        let ratio = r.rps_vs_row1.unwrap();
+        let ratio = r.rate_vs_base.unwrap();
         // Rounds 210/100, 200/110, 170/90 -> 1.82 .. 2.1, median 1.89.
         assert!((ratio.min - 200.0 / 110.0).abs() < 1e-9);
         assert!((ratio.max - 2.1).abs() < 1e-9);
@@ -712,19 +721,19 @@ mod tests {
     }
 
     #[test]
-    fn older_results_fall_into_families_by_base_row_and_name() {
-        let mut r = Row {
-            base_row: 1,
-            ..Default::default()
-        };
+    fn a_row_is_charted_by_its_workload() {
+        let mut r = Row::default();
         assert_eq!(Family::of(&r), Family::Http);
-        r.base_row = 8;
-        r.name = "echo stream 512 B: kernel".into();
-        assert_eq!(Family::of(&r), Family::Echo);
-        r.name = "L4 LB full-NAT 64 B TCP pps: nftables".into();
-        assert_eq!(Family::of(&r), Family::Lb);
-        r.workload = "http".into();
-        assert_eq!(Family::of(&r), Family::Http);
+        for (w, family) in [
+            (Workload::Http, Family::Http),
+            (Workload::HttpScaling, Family::Scaling),
+            (Workload::EchoPingPong, Family::Echo),
+            (Workload::EchoStream, Family::Echo),
+            (Workload::LbFullNatPps, Family::Lb),
+        ] {
+            r.workload = Some(w);
+            assert_eq!(Family::of(&r), family);
+        }
     }
 
     #[test]

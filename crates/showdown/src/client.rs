@@ -13,9 +13,9 @@ use wirespeed_probe::ProbeReport;
 use wirespeed_sys::netns;
 
 use crate::plan::{RoundPlan, PORT};
-use crate::results::RoundFigures;
+use crate::results::{RoundFigures, Workload};
 use crate::rows::{
-    Placement, RowSpec, Workload, ECHO_SIZE, PINGPONG_CONNECTIONS, STREAM_CONNECTIONS, STREAM_DEPTH,
+    Placement, RowSpec, ECHO_SIZE, PINGPONG_CONNECTIONS, STREAM_CONNECTIONS, STREAM_DEPTH,
 };
 
 /// The server's probe as the load side sees it: snapshots at the edges of the measured
@@ -39,7 +39,7 @@ pub(crate) fn drive(
     let target = Target::parse(&format!("http://{addr}:{PORT}/plaintext"))?;
     let phase = Arc::new(AtomicU8::new(0));
     let (connections, depth, request) = match spec.workload {
-        Workload::Http => (
+        Workload::Http | Workload::HttpScaling => (
             plan.connections * spec.shards,
             1,
             build_request("GET", &target, &[])?,
@@ -73,7 +73,7 @@ pub(crate) fn drive(
     };
     let workload = spec.workload;
     let run = move || match workload {
-        Workload::Http => load::run(&load_spec, HttpParser::default()),
+        Workload::Http | Workload::HttpScaling => load::run(&load_spec, HttpParser::default()),
         _ => load::run(&load_spec, EchoParser::new(ECHO_SIZE)),
     };
     // The load threads inherit the client namespace from this one.
@@ -98,6 +98,7 @@ pub(crate) fn drive(
     let l = &result.hist.percentiles();
     let fig = RoundFigures {
         rps: result.rps(),
+        pps: None,
         p50_us: l.p50,
         p99_us: l.p99,
         p9999_us: l.p9999,

@@ -12,7 +12,8 @@ use crate::client::{drive, ServerProbe};
 use crate::interrupt::check_interrupt;
 use crate::lb_rows;
 use crate::plan::{RoundPlan, RoundRun, LAB, NGINX_DIR};
-use crate::rows::{Placement, RowSpec, Server, Workload};
+use crate::results::Workload;
+use crate::rows::{Placement, RowSpec, Server};
 use crate::server::{serve_addr, start_server};
 
 /// How long each row and round is traced with the BPF probes, after its measured interval.

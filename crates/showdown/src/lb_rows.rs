@@ -13,8 +13,8 @@ use wirespeed_lb_bench::{self as lb, Balancer, Mode, Traffic};
 /// The lab the rows build (ws-sdlb-*).
 const LAB: &str = "sdlb";
 
-/// One round of one LB row: `xdp` the balancer, else nftables. Returns the figures (req/s
-/// holds pps, CPU-µs/req the CPU time per packet) and what ran.
+/// One round of one LB row: `xdp` the balancer, else nftables. Returns the figures (`pps`;
+/// CPU-µs/req holds the CPU time per packet) and what ran.
 pub fn round(
     xdp: bool,
     dut_cpu: usize,
@@ -39,7 +39,7 @@ pub fn round(
     let s = lb::measure_once(&opts, balancer, Mode::FullNat, Traffic::TcpAck)?;
     Ok((
         RoundFigures {
-            rps: s.pps,
+            pps: Some(s.pps),
             cpu_us_per_req: Some(s.ns_per_packet / 1000.0),
             server_cpu_pct: s.busy * 100.0,
             ..Default::default()

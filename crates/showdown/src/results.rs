@@ -6,10 +6,49 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use wirespeed_load::stats::{median, Ratio};
 
+/// What a row's client sends, and so which chart draws it (`workload` in showdown.json).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Workload {
+    /// GET /plaintext, `--connections` connections, one request in flight each.
+    #[serde(rename = "http")]
+    Http,
+    /// The same on more shards (the scaling rows), charted apart from the one-shard ladder.
+    #[serde(rename = "http-scaling")]
+    HttpScaling,
+    /// 512-byte messages, each sent when the previous one came back (Photon's ping-pong).
+    #[serde(rename = "echo-pingpong")]
+    EchoPingPong,
+    /// 512-byte messages, many in flight on few connections (Photon's streaming).
+    #[serde(rename = "echo-stream")]
+    EchoStream,
+    /// 64-byte TCP segments of 4,096 established connections through a full-NAT load
+    /// balancer to 4 reals (lb_bench's rows): counted in packets/s, `pps`.
+    #[serde(rename = "lb-fullnat-pps")]
+    LbFullNatPps,
+}
+
+/// A workload as results name it, or none: absent in results from before rows named their
+/// workload, and empty in those rewritten from such results.
+fn workload_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Workload>, D::Error> {
+    let name: Option<String> = Option::deserialize(d)?;
+    match name.as_deref() {
+        None | Some("") => Ok(None),
+        Some(name) => {
+            Workload::deserialize(serde::de::value::StrDeserializer::<D::Error>::new(name))
+                .map(Some)
+        }
+    }
+}
+
 /// One round of one row.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RoundFigures {
+    /// Requests (HTTP) or messages (echo) per second; 0 in the packet-rate rows.
+    #[serde(default)]
     pub rps: f64,
+    /// Packets per second, in the packet-rate rows (the load balancer's) only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pps: Option<f64>,
     pub p50_us: f64,
     pub p99_us: f64,
     pub p9999_us: f64,
@@ -24,6 +63,13 @@ pub struct RoundFigures {
     pub client_cpu_us_per_req: f64,
     pub server_cpu_pct: f64,
     pub errors: u64,
+}
+
+impl RoundFigures {
+    /// What the row counts per second: packets in the packet-rate rows, else requests.
+    pub fn rate(&self) -> f64 {
+        self.pps.unwrap_or(self.rps)
+    }
 }
 
 /// One configuration; the figures are medians over its rounds.
@@ -43,10 +89,10 @@ pub struct Row {
     /// beside the configuration.
     #[serde(default)]
     pub mtu: Option<u32>,
-    /// What the client sent: `http`, `echo-pingpong`, `echo-stream` or `lb-fullnat-pps`
-    /// (the charts draw each family on its own).
-    #[serde(default)]
-    pub workload: String,
+    /// What the client sent (the charts draw each family on its own); None only in results
+    /// from before rows named it, until `fill_from_ladder` names it.
+    #[serde(default, deserialize_with = "workload_or_none")]
+    pub workload: Option<Workload>,
     /// The seed's figure for this step over the seed's own base (the Seastar seed's for the
     /// HTTP ladder, Photon's for the echo rows; docs/INSTRUMENTS.md, "`wirespeed showdown`",
     /// and `seed`), where the seed has one.
@@ -58,7 +104,11 @@ pub struct Row {
     /// Set when the row could not run (e.g. nginx not installed); the figures are then empty.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    #[serde(default)]
     pub rps: f64,
+    /// The packet-rate rows' median packets per second (their `rps` is 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pps: Option<f64>,
     pub p50_us: f64,
     pub p99_us: f64,
     pub p9999_us: f64,
@@ -71,8 +121,9 @@ pub struct Row {
     pub client_cpu_us_per_req: f64,
     pub server_cpu_pct: f64,
     pub errors: u64,
-    /// req/s against row 1, round by round.
-    pub rps_vs_row1: Option<Ratio>,
+    /// The rate (req/s, messages/s or packets/s) over the base row's, round by round.
+    #[serde(alias = "rps_vs_row1")]
+    pub rate_vs_base: Option<Ratio>,
     /// The row the ratios compare against (1-based): row 1 for the HTTP ladder; for a
     /// workload of its own (echo) the kernel row of that workload.
     #[serde(default = "first_row")]
@@ -88,7 +139,7 @@ impl Row {
     /// A row measured in packets per second on the DUT (the load balancer's rows,
     /// workload `lb-fullnat-pps`): no client, no requests, no latency.
     pub fn packet_rate(&self) -> bool {
-        self.workload.ends_with("-pps")
+        self.workload == Some(Workload::LbFullNatPps)
     }
 
     /// Fills the medians from `rounds`.
@@ -97,6 +148,7 @@ impl Row {
         let m = |f: &dyn Fn(&RoundFigures) -> f64| median(r.iter().map(f)).unwrap_or(0.0);
         let mo = |f: &dyn Fn(&RoundFigures) -> Option<f64>| median(r.iter().filter_map(f));
         self.rps = m(&|x| x.rps);
+        self.pps = median(r.iter().filter_map(|x| x.pps));
         self.p50_us = m(&|x| x.p50_us);
         self.p99_us = m(&|x| x.p99_us);
         self.p9999_us = m(&|x| x.p9999_us);
@@ -152,9 +204,9 @@ impl Showdown {
                 continue;
             };
             let n = row.rounds.len().min(base.rounds.len());
-            row.rps_vs_row1 = Ratio::of(
+            row.rate_vs_base = Ratio::of(
                 (0..n)
-                    .map(|i| row.rounds[i].rps / base.rounds[i].rps)
+                    .map(|i| row.rounds[i].rate() / base.rounds[i].rate())
                     .collect(),
             );
             row.cpu_per_req_vs_row1 = Ratio::of(
@@ -202,13 +254,13 @@ impl Showdown {
             let measured = |v: f64, prec: usize| opt((!r.packet_rate()).then_some(v), prec);
             let _ = writeln!(
                 s,
-                "| {} | {}{}{} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
+                "| {} | {}{}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
                 r.row,
                 r.name,
                 r.mtu.map_or(String::new(), |m| format!(", MTU {m}")),
                 if r.client_bound { " (client-bound)" } else { "" },
-                r.rps,
-                ratio(r.rps_vs_row1),
+                r.pps.map_or(format!("{:.0}", r.rps), |pps| format!("{pps:.0} pps")),
+                ratio(r.rate_vs_base),
                 seed(r.seed_ratio),
                 measured(r.p50_us, 0),
                 measured(r.p99_us, 0),
@@ -327,10 +379,13 @@ mod tests {
         let mut lb = Row {
             row: 4,
             name: "lb".into(),
-            workload: "lb-fullnat-pps".into(),
+            workload: Some(Workload::LbFullNatPps),
             ..Default::default()
         };
-        lb.rounds = vec![round(3e6, 0.33)];
+        lb.rounds = vec![RoundFigures {
+            pps: Some(3e6),
+            ..round(0.0, 0.33)
+        }];
         lb.summarize();
         s.rows.push(lb);
         s.rows.push(Row {
@@ -343,7 +398,7 @@ mod tests {
         s.compute_ratios();
         assert_eq!(s.rows[0].rps, 100.0);
         assert_eq!(
-            s.rows[1].rps_vs_row1,
+            s.rows[1].rate_vs_base,
             Some(Ratio {
                 median: 2.0,
                 min: 2.0,
@@ -364,7 +419,7 @@ mod tests {
         );
         assert!(md.contains("skipped: not installed | | 2.50x |"), "{md}");
         // A packet-rate row measured no latency: it says so rather than 0.
-        assert!(md.contains("| 4 | lb | 3000000 | "), "{md}");
+        assert!(md.contains("| 4 | lb | 3000000 pps | "), "{md}");
         let lb_line = md.lines().find(|l| l.starts_with("| 4 | lb |")).unwrap();
         assert!(
             lb_line.contains("| - | n/a | n/a | n/a | 0.33 | "),

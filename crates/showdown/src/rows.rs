@@ -1,7 +1,7 @@
 //! The showdown's rows: what each one runs (lab profile, server, workload), which row it is
 //! compared with, and the seed's figure for the same step. Running them is `runner.rs`.
 
-use crate::results::Showdown;
+use crate::results::{Showdown, Workload};
 use crate::seed::{self, SeedRatio};
 use wirespeed_lab::topo::Profile;
 
@@ -29,32 +29,6 @@ pub(crate) enum Server {
     /// No server: the load balancer's rows forward packets (`xdp`: `wirespeed lb`, else
     /// nftables DNAT+SNAT).
     LoadBalancer { xdp: bool },
-}
-
-/// What the client sends.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Workload {
-    /// GET /plaintext, `--connections` connections, one request in flight each.
-    Http,
-    /// 512-byte messages, each sent when the previous one came back (Photon's ping-pong).
-    EchoPingPong,
-    /// 512-byte messages, many in flight on few connections (Photon's streaming).
-    EchoStream,
-    /// 64-byte TCP segments of 4,096 established connections through a full-NAT load
-    /// balancer to 4 reals (lb_bench's rows; req/s is packets/s).
-    LbFullNatPps,
-}
-
-impl Workload {
-    /// As the results name it (`Row::workload`; the charts group rows by it).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Workload::Http => "http",
-            Workload::EchoPingPong => "echo-pingpong",
-            Workload::EchoStream => "echo-stream",
-            Workload::LbFullNatPps => "lb-fullnat-pps",
-        }
-    }
 }
 
 /// The bypass rows' shard sleeps on its AF_XDP socket after this long without work, so the
@@ -88,17 +62,6 @@ pub(crate) struct RowSpec {
     /// The server's shards, each on a CPU and a queue of its own, against as many load
     /// generator threads ([`Placement`]): 1 but in the scaling rows.
     pub(crate) shards: usize,
-}
-
-impl RowSpec {
-    /// As the results name the row's workload (`Row::workload`; the charts group rows by it):
-    /// the scaling rows' HTTP is `http-scaling`, charted apart from the one-shard ladder.
-    pub(crate) fn workload_name(&self) -> &'static str {
-        match self.workload {
-            Workload::Http if self.shards > 1 => "http-scaling",
-            w => w.name(),
-        }
-    }
 }
 
 fn http(name: &'static str, profile: Profile, server: Server, seed: Option<SeedRatio>) -> RowSpec {
@@ -191,6 +154,7 @@ fn scaling(first_row: usize, kernel: &RowSpec, bypass: &RowSpec) -> Vec<RowSpec>
             [
                 RowSpec {
                     name: k,
+                    workload: Workload::HttpScaling,
                     base_row: 4,
                     seed: None,
                     shards,
@@ -198,6 +162,7 @@ fn scaling(first_row: usize, kernel: &RowSpec, bypass: &RowSpec) -> Vec<RowSpec>
                 },
                 RowSpec {
                     name: b,
+                    workload: Workload::HttpScaling,
                     base_row: kernel_row,
                     seed: None,
                     shards,
@@ -394,20 +359,34 @@ pub(crate) fn with_base_rows(ladder: &[RowSpec], mut rows: Vec<usize>) -> Vec<us
 
 /// Fills what results from before a field existed lack, from the ladder row of the same
 /// name: the workload and the seed's ratio (the seed's figure is the step's, not the run's).
+/// A row the ladder no longer has is named by its base row and name: the HTTP ladder is
+/// compared with row 1, and the load balancer's rows say so in their names. The load
+/// balancer's rows from before `pps` existed held it in `rps`.
 pub(crate) fn fill_from_ladder(sd: &mut Showdown) {
     let ladder = ladder();
     for row in sd.rows.iter_mut() {
-        let Some(spec) = ladder.iter().find(|s| s.name == row.name) else {
+        let spec = ladder.iter().find(|s| s.name == row.name);
+        if row.workload.is_none() {
+            row.workload = Some(match spec {
+                Some(spec) => spec.workload,
+                None if row.base_row <= 1 => Workload::Http,
+                None if row.name.contains("LB") => Workload::LbFullNatPps,
+                None if row.name.contains("stream") => Workload::EchoStream,
+                None => Workload::EchoPingPong,
+            });
+        }
+        if row.packet_rate() && row.pps.is_none() {
+            for r in row.rounds.iter_mut() {
+                r.pps = Some(std::mem::take(&mut r.rps));
+            }
+            row.pps = Some(std::mem::take(&mut row.rps));
+        }
+        let Some(seed) = spec.and_then(|s| s.seed) else {
             continue;
         };
-        if row.workload.is_empty() {
-            row.workload = spec.workload_name().into();
-        }
         if row.seed_ratio.is_none() {
-            if let Some(seed) = spec.seed {
-                row.seed_ratio = Some(seed.ratio);
-                row.seed_source = Some(seed.source.into());
-            }
+            row.seed_ratio = Some(seed.ratio);
+            row.seed_source = Some(seed.source.into());
         }
     }
 }
@@ -415,7 +394,7 @@ pub(crate) fn fill_from_ladder(sd: &mut Showdown) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::Row;
+    use crate::results::{RoundFigures, Row};
 
     #[test]
     fn seed_ratios_sit_on_the_steps_the_seeds_ran() {
@@ -462,10 +441,10 @@ mod tests {
             assert_eq!((k.profile, b.profile), (kernel.profile, bypass.profile));
         }
         assert!(ladder[..13].iter().all(|s| s.shards == 1));
-        assert_eq!(ladder[3].workload_name(), "http");
+        assert_eq!(ladder[3].workload, Workload::Http);
         assert!(ladder[13..]
             .iter()
-            .all(|s| s.workload_name() == "http-scaling"));
+            .all(|s| s.workload == Workload::HttpScaling));
     }
 
     #[test]
@@ -508,14 +487,64 @@ mod tests {
             ..Default::default()
         };
         fill_from_ladder(&mut sd);
-        assert_eq!(sd.rows[0].workload, "http");
+        assert_eq!(sd.rows[0].workload, Some(Workload::Http));
         assert_eq!(sd.rows[0].seed_ratio, Some(seed::HTTP_OS_TUNED.ratio));
         assert!(sd.rows[0]
             .seed_source
             .as_deref()
             .unwrap()
             .contains("726,154"));
-        assert_eq!(sd.rows[1].workload, "lb-fullnat-pps");
+        assert_eq!(sd.rows[1].workload, Some(Workload::LbFullNatPps));
         assert_eq!(sd.rows[1].seed_ratio, None);
+    }
+
+    #[test]
+    fn older_results_name_unknown_rows_by_base_row_and_name_and_move_pps_out_of_rps() {
+        // As older results read: no workload (or an empty one), the LB row's pps in rps.
+        let row = |row: usize, name: &str, base_row: usize, rps: f64| Row {
+            row,
+            name: name.into(),
+            base_row,
+            rps,
+            rounds: vec![RoundFigures {
+                rps,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let old = Showdown {
+            rows: vec![
+                row(1, "an old kernel row", 1, 100.0),
+                row(8, "echo stream: old", 8, 50.0),
+                row(12, "L4 LB: old", 12, 2e6),
+            ],
+            ..Default::default()
+        };
+        let mut v = serde_json::to_value(&old).unwrap();
+        for (i, r) in v["rows"].as_array_mut().unwrap().iter_mut().enumerate() {
+            let r = r.as_object_mut().unwrap();
+            r.remove("workload");
+            if i == 1 {
+                r.insert("workload".into(), "".into());
+            }
+        }
+        let mut sd: Showdown = serde_json::from_value(v).unwrap();
+        fill_from_ladder(&mut sd);
+        let kinds: Vec<_> = sd.rows.iter().map(|r| r.workload).collect();
+        assert_eq!(
+            kinds,
+            [
+                Some(Workload::Http),
+                Some(Workload::EchoStream),
+                Some(Workload::LbFullNatPps)
+            ]
+        );
+        let lb = &sd.rows[2];
+        assert_eq!((lb.rps, lb.pps), (0.0, Some(2e6)));
+        assert_eq!((lb.rounds[0].rps, lb.rounds[0].pps), (0.0, Some(2e6)));
+        assert_eq!(sd.rows[0].pps, None);
+        let v = serde_json::to_value(&sd.rows[2]).unwrap();
+        assert_eq!(v["workload"], "lb-fullnat-pps");
+        assert_eq!(v["pps"], 2e6);
     }
 }

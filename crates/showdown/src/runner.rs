@@ -159,7 +159,7 @@ fn chosen_rows(wanted: Option<&[usize]>) -> Vec<(RowSpec, Row)> {
                 base_row: spec.base_row,
                 name: spec.name.into(),
                 profile: spec.profile.name().into(),
-                workload: spec.workload_name().into(),
+                workload: Some(spec.workload),
                 seed_ratio: spec.seed.map(|s| s.ratio),
                 seed_source: spec.seed.map(|s| s.source.into()),
                 ..Default::default()
@@ -187,9 +187,10 @@ fn run_one(
             settings,
             mtu,
         }) => {
+            let unit = if fig.pps.is_some() { "pps" } else { "req/s" };
             eprintln!(
-                "  round {round}/{rounds} row {} {:<22} {:>9.0} req/s  p99 {:>7.0} us  server {:>5.1}% CPU  client {:>5.1}% CPU",
-                row.row, row.name, fig.rps, fig.p99_us, fig.server_cpu_pct, fig.client_cpu_pct
+                "  round {round}/{rounds} row {} {:<22} {:>9.0} {unit}  p99 {:>7.0} us  server {:>5.1}% CPU  client {:>5.1}% CPU",
+                row.row, row.name, fig.rate(), fig.p99_us, fig.server_cpu_pct, fig.client_cpu_pct
             );
             row.server = line;
             row.profile_settings = settings;
