@@ -1,8 +1,10 @@
 //! Host-wide settings the lab changed, recorded before the change so that `lab down`, the
 //! drop of a [`crate::Lab`], or `lab down --all` after a crash can put them back.
 //!
-//! One file, `host.json`, holds the original value of every host-wide sysctl a lab changed and
-//! which labs use it; a value is restored when its last user goes. One file per lab,
+//! One file, `host.json`, holds the original value of every host-wide setting a lab (or the
+//! two-host showdown's server, on a real interface) changed and who uses it: sysctls, other
+//! files under /proc and /sys, and interfaces' ethtool features. A value is restored when its
+//! last user goes. One file per lab,
 //! `<name>.json`, lists what that lab made. Both live in [`STATE_DIR`]. A `flock` on `.lock`
 //! serializes concurrent lab commands.
 
@@ -21,6 +23,66 @@ pub const STATE_DIR: &str = "/run/wirespeed/lab";
 pub struct HostState {
     /// sysctl key (dotted) -> original value and the labs that changed it.
     pub sysctls: BTreeMap<String, HostSysctl>,
+    /// Any other file under /proc or /sys (its path) -> original value and users.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, HostSysctl>,
+    /// `IFACE FEATURE` (ethtool's short name: gro, tso) -> original state and users.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub features: BTreeMap<String, HostSysctl>,
+}
+
+/// Which kind of host setting a key of [`HostState`] names, and so how it is read and written.
+#[derive(Clone, Copy, Debug)]
+enum Setting {
+    Sysctl,
+    File,
+    Feature,
+}
+
+impl Setting {
+    const ALL: [Setting; 3] = [Setting::Sysctl, Setting::File, Setting::Feature];
+
+    fn recorded(self, h: &mut HostState) -> &mut BTreeMap<String, HostSysctl> {
+        match self {
+            Setting::Sysctl => &mut h.sysctls,
+            Setting::File => &mut h.files,
+            Setting::Feature => &mut h.features,
+        }
+    }
+
+    fn read(self, key: &str) -> Result<String> {
+        match self {
+            Setting::Sysctl => read_sysctl(key),
+            Setting::File => fs::read_to_string(key)
+                .map(|s| s.trim().to_string())
+                .map_err(io(format!("read {key}"))),
+            Setting::Feature => {
+                let (iface, feature) = key.split_once(' ').unwrap_or((key, ""));
+                let long = match feature {
+                    "gro" => "generic-receive-offload",
+                    "tso" => "tcp-segmentation-offload",
+                    other => other,
+                };
+                let text = crate::sh("ethtool", &["-k", iface])?;
+                text.lines()
+                    .find_map(|l| l.trim().strip_prefix(&format!("{long}: ")))
+                    .and_then(|v| v.split_whitespace().next())
+                    .map(str::to_string)
+                    .ok_or_else(|| Error::Invalid(format!("ethtool -k {iface}: no {long}")))
+            }
+        }
+    }
+
+    fn write(self, key: &str, value: &str) -> Result<()> {
+        match self {
+            Setting::Sysctl => write_sysctl(key, value),
+            Setting::File => fs::write(key, value).map_err(io(format!("write {key}"))),
+            Setting::Feature => {
+                let (iface, feature) = key.split_once(' ').unwrap_or((key, ""));
+                crate::sh("ethtool", &["-K", iface, feature, value]).map(drop)
+            }
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -127,7 +189,7 @@ pub fn load_host(_l: &StateLock) -> Result<HostState> {
 
 pub fn save_host(_l: &StateLock, h: &HostState) -> Result<()> {
     let path = state_dir().join("host.json");
-    if h.sysctls.is_empty() {
+    if h.sysctls.is_empty() && h.files.is_empty() && h.features.is_empty() {
         let _ = fs::remove_file(&path);
         return Ok(());
     }
@@ -191,24 +253,67 @@ fn write_sysctl(key: &str, value: &str) -> Result<()> {
 }
 
 /// Sets a host-wide sysctl for `lab`, recording the original value first.
-pub fn set_host_sysctl(l: &StateLock, lab: &str, key: &str, value: &str) -> Result<()> {
+pub fn set_host_sysctl(l: &StateLock, lab: &str, key: &str, value: &str) -> Result<String> {
+    set_host(l, lab, Setting::Sysctl, key, value)
+}
+
+/// Sets a file under /proc or /sys (an interface's sysfs, an IRQ's affinity) for `owner`,
+/// recording the original value first. Returns the value it had.
+pub fn set_host_file(l: &StateLock, owner: &str, path: &Path, value: &str) -> Result<String> {
+    set_host(l, owner, Setting::File, &path.to_string_lossy(), value)
+}
+
+/// Sets `iface`'s ethtool feature (its short name: gro, tso) to `value` (on, off) for `owner`,
+/// recording the original state first. Returns the state it had.
+pub fn set_host_feature(
+    l: &StateLock,
+    owner: &str,
+    iface: &str,
+    feature: &str,
+    value: &str,
+) -> Result<String> {
+    set_host(
+        l,
+        owner,
+        Setting::Feature,
+        &format!("{iface} {feature}"),
+        value,
+    )
+}
+
+/// Records `key`'s original value (once, whoever changes it first) and `owner` as a user,
+/// then writes `value`. Returns the value before this write. A write the kernel refuses
+/// leaves nothing recorded for it.
+fn set_host(l: &StateLock, owner: &str, kind: Setting, key: &str, value: &str) -> Result<String> {
     let mut h = load_host(l)?;
-    let entry = match h.sysctls.get_mut(key) {
-        Some(e) => e,
-        None => {
-            let original = read_sysctl(key)?;
-            h.sysctls.entry(key.to_string()).or_insert(HostSysctl {
-                original,
-                users: vec![],
-            })
-        }
-    };
-    if !entry.users.iter().any(|u| u == lab) {
-        entry.users.push(lab.to_string());
+    let current = kind.read(key)?;
+    let entry = kind
+        .recorded(&mut h)
+        .entry(key.to_string())
+        .or_insert(HostSysctl {
+            original: current.clone(),
+            users: vec![],
+        });
+    let new_user = !entry.users.iter().any(|u| u == owner);
+    if new_user {
+        entry.users.push(owner.to_string());
     }
     // Recorded before it is changed: a crash between the two lines leaves a restorable state.
     save_host(l, &h)?;
-    write_sysctl(key, value)
+    if let Err(e) = kind.write(key, value) {
+        if new_user {
+            let recorded = kind.recorded(&mut h);
+            if let Some(entry) = recorded.get_mut(key) {
+                entry.users.retain(|u| u != owner);
+                if entry.users.is_empty() {
+                    recorded.remove(key);
+                }
+            }
+            save_host(l, &h)?;
+        }
+        return Err(e);
+    }
+    Ok(current)
 }
 
 /// Drops `lab` from every host-wide setting and restores those it was the last user of.
@@ -216,20 +321,21 @@ pub fn release_host(l: &StateLock, lab: &str) -> Result<Vec<String>> {
     let mut h = load_host(l)?;
     let mut restored = vec![];
     let mut first_err = None;
-    h.sysctls.retain(|key, e| {
-        e.users.retain(|u| u != lab);
-        if e.users.is_empty() {
-            match write_sysctl(key, &e.original) {
+    for kind in Setting::ALL {
+        kind.recorded(&mut h).retain(|key, e| {
+            e.users.retain(|u| u != lab);
+            if !e.users.is_empty() {
+                return true;
+            }
+            match kind.write(key, &e.original) {
                 Ok(()) => restored.push(format!("{key}={}", e.original)),
                 Err(err) => {
                     first_err.get_or_insert(err);
                 }
             }
             false
-        } else {
-            true
-        }
-    });
+        });
+    }
     save_host(l, &h)?;
     match first_err {
         Some(e) => Err(e),
@@ -239,11 +345,13 @@ pub fn release_host(l: &StateLock, lab: &str) -> Result<Vec<String>> {
 
 /// Restores every recorded host-wide value, whoever changed it.
 pub fn restore_all_host(l: &StateLock) -> Result<Vec<String>> {
-    let h = load_host(l)?;
+    let mut h = load_host(l)?;
     let mut restored = vec![];
-    for (key, e) in &h.sysctls {
-        write_sysctl(key, &e.original)?;
-        restored.push(format!("{key}={}", e.original));
+    for kind in Setting::ALL {
+        for (key, e) in kind.recorded(&mut h).iter() {
+            kind.write(key, &e.original)?;
+            restored.push(format!("{key}={}", e.original));
+        }
     }
     save_host(l, &HostState::default())?;
     Ok(restored)

@@ -174,7 +174,8 @@ fn default_cpus(role: &str) -> Vec<usize> {
     vec![if server_side { 1 % ncpus() } else { 0 }]
 }
 
-fn mask(cpus: &[usize]) -> String {
+/// A CPU mask as sysfs takes it (rps_cpus, xps_cpus): comma-separated 32-bit hex words.
+pub fn cpu_mask(cpus: &[usize]) -> String {
     // The kernel takes comma-separated 32-bit hex words, most significant first.
     let max = cpus.iter().copied().max().unwrap_or(0);
     let mut words = vec![0u32; max / 32 + 1];
@@ -433,7 +434,7 @@ impl Lab {
         // by what appeared while it was switched to threaded mode.
         let l = state::lock()?;
         for (node, ns) in self.record.nodes.iter().zip(&self.namespaces) {
-            let m = mask(&node.cpus);
+            let m = cpu_mask(&node.cpus);
             for ifc in &node.ifaces {
                 let dev = &ifc.name;
                 // GRO on a veth also turns on its NAPI instance, which the knobs below act on.
@@ -469,7 +470,7 @@ impl Lab {
                         let xcpu = node.cpus[q as usize % node.cpus.len()];
                         writes.push((
                             format!("/sys/class/net/{dev}/queues/tx-{q}/xps_cpus"),
-                            mask(&[xcpu]),
+                            cpu_mask(&[xcpu]),
                         ));
                     }
                 }
@@ -690,9 +691,9 @@ mod tests {
 
     #[test]
     fn masks_and_names() {
-        assert_eq!(mask(&[0]), "1");
-        assert_eq!(mask(&[1]), "2");
-        assert_eq!(mask(&[0, 33]), "2,1");
+        assert_eq!(cpu_mask(&[0]), "1");
+        assert_eq!(cpu_mask(&[1]), "2");
+        assert_eq!(cpu_mask(&[0, 33]), "2,1");
         assert!(validate_name("sd1").is_ok());
         assert!(validate_name("toolong").is_err());
         assert!(validate_name("A").is_err());

@@ -26,7 +26,8 @@ use anyhow::{bail, Context};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use wirespeed_lab::napi;
-use wirespeed_lab::topo::{LabSpec, Profile, Topology};
+use wirespeed_lab::state;
+use wirespeed_lab::topo::{cpu_mask, LabSpec, Profile, Topology};
 use wirespeed_probe::{Probe, ProbeOpts, ProbeReport};
 
 use crate::client::{drive, ServerProbe};
@@ -115,7 +116,8 @@ fn iface_of(ip: IpAddr) -> anyhow::Result<String> {
 }
 
 /// The tuned profile's settings applied to a real interface (the values the lab's tuned
-/// profile uses), each old value recorded and written back on drop.
+/// profile uses), each recorded by the lab's host state before it is changed and written back
+/// on drop, or by `wirespeed lab down --all` after a crash.
 ///
 /// The lab's `napi` receive model stands in for what is done here to a NIC: its queues'
 /// interrupts go to the server's CPU (IRQ affinity), so each queue's softirq runs where the
@@ -123,16 +125,12 @@ fn iface_of(ip: IpAddr) -> anyhow::Result<String> {
 /// test) gets what the lab gives it: threaded NAPI pinned to the server's CPU, TSO off.
 struct HostTuning {
     notes: Vec<String>,
-    undo: Vec<(PathBuf, String)>,
-    /// ethtool features to set back on drop: (interface, feature, state).
-    ethtool_undo: Vec<(String, &'static str, &'static str)>,
     /// The NAPI threads this made (virtual interfaces only): the server's receive work.
     napi_threads: Vec<u32>,
 }
 
-fn cpu_mask(cpus: &[usize]) -> String {
-    format!("{:x}", cpus.iter().fold(0u64, |m, &c| m | 1 << (c % 64)))
-}
+/// Who the server host's changes belong to in the lab's host state.
+const HOST_OWNER: &str = "showdown-host";
 
 /// The interrupts of `iface`'s device (MSI/MSI-X vectors), ascending; empty for a virtual one.
 fn device_irqs(iface: &str) -> Vec<u32> {
@@ -149,92 +147,116 @@ fn device_irqs(iface: &str) -> Vec<u32> {
     irqs
 }
 
-fn ethtool_feature_is(iface: &str, feature: &str, state: &str) -> bool {
-    Command::new("ethtool")
-        .args(["-k", iface])
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&format!("{feature}: {state}")))
+/// The tuned profile's sysfs and /proc writes for `iface` with the server on `cpus`, and the
+/// ethtool features it turns on or off.
+fn tuned_writes(iface: &str, cpus: &[usize], notes: &mut Vec<String>) -> HostWrites {
+    let mut lab = LabSpec::new(HOST_OWNER, Topology::Pair);
+    lab.profile = Profile::Tuned;
+    // This host is the server, so it is moderated as the lab's tuned rows moderate theirs.
+    lab.gro_flush_timeout_ns = crate::rows::MODERATION_GRO_FLUSH_TIMEOUT_NS;
+    lab.napi_defer_hard_irqs = crate::rows::MODERATION_DEFER_HARD_IRQS;
+    let dev = Path::new("/sys/class/net").join(iface);
+    let mut w = HostWrites {
+        features: vec![("gro", "on")],
+        files: vec![
+            (
+                dev.join("gro_flush_timeout"),
+                lab.gro_flush_timeout_ns.to_string(),
+            ),
+            (
+                dev.join("napi_defer_hard_irqs"),
+                lab.napi_defer_hard_irqs.to_string(),
+            ),
+        ],
+        busy_poll_us: lab.busy_poll_us,
+    };
+    let irqs = device_irqs(iface);
+    if irqs.is_empty() {
+        // No interrupts to steer: the lab's model, NAPI in threads pinned like an IRQ.
+        w.features.push(("tso", "off"));
+        w.files.push((dev.join("threaded"), "1".into()));
+    } else {
+        for (i, irq) in irqs.iter().enumerate() {
+            w.files.push((
+                PathBuf::from(format!("/proc/irq/{irq}/smp_affinity_list")),
+                cpus[i % cpus.len().max(1)].to_string(),
+            ));
+        }
+        if Command::new("pidof")
+            .arg("irqbalance")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            notes.push(
+                "irqbalance is running and may move the interrupts back: stop it for the run"
+                    .into(),
+            );
+        }
+    }
+    let mut queues: Vec<String> = std::fs::read_dir(dev.join("queues"))
+        .map(|d| {
+            d.filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    queues.sort();
+    for q in queues {
+        if let Some(n) = q.strip_prefix("tx-").and_then(|n| n.parse::<usize>().ok()) {
+            let cpu = cpus[n % cpus.len().max(1)];
+            w.files.push((
+                dev.join("queues").join(&q).join("xps_cpus"),
+                cpu_mask(&[cpu]),
+            ));
+        }
+    }
+    w
+}
+
+/// What the tuned profile changes on a host.
+struct HostWrites {
+    /// ethtool features (short name) and the state they are set to.
+    features: Vec<(&'static str, &'static str)>,
+    files: Vec<(PathBuf, String)>,
+    busy_poll_us: u32,
 }
 
 impl HostTuning {
     fn apply(iface: &str, cpus: &[usize]) -> HostTuning {
-        let lab = LabSpec::new("host", Topology::Pair);
         let mut t = HostTuning {
             notes: vec![],
-            undo: vec![],
-            ethtool_undo: vec![],
             napi_threads: vec![],
         };
-        t.ethtool(iface, "gro", "generic-receive-offload", "on", "off");
-        let dev = Path::new("/sys/class/net").join(iface);
-        let mut writes = vec![];
-        // Interrupt moderation as the lab's tuned rows have it (the one-machine showdown's
-        // defaults; this host is the server, so it is moderated).
-        writes.push((
-            dev.join("gro_flush_timeout"),
-            crate::rows::MODERATION_GRO_FLUSH_TIMEOUT_NS.to_string(),
-        ));
-        writes.push((
-            dev.join("napi_defer_hard_irqs"),
-            crate::rows::MODERATION_DEFER_HARD_IRQS.to_string(),
-        ));
-        let irqs = device_irqs(iface);
-        if irqs.is_empty() {
-            // No interrupts to steer: the lab's model, NAPI in threads pinned like an IRQ.
-            t.ethtool(iface, "tso", "tcp-segmentation-offload", "off", "on");
-            writes.push((dev.join("threaded"), "1".into()));
-        } else {
-            for (i, irq) in irqs.iter().enumerate() {
-                writes.push((
-                    PathBuf::from(format!("/proc/irq/{irq}/smp_affinity_list")),
-                    cpus[i % cpus.len().max(1)].to_string(),
-                ));
+        let l = match state::lock() {
+            Ok(l) => l,
+            Err(e) => {
+                t.notes.push(format!("not tuned: {e}"));
+                return t;
             }
-            if Command::new("pidof")
-                .arg("irqbalance")
-                .output()
-                .is_ok_and(|o| o.status.success())
-            {
-                t.notes.push(
-                    "irqbalance is running and may move the interrupts back: stop it for the run"
-                        .into(),
-                );
-            }
+        };
+        let w = tuned_writes(iface, cpus, &mut t.notes);
+        for (feature, want) in &w.features {
+            t.notes.push(
+                match state::set_host_feature(&l, HOST_OWNER, iface, feature, want) {
+                    Ok(_) => format!("{iface} {feature} {want}"),
+                    Err(e) => format!("{iface} {feature}: not applied ({e})"),
+                },
+            );
         }
-        let mut queues: Vec<String> = std::fs::read_dir(dev.join("queues"))
-            .map(|d| {
-                d.filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        queues.sort();
-        for q in queues {
-            if let Some(n) = q.strip_prefix("tx-").and_then(|n| n.parse::<usize>().ok()) {
-                let cpu = cpus[n % cpus.len().max(1)];
-                writes.push((
-                    dev.join("queues").join(&q).join("xps_cpus"),
-                    cpu_mask(&[cpu]),
-                ));
-            }
-        }
-        writes.push((
-            Path::new("/proc/sys/net/core").join("busy_poll"),
-            lab.busy_poll_us.to_string(),
-        ));
         let napi_before: Vec<u32> = napi::napi_threads().iter().map(|n| n.pid).collect();
-        for (path, value) in writes {
-            let old = std::fs::read_to_string(&path).map(|s| s.trim().to_string());
-            match old.and_then(|old| std::fs::write(&path, &value).map(|()| old)) {
-                Ok(old) => {
-                    t.notes
-                        .push(format!("{}={value} (was {old})", path.display()));
-                    t.undo.push((path, old));
-                }
-                Err(e) => t
-                    .notes
-                    .push(format!("{}: not applied ({e})", path.display())),
-            }
+        for (path, value) in &w.files {
+            t.notes
+                .push(match state::set_host_file(&l, HOST_OWNER, path, value) {
+                    Ok(old) => format!("{}={value} (was {old})", path.display()),
+                    Err(e) => format!("{}: not applied ({e})", path.display()),
+                });
         }
+        let busy_poll = w.busy_poll_us.to_string();
+        t.notes.push(
+            match state::set_host_sysctl(&l, HOST_OWNER, "net.core.busy_poll", &busy_poll) {
+                Ok(old) => format!("/proc/sys/net/core/busy_poll={busy_poll} (was {old})"),
+                Err(e) => format!("/proc/sys/net/core/busy_poll: not applied ({e})"),
+            },
+        );
         for n in napi::napi_threads() {
             if n.dev == iface && !napi_before.contains(&n.pid) {
                 let cpu = cpus[t.napi_threads.len() % cpus.len().max(1)];
@@ -247,48 +269,13 @@ impl HostTuning {
         }
         t
     }
-
-    /// Sets an ethtool feature to `want` and, when it was `other`, records it for drop.
-    fn ethtool(
-        &mut self,
-        iface: &str,
-        short: &'static str,
-        long: &str,
-        want: &'static str,
-        other: &'static str,
-    ) {
-        let was_other = ethtool_feature_is(iface, long, other);
-        match Command::new("ethtool")
-            .args(["-K", iface, short, want])
-            .status()
-        {
-            Ok(st) if st.success() => {
-                self.notes.push(format!("{iface} {short} {want}"));
-                if was_other {
-                    self.ethtool_undo.push((iface.to_string(), short, other));
-                }
-            }
-            other => self
-                .notes
-                .push(format!("{iface} {short}: not applied ({other:?})")),
-        }
-    }
 }
 
 impl Drop for HostTuning {
     fn drop(&mut self) {
-        for (path, old) in self.undo.drain(..).rev() {
-            if let Err(e) = std::fs::write(&path, &old) {
-                eprintln!(
-                    "showdown server: could not write {old} back to {}: {e}",
-                    path.display()
-                );
-            }
-        }
-        for (iface, feature, state) in self.ethtool_undo.drain(..).rev() {
-            let _ = Command::new("ethtool")
-                .args(["-K", &iface, feature, state])
-                .status();
+        let restored = state::lock().and_then(|l| state::release_host(&l, HOST_OWNER));
+        if let Err(e) = restored {
+            eprintln!("showdown server: could not write the interface's settings back: {e} (`wirespeed lab down --all` restores them)");
         }
     }
 }
