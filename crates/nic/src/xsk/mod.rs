@@ -145,6 +145,187 @@ impl Drop for Mapping {
     }
 }
 
+/// A fresh AF_XDP socket.
+fn xdp_socket() -> Result<OwnedFd> {
+    // SAFETY: plain socket(2); the result is checked and owned at once.
+    let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(Error::os(
+            "socket(AF_XDP) (needs root/CAP_NET_RAW and a kernel with AF_XDP)",
+        ));
+    }
+    // SAFETY: raw is a fresh fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// The error of a failed socket option call: `what` was being done.
+fn os(what: &str) -> impl FnOnce(std::io::Error) -> Error {
+    let what = what.to_string();
+    move |source| Error::Os { what, err: source }
+}
+
+/// A socket's four rings, mapped: its UMEM's fill and completion rings, its rx and tx
+/// rings, each as large as the chunks that can be in it.
+struct Rings {
+    fill: Producer<u64>,
+    comp: Consumer<u64>,
+    rx: Consumer<libc::xdp_desc>,
+    tx: Producer<libc::xdp_desc>,
+    /// The mappings behind them, in that order.
+    maps: [Mapping; 4],
+}
+
+impl Rings {
+    /// Sizes socket `fd`'s rings as `cfg` asks and maps them.
+    fn map(fd: RawFd, cfg: &XskConfig) -> Result<Rings> {
+        setsockopt(fd, libc::SOL_XDP, libc::XDP_UMEM_FILL_RING, &cfg.rx_frames)
+            .map_err(os("size fill ring"))?;
+        setsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_UMEM_COMPLETION_RING,
+            &cfg.tx_frames,
+        )
+        .map_err(os("size completion ring"))?;
+        setsockopt(fd, libc::SOL_XDP, libc::XDP_RX_RING, &cfg.rx_frames)
+            .map_err(os("size rx ring"))?;
+        setsockopt(fd, libc::SOL_XDP, libc::XDP_TX_RING, &cfg.tx_frames)
+            .map_err(os("size tx ring"))?;
+        let off = getsockopt(fd, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, no_mmap_offsets())
+            .map_err(os("read ring offsets"))?;
+
+        let u64s = std::mem::size_of::<u64>();
+        let descs = std::mem::size_of::<libc::xdp_desc>();
+        let (fill_m, fill_r) = map_ring(
+            fd,
+            &off.fr,
+            cfg.rx_frames,
+            u64s,
+            libc::XDP_UMEM_PGOFF_FILL_RING as libc::off_t,
+            "mmap fill ring",
+        )?;
+        let (comp_m, comp_r) = map_ring(
+            fd,
+            &off.cr,
+            cfg.tx_frames,
+            u64s,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING as libc::off_t,
+            "mmap completion ring",
+        )?;
+        let (rx_m, rx_r) = map_ring(
+            fd,
+            &off.rx,
+            cfg.rx_frames,
+            descs,
+            libc::XDP_PGOFF_RX_RING,
+            "mmap rx ring",
+        )?;
+        let (tx_m, tx_r) = map_ring(
+            fd,
+            &off.tx,
+            cfg.tx_frames,
+            descs,
+            libc::XDP_PGOFF_TX_RING,
+            "mmap tx ring",
+        )?;
+        // SAFETY: each RawRing points into a mapping that the socket keeps until it drops, and
+        // each index we write (fill/tx producer, comp/rx consumer) has this socket as its only
+        // user-space writer.
+        let (fill, comp, rx, tx) = unsafe {
+            (
+                Producer::new(fill_r),
+                Consumer::new(comp_r),
+                Consumer::new(rx_r),
+                Producer::new(tx_r),
+            )
+        };
+        Ok(Rings {
+            fill,
+            comp,
+            rx,
+            tx,
+            maps: [fill_m, comp_m, rx_m, tx_m],
+        })
+    }
+}
+
+/// Maps one ring of socket `fd`: `size` elements of `elem` bytes at the offsets `o`, at
+/// page offset `pgoff`.
+fn map_ring(
+    fd: RawFd,
+    o: &libc::xdp_ring_offset,
+    size: u32,
+    elem: usize,
+    pgoff: libc::off_t,
+    what: &str,
+) -> Result<(Mapping, RawRing)> {
+    let len = o.desc as usize + size as usize * elem;
+    let m = Mapping::ring(fd, len, pgoff, what)?;
+    let raw = RawRing {
+        producer: m.at(o.producer, 4)? as *const _,
+        consumer: m.at(o.consumer, 4)? as *const _,
+        flags: m.at(o.flags, 4)? as *const _,
+        descs: m.at(o.desc, size as usize * elem)?,
+        size,
+    };
+    Ok((m, raw))
+}
+
+/// The bind flags: the mode, need_wakeup, and `XDP_USE_SG` for a socket that chains
+/// chunks (`chain.rs`).
+fn bind_flags(zero_copy: bool, need_wakeup: bool, multi_buffer: bool) -> u16 {
+    let mut flags = if zero_copy {
+        libc::XDP_ZEROCOPY
+    } else {
+        libc::XDP_COPY
+    };
+    if need_wakeup {
+        flags |= libc::XDP_USE_NEED_WAKEUP;
+    }
+    if multi_buffer {
+        flags |= libc::XDP_USE_SG;
+    }
+    flags
+}
+
+/// Binds socket `fd` to `ifname` (`index`) queue `queue` with `flags`.
+fn bind(fd: RawFd, ifname: &str, index: u32, queue: u32, flags: u16) -> Result<()> {
+    let sa = libc::sockaddr_xdp {
+        sxdp_family: libc::AF_XDP as u16,
+        sxdp_flags: flags,
+        sxdp_ifindex: index,
+        sxdp_queue_id: queue,
+        sxdp_shared_umem_fd: 0,
+    };
+    // SAFETY: sa is a valid sockaddr_xdp and its size is passed with it.
+    let rc = unsafe {
+        libc::bind(
+            fd,
+            &sa as *const libc::sockaddr_xdp as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let source = std::io::Error::last_os_error();
+    let zero_copy = flags & libc::XDP_ZEROCOPY != 0;
+    // EOPNOTSUPP is the driver saying it has no zero-copy; EINVAL also comes from a
+    // queue that does not exist, so it is not taken as "unsupported".
+    if zero_copy && source.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        return Err(Error::ZeroCopyUnsupported {
+            ifname: ifname.to_string(),
+            queue,
+            err: source,
+        });
+    }
+    let mode = if zero_copy { "zero-copy" } else { "copy" };
+    Err(Error::Os {
+        what: format!("bind AF_XDP socket to `{ifname}` queue {queue} in {mode} mode"),
+        err: source,
+    })
+}
+
 /// One AF_XDP socket: a driver queue for one shard. See the module docs.
 ///
 /// Opening resolves the interface in the calling thread's network namespace; afterwards the
@@ -262,6 +443,8 @@ impl XskSocket {
         }
     }
 
+    /// Opens a socket in one bind mode: the UMEM and its four rings, every receive buffer
+    /// in the fill ring, the busy-poll options, then the bind.
     fn open_mode(
         ifname: &str,
         index: u32,
@@ -269,15 +452,7 @@ impl XskSocket {
         cfg: &XskConfig,
         zero_copy: bool,
     ) -> Result<XskSocket> {
-        // SAFETY: plain socket(2); the result is checked and owned at once.
-        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            return Err(Error::os(
-                "socket(AF_XDP) (needs root/CAP_NET_RAW and a kernel with AF_XDP)",
-            ));
-        }
-        // SAFETY: raw is a fresh fd that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = xdp_socket()?;
         let fdr = fd.as_raw_fd();
 
         let frames = (cfg.rx_frames + cfg.tx_frames) as usize;
@@ -292,89 +467,13 @@ impl XskSocket {
             zero_copy,
             rx_layout.unaligned(),
         )?;
-        let os = |what: &str| {
-            let what = what.to_string();
-            move |source| Error::Os { what, err: source }
-        };
-        setsockopt(fdr, libc::SOL_XDP, libc::XDP_UMEM_FILL_RING, &cfg.rx_frames)
-            .map_err(os("size fill ring"))?;
-        setsockopt(
-            fdr,
-            libc::SOL_XDP,
-            libc::XDP_UMEM_COMPLETION_RING,
-            &cfg.tx_frames,
-        )
-        .map_err(os("size completion ring"))?;
-        setsockopt(fdr, libc::SOL_XDP, libc::XDP_RX_RING, &cfg.rx_frames)
-            .map_err(os("size rx ring"))?;
-        setsockopt(fdr, libc::SOL_XDP, libc::XDP_TX_RING, &cfg.tx_frames)
-            .map_err(os("size tx ring"))?;
-        let off = getsockopt(
-            fdr,
-            libc::SOL_XDP,
-            libc::XDP_MMAP_OFFSETS,
-            no_mmap_offsets(),
-        )
-        .map_err(os("read ring offsets"))?;
-
-        let u64s = std::mem::size_of::<u64>();
-        let descs = std::mem::size_of::<libc::xdp_desc>();
-        let map = |o: &libc::xdp_ring_offset,
-                   size: u32,
-                   elem: usize,
-                   pgoff: libc::off_t,
-                   what: &str|
-         -> Result<(Mapping, RawRing)> {
-            let len = o.desc as usize + size as usize * elem;
-            let m = Mapping::ring(fdr, len, pgoff, what)?;
-            let raw = RawRing {
-                producer: m.at(o.producer, 4)? as *const _,
-                consumer: m.at(o.consumer, 4)? as *const _,
-                flags: m.at(o.flags, 4)? as *const _,
-                descs: m.at(o.desc, size as usize * elem)?,
-                size,
-            };
-            Ok((m, raw))
-        };
-        let (fill_m, fill_r) = map(
-            &off.fr,
-            cfg.rx_frames,
-            u64s,
-            libc::XDP_UMEM_PGOFF_FILL_RING as libc::off_t,
-            "mmap fill ring",
-        )?;
-        let (comp_m, comp_r) = map(
-            &off.cr,
-            cfg.tx_frames,
-            u64s,
-            libc::XDP_UMEM_PGOFF_COMPLETION_RING as libc::off_t,
-            "mmap completion ring",
-        )?;
-        let (rx_m, rx_r) = map(
-            &off.rx,
-            cfg.rx_frames,
-            descs,
-            libc::XDP_PGOFF_RX_RING,
-            "mmap rx ring",
-        )?;
-        let (tx_m, tx_r) = map(
-            &off.tx,
-            cfg.tx_frames,
-            descs,
-            libc::XDP_PGOFF_TX_RING,
-            "mmap tx ring",
-        )?;
-        // SAFETY: each RawRing points into a mapping that the socket keeps until it drops, and
-        // each index we write (fill/tx producer, comp/rx consumer) has this socket as its only
-        // user-space writer.
-        let (mut fill, comp, rx, tx) = unsafe {
-            (
-                Producer::new(fill_r),
-                Consumer::new(comp_r),
-                Consumer::new(rx_r),
-                Producer::new(tx_r),
-            )
-        };
+        let Rings {
+            mut fill,
+            comp,
+            rx,
+            tx,
+            maps,
+        } = Rings::map(fdr, cfg)?;
 
         // Every receive buffer starts in the fill ring, in order (a strip depends on that).
         // The strip's last buffer ends at (rx_frames - 1) * room + frame_size, inside the
@@ -395,15 +494,6 @@ impl XskSocket {
             Some(bp) => busy_poll::set_options(fdr, bp)?,
             None => Vec::new(),
         };
-
-        let mut flags = if zero_copy {
-            libc::XDP_ZEROCOPY
-        } else {
-            libc::XDP_COPY
-        };
-        if cfg.need_wakeup {
-            flags |= libc::XDP_USE_NEED_WAKEUP;
-        }
         let multi = cfg.chunks_per_frame().map(|per_run| MultiBuffer {
             max_frame: cfg.max_frame.unwrap_or(0) as usize,
             gather: RxGather::new(cfg.max_frame.unwrap_or(0) as usize),
@@ -414,41 +504,8 @@ impl XskSocket {
                 per_run,
             ),
         });
-        if multi.is_some() {
-            flags |= libc::XDP_USE_SG;
-        }
-        let sa = libc::sockaddr_xdp {
-            sxdp_family: libc::AF_XDP as u16,
-            sxdp_flags: flags,
-            sxdp_ifindex: index,
-            sxdp_queue_id: queue,
-            sxdp_shared_umem_fd: 0,
-        };
-        // SAFETY: sa is a valid sockaddr_xdp and its size is passed with it.
-        let rc = unsafe {
-            libc::bind(
-                fdr,
-                &sa as *const libc::sockaddr_xdp as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            let source = std::io::Error::last_os_error();
-            // EOPNOTSUPP is the driver saying it has no zero-copy; EINVAL also comes from a
-            // queue that does not exist, so it is not taken as "unsupported".
-            if zero_copy && source.raw_os_error() == Some(libc::EOPNOTSUPP) {
-                return Err(Error::ZeroCopyUnsupported {
-                    ifname: ifname.to_string(),
-                    queue,
-                    err: source,
-                });
-            }
-            let mode = if zero_copy { "zero-copy" } else { "copy" };
-            return Err(Error::Os {
-                what: format!("bind AF_XDP socket to `{ifname}` queue {queue} in {mode} mode"),
-                err: source,
-            });
-        }
+        let flags = bind_flags(zero_copy, cfg.need_wakeup, multi.is_some());
+        bind(fdr, ifname, index, queue, flags)?;
         let opts = getsockopt(
             fdr,
             libc::SOL_XDP,
@@ -475,7 +532,7 @@ impl XskSocket {
             comp,
             rx,
             tx,
-            _rings: [fill_m, comp_m, rx_m, tx_m],
+            _rings: maps,
             umem,
             frame_size: cfg.frame_size,
             tx_free,
