@@ -194,6 +194,8 @@ fn refuse_unpredictable_rss(
 /// The fewest receive chunks a receive-only socket gets: 8 NAPI polls of 64 frames.
 const RX_ONLY_MIN_FRAMES: u32 = 512;
 
+/// AF_XDP on `iface`: the bifurcating program, then one socket per rx queue, the first
+/// `cfg.shards` a shard's own and the others receive-only beside them.
 fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypass, BypassError> {
     let info = InterfaceInfo::query(iface)?;
     if cfg.shards as u32 > info.rx_queues {
@@ -204,6 +206,45 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     }
     let model = RssModel::for_interface(iface)?;
     refuse_unpredictable_rss(cfg, &model, iface)?;
+    let (bcfg, kernel_owned) = bifurcation_config(cfg, &info);
+    let mut program = Bifurcation::load(&bcfg)?;
+    program.attach(iface, scope)?;
+    let mut base = stack_config(cfg, info.mac, info.mtu as usize);
+    // A software device (veth, macvlan, ...) hands on the partial checksums of a local sender
+    // with checksum offload; hardware never does (docs/TCPIP.md).
+    base.accept_partial_checksums = info.partial_checksums_possible();
+    let mut notes: Vec<String> = steering_note(cfg, &kernel_owned).into_iter().collect();
+    let mut description = format!("AF_XDP on {iface}");
+    if info.rx_queues as usize > cfg.shards {
+        description.push_str(&format!(
+            ", rx queues 0-{} on {} shard(s)",
+            info.rx_queues - 1,
+            cfg.shards
+        ));
+    }
+    let queues = open_queues(cfg, iface, &info, &mut program, &base, &model)?;
+    notes.extend(queues.notes);
+    description.push_str(&busy_poll_description(
+        cfg,
+        queues.busy_poll,
+        &queues.napi_ids,
+    ));
+    description.push_str(&queues.checksums);
+    Ok(Bypass {
+        shards: queues.shards,
+        description,
+        iface: iface.to_string(),
+        notes,
+        _program: Some(program),
+    })
+}
+
+/// What the bifurcating program steers to the stack, and the served addresses the kernel
+/// owns too (then only the served ports come to us).
+fn bifurcation_config(
+    cfg: &BypassConfig,
+    info: &InterfaceInfo,
+) -> (BifurcationConfig, Vec<IpAddr>) {
     let mut bcfg = BifurcationConfig::new(cfg.ip);
     bcfg.served_ipv6 = cfg.ipv6.map(|v6| v6.addr);
     // The stack answers for its link-local address too: the EUI-64 of the MAC it sends from,
@@ -221,36 +262,118 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
         .chain(cfg.ipv6.map(|v6| IpAddr::V6(v6.addr)))
         .filter(|&a| kernel_owns(a))
         .collect();
-    let kernel_owns_ip = !kernel_owned.is_empty();
-    bcfg.steer_all = !kernel_owns_ip;
+    bcfg.steer_all = kernel_owned.is_empty();
     bcfg.steer_fragments = bcfg.steer_all && cfg.shards == 1;
-    let mut program = Bifurcation::load(&bcfg)?;
-    program.attach(iface, scope)?;
-    let mut base = stack_config(cfg, info.mac, info.mtu as usize);
-    // A software device (veth, macvlan, ...) hands on the partial checksums of a local sender
-    // with checksum offload; hardware never does (docs/TCPIP.md).
-    base.accept_partial_checksums = info.partial_checksums_possible();
-    let mut shards = Vec::with_capacity(cfg.shards);
-    let mut notes = Vec::new();
-    if kernel_owns_ip {
+    (bcfg, kernel_owned)
+}
+
+/// What the operator should know of the steering: the kernel answers for an address it
+/// owns too, or fragments are left to it under several shards.
+fn steering_note(cfg: &BypassConfig, kernel_owned: &[IpAddr]) -> Option<String> {
+    if !kernel_owned.is_empty() {
         let owned: Vec<String> = kernel_owned.iter().map(|a| a.to_string()).collect();
-        notes.push(format!(
+        Some(format!(
             "the kernel owns {} too: only the served ports come to our stack, and the kernel \
              answers the rest (give --ip an address the kernel does not own to have ours answer \
              everything, as a host does)",
             owned.join(" and ")
-        ));
+        ))
     } else if cfg.shards > 1 {
-        notes.push(format!(
+        Some(format!(
             "IPv4 fragments to {} are not taken with {} shards (RSS may hash a datagram's \
              fragments to another shard than its flow's); run one shard to have them reassembled",
             cfg.ip, cfg.shards
-        ));
+        ))
+    } else {
+        None
     }
-    let mut description = format!("AF_XDP on {iface}");
+}
+
+/// The sockets of every rx queue, registered with the program, and what they report.
+struct XdpQueues {
+    shards: Vec<ShardDevice>,
+    notes: Vec<String>,
+    /// Busy polling as queue 0's socket took it: its time in µs, or why it cannot work.
+    busy_poll: Result<u32, String>,
+    /// How TCP checksums are completed, for the description.
+    checksums: String,
+    /// The NAPI IDs of queues whose socket cannot busy-poll them.
+    napi_ids: Vec<u32>,
+}
+
+/// Opens a socket on each rx queue of `iface` and registers it with `program`: queue N
+/// below `cfg.shards` is shard N's own, the others go receive-only to shard N mod shards.
+fn open_queues(
+    cfg: &BypassConfig,
+    iface: &str,
+    info: &InterfaceInfo,
+    program: &mut Bifurcation,
+    base: &StackConfig,
+    model: &RssModel,
+) -> Result<XdpQueues, BypassError> {
+    let (xsk, rx_only_xsk) = xsk_configs(cfg, info.mtu);
+    let mut queues = XdpQueues {
+        shards: Vec::with_capacity(cfg.shards),
+        notes: Vec::new(),
+        busy_poll: Ok(0),
+        checksums: String::new(),
+        napi_ids: Vec::new(),
+    };
+    for queue in 0..info.rx_queues {
+        let own = (queue as usize) < cfg.shards;
+        let socket = XskSocket::open(iface, queue, if own { &xsk } else { &rx_only_xsk })?;
+        if let (Some(why), true) = (socket.fallback(), own) {
+            queues
+                .notes
+                .push(format!("queue {queue}: copy mode ({why})"));
+        }
+        // What the kernel took, not what was asked for, and whether it can act on it.
+        if queue == 0 {
+            queues.busy_poll = match socket.busy_poll_impossible() {
+                Some(why) => Err(why.to_string()),
+                None => Ok(socket.busy_poll_us()),
+            };
+            queues.checksums = match socket.tx_checksum_software() {
+                None => ", TCP checksums completed by the kernel/NIC".to_string(),
+                Some(why) => format!(", TCP checksums in software ({why})"),
+            };
+        }
+        queues.napi_ids.extend(socket.queue_napi_id());
+        if !socket.busy_poll_missing().is_empty() {
+            queues.notes.push(format!(
+                "queue {queue}: busy polling without {} (the kernel refused them)",
+                socket.busy_poll_missing().join(", ")
+            ));
+        }
+        program.register(&socket)?;
+        if !own {
+            let shard: &mut ShardDevice = &mut queues.shards[queue as usize % cfg.shards];
+            shard.rx_only.push(AnyQueue::from(socket));
+            if let Some(s) = shard.stack.rx_steering.as_mut() {
+                s.queues.push(queue);
+            }
+            continue;
+        }
+        let mut stack = base.clone();
+        stack.rx_steering = Some(RxSteering {
+            model: model.clone(),
+            queues: vec![queue],
+        });
+        queues.shards.push(ShardDevice {
+            queue: AnyQueue::from(socket),
+            rx_only: Vec::new(),
+            stack,
+        });
+    }
+    Ok(queues)
+}
+
+/// The socket configurations for an interface of MTU `mtu`: a shard's own queue's, and a
+/// receive-only queue's.
+fn xsk_configs(cfg: &BypassConfig, mtu: u32) -> (XskConfig, XskConfig) {
     // Chunks sized for the interface's MTU: one 2048-byte chunk per frame up to a 1778-byte
     // MTU; above, 4096-byte chunks, chained for frames longer than one (XDP_USE_SG).
-    let mut xsk = XskConfig::for_mtu(info.mtu);
+    let mut xsk = XskConfig::for_mtu(mtu);
     if cfg.busy_poll_us > 0 {
         xsk.busy_poll = Some(BusyPoll {
             usecs: cfg.busy_poll_us,
@@ -266,60 +389,16 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
         tx_frames: 8,
         ..xsk.clone()
     };
-    if info.rx_queues as usize > cfg.shards {
-        description.push_str(&format!(
-            ", rx queues 0-{} on {} shard(s)",
-            info.rx_queues - 1,
-            cfg.shards
-        ));
-    }
-    let mut busy_poll = Ok(0);
-    let mut checksums = String::new();
-    let mut napi_ids = Vec::new();
-    for queue in 0..info.rx_queues {
-        let own = (queue as usize) < cfg.shards;
-        let socket = XskSocket::open(iface, queue, if own { &xsk } else { &rx_only_xsk })?;
-        if let (Some(why), true) = (socket.fallback(), own) {
-            notes.push(format!("queue {queue}: copy mode ({why})"));
-        }
-        // What the kernel took, not what was asked for, and whether it can act on it.
-        if queue == 0 {
-            busy_poll = match socket.busy_poll_impossible() {
-                Some(why) => Err(why.to_string()),
-                None => Ok(socket.busy_poll_us()),
-            };
-            checksums = match socket.tx_checksum_software() {
-                None => ", TCP checksums completed by the kernel/NIC".to_string(),
-                Some(why) => format!(", TCP checksums in software ({why})"),
-            };
-        }
-        napi_ids.extend(socket.queue_napi_id());
-        if !socket.busy_poll_missing().is_empty() {
-            notes.push(format!(
-                "queue {queue}: busy polling without {} (the kernel refused them)",
-                socket.busy_poll_missing().join(", ")
-            ));
-        }
-        program.register(&socket)?;
-        if !own {
-            let shard: &mut ShardDevice = &mut shards[queue as usize % cfg.shards];
-            shard.rx_only.push(AnyQueue::from(socket));
-            if let Some(s) = shard.stack.rx_steering.as_mut() {
-                s.queues.push(queue);
-            }
-            continue;
-        }
-        let mut stack = base.clone();
-        stack.rx_steering = Some(RxSteering {
-            model: model.clone(),
-            queues: vec![queue],
-        });
-        shards.push(ShardDevice {
-            queue: AnyQueue::from(socket),
-            rx_only: Vec::new(),
-            stack,
-        });
-    }
+    (xsk, rx_only_xsk)
+}
+
+/// The description's busy-poll part: the socket's, the io_uring's NAPI polling in its
+/// place, or why there is none.
+fn busy_poll_description(
+    cfg: &BypassConfig,
+    busy_poll: Result<u32, String>,
+    napi_ids: &[u32],
+) -> String {
     let ids = napi_ids
         .iter()
         .map(u32::to_string)
@@ -330,7 +409,7 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
     } else {
         "queue's NAPI"
     };
-    description.push_str(&match busy_poll {
+    match busy_poll {
         Err(why) if napi_ids.is_empty() => format!(", no busy poll ({why})"),
         Err(why) if cfg.waits_in_io_uring => format!(
             ", busy poll {} us of the {whose} {ids} from each shard's io_uring while it waits (not through the socket: {why})",
@@ -341,15 +420,7 @@ fn open_xdp(cfg: &BypassConfig, iface: &str, scope: AttachScope) -> Result<Bypas
         ),
         Ok(0) => String::new(),
         Ok(us) => format!(", busy poll {us} us"),
-    });
-    description.push_str(&checksums);
-    Ok(Bypass {
-        shards,
-        description,
-        iface: iface.to_string(),
-        notes,
-        _program: Some(program),
-    })
+    }
 }
 
 #[cfg(not(feature = "dpdk"))]
