@@ -523,49 +523,7 @@ fn announce_frr(
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.cmd {
-        None => {
-            let (socket, argv) = split_socket(&args.ipvsadm)?;
-            if argv.is_empty() {
-                bail!("no command given: try `wirespeed lb -L -n`, or `wirespeed lb --help`");
-            }
-            let cmd = ipvsadm::parse_args(&argv)?;
-            let opts = match &cmd {
-                Command::List(o) => Some(o.clone()),
-                _ => None,
-            };
-            let new_real = match &cmd {
-                Command::AddReal { real, .. } => Some(real.addr.ip()),
-                _ => None,
-            };
-            match ask(socket, &Request::Command(cmd))? {
-                Reply::List(view) => {
-                    let opts = opts.unwrap_or_default();
-                    if opts.json {
-                        println!("{}", serde_json::to_string_pretty(&view)?);
-                    } else {
-                        print!("{}", listing::format_list(&view, &opts));
-                        print_warnings(&view.warnings);
-                    }
-                }
-                Reply::Done { warnings } => {
-                    print_warnings(&warnings);
-                    // Said here, where the daemon runs, so a user who never runs doctor
-                    // still reads it (docs/LB.md, "Doctor").
-                    if let Some(rip) = new_real {
-                        let path: Vec<String> = doctor::check_path_to_real(rip)
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect();
-                        print_warnings(&path);
-                    }
-                }
-                Reply::Error(e) => bail!("{e}"),
-                Reply::Announceable(_) => {
-                    bail!("the daemon answered an ipvsadm command with its announceable addresses; are the client and daemon the same wirespeed version?")
-                }
-            }
-            Ok(())
-        }
+        None => ipvsadm_command(&args.ipvsadm),
         Some(Cmd::Save { socket }) => match ask(socket, &Request::View)? {
             Reply::List(view) => {
                 print!("{}", wirespeed_lb::listing::format_save(&view));
@@ -573,17 +531,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             _ => bail!("the daemon answered `save` with something else than its configuration"),
         },
-        Some(Cmd::Restore { socket }) => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .context("read the configuration from stdin")?;
-            let cmds = ipvsadm::parse_restore(&text)?;
-            if let Reply::Done { warnings } = ask(socket, &Request::Batch(cmds))? {
-                print_warnings(&warnings);
-            }
-            Ok(())
-        }
+        Some(Cmd::Restore { socket }) => restore(socket),
         Some(Cmd::Announce {
             socket,
             speaker,
@@ -608,15 +556,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 announce_frr(socket, asn, vty_socket, &route_map)
             }
         },
-        Some(Cmd::Drain { socket, undo }) => {
-            ask(socket, &Request::Drain(!undo))?;
-            if undo {
-                eprintln!("wirespeed lb: drain ended: VIPs with a live real are announced again after the hold-down");
-            } else {
-                eprintln!("wirespeed lb: draining: every VIP withdrawn, forwarding goes on; end it with `wirespeed lb drain --undo`");
-            }
-            Ok(())
-        }
+        Some(Cmd::Drain { socket, undo }) => drain(socket, undo),
         Some(Cmd::Doctor {
             socket,
             peer: Some(peer),
@@ -666,7 +606,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let hold_down = seconds("announce-hold-down", announce_hold_down)?;
             let drain = seconds("drain", drain)?;
             let mut cfg = AttachConfig {
-                ifaces: ifaces.clone(),
+                ifaces,
                 ring_size,
                 conns_per_cpu,
                 new_conns_per_sec_per_cpu: new_conn_rate,
@@ -680,59 +620,139 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     (std::net::IpAddr::V6(a), l) => cfg.tunnel_src_v6 = Some((a, l)),
                 }
             }
-            let path = control::socket_path(socket.as_deref());
-            // Blocked before any thread starts, so that every thread inherits the mask and
-            // SIGINT/SIGTERM reach only the signalfd; a watcher turns the first into STOP.
-            super::stop_on_signal("lb signals", |signals| {
-                STOP.store(true, Ordering::Relaxed);
-                // A second one cuts the drain short (docs/OPERATING.md, "Stop"); the
-                // kernel detaches the links as the process exits.
-                if let Ok(Some(_)) = signals.wait(None) {
-                    eprintln!(
-                        "wirespeed lb: second signal: exiting now, before the end of the drain"
-                    );
-                    std::process::exit(1);
-                }
-            })?;
-            let dp = XdpDataPlane::attach(&cfg)?;
-            let read = |k: &str| {
-                let path = format!("/proc/sys/{}", k.replace('.', "/"));
-                std::fs::read_to_string(path).ok()?.trim().parse().ok()
-            };
-            for p in wirespeed_lb::doctor::check_forwarding(&ifaces, true, false, read) {
-                eprintln!(
-                    "wirespeed lb: warning: {} (IPv4 VIPs): {}",
-                    p.problem, p.fix
-                );
-            }
-            let mut d = Daemon::new(dp, ring_size)?;
-            d.set_ifaces(ifaces.clone());
-            d.set_announce_hold_down(hold_down);
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"running": true, "ifaces": ifaces, "socket": path, "ring_size": ring_size, "metrics": metrics})
-                );
-            } else {
-                eprintln!(
-                    "wirespeed lb: running on {}; commands on {}{}",
-                    ifaces.join(", "),
-                    path.display(),
-                    metrics.map_or(String::new(), |a| format!(
-                        "; metrics on http://{a}/metrics"
-                    ))
-                );
-            }
             let run_cfg = RunConfig {
                 metrics,
                 drain,
-                ..RunConfig::new(path)
+                ..RunConfig::new(control::socket_path(socket.as_deref()))
             };
-            daemon::run(&mut d, &run_cfg, &STOP)?;
-            // Dropping the daemon drops the data plane, whose links detach the program.
-            drop(d);
-            eprintln!("wirespeed lb: stopped, detached");
-            Ok(())
+            run_daemon(&cfg, &run_cfg, hold_down, json)
         }
     }
+}
+
+/// `wirespeed lb` with ipvsadm's arguments: the command goes to the daemon, and its answer
+/// (a listing, warnings) is printed.
+fn ipvsadm_command(ipvsadm: &[String]) -> anyhow::Result<()> {
+    let (socket, argv) = split_socket(ipvsadm)?;
+    if argv.is_empty() {
+        bail!("no command given: try `wirespeed lb -L -n`, or `wirespeed lb --help`");
+    }
+    let cmd = ipvsadm::parse_args(&argv)?;
+    let opts = match &cmd {
+        Command::List(o) => Some(o.clone()),
+        _ => None,
+    };
+    let new_real = match &cmd {
+        Command::AddReal { real, .. } => Some(real.addr.ip()),
+        _ => None,
+    };
+    match ask(socket, &Request::Command(cmd))? {
+        Reply::List(view) => {
+            let opts = opts.unwrap_or_default();
+            if opts.json {
+                println!("{}", serde_json::to_string_pretty(&view)?);
+            } else {
+                print!("{}", listing::format_list(&view, &opts));
+                print_warnings(&view.warnings);
+            }
+        }
+        Reply::Done { warnings } => {
+            print_warnings(&warnings);
+            // Said here, where the daemon runs, so a user who never runs doctor
+            // still reads it (docs/LB.md, "Doctor").
+            if let Some(rip) = new_real {
+                let path: Vec<String> = doctor::check_path_to_real(rip)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                print_warnings(&path);
+            }
+        }
+        Reply::Error(e) => bail!("{e}"),
+        Reply::Announceable(_) => {
+            bail!("the daemon answered an ipvsadm command with its announceable addresses; are the client and daemon the same wirespeed version?")
+        }
+    }
+    Ok(())
+}
+
+/// `lb restore`: ipvsadm-restore's input on stdin goes to the daemon as one batch.
+fn restore(socket: Option<PathBuf>) -> anyhow::Result<()> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("read the configuration from stdin")?;
+    let cmds = ipvsadm::parse_restore(&text)?;
+    if let Reply::Done { warnings } = ask(socket, &Request::Batch(cmds))? {
+        print_warnings(&warnings);
+    }
+    Ok(())
+}
+
+/// `lb drain` (`--undo`: its end).
+fn drain(socket: Option<PathBuf>, undo: bool) -> anyhow::Result<()> {
+    ask(socket, &Request::Drain(!undo))?;
+    if undo {
+        eprintln!("wirespeed lb: drain ended: VIPs with a live real are announced again after the hold-down");
+    } else {
+        eprintln!("wirespeed lb: draining: every VIP withdrawn, forwarding goes on; end it with `wirespeed lb drain --undo`");
+    }
+    Ok(())
+}
+
+/// `lb run`: attaches the data path to `cfg.ifaces` and runs the daemon until
+/// SIGINT/SIGTERM, then drains and detaches (docs/OPERATING.md, "Stop").
+fn run_daemon(
+    cfg: &AttachConfig,
+    run_cfg: &RunConfig,
+    hold_down: std::time::Duration,
+    json: bool,
+) -> anyhow::Result<()> {
+    let ifaces = &cfg.ifaces;
+    // Blocked before any thread starts, so that every thread inherits the mask and
+    // SIGINT/SIGTERM reach only the signalfd; a watcher turns the first into STOP.
+    super::stop_on_signal("lb signals", |signals| {
+        STOP.store(true, Ordering::Relaxed);
+        // A second one cuts the drain short (docs/OPERATING.md, "Stop"); the
+        // kernel detaches the links as the process exits.
+        if let Ok(Some(_)) = signals.wait(None) {
+            eprintln!("wirespeed lb: second signal: exiting now, before the end of the drain");
+            std::process::exit(1);
+        }
+    })?;
+    let dp = XdpDataPlane::attach(cfg)?;
+    let read = |k: &str| {
+        let path = format!("/proc/sys/{}", k.replace('.', "/"));
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    };
+    for p in wirespeed_lb::doctor::check_forwarding(ifaces, true, false, read) {
+        eprintln!(
+            "wirespeed lb: warning: {} (IPv4 VIPs): {}",
+            p.problem, p.fix
+        );
+    }
+    let mut d = Daemon::new(dp, cfg.ring_size)?;
+    d.set_ifaces(ifaces.clone());
+    d.set_announce_hold_down(hold_down);
+    let (path, metrics) = (&run_cfg.socket, run_cfg.metrics);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"running": true, "ifaces": ifaces, "socket": path, "ring_size": cfg.ring_size, "metrics": metrics})
+        );
+    } else {
+        eprintln!(
+            "wirespeed lb: running on {}; commands on {}{}",
+            ifaces.join(", "),
+            path.display(),
+            metrics.map_or(String::new(), |a| format!(
+                "; metrics on http://{a}/metrics"
+            ))
+        );
+    }
+    daemon::run(&mut d, run_cfg, &STOP)?;
+    // Dropping the daemon drops the data plane, whose links detach the program.
+    drop(d);
+    eprintln!("wirespeed lb: stopped, detached");
+    Ok(())
 }
