@@ -139,21 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => wirespeed_rt::sys::allowed_cpus().context("reading the CPU affinity")?,
     };
-    if common.max_conns == 0 {
-        bail!("--max-conns must be at least 1");
-    }
-    if common.backlog == 0 {
-        bail!("--backlog must be at least 1");
-    }
-    // Accepted so that one command line serves every stack, but said once where it does
-    // nothing: only an AF_XDP socket gives a shard something to sleep on.
-    if common.idle_sleep_us > 0 && common.bypass.stack != StackArg::Xdp {
-        let why = match common.bypass.stack {
-            StackArg::Dpdk => "a DPDK queue has no fd to sleep on, so its shard spins",
-            _ => "kernel-stack shards already sleep in epoll/io_uring",
-        };
-        eprintln!("wirespeed serve: --idle-sleep-us applies to --stack xdp only; {why}");
-    }
+    check_flags(&common)?;
     let engine = match common.engine {
         EngineArg::Epoll => EngineKind::Epoll,
         EngineArg::Uring => EngineKind::Uring,
@@ -181,46 +167,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Kind::Http { fixed: false } => "http",
         Kind::Echo => "echo",
     };
-    let stack = match common.bypass.stack {
-        StackArg::Kernel => Stack::kernel(&KernelConfig {
-            cpus: cpus.clone(),
-            listen: Some(common.listen),
-            options: ListenOptions {
-                locality: match common.locality {
-                    LocalityArg::Cbpf => Locality::Cbpf,
-                    LocalityArg::None => Locality::None,
-                },
-                backlog: common.backlog.min(i32::MAX as u32) as i32,
-                ..ListenOptions::default()
-            },
-        })?,
-        StackArg::Xdp | StackArg::Dpdk => Stack::bypass(&bypass_config(&common, cpus.len())?)?,
-    };
+    let stack = open_stack(&common, &cpus)?;
     for note in stack.notes() {
         eprintln!("wirespeed serve: {note}");
     }
     let bound = stack.listen_addr().unwrap_or(common.listen);
-    // The bypass stack answers on its IPv6 address too, at the same port.
-    let also_v6 = match (common.bypass.stack, common.bypass.addresses()) {
-        (StackArg::Xdp | StackArg::Dpdk, Ok((_, _, Some(v6)))) => {
-            format!(" and [{}]:{}", v6.addr, bound.port())
-        }
-        _ => String::new(),
-    };
-    eprintln!(
-        "wirespeed serve {app}: listening on {bound}{also_v6}; {} shard(s) on CPUs {:?}; stack {}, engine {}, poll-us {}, busy-poll-us {}, locality {}",
-        cpus.len(),
-        cpus,
-        stack.description(),
-        rt.engine(),
-        common.poll_us,
-        common.busy_poll_us,
-        match common.locality {
-            LocalityArg::Cbpf => "cbpf",
-            LocalityArg::None => "none",
-        }
-    );
-
+    print_start(app, &common, &stack, rt.engine(), &cpus, bound);
     if let Some(addr) = common.metrics {
         eprintln!("wirespeed serve: metrics on http://{addr}/metrics");
     }
@@ -281,6 +233,88 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         shards.push(summary);
         stacks.extend(stack);
     }
+    print_summary(app, engine, &shards, &stacks, common.summary_json)
+}
+
+/// Refuses the flags that cannot work, and says once which ones do nothing here.
+fn check_flags(common: &Common) -> anyhow::Result<()> {
+    if common.max_conns == 0 {
+        bail!("--max-conns must be at least 1");
+    }
+    if common.backlog == 0 {
+        bail!("--backlog must be at least 1");
+    }
+    // Accepted so that one command line serves every stack, but said once where it does
+    // nothing: only an AF_XDP socket gives a shard something to sleep on.
+    if common.idle_sleep_us > 0 && common.bypass.stack != StackArg::Xdp {
+        let why = match common.bypass.stack {
+            StackArg::Dpdk => "a DPDK queue has no fd to sleep on, so its shard spins",
+            _ => "kernel-stack shards already sleep in epoll/io_uring",
+        };
+        eprintln!("wirespeed serve: --idle-sleep-us applies to --stack xdp only; {why}");
+    }
+    Ok(())
+}
+
+/// The stack `--stack` picks, listening (kernel) or taking the device over (xdp, dpdk).
+fn open_stack(common: &Common, cpus: &[usize]) -> anyhow::Result<Stack> {
+    Ok(match common.bypass.stack {
+        StackArg::Kernel => Stack::kernel(&KernelConfig {
+            cpus: cpus.to_vec(),
+            listen: Some(common.listen),
+            options: ListenOptions {
+                locality: match common.locality {
+                    LocalityArg::Cbpf => Locality::Cbpf,
+                    LocalityArg::None => Locality::None,
+                },
+                backlog: common.backlog.min(i32::MAX as u32) as i32,
+                ..ListenOptions::default()
+            },
+        })?,
+        StackArg::Xdp | StackArg::Dpdk => Stack::bypass(&bypass_config(common, cpus.len())?)?,
+    })
+}
+
+/// The start line: what serves where, on which stack and engine.
+fn print_start(
+    app: &str,
+    common: &Common,
+    stack: &Stack,
+    engine: EngineKind,
+    cpus: &[usize],
+    bound: SocketAddr,
+) {
+    // The bypass stack answers on its IPv6 address too, at the same port.
+    let also_v6 = match (common.bypass.stack, common.bypass.addresses()) {
+        (StackArg::Xdp | StackArg::Dpdk, Ok((_, _, Some(v6)))) => {
+            format!(" and [{}]:{}", v6.addr, bound.port())
+        }
+        _ => String::new(),
+    };
+    eprintln!(
+        "wirespeed serve {app}: listening on {bound}{also_v6}; {} shard(s) on CPUs {:?}; stack {}, engine {}, poll-us {}, busy-poll-us {}, locality {}",
+        cpus.len(),
+        cpus,
+        stack.description(),
+        engine,
+        common.poll_us,
+        common.busy_poll_us,
+        match common.locality {
+            LocalityArg::Cbpf => "cbpf",
+            LocalityArg::None => "none",
+        }
+    );
+}
+
+/// The exit line, the totals of every shard, and with --summary-json the same as JSON,
+/// each shard's and each stack's counters with them.
+fn print_summary(
+    app: &str,
+    engine: EngineKind,
+    shards: &[ShardSummary],
+    stacks: &[BypassStats],
+    summary_json: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
     let total = shards.iter().fold(ShardSummary::default(), |mut t, s| {
         t.add(s);
         t
@@ -304,38 +338,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         total.refused,
         local_pct
     );
-    if let Some(path) = common.summary_json {
-        #[derive(Serialize)]
-        struct Summary<'a> {
-            app: &'a str,
-            engine: String,
-            total: &'a ShardSummary,
-            errors: u64,
-            shards: &'a [ShardSummary],
-            /// --stack xdp|dpdk: each shard's `tcpip::Stats`, every counter by its name.
-            #[serde(skip_serializing_if = "Vec::is_empty")]
-            stack: Vec<serde_json::Map<String, serde_json::Value>>,
-        }
-        let s = Summary {
-            app,
-            engine: engine.to_string(),
-            total: &total,
-            errors,
-            shards: &shards,
-            stack: stacks
-                .iter()
-                .map(|st| {
-                    BypassStats::NAMES
-                        .iter()
-                        .zip(st.values())
-                        .map(|(n, v)| (n.to_string(), v.into()))
-                        .collect()
-                })
-                .collect(),
-        };
-        std::fs::write(&path, serde_json::to_vec_pretty(&s)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+    let Some(path) = summary_json else {
+        return Ok(());
+    };
+    #[derive(Serialize)]
+    struct Summary<'a> {
+        app: &'a str,
+        engine: String,
+        total: &'a ShardSummary,
+        errors: u64,
+        shards: &'a [ShardSummary],
+        /// --stack xdp|dpdk: each shard's `tcpip::Stats`, every counter by its name.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        stack: Vec<serde_json::Map<String, serde_json::Value>>,
     }
+    let s = Summary {
+        app,
+        engine: engine.to_string(),
+        total: &total,
+        errors,
+        shards,
+        stack: stacks
+            .iter()
+            .map(|st| {
+                BypassStats::NAMES
+                    .iter()
+                    .zip(st.values())
+                    .map(|(n, v)| (n.to_string(), v.into()))
+                    .collect()
+            })
+            .collect(),
+    };
+    std::fs::write(&path, serde_json::to_vec_pretty(&s)?)
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
