@@ -7,14 +7,14 @@ use std::net::{IpAddr, SocketAddr};
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::loader::{bpf, Program, Shape};
+use super::loader::{bpf, Maps, Program, Shape};
 use crate::bpf::types;
 use crate::consts::{
     AF_INET, AF_INET6, IPPROTO_ICMP, IPPROTO_ICMPV6, MAX_LADDRS, MODE_DR, MODE_FNAT, MODE_NAT,
     MODE_TUNNEL, SCHED_MH, SCHED_RR, TUN_CSUM, VIP_ECHO, VIP_TOA,
 };
 use crate::error::Error;
-use crate::model::{Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, Tunnel};
+use crate::model::{Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, ServiceKey, Tunnel};
 use crate::Result;
 use wirespeed_sys::bpf::bytes_of;
 
@@ -224,55 +224,22 @@ pub(crate) fn zero_percpu(
 /// Makes the maps carry out `plan`, given that they carry out `old` (None: fresh maps).
 pub fn apply(prog: &Program, old: Option<&Plan>, plan: &Plan) -> Result<()> {
     check(&prog.shape, plan)?;
-    let m = &prog.maps;
-    let ring = prog.shape.ring_size;
-    let counters = std::mem::size_of::<types::lb_counters>();
-
     // Service entries by key, old and new (ids are positions).
-    let old_ids: HashMap<_, u32> = old
-        .map(|o| {
-            o.services
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (s.key, i as u32))
-                .collect()
-        })
-        .unwrap_or_default();
-    let new_ids: HashMap<_, u32> = plan
-        .services
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.key, i as u32))
-        .collect();
+    let old_ids: HashMap<ServiceKey, u32> = old.map(service_ids).unwrap_or_default();
+    let new_ids = service_ids(plan);
 
     // 1. A service that goes, or whose id moves, leaves first: its packets go to the kernel
     //    for the moment it takes, never through rows being rewritten under it.
     for (key, id) in &old_ids {
         if new_ids.get(key) != Some(id) {
-            let _ = m
+            let _ = prog
+                .maps
                 .services
                 .delete(bytes_of(&vip_key(svc_proto(key.proto), key.vip)));
         }
     }
-
-    // 2. Reals: every slot the plan fills (a new real in a slot starts with zero counters).
-    for (slot, r) in plan.reals.iter().enumerate() {
-        let Some(r) = r else { continue };
-        let before = old.and_then(|o| o.reals.get(slot)).and_then(|r| r.as_ref());
-        if before == Some(r) {
-            continue;
-        }
-        if before.is_none_or(|b| b.addr != r.addr || b.service != r.service) {
-            zero_percpu(prog, &m.real_stats, slot as u32, counters)?;
-        }
-        upd(
-            &m.reals,
-            &(slot as u32).to_ne_bytes(),
-            bytes_of(&real_value(r)),
-            "reals",
-        )?;
-    }
-
+    // 2. Reals: every slot the plan fills.
+    write_reals(prog, old, plan)?;
     // 3. Local addresses and lookup rows, then the service entry.
     for (id, s) in plan.services.iter().enumerate() {
         let id = id as u32;
@@ -280,43 +247,110 @@ pub fn apply(prog: &Program, old: Option<&Plan>, plan: &Plan) -> Result<()> {
             .and_then(|o| old_ids.get(&s.key).map(|&i| (i, o)))
             .filter(|(i, _)| *i == id)
             .map(|(i, o)| &o.services[i as usize]);
-        for (i, la) in s.laddrs.iter().enumerate() {
-            let (family, addr) = addr_bytes(*la);
-            let v = types::lb_laddr {
-                addr,
-                family,
-                pad: [0; 3],
-            };
-            upd(
-                &m.laddrs,
-                &(id * MAX_LADDRS + i as u32).to_ne_bytes(),
-                bytes_of(&v),
-                "laddrs",
-            )?;
-        }
-        for (i, slot) in s.lookup.iter().enumerate() {
-            if prev.is_some_and(|p| p.lookup.get(i) == Some(slot)) {
-                continue;
+        write_service(prog, id, s, prev)?;
+    }
+    // 4. Address-only entries: echo answered for every VIP address.
+    write_echo(&prog.maps, old, plan)?;
+    // 5. Real slots no longer used: emptied last (family 0: the data path passes).
+    if let Some(o) = old {
+        for (slot, r) in o.reals.iter().enumerate() {
+            if r.is_some() && plan.reals.get(slot).is_none_or(|n| n.is_none()) {
+                let v = types::lb_real::default();
+                upd(
+                    &prog.maps.reals,
+                    &(slot as u32).to_ne_bytes(),
+                    bytes_of(&v),
+                    "reals",
+                )?;
             }
-            upd(
-                &m.lookup,
-                &(id * ring + i as u32).to_ne_bytes(),
-                &slot.to_ne_bytes(),
-                "lookup",
-            )?;
         }
-        if prev.is_none() {
-            zero_percpu(prog, &m.svc_stats, id, counters)?;
+    }
+    Ok(())
+}
+
+/// Each service's id in `plan`: its position.
+fn service_ids(plan: &Plan) -> HashMap<ServiceKey, u32> {
+    plan.services
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.key, i as u32))
+        .collect()
+}
+
+/// Writes every real slot that `plan` fills and `old` did not fill alike; a new real in a
+/// slot starts with zero counters.
+fn write_reals(prog: &Program, old: Option<&Plan>, plan: &Plan) -> Result<()> {
+    let counters = std::mem::size_of::<types::lb_counters>();
+    for (slot, r) in plan.reals.iter().enumerate() {
+        let Some(r) = r else { continue };
+        let before = old.and_then(|o| o.reals.get(slot)).and_then(|r| r.as_ref());
+        if before == Some(r) {
+            continue;
+        }
+        if before.is_none_or(|b| b.addr != r.addr || b.service != r.service) {
+            zero_percpu(prog, &prog.maps.real_stats, slot as u32, counters)?;
         }
         upd(
-            &m.services,
-            bytes_of(&vip_key(svc_proto(s.key.proto), s.key.vip)),
-            bytes_of(&vip_value(id, s)),
-            "services",
+            &prog.maps.reals,
+            &(slot as u32).to_ne_bytes(),
+            bytes_of(&real_value(r)),
+            "reals",
         )?;
     }
+    Ok(())
+}
 
-    // 4. Address-only entries: echo answered for every VIP address.
+/// Writes service `s` as id `id`: its local addresses, the lookup rows that differ from
+/// `prev` (the same service at the same id before, if any), then its entry. A new
+/// service starts with zero counters.
+fn write_service(
+    prog: &Program,
+    id: u32,
+    s: &PlannedService,
+    prev: Option<&PlannedService>,
+) -> Result<()> {
+    let m = &prog.maps;
+    let ring = prog.shape.ring_size;
+    for (i, la) in s.laddrs.iter().enumerate() {
+        let (family, addr) = addr_bytes(*la);
+        let v = types::lb_laddr {
+            addr,
+            family,
+            pad: [0; 3],
+        };
+        upd(
+            &m.laddrs,
+            &(id * MAX_LADDRS + i as u32).to_ne_bytes(),
+            bytes_of(&v),
+            "laddrs",
+        )?;
+    }
+    for (i, slot) in s.lookup.iter().enumerate() {
+        if prev.is_some_and(|p| p.lookup.get(i) == Some(slot)) {
+            continue;
+        }
+        upd(
+            &m.lookup,
+            &(id * ring + i as u32).to_ne_bytes(),
+            &slot.to_ne_bytes(),
+            "lookup",
+        )?;
+    }
+    if prev.is_none() {
+        let counters = std::mem::size_of::<types::lb_counters>();
+        zero_percpu(prog, &m.svc_stats, id, counters)?;
+    }
+    upd(
+        &m.services,
+        bytes_of(&vip_key(svc_proto(s.key.proto), s.key.vip)),
+        bytes_of(&vip_value(id, s)),
+        "services",
+    )
+}
+
+/// The address-only entries that answer echo requests: one per VIP address of `plan`
+/// (with its first service's id), those of `old`'s addresses that went removed.
+fn write_echo(m: &Maps, old: Option<&Plan>, plan: &Plan) -> Result<()> {
     let mut echo: BTreeMap<IpAddr, u32> = BTreeMap::new();
     for (id, s) in plan.services.iter().enumerate() {
         echo.entry(s.key.vip.ip()).or_insert(id as u32);
@@ -337,23 +371,9 @@ pub fn apply(prog: &Program, old: Option<&Plan>, plan: &Plan) -> Result<()> {
             "services (echo)",
         )?;
     }
-    if let Some(o) = old {
-        for s in &o.services {
-            if !echo.contains_key(&s.key.vip.ip()) {
-                let _ = m.services.delete(bytes_of(&echo_key(s.key.vip.ip())));
-            }
-        }
-        // 5. Real slots no longer used: emptied last (family 0: the data path passes).
-        for (slot, r) in o.reals.iter().enumerate() {
-            if r.is_some() && plan.reals.get(slot).is_none_or(|n| n.is_none()) {
-                let v = types::lb_real::default();
-                upd(
-                    &m.reals,
-                    &(slot as u32).to_ne_bytes(),
-                    bytes_of(&v),
-                    "reals",
-                )?;
-            }
+    for s in old.map_or(&[][..], |o| &o.services[..]) {
+        if !echo.contains_key(&s.key.vip.ip()) {
+            let _ = m.services.delete(bytes_of(&echo_key(s.key.vip.ip())));
         }
     }
     Ok(())
