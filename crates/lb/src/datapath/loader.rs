@@ -9,7 +9,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
 use super::{AttachConfig, ModeSet, IDLE_TCP_S};
-use crate::bpf::{types, LbSkelBuilder};
+use crate::bpf::{types, LbSkelBuilder, OpenLbMaps};
 use crate::consts::{FLOW_FWD, MAX_FRAGS, MAX_IFACES, MAX_LADDRS, PORT_LO, PORT_RANGE};
 use crate::error::Error;
 use crate::Result;
@@ -114,6 +114,110 @@ fn check_cfg(cfg: &AttachConfig) -> Result<()> {
     Ok(())
 }
 
+/// Writes the program's load-time constants (bpf/lb_consts.h): sizes, modes, families,
+/// tunnel source prefixes.
+fn set_constants(ro: &mut types::rodata, cfg: &AttachConfig, nr_cpus: u32, tx_redirect: bool) {
+    let m = cfg.modes;
+    ro.cfg_ring_size = cfg.ring_size;
+    ro.cfg_max_services = cfg.max_services;
+    ro.cfg_max_reals = cfg.max_reals;
+    ro.cfg_nr_cpus = nr_cpus;
+    ro.cfg_new_conns_per_sec = cfg.new_conns_per_sec_per_cpu;
+    ro.cfg_half_open_s = cfg.half_open_timeout_s;
+    ro.cfg_modes =
+        (m.dr as u8) | (m.tunnel as u8) << 1 | (m.nat as u8) << 2 | (m.full_nat as u8) << 3;
+    ro.cfg_v4 = m.v4 as u8;
+    ro.cfg_tx_redirect = tx_redirect as u8;
+    ro.cfg_v6 = m.v6 as u8;
+    if let Some((a, len)) = cfg.tunnel_src_v4 {
+        ro.cfg_tun_src_v4 = a.octets();
+        ro.cfg_tun_src_v4_len = len;
+    }
+    if let Some((a, len)) = cfg.tunnel_src_v6 {
+        ro.cfg_tun_src_v6 = a.octets();
+        // A /0 prefix still means "derive from the hash": the length only says
+        // whether a prefix is configured.
+        ro.cfg_tun_src_v6_len = len.max(1);
+    }
+}
+
+/// Sizes every map of the opened object for `cfg` on `nr_cpus` CPUs.
+fn size_maps(om: &mut OpenLbMaps<'_>, cfg: &AttachConfig, nr_cpus: u32) -> Result<()> {
+    let services = cfg.max_services;
+    let sizes: [(&str, u32); 13] = [
+        // Service entries plus one address-only entry per VIP (echo).
+        ("services", services * 2),
+        ("lookup", services * cfg.ring_size),
+        ("reals", cfg.max_reals),
+        ("laddrs", services * MAX_LADDRS),
+        ("conns", nr_cpus),
+        // A forward entry per connection and a reply entry per NAT connection.
+        (
+            "rev",
+            cfg.conns_per_cpu.saturating_mul(nr_cpus).saturating_mul(2),
+        ),
+        // Half-open connections: as many as one CPU's table holds, per CPU (a forward
+        // and, for NAT, a reply entry each).
+        ("half_open", cfg.conns_per_cpu.saturating_mul(nr_cpus)),
+        ("rr_cursor", services),
+        ("nh_cache", cfg.max_reals),
+        ("svc_stats", services),
+        ("real_stats", cfg.max_reals),
+        ("port_cursor", 1),
+        // Fragmented datagrams in flight (each CPU has its own LRU list of them): 1,024
+        // per CPU, at least LB_MAX_FRAGS.
+        ("frags", nr_cpus.saturating_mul(1024).max(MAX_FRAGS)),
+    ];
+    for (name, n) in sizes {
+        let map = match name {
+            "services" => &mut om.services,
+            "lookup" => &mut om.lookup,
+            "reals" => &mut om.reals,
+            "laddrs" => &mut om.laddrs,
+            "conns" => &mut om.conns,
+            "rev" => &mut om.rev,
+            "half_open" => &mut om.half_open,
+            "rr_cursor" => &mut om.rr_cursor,
+            "nh_cache" => &mut om.nh_cache,
+            "svc_stats" => &mut om.svc_stats,
+            "real_stats" => &mut om.real_stats,
+            "frags" => &mut om.frags,
+            _ => &mut om.port_cursor,
+        };
+        map.set_max_entries(n)
+            .map_err(bpf(format!("size map {name}")))?;
+    }
+    Ok(())
+}
+
+impl Maps {
+    /// Creates one LRU connection table of `conns_per_cpu` entries per CPU and installs
+    /// each in the `conns` array at its CPU's index.
+    fn create_conn_tables(&mut self, nr_cpus: u32, conns_per_cpu: u32) -> Result<()> {
+        let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        for cpu in 0..nr_cpus {
+            let table = MapHandle::create(
+                MapType::LruHash,
+                Some(format!("lb_conn{cpu}")),
+                std::mem::size_of::<types::lb_flow>() as u32,
+                std::mem::size_of::<types::lb_conn>() as u32,
+                conns_per_cpu,
+                &opts,
+            )
+            .map_err(bpf(format!("create the connection table of CPU {cpu}")))?;
+            let inner_fd = table.as_fd().as_raw_fd() as u32;
+            self.conns
+                .update(&cpu.to_ne_bytes(), &inner_fd.to_ne_bytes(), MapFlags::ANY)
+                .map_err(bpf(format!("install the connection table of CPU {cpu}")))?;
+            self.conn_tables.push(table);
+        }
+        Ok(())
+    }
+}
+
 impl Program {
     /// Opens the object, writes the constants and map sizes, loads it, and fills the
     /// connection-table array with one fresh LRU table per CPU.
@@ -126,80 +230,12 @@ impl Program {
     pub fn load_for(cfg: &AttachConfig, tx_redirect: bool) -> Result<Program> {
         check_cfg(cfg)?;
         let nr_cpus = libbpf_rs::num_possible_cpus().map_err(bpf("count possible CPUs"))? as u32;
-        let m = cfg.modes;
         let mut storage = MaybeUninit::uninit();
         let mut open = LbSkelBuilder::default()
             .open(&mut storage)
             .map_err(bpf("open lb object"))?;
-        let ro = &mut open.maps.rodata_data;
-        ro.cfg_ring_size = cfg.ring_size;
-        ro.cfg_max_services = cfg.max_services;
-        ro.cfg_max_reals = cfg.max_reals;
-        ro.cfg_nr_cpus = nr_cpus;
-        ro.cfg_new_conns_per_sec = cfg.new_conns_per_sec_per_cpu;
-        ro.cfg_half_open_s = cfg.half_open_timeout_s;
-        ro.cfg_modes =
-            (m.dr as u8) | (m.tunnel as u8) << 1 | (m.nat as u8) << 2 | (m.full_nat as u8) << 3;
-        ro.cfg_v4 = m.v4 as u8;
-        ro.cfg_tx_redirect = tx_redirect as u8;
-        ro.cfg_v6 = m.v6 as u8;
-        if let Some((a, len)) = cfg.tunnel_src_v4 {
-            ro.cfg_tun_src_v4 = a.octets();
-            ro.cfg_tun_src_v4_len = len;
-        }
-        if let Some((a, len)) = cfg.tunnel_src_v6 {
-            ro.cfg_tun_src_v6 = a.octets();
-            // A /0 prefix still means "derive from the hash": the length only says
-            // whether a prefix is configured.
-            ro.cfg_tun_src_v6_len = len.max(1);
-        }
-        let services = cfg.max_services;
-        let sizes: [(&str, u32); 13] = [
-            // Service entries plus one address-only entry per VIP (echo).
-            ("services", services * 2),
-            ("lookup", services * cfg.ring_size),
-            ("reals", cfg.max_reals),
-            ("laddrs", services * MAX_LADDRS),
-            ("conns", nr_cpus),
-            // A forward entry per connection and a reply entry per NAT connection.
-            (
-                "rev",
-                cfg.conns_per_cpu.saturating_mul(nr_cpus).saturating_mul(2),
-            ),
-            // Half-open connections: as many as one CPU's table holds, per CPU (a forward
-            // and, for NAT, a reply entry each).
-            ("half_open", cfg.conns_per_cpu.saturating_mul(nr_cpus)),
-            ("rr_cursor", services),
-            ("nh_cache", cfg.max_reals),
-            ("svc_stats", services),
-            ("real_stats", cfg.max_reals),
-            ("port_cursor", 1),
-            // Fragmented datagrams in flight (each CPU has its own LRU list of them): 1,024
-            // per CPU, at least LB_MAX_FRAGS.
-            ("frags", nr_cpus.saturating_mul(1024).max(MAX_FRAGS)),
-        ];
-        {
-            let om = &mut open.maps;
-            for (name, n) in sizes {
-                let map = match name {
-                    "services" => &mut om.services,
-                    "lookup" => &mut om.lookup,
-                    "reals" => &mut om.reals,
-                    "laddrs" => &mut om.laddrs,
-                    "conns" => &mut om.conns,
-                    "rev" => &mut om.rev,
-                    "half_open" => &mut om.half_open,
-                    "rr_cursor" => &mut om.rr_cursor,
-                    "nh_cache" => &mut om.nh_cache,
-                    "svc_stats" => &mut om.svc_stats,
-                    "real_stats" => &mut om.real_stats,
-                    "frags" => &mut om.frags,
-                    _ => &mut om.port_cursor,
-                };
-                map.set_max_entries(n)
-                    .map_err(bpf(format!("size map {name}")))?;
-            }
-        }
+        set_constants(open.maps.rodata_data, cfg, nr_cpus, tx_redirect);
+        size_maps(&mut open.maps, cfg, nr_cpus)?;
         let skel = open.load().map_err(bpf("load lb program (verifier)"))?;
         let fd = skel
             .progs
@@ -225,26 +261,7 @@ impl Program {
             if_macs: handle(&s.if_macs, "if_macs")?,
             conn_tables: Vec::new(),
         };
-        let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
-            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
-            ..Default::default()
-        };
-        for cpu in 0..nr_cpus {
-            let table = MapHandle::create(
-                MapType::LruHash,
-                Some(format!("lb_conn{cpu}")),
-                std::mem::size_of::<types::lb_flow>() as u32,
-                std::mem::size_of::<types::lb_conn>() as u32,
-                cfg.conns_per_cpu,
-                &opts,
-            )
-            .map_err(bpf(format!("create the connection table of CPU {cpu}")))?;
-            let inner_fd = table.as_fd().as_raw_fd() as u32;
-            maps.conns
-                .update(&cpu.to_ne_bytes(), &inner_fd.to_ne_bytes(), MapFlags::ANY)
-                .map_err(bpf(format!("install the connection table of CPU {cpu}")))?;
-            maps.conn_tables.push(table);
-        }
+        maps.create_conn_tables(nr_cpus, cfg.conns_per_cpu)?;
         Ok(Program {
             fd,
             maps,
