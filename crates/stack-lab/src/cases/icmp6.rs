@@ -148,28 +148,56 @@ struct Nd {
     msg: Vec<u8>,
 }
 
+/// Neighbour discovery: one message of the thirty kinds below, from an on-link or link-local
+/// neighbour of the case.
 pub(super) fn ndp(c: &mut Case, r: &mut Rng) {
-    let me = craft::onlink_ip6(c.index);
-    let ll = craft::link_local6(c.index);
-    let sn = craft::solicited_node(DUT_IP6);
-    let sn_mac = craft::multicast_mac6(sn);
-    let all_mac = craft::multicast_mac6(ALL_NODES6);
-    let slla = craft::nd_lladdr(1, PEER_MAC);
-    let tlla = |mac| craft::nd_lladdr(2, mac);
-    let other = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3];
-    let nonce = [14u8, 1, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66];
-    let nd = |eth_dst, src: [u8; 16], dst: [u8; 16], msg: Vec<u8>| Nd {
+    let edge = r.below(30);
+    let (mut x, name) = match edge {
+        0..=9 => solicitation(c, edge),
+        10..=19 => unusual_solicitation(c, edge),
+        20..=25 => advertisement(c, edge),
+        _ => router_message(c, edge),
+    };
+    // Replies go to the solicitation's source (or all nodes); a DAD probe's answer is
+    // recognized by its type.
+    c.peer6 = Some(x.h.src).filter(|s| *s != [0; 16]).or(c.peer6);
+    if edge == 0 && r.one_in(4) {
+        // The same solicitation behind an atomic fragment header: never taken (RFC 6980).
+        let m = std::mem::take(&mut x.msg);
+        x.msg = ext::fragment(PROTO_ICMPV6, 0, false, 0x77);
+        x.msg.extend_from_slice(&m);
+        x.h.next_header = 44;
+        c.what = format!("{name}, in an atomic fragment");
+    } else {
+        c.what = name.to_string();
+    }
+    let mut f = craft::eth(x.eth_dst, x.eth_src, craft::ETH_IPV6, &x.h.packet(&x.msg));
+    craft::pad_to_minimum(&mut f);
+    c.script = Script::Frames(vec![f]);
+}
+
+/// A neighbour discovery message from our peer's MAC, `src` to `dst`, with hop limit 255.
+fn nd(eth_dst: [u8; 6], src: [u8; 16], dst: [u8; 16], msg: Vec<u8>) -> Nd {
+    let mut h = Ip6::new(src, dst, PROTO_ICMPV6);
+    h.hop_limit = 255;
+    Nd {
         eth_dst,
         eth_src: PEER_MAC,
-        h: {
-            let mut h = Ip6::new(src, dst, PROTO_ICMPV6);
-            h.hop_limit = 255;
-            h
-        },
+        h,
         msg,
-    };
-    let edge = r.below(30);
-    let (mut x, name): (Nd, &str) = match edge {
+    }
+}
+
+/// Neighbour solicitations for our address (RFC 4861 7.1.1): multicast or unicast, with
+/// or without a source lladdr, DAD probes (RFC 4862 5.4), and an invalid hop limit or code
+/// (`edge` below 10).
+fn solicitation(c: &Case, edge: usize) -> (Nd, &'static str) {
+    let me = craft::onlink_ip6(c.index);
+    let sn = craft::solicited_node(DUT_IP6);
+    let sn_mac = craft::multicast_mac6(sn);
+    let slla = craft::nd_lladdr(1, PEER_MAC);
+    let nonce = [14u8, 1, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66];
+    match edge {
         0 => (
             nd(sn_mac, me, sn, craft::ns(DUT_IP6, &slla, me, sn)),
             "NS for our address to its solicited-node group, with source lladdr",
@@ -212,7 +240,7 @@ pub(super) fn ndp(c: &mut Case, r: &mut Rng) {
             n.h.hop_limit = 254;
             (n, "NS for our address with hop limit 254")
         }
-        9 => {
+        _ => {
             let mut m = craft::ns(DUT_IP6, &slla, me, sn);
             m[1] = 1;
             m[2..4].copy_from_slice(&[0, 0]);
@@ -220,6 +248,21 @@ pub(super) fn ndp(c: &mut Case, r: &mut Rng) {
             m[2..4].copy_from_slice(&sum.to_be_bytes());
             (nd(sn_mac, me, sn, m), "NS for our address with code 1")
         }
+    }
+}
+
+/// Unusual neighbour solicitations: for another target or sent to another group, with
+/// broken or unknown options, or from a link-local, off-link or other station's source
+/// (`edge` 10 to 19).
+fn unusual_solicitation(c: &Case, edge: usize) -> (Nd, &'static str) {
+    let me = craft::onlink_ip6(c.index);
+    let ll = craft::link_local6(c.index);
+    let sn = craft::solicited_node(DUT_IP6);
+    let sn_mac = craft::multicast_mac6(sn);
+    let all_mac = craft::multicast_mac6(ALL_NODES6);
+    let slla = craft::nd_lladdr(1, PEER_MAC);
+    let other = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3];
+    match edge {
         10 => {
             let g = craft::solicited_node(other);
             (
@@ -290,7 +333,7 @@ pub(super) fn ndp(c: &mut Case, r: &mut Rng) {
                 "NS for our address from an off-link address",
             )
         }
-        19 => {
+        _ => {
             let mac = station_mac(c);
             let mut n = nd(
                 sn_mac,
@@ -304,6 +347,16 @@ pub(super) fn ndp(c: &mut Case, r: &mut Rng) {
                 "NS for our address from another station's MAC (source lladdr that MAC)",
             )
         }
+    }
+}
+
+/// Neighbour advertisements (RFC 4861 7.1.2): unsolicited and solicited, for a neighbour
+/// or for our own address, and the invalid ones (`edge` 20 to 25).
+fn advertisement(c: &Case, edge: usize) -> (Nd, &'static str) {
+    let me = craft::onlink_ip6(c.index);
+    let all_mac = craft::multicast_mac6(ALL_NODES6);
+    let tlla = |mac| craft::nd_lladdr(2, mac);
+    match edge {
         20 => (
             nd(
                 all_mac,
@@ -355,7 +408,7 @@ pub(super) fn ndp(c: &mut Case, r: &mut Rng) {
             ),
             "solicited NA to us with our address as target",
         ),
-        25 => {
+        _ => {
             let mut n = nd(
                 all_mac,
                 me,
@@ -365,6 +418,17 @@ pub(super) fn ndp(c: &mut Case, r: &mut Rng) {
             n.h.hop_limit = 64;
             (n, "NA with hop limit 64 (invalid)")
         }
+    }
+}
+
+/// Router solicitation and advertisements, and a redirect (RFC 4861 6 and 8), none of which
+/// may change our first hop (`edge` from 26).
+fn router_message(c: &Case, edge: usize) -> (Nd, &'static str) {
+    let me = craft::onlink_ip6(c.index);
+    let ll = craft::link_local6(c.index);
+    let all_mac = craft::multicast_mac6(ALL_NODES6);
+    let slla = craft::nd_lladdr(1, PEER_MAC);
+    match edge {
         26 => {
             let routers = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
             (
@@ -417,21 +481,5 @@ pub(super) fn ndp(c: &mut Case, r: &mut Rng) {
                 "redirect from a link-local router that is not our first hop",
             )
         }
-    };
-    // Replies go to the solicitation's source (or all nodes); a DAD probe's answer is
-    // recognized by its type.
-    c.peer6 = Some(x.h.src).filter(|s| *s != [0; 16]).or(c.peer6);
-    if edge == 0 && r.one_in(4) {
-        // The same solicitation behind an atomic fragment header: never taken (RFC 6980).
-        let m = std::mem::take(&mut x.msg);
-        x.msg = ext::fragment(PROTO_ICMPV6, 0, false, 0x77);
-        x.msg.extend_from_slice(&m);
-        x.h.next_header = 44;
-        c.what = format!("{name}, in an atomic fragment");
-    } else {
-        c.what = name.to_string();
     }
-    let mut f = craft::eth(x.eth_dst, x.eth_src, craft::ETH_IPV6, &x.h.packet(&x.msg));
-    craft::pad_to_minimum(&mut f);
-    c.script = Script::Frames(vec![f]);
 }
