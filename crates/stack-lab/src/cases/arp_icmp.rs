@@ -10,6 +10,20 @@ fn station_mac(c: &Case) -> [u8; 6] {
     [0x02, 0x5a, i[0], i[1], i[2], i[3]]
 }
 
+/// An ARP frame to send: (Ethernet destination, operation, sender MAC, sender address,
+/// target MAC, target address, the case's name).
+type Arp = (
+    [u8; 6],
+    u16,
+    [u8; 6],
+    [u8; 4],
+    [u8; 6],
+    [u8; 4],
+    &'static str,
+);
+
+/// ARP: one message of the kinds below, from the peer or another station of its link, then
+/// perhaps with a bad hardware length or type, cut short, or from another Ethernet source.
 pub(super) fn arp(c: &mut Case, r: &mut Rng) {
     let sha = if r.one_in(2) {
         PEER_MAC
@@ -17,18 +31,53 @@ pub(super) fn arp(c: &mut Case, r: &mut Rng) {
         station_mac(c)
     };
     let me = c.peer_ip;
+    let mut variants = well_formed(sha, me);
+    variants.extend(malformed(sha, me));
+    let (dst, op, sha, spa, tha, tpa, name) = r.pick(&variants);
+    c.peer_ip = if spa == [0; 4] || spa == DUT_IP {
+        c.peer_ip
+    } else {
+        spa
+    };
+    let mut a = craft::arp(op, sha, spa, tha, tpa);
+    let mut what = name.to_string();
+    match r.below(8) {
+        0 => {
+            a[4] = 8;
+            what.push_str(", hardware length 8");
+        }
+        1 => {
+            a[0..2].copy_from_slice(&6u16.to_be_bytes());
+            what.push_str(", hardware type 6");
+        }
+        2 => {
+            a.truncate(20);
+            what.push_str(", truncated to 20 bytes");
+        }
+        _ => {}
+    }
+    let src = if r.one_in(4) {
+        station_mac(c)
+    } else {
+        PEER_MAC
+    };
+    if src != sha {
+        what.push_str(", Ethernet source differs from the sender MAC");
+    }
+    let mut f = craft::eth(dst, src, craft::ETH_ARP, &a);
+    if r.one_in(2) {
+        craft::pad_to_minimum(&mut f);
+    }
+    c.what = what;
+    c.script = Script::Frames(vec![f]);
+}
+
+/// Well-formed messages a neighbour `me` (MAC `sha`) may send: requests for our address,
+/// probes and announcements (RFC 5227, ours a conflict), gratuitous ARP, unsolicited
+/// replies, requests for other addresses.
+fn well_formed(sha: [u8; 6], me: [u8; 4]) -> Vec<Arp> {
     let bcast = [0xff; 6];
-    // (eth dst, op, sha, spa, tha, tpa, name)
-    type Arp = (
-        [u8; 6],
-        u16,
-        [u8; 6],
-        [u8; 4],
-        [u8; 6],
-        [u8; 4],
-        &'static str,
-    );
-    let variants: Vec<Arp> = vec![
+    vec![
         (
             bcast,
             1,
@@ -121,6 +170,14 @@ pub(super) fn arp(c: &mut Case, r: &mut Rng) {
             [198, 19, 255, 255],
             "request for the subnet broadcast",
         ),
+    ]
+}
+
+/// Messages Linux must refuse or ignore: a multicast or zero sender MAC, an operation
+/// neither request nor reply, a multicast or loopback sender address.
+fn malformed(sha: [u8; 6], me: [u8; 4]) -> Vec<Arp> {
+    let bcast = [0xff; 6];
+    vec![
         (
             bcast,
             1,
@@ -167,44 +224,7 @@ pub(super) fn arp(c: &mut Case, r: &mut Rng) {
             DUT_IP,
             "request from 127.0.0.1",
         ),
-    ];
-    let (dst, op, sha, spa, tha, tpa, name) = r.pick(&variants);
-    c.peer_ip = if spa == [0; 4] || spa == DUT_IP {
-        c.peer_ip
-    } else {
-        spa
-    };
-    let mut a = craft::arp(op, sha, spa, tha, tpa);
-    let mut what = name.to_string();
-    match r.below(8) {
-        0 => {
-            a[4] = 8;
-            what.push_str(", hardware length 8");
-        }
-        1 => {
-            a[0..2].copy_from_slice(&6u16.to_be_bytes());
-            what.push_str(", hardware type 6");
-        }
-        2 => {
-            a.truncate(20);
-            what.push_str(", truncated to 20 bytes");
-        }
-        _ => {}
-    }
-    let src = if r.one_in(4) {
-        station_mac(c)
-    } else {
-        PEER_MAC
-    };
-    if src != sha {
-        what.push_str(", Ethernet source differs from the sender MAC");
-    }
-    let mut f = craft::eth(dst, src, craft::ETH_ARP, &a);
-    if r.one_in(2) {
-        craft::pad_to_minimum(&mut f);
-    }
-    c.what = what;
-    c.script = Script::Frames(vec![f]);
+    ]
 }
 
 pub(super) fn icmp(c: &mut Case, r: &mut Rng) {
