@@ -217,11 +217,14 @@ const UNKNOWN_OPTIONS: [(u8, &str); 4] = [
     (0xde, "11 (discard, parameter problem unless multicast)"),
 ];
 
+/// Next-header values of the extension headers: hop-by-hop options, routing, destination
+/// options.
+const HBH: u8 = 0;
+const ROUTING: u8 = 43;
+const DST: u8 = 60;
+
 /// Extension header chains in front of a SYN or an echo (or an echo to all nodes).
 pub(super) fn extensions(c: &mut Case, r: &mut Rng) {
-    const HBH: u8 = 0;
-    const ROUTING: u8 = 43;
-    const DST: u8 = 60;
     // Routing headers (13) are drawn five times as often as the other edges: they have the
     // most variants.
     let edge = match r.below(28) {
@@ -244,7 +247,36 @@ pub(super) fn extensions(c: &mut Case, r: &mut Rng) {
     let rt_type = r.pick(&[0u8, 2, 3, 4, 253]);
     let segs = u8::from(r.one_in(2));
     // (first next header, the headers' bytes in order, a name)
-    let (first, headers, name): (u8, Vec<Vec<u8>>, String) = match edge {
+    let (first, headers, name) = match edge {
+        0..=12 => options_header(r, edge, proto, unknown, action),
+        13 => {
+            let addrs: Vec<[u8; 16]> = if rt_type == 2 || segs == 1 {
+                vec![hop]
+            } else {
+                vec![hop, DUT_IP6]
+            };
+            (
+                ROUTING,
+                vec![ext::routing(proto, rt_type, segs, &addrs)],
+                format!("routing header type {rt_type}, segments left {segs}"),
+            )
+        }
+        _ => unusual_headers(edge, proto, hop),
+    };
+    let mut payload: Vec<u8> = headers.concat();
+    payload.extend_from_slice(&l4);
+    c.what = format!("{what}, {name}");
+    let f = ipv6_frame(&Ip6::new(src(c), dst, first), &payload);
+    c.script = Script::Frames(vec![f]);
+}
+
+/// Extension headers to send: (the first next header, the headers' bytes in order, a name).
+type Headers = (u8, Vec<Vec<u8>>, String);
+
+/// One hop-by-hop or destination options header before the upper-layer `proto`: padding,
+/// each unknown option's action, and (`edge` 12) a drawn one, `unknown` with its `action`.
+fn options_header(r: &mut Rng, edge: usize, proto: u8, unknown: u8, action: &str) -> Headers {
+    match edge {
         0 => (
             HBH,
             vec![ext::options(proto, &[])],
@@ -281,7 +313,7 @@ pub(super) fn extensions(c: &mut Case, r: &mut Rng) {
                 format!("hop-by-hop, unknown option {t:#04x}, action {a}"),
             )
         }
-        12 => {
+        _ => {
             let first = r.pick(&[HBH, DST]);
             (
                 first,
@@ -296,18 +328,14 @@ pub(super) fn extensions(c: &mut Case, r: &mut Rng) {
                 ),
             )
         }
-        13 => {
-            let addrs: Vec<[u8; 16]> = if rt_type == 2 || segs == 1 {
-                vec![hop]
-            } else {
-                vec![hop, DUT_IP6]
-            };
-            (
-                ROUTING,
-                vec![ext::routing(proto, rt_type, segs, &addrs)],
-                format!("routing header type {rt_type}, segments left {segs}"),
-            )
-        }
+    }
+}
+
+/// Headers out of the usual order or repeated, a chain of every kind, an unknown or no
+/// next header, options that are malformed or many, and the MLD router alert (`edge` from
+/// 14), before the upper-layer `proto`; `hop` is a routing header's address.
+fn unusual_headers(edge: usize, proto: u8, hop: [u8; 16]) -> Headers {
+    match edge {
         14 => (
             DST,
             vec![ext::options(HBH, &[]), ext::options(proto, &[])],
@@ -371,12 +399,7 @@ pub(super) fn extensions(c: &mut Case, r: &mut Rng) {
             vec![ext::options(proto, &[5, 2, 0, 0])],
             "hop-by-hop with router alert (MLD)".into(),
         ),
-    };
-    let mut payload: Vec<u8> = headers.concat();
-    payload.extend_from_slice(&l4);
-    c.what = format!("{what}, {name}");
-    let f = ipv6_frame(&Ip6::new(src(c), dst, first), &payload);
-    c.script = Script::Frames(vec![f]);
+    }
 }
 
 /// A SYN (40 bytes of TCP) or an echo (56 bytes of ICMPv6) behind fragment headers.
