@@ -79,13 +79,6 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    pub(crate) fn os(what: impl Into<String>) -> Error {
-        Error::Os {
-            what: what.into(),
-            err: std::io::Error::last_os_error(),
-        }
-    }
-
     pub(crate) fn bpf(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> Error {
         let what = what.into();
         move |err| Error::Bpf { what, err }

@@ -17,9 +17,16 @@ pub struct Mapping {
 unsafe impl Send for Mapping {}
 
 impl Mapping {
-    /// A private anonymous read-write mapping of `len` bytes, zero-filled.
-    pub fn anonymous(len: usize) -> io::Result<Mapping> {
-        Self::map(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+    /// A private anonymous read-write mapping of `len` bytes, zero-filled. `populate` faults
+    /// the pages in now, so the first packets do not take the page faults.
+    pub fn anonymous(len: usize, populate: bool) -> io::Result<Mapping> {
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        Self::map(
+            len,
+            flags | if populate { libc::MAP_POPULATE } else { 0 },
+            -1,
+            0,
+        )
     }
 
     /// A shared read-write mapping of `len` bytes of `fd` at `offset` (an AF_XDP socket's
@@ -86,7 +93,7 @@ mod tests {
 
     #[test]
     fn an_anonymous_mapping_is_zeroed_and_page_aligned() {
-        let m = Mapping::anonymous(8192).unwrap();
+        let m = Mapping::anonymous(8192, false).unwrap();
         assert_eq!(m.as_ptr() as usize % 4096, 0);
         // SAFETY: 8192 bytes were just mapped read-write.
         let bytes = unsafe { std::slice::from_raw_parts(m.as_ptr(), m.len()) };

@@ -14,9 +14,9 @@
 use std::os::fd::RawFd;
 
 use super::config::BusyPoll;
-use super::sockopt::{getsockopt, setsockopt};
 use super::XskSocket;
 use crate::{Error, Result};
+use wirespeed_sys::socket::{int_option, set_int_option};
 
 /// Sets the busy-poll options; returns the names of those the kernel refused (an error instead
 /// when `bp.required`).
@@ -32,7 +32,7 @@ pub(super) fn set_options(fd: RawFd, bp: &BusyPoll) -> Result<Vec<&'static str>>
         ),
     ];
     for (name, opt, value) in opts {
-        if let Err(source) = setsockopt(fd, libc::SOL_SOCKET, opt, &value) {
+        if let Err(source) = set_int_option(&fd, libc::SOL_SOCKET, opt, value) {
             if bp.required {
                 return Err(Error::Os {
                     what: format!("set {name}"),
@@ -47,13 +47,7 @@ pub(super) fn set_options(fd: RawFd, bp: &BusyPoll) -> Result<Vec<&'static str>>
 
 /// The socket's NAPI ID (`SO_INCOMING_NAPI_ID`), 0 when it has none.
 pub(super) fn napi_id(fd: RawFd) -> u32 {
-    getsockopt(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_INCOMING_NAPI_ID,
-        0 as libc::c_uint,
-    )
-    .unwrap_or(0)
+    int_option(&fd, libc::SOL_SOCKET, libc::SO_INCOMING_NAPI_ID).map_or(0, |id| id as u32)
 }
 
 /// Why busy polling a socket just bound (`zero_copy`, with NAPI ID `napi_id`) on kernel

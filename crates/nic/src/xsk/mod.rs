@@ -19,20 +19,19 @@
 //! only then, or on every empty rx poll when busy polling is on (the syscall is what runs the
 //! driver's NAPI then).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr::NonNull;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 mod busy_poll;
 mod chain;
 mod config;
 mod offload;
-mod sockopt;
 
 pub use config::{BindMode, BusyPoll, XskConfig};
 
 use chain::{MultiBuffer, RxGather, RxLayout, TxRuns};
 use offload::TxChecksum;
-use sockopt::{getsockopt, setsockopt};
+use wirespeed_sys::mmap::Mapping;
+use wirespeed_sys::xsk;
 
 use crate::iface;
 use crate::ring::{Consumer, Producer, RawRing};
@@ -60,102 +59,24 @@ fn no_kernel_stats() -> KernelStats {
     }
 }
 
-fn no_mmap_offsets() -> libc::xdp_mmap_offsets {
-    let ring = libc::xdp_ring_offset {
-        producer: 0,
-        consumer: 0,
-        desc: 0,
-        flags: 0,
-    };
-    libc::xdp_mmap_offsets {
-        rx: ring,
-        tx: ring,
-        fr: ring,
-        cr: ring,
+/// Pointer `off` bytes into mapping `m`; the offsets come from the kernel and are checked.
+fn at(m: &Mapping, off: u64, need: usize) -> Result<*mut u8> {
+    let off = usize::try_from(off).map_err(|_| Error::Config("ring offset".into()))?;
+    if !matches!(off.checked_add(need), Some(end) if end <= m.len()) {
+        return Err(Error::Config(format!(
+            "ring offset {off}+{need} beyond mapping of {}",
+            m.len()
+        )));
     }
-}
-
-/// An anonymous mapping, unmapped on drop.
-#[derive(Debug)]
-struct Mapping {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-impl Mapping {
-    fn anonymous(len: usize) -> Result<Mapping> {
-        // SAFETY: a fresh private anonymous mapping aliases nothing.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        Mapping::checked(p, len, "mmap UMEM")
-    }
-
-    fn ring(fd: RawFd, len: usize, pgoff: libc::off_t, what: &str) -> Result<Mapping> {
-        // SAFETY: mapping a ring of the socket at the offset the ABI assigns to it.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
-                pgoff,
-            )
-        };
-        Mapping::checked(p, len, what)
-    }
-
-    fn checked(p: *mut libc::c_void, len: usize, what: &str) -> Result<Mapping> {
-        if p == libc::MAP_FAILED {
-            return Err(Error::os(what));
-        }
-        Ok(Mapping {
-            ptr: NonNull::new(p as *mut u8)
-                .ok_or_else(|| Error::Config(format!("{what}: null")))?,
-            len,
-        })
-    }
-
-    /// Pointer `off` bytes into the mapping; the offsets come from the kernel and are checked.
-    fn at(&self, off: u64, need: usize) -> Result<*mut u8> {
-        let off = usize::try_from(off).map_err(|_| Error::Config("ring offset".into()))?;
-        if !matches!(off.checked_add(need), Some(end) if end <= self.len) {
-            return Err(Error::Config(format!(
-                "ring offset {off}+{need} beyond mapping of {}",
-                self.len
-            )));
-        }
-        // SAFETY: in bounds, checked just above.
-        Ok(unsafe { self.ptr.as_ptr().add(off) })
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: we own the mapping; nothing derived from it outlives the socket that owns it.
-        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
-    }
+    // SAFETY: in bounds, checked just above.
+    Ok(unsafe { m.as_ptr().add(off) })
 }
 
 /// A fresh AF_XDP socket.
 fn xdp_socket() -> Result<OwnedFd> {
-    // SAFETY: plain socket(2); the result is checked and owned at once.
-    let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(Error::os(
-            "socket(AF_XDP) (needs root/CAP_NET_RAW and a kernel with AF_XDP)",
-        ));
-    }
-    // SAFETY: raw is a fresh fd that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+    wirespeed_sys::xsk::socket().map_err(os(
+        "socket(AF_XDP) (needs root/CAP_NET_RAW and a kernel with AF_XDP)",
+    ))
 }
 
 /// The error of a failed socket option call: `what` was being done.
@@ -178,21 +99,13 @@ struct Rings {
 impl Rings {
     /// Sizes socket `fd`'s rings as `cfg` asks and maps them.
     fn map(fd: RawFd, cfg: &XskConfig) -> Result<Rings> {
-        setsockopt(fd, libc::SOL_XDP, libc::XDP_UMEM_FILL_RING, &cfg.rx_frames)
-            .map_err(os("size fill ring"))?;
-        setsockopt(
-            fd,
-            libc::SOL_XDP,
-            libc::XDP_UMEM_COMPLETION_RING,
-            &cfg.tx_frames,
-        )
-        .map_err(os("size completion ring"))?;
-        setsockopt(fd, libc::SOL_XDP, libc::XDP_RX_RING, &cfg.rx_frames)
-            .map_err(os("size rx ring"))?;
-        setsockopt(fd, libc::SOL_XDP, libc::XDP_TX_RING, &cfg.tx_frames)
-            .map_err(os("size tx ring"))?;
-        let off = getsockopt(fd, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, no_mmap_offsets())
-            .map_err(os("read ring offsets"))?;
+        let size = xsk::set_ring_size;
+        size(&fd, libc::XDP_UMEM_FILL_RING, cfg.rx_frames).map_err(os("size fill ring"))?;
+        size(&fd, libc::XDP_UMEM_COMPLETION_RING, cfg.tx_frames)
+            .map_err(os("size completion ring"))?;
+        size(&fd, libc::XDP_RX_RING, cfg.rx_frames).map_err(os("size rx ring"))?;
+        size(&fd, libc::XDP_TX_RING, cfg.tx_frames).map_err(os("size tx ring"))?;
+        let off = xsk::mmap_offsets(&fd).map_err(os("read ring offsets"))?;
 
         let u64s = std::mem::size_of::<u64>();
         let descs = std::mem::size_of::<libc::xdp_desc>();
@@ -260,12 +173,12 @@ fn map_ring(
     what: &str,
 ) -> Result<(Mapping, RawRing)> {
     let len = o.desc as usize + size as usize * elem;
-    let m = Mapping::ring(fd, len, pgoff, what)?;
+    let m = Mapping::shared(&fd, len, pgoff as u64, true).map_err(os(what))?;
     let raw = RawRing {
-        producer: m.at(o.producer, 4)? as *const _,
-        consumer: m.at(o.consumer, 4)? as *const _,
-        flags: m.at(o.flags, 4)? as *const _,
-        descs: m.at(o.desc, size as usize * elem)?,
+        producer: at(&m, o.producer, 4)? as *const _,
+        consumer: at(&m, o.consumer, 4)? as *const _,
+        flags: at(&m, o.flags, 4)? as *const _,
+        descs: at(&m, o.desc, size as usize * elem)?,
         size,
     };
     Ok((m, raw))
@@ -290,25 +203,9 @@ fn bind_flags(zero_copy: bool, need_wakeup: bool, multi_buffer: bool) -> u16 {
 
 /// Binds socket `fd` to `ifname` (`index`) queue `queue` with `flags`.
 fn bind(fd: RawFd, ifname: &str, index: u32, queue: u32, flags: u16) -> Result<()> {
-    let sa = libc::sockaddr_xdp {
-        sxdp_family: libc::AF_XDP as u16,
-        sxdp_flags: flags,
-        sxdp_ifindex: index,
-        sxdp_queue_id: queue,
-        sxdp_shared_umem_fd: 0,
-    };
-    // SAFETY: sa is a valid sockaddr_xdp and its size is passed with it.
-    let rc = unsafe {
-        libc::bind(
-            fd,
-            &sa as *const libc::sockaddr_xdp as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
+    let Err(source) = xsk::bind(&fd, index, queue, flags) else {
         return Ok(());
-    }
-    let source = std::io::Error::last_os_error();
+    };
     let zero_copy = flags & libc::XDP_ZEROCOPY != 0;
     // EOPNOTSUPP is the driver saying it has no zero-copy; EINVAL also comes from a
     // queue that does not exist, so it is not taken as "unsupported".
@@ -456,12 +353,13 @@ impl XskSocket {
         let fdr = fd.as_raw_fd();
 
         let frames = (cfg.rx_frames + cfg.tx_frames) as usize;
-        let umem = Mapping::anonymous(frames * cfg.frame_size as usize)?;
+        let umem =
+            Mapping::anonymous(frames * cfg.frame_size as usize, true).map_err(os("mmap UMEM"))?;
         let rx_layout = RxLayout::new(cfg.frame_size, cfg.chunks_per_frame().is_some(), zero_copy);
         let tx_checksum = offload::register_umem(
             fdr,
-            umem.ptr.as_ptr() as u64,
-            umem.len as u64,
+            umem.as_ptr() as u64,
+            umem.len() as u64,
             cfg.frame_size,
             cfg.tx_checksum_offload,
             zero_copy,
@@ -506,14 +404,8 @@ impl XskSocket {
         });
         let flags = bind_flags(zero_copy, cfg.need_wakeup, multi.is_some());
         bind(fdr, ifname, index, queue, flags)?;
-        let opts = getsockopt(
-            fdr,
-            libc::SOL_XDP,
-            libc::XDP_OPTIONS,
-            libc::xdp_options { flags: 0 },
-        );
-        let zero_copy = opts
-            .map(|o| o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
+        let zero_copy = xsk::options(&fdr)
+            .map(|flags| flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
             .unwrap_or(zero_copy);
         let busy_poll_impossible = cfg.busy_poll.and_then(|_| {
             busy_poll::impossible(
@@ -576,13 +468,8 @@ impl XskSocket {
     /// The socket's busy-poll time as the kernel holds it (`SO_BUSY_POLL`), in microseconds;
     /// 0 when off.
     pub fn busy_poll_us(&self) -> u32 {
-        getsockopt(
-            self.fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_BUSY_POLL,
-            0 as libc::c_int,
-        )
-        .map_or(0, |v| v.max(0) as u32)
+        wirespeed_sys::socket::int_option(&self.fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL)
+            .map_or(0, |v| v.max(0) as u32)
     }
 
     pub fn ifname(&self) -> &str {
@@ -596,36 +483,15 @@ impl XskSocket {
     /// Sleeps until a frame waits in the rx ring or `timeout` passes; true when one waits.
     /// For a shard that has been idle for a while and wants to stop spinning.
     pub fn wait_readable(&self, timeout: std::time::Duration) -> Result<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-        // SAFETY: one valid pollfd.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                return Ok(false);
-            }
-            return Err(Error::Os {
-                what: "poll AF_XDP socket".into(),
-                err: e,
-            });
-        }
-        Ok(rc > 0 && pfd.revents & libc::POLLIN != 0)
+        xsk::wait_readable(&self.fd, timeout).map_err(|err| Error::Os {
+            what: "poll AF_XDP socket".into(),
+            err,
+        })
     }
 
     /// The kernel's drop counters for this socket (a syscall: for reports, not per burst).
     pub fn kernel_stats(&self) -> Result<KernelStats> {
-        getsockopt(
-            self.fd.as_raw_fd(),
-            libc::SOL_XDP,
-            libc::XDP_STATISTICS,
-            no_kernel_stats(),
-        )
-        .map_err(|source| Error::Os {
+        xsk::statistics(&self.fd).map_err(|source| Error::Os {
             what: "read XDP_STATISTICS".into(),
             err: source,
         })
@@ -634,14 +500,14 @@ impl XskSocket {
     /// `len` bytes of transmit buffer at UMEM address `addr`.
     fn umem_mut(&mut self, addr: u64, len: usize) -> &mut [u8] {
         debug_assert!(
-            matches!((addr as usize).checked_add(len), Some(end) if end <= self.umem.len),
+            matches!((addr as usize).checked_add(len), Some(end) if end <= self.umem.len()),
             "transmit buffer beyond the UMEM"
         );
         // SAFETY: in bounds: addr and len come from the socket's own layout (a transmit
         // chunk and its room, or a run and `max_frame`, which `XskConfig::validate` fits); addr is one of our transmit chunks or runs (from
         // the free stack or runs), which the kernel does not read until we publish a tx
         // descriptor for it.
-        unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.as_ptr().add(addr as usize), len) }
+        unsafe { std::slice::from_raw_parts_mut(self.umem.as_ptr().add(addr as usize), len) }
     }
 
     /// The largest frame, received or sent: the kernel keeps `XDP_PACKET_HEADROOM` (256 bytes)
@@ -664,34 +530,16 @@ impl XskSocket {
     /// true when the kernel stopped early with more work left (EAGAIN: in copy mode one
     /// `sendto` sends at most a budget of frames, 32 by default).
     fn wake(&mut self, rx: bool) -> bool {
-        let fd = self.fd.as_raw_fd();
-        // SAFETY: zero-length calls with null buffers; they only kick the kernel.
-        let rc = unsafe {
-            if rx {
-                libc::recvfrom(
-                    fd,
-                    std::ptr::null_mut(),
-                    0,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
-            } else {
-                libc::sendto(
-                    fd,
-                    std::ptr::null(),
-                    0,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null(),
-                    0,
-                )
-            }
+        let kicked = if rx {
+            xsk::kick_rx(&self.fd)
+        } else {
+            xsk::kick_tx(&self.fd)
         };
         self.stats.wakeups += 1;
-        if rc >= 0 {
+        let Err(e) = kicked else {
             return false;
-        }
-        let e = std::io::Error::last_os_error().raw_os_error();
+        };
+        let e = e.raw_os_error();
         if !matches!(
             e,
             Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::ENETDOWN)
@@ -733,13 +581,13 @@ fn rx_frame(umem: &Mapping, addr: u64, len: u32) -> Option<&[u8]> {
     let addr = offload::rx_addr(addr);
     let start = usize::try_from(addr).ok()?;
     let end = start.checked_add(len as usize)?;
-    if end > umem.len {
+    if end > umem.len() {
         return None;
     }
     // SAFETY: in bounds (checked above). The kernel finished writing this chunk before it
     // published the rx descriptor (acquire in the ring), and does not touch it again until we
     // put it back in the fill ring.
-    Some(unsafe { std::slice::from_raw_parts(umem.ptr.as_ptr().add(start), len as usize) })
+    Some(unsafe { std::slice::from_raw_parts(umem.as_ptr().add(start), len as usize) })
 }
 
 impl AsRawFd for XskSocket {

@@ -25,7 +25,6 @@
 
 use std::os::fd::RawFd;
 
-use super::sockopt::setsockopt;
 use super::XskSocket;
 use crate::{Error, Result};
 
@@ -106,8 +105,7 @@ pub(super) fn register_umem(
         },
         tx_metadata_len: 0,
     };
-    let register =
-        |reg: &libc::xdp_umem_reg| setsockopt(fd, libc::SOL_XDP, libc::XDP_UMEM_REG, reg);
+    let register = |reg: &libc::xdp_umem_reg| wirespeed_sys::xsk::register_umem(&fd, reg);
     let os = |err| Error::Os {
         what: "register UMEM".into(),
         err,

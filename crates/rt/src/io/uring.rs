@@ -76,7 +76,7 @@ struct BufRing {
 impl BufRing {
     fn new(entries: u16, buf_size: usize) -> io::Result<BufRing> {
         let ring_len = entries as usize * std::mem::size_of::<types::BufRingEntry>();
-        let mapping = Mapping::anonymous(ring_len)?;
+        let mapping = Mapping::anonymous(ring_len, false)?;
         let mut r = BufRing {
             mapping,
             entries,
