@@ -1,0 +1,6 @@
+//! wirespeed-testkit: the one test kit (frame builder, independent checksum verifier, shared fixtures) that every test uses.
+#![forbid(unsafe_code)]
+
+pub mod csum;
+pub mod frame;
+pub mod wait;
