@@ -6,23 +6,22 @@
 //! Each run is one BPF_PROG_TEST_RUN with `repeat` 1: the program rewrites its frame, and a
 //! second repeat would see its own output. The kernel's clock covers the program alone, plus
 //! a constant for the clock reads, which the `floor` row (a frame to no VIP) shows. The FIB
-//! lookups are real, in a lab namespace the fixtures build (tests/common). Run as root:
+//! lookups are real, in the lab namespace the fixtures use (wirespeed_testkit::lb_lab). Run as root:
 //!   cargo run --release -p wirespeed-lb --example lb_prog_bench -- [runs] [rounds] [--json]
 //! Defaults: 200,000 runs a row a round (SYN rows 30,000), 5 rounds; a row's figure is the
 //! median of its rounds' per-run medians, with the rounds' range.
 
-#[allow(unused_imports)]
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use std::net::SocketAddr;
 
-use common::*;
 use wirespeed_lb::datapath::{AttachConfig, XdpDataPlane, XDP_PASS, XDP_REDIRECT, XDP_TX};
 use wirespeed_lb::model::{
     DataPlane, Mode, Plan, PlannedReal, PlannedService, Proto, Scheduler, ServiceKey,
 };
+use wirespeed_testkit::frame::*;
+use wirespeed_testkit::lb_lab::{ip, lab, pin, Lab, REAL_MACS, ROUTER_MAC};
 
+/// The lookup ring: a small prime, as the fixtures'.
+const RING: u32 = 7;
 const VIP: &str = "198.18.100.1";
 const REAL: &str = "198.18.2.10";
 const LADDR: &str = "198.18.2.1";
@@ -142,9 +141,14 @@ fn clock(
 
 /// One round of one row: a fresh program, its flows established, `runs` runs clocked.
 fn round(lab: &Lab, mode: Option<Mode>, class: Class, runs: u32) -> f64 {
+    // The fixtures' small tables (tests/fixtures/lab.rs), room for every flow, no rate guard.
     let cfg = AttachConfig {
+        ring_size: RING,
+        max_services: 8,
+        max_reals: 16,
         conns_per_cpu: 65_536,
-        ..cfg()
+        new_conns_per_sec_per_cpu: 0,
+        ..AttachConfig::default()
     };
     let mut dp = XdpDataPlane::load(&cfg).expect("load the program");
     let Some(mode) = mode else {

@@ -6,13 +6,13 @@
 //! Needs root (BPF); run under the lab lock:
 //! `flock /tmp/ws-priv.lock cargo test --profile ci -p wirespeed-lb --test decap -- --test-threads=1`
 
-mod common;
-
 use std::net::IpAddr;
 
-use common::*;
 use wirespeed_lb::datapath::XDP_PASS;
 use wirespeed_lb::decap::{Decap, DecapConfig, XdpMode, COUNTERS};
+use wirespeed_testkit::csum::verify_checksums;
+use wirespeed_testkit::frame::*;
+use wirespeed_testkit::lb_lab::ip;
 
 const VIP4: &str = "198.18.100.1";
 const VIP6: &str = "fd00:100::1";

@@ -137,7 +137,10 @@ fn addr_bytes(a: IpAddr) -> Vec<u8> {
 }
 
 fn tcp_bytes(src: IpAddr, dst: IpAddr, t: &Tcp) -> Vec<u8> {
-    assert!(t.options.len().is_multiple_of(4), "TCP options pad to 4 bytes");
+    assert!(
+        t.options.len().is_multiple_of(4),
+        "TCP options pad to 4 bytes"
+    );
     let repr = TcpRepr {
         src_port: t.sport,
         dst_port: t.dport,

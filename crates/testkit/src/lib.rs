@@ -3,4 +3,6 @@
 
 pub mod csum;
 pub mod frame;
+pub mod lb_lab;
+pub mod netns;
 pub mod wait;
