@@ -13,8 +13,6 @@
 //! (fulltable/mod.rs); `vm`: only a bridge of two VM taps, Linux against the bridge module
 //! at XDP and at TC (vm/mod.rs).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
 mod fulltable;
 mod pod;
 mod responses;
@@ -25,9 +23,9 @@ mod vm;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
 use wirespeed_fp::model::BridgeHook;
-use wirespeed_fp_lab::pkt::{self, L4};
+use wirespeed_fp_lab::line::*;
+use wirespeed_testkit::frame::{self as pkt, L4};
 use wirespeed_xdpgen::{Gen, Link};
 
 fn mac(ns: &wirespeed_lab::Netns, ifname: &str) -> [u8; 6] {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io;
 
-use crate::pkt::{self, L4};
+use wirespeed_testkit::frame::{self as pkt, L4};
 
 /// Addresses the generator aims at, by what the DUT should do with them.
 #[derive(Debug, Clone)]
@@ -71,12 +71,8 @@ pub fn generate(t: &Targets, seed: u64, n: usize) -> Vec<Vec<u8>> {
                 dport,
                 payload,
             },
-            1 => L4::Tcp {
-                sport,
-                dport,
-                payload,
-            },
-            _ => L4::Icmp { payload },
+            1 => pkt::tcp_syn(sport, dport, payload),
+            _ => L4::Echo { payload },
         };
         let ttl = *r.pick(&TTLS);
         let class = r.below(10);
@@ -94,12 +90,12 @@ pub fn generate(t: &Targets, seed: u64, n: usize) -> Vec<Vec<u8>> {
                 2 => {
                     // first fragment (MF): flags byte, checksum fixed up
                     f[20] |= 0x20;
-                    fix_ipv4_csum(&mut f);
+                    pkt::fix_ipv4_csum(&mut f);
                 }
                 3 => {
                     // DF off: too big for the egress MTU means the kernel fragments
                     f[20] &= !0x40;
-                    fix_ipv4_csum(&mut f);
+                    pkt::fix_ipv4_csum(&mut f);
                 }
                 // A middle and a last fragment (the bytes behind the IP header are payload)
                 4 => pkt::make_ipv4_fragment(&mut f, 185, true),
@@ -125,14 +121,6 @@ pub fn generate(t: &Targets, seed: u64, n: usize) -> Vec<Vec<u8>> {
         }
     }
     out
-}
-
-fn fix_ipv4_csum(f: &mut [u8]) {
-    let ihl = ((f[14] & 0x0f) as usize) * 4;
-    f[24] = 0;
-    f[25] = 0;
-    let c = wirespeed_wire::checksum::checksum(&f[14..14 + ihl]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
 }
 
 /// What a capture point saw, normalized so that two runs compare byte for byte: frames the
@@ -362,7 +350,7 @@ mod tests {
             [198, 18, 0, 1],
             64,
             &[],
-            &L4::Icmp { payload: vec![] },
+            &L4::Echo { payload: vec![] },
         );
         let n = normalize(&f, &[[198, 18, 0, 2]]).unwrap();
         assert_eq!(&n[18..20], &[0, 0]);
@@ -375,7 +363,7 @@ mod tests {
             [0xfd; 16],
             255,
             false,
-            &L4::Icmp {
+            &L4::Echo {
                 payload: vec![0; 20],
             },
         );

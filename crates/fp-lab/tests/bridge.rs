@@ -3,15 +3,13 @@
 //! bridge, and configuration changes (VLAN del/add, STP state, FDB del, link down) must take
 //! effect.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use common::*;
 use wirespeed_fp::model::BridgeHook;
 use wirespeed_fp::status::Status;
+use wirespeed_fp_lab::line::*;
 
 fn port<'a>(s: &'a Status, name: &str) -> &'a wirespeed_fp::status::PortStatus {
     s.ports
@@ -428,16 +426,8 @@ const SMAC: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 const DMAC: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
 fn frame(tag: Option<(u16, u16)>, payload: usize) -> Vec<u8> {
-    let mut f = Vec::new();
-    f.extend_from_slice(&DMAC);
-    f.extend_from_slice(&SMAC);
-    if let Some((tpid, vid)) = tag {
-        f.extend_from_slice(&tpid.to_be_bytes());
-        f.extend_from_slice(&vid.to_be_bytes());
-    }
-    f.extend_from_slice(&0x0800u16.to_be_bytes());
-    f.extend((0..payload).map(|i| i as u8));
-    f
+    let bytes: Vec<u8> = (0..payload).map(|i| i as u8).collect();
+    wirespeed_testkit::frame::ethernet_tagged(DMAC, SMAC, tag, 0x0800, &bytes)
 }
 
 /// Loads a program with `features` in a fresh namespace holding a veth pair x0-x1 and runs

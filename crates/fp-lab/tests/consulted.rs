@@ -6,10 +6,8 @@
 //! commands a user types (`ip xfrm`, `tc`, `sysctl`). docs/FASTPATH.md, "What the forwarding
 //! path consults".
 
-mod common;
-
-use common::*;
 use wirespeed_fp::status::Status;
+use wirespeed_fp_lab::line::*;
 use wirespeed_lab::Netns;
 
 fn run(ns: &Netns, cmd: &str) {

@@ -3,17 +3,15 @@
 //! arrives where (bytes + interface) must be identical; what is missing was dropped in both.
 //! Then the same for a bridge, with the bridge module at XDP and at TC.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use wirespeed_fp::model::BridgeHook;
 use wirespeed_fp::status::Status;
 use wirespeed_fp_lab::harness::{self, Capture, PacketSocket, Targets};
-use wirespeed_fp_lab::pkt;
+use wirespeed_fp_lab::line::*;
 use wirespeed_lab::netns::add_addr;
 use wirespeed_lab::Netns;
+use wirespeed_testkit::frame as pkt;
 
 const PER_CONFIG: usize = 3400;
 

@@ -1,12 +1,10 @@
 //! The filter in a `line` lab: 100 iptables(-nft) drop rules, then the same as one set;
 //! rule add/del and set element add take effect.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
 use wirespeed_fp::status::Status;
+use wirespeed_fp_lab::line::*;
 
 fn dropped(s: &Status) -> u64 {
     s.ports

@@ -3,10 +3,8 @@
 //! rules the FIB helper evaluates and one it cannot,
 //! link down) taking effect.
 
-mod common;
-
-use common::*;
 use wirespeed_fp::status::Status;
+use wirespeed_fp_lab::line::*;
 
 #[test]
 fn routes_fifty_prefixes_and_follows_changes() {

@@ -9,17 +9,15 @@
 //! random, printed). Configuration `i` uses seed `WS_FP_SEED + i`, so a divergence replays
 //! alone with `WS_FP_SEED=<its seed> WS_FP_CONFIGS=1`.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use common::{ip_batch, spawn_in_ns, RunningDaemon};
 use wirespeed_fp::daemon::Config;
 use wirespeed_fp::status::Status;
+use wirespeed_fp_lab::line::{ip_batch, spawn_in_ns, RunningDaemon};
 use wirespeed_lab::Netns;
 
 const REPLAY: &str =

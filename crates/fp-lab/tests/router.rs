@@ -5,11 +5,11 @@ use wirespeed_fp::counters::Reason;
 use wirespeed_fp::features::{Features, PolicyRules, Reassembly, RouteCache, Switches};
 use wirespeed_fp::loader::Program;
 use wirespeed_fp::test_run::{SkbMeta, TC_KERNEL, TC_REDIRECT, XDP_PASS, XDP_REDIRECT};
-use wirespeed_fp_lab::pkt::{self, L4};
 use wirespeed_lab::Netns;
+use wirespeed_testkit::csum;
+use wirespeed_testkit::frame::{self as pkt, L4};
 
-mod common;
-use common::ifindex;
+use wirespeed_fp_lab::line::ifindex;
 
 const NEXT_HOP_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x02, 0x02];
 const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x01, 0x02];
@@ -201,7 +201,7 @@ fn forwards_ipv4_and_ipv6_like_the_kernel() {
             );
 
             // ICMP that is not an error (echo) is forwarded like any datagram.
-            let echo = L4::Icmp {
+            let echo = L4::Echo {
                 payload: vec![7; 24],
             };
             let input = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &echo);
@@ -481,7 +481,7 @@ fn filter_drops_accepts_and_defers_like_the_chain() {
             prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
             prog.write_filter(&plan.tables("in0", &|n| (n == "out0").then_some(out_idx))).unwrap();
             let u = |d| L4::Udp { sport: 1000, dport: d, payload: vec![0; 18] };
-            let t = |d| L4::Tcp { sport: 1000, dport: d, payload: vec![] };
+            let t = |d| pkt::tcp_syn(1000, d, vec![]);
             let cases: Vec<(&str, Vec<u8>, u32, Reason)> = vec![
                 ("set member", pkt::ipv4(in_mac, PEER_MAC, SRC4, [198, 18, 100, 70], 64, &[], &u(53)), 1, Reason::DroppedFilter),
                 ("dns accepted", pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &u(53)), XDP_REDIRECT, Reason::Forwarded),
@@ -931,21 +931,6 @@ fn a_source_that_is_one_of_our_addresses_goes_to_the_kernel() {
         .unwrap();
 }
 
-/// The folded, uncomplemented one's-complement sum of the pseudo-header: what a sender with
-/// checksum offload leaves in the TCP/UDP checksum field (CHECKSUM_PARTIAL), as bytes.
-fn partial_checksum(src: &[u8], dst: &[u8], proto: u8, l4_len: usize) -> [u8; 2] {
-    let mut sum: u64 = src
-        .chunks(2)
-        .chain(dst.chunks(2))
-        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u64)
-        .sum();
-    sum += proto as u64 + l4_len as u64;
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    (sum as u16).to_be_bytes()
-}
-
 #[test]
 fn a_partial_checksum_goes_to_the_kernel_at_every_length() {
     let lab = lab("p");
@@ -963,15 +948,7 @@ fn a_partial_checksum_goes_to_the_kernel_at_every_length() {
                 for tcp in [false, true] {
                     let payload = vec![(len % 251) as u8; len];
                     let (l4, proto, field_at) = if tcp {
-                        (
-                            L4::Tcp {
-                                sport: 1000,
-                                dport: 2000,
-                                payload,
-                            },
-                            6u8,
-                            16,
-                        )
+                        (pkt::tcp_syn(1000, 2000, payload), 6u8, 16)
                     } else {
                         (
                             L4::Udp {
@@ -992,9 +969,9 @@ fn a_partial_checksum_goes_to_the_kernel_at_every_length() {
                         let l4_len = frame.len() - 14 - l3;
                         let field = 14 + l3 + field_at;
                         let sum = if v4 {
-                            partial_checksum(&SRC4, &DST4, proto, l4_len)
+                            csum::partial(SRC4.into(), DST4.into(), proto, l4_len).to_be_bytes()
                         } else {
-                            partial_checksum(&src6, &dst6, proto, l4_len)
+                            csum::partial(src6.into(), dst6.into(), proto, l4_len).to_be_bytes()
                         };
                         // The complete frame is forwarded, unless its checksum happens to
                         // equal the pseudo-header sum (then the kernel's: slower, not wrong).
@@ -1046,7 +1023,9 @@ fn a_partial_checksum_is_marked_for_the_tc_stage_when_one_is_attached() {
             let mut frame = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &l4);
             let l4_len = frame.len() - 14 - 20;
             let field = 14 + 20 + 6;
-            frame[field..field + 2].copy_from_slice(&partial_checksum(&SRC4, &DST4, 17, l4_len));
+            frame[field..field + 2].copy_from_slice(
+                &csum::partial(SRC4.into(), DST4.into(), 17, l4_len).to_be_bytes(),
+            );
 
             // No stage attached: the kernel's, counted here.
             let (verdict, out) = prog.test_run(&frame, in_idx).unwrap();
@@ -1146,11 +1125,7 @@ fn policy_rules_pick_the_next_hop_by_ports_source_and_ingress() {
                 );
             }
             // The ports of TCP too, and none for ICMP (a `dport` rule never matches it).
-            let tcp = L4::Tcp {
-                sport: 1000,
-                dport: 2000,
-                payload: vec![],
-            };
+            let tcp = pkt::tcp_syn(1000, 2000, vec![]);
             let input = pkt::ipv4(in_mac, PEER_MAC, SRC4, DST4, 64, &[], &tcp);
             assert_eq!(
                 prog.test_run(&input, in_idx).unwrap(),
@@ -1257,11 +1232,7 @@ fn gso_skbs_at_tc_are_sized_by_their_segments() {
             prog.set_tx_ports(&[in_idx, out_idx]).unwrap();
             let payload = vec![0xab; 2800];
             let (sport, dport) = (1000, 2000);
-            let tcp = L4::Tcp {
-                sport,
-                dport,
-                payload: payload.clone(),
-            };
+            let tcp = pkt::tcp_syn(sport, dport, payload.clone());
             let udp = L4::Udp {
                 sport,
                 dport,

@@ -5,9 +5,7 @@
 //! the program behind it, which Linux alone runs for every packet (the daemon polls tcx
 //! programs: they come with no event).
 
-mod common;
-
-use common::*;
+use wirespeed_fp_lab::line::*;
 use wirespeed_lab::Netns;
 use wirespeed_xdpgen::Gen;
 

@@ -318,6 +318,24 @@ pub fn ethernet_vlan(
     f
 }
 
+/// An Ethernet frame behind the tag `tag` (TPID, TCI) as given: an 802.1ad TPID or a
+/// priority, which [`ethernet_vlan`] does not write.
+pub fn ethernet_tagged(
+    dst: [u8; 6],
+    src: [u8; 6],
+    tag: Option<(u16, u16)>,
+    ethertype: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut f = ethernet(dst, src, ethertype, payload);
+    if let Some((tpid, tci)) = tag {
+        let [a, b] = tpid.to_be_bytes();
+        let [c, d] = tci.to_be_bytes();
+        f.splice(12..12, [a, b, c, d]);
+    }
+    f
+}
+
 /// An untagged Ethernet frame of `ethertype` around `payload`.
 pub fn ethernet(dst: [u8; 6], src: [u8; 6], ethertype: u16, payload: &[u8]) -> Vec<u8> {
     ethernet_vlan(dst, src, None, ethertype, payload)
@@ -591,6 +609,8 @@ mod tests {
         assert_eq!((a.len(), &a[12..14], a[21]), (42, &[8, 6][..], 1));
         let v = ethernet_vlan([2; 6], [4; 6], Some(10), ETH_P_IP, &[1]);
         assert_eq!(&v[12..19], &[0x81, 0, 0, 10, 8, 0, 1]);
+        let q = ethernet_tagged([2; 6], [4; 6], Some((0x88a8, 0xa00a)), ETH_P_IP, &[1]);
+        assert_eq!(&q[12..19], &[0x88, 0xa8, 0xa0, 10, 8, 0, 1]);
         assert_eq!(parse_mac("02:00:00:00:00:0a"), Some([2, 0, 0, 0, 0, 10]));
         assert_eq!(parse_mac("02:00"), None);
     }

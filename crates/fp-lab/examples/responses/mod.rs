@@ -4,8 +4,8 @@
 use wirespeed_fp::model::BridgeHook;
 use wirespeed_lab::Netns;
 
-use crate::common::RunningDaemon;
 use crate::pct;
+use wirespeed_fp_lab::line::RunningDaemon;
 
 /// Route, address, rule, link, ipset and iptables commands on the `line` lab's DUT.
 pub fn routed(dut: &Netns) {

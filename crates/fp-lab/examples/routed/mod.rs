@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
-use wirespeed_fp_lab::pkt;
 use wirespeed_lab::Netns;
+use wirespeed_testkit::frame as pkt;
 use wirespeed_xdpgen::Gen;
 
 pub type Frame = [u8; Gen::FRAME_LEN];

@@ -97,15 +97,7 @@ pub fn vm_bridge(secs: Duration, rounds: usize) {
     hello(&b, VM_B, VM_A);
     hello(&a, VM_A, VM_B);
     pin_self(0);
-    let super_frame = guest_frame(
-        L4::Tcp {
-            sport: 40001,
-            dport: 5004,
-            payload: vec![0x5a; 60_000],
-        },
-        1448,
-        false,
-    );
+    let super_frame = guest_frame(pkt::tcp_syn(40001, 5004, vec![0x5a; 60_000]), 1448, false);
     let udp = L4::Udp {
         sport: 40000,
         dport: 5003,

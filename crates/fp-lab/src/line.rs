@@ -1,5 +1,5 @@
-//! Shared by the privileged tests: a `line` lab and a daemon running inside the DUT.
-#![allow(dead_code)]
+//! The fast path's lab for its privileged tests and fp_bench: a `line` of three namespaces
+//! and a daemon running inside the DUT.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
