@@ -5,4 +5,5 @@ pub mod csum;
 pub mod frame;
 pub mod lb_lab;
 pub mod netns;
+pub mod rng;
 pub mod wait;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use lb_common::clients;
 use lb_common::{
-    configure, hostport, mode_lab, rip4, vip, wait_for, Rng, ALL, BACKENDS, REDIS, VIP4,
+    configure, hostport, lb_rng, mode_lab, rip4, vip, wait_for, ALL, BACKENDS, REDIS, VIP4,
 };
 
 /// (ActiveConn, InActConn) of each backend's line in `-L -n`.
@@ -32,7 +32,7 @@ fn listed(text: &str) -> [(u64, u64); BACKENDS] {
 
 #[test]
 fn listing_counts_held_connections_active_and_closed_ones_inactive() {
-    let mut rng = Rng::from_env("lbcn");
+    let mut rng = lb_rng("lbcn");
     let (lab, _pids) = mode_lab("lbcn", "-b", &mut rng);
     let service = vip(VIP4, REDIS);
     configure(&lab, "-b", service, "wrr", &[], &[1; BACKENDS]);

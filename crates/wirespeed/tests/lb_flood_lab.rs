@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lb_common::clients::{self, Held};
-use lb_common::{configure, mode_lab, vip, LbLab, Rng, ALL, BACKENDS, REDIS, VIP4};
+use lb_common::{configure, lb_rng, mode_lab, vip, LbLab, ALL, BACKENDS, REDIS, VIP4};
 use wirespeed_stack_lab::craft::{eth, Ip4, Tcp, ETH_IPV4};
 use wirespeed_xdpgen::Gen;
 
@@ -147,7 +147,7 @@ fn flood(tag: &str, mode: &str) {
     let syns = env_u64("WS_LB_FLOOD_SYNS", 300_000);
     let rate = env_u64("WS_LB_FLOOD_RATE", 100_000);
     let sources = source_nets().len() as u64 * 250;
-    let mut rng = Rng::from_env(tag);
+    let mut rng = lb_rng(tag);
     let (lab, _pids) = mode_lab(tag, mode, &mut rng);
     let service = vip(VIP4, REDIS);
     configure(&lab, mode, service, "wrr", &[], &[1; BACKENDS]);

@@ -22,14 +22,14 @@ use lb_common::checks::{
 };
 use lb_common::clients::{self, tally};
 use lb_common::{
-    configure, hostport, mode_lab, output, reals, rip4, vip, wait_for, wait_for_every, LbLab, Rng,
-    ALL, BACKENDS, HTTP, LADDR4, REDIS, VIP4, VIP6,
+    configure, hostport, lb_rng, mode_lab, output, reals, rip4, vip, wait_for, wait_for_every,
+    LbLab, ALL, BACKENDS, HTTP, LADDR4, REDIS, VIP4, VIP6,
 };
 
 /// One mode end to end: redis-benchmark, curl from both clients and `wirespeed bench`
 /// through the v4 VIP; redis-benchmark and curl through the v6 VIP when `v6` is set.
 fn forwards(tag: &str, mode: &str, v6: bool) {
-    let mut rng = Rng::from_env(tag);
+    let mut rng = lb_rng(tag);
     let (lab, _pids) = mode_lab(tag, mode, &mut rng);
     let ones = [1; BACKENDS];
     configure(&lab, mode, vip(VIP4, REDIS), "mh", &[], &ones);
@@ -203,7 +203,7 @@ fn tcp_counters(lab: &LbLab) -> String {
 
 #[test]
 fn weighted_spread_follows_the_weights_mh_and_wrr() {
-    let mut rng = Rng::from_env("lbwt");
+    let mut rng = lb_rng("lbwt");
     // The weights must hold whatever the forwarding: the mode is the seed's.
     let mode = ["-g", "-i", "-m", "-b"][rng.below(4)];
     println!("lbwt: mode {mode}");
@@ -236,7 +236,7 @@ fn weighted_spread_follows_the_weights_mh_and_wrr() {
 
 #[test]
 fn removing_or_quiescing_a_real_keeps_the_other_connections_and_most_placements() {
-    let mut rng = Rng::from_env("lbrm");
+    let mut rng = lb_rng("lbrm");
     // Removal and quiesce must keep their promises under every kind of forwarding.
     let mode = ["-g", "-i", "-m", "-b"][rng.below(4)];
     println!("lbrm: mode {mode}");
@@ -366,7 +366,7 @@ fn removing_or_quiescing_a_real_keeps_the_other_connections_and_most_placements(
 
 #[test]
 fn health_checks_take_a_killed_redis_out_and_bring_it_back() {
-    let mut rng = Rng::from_env("lbhc");
+    let mut rng = lb_rng("lbhc");
     let (mut lab, mut pids) = mode_lab("lbhc", "-m", &mut rng);
     let service = vip(VIP4, REDIS);
     let (interval, rise, fall) = (Duration::from_millis(200), 2u32, 2u32);
@@ -467,7 +467,7 @@ fn health_checks_take_a_killed_redis_out_and_bring_it_back() {
 
 #[test]
 fn fullnat_backend_sees_the_client_address_in_a_toa_option() {
-    let mut rng = Rng::from_env("lbtoa");
+    let mut rng = lb_rng("lbtoa");
     let (mut lab, _pids) = mode_lab("lbtoa", "-b", &mut rng);
     let service = vip(VIP4, REDIS);
     configure(&lab, "-b", service, "mh", &[], &[1; BACKENDS]);
@@ -603,7 +603,7 @@ fn fullnat_backend_sees_the_client_address_in_a_toa_option() {
 
 #[test]
 fn stats_in_ipvsadm_layout_and_save_restore_round_trip() {
-    let mut rng = Rng::from_env("lbst");
+    let mut rng = lb_rng("lbst");
     let (lab, _pids) = mode_lab("lbst", "-m", &mut rng);
     let service = vip(VIP4, REDIS);
     configure(&lab, "-m", service, "wrr", &[], &[1, 2, 1, 2]);
@@ -700,7 +700,7 @@ fn stats_in_ipvsadm_layout_and_save_restore_round_trip() {
 
 #[test]
 fn lb_run_on_a_default_lab_refuses_with_the_gro_fix_and_attaches_nothing() {
-    let mut rng = Rng::from_env("lbref");
+    let mut rng = lb_rng("lbref");
     let mut lab = LbLab::up("lbref", &mut rng);
     let refusal = lab
         .try_daemon()
@@ -746,7 +746,7 @@ fn lb_run_on_a_default_lab_refuses_with_the_gro_fix_and_attaches_nothing() {
 
 #[test]
 fn doctor_real_lists_what_an_unprepared_real_lacks() {
-    let mut rng = Rng::from_env("lbdoc");
+    let mut rng = lb_rng("lbdoc");
     let lab = LbLab::up("lbdoc", &mut rng);
     let ns = lab.ns_name("b0");
     // Many distributions ship strict reverse-path filtering.

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lb_common::{clients, output, reals, vip, wait_for, LbLab, Procs, Rng, REDIS, VIP4};
+use lb_common::{clients, lb_rng, output, reals, vip, wait_for, LbLab, Procs, REDIS, VIP4};
 use wirespeed_lab::topo::{Lab, LabSpec, Topology};
 
 const PROMETHEUS_PORT: u16 = 9090;
@@ -377,7 +377,7 @@ fn prometheus_reads_fp_and_serve_as_their_own_status_says() {
 #[test]
 fn prometheus_reads_lb_connections_per_real_as_lb_list_says() {
     let tag = "lbmet";
-    let mut rng = Rng::from_env(tag);
+    let mut rng = lb_rng(tag);
     let mut lab = LbLab::up(tag, &mut rng);
     lab.run_args.extend(["--metrics".into(), LB_METRICS.into()]);
     reals::prepare(&mut lab, "-m");

@@ -1036,77 +1036,57 @@ fn a_bridge_forced_to_xdp_forwards_partial_checksums_at_the_tc_stage() {
 // --- a bridge of VM taps -----------------------------------------------------------------------
 
 use wirespeed_sys::tap::{GuestOffloads, Tap, VnetHeader};
-use wirespeed_wire::checksum::{accumulate, fold};
+use wirespeed_testkit::frame::{self, L4};
 
 const VM_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
 const VM_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
 
-/// An IPv4 frame from VM A to VM B (198.18.2.1 -> 198.18.2.2) carrying `l4` (UDP or TCP,
-/// checksum field zero). `partial`: the checksum field gets the pseudo-header sum and the
-/// header asks the device to finish it, as a guest with checksum offload sends; otherwise the
-/// checksum is complete. `gso_size`: a TCP super-frame to be cut into segments of that size.
-fn vm_frame(proto: u8, mut l4: Vec<u8>, partial: bool, gso_size: u16) -> (VnetHeader, Vec<u8>) {
+/// An IPv4 frame from VM A to VM B (198.18.2.1 -> 198.18.2.2) carrying `l4` (UDP or TCP).
+/// `partial`: the checksum field gets the pseudo-header sum and the header asks the device to
+/// finish it, as a guest with checksum offload sends; otherwise the checksum is complete.
+/// `gso_size`: a TCP super-frame to be cut into segments of that size.
+fn vm_frame(l4: L4, partial: bool, gso_size: u16) -> (VnetHeader, Vec<u8>) {
     let (src, dst) = ([198, 18, 2, 1], [198, 18, 2, 2]);
-    let mut f = Vec::with_capacity(34 + l4.len());
-    f.extend_from_slice(&VM_B);
-    f.extend_from_slice(&VM_A);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let total = (20 + l4.len()) as u16;
-    let mut ip = [0u8; 20];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    ip[6] = 0x40; // DF
-    ip[8] = 64;
-    ip[9] = proto;
-    ip[12..16].copy_from_slice(&src);
-    ip[16..20].copy_from_slice(&dst);
-    let c = !fold(accumulate(0, &ip));
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    let check_at = if proto == 17 { 6 } else { 16 };
-    let pseudo = accumulate(accumulate(0, &src), &dst) + proto as u64 + l4.len() as u64;
+    let mut f = frame::frame(VM_B, VM_A, src.into(), dst.into(), &l4);
     let mut hdr = VnetHeader::default();
     if partial || gso_size > 0 {
-        l4[check_at..check_at + 2].copy_from_slice(&fold(pseudo).to_be_bytes());
+        let (csum_start, csum_offset) = frame::make_l4_checksum_partial_v4(&mut f);
         hdr.flags = VnetHeader::NEEDS_CSUM;
-        hdr.csum_start = 34;
-        hdr.csum_offset = check_at as u16;
-    } else {
-        let mut c = !fold(accumulate(pseudo, &l4));
-        if proto == 17 && c == 0 {
-            c = 0xffff;
-        }
-        l4[check_at..check_at + 2].copy_from_slice(&c.to_be_bytes());
+        hdr.csum_start = csum_start;
+        hdr.csum_offset = csum_offset;
     }
     if gso_size > 0 {
         hdr.gso_type = VnetHeader::GSO_TCPV4;
         hdr.gso_size = gso_size;
         hdr.hdr_len = 54;
     }
-    f.extend_from_slice(&l4);
     (hdr, f)
 }
 
-fn udp(seq: u32, len: usize) -> Vec<u8> {
-    let mut u = vec![0u8; 8 + len];
-    u[0..2].copy_from_slice(&40000u16.to_be_bytes());
-    u[2..4].copy_from_slice(&5003u16.to_be_bytes());
-    u[4..6].copy_from_slice(&((8 + len) as u16).to_be_bytes());
-    Pattern(seq as u64 + 1).fill(&mut u[8..]);
-    u[8..12].copy_from_slice(&seq.to_be_bytes());
-    u
+fn udp(seq: u32, len: usize) -> L4 {
+    let mut payload = vec![0u8; len];
+    Pattern(seq as u64 + 1).fill(&mut payload);
+    payload[..4].copy_from_slice(&seq.to_be_bytes());
+    L4::Udp {
+        sport: 40000,
+        dport: 5003,
+        payload,
+    }
 }
 
-fn tcp(seq: u32, len: usize) -> Vec<u8> {
-    let mut t = vec![0u8; 20 + len];
-    t[0..2].copy_from_slice(&40001u16.to_be_bytes());
-    t[2..4].copy_from_slice(&5004u16.to_be_bytes());
-    t[4..8].copy_from_slice(&(seq.wrapping_mul(100_000)).to_be_bytes());
-    t[12] = 5 << 4;
-    t[13] = 0x18; // PSH, ACK
-    t[14..16].copy_from_slice(&64240u16.to_be_bytes());
-    Pattern(seq as u64 + 7).fill(&mut t[20..]);
-    t
+fn tcp(seq: u32, len: usize) -> L4 {
+    let mut payload = vec![0u8; len];
+    Pattern(seq as u64 + 7).fill(&mut payload);
+    L4::Tcp(frame::Tcp {
+        sport: 40001,
+        dport: 5004,
+        flags: frame::PSH | frame::ACK,
+        seq: seq.wrapping_mul(100_000),
+        ack: 0,
+        window: 64240,
+        options: vec![],
+        payload,
+    })
 }
 
 /// What VM A sends in one run: UDP with complete and with partial checksums, TCP segments
@@ -1114,10 +1094,10 @@ fn tcp(seq: u32, len: usize) -> Vec<u8> {
 fn vm_traffic() -> Vec<(VnetHeader, Vec<u8>)> {
     (0..240u32)
         .map(|i| match i % 4 {
-            0 => vm_frame(17, udp(i, 18 + (i as usize * 37) % 1400), false, 0),
-            1 => vm_frame(17, udp(i, 18 + (i as usize * 53) % 1400), true, 0),
-            2 => vm_frame(6, tcp(i, 1 + (i as usize * 29) % 1400), true, 0),
-            _ => vm_frame(6, tcp(i, 3000 + (i as usize * 101) % 20_000), true, 1448),
+            0 => vm_frame(udp(i, 18 + (i as usize * 37) % 1400), false, 0),
+            1 => vm_frame(udp(i, 18 + (i as usize * 53) % 1400), true, 0),
+            2 => vm_frame(tcp(i, 1 + (i as usize * 29) % 1400), true, 0),
+            _ => vm_frame(tcp(i, 3000 + (i as usize * 101) % 20_000), true, 1448),
         })
         .collect()
 }
@@ -1188,11 +1168,11 @@ fn vm_bridge() -> (Namespaces, Tap, Tap) {
 /// One run of VM A's traffic to VM B, after each guest has sent a frame the bridge learns
 /// its MAC from.
 fn vm_run(a: &Tap, b: &Tap) -> Vec<(VnetHeader, Vec<u8>)> {
-    let (_, mut hello) = vm_frame(17, udp(u32::MAX, 32), false, 0);
+    let (_, mut hello) = vm_frame(udp(u32::MAX, 32), false, 0);
     hello[0..6].copy_from_slice(&VM_A);
     hello[6..12].copy_from_slice(&VM_B);
     b.send(VnetHeader::default(), &hello).expect("VM B sends");
-    let (h, f) = vm_frame(17, udp(u32::MAX - 1, 32), false, 0);
+    let (h, f) = vm_frame(udp(u32::MAX - 1, 32), false, 0);
     a.send(h, &f).expect("VM A sends");
     while a
         .recv(Duration::from_millis(100))

@@ -16,8 +16,7 @@ use std::time::{Duration, Instant};
 use wirespeed_sys::signal::Signal;
 use wirespeed_sys::{netns, process};
 
-mod seeded;
-use seeded::Rng;
+use wirespeed_testkit::rng::Rng;
 
 fn require_root() {
     assert!(

@@ -127,15 +127,14 @@ pub fn hostport(ip: IpAddr, port: u16) -> String {
     SocketAddr::new(ip, port).to_string()
 }
 
-#[path = "../seeded/mod.rs"]
-mod seeded;
-pub use seeded::Rng;
+pub use wirespeed_testkit::rng::Rng;
+// Each test binary that includes this module uses a part of it.
+#[allow(unused_imports)]
+pub use wirespeed_testkit::wait::{wait_for, wait_for_every};
 
-impl Rng {
-    /// The seed from `WS_LB_SEED`, else from the clock; printed either way.
-    pub fn from_env(test: &str) -> Rng {
-        Rng::seeded("WS_LB_SEED", test)
-    }
+/// A generator seeded from `WS_LB_SEED`, else from the clock; the seed is printed either way.
+pub fn lb_rng(test: &str) -> Rng {
+    Rng::seeded("WS_LB_SEED", test)
 }
 
 /// Every process a test starts, stopped (SIGTERM, then SIGKILL) when this drops, whether the
@@ -579,29 +578,6 @@ pub fn gro_fixes(text: &str) -> Vec<String> {
         }
     }
     out
-}
-
-/// Polls `f` until it returns Some, at most `limit`; None after that.
-pub fn wait_for<T>(limit: Duration, f: impl FnMut() -> Option<T>) -> Option<T> {
-    wait_for_every(limit, Duration::from_millis(50), f)
-}
-
-/// [`wait_for`], asking every `period`.
-pub fn wait_for_every<T>(
-    limit: Duration,
-    period: Duration,
-    mut f: impl FnMut() -> Option<T>,
-) -> Option<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(period);
-    }
 }
 
 #[test]

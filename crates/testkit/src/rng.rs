@@ -1,9 +1,6 @@
 //! A seeded generator for tests that draw their configuration at random, so that a failing
 //! run can be repeated with the seed it printed.
 
-// Each test crate that includes this uses a part of it.
-#![allow(dead_code)]
-
 /// splitmix64.
 pub struct Rng(u64);
 
@@ -23,6 +20,8 @@ impl Rng {
         Rng(seed)
     }
 
+    /// The next draw (splitmix64 steps without end, so it is no `Iterator`).
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
