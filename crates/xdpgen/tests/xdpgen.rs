@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use wirespeed_lab::topo::{Lab, LabSpec, Topology};
+use wirespeed_testkit::csum;
+use wirespeed_testkit::frame::{eth, ip_packet, ip_packet_with, IpHeader, Tcp, L4, SYN};
 use wirespeed_xdpgen::{Expect, Gen};
 
 /// Asked from inside the namespace (sysfs would show the host's devices).
@@ -14,73 +16,53 @@ fn ifindex(ns: &str, dev: &str) -> u32 {
         .unwrap()
 }
 
-fn fold(mut sum: u32) -> u16 {
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
+/// `f` grown to `N` bytes with zeros (Ethernet's minimum frame pads the IP packet).
+fn padded<const N: usize>(f: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out[..f.len()].copy_from_slice(f);
+    out
 }
 
-fn sum16(b: &[u8]) -> u32 {
-    b.chunks(2)
-        .map(|w| u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]) as u32)
-        .sum()
+/// A TCP SYN from port 0 (the generator fills it in) to port 80, window 64240.
+fn syn() -> L4 {
+    L4::Tcp(Tcp {
+        sport: 0,
+        dport: 80,
+        flags: SYN,
+        seq: 0,
+        window: 64240,
+        ..Tcp::default()
+    })
 }
 
 /// A 60-byte TCP SYN from 198.18.0.0 port 0 (the generator fills both in) to 198.18.0.2:80.
 fn syn_frame(dst_mac: [u8; 6], src_mac: [u8; 6]) -> [u8; Gen::FRAME_LEN] {
-    let mut f = [0u8; Gen::FRAME_LEN];
-    f[0..6].copy_from_slice(&dst_mac);
-    f[6..12].copy_from_slice(&src_mac);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&40u16.to_be_bytes());
-    f[22] = 64;
-    f[23] = 6;
-    f[26..30].copy_from_slice(&[198, 18, 0, 0]);
-    f[30..34].copy_from_slice(&[198, 18, 0, 2]);
-    let ip = !fold(sum16(&f[14..34]));
-    f[24..26].copy_from_slice(&ip.to_be_bytes());
-    f[36..38].copy_from_slice(&80u16.to_be_bytes());
-    f[46] = 5 << 4;
-    f[47] = 0x02; // SYN
-    f[48..50].copy_from_slice(&64240u16.to_be_bytes());
-    let l4 = !fold(sum16(&f[26..34]) + 6 + 20 + sum16(&f[34..54]));
-    f[50..52].copy_from_slice(&l4.to_be_bytes());
-    f
+    let h = IpHeader {
+        dont_frag: false,
+        ..IpHeader::default()
+    };
+    let p = ip_packet_with([198, 18, 0, 0].into(), [198, 18, 0, 2].into(), &syn(), &h);
+    padded(&eth(dst_mac, src_mac, false, &p))
 }
 
-/// Whether the IPv4 header and TCP checksums of `f` are right.
+/// Whether the IPv4 header and TCP checksums of the padded 60-byte SYN `f` are right.
 fn checksums_ok(f: &[u8]) -> bool {
-    fold(sum16(&f[14..34])) == 0xffff
-        && fold(sum16(&f[26..34]) + 6 + 20 + sum16(&f[34..54])) == 0xffff
+    csum::checksums_ok(&f[..14 + 40])
 }
 
 /// A 60-byte UDP frame from the client to the server, MACs as given.
 fn udp_frame(dst_mac: [u8; 6], src_mac: [u8; 6]) -> [u8; Gen::FRAME_LEN] {
-    let mut f = [0u8; Gen::FRAME_LEN];
-    f[0..6].copy_from_slice(&dst_mac);
-    f[6..12].copy_from_slice(&src_mac);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&46u16.to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[198, 18, 0, 1]);
-    ip[16..20].copy_from_slice(&[198, 18, 0, 2]);
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
-        .sum();
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-    f[34..36].copy_from_slice(&1000u16.to_be_bytes());
-    f[36..38].copy_from_slice(&2000u16.to_be_bytes());
-    f[38..40].copy_from_slice(&26u16.to_be_bytes());
-    f
+    let h = IpHeader {
+        dont_frag: false,
+        ..IpHeader::default()
+    };
+    let l4 = L4::Udp {
+        sport: 1000,
+        dport: 2000,
+        payload: vec![0; 18],
+    };
+    let p = ip_packet_with([198, 18, 0, 1].into(), [198, 18, 0, 2].into(), &l4, &h);
+    padded(&eth(dst_mac, src_mac, false, &p))
 }
 
 #[test]
@@ -164,33 +146,20 @@ fn generator_frames_reach_the_sink() {
     drop(sink);
 }
 
-/// A 74-byte TCP SYN over IPv6 from fd00:1::/112 port 0 (the generator fills in the low 16
-/// bits and the port) to fd00::2 port 80.
+/// A 74-byte TCP SYN over IPv6 from `src` (fd00:1::/112 by default: the generator fills in
+/// the low 16 bits and the port) to fd00::2 port 80.
+fn syn6_frame_from(dst_mac: [u8; 6], src_mac: [u8; 6], src: &str) -> [u8; 74] {
+    let p = ip_packet(src.parse().unwrap(), "fd00::2".parse().unwrap(), &syn());
+    padded(&eth(dst_mac, src_mac, true, &p))
+}
+
 fn syn6_frame(dst_mac: [u8; 6], src_mac: [u8; 6]) -> [u8; 74] {
-    let mut f = [0u8; 74];
-    f[0..6].copy_from_slice(&dst_mac);
-    f[6..12].copy_from_slice(&src_mac);
-    f[12..14].copy_from_slice(&[0x86, 0xdd]);
-    f[14] = 0x60;
-    f[18..20].copy_from_slice(&20u16.to_be_bytes());
-    f[20] = 6;
-    f[21] = 64;
-    f[22..24].copy_from_slice(&[0xfd, 0x00]);
-    f[24..26].copy_from_slice(&[0x00, 0x01]);
-    f[38..40].copy_from_slice(&[0xfd, 0x00]);
-    f[53] = 2;
-    f[56..58].copy_from_slice(&80u16.to_be_bytes());
-    f[66] = 5 << 4;
-    f[67] = 0x02; // SYN
-    f[68..70].copy_from_slice(&64240u16.to_be_bytes());
-    let l4 = !fold(sum16(&f[22..54]) + 6 + 20 + sum16(&f[54..74]));
-    f[70..72].copy_from_slice(&l4.to_be_bytes());
-    f
+    syn6_frame_from(dst_mac, src_mac, "fd00:1::")
 }
 
 /// Whether the TCP checksum of the IPv6 SYN `f` is right (IPv6 has no header checksum).
 fn checksum6_ok(f: &[u8]) -> bool {
-    fold(sum16(&f[22..54]) + 6 + 20 + sum16(&f[54..74])) == 0xffff
+    csum::checksums_ok(f)
 }
 
 #[test]
@@ -259,10 +228,7 @@ fn generator_varies_ipv6_sources() {
         .unwrap()
         .unwrap()
     };
-    let mut other = syn;
-    other[29] = 7; // fd00:1:0:7::/64
-    let l4 = !fold(sum16(&other[22..54]) + 6 + 20 + sum16(&other[54..70]) + sum16(&other[72..74]));
-    other[70..72].copy_from_slice(&l4.to_be_bytes());
+    let other = syn6_frame_from([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], "fd00:1:0:7::");
     gen.set_frame_table(&[syn, other]).unwrap();
     gen.distinct_sources(Some(70)).unwrap();
     gen.arm_sample().unwrap();
