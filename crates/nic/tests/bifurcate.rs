@@ -1,12 +1,12 @@
 //! The bifurcation program's verdicts, through BPF_PROG_TEST_RUN with packet fixtures.
 //! Needs root (CAP_BPF) but no namespace: nothing is attached.
 
-mod common;
-
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, OwnedFd};
+use wirespeed_testkit::frame::{
+    arp_packet, bare_tcp_syn, ethernet, ipv4_raw, udp_frame, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6,
+};
 
-use common::*;
 use wirespeed_nic::bifurcate::{VerdictCounters, XDP_PASS, XDP_REDIRECT};
 use wirespeed_nic::{AttachScope, Bifurcation, BifurcationConfig, Protocol};
 
@@ -43,8 +43,8 @@ fn tcp_to(dst: Ipv4Addr, dport: u16) -> Vec<u8> {
     ethernet(
         MAC_A,
         MAC_B,
-        ETH_IPV4,
-        &ipv4(PEER, dst, 6, 0, &tcp_syn(40000, dport)),
+        ETH_P_IP,
+        &ipv4_raw(PEER, dst, 6, 0, &bare_tcp_syn(40000, dport)),
     )
 }
 
@@ -54,11 +54,16 @@ fn arp_for_the_served_address_is_redirected() {
     let req = ethernet(
         BROADCAST,
         MAC_B,
-        ETH_ARP,
-        &arp(1, MAC_B, PEER, [0; 6], SERVED),
+        ETH_P_ARP,
+        &arp_packet(1, MAC_B, PEER, [0; 6], SERVED),
     );
     assert_eq!(b.test_run(&req).unwrap(), XDP_REDIRECT);
-    let reply = ethernet(MAC_A, MAC_B, ETH_ARP, &arp(2, MAC_B, PEER, MAC_A, SERVED));
+    let reply = ethernet(
+        MAC_A,
+        MAC_B,
+        ETH_P_ARP,
+        &arp_packet(2, MAC_B, PEER, MAC_A, SERVED),
+    );
     assert_eq!(
         b.test_run(&reply).unwrap(),
         XDP_REDIRECT,
@@ -72,8 +77,8 @@ fn arp_for_another_address_passes() {
     let req = ethernet(
         BROADCAST,
         MAC_B,
-        ETH_ARP,
-        &arp(1, MAC_B, PEER, [0; 6], OTHER),
+        ETH_P_ARP,
+        &arp_packet(1, MAC_B, PEER, [0; 6], OTHER),
     );
     assert_eq!(b.test_run(&req).unwrap(), XDP_PASS);
 }
@@ -126,8 +131,8 @@ fn truncated_and_fragmented_frames_pass() {
     let arp_req = ethernet(
         BROADCAST,
         MAC_B,
-        ETH_ARP,
-        &arp(1, MAC_B, PEER, [0; 6], SERVED),
+        ETH_P_ARP,
+        &arp_packet(1, MAC_B, PEER, [0; 6], SERVED),
     );
     assert_eq!(
         b.test_run(&arp_req[..30]).unwrap(),
@@ -140,8 +145,8 @@ fn truncated_and_fragmented_frames_pass() {
     let first_fragment = ethernet(
         MAC_A,
         MAC_B,
-        ETH_IPV4,
-        &ipv4(PEER, SERVED, 6, 0x2000, &tcp_syn(1, 80)),
+        ETH_P_IP,
+        &ipv4_raw(PEER, SERVED, 6, 0x2000, &bare_tcp_syn(1, 80)),
     );
     assert_eq!(
         b.test_run(&first_fragment).unwrap(),
@@ -151,8 +156,8 @@ fn truncated_and_fragmented_frames_pass() {
     let later_fragment = ethernet(
         MAC_A,
         MAC_B,
-        ETH_IPV4,
-        &ipv4(PEER, SERVED, 6, 0x0010, &[0; 20]),
+        ETH_P_IP,
+        &ipv4_raw(PEER, SERVED, 6, 0x0010, &[0; 20]),
     );
     assert_eq!(b.test_run(&later_fragment).unwrap(), XDP_PASS);
     let c = b.counters().unwrap();
@@ -171,18 +176,23 @@ fn the_whole_address_is_the_stacks_when_the_kernel_owns_none() {
     let (b, _s) = loaded(&whole);
     let (narrow, _s2) = loaded(&config());
     let udp_closed = udp_frame(MAC_A, MAC_B, PEER, SERVED, 5000, 53, b"hi");
-    let gre = ethernet(MAC_A, MAC_B, ETH_IPV4, &ipv4(PEER, SERVED, 47, 0, &[0; 16]));
+    let gre = ethernet(
+        MAC_A,
+        MAC_B,
+        ETH_P_IP,
+        &ipv4_raw(PEER, SERVED, 47, 0, &[0; 16]),
+    );
     let fragment = ethernet(
         MAC_A,
         MAC_B,
-        ETH_IPV4,
-        &ipv4(PEER, SERVED, 6, 0x2000, &tcp_syn(1, 80)),
+        ETH_P_IP,
+        &ipv4_raw(PEER, SERVED, 6, 0x2000, &bare_tcp_syn(1, 80)),
     );
     let mut arp_ieee802 = ethernet(
         BROADCAST,
         MAC_B,
-        ETH_ARP,
-        &arp(1, MAC_B, PEER, [0; 6], SERVED),
+        ETH_P_ARP,
+        &arp_packet(1, MAC_B, PEER, [0; 6], SERVED),
     );
     arp_ieee802[14 + 1] = 6; // hardware type 6
     for (what, frame) in [
@@ -212,12 +222,12 @@ fn the_whole_address_is_the_stacks_when_the_kernel_owns_none() {
 #[test]
 fn ip_options_are_skipped_to_find_the_ports() {
     let (b, _s) = loaded(&config());
-    let mut ip = ipv4(PEER, SERVED, 6, 0, &[]);
+    let mut ip = ipv4_raw(PEER, SERVED, 6, 0, &[]);
     ip[0] = 0x46;
     ip.extend_from_slice(&[1, 1, 1, 0]); // NOP NOP NOP EOL
-    ip.extend_from_slice(&tcp_syn(40000, 80));
+    ip.extend_from_slice(&bare_tcp_syn(40000, 80));
     assert_eq!(
-        b.test_run(&ethernet(MAC_A, MAC_B, ETH_IPV4, &ip)).unwrap(),
+        b.test_run(&ethernet(MAC_A, MAC_B, ETH_P_IP, &ip)).unwrap(),
         XDP_REDIRECT
     );
 }
@@ -234,9 +244,9 @@ fn jumbo_frames_in_fragments_are_steered_by_their_linear_headers() {
     assert_eq!(jumbo(7000).len(), 9014);
     assert_eq!(b.test_run(&jumbo(7000)).unwrap(), XDP_REDIRECT);
     assert_eq!(b.test_run(&jumbo(7001)).unwrap(), XDP_PASS, "not served");
-    let mut tcp = tcp_syn(40000, 80);
+    let mut tcp = bare_tcp_syn(40000, 80);
     tcp.resize(9000 - 20, 0);
-    let tcp = ethernet(MAC_A, MAC_B, ETH_IPV4, &ipv4(PEER, SERVED, 6, 0, &tcp));
+    let tcp = ethernet(MAC_A, MAC_B, ETH_P_IP, &ipv4_raw(PEER, SERVED, 6, 0, &tcp));
     assert_eq!(b.test_run(&tcp).unwrap(), XDP_REDIRECT);
     let c = b.counters().unwrap();
     assert_eq!((c.redirected, c.passed_other), (2, 1), "{c:?}");
@@ -269,16 +279,16 @@ fn switched_off_features_pass() {
     let req = ethernet(
         BROADCAST,
         MAC_B,
-        ETH_ARP,
-        &arp(1, MAC_B, PEER, [0; 6], SERVED),
+        ETH_P_ARP,
+        &arp_packet(1, MAC_B, PEER, [0; 6], SERVED),
     );
     assert_eq!(b.test_run(&req).unwrap(), XDP_PASS);
     assert_eq!(b.test_run(&tcp_to(SERVED, 80)).unwrap(), XDP_PASS);
     let ping = ethernet(
         MAC_A,
         MAC_B,
-        ETH_IPV4,
-        &ipv4(PEER, SERVED, 1, 0, &[8, 0, 0, 0, 0, 1, 0, 1]),
+        ETH_P_IP,
+        &ipv4_raw(PEER, SERVED, 1, 0, &[8, 0, 0, 0, 0, 1, 0, 1]),
     );
     assert_eq!(b.test_run(&ping).unwrap(), XDP_REDIRECT, "ICMP steering on");
     assert!(s.as_raw_fd() >= 0);
@@ -392,11 +402,11 @@ fn ipv6_frame(src: Ipv6Addr, dst: Ipv6Addr, exts: &[Ext], proto: u8, payload: &[
     ip.extend_from_slice(&src.octets());
     ip.extend_from_slice(&dst.octets());
     ip.extend_from_slice(&body);
-    ethernet(mac_for(dst), MAC_B, ETH_IPV6, &ip)
+    ethernet(mac_for(dst), MAC_B, ETH_P_IPV6, &ip)
 }
 
 fn tcp6_to(dst: Ipv6Addr, exts: &[Ext], dport: u16) -> Vec<u8> {
-    ipv6_frame(PEER6, dst, exts, 6, &tcp_syn(40000, dport))
+    ipv6_frame(PEER6, dst, exts, 6, &bare_tcp_syn(40000, dport))
 }
 
 fn udp6_to(dst: Ipv6Addr, dport: u16) -> Vec<u8> {
@@ -883,8 +893,8 @@ fn ipv6_alone_is_served_when_the_ipv4_address_is_unspecified() {
     let arp_for_zero = ethernet(
         BROADCAST,
         MAC_B,
-        ETH_ARP,
-        &arp(1, MAC_B, PEER, [0; 6], Ipv4Addr::UNSPECIFIED),
+        ETH_P_ARP,
+        &arp_packet(1, MAC_B, PEER, [0; 6], Ipv4Addr::UNSPECIFIED),
     );
     assert_eq!(b.test_run(&arp_for_zero).unwrap(), XDP_PASS);
 }

@@ -4,15 +4,14 @@
 //! Run: `cargo test -p wirespeed-nic --features dpdk --test dpdk`.
 #![cfg(feature = "dpdk")]
 
-mod common;
-
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
-use common::*;
 use wirespeed_lab::{netns::add_addr, Netns, Veth};
 use wirespeed_nic::dpdk::{DpdkPort, DpdkPortConfig, Eal};
 use wirespeed_nic::FrameIo;
+use wirespeed_testkit::frame::udp_frame;
+use wirespeed_testkit::parse::parse_udp;
 
 const SERVED: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
 const PEER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);

@@ -3,12 +3,12 @@
 //! 198.18.0.10 which only the AF_XDP sockets answer for); namespace B holds the peer (`xb0`,
 //! 198.18.0.2) with plain kernel sockets.
 
-mod common;
-
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
+use wirespeed_testkit::csum::udp_checksum_ok;
+use wirespeed_testkit::frame::{arp_packet, ethernet, udp_frame, ETH_P_ARP};
+use wirespeed_testkit::parse::{parse_arp_request, parse_udp};
 
-use common::*;
 use wirespeed_lab::{netns::add_addr, Netns, Veth};
 use wirespeed_nic::{
     AttachScope, Bifurcation, BifurcationConfig, BindMode, BusyPoll, Error, FrameIo, XskConfig,
@@ -176,7 +176,12 @@ fn bifurcated_af_xdp_receives_served_traffic_and_transmits_to_the_peer() {
     assert_eq!((sha, spa, tpa), (MAC_B, PEER, SERVED));
     let sock = &mut socks[*queue as usize];
     assert!(sock.tx_frame(|buf| {
-        let reply = ethernet(MAC_B, MAC_A, ETH_ARP, &arp(2, MAC_A, SERVED, MAC_B, PEER));
+        let reply = ethernet(
+            MAC_B,
+            MAC_A,
+            ETH_P_ARP,
+            &arp_packet(2, MAC_A, SERVED, MAC_B, PEER),
+        );
         buf[..reply.len()].copy_from_slice(&reply);
         reply.len()
     }));

@@ -391,6 +391,71 @@ pub fn ipv6(
     eth(dst_mac, src_mac, true, &p)
 }
 
+/// An IPv4 header (no options, identification 0x1234, TTL 64, the flags-and-offset word
+/// `frag_off` as given) in front of `payload` as given: for frames a parser must steer by
+/// their headers alone.
+pub fn ipv4_raw(
+    src: std::net::Ipv4Addr,
+    dst: std::net::Ipv4Addr,
+    proto: u8,
+    frag_off: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let h = IpHeader {
+        ident: 0x1234,
+        dont_frag: false,
+        ..IpHeader::default()
+    };
+    let mut p = ip_header_with(src.into(), dst.into(), proto, payload.len(), &h);
+    p[6..8].copy_from_slice(&frag_off.to_be_bytes());
+    p[10..12].fill(0);
+    let c = checksum::checksum(&p);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p.extend(payload);
+    p
+}
+
+/// A bare 20-byte TCP SYN header (sequence 0, window 65535), its checksum left 0: for an XDP
+/// parser, which does not check it.
+pub fn bare_tcp_syn(sport: u16, dport: u16) -> Vec<u8> {
+    let repr = TcpRepr {
+        src_port: sport,
+        dst_port: dport,
+        seq: SeqNumber(0),
+        ack: None,
+        flags: SYN,
+        window: 65535,
+        options: TcpOptions::default(),
+    };
+    let mut b = vec![0; repr.header_len()];
+    repr.emit(&mut b).unwrap();
+    b
+}
+
+/// Ethernet + IPv4 ([`ipv4_raw`]'s header, not a fragment) + UDP with its checksum.
+pub fn udp_frame(
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    src: std::net::Ipv4Addr,
+    dst: std::net::Ipv4Addr,
+    sport: u16,
+    dport: u16,
+    data: &[u8],
+) -> Vec<u8> {
+    let l4 = L4::Udp {
+        sport,
+        dport,
+        payload: data.to_vec(),
+    };
+    let (proto, udp) = l4_bytes(src.into(), dst.into(), &l4);
+    ethernet(
+        dst_mac,
+        src_mac,
+        ETH_P_IP,
+        &ipv4_raw(src, dst, proto, 0, &udp),
+    )
+}
+
 /// Recomputes the IPv4 header checksum of an untagged Ethernet frame (a fixture that
 /// changed a header field by hand).
 pub fn fix_ipv4_csum(f: &mut [u8]) {

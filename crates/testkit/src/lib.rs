@@ -5,5 +5,6 @@ pub mod csum;
 pub mod frame;
 pub mod lb_lab;
 pub mod netns;
+pub mod parse;
 pub mod rng;
 pub mod wait;
