@@ -5,11 +5,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wirespeed_fp::status::{read_status_file, Status};
 use wirespeed_lab::topo::{Lab, LabSpec, Topology};
 use wirespeed_lab::Netns;
+use wirespeed_testkit::wait::wait_for_every;
 
 /// The daemon's process, killed if a failed assertion leaves it running.
 struct DaemonProcess(Child);
@@ -37,15 +38,9 @@ fn start_daemon(dut: &Netns, status: &Path) -> DaemonProcess {
 }
 
 /// Waits (bounded) for `pred`, then returns what satisfied it; panics with `what` otherwise.
-fn wait_until<T>(what: &str, mut pred: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(v) = pred() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_until<T>(what: &str, pred: impl FnMut() -> Option<T>) -> T {
+    wait_for_every(Duration::from_secs(10), Duration::from_millis(20), pred)
+        .unwrap_or_else(|| panic!("timed out waiting for: {what}"))
 }
 
 fn wait_for_status(status: &Path, what: &str, pred: impl Fn(&Status) -> bool) -> Status {
