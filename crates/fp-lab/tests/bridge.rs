@@ -602,7 +602,7 @@ fn fdb_refresh_and_ring_frames_by_test_run() {
             state: 3,
             vlan_filtering: false,
             ip_check: 0,
-            fdb_refresh_ns: wirespeed_fp::plan::fdb_refresh_ns(30000),
+            fdb_refresh_ns: wirespeed_fp::model::plan::fdb_refresh_ns(30000),
         };
         b.set_port(inp, &port).unwrap();
         b.set_port(out, &port).unwrap();

@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::filter::FilterPlan;
 use crate::loader::{BridgeMaps, Program, SharedMaps};
+use crate::model::plan::{Plan, PortPlan};
 use crate::model::FdbKey;
-use crate::plan::{Plan, PortPlan};
 use crate::reconcile::{Action, Actions, Current};
 
 /// Programs kept loaded per port after being swapped out, with their filter tables: swapping

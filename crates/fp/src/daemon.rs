@@ -13,7 +13,7 @@ use crate::error::{io, Result};
 use crate::forward_hooks::ForwardHooks;
 use crate::kernel::{self, BrNetfilter, KernelReader};
 use crate::metrics::FpMetrics;
-use crate::model::{BridgeHook, Event, Model};
+use crate::model::{BridgeHook, Event, Model, Settings};
 use crate::neigh::StaleNeighbours;
 use crate::nftevent::{self, NftMsg};
 use crate::reconcile::{self, Actions};
@@ -166,20 +166,18 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn new(cfg: Config) -> Result<Daemon> {
-        let model = Model {
+        let mut model = Model::new(Settings {
             only: cfg.only.clone(),
             bridge_hook: cfg.bridge_hook,
             no_route_cache: !cfg.route_cache,
             assume_no_selinux_labels: cfg.assume_no_selinux_labels,
             unbound_xdp: cfg.unbound_xdp,
-            ..Model::default()
-        };
-        let mut model = model;
+        });
         let dataplane = Dataplane::new()?;
         let hook = match SysctlHook::attach(dataplane.sysctl_gate()) {
             Ok(h) => Some(h),
             Err(e) => {
-                model.hash_policy_unwatched = Some(format!("no sysctl hook ({e})"));
+                model.set_hash_policy_unwatched(Some(format!("no sysctl hook ({e})")));
                 None
             }
         };
@@ -212,7 +210,7 @@ impl Daemon {
 
     /// Why the write hooks could not attach (None: they are attached).
     pub fn write_hooks_missing(&self) -> Option<&str> {
-        self.model.hash_policy_unwatched.as_deref()
+        self.model.hash_policy_unwatched()
     }
 
     /// Whether anything makes the kernel filter bridged frames.
@@ -223,8 +221,8 @@ impl Daemon {
         let r = &self.ruleset;
         let l3 = r.l3_tables || r.legacy.0 || r.legacy.1;
         let (hooks, assume) = (
-            &self.model.forward_hooks,
-            self.model.assume_no_selinux_labels,
+            self.model.forward_hooks(),
+            self.model.assume_no_selinux_labels(),
         );
         let hooked = hooks
             .hands_off(false, assume)
@@ -254,8 +252,8 @@ impl Daemon {
 
     /// Reads the ruleset; unreadable, nothing may be fast-pathed past the filter.
     fn sync_filter(&mut self) {
-        if let Err(e) = self.ruleset.sync(&mut self.model.filter) {
-            ruleset::all_to_kernel(&mut self.model.filter, &e);
+        if let Err(e) = self.ruleset.sync(self.model.filter_mut()) {
+            ruleset::all_to_kernel(self.model.filter_mut(), &e);
         }
     }
 
@@ -270,15 +268,16 @@ impl Daemon {
         self.kernel.tc(&mut self.model)?;
         let stale = self.kernel.stale_neighbours()?;
         self.stale.replace(stale, self.dataplane.neigh_maps())?;
-        self.model.tcx_others = self.tcx_others();
-        self.model.taps = Taps::read();
-        self.model.forward_hooks = ForwardHooks::read();
+        let tcx = self.tcx_others();
+        self.model.replace_tcx_others(tcx);
+        self.model.replace_taps(Taps::read());
+        self.model.replace_forward_hooks(ForwardHooks::read());
         self.br_netfilter = kernel::read_sysctls(&mut self.model);
         self.sync_bridge()?;
         self.ruleset.legacy = ruleset::legacy_tables();
-        if let Err(e) = self.ruleset.sync(&mut self.model.filter) {
+        if let Err(e) = self.ruleset.sync(self.model.filter_mut()) {
             // Unknown filter state: nothing may be fast-pathed past it.
-            ruleset::all_to_kernel(&mut self.model.filter, &e);
+            ruleset::all_to_kernel(self.model.filter_mut(), &e);
             self.ruleset.l2_tables = true;
         }
         Ok(())
@@ -289,28 +288,33 @@ impl Daemon {
         let what = self.reconcile_once();
         // A driver refused native XDP to a device-bound program: plan again, which asks no
         // XDP of that port (once: the new plan cannot meet the refusal again).
-        if self.dataplane.native_refused() != &self.model.xdp_native_refused {
-            self.model.xdp_native_refused = self.dataplane.native_refused().clone();
+        if self.dataplane.native_refused() != self.model.xdp_native_refused() {
+            let refused = self.dataplane.native_refused().clone();
+            self.model.replace_xdp_native_refused(refused);
             return self.reconcile_once();
         }
         what
     }
 
     fn reconcile_once(&mut self) -> Applied {
-        self.model.bridge_kernel = self.bridge_kernel();
+        let bridge_kernel = self.bridge_kernel();
+        self.model.set_bridge_kernel(bridge_kernel);
         let shared = self.dataplane.shared();
         let log = &mut self.log;
-        self.rule_slots.assign(&self.model.filter, |slot| {
+        self.rule_slots.assign(self.model.filter(), |slot| {
             if let Err(e) = shared.zero_filter_hits(slot) {
                 log.note_error(e.to_string());
             }
         });
-        let fdb = std::mem::take(&mut self.fdb_resynced).then_some(&self.model.fdb);
+        let fdb = std::mem::take(&mut self.fdb_resynced).then_some(self.model.fdb());
         let model = &self.model;
-        let ifindex_of = |n: &str| model.links.values().find(|l| l.name == n).map(|l| l.index);
+        let ifindex_of = |n: &str| {
+            let mut links = model.links().values();
+            links.find(|l| l.name == n).map(|l| l.index)
+        };
         let actions = reconcile::reconcile(
             model.plan(),
-            &model.filter,
+            model.filter(),
             &self.rule_slots,
             fdb,
             &ifindex_of,
@@ -349,7 +353,7 @@ impl Daemon {
     pub fn status(&self, running: bool) -> Status {
         let mut s = self.log.status(
             &self.dataplane,
-            &self.model.filter,
+            self.model.filter(),
             self.ruleset.rule_events,
             running,
         );
@@ -401,9 +405,9 @@ impl Daemon {
         // A link event carries no offloads; a change of them (ethtool -K) comes as one.
         if let Event::LinkNew(l) = &mut ev {
             self.kernel.offloads(l);
-            // Its peer's MTU may have changed too: native XDP is tried again.
+            // Its peer's MTU may have changed too: native XDP is tried again (the model
+            // forgets the refusal in `apply`).
             self.dataplane.retry_native(l.index);
-            p.changed |= self.model.xdp_native_refused.remove(&l.index);
         }
         // FDB entries (learning!) come and go all the time and never change what the FIB
         // answers for a port we redirect to.
@@ -416,8 +420,6 @@ impl Daemon {
                 // disable_ipv6 comes with no netconf event; setting or clearing it removes
                 // or adds the interface's IPv6 addresses, whose events come.
                 p.sysctls = true;
-                // An address deleted flushes the IPv4 routes through it, with no route event.
-                self.model.routes.routes_may_be_flushed();
             }
             Event::Rules { family: 2 } => p.rules4 = true,
             Event::Rules { .. } => p.rules6 = true,
@@ -425,14 +427,10 @@ impl Daemon {
             Event::Tc => p.tc = true,
             Event::LinkNew(ref l) => {
                 p.sysctls = true;
-                // So does a link going down.
-                if !l.up {
-                    self.model.routes.routes_may_be_flushed();
-                }
                 // Bridge state needs a dump only where a bridge is involved.
                 p.bridge |= l.kind == "bridge"
                     || l.master.is_some()
-                    || self.model.bridge_ports.contains_key(&l.index);
+                    || self.model.bridge_ports().contains_key(&l.index);
             }
             Event::Bridge => p.bridge = true,
             Event::Fdb { add, entry } => {
@@ -443,7 +441,6 @@ impl Daemon {
                     applied: None,
                 });
             }
-            Event::LinkDel(_) => self.model.routes.routes_may_be_flushed(),
             Event::Neigh(Some(n)) => {
                 // Before the new route generation (p.rtnl): see `neigh`.
                 if let Err(e) = self.stale.apply(n, self.dataplane.neigh_maps()) {
@@ -452,7 +449,7 @@ impl Daemon {
             }
             _ => {}
         }
-        match self.model.routes.take_recount() {
+        match self.model.take_route_recount() {
             Recount::Now => p.routes = true,
             Recount::Soon => self.recount_due = true,
             Recount::No => {}
@@ -474,28 +471,23 @@ impl Daemon {
         }
         // tcx links come with no event.
         let tcx = self.tcx_others();
-        if tcx != self.model.tcx_others {
-            self.model.tcx_others = tcx;
+        if self.model.replace_tcx_others(tcx) {
             p.changed = true;
             p.kinds.push("tcx");
         }
         // Packet sockets come and go with no event (tcpdump started on a port).
-        let taps = Taps::read();
-        if taps != self.model.taps {
-            self.model.taps = taps;
+        if self.model.replace_taps(Taps::read()) {
             p.changed = true;
             p.kinds.push("taps");
         }
         // Nor do IPVS services or a policy load.
-        let hooks = ForwardHooks::read();
-        if hooks != self.model.forward_hooks {
-            self.model.forward_hooks = hooks;
+        if self.model.replace_forward_hooks(ForwardHooks::read()) {
             p.changed = true;
             p.kinds.push("forward-hooks");
         }
         // Without the hook these are all the daemon sees of them (and module loads, which
         // write nothing: br_netfilter's switches appear set).
-        if kernel::read_unevented() != self.model.sysctls.unevented {
+        if kernel::read_unevented() != self.model.sysctls().unevented {
             p.sysctls = true;
             p.kinds.push("sysctl");
         }
@@ -531,7 +523,7 @@ impl Daemon {
 
     /// Other owners' tcx programs on every Ethernet link (those the fast path may serve).
     fn tcx_others(&self) -> std::collections::BTreeMap<u32, (u32, u32)> {
-        let links = self.model.links.values();
+        let links = self.model.links().values();
         self.dataplane.tcx_others(
             links
                 .filter(|l| l.mac.is_some() && !l.loopback)
@@ -595,13 +587,15 @@ impl Daemon {
             p.filter = true;
             if let Err(e) = self
                 .ruleset
-                .sync_ipset_members(text, &mut self.model.filter)
+                .sync_ipset_members(text, self.model.filter_mut())
             {
-                ruleset::all_to_kernel(&mut self.model.filter, &e);
+                ruleset::all_to_kernel(self.model.filter_mut(), &e);
             }
         } else if p.filter {
             let decoded = match nftevent::rule_changes(&p.nft_msgs) {
-                Some(evs) => self.ruleset.apply_rule_events(&evs, &mut self.model.filter),
+                Some(evs) => self
+                    .ruleset
+                    .apply_rule_events(&evs, self.model.filter_mut()),
                 None => false,
             };
             if !decoded {
@@ -712,7 +706,7 @@ impl Daemon {
                 let t = Instant::now();
                 let log = &mut self.log;
                 self.ruleset.check_rule_events(
-                    &mut self.model.filter,
+                    self.model.filter_mut(),
                     || watchers.nft_pending(),
                     &mut |e| log.note_error(e),
                 );

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::genl::{self, NetdevFamily, NETLINK_GENERIC};
-use crate::model::{Event, Link, Model, Unevented};
+use crate::model::{Event, Link, Model, Sysctls, Unevented};
 use crate::netlink::{self, Socket, NETLINK_ROUTE};
 use crate::{tc, xfrm};
 use wirespeed_sys::ethtool::FeatureNames;
@@ -59,7 +59,7 @@ impl KernelReader {
     /// Reads every device's XDP features: which ports take XDP-redirected frames.
     pub fn xdp_features(&mut self, model: &mut Model) -> Result<()> {
         let Some((s, family)) = &mut self.netdev else {
-            model.xdp_features = None;
+            model.replace_xdp_features(None);
             return Ok(());
         };
         let mut known = BTreeMap::new();
@@ -72,7 +72,7 @@ impl KernelReader {
                 known.insert(ifindex, f);
             }
         }
-        model.xdp_features = Some(known);
+        model.replace_xdp_features(Some(known));
         Ok(())
     }
 
@@ -81,7 +81,7 @@ impl KernelReader {
         for l in &mut links {
             self.offloads(l);
         }
-        model.links = links.into_iter().map(|l| (l.index, l)).collect();
+        model.replace_links(links);
         Ok(())
     }
 
@@ -110,14 +110,14 @@ impl KernelReader {
     /// Bridge ports (state, VLANs) and the FDB.
     pub fn bridge(&mut self, model: &mut Model) -> Result<()> {
         let ports = netlink::dump_bridge_ports(&mut self.dump)?;
-        model.bridge_ports = ports.into_iter().map(|p| (p.index, p)).collect();
+        let mut ports: BTreeMap<u32, _> = ports.into_iter().map(|p| (p.index, p)).collect();
         for (ifindex, vid, state) in netlink::dump_vlan_states(&mut self.dump) {
-            if let Some(p) = model.bridge_ports.get_mut(&ifindex) {
+            if let Some(p) = ports.get_mut(&ifindex) {
                 p.vlan_states.insert(vid, state);
             }
         }
         let fdb = netlink::dump_fdb(&mut self.dump)?;
-        model.fdb = fdb.into_iter().map(|e| (e.key, e.port)).collect();
+        model.replace_bridge(ports, fdb);
         Ok(())
     }
 
@@ -129,18 +129,18 @@ impl KernelReader {
         let groups = netlink::dump_nexthop_groups(&mut self.dump).ok();
         let v4 = netlink::count_routes(&mut self.dump, 2, groups.as_ref())?;
         let v6 = netlink::count_routes(&mut self.dump, 10, groups.as_ref())?;
-        model.routes.set(groups, v4, v6);
+        model.replace_route_counts(groups, v4, v6);
         Ok(())
     }
 
     pub fn addrs_v4(&mut self, model: &mut Model) -> Result<()> {
-        model.local_v4 = netlink::dump_addrs_v4(&mut self.dump)?;
+        model.replace_local_v4(netlink::dump_addrs_v4(&mut self.dump)?);
         Ok(())
     }
 
     /// Every port's qdiscs and tc classifiers.
     pub fn tc(&mut self, model: &mut Model) -> Result<()> {
-        model.tc = tc::read(&mut self.dump)?;
+        model.replace_tc(tc::read(&mut self.dump)?);
         Ok(())
     }
 
@@ -154,14 +154,14 @@ impl KernelReader {
     /// The IPsec policies and default policies.
     pub fn xfrm(&mut self, model: &mut Model) -> Result<()> {
         if let Some(s) = &mut self.xfrm {
-            model.xfrm = xfrm::read(s)?;
+            model.replace_xfrm(xfrm::read(s)?);
         }
         Ok(())
     }
 
     pub fn rules(&mut self, model: &mut Model, family: u8) -> Result<()> {
         let rules = netlink::dump_rules(&mut self.dump, family)?;
-        model.set_rules(family, &rules);
+        model.replace_rules(family, &rules);
         Ok(())
     }
 }
@@ -187,12 +187,9 @@ pub fn read_unevented() -> Unevented {
 
 /// Forwarding, rp_filter and br_netfilter switches, into the model.
 pub fn read_sysctls(model: &mut Model) -> BrNetfilter {
-    let s = &mut model.sysctls;
-    s.v4_forwarding.clear();
-    s.rp_filter.clear();
-    s.v6_disabled.clear();
+    let mut s = Sysctls::default();
     let all_rp = read_sysctl("/proc/sys/net/ipv4/conf/all/rp_filter").unwrap_or(0);
-    for l in model.links.values() {
+    for l in model.links().values() {
         let base = format!("/proc/sys/net/ipv4/conf/{}", l.name);
         s.v4_forwarding.insert(
             l.name.clone(),
@@ -211,11 +208,10 @@ pub fn read_sysctls(model: &mut Model) -> BrNetfilter {
     s.proxy_ndp = read_sysctl("/proc/sys/net/ipv6/conf/all/proxy_ndp").unwrap_or(0) != 0;
     let u = read_unevented();
     s.unevented = u;
+    model.replace_sysctls(s);
     let brnf = |i: usize| u.bridge_nf[i] == Some(1);
-    model.br_nf_v4 = brnf(0);
-    model.br_nf_v6 = brnf(1);
     BrNetfilter {
-        on: model.br_nf_v4 || model.br_nf_v6 || brnf(2),
+        on: brnf(0) || brnf(1) || brnf(2),
         // Tagged frames through the IP hooks: more than the header checks we mirror.
         tagged: brnf(3) || brnf(4),
     }

@@ -20,7 +20,6 @@ pub mod model;
 pub mod neigh;
 pub mod netlink;
 pub mod nftevent;
-pub mod plan;
 pub mod reconcile;
 pub mod routes;
 pub mod rule_counters;

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::filter::FilterPlan;
 use crate::forward_hooks::ForwardHooks;
-use crate::routes::{NexthopChange, RouteChange, RouteLedger};
+use crate::routes::{NexthopChange, Recount, RouteChange, RouteCounts, RouteLedger};
 use crate::taps::Taps;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -272,81 +272,124 @@ pub struct Unevented {
     pub bridge_nf: [Option<u32>; 5],
 }
 
-#[derive(Debug, Default)]
-pub struct Model {
-    pub links: BTreeMap<u32, Link>,
-    /// Policy rules beyond the kernel's defaults, per family: while there are any, the route
-    /// caches are off (a rule may look at the source or the ports) and the routers pass the
-    /// helper what the rules look at.
-    pub custom_rules_v4: usize,
-    pub custom_rules_v6: usize,
-    /// Of those, the rules the FIB helper cannot evaluate as the kernel does (fwmark, ...):
-    /// while there are any, the family goes to the kernel.
-    pub kernel_rules_v4: usize,
-    pub kernel_rules_v6: usize,
-    /// IPv4 rules that select by protocol or ports (the kernel's source check then swaps
-    /// the ports, in the kernels that do).
-    pub port_rules_v4: usize,
-    pub sysctls: Sysctls,
-    pub filter: FilterPlan,
+/// What the operator chose when starting the daemon (`fp run`'s flags): fixed for its life.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
     /// Interfaces to serve by name; None: every eligible one.
     pub only: Option<Vec<String>>,
-    pub bridge_ports: BTreeMap<u32, BridgePort>,
-    pub fdb: BTreeMap<FdbKey, u32>,
     pub bridge_hook: BridgeHook,
-    /// Why bridged traffic must stay in the kernel whatever the bridge (br_netfilter, bridge
-    /// or netdev nftables tables); None: it may be fast-pathed.
-    pub bridge_kernel: Option<String>,
-    /// net.bridge.bridge-nf-call-iptables / -ip6tables: br_netfilter validates the headers
-    /// of bridged IPv4 / IPv6 frames.
-    pub br_nf_v4: bool,
-    pub br_nf_v6: bool,
-    /// XDP features per ifindex (netdev genetlink). None: this kernel does not report them
-    /// (before Linux 6.3), so no device is known to take XDP-redirected frames.
-    pub xdp_features: Option<BTreeMap<u32, u64>>,
-    /// Per family, the routes the route cache cannot stand for, and those whose next hop the
-    /// FIB picks by a flow hash, all tables (routes::RouteLedger): while a family has any of
-    /// the first, every packet of it asks the FIB.
-    pub routes: RouteLedger,
-    /// The route cache is switched off (`fp run --no-route-cache`).
+    /// `fp run --no-route-cache`.
     pub no_route_cache: bool,
-    /// This namespace's IPv4 addresses: a forwarded packet from one of them is the kernel's.
-    pub local_v4: BTreeSet<[u8; 4]>,
-    /// The IPsec policies a forwarded packet may meet: while a family has any, the kernel
-    /// forwards it.
-    pub xfrm: XfrmState,
-    /// Ports with tc classifiers or a qdisc of their own, by ifindex.
-    pub tc: BTreeMap<u32, PortTc>,
-    /// Served ports with tcx programs that are not ours, by ifindex: (at ingress, at egress).
-    /// tcx links come with no event: polled.
-    pub tcx_others: BTreeMap<u32, (u32, u32)>,
-    /// Why no sysctl hook sees the multipath hash policies change (None: one does): then
-    /// a family with multipath routes is the kernel's, its policy never read stale.
-    pub hash_policy_unwatched: Option<String>,
-    /// Packet sockets that see the ports' frames (tcpdump, DHCP clients): polled.
-    pub taps: Taps,
-    /// Ports whose driver refused a device-bound XDP program in native mode (the data path
-    /// says; a link event of the port clears it, to try again).
-    pub xdp_native_refused: BTreeSet<u32>,
-    /// IPVS's and SELinux's FORWARD hooks: polled.
-    pub forward_hooks: ForwardHooks,
-    /// The operator says no SELinux secmark, NetLabel or labeled IPsec is in use
-    /// (`fp run --assume-no-selinux-labels`).
+    /// `fp run --assume-no-selinux-labels`.
     pub assume_no_selinux_labels: bool,
-    /// Benchmarks only (daemon::Config::unbound_xdp): XDP programs are never device-bound.
+    /// Benchmarks only (daemon::Config::unbound_xdp).
     pub unbound_xdp: bool,
 }
 
+/// The model owns its state: events change it through `apply`, full reads of the kernel
+/// through `replace_*`, and everything else reads it through accessors.
+#[derive(Debug, Default)]
+pub struct Model {
+    links: BTreeMap<u32, Link>,
+    /// Policy rules beyond the kernel's defaults, per family: while there are any, the route
+    /// caches are off (a rule may look at the source or the ports) and the routers pass the
+    /// helper what the rules look at.
+    custom_rules_v4: usize,
+    custom_rules_v6: usize,
+    /// Of those, the rules the FIB helper cannot evaluate as the kernel does (fwmark, ...):
+    /// while there are any, the family goes to the kernel.
+    kernel_rules_v4: usize,
+    kernel_rules_v6: usize,
+    /// IPv4 rules that select by protocol or ports (the kernel's source check then swaps
+    /// the ports, in the kernels that do).
+    port_rules_v4: usize,
+    sysctls: Sysctls,
+    filter: FilterPlan,
+    /// Interfaces to serve by name; None: every eligible one.
+    only: Option<Vec<String>>,
+    bridge_ports: BTreeMap<u32, BridgePort>,
+    fdb: BTreeMap<FdbKey, u32>,
+    bridge_hook: BridgeHook,
+    /// Why bridged traffic must stay in the kernel whatever the bridge (br_netfilter, bridge
+    /// or netdev nftables tables); None: it may be fast-pathed.
+    bridge_kernel: Option<String>,
+    /// net.bridge.bridge-nf-call-iptables / -ip6tables: br_netfilter validates the headers
+    /// of bridged IPv4 / IPv6 frames.
+    br_nf_v4: bool,
+    br_nf_v6: bool,
+    /// XDP features per ifindex (netdev genetlink). None: this kernel does not report them
+    /// (before Linux 6.3), so no device is known to take XDP-redirected frames.
+    xdp_features: Option<BTreeMap<u32, u64>>,
+    /// Per family, the routes the route cache cannot stand for, and those whose next hop the
+    /// FIB picks by a flow hash, all tables (routes::RouteLedger): while a family has any of
+    /// the first, every packet of it asks the FIB.
+    routes: RouteLedger,
+    /// The route cache is switched off (`fp run --no-route-cache`).
+    no_route_cache: bool,
+    /// This namespace's IPv4 addresses: a forwarded packet from one of them is the kernel's.
+    local_v4: BTreeSet<[u8; 4]>,
+    /// The IPsec policies a forwarded packet may meet: while a family has any, the kernel
+    /// forwards it.
+    xfrm: XfrmState,
+    /// Ports with tc classifiers or a qdisc of their own, by ifindex.
+    tc: BTreeMap<u32, PortTc>,
+    /// Served ports with tcx programs that are not ours, by ifindex: (at ingress, at egress).
+    /// tcx links come with no event: polled.
+    tcx_others: BTreeMap<u32, (u32, u32)>,
+    /// Why no sysctl hook sees the multipath hash policies change (None: one does): then
+    /// a family with multipath routes is the kernel's, its policy never read stale.
+    hash_policy_unwatched: Option<String>,
+    /// Packet sockets that see the ports' frames (tcpdump, DHCP clients): polled.
+    taps: Taps,
+    /// Ports whose driver refused a device-bound XDP program in native mode (the data path
+    /// says; a link event of the port clears it, to try again).
+    xdp_native_refused: BTreeSet<u32>,
+    /// IPVS's and SELinux's FORWARD hooks: polled.
+    forward_hooks: ForwardHooks,
+    /// The operator says no SELinux secmark, NetLabel or labeled IPsec is in use
+    /// (`fp run --assume-no-selinux-labels`).
+    assume_no_selinux_labels: bool,
+    /// Benchmarks only (daemon::Config::unbound_xdp): XDP programs are never device-bound.
+    unbound_xdp: bool,
+}
+
 impl Model {
+    pub fn new(settings: Settings) -> Model {
+        let Settings {
+            only,
+            bridge_hook,
+            no_route_cache,
+            assume_no_selinux_labels,
+            unbound_xdp,
+        } = settings;
+        Model {
+            only,
+            bridge_hook,
+            no_route_cache,
+            assume_no_selinux_labels,
+            unbound_xdp,
+            ..Model::default()
+        }
+    }
+
     /// Applies one event; returns true when the plan may have changed.
     pub fn apply(&mut self, ev: &Event) -> bool {
         match ev {
             Event::LinkNew(l) => {
                 let changed = self.links.get(&l.index) != Some(l);
                 self.links.insert(l.index, l.clone());
-                changed
+                // A link going down flushes the IPv4 routes through it, with no route event.
+                if !l.up {
+                    self.routes.routes_may_be_flushed();
+                }
+                // Its peer's MTU may have changed too: native XDP is tried again.
+                let refused = self.xdp_native_refused.remove(&l.index);
+                changed || refused
             }
-            Event::LinkDel(i) => self.links.remove(i).is_some(),
+            Event::LinkDel(i) => {
+                self.routes.routes_may_be_flushed();
+                self.links.remove(i).is_some()
+            }
             // Resynced by the watcher (rule dumps, sysctls, ruleset), which then sets fields.
             Event::Rules { .. } | Event::Netconf | Event::Nft | Event::Tc => true,
             // The program asks the kernel's FIB (through its route cache, which the watcher
@@ -358,7 +401,12 @@ impl Model {
                 self.routes.nexthop(c);
                 false
             }
-            Event::Addr | Event::Neigh(_) => false,
+            Event::Addr => {
+                // An address deleted flushes the IPv4 routes through it, with no route event.
+                self.routes.routes_may_be_flushed();
+                false
+            }
+            Event::Neigh(_) => false,
             Event::Bridge => true,
             Event::Fdb { add, entry } => {
                 if *add {
@@ -378,7 +426,135 @@ impl Model {
         }
     }
 
-    pub fn set_rules(&mut self, family: u8, rules: &[RuleKey]) {
+    /// Whether the route counts must be read again (after `apply`): see `routes::Recount`.
+    pub fn take_route_recount(&mut self) -> Recount {
+        self.routes.take_recount()
+    }
+
+    /// Every link, from a dump (offloads read).
+    pub fn replace_links(&mut self, links: Vec<Link>) {
+        self.links = links.into_iter().map(|l| (l.index, l)).collect();
+    }
+
+    /// Every device's XDP features; None: the kernel does not report them.
+    pub fn replace_xdp_features(&mut self, features: Option<BTreeMap<u32, u64>>) {
+        self.xdp_features = features;
+    }
+
+    /// The bridge ports and the FDB, from dumps.
+    pub fn replace_bridge(&mut self, ports: BTreeMap<u32, BridgePort>, fdb: Vec<FdbEntry>) {
+        self.bridge_ports = ports;
+        self.fdb = fdb.into_iter().map(|e| (e.key, e.port)).collect();
+    }
+
+    /// Both families' route counts and the nexthop groups, from dumps.
+    pub fn replace_route_counts(
+        &mut self,
+        groups: Option<BTreeSet<u32>>,
+        v4: RouteCounts,
+        v6: RouteCounts,
+    ) {
+        self.routes.set(groups, v4, v6);
+    }
+
+    pub fn replace_local_v4(&mut self, addrs: BTreeSet<[u8; 4]>) {
+        self.local_v4 = addrs;
+    }
+
+    pub fn replace_tc(&mut self, tc: BTreeMap<u32, PortTc>) {
+        self.tc = tc;
+    }
+
+    pub fn replace_xfrm(&mut self, xfrm: XfrmState) {
+        self.xfrm = xfrm;
+    }
+
+    /// The sysctls as read; br_netfilter's IP header checks follow its switches.
+    pub fn replace_sysctls(&mut self, sysctls: Sysctls) {
+        let on = |i: usize| sysctls.unevented.bridge_nf[i] == Some(1);
+        self.br_nf_v4 = on(0);
+        self.br_nf_v6 = on(1);
+        self.sysctls = sysctls;
+    }
+
+    /// Other owners' tcx programs (polled); returns whether they changed.
+    pub fn replace_tcx_others(&mut self, tcx: BTreeMap<u32, (u32, u32)>) -> bool {
+        replace(&mut self.tcx_others, tcx)
+    }
+
+    /// The packet sockets (polled); returns whether they changed.
+    pub fn replace_taps(&mut self, taps: Taps) -> bool {
+        replace(&mut self.taps, taps)
+    }
+
+    /// IPVS's and SELinux's FORWARD hooks (polled); returns whether they changed.
+    pub fn replace_forward_hooks(&mut self, hooks: ForwardHooks) -> bool {
+        replace(&mut self.forward_hooks, hooks)
+    }
+
+    /// The ports whose driver refused native XDP, as the data path reports them.
+    pub fn replace_xdp_native_refused(&mut self, refused: BTreeSet<u32>) {
+        self.xdp_native_refused = refused;
+    }
+
+    /// Why bridged traffic must stay in the kernel (None: it may be fast-pathed).
+    pub fn set_bridge_kernel(&mut self, why: Option<String>) {
+        self.bridge_kernel = why;
+    }
+
+    /// Why no sysctl hook watches the multipath hash policies (None: one does).
+    pub fn set_hash_policy_unwatched(&mut self, why: Option<String>) {
+        self.hash_policy_unwatched = why;
+    }
+
+    /// The filter's plan, which the ruleset reader keeps in step with nftables, iptables
+    /// and ipset (`ruleset::Ruleset`).
+    pub fn filter_mut(&mut self) -> &mut FilterPlan {
+        &mut self.filter
+    }
+
+    pub fn links(&self) -> &BTreeMap<u32, Link> {
+        &self.links
+    }
+
+    pub fn filter(&self) -> &FilterPlan {
+        &self.filter
+    }
+
+    pub fn fdb(&self) -> &BTreeMap<FdbKey, u32> {
+        &self.fdb
+    }
+
+    pub fn bridge_ports(&self) -> &BTreeMap<u32, BridgePort> {
+        &self.bridge_ports
+    }
+
+    pub fn sysctls(&self) -> &Sysctls {
+        &self.sysctls
+    }
+
+    pub fn tcx_others(&self) -> &BTreeMap<u32, (u32, u32)> {
+        &self.tcx_others
+    }
+
+    pub fn forward_hooks(&self) -> &ForwardHooks {
+        &self.forward_hooks
+    }
+
+    pub fn xdp_native_refused(&self) -> &BTreeSet<u32> {
+        &self.xdp_native_refused
+    }
+
+    pub fn assume_no_selinux_labels(&self) -> bool {
+        self.assume_no_selinux_labels
+    }
+
+    pub fn hash_policy_unwatched(&self) -> Option<&str> {
+        self.hash_policy_unwatched.as_deref()
+    }
+
+    /// Counts the policy rules of one family, from a dump.
+    pub fn replace_rules(&mut self, family: u8, rules: &[RuleKey]) {
         let custom = rules.iter().filter(|r| !r.default).count();
         let kernel = rules
             .iter()
@@ -396,6 +572,15 @@ impl Model {
             self.kernel_rules_v6 = kernel;
         }
     }
+}
+
+pub mod plan;
+
+/// Sets `slot` to `new`; returns whether it changed.
+fn replace<T: PartialEq>(slot: &mut T, new: T) -> bool {
+    let changed = *slot != new;
+    *slot = new;
+    changed
 }
 
 #[cfg(test)]

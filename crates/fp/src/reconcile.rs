@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use crate::classify::Tables;
 use crate::features::Features;
 use crate::filter::FilterPlan;
+use crate::model::plan::{Plan, PortPlan};
 use crate::model::{BrPortVal, FdbKey};
-use crate::plan::{Plan, PortPlan};
 use crate::rule_counters::RuleSlots;
 
 /// One step of making the data path match the plan.

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::features::*;
-use crate::plan::*;
+use crate::model::plan::*;
 use crate::routes::Recount;
 
 fn link(index: u32, name: &str) -> Link {
@@ -88,12 +88,12 @@ fn policy_rules_the_helper_cannot_evaluate_send_the_family_to_the_kernel() {
         looks_at_ports: false,
         detail: String::new(),
     };
-    m.set_rules(2, &[rule(true), rule(false)]);
+    m.replace_rules(2, &[rule(true), rule(false)]);
     let p = m.plan();
     assert!(p.ports[&2].off_v4 && p.ports[&2].features.router_v4);
     assert!(!p.ports[&2].off_v6);
     assert!(p.ports[&2].notes[0].contains("1 IPv4 policy rules with a selector"));
-    m.set_rules(2, &[]);
+    m.replace_rules(2, &[]);
     assert!(!m.plan().ports[&2].off_v4);
 }
 
@@ -109,7 +109,7 @@ fn policy_rules_the_helper_evaluates_keep_the_router_and_turn_the_route_cache_of
         looks_at_ports: family == 2,
         detail: String::new(),
     };
-    m.set_rules(10, &[rule(10), rule(10)]);
+    m.replace_rules(10, &[rule(10), rule(10)]);
     let p = &m.plan().ports[&2];
     assert!(!p.off_v4 && !p.off_v6);
     assert_eq!(
@@ -128,8 +128,8 @@ fn policy_rules_the_helper_evaluates_keep_the_router_and_turn_the_route_cache_of
     );
     assert!(p.notes.iter().any(|n| n.contains("2 IPv6 policy rules")));
     assert_eq!(p.switches().policy_rules, p.policy_rules);
-    m.set_rules(2, &[rule(2)]);
-    m.set_rules(10, &[]);
+    m.replace_rules(2, &[rule(2)]);
+    m.replace_rules(10, &[]);
     let p = &m.plan().ports[&2];
     assert_eq!(
         (
