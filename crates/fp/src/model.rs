@@ -3,36 +3,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
-
 use crate::filter::FilterPlan;
 use crate::forward_hooks::ForwardHooks;
 use crate::routes::{NexthopChange, Recount, RouteChange, RouteCounts, RouteLedger};
 use crate::taps::Taps;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// A link as the fast path sees it: the kernel's link message, and the receive offloads that
+/// ethtool reports beside it (`kernel::KernelReader::offloads`), which no link event carries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Link {
-    pub index: u32,
-    pub name: String,
-    pub kind: String,
-    #[serde(skip)]
-    pub mac: Option<[u8; 6]>,
-    pub mtu: u32,
-    pub master: Option<u32>,
-    pub up: bool,
-    pub loopback: bool,
-    /// For a bridge device: its VLAN settings.
-    pub bridge: Option<BridgeAttrs>,
-    /// IFLA_PROMISCUITY > 0 (a user's `promisc on`, or a capture's): a bridge device then
-    /// gets a copy of every frame its ports forward (`br_handle_frame_finish`, local_rcv).
-    pub promisc: bool,
-    /// IFLA_PHYS_SWITCH_ID: a switchdev port, whose hardware may already have forwarded.
-    pub switchdev: bool,
-    /// IFLA_LINK in this namespace (no IFLA_LINK_NETNSID): the device this one sits on.
-    pub lower: Option<u32>,
-    /// An upper that shares its lower's MAC and claims frames in its rx_handler, after XDP
-    /// and tc ingress have run on the lower: ipvlan, ipvtap, macsec, macvlan passthru.
-    pub claims_lower: bool,
+    /// What RTM_NEWLINK says of it; its fields read through `Link` (Deref).
+    pub link: wirespeed_netlink::route::Link,
     /// Large receive offload is on (ethtool `rx-lro`): the driver merges segments into skbs
     /// that the forwarding path drops (`skb_warn_if_lro`).
     pub lro: bool,
@@ -45,25 +26,21 @@ pub struct Link {
 pub use wirespeed_netlink::route::BridgeAttrs;
 
 impl From<wirespeed_netlink::route::Link> for Link {
-    fn from(l: wirespeed_netlink::route::Link) -> Link {
+    /// The offloads unread (off) until `KernelReader::offloads` reads them.
+    fn from(link: wirespeed_netlink::route::Link) -> Link {
         Link {
-            index: l.index,
-            name: l.name,
-            kind: l.kind,
-            mac: l.mac,
-            mtu: l.mtu,
-            master: l.master,
-            up: l.up,
-            loopback: l.loopback,
-            bridge: l.bridge,
-            promisc: l.promisc,
-            switchdev: l.switchdev,
-            lower: l.lower,
-            claims_lower: l.claims_lower,
-            // ethtool's, read after the link message (KernelReader::offloads).
+            link,
             lro: false,
             strips_vlan: false,
         }
+    }
+}
+
+impl std::ops::Deref for Link {
+    type Target = wirespeed_netlink::route::Link;
+
+    fn deref(&self) -> &Self::Target {
+        &self.link
     }
 }
 

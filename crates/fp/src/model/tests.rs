@@ -6,7 +6,7 @@ use crate::model::plan::*;
 use crate::routes::Recount;
 
 fn link(index: u32, name: &str) -> Link {
-    Link {
+    Link::from(wirespeed_netlink::route::Link {
         index,
         name: name.into(),
         kind: "veth".into(),
@@ -16,8 +16,8 @@ fn link(index: u32, name: &str) -> Link {
         up: true,
         loopback: false,
         bridge: None,
-        ..Link::default()
-    }
+        ..Default::default()
+    })
 }
 
 /// The kernel's report for a device that takes XDP-redirected frames.
@@ -33,8 +33,8 @@ fn forwarding_model() -> Model {
     for (i, n) in [(1, "lo"), (2, "d0"), (3, "d1")] {
         let mut l = link(i, n);
         if n == "lo" {
-            l.loopback = true;
-            l.mac = None;
+            l.link.loopback = true;
+            l.link.mac = None;
         }
         m.apply(&Event::LinkNew(l));
         m.apply(&takes_xdp(i));
@@ -63,9 +63,9 @@ fn a_vrf_and_its_ports_are_not_served() {
     // served port has a VRF among its masters, and a VRF device is no port.
     let mut m = forwarding_model();
     let mut vrf = link(4, "mgmt");
-    vrf.kind = "vrf".into();
+    vrf.link.kind = "vrf".into();
     let mut port = link(5, "m0");
-    port.master = Some(4);
+    port.link.master = Some(4);
     for l in [vrf, port] {
         let i = l.index;
         m.apply(&Event::LinkNew(l));
@@ -146,7 +146,7 @@ fn policy_rules_the_helper_evaluates_keep_the_router_and_turn_the_route_cache_of
 fn link_down_leaves_the_tx_ports_and_delete_leaves_the_plan() {
     let mut m = forwarding_model();
     let mut l = link(3, "d1");
-    l.up = false;
+    l.link.up = false;
     assert!(m.apply(&Event::LinkNew(l)));
     let p = m.plan();
     assert_eq!(p.ports[&3].tx_ports, vec![2]);
@@ -178,7 +178,7 @@ fn link_down_leaves_the_tx_ports_and_delete_leaves_the_plan() {
 fn bridge_ports_forwarding_off_and_rp_filter_are_respected() {
     let mut m = forwarding_model();
     let mut l = link(4, "p0");
-    l.master = Some(9);
+    l.link.master = Some(9);
     m.apply(&Event::LinkNew(l));
     m.sysctls.v4_forwarding.insert("d0".into(), false);
     m.sysctls.rp_filter.insert("d1".into(), 1);
@@ -327,8 +327,8 @@ fn selection_limits_the_ports() {
 fn bridged_model(filtering: bool) -> Model {
     let mut m = forwarding_model();
     let mut br = link(9, "br0");
-    br.kind = "bridge".into();
-    br.bridge = Some(BridgeAttrs {
+    br.link.kind = "bridge".into();
+    br.link.bridge = Some(BridgeAttrs {
         vlan_filtering: filtering,
         vlan_protocol: 0x8100,
         ..BridgeAttrs::default()
@@ -336,8 +336,8 @@ fn bridged_model(filtering: bool) -> Model {
     m.apply(&Event::LinkNew(br));
     for (i, kind) in [(4, "veth"), (5, "eth")] {
         let mut p = link(i, &format!("p{i}"));
-        p.kind = kind.into();
-        p.master = Some(9);
+        p.link.kind = kind.into();
+        p.link.master = Some(9);
         m.apply(&Event::LinkNew(p));
         m.apply(&takes_xdp(i));
         m.bridge_ports.insert(
@@ -421,6 +421,7 @@ fn bridge_ports_the_module_cannot_serve_go_to_the_kernel() {
     m.links
         .get_mut(&9)
         .unwrap()
+        .link
         .bridge
         .as_mut()
         .unwrap()
@@ -430,6 +431,7 @@ fn bridge_ports_the_module_cannot_serve_go_to_the_kernel() {
     m.links
         .get_mut(&9)
         .unwrap()
+        .link
         .bridge
         .as_mut()
         .unwrap()
@@ -492,7 +494,7 @@ fn unknown_xdp_features_mean_tc() {
 fn a_down_port_does_not_decide_the_hook() {
     let mut m = forwarding_model();
     let mut l = link(3, "d1");
-    l.up = false;
+    l.link.up = false;
     m.apply(&Event::LinkNew(l));
     m.apply(&Event::XdpFeatures {
         ifindex: 3,
@@ -527,26 +529,26 @@ fn a_forced_xdp_bridge_never_redirects_into_a_port_without_xdp_delivery() {
 fn ports_whose_frames_others_claim_first_are_not_served() {
     // A promiscuous bridge device gets a copy of every frame its ports forward.
     let mut m = bridged_model(false);
-    m.links.get_mut(&9).unwrap().promisc = true;
+    m.links.get_mut(&9).unwrap().link.promisc = true;
     let p = m.plan();
     assert!(p.bridge_ports.is_empty());
     assert!(p.ports[&4].notes[0].contains("promiscuous"));
     // A switchdev port: the hardware may have forwarded already.
     let mut m = forwarding_model();
-    m.links.get_mut(&2).unwrap().switchdev = true;
+    m.links.get_mut(&2).unwrap().link.switchdev = true;
     assert!(!m.plan().ports.contains_key(&2));
     // An ipvlan on d1 (same namespace) takes frames for its addresses in its rx_handler.
     let mut m = forwarding_model();
     let mut upper = link(7, "ipv0");
-    upper.kind = "ipvlan".into();
-    upper.lower = Some(3);
-    upper.claims_lower = true;
+    upper.link.kind = "ipvlan".into();
+    upper.link.lower = Some(3);
+    upper.link.claims_lower = true;
     m.links.insert(7, upper.clone());
     let p = m.plan();
     assert!(!p.ports.contains_key(&3) && p.ports.contains_key(&2));
     // A macvlan in its own MAC's modes claims nothing the router would take.
-    upper.kind = "macvlan".into();
-    upper.claims_lower = false;
+    upper.link.kind = "macvlan".into();
+    upper.link.claims_lower = false;
     m.links.insert(7, upper);
     assert!(m.plan().ports.contains_key(&3));
 }
@@ -633,7 +635,7 @@ fn receive_offloads_that_hide_what_xdp_sees_are_followed() {
     assert!(!p.ports[&2].features.tc && p.ports[&2].features.vlan_meta);
     // A driver that strips tags and cannot show them: every routed port at TC, and the note
     // says what to do.
-    m.links.get_mut(&3).unwrap().kind = "eth".into();
+    m.links.get_mut(&3).unwrap().link.kind = "eth".into();
     m.apply(&takes_xdp(3));
     let p = m.plan();
     for i in [2, 3] {
@@ -651,7 +653,7 @@ fn receive_offloads_that_hide_what_xdp_sees_are_followed() {
     // A bridge port like it: its bridge at TC, or forced to XDP, the port is the kernel's.
     let mut m = bridged_model(false);
     m.links.get_mut(&5).unwrap().strips_vlan = true;
-    m.links.get_mut(&4).unwrap().kind = "eth".into();
+    m.links.get_mut(&4).unwrap().link.kind = "eth".into();
     let p = m.plan();
     assert!(p.ports[&4].features.tc);
     assert!(p.ports[&4]
@@ -702,7 +704,14 @@ fn ipv6_forwarding_off_and_multiple_spanning_trees_go_to_the_kernel() {
         .iter()
         .any(|n| n == "router6 -> kernel: IPv6 forwarding disabled"));
     let mut m = bridged_model(false);
-    m.links.get_mut(&9).unwrap().bridge.as_mut().unwrap().mst = true;
+    m.links
+        .get_mut(&9)
+        .unwrap()
+        .link
+        .bridge
+        .as_mut()
+        .unwrap()
+        .mst = true;
     let p = m.plan();
     assert!(p.bridge_ports.is_empty());
     assert!(p.ports[&4].notes[0].contains("multiple spanning tree"));
