@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::apply::{Applied, Dataplane};
 use crate::error::{io, Result};
+use crate::family::{AF_INET, AF_INET6};
 use crate::forward_hooks::ForwardHooks;
 use crate::kernel::{self, BrNetfilter, KernelReader};
 use crate::metrics::FpMetrics;
@@ -262,8 +263,8 @@ impl Daemon {
         self.kernel.xdp_features(&mut self.model)?;
         self.recount_routes()?;
         self.kernel.addrs_v4(&mut self.model)?;
-        self.kernel.rules(&mut self.model, 2)?;
-        self.kernel.rules(&mut self.model, 10)?;
+        self.kernel.rules(&mut self.model, AF_INET)?;
+        self.kernel.rules(&mut self.model, AF_INET6)?;
         self.kernel.xfrm(&mut self.model)?;
         self.kernel.tc(&mut self.model)?;
         let stale = self.kernel.stale_neighbours()?;
@@ -421,7 +422,7 @@ impl Daemon {
                 // or adds the interface's IPv6 addresses, whose events come.
                 p.sysctls = true;
             }
-            Event::Rules { family: 2 } => p.rules4 = true,
+            Event::Rules { family: AF_INET } => p.rules4 = true,
             Event::Rules { .. } => p.rules6 = true,
             Event::Netconf => p.sysctls = true,
             Event::Tc => p.tc = true,
@@ -564,10 +565,10 @@ impl Daemon {
             self.kernel.addrs_v4(&mut self.model)?;
         }
         if p.rules4 {
-            self.kernel.rules(&mut self.model, 2)?;
+            self.kernel.rules(&mut self.model, AF_INET)?;
         }
         if p.rules6 {
-            self.kernel.rules(&mut self.model, 10)?;
+            self.kernel.rules(&mut self.model, AF_INET6)?;
         }
         if p.xfrm {
             self.kernel.xfrm(&mut self.model)?;

@@ -9,6 +9,7 @@ pub mod counters;
 pub mod daemon;
 pub mod error;
 pub mod expr;
+pub mod family;
 pub mod features;
 pub mod filter;
 pub mod forward_hooks;

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::family::AF_INET;
 use crate::filter::FilterPlan;
 use crate::forward_hooks::ForwardHooks;
 use crate::routes::{NexthopChange, Recount, RouteChange, RouteCounts, RouteLedger};
@@ -537,7 +538,7 @@ impl Model {
             .iter()
             .filter(|r| !r.default && !r.helper_exact)
             .count();
-        if family == 2 {
+        if family == AF_INET {
             self.custom_rules_v4 = custom;
             self.kernel_rules_v4 = kernel;
             self.port_rules_v4 = rules

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::error::Result;
+use crate::family::{AF_INET, AF_INET6};
 use crate::model::{BridgePort, Event, FdbEntry, FdbKey, Link, RuleKey};
 use crate::neigh::{NeighKey, NeighState};
 use crate::routes::{NexthopChange, RouteChange, RouteCounts};
@@ -110,7 +111,7 @@ pub fn parse_rule(payload: &[u8]) -> Option<RuleKey> {
         .any(|(ty, v)| *ty == FRA_L3MDEV && v.first().is_some_and(|&b| b != 0))
         && !inverted;
     let default = plain && matches!((priority, table), (0, 255) | (32766, 254))
-        || (plain && family == 2 && (priority, table) == (32767, 253))
+        || (plain && family == AF_INET && (priority, table) == (32767, 253))
         || vrf_only;
     // (A TOS selector is left out: the helper has masked the TOS byte differently from the
     // input path in some kernels.)
@@ -161,7 +162,9 @@ pub fn parse_route(payload: &[u8], delete: bool, flags: u16) -> Option<RouteChan
         mtu: None,
         realm: false,
         // rtm_type RTN_LOCAL, rtm_protocol not RTPROT_KERNEL (the kernel's own for addresses)
-        custom_local: payload[0] == 2 && payload[7] == RTN_LOCAL && payload[5] != RTPROT_KERNEL,
+        custom_local: payload[0] == AF_INET
+            && payload[7] == RTN_LOCAL
+            && payload[5] != RTPROT_KERNEL,
     };
     for (ty, v) in attrs(&payload[12..]) {
         match ty {
@@ -271,8 +274,8 @@ pub fn parse_neigh(payload: &[u8], delete: bool) -> Option<NeighState> {
     let hdr = payload.get(..12)?;
     let family = hdr[0];
     let len = match family {
-        2 => 4,   // AF_INET
-        10 => 16, // AF_INET6
+        AF_INET => 4,
+        AF_INET6 => 16,
         _ => return None,
     };
     if hdr[10] & NTF_PROXY != 0 {
@@ -371,8 +374,8 @@ const IFA_LOCAL: u16 = 2;
 /// The local address of an IPv4 address message (ifaddrmsg): IFA_LOCAL, else IFA_ADDRESS (the
 /// same on a broadcast link; IFA_ADDRESS is the peer's on a point-to-point one).
 pub fn parse_addr_v4(payload: &[u8]) -> Option<[u8; 4]> {
-    if payload.len() < 8 || payload[0] != 2 {
-        return None; // not AF_INET
+    if payload.len() < 8 || payload[0] != AF_INET {
+        return None;
     }
     let attrs = attrs(&payload[8..]);
     let get = |ty: u16| {
@@ -387,7 +390,7 @@ pub fn parse_addr_v4(payload: &[u8]) -> Option<[u8; 4]> {
 /// Dumps this namespace's IPv4 addresses.
 pub fn dump_addrs_v4(s: &mut Socket) -> Result<std::collections::BTreeSet<[u8; 4]>> {
     let mut hdr = [0u8; 8]; // ifaddrmsg
-    hdr[0] = 2; // AF_INET
+    hdr[0] = AF_INET;
     Ok(s.dump(RTM_GETADDR, &hdr)?
         .iter()
         .filter(|(t, _)| *t == RTM_NEWADDR)

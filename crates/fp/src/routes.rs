@@ -24,6 +24,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::family::{AF_INET, AF_INET6};
+
 /// What a route message (event or dump) says about its route (`netlink::parse_route`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteChange {
@@ -161,16 +163,16 @@ pub struct RouteLedger {
 impl RouteLedger {
     pub fn family(&self, family: u8) -> Option<&RouteCounts> {
         match family {
-            2 => Some(&self.v4),
-            10 => Some(&self.v6),
+            AF_INET => Some(&self.v4),
+            AF_INET6 => Some(&self.v6),
             _ => None,
         }
     }
 
     fn family_mut(&mut self, family: u8) -> Option<&mut RouteCounts> {
         match family {
-            2 => Some(&mut self.v4),
-            10 => Some(&mut self.v6),
+            AF_INET => Some(&mut self.v4),
+            AF_INET6 => Some(&mut self.v6),
             _ => None,
         }
     }
@@ -188,7 +190,8 @@ impl RouteLedger {
     pub fn route(&mut self, c: &RouteChange) -> bool {
         let groups = self.groups.as_ref();
         let (uncacheable, hashed) = (c.uncacheable(groups), c.hashed(groups));
-        let custom_local = c.custom_local && c.family == 2 && !c.delete && !self.custom_local_v4;
+        let custom_local =
+            c.custom_local && c.family == AF_INET && !c.delete && !self.custom_local_v4;
         let Some(n) = self.family_mut(c.family) else {
             return false;
         };

@@ -25,8 +25,9 @@ const XFRM_POLICY_OUT: u8 = 1;
 const XFRM_POLICY_FWD: u8 = 2;
 const XFRM_USERPOLICY_BLOCK: u8 = 1;
 
-const AF_INET: u16 = 2;
-const AF_INET6: u16 = 10;
+/// The selector's family is a u16 here (struct xfrm_selector).
+const AF_INET: u16 = libc::AF_INET as u16;
+const AF_INET6: u16 = libc::AF_INET6 as u16;
 
 /// struct xfrm_userpolicy_info: the selector's family and the policy's direction.
 const INFO_SEL_FAMILY: usize = 40;

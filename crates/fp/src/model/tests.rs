@@ -1,6 +1,7 @@
 //! The model's unit tests: events in, plan out.
 
 use super::*;
+use crate::family::AF_INET6;
 use crate::features::*;
 use crate::model::plan::*;
 use crate::routes::Recount;
@@ -80,7 +81,7 @@ fn a_vrf_and_its_ports_are_not_served() {
 fn policy_rules_the_helper_cannot_evaluate_send_the_family_to_the_kernel() {
     let mut m = forwarding_model();
     let rule = |helper_exact: bool| RuleKey {
-        family: 2,
+        family: AF_INET,
         priority: 100,
         table: 100,
         default: false,
@@ -88,12 +89,12 @@ fn policy_rules_the_helper_cannot_evaluate_send_the_family_to_the_kernel() {
         looks_at_ports: false,
         detail: String::new(),
     };
-    m.replace_rules(2, &[rule(true), rule(false)]);
+    m.replace_rules(AF_INET, &[rule(true), rule(false)]);
     let p = m.plan();
     assert!(p.ports[&2].off_v4 && p.ports[&2].features.router_v4);
     assert!(!p.ports[&2].off_v6);
     assert!(p.ports[&2].notes[0].contains("1 IPv4 policy rules with a selector"));
-    m.replace_rules(2, &[]);
+    m.replace_rules(AF_INET, &[]);
     assert!(!m.plan().ports[&2].off_v4);
 }
 
@@ -106,10 +107,10 @@ fn policy_rules_the_helper_evaluates_keep_the_router_and_turn_the_route_cache_of
         table: 100,
         default: false,
         helper_exact: true,
-        looks_at_ports: family == 2,
+        looks_at_ports: family == AF_INET,
         detail: String::new(),
     };
-    m.replace_rules(10, &[rule(10), rule(10)]);
+    m.replace_rules(AF_INET6, &[rule(AF_INET6), rule(AF_INET6)]);
     let p = &m.plan().ports[&2];
     assert!(!p.off_v4 && !p.off_v6);
     assert_eq!(
@@ -128,8 +129,8 @@ fn policy_rules_the_helper_evaluates_keep_the_router_and_turn_the_route_cache_of
     );
     assert!(p.notes.iter().any(|n| n.contains("2 IPv6 policy rules")));
     assert_eq!(p.switches().policy_rules, p.policy_rules);
-    m.replace_rules(2, &[rule(2)]);
-    m.replace_rules(10, &[]);
+    m.replace_rules(AF_INET, &[rule(AF_INET)]);
+    m.replace_rules(AF_INET6, &[]);
     let p = &m.plan().ports[&2];
     assert_eq!(
         (
@@ -157,7 +158,7 @@ fn link_down_leaves_the_tx_ports_and_delete_leaves_the_plan() {
     assert!(m.apply(&Event::LinkDel(3)));
     assert!(m.plan().ports.is_empty());
     let plain = RouteChange {
-        family: 2,
+        family: AF_INET,
         delete: false,
         replace: false,
         source_specific: false,
@@ -204,7 +205,7 @@ fn each_familys_route_cache_goes_off_with_its_own_uncacheable_routes() {
     assert!(!m.apply(&Event::Nexthop(nexthop)));
     // An IPv6 route through that group turns the IPv6 cache off, without a dump.
     let through_group = RouteChange {
-        family: 10,
+        family: AF_INET6,
         delete: false,
         replace: false,
         source_specific: false,

@@ -25,7 +25,7 @@ fn events_count_up_at_once_and_down_to_zero_only_through_a_dump() {
         ..RouteLedger::default()
     };
     // The first multipath route turns the IPv4 cache off: the plan changes, no dump.
-    assert!(l.route(&route(2, false, false, true)));
+    assert!(l.route(&route(AF_INET, false, false, true)));
     assert_eq!(
         l.v4,
         RouteCounts {
@@ -35,21 +35,24 @@ fn events_count_up_at_once_and_down_to_zero_only_through_a_dump() {
         }
     );
     assert_eq!(l.take_recount(), Recount::No);
-    assert!(!l.route(&route(2, false, false, true)));
-    assert!(!l.route(&route(2, false, false, false)), "a plain route");
+    assert!(!l.route(&route(AF_INET, false, false, true)));
+    assert!(
+        !l.route(&route(AF_INET, false, false, false)),
+        "a plain route"
+    );
     assert_eq!(l.v4.uncacheable, 2);
     assert_eq!(l.v6, RouteCounts::default());
     // A deletion takes one off (it may have been counted twice: a dump settles that within
     // the period), but not the last: a dump confirms that one at once.
-    assert!(!l.route(&route(2, true, false, true)));
+    assert!(!l.route(&route(AF_INET, true, false, true)));
     assert_eq!((l.v4.uncacheable, l.take_recount()), (1, Recount::Soon));
-    assert!(!l.route(&route(2, true, false, true)));
+    assert!(!l.route(&route(AF_INET, true, false, true)));
     assert_eq!((l.v4.uncacheable, l.take_recount()), (1, Recount::Now));
     // A plain route replacing a route of the same key may have replaced a counted one.
-    assert!(!l.route(&route(2, false, true, false)));
+    assert!(!l.route(&route(AF_INET, false, true, false)));
     assert_eq!(l.take_recount(), Recount::Soon);
     // ...which a plain deletion never did.
-    l.route(&route(2, true, false, false));
+    l.route(&route(AF_INET, true, false, false));
     assert_eq!(l.take_recount(), Recount::No);
     // Nothing counted: a replace asks for nothing.
     l.set(
@@ -57,7 +60,7 @@ fn events_count_up_at_once_and_down_to_zero_only_through_a_dump() {
         RouteCounts::default(),
         RouteCounts::default(),
     );
-    l.route(&route(10, false, true, false));
+    l.route(&route(AF_INET6, false, true, false));
     assert_eq!(l.take_recount(), Recount::No);
     // Routes of other families (multicast tables) are not counted.
     assert!(!l.route(&route(128, false, false, true)));
@@ -76,7 +79,7 @@ fn nexthop_events_keep_the_groups_and_deletions_ask_for_a_dump() {
     };
     let through = |id| RouteChange {
         nhid: Some(id),
-        ..route(2, false, false, false)
+        ..route(AF_INET, false, false, false)
     };
     l.nexthop(&nh(1, false, false));
     l.nexthop(&nh(3, true, false));
@@ -169,7 +172,7 @@ impl ModelKernel {
 fn route_of(multipath: bool, nhid: Option<u32>, delete: bool, replace: bool) -> RouteChange {
     RouteChange {
         nhid,
-        ..route(2, delete, replace, multipath)
+        ..route(AF_INET, delete, replace, multipath)
     }
 }
 
@@ -288,7 +291,7 @@ fn the_smallest_route_mtu_never_runs_above_the_truth() {
         mtu: Some(mtu),
         realm: false,
         custom_local: false,
-        ..route(2, delete, false, false)
+        ..route(AF_INET, delete, false, false)
     };
     assert!(
         l.route(&with_mtu(false, 1400)),
@@ -316,7 +319,7 @@ fn realms_count_like_the_rest_and_a_users_local_route_sticks() {
     let mut l = RouteLedger::default();
     let realm = RouteChange {
         realm: true,
-        ..route(2, false, false, false)
+        ..route(AF_INET, false, false, false)
     };
     assert!(l.route(&realm), "the first realm changes the plan");
     assert_eq!(l.v4.realms, 1);
@@ -331,7 +334,7 @@ fn realms_count_like_the_rest_and_a_users_local_route_sticks() {
     );
     let local = RouteChange {
         custom_local: true,
-        ..route(2, false, false, false)
+        ..route(AF_INET, false, false, false)
     };
     assert!(l.route(&local) && l.custom_local_v4);
     assert!(!l.route(&local), "already set");

@@ -17,15 +17,18 @@ fn an_address_message_gives_its_local_address() {
     let local = [198, 18, 0, 1];
     let peer = [198, 18, 0, 2];
     // Point-to-point: IFA_LOCAL is ours, IFA_ADDRESS the peer's.
-    let ptp = addr_msg(2, &[attr(IFA_ADDRESS, &peer), attr(IFA_LOCAL, &local)]);
+    let ptp = addr_msg(
+        AF_INET,
+        &[attr(IFA_ADDRESS, &peer), attr(IFA_LOCAL, &local)],
+    );
     assert_eq!(parse_addr_v4(&ptp), Some(local));
-    let only_address = addr_msg(2, &[attr(IFA_ADDRESS, &local)]);
+    let only_address = addr_msg(AF_INET, &[attr(IFA_ADDRESS, &local)]);
     assert_eq!(parse_addr_v4(&only_address), Some(local));
     assert_eq!(
-        parse_addr_v4(&addr_msg(10, &[attr(IFA_LOCAL, &[0; 16])])),
+        parse_addr_v4(&addr_msg(AF_INET6, &[attr(IFA_LOCAL, &[0; 16])])),
         None
     );
-    assert_eq!(parse_addr_v4(&addr_msg(2, &[])), None);
+    assert_eq!(parse_addr_v4(&addr_msg(AF_INET, &[])), None);
     assert_eq!(parse_addr_v4(&[2, 24]), None);
 }
 
@@ -315,11 +318,11 @@ fn change(payload: &[u8]) -> RouteChange {
 
 #[test]
 fn tells_multipath_and_nexthop_object_routes() {
-    let plain = [rtmsg(2, 0), attr(5, &[198, 18, 1, 2])].concat(); // RTA_GATEWAY
-    let multipath = [rtmsg(2, 0), attr(RTA_MULTIPATH, &[0; 8])].concat();
-    let nhid = [rtmsg(2, 0), attr(RTA_NH_ID, &7u32.to_ne_bytes())].concat();
+    let plain = [rtmsg(AF_INET, 0), attr(5, &[198, 18, 1, 2])].concat(); // RTA_GATEWAY
+    let multipath = [rtmsg(AF_INET, 0), attr(RTA_MULTIPATH, &[0; 8])].concat();
+    let nhid = [rtmsg(AF_INET, 0), attr(RTA_NH_ID, &7u32.to_ne_bytes())].concat();
     // `ip -6 route add fd00:c::/64 from fd00:a::/64 via ...`: source-specific.
-    let from = [rtmsg(10, 64), attr(5, &[0xfd; 16])].concat();
+    let from = [rtmsg(AF_INET6, 64), attr(5, &[0xfd; 16])].concat();
     let no_groups = BTreeSet::new();
     let group_7: BTreeSet<u32> = [7].into();
     for groups in [None, Some(&no_groups), Some(&group_7)] {
@@ -334,7 +337,7 @@ fn tells_multipath_and_nexthop_object_routes() {
     assert!(nh.hashed(None) && nh.uncacheable(None));
     assert!(nh.hashed(Some(&group_7)) && nh.uncacheable(Some(&group_7)));
     assert!(!nh.hashed(Some(&no_groups)) && !nh.uncacheable(Some(&no_groups)));
-    assert_eq!(parse_route(&rtmsg(2, 0)[..5], false, 0), None);
+    assert_eq!(parse_route(&rtmsg(AF_INET, 0)[..5], false, 0), None);
     // Events carry what the message says, with the header's replace flag and the kind.
     let ev = parse_event(&Msg {
         ty: 24, // RTM_NEWROUTE
@@ -344,7 +347,7 @@ fn tells_multipath_and_nexthop_object_routes() {
     assert_eq!(
         ev,
         Some(Event::Route(RouteChange {
-            family: 2,
+            family: AF_INET,
             delete: false,
             replace: true,
             source_specific: false,
@@ -401,7 +404,7 @@ fn tells_nexthop_groups_from_single_next_hops() {
 
 #[test]
 fn reads_a_routes_own_mtu_unless_it_is_locked() {
-    let metrics = |m: &[Vec<u8>]| [rtmsg(2, 0), attr(RTA_METRICS, &m.concat())].concat();
+    let metrics = |m: &[Vec<u8>]| [rtmsg(AF_INET, 0), attr(RTA_METRICS, &m.concat())].concat();
     let mtu = attr(RTAX_MTU, &1400u32.to_ne_bytes());
     assert_eq!(change(&metrics(std::slice::from_ref(&mtu))).mtu, Some(1400));
     let locked = attr(RTAX_LOCK, &(1u32 << RTAX_MTU).to_ne_bytes());
@@ -410,7 +413,7 @@ fn reads_a_routes_own_mtu_unless_it_is_locked() {
     assert_eq!(change(&metrics(&[other_lock, mtu])).mtu, Some(1400));
     let advmss = attr(8, &1360u32.to_ne_bytes()); // RTAX_ADVMSS, no MTU
     assert_eq!(change(&metrics(&[advmss])).mtu, None);
-    assert_eq!(change(&rtmsg(2, 0)).mtu, None);
+    assert_eq!(change(&rtmsg(AF_INET, 0)).mtu, None);
 }
 
 #[test]
@@ -425,7 +428,7 @@ fn reads_which_neighbours_are_stale() {
         m
     };
     const NDA_DST: u16 = 1;
-    let v4 = [ndmsg(2, 7, 0x04, 0), attr(NDA_DST, &[198, 18, 1, 2])].concat();
+    let v4 = [ndmsg(AF_INET, 7, 0x04, 0), attr(NDA_DST, &[198, 18, 1, 2])].concat();
     let n = parse(&v4, false).unwrap();
     let mut addr = [0u8; 16];
     addr[..4].copy_from_slice(&[198, 18, 1, 2]);
@@ -433,25 +436,29 @@ fn reads_which_neighbours_are_stale() {
         n.key,
         NeighKey {
             ifindex: 7,
-            family: 2,
+            family: AF_INET,
             addr
         }
     );
     assert!(n.stale);
     assert!(!parse(&v4, true).unwrap().stale, "deleted");
-    let delay = [ndmsg(2, 7, 0x08, 0), attr(NDA_DST, &[198, 18, 1, 2])].concat();
+    let delay = [ndmsg(AF_INET, 7, 0x08, 0), attr(NDA_DST, &[198, 18, 1, 2])].concat();
     assert!(!parse(&delay, false).unwrap().stale);
     let mut a6 = [0u8; 16];
     a6[0] = 0xfd;
     a6[15] = 2;
-    let v6 = [ndmsg(10, 3, 0x04, 0), attr(NDA_DST, &a6)].concat();
+    let v6 = [ndmsg(AF_INET6, 3, 0x04, 0), attr(NDA_DST, &a6)].concat();
     assert_eq!(parse(&v6, false).unwrap().key.addr, a6);
     // A proxy entry, a bridge FDB entry, an address of the wrong length: not next hops.
-    let proxy = [ndmsg(2, 7, 0x04, 0x08), attr(NDA_DST, &[198, 18, 1, 2])].concat();
+    let proxy = [
+        ndmsg(AF_INET, 7, 0x04, 0x08),
+        attr(NDA_DST, &[198, 18, 1, 2]),
+    ]
+    .concat();
     assert_eq!(parse(&proxy, false), None);
     let fdb = [ndmsg(7, 7, 0x04, 0), attr(NDA_DST, &[198, 18, 1, 2])].concat();
     assert_eq!(parse(&fdb, false), None);
-    let short = [ndmsg(10, 3, 0x04, 0), attr(NDA_DST, &[198, 18, 1, 2])].concat();
+    let short = [ndmsg(AF_INET6, 3, 0x04, 0), attr(NDA_DST, &[198, 18, 1, 2])].concat();
     assert_eq!(parse(&short, false), None);
     for cut in 0..v6.len() {
         let _ = parse(&v6[..cut], false);
@@ -462,8 +469,8 @@ fn reads_which_neighbours_are_stale() {
 fn reads_realms_and_a_users_local_routes() {
     const RTA_FLOW: u16 = 11;
     let realm = attr(RTA_FLOW, &5u32.to_ne_bytes());
-    assert!(change(&[rtmsg(2, 0), realm.clone()].concat()).realm);
-    assert!(!change(&[rtmsg(2, 0), attr(RTA_FLOW, &[0; 4])].concat()).realm);
+    assert!(change(&[rtmsg(AF_INET, 0), realm.clone()].concat()).realm);
+    assert!(!change(&[rtmsg(AF_INET, 0), attr(RTA_FLOW, &[0; 4])].concat()).realm);
     // A next hop of a multipath route with a realm of its own: rtnexthop, then attributes.
     let hop = |attrs: &[u8]| {
         let mut h = ((8 + attrs.len()) as u16).to_ne_bytes().to_vec();
@@ -473,12 +480,12 @@ fn reads_realms_and_a_users_local_routes() {
     };
     let gw = attr(5, &[198, 18, 1, 2]);
     let hops = [hop(&gw), hop(&[gw.clone(), realm].concat())].concat();
-    let c = change(&[rtmsg(2, 0), attr(RTA_MULTIPATH, &hops)].concat());
+    let c = change(&[rtmsg(AF_INET, 0), attr(RTA_MULTIPATH, &hops)].concat());
     assert!(c.multipath && c.realm);
-    let c = change(&[rtmsg(2, 0), attr(RTA_MULTIPATH, &hop(&gw))].concat());
+    let c = change(&[rtmsg(AF_INET, 0), attr(RTA_MULTIPATH, &hop(&gw))].concat());
     assert!(c.multipath && !c.realm);
     for cut in 0..hops.len() {
-        let _ = change(&[rtmsg(2, 0), attr(RTA_MULTIPATH, &hops[..cut])].concat());
+        let _ = change(&[rtmsg(AF_INET, 0), attr(RTA_MULTIPATH, &hops[..cut])].concat());
     }
     // rtm_type RTN_LOCAL (2): a user's (protocol boot, 3) counts; the kernel's own for an
     // address (protocol kernel, 2) does not, nor an IPv6 one.
@@ -488,16 +495,16 @@ fn reads_realms_and_a_users_local_routes() {
         m[7] = 2;
         change(&m).custom_local
     };
-    assert!(local(2, 3));
-    assert!(!local(2, 2));
-    assert!(!local(10, 3));
-    assert!(!change(&rtmsg(2, 0)).custom_local);
+    assert!(local(AF_INET, 3));
+    assert!(!local(AF_INET, 2));
+    assert!(!local(AF_INET6, 3));
+    assert!(!change(&rtmsg(AF_INET, 0)).custom_local);
 }
 
 #[test]
 fn ipv6_device_info_counts_as_netconf() {
     let mut ifinfo = vec![0u8; 16];
-    ifinfo[0] = 10; // AF_INET6
+    ifinfo[0] = AF_INET6;
     ifinfo[4..8].copy_from_slice(&3u32.to_ne_bytes());
     let m = Msg {
         ty: RTM_NEWLINK,
