@@ -408,7 +408,7 @@ fn pod_network_at_tc_forwards_and_follows_changes() {
             (0..3)
                 .map(|i| {
                     let idx = wirespeed_sys::packet::if_index(&format!("vpod{i}")).unwrap();
-                    wirespeed_fp::attach::tcx_ingress_count(idx).unwrap()
+                    wirespeed_fp::datapath::attach::tcx_ingress_count(idx).unwrap()
                 })
                 .collect::<Vec<_>>()
         })
@@ -434,8 +434,8 @@ fn frame(tag: Option<(u16, u16)>, payload: usize) -> Vec<u8> {
 /// `f` there with it and the two ends' ifindexes.
 fn on_two_ports(
     tag: &str,
-    features: wirespeed_fp::features::Features,
-    f: impl FnOnce(&wirespeed_fp::loader::Program, u32, u32) + Send + 'static,
+    features: wirespeed_fp::model::features::Features,
+    f: impl FnOnce(&wirespeed_fp::datapath::loader::Program, u32, u32) + Send + 'static,
 ) {
     wirespeed_lab::require_root();
     let ns =
@@ -445,7 +445,7 @@ fn on_two_ports(
     spawn_in_ns(&name, move || {
         // sysfs shows the mount namespace's devices; the thread's netns is what counts.
         let idx = |n: &str| wirespeed_sys::packet::if_index(n).unwrap();
-        let prog = wirespeed_fp::loader::Program::load(&features).unwrap();
+        let prog = wirespeed_fp::datapath::loader::Program::load(&features).unwrap();
         f(&prog, idx("x0"), idx("x1"));
     })
     .join()
@@ -457,9 +457,9 @@ fn on_two_ports(
 /// as the daemon would fill them for one, and each frame is run with BPF_PROG_TEST_RUN.
 #[test]
 fn vlan_filtering_by_test_run() {
-    use wirespeed_fp::features::Features;
+    use wirespeed_fp::datapath::test_run::{XDP_PASS, XDP_REDIRECT};
+    use wirespeed_fp::model::features::Features;
     use wirespeed_fp::model::{BrPortVal, FdbKey};
-    use wirespeed_fp::test_run::{XDP_PASS, XDP_REDIRECT};
 
     let features = Features {
         bridge: true,
@@ -574,7 +574,7 @@ fn vlan_filtering_by_test_run() {
         bcast[..6].copy_from_slice(&[0xff; 6]);
         assert_eq!(run(&bcast).0, XDP_PASS);
         let c = prog.counters().unwrap();
-        assert_eq!(c.get(wirespeed_fp::counters::Reason::Bridged), 5);
+        assert_eq!(c.get(wirespeed_fp::datapath::stats::Reason::Bridged), 5);
     });
 }
 
@@ -584,10 +584,10 @@ fn vlan_filtering_by_test_run() {
 /// (MRP) and fault management (CFM) frames, which the bridge consumes where an instance runs.
 #[test]
 fn fdb_refresh_and_ring_frames_by_test_run() {
-    use wirespeed_fp::counters::Reason;
-    use wirespeed_fp::features::Features;
+    use wirespeed_fp::datapath::stats::Reason;
+    use wirespeed_fp::datapath::test_run::{XDP_PASS, XDP_REDIRECT};
+    use wirespeed_fp::model::features::Features;
     use wirespeed_fp::model::{BrPortVal, FdbKey};
-    use wirespeed_fp::test_run::{XDP_PASS, XDP_REDIRECT};
 
     let features = Features {
         bridge: true,
@@ -661,9 +661,9 @@ fn fdb_refresh_and_ring_frames_by_test_run() {
 /// kernel's bridge forwards any GSO skb (`is_skb_forwardable`).
 #[test]
 fn bridge_at_tc_forwards_gso_skbs_of_any_size_by_test_run() {
-    use wirespeed_fp::features::Features;
+    use wirespeed_fp::datapath::test_run::{TC_KERNEL, TC_REDIRECT};
+    use wirespeed_fp::model::features::Features;
     use wirespeed_fp::model::{BrPortVal, FdbKey};
-    use wirespeed_fp::test_run::{TC_KERNEL, TC_REDIRECT};
 
     let features = Features {
         bridge: true,
@@ -709,6 +709,6 @@ fn bridge_at_tc_forwards_gso_skbs_of_any_size_by_test_run() {
         assert_eq!(v, TC_REDIRECT, "a GSO skb over the MTU");
         assert_eq!(o, frame(None, 3000), "the super-frame left as it came");
         let c = prog.counters().unwrap();
-        assert_eq!(c.get(wirespeed_fp::counters::Reason::Bridged), 2);
+        assert_eq!(c.get(wirespeed_fp::datapath::stats::Reason::Bridged), 2);
     });
 }

@@ -1,10 +1,10 @@
 //! Router module fixtures through BPF_PROG_TEST_RUN: input frame -> expected verdict and
 //! output bytes. The FIB the program consults is a real one, in a lab namespace.
 
-use wirespeed_fp::counters::Reason;
-use wirespeed_fp::features::{Features, PolicyRules, Reassembly, RouteCache, Switches};
-use wirespeed_fp::loader::Program;
-use wirespeed_fp::test_run::{SkbMeta, TC_KERNEL, TC_REDIRECT, XDP_PASS, XDP_REDIRECT};
+use wirespeed_fp::datapath::loader::Program;
+use wirespeed_fp::datapath::stats::Reason;
+use wirespeed_fp::datapath::test_run::{SkbMeta, TC_KERNEL, TC_REDIRECT, XDP_PASS, XDP_REDIRECT};
+use wirespeed_fp::model::features::{Features, PolicyRules, Reassembly, RouteCache, Switches};
 use wirespeed_lab::Netns;
 use wirespeed_testkit::csum;
 use wirespeed_testkit::frame::{self as pkt, L4};

@@ -8,23 +8,23 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::apply::{Applied, Dataplane};
+use crate::datapath::apply::{Applied, DataPlane};
+use crate::datapath::reconcile::{self, Actions};
+use crate::datapath::rule_counters::RuleSlots;
 use crate::error::{io, Result};
-use crate::family::{AF_INET, AF_INET6};
-use crate::forward_hooks::ForwardHooks;
-use crate::kernel::{self, BrNetfilter, KernelReader};
+use crate::filter::ruleset::{self, Ruleset};
+use crate::kernel::family::{AF_INET, AF_INET6};
+use crate::kernel::forward_hooks::ForwardHooks;
+use crate::kernel::neigh::StaleNeighbours;
+use crate::kernel::nftevent::{self, NftMsg};
+use crate::kernel::reader::{self, BrNetfilter, KernelReader};
+use crate::kernel::routes::Recount;
+use crate::kernel::sysctl_hook::{Gate, Settle, SysctlHook};
+use crate::kernel::taps::Taps;
+use crate::kernel::watch::{Change, Watchers};
 use crate::metrics::FpMetrics;
 use crate::model::{BridgeHook, Event, Model, Settings};
-use crate::neigh::StaleNeighbours;
-use crate::nftevent::{self, NftMsg};
-use crate::reconcile::{self, Actions};
-use crate::routes::Recount;
-use crate::rule_counters::RuleSlots;
-use crate::ruleset::{self, Ruleset};
 use crate::status::{self, Status, StatusLog};
-use crate::sysctl_hook::{Gate, Settle, SysctlHook};
-use crate::taps::Taps;
-use crate::watch::{Change, Watchers};
 
 /// State with no change events (ipset members, x_tables presence): polled at this period.
 pub const POLL_PERIOD: Duration = Duration::from_millis(100);
@@ -117,7 +117,7 @@ struct Pending {
     members: Option<String>,
     /// Hash-policy writes the hook counted, to acknowledge once the routers are set by the
     /// values read after them.
-    gate_ack: Option<[Option<u32>; crate::sysctl_hook::CLASSES]>,
+    gate_ack: Option<[Option<u32>; crate::kernel::sysctl_hook::CLASSES]>,
 }
 
 impl Pending {
@@ -140,7 +140,7 @@ pub struct Daemon {
     model: Model,
     kernel: KernelReader,
     ruleset: Ruleset,
-    dataplane: Dataplane,
+    dataplane: DataPlane,
     log: StatusLog,
     br_netfilter: BrNetfilter,
     /// The model's FDB was replaced by a dump: diff it against the map.
@@ -174,7 +174,7 @@ impl Daemon {
             assume_no_selinux_labels: cfg.assume_no_selinux_labels,
             unbound_xdp: cfg.unbound_xdp,
         });
-        let dataplane = Dataplane::new()?;
+        let dataplane = DataPlane::new()?;
         let hook = match SysctlHook::attach(dataplane.sysctl_gate()) {
             Ok(h) => Some(h),
             Err(e) => {
@@ -273,7 +273,7 @@ impl Daemon {
         self.model.replace_tcx_others(tcx);
         self.model.replace_taps(Taps::read());
         self.model.replace_forward_hooks(ForwardHooks::read());
-        self.br_netfilter = kernel::read_sysctls(&mut self.model);
+        self.br_netfilter = reader::read_sysctls(&mut self.model);
         self.sync_bridge()?;
         self.ruleset.legacy = ruleset::legacy_tables();
         if let Err(e) = self.ruleset.sync(self.model.filter_mut()) {
@@ -488,7 +488,7 @@ impl Daemon {
         }
         // Without the hook these are all the daemon sees of them (and module loads, which
         // write nothing: br_netfilter's switches appear set).
-        if kernel::read_unevented() != self.model.sysctls().unevented {
+        if reader::read_unevented() != self.model.sysctls().unevented {
             p.sysctls = true;
             p.kinds.push("sysctl");
         }
@@ -577,7 +577,7 @@ impl Daemon {
             self.kernel.tc(&mut self.model)?;
         }
         if p.sysctls {
-            self.br_netfilter = kernel::read_sysctls(&mut self.model);
+            self.br_netfilter = reader::read_sysctls(&mut self.model);
         }
         if p.bridge {
             // Port state and VLANs come only from a dump; the FDB rides along, as a port

@@ -7,6 +7,12 @@
 //! (a superset of the packets it matches) and the verdict "kernel": packets that may reach it
 //! go to the slow path, so nothing is ever decided differently from Linux.
 
+pub mod classify;
+pub mod expr;
+pub mod rules;
+pub mod ruleset;
+pub mod xt;
+
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -14,10 +20,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::expr::{Datum, Expr, Key, Op, Rhs, Verdict, Xt};
-use crate::rules::{self, Object, Ruleset};
+use crate::filter::expr::{Datum, Expr, Key, Op, Rhs, Verdict, Xt};
+use crate::filter::rules::{Object, Ruleset};
 
-pub use crate::xt::{xt_rules, xt_rules_of, IpsetInfo, XtByHandle, XtRule};
+pub use crate::filter::xt::{xt_rules, xt_rules_of, IpsetInfo, XtByHandle, XtRule};
 
 pub const MAX_RULES: usize = crate::consts::FILTER_MAX_RULES;
 pub type Bits = [u64; crate::consts::FILTER_WORDS];

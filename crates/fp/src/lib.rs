@@ -2,38 +2,14 @@
 //! a specialized XDP program per interface out, the kernel as the slow path for the rest.
 #![deny(unsafe_code)]
 
-pub mod apply;
-pub mod attach;
-pub mod classify;
-pub mod counters;
 pub mod daemon;
+pub mod datapath;
 pub mod error;
-pub mod expr;
-pub mod family;
-pub mod features;
 pub mod filter;
-pub mod forward_hooks;
-pub mod genl;
 pub mod kernel;
-pub mod loader;
 pub mod metrics;
 pub mod model;
-pub mod neigh;
-pub mod netlink;
-pub mod nftevent;
-pub mod reconcile;
-pub mod routes;
-pub mod rule_counters;
-pub mod rules;
-pub mod ruleset;
 pub mod status;
-pub mod sysctl_hook;
-pub mod taps;
-pub mod tc;
-pub mod test_run;
-pub mod watch;
-pub mod xfrm;
-pub mod xt;
 
 pub use error::{Error, Result};
 

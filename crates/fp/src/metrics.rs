@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use wirespeed_metrics::{Histogram, Kind, Writer};
 
-use crate::counters::Reason;
+use crate::datapath::stats::Reason;
 use crate::status::Status;
 
 /// Response-time buckets (seconds): from a map write (tens of µs) to a program swap with a

@@ -3,11 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::family::AF_INET;
 use crate::filter::FilterPlan;
-use crate::forward_hooks::ForwardHooks;
-use crate::routes::{NexthopChange, Recount, RouteChange, RouteCounts, RouteLedger};
-use crate::taps::Taps;
+use crate::kernel::family::AF_INET;
+use crate::kernel::forward_hooks::ForwardHooks;
+use crate::kernel::routes::{NexthopChange, Recount, RouteChange, RouteCounts, RouteLedger};
+use crate::kernel::taps::Taps;
 
 /// A link as the fast path sees it: the kernel's link message, and the receive offloads that
 /// ethtool reports beside it (`kernel::KernelReader::offloads`), which no link event carries.
@@ -142,7 +142,7 @@ pub enum Event {
     Nexthop(NexthopChange),
     Addr,
     /// An IPv4 or IPv6 neighbour's state (None: another family, or a proxy entry).
-    Neigh(Option<crate::neigh::NeighState>),
+    Neigh(Option<crate::kernel::neigh::NeighState>),
     Nft,
     /// A bridge port's state or VLANs changed: resynced from a dump.
     Bridge,
@@ -552,6 +552,7 @@ impl Model {
     }
 }
 
+pub mod features;
 pub mod plan;
 
 /// Sets `slot` to `new`; returns whether it changed.

@@ -8,12 +8,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::apply::Dataplane;
-use crate::attach::Hook;
-use crate::counters::{Counters, Mib};
+use crate::datapath::apply::DataPlane;
+use crate::datapath::attach::Hook;
+use crate::datapath::stats::{Counters, Mib};
 use crate::error::{io, Error, Result};
-use crate::features::Features;
 use crate::filter::{FamilyFilter, FilterPlan};
+use crate::model::features::Features;
 
 pub const STATUS_DIR: &str = "/run/wirespeed/fp";
 const RESPONSES_KEPT: usize = 4096;
@@ -115,7 +115,7 @@ pub struct Status {
     /// What the filter counted for each forward-chain rule and policy, which the kernel's
     /// rule counters miss: add them (docs/FASTPATH.md, "Counters").
     #[serde(default)]
-    pub filter_counts: Vec<crate::rule_counters::RuleCount>,
+    pub filter_counts: Vec<crate::datapath::rule_counters::RuleCount>,
 }
 
 /// What `wirespeed fp status` prints: the daemon, the filters, the responses, then one block
@@ -274,7 +274,7 @@ impl StatusLog {
     /// The status of `dataplane` as `filter` compiled it.
     pub fn status(
         &self,
-        dataplane: &Dataplane,
+        dataplane: &DataPlane,
         filter: &FilterPlan,
         rule_events: RuleEventCounts,
         running: bool,
@@ -304,7 +304,7 @@ impl StatusLog {
     }
 }
 
-fn port_statuses(dp: &Dataplane) -> Vec<PortStatus> {
+fn port_statuses(dp: &DataPlane) -> Vec<PortStatus> {
     let plan = dp.applied_plan();
     let mut ports = Vec::new();
     for (idx, p) in dp.ports() {
@@ -381,7 +381,7 @@ fn port_statuses(dp: &Dataplane) -> Vec<PortStatus> {
 }
 
 /// What becomes of the partial-checksum frames of a port at XDP: its TC stage, or the kernel.
-fn tc_stage_note(att: &crate::attach::Attachment) -> Option<String> {
+fn tc_stage_note(att: &crate::datapath::attach::Attachment) -> Option<String> {
     if att.has_tc_stage() {
         Some("partial checksums (a local sender's offload) forwarded at TC behind XDP".into())
     } else {

@@ -1,7 +1,7 @@
 //! The filter plan's unit tests: nftables JSON in, rules and classifications out.
 
 use super::*;
-use crate::classify::{classify, Tables, FIELD_DST};
+use crate::filter::classify::{classify, Tables, FIELD_DST};
 
 const RULESET: &str = r#"{"nftables": [
   {"metainfo": {"version": "1.0.6", "json_schema_version": 1}},

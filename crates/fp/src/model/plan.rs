@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::features::{
+use crate::filter::FamilyFilter;
+use crate::model::features::{
     Features, Multipath, PolicyRules, Reassembly, RouteCache, Switches, NETDEV_XDP_ACT_NDO_XMIT,
     XDP_RX_VLAN_TAG,
 };
-use crate::filter::FamilyFilter;
 use crate::model::{
     BrPortVal, BridgeHook, BridgePort, Link, Model, BRIDGE_VLAN_INFO_PVID, BR_CHECK_IPV4,
     BR_CHECK_IPV6, BR_STATE_FORWARDING,

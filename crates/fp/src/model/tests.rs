@@ -1,10 +1,10 @@
 //! The model's unit tests: events in, plan out.
 
 use super::*;
-use crate::family::AF_INET6;
-use crate::features::*;
+use crate::kernel::family::AF_INET6;
+use crate::kernel::routes::Recount;
+use crate::model::features::*;
 use crate::model::plan::*;
-use crate::routes::Recount;
 
 fn link(index: u32, name: &str) -> Link {
     Link::from(wirespeed_netlink::route::Link {
@@ -556,7 +556,7 @@ fn ports_whose_frames_others_claim_first_are_not_served() {
 
 #[test]
 fn a_capture_moves_its_ports_to_tc_and_a_socket_of_one_family_takes_that_family() {
-    use crate::taps::{TapCount, Taps};
+    use crate::kernel::taps::{TapCount, Taps};
     let capture = TapCount {
         all: 1,
         ..TapCount::default()
@@ -669,7 +669,7 @@ fn receive_offloads_that_hide_what_xdp_sees_are_followed() {
 
 #[test]
 fn ipvs_services_and_selinux_checking_everything_hand_their_families_over() {
-    use crate::forward_hooks::{ForwardHooks, Selinux};
+    use crate::kernel::forward_hooks::{ForwardHooks, Selinux};
     let mut m = forwarding_model();
     m.forward_hooks = ForwardHooks {
         ipvs: [0, 2],

@@ -3,16 +3,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::attach::{self, Attachment};
-use crate::classify::Tables;
-use crate::counters::{Counters, PortCounters};
+use crate::datapath::attach::{self, Attachment};
+use crate::datapath::loader::{BridgeMaps, Program, SharedMaps};
+use crate::datapath::reconcile::{Action, Actions, Current};
+use crate::datapath::stats::{Counters, PortCounters};
 use crate::error::{Error, Result};
-use crate::features::Features;
+use crate::filter::classify::Tables;
 use crate::filter::FilterPlan;
-use crate::loader::{BridgeMaps, Program, SharedMaps};
+use crate::model::features::Features;
 use crate::model::plan::{Plan, PortPlan};
 use crate::model::FdbKey;
-use crate::reconcile::{Action, Actions, Current};
 
 /// Programs kept loaded per port after being swapped out, with their filter tables: swapping
 /// back (a rule deleted again, a link flapping) is then a link update, not a verifier run.
@@ -65,7 +65,7 @@ impl Port {
 }
 
 /// What the fast path holds in the kernel.
-pub struct Dataplane {
+pub struct DataPlane {
     /// The bridge module's tables and the sysctl gate, shared by every port's program.
     shared: SharedMaps,
     ports: BTreeMap<u32, Port>,
@@ -79,11 +79,11 @@ pub struct Dataplane {
     native_refused: BTreeSet<u32>,
 }
 
-impl Dataplane {
-    pub fn new() -> Result<Dataplane> {
+impl DataPlane {
+    pub fn new() -> Result<DataPlane> {
         // One program's shared maps become everyone's (loading the program verifies it too).
         let shared = Program::load(&Features::default())?.maps.share()?;
-        Ok(Dataplane {
+        Ok(DataPlane {
             shared,
             ports: BTreeMap::new(),
             features: BTreeMap::new(),
@@ -128,7 +128,7 @@ impl Dataplane {
     }
 
     /// The STALE next hops every port's program reads (`neigh`).
-    pub fn neigh_maps(&self) -> &crate::neigh::NeighMaps {
+    pub fn neigh_maps(&self) -> &crate::kernel::neigh::NeighMaps {
         &self.shared.neigh
     }
 

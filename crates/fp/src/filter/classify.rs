@@ -5,8 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
+use crate::datapath::rule_counters::RuleSlots;
 use crate::filter::{mask4, mask6, Action, Bits, FilterPlan, Rule, MAX_RULES, NO_SLOT};
-use crate::rule_counters::RuleSlots;
 
 /// The classifier tables for one ingress interface: every map of bpf/fp_filter.h.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

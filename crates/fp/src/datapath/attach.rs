@@ -7,8 +7,8 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use serde::Serialize;
 
+use crate::datapath::loader::Program;
 use crate::error::{io, Error, Result};
-use crate::loader::Program;
 
 /// Where a program is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -5,10 +5,10 @@
 use std::collections::BTreeSet;
 
 use crate::error::Result;
-use crate::family::{AF_INET, AF_INET6};
+use crate::kernel::family::{AF_INET, AF_INET6};
+use crate::kernel::neigh::{NeighKey, NeighState};
+use crate::kernel::routes::{NexthopChange, RouteChange, RouteCounts};
 use crate::model::{BridgePort, Event, FdbEntry, FdbKey, Link, RuleKey};
-use crate::neigh::{NeighKey, NeighState};
-use crate::routes::{NexthopChange, RouteChange, RouteCounts};
 
 #[cfg(test)]
 pub(crate) use wirespeed_netlink::attr;
@@ -410,5 +410,4 @@ pub fn dump_rules(s: &mut Socket, family: u8) -> Result<Vec<RuleKey>> {
 }
 
 #[cfg(test)]
-#[path = "tests/netlink.rs"]
 mod tests;

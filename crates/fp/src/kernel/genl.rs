@@ -5,9 +5,9 @@
 use wirespeed_netlink::netdev::{self, Dev, XDP_RX_METADATA_VLAN_TAG};
 
 use crate::error::Result;
-use crate::features::XDP_RX_VLAN_TAG;
+use crate::kernel::netlink::Socket;
+use crate::model::features::XDP_RX_VLAN_TAG;
 use crate::model::Event;
-use crate::netlink::Socket;
 
 pub use wirespeed_netlink::netdev::NetdevFamily;
 pub use wirespeed_netlink::NETLINK_GENERIC;
@@ -46,7 +46,7 @@ pub fn dump_xdp_features(s: &mut Socket, family: &NetdevFamily) -> Result<Vec<Ev
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::features::NETDEV_XDP_ACT_NDO_XMIT;
+    use crate::model::features::NETDEV_XDP_ACT_NDO_XMIT;
     use wirespeed_netlink::netdev::XdpFeatures;
 
     #[test]

@@ -1,8 +1,8 @@
 //! Running a loaded program once on a frame through BPF_PROG_TEST_RUN, as an XDP frame or an
 //! skb: what the fixtures (crates/fp-lab/tests) drive the programs with.
 
+use crate::datapath::loader::Program;
 use crate::error::{io, Result};
-use crate::loader::Program;
 
 /// What a test run's skb carries besides its data, in and out (`Program::test_run_skb_meta`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

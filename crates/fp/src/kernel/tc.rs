@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 
 use crate::error::Result;
+use crate::kernel::netlink::{self, Socket, RTM_NEWQDISC};
 use crate::model::PortTc;
-use crate::netlink::{self, Socket, RTM_NEWQDISC};
 
 const RTM_GETQDISC: u16 = 38;
 

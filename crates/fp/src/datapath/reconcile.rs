@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::classify::Tables;
-use crate::features::Features;
+use crate::datapath::rule_counters::RuleSlots;
+use crate::filter::classify::Tables;
 use crate::filter::FilterPlan;
+use crate::model::features::Features;
 use crate::model::plan::{Plan, PortPlan};
 use crate::model::{BrPortVal, FdbKey};
-use crate::rule_counters::RuleSlots;
 
 /// One step of making the data path match the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,11 +216,11 @@ mod tests {
             },
             off_v4: false,
             off_v6: false,
-            route_cache: crate::features::RouteCache::both(true),
+            route_cache: crate::model::features::RouteCache::both(true),
             rp_filter_v4: false,
-            policy_rules: crate::features::PolicyRules::default(),
-            reassembly: crate::features::Reassembly::default(),
-            multipath: crate::features::Multipath::default(),
+            policy_rules: crate::model::features::PolicyRules::default(),
+            reassembly: crate::model::features::Reassembly::default(),
+            multipath: crate::model::features::Multipath::default(),
             route_mtu_v4: 0,
             proxy_ndp: false,
             source_check_v4: false,

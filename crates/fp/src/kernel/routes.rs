@@ -24,7 +24,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::family::{AF_INET, AF_INET6};
+use crate::kernel::family::{AF_INET, AF_INET6};
 
 /// What a route message (event or dump) says about its route (`netlink::parse_route`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

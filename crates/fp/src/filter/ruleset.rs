@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use wirespeed_sys::nftables::Nftables;
 
 use crate::error::{io, Error, Result};
+use crate::filter::rules::{Object, Rule, Ruleset as Parsed, TableRef};
 use crate::filter::{self, FamilyFilter, FilterPlan, IpsetInfo, XtByHandle};
-use crate::nftevent::RuleEvent;
-use crate::rules::{Object, Rule, Ruleset as Parsed, TableRef};
+use crate::kernel::nftevent::RuleEvent;
 use crate::status::RuleEventCounts;
 
 /// What the ruleset and the polled state say, and what they were compiled from.

@@ -2,7 +2,7 @@
 
 use super::bridge::*;
 use super::*;
-use crate::routes::RouteChange;
+use crate::kernel::routes::RouteChange;
 
 /// An ifaddrmsg for `family` with the given attributes.
 fn addr_msg(family: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
@@ -418,7 +418,7 @@ fn reads_a_routes_own_mtu_unless_it_is_locked() {
 
 #[test]
 fn reads_which_neighbours_are_stale() {
-    use crate::neigh::NeighKey;
+    use crate::kernel::neigh::NeighKey;
     let parse = parse_neigh;
     let ndmsg = |family: u8, ifindex: u32, state: u16, flags: u8| {
         let mut m = vec![family, 0, 0, 0];

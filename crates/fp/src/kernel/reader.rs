@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use crate::error::Result;
-use crate::genl::{self, NetdevFamily, NETLINK_GENERIC};
+use crate::kernel::genl::{self, NetdevFamily, NETLINK_GENERIC};
+use crate::kernel::netlink::{self, Socket, NETLINK_ROUTE};
+use crate::kernel::{tc, xfrm};
 use crate::model::{Event, Link, Model, Sysctls, Unevented};
-use crate::netlink::{self, Socket, NETLINK_ROUTE};
-use crate::{tc, xfrm};
 use wirespeed_sys::ethtool::FeatureNames;
 
 /// The dump sockets.
@@ -147,7 +147,7 @@ impl KernelReader {
     /// The IPv4 and IPv6 neighbours that are STALE.
     pub fn stale_neighbours(
         &mut self,
-    ) -> Result<std::collections::BTreeSet<crate::neigh::NeighKey>> {
+    ) -> Result<std::collections::BTreeSet<crate::kernel::neigh::NeighKey>> {
         netlink::dump_stale_neighbours(&mut self.dump)
     }
 

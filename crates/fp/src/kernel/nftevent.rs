@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::expr::{Datum, Expr, Key, Op, Rhs, Verdict, Xt};
-use crate::netlink::{attrs, Msg};
+use crate::filter::expr::{Datum, Expr, Key, Op, Rhs, Verdict, Xt};
+use crate::kernel::netlink::{attrs, Msg};
 
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFT_MSG_NEWRULE: u16 = 6;
@@ -521,8 +521,8 @@ fn compare(ctx: &mut Context, reg: &Reg, op: Op, value: &[u8]) -> Result<Expr, S
 mod tests {
     use super::*;
 
-    use crate::expr::list_from_json;
-    use crate::netlink::attr as nla;
+    use crate::filter::expr::list_from_json;
+    use crate::kernel::netlink::attr as nla;
     use serde_json::{json, Value};
 
     /// The tree `nft -j` shape `v` reads into.

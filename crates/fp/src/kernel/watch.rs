@@ -7,11 +7,11 @@ use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::genl::{self, NetdevFamily, NETLINK_GENERIC};
+use crate::kernel::genl::{self, NetdevFamily, NETLINK_GENERIC};
+use crate::kernel::netlink::{self, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
+use crate::kernel::nftevent::{self, NftMsg};
+use crate::kernel::xfrm;
 use crate::model::Event;
-use crate::netlink::{self, Socket, NETLINK_NETFILTER, NETLINK_ROUTE};
-use crate::nftevent::{self, NftMsg};
-use crate::xfrm;
 
 /// How long a drain that ended inside an nftables batch waits for the batch's end.
 const NFT_BATCH_END: Duration = Duration::from_millis(5);

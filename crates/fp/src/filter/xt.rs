@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::expr::Expr;
-use crate::rules::{Object, Ruleset};
+use crate::filter::expr::Expr;
+use crate::filter::rules::{Object, Ruleset};
 
 /// What iptables-nft `-m set` matches refer to: nft shows them as opaque `xt` matches, so
 /// the names come from `iptables-nft-save` and the members from `ipset save`.

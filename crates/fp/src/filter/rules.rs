@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::expr::{self, Datum, Expr};
+use crate::filter::expr::{self, Datum, Expr};
 
 /// Where an object sits: (family, table).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -9,8 +9,8 @@
 //! is forwarded: without a policy no packet is bundled, and decapsulation is local delivery.
 
 use crate::error::Result;
+use crate::kernel::netlink::Socket;
 use crate::model::XfrmState;
-use crate::netlink::Socket;
 
 pub const NETLINK_XFRM: i32 = 6;
 /// XFRMNLGRP_POLICY: policies added, updated, deleted, expired or flushed, and default

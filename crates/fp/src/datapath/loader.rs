@@ -9,10 +9,10 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use crate::bpf::{types, FpSkelBuilder};
-use crate::counters::{Counters, Mib, Reason};
+use crate::datapath::stats::{Counters, Mib, Reason};
 use crate::error::{bpf, io, Result};
-use crate::features::{Features, Switches};
-use crate::neigh::NeighMaps;
+use crate::kernel::neigh::NeighMaps;
+use crate::model::features::{Features, Switches};
 use wirespeed_sys::bpf::{bytes_of, from_bytes};
 
 /// The maps of one loaded program, as owned handles.
@@ -564,8 +564,8 @@ impl Program {
     /// set member changes a handful of entries, not the 512 protocol slots and every prefix.
     pub fn write_filter_over(
         &self,
-        old: Option<&crate::classify::Tables>,
-        t: &crate::classify::Tables,
+        old: Option<&crate::filter::classify::Tables>,
+        t: &crate::filter::classify::Tables,
     ) -> Result<()> {
         let pause = |v: u32| {
             self.maps
@@ -610,7 +610,7 @@ impl Program {
     }
 
     /// `write_filter_over` with no knowledge of the maps' contents: a full rewrite.
-    pub fn write_filter(&self, t: &crate::classify::Tables) -> Result<()> {
+    pub fn write_filter(&self, t: &crate::filter::classify::Tables) -> Result<()> {
         self.write_filter_over(None, t)
     }
 }
@@ -618,7 +618,11 @@ impl Program {
 type Entry = (Vec<u8>, Vec<u8>);
 
 /// Whether table `i` (in write_filter_over's order) is the same in `a` and `b`.
-fn same_table(a: &crate::classify::Tables, b: &crate::classify::Tables, i: usize) -> bool {
+fn same_table(
+    a: &crate::filter::classify::Tables,
+    b: &crate::filter::classify::Tables,
+    i: usize,
+) -> bool {
     match i {
         0 => a.src4 == b.src4,
         1 => a.dst4 == b.dst4,
@@ -677,8 +681,8 @@ fn indexed_diff<V: PartialEq>(
 /// Map writes and deletes that turn table `i` (in write_filter_over's order) of `old` into
 /// that of `t`.
 fn table_diff(
-    old: Option<&crate::classify::Tables>,
-    t: &crate::classify::Tables,
+    old: Option<&crate::filter::classify::Tables>,
+    t: &crate::filter::classify::Tables,
     i: usize,
 ) -> (Vec<Entry>, Vec<Vec<u8>>) {
     let bits = rule_set;
@@ -733,7 +737,7 @@ fn table_diff(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::features::FIELDS_ALL;
+    use crate::model::features::FIELDS_ALL;
 
     /// `MapBytes` (bytes_of) needs the generated types to have no implicit padding: each
     /// type's size is the sum of its fields'.
