@@ -48,124 +48,11 @@ impl FpMetrics {
     /// The exposition of `status` (read now) and of what this has counted.
     pub fn render(&self, status: &Status) -> String {
         let mut w = Writer::new();
-        w.family(
-            "wirespeed_fp_packets_total",
-            Kind::Counter,
-            "Packets the fast path saw on a port, by reason; path=\"fast\" it finished them \
-             (forwarded, bridged, dropped by the filter), path=\"kernel\" it passed them to Linux.",
-        );
-        for p in &status.ports {
-            for r in Reason::ALL {
-                let path = if r.fast_pathed() { "fast" } else { "kernel" };
-                let n = p.reasons.get(r.name()).copied().unwrap_or(0);
-                w.sample(
-                    &[("port", &p.name), ("reason", r.name()), ("path", path)],
-                    n,
-                );
-            }
-        }
-        w.family(
-            "wirespeed_fp_forwarded_mib_total",
-            Kind::Counter,
-            "What the kernel's IP MIBs would have counted of the packets a port's routers \
-             forwarded (it never saw them): add to its own for what Linux alone counts. \
-             counter=\"packets\" belongs in InReceives and OutTransmits, \"octets\" in \
-             InOctets and OutOctets, the ECN codepoints in In{NoECT,ECT1,ECT0,CE}Pkts.",
-        );
-        for p in &status.ports {
-            for (family, m) in [("ipv4", &p.mib_v4), ("ipv6", &p.mib_v6)] {
-                for (counter, n) in [
-                    ("packets", m.packets),
-                    ("octets", m.octets),
-                    ("not_ect", m.no_ect),
-                    ("ect1", m.ect1),
-                    ("ect0", m.ect0),
-                    ("ce", m.ce),
-                ] {
-                    w.sample(
-                        &[("port", &p.name), ("family", family), ("counter", counter)],
-                        n,
-                    );
-                }
-            }
-        }
-        w.family(
-            "wirespeed_fp_filter_rule_total",
-            Kind::Counter,
-            "What the filter counted for a forward-chain rule (its nftables handle) of the \
-             packets it judged and the fast path finished, which the kernel's rule counters \
-             miss: add them to its own.",
-        );
-        for c in &status.filter_counts {
-            let r = &c.rule;
-            let handle = r.handle.to_string();
-            for (counter, n) in [("packets", c.packets), ("bytes", c.bytes)] {
-                w.sample(
-                    &[
-                        ("family", &r.family),
-                        ("table", &r.table),
-                        ("chain", &r.chain),
-                        ("handle", &handle),
-                        ("counter", counter),
-                    ],
-                    n,
-                );
-            }
-        }
-        w.family(
-            "wirespeed_fp_program_swaps_total",
-            Kind::Counter,
-            "Re-specialized programs swapped in on a port (bpf_link_update).",
-        );
-        for p in &status.ports {
-            w.sample(&[("port", &p.name)], p.swaps);
-        }
-        w.family(
-            "wirespeed_fp_port_info",
-            Kind::Gauge,
-            "1 for each port the fast path serves, with its hook.",
-        );
-        for p in &status.ports {
-            w.sample(&[("port", &p.name), ("hook", &p.hook)], 1u64);
-        }
-        w.family(
-            "wirespeed_fp_response_seconds",
-            Kind::Histogram,
-            "Time from a kernel event (or a polled change) to the data path updated.",
-        );
-        w.histogram(&[], &self.responses);
-        w.family(
-            "wirespeed_fp_events_total",
-            Kind::Counter,
-            "Kernel events received, by kind (rtnetlink, netdev, nftables batches; polled changes).",
-        );
-        for (kind, n) in &self.events {
-            w.sample(&[("kind", kind)], *n);
-        }
-        let rule = status.nft_rule_events;
-        w.family(
-            "wirespeed_fp_nft_rule_events_decoded_total",
-            Kind::Counter,
-            "nftables rule additions and deletions applied from the event alone, without reading the ruleset.",
-        );
-        w.sample(&[], rule.decoded);
-        w.family(
-            "wirespeed_fp_nft_ruleset_readbacks_total",
-            Kind::Counter,
-            "Reads of the ruleset after decoded rule events, by outcome: match, mismatch (the read wins), raced (new events came; inconclusive).",
-        );
-        w.sample(
-            &[("outcome", "match")],
-            rule.checks.saturating_sub(rule.mismatches),
-        );
-        w.sample(&[("outcome", "mismatch")], rule.mismatches);
-        w.sample(&[("outcome", "raced")], rule.raced);
-        w.family(
-            "wirespeed_fp_nft_rule_events_unchecked",
-            Kind::Gauge,
-            "Decoded rule events not yet read back (the read follows 20 ms after the last event).",
-        );
-        w.sample(&[], rule.unchecked);
+        render_ports(&mut w, status);
+        render_filter_rules(&mut w, status);
+        render_programs(&mut w, status);
+        self.render_responses(&mut w);
+        render_nft_rule_events(&mut w, status);
         w.family(
             "wirespeed_fp_route_dumps_total",
             Kind::Counter,
@@ -180,6 +67,144 @@ impl FpMetrics {
         w.sample(&[], status.errors.len() as u64);
         w.finish()
     }
+
+    /// The daemon's own numbers: its response times and the events it received.
+    fn render_responses(&self, w: &mut Writer) {
+        w.family(
+            "wirespeed_fp_response_seconds",
+            Kind::Histogram,
+            "Time from a kernel event (or a polled change) to the data path updated.",
+        );
+        w.histogram(&[], &self.responses);
+        w.family(
+            "wirespeed_fp_events_total",
+            Kind::Counter,
+            "Kernel events received, by kind (rtnetlink, netdev, nftables batches; polled changes).",
+        );
+        for (kind, n) in &self.events {
+            w.sample(&[("kind", kind)], *n);
+        }
+    }
+}
+
+/// Per port: packets by reason and the IP MIB counts of what its routers forwarded.
+fn render_ports(w: &mut Writer, status: &Status) {
+    w.family(
+        "wirespeed_fp_packets_total",
+        Kind::Counter,
+        "Packets the fast path saw on a port, by reason; path=\"fast\" it finished them \
+         (forwarded, bridged, dropped by the filter), path=\"kernel\" it passed them to Linux.",
+    );
+    for p in &status.ports {
+        for r in Reason::ALL {
+            let path = if r.fast_pathed() { "fast" } else { "kernel" };
+            let n = p.reasons.get(r.name()).copied().unwrap_or(0);
+            w.sample(
+                &[("port", &p.name), ("reason", r.name()), ("path", path)],
+                n,
+            );
+        }
+    }
+    w.family(
+        "wirespeed_fp_forwarded_mib_total",
+        Kind::Counter,
+        "What the kernel's IP MIBs would have counted of the packets a port's routers \
+         forwarded (it never saw them): add to its own for what Linux alone counts. \
+         counter=\"packets\" belongs in InReceives and OutTransmits, \"octets\" in \
+         InOctets and OutOctets, the ECN codepoints in In{NoECT,ECT1,ECT0,CE}Pkts.",
+    );
+    for p in &status.ports {
+        for (family, m) in [("ipv4", &p.mib_v4), ("ipv6", &p.mib_v6)] {
+            for (counter, n) in [
+                ("packets", m.packets),
+                ("octets", m.octets),
+                ("not_ect", m.no_ect),
+                ("ect1", m.ect1),
+                ("ect0", m.ect0),
+                ("ce", m.ce),
+            ] {
+                w.sample(
+                    &[("port", &p.name), ("family", family), ("counter", counter)],
+                    n,
+                );
+            }
+        }
+    }
+}
+
+/// What the filter counted per forward-chain rule.
+fn render_filter_rules(w: &mut Writer, status: &Status) {
+    w.family(
+        "wirespeed_fp_filter_rule_total",
+        Kind::Counter,
+        "What the filter counted for a forward-chain rule (its nftables handle) of the \
+         packets it judged and the fast path finished, which the kernel's rule counters \
+         miss: add them to its own.",
+    );
+    for c in &status.filter_counts {
+        let r = &c.rule;
+        let handle = r.handle.to_string();
+        for (counter, n) in [("packets", c.packets), ("bytes", c.bytes)] {
+            w.sample(
+                &[
+                    ("family", &r.family),
+                    ("table", &r.table),
+                    ("chain", &r.chain),
+                    ("handle", &handle),
+                    ("counter", counter),
+                ],
+                n,
+            );
+        }
+    }
+}
+
+/// Per port: program swaps, and the hook it is served with.
+fn render_programs(w: &mut Writer, status: &Status) {
+    w.family(
+        "wirespeed_fp_program_swaps_total",
+        Kind::Counter,
+        "Re-specialized programs swapped in on a port (bpf_link_update).",
+    );
+    for p in &status.ports {
+        w.sample(&[("port", &p.name)], p.swaps);
+    }
+    w.family(
+        "wirespeed_fp_port_info",
+        Kind::Gauge,
+        "1 for each port the fast path serves, with its hook.",
+    );
+    for p in &status.ports {
+        w.sample(&[("port", &p.name), ("hook", &p.hook)], 1u64);
+    }
+}
+
+/// nftables rule events: decoded, read back, not yet read back.
+fn render_nft_rule_events(w: &mut Writer, status: &Status) {
+    let rule = status.nft_rule_events;
+    w.family(
+        "wirespeed_fp_nft_rule_events_decoded_total",
+        Kind::Counter,
+        "nftables rule additions and deletions applied from the event alone, without reading the ruleset.",
+    );
+    w.sample(&[], rule.decoded);
+    w.family(
+        "wirespeed_fp_nft_ruleset_readbacks_total",
+        Kind::Counter,
+        "Reads of the ruleset after decoded rule events, by outcome: match, mismatch (the read wins), raced (new events came; inconclusive).",
+    );
+    w.sample(
+        &[("outcome", "match")],
+        rule.checks.saturating_sub(rule.mismatches),
+    );
+    w.sample(&[("outcome", "mismatch")], rule.mismatches);
+    w.sample(&[("outcome", "raced")], rule.raced);
+    w.family(
+        "wirespeed_fp_nft_rule_events_unchecked",
+        Kind::Gauge,
+        "Decoded rule events not yet read back (the read follows 20 ms after the last event).",
+    );
+    w.sample(&[], rule.unchecked);
 }
 
 #[cfg(test)]
