@@ -268,116 +268,22 @@ fn expressions(family: &'static str, list: &[u8]) -> Result<Vec<Expr>, String> {
         let e = attrs(elem);
         let name = find(&e, NFTA_EXPR_NAME).map(string).unwrap_or_default();
         let d = attrs(find(&e, NFTA_EXPR_DATA).unwrap_or(&[]));
-        let u = |t: u16| find(&d, t).and_then(be32);
         match name.as_str() {
             "payload" => {
-                // NFTA_PAYLOAD_SREG (5) set: a payload write, not a load.
-                if find(&d, 5).is_some() {
-                    return Err("payload write".into());
-                }
-                let (Some(dreg), Some(base), Some(offset), Some(len)) = (u(1), u(2), u(3), u(4))
-                else {
-                    return Err("incomplete payload expression".into());
-                };
-                regs.insert(
-                    dreg,
-                    Reg::Payload {
-                        base,
-                        offset,
-                        len,
-                        mask: None,
-                    },
-                );
+                let (dreg, reg) = payload_load(&d)?;
+                regs.insert(dreg, reg);
             }
             "meta" => {
-                if find(&d, 3).is_some() {
-                    return Err("meta set".into());
-                }
-                let (Some(dreg), Some(key)) = (u(1), u(2)) else {
-                    return Err("incomplete meta expression".into());
-                };
-                regs.insert(dreg, Reg::Meta(key));
+                let (dreg, reg) = meta_load(&d)?;
+                regs.insert(dreg, reg);
             }
             "bitwise" => {
-                let (Some(sreg), Some(dreg), Some(len)) = (u(1), u(2), u(3)) else {
-                    return Err("incomplete bitwise expression".into());
-                };
-                if u(6).unwrap_or(0) != 0 {
-                    return Err("bitwise shift".into());
-                }
-                let mask = find(&d, 4)
-                    .and_then(data_value)
-                    .ok_or("bitwise without mask")?;
-                let xor = find(&d, 5)
-                    .and_then(data_value)
-                    .ok_or("bitwise without xor")?;
-                if xor.iter().any(|b| *b != 0) || mask.len() != len as usize {
-                    return Err("bitwise other than a prefix mask".into());
-                }
-                match regs.get(&sreg).cloned() {
-                    Some(Reg::Payload {
-                        base,
-                        offset,
-                        len: plen,
-                        mask: None,
-                    }) if plen == len => {
-                        regs.insert(
-                            dreg,
-                            Reg::Payload {
-                                base,
-                                offset,
-                                len,
-                                mask: Some(mask.to_vec()),
-                            },
-                        );
-                    }
-                    _ => return Err("bitwise on something other than a payload".into()),
-                }
+                let (dreg, reg) = bitwise(&d, &regs)?;
+                regs.insert(dreg, reg);
             }
-            "cmp" => {
-                let (Some(sreg), Some(op)) = (u(1), u(2)) else {
-                    return Err("incomplete cmp expression".into());
-                };
-                let op = match op {
-                    NFT_CMP_EQ => Op::Eq,
-                    NFT_CMP_NEQ => Op::Neq,
-                    _ => return Err("ordered comparison".into()),
-                };
-                let value = find(&d, 3).and_then(data_value).ok_or("cmp without data")?;
-                let reg = regs.get(&sreg).ok_or("cmp of an unset register")?;
-                out.push(compare(&mut ctx, reg, op, value)?);
-            }
-            // A named set (`ip daddr @blk`); anonymous sets come in the same batch as their
-            // elements, which is never decoded here.
-            "lookup" => {
-                let name = find(&d, 1).map(string).ok_or("lookup without a set")?;
-                if find(&d, 3).is_some() || name.starts_with("__") {
-                    return Err("map or anonymous set lookup".into());
-                }
-                let reg = regs.get(&u(2).ok_or("lookup without a register")?);
-                let reg = reg.ok_or("lookup of an unset register")?;
-                let op = if u(5).unwrap_or(0) & 1 != 0 {
-                    Op::Neq
-                } else {
-                    Op::Eq
-                };
-                out.push(matched(op, left_of(&ctx, reg)?, Rhs::Named(name)));
-            }
-            "immediate" => {
-                if u(1) != Some(NFT_REG_VERDICT) {
-                    return Err("immediate data".into());
-                }
-                let verdict = find(&d, 2)
-                    .map(attrs)
-                    .and_then(|v| find(&v, NFTA_DATA_VERDICT).map(attrs))
-                    .and_then(|v| find(&v, NFTA_VERDICT_CODE).and_then(be32))
-                    .ok_or("immediate without a verdict")? as i32;
-                out.push(match verdict {
-                    NF_DROP => Expr::Verdict(Verdict::Drop),
-                    NF_ACCEPT => Expr::Verdict(Verdict::Accept),
-                    _ => return Err("jump, goto, return or continue".into()),
-                });
-            }
+            "cmp" => out.push(cmp(&d, &regs, &mut ctx)?),
+            "lookup" => out.push(lookup(&d, &regs, &ctx)?),
+            "immediate" => out.push(immediate(&d)?),
             "counter" => out.push(Expr::Counter),
             // iptables-nft's compatibility match for `-m set`: resolved by handle later.
             "match" if find(&d, 1).map(string).as_deref() == Some("set") => {
@@ -387,6 +293,130 @@ fn expressions(family: &'static str, list: &[u8]) -> Result<Vec<Expr>, String> {
         }
     }
     Ok(out)
+}
+
+/// One expression's attributes (NFTA_EXPR_DATA, parsed).
+type ExprData<'a> = [(u16, &'a [u8])];
+
+/// Attribute `t` of an expression as a big-endian u32.
+fn attr_u32(d: &ExprData, t: u16) -> Option<u32> {
+    find(d, t).and_then(be32)
+}
+
+/// A payload load: (destination register, what it holds).
+fn payload_load(d: &ExprData) -> Result<(u32, Reg), String> {
+    let u = |t: u16| attr_u32(d, t);
+    // NFTA_PAYLOAD_SREG (5) set: a payload write, not a load.
+    if find(d, 5).is_some() {
+        return Err("payload write".into());
+    }
+    let (Some(dreg), Some(base), Some(offset), Some(len)) = (u(1), u(2), u(3), u(4)) else {
+        return Err("incomplete payload expression".into());
+    };
+    let reg = Reg::Payload {
+        base,
+        offset,
+        len,
+        mask: None,
+    };
+    Ok((dreg, reg))
+}
+
+/// A meta load: (destination register, what it holds).
+fn meta_load(d: &ExprData) -> Result<(u32, Reg), String> {
+    if find(d, 3).is_some() {
+        return Err("meta set".into());
+    }
+    let (Some(dreg), Some(key)) = (attr_u32(d, 1), attr_u32(d, 2)) else {
+        return Err("incomplete meta expression".into());
+    };
+    Ok((dreg, Reg::Meta(key)))
+}
+
+/// A prefix mask over a loaded payload: (destination register, the masked payload).
+fn bitwise(d: &ExprData, regs: &HashMap<u32, Reg>) -> Result<(u32, Reg), String> {
+    let u = |t: u16| attr_u32(d, t);
+    let (Some(sreg), Some(dreg), Some(len)) = (u(1), u(2), u(3)) else {
+        return Err("incomplete bitwise expression".into());
+    };
+    if u(6).unwrap_or(0) != 0 {
+        return Err("bitwise shift".into());
+    }
+    let mask = find(d, 4)
+        .and_then(data_value)
+        .ok_or("bitwise without mask")?;
+    let xor = find(d, 5)
+        .and_then(data_value)
+        .ok_or("bitwise without xor")?;
+    if xor.iter().any(|b| *b != 0) || mask.len() != len as usize {
+        return Err("bitwise other than a prefix mask".into());
+    }
+    match regs.get(&sreg).cloned() {
+        Some(Reg::Payload {
+            base,
+            offset,
+            len: plen,
+            mask: None,
+        }) if plen == len => {
+            let reg = Reg::Payload {
+                base,
+                offset,
+                len,
+                mask: Some(mask.to_vec()),
+            };
+            Ok((dreg, reg))
+        }
+        _ => Err("bitwise on something other than a payload".into()),
+    }
+}
+
+/// An equality comparison of a register with a value.
+fn cmp(d: &ExprData, regs: &HashMap<u32, Reg>, ctx: &mut Context) -> Result<Expr, String> {
+    let (Some(sreg), Some(op)) = (attr_u32(d, 1), attr_u32(d, 2)) else {
+        return Err("incomplete cmp expression".into());
+    };
+    let op = match op {
+        NFT_CMP_EQ => Op::Eq,
+        NFT_CMP_NEQ => Op::Neq,
+        _ => return Err("ordered comparison".into()),
+    };
+    let value = find(d, 3).and_then(data_value).ok_or("cmp without data")?;
+    let reg = regs.get(&sreg).ok_or("cmp of an unset register")?;
+    compare(ctx, reg, op, value)
+}
+
+/// A named set (`ip daddr @blk`); anonymous sets come in the same batch as their elements,
+/// which is never decoded here.
+fn lookup(d: &ExprData, regs: &HashMap<u32, Reg>, ctx: &Context) -> Result<Expr, String> {
+    let name = find(d, 1).map(string).ok_or("lookup without a set")?;
+    if find(d, 3).is_some() || name.starts_with("__") {
+        return Err("map or anonymous set lookup".into());
+    }
+    let reg = regs.get(&attr_u32(d, 2).ok_or("lookup without a register")?);
+    let reg = reg.ok_or("lookup of an unset register")?;
+    let op = if attr_u32(d, 5).unwrap_or(0) & 1 != 0 {
+        Op::Neq
+    } else {
+        Op::Eq
+    };
+    Ok(matched(op, left_of(ctx, reg)?, Rhs::Named(name)))
+}
+
+/// An immediate verdict: accept or drop.
+fn immediate(d: &ExprData) -> Result<Expr, String> {
+    if attr_u32(d, 1) != Some(NFT_REG_VERDICT) {
+        return Err("immediate data".into());
+    }
+    let verdict = find(d, 2)
+        .map(attrs)
+        .and_then(|v| find(&v, NFTA_DATA_VERDICT).map(attrs))
+        .and_then(|v| find(&v, NFTA_VERDICT_CODE).and_then(be32))
+        .ok_or("immediate without a verdict")? as i32;
+    match verdict {
+        NF_DROP => Ok(Expr::Verdict(Verdict::Drop)),
+        NF_ACCEPT => Ok(Expr::Verdict(Verdict::Accept)),
+        _ => Err("jump, goto, return or continue".into()),
+    }
 }
 
 /// What the expressions so far have pinned: the address family (an inet table's rules start
