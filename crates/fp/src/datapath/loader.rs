@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
-use crate::bpf::{types, FpSkelBuilder};
+use crate::bpf::{types, FpMaps, FpSkelBuilder, OpenFpMaps};
 use crate::datapath::stats::{Counters, Mib, Reason};
 use crate::error::{bpf, io, Result};
 use crate::kernel::neigh::NeighMaps;
@@ -225,35 +225,8 @@ impl Program {
         let mut open = FpSkelBuilder::default()
             .open(&mut storage)
             .map_err(bpf("open fp object"))?;
-        if let Some(SharedMaps {
-            bridge: b,
-            sysctl_gate,
-            neigh,
-            filter_hits,
-        }) = shared
-        {
-            let m = &mut open.maps;
-            m.f_hits
-                .reuse_fd(filter_hits.as_fd())
-                .map_err(bpf("reuse f_hits"))?;
-            m.neigh_stale
-                .reuse_fd(neigh.stale.as_fd())
-                .map_err(bpf("reuse neigh_stale"))?;
-            m.neigh_stale_n
-                .reuse_fd(neigh.count.as_fd())
-                .map_err(bpf("reuse neigh_stale_n"))?;
-            m.sysctl_gate
-                .reuse_fd(sysctl_gate.as_fd())
-                .map_err(bpf("reuse sysctl_gate"))?;
-            m.br_ports
-                .reuse_fd(b.ports.as_fd())
-                .map_err(bpf("reuse br_ports"))?;
-            m.br_vlans
-                .reuse_fd(b.vlans.as_fd())
-                .map_err(bpf("reuse br_vlans"))?;
-            m.br_fdb
-                .reuse_fd(b.fdb.as_fd())
-                .map_err(bpf("reuse br_fdb"))?;
+        if let Some(shared) = shared {
+            reuse_shared(&mut open.maps, shared)?;
         }
         // Only the programs for this port's hooks are verified and loaded: XDP brings its TC
         // stage.
@@ -296,35 +269,7 @@ impl Program {
             None
         };
         let m = &skel.maps;
-        let maps = Maps {
-            tx_ports: handle(&m.tx_ports, "tx_ports")?,
-            counters: handle(&m.counters, "counters")?,
-            mib: handle(&m.mib, "mib")?,
-            filter_hits: handle(&m.f_hits, "f_hits")?,
-            f_src4: handle(&m.f_src4, "f_src4")?,
-            f_dst4: handle(&m.f_dst4, "f_dst4")?,
-            f_src6: handle(&m.f_src6, "f_src6")?,
-            f_dst6: handle(&m.f_dst6, "f_dst6")?,
-            f_proto: handle(&m.f_proto, "f_proto")?,
-            f_sport: handle(&m.f_sport, "f_sport")?,
-            f_dport: handle(&m.f_dport, "f_dport")?,
-            f_oif: handle(&m.f_oif, "f_oif")?,
-            f_defaults: handle(&m.f_defaults, "f_defaults")?,
-            f_actions: handle(&m.f_actions, "f_actions")?,
-            f_paused: handle(&m.f_paused, "f_paused")?,
-            ctl: handle(&m.ctl, "ctl")?,
-            local_v4: handle(&m.local_v4, "local_v4")?,
-            bridge: BridgeMaps {
-                ports: handle(&m.br_ports, "br_ports")?,
-                vlans: handle(&m.br_vlans, "br_vlans")?,
-                fdb: handle(&m.br_fdb, "br_fdb")?,
-            },
-            sysctl_gate: handle(&m.sysctl_gate, "sysctl_gate")?,
-            neigh: NeighMaps {
-                stale: handle(&m.neigh_stale, "neigh_stale")?,
-                count: handle(&m.neigh_stale_n, "neigh_stale_n")?,
-            },
-        };
+        let maps = Maps::of(m)?;
         // The skeleton (and its object) drops here; the program and maps live on through the
         // fds we hold and, once attached, through the link.
         let prog = Program {
@@ -521,6 +466,74 @@ impl Program {
 
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+/// Makes a new program's maps the ones every port shares (filter hits, STALE neighbours, the
+/// sysctl gate, the bridge tables) instead of its own.
+fn reuse_shared(m: &mut OpenFpMaps, shared: &SharedMaps) -> Result<()> {
+    let SharedMaps {
+        bridge: b,
+        sysctl_gate,
+        neigh,
+        filter_hits,
+    } = shared;
+    m.f_hits
+        .reuse_fd(filter_hits.as_fd())
+        .map_err(bpf("reuse f_hits"))?;
+    m.neigh_stale
+        .reuse_fd(neigh.stale.as_fd())
+        .map_err(bpf("reuse neigh_stale"))?;
+    m.neigh_stale_n
+        .reuse_fd(neigh.count.as_fd())
+        .map_err(bpf("reuse neigh_stale_n"))?;
+    m.sysctl_gate
+        .reuse_fd(sysctl_gate.as_fd())
+        .map_err(bpf("reuse sysctl_gate"))?;
+    m.br_ports
+        .reuse_fd(b.ports.as_fd())
+        .map_err(bpf("reuse br_ports"))?;
+    m.br_vlans
+        .reuse_fd(b.vlans.as_fd())
+        .map_err(bpf("reuse br_vlans"))?;
+    m.br_fdb
+        .reuse_fd(b.fdb.as_fd())
+        .map_err(bpf("reuse br_fdb"))?;
+    Ok(())
+}
+
+impl Maps {
+    /// Owned handles to a loaded skeleton's maps, which outlive it.
+    fn of(m: &FpMaps) -> Result<Maps> {
+        Ok(Maps {
+            tx_ports: handle(&m.tx_ports, "tx_ports")?,
+            counters: handle(&m.counters, "counters")?,
+            mib: handle(&m.mib, "mib")?,
+            filter_hits: handle(&m.f_hits, "f_hits")?,
+            f_src4: handle(&m.f_src4, "f_src4")?,
+            f_dst4: handle(&m.f_dst4, "f_dst4")?,
+            f_src6: handle(&m.f_src6, "f_src6")?,
+            f_dst6: handle(&m.f_dst6, "f_dst6")?,
+            f_proto: handle(&m.f_proto, "f_proto")?,
+            f_sport: handle(&m.f_sport, "f_sport")?,
+            f_dport: handle(&m.f_dport, "f_dport")?,
+            f_oif: handle(&m.f_oif, "f_oif")?,
+            f_defaults: handle(&m.f_defaults, "f_defaults")?,
+            f_actions: handle(&m.f_actions, "f_actions")?,
+            f_paused: handle(&m.f_paused, "f_paused")?,
+            ctl: handle(&m.ctl, "ctl")?,
+            local_v4: handle(&m.local_v4, "local_v4")?,
+            bridge: BridgeMaps {
+                ports: handle(&m.br_ports, "br_ports")?,
+                vlans: handle(&m.br_vlans, "br_vlans")?,
+                fdb: handle(&m.br_fdb, "br_fdb")?,
+            },
+            sysctl_gate: handle(&m.sysctl_gate, "sysctl_gate")?,
+            neigh: NeighMaps {
+                stale: handle(&m.neigh_stale, "neigh_stale")?,
+                count: handle(&m.neigh_stale_n, "neigh_stale_n")?,
+            },
+        })
     }
 }
 
