@@ -132,99 +132,12 @@ impl FilterPlan {
             .collect();
         let rules = &rules[..rules.len().min(MAX_RULES)];
         let live = |r: &Rule| r.iif.as_ref().is_none_or(|l| l.iter().any(|n| n == iif));
-        // Slots of `defaults` (bpf/fp_filter.h, enum filter_field).
-        const PROTO: usize = 0;
-        const SPORT: usize = 1;
-        const DPORT: usize = 2;
-        const OIF: usize = 3;
-        const BASE4: usize = 4;
-        const BASE6: usize = 5;
-        const SRC: usize = 6;
-        const DST: usize = 7;
         let mut d = [[0u64; 4]; 8];
-        // The constraining rules of one family's address field, and that field's wildcard.
-        // Rules not live on `iif` stay out of the entries (the base bitmaps drop them anyway).
-        let mut constrained = |v4: bool, pick: &dyn Fn(&Rule) -> bool, wild: usize| -> Vec<usize> {
-            let mut out = Vec::new();
-            for (i, (is_v4, r)) in rules.iter().enumerate() {
-                if *is_v4 != v4 || !live(r) {
-                    continue;
-                }
-                if pick(r) {
-                    out.push(i);
-                } else {
-                    set_bit(&mut d[wild], i);
-                }
-            }
-            out
-        };
-        let src4 = constrained(true, &|r| r.src4.is_some(), SRC);
-        let dst4 = constrained(true, &|r| r.dst4.is_some(), DST);
-        let src6 = constrained(false, &|r| r.src6.is_some(), SRC);
-        let dst6 = constrained(false, &|r| r.dst6.is_some(), DST);
-        let pick4 = |ix: &[usize], f: fn(&Rule) -> &Option<Vec<(u32, u8)>>| {
-            ix.iter()
-                .filter_map(|&i| f(rules[i].1).as_ref().map(|p| (i, p)))
-                .collect::<Vec<_>>()
-        };
-        let pick6 = |ix: &[usize], f: fn(&Rule) -> &Option<Vec<(u128, u8)>>| {
-            ix.iter()
-                .filter_map(|&i| f(rules[i].1).as_ref().map(|p| (i, p)))
-                .collect::<Vec<_>>()
-        };
-        t.src4 = lpm_entries(&pick4(&src4, |r| &r.src4), mask4, 0);
-        t.dst4 = lpm_entries(&pick4(&dst4, |r| &r.dst4), mask4, 0);
-        t.src6 = lpm_entries(&pick6(&src6, |r| &r.src6), mask6, 0);
-        t.dst6 = lpm_entries(&pick6(&dst6, |r| &r.dst6), mask6, 0);
-
-        for (i, (_, r)) in rules.iter().enumerate() {
-            match &r.proto {
-                Some(ps) => {
-                    for &p in ps {
-                        for fam in 0..2 {
-                            set_bit(&mut t.proto[fam * 256 + p as usize], i);
-                        }
-                    }
-                }
-                None => set_bit(&mut d[PROTO], i),
-            }
-            let id = r.id.as_ref();
-            let slot = id.and_then(|id| slots.slot(id)).unwrap_or(NO_SLOT);
-            let action = if id.is_some_and(|id| slots.without_slot(id)) {
-                Action::Kernel
-            } else {
-                r.action
-            };
-            t.actions.push((action as u32, slot));
-        }
-        let ports = |pick: &dyn Fn(&Rule) -> Option<&Vec<(u8, u16)>>, wild: &mut Bits| {
-            let mut by_key: BTreeMap<(u8, u16), Bits> = BTreeMap::new();
-            for (i, (_, r)) in rules.iter().enumerate() {
-                match pick(r) {
-                    Some(keys) => {
-                        for k in keys {
-                            set_bit(by_key.entry(*k).or_default(), i);
-                        }
-                    }
-                    None => set_bit(wild, i),
-                }
-            }
-            by_key.into_iter().collect()
-        };
-        t.sport = ports(&|r| r.sport.as_ref(), &mut d[SPORT]);
-        t.dport = ports(&|r| r.dport.as_ref(), &mut d[DPORT]);
-        let mut by_oif: BTreeMap<u32, Bits> = BTreeMap::new();
-        for (i, (_, r)) in rules.iter().enumerate() {
-            match &r.oif {
-                Some(names) => {
-                    for idx in names.iter().filter_map(|n| ifindex_of(n)) {
-                        set_bit(by_oif.entry(idx).or_default(), i);
-                    }
-                }
-                None => set_bit(&mut d[OIF], i),
-            }
-        }
-        t.oif = by_oif.into_iter().collect();
+        address_tables(rules, &live, &mut d, &mut t);
+        proto_table_and_actions(rules, slots, &mut d, &mut t);
+        t.sport = port_table(rules, &|r| r.sport.as_ref(), &mut d[SPORT]);
+        t.dport = port_table(rules, &|r| r.dport.as_ref(), &mut d[DPORT]);
+        t.oif = oif_table(rules, ifindex_of, &mut d[OIF]);
         for (i, (v4, r)) in rules.iter().enumerate() {
             if live(r) {
                 set_bit(&mut d[if *v4 { BASE4 } else { BASE6 }], i);
@@ -233,6 +146,131 @@ impl FilterPlan {
         t.defaults = d;
         t
     }
+}
+
+// Slots of `Tables::defaults` (bpf/fp_filter.h, enum filter_field).
+const PROTO: usize = 0;
+const SPORT: usize = 1;
+const DPORT: usize = 2;
+const OIF: usize = 3;
+const BASE4: usize = 4;
+const BASE6: usize = 5;
+const SRC: usize = 6;
+const DST: usize = 7;
+
+/// The four address LPM tables, and the address fields' wildcards in `d`.
+fn address_tables(
+    rules: &[(bool, &Rule)],
+    live: &dyn Fn(&Rule) -> bool,
+    d: &mut [Bits; 8],
+    t: &mut Tables,
+) {
+    // The constraining rules of one family's address field, and that field's wildcard.
+    // Rules not live on `iif` stay out of the entries (the base bitmaps drop them anyway).
+    let mut constrained = |v4: bool, pick: &dyn Fn(&Rule) -> bool, wild: usize| -> Vec<usize> {
+        let mut out = Vec::new();
+        for (i, (is_v4, r)) in rules.iter().enumerate() {
+            if *is_v4 != v4 || !live(r) {
+                continue;
+            }
+            if pick(r) {
+                out.push(i);
+            } else {
+                set_bit(&mut d[wild], i);
+            }
+        }
+        out
+    };
+    let src4 = constrained(true, &|r| r.src4.is_some(), SRC);
+    let dst4 = constrained(true, &|r| r.dst4.is_some(), DST);
+    let src6 = constrained(false, &|r| r.src6.is_some(), SRC);
+    let dst6 = constrained(false, &|r| r.dst6.is_some(), DST);
+    let pick4 = |ix: &[usize], f: fn(&Rule) -> &Option<Vec<(u32, u8)>>| {
+        ix.iter()
+            .filter_map(|&i| f(rules[i].1).as_ref().map(|p| (i, p)))
+            .collect::<Vec<_>>()
+    };
+    let pick6 = |ix: &[usize], f: fn(&Rule) -> &Option<Vec<(u128, u8)>>| {
+        ix.iter()
+            .filter_map(|&i| f(rules[i].1).as_ref().map(|p| (i, p)))
+            .collect::<Vec<_>>()
+    };
+    t.src4 = lpm_entries(&pick4(&src4, |r| &r.src4), mask4, 0);
+    t.dst4 = lpm_entries(&pick4(&dst4, |r| &r.dst4), mask4, 0);
+    t.src6 = lpm_entries(&pick6(&src6, |r| &r.src6), mask6, 0);
+    t.dst6 = lpm_entries(&pick6(&dst6, |r| &r.dst6), mask6, 0);
+}
+
+/// The protocol table (its wildcard in `d`) and each rule's action and counter slot: a rule
+/// that found no slot is the kernel's, which counts it.
+fn proto_table_and_actions(
+    rules: &[(bool, &Rule)],
+    slots: &RuleSlots,
+    d: &mut [Bits; 8],
+    t: &mut Tables,
+) {
+    for (i, (_, r)) in rules.iter().enumerate() {
+        match &r.proto {
+            Some(ps) => {
+                for &p in ps {
+                    for fam in 0..2 {
+                        set_bit(&mut t.proto[fam * 256 + p as usize], i);
+                    }
+                }
+            }
+            None => set_bit(&mut d[PROTO], i),
+        }
+        let id = r.id.as_ref();
+        let slot = id.and_then(|id| slots.slot(id)).unwrap_or(NO_SLOT);
+        let action = if id.is_some_and(|id| slots.without_slot(id)) {
+            Action::Kernel
+        } else {
+            r.action
+        };
+        t.actions.push((action as u32, slot));
+    }
+}
+
+/// One port field's table, (protocol, port) -> rules; the rules that match any port go in
+/// `wild`.
+fn port_table(
+    rules: &[(bool, &Rule)],
+    pick: &dyn Fn(&Rule) -> Option<&Vec<(u8, u16)>>,
+    wild: &mut Bits,
+) -> Vec<((u8, u16), Bits)> {
+    let mut by_key: BTreeMap<(u8, u16), Bits> = BTreeMap::new();
+    for (i, (_, r)) in rules.iter().enumerate() {
+        match pick(r) {
+            Some(keys) => {
+                for k in keys {
+                    set_bit(by_key.entry(*k).or_default(), i);
+                }
+            }
+            None => set_bit(wild, i),
+        }
+    }
+    by_key.into_iter().collect()
+}
+
+/// The output interface table, ifindex -> rules (`ifindex_of` resolves the names); the rules
+/// that match any interface go in `wild`.
+fn oif_table(
+    rules: &[(bool, &Rule)],
+    ifindex_of: &dyn Fn(&str) -> Option<u32>,
+    wild: &mut Bits,
+) -> Vec<(u32, Bits)> {
+    let mut by_oif: BTreeMap<u32, Bits> = BTreeMap::new();
+    for (i, (_, r)) in rules.iter().enumerate() {
+        match &r.oif {
+            Some(names) => {
+                for idx in names.iter().filter_map(|n| ifindex_of(n)) {
+                    set_bit(by_oif.entry(idx).or_default(), i);
+                }
+            }
+            None => set_bit(wild, i),
+        }
+    }
+    by_oif.into_iter().collect()
 }
 
 /// Evaluates tables the way the BPF classifier does (for tests and the harness's oracle).
