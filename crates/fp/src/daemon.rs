@@ -1,7 +1,8 @@
-//! `wirespeed fp run`: watch -> change -> reconcile -> apply. The watchers (`watch`) yield the
-//! kernel's changes; the daemon applies them to the model, re-reads what an event only points
-//! at (`kernel`, `ruleset`), asks `reconcile` what the data path must do, and has the loader
-//! (`apply`) do it. `status` keeps the record. This file is the loop that wires them.
+//! `wirespeed fp run`: watch -> change -> reconcile -> apply. The watchers (`kernel::watch`)
+//! yield the kernel's changes; the daemon applies them to the model, re-reads what an event
+//! only points at (`kernel::reader`, `filter::ruleset`), asks `datapath::reconcile` what the
+//! data path must do, and has the `DataPlane` (`datapath::apply`) do it. `status` keeps the
+//! record. This file is the loop that wires them.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

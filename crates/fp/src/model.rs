@@ -10,7 +10,7 @@ use crate::kernel::routes::{NexthopChange, Recount, RouteChange, RouteCounts, Ro
 use crate::kernel::taps::Taps;
 
 /// A link as the fast path sees it: the kernel's link message, and the receive offloads that
-/// ethtool reports beside it (`kernel::KernelReader::offloads`), which no link event carries.
+/// ethtool reports beside it (`kernel::reader::KernelReader::offloads`), which no link event carries.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Link {
     /// What RTM_NEWLINK says of it; its fields read through `Link` (Deref).
