@@ -1,5 +1,5 @@
-//! wirespeed-sys: every system call of the project that needs `unsafe`, outside the runtime's
-//! I/O engines (`wirespeed-rt`) and the NIC drivers (`wirespeed-nic`), behind safe functions.
+//! wirespeed-sys: every system call of the project, behind safe functions (docs/ARCHITECTURE.md,
+//! "Layout": no other crate calls `libc` functions).
 //!
 //! A leaf crate: it depends on nothing of ours, so every crate (and every test) can use it.
 //! Each module wraps one kind of kernel interface; where socket2 or libbpf-rs already offers a
