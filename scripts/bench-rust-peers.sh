@@ -23,7 +23,9 @@ usage: sudo scripts/bench-rust-peers.sh [ROUNDS] [DURATION_S]
   --build-only  build the monoio and may_minihttp servers under target/rust-peers/ and stop
 
 Environment: BIN (wirespeed binary, default target/release/wirespeed), XDP=0 skips the
-bypass stack row. Needs root (network namespaces), wrk, cargo (crates.io reachable for the
+bypass stack row, CANDIDATE=PATH adds a second wirespeed binary's engines as rows cand-epoll
+and cand-uring (an A/B of a change, paired round by round with BIN's). Needs root (network
+namespaces), wrk, cargo (crates.io reachable for the
 first build); nginx is optional.
 EOF
 }
@@ -41,6 +43,7 @@ DEPTH=16
 SERVER_CPU=1
 CLIENT_CPU=0
 BIN=${BIN:-target/release/wirespeed}
+CANDIDATE=${CANDIDATE:-}
 PEER_DIR=target/rust-peers
 NS_S=ws-rp-srv NS_C=ws-rp-cli
 CLIENT_IP=198.18.10.1 ADDR=198.18.10.2 XDP_ADDR=198.18.10.3 PORT=8080
@@ -281,6 +284,8 @@ start_server() { # $1 = server kind
   case $1 in
     ws-epoll|ws-uring)
       "${pin[@]}" "$BIN" serve http --cpus $SERVER_CPU --listen $ADDR:$PORT --engine "${1#ws-}" 2>"$TMP/serve.log" & ;;
+    cand-epoll|cand-uring)
+      "${pin[@]}" "$CANDIDATE" serve http --cpus $SERVER_CPU --listen $ADDR:$PORT --engine "${1#cand-}" 2>"$TMP/serve.log" & ;;
     ws-xdp)
       "${pin[@]}" "$BIN" serve http --stack xdp --iface veth-s --ip $XDP_ADDR/24 --idle-sleep-us 20 \
         --cpus $SERVER_CPU --listen $XDP_ADDR:$PORT 2>"$TMP/serve.log" & ;;
@@ -342,6 +347,10 @@ measure() { # $1 = mode, $2 = server kind; prints "rps cpu_us_per_req client_bus
 }
 
 KINDS=(ws-epoll ws-uring monoio may_minihttp)
+if [[ -n $CANDIDATE ]]; then
+  [[ -x $CANDIDATE ]] || { echo "CANDIDATE=$CANDIDATE is not an executable wirespeed binary" >&2; exit 1; }
+  KINDS+=(cand-epoll cand-uring)
+fi
 if command -v nginx >/dev/null; then KINDS+=(nginx); else echo "nginx not installed (apt install nginx): skipping that peer" >&2; fi
 # The bypass row: wirespeed's own stack on an AF_XDP socket of the server's veth, at its own
 # address. Kept only if it comes up and answers in a trial here.
