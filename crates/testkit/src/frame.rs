@@ -50,6 +50,25 @@ impl Default for Tcp {
     }
 }
 
+impl Tcp {
+    /// The segment wire's `repr` describes, its options as wire writes them, carrying
+    /// `payload`: for tests that state a segment as a `TcpRepr`.
+    pub fn from_repr(repr: &TcpRepr, payload: &[u8]) -> Tcp {
+        let mut header = vec![0; repr.header_len()];
+        repr.emit(&mut header).unwrap();
+        Tcp {
+            sport: repr.src_port,
+            dport: repr.dst_port,
+            flags: header[13],
+            seq: repr.seq.0,
+            ack: repr.ack.map_or(0, |a| a.0),
+            window: repr.window,
+            options: header[20..].to_vec(),
+            payload: payload.to_vec(),
+        }
+    }
+}
+
 /// What goes above IP.
 #[derive(Clone, Debug)]
 pub enum L4 {
@@ -649,6 +668,34 @@ mod tests {
         let h = hopped(&f);
         assert_eq!(h[14 + 8], 63);
         verify_checksums(&h);
+    }
+
+    #[test]
+    fn a_tcp_repr_becomes_the_same_header() {
+        let repr = TcpRepr {
+            src_port: 1000,
+            dst_port: 80,
+            seq: SeqNumber(500),
+            ack: Some(SeqNumber(9)),
+            flags: PSH,
+            window: 4096,
+            options: TcpOptions {
+                mss: Some(1460),
+                sack_permitted: true,
+                ..TcpOptions::default()
+            },
+        };
+        let mut header = vec![0; repr.header_len()];
+        repr.emit(&mut header).unwrap();
+        let (src, dst) = (ip("198.18.0.1"), ip("198.18.0.2"));
+        let l4 = L4::Tcp(Tcp::from_repr(&repr, b"hi"));
+        let (_, b) = l4_bytes(src, dst, &l4);
+        assert_eq!(
+            (&b[..16], &b[18..header.len()]),
+            (&header[..16], &header[18..])
+        );
+        assert_eq!(&b[header.len()..], b"hi");
+        verify_checksums(&frame([2; 6], [4; 6], src, dst, &l4));
     }
 
     #[test]
