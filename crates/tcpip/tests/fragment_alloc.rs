@@ -3,8 +3,8 @@
 //! this thread's, so the harness's own threads are not counted.)
 
 use wirespeed_sys::alloc::CountingAlloc;
-use wirespeed_tcpip::wire::{checksum, EtherType, EthernetRepr, IpProtocol, Ipv4Repr};
 use wirespeed_tcpip::{Config, Instant, Ipv4Addr, MacAddr, Stack};
+use wirespeed_testkit::frame::{eth, ip_packet_with, l4_bytes, make_ipv4_fragment, IpHeader, L4};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc::new();
@@ -17,48 +17,30 @@ const PAYLOAD: usize = 3000;
 
 /// One fragment of datagram `ident` in an Ethernet frame: `bytes` at offset `off`.
 fn fragment(ident: u16, off: usize, bytes: &[u8], more: bool) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + 20 + bytes.len()];
-    EthernetRepr {
-        dst: MAC_B,
-        src: MAC_A,
-        vlan_id: None,
-        ethertype: EtherType::Ipv4,
-    }
-    .emit(&mut f)
-    .unwrap();
-    Ipv4Repr {
-        src: SRC,
-        dst: DST,
-        protocol: IpProtocol::Udp,
-        payload_len: bytes.len(),
-        ttl: 64,
+    let h = IpHeader {
         ident,
         dont_frag: false,
-        dscp_ecn: 0,
-    }
-    .emit(&mut f[14..])
-    .unwrap();
-    let word = (off / 8) as u16 | if more { 0x2000 } else { 0 };
-    f[20..22].copy_from_slice(&word.to_be_bytes());
-    f[24..26].fill(0);
-    let c = checksum::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
-    f[34..].copy_from_slice(bytes);
+        ..IpHeader::default()
+    };
+    let l4 = L4::Raw {
+        proto: 17,
+        payload: bytes.to_vec(),
+    };
+    let p = ip_packet_with(SRC.0.into(), DST.0.into(), &l4, &h);
+    let mut f = eth(MAC_B.0, MAC_A.0, false, &p);
+    make_ipv4_fragment(&mut f, (off / 8) as u16, more);
     f
 }
 
 /// A UDP datagram from SRC:5000 to DST:53 with `PAYLOAD` bytes, in three fragments.
 fn datagram(ident: u16) -> [Vec<u8>; 3] {
-    let mut udp = vec![0u8; 8 + PAYLOAD];
-    udp[0..2].copy_from_slice(&5000u16.to_be_bytes());
-    udp[2..4].copy_from_slice(&53u16.to_be_bytes());
-    let len = udp.len() as u16;
-    udp[4..6].copy_from_slice(&len.to_be_bytes());
-    for (i, b) in udp[8..].iter_mut().enumerate() {
-        *b = (i as u16 ^ ident) as u8;
-    }
-    let c = checksum::transport(SRC, DST, 17, &udp);
-    udp[6..8].copy_from_slice(&if c == 0 { 0xffff } else { c }.to_be_bytes());
+    let payload = (0..PAYLOAD).map(|i| (i as u16 ^ ident) as u8).collect();
+    let l4 = L4::Udp {
+        sport: 5000,
+        dport: 53,
+        payload,
+    };
+    let (_, udp) = l4_bytes(SRC.0.into(), DST.0.into(), &l4);
     let n = udp.len();
     [(0, 1480), (1480, 2960), (2960, n)].map(|(a, b)| fragment(ident, a, &udp[a..b], b < n))
 }

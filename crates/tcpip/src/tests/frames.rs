@@ -19,34 +19,18 @@ fn udp_round_trip_and_icmp_echo() {
     }));
     // ICMP echo request to b, crafted by hand.
     let data = b"abcdefgh";
-    let icmp = Icmpv4Repr::EchoRequest {
+    let l4 = kit::L4::Icmp {
+        ty: 8,
         code: 5,
-        ident: 1,
-        seq_no: 2,
-        data,
+        rest: [0, 1, 0, 2],
+        payload: data.to_vec(),
     };
-    let mut f = vec![0u8; 14 + 20 + icmp.buffer_len()];
-    EthernetRepr {
-        dst: MAC_B,
-        src: MAC_A,
-        vlan_id: None,
-        ethertype: EtherType::Ipv4,
-    }
-    .emit(&mut f)
-    .unwrap();
-    Ipv4Repr {
-        src: IP_A,
-        dst: IP_B,
-        protocol: IpProtocol::Icmp,
-        payload_len: icmp.buffer_len(),
-        ttl: 64,
+    let h = kit::IpHeader {
         ident: 9,
         dont_frag: false,
-        dscp_ecn: 0,
-    }
-    .emit(&mut f[14..])
-    .unwrap();
-    icmp.emit(&mut f[34..]).unwrap();
+        ..kit::IpHeader::default()
+    };
+    let f = ipv4_frame((MAC_A, IP_A), (MAC_B, IP_B), &h, &l4);
     p.st[1].receive(p.now, &f);
     let mut sink = VecSink::new();
     p.st[1].transmit(p.now, &mut sink);
@@ -86,32 +70,17 @@ fn arp_reply_and_fragment_drop_and_counters() {
         (ArpOperation::Reply, MAC_B, IP_A)
     );
     // With reassembly off, a fragment is dropped and counted.
-    let mut f = vec![0u8; 14 + 28];
-    EthernetRepr {
-        dst: MAC_B,
-        src: MAC_A,
-        vlan_id: None,
-        ethertype: EtherType::Ipv4,
-    }
-    .emit(&mut f)
-    .unwrap();
-    Ipv4Repr {
-        src: IP_A,
-        dst: IP_B,
-        protocol: IpProtocol::Udp,
-        payload_len: 8,
-        ttl: 64,
+    let udp = kit::L4::Raw {
+        proto: 17,
+        payload: vec![0; 8],
+    };
+    let h = kit::IpHeader {
         ident: 1,
         dont_frag: false,
-        dscp_ecn: 0,
-    }
-    .emit(&mut f[14..])
-    .unwrap();
-    f[14 + 6] = 0x20; // MF
-    f[14 + 10] = 0;
-    f[14 + 11] = 0;
-    let c = checksum::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
+        ..kit::IpHeader::default()
+    };
+    let mut f = ipv4_frame((MAC_A, IP_A), (MAC_B, IP_B), &h, &udp);
+    kit::make_ipv4_fragment(&mut f, 0, true);
     s.receive(now, &f);
     assert_eq!(s.stats().ip_fragments_dropped, 1);
     s.receive(now, &[0u8; 5]);
@@ -330,9 +299,8 @@ fn syn_frame(ident: u16) -> Vec<u8> {
             ..Default::default()
         },
     };
-    let mut f = frame(&syn, &[]);
-    f[18..20].copy_from_slice(&ident.to_be_bytes());
-    f
+    let l4 = kit::L4::Tcp(kit::Tcp::from_repr(&syn, &[]));
+    ipv4_frame((MAC_A, IP_A), (MAC_B, IP_B), &ip_ident(ident), &l4)
 }
 
 #[test]

@@ -48,41 +48,25 @@ fn padded(b: &[u8]) -> Vec<u8> {
 }
 
 impl Crafted<'_> {
+    /// The frame: IP identification 0, no DF, TTL 64; TCP from port 1000, window 65535.
     pub(super) fn frame(&self) -> Vec<u8> {
-        let (ipo, tcpo) = (padded(self.ip_options), padded(self.tcp_options));
-        let (ihl, thl) = (20 + ipo.len(), 20 + tcpo.len());
-        let mut f = vec![0u8; 14 + ihl + thl + self.payload.len()];
-        EthernetRepr {
-            dst: self.dst_mac,
-            src: MAC_A,
-            vlan_id: None,
-            ethertype: EtherType::Ipv4,
-        }
-        .emit(&mut f)
-        .unwrap();
-        let ip = &mut f[14..14 + ihl];
-        ip[0] = 0x40 | (ihl / 4) as u8;
-        ip[1] = self.dscp_ecn;
-        ip[2..4].copy_from_slice(&((ihl + thl + self.payload.len()) as u16).to_be_bytes());
-        ip[8] = 64;
-        ip[9] = 6;
-        ip[12..16].copy_from_slice(&self.src.0);
-        ip[16..20].copy_from_slice(&IP_B.0);
-        ip[20..].copy_from_slice(&ipo);
-        let sum = checksum::checksum(ip);
-        ip[10..12].copy_from_slice(&sum.to_be_bytes());
-        let t = &mut f[14 + ihl..];
-        t[0..2].copy_from_slice(&1000u16.to_be_bytes());
-        t[2..4].copy_from_slice(&self.dport.to_be_bytes());
-        t[4..8].copy_from_slice(&self.seq.to_be_bytes());
-        t[8..12].copy_from_slice(&self.ack.unwrap_or(0).to_be_bytes());
-        t[12] = ((thl / 4) as u8) << 4;
-        t[13] = self.flags | if self.ack.is_some() { flags::ACK } else { 0 };
-        t[14..16].copy_from_slice(&65535u16.to_be_bytes());
-        t[20..thl].copy_from_slice(&tcpo);
-        t[thl..].copy_from_slice(self.payload);
-        fill_checksum(t, self.src, IP_B);
-        f
+        let h = kit::IpHeader {
+            dont_frag: false,
+            tos: self.dscp_ecn,
+            options: padded(self.ip_options),
+            ..kit::IpHeader::default()
+        };
+        let l4 = kit::L4::Tcp(kit::Tcp {
+            sport: 1000,
+            dport: self.dport,
+            flags: self.flags | if self.ack.is_some() { flags::ACK } else { 0 },
+            seq: self.seq,
+            ack: self.ack.unwrap_or(0),
+            window: 65535,
+            options: padded(self.tcp_options),
+            payload: self.payload.to_vec(),
+        });
+        ipv4_frame((MAC_A, self.src), (self.dst_mac, IP_B), &h, &l4)
     }
 }
 
@@ -536,28 +520,18 @@ fn half_open_connections_hold_no_buffers() {
     s.tcp_send(c, b"ok").unwrap();
 }
 
-/// A datagram of IP protocol `proto` carrying `l4` from A to B, in a frame to `dst_mac`.
+/// A datagram of IP protocol `proto` carrying `l4` from A to B (identification 0, no DF),
+/// in a frame to `dst_mac`.
 pub(super) fn datagram(dst_mac: MacAddr, proto: u8, l4: &[u8]) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + 20 + l4.len()];
-    EthernetRepr {
-        dst: dst_mac,
-        src: MAC_A,
-        vlan_id: None,
-        ethertype: EtherType::Ipv4,
-    }
-    .emit(&mut f)
-    .unwrap();
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
-    ip[8] = 64;
-    ip[9] = proto;
-    ip[12..16].copy_from_slice(&IP_A.0);
-    ip[16..20].copy_from_slice(&IP_B.0);
-    let sum = checksum::checksum(ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    f[34..].copy_from_slice(l4);
-    f
+    let h = kit::IpHeader {
+        dont_frag: false,
+        ..kit::IpHeader::default()
+    };
+    let raw = kit::L4::Raw {
+        proto,
+        payload: l4.to_vec(),
+    };
+    ipv4_frame((MAC_A, IP_A), (dst_mac, IP_B), &h, &raw)
 }
 
 #[test]

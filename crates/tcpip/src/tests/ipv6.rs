@@ -200,9 +200,8 @@ fn ping6_is_answered_with_the_request_traffic_class_and_code() {
         seq_no: 9,
         data: b"ping",
     };
-    let mut f = vec![0u8; 14 + 40 + req.buffer_len()];
-    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Icmpv6, 64, 0xb8);
-    req.emit(IP6_A, IP6_B, &mut f[54..]).unwrap();
+    let m = icmpv6_bytes(&req, IP6_A, IP6_B);
+    let f = v6_frame(IP6_A, IP6_B, IpProtocol::Icmpv6, (64, 0xb8), &m);
     let now = Instant::from_millis(1000);
     s.receive(now, &f);
     let mut sink = VecSink::new();
@@ -223,26 +222,37 @@ fn ping6_is_answered_with_the_request_traffic_class_and_code() {
     );
 }
 
-/// Ethernet (A to B) and a fixed IPv6 header into `f`, the payload being the rest of `f`.
-fn v6_headers(f: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr, next: IpProtocol, hops: u8, tc: u8) {
-    EthernetRepr {
-        dst: MAC_B,
-        src: MAC_A,
-        vlan_id: None,
-        ethertype: EtherType::Ipv6,
-    }
-    .emit(f)
-    .unwrap();
-    Ipv6Repr {
-        src,
-        dst,
-        next_header: next,
-        payload_len: f.len() - 54,
-        hop_limit: hops,
-        traffic_class: tc,
-    }
-    .emit(&mut f[14..])
-    .unwrap();
+/// Ethernet (A to B) around an IPv6 header (next header `next`, hop limit and traffic
+/// class `(hops, tc)`) and `payload`.
+fn v6_frame(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    next: IpProtocol,
+    (hops, tc): (u8, u8),
+    payload: &[u8],
+) -> Vec<u8> {
+    let h = kit::IpHeader {
+        ttl: hops,
+        tos: tc,
+        ..kit::IpHeader::default()
+    };
+    let ip = kit::ip_header_with(src.0.into(), dst.0.into(), next.into(), payload.len(), &h);
+    let mut f = kit::eth(MAC_B.0, MAC_A.0, true, &ip);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The ICMPv6 message `m` from `src` to `dst`, checksummed.
+fn icmpv6_bytes(m: &Icmpv6Repr, src: Ipv6Addr, dst: Ipv6Addr) -> Vec<u8> {
+    let mut b = vec![0u8; m.buffer_len()];
+    m.emit(src, dst, &mut b).unwrap();
+    b
+}
+
+/// The TCP segment `repr` (no payload) from `src` to `dst`, checksummed.
+fn tcp6_bytes(repr: &TcpRepr, src: Ipv6Addr, dst: Ipv6Addr) -> Vec<u8> {
+    let l4 = kit::L4::Tcp(kit::Tcp::from_repr(repr, &[]));
+    kit::l4_bytes(src.0.into(), dst.0.into(), &l4).1
 }
 
 /// Runs `f` through a fresh stack (B, no DAD) at t = 1 s and returns what it sent.
@@ -285,14 +295,9 @@ fn syn6_between(
         window: 65535,
         options: TcpOptions::default(),
     };
-    let hl = repr.header_len();
-    let mut f = vec![0u8; 54 + ext.len() + hl];
-    v6_headers(&mut f, src, dst, first, 64, 0);
-    f[54..54 + ext.len()].copy_from_slice(ext);
-    let t = 54 + ext.len();
-    repr.emit(&mut f[t..]).unwrap();
-    fill_checksum(&mut f[t..], src, dst);
-    f
+    let mut upper = ext.to_vec();
+    upper.extend(tcp6_bytes(&repr, src, dst));
+    v6_frame(src, dst, first, (64, 0), &upper)
 }
 
 #[test]
@@ -311,8 +316,7 @@ fn a_syn_after_hop_by_hop_and_destination_options_is_answered() {
 #[test]
 fn an_unknown_next_header_is_answered_with_parameter_problem() {
     // Protocol 1 (ICMP for IPv4) has no IPv6 handler: code 1, pointing at byte 6.
-    let mut f = vec![0u8; 54 + 8];
-    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Icmp, 64, 0);
+    let f = v6_frame(IP6_A, IP6_B, IpProtocol::Icmp, (64, 0), &[0; 8]);
     let (out, st) = answers(&f);
     assert_eq!(st.ip6_param_problems, 1);
     let msgs = icmpv6_of(&out);
@@ -325,8 +329,7 @@ fn an_unknown_next_header_is_answered_with_parameter_problem() {
 #[test]
 fn an_unknown_next_header_in_a_broadcast_frame_is_not_answered() {
     // The same datagram as above in a frame to ff:ff:ff:ff:ff:ff (Linux: not PACKET_HOST).
-    let mut f = vec![0u8; 54 + 8];
-    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Icmp, 64, 0);
+    let mut f = v6_frame(IP6_A, IP6_B, IpProtocol::Icmp, (64, 0), &[0; 8]);
     f[..6].copy_from_slice(&MacAddr::BROADCAST.0);
     let (out, st) = answers(&f);
     assert_eq!(st.ip6_param_problems, 1);
@@ -370,10 +373,9 @@ fn a_neighbour_solicitation_is_answered_only_at_hop_limit_255() {
     };
     let group = IP6_B.solicited_node();
     for (hops, answered) in [(255, true), (64, false)] {
-        let mut f = vec![0u8; 54 + ns.buffer_len()];
-        v6_headers(&mut f, IP6_A, group, IpProtocol::Icmpv6, hops, 0);
+        let m = icmpv6_bytes(&ns, IP6_A, group);
+        let mut f = v6_frame(IP6_A, group, IpProtocol::Icmpv6, (hops, 0), &m);
         f[..6].copy_from_slice(&group.multicast_mac().0);
-        ns.emit(IP6_A, group, &mut f[54..]).unwrap();
         let (out, st) = answers(&f);
         let msgs = icmpv6_of(&out);
         assert_eq!(msgs.len(), answered as usize, "hop limit {hops}: {st:?}");
@@ -499,12 +501,9 @@ fn long_syn6() -> Vec<u8> {
             ..Default::default()
         },
     };
-    let mut f = vec![0u8; 54 + repr.header_len()];
-    assert_eq!(f.len(), 54 + 40);
-    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Tcp, 64, 0);
-    repr.emit(&mut f[54..]).unwrap();
-    fill_checksum(&mut f[54..], IP6_A, IP6_B);
-    f
+    let t = tcp6_bytes(&repr, IP6_A, IP6_B);
+    assert_eq!(t.len(), 40);
+    v6_frame(IP6_A, IP6_B, IpProtocol::Tcp, (64, 0), &t)
 }
 
 /// The answer to a SYN from A's port 1000 (sequence 500) (port 80, sequence 500).
@@ -626,14 +625,13 @@ fn a_udp_datagram_of_3000_bytes_in_three_ipv6_fragments_is_delivered_whole() {
     let mut s = Stack::new(no_dad(1));
     let sock = s.udp_bind(53).unwrap();
     let payload: Vec<u8> = (0..3000).map(|i| (i * 7 + 1) as u8).collect();
-    let mut f = vec![0u8; 54 + 8 + payload.len()];
-    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Udp, 64, 0);
-    f[62..].copy_from_slice(&payload);
-    let udp = UdpRepr {
-        src_port: 5000,
-        dst_port: 53,
+    let udp = kit::L4::Udp {
+        sport: 5000,
+        dport: 53,
+        payload: payload.clone(),
     };
-    udp.emit(&mut f[54..], payload.len(), IP6_A, IP6_B).unwrap();
+    let (_, u) = kit::l4_bytes(IP6_A.0.into(), IP6_B.0.into(), &udp);
+    let f = v6_frame(IP6_A, IP6_B, IpProtocol::Udp, (64, 0), &u);
     // Behind a hop-by-hop header (PadN), which stays in the reassembled datagram.
     let hbh = [44, 0, 1, 4, 0, 0, 0, 0];
     let frags = fragments6(&f, &hbh, &[1232, 2464], 9);
@@ -672,9 +670,8 @@ fn a_ping_in_fragments_is_answered_and_a_solicitation_in_fragments_is_not() {
         seq_no: 1,
         data: &[135; 24],
     };
-    let mut f = vec![0u8; 54 + req.buffer_len()];
-    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Icmpv6, 64, 0);
-    req.emit(IP6_A, IP6_B, &mut f[54..]).unwrap();
+    let m = icmpv6_bytes(&req, IP6_A, IP6_B);
+    let f = v6_frame(IP6_A, IP6_B, IpProtocol::Icmpv6, (64, 0), &m);
     let frags = fragments6(&f, &[], &[8], 3);
     let msgs = icmpv6_of(&feed(&mut s, T1, &[&frags[0], &frags[1]]));
     assert_eq!(msgs.len(), 1, "{:?}", s.stats());
@@ -684,9 +681,8 @@ fn a_ping_in_fragments_is_answered_and_a_solicitation_in_fragments_is_not() {
         target: IP6_B,
         source_lladdr: Some(MAC_A),
     };
-    let mut f = vec![0u8; 54 + ns.buffer_len()];
-    v6_headers(&mut f, IP6_A, IP6_B, IpProtocol::Icmpv6, 255, 0);
-    ns.emit(IP6_A, IP6_B, &mut f[54..]).unwrap();
+    let m = icmpv6_bytes(&ns, IP6_A, IP6_B);
+    let f = v6_frame(IP6_A, IP6_B, IpProtocol::Icmpv6, (255, 0), &m);
     let frags = fragments6(&f, &[], &[16], 4);
     assert!(feed(&mut s, T1, &[&frags[0], &frags[1]]).is_empty());
     assert_eq!(s.stats().ndp_invalid, 1);
@@ -700,10 +696,9 @@ fn a_multicast_solicitation_without_our_senders_mac_is_answered_only_if_we_know_
         source_lladdr: None,
     };
     let group = IP6_B.solicited_node();
-    let mut f = vec![0u8; 54 + ns.buffer_len()];
-    v6_headers(&mut f, IP6_A, group, IpProtocol::Icmpv6, 255, 0);
+    let m = icmpv6_bytes(&ns, IP6_A, group);
+    let mut f = v6_frame(IP6_A, group, IpProtocol::Icmpv6, (255, 0), &m);
     f[..6].copy_from_slice(&group.multicast_mac().0);
-    ns.emit(IP6_A, group, &mut f[54..]).unwrap();
     let now = Instant::from_millis(1000);
     for known in [false, true] {
         let mut s = Stack::new(no_dad(1));
@@ -730,10 +725,9 @@ fn solicitation(src: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {
         source_lladdr: (!src.is_unspecified()).then_some(MAC_A),
     };
     let group = target.solicited_node();
-    let mut f = vec![0u8; 54 + ns.buffer_len()];
-    v6_headers(&mut f, src, group, IpProtocol::Icmpv6, 255, 0);
+    let m = icmpv6_bytes(&ns, src, group);
+    let mut f = v6_frame(src, group, IpProtocol::Icmpv6, (255, 0), &m);
     f[..6].copy_from_slice(&group.multicast_mac().0);
-    ns.emit(src, group, &mut f[54..]).unwrap();
     f
 }
 
@@ -770,9 +764,8 @@ fn an_echo_to_our_link_local_address_is_answered_from_it() {
             seq_no: 1,
             data: b"ll",
         };
-        let mut f = vec![0u8; 54 + req.buffer_len()];
-        v6_headers(&mut f, src, LL_B, IpProtocol::Icmpv6, 64, 0);
-        req.emit(src, LL_B, &mut f[54..]).unwrap();
+        let m = icmpv6_bytes(&req, src, LL_B);
+        let f = v6_frame(src, LL_B, IpProtocol::Icmpv6, (64, 0), &m);
         let (out, st) = answers(&f);
         let msgs = icmpv6_of(&out);
         assert_eq!(msgs.len(), 1, "from {src}: {st:?}");

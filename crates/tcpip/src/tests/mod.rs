@@ -7,7 +7,8 @@ use crate::util::XorShift;
 use crate::Error;
 use crate::*;
 use std::time::Duration;
-use wirespeed_wire::tcp::{fill_checksum, flags};
+use wirespeed_testkit::frame as kit;
+use wirespeed_wire::tcp::flags;
 use wirespeed_wire::*;
 
 /// A test whose body runs once per congestion control algorithm: `per_cc! { fn name(cc)
@@ -327,26 +328,18 @@ fn send_through_losses(p: &mut Pair, c: ConnId, s: ConnId, lost: usize) {
     }));
 }
 
-/// A broadcast ARP message from A (MAC_A) as `sender_ip`, asking for `target_ip`.
+/// A broadcast ARP message from A (MAC_A) as `sender_ip`, asking for `target_ip`, padded
+/// to the 60-byte Ethernet minimum.
 fn arp_frame(op: ArpOperation, sender_ip: Ipv4Addr, target_ip: Ipv4Addr) -> Vec<u8> {
-    let mut f = vec![0u8; 60];
-    EthernetRepr {
-        dst: MacAddr::BROADCAST,
-        src: MAC_A,
-        vlan_id: None,
-        ethertype: EtherType::Arp,
-    }
-    .emit(&mut f)
-    .unwrap();
-    ArpRepr {
-        operation: op,
-        sender_mac: MAC_A,
-        sender_ip,
-        target_mac: MacAddr::ZERO,
-        target_ip,
-    }
-    .emit(&mut f[14..])
-    .unwrap();
+    let a = kit::arp_packet(
+        op.into(),
+        MAC_A.0,
+        sender_ip.into(),
+        [0; 6],
+        target_ip.into(),
+    );
+    let mut f = kit::ethernet(MacAddr::BROADCAST.0, MAC_A.0, kit::ETH_P_ARP, &a);
+    f.resize(60, 0);
     f
 }
 
@@ -378,34 +371,30 @@ fn peer_segment(seq: u32, ack: Option<u32>, fl: u8, window: u16, options: TcpOpt
     frame(&repr, &[])
 }
 
-/// `repr` and `payload` in an Ethernet/IPv4 frame from A to B, checksummed.
+/// `repr` and `payload` in an Ethernet/IPv4 frame from A to B (identification 1, DF),
+/// checksummed.
 fn frame(repr: &TcpRepr, payload: &[u8]) -> Vec<u8> {
-    let hl = repr.header_len();
-    let mut f = vec![0u8; 14 + 20 + hl + payload.len()];
-    EthernetRepr {
-        dst: MAC_B,
-        src: MAC_A,
-        vlan_id: None,
-        ethertype: EtherType::Ipv4,
+    let l4 = kit::L4::Tcp(kit::Tcp::from_repr(repr, payload));
+    ipv4_frame((MAC_A, IP_A), (MAC_B, IP_B), &ip_ident(1), &l4)
+}
+
+/// `l4` in an Ethernet/IPv4 frame from `src` to `dst` (MAC and IP each) with the header `h`.
+fn ipv4_frame(
+    src: (MacAddr, Ipv4Addr),
+    dst: (MacAddr, Ipv4Addr),
+    h: &kit::IpHeader,
+    l4: &kit::L4,
+) -> Vec<u8> {
+    let p = kit::ip_packet_with(src.1 .0.into(), dst.1 .0.into(), l4, h);
+    kit::eth(dst.0 .0, src.0 .0, false, &p)
+}
+
+/// An IPv4 header with DF set, TTL 64 and the identification `ident`.
+fn ip_ident(ident: u16) -> kit::IpHeader {
+    kit::IpHeader {
+        ident,
+        ..kit::IpHeader::default()
     }
-    .emit(&mut f)
-    .unwrap();
-    Ipv4Repr {
-        src: IP_A,
-        dst: IP_B,
-        protocol: IpProtocol::Tcp,
-        payload_len: hl + payload.len(),
-        ttl: 64,
-        ident: 1,
-        dont_frag: true,
-        dscp_ecn: 0,
-    }
-    .emit(&mut f[14..])
-    .unwrap();
-    repr.emit(&mut f[34..]).unwrap();
-    f[34 + hl..].copy_from_slice(payload);
-    fill_checksum(&mut f[34..], IP_A, IP_B);
-    f
 }
 
 /// A connection accepted on port 80 from a peer (port 1000, ISN 500) that offered SACK.
@@ -454,34 +443,13 @@ fn inject_rst(p: &mut Pair, side: usize, conn: ConnId) {
         window: 0,
         options: TcpOptions::default(),
     };
-    let (src_mac, dst_mac, src, dst) = if side == 0 {
-        (MAC_B, MAC_A, IP_B, IP_A)
+    let (from, to) = if side == 0 {
+        ((MAC_B, IP_B), (MAC_A, IP_A))
     } else {
-        (MAC_A, MAC_B, IP_A, IP_B)
+        ((MAC_A, IP_A), (MAC_B, IP_B))
     };
-    let mut f = vec![0u8; 54];
-    EthernetRepr {
-        dst: dst_mac,
-        src: src_mac,
-        vlan_id: None,
-        ethertype: EtherType::Ipv4,
-    }
-    .emit(&mut f)
-    .unwrap();
-    Ipv4Repr {
-        src,
-        dst,
-        protocol: IpProtocol::Tcp,
-        payload_len: 20,
-        ttl: 64,
-        ident: 7,
-        dont_frag: true,
-        dscp_ecn: 0,
-    }
-    .emit(&mut f[14..])
-    .unwrap();
-    repr.emit(&mut f[34..]).unwrap();
-    fill_checksum(&mut f[34..], src, dst);
+    let l4 = kit::L4::Tcp(kit::Tcp::from_repr(&repr, &[]));
+    let f = ipv4_frame(from, to, &ip_ident(7), &l4);
     let now = p.now;
     p.st[side].receive(now, &f);
 }

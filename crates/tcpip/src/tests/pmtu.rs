@@ -4,6 +4,7 @@
 
 use super::*;
 use std::cell::RefCell;
+use std::net::IpAddr;
 use std::rc::Rc;
 
 const IP6_A: Ipv6Addr = Ipv6Addr([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
@@ -13,51 +14,35 @@ const IP6_B: Ipv6Addr = Ipv6Addr([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 fn icmp_about(frame: &[u8], mtu: u32) -> Vec<u8> {
     let dgram = &frame[14..];
     let v6 = frame[12..14] == [0x86, 0xdd];
-    let mut f = frame[..14].to_vec();
-    f[..6].copy_from_slice(&MAC_B.0);
-    f[6..12].copy_from_slice(&MAC_A.0);
-    if v6 {
+    let (from, to) = if v6 {
+        (IpAddr::from(IP6_A.0), IpAddr::from(IP6_B.0))
+    } else {
+        (IpAddr::from(IP_A.0), IpAddr::from(IP_B.0))
+    };
+    let l4 = if v6 {
         let quoted = &dgram[..dgram.len().min(1280 - 48)];
-        let m = Icmpv6Repr::PacketTooBig { mtu, quoted };
-        let mut b = vec![0u8; 40 + m.buffer_len()];
-        Ipv6Repr {
-            src: IP6_A,
-            dst: IP6_B,
-            next_header: IpProtocol::Icmpv6,
-            payload_len: m.buffer_len(),
-            hop_limit: 64,
-            traffic_class: 0,
+        kit::L4::Icmp {
+            ty: 2,
+            code: 0,
+            rest: mtu.to_be_bytes(),
+            payload: quoted.to_vec(),
         }
-        .emit(&mut b)
-        .unwrap();
-        m.emit(IP6_A, IP6_B, &mut b[40..]).unwrap();
-        f.extend_from_slice(&b);
     } else {
         // RFC 1191: the next-hop MTU in the low half of the second word.
-        let quoted = &dgram[..28];
-        let e = Icmpv4Error {
-            msg_type: 3,
+        kit::L4::Icmp {
+            ty: 3,
             code: 4,
-            word: mtu & 0xffff,
-            quoted,
-        };
-        let mut b = vec![0u8; 20 + e.buffer_len()];
-        Ipv4Repr {
-            src: IP_A,
-            dst: IP_B,
-            protocol: IpProtocol::Icmp,
-            payload_len: e.buffer_len(),
-            ttl: 64,
-            ident: 7,
-            dont_frag: false,
-            dscp_ecn: 0,
+            rest: (mtu & 0xffff).to_be_bytes(),
+            payload: dgram[..28].to_vec(),
         }
-        .emit(&mut b)
-        .unwrap();
-        e.emit(&mut b[20..]).unwrap();
-        f.extend_from_slice(&b);
-    }
-    f
+    };
+    let h = kit::IpHeader {
+        ident: 7,
+        dont_frag: false,
+        ..kit::IpHeader::default()
+    };
+    let p = kit::ip_packet_with(from, to, &l4, &h);
+    kit::eth(MAC_B.0, MAC_A.0, v6, &p)
 }
 
 /// Sends 300 KB from B to A through a link of `link_mtu` that reports `reported` (what the
