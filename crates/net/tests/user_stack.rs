@@ -193,42 +193,23 @@ fn connect_picks_ports_that_hash_to_the_own_queue() {
 /// A SYN from 198.18.30.1 to the stack at .2 port 7, its TCP checksum left partial (the
 /// pseudo-header sum) as a sender with checksum offload leaves it.
 fn partial_syn(src_port: u16) -> Vec<u8> {
-    use wirespeed_tcpip::wire::tcp::flags;
-    use wirespeed_tcpip::wire::*;
-    let (src, dst) = (Ipv4Addr::new(198, 18, 30, 1), Ipv4Addr::new(198, 18, 30, 2));
-    let tcp = TcpRepr {
-        src_port,
-        dst_port: 7,
-        seq: SeqNumber(1000),
-        ack: None,
-        flags: flags::SYN,
-        window: 65535,
-        options: TcpOptions::default(),
+    use wirespeed_testkit::frame::{
+        eth, ip_packet_with, make_l4_checksum_partial_v4, IpHeader, Tcp, L4, SYN,
     };
-    let mut f = vec![0u8; 14 + 20 + tcp.header_len()];
-    EthernetRepr {
-        dst: MacAddr([0x02, 0, 0, 0, 0, 2]),
-        src: MacAddr([0x02, 0, 0, 0, 0, 1]),
-        vlan_id: None,
-        ethertype: EtherType::Ipv4,
-    }
-    .emit(&mut f)
-    .unwrap();
-    Ipv4Repr {
-        src,
-        dst,
-        protocol: IpProtocol::Tcp,
-        payload_len: tcp.header_len(),
-        ttl: 64,
+    let (src, dst) = (Ipv4Addr::new(198, 18, 30, 1), Ipv4Addr::new(198, 18, 30, 2));
+    let syn = L4::Tcp(Tcp {
+        sport: src_port,
+        dport: 7,
+        flags: SYN,
+        ..Tcp::default()
+    });
+    let h = IpHeader {
         ident: 1,
-        dont_frag: true,
-        dscp_ecn: 0,
-    }
-    .emit(&mut f[14..])
-    .unwrap();
-    tcp.emit(&mut f[34..]).unwrap();
-    let partial = checksum::partial(src, dst, 6, tcp.header_len() as u16);
-    f[34 + 16..34 + 18].copy_from_slice(&partial.to_be_bytes());
+        ..IpHeader::default()
+    };
+    let p = ip_packet_with(src.into(), dst.into(), &syn, &h);
+    let mut f = eth([0x02, 0, 0, 0, 0, 2], [0x02, 0, 0, 0, 0, 1], false, &p);
+    make_l4_checksum_partial_v4(&mut f);
     f
 }
 
