@@ -1,11 +1,13 @@
 //! The socket API on the bypass stack, without a NIC: two `BypassStack`s on one shard, joined
 //! by the in-memory driver pair. The same async code as on the kernel stack.
 
+use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
 
 use wirespeed_net::bypass::socket::{BypassStack, StackConfig};
 use wirespeed_net::{TcpListener, TcpStream};
-use wirespeed_nic::mem::MemPair;
+use wirespeed_nic::mem::{MemConfig, MemPair};
 use wirespeed_rt::{EngineKind, Runtime};
 
 fn cfg(last: u8) -> StackConfig {
@@ -22,6 +24,33 @@ fn cfg(last: u8) -> StackConfig {
         accept_partial_checksums: false,
         congestion_control: wirespeed_net::bypass::CongestionAlgorithm::Cubic,
     }
+}
+
+/// What `body` returns, run on a one-CPU runtime with a server stack (`cfg(2)`) and a client
+/// stack (`cfg(1)`) joined by an in-memory pair shaped by `link`.
+fn on_two_stacks<F, Fut>(link: MemConfig, body: F) -> Fut::Output
+where
+    F: Fn(BypassStack, BypassStack) -> Fut + Send + Sync + 'static,
+    Fut: Future + 'static,
+    Fut::Output: Send + 'static,
+{
+    let body = Arc::new(body);
+    let mut out = Runtime::builder()
+        .cpus(vec![0])
+        .engine(EngineKind::Epoll)
+        .run(move || {
+            let body = body.clone();
+            async move {
+                let (a, b) = MemPair::with_config(link);
+                body(
+                    BypassStack::start(&cfg(2), a),
+                    BypassStack::start(&cfg(1), b),
+                )
+                .await
+            }
+        })
+        .unwrap();
+    out.remove(0)
 }
 
 /// Echoes everything `conn` sends until it closes; returns the bytes echoed.
@@ -59,13 +88,9 @@ async fn echo_lockstep(s: &mut TcpStream, data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn echo_through_two_user_stacks() {
-    let out = Runtime::builder()
-        .cpus(vec![0])
-        .engine(EngineKind::Epoll)
-        .run(|| async {
-            let (a, b) = MemPair::lossless();
-            let server_stack = BypassStack::start(&cfg(2), a);
-            let client_stack = BypassStack::start(&cfg(1), b);
+    let out = on_two_stacks(
+        MemConfig::default(),
+        |server_stack, client_stack| async move {
             let listener = TcpListener::from(server_stack.listen(7, 16).unwrap());
             let server = wirespeed_rt::spawn(async move {
                 let mut total = 0usize;
@@ -104,9 +129,9 @@ fn echo_through_two_user_stacks() {
                 echoed += back.len();
             }
             (echoed, server.await)
-        })
-        .unwrap();
-    assert_eq!(out[0], (900_000, 900_000));
+        },
+    );
+    assert_eq!(out, (900_000, 900_000));
 }
 
 /// Shard `queue` of 4 (Toeplitz under the default key, a 128-entry table spread over the
@@ -281,13 +306,9 @@ fn partial_checksums_are_told_once_where_not_taken_and_answered_where_taken() {
 /// `write_vectored` on the bypass stack sends every slice, in order.
 #[test]
 fn write_vectored_sends_every_slice() {
-    let out = Runtime::builder()
-        .cpus(vec![0])
-        .engine(EngineKind::Epoll)
-        .run(|| async {
-            let (a, b) = MemPair::lossless();
-            let server_stack = BypassStack::start(&cfg(2), a);
-            let client_stack = BypassStack::start(&cfg(1), b);
+    let out = on_two_stacks(
+        MemConfig::default(),
+        |server_stack, client_stack| async move {
             let listener = TcpListener::from(server_stack.listen(9, 4).unwrap());
             let server = wirespeed_rt::spawn(async move {
                 let mut conn = listener.accept().await.unwrap();
@@ -315,9 +336,9 @@ fn write_vectored_sends_every_slice() {
             wirespeed_rt::timeout(std::time::Duration::from_secs(10), server)
                 .await
                 .expect("server read timed out")
-        })
-        .unwrap();
-    assert_eq!(out[0], b"head body tail".to_vec());
+        },
+    );
+    assert_eq!(out, b"head body tail".to_vec());
 }
 
 /// Ports that complete TCP checksums as a device with checksum offload does (AF_XDP TX
@@ -327,35 +348,26 @@ fn write_vectored_sends_every_slice() {
 /// complete them, every segment would count as a bad checksum and the connect would time out.
 #[test]
 fn echo_over_ports_that_complete_tcp_checksums() {
-    use wirespeed_nic::mem::MemConfig;
-    let out = Runtime::builder()
-        .cpus(vec![0])
-        .engine(EngineKind::Epoll)
-        .run(|| async {
-            let (a, b) = MemPair::with_config(MemConfig {
-                tx_checksum_offload: true,
-                ..MemConfig::default()
-            });
-            let server_stack = BypassStack::start(&cfg(2), a);
-            let client_stack = BypassStack::start(&cfg(1), b);
-            let listener = TcpListener::from(server_stack.listen(7, 16).unwrap());
-            wirespeed_rt::spawn(
-                async move { echo_until_eof(listener.accept().await.unwrap()).await },
-            );
-            let s = wirespeed_rt::timeout(
-                std::time::Duration::from_secs(5),
-                client_stack.connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7).into()),
-            )
-            .await
-            .unwrap_or_else(|_| panic!("connect timed out: {:?}", server_stack.stats()))
-            .unwrap();
-            let mut s = TcpStream::from(s);
-            let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7) as u8).collect();
-            assert!(echo_lockstep(&mut s, &data).await == data, "echo mismatch");
-            (client_stack.stats(), server_stack.stats())
-        })
+    let link = MemConfig {
+        tx_checksum_offload: true,
+        ..MemConfig::default()
+    };
+    let out = on_two_stacks(link, |server_stack, client_stack| async move {
+        let listener = TcpListener::from(server_stack.listen(7, 16).unwrap());
+        wirespeed_rt::spawn(async move { echo_until_eof(listener.accept().await.unwrap()).await });
+        let s = wirespeed_rt::timeout(
+            std::time::Duration::from_secs(5),
+            client_stack.connect(SocketAddrV4::new(Ipv4Addr::new(198, 18, 30, 2), 7).into()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("connect timed out: {:?}", server_stack.stats()))
         .unwrap();
-    let (client, server) = &out[0];
+        let mut s = TcpStream::from(s);
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7) as u8).collect();
+        assert!(echo_lockstep(&mut s, &data).await == data, "echo mismatch");
+        (client_stack.stats(), server_stack.stats())
+    });
+    let (client, server) = &out;
     for st in [client, server] {
         assert_eq!(st.tcp_bad_checksum, 0, "{st:?}");
         assert_eq!(st.tcp_rx_csum_partial, 0, "{st:?}");
