@@ -287,18 +287,10 @@ fn split_frame(frame: &[u8], at: usize) -> [Vec<u8>; 2] {
 }
 
 fn syn_frame(ident: u16) -> Vec<u8> {
-    let syn = TcpRepr {
-        src_port: 1000,
-        dst_port: 80,
-        seq: SeqNumber(500),
-        ack: None,
-        flags: flags::SYN,
-        window: 65535,
-        options: TcpOptions {
-            mss: Some(1460),
-            ..Default::default()
-        },
-    };
+    let syn = peer_syn(TcpOptions {
+        mss: Some(1460),
+        ..Default::default()
+    });
     let l4 = kit::L4::Tcp(kit::Tcp::from_repr(&syn, &[]));
     ipv4_frame((MAC_A, IP_A), (MAC_B, IP_B), &ip_ident(ident), &l4)
 }

@@ -486,21 +486,13 @@ fn feed(s: &mut Stack, now: Instant, frames: &[&Vec<u8>]) -> Vec<Vec<u8>> {
 
 /// A SYN from A's port 1000 to B's port 80 with 20 bytes of options (40 in all).
 fn long_syn6() -> Vec<u8> {
-    let repr = TcpRepr {
-        src_port: 1000,
-        dst_port: 80,
-        seq: SeqNumber(500),
-        ack: None,
-        flags: flags::SYN,
-        window: 65535,
-        options: TcpOptions {
-            mss: Some(1440),
-            window_scale: Some(7),
-            sack_permitted: true,
-            timestamps: Some((1, 0)),
-            ..Default::default()
-        },
-    };
+    let repr = peer_syn(TcpOptions {
+        mss: Some(1440),
+        window_scale: Some(7),
+        sack_permitted: true,
+        timestamps: Some((1, 0)),
+        ..Default::default()
+    });
     let t = tcp6_bytes(&repr, IP6_A, IP6_B);
     assert_eq!(t.len(), 40);
     v6_frame(IP6_A, IP6_B, IpProtocol::Tcp, (64, 0), &t)

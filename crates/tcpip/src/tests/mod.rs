@@ -357,6 +357,19 @@ fn segment(sport: u16, dport: u16, seq: u32, ack: Option<u32>, fl: u8, payload: 
     frame(&repr, payload)
 }
 
+/// A SYN from the peer's port 1000 (ISN 500, window 65535) to our port 80 offering `options`.
+fn peer_syn(options: TcpOptions) -> TcpRepr {
+    TcpRepr {
+        src_port: 1000,
+        dst_port: 80,
+        seq: SeqNumber(500),
+        ack: None,
+        flags: flags::SYN,
+        window: 65535,
+        options,
+    }
+}
+
 /// A bare segment (no payload) from the peer's port 1000 to our port 80.
 fn peer_segment(seq: u32, ack: Option<u32>, fl: u8, window: u16, options: TcpOptions) -> Vec<u8> {
     let repr = TcpRepr {
@@ -401,19 +414,11 @@ fn ip_ident(ident: u16) -> kit::IpHeader {
 /// Returns it and our ISS.
 fn accept_with_sack(s: &mut Stack, now: Instant) -> (ConnId, u32) {
     let l = s.tcp_listen(80, 4).unwrap();
-    let repr = TcpRepr {
-        src_port: 1000,
-        dst_port: 80,
-        seq: SeqNumber(500),
-        ack: None,
-        flags: flags::SYN,
-        window: 65535,
-        options: TcpOptions {
-            mss: Some(1460),
-            sack_permitted: true,
-            ..Default::default()
-        },
-    };
+    let repr = peer_syn(TcpOptions {
+        mss: Some(1460),
+        sack_permitted: true,
+        ..Default::default()
+    });
     s.receive(now, &frame(&repr, &[]));
     let mut sink = VecSink::new();
     s.transmit(now, &mut sink);
