@@ -507,27 +507,29 @@ fn is_syn_ack(f: &[u8]) -> bool {
 
 const T1: Instant = Instant::from_millis(1000);
 
-#[test]
-fn a_syn_in_two_ipv6_fragments_gets_a_syn_ack() {
+/// A station that got [`long_syn6`] in two fragments, fragment `first` (0 or 1) first, and
+/// answered it with a SYN-ACK once both were in.
+fn syn_in_two_ipv6_fragments(first: usize) -> Stack {
     let mut s = fragment_station(no_dad(1));
     // The first fragment holds the TCP header (RFC 7112) and part of its options.
     let f = fragments6(&long_syn6(), &[], &[24], 1);
-    assert!(feed(&mut s, T1, &[&f[0]]).is_empty());
-    let out = feed(&mut s, T1, &[&f[1]]);
+    assert!(feed(&mut s, T1, &[&f[first]]).is_empty());
+    let out = feed(&mut s, T1, &[&f[1 - first]]);
     assert_eq!(out.len(), 1, "{:?}", s.stats());
     assert!(is_syn_ack(&out[0]));
+    s
+}
+
+#[test]
+fn a_syn_in_two_ipv6_fragments_gets_a_syn_ack() {
+    let s = syn_in_two_ipv6_fragments(0);
     assert_eq!(s.stats().ip6_frag_reassembled, 1);
     assert_eq!(s.stats().ip6_fragments_dropped, 0);
 }
 
 #[test]
 fn a_syn_in_two_ipv6_fragments_last_first_gets_a_syn_ack() {
-    let mut s = fragment_station(no_dad(1));
-    let f = fragments6(&long_syn6(), &[], &[24], 1);
-    assert!(feed(&mut s, T1, &[&f[1]]).is_empty());
-    let out = feed(&mut s, T1, &[&f[0]]);
-    assert_eq!(out.len(), 1, "{:?}", s.stats());
-    assert!(is_syn_ack(&out[0]));
+    syn_in_two_ipv6_fragments(1);
 }
 
 #[test]
