@@ -200,8 +200,7 @@ fn ping6_is_answered_with_the_request_traffic_class_and_code() {
         seq_no: 9,
         data: b"ping",
     };
-    let m = icmpv6_bytes(&req, IP6_A, IP6_B);
-    let f = v6_frame(IP6_A, IP6_B, IpProtocol::Icmpv6, (64, 0xb8), &m);
+    let f = icmpv6_frame(&req, IP6_A, IP6_B, (64, 0xb8));
     let now = Instant::from_millis(1000);
     s.receive(now, &f);
     let mut sink = VecSink::new();
@@ -242,11 +241,12 @@ fn v6_frame(
     f
 }
 
-/// The ICMPv6 message `m` from `src` to `dst`, checksummed.
-fn icmpv6_bytes(m: &Icmpv6Repr, src: Ipv6Addr, dst: Ipv6Addr) -> Vec<u8> {
+/// Ethernet (A to B) and IPv6 (hop limit and traffic class `hops_tc`) around the ICMPv6
+/// message `m` from `src` to `dst`, checksummed.
+fn icmpv6_frame(m: &Icmpv6Repr, src: Ipv6Addr, dst: Ipv6Addr, hops_tc: (u8, u8)) -> Vec<u8> {
     let mut b = vec![0u8; m.buffer_len()];
     m.emit(src, dst, &mut b).unwrap();
-    b
+    v6_frame(src, dst, IpProtocol::Icmpv6, hops_tc, &b)
 }
 
 /// The TCP segment `repr` (no payload) from `src` to `dst`, checksummed.
@@ -373,8 +373,7 @@ fn a_neighbour_solicitation_is_answered_only_at_hop_limit_255() {
     };
     let group = IP6_B.solicited_node();
     for (hops, answered) in [(255, true), (64, false)] {
-        let m = icmpv6_bytes(&ns, IP6_A, group);
-        let mut f = v6_frame(IP6_A, group, IpProtocol::Icmpv6, (hops, 0), &m);
+        let mut f = icmpv6_frame(&ns, IP6_A, group, (hops, 0));
         f[..6].copy_from_slice(&group.multicast_mac().0);
         let (out, st) = answers(&f);
         let msgs = icmpv6_of(&out);
@@ -664,8 +663,7 @@ fn a_ping_in_fragments_is_answered_and_a_solicitation_in_fragments_is_not() {
         seq_no: 1,
         data: &[135; 24],
     };
-    let m = icmpv6_bytes(&req, IP6_A, IP6_B);
-    let f = v6_frame(IP6_A, IP6_B, IpProtocol::Icmpv6, (64, 0), &m);
+    let f = icmpv6_frame(&req, IP6_A, IP6_B, (64, 0));
     let frags = fragments6(&f, &[], &[8], 3);
     let msgs = icmpv6_of(&feed(&mut s, T1, &[&frags[0], &frags[1]]));
     assert_eq!(msgs.len(), 1, "{:?}", s.stats());
@@ -675,8 +673,7 @@ fn a_ping_in_fragments_is_answered_and_a_solicitation_in_fragments_is_not() {
         target: IP6_B,
         source_lladdr: Some(MAC_A),
     };
-    let m = icmpv6_bytes(&ns, IP6_A, IP6_B);
-    let f = v6_frame(IP6_A, IP6_B, IpProtocol::Icmpv6, (255, 0), &m);
+    let f = icmpv6_frame(&ns, IP6_A, IP6_B, (255, 0));
     let frags = fragments6(&f, &[], &[16], 4);
     assert!(feed(&mut s, T1, &[&frags[0], &frags[1]]).is_empty());
     assert_eq!(s.stats().ndp_invalid, 1);
@@ -690,8 +687,7 @@ fn a_multicast_solicitation_without_our_senders_mac_is_answered_only_if_we_know_
         source_lladdr: None,
     };
     let group = IP6_B.solicited_node();
-    let m = icmpv6_bytes(&ns, IP6_A, group);
-    let mut f = v6_frame(IP6_A, group, IpProtocol::Icmpv6, (255, 0), &m);
+    let mut f = icmpv6_frame(&ns, IP6_A, group, (255, 0));
     f[..6].copy_from_slice(&group.multicast_mac().0);
     let now = Instant::from_millis(1000);
     for known in [false, true] {
@@ -719,8 +715,7 @@ fn solicitation(src: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {
         source_lladdr: (!src.is_unspecified()).then_some(MAC_A),
     };
     let group = target.solicited_node();
-    let m = icmpv6_bytes(&ns, src, group);
-    let mut f = v6_frame(src, group, IpProtocol::Icmpv6, (255, 0), &m);
+    let mut f = icmpv6_frame(&ns, src, group, (255, 0));
     f[..6].copy_from_slice(&group.multicast_mac().0);
     f
 }
@@ -758,8 +753,7 @@ fn an_echo_to_our_link_local_address_is_answered_from_it() {
             seq_no: 1,
             data: b"ll",
         };
-        let m = icmpv6_bytes(&req, src, LL_B);
-        let f = v6_frame(src, LL_B, IpProtocol::Icmpv6, (64, 0), &m);
+        let f = icmpv6_frame(&req, src, LL_B, (64, 0));
         let (out, st) = answers(&f);
         let msgs = icmpv6_of(&out);
         assert_eq!(msgs.len(), 1, "from {src}: {st:?}");
