@@ -26,23 +26,8 @@ use std::time::{Duration, Instant};
 use wirespeed_fp::model::BridgeHook;
 use wirespeed_fp_lab::line::*;
 use wirespeed_testkit::frame::{self as pkt, L4};
+use wirespeed_testkit::netns::{mac, mac_str};
 use wirespeed_xdpgen::{Gen, Link};
-
-fn mac(ns: &wirespeed_lab::Netns, ifname: &str) -> [u8; 6] {
-    pkt::parse_mac(
-        &ns.exec("cat", &[&format!("/sys/class/net/{ifname}/address")])
-            .unwrap(),
-    )
-    .unwrap()
-}
-
-fn ifindex(ns: &wirespeed_lab::Netns, ifname: &str) -> u32 {
-    ns.exec("cat", &[&format!("/sys/class/net/{ifname}/ifindex")])
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
 
 fn pin_self(cpu: usize) {
     // Best effort, as before: an unpinned run only measures less steadily.
@@ -204,13 +189,6 @@ impl Args {
 
 const WARM: Duration = Duration::from_secs(1);
 
-fn colons(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 /// The line lab's MACs: the generator's `v0`, the DUT's `d0` and the sink's `s0`.
 struct Macs {
     src: [u8; 6],
@@ -231,7 +209,7 @@ fn prepare_line(lab: &Line) -> Macs {
         ("198.18.1.2", macs.sink, "d1"),
         ("198.18.0.1", macs.src, "d0"),
     ] {
-        let lladdr = colons(m);
+        let lladdr = mac_str(m);
         lab.dut
             .ip(&[
                 "neigh",
@@ -322,7 +300,7 @@ fn router_ipv6(bench: &mut Bench, macs: &Macs) {
         ("d1", "fd00:b::2", macs.sink),
         ("d0", "fd00:a::1", macs.src),
     ] {
-        let lladdr = colons(m);
+        let lladdr = mac_str(m);
         bench
             .ends
             .dut
@@ -447,7 +425,15 @@ fn bridge_rows(args: &Args, local_rows: &mut Vec<String>) -> BridgeLine {
         br.dut
             .exec(
                 "bridge",
-                &["fdb", "replace", &colons(m), "dev", dev, "master", "static"],
+                &[
+                    "fdb",
+                    "replace",
+                    &mac_str(m),
+                    "dev",
+                    dev,
+                    "master",
+                    "static",
+                ],
             )
             .unwrap();
     }

@@ -82,14 +82,7 @@ pub fn line(tag: &str) -> Line {
     }
 }
 
-/// The ifindex of `ifname` in `ns`.
-pub fn ifindex(ns: &Netns, ifname: &str) -> u32 {
-    ns.exec("cat", &[&format!("/sys/class/net/{ifname}/ifindex")])
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
+pub use wirespeed_testkit::netns::ifindex;
 
 pub fn ip_batch(ns: &Netns, batch: &str) {
     use std::io::Write;
