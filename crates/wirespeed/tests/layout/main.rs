@@ -7,7 +7,8 @@
 //!   the word may only stand in a lint attribute (`forbid`/`deny`/`allow(unsafe_code)`, the
 //!   last one on a generated skeleton) or a comment;
 //! - no crate depends on another in a circle, dev-dependencies included;
-//! - inside every crate, no source file imports another in a circle.
+//! - inside every crate, no source file imports another in a circle;
+//! - docs/ARCHITECTURE.md draws the crate graph by floors as the Cargo.toml files have it.
 //!
 //! Each failure names the file and the rule, so the fix is obvious.
 
@@ -179,6 +180,11 @@ fn every_shared_memory_file_exists() {
 
 /// `[dependencies]`, `[dev-dependencies]` and `[build-dependencies]` entries naming our crates.
 fn workspace_edges() -> BTreeMap<String, BTreeSet<String>> {
+    crate_edges(true)
+}
+
+/// Crate -> the workspace crates its Cargo.toml names, with or without dev-dependencies.
+fn crate_edges(with_dev: bool) -> BTreeMap<String, BTreeSet<String>> {
     let mut edges = BTreeMap::new();
     for dir in crate_dirs() {
         let toml = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
@@ -188,7 +194,8 @@ fn workspace_edges() -> BTreeMap<String, BTreeSet<String>> {
         for line in toml.lines() {
             let line = line.trim();
             if line.starts_with('[') {
-                in_deps = line.ends_with("dependencies]");
+                in_deps = line.ends_with("dependencies]")
+                    && (with_dev || !line.contains("dev-dependencies"));
                 continue;
             }
             if let Some(v) = line.strip_prefix("name = ") {
@@ -204,6 +211,63 @@ fn workspace_edges() -> BTreeMap<String, BTreeSet<String>> {
         edges.insert(name, deps);
     }
     edges
+}
+
+/// The crate graph by floors: a crate stands one floor above the highest crate it depends on
+/// (dev-dependencies aside), so every arrow points down. One line a floor, top first, names
+/// without their `wirespeed-` prefix.
+fn crate_floors() -> Vec<String> {
+    let edges = crate_edges(false);
+    let mut floor: BTreeMap<&str, usize> = BTreeMap::new();
+    while floor.len() < edges.len() {
+        let before = floor.len();
+        for (name, deps) in &edges {
+            if floor.contains_key(name.as_str()) {
+                continue;
+            }
+            let below: Option<Vec<usize>> = deps
+                .iter()
+                .map(|d| floor.get(d.as_str()).copied())
+                .collect();
+            if let Some(below) = below {
+                floor.insert(name, 1 + below.into_iter().max().unwrap_or(0));
+            }
+        }
+        assert!(
+            floor.len() > before,
+            "a crate circle: see no_crate_depends_on_another_in_a_circle"
+        );
+    }
+    let top = floor.values().copied().max().unwrap_or(0);
+    (1..=top)
+        .rev()
+        .map(|f| {
+            let names: Vec<&str> = floor
+                .iter()
+                .filter(|(_, &n)| n == f)
+                .map(|(name, _)| name.trim_start_matches("wirespeed-"))
+                .collect();
+            format!("floor {f}: {}", names.join(", "))
+        })
+        .collect()
+}
+
+#[test]
+fn the_architecture_page_draws_the_crate_graph_as_it_is() {
+    let page = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
+    let drawn: Vec<&str> = page
+        .lines()
+        .skip_while(|l| !l.starts_with("<!-- crate floors"))
+        .skip(2)
+        .take_while(|l| !l.starts_with("```"))
+        .collect();
+    let floors = crate_floors();
+    assert_eq!(
+        drawn,
+        floors,
+        "docs/ARCHITECTURE.md's crate floors differ from the Cargo.toml files; draw them as:\n{}",
+        floors.join("\n")
+    );
 }
 
 /// A circle in `edges`, if there is one, as the list of its nodes.
