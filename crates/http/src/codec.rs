@@ -54,9 +54,16 @@ fn has_token(value: &[u8], token: &str) -> bool {
 
 /// Parses the request at the start of `buf`.
 pub fn parse_request(buf: &[u8]) -> Parse<'_> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    let header_len = match req.parse(buf) {
+    // Uninitialized: httparse writes only the headers it finds, so a pipelined batch does not
+    // zero 64 header slots per request (docs/ARCHITECTURE.md, "A request on the kernel stack").
+    let mut headers =
+        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    let header_len = match httparse::ParserConfig::default().parse_request_with_uninit_headers(
+        &mut req,
+        buf,
+        &mut headers,
+    ) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             return if buf.len() > MAX_HEADER_BYTES {

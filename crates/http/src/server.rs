@@ -13,7 +13,7 @@ use wirespeed_net::TcpStream;
 use wirespeed_rt::{race, sleep};
 
 use crate::codec::{self, parse_request, Parse, Reject, Status};
-use crate::date::DateCache;
+use crate::date::{DateCache, DATE_LEN};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -83,9 +83,43 @@ fn json_message(msg: &str, dst: &mut [u8; 128]) -> usize {
     n
 }
 
-fn route(req: &codec::Request<'_>, out: &mut Vec<u8>, date: &[u8], stats: &Stats) {
+/// The keep-alive 200 answer to `GET /plaintext`, rendered again only when the Date changes:
+/// a pipelined batch then appends each answer with one copy instead of building it field by
+/// field (docs/ARCHITECTURE.md, "A request on the kernel stack", step 3).
+#[derive(Default)]
+struct Plaintext {
+    date: [u8; DATE_LEN],
+    response: Vec<u8>,
+}
+
+impl Plaintext {
+    fn for_date(&mut self, date: &[u8; DATE_LEN]) -> &[u8] {
+        if self.response.is_empty() || self.date != *date {
+            self.date = *date;
+            self.response.clear();
+            codec::write_response(
+                &mut self.response,
+                Status::Ok,
+                date,
+                b"text/plain",
+                PLAINTEXT,
+                false,
+            );
+        }
+        &self.response
+    }
+}
+
+fn route(
+    req: &codec::Request<'_>,
+    out: &mut Vec<u8>,
+    date: &[u8],
+    plaintext: &[u8],
+    stats: &Stats,
+) {
     let close = !req.keep_alive;
     match (req.method, req.path) {
+        ("GET", "/plaintext") if !close => out.extend_from_slice(plaintext),
         ("GET", "/plaintext") => {
             codec::write_response(out, Status::Ok, date, b"text/plain", PLAINTEXT, close)
         }
@@ -158,6 +192,7 @@ pub async fn serve_connection(
     let mut buf = vec![0u8; INITIAL_BUF];
     let mut filled = 0;
     let mut out: Vec<u8> = Vec::with_capacity(4096);
+    let mut plaintext = Plaintext::default();
     let mut idle = sleep(cfg.idle_timeout);
     loop {
         let n = match race(&mut idle, stream.read(&mut buf[filled..])).await {
@@ -171,16 +206,10 @@ pub async fn serve_connection(
         idle.reset(wirespeed_rt::now() + cfg.idle_timeout);
         filled += n;
         let date_now = date.get();
+        let canned = plaintext.for_date(&date_now);
 
         if cfg.fixed {
-            codec::write_response(
-                &mut out,
-                Status::Ok,
-                &date_now,
-                b"text/plain",
-                PLAINTEXT,
-                false,
-            );
+            out.extend_from_slice(canned);
             bump(&stats.requests);
             filled = 0;
         } else {
@@ -189,7 +218,7 @@ pub async fn serve_connection(
             loop {
                 match parse_request(&buf[start..filled]) {
                     Parse::Complete(req) => {
-                        route(&req, &mut out, &date_now, stats);
+                        route(&req, &mut out, &date_now, canned, stats);
                         bump(&stats.requests);
                         start += req.len;
                         if !req.keep_alive {
@@ -269,6 +298,25 @@ pub async fn refuse(mut stream: TcpStream, date: &DateCache, stats: &Stats) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The canned answer is byte for byte what `write_response` builds, and follows the Date.
+    #[test]
+    fn canned_plaintext_is_the_built_response_for_the_current_date() {
+        let mut p = Plaintext::default();
+        for secs in [784_111_777, 784_111_777, 784_111_778] {
+            let date = crate::date::format_imf(secs);
+            let mut built = Vec::new();
+            codec::write_response(
+                &mut built,
+                Status::Ok,
+                &date,
+                b"text/plain",
+                PLAINTEXT,
+                false,
+            );
+            assert_eq!(p.for_date(&date), &built[..]);
+        }
+    }
 
     #[test]
     fn json_is_escaped() {
