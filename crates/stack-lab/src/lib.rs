@@ -3,8 +3,8 @@
 //! twin and to Linux in an identical other twin; the replies are normalized and compared
 //! field by field (docs/TCPIP.md, "Conformance against Linux").
 //!
-//! - `craft`: frame builders (malformed ones included), the twins' addresses and TCP flags
-//!   written as tcpdump writes them;
+//! - `craft`: the test kit's raw frame builder (malformed frames included, TCP flags written
+//!   as tcpdump writes them) and the twins' addresses;
 //! - `cases`: cases generated from a seed, a module per class; `cases::flow` drives a
 //!   connection into a state (the harness does the handshake itself) before its edge segment;
 //! - `twin`, `responder`: the two labs, and twin B's application on Linux's own TCP;

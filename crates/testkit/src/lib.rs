@@ -1,6 +1,7 @@
-//! wirespeed-testkit: the one test kit (frame builder, independent checksum verifier, shared fixtures) that every test uses.
+//! wirespeed-testkit: the one test kit (frame builders, independent checksum verifier, shared fixtures) that every test uses.
 #![forbid(unsafe_code)]
 
+pub mod craft;
 pub mod csum;
 pub mod frame;
 pub mod lb_lab;

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use lb_common::clients::{self, Held};
 use lb_common::{configure, lb_rng, mode_lab, vip, LbLab, ALL, BACKENDS, REDIS, VIP4};
-use wirespeed_stack_lab::craft::{eth, Ip4, Tcp, ETH_IPV4};
+use wirespeed_testkit::craft::{eth, Ip4, Tcp, ETH_IPV4};
 use wirespeed_xdpgen::Gen;
 
 /// The source /24s of the flood: none of the lab's own (clients 198.18.10-11, reals
