@@ -16,11 +16,16 @@ cd "$(dirname "$0")/.."
 usage() {
   cat <<EOF
 usage: sudo scripts/bench-rust-peers.sh [ROUNDS] [DURATION_S]
+       sudo scripts/bench-rust-peers.sh --profile MODE [DURATION_S]
        scripts/bench-rust-peers.sh --build-only
 
   ROUNDS      rounds per mode, each server once per round (default 5)
   DURATION_S  seconds each measurement runs, after a 1 s warm-up (default 5)
   --build-only  build the monoio and may_minihttp servers under target/rust-peers/ and stop
+  --profile MODE  no table: for each server, \`perf record -C 1 -e cpu-clock -g\` over
+                DURATION_S (default 5) of MODE load (plain or pipelined), then its share of
+                samples in the kernel and in user space and its top symbols; the data goes
+                to results/perf-rust-peers/SERVER-MODE.data
 
 Environment: BIN (wirespeed binary, default target/release/wirespeed), XDP=0 skips the
 bypass stack row, CANDIDATE=PATH adds a second wirespeed binary's engines as rows cand-epoll
@@ -31,9 +36,14 @@ EOF
 }
 
 BUILD_ONLY=0
+PROFILE=
 case ${1:-} in
   -h|--help) usage; exit 0 ;;
   --build-only) BUILD_ONLY=1 ;;
+  --profile)
+    PROFILE=${2:-}
+    [[ $PROFILE == plain || $PROFILE == pipelined ]] || { echo "--profile takes plain or pipelined" >&2; exit 2; }
+    shift 2; set -- 1 "${1:-5}" ;;
 esac
 ROUNDS=${1:-5}
 DUR=${2:-5}
@@ -362,6 +372,33 @@ if [[ ${XDP:-1} != 0 ]]; then
     echo "bypass stack (--stack xdp) skipped: it did not serve on this veth: $(tr -s '\n' ' ' <"$TMP/xdp-trial.log" | cut -c1-200)" >&2
   fi
   stop_server
+fi
+
+# One perf profile of the server's CPU per server under MODE's load: where its CPU goes,
+# kernel against user space, and the top symbols (docs/BENCHMARKS.md, "Rust runtimes side by
+# side").
+profile() { # $1 = mode, $2 = server kind
+  local addr data; addr=$(server_addr "$2"); data=results/perf-rust-peers/$2-$1.data
+  start_server "$2" || return 1
+  run_wrk "$1" 1 "$addr" >/dev/null  # warm-up
+  run_wrk "$1" $((DUR + 2)) "$addr" >"$TMP/wrk.log" &
+  local wpid=$!
+  sleep 1
+  perf record -q -C $SERVER_CPU -e cpu-clock -g -o "$data" -- sleep "$DUR" 2>/dev/null
+  wait $wpid
+  stop_server
+  echo
+  echo "## $2, $1: $(awk '/Requests\/sec/ {print $2}' "$TMP/wrk.log") req/s; perf report -i $data"
+  perf report -i "$data" --stdio --no-children --sort dso -g none 2>/dev/null | awk '/%/ && !/^#/ {printf "  %s %s\n", $1, $2}' | head -6
+  perf report -i "$data" --stdio --no-children --sort dso,sym -g none --percent-limit 1.5 2>/dev/null |
+    awk '/%/ && !/^#/ {$2=""; print "   " $0}' | head -25
+}
+if [[ -n $PROFILE ]]; then
+  command -v perf >/dev/null || { echo "perf missing: apt install linux-perf" >&2; exit 1; }
+  mkdir -p results/perf-rust-peers
+  echo "# perf record -C $SERVER_CPU -e cpu-clock -g, ${DUR}s of $PROFILE load per server: samples by object, then symbols over 1.5%"
+  for k in "${KINDS[@]}"; do profile "$PROFILE" "$k"; done
+  exit 0
 fi
 
 declare -A RPS CPU CLI
