@@ -29,7 +29,8 @@ usage: sudo scripts/bench-rust-peers.sh [ROUNDS] [DURATION_S]
 
 Environment: BIN (wirespeed binary, default target/release/wirespeed), XDP=0 skips the
 bypass stack row, CANDIDATE=PATH adds a second wirespeed binary's engines as rows cand-epoll
-and cand-uring (an A/B of a change, paired round by round with BIN's). Needs root (network
+and cand-uring (an A/B of a change, paired round by round with BIN's), PEERS=0 leaves out
+monoio, may_minihttp and nginx (a shorter A/B, so more rounds fit). Needs root (network
 namespaces), wrk, cargo (crates.io reachable for the
 first build); nginx is optional.
 EOF
@@ -356,12 +357,15 @@ measure() { # $1 = mode, $2 = server kind; prints "rps cpu_us_per_req client_bus
     'BEGIN {printf "%.0f %.2f %.0f\n", r, (c + s) / 1000 / n, b / d}'
 }
 
-KINDS=(ws-epoll ws-uring monoio may_minihttp)
+KINDS=(ws-epoll ws-uring)
+[[ ${PEERS:-1} == 0 ]] || KINDS+=(monoio may_minihttp)
 if [[ -n $CANDIDATE ]]; then
   [[ -x $CANDIDATE ]] || { echo "CANDIDATE=$CANDIDATE is not an executable wirespeed binary" >&2; exit 1; }
   KINDS+=(cand-epoll cand-uring)
 fi
-if command -v nginx >/dev/null; then KINDS+=(nginx); else echo "nginx not installed (apt install nginx): skipping that peer" >&2; fi
+if [[ ${PEERS:-1} == 0 ]]; then :
+elif command -v nginx >/dev/null; then KINDS+=(nginx)
+else echo "nginx not installed (apt install nginx): skipping that peer" >&2; fi
 # The bypass row: wirespeed's own stack on an AF_XDP socket of the server's veth, at its own
 # address. Kept only if it comes up and answers in a trial here.
 if [[ ${XDP:-1} != 0 ]]; then
