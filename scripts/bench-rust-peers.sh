@@ -17,6 +17,7 @@ usage() {
   cat <<EOF
 usage: sudo scripts/bench-rust-peers.sh [ROUNDS] [DURATION_S]
        sudo scripts/bench-rust-peers.sh --profile MODE [DURATION_S]
+       sudo scripts/bench-rust-peers.sh --count MODE [DURATION_S]
        scripts/bench-rust-peers.sh --build-only
 
   ROUNDS      rounds per mode, each server once per round (default 5)
@@ -26,6 +27,10 @@ usage: sudo scripts/bench-rust-peers.sh [ROUNDS] [DURATION_S]
                 DURATION_S (default 5) of MODE load (plain or pipelined), then its share of
                 samples in the kernel and in user space and its top symbols; the data goes
                 to results/perf-rust-peers/SERVER-MODE.data
+  --count MODE  no table: for each server, \`perf stat\` over one DURATION_S run of MODE load,
+                and per request: the syscalls and context switches of the server's CPU, and
+                the io_uring SQEs, CQEs and task-work items (counts, not times: they hold
+                on a noisy host)
 
 Environment: BIN (wirespeed binary, default target/release/wirespeed), XDP=0 skips the
 bypass stack row, CANDIDATE=PATH adds a second wirespeed binary's engines as rows cand-epoll
@@ -38,12 +43,17 @@ EOF
 
 BUILD_ONLY=0
 PROFILE=
+COUNT=
 case ${1:-} in
   -h|--help) usage; exit 0 ;;
   --build-only) BUILD_ONLY=1 ;;
   --profile)
     PROFILE=${2:-}
     [[ $PROFILE == plain || $PROFILE == pipelined ]] || { echo "--profile takes plain or pipelined" >&2; exit 2; }
+    shift 2; set -- 1 "${1:-5}" ;;
+  --count)
+    COUNT=${2:-}
+    [[ $COUNT == plain || $COUNT == pipelined ]] || { echo "--count takes plain or pipelined" >&2; exit 2; }
     shift 2; set -- 1 "${1:-5}" ;;
 esac
 ROUNDS=${1:-5}
@@ -332,10 +342,15 @@ busy_ticks() { awk -v c="cpu$1" '$1==c {print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 # softirq time on the server CPU, in ns (USER_HZ ticks).
 softirq_ns() { awk -v c="cpu$SERVER_CPU" '$1==c {printf "%.0f\n", $8 * 10000000}' /proc/stat; }
 
+wrk_argv() { # $1 = mode, $2 = seconds, $3 = address; sets WRK_ARGV
+  WRK_ARGV=(ip netns exec $NS_C taskset -c $CLIENT_CPU wrk -t1 -c$CONNS -d"$2"s)
+  [[ $1 == pipelined ]] && WRK_ARGV+=(-s "$TMP/pipeline.lua")
+  WRK_ARGV+=("http://$3:$PORT/plaintext" -- $DEPTH)
+}
+
 run_wrk() { # $1 = mode, $2 = seconds, $3 = address
-  local lua=()
-  [[ $1 == pipelined ]] && lua=(-s "$TMP/pipeline.lua")
-  ip netns exec $NS_C taskset -c $CLIENT_CPU wrk -t1 -c$CONNS -d"$2"s "${lua[@]}" "http://$3:$PORT/plaintext" -- $DEPTH
+  wrk_argv "$@"
+  "${WRK_ARGV[@]}"
 }
 
 measure() { # $1 = mode, $2 = server kind; prints "rps cpu_us_per_req client_busy_pct"
@@ -397,6 +412,36 @@ profile() { # $1 = mode, $2 = server kind
   perf report -i "$data" --stdio --no-children --sort dso,sym -g none --percent-limit 1.5 2>/dev/null |
     awk '/%/ && !/^#/ {$2=""; print "   " $0}' | head -25
 }
+# Kernel events per request under MODE's load, counted over exactly one wrk run: the server
+# CPU's syscalls and context switches (a sleep and a wake-up are two), and the io_uring
+# events of every CPU (task work is queued where the packet arrived, the client's CPU).
+COUNT_EVENTS=raw_syscalls:sys_enter,sched:sched_switch,io_uring:io_uring_submit_req,io_uring:io_uring_complete,io_uring:io_uring_task_add
+count() { # $1 = mode, $2 = server kind
+  local addr; addr=$(server_addr "$2")
+  start_server "$2" || return 1
+  run_wrk "$1" 1 "$addr" >/dev/null  # warm-up
+  wrk_argv "$1" "$DUR" "$addr"
+  perf stat -a -A -x, -o "$TMP/stat.csv" -e "$COUNT_EVENTS" -- "${WRK_ARGV[@]}" >"$TMP/wrk.log"
+  stop_server
+  local reqs; reqs=$(awk '/requests in/ {print $1}' "$TMP/wrk.log")
+  [[ ${reqs:-0} -gt 0 ]] || { echo "warning: $2 ($1) answered no request" >&2; return 1; }
+  awk -F, -v k="$2" -v n="$reqs" -v cpu="CPU$SERVER_CPU" '
+    $1 ~ /^CPU/ && $2 ~ /^[0-9]+$/ {
+      ev = $4; sub(/.*:/, "", ev)
+      if (ev == "sys_enter" || ev == "sched_switch") { if ($1 == cpu) c[ev] += $2 } else c[ev] += $2
+    }
+    END { printf "%-14s %10d %9.3f %9.3f %9.3f %9.3f %9.3f\n", k, n, c["sys_enter"] / n,
+      c["sched_switch"] / n, c["io_uring_submit_req"] / n, c["io_uring_complete"] / n,
+      c["io_uring_task_add"] / n }' "$TMP/stat.csv"
+}
+if [[ -n $COUNT ]]; then
+  command -v perf >/dev/null || { echo "perf missing: apt install linux-perf" >&2; exit 1; }
+  echo "# perf stat over one ${DUR}s wrk run of $COUNT load per server; per request:"
+  echo "# syscalls and context switches on CPU $SERVER_CPU, io_uring SQEs, CQEs and task-work items on all CPUs"
+  printf "%-14s %10s %9s %9s %9s %9s %9s\n" server requests syscalls switches sqes cqes taskwork
+  for k in "${KINDS[@]}"; do count "$COUNT" "$k"; done
+  exit 0
+fi
 if [[ -n $PROFILE ]]; then
   command -v perf >/dev/null || { echo "perf missing: apt install linux-perf" >&2; exit 1; }
   mkdir -p results/perf-rust-peers
