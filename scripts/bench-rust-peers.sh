@@ -436,6 +436,8 @@ count() { # $1 = mode, $2 = server kind
 }
 if [[ -n $COUNT ]]; then
   command -v perf >/dev/null || { echo "perf missing: apt install linux-perf" >&2; exit 1; }
+  perf stat -a -e "$COUNT_EVENTS" -- true >/dev/null 2>&1 ||
+    { echo "perf cannot count $COUNT_EVENTS here: run as root, with tracefs mounted and a kernel with io_uring tracepoints" >&2; exit 1; }
   echo "# perf stat over one ${DUR}s wrk run of $COUNT load per server; per request:"
   echo "# syscalls and context switches on CPU $SERVER_CPU, io_uring SQEs, CQEs and task-work items on all CPUs"
   printf "%-14s %10s %9s %9s %9s %9s %9s\n" server requests syscalls switches sqes cqes taskwork
