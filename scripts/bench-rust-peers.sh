@@ -4,9 +4,10 @@
 # and, where it comes up, wirespeed on the bypass stack (AF_XDP). Every server has one thread
 # on CPU 1; one client (wrk -t1, 256 connections) on CPU 0. Two modes: no pipelining, and
 # pipelining 16 requests per write (TechEmpower's pipeline.lua). Rounds alternate the servers.
-# Prints req/s, server CPU-µs per request and client CPU% per round, then per mode each
-# server's median CPU-µs/req and its same-round ratio to wirespeed epoll and io_uring
-# (docs/BENCHMARKS.md, "Rust runtimes side by side"). Writes results/bench-rust-peers.json.
+# Prints req/s, server CPU-µs per request (the server CPU's busy time) and client CPU% per
+# round, then per mode each server's median CPU-µs/req and its same-round ratio to wirespeed
+# epoll and io_uring (docs/BENCHMARKS.md, "Rust runtimes side by side"). Writes
+# results/bench-rust-peers.json.
 #
 # The peers are built outside the workspace, each its own Cargo project under
 # target/rust-peers/<name>/ (release, fat LTO, one codegen unit, panic=abort).
@@ -339,8 +340,10 @@ server_cpu_ns() {
 }
 # busy (non-idle) jiffies of a CPU
 busy_ticks() { awk -v c="cpu$1" '$1==c {print $2+$3+$4+$7+$8+$9}' /proc/stat; }
-# softirq time on the server CPU, in ns (USER_HZ ticks).
-softirq_ns() { awk -v c="cpu$SERVER_CPU" '$1==c {printf "%.0f\n", $8 * 10000000}' /proc/stat; }
+# Idle (and iowait) time of the server CPU, in ns: measured at idle entry and exit under
+# NO_HZ, not sampled by the tick, so wall time less it is the CPU's busy time.
+CLK_TCK=$(getconf CLK_TCK)
+idle_ns() { awk -v c="cpu$SERVER_CPU" -v hz="$CLK_TCK" '$1==c {printf "%.0f\n", ($5 + $6) * 1e9 / hz}' /proc/stat; }
 
 wrk_argv() { # $1 = mode, $2 = seconds, $3 = address; sets WRK_ARGV
   WRK_ARGV=(ip netns exec $NS_C taskset -c $CLIENT_CPU wrk -t1 -c$CONNS -d"$2"s)
@@ -353,14 +356,14 @@ run_wrk() { # $1 = mode, $2 = seconds, $3 = address
   "${WRK_ARGV[@]}"
 }
 
-measure() { # $1 = mode, $2 = server kind; prints "rps cpu_us_per_req client_busy_pct"
+measure() { # $1 = mode, $2 = server kind; prints "rps cpu_us_per_req task_us_per_req client_busy_pct"
   local addr; addr=$(server_addr "$2")
   start_server "$2" || return 1
   run_wrk "$1" 1 "$addr" >/dev/null  # warm-up
-  local c0 s0 c1 s1 b0 b1 out rps reqs
-  c0=$(server_cpu_ns); s0=$(softirq_ns); b0=$(busy_ticks $CLIENT_CPU)
+  local w0 i0 t0 b0 w1 i1 t1 b1 out rps reqs
+  w0=$(date +%s%N); i0=$(idle_ns); t0=$(server_cpu_ns); b0=$(busy_ticks $CLIENT_CPU)
   out=$(run_wrk "$1" "$DUR" "$addr")
-  c1=$(server_cpu_ns); s1=$(softirq_ns); b1=$(busy_ticks $CLIENT_CPU)
+  w1=$(date +%s%N); i1=$(idle_ns); t1=$(server_cpu_ns); b1=$(busy_ticks $CLIENT_CPU)
   stop_server
   rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
   reqs=$(awk '/requests in/ {print $1}' <<<"$out")
@@ -368,8 +371,12 @@ measure() { # $1 = mode, $2 = server kind; prints "rps cpu_us_per_req client_bus
     echo "warning: $2 ($1) had errors: $(grep -E 'Non-2xx|Socket errors' <<<"$out" | tr -s ' \n' ' ')" >&2
   fi
   [[ ${reqs:-0} -gt 0 ]] || { echo "warning: $2 ($1) answered no request" >&2; return 1; }
-  awk -v r="$rps" -v n="$reqs" -v c=$((c1 - c0)) -v s=$((s1 - s0)) -v b=$((b1 - b0)) -v d="$DUR" \
-    'BEGIN {printf "%.0f %.2f %.0f\n", r, (c + s) / 1000 / n, b / d}'
+  # The figure is CPU 1's busy time, all of which the server causes (its threads, and the
+  # softirq its sends raise, where the client's TCP receive runs). Its threads' schedstat
+  # time is printed beside it: without IRQ_TIME_ACCOUNTING it already holds the softirq run
+  # in their context, so adding CPU 1's softirq to it would count that twice.
+  awk -v r="$rps" -v n="$reqs" -v busy=$(( (w1 - w0) - (i1 - i0) )) -v task=$((t1 - t0)) -v b=$((b1 - b0)) -v d="$DUR" \
+    'BEGIN {printf "%.0f %.2f %.2f %.0f\n", r, busy / 1000 / n, task / 1000 / n, b / d}'
 }
 
 KINDS=(ws-epoll ws-uring)
@@ -452,19 +459,19 @@ if [[ -n $PROFILE ]]; then
   exit 0
 fi
 
-declare -A RPS CPU CLI
+declare -A RPS CPU TASK CLI
 MODES=(plain pipelined)
 echo "# HTTP plaintext, $CONNS connections, server CPU $SERVER_CPU (one thread), client (wrk -t1) CPU $CLIENT_CPU, ${DUR}s after 1s warm-up"
 echo "# servers: ${KINDS[*]}"
 for mode in "${MODES[@]}"; do
   echo
   if [[ $mode == plain ]]; then echo "## non-pipelined"; else echo "## pipelined x$DEPTH"; fi
-  printf "%-6s %-13s %12s %14s %12s\n" round server req/s cpu-us/req client-cpu%
+  printf "%-6s %-13s %12s %14s %14s %12s\n" round server req/s cpu-us/req task-us/req client-cpu%
   for r in $(seq "$ROUNDS"); do
     for k in "${KINDS[@]}"; do
-      if read -r rps cpu cli < <(measure "$mode" "$k"); then :; else rps=0 cpu=nan cli=0; fi
-      RPS[$mode:$k]+="$rps "; CPU[$mode:$k]+="$cpu "; CLI[$mode:$k]+="$cli "
-      printf "%-6s %-13s %12s %14s %12s\n" "$r" "$k" "$rps" "$cpu" "$cli"
+      if read -r rps cpu task cli < <(measure "$mode" "$k"); then :; else rps=0 cpu=nan task=nan cli=0; fi
+      RPS[$mode:$k]+="$rps "; CPU[$mode:$k]+="$cpu "; TASK[$mode:$k]+="$task "; CLI[$mode:$k]+="$cli "
+      printf "%-6s %-13s %12s %14s %14s %12s\n" "$r" "$k" "$rps" "$cpu" "$task" "$cli"
     done
   done
 done
@@ -480,7 +487,7 @@ paired() {
 }
 
 echo
-echo "server CPU-µs per request (process plus CPU $SERVER_CPU's softirq): median over rounds, and the median"
+echo "server CPU-µs per request (CPU $SERVER_CPU's busy time; task-us/req: the server's threads alone): median over rounds, and the median"
 echo "[min-max] over rounds of the same-round ratio to wirespeed epoll and to wirespeed io_uring"
 echo
 echo "| server | non-pipelined µs/req | vs ws-epoll | vs ws-uring | pipelined ×$DEPTH µs/req | vs ws-epoll | vs ws-uring |"
@@ -494,7 +501,7 @@ for k in "${KINDS[@]}"; do
     mc=$(median <<<"${CPU[$mode:$k]}"); mr=$(median <<<"${RPS[$mode:$k]}")
     ve=$(paired "${CPU[$mode:$k]}" "${CPU[$mode:ws-epoll]}"); vu=$(paired "${CPU[$mode:$k]}" "${CPU[$mode:ws-uring]}")
     line+=" | $mc | $ve | $vu"
-    json+=",\"$mode\":{\"rps\":[${RPS[$mode:$k]// /,}],\"cpu_us_per_req\":[${CPU[$mode:$k]// /,}],\"client_cpu_pct\":[${CLI[$mode:$k]// /,}],\"median_rps\":$mr,\"median_cpu_us_per_req\":$mc,\"vs_ws_epoll\":\"$ve\",\"vs_ws_uring\":\"$vu\"}"
+    json+=",\"$mode\":{\"rps\":[${RPS[$mode:$k]// /,}],\"cpu_us_per_req\":[${CPU[$mode:$k]// /,}],\"task_us_per_req\":[${TASK[$mode:$k]// /,}],\"client_cpu_pct\":[${CLI[$mode:$k]// /,}],\"median_rps\":$mr,\"median_cpu_us_per_req\":$mc,\"vs_ws_epoll\":\"$ve\",\"vs_ws_uring\":\"$vu\"}"
   done
   echo "$line |"
   json+="}"
