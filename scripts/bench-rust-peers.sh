@@ -30,8 +30,8 @@ usage: sudo scripts/bench-rust-peers.sh [ROUNDS] [DURATION_S]
                 to results/perf-rust-peers/SERVER-MODE.data
   --count MODE  no table: for each server, \`perf stat\` over one DURATION_S run of MODE load,
                 and per request: the syscalls and context switches of the server's CPU, and
-                the io_uring SQEs, CQEs and task-work items (counts, not times: they hold
-                on a noisy host)
+                the io_uring SQEs, CQEs and task-work items, and the TCP segments the
+                client sent and received (counts, not times: they hold on a noisy host)
 
 Environment: BIN (wirespeed binary, default target/release/wirespeed), XDP=0 skips the
 bypass stack row, CANDIDATE=PATH adds a second wirespeed binary's engines as rows cand-epoll
@@ -428,26 +428,37 @@ count() { # $1 = mode, $2 = server kind
   start_server "$2" || return 1
   run_wrk "$1" 1 "$addr" >/dev/null  # warm-up
   wrk_argv "$1" "$DUR" "$addr"
+  client_tcp_segs >"$TMP/segs0"
   perf stat -a -A -x, -o "$TMP/stat.csv" -e "$COUNT_EVENTS" -- "${WRK_ARGV[@]}" >"$TMP/wrk.log"
+  client_tcp_segs >"$TMP/segs1"
   stop_server
   local reqs; reqs=$(awk '/requests in/ {print $1}' "$TMP/wrk.log")
   [[ ${reqs:-0} -gt 0 ]] || { echo "warning: $2 ($1) answered no request" >&2; return 1; }
-  awk -F, -v k="$2" -v n="$reqs" -v cpu="CPU$SERVER_CPU" '
+  local segs; segs=$(paste "$TMP/segs0" "$TMP/segs1" | awk '{printf "%d %d", $3 - $1, $4 - $2}')
+  awk -F, -v k="$2" -v n="$reqs" -v cpu="CPU$SERVER_CPU" -v segs="$segs" '
     $1 ~ /^CPU/ && $2 ~ /^[0-9]+$/ {
       ev = $4; sub(/.*:/, "", ev)
       if (ev == "sys_enter" || ev == "sched_switch") { if ($1 == cpu) c[ev] += $2 } else c[ev] += $2
     }
-    END { printf "%-14s %10d %9.3f %9.3f %9.3f %9.3f %9.3f\n", k, n, c["sys_enter"] / n,
+    END { split(segs, s, " ")
+      printf "%-14s %10d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", k, n, c["sys_enter"] / n,
       c["sched_switch"] / n, c["io_uring_submit_req"] / n, c["io_uring_complete"] / n,
-      c["io_uring_task_add"] / n }' "$TMP/stat.csv"
+      c["io_uring_task_add"] / n, s[1] / n, s[2] / n }' "$TMP/stat.csv"
+}
+# The client namespace's TCP segment counters, out and in (RFC 4022 tcpOutSegs, tcpInSegs):
+# what crossed the veth for every server alike, the bypass stack's included. The kernel
+# counts a GSO packet as its segments when sending and as one when receiving it whole.
+client_tcp_segs() {
+  ip netns exec $NS_C awk '$1 == "Tcp:" && $2 ~ /^[0-9]/ {print $12, $11}' /proc/net/snmp
 }
 if [[ -n $COUNT ]]; then
   command -v perf >/dev/null || { echo "perf missing: apt install linux-perf" >&2; exit 1; }
   perf stat -a -e "$COUNT_EVENTS" -- true >/dev/null 2>&1 ||
     { echo "perf cannot count $COUNT_EVENTS here: run as root, with tracefs mounted and a kernel with io_uring tracepoints" >&2; exit 1; }
   echo "# perf stat over one ${DUR}s wrk run of $COUNT load per server; per request:"
-  echo "# syscalls and context switches on CPU $SERVER_CPU, io_uring SQEs, CQEs and task-work items on all CPUs"
-  printf "%-14s %10s %9s %9s %9s %9s %9s\n" server requests syscalls switches sqes cqes taskwork
+  echo "# syscalls and context switches on CPU $SERVER_CPU, io_uring SQEs, CQEs and task-work items on all CPUs,"
+  echo "# and the TCP segments the client sent (requests and ACKs) and received (a GSO packet counts once)"
+  printf "%-14s %10s %9s %9s %9s %9s %9s %9s %9s\n" server requests syscalls switches sqes cqes taskwork cli_out cli_in
   for k in "${KINDS[@]}"; do count "$COUNT" "$k"; done
   exit 0
 fi
