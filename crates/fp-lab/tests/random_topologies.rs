@@ -1023,12 +1023,29 @@ fn in_ns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) 
     spawn_in_ns(ns.name(), f).join().unwrap()
 }
 
+/// A UDP socket bound to `addr` in `ns`. A failed bind names the namespace's UDP sockets, so
+/// that a port found taken says by what.
+fn bind_udp(ns: &Netns, addr: SocketAddr) -> UdpSocket {
+    in_ns(ns, move || UdpSocket::bind(addr)).unwrap_or_else(|e| {
+        let held = ns
+            .command("ss")
+            .args(["-Huanp"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_else(|e| format!("(ss: {e})"));
+        panic!(
+            "bind {addr} in {}: {e}; its UDP sockets:\n{held}",
+            ns.name()
+        )
+    })
+}
+
 /// A receiving socket on `dst`:`port` in `sink` (reads time out after 300 ms of silence) and
 /// a sending socket of the same family in `src`.
 fn udp_pair(src: &Netns, sink: &Netns, dst: &str, port: u16) -> (UdpSocket, UdpSocket, SocketAddr) {
     let ip: IpAddr = dst.parse().unwrap();
     let to = SocketAddr::new(ip, port);
-    let rx = in_ns(sink, move || UdpSocket::bind(to)).unwrap();
+    let rx = bind_udp(sink, to);
     rx.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     let any: SocketAddr = if ip.is_ipv6() {
@@ -1036,7 +1053,7 @@ fn udp_pair(src: &Netns, sink: &Netns, dst: &str, port: u16) -> (UdpSocket, UdpS
     } else {
         "0.0.0.0:0".parse().unwrap()
     };
-    let tx = in_ns(src, move || UdpSocket::bind(any)).unwrap();
+    let tx = bind_udp(src, any);
     (tx, rx, to)
 }
 
@@ -1179,7 +1196,7 @@ fn multipath(lab: &Lab, v6: bool) -> String {
     };
     let sinks: Vec<UdpSocket> = (1..=2)
         .map(|i| {
-            let rx = in_ns(lab.far(i), move || UdpSocket::bind(any(7003))).unwrap();
+            let rx = bind_udp(lab.far(i), any(7003));
             rx.set_read_timeout(Some(Duration::from_millis(300)))
                 .unwrap();
             rx
@@ -1187,7 +1204,7 @@ fn multipath(lab: &Lab, v6: bool) -> String {
         .collect();
     let mut sent = 0;
     for port in MULTIPATH_PORTS {
-        let tx = in_ns(&lab.src, move || UdpSocket::bind(any(port))).unwrap();
+        let tx = bind_udp(&lab.src, any(port));
         for h in 1..=MULTIPATH_HOSTS {
             let dst: IpAddr = if v6 {
                 format!("fd00:e::{h}").parse().unwrap()
