@@ -79,6 +79,8 @@ impl PlainNs {
 impl Drop for PlainNs {
     fn drop(&mut self) {
         let _ = run("ip", &["netns", "del", &self.0]);
+        // The exit summary of a `serve_xdp` here, if one ran, goes with the namespace.
+        let _ = std::fs::remove_file(summary_path(self));
     }
 }
 
