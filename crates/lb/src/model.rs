@@ -357,8 +357,10 @@ pub trait DataPlane {
         true
     }
     /// The interfaces it was given that are down or have lost their carrier: the node can
-    /// forward nothing through them, so it announces nothing while one is listed.
-    fn links_down(&self) -> Vec<String> {
+    /// forward nothing through them, so it announces nothing while one is listed. Asked on
+    /// every turn of the daemon's loop, where the data path also follows the changes it
+    /// must (an interface's new MAC).
+    fn links_down(&mut self) -> Vec<String> {
         Vec::new()
     }
 }

@@ -35,6 +35,9 @@ pub const RTM_GETNEXTHOP: u16 = 106;
 pub const RTM_NEWVLAN: u16 = 112;
 pub const RTM_DELVLAN: u16 = 113;
 
+/// The multicast group of link events (RTNLGRP_LINK): RTM_NEWLINK and RTM_DELLINK.
+pub const RTNLGRP_LINK: u32 = 1;
+
 pub const AF_BRIDGE: u8 = 7;
 
 pub const IFLA_ADDRESS: u16 = 1;

@@ -58,22 +58,6 @@ pub fn mac(ifname: &str) -> io::Result<[u8; 6]> {
     Ok(mac)
 }
 
-/// Whether interface `ifindex` is up with its carrier (IFF_UP and IFF_RUNNING, what `ip link`
-/// shows as `UP,LOWER_UP`): a port whose cable, or veth peer, is down forwards nothing.
-pub fn running(ifindex: u32) -> io::Result<bool> {
-    // SAFETY: all-zero is a valid ifreq.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    // SAFETY: if_indextoname writes at most IF_NAMESIZE bytes, the size of ifr_name.
-    if unsafe { libc::if_indextoname(ifindex, ifr.ifr_name.as_mut_ptr()) }.is_null() {
-        return Err(io::Error::last_os_error());
-    }
-    ioctl(libc::SIOCGIFFLAGS, &mut ifr)?;
-    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
-    let flags = unsafe { ifr.ifr_ifru.ifru_flags };
-    let want = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-    Ok(flags & want == want)
-}
-
 /// SIOCETHTOOL on `ifname` with `buf`, whose first u32 is the command. The kernel writes
 /// the command's whole answer into `buf`, so every caller sizes it for its command (u32
 /// words, so it is aligned for the kernel's structs); that is why this stays in the crate.
@@ -134,14 +118,6 @@ pub fn rxfh(ifname: &str) -> io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loopback_runs_and_a_missing_interface_is_an_error() {
-        // lo is up in every namespace the tests run in; index 0 names no interface.
-        let lo = crate::packet::if_index("lo").unwrap();
-        assert!(running(lo).unwrap());
-        assert!(running(0).is_err());
-    }
 
     #[test]
     fn loopback_has_a_zero_mac_and_a_large_mtu_and_unknown_names_are_enodev() {

@@ -61,6 +61,7 @@ fn forwards(tag: &str, mode: &str, v6: bool) {
         "{tag}: curl http://{VIP4}/ answered by {}",
         answered.join(" ")
     );
+    serves_a_new_mac(&lab, tag);
     let rps = clients::bench(&lab, "c0", &format!("http://{VIP4}:{HTTP}/"));
     assert!(rps > 0.0);
 
@@ -80,6 +81,27 @@ fn forwards(tag: &str, mode: &str, v6: bool) {
     }
     println!("{}", lab.lb_ok(&["-L", "-n", "--stats"]));
     println!("{tag}: {}", lb_common::reasons());
+}
+
+/// The lb's interface to c0 takes a new MAC while `lb run` is attached (as a bond's failover
+/// or `ip link set IF address` does): the daemon says so in one line, and once c0 has resolved
+/// the new MAC its connections are served, not left to the kernel (docs/LB.md, "Frames for
+/// another host").
+fn serves_a_new_mac(lab: &LbLab, tag: &str) {
+    let mac = "02:00:5e:10:00:0c";
+    lab.exec("lb", "ip", &["link", "set", "dev", "eth0", "address", mac]);
+    let line = format!("eth0's MAC is now {mac}");
+    let logged = wait_for(Duration::from_secs(5), || {
+        lab.daemon_log().contains(&line).then_some(())
+    });
+    assert!(
+        logged.is_some(),
+        "{tag}: lb run did not follow eth0's new MAC; its log:\n{}",
+        lab.daemon_log()
+    );
+    lab.exec("c0", "ip", &["neigh", "flush", "dev", "eth0"]);
+    let by = clients::curl(lab, "c0", &format!("http://{VIP4}/"));
+    println!("{tag}: after eth0's MAC changed, curl http://{VIP4}/ from c0 answered by {by}");
 }
 
 #[test]

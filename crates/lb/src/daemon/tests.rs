@@ -34,7 +34,7 @@ impl DataPlane for Recorder {
     fn attached_everywhere(&self) -> bool {
         !*self.detached.borrow()
     }
-    fn links_down(&self) -> Vec<String> {
+    fn links_down(&mut self) -> Vec<String> {
         self.links_down.borrow().clone()
     }
 }

@@ -3,6 +3,7 @@
 //! daemon's interfaces ([`attach`]). See docs/LB.md, "Data path".
 
 pub mod attach;
+pub mod links;
 pub mod loader;
 pub mod maps;
 pub mod stats;
@@ -97,6 +98,8 @@ impl Default for AttachConfig {
 pub struct XdpDataPlane {
     prog: Program,
     links: Vec<attach::Link>,
+    /// The attached interfaces' carrier and MAC, followed; None when attached nowhere.
+    watch: Option<links::LinkWatch>,
     applied: Option<Plan>,
 }
 
@@ -108,15 +111,26 @@ impl XdpDataPlane {
         let ifaces = attach::check(cfg)?;
         let veth = ifaces.iter().any(|i| i.veth);
         let prog = Program::load_for(cfg, veth)?;
+        // Subscribed before the MACs are read: a change from here on is seen.
+        let ports: Vec<_> = ifaces
+            .iter()
+            .map(|i| (i.name.clone(), i.ifindex, i.mac))
+            .collect();
+        let mut watch = links::LinkWatch::open(&ports)?;
         let mut links = Vec::new();
         for i in ifaces {
             // The MAC first: until it is known, the interface's frames go to the kernel.
             prog.set_if_mac(i.ifindex, i.mac)?;
             links.push(attach::Link::xdp(&prog, &i.name, i.ifindex)?);
         }
+        // A MAC that changed since `check` read it.
+        for c in watch.follow()? {
+            prog.set_if_mac(c.ifindex, c.mac)?;
+        }
         Ok(XdpDataPlane {
             prog,
             links,
+            watch: Some(watch),
             applied: None,
         })
     }
@@ -130,6 +144,7 @@ impl XdpDataPlane {
         Ok(XdpDataPlane {
             prog,
             links: Vec::new(),
+            watch: None,
             applied: None,
         })
     }
@@ -185,14 +200,27 @@ impl DataPlane for XdpDataPlane {
             .all(|l| wirespeed_sys::bpf::xdp_query(l.ifindex).is_ok_and(|q| q.drv_prog_id == id))
     }
 
-    /// One SIOCGIFFLAGS per interface on each turn of the daemon's loop; an interface the
-    /// kernel no longer knows is down too.
-    fn links_down(&self) -> Vec<String> {
-        let down = |l: &&attach::Link| !wirespeed_sys::iface::running(l.ifindex).unwrap_or(false);
-        self.links
-            .iter()
-            .filter(down)
-            .map(|l| l.name.clone())
-            .collect()
+    /// Follows the interfaces' link events: a new MAC is written to the program at once (the
+    /// frames sent to it are served, not left to the kernel), and the down ones are listed.
+    fn links_down(&mut self) -> Vec<String> {
+        let Some(watch) = self.watch.as_mut() else {
+            return Vec::new();
+        };
+        match watch.follow() {
+            Ok(changes) => {
+                for c in changes {
+                    let mac = links::mac_text(&c.mac);
+                    match self.prog.set_if_mac(c.ifindex, c.mac) {
+                        Ok(()) => eprintln!(
+                            "wirespeed lb: {}'s MAC is now {mac}: frames sent to it are served",
+                            c.name
+                        ),
+                        Err(e) => eprintln!("wirespeed lb: {}'s MAC is now {mac}: {e}", c.name),
+                    }
+                }
+            }
+            Err(e) => eprintln!("wirespeed lb: link events: {e}"),
+        }
+        watch.down()
     }
 }
