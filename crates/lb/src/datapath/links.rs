@@ -27,14 +27,6 @@ pub struct MacChange {
     pub mac: [u8; 6],
 }
 
-/// `02:00:00:00:00:01`, as `ip link` writes a MAC.
-pub fn mac_text(mac: &[u8; 6]) -> String {
-    mac.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 /// The link event subscription and the state it keeps.
 pub struct LinkWatch {
     events: Socket,

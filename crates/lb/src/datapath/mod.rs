@@ -100,6 +100,8 @@ pub struct XdpDataPlane {
     links: Vec<attach::Link>,
     /// The attached interfaces' carrier and MAC, followed; None when attached nowhere.
     watch: Option<links::LinkWatch>,
+    /// Reading the link events failed last turn (said once).
+    link_events_failing: bool,
     applied: Option<Plan>,
 }
 
@@ -131,6 +133,7 @@ impl XdpDataPlane {
             prog,
             links,
             watch: Some(watch),
+            link_events_failing: false,
             applied: None,
         })
     }
@@ -145,6 +148,7 @@ impl XdpDataPlane {
             prog,
             links: Vec::new(),
             watch: None,
+            link_events_failing: false,
             applied: None,
         })
     }
@@ -209,7 +213,7 @@ impl DataPlane for XdpDataPlane {
         match watch.follow() {
             Ok(changes) => {
                 for c in changes {
-                    let mac = links::mac_text(&c.mac);
+                    let mac = wirespeed_wire::ethernet::MacAddr(c.mac);
                     match self.prog.set_if_mac(c.ifindex, c.mac) {
                         Ok(()) => eprintln!(
                             "wirespeed lb: {}'s MAC is now {mac}: frames sent to it are served",
@@ -219,8 +223,17 @@ impl DataPlane for XdpDataPlane {
                     }
                 }
             }
-            Err(e) => eprintln!("wirespeed lb: link events: {e}"),
+            // Said once until the events read again; meanwhile the last state stands.
+            Err(e) if !self.link_events_failing => {
+                self.link_events_failing = true;
+                eprintln!(
+                    "wirespeed lb: {e}: interfaces taken as last seen (up or down, their MAC)"
+                );
+                return watch.down();
+            }
+            Err(_) => return watch.down(),
         }
+        self.link_events_failing = false;
         watch.down()
     }
 }
