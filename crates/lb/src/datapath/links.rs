@@ -41,10 +41,9 @@ fn nl(what: &str) -> impl FnOnce(wirespeed_netlink::Error) -> Error + '_ {
 }
 
 impl LinkWatch {
-    /// Subscribes to link events, then reads each interface's state: a change between the
-    /// two is then an event still queued, and the queued events, taken in order, end at the
-    /// kernel's current state.
-    /// `ports` are (name, ifindex, the MAC the program was given).
+    /// Subscribes to link events, then reads the state of each of `ports` (name, ifindex, the
+    /// MAC the program was given): a change between the two is then an event still queued,
+    /// and the queued events, taken in order, end at the kernel's current state.
     pub fn open(ports: &[(String, u32, [u8; 6])]) -> Result<LinkWatch> {
         let events = Socket::open(NETLINK_ROUTE).map_err(nl("netlink socket for link events"))?;
         events
