@@ -219,7 +219,10 @@ impl DataPlane for XdpDataPlane {
                             "wirespeed lb: {}'s MAC is now {mac}: frames sent to it are served",
                             c.name
                         ),
-                        Err(e) => eprintln!("wirespeed lb: {}'s MAC is now {mac}: {e}", c.name),
+                        Err(e) => eprintln!(
+                            "wirespeed lb: {}'s MAC is now {mac}, but {e}: frames sent to it go to the kernel until `lb run` restarts",
+                            c.name
+                        ),
                     }
                 }
             }
@@ -227,13 +230,15 @@ impl DataPlane for XdpDataPlane {
             Err(e) if !self.link_events_failing => {
                 self.link_events_failing = true;
                 eprintln!(
-                    "wirespeed lb: {e}: interfaces taken as last seen (up or down, their MAC)"
+                    "wirespeed lb: {e}: interfaces taken as last seen (up or down, their MAC) until the events read again; restart `lb run` if no line says they do"
                 );
                 return watch.down();
             }
             Err(_) => return watch.down(),
         }
-        self.link_events_failing = false;
+        if std::mem::take(&mut self.link_events_failing) {
+            eprintln!("wirespeed lb: link events read again");
+        }
         watch.down()
     }
 }
