@@ -38,7 +38,7 @@ static __always_inline struct lb_rev *fwd_lookup(const struct lb_pkt *p)
 	struct lb_flow k;
 
 	fwd_key(&k, p);
-	return bpf_map_lookup_elem(&rev, &k);
+	return flow_entry(&k);
 }
 
 /* Whether real slot `slot` holds a real (a removed real's slot is cleared). */
@@ -128,7 +128,8 @@ static __always_inline int schedule(const struct lb_pkt *p, struct lb_vip *vip, 
 			return rc == LB_DROP_NO_PORT ? XDP_DROP : XDP_PASS;
 		}
 	} else if (real->mode == LB_MODE_NAT) {
-		nat_insert(syn ? (void *)&half_open : (void *)&rev, real, slot, vip->id, p, now);
+		nat_insert(syn ? (void *)&half_open : flows_of(p->flow.proto), real, slot, vip->id,
+			   p, now);
 	}
 	/* One insert (one bucket lock) per connection, none per packet. A rate-limited DR or
 	 * tunnel connection is not remembered: its hash places it again. NAT and full-NAT ones
@@ -137,7 +138,8 @@ static __always_inline int schedule(const struct lb_pkt *p, struct lb_vip *vip, 
 		if (syn) {
 			fwd_insert(&half_open, p, vip->id, fresh, 0, now);
 		} else {
-			fwd_insert(&rev, p, vip->id, fresh, tcp ? LB_REV_ACKED : 0, now);
+			fwd_insert(flows_of(p->flow.proto), p, vip->id, fresh,
+				   tcp ? LB_REV_ACKED : 0, now);
 			if (table)
 				bpf_map_update_elem(table, &p->flow, fresh, BPF_ANY);
 		}

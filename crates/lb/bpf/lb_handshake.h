@@ -38,7 +38,7 @@ static __always_inline struct lb_rev *reply_entry(const struct lb_pkt *p)
 		if (r)
 			return r;
 	}
-	r = bpf_map_lookup_elem(&rev, &p->flow);
+	r = flow_entry(&p->flow);
 	if (!r && p->flow.proto == WS_IPPROTO_TCP)
 		r = bpf_map_lookup_elem(&half_open, &p->flow);
 	return r;

@@ -166,6 +166,34 @@ struct {
 	__type(value, struct lb_rev);
 } half_open SEC(".maps");
 
+/* UDP flows, keyed and valued as `rev`: their forward entries and, for NAT and full-NAT,
+ * their reply entries. A datagram proves nothing about its source, so a flood of new UDP
+ * flows can only be held apart: it churns this table alone, never a TCP connection of `rev`
+ * (docs/LB.md, "UDP flows"). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__type(key, struct lb_flow);
+	__type(value, struct lb_rev);
+} udp_flows SEC(".maps");
+
+/* The table of protocol `proto`'s established flows: `rev` for TCP, `udp_flows`
+ * for UDP. For inserts; lookups go through flow_entry(). */
+static __always_inline void *flows_of(__u8 proto)
+{
+	return proto == WS_IPPROTO_TCP ? (void *)&rev : (void *)&udp_flows;
+}
+
+/* The entry under `k` in the table of its protocol. Two call sites, each with its own map,
+ * so the verifier inlines both lookups. */
+static __always_inline struct lb_rev *flow_entry(const struct lb_flow *k)
+{
+	if (k->proto == WS_IPPROTO_TCP)
+		return bpf_map_lookup_elem(&rev, k);
+	return bpf_map_lookup_elem(&udp_flows, k);
+}
+
 /* Datagrams to a VIP in fragments, by (source, destination, protocol, IP ID): where the
  * first fragment (the one with the ports) went, so that the later ones, which carry no
  * ports, go to the same real with the same translation (Cilium's fragment map). Shared: a

@@ -240,18 +240,19 @@ static __always_inline int fnat_alloc(const struct lb_vip *vip, const struct lb_
 	rev_key(&k, real, la->addr, 0, p->flow.proto);
 	rev_value(&v, p, slot, vip->id, LB_REV_FNAT, now);
 	if (p->flow.proto != WS_IPPROTO_TCP) {
+		/* UDP: no handshake to wait for; the reply entry goes into udp_flows at once. */
 		for (int i = 0; i < LB_PORT_PROBES; i++) {
 			struct lb_rev *old;
 
 			k.dport = bpf_htons(LB_PORT_LO + cpu * share + (*cursor % share));
 			*cursor += 1;
-			if (bpf_map_update_elem(&rev, &k, &v, BPF_NOEXIST) == 0)
+			if (bpf_map_update_elem(&udp_flows, &k, &v, BPF_NOEXIST) == 0)
 				goto got;
 			/* This CPU alone hands out this port: replacing the stale entry races
 			 * with no other allocation. */
-			old = bpf_map_lookup_elem(&rev, &k);
+			old = bpf_map_lookup_elem(&udp_flows, &k);
 			if (old && port_reusable(old, p->flow.proto, now) &&
-			    bpf_map_update_elem(&rev, &k, &v, BPF_ANY) == 0)
+			    bpf_map_update_elem(&udp_flows, &k, &v, BPF_ANY) == 0)
 				goto got;
 		}
 		return LB_DROP_NO_PORT;
@@ -302,8 +303,8 @@ static __always_inline void fwd_key(struct lb_flow *k, const struct lb_pkt *p)
 	k->pad[0] = LB_FLOW_FWD;
 }
 
-/* The forward entry of connection `c` into `map`: `half_open` from a SYN, `rev` for a
- * connection past its handshake (or UDP, which has none). */
+/* The forward entry of connection `c` into `map`: `half_open` from a SYN, else the table of
+ * its protocol (flows_of): a TCP connection past its handshake, or a UDP flow. */
 static __always_inline void fwd_insert(void *map, const struct lb_pkt *p, __u32 service,
 				       const struct lb_conn *c, __u8 flags, __u64 now)
 {
@@ -317,13 +318,15 @@ static __always_inline void fwd_insert(void *map, const struct lb_pkt *p, __u32 
 	bpf_map_update_elem(map, &k, &v, BPF_ANY);
 }
 
-/* The entry under `k`: an established connection's in `rev`, else a half-open one's. Only
- * for a FIN or RST (and a reply no established entry knows): never per packet. */
+/* The entry under `k`: an established flow's (`rev`, `udp_flows`), else a TCP connection's
+ * in its handshake. Only for a FIN or RST and an ICMP error: never per packet. */
 static __always_inline struct lb_rev *conn_entry(const struct lb_flow *k)
 {
-	struct lb_rev *e = bpf_map_lookup_elem(&rev, k);
+	struct lb_rev *e = flow_entry(k);
 
-	return e ? e : bpf_map_lookup_elem(&half_open, k);
+	if (e || k->proto != WS_IPPROTO_TCP)
+		return e;
+	return bpf_map_lookup_elem(&half_open, k);
 }
 
 /* Marks the forward entry of the client flow `p` closed (a FIN or RST from the client):
@@ -341,8 +344,8 @@ static __always_inline void fwd_close(const struct lb_pkt *p, __u64 now)
 	}
 }
 
-/* NAT: the reverse entry of a new connection into `map` (`half_open` for a TCP SYN, `rev`
- * for UDP). Inserted once; an entry for the same reply flow is this connection's unless it
+/* NAT: the reverse entry of a new connection into `map` (`half_open` for a TCP SYN,
+ * `udp_flows` for UDP). Inserted once; an entry for the same reply flow is this connection's unless it
  * closed, and then it is replaced. */
 static __always_inline void nat_insert(void *map, const struct lb_real *real, __u32 slot,
 				       __u32 service, const struct lb_pkt *p, __u64 now)

@@ -1,19 +1,23 @@
-//! SYN floods at the load balancer with good clients alongside, one lab per mode: full-NAT
-//! with one local address, DR, tunnel (docs/LB.md, "Half-open connections").
+//! Floods at the load balancer with good clients alongside, one lab each: SYN floods at a
+//! full-NAT VIP with one local address, a DR and a tunnel VIP (docs/LB.md, "Half-open
+//! connections"), and a flood of new UDP flows at the same full-NAT VIP's UDP port ("UDP
+//! flows").
 //!
 //! ```text
-//!  c0 eth0 ──> lb eth0   spoofed SYNs to VIP:6379 from 103,000 lab sources (198.18.32.0 to
-//!                        198.19.255.250, skipping the lab's own subnets), sent out of c0's
-//!                        link by the in-kernel generator at WS_LB_FLOOD_RATE a second
-//!  c1 ──> VIP:6379       8 connections held open (keep-alive), asked every half second; and
-//!                        new connections one after another, during the flood and after it
+//!  c0 eth0 ──> lb eth0   spoofed SYNs to TCP VIP:6379 (or datagrams to UDP VIP:6379) from
+//!                        103,000 lab sources (198.18.32.0 to 198.19.255.250, skipping the
+//!                        lab's own subnets), sent out of c0's link by the in-kernel generator
+//!                        at WS_LB_FLOOD_RATE a second
+//!  c1 ──> VIP:6379       8 TCP connections held open (keep-alive), asked every half second;
+//!                        and new ones one after another, during the flood and after it
 //! ```
 //!
 //! Asserted: at least 99% of the new connections tried during the flood succeed (connect and
 //! an answer within 3 s each), every one tried in the 5 s after it succeeds, and every held
-//! connection answers throughout. The size: WS_LB_FLOOD_SYNS SYNs (default 300,000) at
-//! WS_LB_FLOOD_RATE (default 100,000 a second); docs/LB.md's figures are from 2,000,000. Each
-//! run prints its figures (`lbflood <mode>: ...`).
+//! connection answers throughout (under the UDP flood, held idle and asked after it). The size: WS_LB_FLOOD_SYNS SYNs or WS_LB_FLOOD_DATAGRAMS
+//! datagrams (default 300,000 each) at WS_LB_FLOOD_RATE (default 100,000 a second);
+//! docs/LB.md's figures are from 2,000,000. Each run prints its figures (`lbflood <mode>:
+//! ...`).
 //!
 //! Run: flock /tmp/ws-priv.lock nice -n 5 cargo test --profile ci -p wirespeed --features
 //! wirespeed/dpdk,wirespeed-net/dpdk,wirespeed-nic/dpdk --test lb_flood_lab -- --test-threads=1
@@ -28,8 +32,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lb_common::clients::{self, Held};
-use lb_common::{configure, lb_rng, mode_lab, vip, LbLab, ALL, BACKENDS, REDIS, VIP4};
-use wirespeed_testkit::craft::{eth, Ip4, Tcp, ETH_IPV4};
+use lb_common::{
+    configure, lb_rng, mode_lab, reals_for, vip, LbLab, ALL, BACKENDS, LADDR4, REDIS, VIP4,
+};
+use wirespeed_testkit::craft::{eth, udp, Ip4, Tcp, ETH_IPV4};
 use wirespeed_xdpgen::Gen;
 
 /// The source /24s of the flood: none of the lab's own (clients 198.18.10-11, reals
@@ -40,30 +46,56 @@ fn source_nets() -> Vec<[u8; 3]> {
     low.chain(high).collect()
 }
 
-/// The generator's frame table: a SYN from each source /24 to the VIP, last octet and source
-/// port 0 (the generator fills them in, checksums adjusted: Gen::distinct_sources).
-fn flood_frames(dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<Vec<u8>> {
+/// What a flood sends: SYNs, or datagrams of new UDP flows.
+#[derive(Clone, Copy, PartialEq)]
+enum Flood {
+    Syn,
+    Udp,
+}
+
+impl Flood {
+    fn what(self) -> &'static str {
+        match self {
+            Flood::Syn => "SYNs",
+            Flood::Udp => "datagrams",
+        }
+    }
+
+    /// Where the generator finds the L4 checksum it adjusts (Gen::distinct_sources).
+    fn l4_checksum_offset(self) -> u32 {
+        match self {
+            Flood::Syn => 50,
+            Flood::Udp => 40,
+        }
+    }
+}
+
+/// The generator's frame table: a SYN or a datagram from each source /24 to the VIP, last
+/// octet and source port 0 (the generator fills them in, checksums adjusted:
+/// Gen::distinct_sources).
+fn flood_frames(kind: Flood, dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<Vec<u8>> {
     source_nets()
         .into_iter()
         .enumerate()
         .map(|(i, net)| {
             let src = [net[0], net[1], net[2], 0];
             let dst = VIP4.octets();
-            let tcp = Tcp {
-                dport: REDIS,
-                seq: 0x5eed_0000 + i as u32,
-                flags: 0x02,
-                window: 64240,
-                ..Tcp::default()
+            let (proto, l4) = match kind {
+                Flood::Syn => {
+                    let tcp = Tcp {
+                        dport: REDIS,
+                        seq: 0x5eed_0000 + i as u32,
+                        flags: 0x02,
+                        window: 64240,
+                        ..Tcp::default()
+                    };
+                    (6, tcp.segment(src, dst))
+                }
+                Flood::Udp => (17, udp(0, REDIS, b"flood", src, dst)),
             };
-            let mut ip = Ip4::new(src, dst, 6);
+            let mut ip = Ip4::new(src, dst, proto);
             ip.id = 0;
-            let f = eth(
-                dst_mac,
-                src_mac,
-                ETH_IPV4,
-                &ip.packet(&tcp.segment(src, dst)),
-            );
+            let f = eth(dst_mac, src_mac, ETH_IPV4, &ip.packet(&l4));
             let mut frame = vec![0u8; Gen::FRAME_LEN];
             frame[..f.len()].copy_from_slice(&f);
             frame
@@ -143,32 +175,68 @@ fn good_clients(
     .expect("setns")
 }
 
-fn flood(tag: &str, mode: &str) {
-    let syns = env_u64("WS_LB_FLOOD_SYNS", 300_000);
+/// The UDP service beside the TCP one: VIP:6379 over UDP to every backend in `mode` (the
+/// backends do not listen there; they answer with port unreachables).
+fn configure_udp(lab: &LbLab, mode: &str) {
+    let v = vip(VIP4, REDIS).to_string();
+    lab.lb_ok(&["-A", "-u", &v, "-s", "mh"]);
+    if mode == "-b" {
+        lab.lb_ok(&["--add-laddr", "-z", &LADDR4.to_string(), "-u", &v]);
+    }
+    for (r, m, w) in reals_for(mode, false, REDIS, &[1; BACKENDS]) {
+        lab.lb_ok(&[
+            "-a",
+            "-u",
+            &v,
+            "-r",
+            &r.to_string(),
+            m,
+            "-w",
+            &w.to_string(),
+        ]);
+    }
+}
+
+fn flood(tag: &str, mode: &str, kind: Flood) {
+    let syns = match kind {
+        Flood::Syn => env_u64("WS_LB_FLOOD_SYNS", 300_000),
+        Flood::Udp => env_u64("WS_LB_FLOOD_DATAGRAMS", 300_000),
+    };
     let rate = env_u64("WS_LB_FLOOD_RATE", 100_000);
     let sources = source_nets().len() as u64 * 250;
     let mut rng = lb_rng(tag);
     let (lab, _pids) = mode_lab(tag, mode, &mut rng);
     let service = vip(VIP4, REDIS);
     configure(&lab, mode, service, "wrr", &[], &[1; BACKENDS]);
+    if kind == Flood::Udp {
+        configure_udp(&lab, mode);
+    }
     clients::warm_up(&lab, "c1", service, &ALL);
     let held = clients::hold(&lab.ns_name("c1"), service, 8);
 
-    let frames = flood_frames(mac_of(&lab, "lb", "eth0"), mac_of(&lab, "c0", "eth0"));
+    let frames = flood_frames(kind, mac_of(&lab, "lb", "eth0"), mac_of(&lab, "c0", "eth0"));
+    let l4_checksum_offset = kind.l4_checksum_offset();
     let go = Arc::new(AtomicBool::new(true));
     let c1 = lab.ns_name("c1");
+    // An LRU evicts what was used least recently, so under the UDP flood the held
+    // connections stay idle, as the ones a flood would take, and are asked after it.
+    let (asked_during, mut idle) = match kind {
+        Flood::Syn => (held, Vec::new()),
+        Flood::Udp => (Vec::new(), held),
+    };
     let started = Instant::now();
-    let (sent, (during, held_failed, held)) = std::thread::scope(|s| {
+    let (sent, (during, held_failed, mut held)) = std::thread::scope(|s| {
         let good = {
             let (c1, go) = (c1.clone(), go.clone());
-            s.spawn(move || good_clients(&c1, service, Some(go), None, held))
+            s.spawn(move || good_clients(&c1, service, Some(go), None, asked_during))
         };
         let sent = lab
             .ns("c0")
             .run(move || -> Result<u64, String> {
                 let gen = Gen::load_frame(&frames[0]).map_err(|e| e.to_string())?;
                 gen.set_frame_table(&frames).map_err(|e| e.to_string())?;
-                gen.distinct_sources(Some(50)).map_err(|e| e.to_string())?;
+                gen.distinct_sources(Some(l4_checksum_offset))
+                    .map_err(|e| e.to_string())?;
                 let ifindex = wirespeed_sys::packet::if_index("eth0").map_err(|e| e.to_string())?;
                 gen.blast_paced(&frames[0], ifindex, syns, rate)
                     .map_err(|e| e.to_string())
@@ -179,6 +247,7 @@ fn flood(tag: &str, mode: &str) {
     });
     let flood_s = started.elapsed().as_secs_f64();
     let sent = sent.unwrap_or_else(|e| panic!("{tag}: the generator: {e}"));
+    held.append(&mut idle);
     let after_until = Instant::now() + Duration::from_secs(5);
     let (after, held_failed_after, held) =
         good_clients(&c1, service, None, Some(after_until), held);
@@ -186,9 +255,10 @@ fn flood(tag: &str, mode: &str) {
     let reasons = lb_common::reasons();
     let pct = |t: &Tally| 100.0 * t.served as f64 / t.tried.max(1) as f64;
     println!(
-        "lbflood {mode}: {sent} SYNs from {sources} sources in {flood_s:.1} s ({:.0}/s); new \
+        "lbflood {mode}: {sent} {} from {sources} sources in {flood_s:.1} s ({:.0}/s); new \
          connections during: {}/{} ({:.2}%), in the 5 s after: {}/{} ({:.2}%); held: {} of {} \
          answered throughout",
+        kind.what(),
         sent as f64 / flood_s,
         during.served,
         during.tried,
@@ -202,7 +272,8 @@ fn flood(tag: &str, mode: &str) {
     println!("lbflood {mode}: data path reasons: {reasons}");
     assert!(
         sent >= syns * 9 / 10,
-        "{tag}: only {sent} of {syns} SYNs sent"
+        "{tag}: only {sent} of {syns} {} sent",
+        kind.what()
     );
     assert!(
         during.tried >= 10 && during.served * 100 >= during.tried * 99,
@@ -224,15 +295,20 @@ fn flood(tag: &str, mode: &str) {
 
 #[test]
 fn a_syn_flood_at_a_full_nat_vip_with_one_local_address_spares_good_clients() {
-    flood("lbflb", "-b");
+    flood("lbflb", "-b", Flood::Syn);
 }
 
 #[test]
 fn a_syn_flood_at_a_dr_vip_spares_good_clients() {
-    flood("lbflg", "-g");
+    flood("lbflg", "-g", Flood::Syn);
 }
 
 #[test]
 fn a_syn_flood_at_a_tunnel_vip_spares_good_clients() {
-    flood("lbfli", "-i");
+    flood("lbfli", "-i", Flood::Syn);
+}
+
+#[test]
+fn a_udp_flood_at_a_full_nat_vip_spares_its_tcp_connections() {
+    flood("lbflu", "-b", Flood::Udp);
 }

@@ -39,6 +39,7 @@ pub struct Maps {
     pub conns: MapHandle,
     pub rev: MapHandle,
     pub half_open: MapHandle,
+    pub udp_flows: MapHandle,
     pub rr_cursor: MapHandle,
     pub port_cursor: MapHandle,
     pub rate: MapHandle,
@@ -144,16 +145,21 @@ fn set_constants(ro: &mut types::rodata, cfg: &AttachConfig, nr_cpus: u32, tx_re
 /// Sizes every map of the opened object for `cfg` on `nr_cpus` CPUs.
 fn size_maps(om: &mut OpenLbMaps<'_>, cfg: &AttachConfig, nr_cpus: u32) -> Result<()> {
     let services = cfg.max_services;
-    let sizes: [(&str, u32); 13] = [
+    let sizes: [(&str, u32); 14] = [
         // Service entries plus one address-only entry per VIP (echo).
         ("services", services * 2),
         ("lookup", services * cfg.ring_size),
         ("reals", cfg.max_reals),
         ("laddrs", services * MAX_LADDRS),
         ("conns", nr_cpus),
-        // A forward entry per connection and a reply entry per NAT connection.
+        // A forward entry per connection and a reply entry per NAT connection: TCP in
+        // `rev`, UDP in `udp_flows`.
         (
             "rev",
+            cfg.conns_per_cpu.saturating_mul(nr_cpus).saturating_mul(2),
+        ),
+        (
+            "udp_flows",
             cfg.conns_per_cpu.saturating_mul(nr_cpus).saturating_mul(2),
         ),
         // Half-open connections: as many as one CPU's table holds, per CPU (a forward
@@ -177,6 +183,7 @@ fn size_maps(om: &mut OpenLbMaps<'_>, cfg: &AttachConfig, nr_cpus: u32) -> Resul
             "conns" => &mut om.conns,
             "rev" => &mut om.rev,
             "half_open" => &mut om.half_open,
+            "udp_flows" => &mut om.udp_flows,
             "rr_cursor" => &mut om.rr_cursor,
             "nh_cache" => &mut om.nh_cache,
             "svc_stats" => &mut om.svc_stats,
@@ -252,6 +259,7 @@ impl Program {
             conns: handle(&s.conns, "conns")?,
             rev: handle(&s.rev, "rev")?,
             half_open: handle(&s.half_open, "half_open")?,
+            udp_flows: handle(&s.udp_flows, "udp_flows")?,
             rr_cursor: handle(&s.rr_cursor, "rr_cursor")?,
             port_cursor: handle(&s.port_cursor, "port_cursor")?,
             rate: handle(&s.rate, "rate")?,
@@ -322,15 +330,35 @@ impl Program {
             .map_or(0, |t| t.keys().count())
     }
 
-    /// Reply entries of the reverse table (NAT and full-NAT connections as their replies
-    /// name them).
+    /// Reply entries of established flows, TCP and UDP (NAT and full-NAT connections as
+    /// their replies name them).
     pub fn rev_count(&self) -> usize {
-        self.maps.rev.keys().filter(|k| !is_forward_key(k)).count()
+        self.established_keys()
+            .filter(|k| !is_forward_key(k))
+            .count()
     }
 
-    /// Forward entries of the reverse table (the shared copies of connection entries).
+    /// Forward entries of established flows, TCP and UDP (the shared copies of connection
+    /// entries).
     pub fn fwd_count(&self) -> usize {
-        self.maps.rev.keys().filter(|k| is_forward_key(k)).count()
+        self.established_keys()
+            .filter(|k| is_forward_key(k))
+            .count()
+    }
+
+    /// UDP flows' entries: (reply entries, forward entries).
+    pub fn udp_count(&self) -> (usize, usize) {
+        let forward = self
+            .maps
+            .udp_flows
+            .keys()
+            .filter(|k| is_forward_key(k))
+            .count();
+        (self.maps.udp_flows.keys().count() - forward, forward)
+    }
+
+    fn established_keys(&self) -> impl Iterator<Item = Vec<u8>> + '_ {
+        self.maps.rev.keys().chain(self.maps.udp_flows.keys())
     }
 
     /// Half-open connections' entries: (reply entries, forward entries).

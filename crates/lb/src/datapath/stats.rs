@@ -128,18 +128,22 @@ fn classify(proto: u8, seen: Seen, now: u64, half_open_ns: u64) -> Option<bool> 
 
 /// ActiveConn and InActConn per real slot (`slots` of them), counted now. Every connection has
 /// one forward entry: in `half_open` from its SYN until the client proves the handshake, then
-/// in the shared `rev` map (a UDP flow's goes there at once), marked closed by a client's FIN
-/// or RST. A NAT or full-NAT connection also has its reply entry beside it, whose last-seen
-/// time the replies refresh and which the real's FIN or RST closes: the two are joined, so
-/// that a connection whose real still answers stays active. Active: established TCP, not
-/// closed, seen within the TCP idle time; inactive: in its handshake (within the half-open
-/// timeout), closed TCP within IPVS's TIME_WAIT time of closing, and UDP within its idle time;
-/// older entries are expired. One walk of each map in batches: the cost is bounded by their
-/// sizes (docs/LB.md).
+/// in the shared `rev` map (a UDP flow's goes into `udp_flows` at once), marked closed by a
+/// client's FIN or RST. A NAT or full-NAT connection also has its reply entry beside it,
+/// whose last-seen time the replies refresh and which the real's FIN or RST closes: the two
+/// are joined, so that a connection whose real still answers stays active. Active:
+/// established TCP, not closed, seen within the TCP idle time; inactive: in its handshake
+/// (within the half-open timeout), closed TCP within IPVS's TIME_WAIT time of closing, and UDP
+/// within its idle time; older entries are expired. One walk of each map in batches: the cost
+/// is bounded by their sizes (docs/LB.md).
 pub fn conn_counts(prog: &Program, slots: usize) -> Result<Vec<ConnCounts>> {
     let mut forward: Vec<(types::lb_flow, Seen, u32, u16)> = Vec::new();
     let mut replies: HashMap<ConnKey, Seen> = HashMap::new();
-    for (map, half_open) in [(&prog.maps.rev, false), (&prog.maps.half_open, true)] {
+    for (map, half_open) in [
+        (&prog.maps.rev, false),
+        (&prog.maps.half_open, true),
+        (&prog.maps.udp_flows, false),
+    ] {
         walk_entries(map, half_open, &mut forward, &mut replies)?;
     }
     let now = monotonic_ns();
@@ -162,8 +166,9 @@ pub fn conn_counts(prog: &Program, slots: usize) -> Result<Vec<ConnCounts>> {
     Ok(out)
 }
 
-/// The entries of `map` (`rev` or `half_open`): forward entries as (client flow, seen, real
-/// slot, full-NAT local port) into `forward`, reply entries by connection into `replies`.
+/// The entries of `map` (`rev`, `half_open` or `udp_flows`): forward entries as (client flow,
+/// seen, real slot, full-NAT local port) into `forward`, reply entries by connection into
+/// `replies`.
 fn walk_entries(
     map: &libbpf_rs::MapHandle,
     half_open: bool,
