@@ -117,6 +117,7 @@ enum lb_reason {
 	LB_DROP_FRAG_UNPLACED, /* a later fragment to a VIP whose first fragment was not seen */
 	LB_PASS_FRAG_GUE_CSUM, /* a fragment to a GUE real with an outer UDP checksum */
 	LB_PASS_IP6_FRAGMENT, /* an IPv6 fragment not served: not TCP/UDP, or atomic */
+	LB_DROP_UDP_PORT_LOST, /* full-NAT UDP flow lost its port: forgotten, next one gets a new */
 	LB_NR_REASONS,
 };
 

@@ -344,6 +344,27 @@ static __always_inline void fwd_close(const struct lb_pkt *p, __u64 now)
 	}
 }
 
+/* Full-NAT UDP: whether the flow `p` still holds local port `lport` of `la` towards `real`,
+ * that is, whether the port's reply entry names this flow. A datagram refreshes the entry
+ * (once a second), so that the allocator never takes the port of a one-way flow for idle. A
+ * flow whose entry is gone (evicted, or its port taken after the UDP idle time) has lost the
+ * port, which another flow may hold now: sending on it would mix the two at the real. */
+static __always_inline int fnat_udp_port_held(const struct lb_pkt *p, const struct lb_real *real,
+					      const struct lb_laddr *la, __be16 lport, __u64 now)
+{
+	struct lb_flow k;
+	struct lb_rev *r;
+
+	rev_key(&k, real, la->addr, lport, p->flow.proto);
+	r = bpf_map_lookup_elem(&udp_flows, &k);
+	if (!r || r->cport != p->flow.sport || r->vport != p->flow.dport ||
+	    !same16(r->client, p->flow.src) || !same16(r->vip, p->flow.dst))
+		return 0;
+	if (now - r->seen_ns > LB_NS)
+		r->seen_ns = now; /* at most once a second: the entry's cache line is shared */
+	return 1;
+}
+
 /* NAT: the reverse entry of a new connection into `map` (`half_open` for a TCP SYN,
  * `udp_flows` for UDP). Inserted once; an entry for the same reply flow is this connection's unless it
  * closed, and then it is replaced. */
