@@ -150,24 +150,6 @@ static __always_inline int schedule(const struct lb_pkt *p, struct lb_vip *vip, 
 	return 0;
 }
 
-/* Full-NAT UDP: the flow `p` lost its local port `c` names (fnat_udp_port_held): its entry
- * here, and its forward entry unless another CPU gave it a new port already, go, so that its
- * next datagram is scheduled afresh. */
-static __always_inline void fnat_udp_forget(const struct lb_pkt *p, void *table,
-					    const struct lb_conn *c)
-{
-	struct lb_rev *f = fwd_lookup(p);
-
-	if (table)
-		bpf_map_delete_elem(table, &p->flow);
-	if (f && f->lport == c->lport && f->laddr == c->laddr) {
-		struct lb_flow k;
-
-		fwd_key(&k, p);
-		bpf_map_delete_elem(&udp_flows, &k);
-	}
-}
-
 /* A SYN: a retransmission keeps its half-open connection (and its real: rr/wrr would
  * otherwise send it to the next real while the first one's SYN-ACK is on its way, and the
  * client would talk to one real through the entry of another). Any other SYN opens a new
@@ -344,8 +326,7 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			/* A UDP flow whose port another flow may hold now (docs/LB.md, "UDP
 			 * flows"). Dropped, not scheduled again in this pass: that takes the
 			 * verifier past its million instructions. */
-			if (!tcp && !is_new && !fnat_udp_port_held(p, real, la, fresh.lport, now)) {
-				fnat_udp_forget(p, table, &fresh);
+			if (!tcp && fnat_udp_port_lost(p, vip->id, slot, fresh.laddr, fresh.lport)) {
 				*why = LB_DROP_UDP_PORT_LOST;
 				return XDP_DROP;
 			}

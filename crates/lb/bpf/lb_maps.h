@@ -194,6 +194,26 @@ static __always_inline struct lb_rev *flow_entry(const struct lb_flow *k)
 	return bpf_map_lookup_elem(&udp_flows, k);
 }
 
+/* Scratch space of fnat_udp_port_lost(), per CPU: a global function shares the program's 512
+ * bytes of stack, of which serve() leaves it 16, too few for a flow key. */
+struct lb_port_scratch {
+	struct lb_flow k;
+	__u32 slot;
+	__u32 key;
+	__u32 cpu;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_port_scratch);
+} port_scratch SEC(".maps");
+
+/* The key of single-entry arrays, where no stack is to spare. */
+const volatile __u32 lb_key_zero = 0;
+
 /* Datagrams to a VIP in fragments, by (source, destination, protocol, IP ID): where the
  * first fragment (the one with the ports) went, so that the later ones, which carry no
  * ports, go to the same real with the same translation (Cilium's fragment map). Shared: a

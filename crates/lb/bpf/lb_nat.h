@@ -344,24 +344,57 @@ static __always_inline void fwd_close(const struct lb_pkt *p, __u64 now)
 	}
 }
 
-/* Full-NAT UDP: whether the flow `p` still holds local port `lport` of `la` towards `real`,
- * that is, whether the port's reply entry names this flow. A datagram refreshes the entry
- * (once a second), so that the allocator never takes the port of a one-way flow for idle. A
- * flow whose entry is gone (evicted, or its port taken after the UDP idle time) has lost the
- * port, which another flow may hold now: sending on it would mix the two at the real. */
-static __always_inline int fnat_udp_port_held(const struct lb_pkt *p, const struct lb_real *real,
-					      const struct lb_laddr *la, __be16 lport, __u64 now)
+/* Full-NAT UDP: whether the flow `p` of service `service`, whose entries name real slot
+ * `slot`, local address `laddr` and port `lport`, has lost that port; if so it is forgotten
+ * (its entry in this CPU's table, and its forward entry unless another CPU gave it a new port
+ * already), so that its next datagram is scheduled afresh and takes a new port.
+ *
+ * The port is the flow's while the port's reply entry names it. That entry can go while the
+ * flow's entries stay: the LRU evicts it under pressure, or the allocator takes the port of an
+ * entry idle for the UDP idle time, which a one-way flow reaches while it still sends. The
+ * port then goes to another flow, and this one's datagrams would reach the real as that
+ * flow's (docs/LB.md, "UDP flows"). A datagram of a flow that holds its port refreshes the
+ * entry, once a second, so a one-way flow's port never looks idle.
+ *
+ * A global function: the verifier walks it once, not once for each of the thousands of paths
+ * through serve() that reach it, which took serve() past the verifier's million instructions;
+ * its keys live in port_scratch, since serve() leaves it 16 bytes of stack. */
+__noinline int fnat_udp_port_lost(const struct lb_pkt *p, __u32 service, __u32 slot,
+				  __u32 laddr, __u32 lport)
 {
-	struct lb_flow k;
+	struct lb_port_scratch *s = bpf_map_lookup_elem(&port_scratch, (const void *)&lb_key_zero);
+	struct lb_real *real;
+	struct lb_laddr *la;
 	struct lb_rev *r;
+	void *table;
 
-	rev_key(&k, real, la->addr, lport, p->flow.proto);
-	r = bpf_map_lookup_elem(&udp_flows, &k);
-	if (!r || r->cport != p->flow.sport || r->vport != p->flow.dport ||
-	    !same16(r->client, p->flow.src) || !same16(r->vip, p->flow.dst))
+	if (!s || !p)
 		return 0;
-	if (now - r->seen_ns > LB_NS)
-		r->seen_ns = now; /* at most once a second: the entry's cache line is shared */
+	s->slot = slot;
+	real = bpf_map_lookup_elem(&reals, &s->slot);
+	s->key = service * LB_MAX_LADDRS + laddr;
+	la = bpf_map_lookup_elem(&laddrs, &s->key);
+	if (!real || !la)
+		return 0;
+	rev_key(&s->k, real, la->addr, (__be16)lport, p->flow.proto);
+	r = bpf_map_lookup_elem(&udp_flows, &s->k);
+	if (r && r->cport == p->flow.sport && r->vport == p->flow.dport &&
+	    same16(r->client, p->flow.src) && same16(r->vip, p->flow.dst)) {
+		__u64 now = lb_now();
+
+		if (now - r->seen_ns > LB_NS)
+			r->seen_ns = now; /* at most once a second: the cache line is shared */
+		return 0;
+	}
+	s->cpu = bpf_get_smp_processor_id();
+	table = bpf_map_lookup_elem(&conns, &s->cpu);
+	if (table)
+		bpf_map_delete_elem(table, &p->flow);
+	s->k = p->flow;
+	s->k.pad[0] = LB_FLOW_FWD;
+	r = bpf_map_lookup_elem(&udp_flows, &s->k);
+	if (r && r->lport == (__be16)lport && r->laddr == laddr)
+		bpf_map_delete_elem(&udp_flows, &s->k);
 	return 1;
 }
 

@@ -9,7 +9,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
 use super::{AttachConfig, ModeSet, IDLE_TCP_S};
-use crate::bpf::{types, LbSkelBuilder, OpenLbMaps};
+use crate::bpf::{types, LbSkelBuilder, OpenLbMaps, OpenLbSkel};
 use crate::consts::{FLOW_FWD, MAX_FRAGS, MAX_IFACES, MAX_LADDRS, PORT_LO, PORT_RANGE};
 use crate::error::Error;
 use crate::Result;
@@ -225,6 +225,22 @@ impl Maps {
     }
 }
 
+/// Set, the load prints the verifier's statistics of the program (instructions processed,
+/// states) on stderr: how near the verifier's limit of a million instructions it is
+/// (docs/LB.md, "Data path").
+pub const VERIFIER_STATS_ENV: &str = "WIRESPEED_LB_VERIFIER_STATS";
+
+/// Asks the kernel for the verifier's statistics of `lb_xdp` and has libbpf's log of them
+/// printed.
+fn print_verifier_stats(open: &mut OpenLbSkel<'_>) {
+    open.progs.lb_xdp.set_log_level(4);
+    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, |_, msg| {
+        for line in msg.lines().filter(|l| l.starts_with("processed ")) {
+            eprintln!("wirespeed lb: verifier: {line}");
+        }
+    })));
+}
+
 impl Program {
     /// Opens the object, writes the constants and map sizes, loads it, and fills the
     /// connection-table array with one fresh LRU table per CPU.
@@ -243,6 +259,9 @@ impl Program {
             .map_err(bpf("open lb object"))?;
         set_constants(open.maps.rodata_data, cfg, nr_cpus, tx_redirect);
         size_maps(&mut open.maps, cfg, nr_cpus)?;
+        if std::env::var_os(VERIFIER_STATS_ENV).is_some() {
+            print_verifier_stats(&mut open);
+        }
         let skel = open.load().map_err(bpf("load lb program (verifier)"))?;
         let fd = skel
             .progs
