@@ -230,7 +230,17 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		c = NULL;
 	}
 	if (c) {
-		/* Established, on this CPU: the fast path. */
+		/* Established, on this CPU: the fast path. A full-NAT UDP flow's port may have
+		 * gone to another flow (docs/LB.md, "UDP flows"): tested once a second. Such a
+		 * datagram is dropped, not scheduled again in this pass: that takes the verifier
+		 * past its million instructions. */
+		if (!tcp && c->port_checked != (__u32)(now >> 30)) {
+			if (fnat_udp_port_lost(p, vip->id, c->real, (__u32)c->laddr << 16 | c->lport)) {
+				*why = LB_DROP_UDP_PORT_LOST;
+				return XDP_DROP;
+			}
+			c->port_checked = now >> 30;
+		}
 		slot = c->real;
 		c->seen_ns = now;
 		fresh = *c;
@@ -322,13 +332,6 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 			if (!la) {
 				*why = LB_PASS_NO_LADDR;
 				return XDP_PASS;
-			}
-			/* A UDP flow whose port another flow may hold now (docs/LB.md, "UDP
-			 * flows"). Dropped, not scheduled again in this pass: that takes the
-			 * verifier past its million instructions. */
-			if (!tcp && fnat_udp_port_lost(p, vip->id, slot, fresh.laddr, fresh.lport)) {
-				*why = LB_DROP_UDP_PORT_LOST;
-				return XDP_DROP;
 			}
 			if (tcp && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST)))
 				rev_close(real, la->addr, fresh.lport, p->flow.proto, now);

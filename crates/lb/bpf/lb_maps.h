@@ -57,7 +57,7 @@ struct lb_conn {
 	__u8 laddr;     /* full-NAT local address index */
 	__u8 flags;     /* LB_CONN_* */
 	__u32 hash;     /* flow_hash of the flow, kept so a tunnel packet need not recompute it */
-	__u32 pad;
+	__u32 port_checked; /* full-NAT UDP: when its port was last found its own, seen_ns >> 30 */
 	__u64 seen_ns;
 };
 

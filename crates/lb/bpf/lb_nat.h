@@ -345,36 +345,39 @@ static __always_inline void fwd_close(const struct lb_pkt *p, __u64 now)
 }
 
 /* Full-NAT UDP: whether the flow `p` of service `service`, whose entries name real slot
- * `slot`, local address `laddr` and port `lport`, has lost that port; if so it is forgotten
- * (its entry in this CPU's table, and its forward entry unless another CPU gave it a new port
- * already), so that its next datagram is scheduled afresh and takes a new port.
+ * `slot`, local address `laddr` and port `lport` (`laddr_lport`: laddr << 16 | lport), has
+ * lost that port. If so the flow is forgotten (its entry in this CPU's table, and its forward
+ * entry unless another CPU gave it a new port already), so that its next datagram is
+ * scheduled afresh and takes a new port; if not, the port's entry is refreshed. Any other
+ * mode's flow holds no port: 0.
  *
  * The port is the flow's while the port's reply entry names it. That entry can go while the
  * flow's entries stay: the LRU evicts it under pressure, or the allocator takes the port of an
  * entry idle for the UDP idle time, which a one-way flow reaches while it still sends. The
  * port then goes to another flow, and this one's datagrams would reach the real as that
- * flow's (docs/LB.md, "UDP flows"). A datagram of a flow that holds its port refreshes the
- * entry, once a second, so a one-way flow's port never looks idle.
+ * flow's (docs/LB.md, "UDP flows").
  *
  * A global function: the verifier walks it once, not once for each of the thousands of paths
- * through serve() that reach it, which took serve() past the verifier's million instructions;
- * its keys live in port_scratch, since serve() leaves it 16 bytes of stack. */
+ * through serve() that reach it; its keys live in port_scratch, since serve() leaves it 16
+ * bytes of stack. */
 __noinline int fnat_udp_port_lost(const struct lb_pkt *p, __u32 service, __u32 slot,
-				  __u32 laddr, __u32 lport)
+				  __u32 laddr_lport)
 {
-	struct lb_port_scratch *s = bpf_map_lookup_elem(&port_scratch, (const void *)&lb_key_zero);
+	struct lb_port_scratch *s;
+	__u32 laddr = laddr_lport >> 16, lport = laddr_lport & 0xffff;
 	struct lb_real *real;
 	struct lb_laddr *la;
 	struct lb_rev *r;
 	void *table;
 
+	s = bpf_map_lookup_elem(&port_scratch, (const void *)&lb_key_zero);
 	if (!s || !p)
 		return 0;
 	s->slot = slot;
 	real = bpf_map_lookup_elem(&reals, &s->slot);
 	s->key = service * LB_MAX_LADDRS + laddr;
 	la = bpf_map_lookup_elem(&laddrs, &s->key);
-	if (!real || !la)
+	if (!real || real->mode != LB_MODE_FNAT || !la)
 		return 0;
 	rev_key(&s->k, real, la->addr, (__be16)lport, p->flow.proto);
 	r = bpf_map_lookup_elem(&udp_flows, &s->k);
