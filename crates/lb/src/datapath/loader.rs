@@ -225,6 +225,19 @@ impl Maps {
     }
 }
 
+/// The entries of a map keyed as `rev`: (reply entries, forward entries).
+fn replies_and_forwards(map: &MapHandle) -> (usize, usize) {
+    let (mut replies, mut forwards) = (0, 0);
+    for k in map.keys() {
+        if is_forward_key(&k) {
+            forwards += 1;
+        } else {
+            replies += 1;
+        }
+    }
+    (replies, forwards)
+}
+
 /// Set, the load prints the verifier's statistics of the program (instructions processed,
 /// states) on stderr: how near the verifier's limit of a million instructions it is
 /// (docs/LB.md, "Data path").
@@ -367,13 +380,7 @@ impl Program {
 
     /// UDP flows' entries: (reply entries, forward entries).
     pub fn udp_count(&self) -> (usize, usize) {
-        let forward = self
-            .maps
-            .udp_flows
-            .keys()
-            .filter(|k| is_forward_key(k))
-            .count();
-        (self.maps.udp_flows.keys().count() - forward, forward)
+        replies_and_forwards(&self.maps.udp_flows)
     }
 
     fn established_keys(&self) -> impl Iterator<Item = Vec<u8>> + '_ {
@@ -382,13 +389,7 @@ impl Program {
 
     /// Half-open connections' entries: (reply entries, forward entries).
     pub fn half_open_count(&self) -> (usize, usize) {
-        let forward = self
-            .maps
-            .half_open
-            .keys()
-            .filter(|k| is_forward_key(k))
-            .count();
-        (self.maps.half_open.keys().count() - forward, forward)
+        replies_and_forwards(&self.maps.half_open)
     }
 
     /// Runs the program once on `frame` through BPF_PROG_TEST_RUN, as if received on
