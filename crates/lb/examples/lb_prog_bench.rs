@@ -8,8 +8,8 @@
 //! a constant for the clock reads, which the `floor` row (a frame to no VIP) shows. The FIB
 //! lookups are real, in the lab namespace the fixtures use (wirespeed_testkit::lb_lab). Run as root:
 //!   cargo run --release -p wirespeed-lb --example lb_prog_bench -- [runs] [rounds] [--json]
-//! Defaults: 200,000 runs a row a round (SYN rows 30,000), 5 rounds; a row's figure is the
-//! median of its rounds' per-run medians, with the rounds' range.
+//! Defaults: 200,000 runs a row a round (SYN and new UDP flow rows 30,000), 5 rounds; a row's
+//! figure is the median of its rounds' per-run medians, with the rounds' range.
 
 use std::net::SocketAddr;
 
@@ -33,6 +33,7 @@ enum Class {
     Syn,
     Ack,
     Udp,
+    UdpNew,
 }
 
 /// A plan with a TCP and a UDP service on VIP:80, one real in `mode` at REAL:8080.
@@ -70,7 +71,7 @@ fn client_frame(lab: &Lab, sport: u16, class: Class) -> Vec<u8> {
     let l4 = match class {
         Class::Syn => tcp(sport, 80, SYN),
         Class::Ack => tcp(sport, 80, ACK),
-        Class::Udp => udp(sport, 80),
+        Class::Udp | Class::UdpNew => udp(sport, 80),
     };
     frame(lab.in_mac, ROUTER_MAC, ip("198.18.50.5"), ip(VIP), &l4)
 }
@@ -168,8 +169,8 @@ fn round(lab: &Lab, mode: Option<Mode>, class: Class, runs: u32) -> f64 {
     match class {
         // A new connection each run, from source ports no other run used (at most 30,000,
         // under one CPU's 32,256 full-NAT local ports, so none is refused for want of one).
-        Class::Syn => clock(&dp, lab, runs.min(30_000), &forward, |i| {
-            client_frame(lab, 20_000 + i as u16, Class::Syn)
+        Class::Syn | Class::UdpNew => clock(&dp, lab, runs.min(30_000), &forward, |i| {
+            client_frame(lab, 20_000 + i as u16, class)
         }),
         Class::Ack => {
             for p in 0..FLOWS {
@@ -201,7 +202,7 @@ fn main() {
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!(
             "usage: lb_prog_bench [runs] [rounds] [--json]\n  runs: BPF_PROG_TEST_RUNs a row \
-             a round (default 200000; SYN rows at most 30000)\n  rounds: rounds a row \
+             a round (default 200000; SYN and new-flow rows at most 30000)\n  rounds: rounds a row \
              (default 5)\n  --json: the figures as JSON on stdout"
         );
         return;
@@ -228,6 +229,7 @@ fn main() {
             ("TCP SYN, new connection", Class::Syn),
             ("TCP ACK, established", Class::Ack),
             ("UDP, established", Class::Udp),
+            ("UDP, new flow", Class::UdpNew),
         ] {
             rows.push((format!("{name} {cname}"), Some(mode), class));
         }
