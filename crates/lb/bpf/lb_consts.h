@@ -46,15 +46,16 @@
 #define LB_REV_FWD 0x04    /* a forward entry: client flow -> real, local address and port */
 #define LB_REV_ACKED 0x08  /* a forward entry promoted from `half_open`: the client proved
                             * the handshake (docs/LB.md, "Half-open connections") */
-#define LB_REV_ANSWERED 0x10 /* a half-open reply entry whose real sent its SYN-ACK:
-                              * real_isn holds that SYN-ACK's sequence number */
+#define LB_REV_ANSWERED 0x10 /* a half-open reply entry whose real sent its SYN-ACK
+                              * (real_isn holds its sequence number), or a UDP reply
+                              * entry whose real answered */
 
 /* lb_flow.pad[0] of a forward entry's key: keeps client flows apart from reply flows. */
 #define LB_FLOW_FWD 1
 
 /* Full-NAT local addresses per service (laddrs map: service id * LB_MAX_LADDRS + i). */
 #define LB_MAX_LADDRS 16
-/* Local ports a SYN probes before it is dropped (the client retries). */
+/* Local ports a new connection probes before it is dropped (the client retries). */
 #define LB_PORT_PROBES 8
 #define LB_PORT_LO 1024
 #define LB_PORT_RANGE (65536 - LB_PORT_LO)
@@ -100,7 +101,7 @@ enum lb_reason {
 	LB_PASS_MAP,          /* a map the program needs has no entry (should not happen) */
 	LB_PASS_CSUM_PARTIAL, /* a partial L4 checksum too long to complete here */
 	LB_DROP_NO_REAL,      /* a new connection to a service where no real has weight */
-	LB_DROP_NO_PORT,      /* full-NAT SYN: every probed local port busy (client retries) */
+	LB_DROP_NO_PORT,      /* full-NAT SYN or UDP flow: every probed local port busy */
 	LB_ICMP_TOO_BIG_NAT,  /* too-big for a NAT flow translated and sent to its real */
 	LB_ICMP_TOO_BIG_FNAT, /* too-big for a full-NAT flow translated and sent to its real */
 	LB_ICMP_TOO_BIG_REPLY, /* too-big from the real's side translated and sent to the client */
@@ -118,6 +119,7 @@ enum lb_reason {
 	LB_PASS_FRAG_GUE_CSUM, /* a fragment to a GUE real with an outer UDP checksum */
 	LB_PASS_IP6_FRAGMENT, /* an IPv6 fragment not served: not TCP/UDP, or atomic */
 	LB_DROP_UDP_PORT_LOST, /* full-NAT UDP flow lost its port: forgotten, next one gets a new */
+	LB_UDP_UNANSWERED_RECLAIMED, /* event: a full-NAT UDP flow took an unanswered flow's port */
 	LB_NR_REASONS,
 };
 

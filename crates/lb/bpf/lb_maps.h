@@ -194,14 +194,22 @@ static __always_inline struct lb_rev *flow_entry(const struct lb_flow *k)
 	return bpf_map_lookup_elem(&udp_flows, k);
 }
 
-/* Scratch space of fnat_udp_port_lost(), per CPU: a global function shares the program's 512
- * bytes of stack, of which serve() leaves it 16, too few for a flow key. */
+/* Scratch space of the full-NAT UDP port functions (fnat_udp_alloc, fnat_udp_port_lost), per
+ * CPU: a global function shares the program's 512 bytes of stack, of which the program's
+ * frame (456 bytes) leaves it too few for a flow key and what the probes keep. */
 struct lb_port_scratch {
 	struct lb_flow k;
+	struct lb_flow old; /* the client flow of a port taken from an unanswered flow */
+	struct lb_rev v;
+	__u64 now;
 	__u32 slot;
 	__u32 key;
 	__u32 cpu;
-	__u32 pad;
+	__u32 base;   /* the first port of this CPU's share */
+	__u32 share;  /* ports in the share */
+	__be16 spare; /* the first probed port of an unanswered flow idle a second */
+	__u8 family;
+	__u8 laddr;
 };
 
 struct {

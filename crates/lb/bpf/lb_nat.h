@@ -214,6 +214,115 @@ static __always_inline __u32 port_share(void)
 	return LB_PORT_RANGE / (cfg_nr_cpus ? cfg_nr_cpus : 1);
 }
 
+/* Whether the port of a UDP flow its real never answered may go to a new flow when every
+ * probed port is busy: the flow has been idle a second, time for a request's answer. */
+static __always_inline int unanswered_reusable(const struct lb_rev *old, __u64 now)
+{
+	return !(old->flags & LB_REV_ANSWERED) && now - old->seen_ns > LB_NS;
+}
+
+/* The flow that held the port s->spare of local address s->laddr under reply entry `old` is
+ * forgotten on this CPU, where the port was handed out, and in its forward entry, unless
+ * either names another port by now: its next datagram takes a port of its own. */
+static __always_inline void udp_forget(struct lb_port_scratch *s, const struct lb_rev *old)
+{
+	struct lb_conn *e;
+	struct lb_rev *f;
+	void *table;
+
+	__builtin_memset(&s->old, 0, sizeof(s->old));
+	copy16(s->old.src, old->client);
+	copy16(s->old.dst, old->vip);
+	s->old.sport = old->cport;
+	s->old.dport = old->vport;
+	s->old.proto = WS_IPPROTO_UDP;
+	s->old.family = s->family;
+	table = bpf_map_lookup_elem(&conns, &s->cpu);
+	if (table) {
+		e = bpf_map_lookup_elem(table, &s->old);
+		if (e && e->lport == s->spare && e->laddr == s->laddr)
+			bpf_map_delete_elem(table, &s->old);
+	}
+	s->old.pad[0] = LB_FLOW_FWD;
+	f = bpf_map_lookup_elem(&udp_flows, &s->old);
+	if (f && f->lport == s->spare && f->laddr == s->laddr)
+		bpf_map_delete_elem(&udp_flows, &s->old);
+}
+
+/* Full-NAT UDP: a local port of this CPU's share for the new flow `p` of service `service`
+ * to real slot `slot` from local address `laddr`; its reply entry is inserted into udp_flows.
+ * A port is taken from the flow that holds it when that flow is idle (port_reusable), or,
+ * every probe busy (a flood of new flows), when its real never answered it and it has been
+ * idle a second: the first such probed, which the cursor handed out longest ago. That flow is
+ * forgotten (udp_forget): its datagrams never leave from a port another flow holds (docs/LB.md,
+ * "UDP flows"). The port in network order, or 0 when every probe is busy.
+ *
+ * A global function, as fnat_udp_port_lost() below: the verifier walks the probes once,
+ * not on each path of serve() that reaches them. */
+__noinline int fnat_udp_alloc(const struct lb_pkt *p, __u32 service, __u32 slot, __u32 laddr)
+{
+	struct lb_port_scratch *s;
+	struct lb_real *real;
+	struct lb_laddr *la;
+	struct lb_rev *old;
+	__u32 *cursor;
+
+	/* What the probes need lives in scratch, not in registers: with more live values than
+	 * the four callee-saved registers, the compiler spilled them to a 72-byte frame, past
+	 * what the program's 456 leave of 512 (docs/LB.md, "UDP flows"). */
+	s = bpf_map_lookup_elem(&port_scratch, (const void *)&lb_key_zero);
+	cursor = bpf_map_lookup_elem(&port_cursor, (const void *)&lb_key_zero);
+	if (!s || !p || !cursor)
+		return 0;
+	s->cpu = bpf_get_smp_processor_id();
+	s->share = port_share();
+	if (!s->share || s->cpu >= cfg_nr_cpus)
+		return 0;
+	s->base = LB_PORT_LO + s->cpu * s->share;
+	s->slot = slot;
+	real = bpf_map_lookup_elem(&reals, &s->slot);
+	s->key = service * LB_MAX_LADDRS + laddr;
+	la = bpf_map_lookup_elem(&laddrs, &s->key);
+	if (!real || !la)
+		return 0;
+	s->now = lb_now();
+	s->family = real->family;
+	s->laddr = laddr;
+	s->spare = 0;
+	rev_key(&s->k, real, la->addr, 0, WS_IPPROTO_UDP);
+	rev_value(&s->v, p, slot, service, LB_REV_FNAT, s->now);
+	for (int i = 0; i < LB_PORT_PROBES; i++) {
+		s->k.dport = bpf_htons(s->base + (*cursor % s->share));
+		*cursor += 1;
+		if (bpf_map_update_elem(&udp_flows, &s->k, &s->v, BPF_NOEXIST) == 0)
+			return s->k.dport;
+		/* This CPU alone hands out this port: replacing the entry races with no other
+		 * allocation. */
+		old = bpf_map_lookup_elem(&udp_flows, &s->k);
+		if (!old)
+			continue;
+		if (port_reusable(old, WS_IPPROTO_UDP, s->now) &&
+		    bpf_map_update_elem(&udp_flows, &s->k, &s->v, BPF_ANY) == 0)
+			return s->k.dport;
+		if (!s->spare && unanswered_reusable(old, s->now))
+			s->spare = s->k.dport;
+	}
+	if (!s->spare)
+		return 0;
+	s->k.dport = s->spare;
+	old = bpf_map_lookup_elem(&udp_flows, &s->k);
+	if (!old || !unanswered_reusable(old, s->now))
+		return 0;
+	udp_forget(s, old);
+	if (bpf_map_update_elem(&udp_flows, &s->k, &s->v, BPF_ANY))
+		return 0;
+	s->key = LB_UDP_UNANSWERED_RECLAIMED;
+	__u64 *n = bpf_map_lookup_elem(&reasons, &s->key);
+	if (n)
+		*n += 1;
+	return s->spare;
+}
+
 /* Full-NAT: a local address and a port of this CPU's share whose reverse entry this
  * connection may take; the entry is inserted. 0, or the reason. */
 static __always_inline int fnat_alloc(const struct lb_vip *vip, const struct lb_real *real,
@@ -234,29 +343,20 @@ static __always_inline int fnat_alloc(const struct lb_vip *vip, const struct lb_
 	la = bpf_map_lookup_elem(&laddrs, &key);
 	if (!la || la->family != real->family)
 		return LB_PASS_NO_LADDR;
+	if (p->flow.proto != WS_IPPROTO_TCP) {
+		int port = fnat_udp_alloc(p, vip->id, slot, li);
+
+		if (!port)
+			return LB_DROP_NO_PORT;
+		c->laddr = li;
+		c->lport = (__be16)port;
+		return 0;
+	}
 	cursor = bpf_map_lookup_elem(&port_cursor, &zero);
 	if (!cursor || !share || cpu >= cfg_nr_cpus)
 		return LB_PASS_MAP;
 	rev_key(&k, real, la->addr, 0, p->flow.proto);
 	rev_value(&v, p, slot, vip->id, LB_REV_FNAT, now);
-	if (p->flow.proto != WS_IPPROTO_TCP) {
-		/* UDP: no handshake to wait for; the reply entry goes into udp_flows at once. */
-		for (int i = 0; i < LB_PORT_PROBES; i++) {
-			struct lb_rev *old;
-
-			k.dport = bpf_htons(LB_PORT_LO + cpu * share + (*cursor % share));
-			*cursor += 1;
-			if (bpf_map_update_elem(&udp_flows, &k, &v, BPF_NOEXIST) == 0)
-				goto got;
-			/* This CPU alone hands out this port: replacing the stale entry races
-			 * with no other allocation. */
-			old = bpf_map_lookup_elem(&udp_flows, &k);
-			if (old && port_reusable(old, p->flow.proto, now) &&
-			    bpf_map_update_elem(&udp_flows, &k, &v, BPF_ANY) == 0)
-				goto got;
-		}
-		return LB_DROP_NO_PORT;
-	}
 	/* TCP: the reply entry waits in half_open until the handshake is proven. A port an
 	 * established connection holds is never taken; one a half-open connection holds is, when
 	 * that one closed or expired, or else (every probe busy: a flood) the first probed, which
@@ -358,8 +458,8 @@ static __always_inline void fwd_close(const struct lb_pkt *p, __u64 now)
  * flow's (docs/LB.md, "UDP flows").
  *
  * A global function: the verifier walks it once, not once for each of the thousands of paths
- * through serve() that reach it; its keys live in port_scratch, since serve() leaves it 16
- * bytes of stack. */
+ * through serve() that reach it; its keys live in port_scratch, since the program's frame
+ * leaves it too little stack for them. */
 __noinline int fnat_udp_port_lost(const struct lb_pkt *p, __u32 service, __u32 slot,
 				  __u32 laddr_lport)
 {
@@ -499,9 +599,13 @@ static __always_inline int nat_reply(struct xdp_md *ctx, const struct lb_pkt *p,
 	if (p->flow.proto == WS_IPPROTO_TCP && (p->tcp_flags & (LB_TCP_FIN | LB_TCP_RST))) {
 		r->flags |= LB_REV_CLOSED;
 		r->seen_ns = now;
-	} else if (now - r->seen_ns > LB_NS) {
-		/* Refreshed once a second at most: the entry's cache line is shared. */
-		r->seen_ns = now;
+	} else {
+		/* Written once a second at most: the entry's cache line is shared. A UDP flow's
+		 * port is never taken from it for being unanswered once its real answered. */
+		if (p->flow.proto != WS_IPPROTO_TCP && !(r->flags & LB_REV_ANSWERED))
+			r->flags |= LB_REV_ANSWERED;
+		if (now - r->seen_ns > LB_NS)
+			r->seen_ns = now;
 	}
 	rc = fib(ctx, &f, fam, r->vip, dst, p->flow.proto, p->l3_len, 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)

@@ -9,12 +9,15 @@
 //!                        lab's own subnets), sent out of c0's link by the in-kernel generator
 //!                        at WS_LB_FLOOD_RATE a second
 //!  c1 ──> VIP:6379       8 TCP connections held open (keep-alive), asked every half second;
-//!                        and new ones one after another, during the flood and after it
+//!                        and new ones one after another, during the flood and after it;
+//!                        under the UDP flood, new UDP flows too, which the backends echo
 //! ```
 //!
 //! Asserted: at least 99% of the new connections tried during the flood succeed (connect and
 //! an answer within 3 s each), every one tried in the 5 s after it succeeds, and every held
-//! connection answers throughout (under the UDP flood, held idle and asked after it). The size: WS_LB_FLOOD_SYNS SYNs or WS_LB_FLOOD_DATAGRAMS
+//! connection answers throughout (under the UDP flood, held idle and asked after it). Under
+//! the UDP flood, every one of 20 new UDP flows right after it is answered: the ports of the
+//! flood's unanswered flows go to new flows. The size: WS_LB_FLOOD_SYNS SYNs or WS_LB_FLOOD_DATAGRAMS
 //! datagrams (default 300,000 each) at WS_LB_FLOOD_RATE (default 100,000 a second);
 //! docs/LB.md's figures are from 2,000,000. Each run prints its figures (`lbflood <mode>:
 //! ...`).
@@ -26,9 +29,10 @@
 #[allow(dead_code)]
 mod lb_common;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use lb_common::clients::{self, Held};
@@ -91,7 +95,7 @@ fn flood_frames(kind: Flood, dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<Vec<u8>>
                     };
                     (6, tcp.segment(src, dst))
                 }
-                Flood::Udp => (17, udp(0, REDIS, b"flood", src, dst)),
+                Flood::Udp => (17, udp(0, REDIS, FLOOD_PAYLOAD, src, dst)),
             };
             let mut ip = Ip4::new(src, dst, proto);
             ip.id = 0;
@@ -175,8 +179,93 @@ fn good_clients(
     .expect("setns")
 }
 
-/// The UDP service beside the TCP one: VIP:6379 over UDP to every backend in `mode` (the
-/// backends do not listen there; they answer with port unreachables).
+/// The payload of every flooding datagram: the backends' UDP echo ignores it, as a server
+/// ignores what is not a request of its protocol, so the flood's flows stay unanswered.
+const FLOOD_PAYLOAD: &[u8] = b"flood";
+
+/// A UDP echo on every backend at port 6379, answering every datagram but the flood's, until
+/// dropped.
+struct UdpEchoes {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Drop for UdpEchoes {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn udp_echoes(lab: &LbLab) -> UdpEchoes {
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = (0..BACKENDS)
+        .map(|j| {
+            let stop = stop.clone();
+            wirespeed_sys::netns::spawn_in(&lab.ns_name(&format!("b{j}")), move || {
+                let sock = UdpSocket::bind(("0.0.0.0", REDIS)).expect("bind the UDP echo");
+                sock.set_read_timeout(Some(Duration::from_millis(100)))
+                    .unwrap();
+                let mut buf = [0u8; 2048];
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok((n, from)) = sock.recv_from(&mut buf) {
+                        if &buf[..n] != FLOOD_PAYLOAD {
+                            let _ = sock.send_to(&buf[..n], from);
+                        }
+                    }
+                }
+            })
+            .expect("setns")
+        })
+        .collect();
+    UdpEchoes { stop, threads }
+}
+
+/// Up to `flows` new UDP flows from `ns` to `target`, `gap` apart while `go` holds, each from
+/// a port of its own and asked up to 3 times, 500 ms apart, as a DNS client asks: served when
+/// the echo comes back.
+fn udp_clients(
+    ns: &str,
+    target: SocketAddr,
+    go: Option<Arc<AtomicBool>>,
+    flows: u32,
+    gap: Duration,
+) -> Tally {
+    wirespeed_sys::netns::in_netns(ns, move || {
+        let mut t = Tally::default();
+        for i in 0..flows {
+            if go.as_ref().is_some_and(|g| !g.load(Ordering::Relaxed)) {
+                break;
+            }
+            std::thread::sleep(gap);
+            let ask = || -> Result<usize, String> {
+                let sock = UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
+                sock.connect(target).map_err(|e| e.to_string())?;
+                sock.set_read_timeout(Some(Duration::from_millis(500)))
+                    .map_err(|e| e.to_string())?;
+                let req = format!("ask {i}");
+                let mut buf = [0u8; 64];
+                for _ in 0..3 {
+                    sock.send(req.as_bytes()).map_err(|e| e.to_string())?;
+                    if let Ok(n) = sock.recv(&mut buf) {
+                        if &buf[..n] == req.as_bytes() {
+                            return Ok(n);
+                        }
+                    }
+                }
+                Err(format!("flow {i}: no answer to 3 tries"))
+            };
+            t.add(ask());
+        }
+        t
+    })
+    .expect("setns")
+}
+
+/// The UDP service beside the TCP one: VIP:6379 over UDP to every backend in `mode`, where
+/// udp_echoes() answers.
 fn configure_udp(lab: &LbLab, mode: &str) {
     let v = vip(VIP4, REDIS).to_string();
     lab.lb_ok(&["-A", "-u", &v, "-s", "mh"]);
@@ -208,8 +297,15 @@ fn flood(tag: &str, mode: &str, kind: Flood) {
     let (lab, _pids) = mode_lab(tag, mode, &mut rng);
     let service = vip(VIP4, REDIS);
     configure(&lab, mode, service, "wrr", &[], &[1; BACKENDS]);
+    let mut echoes = None;
     if kind == Flood::Udp {
         configure_udp(&lab, mode);
+        echoes = Some(udp_echoes(&lab));
+        let before = udp_clients(&lab.ns_name("c1"), service, None, 4, Duration::ZERO);
+        assert_eq!(
+            before.served, 4,
+            "{tag}: UDP flows before the flood: {before:?}"
+        );
     }
     clients::warm_up(&lab, "c1", service, &ALL);
     let held = clients::hold(&lab.ns_name("c1"), service, 8);
@@ -225,11 +321,15 @@ fn flood(tag: &str, mode: &str, kind: Flood) {
         Flood::Udp => (Vec::new(), held),
     };
     let started = Instant::now();
-    let (sent, (during, held_failed, mut held)) = std::thread::scope(|s| {
+    let (sent, (during, held_failed, mut held), udp_during) = std::thread::scope(|s| {
         let good = {
             let (c1, go) = (c1.clone(), go.clone());
             s.spawn(move || good_clients(&c1, service, Some(go), None, asked_during))
         };
+        let udp_good = (kind == Flood::Udp).then(|| {
+            let (c1, go) = (c1.clone(), go.clone());
+            s.spawn(move || udp_clients(&c1, service, Some(go), 1000, Duration::from_millis(50)))
+        });
         let sent = lab
             .ns("c0")
             .run(move || -> Result<u64, String> {
@@ -243,10 +343,16 @@ fn flood(tag: &str, mode: &str, kind: Flood) {
             })
             .expect("setns");
         go.store(false, Ordering::Relaxed);
-        (sent, good.join().expect("good clients"))
+        let udp_during = udp_good.map(|h| h.join().expect("UDP clients"));
+        (sent, good.join().expect("good clients"), udp_during)
     });
     let flood_s = started.elapsed().as_secs_f64();
     let sent = sent.unwrap_or_else(|e| panic!("{tag}: the generator: {e}"));
+    // New UDP flows right after the flood: the ports its unanswered flows hold are taken
+    // once idle a second (docs/LB.md, "UDP flows"), not after the UDP idle time.
+    let udp_after = (kind == Flood::Udp)
+        .then(|| udp_clients(&c1, service, None, 20, Duration::from_millis(20)));
+    drop(echoes);
     held.append(&mut idle);
     let after_until = Instant::now() + Duration::from_secs(5);
     let (after, held_failed_after, held) =
@@ -269,6 +375,16 @@ fn flood(tag: &str, mode: &str, kind: Flood) {
         held.len() - held_failed.len().min(held.len()),
         held.len()
     );
+    if let (Some(during), Some(after)) = (&udp_during, &udp_after) {
+        println!(
+            "lbflood {mode}: new UDP flows during: {}/{} ({:.2}%), right after: {}/{}",
+            during.served,
+            during.tried,
+            pct(during),
+            after.served,
+            after.tried
+        );
+    }
     println!("lbflood {mode}: data path reasons: {reasons}");
     assert!(
         sent >= syns * 9 / 10,
@@ -289,6 +405,15 @@ fn flood(tag: &str, mode: &str, kind: Flood) {
         after.tried,
         after.failures
     );
+    if let Some(after) = &udp_after {
+        assert!(
+            after.served == after.tried,
+            "{tag}: {}/{} new UDP flows right after the flood; first failures {:?}",
+            after.served,
+            after.tried,
+            after.failures
+        );
+    }
     let lost: Vec<&String> = held_failed.iter().chain(&held_failed_after).collect();
     assert!(lost.is_empty(), "{tag}: held connections lost: {lost:?}");
 }
