@@ -30,13 +30,17 @@ usage: sudo scripts/bench-rust-peers.sh [ROUNDS] [DURATION_S]
                 to results/perf-rust-peers/SERVER-MODE.data
   --count MODE  no table: for each server, \`perf stat\` over one DURATION_S run of MODE load,
                 and per request: the syscalls and context switches of the server's CPU, and
-                the io_uring SQEs, CQEs and task-work items, and the TCP segments the
-                client sent and received (counts, not times: they hold on a noisy host)
+                the io_uring SQEs, CQEs and task-work items, the TCP segments the
+                client sent and received, and the IPIs each CPU took (counts, not times:
+                they hold on a noisy host)
 
 Environment: BIN (wirespeed binary, default target/release/wirespeed), XDP=0 skips the
 bypass stack row, CANDIDATE=PATH adds a second wirespeed binary's engines as rows cand-epoll
 and cand-uring (an A/B of a change, paired round by round with BIN's), PEERS=0 leaves out
-monoio, may_minihttp and nginx (a shorter A/B, so more rounds fit). Needs root (network
+monoio, may_minihttp and nginx (a shorter A/B, so more rounds fit), STEER=1 has each veth's
+received packets processed on its own side's CPU (RPS), as on two hosts: without it a veth
+runs the receiver's TCP on the sender's CPU, so CPU 1 carries the client's receive of every
+response and CPU 0 the server's receive of every request. Needs root (network
 namespaces), wrk, cargo (crates.io reachable for the
 first build); nginx is optional.
 EOF
@@ -255,6 +259,13 @@ ip -n $NS_C addr add $CLIENT_IP/24 dev veth-c
 ip -n $NS_S addr add $ADDR/24 dev veth-s
 for ns in $NS_S $NS_C; do ip -n $ns link set lo up; done
 ip -n $NS_C link set veth-c up; ip -n $NS_S link set veth-s up
+# STEER=1: RPS on each veth's one receive queue, to its own side's CPU (the masks live in the
+# lab's devices and go with them).
+STEER=${STEER:-0}
+if [[ $STEER == 1 ]]; then
+  ip netns exec $NS_C sh -c "printf %x $((1 << CLIENT_CPU)) > /sys/class/net/veth-c/queues/rx-0/rps_cpus"
+  ip netns exec $NS_S sh -c "printf %x $((1 << SERVER_CPU)) > /sys/class/net/veth-s/queues/rx-0/rps_cpus"
+fi
 
 # The load must go only into the lab: each server address has to route out of the client
 # namespace's veth, on its own subnet (no gateway), before wrk is pointed at it.
@@ -372,7 +383,8 @@ measure() { # $1 = mode, $2 = server kind; prints "rps cpu_us_per_req task_us_pe
   fi
   [[ ${reqs:-0} -gt 0 ]] || { echo "warning: $2 ($1) answered no request" >&2; return 1; }
   # The figure is CPU 1's busy time, all of which the server causes (its threads, and the
-  # softirq its sends raise, where the client's TCP receive runs). Its threads' schedstat
+  # softirq its sends raise, where the client's TCP receive runs; with STEER=1 instead the
+  # softirq of its own TCP receive, which RPS brings there). Its threads' schedstat
   # time is printed beside it: without IRQ_TIME_ACCOUNTING it already holds the softirq run
   # in their context, so adding CPU 1's softirq to it would count that twice.
   awk -v r="$rps" -v n="$reqs" -v busy=$(( (w1 - w0) - (i1 - i0) )) -v task=$((t1 - t0)) -v b=$((b1 - b0)) -v d="$DUR" \
@@ -428,22 +440,28 @@ count() { # $1 = mode, $2 = server kind
   start_server "$2" || return 1
   run_wrk "$1" 1 "$addr" >/dev/null  # warm-up
   wrk_argv "$1" "$DUR" "$addr"
-  client_tcp_segs >"$TMP/segs0"
+  client_tcp_segs >"$TMP/segs0"; cpu_ipis >"$TMP/ipis0"
   perf stat -a -A -x, -o "$TMP/stat.csv" -e "$COUNT_EVENTS" -- "${WRK_ARGV[@]}" >"$TMP/wrk.log"
-  client_tcp_segs >"$TMP/segs1"
+  client_tcp_segs >"$TMP/segs1"; cpu_ipis >"$TMP/ipis1"
   stop_server
   local reqs; reqs=$(awk '/requests in/ {print $1}' "$TMP/wrk.log")
   [[ ${reqs:-0} -gt 0 ]] || { echo "warning: $2 ($1) answered no request" >&2; return 1; }
   local segs; segs=$(paste "$TMP/segs0" "$TMP/segs1" | awk '{printf "%d %d", $3 - $1, $4 - $2}')
+  segs+=" $(paste "$TMP/ipis0" "$TMP/ipis1" | awk '{printf "%d %d", $3 - $1, $4 - $2}')"
   awk -F, -v k="$2" -v n="$reqs" -v cpu="CPU$SERVER_CPU" -v segs="$segs" '
     $1 ~ /^CPU/ && $2 ~ /^[0-9]+$/ {
       ev = $4; sub(/.*:/, "", ev)
       if (ev == "sys_enter" || ev == "sched_switch") { if ($1 == cpu) c[ev] += $2 } else c[ev] += $2
     }
     END { split(segs, s, " ")
-      printf "%-14s %10d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", k, n, c["sys_enter"] / n,
+      printf "%-14s %10d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", k, n, c["sys_enter"] / n,
       c["sched_switch"] / n, c["io_uring_submit_req"] / n, c["io_uring_complete"] / n,
-      c["io_uring_task_add"] / n, s[1] / n, s[2] / n }' "$TMP/stat.csv"
+      c["io_uring_task_add"] / n, s[1] / n, s[2] / n, s[3] / n, s[4] / n }' "$TMP/stat.csv"
+}
+# Interrupts between CPUs (function-call and rescheduling IPIs) the client's and the server's
+# CPU took: RPS (STEER=1) and cross-CPU wake-ups send them, and in a VM each send is an exit.
+cpu_ipis() {
+  awk -v a=$((CLIENT_CPU + 2)) -v b=$((SERVER_CPU + 2)) '$1 == "CAL:" || $1 == "RES:" {x += $a; y += $b} END {print x, y}' /proc/interrupts
 }
 # The client namespace's TCP segment counters, out and in (RFC 4022 tcpOutSegs, tcpInSegs):
 # what crossed the veth for every server alike, the bypass stack's included. The kernel
@@ -457,8 +475,9 @@ if [[ -n $COUNT ]]; then
     { echo "perf cannot count $COUNT_EVENTS here: run as root, with tracefs mounted and a kernel with io_uring tracepoints" >&2; exit 1; }
   echo "# perf stat over one ${DUR}s wrk run of $COUNT load per server; per request:"
   echo "# syscalls and context switches on CPU $SERVER_CPU, io_uring SQEs, CQEs and task-work items on all CPUs,"
-  echo "# and the TCP segments the client sent (requests and ACKs) and received (a GSO packet counts once)"
-  printf "%-14s %10s %9s %9s %9s %9s %9s %9s %9s\n" server requests syscalls switches sqes cqes taskwork cli_out cli_in
+  echo "# the TCP segments the client sent (requests and ACKs) and received (a GSO packet counts once),"
+  echo "# and the IPIs (function-call and rescheduling) CPU $CLIENT_CPU and CPU $SERVER_CPU took"
+  printf "%-14s %10s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n" server requests syscalls switches sqes cqes taskwork cli_out cli_in ipi_cli ipi_srv
   for k in "${KINDS[@]}"; do count "$COUNT" "$k"; done
   exit 0
 fi
@@ -474,6 +493,7 @@ declare -A RPS CPU TASK CLI
 MODES=(plain pipelined)
 echo "# HTTP plaintext, $CONNS connections, server CPU $SERVER_CPU (one thread), client (wrk -t1) CPU $CLIENT_CPU, ${DUR}s after 1s warm-up"
 echo "# servers: ${KINDS[*]}"
+[[ $STEER == 1 ]] && echo "# STEER=1: each side's received packets processed on its own CPU (RPS on both veths)"
 for mode in "${MODES[@]}"; do
   echo
   if [[ $mode == plain ]]; then echo "## non-pipelined"; else echo "## pipelined x$DEPTH"; fi
@@ -503,7 +523,7 @@ echo "[min-max] over rounds of the same-round ratio to wirespeed epoll and to wi
 echo
 echo "| server | non-pipelined µs/req | vs ws-epoll | vs ws-uring | pipelined ×$DEPTH µs/req | vs ws-epoll | vs ws-uring |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
-json="{\"connections\":$CONNS,\"pipeline_depth\":$DEPTH,\"duration_s\":$DUR,\"rounds\":$ROUNDS,\"server_cpu\":$SERVER_CPU,\"client_cpu\":$CLIENT_CPU,\"kernel\":\"$(uname -r)\",\"rows\":["
+json="{\"steer\":$STEER,\"connections\":$CONNS,\"pipeline_depth\":$DEPTH,\"duration_s\":$DUR,\"rounds\":$ROUNDS,\"server_cpu\":$SERVER_CPU,\"client_cpu\":$CLIENT_CPU,\"kernel\":\"$(uname -r)\",\"rows\":["
 sep=
 for k in "${KINDS[@]}"; do
   line="| $k"
