@@ -256,6 +256,16 @@ static __always_inline int serve(struct xdp_md *ctx, const struct lb_pkt *p, str
 		fresh.lport = f->lport;
 		fresh.flags = LB_CONN_TOA_ACKED;
 		fresh.seen_ns = now;
+		/* The forward entry may name a port its full-NAT UDP flow has lost, as the
+		 * CPU's entry may (the fast path above). */
+		if (!tcp) {
+			if (fnat_udp_port_lost(p, vip->id, slot,
+					       (__u32)fresh.laddr << 16 | fresh.lport)) {
+				*why = LB_DROP_UDP_PORT_LOST;
+				return XDP_DROP;
+			}
+			fresh.port_checked = now >> 30;
+		}
 		if (table)
 			bpf_map_update_elem(table, &p->flow, &fresh, BPF_ANY);
 	} else if (h || (tcp && !syn && (h = half_lookup(p)))) {
