@@ -48,10 +48,16 @@
                             * the handshake (docs/LB.md, "Half-open connections") */
 #define LB_REV_ANSWERED 0x10 /* a half-open reply entry whose real sent its SYN-ACK
                               * (real_isn holds its sequence number), or a UDP reply
-                              * entry whose real answered */
+                              * entry whose real answered LB_UDP_ASSURED_NS or more after
+                              * the flow opened */
 
 /* lb_flow.pad[0] of a forward entry's key: keeps client flows apart from reply flows. */
 #define LB_FLOW_FWD 1
+
+/* A UDP flow whose real answers this long after it opened has lasted, and keeps its full-NAT
+ * port under a flood; one answered sooner is a single exchange, or a flood the real answers
+ * (conntrack's ASSURED, nf_conntrack_proto_udp.c). */
+#define LB_UDP_ASSURED_NS (2 * LB_NS)
 
 /* Full-NAT local addresses per service (laddrs map: service id * LB_MAX_LADDRS + i). */
 #define LB_MAX_LADDRS 16

@@ -76,7 +76,7 @@ struct lb_rev {
 	__be16 lport;  /* forward entries: the full-NAT local port */
 	__u64 seen_ns;
 	__u32 real_isn; /* half-open reply entries with LB_REV_ANSWERED: the real's ISN */
-	__u32 pad;
+	__u32 opened;   /* when the entry was made, lb_now() >> 20 (about a millisecond) */
 };
 
 struct lb_counters {

@@ -189,6 +189,7 @@ static __always_inline void rev_value(struct lb_rev *v, const struct lb_pkt *p, 
 	v->service = service;
 	v->flags = flags;
 	v->seen_ns = now;
+	v->opened = now >> 20;
 }
 
 /* Whether a full-NAT local port's old connection is over: closed a grace ago, or idle. */
@@ -214,8 +215,9 @@ static __always_inline __u32 port_share(void)
 	return LB_PORT_RANGE / (cfg_nr_cpus ? cfg_nr_cpus : 1);
 }
 
-/* Whether the port of a UDP flow its real never answered may go to a new flow when every
- * probed port is busy: the flow has been idle a second, time for a request's answer. */
+/* Whether the port of a UDP flow not marked answered (its real never answered, or only within
+ * LB_UDP_ASSURED_NS of its opening) may go to a new flow when every probed port is busy: the
+ * flow has been idle a second, time for a request's answer. */
 static __always_inline int unanswered_reusable(const struct lb_rev *old, __u64 now)
 {
 	return !(old->flags & LB_REV_ANSWERED) && now - old->seen_ns > LB_NS;
@@ -600,9 +602,11 @@ static __always_inline int nat_reply(struct xdp_md *ctx, const struct lb_pkt *p,
 		r->flags |= LB_REV_CLOSED;
 		r->seen_ns = now;
 	} else {
-		/* Written once a second at most: the entry's cache line is shared. A UDP flow's
-		 * port is never taken from it for being unanswered once its real answered. */
-		if (p->flow.proto != WS_IPPROTO_TCP && !(r->flags & LB_REV_ANSWERED))
+		/* Written once a second at most: the entry's cache line is shared. A UDP flow
+		 * whose real answers it once it has lasted keeps its port under a flood
+		 * (docs/LB.md, "UDP flows"). */
+		if (p->flow.proto != WS_IPPROTO_TCP && !(r->flags & LB_REV_ANSWERED) &&
+		    (__u32)(now >> 20) - r->opened > (__u32)(LB_UDP_ASSURED_NS >> 20))
 			r->flags |= LB_REV_ANSWERED;
 		if (now - r->seen_ns > LB_NS)
 			r->seen_ns = now;

@@ -10,14 +10,15 @@
 //!                        at WS_LB_FLOOD_RATE a second
 //!  c1 ──> VIP:6379       8 TCP connections held open (keep-alive), asked every half second;
 //!                        and new ones one after another, during the flood and after it;
-//!                        under the UDP flood, new UDP flows too, which the backends echo
+//!                        under the UDP flood, new UDP flows too; the backends echo every
+//!                        datagram, the flood's too
 //! ```
 //!
 //! Asserted: at least 99% of the new connections tried during the flood succeed (connect and
 //! an answer within 3 s each), every one tried in the 5 s after it succeeds, and every held
 //! connection answers throughout (under the UDP flood, held idle and asked after it). Under
 //! the UDP flood, every one of 20 new UDP flows right after it is answered: the ports of the
-//! flood's unanswered flows go to new flows. The size: WS_LB_FLOOD_SYNS SYNs or WS_LB_FLOOD_DATAGRAMS
+//! flood's flows, each answered once, go to new flows (docs/LB.md, "UDP flows"). The size: WS_LB_FLOOD_SYNS SYNs or WS_LB_FLOOD_DATAGRAMS
 //! datagrams (default 300,000 each) at WS_LB_FLOOD_RATE (default 100,000 a second);
 //! docs/LB.md's figures are from 2,000,000. Each run prints its figures (`lbflood <mode>:
 //! ...`).
@@ -95,7 +96,7 @@ fn flood_frames(kind: Flood, dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<Vec<u8>>
                     };
                     (6, tcp.segment(src, dst))
                 }
-                Flood::Udp => (17, udp(0, REDIS, FLOOD_PAYLOAD, src, dst)),
+                Flood::Udp => (17, udp(0, REDIS, b"flood", src, dst)),
             };
             let mut ip = Ip4::new(src, dst, proto);
             ip.id = 0;
@@ -179,12 +180,8 @@ fn good_clients(
     .expect("setns")
 }
 
-/// The payload of every flooding datagram: the backends' UDP echo ignores it, as a server
-/// ignores what is not a request of its protocol, so the flood's flows stay unanswered.
-const FLOOD_PAYLOAD: &[u8] = b"flood";
-
-/// A UDP echo on every backend at port 6379, answering every datagram but the flood's, until
-/// dropped.
+/// A UDP echo on every backend at port 6379, answering every datagram, the flood's too (as a
+/// DNS server answers spoofed queries), until dropped.
 struct UdpEchoes {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<std::io::Result<()>>>,
@@ -211,9 +208,7 @@ fn udp_echoes(lab: &LbLab) -> UdpEchoes {
                 let mut buf = [0u8; 2048];
                 while !stop.load(Ordering::Relaxed) {
                     if let Ok((n, from)) = sock.recv_from(&mut buf) {
-                        if &buf[..n] != FLOOD_PAYLOAD {
-                            let _ = sock.send_to(&buf[..n], from);
-                        }
+                        let _ = sock.send_to(&buf[..n], from);
                     }
                 }
             })
