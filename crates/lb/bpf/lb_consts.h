@@ -125,7 +125,7 @@ enum lb_reason {
 	LB_PASS_FRAG_GUE_CSUM, /* a fragment to a GUE real with an outer UDP checksum */
 	LB_PASS_IP6_FRAGMENT, /* an IPv6 fragment not served: not TCP/UDP, or atomic */
 	LB_DROP_UDP_PORT_LOST, /* full-NAT UDP flow lost its port: forgotten, next one gets a new */
-	LB_UDP_UNANSWERED_RECLAIMED, /* event: a full-NAT UDP flow took an unanswered flow's port */
+	LB_UDP_UNASSURED_RECLAIMED, /* event: a full-NAT UDP flow took the port of one not lasting */
 	LB_NR_REASONS,
 };
 

@@ -218,7 +218,7 @@ static __always_inline __u32 port_share(void)
 /* Whether the port of a UDP flow not marked answered (its real never answered, or only within
  * LB_UDP_ASSURED_NS of its opening) may go to a new flow when every probed port is busy: the
  * flow has been idle a second, time for a request's answer. */
-static __always_inline int unanswered_reusable(const struct lb_rev *old, __u64 now)
+static __always_inline int unassured_reusable(const struct lb_rev *old, __u64 now)
 {
 	return !(old->flags & LB_REV_ANSWERED) && now - old->seen_ns > LB_NS;
 }
@@ -306,19 +306,19 @@ __noinline int fnat_udp_alloc(const struct lb_pkt *p, __u32 service, __u32 slot,
 		if (port_reusable(old, WS_IPPROTO_UDP, s->now) &&
 		    bpf_map_update_elem(&udp_flows, &s->k, &s->v, BPF_ANY) == 0)
 			return s->k.dport;
-		if (!s->spare && unanswered_reusable(old, s->now))
+		if (!s->spare && unassured_reusable(old, s->now))
 			s->spare = s->k.dport;
 	}
 	if (!s->spare)
 		return 0;
 	s->k.dport = s->spare;
 	old = bpf_map_lookup_elem(&udp_flows, &s->k);
-	if (!old || !unanswered_reusable(old, s->now))
+	if (!old || !unassured_reusable(old, s->now))
 		return 0;
 	udp_forget(s, old);
 	if (bpf_map_update_elem(&udp_flows, &s->k, &s->v, BPF_ANY))
 		return 0;
-	s->key = LB_UDP_UNANSWERED_RECLAIMED;
+	s->key = LB_UDP_UNASSURED_RECLAIMED;
 	__u64 *n = bpf_map_lookup_elem(&reasons, &s->key);
 	if (n)
 		*n += 1;
