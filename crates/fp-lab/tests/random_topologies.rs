@@ -19,31 +19,10 @@ use wirespeed_fp::daemon::Config;
 use wirespeed_fp::status::Status;
 use wirespeed_fp_lab::line::{ip_batch, spawn_in_ns, RunningDaemon};
 use wirespeed_lab::Netns;
+use wirespeed_testkit::rng::Rng;
 
 const REPLAY: &str =
     "cargo test --profile ci -p wirespeed-fp-lab --test random_topologies -- --nocapture";
-
-/// splitmix64: small, seedable, and the same on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn percent(&mut self, p: u64) -> bool {
-        self.below(100) < p
-    }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shape {
@@ -199,12 +178,8 @@ fn draw_consulted(r: &mut Rng, shape: Shape, links: usize, multipath: bool) -> C
         } else {
             Xfrm::None
         },
-        egress_qdisc: r
-            .percent(25)
-            .then(|| (r.below(links as u64) as usize, r.pick(&QDISCS))),
-        classifier: r
-            .percent(20)
-            .then(|| (r.below(links as u64) as usize, r.percent(50))),
+        egress_qdisc: r.percent(25).then(|| (r.below(links), r.pick(&QDISCS))),
+        classifier: r.percent(20).then(|| (r.below(links), r.percent(50))),
         encap: if routed && r.percent(25) {
             match r.pick(&[Encap::Ip, Encap::Seg6]) {
                 // The draw is made either way, so the rest of a seed's topology replays the
@@ -296,12 +271,12 @@ fn draw_features(r: &mut Rng) -> Features {
 }
 
 fn draw(seed: u64) -> Topo {
-    let mut r = Rng(seed);
+    let mut r = Rng::new(seed);
     let shape = r.pick(&[Shape::Line, Shape::Line, Shape::TwoSinks, Shape::Bridge]);
     let sinks = match shape {
         Shape::Line => 1,
         Shape::TwoSinks => 2,
-        Shape::Bridge => 1 + r.below(2) as usize,
+        Shape::Bridge => 1 + r.below(2),
     };
     let mut links = (0..=sinks)
         .map(|_| {
@@ -357,7 +332,7 @@ fn draw(seed: u64) -> Topo {
     let mut sizes = vec![16, 200, 1000, 1400, 1472, 2000, 3000, 8000];
     let mut udp_sizes = Vec::new();
     for _ in 0..3 {
-        udp_sizes.push(sizes.remove(r.below(sizes.len() as u64) as usize));
+        udp_sizes.push(sizes.remove(r.below(sizes.len())));
     }
     udp_sizes.sort();
     let mut t = Topo {
@@ -1585,7 +1560,7 @@ fn linux_and_fast_path_agree_on_random_configurations() {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap();
-        Rng(t.as_nanos() as u64 ^ std::process::id() as u64).next() >> 16
+        Rng::new(t.as_nanos() as u64 ^ std::process::id() as u64).next_u64() >> 16
     });
     let count = env_u64("WS_FP_CONFIGS").unwrap_or(100);
     println!("random_topologies: {count} configurations from seed {first} (WS_FP_SEED={first})");

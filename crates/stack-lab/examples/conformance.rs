@@ -69,9 +69,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    let seed = args
-        .seed
-        .unwrap_or_else(wirespeed_stack_lab::rng::clock_seed);
+    let seed = args.seed.unwrap_or_else(wirespeed_testkit::rng::clock_seed);
     eprintln!("conformance: seed {seed} (repeat with --seed {seed})");
     let mut opts = Options::new(
         seed,

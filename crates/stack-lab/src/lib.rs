@@ -28,7 +28,6 @@ pub mod known;
 pub mod normalize;
 pub mod report;
 pub mod responder;
-pub mod rng;
 pub mod run;
 pub mod serve;
 pub mod side;

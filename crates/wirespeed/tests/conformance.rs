@@ -20,7 +20,7 @@ fn env_u64(var: &str) -> Option<u64> {
 #[test]
 fn our_stack_answers_crafted_frames_as_linux_does() {
     wirespeed_lab::require_root();
-    let seed = env_u64("WS_CONFORMANCE_SEED").unwrap_or_else(wirespeed_stack_lab::rng::clock_seed);
+    let seed = env_u64("WS_CONFORMANCE_SEED").unwrap_or_else(wirespeed_testkit::rng::clock_seed);
     println!("conformance: seed {seed} (repeat with WS_CONFORMANCE_SEED={seed})");
     eprintln!("conformance: seed {seed} (repeat with WS_CONFORMANCE_SEED={seed})");
     let mut opts = Options::new(seed, PathBuf::from(env!("CARGO_BIN_EXE_wirespeed")));

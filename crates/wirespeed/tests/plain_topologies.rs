@@ -1212,7 +1212,7 @@ fn bypass_server_echoes_under_random_device_and_peer_settings() {
         let lengths: Vec<usize> = (0..6)
             .map(|_| *rng.pick(&[&1usize, &100, &1460, &65_536, &300_000, &MIB]))
             .collect();
-        let seed = rng.next();
+        let seed = rng.next_u64();
         let addr = format!("{ours}:8080");
         let echoed = pair.b.run(move || {
             lengths

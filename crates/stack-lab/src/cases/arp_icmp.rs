@@ -2,7 +2,7 @@
 
 use super::{ipv4_frame, Case, Script};
 use crate::craft::{self, Ip4, DUT_IP, DUT_MAC, PEER_MAC};
-use crate::rng::Rng;
+use wirespeed_testkit::rng::Rng;
 
 /// A crafted station MAC for case `c` (replies to it still reach the peer's end).
 fn station_mac(c: &Case) -> [u8; 6] {

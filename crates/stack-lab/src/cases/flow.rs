@@ -11,7 +11,7 @@ use crate::craft::{
 };
 use crate::normalize::TcpSeen;
 use crate::responder;
-use crate::rng::Rng;
+use wirespeed_testkit::rng::Rng;
 
 /// Where the connection is when the edge segment goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -9,7 +9,7 @@ use super::{ipv6_frame, Case, Script};
 use crate::craft::{
     self, ext, Ip6, Tcp, ACK, ALL_NODES6, DUT_IP6, DUT_MAC, PEER_MAC, PROTO_ICMPV6, SYN,
 };
-use crate::rng::Rng;
+use wirespeed_testkit::rng::Rng;
 
 const NA_ROUTER: u8 = 0x80;
 const NA_SOLICITED: u8 = 0x40;

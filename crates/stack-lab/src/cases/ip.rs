@@ -3,7 +3,7 @@
 
 use super::{echo, ipv4_frame, plain_syn, to_dut, Case, Script};
 use crate::craft::{self, Ip4, DUT_IP, DUT_MAC, PEER_MAC};
-use crate::rng::Rng;
+use wirespeed_testkit::rng::Rng;
 
 /// The payload a header edge rides on: a SYN to the listening port or an echo request.
 fn carrier(c: &Case, r: &mut Rng) -> (u8, Vec<u8>, &'static str) {

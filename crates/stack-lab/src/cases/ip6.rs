@@ -4,7 +4,7 @@
 
 use super::{ipv6_frame, Case, Script};
 use crate::craft::{self, ext, opt, Ip6, Tcp, DUT_IP6, DUT_LL6, PROTO_ICMPV6, PROTO_TCP};
-use crate::rng::Rng;
+use wirespeed_testkit::rng::Rng;
 
 /// The payload a header edge rides on, to `dst`: a SYN to the listening port or an echo
 /// request (from `c.peer6`).

@@ -16,8 +16,8 @@ mod tcp;
 use serde::Serialize;
 
 use crate::craft::{self, Ip4, Ip6, Tcp, DUT_IP, DUT_IP6, DUT_MAC, PEER_MAC};
-use crate::rng::Rng;
 use flow::Flow;
+use wirespeed_testkit::rng::Rng;
 
 /// What a case exercises; the summary and the table of known differences go by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

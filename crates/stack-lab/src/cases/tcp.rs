@@ -4,7 +4,7 @@
 use super::{ipv4_frame, syn_with, tcp_frame, Case, Script};
 use crate::craft::flag_letters;
 use crate::craft::{self, opt, Ip4, Tcp, ACK, CWR, DUT_IP, ECE, FIN, PSH, RST, SYN, URG};
-use crate::rng::Rng;
+use wirespeed_testkit::rng::Rng;
 
 /// Flag combinations worth naming; the rest are drawn bit by bit.
 const NAMED: [u8; 18] = [

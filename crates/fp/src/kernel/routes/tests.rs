@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use wirespeed_testkit::rng::Rng;
+
 use super::*;
 
 fn route(family: u8, delete: bool, replace: bool, multipath: bool) -> RouteChange {
@@ -125,15 +127,6 @@ fn nexthop_events_keep_the_groups_and_deletions_ask_for_a_dump() {
     assert_eq!(l.take_recount(), Recount::No);
 }
 
-/// splitmix64: the same sequence on every machine.
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// A model kernel: routes by key, each plain, multipath or through a nexthop object, and
 /// the objects. It answers with the events the kernel sends, including none where the
 /// kernel sends none (an object deleted takes its routes with it).
@@ -179,7 +172,7 @@ fn route_of(multipath: bool, nhid: Option<u32>, delete: bool, replace: bool) -> 
 #[test]
 fn counts_from_events_are_never_below_the_truth_and_settle_after_the_last_route() {
     for seed in 0..200u64 {
-        let mut rng = seed;
+        let mut rng = Rng::new(seed);
         let mut k = ModelKernel::default();
         let mut l = RouteLedger {
             groups: Some(BTreeSet::new()),
@@ -188,11 +181,11 @@ fn counts_from_events_are_never_below_the_truth_and_settle_after_the_last_route(
         // Steps until the dump the ledger asked for.
         let mut due: Option<u64> = None;
         for step in 0..300 {
-            let key = (next(&mut rng) % 8) as u8;
-            let id = 1 + (next(&mut rng) % 4) as u32;
-            let what = next(&mut rng) % 10;
+            let key = (rng.next_u64() % 8) as u8;
+            let id = 1 + (rng.next_u64() % 4) as u32;
+            let what = rng.next_u64() % 10;
             // The route this step may write: plain, multipath or through object `id`.
-            let kind = next(&mut rng) % 3;
+            let kind = rng.next_u64() % 3;
             let (mp, nhid) = match kind {
                 0 => (false, None),
                 1 => (true, None),
@@ -213,7 +206,7 @@ fn counts_from_events_are_never_below_the_truth_and_settle_after_the_last_route(
                     }
                 }
                 6 if !k.objects.contains_key(&id) => {
-                    let group = next(&mut rng).is_multiple_of(2);
+                    let group = rng.next_u64().is_multiple_of(2);
                     k.objects.insert(id, group);
                     l.nexthop(&NexthopChange {
                         delete: false,
@@ -254,7 +247,7 @@ fn counts_from_events_are_never_below_the_truth_and_settle_after_the_last_route(
             // (it keeps the request until then).
             match l.take_recount() {
                 Recount::Now => due = Some(0),
-                Recount::Soon => due = due.or(Some(1 + next(&mut rng) % 5)),
+                Recount::Soon => due = due.or(Some(1 + rng.next_u64() % 5)),
                 Recount::No => {}
             }
             match due {
