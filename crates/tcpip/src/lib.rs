@@ -542,6 +542,12 @@ pub struct Stats {
     pub arp_requests_sent: u64,
     pub arp_replies_sent: u64,
     pub arp_cache_full: u64,
+    /// Neighbours whose MAC changed (a gratuitous ARP, or the answer to a check): their
+    /// connections took the new one (docs/TCPIP.md, "Neighbours that move").
+    pub neighbour_moved: u64,
+    /// Checks of a known neighbour's MAC sent because a connection through it timed out
+    /// `tcp_retries1` times unanswered.
+    pub neighbour_rechecks: u64,
     pub arp_pending_dropped: u64,
     /// ARP messages from our own address or a martian one (Linux's `arp_process` checks the
     /// sender as a route source): not answered, not learned.

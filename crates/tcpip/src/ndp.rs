@@ -143,14 +143,10 @@ impl Stack {
             return;
         }
         let now = self.now;
-        if self
+        let learned = self
             .neigh
-            .insert(key, mac, now.add(self.cfg.arp_timeout), now)
-        {
-            self.neighbour_resolved(key, mac);
-        } else {
-            self.stats.arp_cache_full += 1;
-        }
+            .insert(key, mac, now.add(self.cfg.arp_timeout), now);
+        self.neighbour_learned(key, mac, learned);
     }
 
     /// Another node claims `own` while we probe it: it is never ours (Linux's

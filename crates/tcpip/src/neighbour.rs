@@ -12,11 +12,29 @@ pub(crate) const CACHE_CAPACITY: usize = 1024;
 pub(crate) const RESOLVING_CAPACITY: usize = 64;
 /// Requests sent for one address before giving up.
 pub(crate) const MAX_TRIES: u8 = 3;
+/// The least time between two checks of a known neighbour that a connection suspects
+/// (`NeighbourCache::may_recheck`): one broadcast a second per neighbour, however many
+/// connections go through it.
+const RECHECK_GAP: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     mac: MacAddr,
     expires: Instant,
+    /// When this entry may next be checked again (`may_recheck`).
+    recheck_after: Instant,
+}
+
+/// What [`NeighbourCache::insert`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Learned {
+    /// A new entry, or the MAC the entry had.
+    Entered,
+    /// The entry had another MAC: the neighbour moved (a new router behind the address,
+    /// announced by gratuitous ARP, or found when a connection's suspicion sent a check).
+    Moved,
+    /// Not entered: the cache is full of live entries.
+    CacheFull,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -50,24 +68,45 @@ impl NeighbourCache {
         self.entries.contains_key(&ip)
     }
 
-    /// Inserts or refreshes; returns false when the cache is full of live entries.
+    /// Inserts or refreshes.
     pub(crate) fn insert(
         &mut self,
         ip: IpAddress,
         mac: MacAddr,
         expires: Instant,
         now: Instant,
-    ) -> bool {
+    ) -> Learned {
         let key = ip;
         if !self.entries.contains_key(&key) && self.entries.len() >= CACHE_CAPACITY {
             self.entries.retain(|_, e| e.expires > now);
             if self.entries.len() >= CACHE_CAPACITY {
-                return false;
+                return Learned::CacheFull;
             }
         }
-        self.entries.insert(key, Entry { mac, expires });
+        let entry = Entry {
+            mac,
+            expires,
+            recheck_after: now.add(RECHECK_GAP),
+        };
+        let was = self.entries.insert(key, entry).map(|e| e.mac);
         self.resolving.remove(&key);
-        true
+        match was {
+            Some(old) if old != mac => Learned::Moved,
+            _ => Learned::Entered,
+        }
+    }
+
+    /// Whether a known neighbour that a connection suspects (its retransmissions go
+    /// unanswered) is due a check: at most once per [`RECHECK_GAP`], and not within it of
+    /// the entry's last confirmation.
+    pub(crate) fn may_recheck(&mut self, ip: IpAddress, now: Instant) -> bool {
+        match self.entries.get_mut(&ip) {
+            Some(e) if e.recheck_after <= now => {
+                e.recheck_after = now.add(RECHECK_GAP);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Starts resolving `ip` unless already under way; returns true when a request should

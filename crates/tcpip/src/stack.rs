@@ -6,7 +6,7 @@
 use crate::addr6::Addrs6;
 use crate::frame_queue::FrameQueue;
 use crate::icmp::unreachable;
-use crate::neighbour::{NeighbourCache, MAX_TRIES};
+use crate::neighbour::{Learned, NeighbourCache, MAX_TRIES};
 use crate::tcp::{Actions, CtrlSegment, Ctx, OutputReady, Tcp};
 use crate::udp::{Udp, UdpInput};
 use crate::{wall_clock_ms, Config, Event, Handle, Instant, IpHeader, Stats, TxSink};
@@ -115,11 +115,8 @@ impl Stack {
     /// a benchmark link). Returns false when the neighbour cache is full.
     pub fn neighbour_add_static(&mut self, ip: impl Into<IpAddress>, mac: MacAddr) -> bool {
         let (ip, now) = (ip.into(), self.now);
-        let ok = self.neigh.insert(ip, mac, Instant::NEVER, now);
-        if ok {
-            self.neighbour_resolved(ip, mac);
-        }
-        ok
+        let learned = self.neigh.insert(ip, mac, Instant::NEVER, now);
+        self.neighbour_learned(ip, mac, learned)
     }
 
     /// Bytes of TCP send and receive buffers held, by connections and spare; a half-open
@@ -312,11 +309,8 @@ impl Stack {
         let sender = IpAddress::V4(a.sender_ip);
         if for_us || self.neigh.contains(sender) {
             let expires = now.add(self.cfg.arp_timeout);
-            if self.neigh.insert(sender, a.sender_mac, expires, now) {
-                self.neighbour_resolved(sender, a.sender_mac);
-            } else {
-                self.stats.arp_cache_full += 1;
-            }
+            let learned = self.neigh.insert(sender, a.sender_mac, expires, now);
+            self.neighbour_learned(sender, a.sender_mac, learned);
         }
         if for_us && a.operation == ArpOperation::Request {
             self.send_arp_reply(a.sender_mac, a.sender_ip);
@@ -340,6 +334,43 @@ impl Stack {
             self.stats.arp_replies_sent += 1;
         } else {
             self.stats.ctrl_queue_full += 1;
+        }
+    }
+
+    /// Follows what the neighbour cache did with `ip` at `mac` (from ARP, NDP or a static
+    /// entry); false when the cache was full. A neighbour that moved sends every connection
+    /// through resolution again before its next segment (docs/TCPIP.md, "Neighbours that
+    /// move").
+    pub(crate) fn neighbour_learned(&mut self, ip: IpAddress, mac: MacAddr, l: Learned) -> bool {
+        match l {
+            Learned::CacheFull => {
+                self.stats.arp_cache_full += 1;
+                return false;
+            }
+            Learned::Moved => {
+                self.stats.neighbour_moved += 1;
+                self.tcp.neighbour_moved();
+            }
+            Learned::Entered => {}
+        }
+        self.neighbour_resolved(ip, mac);
+        true
+    }
+
+    /// A connection to `remote` times out unanswered: asks the link again for its next hop's
+    /// MAC, which stays in use meanwhile, so that a neighbour that moved without a gratuitous
+    /// ARP is found (docs/TCPIP.md, "Neighbours that move"). Once a second per neighbour.
+    fn recheck_next_hop(&mut self, remote: IpAddress) {
+        let Some(hop) = self.next_hop(remote) else {
+            return;
+        };
+        let now = self.now;
+        if !self.neigh.resolving.contains_key(&hop)
+            && self.neigh.may_recheck(hop, now)
+            && self.neigh.start_resolving(hop, now, self.cfg.arp_retry)
+        {
+            self.stats.neighbour_rechecks += 1;
+            self.solicit(hop);
         }
     }
 
@@ -661,6 +692,11 @@ impl Stack {
         }
         self.actions.segments.clear();
         self.events.extend(self.actions.events.drain(..));
+        for i in 0..self.actions.suspects.len() {
+            let remote = self.actions.suspects[i];
+            self.recheck_next_hop(remote);
+        }
+        self.actions.suspects.clear();
     }
 
     /// Queues a payload-less TCP segment outside any connection's output (RST, SYN cookie,

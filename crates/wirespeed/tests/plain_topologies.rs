@@ -957,6 +957,58 @@ fn bypass_server_follows_an_mtu_lowered_while_it_runs() {
     assert_eq!(log.matches(told).count(), 1, "{log}");
 }
 
+/// A peer whose MAC changes under an open connection (`ip link set DEV address`). At the
+/// kernel's default (`arp_notify` 0) Linux announces nothing, but it flushes its neighbours
+/// and asks for ours again, from the new MAC: the stack moves the connection to it at once
+/// (docs/TCPIP.md, "Neighbours that move"). The echo goes on over the same connection,
+/// checked byte for byte; before, every segment went to the old MAC until the connection
+/// timed out.
+#[test]
+fn bypass_server_follows_a_peer_whose_mac_changes() {
+    let pair = UserPair::new("h", 74);
+    let ours = pair.ours();
+    let srv = serve_xdp(&pair.a, &pair.a_if, &ours, "echo");
+    let addr = format!("{ours}:8080");
+    let after = pair.b.run(move || -> Result<Duration, String> {
+        let s = TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(10))
+            .map_err(|e| format!("connect to {addr}: {e}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let (mut out, mut back) = (Pattern(0x7401), Pattern(0x7401));
+        let mut exchange = |what: &str| -> Result<(), String> {
+            let mut buf = vec![0u8; 256 * 1024];
+            out.fill(&mut buf);
+            (&s).write_all(&buf)
+                .map_err(|e| format!("{what}: write: {e}"))?;
+            let mut want = vec![0u8; buf.len()];
+            back.fill(&mut want);
+            (&s).read_exact(&mut buf)
+                .map_err(|e| format!("{what}: read: {e}"))?;
+            (buf == want)
+                .then_some(())
+                .ok_or(format!("{what}: corrupt echo"))
+        };
+        exchange("before the move")?;
+        let moved = Command::new("ip")
+            .args(["link", "set", "dev", "hb0", "address", "02:00:00:00:74:01"])
+            .status()
+            .unwrap();
+        assert!(moved.success(), "ip link set hb0 address");
+        let started = Instant::now();
+        exchange("after the move")?;
+        Ok(started.elapsed())
+    });
+    let after = after.unwrap_or_else(|e| panic!("{e}\n{}", srv.said()));
+    let log = srv.stop();
+    let moved = stack_counter(&pair.a, &["neighbour_moved"]);
+    let rechecks = stack_counter(&pair.a, &["neighbour_rechecks"]);
+    let rto = stack_counter(&pair.a, &["tcp_rto_expired"]);
+    eprintln!(
+        "the echo after the move took {after:.1?}: {moved} moves, {rechecks} checks, {rto} \
+         timeouts"
+    );
+    assert_eq!(moved, 1, "the peer's new MAC was not taken\n{log}");
+}
+
 /// A jumbo MTU (9000 on both ends, every offload at its default): the bifurcation program is
 /// an xdp.frags program, so the veth keeps the MTU with it attached, and serve opens
 /// multi-buffer sockets, so 16 MiB each way are echoed in segments of up to 8960 bytes (the

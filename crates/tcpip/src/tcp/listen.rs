@@ -79,7 +79,7 @@ impl Tcp {
             let t = &mut self.conns[idx as usize];
             t.state = TcpState::SynReceived;
             t.owner = Owner::Listener(li);
-            t.peer_mac = Some(src_mac);
+            t.set_mac(src_mac, self.neigh_epoch);
             t.ip_opts = ip_opts;
             t.irs = repr.seq;
             t.rcv_nxt = repr.seq.add(1);
@@ -115,7 +115,7 @@ impl Tcp {
                 let iss = repr.ack.unwrap_or_default().sub(1);
                 t.state = TcpState::SynReceived;
                 t.owner = Owner::Listener(li);
-                t.peer_mac = Some(src_mac);
+                t.set_mac(src_mac, self.neigh_epoch);
                 t.ip_opts = ip_opts;
                 t.iss = iss;
                 t.snd_una = iss;

@@ -98,6 +98,8 @@ pub(crate) struct CtrlSegment {
 pub(crate) struct Actions {
     pub(crate) segments: Vec<CtrlSegment>,
     pub(crate) events: Vec<Event>,
+    /// Peers whose connections time out unanswered: the stack checks their next hop's MAC.
+    pub(crate) suspects: Vec<IpAddress>,
 }
 
 impl Actions {
@@ -105,11 +107,12 @@ impl Actions {
         Actions {
             segments: Vec::with_capacity(n),
             events: Vec::with_capacity(n),
+            suspects: Vec::new(),
         }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.segments.is_empty() && self.events.is_empty()
+        self.segments.is_empty() && self.events.is_empty() && self.suspects.is_empty()
     }
 }
 
@@ -196,6 +199,10 @@ pub(crate) struct Tcp {
     send_pool: Vec<Box<[u8]>>,
     recv_pool: Vec<Box<[u8]>>,
     port_cursor: u32,
+    /// Bumped when a neighbour's MAC changes: a connection's MAC taken at another epoch is
+    /// looked up again before its next segment (docs/TCPIP.md, "Neighbours that move").
+    /// Never 0, the epoch of a connection without a MAC.
+    neigh_epoch: u16,
 }
 
 impl Tcp {
@@ -217,6 +224,7 @@ impl Tcp {
             send_pool: Vec::new(),
             recv_pool: Vec::new(),
             port_cursor: (cfg.secret as u32) ^ ((cfg.secret >> 32) as u32),
+            neigh_epoch: 1,
         }
     }
 

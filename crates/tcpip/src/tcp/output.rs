@@ -52,7 +52,7 @@ impl Tcp {
         if !t.in_use || t.state == TcpState::Closed {
             return OutputReady::Skip;
         }
-        match t.peer_mac {
+        match t.mac_at(self.neigh_epoch) {
             Some(_) => OutputReady::Ready,
             None => OutputReady::Unrouted(t.remote_ip),
         }
@@ -60,7 +60,27 @@ impl Tcp {
 
     /// The stack resolved the peer's (or the gateway's) MAC.
     pub(crate) fn set_peer_mac(&mut self, idx: u32, mac: MacAddr) {
-        self.conns[idx as usize].peer_mac = Some(mac);
+        let epoch = self.neigh_epoch;
+        self.conns[idx as usize].set_mac(mac, epoch);
+    }
+
+    /// A neighbour's MAC changed: every connection looks its next hop up again before its
+    /// next segment (one compare per segment). Only when the epoch wraps, once in 65,535
+    /// moves, are the connections walked, so that no old epoch comes round again.
+    pub(crate) fn neighbour_moved(&mut self) {
+        match self.neigh_epoch.checked_add(1) {
+            Some(e) => self.neigh_epoch = e,
+            None => {
+                self.conns.iter_mut().for_each(Tcb::forget_mac);
+                self.neigh_epoch = 1;
+            }
+        }
+    }
+
+    /// The MAC connection `idx` would send to now, without resolving.
+    #[cfg(test)]
+    pub(crate) fn current_mac(&self, idx: u32) -> Option<MacAddr> {
+        self.conns[idx as usize].mac_at(self.neigh_epoch)
     }
 
     /// The next hop is being resolved: output resumes when [`Tcp::neighbour_resolved`] is called.
@@ -431,7 +451,7 @@ impl Tcp {
     ) -> Option<()> {
         *cx.ip_ident = cx.ip_ident.wrapping_add(1);
         let t = &self.conns[idx as usize];
-        let mac = t.peer_mac?;
+        let mac = t.mac_at(self.neigh_epoch)?;
         let syn = fl & flags::SYN != 0;
         let options = if syn {
             syn_options(cx, t)

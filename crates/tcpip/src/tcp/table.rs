@@ -195,7 +195,7 @@ impl Tcp {
                 window: 0,
                 options: TcpOptions::default(),
             };
-            let (ip, mac) = (t.remote_ip, t.peer_mac);
+            let (ip, mac) = (t.remote_ip, t.mac_at(self.neigh_epoch));
             cx.send_ctrl_with(t.local_ip(cx.cfg), ip, mac, &repr, t.ip_options());
         }
         self.set_closed(cx, idx, Some(err));

@@ -91,7 +91,10 @@ pub(crate) struct Tcb {
     pub(crate) to_link_local: bool,
     pub(crate) remote_port: u16,
     pub(crate) local_port: u16,
-    pub(crate) peer_mac: Option<MacAddr>,
+    /// The next hop's MAC, taken at neighbour epoch `mac_epoch` (`Tcb::mac_at`); epoch 0,
+    /// which `Tcp::neigh_epoch` never is, while there is none.
+    peer_mac: MacAddr,
+    mac_epoch: u16,
     /// IPv4 options on every segment: a passive open's SYN's record route and timestamp,
     /// echoed (Linux's child socket keeps `ireq_opt`); none on an active open. Boxed: rare,
     /// and the block stays within its cache lines.
@@ -212,6 +215,22 @@ pub(crate) struct Tcb {
 }
 
 impl Tcb {
+    /// The next hop's MAC while no neighbour has moved since it was taken (`epoch` is
+    /// `Tcp::neigh_epoch`); None sends the connection's next segment through resolution
+    /// again (docs/TCPIP.md, "Neighbours that move").
+    pub(crate) fn mac_at(&self, epoch: u16) -> Option<MacAddr> {
+        (self.mac_epoch == epoch).then_some(self.peer_mac)
+    }
+
+    pub(crate) fn set_mac(&mut self, mac: MacAddr, epoch: u16) {
+        self.peer_mac = mac;
+        self.mac_epoch = epoch;
+    }
+
+    pub(crate) fn forget_mac(&mut self) {
+        self.mac_epoch = 0;
+    }
+
     /// The IPv4 options this connection's segments carry.
     pub(crate) fn ip_options(&self) -> EchoedOptions {
         self.ip_opts.as_deref().copied().unwrap_or_default()
@@ -228,7 +247,8 @@ impl Tcb {
             to_link_local: false,
             remote_port: 0,
             local_port: 0,
-            peer_mac: None,
+            peer_mac: MacAddr::ZERO,
+            mac_epoch: 0,
             ip_opts: None,
             iss: SeqNumber(0),
             snd_una: SeqNumber(0),

@@ -14,6 +14,11 @@ use wirespeed_wire::TcpRepr;
 /// allows.
 pub(super) const MAX_PROBES: u8 = 1;
 
+/// Retransmission timeouts in a row after which a connection suspects its next hop, and the
+/// stack asks the link for that MAC again: Linux's `tcp_retries1` (3), past which
+/// `tcp_write_timeout` tells the network layer (docs/TCPIP.md, "Neighbours that move").
+const SUSPECT_NEXT_HOP_AFTER: u8 = 3;
+
 impl Tcp {
     /// Runs every connection timer due at `now`.
     pub(crate) fn run_timers(&mut self, cx: &mut Ctx<'_>, now: Instant) {
@@ -147,7 +152,7 @@ impl Tcp {
             window: (t.rcv_window() >> t.rcv_wscale).min(65535) as u16,
             options: TcpOptions::default(),
         };
-        let (ip, mac) = (t.remote_ip, t.peer_mac);
+        let (ip, mac) = (t.remote_ip, t.mac_at(self.neigh_epoch));
         let local = t.local_ip(cx.cfg);
         cx.send_ctrl_with(local, ip, mac, &out, t.ip_options());
         true
@@ -210,6 +215,9 @@ impl Tcp {
         }
         cx.stats.tcp_rto_expired += 1;
         t.retries += 1;
+        if t.retries >= SUSPECT_NEXT_HOP_AFTER {
+            cx.out.suspects.push(t.remote_ip);
+        }
         t.rto = ((t.rto as u64) * 2).min(dur_us(cx.cfg.max_rto) as u64) as u32;
         // Re-armed here, not only when the retransmission leaves: it may not leave
         // (next hop unresolved) and the connection must still time out.

@@ -41,6 +41,7 @@ mod input_rules;
 mod ip_options_echo;
 mod ipv6;
 mod lifecycle;
+mod neighbours;
 mod pmtu;
 mod recovery;
 mod transfer;
