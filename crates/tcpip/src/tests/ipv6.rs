@@ -398,6 +398,33 @@ fn a_neighbour_solicitation_is_answered_only_at_hop_limit_255() {
     }
 }
 
+/// The IPv6 form of a gratuitous ARP: B's unsolicited advertisement of its address from a
+/// new MAC, to every node, with Override (docs/TCPIP.md, "Neighbours that move").
+#[test]
+fn an_unsolicited_advertisement_from_a_new_mac_moves_the_connections() {
+    use super::neighbours::{move_b, MAC_NEW};
+    let mut p = dual_pair(CongestionAlgorithm::Cubic);
+    settle(&mut p);
+    let (c, s) = connect_to(&mut p, IP6_B.into());
+    move_b(&mut p);
+    let na = Icmpv6Repr::NeighborAdvert {
+        router: false,
+        solicited: false,
+        override_: true,
+        target: IP6_B,
+        target_lladdr: Some(MAC_NEW),
+    };
+    let mut f = icmpv6_frame(&na, IP6_B, Ipv6Addr::ALL_NODES, (255, 0));
+    f[..6].copy_from_slice(&Ipv6Addr::ALL_NODES.multicast_mac().0);
+    f[6..12].copy_from_slice(&MAC_NEW.0);
+    let now = p.now;
+    p.st[0].receive(now, &f);
+    assert_eq!(p.st[0].stats().neighbour_moved, 1);
+    transfer_within(&mut p, 0, c, s, 200_000, Duration::from_secs(5), |_| {});
+    let st = p.st[0].stats();
+    assert_eq!((st.tcp_rto_expired, st.tcp_retransmits), (0, 0));
+}
+
 #[test]
 fn a_syn_to_a_closed_port_over_ipv6_gets_a_rst() {
     let (out, _) = answers(&syn6(81, IP6_A, &[], IpProtocol::Tcp));

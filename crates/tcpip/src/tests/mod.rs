@@ -332,14 +332,24 @@ fn send_through_losses(p: &mut Pair, c: ConnId, s: ConnId, lost: usize) {
 /// A broadcast ARP message from A (MAC_A) as `sender_ip`, asking for `target_ip`, padded
 /// to the 60-byte Ethernet minimum.
 fn arp_frame(op: ArpOperation, sender_ip: Ipv4Addr, target_ip: Ipv4Addr) -> Vec<u8> {
+    arp_frame_from(op, MAC_A, sender_ip, target_ip)
+}
+
+/// A broadcast ARP message from `sender_mac`, which says it holds `sender_ip`.
+fn arp_frame_from(
+    op: ArpOperation,
+    sender_mac: MacAddr,
+    sender_ip: Ipv4Addr,
+    target_ip: Ipv4Addr,
+) -> Vec<u8> {
     let a = kit::arp_packet(
         op.into(),
-        MAC_A.0,
+        sender_mac.0,
         sender_ip.into(),
         [0; 6],
         target_ip.into(),
     );
-    let mut f = kit::ethernet(MacAddr::BROADCAST.0, MAC_A.0, kit::ETH_P_ARP, &a);
+    let mut f = kit::ethernet(MacAddr::BROADCAST.0, sender_mac.0, kit::ETH_P_ARP, &a);
     f.resize(60, 0);
     f
 }

@@ -4,12 +4,12 @@
 use super::*;
 
 /// The MAC that B's address moves to.
-const MAC_NEW: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x42]);
+pub(super) const MAC_NEW: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x42]);
 
 /// From now on B answers from `MAC_NEW`, and what A sends to B's old MAC is lost. B's stack
 /// keeps its own MAC: frames to the new one are handed to it, and its frames, ARP included,
 /// leave with the new one.
-fn move_b(p: &mut Pair) {
+pub(super) fn move_b(p: &mut Pair) {
     p.filter = Some(Box::new(|from, f| !(from == 0 && f[0..6] == MAC_B.0)));
     p.rewrite = Some(Box::new(|from, f| {
         let replace = |f: &mut [u8], at: usize, old: MacAddr, new: MacAddr| {
@@ -32,28 +32,16 @@ fn move_b(p: &mut Pair) {
     }));
 }
 
-/// B's gratuitous ARP from its new MAC (a request for its own address, as keepalived sends
-/// after a failover).
-fn gratuitous_arp() -> Vec<u8> {
-    let a = kit::arp_packet(
-        ArpOperation::Request.into(),
-        MAC_NEW.0,
-        IP_B.into(),
-        [0; 6],
-        IP_B.into(),
-    );
-    let mut f = kit::ethernet(MacAddr::BROADCAST.0, MAC_NEW.0, kit::ETH_P_ARP, &a);
-    f.resize(60, 0);
-    f
-}
-
 #[test]
 fn a_gratuitous_arp_moves_the_connections_at_once() {
     let mut p = Pair::new();
     let (c, s, _) = p.connect();
     move_b(&mut p);
     let now = p.now;
-    p.st[0].receive(now, &gratuitous_arp());
+    // B's gratuitous ARP: a request for its own address from its new MAC, as keepalived sends
+    // after a failover.
+    let garp = arp_frame_from(ArpOperation::Request, MAC_NEW, IP_B, IP_B);
+    p.st[0].receive(now, &garp);
     assert_eq!(p.st[0].stats().neighbour_moved, 1);
     transfer_within(&mut p, 0, c, s, 200_000, Duration::from_secs(5), |_| {});
     let st = p.st[0].stats();
