@@ -1,8 +1,11 @@
 //! ICMP: echo and timestamp replies (with the request's record-route and timestamp options
 //! echoed, as Linux's `icmp_reply` does), and the errors the receive path sends (parameter
-//! problem for a malformed IP option, port and protocol unreachable), under Linux's global
-//! budget for them.
+//! problem for a malformed IP option, port and protocol unreachable), under Linux's two
+//! limits for them: the host's budget, and each destination's.
 
+use std::collections::HashMap;
+
+use crate::util::FlowHashBuilder;
 use crate::{wall_clock_ms, Instant, Stack};
 use wirespeed_wire::icmpv4::error_type;
 use wirespeed_wire::ip_options_echo::{self, EchoRefused, EchoedOptions};
@@ -46,17 +49,108 @@ impl Default for ErrorBudget {
 }
 
 impl ErrorBudget {
-    /// Takes one error's credit if there is one.
-    pub(crate) fn allow(&mut self, now: Instant) -> bool {
+    /// Whether an error may be sent now (credit earned since the last call is added first).
+    /// The credit is taken by [`ErrorBudget::consume`] once the destination's limit allows
+    /// it too, as Linux 6.18's `icmp_global_allow` and `icmp_global_consume` do.
+    pub(crate) fn has_credit(&mut self, now: Instant) -> bool {
         let earned = now.micros().saturating_sub(self.stamp.micros()) * ERRORS_PER_SEC / 1_000_000;
         if earned > 0 {
             self.credit = (self.credit + earned).min(ERRORS_BURST);
             self.stamp = now;
         }
-        if self.credit == 0 {
+        self.credit > 0
+    }
+
+    pub(crate) fn consume(&mut self) {
+        self.credit = self.credit.saturating_sub(1);
+    }
+
+    /// Takes one error's credit if there is one.
+    #[cfg(test)]
+    fn allow(&mut self, now: Instant) -> bool {
+        let ok = self.has_credit(now);
+        if ok {
+            self.consume();
+        }
+        ok
+    }
+}
+
+/// How many errors' worth of time a destination's bucket holds: Linux's `XRLIM_BURST_FACTOR`.
+const PEER_BURST: u64 = 6;
+/// Destinations whose buckets are kept. One left alone for [`PEER_BURST`] intervals has a
+/// full bucket, as a new one does, so only those that got errors in the last few seconds
+/// need an entry; past this many, a new one goes unlimited (but for the host's budget), as
+/// in Linux when no `inet_peer` can be had.
+const PEERS_KEPT: usize = 4096;
+/// The least time between two sweeps of a full table.
+const PEER_SWEEP_GAP_US: u64 = 100_000;
+
+/// Each destination's limit of ICMP errors (Linux's `inet_peer_xrlim_allow`): an error costs
+/// `interval` of the destination's tokens, which grow with time up to [`PEER_BURST`] errors'
+/// worth; a new destination starts full. So six at once, then one per interval.
+pub(crate) struct PeerLimits {
+    peers: HashMap<crate::IpAddress, Peer, FlowHashBuilder>,
+    next_sweep: Instant,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Peer {
+    tokens_us: u64,
+    last: Instant,
+}
+
+impl PeerLimits {
+    pub(crate) fn new(seed: u64) -> PeerLimits {
+        PeerLimits {
+            peers: HashMap::with_hasher(FlowHashBuilder { seed }),
+            next_sweep: Instant::ZERO,
+        }
+    }
+
+    /// Takes an error to `dst` from its bucket if it holds `interval_us` of tokens.
+    pub(crate) fn allow(&mut self, dst: crate::IpAddress, interval_us: u64, now: Instant) -> bool {
+        let full = PEER_BURST * interval_us;
+        if self.peers.len() >= PEERS_KEPT && !self.peers.contains_key(&dst) {
+            if now >= self.next_sweep {
+                self.next_sweep = now.add_micros(PEER_SWEEP_GAP_US);
+                self.peers
+                    .retain(|_, p| now.micros().saturating_sub(p.last.micros()) < full);
+            }
+            if self.peers.len() >= PEERS_KEPT {
+                return true;
+            }
+        }
+        let p = self.peers.entry(dst).or_insert(Peer {
+            tokens_us: full,
+            last: now,
+        });
+        let tokens = (p.tokens_us + now.micros().saturating_sub(p.last.micros())).min(full);
+        p.last = now;
+        let ok = tokens >= interval_us;
+        p.tokens_us = if ok { tokens - interval_us } else { tokens };
+        ok
+    }
+}
+
+/// Linux's `icmp_ratelimit` (1000 ms): an IPv4 destination's interval between errors.
+pub(crate) const PEER_INTERVAL_US: u64 = 1_000_000;
+
+impl Stack {
+    /// Whether an ICMP error to `dst` may go: the host's budget has credit and `dst`'s
+    /// bucket holds `interval_us` (taken from both then), as Linux's `icmp_send` and
+    /// `icmp6_send` ask. Counted by which limit refused it.
+    pub(crate) fn icmp_error_allowed(&mut self, dst: crate::IpAddress, interval_us: u64) -> bool {
+        let now = self.now;
+        if !self.icmp_budget.has_credit(now) {
+            self.stats.icmp_rate_limited += 1;
             return false;
         }
-        self.credit -= 1;
+        if !self.icmp_peer_limits.allow(dst, interval_us, now) {
+            self.stats.icmp_rate_limited_host += 1;
+            return false;
+        }
+        self.icmp_budget.consume();
         true
     }
 }
@@ -173,8 +267,7 @@ impl Stack {
         if about_an_error_or_later_fragment(ip, dgram) {
             return;
         }
-        if !self.icmp_budget.allow(self.now) {
-            self.stats.icmp_rate_limited += 1;
+        if !self.icmp_error_allowed(ip.src.into(), PEER_INTERVAL_US) {
             return;
         }
         // `icmp_send` echoes the datagram's options too, except those it could not parse.
@@ -299,5 +392,29 @@ mod tests {
         // 10 ms later: 10 more credits at 1000 per second.
         let t1 = Instant::from_millis(1010);
         assert_eq!((0..60).filter(|_| b.allow(t1)).count(), 10);
+    }
+
+    #[test]
+    fn a_full_table_of_destinations_forgets_the_idle_and_lets_new_ones_through() {
+        let mut p = PeerLimits::new(1);
+        let t0 = Instant::from_millis(1000);
+        let dst = |i: usize| crate::IpAddress::V4(Ipv4Addr::from_u32(0xc612_0000 + i as u32));
+        for i in 0..PEERS_KEPT {
+            assert!(p.allow(dst(i), PEER_INTERVAL_US, t0));
+        }
+        // Full of destinations that just had an error: a new one is not limited (Linux with
+        // no inet_peer to be had), and gets no entry.
+        let new = dst(PEERS_KEPT);
+        assert!((0..10).all(|_| p.allow(new, PEER_INTERVAL_US, t0)));
+        assert_eq!(p.peers.len(), PEERS_KEPT);
+        // Six intervals on, every bucket is full again: the sweep forgets them all.
+        let t1 = t0.add_micros(PEER_BURST * PEER_INTERVAL_US);
+        assert_eq!(
+            (0..10)
+                .filter(|_| p.allow(new, PEER_INTERVAL_US, t1))
+                .count(),
+            6
+        );
+        assert_eq!(p.peers.len(), 1);
     }
 }

@@ -576,6 +576,10 @@ pub struct Stats {
     pub icmp_errors_sent: u64,
     /// ICMP errors not sent: over Linux's global budget (`icmp_msgs_per_sec`/`_burst`).
     pub icmp_rate_limited: u64,
+    /// ICMP errors not sent because their destination had one too many (Linux's
+    /// `RateLimitHost`: six at once, then one a second; over IPv6 one per 250 ms on the
+    /// link, 62 ms through the router).
+    pub icmp_rate_limited_host: u64,
     pub icmp_malformed: u64,
     pub icmp_bad_checksum: u64,
     pub icmp_unsupported: u64,

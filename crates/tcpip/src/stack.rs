@@ -45,6 +45,7 @@ pub struct Stack {
     actions: Actions,
     pub(crate) ip_ident: u16,
     pub(crate) icmp_budget: crate::icmp::ErrorBudget,
+    pub(crate) icmp_peer_limits: crate::icmp::PeerLimits,
     /// IPv4 reassembly queues (`reassembly.rs`).
     pub(crate) frag: crate::reassembly::Reassembly,
     /// Our IPv6 link-local address and the DAD of both (`addr6.rs`, `ndp.rs`).
@@ -79,6 +80,7 @@ impl Stack {
             actions: Actions::with_capacity(64),
             ip_ident: cfg.secret as u16,
             icmp_budget: Default::default(),
+            icmp_peer_limits: crate::icmp::PeerLimits::new(cfg.secret ^ 0x1c3b),
             frag: crate::reassembly::Reassembly::new(&cfg),
             addrs6: Addrs6::new(&cfg),
             stats: Stats::default(),

@@ -1009,6 +1009,52 @@ fn bypass_server_follows_a_peer_whose_mac_changes() {
     assert_eq!(moved, 1, "the peer's new MAC was not taken\n{log}");
 }
 
+/// ICMP errors, with Linux beside us as the judge: the kernel keeps an address of its own on
+/// the interface our stack serves, and the peer sends ten datagrams at once to a closed UDP
+/// port of each. Both answer the same number of port unreachables: six, the burst of the
+/// destination's bucket (docs/TCPIP.md, "ICMP errors"; before it, the stack answered all ten).
+#[test]
+fn bypass_server_limits_icmp_errors_per_destination_as_linux_does() {
+    let pair = UserPair::new("l", 75);
+    let ours = pair.ours();
+    let kernel = format!("198.18.{}.3", pair.net);
+    pair.a
+        .ip(&["addr", "add", &format!("{kernel}/24"), "dev", &pair.a_if]);
+    let srv = serve_xdp(&pair.a, &pair.a_if, &ours, "echo");
+    let mut answered = Vec::new();
+    for target in [ours, kernel] {
+        let ping = pair
+            .b
+            .command("ping")
+            .args(["-c1", "-W2", &target])
+            .output();
+        assert!(
+            ping.unwrap().status.success(),
+            "{target} does not answer ping"
+        );
+        let before = nstat(&pair.b, "IcmpInDestUnreachs");
+        let to = format!("{target}:9");
+        pair.b.run(move || {
+            let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+            for _ in 0..10 {
+                s.send_to(b"x", &to).unwrap();
+            }
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        answered.push(nstat(&pair.b, "IcmpInDestUnreachs") - before);
+    }
+    let log = srv.stop();
+    eprintln!(
+        "port unreachables for 10 datagrams at once: ours {}, Linux {}",
+        answered[0], answered[1]
+    );
+    assert_eq!(answered[0], answered[1], "ours, then Linux's\n{log}");
+    assert_eq!(
+        stack_counter(&pair.a, &["icmp_rate_limited_host"]),
+        10 - answered[0]
+    );
+}
+
 /// A jumbo MTU (9000 on both ends, every offload at its default): the bifurcation program is
 /// an xdp.frags program, so the veth keeps the MTU with it attached, and serve opens
 /// multi-buffer sockets, so 16 MiB each way are echoed in segments of up to 8960 bytes (the

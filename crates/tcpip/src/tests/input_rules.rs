@@ -560,6 +560,51 @@ fn closed_udp_ports_and_unknown_protocols_get_destination_unreachable() {
     assert_eq!(s.stats().udp_no_socket, 2);
 }
 
+/// How many frames `s` sends at `ms` after taking `frame` `n` times.
+fn answers_at(s: &mut Stack, ms: u64, frame: &[u8], n: usize) -> usize {
+    let now = Instant::from_millis(ms);
+    (0..n)
+        .map(|_| {
+            s.receive(now, frame);
+            let mut sink = VecSink::new();
+            s.transmit(now, &mut sink);
+            sink.frames.len()
+        })
+        .sum()
+}
+
+/// Linux's limit of ICMP errors per destination (`inet_peer_xrlim_allow`, `icmp_ratelimit`
+/// 1 s, `XRLIM_BURST_FACTOR` 6) under the host's budget: six at once, then one a second;
+/// another destination has its own, and the errors refused take nothing from the budget.
+#[test]
+fn a_destination_gets_six_errors_at_once_then_one_a_second() {
+    let mut s = listening(false);
+    let udp = [0x13, 0x88, 0, 53, 0, 10, 0, 0, b'h', b'i'];
+    let from_a = datagram(MAC_B, 17, &udp);
+    assert_eq!(answers_at(&mut s, 1000, &from_a, 10), 6);
+    assert_eq!(s.stats().icmp_rate_limited_host, 4);
+    assert_eq!(answers_at(&mut s, 1999, &from_a, 3), 0, "within the second");
+    assert_eq!(answers_at(&mut s, 2000, &from_a, 3), 1);
+    let raw = kit::L4::Raw {
+        proto: 17,
+        payload: udp.to_vec(),
+    };
+    let other = Ipv4Addr::new(203, 0, 113, 9);
+    let from_other = ipv4_frame(
+        (MAC_A, other),
+        (MAC_B, IP_B),
+        &kit::IpHeader::default(),
+        &raw,
+    );
+    assert_eq!(answers_at(&mut s, 2000, &from_other, 10), 6);
+    assert_eq!(s.stats().icmp_errors_sent, 13);
+    assert_eq!(
+        s.stats().icmp_rate_limited,
+        0,
+        "the host's budget had credit throughout"
+    );
+}
+
 /// A half-open connection from port 1000 (SYN at 500, SACK permitted): its listener and
 /// our ISS.
 fn half_open(s: &mut Stack) -> (ListenerId, u32) {

@@ -191,6 +191,38 @@ fn echo_udp_and_port_unreachable_over_ipv6() {
     assert_eq!(p.st[1].stats().icmp_errors_sent, 1);
 }
 
+/// Linux's ICMPv6 limit per destination (`icmpv6_xrlim_allow`): six errors at once, then one
+/// per `icmpv6_time` (1 s) halved for every 32 bits of the route's prefix below 128: 250 ms
+/// for a neighbour on our /64, 62.5 ms for a host through the default route.
+#[test]
+fn an_ipv6_destination_gets_errors_at_its_routes_interval() {
+    let mut c = no_dad(1);
+    c.ipv6_gateway = Some(LL_A);
+    let mut s = Stack::new(c);
+    s.neighbour_add_static(LL_A, MAC_A);
+    s.neighbour_add_static(IP6_A, MAC_A);
+    let off_link = Ipv6Addr([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]);
+    for (src, interval_ms, t) in [(IP6_A, 250, 1000), (off_link, 62, 3000)] {
+        let (_, udp) = kit::l4_bytes(src.0.into(), IP6_B.0.into(), &kit::udp(5000, 54));
+        let f = v6_frame(src, IP6_B, IpProtocol::Udp, (64, 0), &udp);
+        let errors = |s: &mut Stack, ms: u64, n: usize| -> usize {
+            let now = Instant::from_millis(ms);
+            (0..n)
+                .map(|_| {
+                    s.receive(now, &f);
+                    let mut sink = VecSink::new();
+                    s.transmit(now, &mut sink);
+                    icmpv6_of(&sink.frames).len()
+                })
+                .sum()
+        };
+        assert_eq!(errors(&mut s, t, 10), 6, "{src:?}");
+        assert_eq!(errors(&mut s, t + interval_ms - 1, 2), 0, "{src:?}");
+        assert_eq!(errors(&mut s, t + interval_ms + 1, 2), 1, "{src:?}");
+    }
+    assert_eq!(s.stats().icmp_rate_limited_host, 2 * (4 + 2 + 1));
+}
+
 #[test]
 fn ping6_is_answered_with_the_request_traffic_class_and_code() {
     let mut s = Stack::new(no_dad(1));
